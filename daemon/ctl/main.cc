@@ -1,0 +1,2 @@
+// PLACEHOLDER: not written yet
+int main() { return 1; }

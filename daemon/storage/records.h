@@ -1,0 +1,117 @@
+#pragma once
+// The records the daemon keeps about studies and trials. Plain values shared by storage,
+// samplers, pruners and the scheduler; no behaviour beyond small helpers.
+//
+// Thread-safety: plain values.
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "config/space.h"
+#include "config/sweep.h"
+
+namespace triald::storage {
+
+enum class StudyState { kRunning, kComplete, kCancelled };
+enum class TrialState { kWaiting, kRunning, kComplete, kPruned, kFail };
+
+const char* StudyStateName(StudyState s);  // "RUNNING", "COMPLETE", "CANCELLED"
+const char* TrialStateName(TrialState s);  // "WAITING", "RUNNING", "COMPLETE", "PRUNED", "FAIL"
+std::optional<StudyState> ParseStudyState(const std::string& s);
+std::optional<TrialState> ParseTrialState(const std::string& s);
+inline bool IsFinished(TrialState s) {
+  return s == TrialState::kComplete || s == TrialState::kPruned || s == TrialState::kFail;
+}
+
+struct NewStudy {
+  std::string name;
+  config::Direction direction = config::Direction::kMinimize;
+  int n_trials = 0;
+  std::string spec_toml;  // the sweep file as submitted; re-parsed after a restart
+  std::string spec_path;  // where it came from (absolute), for messages and relative paths
+  uint64_t seed = 0;      // the sampler seed actually used
+};
+
+struct StudyRecord {
+  int64_t id = 0;
+  std::string name;
+  config::Direction direction = config::Direction::kMinimize;
+  int n_trials = 0;
+  StudyState state = StudyState::kRunning;
+  std::string spec_toml;
+  std::string spec_path;
+  uint64_t seed = 0;
+  double created_at = 0;   // unix seconds
+  double finished_at = 0;  // 0 while running
+};
+
+// One parameter value with the distribution it was drawn from (as Optuna stores it).
+struct ParamValue {
+  double internal = 0;
+  config::Distribution dist;
+};
+using ParamMap = std::map<std::string, ParamValue>;
+
+// Why a trial failed. `reason` is one of:
+//   exit (exit_code), signal (signal, core_dumped), timeout, oom, protocol, spawn, lost,
+//   cancelled, shutdown
+struct FailInfo {
+  std::string reason;
+  int exit_code = -1;
+  int signal = 0;
+  bool core_dumped = false;
+  std::string detail;       // human-readable account ("killed by SIGSEGV (core dumped)")
+  std::string stderr_tail;  // last few KiB of the worker's stderr
+};
+
+// Identifies a running process across daemon restarts: the start time (clock ticks since boot,
+// field 22 of /proc/PID/stat) tells a reused pid from the trial's own.
+struct ProcessIdentity {
+  pid_t pid = 0;
+  pid_t pgid = 0;
+  uint64_t start_time = 0;
+};
+
+struct TrialOutcome {
+  TrialState state = TrialState::kFail;  // kComplete, kPruned or kFail
+  std::optional<double> value;           // COMPLETE: the objective; PRUNED: last intermediate
+  FailInfo fail;                         // FAIL only
+};
+
+struct TrialRecord {
+  int64_t id = 0;
+  int64_t study_id = 0;
+  int number = 0;  // 0-based, dense within a study
+  TrialState state = TrialState::kWaiting;
+  std::optional<double> value;
+  ParamMap params;
+  std::map<int64_t, double> intermediate;    // step -> value
+  std::map<std::string, std::string> attrs;  // key -> JSON text
+  FailInfo fail;
+  ProcessIdentity process;
+  double created_at = 0;
+  double started_at = 0;   // 0 until RUNNING
+  double finished_at = 0;  // 0 until finished
+  std::optional<int64_t> retry_of;  // trial id this one retries
+
+  double DurationSeconds() const {
+    if (started_at <= 0) return 0;
+    return (finished_at > 0 ? finished_at : started_at) - started_at;
+  }
+};
+
+struct Event {
+  int64_t id = 0;
+  double at = 0;
+  std::optional<int64_t> study_id;
+  std::optional<int64_t> trial_id;
+  std::string kind;  // e.g. "study_created", "trial_started", "trial_finished", "daemon_started"
+  std::string detail;
+};
+
+}  // namespace triald::storage

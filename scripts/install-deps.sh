@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs every build, test and benchmark dependency of triald from Debian's archive.
+# Idempotent: packages already present are skipped quickly by apt.
+set -euo pipefail
+
+PACKAGES=(
+  build-essential cmake pkg-config git
+  libtorch-dev
+  libboost1.81-dev libboost-json1.81-dev
+  libspdlog-dev libfmt-dev
+  libsqlite3-dev sqlite3
+  catch2
+  libtomlplusplus-dev
+  libsystemd-dev
+  python3 python3-optuna
+  procps psmisc
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#PACKAGES[@]} packages present"
+  exit 0
+fi
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+echo "install-deps: installing ${missing[*]}"
+$SUDO apt-get update
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y --no-install-recommends "${missing[@]}"
