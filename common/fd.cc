@@ -1,1 +1,70 @@
-// PLACEHOLDER: not written yet
+#include "common/fd.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+namespace triald::common {
+
+void UniqueFd::Reset(int fd) {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = fd;
+}
+
+Result<Pipe> MakePipe(bool nonblocking_read) {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) return ErrnoError("pipe2", errno);
+  Pipe p{UniqueFd(fds[0]), UniqueFd(fds[1])};
+  if (nonblocking_read) TRIALD_RETURN_IF_ERROR(SetNonBlocking(p.read.get(), true));
+  return p;
+}
+
+Status SetNonBlocking(int fd, bool on) {
+  int flags = ::fcntl(fd, F_GETFL);
+  if (flags < 0) return ErrnoError("fcntl(F_GETFL)", errno);
+  flags = on ? (flags | O_NONBLOCK) : (flags & ~O_NONBLOCK);
+  if (::fcntl(fd, F_SETFL, flags) != 0) return ErrnoError("fcntl(F_SETFL)", errno);
+  return Status::Ok();
+}
+
+std::vector<int> ListOpenFds() {
+  std::vector<int> fds;
+  DIR* dir = ::opendir("/proc/self/fd");
+  if (dir == nullptr) return fds;
+  int own = ::dirfd(dir);
+  while (dirent* ent = ::readdir(dir)) {
+    if (ent->d_name[0] == '.') continue;
+    int fd = std::atoi(ent->d_name);
+    if (fd != own) fds.push_back(fd);
+  }
+  ::closedir(dir);
+  return fds;
+}
+
+Status WriteAll(int fd, const char* data, size_t size) {
+  while (size > 0) {
+    ssize_t n = ::write(fd, data, size);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return ErrnoError("write", errno);
+    }
+    data += n;
+    size -= static_cast<size_t>(n);
+  }
+  return Status::Ok();
+}
+
+Result<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return ErrnoError("cannot read " + path, errno);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+}  // namespace triald::common

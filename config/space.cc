@@ -1,1 +1,536 @@
-// PLACEHOLDER: not written yet
+#include "config/space.h"
+
+#include <algorithm>
+#include <boost/json.hpp>
+#include <boost/json/basic_parser_impl.hpp>
+#include <charconv>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string_view>
+#include <system_error>
+#include <utility>
+
+namespace triald::config {
+
+namespace {
+
+using common::InvalidArgument;
+using common::Result;
+using common::Status;
+
+// Integers up to 2^53 are exactly representable in a double, the internal representation.
+constexpr double kMaxExactInt = 9007199254740992.0;
+
+// Relative tolerance for "is this a whole number of steps": grids are built as low + k * step in
+// floating point, so exact divisibility would reject 0.1-steps that a user obviously meant.
+constexpr double kGridTolerance = 1e-9;
+
+bool NearInteger(double k) {
+  return std::fabs(k - std::round(k)) <= kGridTolerance * std::max(1.0, std::fabs(k));
+}
+
+bool IsIntegral(double x) { return std::isfinite(x) && x == std::floor(x); }
+
+// The shortest digits that read back to the same double, laid out as Python's repr() does:
+// 0.0001 rather than 1e-04, 1e-05 and 1e+16 in exponent form. Whole numbers keep a ".0" so that
+// a float parameter stays a float for the worker (Python's json.loads("1") is an int).
+std::string FormatDouble(double d) {
+  if (std::isnan(d)) return "nan";
+  if (std::isinf(d)) return d > 0 ? "inf" : "-inf";
+  char buf[64];
+  auto res = std::to_chars(buf, buf + sizeof(buf), d, std::chars_format::scientific);
+  std::string sci(buf, res.ptr);  // "-1.2345e-04"
+  size_t e = sci.find('e');
+  int exp = std::stoi(sci.substr(e + 1));
+  if (exp < -4 || exp >= 16) return sci;
+  std::string sign = sci[0] == '-' ? "-" : "";
+  std::string digits;
+  for (size_t i = sign.size(); i < e; ++i) {
+    if (sci[i] != '.') digits += sci[i];
+  }
+  if (exp < 0) return sign + "0." + std::string(-exp - 1, '0') + digits;
+  size_t int_len = static_cast<size_t>(exp) + 1;
+  if (digits.size() <= int_len)
+    return sign + digits + std::string(int_len - digits.size(), '0') + ".0";
+  return sign + digits.substr(0, int_len) + "." + digits.substr(int_len);
+}
+
+std::string FormatInt(double d) {
+  if (IsIntegral(d) && std::fabs(d) <= kMaxExactInt) {
+    return std::to_string(static_cast<int64_t>(d));
+  }
+  return FormatDouble(d);
+}
+
+// How a bound or step of `type` is shown in messages: ints without a fraction.
+std::string FormatBound(ParamType type, double d) {
+  return type == ParamType::kInt ? FormatInt(d) : FormatDouble(d);
+}
+
+std::string JsonNumber(double d) { return std::isfinite(d) ? FormatDouble(d) : "null"; }
+
+std::string JsonString(const std::string& s) {
+  return boost::json::serialize(boost::json::string_view(s));
+}
+
+std::string ChoiceJson(const Choice& c) {
+  if (const auto* b = std::get_if<bool>(&c)) return *b ? "true" : "false";
+  if (const auto* i = std::get_if<int64_t>(&c)) return std::to_string(*i);
+  if (const auto* d = std::get_if<double>(&c)) return JsonNumber(*d);
+  return JsonString(std::get<std::string>(c));
+}
+
+// Choices for messages: like JSON, but a non-finite float shows as what it is.
+std::string ChoicesText(const std::vector<Choice>& choices) {
+  std::string out = "[";
+  for (size_t i = 0; i < choices.size(); ++i) {
+    if (i > 0) out += ", ";
+    const auto* d = std::get_if<double>(&choices[i]);
+    out += d != nullptr ? FormatDouble(*d) : ChoiceJson(choices[i]);
+  }
+  return out + "]";
+}
+
+// "[low, high]" plus the grid or scale, for messages about values out of range.
+std::string RangeText(const Distribution& d) {
+  std::string out = "[" + FormatBound(d.type, d.low) + ", " + FormatBound(d.type, d.high) + "]";
+  if (d.log) out += " (log scale)";
+  bool stepped = d.type == ParamType::kFloat ? d.step > 0 : d.step > 1;
+  if (stepped) out += " on the grid low + k * " + FormatBound(d.type, d.step);
+  return out;
+}
+
+std::string_view Trim(std::string_view s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+  return s;
+}
+
+bool ParseDouble(std::string_view s, double* out) {
+  if (!s.empty() && s.front() == '+') s.remove_prefix(1);
+  auto res = std::from_chars(s.data(), s.data() + s.size(), *out);
+  return res.ec == std::errc() && res.ptr == s.data() + s.size() && !s.empty();
+}
+
+bool ParseInt(std::string_view s, int64_t* out) {
+  if (!s.empty() && s.front() == '+') s.remove_prefix(1);
+  auto res = std::from_chars(s.data(), s.data() + s.size(), *out);
+  return res.ec == std::errc() && res.ptr == s.data() + s.size() && !s.empty();
+}
+
+// Validate's messages start with "<key> = <value>" naming the field at fault (low, high, log,
+// step or choices). The sweep parser relies on that prefix to point at the right line of the
+// file, so keep it when adding checks.
+Status CheckFloat(const Distribution& d) {
+  if (!std::isfinite(d.low)) {
+    return InvalidArgument("low = " + FormatDouble(d.low) + ": expected a finite number");
+  }
+  if (!std::isfinite(d.high)) {
+    return InvalidArgument("high = " + FormatDouble(d.high) + ": expected a finite number");
+  }
+  if (d.low > d.high) {
+    return InvalidArgument("low = " + FormatDouble(d.low) + " is greater than high = " +
+                           FormatDouble(d.high) + "; expected low <= high");
+  }
+  if (d.log && d.low <= 0) {
+    return InvalidArgument(
+        "low = " + FormatDouble(d.low) +
+        ": a log-scale range must be positive; expected low > 0 with log = true");
+  }
+  if (!std::isfinite(d.step) || d.step < 0) {
+    return InvalidArgument("step = " + FormatDouble(d.step) + ": expected a number > 0");
+  }
+  if (d.step > 0) {
+    // As in Optuna: a log-scale float has no grid.
+    if (d.log) {
+      return InvalidArgument("step = " + FormatDouble(d.step) +
+                             ": step cannot be combined with log = true; expected either a "
+                             "step or log = true, not both");
+    }
+    if (!NearInteger((d.high - d.low) / d.step)) {
+      return InvalidArgument("step = " + FormatDouble(d.step) +
+                             " does not divide high - low = " + FormatDouble(d.high - d.low) +
+                             "; expected high - low to be a whole multiple of step");
+    }
+  }
+  return Status::Ok();
+}
+
+Status CheckInt(const Distribution& d) {
+  const std::string kExpectedInt = ": expected an integer between -2^53 and 2^53";
+  if (!IsIntegral(d.low) || std::fabs(d.low) > kMaxExactInt) {
+    return InvalidArgument("low = " + FormatInt(d.low) + kExpectedInt);
+  }
+  if (!IsIntegral(d.high) || std::fabs(d.high) > kMaxExactInt) {
+    return InvalidArgument("high = " + FormatInt(d.high) + kExpectedInt);
+  }
+  if (d.low > d.high) {
+    return InvalidArgument("low = " + FormatInt(d.low) + " is greater than high = " +
+                           FormatInt(d.high) + "; expected low <= high");
+  }
+  if (!IsIntegral(d.step) || d.step < 1 || d.step > kMaxExactInt) {
+    return InvalidArgument("step = " + FormatInt(d.step) + ": expected an integer >= 1");
+  }
+  if (d.log && d.low < 1) {
+    return InvalidArgument("low = " + FormatInt(d.low) +
+                           ": a log-scale range must be positive; expected low >= 1 with log = "
+                           "true");
+  }
+  if (d.log && d.step != 1) {
+    return InvalidArgument("step = " + FormatInt(d.step) +
+                           ": step cannot be combined with log = true; expected step = 1 with "
+                           "log = true");
+  }
+  if (std::fmod(d.high - d.low, d.step) != 0) {
+    return InvalidArgument("step = " + FormatInt(d.step) +
+                           " does not divide high - low = " + FormatInt(d.high - d.low) +
+                           "; expected high - low to be a whole multiple of step");
+  }
+  return Status::Ok();
+}
+
+Status CheckCategorical(const Distribution& d) {
+  if (d.choices.empty()) {
+    return InvalidArgument("choices = []: expected at least one choice");
+  }
+  for (size_t i = 0; i < d.choices.size(); ++i) {
+    if (const auto* x = std::get_if<double>(&d.choices[i]); x && !std::isfinite(*x)) {
+      return InvalidArgument("choices = " + ChoicesText(d.choices) + ": choice " +
+                             FormatDouble(*x) + " is not a finite number; expected finite numbers");
+    }
+    for (size_t j = 0; j < i; ++j) {
+      if (d.choices[j] == d.choices[i]) {
+        return InvalidArgument("choices = " + ChoicesText(d.choices) + ": " +
+                               ChoiceJson(d.choices[i]) +
+                               " appears more than once; expected distinct choices");
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+// A Boost.JSON handler that builds a value like boost::json::parse does, except that doubles are
+// converted from their text with std::from_chars: Boost 1.81's own conversion can be off by an
+// ulp, and a stored distribution must compare equal to the one it was made from.
+class ExactDoubleHandler {
+ public:
+  static constexpr std::size_t max_object_size = boost::json::object::max_size();
+  static constexpr std::size_t max_array_size = boost::json::array::max_size();
+  static constexpr std::size_t max_key_size = boost::json::string::max_size();
+  static constexpr std::size_t max_string_size = boost::json::string::max_size();
+
+  ExactDoubleHandler() { st_.reset(); }
+
+  boost::json::value Release() { return st_.release(); }
+
+  bool on_document_begin(boost::json::error_code&) { return true; }
+  bool on_document_end(boost::json::error_code&) { return true; }
+  bool on_object_begin(boost::json::error_code&) { return true; }
+  bool on_object_end(std::size_t n, boost::json::error_code&) {
+    st_.push_object(n);
+    return true;
+  }
+  bool on_array_begin(boost::json::error_code&) { return true; }
+  bool on_array_end(std::size_t n, boost::json::error_code&) {
+    st_.push_array(n);
+    return true;
+  }
+  bool on_key_part(boost::json::string_view s, std::size_t, boost::json::error_code&) {
+    st_.push_chars(s);
+    return true;
+  }
+  bool on_key(boost::json::string_view s, std::size_t, boost::json::error_code&) {
+    st_.push_key(s);
+    return true;
+  }
+  bool on_string_part(boost::json::string_view s, std::size_t, boost::json::error_code&) {
+    st_.push_chars(s);
+    return true;
+  }
+  bool on_string(boost::json::string_view s, std::size_t, boost::json::error_code&) {
+    st_.push_string(s);
+    return true;
+  }
+  bool on_number_part(boost::json::string_view s, boost::json::error_code&) {
+    number_.append(s.data(), s.size());
+    return true;
+  }
+  bool on_int64(int64_t i, boost::json::string_view, boost::json::error_code&) {
+    number_.clear();
+    st_.push_int64(i);
+    return true;
+  }
+  bool on_uint64(uint64_t u, boost::json::string_view, boost::json::error_code&) {
+    number_.clear();
+    st_.push_uint64(u);
+    return true;
+  }
+  bool on_double(double d, boost::json::string_view s, boost::json::error_code&) {
+    number_.append(s.data(), s.size());
+    double exact = 0;
+    // from_chars rejects only what Boost accepted as a number in ways we do not expect; then the
+    // parser's own value is the best there is.
+    st_.push_double(ParseDouble(number_, &exact) ? exact : d);
+    number_.clear();
+    return true;
+  }
+  bool on_bool(bool b, boost::json::error_code&) {
+    st_.push_bool(b);
+    return true;
+  }
+  bool on_null(boost::json::error_code&) {
+    st_.push_null();
+    return true;
+  }
+  bool on_comment_part(boost::json::string_view, boost::json::error_code&) { return true; }
+  bool on_comment(boost::json::string_view, boost::json::error_code&) { return true; }
+
+ private:
+  boost::json::value_stack st_;
+  std::string number_;
+};
+
+Result<boost::json::value> ParseJsonExact(const std::string& text) {
+  boost::json::basic_parser<ExactDoubleHandler> parser{boost::json::parse_options{}};
+  boost::json::error_code ec;
+  std::size_t n = parser.write_some(false, text.data(), text.size(), ec);
+  if (!ec && n < text.size()) ec = boost::json::error::extra_data;
+  if (ec) return InvalidArgument("invalid JSON: " + ec.message());
+  return parser.handler().Release();
+}
+
+Result<double> JsonToDouble(const boost::json::object& obj, const char* key) {
+  const boost::json::value* v = obj.if_contains(key);
+  if (v == nullptr) return InvalidArgument(std::string("missing \"") + key + "\"");
+  if (v->is_double()) return v->get_double();
+  if (v->is_int64()) return static_cast<double>(v->get_int64());
+  if (v->is_uint64()) return static_cast<double>(v->get_uint64());
+  return InvalidArgument(std::string("\"") + key + "\" is not a number");
+}
+
+Result<Choice> JsonToChoice(const boost::json::value& v) {
+  if (v.is_bool()) return Choice(v.get_bool());
+  if (v.is_int64()) return Choice(v.get_int64());
+  if (v.is_double()) return Choice(v.get_double());
+  if (v.is_string()) return Choice(std::string(v.get_string()));
+  return InvalidArgument("choice " + boost::json::serialize(v) +
+                         " is not a string, boolean, 64-bit integer or float");
+}
+
+Result<Distribution> DistributionFromObject(const boost::json::object& obj) {
+  const boost::json::value* type = obj.if_contains("type");
+  if (type == nullptr || !type->is_string()) return InvalidArgument("missing string \"type\"");
+  Distribution d;
+  if (type->get_string() == "categorical") {
+    d.type = ParamType::kCategorical;
+    for (const auto& kv : obj) {
+      if (kv.key() != "type" && kv.key() != "choices") {
+        return InvalidArgument("unknown key \"" + std::string(kv.key()) + "\"");
+      }
+    }
+    const boost::json::value* choices = obj.if_contains("choices");
+    if (choices == nullptr || !choices->is_array()) {
+      return InvalidArgument("missing array \"choices\"");
+    }
+    for (const auto& c : choices->get_array()) {
+      TRIALD_ASSIGN_OR_RETURN(Choice choice, JsonToChoice(c));
+      d.choices.push_back(std::move(choice));
+    }
+    return d;
+  }
+  if (type->get_string() == "float") {
+    d.type = ParamType::kFloat;
+  } else if (type->get_string() == "int") {
+    d.type = ParamType::kInt;
+    d.step = 1;
+  } else {
+    return InvalidArgument("unknown type " + boost::json::serialize(*type) +
+                           "; expected \"float\", \"int\" or \"categorical\"");
+  }
+  for (const auto& kv : obj) {
+    std::string_view k = kv.key();
+    if (k != "type" && k != "low" && k != "high" && k != "log" && k != "step") {
+      return InvalidArgument("unknown key \"" + std::string(k) + "\"");
+    }
+  }
+  TRIALD_ASSIGN_OR_RETURN(d.low, JsonToDouble(obj, "low"));
+  TRIALD_ASSIGN_OR_RETURN(d.high, JsonToDouble(obj, "high"));
+  if (const boost::json::value* log = obj.if_contains("log")) {
+    if (!log->is_bool()) return InvalidArgument("\"log\" is not a boolean");
+    d.log = log->get_bool();
+  }
+  if (obj.contains("step")) {
+    TRIALD_ASSIGN_OR_RETURN(d.step, JsonToDouble(obj, "step"));
+  }
+  return d;
+}
+
+}  // namespace
+
+const char* ParamTypeName(ParamType type) {
+  switch (type) {
+    case ParamType::kFloat:
+      return "float";
+    case ParamType::kInt:
+      return "int";
+    case ParamType::kCategorical:
+      return "categorical";
+  }
+  return "unknown";
+}
+
+Status Distribution::Validate() const {
+  switch (type) {
+    case ParamType::kFloat:
+      return CheckFloat(*this);
+    case ParamType::kInt:
+      return CheckInt(*this);
+    case ParamType::kCategorical:
+      return CheckCategorical(*this);
+  }
+  return common::Internal("unknown parameter type");
+}
+
+bool Distribution::Contains(double internal) const {
+  if (!std::isfinite(internal)) return false;
+  switch (type) {
+    case ParamType::kFloat:
+      if (internal < low || internal > high) return false;
+      return step <= 0 || NearInteger((internal - low) / step);
+    case ParamType::kInt: {
+      if (!IsIntegral(internal) || internal < low || internal > high) return false;
+      // The parser never yields step 0 for an int, but a hand-built Distribution may: read it as 1.
+      double s = step >= 1 ? step : 1;
+      return std::fmod(internal - low, s) == 0;
+    }
+    case ParamType::kCategorical:
+      return IsIntegral(internal) && internal >= 0 &&
+             internal < static_cast<double>(choices.size());
+  }
+  return false;
+}
+
+std::string Distribution::ToJson() const {
+  std::string out = "{\"type\":\"";
+  out += ParamTypeName(type);
+  out += "\"";
+  if (type == ParamType::kCategorical) {
+    out += ",\"choices\":[";
+    for (size_t i = 0; i < choices.size(); ++i) {
+      if (i > 0) out += ",";
+      out += ChoiceJson(choices[i]);
+    }
+    return out + "]}";
+  }
+  auto number = [this](double x) {
+    if (!std::isfinite(x)) return std::string("null");
+    return type == ParamType::kInt ? FormatInt(x) : FormatDouble(x);
+  };
+  out += ",\"low\":" + number(low);
+  out += ",\"high\":" + number(high);
+  out += ",\"log\":";
+  out += log ? "true" : "false";
+  out += ",\"step\":" + number(step);
+  return out + "}";
+}
+
+bool Distribution::operator==(const Distribution& o) const {
+  return type == o.type && low == o.low && high == o.high && log == o.log && step == o.step &&
+         choices == o.choices;
+}
+
+Result<Distribution> DistributionFromJson(const std::string& json) {
+  auto fail = [&json](const Status& s) {
+    return InvalidArgument("invalid distribution JSON " + json + ": " + s.message());
+  };
+  Result<boost::json::value> parsed = ParseJsonExact(json);
+  if (!parsed.ok()) return fail(parsed.status());
+  if (!parsed->is_object()) return fail(InvalidArgument("expected a JSON object"));
+  Result<Distribution> d = DistributionFromObject(parsed->get_object());
+  if (!d.ok()) return fail(d.status());
+  if (Status st = d->Validate(); !st.ok()) return fail(st);
+  return d;
+}
+
+std::string ExternalJson(const Distribution& d, double internal) {
+  switch (d.type) {
+    case ParamType::kFloat:
+      return JsonNumber(internal);
+    case ParamType::kInt:
+      return std::isfinite(internal) ? FormatInt(std::round(internal)) : "null";
+    case ParamType::kCategorical:
+      if (!IsIntegral(internal) || internal < 0 ||
+          internal >= static_cast<double>(d.choices.size())) {
+        return "null";
+      }
+      return ChoiceJson(d.choices[static_cast<size_t>(internal)]);
+  }
+  return "null";
+}
+
+Result<double> InternalFromText(const Distribution& d, const std::string& text) {
+  std::string_view t = Trim(text);
+  std::string quoted = JsonString(text);
+  switch (d.type) {
+    case ParamType::kFloat: {
+      double x = 0;
+      if (!ParseDouble(t, &x) || !d.Contains(x)) {
+        return InvalidArgument(quoted + " is not a valid float value; expected a number in " +
+                               RangeText(d));
+      }
+      return x;
+    }
+    case ParamType::kInt: {
+      int64_t i = 0;
+      if (!ParseInt(t, &i) || !d.Contains(static_cast<double>(i))) {
+        return InvalidArgument(quoted + " is not a valid int value; expected an integer in " +
+                               RangeText(d));
+      }
+      return static_cast<double>(i);
+    }
+    case ParamType::kCategorical:
+      break;
+  }
+  // A JSON-quoted text ("\"1\"") can only mean a string choice; otherwise a string choice spelled
+  // exactly like the text wins over a number or boolean that reads the same.
+  std::string_view unquoted = t;
+  bool forced_string = t.size() >= 2 && t.front() == '"' && t.back() == '"';
+  if (forced_string) unquoted = t.substr(1, t.size() - 2);
+  for (size_t i = 0; i < d.choices.size(); ++i) {
+    const auto* s = std::get_if<std::string>(&d.choices[i]);
+    if (s != nullptr && (*s == unquoted || *s == text)) return static_cast<double>(i);
+  }
+  if (!forced_string) {
+    int64_t as_int = 0;
+    double as_double = 0;
+    bool is_int = ParseInt(t, &as_int);
+    bool is_double = ParseDouble(t, &as_double);
+    for (size_t i = 0; i < d.choices.size(); ++i) {
+      const Choice& c = d.choices[i];
+      if (const auto* b = std::get_if<bool>(&c); b && t == (*b ? "true" : "false")) {
+        return static_cast<double>(i);
+      }
+      if (const auto* n = std::get_if<int64_t>(&c);
+          n && ((is_int && *n == as_int) || (!is_int && is_double && *n == as_double))) {
+        return static_cast<double>(i);
+      }
+      if (const auto* x = std::get_if<double>(&c); x && is_double && *x == as_double) {
+        return static_cast<double>(i);
+      }
+    }
+  }
+  std::string expected;
+  for (size_t i = 0; i < d.choices.size(); ++i) {
+    if (i > 0) expected += ", ";
+    expected += ChoiceJson(d.choices[i]);
+  }
+  return InvalidArgument(quoted + " is not one of the choices; expected one of " + expected);
+}
+
+std::string ChoiceToString(const Choice& c) {
+  if (const auto* s = std::get_if<std::string>(&c)) return *s;
+  return ChoiceJson(c);
+}
+
+}  // namespace triald::config

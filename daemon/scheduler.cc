@@ -1,1 +1,593 @@
-// PLACEHOLDER: not written yet
+#include "daemon/scheduler.h"
+
+#include <dirent.h>
+#include <signal.h>
+
+#include <algorithm>
+#include <boost/json.hpp>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "common/process_util.h"
+
+namespace triald::daemon {
+using common::Result;
+using common::Status;
+using launcher::StopReason;
+using storage::TrialRecord;
+using storage::TrialState;
+
+struct Scheduler::StudyRuntime {
+  storage::StudyRecord record;
+  config::SweepSpec spec;
+  std::unique_ptr<sampler::Sampler> sampler;
+  std::unique_ptr<pruner::Pruner> pruner;
+  std::vector<TrialRecord> trials;  // index == trial number; mirrors storage
+  std::deque<int> waiting;          // numbers of WAITING trials, oldest first
+  int running = 0;
+  int finished = 0;
+  bool exhausted = false;  // the sampler has nothing more to propose
+};
+
+struct Scheduler::RunningTrial {
+  StudyRuntime* study = nullptr;
+  int number = 0;
+  std::unique_ptr<launcher::TrialProcess> process;
+  std::vector<double> final_values;  // from the last "final" line
+  std::string worker_error;          // from the last "error" line
+};
+
+Scheduler::Scheduler(SchedulerOptions options) : options_(std::move(options)) {
+  if (!options_.logger) options_.logger = common::MakeNullLogger();
+  if (options_.max_workers < 1) options_.max_workers = 1;
+}
+
+Scheduler::~Scheduler() = default;
+
+std::string Scheduler::TrialDir(const std::string& study, int number) const {
+  return options_.state_dir + "/studies/" + study + "/trials/" + std::to_string(number);
+}
+
+void Scheduler::Event(const StudyRuntime* study, const TrialRecord* trial,
+                      const std::string& kind, const std::string& detail) {
+  std::optional<int64_t> sid, tid;
+  if (study) sid = study->record.id;
+  if (trial) tid = trial->id;
+  Status st = options_.storage->AppendEvent(sid, tid, kind, detail, options_.clock->WallSeconds());
+  if (!st.ok()) options_.logger->error("storing event {}: {}", kind, st.message());
+}
+
+int Scheduler::queued_count() const {
+  int n = 0;
+  for (const auto& [id, s] : studies_) n += static_cast<int>(s->waiting.size());
+  return n;
+}
+
+Result<std::unique_ptr<Scheduler::StudyRuntime>> Scheduler::BuildRuntime(
+    const storage::StudyRecord& record, config::SweepSpec spec) {
+  auto rt = std::make_unique<StudyRuntime>();
+  rt->record = record;
+  rt->spec = std::move(spec);
+  config::SamplerConfig sc = rt->spec.sampler;
+  sc.seed = record.seed;
+  TRIALD_ASSIGN_OR_RETURN(rt->sampler, sampler::MakeSampler(sc, rt->spec.space));
+  TRIALD_ASSIGN_OR_RETURN(rt->pruner, pruner::MakePruner(rt->spec.pruner));
+  return rt;
+}
+
+Result<storage::StudyRecord> Scheduler::Submit(const config::SweepSource& source) {
+  if (shutting_down_) return common::Unavailable("triald is shutting down");
+  TRIALD_ASSIGN_OR_RETURN(config::SweepSpec spec, config::ParseSweep(source));
+  const std::string where = source.path.empty() ? "<sweep>" : source.path;
+
+  std::string path_env;
+  for (const std::string& kv : options_.base_env) {
+    if (kv.rfind("PATH=", 0) == 0) path_env = kv.substr(5);
+  }
+  if (auto it = spec.objective.env.find("PATH"); it != spec.objective.env.end()) {
+    path_env = it->second;
+  }
+  Result<std::string> exe =
+      common::FindExecutable(spec.objective.command[0], path_env, spec.objective.workdir);
+  if (!exe.ok()) {
+    return common::InvalidArgument(where + ": [objective] command[0] = \"" +
+                                   spec.objective.command[0] + "\": " + exe.status().message() +
+                                   "; expected an executable");
+  }
+
+  storage::NewStudy ns;
+  ns.name = spec.study.name;
+  ns.direction = spec.study.direction;
+  ns.n_trials = spec.study.n_trials;
+  ns.spec_toml = source.text;
+  ns.spec_path = source.path;
+  ns.seed = spec.sampler.seed_given ? spec.sampler.seed
+                                    : (options_.seed_source ? options_.seed_source() : 0);
+
+  // Build the sampler and pruner before storing anything, so a bad sweep leaves no trace.
+  storage::StudyRecord probe;
+  probe.seed = ns.seed;
+  Result<std::unique_ptr<StudyRuntime>> check = BuildRuntime(probe, spec);
+  if (!check.ok()) return check.status().WithContext(where);
+
+  Result<storage::StudyRecord> rec = options_.storage->CreateStudy(ns, options_.clock->WallSeconds());
+  if (!rec.ok()) {
+    if (rec.status().code() == common::Code::kAlreadyExists) {
+      return common::AlreadyExists(where + ": [study] name = \"" + ns.name +
+                                   "\": a study of that name already exists; expected a new "
+                                   "name (see `trialctl studies`)");
+    }
+    return rec.status();
+  }
+  auto rt = std::move(check).value();
+  rt->record = *rec;
+  StudyRuntime* raw = rt.get();
+  studies_[rec->id] = std::move(rt);
+  Event(raw, nullptr, "study_submitted",
+        std::to_string(ns.n_trials) + " trials, parallelism " +
+            std::to_string(raw->spec.study.parallelism) + ", seed " + std::to_string(ns.seed));
+  options_.logger->info("study {} submitted: {} trials, parallelism {}", ns.name, ns.n_trials,
+                        raw->spec.study.parallelism);
+  Pump();
+  return raw->record;
+}
+
+Status Scheduler::Recover() {
+  TRIALD_ASSIGN_OR_RETURN(std::vector<TrialRecord> lost, options_.storage->GetRunningTrials());
+  TRIALD_ASSIGN_OR_RETURN(std::vector<storage::StudyRecord> all, options_.storage->ListStudies());
+  std::map<int64_t, std::string> names;
+  for (const auto& s : all) names[s.id] = s.name;
+  for (const TrialRecord& t : lost) {
+    int killed = KillLostTrialProcesses(t.process, names[t.study_id], t.number);
+    storage::TrialOutcome out;
+    out.state = TrialState::kFail;
+    out.fail.reason = "lost";
+    out.fail.detail = "triald stopped while the trial ran (pid " + std::to_string(t.process.pid) +
+                      (killed > 0 ? "; " + std::to_string(killed) + " leftover process(es) killed"
+                                  : "") +
+                      ")";
+    Status st = options_.storage->FinishTrial(t.id, out, options_.clock->WallSeconds());
+    if (!st.ok()) return st.WithContext("marking trial lost");
+    options_.logger->warn("study {} trial {}: lost (it was running when triald stopped){}",
+                          names[t.study_id], t.number,
+                          killed > 0 ? "; killed its leftover processes" : "");
+    (void)options_.storage->AppendEvent(t.study_id, t.id, "trial_lost", out.fail.detail,
+                                        options_.clock->WallSeconds());
+  }
+  for (const storage::StudyRecord& rec : all) {
+    if (rec.state != storage::StudyState::kRunning) continue;
+    Result<config::SweepSpec> spec = config::ParseSweep({rec.spec_toml, rec.spec_path});
+    Result<std::unique_ptr<StudyRuntime>> rt =
+        spec.ok() ? BuildRuntime(rec, *spec) : Result<std::unique_ptr<StudyRuntime>>(spec.status());
+    if (!rt.ok()) {
+      // The stored sweep no longer parses (e.g. an option this build dropped): keep its trials
+      // and stop the study rather than refuse to start.
+      options_.logger->error("study {}: cannot resume: {}", rec.name, rt.status().message());
+      (void)options_.storage->SetStudyState(rec.id, storage::StudyState::kCancelled,
+                                            options_.clock->WallSeconds());
+      continue;
+    }
+    TRIALD_ASSIGN_OR_RETURN((*rt)->trials, options_.storage->GetTrials(rec.id));
+    for (const TrialRecord& t : (*rt)->trials) {
+      if (storage::IsFinished(t.state)) ++(*rt)->finished;
+      if (t.state == TrialState::kWaiting) (*rt)->waiting.push_back(t.number);
+    }
+    StudyRuntime* raw = rt->get();
+    studies_[rec.id] = std::move(rt).value();
+    options_.logger->info("study {} resumed: {}/{} trials finished", rec.name, raw->finished,
+                          rec.n_trials);
+    MaybeCompleteStudy(*raw);
+  }
+  return Status::Ok();
+}
+
+bool Scheduler::CanStart(const StudyRuntime& s) const {
+  if (shutting_down_ || s.record.state != storage::StudyState::kRunning) return false;
+  if (s.running >= s.spec.study.parallelism) return false;
+  if (!s.waiting.empty()) return true;
+  int created = static_cast<int>(s.trials.size());
+  return !s.exhausted && created < s.record.n_trials;
+}
+
+void Scheduler::Pump() {
+  if (pumping_) return;  // re-entered from a synchronous spawn failure
+  pumping_ = true;
+  // Round-robin over studies, one trial each per pass, so one big study cannot starve others.
+  // Every StartTrial either starts a trial or uses up part of its study's budget (a spawn
+  // failure is a finished trial; an exhausted sampler stops the study), so this ends.
+  for (bool started = true; started;) {
+    started = false;
+    for (auto& [id, study] : studies_) {
+      if (running_count() >= options_.max_workers) break;
+      if (!CanStart(*study)) continue;
+      StartTrial(*study);
+      started = true;
+    }
+  }
+  pumping_ = false;
+  // Completed studies leave the active set.
+  for (auto it = studies_.begin(); it != studies_.end();) {
+    if (it->second->record.state != storage::StudyState::kRunning && it->second->running == 0) {
+      it = studies_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  if (shutting_down_ && running_.empty() && on_idle_) {
+    auto fn = std::move(on_idle_);
+    on_idle_ = nullptr;
+    fn();
+  }
+}
+
+launcher::LaunchSpec Scheduler::MakeLaunchSpec(const StudyRuntime& study,
+                                               const TrialRecord& trial) const {
+  launcher::LaunchSpec ls;
+  const config::ObjectiveConfig& obj = study.spec.objective;
+  ls.argv = obj.command;
+  ls.workdir = obj.workdir;
+  ls.log_dir = TrialDir(study.record.name, trial.number);
+  ls.log_head_bytes = options_.log_head_bytes;
+  ls.log_tail_bytes = options_.log_tail_bytes;
+  ls.timeout_s = study.spec.study.trial_timeout;
+  ls.kill_grace_s = study.spec.study.kill_grace;
+
+  std::map<std::string, std::string> env;
+  for (const std::string& kv : options_.base_env) {
+    size_t eq = kv.find('=');
+    if (eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  env.emplace("PYTHONUNBUFFERED", "1");  // Python workers' output reaches the logs live
+  for (const auto& [k, v] : obj.env) env[k] = v;
+  boost::json::object params;
+  for (const config::ParamSpec& p : study.spec.space) {
+    auto it = trial.params.find(p.name);
+    if (it == trial.params.end()) continue;
+    params[p.name] = boost::json::parse(config::ExternalJson(it->second.dist, it->second.internal));
+  }
+  env["TRIALD_PARAMS"] = boost::json::serialize(params);
+  env["TRIALD_STUDY"] = study.record.name;
+  env["TRIALD_TRIAL"] = std::to_string(trial.number);
+  env["TRIALD_TRIAL_DIR"] = ls.log_dir;
+  env["TRIALD_REPORT_FD"] = "3";
+  env["CUDA_VISIBLE_DEVICES"] = "";  // CPU slot; GPU slots come with the device scheduler
+  for (const auto& [k, v] : env) ls.env.push_back(k + "=" + v);
+
+  std::string path_env = env.count("PATH") ? env["PATH"] : "";
+  Result<std::string> exe = common::FindExecutable(obj.command[0], path_env, obj.workdir);
+  ls.executable = exe.ok() ? *exe : obj.command[0];
+  return ls;
+}
+
+void Scheduler::StartTrial(StudyRuntime& study) {
+  const double now = options_.clock->WallSeconds();
+  int number;
+  if (!study.waiting.empty()) {
+    number = study.waiting.front();
+    study.waiting.pop_front();
+  } else {
+    sampler::StudyView view{study.spec.study.direction, &study.spec.space, &study.trials};
+    if (study.sampler->Exhausted(view)) {
+      study.exhausted = true;
+      Event(&study, nullptr, "sampler_exhausted", "no more configurations to try");
+      MaybeCompleteStudy(study);
+      return;
+    }
+    int next = static_cast<int>(study.trials.size());
+    Result<config::ParamValues> values = sampler::SampleParams(*study.sampler, view, next);
+    if (!values.ok()) {
+      options_.logger->error("study {}: sampler failed: {}", study.record.name,
+                             values.status().message());
+      study.exhausted = true;
+      Event(&study, nullptr, "sampler_failed", values.status().message());
+      MaybeCompleteStudy(study);
+      return;
+    }
+    storage::ParamMap params;
+    for (const config::ParamSpec& p : study.spec.space) {
+      params[p.name] = storage::ParamValue{values->at(p.name), p.dist};
+    }
+    Result<TrialRecord> created = options_.storage->CreateTrial(study.record.id, params, now);
+    if (!created.ok()) {
+      options_.logger->error("study {}: storing a new trial: {}", study.record.name,
+                             created.status().message());
+      study.exhausted = true;  // storage is failing: start nothing more for this study
+      MaybeCompleteStudy(study);
+      return;
+    }
+    number = created->number;
+    if (static_cast<int>(study.trials.size()) != number) {
+      options_.logger->error("study {}: trial numbering out of step ({} vs {})",
+                             study.record.name, number, study.trials.size());
+    }
+    study.trials.resize(std::max<size_t>(study.trials.size(), number + 1));
+    study.trials[number] = *created;
+  }
+  TrialRecord& trial = study.trials[number];
+  launcher::LaunchSpec ls = MakeLaunchSpec(study, trial);
+  int64_t tid = trial.id;
+  launcher::TrialCallbacks cb;
+  cb.on_message = [this, tid](const proto::ReportMessage& m) { OnMessage(tid, m); };
+  cb.on_exit = [this, tid](const launcher::ProcessOutcome& o) { OnExit(tid, o); };
+  Result<std::unique_ptr<launcher::TrialProcess>> proc =
+      options_.launcher->Launch(ls, std::move(cb));
+  if (!proc.ok()) {
+    storage::TrialOutcome out;
+    out.state = TrialState::kFail;
+    out.fail.reason = "spawn";
+    out.fail.detail = proc.status().message();
+    options_.logger->warn("study {} trial {}: spawn failed: {}", study.record.name, number,
+                          out.fail.detail);
+    FinishTrial(study, number, out);
+    return;
+  }
+  storage::ProcessIdentity id = (*proc)->identity();
+  Status st = options_.storage->MarkRunning(tid, id, now);
+  if (!st.ok()) {
+    // Not durable means we could not recover it after a crash: do not let it run.
+    options_.logger->error("study {} trial {}: {}", study.record.name, number, st.message());
+    proc->reset();
+    storage::TrialOutcome out;
+    out.state = TrialState::kFail;
+    out.fail.reason = "spawn";
+    out.fail.detail = "could not record the running trial: " + st.message();
+    FinishTrial(study, number, out);
+    return;
+  }
+  trial.state = TrialState::kRunning;
+  trial.process = id;
+  trial.started_at = now;
+  auto rt = std::make_unique<RunningTrial>();
+  rt->study = &study;
+  rt->number = number;
+  rt->process = std::move(proc).value();
+  running_[tid] = std::move(rt);
+  ++study.running;
+  options_.logger->debug("study {} trial {} started (pid {})", study.record.name, number, id.pid);
+}
+
+void Scheduler::OnMessage(int64_t trial_id, const proto::ReportMessage& m) {
+  auto it = running_.find(trial_id);
+  if (it == running_.end()) return;
+  RunningTrial& rt = *it->second;
+  StudyRuntime& study = *rt.study;
+  TrialRecord& trial = study.trials[rt.number];
+  switch (m.type) {
+    case proto::ReportType::kReport: {
+      Status st = options_.storage->AddIntermediate(trial_id, m.step, m.value);
+      if (!st.ok()) options_.logger->error("storing intermediate value: {}", st.message());
+      trial.intermediate[m.step] = m.value;
+      pruner::PruneContext ctx{study.spec.study.direction, &study.trials, &trial};
+      if (study.pruner->ShouldPrune(ctx)) rt.process->Stop(StopReason::kPrune);
+      break;
+    }
+    case proto::ReportType::kFinal:
+      rt.final_values = m.values;
+      break;
+    case proto::ReportType::kAttr: {
+      Status st = options_.storage->SetAttr(trial_id, m.key, m.json_value);
+      if (!st.ok()) options_.logger->error("storing attribute: {}", st.message());
+      trial.attrs[m.key] = m.json_value;
+      break;
+    }
+    case proto::ReportType::kError:
+      rt.worker_error = m.message;
+      break;
+    case proto::ReportType::kHeartbeat:
+      break;
+  }
+}
+
+namespace {
+std::string Seconds(double s) {
+  std::ostringstream o;
+  o << s;
+  return o.str() + " s";
+}
+}  // namespace
+
+void Scheduler::OnExit(int64_t trial_id, const launcher::ProcessOutcome& o) {
+  auto it = running_.find(trial_id);
+  if (it == running_.end()) return;
+  std::unique_ptr<RunningTrial> rt = std::move(it->second);
+  running_.erase(it);
+  StudyRuntime& study = *rt->study;
+  --study.running;
+  const TrialRecord& trial = study.trials[rt->number];
+
+  storage::TrialOutcome out;
+  out.fail.stderr_tail = o.stderr_tail;
+  out.fail.exit_code = o.exit.signaled ? -1 : o.exit.code;
+  out.fail.signal = o.exit.signaled ? o.exit.signal : 0;
+  out.fail.core_dumped = o.exit.core_dumped;
+  const std::string how = o.exit.Describe() + (o.killed ? " after SIGKILL" : "");
+  auto fail = [&](const std::string& reason, const std::string& detail) {
+    out.state = TrialState::kFail;
+    out.fail.reason = reason;
+    out.fail.detail = detail;
+    if (!rt->worker_error.empty()) out.fail.detail += "; worker said: " + rt->worker_error;
+  };
+  const bool clean_final = !o.exit.signaled && o.exit.code == 0 && !rt->final_values.empty();
+
+  switch (o.stop_reason) {
+    case StopReason::kPrune:
+      out.state = TrialState::kPruned;
+      if (!trial.intermediate.empty()) out.value = trial.intermediate.rbegin()->second;
+      break;
+    case StopReason::kTimeout:
+      fail("timeout", "exceeded trial_timeout of " + Seconds(study.spec.study.trial_timeout) +
+                          "; " + how);
+      break;
+    case StopReason::kCancel:
+      fail("cancelled", "study cancelled; " + how);
+      break;
+    case StopReason::kProtocol:
+      fail("protocol", o.protocol_error);
+      break;
+    case StopReason::kShutdown:
+      if (clean_final) {
+        out.state = TrialState::kComplete;
+        out.value = rt->final_values.front();
+      } else {
+        fail("shutdown", "triald was stopped while the trial ran; " + how);
+      }
+      break;
+    case StopReason::kNone:
+      if (!o.protocol_error.empty()) {
+        fail("protocol", o.protocol_error);
+      } else if (o.exit.signaled) {
+        fail("signal", how);
+      } else if (o.exit.code != 0) {
+        fail("exit", how);
+      } else if (rt->final_values.empty()) {
+        fail("protocol", "exited with code 0 without reporting a final value");
+      } else if (rt->final_values.size() != 1) {
+        fail("protocol", "reported " + std::to_string(rt->final_values.size()) +
+                             " objective values; this study has one objective");
+      } else {
+        out.state = TrialState::kComplete;
+        out.value = rt->final_values.front();
+      }
+      break;
+  }
+  if (out.state != TrialState::kFail) out.fail = storage::FailInfo{};
+  FinishTrial(study, rt->number, out);
+  rt.reset();  // the process is over; its handle goes now
+  Pump();
+}
+
+void Scheduler::FinishTrial(StudyRuntime& study, int number, const storage::TrialOutcome& out) {
+  TrialRecord& trial = study.trials[number];
+  const double now = options_.clock->WallSeconds();
+  Status st = options_.storage->FinishTrial(trial.id, out, now);
+  if (!st.ok()) {
+    options_.logger->error("study {} trial {}: storing its end: {}", study.record.name, number,
+                           st.message());
+  }
+  trial.state = out.state;
+  trial.value = out.value;
+  trial.fail = out.fail;
+  trial.finished_at = now;
+  ++study.finished;
+  std::string what = storage::TrialStateName(out.state);
+  if (out.state == TrialState::kFail) what += "(" + out.fail.reason + "): " + out.fail.detail;
+  if (out.value) what += " value=" + std::to_string(*out.value);
+  options_.logger->info("study {} trial {}: {}", study.record.name, number, what);
+  Event(&study, &trial, "trial_finished", what);
+  MaybeCompleteStudy(study);
+}
+
+void Scheduler::MaybeCompleteStudy(StudyRuntime& study) {
+  if (study.record.state != storage::StudyState::kRunning) return;
+  if (study.running > 0 || !study.waiting.empty()) return;
+  if (study.finished < study.record.n_trials && !study.exhausted) return;
+  const double now = options_.clock->WallSeconds();
+  Status st = options_.storage->SetStudyState(study.record.id, storage::StudyState::kComplete, now);
+  if (!st.ok()) {
+    options_.logger->error("study {}: storing completion: {}", study.record.name, st.message());
+    return;
+  }
+  study.record.state = storage::StudyState::kComplete;
+  study.record.finished_at = now;
+  options_.logger->info("study {} complete: {} trials", study.record.name, study.finished);
+  Event(&study, nullptr, "study_complete", std::to_string(study.finished) + " trials finished");
+}
+
+Status Scheduler::Cancel(const std::string& name) {
+  TRIALD_ASSIGN_OR_RETURN(storage::StudyRecord rec, options_.storage->GetStudy(name));
+  if (rec.state != storage::StudyState::kRunning) {
+    return common::FailedPrecondition("study \"" + name + "\" is already " +
+                                      storage::StudyStateName(rec.state));
+  }
+  const double now = options_.clock->WallSeconds();
+  TRIALD_RETURN_IF_ERROR(
+      options_.storage->SetStudyState(rec.id, storage::StudyState::kCancelled, now));
+  auto sit = studies_.find(rec.id);
+  if (sit == studies_.end()) return Status::Ok();
+  StudyRuntime& study = *sit->second;
+  study.record.state = storage::StudyState::kCancelled;
+  Event(&study, nullptr, "study_cancelled", "");
+  while (!study.waiting.empty()) {
+    int number = study.waiting.front();
+    study.waiting.pop_front();
+    storage::TrialOutcome out;
+    out.state = TrialState::kFail;
+    out.fail.reason = "cancelled";
+    out.fail.detail = "study cancelled before the trial started";
+    FinishTrial(study, number, out);
+  }
+  for (auto& [tid, rt] : running_) {
+    if (rt->study == &study) rt->process->Stop(StopReason::kCancel);
+  }
+  options_.logger->info("study {} cancelled", name);
+  Pump();
+  return Status::Ok();
+}
+
+void Scheduler::BeginShutdown(std::function<void()> on_idle) {
+  shutting_down_ = true;
+  on_idle_ = std::move(on_idle);
+  for (auto& [tid, rt] : running_) rt->process->Stop(StopReason::kShutdown);
+  Pump();  // runs on_idle at once when nothing is running
+}
+
+namespace {
+
+// Field 5 (pgrp) and field 22 (starttime) of /proc/PID/stat.
+bool ReadStat(pid_t pid, pid_t* pgrp, uint64_t* start) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(in, line)) return false;
+  size_t close = line.rfind(')');
+  if (close == std::string::npos) return false;
+  std::istringstream rest(line.substr(close + 1));
+  std::string f;
+  for (int i = 3; i <= 22; ++i) {
+    if (!(rest >> f)) return false;
+    if (i == 5) *pgrp = static_cast<pid_t>(std::stol(f));
+  }
+  *start = std::stoull(f);
+  return true;
+}
+
+bool EnvironHas(pid_t pid, const std::string& a, const std::string& b) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/environ", std::ios::binary);
+  if (!in) return false;
+  std::string env((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  env.insert(env.begin(), '\0');
+  return env.find('\0' + a + '\0') != std::string::npos &&
+         env.find('\0' + b + '\0') != std::string::npos;
+}
+
+}  // namespace
+
+int KillLostTrialProcesses(const storage::ProcessIdentity& process, const std::string& study,
+                           int number) {
+  if (process.pgid <= 1) return 0;
+  const std::string want_study = "TRIALD_STUDY=" + study;
+  const std::string want_trial = "TRIALD_TRIAL=" + std::to_string(number);
+  std::vector<pid_t> members;
+  DIR* dir = ::opendir("/proc");
+  if (dir == nullptr) return 0;
+  while (dirent* ent = ::readdir(dir)) {
+    char* end;
+    long pid = std::strtol(ent->d_name, &end, 10);
+    if (*end != '\0' || pid <= 1) continue;
+    pid_t pgrp = 0;
+    uint64_t start = 0;
+    if (!ReadStat(static_cast<pid_t>(pid), &pgrp, &start) || pgrp != process.pgid) continue;
+    bool same_leader = pid == process.pid && start == process.start_time;
+    // Members started no earlier than the trial; the environment check tells a reused pgid.
+    if (same_leader || (start >= process.start_time &&
+                        EnvironHas(static_cast<pid_t>(pid), want_study, want_trial))) {
+      members.push_back(static_cast<pid_t>(pid));
+    }
+  }
+  ::closedir(dir);
+  if (!members.empty()) ::kill(-process.pgid, SIGKILL);
+  return static_cast<int>(members.size());
+}
+
+}  // namespace triald::daemon

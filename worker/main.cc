@@ -1,2 +1,134 @@
-// PLACEHOLDER: not written yet
-int main() { return 1; }
+// trial-worker: runs one objective for one trial and reports over TRIALD_REPORT_FD.
+//
+// Exit codes: 0 after a final line was sent; 1 on any error (also sent as an error line when the
+// report pipe is usable, and printed to stderr); 143 (128 + SIGTERM) when asked to stop.
+#include <signal.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <string_view>
+
+#include "common/status.h"
+#include "worker/objectives.h"
+#include "worker/params.h"
+#include "worker/reporter.h"
+
+namespace {
+
+using triald::common::Status;
+using triald::worker::ObjectiveContext;
+using triald::worker::Reporter;
+
+constexpr int kExitStopped = 128 + SIGTERM;
+
+// Set by the SIGTERM handler and read between steps; lock-free, so async-signal-safe.
+std::atomic<bool> g_stop_requested{false};
+static_assert(std::atomic<bool>::is_always_lock_free);
+
+void OnSigterm(int) { g_stop_requested.store(true); }
+
+// No SA_RESTART: a SIGTERM interrupts a blocking sleep so the objective notices it promptly.
+void InstallSignalHandlers() {
+  struct sigaction action;
+  std::memset(&action, 0, sizeof(action));
+  action.sa_handler = OnSigterm;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGTERM, &action, nullptr);
+  // stdout and stderr go to the daemon's log pipes; if those vanish, writing should fail rather
+  // than kill the worker before it can report.
+  signal(SIGPIPE, SIG_IGN);
+}
+
+class WorkerContext : public ObjectiveContext {
+ public:
+  explicit WorkerContext(Reporter& reporter) : reporter_(reporter) {}
+
+  Status OnStep(int64_t step, double value) override {
+    std::printf("step %lld value %.9g\n", static_cast<long long>(step), value);
+    return reporter_.Report(step, value);
+  }
+  bool StopRequested() const override { return g_stop_requested.load(); }
+
+ private:
+  Reporter& reporter_;
+};
+
+void PrintUsage(std::FILE* out) {
+  std::fprintf(out,
+               "usage: trial-worker [--objective NAME] [--help]\n"
+               "\n"
+               "Runs one trial for triald: reads the trial's parameters from TRIALD_PARAMS (a\n"
+               "JSON object) and reports over the pipe named by TRIALD_REPORT_FD.\n"
+               "\n"
+               "objectives (default quadratic-sgd):\n");
+  for (const auto& info : triald::worker::Objectives()) {
+    std::fprintf(out, "  %-14s %s\n", info.name.c_str(), info.summary.c_str());
+  }
+}
+
+// Prints `status` to stderr and, when possible, tells the daemon too; returns the exit code.
+int Fail(Reporter* reporter, const Status& status) {
+  std::fprintf(stderr, "trial-worker: %s\n", status.message().c_str());
+  if (reporter != nullptr) {
+    Status sent = reporter->Error(status.message());
+    if (!sent.ok()) {
+      std::fprintf(stderr, "trial-worker: could not report the error: %s\n",
+                   sent.message().c_str());
+    }
+  }
+  return 1;
+}
+
+int Stopped(Reporter& reporter) {
+  std::fprintf(stderr, "trial-worker: stopped by SIGTERM\n");
+  // Best effort: the daemon may already have closed its end.
+  (void)reporter.Error("stopped by SIGTERM");
+  return kExitStopped;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  InstallSignalHandlers();
+  // The daemon tails stdout into a log file; line buffering keeps the log current and loses at
+  // most one line if the worker is killed.
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
+
+  std::string objective = "quadratic-sgd";
+  for (int i = 1; i < argc; ++i) {
+    std::string_view arg = argv[i];
+    if (arg == "--help" || arg == "-h") {
+      PrintUsage(stdout);
+      return 0;
+    }
+    if (arg == "--objective" && i + 1 < argc) {
+      objective = argv[++i];
+    } else if (arg.substr(0, 12) == "--objective=") {
+      objective = std::string(arg.substr(12));
+    } else {
+      std::fprintf(stderr, "trial-worker: unexpected argument '%s'\n", argv[i]);
+      PrintUsage(stderr);
+      return 1;
+    }
+  }
+
+  auto reporter = Reporter::FromEnv();
+  if (!reporter.ok()) return Fail(nullptr, reporter.status());
+
+  auto env = triald::worker::TrialEnvFromEnv();
+  if (!env.ok()) return Fail(&*reporter, env.status());
+
+  WorkerContext ctx(*reporter);
+  auto result = triald::worker::RunObjective(objective, env->params, ctx);
+  // The stop wins even over a finished objective: the daemon has already decided this trial's
+  // fate (pruned, cancelled, timed out) and a late final would contradict it.
+  if (g_stop_requested.load()) return Stopped(*reporter);
+  if (!result.ok()) return Fail(&*reporter, result.status());
+
+  std::printf("final value %.17g\n", *result);
+  Status sent = reporter->Final(*result);
+  if (!sent.ok()) return Fail(&*reporter, sent);
+  return 0;
+}

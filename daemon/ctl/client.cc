@@ -1,1 +1,66 @@
-// PLACEHOLDER: not written yet
+#include "daemon/ctl/client.h"
+
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+#include "proto/control.h"
+
+namespace triald::ctl {
+using common::Result;
+
+std::string DefaultSocketPath() {
+  const char* env = std::getenv("TRIALD_SOCKET");
+  if (env != nullptr && *env != '\0') return env;
+  return ".triald/triald.sock";
+}
+
+Result<Client> Client::Connect(const std::string& path) {
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (path.size() >= sizeof(addr.sun_path)) {
+    return common::InvalidArgument("socket path \"" + path + "\" is too long");
+  }
+  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  common::UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!fd.valid()) return common::ErrnoError("socket", errno);
+  if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    int err = errno;
+    return common::Unavailable("cannot reach triald at " + path + ": " + std::strerror(err) +
+                               " (is triald running? set --socket or TRIALD_SOCKET)");
+  }
+  return Client(std::move(fd), path);
+}
+
+Result<boost::json::value> Client::Call(const std::string& verb, boost::json::object args) {
+  std::string req = proto::EncodeRequest(verb, std::move(args));
+  common::Status st = common::WriteAll(fd_.get(), req.data(), req.size());
+  if (!st.ok()) return common::Unavailable("sending to triald at " + path_ + ": " + st.message());
+  std::string line;
+  for (;;) {
+    size_t nl = pending_.find('\n');
+    if (nl != std::string::npos) {
+      line = pending_.substr(0, nl);
+      pending_.erase(0, nl + 1);
+      break;
+    }
+    if (pending_.size() > proto::kMaxResponseBytes) {
+      return common::Internal("reply from triald exceeds the size limit");
+    }
+    char buf[65536];
+    ssize_t n = ::read(fd_.get(), buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return common::ErrnoError("reading from triald", errno);
+    if (n == 0) return common::Unavailable("triald closed the connection");
+    pending_.append(buf, static_cast<size_t>(n));
+  }
+  TRIALD_ASSIGN_OR_RETURN(proto::Response resp, proto::ParseResponse(line));
+  if (!resp.ok) return resp.error;
+  return resp.result;
+}
+
+}  // namespace triald::ctl

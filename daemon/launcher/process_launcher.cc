@@ -1,1 +1,404 @@
-// PLACEHOLDER: not written yet
+#include "daemon/launcher/process_launcher.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include <array>
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <cerrno>
+#include <chrono>
+#include <filesystem>
+
+#include "common/boost_process.h"
+#include "common/fd.h"
+#include "daemon/launcher/capped_log.h"
+#include "proto/line_reader.h"
+
+namespace triald::launcher {
+namespace asio = boost::asio;
+namespace bp = boost::process::v2;
+using common::Result;
+using common::Status;
+
+const char* StopReasonName(StopReason reason) {
+  switch (reason) {
+    case StopReason::kNone: return "none";
+    case StopReason::kTimeout: return "timeout";
+    case StopReason::kPrune: return "prune";
+    case StopReason::kCancel: return "cancel";
+    case StopReason::kShutdown: return "shutdown";
+    case StopReason::kProtocol: return "protocol";
+  }
+  return "?";
+}
+
+namespace {
+
+constexpr size_t kStderrTailBytes = 4096;
+constexpr size_t kReadChunk = 64 * 1024;
+// Bytes read from one pipe in the final drain; a process outside the group that keeps writing
+// must not keep the daemon reading for ever.
+constexpr size_t kFinalDrainLimit = 8 << 20;
+
+// The Boost.Process initializer that runs in the child between fork and exec. Only
+// async-signal-safe calls from here on: the daemon may hold locks at fork time.
+struct ChildSetup {
+  const char* const* envp;
+  const char* workdir;
+  int report_fd;
+  pid_t parent;
+
+  bp::error_code on_setup(bp::posix::default_launcher& launcher, const bp::filesystem::path&,
+                          const char* const*&) {
+    launcher.env = envp;
+    launcher.fd_whitelist.push_back(kReportFd);
+    return {};
+  }
+
+  bp::error_code on_exec_setup(bp::posix::default_launcher&, const bp::filesystem::path&,
+                               const char* const*&) {
+    if (::setpgid(0, 0) != 0) return {errno, bp::system_category()};
+    if (::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0) return {errno, bp::system_category()};
+    // The daemon may have died between fork and prctl; then nobody would ever stop us.
+    if (::getppid() != parent) ::_exit(127);
+    struct sigaction dfl = {};
+    dfl.sa_handler = SIG_DFL;
+    for (int sig = 1; sig < NSIG; ++sig) {
+      if (sig != SIGKILL && sig != SIGSTOP) ::sigaction(sig, &dfl, nullptr);
+    }
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    if (report_fd == kReportFd) {
+      if (::fcntl(kReportFd, F_SETFD, 0) != 0) return {errno, bp::system_category()};
+    } else if (::dup2(report_fd, kReportFd) < 0) {  // dup2 clears FD_CLOEXEC on the copy
+      return {errno, bp::system_category()};
+    }
+    if (::chdir(workdir) != 0) return {errno, bp::system_category()};
+    return {};
+  }
+
+  // Boost 1.81 checks for this hook with a five-argument signature and calls it with four;
+  // the variadic form matches both. It ends the child without running the daemon's atexit
+  // handlers (the launcher would otherwise call exit()).
+  template <typename... Args>
+  void on_exec_error(Args&&...) {
+    ::_exit(127);
+  }
+};
+
+class Session : public std::enable_shared_from_this<Session> {
+ public:
+  Session(asio::io_context& io, Reaper& reaper, common::Logger logger, const LaunchSpec& spec,
+          TrialCallbacks callbacks)
+      : io_(io),
+        reaper_(reaper),
+        logger_(std::move(logger)),
+        spec_(spec),
+        callbacks_(std::move(callbacks)),
+        stdout_sd_(io),
+        stderr_sd_(io),
+        report_sd_(io),
+        timeout_timer_(io),
+        grace_timer_(io),
+        poll_timer_(io),
+        reports_(proto::kMaxReportLineBytes) {}
+
+  Status Start();
+  void Stop(StopReason reason);
+  // Kills the group at once and forgets the trial (its TrialProcess was destroyed).
+  void Abandon();
+  const storage::ProcessIdentity& identity() const { return identity_; }
+
+ private:
+  enum class Stream { kStdout, kStderr, kReport };
+  asio::posix::stream_descriptor& Descriptor(Stream s) {
+    return s == Stream::kStdout ? stdout_sd_ : s == Stream::kStderr ? stderr_sd_ : report_sd_;
+  }
+  void Read(Stream s);
+  void Consume(Stream s, std::string_view data);
+  Status OnReportLine(std::string_view line);
+  void OnMainExit(int wait_status);
+  void CheckGroup();
+  void SignalGroup(int sig);
+  void Finish();
+  void DrainAndClose(Stream s);
+
+  asio::io_context& io_;
+  Reaper& reaper_;
+  common::Logger logger_;
+  LaunchSpec spec_;
+  TrialCallbacks callbacks_;
+  storage::ProcessIdentity identity_;
+  std::unique_ptr<CappedLog> stdout_log_, stderr_log_;
+  asio::posix::stream_descriptor stdout_sd_, stderr_sd_, report_sd_;
+  asio::steady_timer timeout_timer_, grace_timer_, poll_timer_;
+  std::array<std::array<char, kReadChunk>, 3> buffers_;
+  proto::LineReader reports_;
+  ProcessOutcome outcome_;
+  bool main_exited_ = false;
+  bool terminating_ = false;
+  bool finished_ = false;
+  bool abandoned_ = false;
+  int poll_ms_ = 2;
+};
+
+class Handle final : public TrialProcess {
+ public:
+  explicit Handle(std::shared_ptr<Session> s) : session_(std::move(s)) {}
+  ~Handle() override { session_->Abandon(); }
+  const storage::ProcessIdentity& identity() const override { return session_->identity(); }
+  void Stop(StopReason reason) override { session_->Stop(reason); }
+
+ private:
+  std::shared_ptr<Session> session_;
+};
+
+Status Session::Start() {
+  std::error_code fs_ec;
+  std::filesystem::create_directories(spec_.log_dir, fs_ec);
+  if (fs_ec) return common::IoError("create " + spec_.log_dir + ": " + fs_ec.message());
+  CappedLog::Options log_opts{spec_.log_head_bytes, spec_.log_tail_bytes};
+  TRIALD_ASSIGN_OR_RETURN(stdout_log_, CappedLog::Open(spec_.log_dir + "/stdout.log", log_opts));
+  TRIALD_ASSIGN_OR_RETURN(stderr_log_, CappedLog::Open(spec_.log_dir + "/stderr.log", log_opts));
+
+  TRIALD_ASSIGN_OR_RETURN(common::Pipe out, common::MakePipe(true));
+  TRIALD_ASSIGN_OR_RETURN(common::Pipe err, common::MakePipe(true));
+  TRIALD_ASSIGN_OR_RETURN(common::Pipe rep, common::MakePipe(true));
+  common::UniqueFd devnull(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+  if (!devnull.valid()) return common::ErrnoError("open /dev/null", errno);
+
+  std::vector<const char*> envp;
+  envp.reserve(spec_.env.size() + 1);
+  for (const std::string& kv : spec_.env) envp.push_back(kv.c_str());
+  envp.push_back(nullptr);
+  std::vector<std::string> args(spec_.argv.begin() + (spec_.argv.empty() ? 0 : 1),
+                                spec_.argv.end());
+
+  ChildSetup setup{envp.data(), spec_.workdir.c_str(), rep.write.get(), ::getpid()};
+  bp::posix::default_launcher launcher;
+  bp::error_code ec;
+  bp::process proc = launcher(io_.get_executor(), ec, bp::filesystem::path(spec_.executable),
+                              args, bp::process_stdio{devnull.get(), out.write.get(),
+                                                      err.write.get()},
+                              setup);
+  if (ec) return common::IoError("exec " + spec_.executable + ": " + ec.message());
+  identity_.pid = proc.id();
+  proc.detach();  // the Reaper, not Boost.Process, waits for it
+  identity_.pgid = identity_.pid;
+  // The child has exec'd by now (the launcher waits for that), so it is in its own group.
+  Result<uint64_t> start = common::ProcessStartTime(identity_.pid);
+  identity_.start_time = start.ok() ? *start : 0;
+
+  std::weak_ptr<Session> weak = weak_from_this();
+  reaper_.Watch(identity_.pid, [weak](int status) {
+    if (auto self = weak.lock()) self->OnMainExit(status);
+  });
+
+  stdout_sd_.assign(out.read.Release());
+  stderr_sd_.assign(err.read.Release());
+  report_sd_.assign(rep.read.Release());
+  // The child-side ends (out.write, err.write, rep.write, devnull) close here, so EOF on a
+  // pipe means every process holding it has closed it.
+  Read(Stream::kStdout);
+  Read(Stream::kStderr);
+  Read(Stream::kReport);
+
+  if (spec_.timeout_s > 0) {
+    timeout_timer_.expires_after(std::chrono::duration_cast<std::chrono::nanoseconds>(
+        std::chrono::duration<double>(spec_.timeout_s)));
+    timeout_timer_.async_wait([weak](const boost::system::error_code& e) {
+      auto self = weak.lock();
+      if (!e && self) self->Stop(StopReason::kTimeout);
+    });
+  }
+  return Status::Ok();
+}
+
+void Session::Read(Stream s) {
+  auto self = shared_from_this();
+  auto& buf = buffers_[static_cast<int>(s)];
+  Descriptor(s).async_read_some(
+      asio::buffer(buf), [self, s](const boost::system::error_code& ec, size_t n) {
+        if (self->finished_) return;
+        if (n > 0) self->Consume(s, std::string_view(self->buffers_[static_cast<int>(s)].data(), n));
+        if (ec) {  // EOF or error: this stream is done
+          boost::system::error_code ignored;
+          self->Descriptor(s).close(ignored);
+          if (s == Stream::kReport && self->outcome_.protocol_error.empty()) {
+            Status st = self->reports_.Finish(
+                [&](std::string_view l) { return self->OnReportLine(l); });
+            if (!st.ok()) {
+              self->outcome_.protocol_error = "report pipe: " + st.message();
+              self->Stop(StopReason::kProtocol);
+            }
+          }
+          return;
+        }
+        if (self->Descriptor(s).is_open()) self->Read(s);
+      });
+}
+
+void Session::Consume(Stream s, std::string_view data) {
+  switch (s) {
+    case Stream::kStdout: stdout_log_->Append(data); break;
+    case Stream::kStderr: stderr_log_->Append(data); break;
+    case Stream::kReport: {
+      if (!outcome_.protocol_error.empty()) return;  // already failed; discard the rest
+      Status st = reports_.Feed(data, [this](std::string_view l) { return OnReportLine(l); });
+      if (!st.ok()) {
+        outcome_.protocol_error = "report pipe: " + st.message();
+        boost::system::error_code ignored;
+        report_sd_.close(ignored);
+        Stop(StopReason::kProtocol);
+      }
+      break;
+    }
+  }
+}
+
+Status Session::OnReportLine(std::string_view line) {
+  if (line.empty()) return Status::Ok();  // tolerate blank lines
+  Result<proto::ReportMessage> msg = proto::ParseReportLine(line);
+  if (!msg.ok()) return msg.status();
+  if (callbacks_.on_message && !abandoned_) callbacks_.on_message(*msg);
+  return Status::Ok();
+}
+
+void Session::SignalGroup(int sig) {
+  if (identity_.pgid > 1) ::kill(-identity_.pgid, sig);
+}
+
+void Session::Stop(StopReason reason) {
+  if (finished_) return;
+  if (outcome_.stop_reason == StopReason::kNone) outcome_.stop_reason = reason;
+  if (terminating_) return;
+  terminating_ = true;
+  timeout_timer_.cancel();
+  logger_->debug("trial pid {}: SIGTERM to group ({})", identity_.pid, StopReasonName(reason));
+  SignalGroup(SIGTERM);
+  auto self = shared_from_this();
+  grace_timer_.expires_after(std::chrono::duration_cast<std::chrono::nanoseconds>(
+      std::chrono::duration<double>(spec_.kill_grace_s)));
+  grace_timer_.async_wait([self](const boost::system::error_code& ec) {
+    if (ec || self->finished_) return;
+    if (common::ProcessGroupExists(self->identity_.pgid)) {
+      self->logger_->info("trial pid {}: grace period over, SIGKILL to group", self->identity_.pid);
+      self->outcome_.killed = true;
+      self->SignalGroup(SIGKILL);
+    }
+  });
+  // A main process that already exited leaves only strays; CheckGroup keeps polling.
+}
+
+void Session::Abandon() {
+  abandoned_ = true;
+  if (finished_) return;
+  SignalGroup(SIGKILL);
+  outcome_.killed = true;
+}
+
+void Session::OnMainExit(int wait_status) {
+  main_exited_ = true;
+  outcome_.exit = common::ExitStatus::FromWaitStatus(wait_status);
+  timeout_timer_.cancel();
+  CheckGroup();
+}
+
+void Session::CheckGroup() {
+  if (finished_ || !main_exited_) return;
+  if (!common::ProcessGroupExists(identity_.pgid)) {
+    Finish();
+    return;
+  }
+  if (!outcome_.strays) {
+    outcome_.strays = true;
+    logger_->info("trial pid {} exited but left processes in its group; stopping them",
+                  identity_.pid);
+  }
+  if (!terminating_) {
+    // Strays are stopped the same way as a trial, but the trial's result stands.
+    terminating_ = true;
+    SignalGroup(SIGTERM);
+    auto self = shared_from_this();
+    grace_timer_.expires_after(std::chrono::duration_cast<std::chrono::nanoseconds>(
+        std::chrono::duration<double>(spec_.kill_grace_s)));
+    grace_timer_.async_wait([self](const boost::system::error_code& ec) {
+      if (!ec && !self->finished_) self->SignalGroup(SIGKILL);
+    });
+  } else if (abandoned_) {
+    SignalGroup(SIGKILL);
+  }
+  // Group members may be children of other members (not ours to reap), so poll as well as
+  // listening to the reaper.
+  auto self = shared_from_this();
+  poll_timer_.expires_after(std::chrono::milliseconds(poll_ms_));
+  poll_ms_ = std::min(poll_ms_ * 2, 100);
+  poll_timer_.async_wait([self](const boost::system::error_code& ec) {
+    if (!ec) self->CheckGroup();
+  });
+}
+
+void Session::DrainAndClose(Stream s) {
+  auto& sd = Descriptor(s);
+  if (!sd.is_open()) return;
+  auto& buf = buffers_[static_cast<int>(s)];
+  size_t total = 0;
+  while (total < kFinalDrainLimit) {
+    ssize_t n = ::read(sd.native_handle(), buf.data(), buf.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    total += static_cast<size_t>(n);
+    Consume(s, std::string_view(buf.data(), static_cast<size_t>(n)));
+    if (!sd.is_open()) return;  // a protocol error closed it
+  }
+  boost::system::error_code ignored;
+  sd.close(ignored);
+  if (s == Stream::kReport && outcome_.protocol_error.empty()) {
+    Status st = reports_.Finish([this](std::string_view l) { return OnReportLine(l); });
+    if (!st.ok()) outcome_.protocol_error = "report pipe: " + st.message();
+  }
+}
+
+void Session::Finish() {
+  if (finished_) return;
+  // Whatever the processes wrote before they died is still in the pipes: read it first, so a
+  // final line written just before exit counts.
+  DrainAndClose(Stream::kReport);
+  DrainAndClose(Stream::kStdout);
+  DrainAndClose(Stream::kStderr);
+  finished_ = true;
+  timeout_timer_.cancel();
+  grace_timer_.cancel();
+  poll_timer_.cancel();
+  reaper_.Unwatch(identity_.pid);
+  outcome_.stderr_tail = stderr_log_->Tail(kStderrTailBytes);
+  Status st = stdout_log_->Close();
+  if (!st.ok()) logger_->warn("trial pid {}: stdout log: {}", identity_.pid, st.message());
+  st = stderr_log_->Close();
+  if (!st.ok()) logger_->warn("trial pid {}: stderr log: {}", identity_.pid, st.message());
+  if (abandoned_ || !callbacks_.on_exit) return;
+  // Deliver from a fresh handler so the receiver may destroy the TrialProcess.
+  auto self = shared_from_this();
+  asio::post(io_, [self]() {
+    if (!self->abandoned_) self->callbacks_.on_exit(self->outcome_);
+  });
+}
+
+}  // namespace
+
+ProcessLauncher::ProcessLauncher(Options options) : options_(std::move(options)) {}
+
+Result<std::unique_ptr<TrialProcess>> ProcessLauncher::Launch(const LaunchSpec& spec,
+                                                              TrialCallbacks callbacks) {
+  auto session = std::make_shared<Session>(*options_.io, *options_.reaper, options_.logger, spec,
+                                           std::move(callbacks));
+  TRIALD_RETURN_IF_ERROR(session->Start());
+  return std::unique_ptr<TrialProcess>(new Handle(std::move(session)));
+}
+
+}  // namespace triald::launcher

@@ -1,1 +1,73 @@
-// PLACEHOLDER: not written yet
+#include "daemon/launcher/reaper.h"
+
+#include <sys/prctl.h>
+#include <sys/wait.h>
+
+#include <cerrno>
+
+#include "common/process_util.h"
+
+namespace triald::launcher {
+
+Reaper::Reaper(boost::asio::io_context& io, common::Logger logger)
+    : io_(io), logger_(std::move(logger)), signals_(io) {}
+
+common::Status Reaper::Start() {
+  if (started_) return common::Status::Ok();
+  if (::prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0) {
+    return common::ErrnoError("prctl(PR_SET_CHILD_SUBREAPER)", errno);
+  }
+  boost::system::error_code ec;
+  signals_.add(SIGCHLD, ec);
+  if (ec) return common::Internal("signal_set.add(SIGCHLD): " + ec.message());
+  started_ = true;
+  Arm();
+  ReapNow();  // children that exited before the handler was installed
+  return common::Status::Ok();
+}
+
+void Reaper::Shutdown() {
+  boost::system::error_code ec;
+  signals_.cancel(ec);
+  signals_.clear(ec);
+  started_ = false;
+}
+
+void Reaper::Arm() {
+  signals_.async_wait([this](const boost::system::error_code& ec, int) {
+    if (ec) return;  // cancelled at shutdown
+    ReapNow();
+    Arm();
+  });
+}
+
+void Reaper::Watch(pid_t pid, ExitFn on_exit) { watchers_[pid] = std::move(on_exit); }
+
+void Reaper::Unwatch(pid_t pid) { watchers_.erase(pid); }
+
+int Reaper::ReapNow() {
+  int reaped = 0;
+  for (;;) {
+    int status = 0;
+    pid_t pid = ::waitpid(-1, &status, WNOHANG);
+    if (pid == 0) break;
+    if (pid < 0) {
+      if (errno == EINTR) continue;
+      break;  // ECHILD: no children left
+    }
+    ++reaped;
+    auto it = watchers_.find(pid);
+    if (it == watchers_.end()) {
+      ++orphans_reaped_;
+      logger_->debug("reaped pid {} ({}), not a trial's main process", pid,
+                     common::ExitStatus::FromWaitStatus(status).Describe());
+      continue;
+    }
+    ExitFn fn = std::move(it->second);
+    watchers_.erase(it);
+    fn(status);
+  }
+  return reaped;
+}
+
+}  // namespace triald::launcher

@@ -1,1 +1,51 @@
-// PLACEHOLDER: not written yet
+#include "daemon/storage/records.h"
+
+namespace triald::storage {
+
+// These names are what the database stores and what users see in `trialctl`, so they are part
+// of the on-disk format: change them only together with a schema migration.
+
+const char* StudyStateName(StudyState s) {
+  switch (s) {
+    case StudyState::kRunning:
+      return "RUNNING";
+    case StudyState::kComplete:
+      return "COMPLETE";
+    case StudyState::kCancelled:
+      return "CANCELLED";
+  }
+  return "UNKNOWN";
+}
+
+const char* TrialStateName(TrialState s) {
+  switch (s) {
+    case TrialState::kWaiting:
+      return "WAITING";
+    case TrialState::kRunning:
+      return "RUNNING";
+    case TrialState::kComplete:
+      return "COMPLETE";
+    case TrialState::kPruned:
+      return "PRUNED";
+    case TrialState::kFail:
+      return "FAIL";
+  }
+  return "UNKNOWN";
+}
+
+std::optional<StudyState> ParseStudyState(const std::string& s) {
+  for (StudyState state : {StudyState::kRunning, StudyState::kComplete, StudyState::kCancelled}) {
+    if (s == StudyStateName(state)) return state;
+  }
+  return std::nullopt;
+}
+
+std::optional<TrialState> ParseTrialState(const std::string& s) {
+  for (TrialState state : {TrialState::kWaiting, TrialState::kRunning, TrialState::kComplete,
+                           TrialState::kPruned, TrialState::kFail}) {
+    if (s == TrialStateName(state)) return state;
+  }
+  return std::nullopt;
+}
+
+}  // namespace triald::storage

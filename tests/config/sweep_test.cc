@@ -1,1 +1,503 @@
-// PLACEHOLDER: not written yet
+#include "config/sweep.h"
+
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <string>
+
+namespace triald::config {
+namespace {
+
+using Catch::Matchers::Contains;
+using Catch::Matchers::StartsWith;
+
+// The smallest valid sweep. Tests swap one line for another so the line numbers below hold.
+const char* const kMinimal = R"([study]
+name = "s"
+n_trials = 10
+
+[objective]
+kind = "exec"
+command = ["true"]
+
+[space.x]
+type = "float"
+low = 0.0
+high = 1.0
+)";
+
+// kMinimal with the first occurrence of `from` replaced by `to`.
+std::string With(const std::string& from, const std::string& to, std::string doc = kMinimal) {
+  size_t pos = doc.find(from);
+  REQUIRE(pos != std::string::npos);
+  return doc.replace(pos, from.size(), to);
+}
+
+common::Result<SweepSpec> Parse(const std::string& text, const std::string& path = "sweep.toml") {
+  return ParseSweep(SweepSource{text, path});
+}
+
+// The error message for a document that must not parse.
+std::string ErrorOf(const std::string& text) {
+  common::Result<SweepSpec> r = Parse(text);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.status().code() == common::Code::kInvalidArgument);
+  return r.status().message();
+}
+
+TEST_CASE("the minimal sweep parses", "[config]") {
+  common::Result<SweepSpec> r = Parse(kMinimal);
+  INFO(r.status().message());
+  REQUIRE(r.ok());
+}
+
+TEST_CASE("a full sweep file parses with every field", "[config]") {
+  const std::string doc = R"(# every key there is
+[study]
+name = "lr-search.v2"
+direction = "maximize"
+n_trials = 50
+parallelism = 4
+trial_timeout = 90.5
+kill_grace = 3
+
+[objective]
+kind = "exec"
+command = ["python3", "train.py", "--epochs", "3"]
+workdir = "scripts/../runs"
+env = { OMP_NUM_THREADS = "1", HF_HOME = "/tmp/hf" }
+
+[space.lr]
+type = "float"
+low = 1e-5
+high = 1e-1
+log = true
+
+[space.batch]
+type = "int"
+low = 16
+high = 128
+step = 16
+
+[space.optimizer]
+type = "categorical"
+choices = ["adamw", "sgd", 3, 0.5, true]
+
+[space.dropout]
+type = "float"
+low = 0
+high = 0.5
+step = 0.1
+
+[space.layers]
+type = "int"
+low = 1
+high = 64
+log = true
+
+[sampler]
+kind = "grid"
+seed = 123
+
+[pruner]
+kind = "nop"
+)";
+  common::Result<SweepSpec> r = Parse(doc, "/srv/sweeps/sweep.toml");
+  INFO(r.status().message());
+  REQUIRE(r.ok());
+  const SweepSpec& s = *r;
+
+  CHECK(s.study.name == "lr-search.v2");
+  CHECK(s.study.direction == Direction::kMaximize);
+  CHECK(s.study.n_trials == 50);
+  CHECK(s.study.parallelism == 4);
+  CHECK(s.study.trial_timeout == 90.5);
+  CHECK(s.study.kill_grace == 3.0);
+
+  CHECK(s.objective.kind == "exec");
+  CHECK(s.objective.command == std::vector<std::string>{"python3", "train.py", "--epochs", "3"});
+  CHECK(s.objective.workdir == "/srv/sweeps/runs");
+  CHECK(s.objective.env ==
+        std::map<std::string, std::string>{{"OMP_NUM_THREADS", "1"}, {"HF_HOME", "/tmp/hf"}});
+
+  REQUIRE(s.space.size() == 5);
+  CHECK(s.space[0].name == "lr");
+  CHECK(s.space[0].dist.type == ParamType::kFloat);
+  CHECK(s.space[0].dist.low == 1e-5);
+  CHECK(s.space[0].dist.high == 1e-1);
+  CHECK(s.space[0].dist.log);
+  CHECK(s.space[0].dist.step == 0);
+
+  CHECK(s.space[1].name == "batch");
+  CHECK(s.space[1].dist.type == ParamType::kInt);
+  CHECK(s.space[1].dist.low == 16);
+  CHECK(s.space[1].dist.high == 128);
+  CHECK(s.space[1].dist.step == 16);
+  CHECK_FALSE(s.space[1].dist.log);
+
+  CHECK(s.space[2].name == "optimizer");
+  CHECK(s.space[2].dist.type == ParamType::kCategorical);
+  CHECK(s.space[2].dist.choices ==
+        std::vector<Choice>{std::string("adamw"), std::string("sgd"), int64_t{3}, 0.5, true});
+
+  CHECK(s.space[3].name == "dropout");
+  CHECK(s.space[3].dist.step == 0.1);
+  CHECK(s.space[3].dist.high == 0.5);
+
+  CHECK(s.space[4].name == "layers");
+  CHECK(s.space[4].dist.log);
+  CHECK(s.space[4].dist.step == 1);
+
+  CHECK(s.sampler.kind == "grid");
+  CHECK(s.sampler.seed == 123);
+  CHECK(s.sampler.seed_given);
+  CHECK(s.pruner.kind == "nop");
+}
+
+TEST_CASE("omitted keys take their defaults", "[config]") {
+  common::Result<SweepSpec> r = Parse(kMinimal, "/srv/sweeps/sweep.toml");
+  REQUIRE(r.ok());
+  CHECK(r->study.direction == Direction::kMinimize);
+  CHECK(r->study.parallelism == 1);
+  CHECK(r->study.trial_timeout == 0);
+  CHECK(r->study.kill_grace == 10.0);
+  CHECK(r->objective.env.empty());
+  CHECK(r->objective.workdir == "/srv/sweeps");
+  CHECK(r->space[0].dist.step == 0);
+  CHECK_FALSE(r->space[0].dist.log);
+  CHECK(r->sampler.kind == "random");
+  CHECK_FALSE(r->sampler.seed_given);
+  CHECK(r->pruner.kind == "nop");
+
+  // An int parameter steps by one unless told otherwise.
+  r = Parse(With("type = \"float\"", "type = \"int\"",
+                 With("low = 0.0", "low = 0", With("high = 1.0", "high = 9"))));
+  REQUIRE(r.ok());
+  CHECK(r->space[0].dist.step == 1);
+}
+
+TEST_CASE("the working directory is anchored at the sweep file", "[config]") {
+  const std::string cwd = std::filesystem::current_path().string();
+  CHECK(Parse(kMinimal, "")->objective.workdir == cwd);
+  CHECK(Parse(kMinimal, "sweep.toml")->objective.workdir == cwd);
+  CHECK(Parse(kMinimal, "sub/sweep.toml")->objective.workdir == cwd + "/sub");
+
+  const std::string abs =
+      With("command = [\"true\"]", "command = [\"true\"]\nworkdir = \"/data/run/\"");
+  CHECK(Parse(abs, "/srv/sweep.toml")->objective.workdir == "/data/run");
+  const std::string rel = With("command = [\"true\"]", "command = [\"true\"]\nworkdir = \"out\"");
+  CHECK(Parse(rel, "/srv/s/sweep.toml")->objective.workdir == "/srv/s/out");
+  CHECK(Parse(rel, "")->objective.workdir == cwd + "/out");
+}
+
+TEST_CASE("parameters keep the order of the file", "[config]") {
+  const std::string doc = With("[space.x]\ntype = \"float\"\nlow = 0.0\nhigh = 1.0\n",
+                               R"([space.zeta]
+type = "float"
+low = 0
+high = 1
+
+[space.mid]
+type = "int"
+low = 0
+high = 3
+
+[space]
+beta = { type = "categorical", choices = ["a"] }
+alpha.type = "categorical"
+alpha.choices = ["b"]
+
+[space.aardvark]
+type = "categorical"
+choices = [1, 2]
+)");
+  common::Result<SweepSpec> r = Parse(doc);
+  INFO(r.status().message());
+  REQUIRE(r.ok());
+  std::vector<std::string> names;
+  for (const ParamSpec& p : r->space) names.push_back(p.name);
+  CHECK(names == std::vector<std::string>{"zeta", "mid", "beta", "alpha", "aardvark"});
+}
+
+TEST_CASE("an unknown key names the table, the key and the keys allowed", "[config]") {
+  CHECK(ErrorOf(With("command =", "comand =")) ==
+        "sweep.toml:7:1: [objective] unknown key \"comand\"; expected one of kind, command, env, "
+        "workdir");
+  CHECK_THAT(ErrorOf(With("n_trials = 10", "n_trials = 10\nntrials = 3")),
+             StartsWith("sweep.toml:4:1: [study] unknown key \"ntrials\"") &&
+                 Contains("expected one of name, direction, n_trials"));
+  CHECK_THAT(ErrorOf(With("high = 1.0", "high = 1.0\nchoices = [1]")),
+             StartsWith("sweep.toml:13:1: [space.x] unknown key \"choices\" for a float "
+                        "parameter; expected one of type, low, high, log, step"));
+  CHECK_THAT(ErrorOf(std::string(kMinimal) + "[sampler]\nkind = \"random\"\nsed = 1\n"),
+             StartsWith("sweep.toml:15:1: [sampler] unknown key \"sed\"") &&
+                 Contains("expected one of kind, seed"));
+  CHECK_THAT(ErrorOf(std::string(kMinimal) + "[pruner]\npatience = 1\n"),
+             StartsWith("sweep.toml:14:1: [pruner] unknown key \"patience\"") &&
+                 Contains("expected one of kind"));
+  // A nested table is an unknown key of the parameter, reported before the missing type.
+  CHECK_THAT(ErrorOf(With("[space.x]\ntype = \"float\"\nlow = 0.0\nhigh = 1.0\n",
+                          "[space.x.sub]\ntype = \"float\"\n")),
+             StartsWith("sweep.toml:9:10: [space.x] unknown key \"sub\"; expected one of type, "
+                        "low, high, log, step, choices"));
+  const std::string cat = With("type = \"float\"\nlow = 0.0", "type = \"categorical\"\nlow = 0");
+  CHECK_THAT(ErrorOf(cat), StartsWith("sweep.toml:11:1: [space.x] unknown key \"low\" for a "
+                                      "categorical parameter; expected one of type, choices"));
+}
+
+TEST_CASE("an unknown table or top-level key is rejected", "[config]") {
+  CHECK(ErrorOf(std::string(kMinimal) + "\n[sampling]\nkind = \"random\"\n") ==
+        "sweep.toml:14:1: unknown table [sampling]; expected one of [study], [objective], "
+        "[space], [sampler], [pruner]");
+  CHECK_THAT(ErrorOf("seed = 3\n" + std::string(kMinimal)),
+             StartsWith("sweep.toml:1:1: unknown key \"seed\" outside any table") &&
+                 Contains("expected one of the tables [study]"));
+  CHECK_THAT(ErrorOf("sampler = \"tpe\"\n" + std::string(kMinimal)),
+             StartsWith("sweep.toml:1:11: sampler = \"tpe\": expected a [sampler] table"));
+}
+
+TEST_CASE("a value of the wrong type names the value and the type expected", "[config]") {
+  CHECK(ErrorOf(With("n_trials = 10", "n_trials = \"ten\"")) ==
+        "sweep.toml:3:12: [study] n_trials = \"ten\": expected an integer >= 1");
+  CHECK_THAT(ErrorOf(With("n_trials = 10", "n_trials = 2.5")),
+             StartsWith("sweep.toml:3:12: [study] n_trials = 2.5: expected an integer >= 1"));
+  CHECK_THAT(ErrorOf(With("n_trials = 10", "n_trials = 10\nparallelism = 0")),
+             StartsWith("sweep.toml:4:15: [study] parallelism = 0: expected an integer >= 1"));
+  CHECK_THAT(ErrorOf(With("n_trials = 10", "n_trials = 10\ntrial_timeout = -1")),
+             StartsWith("sweep.toml:4:17: [study] trial_timeout = -1: expected a number of "
+                        "seconds >= 0"));
+  CHECK_THAT(ErrorOf(With("n_trials = 10", "n_trials = 10\nkill_grace = \"5s\"")),
+             StartsWith("sweep.toml:4:14: [study] kill_grace = \"5s\": expected a number"));
+  CHECK_THAT(ErrorOf(With("n_trials = 10", "n_trials = 99999999999")),
+             StartsWith("sweep.toml:3:12: [study] n_trials = 99999999999: too large"));
+  CHECK_THAT(ErrorOf(With("low = 0.0", "low = \"0\"")),
+             StartsWith("sweep.toml:11:7: [space.x] low = \"0\": expected a number"));
+  CHECK_THAT(ErrorOf(With("high = 1.0", "high = 1.0\nlog = \"yes\"")),
+             StartsWith("sweep.toml:13:7: [space.x] log = \"yes\": expected true or false"));
+  CHECK_THAT(ErrorOf(With("command = [\"true\"]", "command = \"python3 train.py\"")),
+             StartsWith("sweep.toml:7:11: [objective] command = \"python3 train.py\": expected a "
+                        "non-empty array of strings"));
+  CHECK_THAT(ErrorOf(With("command = [\"true\"]", "command = []")),
+             StartsWith("sweep.toml:7:11: [objective] command = []: expected a non-empty array"));
+  CHECK_THAT(ErrorOf(With("command = [\"true\"]", "command = [\"python3\", 3]")),
+             StartsWith("sweep.toml:7:23: [objective] command[1] = 3: expected a string"));
+  CHECK_THAT(ErrorOf(With("command = [\"true\"]", "command = [\"true\"]\nenv = { A = 1 }")),
+             StartsWith("sweep.toml:8:13: [objective.env] A = 1: expected a string"));
+  CHECK_THAT(ErrorOf(With("type = \"float\"", "type = \"double\"")),
+             StartsWith("sweep.toml:10:8: [space.x] type = \"double\": expected \"float\", "
+                        "\"int\" or \"categorical\""));
+  CHECK_THAT(
+      ErrorOf(With("[space.x]\ntype = \"float\"\nlow = 0.0\nhigh = 1.0\n", "[space]\nx = 5\n")),
+      StartsWith("sweep.toml:10:5: [space] x = 5: expected a table such as [space.x]"));
+  CHECK_THAT(ErrorOf(With("[study]\nname = \"s\"", "study = 1\n[x]")),
+             StartsWith("sweep.toml:1:9: study = 1: expected a [study] table"));
+}
+
+TEST_CASE("a missing required key or table names the table and the key", "[config]") {
+  CHECK(ErrorOf(With("n_trials = 10", "# no n_trials")) ==
+        "sweep.toml:1:1: [study] missing required key \"n_trials\"; expected an integer >= 1");
+  CHECK_THAT(ErrorOf(With("name = \"s\"", "")),
+             StartsWith("sweep.toml:1:1: [study] missing required key \"name\""));
+  CHECK_THAT(ErrorOf(With("kind = \"exec\"", "")),
+             StartsWith("sweep.toml:5:1: [objective] missing required key \"kind\"") &&
+                 Contains("expected kind = \"exec\""));
+  CHECK_THAT(ErrorOf(With("command = [\"true\"]", "")),
+             StartsWith("sweep.toml:5:1: [objective] missing required key \"command\""));
+  CHECK_THAT(ErrorOf(With("type = \"float\"", "")),
+             StartsWith("sweep.toml:9:1: [space.x] missing required key \"type\"") &&
+                 Contains("expected type = \"float\", \"int\" or \"categorical\""));
+  CHECK_THAT(ErrorOf(With("high = 1.0", "")),
+             StartsWith("sweep.toml:9:1: [space.x] missing required key \"high\"") &&
+                 Contains("expected a number"));
+  CHECK_THAT(ErrorOf(With("low = 0.0\nhigh = 1.0", "",
+                          With("type = \"float\"", "type = \"categorical\""))),
+             StartsWith("sweep.toml:9:1: [space.x] missing required key \"choices\""));
+  CHECK_THAT(ErrorOf(With("[space.x]\ntype = \"float\"\nlow = 0.0\nhigh = 1.0\n", "")),
+             StartsWith("sweep.toml:1:1: missing required table [space]") &&
+                 Contains("expected at least one [space.NAME]"));
+  CHECK_THAT(ErrorOf(With("[objective]\nkind = \"exec\"\ncommand = [\"true\"]\n", "")),
+             StartsWith("sweep.toml:1:1: missing required table [objective]"));
+  CHECK_THAT(ErrorOf(With("[space.x]\ntype = \"float\"\nlow = 0.0\nhigh = 1.0\n", "[space]\n")),
+             StartsWith("sweep.toml:9:1: [space] has no parameters; expected at least one "
+                        "[space.NAME] table"));
+}
+
+TEST_CASE("distribution problems point at the field at fault", "[config]") {
+  CHECK(ErrorOf(With("low = 0.0", "low = 5.0")) ==
+        "sweep.toml:11:7: [space.x] low = 5.0 is greater than high = 1.0; expected low <= high");
+  CHECK_THAT(ErrorOf(With("high = 1.0", "high = 1.0\nlog = true")),
+             StartsWith("sweep.toml:11:7: [space.x] low = 0.0: ") &&
+                 Contains("expected low > 0 with log = true"));
+  CHECK_THAT(ErrorOf(With("high = 1.0", "high = 1.0\nstep = 0.3")),
+             StartsWith("sweep.toml:13:8: [space.x] step = 0.3 does not divide high - low = 1.0") &&
+                 Contains("expected high - low to be a whole multiple of step"));
+  CHECK_THAT(ErrorOf(With("high = 1.0", "high = 1.0\nstep = 0")),
+             StartsWith("sweep.toml:13:8: [space.x] step = 0: expected a number > 0"));
+  CHECK_THAT(ErrorOf(With("low = 0.0", "low = 0.1",
+                          With("high = 1.0", "high = 1.0\nlog = true\nstep = 0.1"))),
+             StartsWith("sweep.toml:14:8: [space.x] step = 0.1: step cannot be combined with "
+                        "log = true"));
+
+  const std::string int_doc = With("type = \"float\"", "type = \"int\"");
+  CHECK_THAT(ErrorOf(With("low = 0.0", "low = 0.5", int_doc)),
+             StartsWith("sweep.toml:11:7: [space.x] low = 0.5: expected an integer (type = "
+                        "\"int\")"));
+  CHECK_THAT(
+      ErrorOf(With("low = 0.0", "low = 0", With("high = 1.0", "high = 10\nstep = 3", int_doc))),
+      StartsWith("sweep.toml:13:8: [space.x] step = 3 does not divide high - low = 10"));
+  CHECK_THAT(
+      ErrorOf(With("low = 0.0", "low = 0", With("high = 1.0", "high = 10\nlog = true", int_doc))),
+      StartsWith("sweep.toml:11:7: [space.x] low = 0: ") &&
+          Contains("expected low >= 1 with log = true"));
+  CHECK_THAT(
+      ErrorOf(With("low = 0.0", "low = 0", With("high = 1.0", "high = 9007199254740993", int_doc))),
+      StartsWith("sweep.toml:12:8: [space.x] high = 9007199254740993: too large; expected "
+                 "an integer between -2^53 and 2^53"));
+  CHECK_THAT(
+      ErrorOf(With("low = 0.0", "low = 0", With("high = 1.0", "high = 10\nstep = 2.0", int_doc))),
+      StartsWith("sweep.toml:13:8: [space.x] step = 2.0: expected an integer >= 1"));
+
+  const std::string cat_doc =
+      With("type = \"float\"\nlow = 0.0\nhigh = 1.0", "type = \"categorical\"\nchoices = CHOICES");
+  CHECK(ErrorOf(With("CHOICES", "[]", cat_doc)) ==
+        "sweep.toml:11:11: [space.x] choices = []: expected at least one choice");
+  CHECK_THAT(ErrorOf(With("CHOICES", "[\"adam\", \"sgd\", \"adam\"]", cat_doc)),
+             StartsWith("sweep.toml:11:11: [space.x] choices = [\"adam\", \"sgd\", \"adam\"]: "
+                        "\"adam\" appears more than once; expected distinct choices"));
+  CHECK_THAT(ErrorOf(With("CHOICES", "[\"a\", [1]]", cat_doc)),
+             StartsWith("sweep.toml:11:17: [space.x] choices[1] = [1]: expected a string, "
+                        "integer, float or boolean"));
+  CHECK_THAT(ErrorOf(With("CHOICES", "\"adam\"", cat_doc)),
+             StartsWith("sweep.toml:11:11: [space.x] choices = \"adam\": expected a non-empty "
+                        "array"));
+}
+
+TEST_CASE("study names, directions and parameter names are checked", "[config]") {
+  CHECK_THAT(ErrorOf(With("name = \"s\"", "name = \"my study\"")),
+             StartsWith("sweep.toml:2:8: [study] name = \"my study\": not a valid study name; "
+                        "expected 1 to 128 characters from A-Z a-z 0-9 _ . -"));
+  CHECK_THAT(ErrorOf(With("name = \"s\"", "name = \"\"")),
+             StartsWith("sweep.toml:2:8: [study] name"));
+  CHECK_THAT(ErrorOf(With("name = \"s\"", "name = \"" + std::string(129, 'a') + "\"")),
+             StartsWith("sweep.toml:2:8: [study] name"));
+  CHECK(Parse(With("name = \"s\"", "name = \"" + std::string(128, 'a') + "\"")).ok());
+
+  CHECK(ErrorOf(With("n_trials = 10", "n_trials = 10\ndirection = \"max\"")) ==
+        "sweep.toml:4:13: [study] direction = \"max\": expected \"minimize\" or \"maximize\"");
+
+  CHECK_THAT(ErrorOf(With("[space.x]", "[space.1x]")),
+             StartsWith("sweep.toml:9:8: [space] parameter name \"1x\" is not valid; expected a "
+                        "name matching [A-Za-z_][A-Za-z0-9_.-]*"));
+  CHECK_THAT(ErrorOf(With("[space.x]", "[space.\"a b\"]")),
+             StartsWith("sweep.toml:9:8: [space] parameter name \"a b\" is not valid"));
+  CHECK(Parse(With("[space.x]", "[space.\"model.lr\"]"))->space[0].name == "model.lr");
+}
+
+TEST_CASE("objective kinds other than exec are refused", "[config]") {
+  CHECK(ErrorOf(With("kind = \"exec\"", "kind = \"lm\"")) ==
+        "sweep.toml:6:8: [objective] kind = \"lm\": kind = \"lm\" is not supported yet by this "
+        "build; expected \"exec\"");
+  CHECK_THAT(ErrorOf(With("kind = \"exec\"", "kind = \"shell\"")),
+             StartsWith("sweep.toml:6:8: [objective] kind = \"shell\": unknown objective kind; "
+                        "expected \"exec\""));
+}
+
+TEST_CASE("sampler and pruner kinds not in this build are named as such", "[config]") {
+  const std::string base = std::string(kMinimal) + "\n[sampler]\nkind = KIND\n";
+  CHECK(ErrorOf(With("KIND", "\"tpe\"", base)) ==
+        "sweep.toml:15:8: [sampler] kind = \"tpe\": sampler kind \"tpe\" is not available in "
+        "this build; expected one of random, grid");
+  CHECK_THAT(ErrorOf(With("KIND", "\"qmc\"", base)),
+             Contains("sampler kind \"qmc\" is not available in this build"));
+  CHECK_THAT(ErrorOf(With("KIND", "\"bayes\"", base)),
+             StartsWith("sweep.toml:15:8: [sampler] kind = \"bayes\": unknown sampler kind; "
+                        "expected one of random, grid"));
+  CHECK_THAT(ErrorOf(std::string(kMinimal) + "\n[sampler]\nseed = -1\n"),
+             StartsWith("sweep.toml:15:8: [sampler] seed = -1: expected a non-negative integer"));
+
+  const std::string pruner = std::string(kMinimal) + "\n[pruner]\nkind = KIND\n";
+  for (const char* kind : {"median", "percentile", "asha", "hyperband"}) {
+    CHECK_THAT(ErrorOf(With("KIND", std::string("\"") + kind + "\"", pruner)),
+               StartsWith("sweep.toml:15:8: [pruner] kind = \"" + std::string(kind) + "\"") &&
+                   Contains("pruner kind \"" + std::string(kind) +
+                            "\" is not available in this build; expected one of nop"));
+  }
+  CHECK_THAT(ErrorOf(With("KIND", "\"never\"", pruner)),
+             Contains("unknown pruner kind; expected one of nop"));
+}
+
+TEST_CASE("the daemon's own environment variables cannot be set", "[config]") {
+  const std::string base = With("command = [\"true\"]",
+                                "command = [\"true\"]\n[objective.env]\nOK = \"1\"\nNAME = \"x\"");
+  CHECK_THAT(ErrorOf(With("NAME", "TRIALD_PARAMS", base)),
+             StartsWith("sweep.toml:10:1: [objective.env] TRIALD_PARAMS is reserved") &&
+                 Contains("expected a name that does not start with TRIALD_ and is not "
+                          "CUDA_VISIBLE_DEVICES"));
+  CHECK_THAT(ErrorOf(With("NAME", "CUDA_VISIBLE_DEVICES", base)),
+             StartsWith("sweep.toml:10:1: [objective.env] CUDA_VISIBLE_DEVICES is reserved"));
+  CHECK_THAT(ErrorOf(With("NAME", "1BAD", base)),
+             StartsWith("sweep.toml:10:1: [objective.env] \"1BAD\" is not a valid environment "
+                        "variable name; expected a name matching [A-Za-z_][A-Za-z0-9_]*"));
+  common::Result<SweepSpec> ok = Parse(With("NAME", "TRIAL_ID", base));
+  REQUIRE(ok.ok());
+  CHECK(ok->objective.env.at("TRIAL_ID") == "x");
+}
+
+TEST_CASE("TOML syntax errors keep toml++'s description and position", "[config]") {
+  std::string msg = ErrorOf(With("n_trials = 10", "n_trials = = 10"));
+  CHECK_THAT(msg, StartsWith("sweep.toml:3:12: invalid TOML: "));
+  CHECK(msg.size() > std::string("sweep.toml:3:12: invalid TOML: ").size());
+  CHECK_THAT(ErrorOf(With("name = \"s\"", "name = \"s\"\nname = \"t\"")),
+             StartsWith("sweep.toml:3:") && Contains("invalid TOML"));
+  CHECK_THAT(ErrorOf(With("[space.x]", "[space.x")), StartsWith("sweep.toml:9:"));
+}
+
+TEST_CASE("messages show the path they were given", "[config]") {
+  common::Result<SweepSpec> r =
+      ParseSweep(SweepSource{With("low = 0.0", "low = 5.0"), "/home/u/exp/lr.toml"});
+  REQUIRE_FALSE(r.ok());
+  CHECK_THAT(r.status().message(), StartsWith("/home/u/exp/lr.toml:11:7: [space.x]"));
+}
+
+TEST_CASE("ParseSweepFile reads a file and names an unreadable one", "[config]") {
+  common::Result<SweepSpec> r = ParseSweepFile("/nonexistent/dir/sweep.toml");
+  REQUIRE_FALSE(r.ok());
+  CHECK_THAT(r.status().message(),
+             Contains("/nonexistent/dir/sweep.toml") && Contains("No such file or directory"));
+
+  r = ParseSweepFile("/");
+  REQUIRE_FALSE(r.ok());
+  CHECK_THAT(r.status().message(), Contains("Is a directory"));
+}
+
+TEST_CASE("the quadratic example parses", "[config]") {
+  const std::string dir = std::string(TRIALD_SOURCE_DIR) + "/config/examples";
+  common::Result<SweepSpec> r = ParseSweepFile(dir + "/quadratic.toml");
+  INFO(r.status().message());
+  REQUIRE(r.ok());
+  CHECK(r->study.name == "quadratic");
+  CHECK(r->study.direction == Direction::kMinimize);
+  CHECK(r->study.n_trials == 20);
+  CHECK(r->study.parallelism == 2);
+  CHECK(r->study.trial_timeout == 30);
+  CHECK(r->study.kill_grace == 5);
+  CHECK(r->objective.command == std::vector<std::string>{"python3", "quadratic.py"});
+  CHECK(std::filesystem::equivalent(r->objective.workdir, dir));
+  REQUIRE(r->space.size() == 3);
+  CHECK(r->space[0].name == "x");
+  CHECK(r->space[0].dist == Distribution{ParamType::kFloat, -10, 10, false, 0, {}});
+  CHECK(r->space[1].name == "y");
+  CHECK(r->space[2].name == "shape");
+  CHECK(r->space[2].dist.choices ==
+        std::vector<Choice>{std::string("bowl"), std::string("tilted")});
+  CHECK(r->sampler.kind == "random");
+  CHECK(r->sampler.seed == 7);
+  CHECK(r->sampler.seed_given);
+}
+
+TEST_CASE("DirectionName names both directions", "[config]") {
+  CHECK(std::string(DirectionName(Direction::kMinimize)) == "minimize");
+  CHECK(std::string(DirectionName(Direction::kMaximize)) == "maximize");
+}
+
+}  // namespace
+}  // namespace triald::config

@@ -1,0 +1,44 @@
+#pragma once
+// Process helpers: identities that survive pid reuse, process-group liveness, signal names and
+// wait-status descriptions, and PATH lookup.
+//
+// Thread-safety: all functions are thread-safe.
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <string>
+
+#include "common/status.h"
+
+namespace triald::common {
+
+// Field 22 of /proc/PID/stat: the process start time in clock ticks since boot. Together with
+// the pid it names one process for the life of the machine. kNotFound when the pid is gone.
+Result<uint64_t> ProcessStartTime(pid_t pid);
+
+// True when any process (zombies included) is still in process group `pgid`.
+bool ProcessGroupExists(pid_t pgid);
+
+// "SIGSEGV" for 11; "SIG<n>" when unknown.
+std::string SignalName(int sig);
+
+// A decoded waitpid() status.
+struct ExitStatus {
+  bool signaled = false;
+  int code = 0;    // exit code when !signaled
+  int signal = 0;  // terminating signal when signaled
+  bool core_dumped = false;
+
+  static ExitStatus FromWaitStatus(int status);
+  // "exited with code 3", "killed by SIGSEGV (core dumped)"
+  std::string Describe() const;
+};
+
+// Resolves argv[0] the way execvp would: a name with '/' is taken relative to `cwd`; otherwise
+// searched in `path_env` (colon-separated). Returns an absolute path to an executable regular
+// file, or an error naming what was searched.
+Result<std::string> FindExecutable(const std::string& name, const std::string& path_env,
+                                   const std::string& cwd);
+
+}  // namespace triald::common

@@ -1,0 +1,32 @@
+#pragma once
+// Client: a blocking connection to triald's control socket (protocol in proto/control.h).
+//
+// Thread-safety: one Client per thread.
+
+#include <boost/json.hpp>
+#include <string>
+
+#include "common/fd.h"
+#include "common/status.h"
+
+namespace triald::ctl {
+
+class Client {
+ public:
+  // kUnavailable with a hint when nothing listens at `socket_path`.
+  static common::Result<Client> Connect(const std::string& socket_path);
+
+  // Sends one request and waits for its reply; a daemon-side error comes back as its Status.
+  common::Result<boost::json::value> Call(const std::string& verb, boost::json::object args = {});
+
+ private:
+  explicit Client(common::UniqueFd fd, std::string path) : fd_(std::move(fd)), path_(path) {}
+  common::UniqueFd fd_;
+  std::string path_;
+  std::string pending_;  // bytes read past the last reply
+};
+
+// The socket trialctl talks to: --socket, else $TRIALD_SOCKET, else ./.triald/triald.sock.
+std::string DefaultSocketPath();
+
+}  // namespace triald::ctl

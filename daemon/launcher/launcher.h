@@ -1,0 +1,74 @@
+#pragma once
+// Launcher: starts one trial as its own process (group) and reports what it says and how it
+// ended. The scheduler sees only this interface, so its logic is tested with a fake launcher
+// and no fork; ProcessLauncher (process_launcher.h) is the real one.
+//
+// Life of a TrialProcess:
+//   Launch() ─▶ on_message(...)* ─▶ on_exit(outcome) exactly once.
+// on_exit comes only when the trial is over: its main process has been reaped and its process
+// group is empty (strays left by a finished main process are stopped first), and its output
+// has been drained. After on_exit the TrialProcess may be destroyed; destroying it earlier
+// kills the whole group at once.
+//
+// Thread-safety: all calls and callbacks happen on the daemon's event-loop thread.
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/process_util.h"
+#include "common/status.h"
+#include "daemon/storage/records.h"
+#include "proto/report.h"
+
+namespace triald::launcher {
+
+enum class StopReason { kNone, kTimeout, kPrune, kCancel, kShutdown, kProtocol };
+const char* StopReasonName(StopReason reason);
+
+struct LaunchSpec {
+  std::string executable;          // absolute path (resolved by the caller)
+  std::vector<std::string> argv;   // argv[0] included
+  std::vector<std::string> env;    // the complete environment, "KEY=VALUE"
+  std::string workdir;             // the child's cwd
+  std::string log_dir;             // stdout.log and stderr.log go here
+  size_t log_head_bytes = 1 << 20;  // kept from the start of each stream
+  size_t log_tail_bytes = 1 << 20;  // kept from the end of each stream
+  double timeout_s = 0;             // 0: none
+  double kill_grace_s = 10;         // SIGTERM → SIGKILL
+};
+
+struct ProcessOutcome {
+  common::ExitStatus exit;            // of the main process
+  StopReason stop_reason = StopReason::kNone;  // why the daemon stopped it, if it did
+  bool killed = false;                // SIGKILL was needed after the grace period
+  bool strays = false;                // the main process left others in its group
+  std::string protocol_error;         // set when the report pipe carried something invalid
+  std::string stderr_tail;            // last few KiB of stderr
+};
+
+struct TrialCallbacks {
+  std::function<void(const proto::ReportMessage&)> on_message;
+  std::function<void(const ProcessOutcome&)> on_exit;
+};
+
+class TrialProcess {
+ public:
+  virtual ~TrialProcess() = default;
+  virtual const storage::ProcessIdentity& identity() const = 0;
+  // SIGTERM to the group, then SIGKILL after the grace period. The first reason given is the
+  // one reported; later calls do nothing.
+  virtual void Stop(StopReason reason) = 0;
+};
+
+class Launcher {
+ public:
+  virtual ~Launcher() = default;
+  // Starts the process. An error means no process runs (FAIL(spawn)); the message says why
+  // (e.g. "exec /x/train.py: Permission denied").
+  virtual common::Result<std::unique_ptr<TrialProcess>> Launch(const LaunchSpec& spec,
+                                                               TrialCallbacks callbacks) = 0;
+};
+
+}  // namespace triald::launcher

@@ -1,0 +1,50 @@
+#pragma once
+// ProcessLauncher: the real Launcher. One fork+exec per trial through Boost.Process v2 with a
+// child setup hook that, between fork and exec:
+//   - puts the child in its own process group (setpgid(0, 0));
+//   - sets PR_SET_PDEATHSIG(SIGKILL) and re-checks getppid(), so a child whose daemon died
+//     during the fork exits instead of running unsupervised;
+//   - restores default signal dispositions and an empty signal mask (the daemon blocks or
+//     ignores some signals; exec would keep the mask and ignored signals);
+//   - installs an explicit environment and working directory;
+//   - places the report pipe's write end at fd 3 (TRIALD_REPORT_FD=3).
+// Every descriptor the daemon opens is O_CLOEXEC, so the worker sees exactly 0, 1, 2 and 3.
+// (Boost 1.81's own close-other-fds loop skips descriptors between whitelisted ones, so
+// close-on-exec is what guarantees this; tests/integration/launcher_test.cc proves it.)
+//
+// stdout and stderr are pipes drained continuously into CappedLogs; the report pipe is split
+// into lines (at most proto::kMaxReportLineBytes) and parsed strictly. Stopping is SIGTERM to
+// the group, a grace timer, then SIGKILL to the group. The Reaper delivers the main process's
+// exit; the trial is over once its group is empty too.
+//
+// Thread-safety: event-loop thread only.
+
+#include <boost/asio/io_context.hpp>
+
+#include "common/clock.h"
+#include "common/logging.h"
+#include "daemon/launcher/launcher.h"
+#include "daemon/launcher/reaper.h"
+
+namespace triald::launcher {
+
+// The descriptor number the report pipe gets in every worker.
+inline constexpr int kReportFd = 3;
+
+class ProcessLauncher final : public Launcher {
+ public:
+  struct Options {
+    boost::asio::io_context* io = nullptr;
+    Reaper* reaper = nullptr;
+    common::Logger logger;
+  };
+  explicit ProcessLauncher(Options options);
+
+  common::Result<std::unique_ptr<TrialProcess>> Launch(const LaunchSpec& spec,
+                                                       TrialCallbacks callbacks) override;
+
+ private:
+  Options options_;
+};
+
+}  // namespace triald::launcher

@@ -1,0 +1,57 @@
+#pragma once
+// Reaper: the daemon's single reaper of child processes.
+//
+// Start() makes the daemon a child subreaper (PR_SET_CHILD_SUBREAPER), so that grandchildren
+// orphaned by a trial's main process are re-parented to the daemon instead of init. One
+// asio::signal_set waits for SIGCHLD; each delivery runs a waitpid(-1, WNOHANG) loop that
+// reaps every exited child and routes its status to whoever Watch()ed that pid. Unwatched pids
+// (adopted grandchildren, a child whose exec failed) are reaped and logged. Nothing else in
+// the process may call waitpid: two reapers race and lose exit statuses.
+//
+// Thread-safety: not thread-safe; runs on the event-loop thread.
+
+#include <sys/types.h>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <functional>
+#include <unordered_map>
+#include <vector>
+
+#include "common/logging.h"
+#include "common/status.h"
+
+namespace triald::launcher {
+
+class Reaper {
+ public:
+  using ExitFn = std::function<void(int wait_status)>;
+
+  Reaper(boost::asio::io_context& io, common::Logger logger);
+
+  // Becomes subreaper and starts waiting for SIGCHLD. Call before the first fork.
+  common::Status Start();
+  void Shutdown();
+
+  // `on_exit` runs (on the event loop) when `pid` is reaped. At most one watcher per pid.
+  void Watch(pid_t pid, ExitFn on_exit);
+  void Unwatch(pid_t pid);
+
+  // One waitpid loop; returns how many children were reaped. Called on SIGCHLD, and usable
+  // directly (e.g. at shutdown).
+  int ReapNow();
+
+  uint64_t orphans_reaped() const { return orphans_reaped_; }
+
+ private:
+  void Arm();
+
+  boost::asio::io_context& io_;
+  common::Logger logger_;
+  boost::asio::signal_set signals_;
+  std::unordered_map<pid_t, ExitFn> watchers_;
+  uint64_t orphans_reaped_ = 0;
+  bool started_ = false;
+};
+
+}  // namespace triald::launcher
