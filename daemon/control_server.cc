@@ -1,5 +1,6 @@
 #include "daemon/control_server.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -11,6 +12,7 @@
 #include <deque>
 
 #include "common/fd.h"
+#include "common/utf8.h"
 #include "proto/control.h"
 
 namespace triald::daemon {
@@ -202,6 +204,8 @@ Status ControlServer::Start() {
   if (!ec) acceptor_.bind(ep, ec);
   if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
   if (ec) return common::IoError("listen on " + path + ": " + ec.message());
+  // Asio opens sockets without close-on-exec; no worker may inherit the control socket.
+  ::fcntl(acceptor_.native_handle(), F_SETFD, FD_CLOEXEC);
   if (::chmod(path.c_str(), 0660) != 0) return common::ErrnoError("chmod " + path, errno);
   Accept();
   return Status::Ok();
@@ -218,6 +222,7 @@ void ControlServer::Accept() {
   acceptor_.async_accept([this](const boost::system::error_code& ec, Socket socket) {
     if (ec == asio::error::operation_aborted || stopped_) return;
     if (!ec) {
+      ::fcntl(socket.native_handle(), F_SETFD, FD_CLOEXEC);
       if (*live_connections_ >= options_.max_connections) {
         std::string msg = proto::EncodeError(common::Unavailable("too many connections"));
         boost::system::error_code ignored;
@@ -316,7 +321,8 @@ Result<json::value> ControlServer::Handle(const std::string& verb, const json::o
     json::object o;
     o["path"] = path;
     o["state"] = storage::TrialStateName(t.state);
-    o["content"] = content.ok() ? *content : std::string();
+    // Logs hold whatever the worker wrote; JSON needs valid UTF-8.
+    o["content"] = content.ok() ? common::SanitizeUtf8(*content) : std::string();
     o["exists"] = content.ok();
     return json::value(std::move(o));
   }

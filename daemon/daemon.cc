@@ -49,13 +49,17 @@ std::vector<std::string> BaseEnvironment() {
 }
 
 // Makes sure descriptors 0, 1 and 2 are open, so that no pipe or database file the daemon
-// opens later lands on them (a worker would then inherit it as stdin/stdout).
-void EnsureStdio() {
+// opens later lands on them (a worker would then inherit it as stdin/stdout), and marks every
+// descriptor inherited from whoever started the daemon close-on-exec, so none reaches a worker.
+void SanitizeDescriptors() {
   for (int fd = 0; fd <= 2; ++fd) {
     if (::fcntl(fd, F_GETFD) == -1) {
       int n = ::open("/dev/null", O_RDWR);
       if (n >= 0 && n != fd) ::close(n);
     }
+  }
+  for (int fd : common::ListOpenFds()) {
+    if (fd > 2) ::fcntl(fd, F_SETFD, FD_CLOEXEC);
   }
 }
 
@@ -63,7 +67,7 @@ void EnsureStdio() {
 
 int RunDaemon(const DaemonOptions& opts) {
   common::Logger log = opts.logger ? opts.logger : common::MakeNullLogger();
-  EnsureStdio();
+  SanitizeDescriptors();
   ::signal(SIGPIPE, SIG_IGN);  // a client that hangs up must not kill the daemon
 
   std::error_code fs_ec;

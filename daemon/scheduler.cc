@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "common/process_util.h"
+#include "common/utf8.h"
 
 namespace triald::daemon {
 using common::Result;
@@ -398,7 +399,7 @@ void Scheduler::OnExit(int64_t trial_id, const launcher::ProcessOutcome& o) {
   const TrialRecord& trial = study.trials[rt->number];
 
   storage::TrialOutcome out;
-  out.fail.stderr_tail = o.stderr_tail;
+  out.fail.stderr_tail = common::SanitizeUtf8(o.stderr_tail);
   out.fail.exit_code = o.exit.signaled ? -1 : o.exit.code;
   out.fail.signal = o.exit.signaled ? o.exit.signal : 0;
   out.fail.core_dumped = o.exit.core_dumped;
@@ -406,7 +407,7 @@ void Scheduler::OnExit(int64_t trial_id, const launcher::ProcessOutcome& o) {
   auto fail = [&](const std::string& reason, const std::string& detail) {
     out.state = TrialState::kFail;
     out.fail.reason = reason;
-    out.fail.detail = detail;
+    out.fail.detail = common::SanitizeUtf8(detail);
     if (!rt->worker_error.empty()) out.fail.detail += "; worker said: " + rt->worker_error;
   };
   const bool clean_final = !o.exit.signaled && o.exit.code == 0 && !rt->final_values.empty();

@@ -151,7 +151,8 @@ int Wait(Client& client, const std::string& study, std::ostream& out, std::ostre
       err << study << ": " << line << "\n";
       last = line;
     }
-    if (Str(s, "state") != "RUNNING") {
+    // A cancelled study may still be stopping its trials: wait for them too.
+    if (Str(s, "state") != "RUNNING" && Str(s, "running") == "0") {
       out << "study " << study << " " << Str(s, "state") << "\n";
       if (!s.at("best").is_object()) {
         err << "trialctl: study \"" << study << "\" ended without a COMPLETE trial\n";

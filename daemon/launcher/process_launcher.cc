@@ -59,8 +59,8 @@ struct ChildSetup {
     return {};
   }
 
-  bp::error_code on_exec_setup(bp::posix::default_launcher&, const bp::filesystem::path&,
-                               const char* const*&) {
+  bp::error_code on_exec_setup(bp::posix::default_launcher& launcher,
+                               const bp::filesystem::path&, const char* const*&) {
     if (::setpgid(0, 0) != 0) return {errno, bp::system_category()};
     if (::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0) return {errno, bp::system_category()};
     // The daemon may have died between fork and prctl; then nobody would ever stop us.
@@ -79,6 +79,14 @@ struct ChildSetup {
       return {errno, bp::system_category()};
     }
     if (::chdir(workdir) != 0) return {errno, bp::system_category()};
+    // Close every other descriptor ourselves. The daemon opens everything close-on-exec, but a
+    // library may not (Asio's sockets are not), and Boost 1.81's own close loop skips the
+    // descriptors between whitelisted ones. What must stay: 0-3 and the launcher's pipe that
+    // reports an exec failure (it is close-on-exec, so exec still closes it).
+    int keep = -1;
+    for (int fd : launcher.fd_whitelist) keep = fd > kReportFd ? fd : keep;
+    if (keep > kReportFd + 1) ::close_range(kReportFd + 1, keep - 1, 0);
+    ::close_range((keep > kReportFd ? keep : kReportFd) + 1, ~0U, 0);
     return {};
   }
 

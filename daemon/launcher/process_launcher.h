@@ -8,9 +8,12 @@
 //     ignores some signals; exec would keep the mask and ignored signals);
 //   - installs an explicit environment and working directory;
 //   - places the report pipe's write end at fd 3 (TRIALD_REPORT_FD=3).
-// Every descriptor the daemon opens is O_CLOEXEC, so the worker sees exactly 0, 1, 2 and 3.
-// (Boost 1.81's own close-other-fds loop skips descriptors between whitelisted ones, so
-// close-on-exec is what guarantees this; tests/integration/launcher_test.cc proves it.)
+//   - closes every other descriptor.
+// The worker sees exactly 0, 1, 2 and 3. Two layers make sure of it: every descriptor the
+// daemon opens is O_CLOEXEC (Asio's sockets are marked by hand), and the hook closes the rest,
+// because Boost 1.81's own close-other-fds loop skips descriptors between whitelisted ones and
+// a descriptor inherited from whoever started the daemon may lack close-on-exec.
+// tests/integration/launcher_test.cc and daemon_test.cc prove it with a probe worker.
 //
 // stdout and stderr are pipes drained continuously into CappedLogs; the report pipe is split
 // into lines (at most proto::kMaxReportLineBytes) and parsed strictly. Stopping is SIGTERM to

@@ -76,7 +76,8 @@ double EffectiveStep(const Distribution& dist) {
     case ParamType::kCategorical:
       return 1;
     case ParamType::kInt:
-      return dist.step > 0 ? dist.step : 1;
+      // As Distribution::Contains reads it: a hand-built int without a step steps by 1.
+      return dist.step >= 1 ? dist.step : 1;
     case ParamType::kFloat:
       break;
   }

@@ -1,1 +1,326 @@
-// PLACEHOLDER: not written yet
+// CappedLog: a trial's stdout/stderr file that keeps the head and the tail of the output and
+// says exactly how much was dropped in between, so a flooding worker cannot fill the disk.
+
+#include "daemon/launcher/capped_log.h"
+
+#include <stdlib.h>
+#include <sys/stat.h>
+
+#include <catch2/catch.hpp>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+namespace triald::launcher {
+namespace {
+
+namespace fs = std::filesystem;
+using common::Code;
+using common::Result;
+
+// A fresh directory under /tmp, removed with everything in it when the test ends.
+class TempDir {
+ public:
+  TempDir() {
+    char tmpl[] = "/tmp/triald_capped_log_test.XXXXXX";
+    REQUIRE(::mkdtemp(tmpl) != nullptr);
+    path_ = tmpl;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  std::string File(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  REQUIRE(in);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+uint64_t FileSize(const std::string& path) {
+  struct stat st;
+  REQUIRE(::stat(path.c_str(), &st) == 0);
+  return static_cast<uint64_t>(st.st_size);
+}
+
+// Deterministic bytes in which any window of a few bytes identifies its offset.
+std::string Pattern(size_t size, uint32_t seed = 1) {
+  std::string s(size, '\0');
+  uint32_t x = seed;
+  for (char& c : s) {
+    x = x * 1664525u + 1013904223u;
+    c = static_cast<char>('a' + (x >> 24) % 26);
+  }
+  return s;
+}
+
+std::unique_ptr<CappedLog> MustOpen(const std::string& path, size_t head, size_t tail) {
+  CappedLog::Options options;
+  options.head_bytes = head;
+  options.tail_bytes = tail;
+  Result<std::unique_ptr<CappedLog>> log = CappedLog::Open(path, options);
+  if (!log.ok()) FAIL(log.status().message());
+  return std::move(log).value();
+}
+
+std::string Marker(uint64_t omitted) {
+  return "[triald: " + std::to_string(omitted) + " bytes omitted]";
+}
+
+// Checks that `file` is data's first `head` bytes, a marker for exactly the bytes dropped, and
+// data's last `tail` bytes, with nothing else but line breaks around the marker.
+void CheckHeadMarkerTail(const std::string& file, const std::string& data, size_t head,
+                         size_t tail) {
+  REQUIRE(data.size() > head + tail);
+  const uint64_t omitted = data.size() - head - tail;
+  REQUIRE(file.size() >= head + tail);
+  CHECK(file.compare(0, head, data, 0, head) == 0);
+  CHECK(file.compare(file.size() - tail, tail, data, data.size() - tail, tail) == 0);
+  std::string middle = file.substr(head, file.size() - head - tail);
+  CHECK_THAT(middle, Catch::Contains(Marker(omitted)));
+  CHECK(middle.size() <= Marker(omitted).size() + 2);
+}
+
+TEST_CASE("small output is written verbatim", "[capped_log]") {
+  TempDir dir;
+  std::string path = dir.File("stdout.log");
+  auto log = MustOpen(path, 1024, 1024);
+  log->Append("epoch 1 loss 0.9\n");
+  log->Append("");
+  log->Append("epoch 2 loss 0.7\n");
+  CHECK(log->total_bytes() == 34);
+  REQUIRE(log->Close().ok());
+  CHECK(Slurp(path) == "epoch 1 loss 0.9\nepoch 2 loss 0.7\n");
+}
+
+TEST_CASE("the head is on disk while the worker is still running", "[capped_log]") {
+  TempDir dir;
+  std::string path = dir.File("stdout.log");
+  auto log = MustOpen(path, 100, 8192);
+  std::string data = Pattern(1000);
+  log->Append(data.substr(0, 60));
+  CHECK(Slurp(path) == data.substr(0, 60));
+  log->Append(data.substr(60));
+  CHECK(Slurp(path) == data.substr(0, 100));  // only the head until Close
+  REQUIRE(log->Close().ok());
+}
+
+TEST_CASE("output of exactly head + tail bytes is kept whole with no marker", "[capped_log]") {
+  TempDir dir;
+  std::string path = dir.File("stdout.log");
+  const size_t head = 10000, tail = 9000;
+  std::string data = Pattern(head + tail);
+  auto log = MustOpen(path, head, tail);
+  for (size_t i = 0; i < data.size(); i += 777) log->Append(data.substr(i, 777));
+  REQUIRE(log->Close().ok());
+  CHECK(Slurp(path) == data);
+}
+
+TEST_CASE("output over head + tail keeps the head, the tail and an exact omitted count",
+          "[capped_log]") {
+  const size_t head = 16 * 1024, tail = 12 * 1024;
+  std::string data = Pattern(200 * 1000 + 13);
+
+  SECTION("in many odd-sized appends") {
+    TempDir dir;
+    std::string path = dir.File("stderr.log");
+    auto log = MustOpen(path, head, tail);
+    size_t i = 0;
+    for (size_t n = 1; i < data.size(); n = n % 3001 + 7) {
+      log->Append(data.substr(i, n));
+      i += std::min(n, data.size() - i);
+    }
+    CHECK(log->total_bytes() == data.size());
+    REQUIRE(log->Close().ok());
+    CheckHeadMarkerTail(Slurp(path), data, head, tail);
+  }
+  SECTION("in one append") {
+    TempDir dir;
+    std::string path = dir.File("stderr.log");
+    auto log = MustOpen(path, head, tail);
+    log->Append(data);
+    CHECK(log->total_bytes() == data.size());
+    REQUIRE(log->Close().ok());
+    CheckHeadMarkerTail(Slurp(path), data, head, tail);
+  }
+  SECTION("one byte over") {
+    TempDir dir;
+    std::string path = dir.File("stderr.log");
+    std::string small = data.substr(0, head + tail + 1);
+    auto log = MustOpen(path, head, tail);
+    log->Append(small);
+    REQUIRE(log->Close().ok());
+    std::string file = Slurp(path);
+    CheckHeadMarkerTail(file, small, head, tail);
+    CHECK_THAT(file, Catch::Contains(Marker(1)));
+  }
+}
+
+TEST_CASE("a tail cap below the in-memory minimum still bounds the file", "[capped_log]") {
+  TempDir dir;
+  std::string path = dir.File("stderr.log");
+  const size_t head = 50, tail = 100;
+  std::string data = Pattern(50000, 7);
+  auto log = MustOpen(path, head, tail);
+  for (size_t i = 0; i < data.size(); i += 333) log->Append(data.substr(i, 333));
+  REQUIRE(log->Close().ok());
+  CheckHeadMarkerTail(Slurp(path), data, head, tail);
+}
+
+TEST_CASE("a zero head keeps only the tail", "[capped_log]") {
+  TempDir dir;
+  std::string path = dir.File("stderr.log");
+  std::string data = Pattern(30000, 3);
+  auto log = MustOpen(path, 0, 1000);
+  log->Append(data);
+  REQUIRE(log->Close().ok());
+  CheckHeadMarkerTail(Slurp(path), data, 0, 1000);
+}
+
+TEST_CASE("Tail returns the last bytes across many small appends", "[capped_log]") {
+  TempDir dir;
+  auto log = MustOpen(dir.File("stderr.log"), 1000, 4096);
+  std::string all;
+  for (int i = 0; i < 20000; ++i) {
+    std::string piece = "line " + std::to_string(i) + (i % 7 == 0 ? "\n" : " ");
+    all += piece;
+    log->Append(piece);
+    if (i % 997 == 0) {
+      INFO("after append " << i);
+      size_t n = std::min<size_t>(100, all.size());
+      CHECK(log->Tail(n) == all.substr(all.size() - n));
+    }
+  }
+  CHECK(log->total_bytes() == all.size());
+  CHECK(log->Tail(1) == all.substr(all.size() - 1));
+  CHECK(log->Tail(100) == all.substr(all.size() - 100));
+  CHECK(log->Tail(4096) == all.substr(all.size() - 4096));
+  CHECK(log->Tail(0).empty());
+}
+
+TEST_CASE("Tail returns everything when less than n was written", "[capped_log]") {
+  TempDir dir;
+  auto log = MustOpen(dir.File("stderr.log"), 1000, 4096);
+  CHECK(log->Tail(100).empty());
+  log->Append("Traceback (most recent call last):\n");
+  log->Append("ValueError: bad lr\n");
+  CHECK(log->Tail(4096) == "Traceback (most recent call last):\nValueError: bad lr\n");
+  CHECK(log->Tail(19) == "ValueError: bad lr\n");
+}
+
+TEST_CASE("Tail survives a single append larger than the tail", "[capped_log]") {
+  TempDir dir;
+  auto log = MustOpen(dir.File("stderr.log"), 10, 10000);
+  std::string data = Pattern(100000, 5);
+  log->Append(data);
+  log->Append("end\n");
+  CHECK(log->Tail(10000) == (data + "end\n").substr(data.size() + 4 - 10000));
+}
+
+// Covers the header's promise with real volume: 100 MiB in 64 KiB chunks (a few hundred
+// milliseconds of memcpy, no timing asserted).
+TEST_CASE("a 100 MiB flood leaves a file no larger than head + tail + marker", "[capped_log]") {
+  TempDir dir;
+  std::string path = dir.File("stdout.log");
+  CappedLog::Options defaults;
+  const size_t head = defaults.head_bytes, tail = defaults.tail_bytes;
+  Result<std::unique_ptr<CappedLog>> opened = CappedLog::Open(path, defaults);
+  REQUIRE(opened.ok());
+  std::unique_ptr<CappedLog> log = std::move(opened).value();
+
+  const size_t chunk = 64 * 1024;
+  const uint64_t total = 100ull * 1024 * 1024;
+  std::string buf = Pattern(chunk, 11);
+  std::string last_chunks;  // what the tail must hold
+  for (uint64_t written = 0; written < total; written += chunk) {
+    // Stamp each chunk with its index so that a tail from the wrong place cannot match.
+    std::string stamp = "#" + std::to_string(written / chunk) + "#";
+    buf.replace(0, stamp.size(), stamp);
+    log->Append(buf);
+    if (total - written <= tail) last_chunks += buf;
+    if (written % (16 * chunk) == 0) REQUIRE(FileSize(path) <= head);
+  }
+  CHECK(log->total_bytes() == total);
+  REQUIRE(log->Close().ok());
+
+  const std::string marker = Marker(total - head - tail);
+  uint64_t size = FileSize(path);
+  CHECK(size <= head + tail + marker.size() + 2);
+  CHECK(size >= head + tail);
+  std::string file = Slurp(path);
+  CHECK_THAT(file.substr(head, file.size() - head - tail), Catch::Contains(marker));
+  REQUIRE(last_chunks.size() == tail);
+  CHECK(file.compare(file.size() - tail, tail, last_chunks) == 0);
+}
+
+TEST_CASE("Close is idempotent and does not write the tail twice", "[capped_log]") {
+  TempDir dir;
+  std::string path = dir.File("stdout.log");
+  std::string data = Pattern(50000, 9);
+  auto log = MustOpen(path, 1000, 9000);
+  log->Append(data);
+  REQUIRE(log->Close().ok());
+  std::string first = Slurp(path);
+  CHECK(log->Close().ok());
+  CHECK(log->Close().ok());
+  log.reset();  // the destructor closes too
+  CHECK(Slurp(path) == first);
+  CheckHeadMarkerTail(first, data, 1000, 9000);
+}
+
+TEST_CASE("destroying an unclosed log still writes the tail", "[capped_log]") {
+  TempDir dir;
+  std::string path = dir.File("stdout.log");
+  std::string data = Pattern(50000, 4);
+  {
+    auto log = MustOpen(path, 1000, 9000);
+    log->Append(data);
+  }
+  CheckHeadMarkerTail(Slurp(path), data, 1000, 9000);
+}
+
+TEST_CASE("Open replaces what an earlier run left in the file", "[capped_log]") {
+  TempDir dir;
+  std::string path = dir.File("stdout.log");
+  {
+    std::ofstream old(path);
+    old << "output of a previous attempt that was much longer than this one\n";
+  }
+  auto log = MustOpen(path, 1024, 1024);
+  log->Append("new\n");
+  REQUIRE(log->Close().ok());
+  CHECK(Slurp(path) == "new\n");
+}
+
+TEST_CASE("Open in a missing directory gives an error naming the path", "[capped_log]") {
+  TempDir dir;
+  std::string path = dir.File("no-such-dir/trial-3/stdout.log");
+  Result<std::unique_ptr<CappedLog>> log = CappedLog::Open(path, CappedLog::Options{});
+  REQUIRE_FALSE(log.ok());
+  CHECK(log.status().code() == Code::kIo);
+  CHECK_THAT(log.status().message(), Catch::Contains(path));
+}
+
+TEST_CASE("a write failure is reported by Close", "[capped_log]") {
+  // /dev/full accepts open() and fails every write with ENOSPC, like a full log disk.
+  auto log = MustOpen("/dev/full", 100, 100);
+  log->Append("this cannot be written\n");
+  CHECK(log->total_bytes() == 23);
+  common::Status st = log->Close();
+  CHECK_FALSE(st.ok());
+  CHECK(st.code() == Code::kIo);
+  // And a second Close reports the same failure rather than pretending all went well.
+  CHECK(log->Close().code() == Code::kIo);
+}
+
+}  // namespace
+}  // namespace triald::launcher

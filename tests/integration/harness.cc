@@ -1,1 +1,226 @@
-// PLACEHOLDER: not written yet
+#include "tests/integration/harness.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "daemon/ctl/client.h"
+
+namespace triald::testing {
+namespace json = boost::json;
+namespace fs = std::filesystem;
+
+std::string BinDir() { return TRIALD_BIN_DIR; }
+
+TempDir::TempDir() {
+  std::string tmpl = (fs::temp_directory_path() / "triald-test-XXXXXX").string();
+  char* p = ::mkdtemp(tmpl.data());
+  REQUIRE(p != nullptr);
+  path_ = p;
+}
+
+TempDir::~TempDir() {
+  if (std::getenv("TRIALD_TEST_KEEP") != nullptr) return;  // for post-mortems
+  std::error_code ec;
+  fs::remove_all(path_, ec);
+}
+
+std::string TempDir::Write(const std::string& name, const std::string& content, int mode) const {
+  std::string p = File(name);
+  std::ofstream(p) << content;
+  ::chmod(p.c_str(), static_cast<mode_t>(mode));
+  return p;
+}
+
+TestDaemon::TestDaemon(std::string state_dir, int max_workers)
+    : state_dir_(std::move(state_dir)), max_workers_(max_workers) {}
+
+TestDaemon::~TestDaemon() {
+  if (pid_ > 0) Kill();
+}
+
+std::string TestDaemon::log() const {
+  std::ifstream in(state_dir_ + ".log");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void TestDaemon::Start() {
+  std::string exe = BinDir() + "/triald";
+  std::string workers = std::to_string(max_workers_);
+  std::string logfile = state_dir_ + ".log";
+  pid_ = ::fork();
+  REQUIRE(pid_ >= 0);
+  if (pid_ == 0) {
+    int fd = ::open(logfile.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (fd >= 0) {
+      ::dup2(fd, 1);
+      ::dup2(fd, 2);
+      ::close(fd);
+    }
+    ::execl(exe.c_str(), exe.c_str(), "--state-dir", state_dir_.c_str(), "--max-workers",
+            workers.c_str(), "--log-level", "debug", static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (std::chrono::steady_clock::now() < deadline) {
+    auto c = ctl::Client::Connect(socket());
+    if (c.ok() && c->Call("ping").ok()) return;
+    int status;
+    if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;
+      FAIL("triald exited during start-up:\n" << log());
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  FAIL("triald did not answer within 30 s:\n" << log());
+}
+
+int TestDaemon::Stop(double timeout_s) {
+  REQUIRE(pid_ > 0);
+  ::kill(pid_, SIGTERM);
+  auto deadline = std::chrono::steady_clock::now() +
+                  std::chrono::milliseconds(static_cast<int>(timeout_s * 1000));
+  int status = 0;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;
+      return status;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  Kill();
+  FAIL("triald did not exit within " << timeout_s << " s of SIGTERM");
+  return -1;
+}
+
+void TestDaemon::Kill() {
+  if (pid_ <= 0) return;
+  ::kill(pid_, SIGKILL);
+  int status;
+  ::waitpid(pid_, &status, 0);
+  pid_ = -1;
+}
+
+json::value TestDaemon::Call(const std::string& verb, json::object args) {
+  auto c = ctl::Client::Connect(socket());
+  REQUIRE(c.ok());
+  auto r = c->Call(verb, std::move(args));
+  INFO(verb << ": " << r.status().message());
+  REQUIRE(r.ok());
+  return *r;
+}
+
+std::string TestDaemon::Submit(const std::string& toml, const std::string& path) {
+  json::value r = Call("submit", {{"sweep", toml}, {"path", path}});
+  return std::string(r.at("study").as_string());
+}
+
+json::object TestDaemon::WaitStudy(const std::string& study, double timeout_s) {
+  auto deadline = std::chrono::steady_clock::now() +
+                  std::chrono::milliseconds(static_cast<int>(timeout_s * 1000));
+  while (std::chrono::steady_clock::now() < deadline) {
+    json::value s = Call("status", {{"study", study}});
+    if (s.at("state").as_string() != "RUNNING" && s.at("running").as_int64() == 0) {
+      return s.as_object();
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  }
+  FAIL("study " << study << " still running after " << timeout_s << " s\n" << log());
+  return {};
+}
+
+json::array TestDaemon::Trials(const std::string& study) {
+  return Call("trials", {{"study", study}}).as_array();
+}
+
+namespace {
+
+template <typename Fn>
+void ForEachPid(Fn fn) {
+  DIR* dir = ::opendir("/proc");
+  if (dir == nullptr) return;
+  while (dirent* ent = ::readdir(dir)) {
+    char* end;
+    long pid = std::strtol(ent->d_name, &end, 10);
+    if (*end == '\0' && pid > 0) fn(static_cast<pid_t>(pid));
+  }
+  ::closedir(dir);
+}
+
+}  // namespace
+
+std::vector<pid_t> ZombieChildren(pid_t parent) {
+  std::vector<pid_t> out;
+  ForEachPid([&](pid_t pid) {
+    std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+    std::string line;
+    if (!std::getline(in, line)) return;
+    size_t close = line.rfind(')');
+    if (close == std::string::npos) return;
+    std::istringstream rest(line.substr(close + 1));
+    std::string state;
+    long ppid = 0;
+    rest >> state >> ppid;
+    if (state == "Z" && ppid == parent) out.push_back(pid);
+  });
+  return out;
+}
+
+std::vector<pid_t> ProcessesOfStudy(const std::string& study) {
+  std::vector<pid_t> out;
+  const std::string want = std::string("\0TRIALD_STUDY=", 14) + study + '\0';
+  ForEachPid([&](pid_t pid) {
+    std::ifstream in("/proc/" + std::to_string(pid) + "/environ", std::ios::binary);
+    if (!in) return;
+    std::string env((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    env.insert(env.begin(), '\0');
+    if (env.find(want) != std::string::npos) out.push_back(pid);
+  });
+  return out;
+}
+
+std::vector<pid_t> WaitNoProcessesOfStudy(const std::string& study, double timeout_s) {
+  auto deadline = std::chrono::steady_clock::now() +
+                  std::chrono::milliseconds(static_cast<int>(timeout_s * 1000));
+  std::vector<pid_t> left = ProcessesOfStudy(study);
+  while (!left.empty() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    left = ProcessesOfStudy(study);
+  }
+  return left;
+}
+
+std::string ExecSweep(const std::string& study, const std::string& command, int n_trials,
+                      int parallelism, double timeout_s, double kill_grace_s,
+                      const std::string& workdir) {
+  std::ostringstream o;
+  o << "[study]\nname = \"" << study << "\"\nn_trials = " << n_trials
+    << "\nparallelism = " << parallelism << "\ntrial_timeout = " << timeout_s
+    << "\nkill_grace = " << kill_grace_s << "\n\n[objective]\nkind = \"exec\"\ncommand = "
+    << command << "\n";
+  if (!workdir.empty()) o << "workdir = \"" << workdir << "\"\n";
+  o << "\n[space.x]\ntype = \"float\"\nlow = -1.0\nhigh = 1.0\n\n[sampler]\nkind = "
+       "\"random\"\nseed = 1\n";
+  return o.str();
+}
+
+int CountState(const json::array& trials, const std::string& state) {
+  int n = 0;
+  for (const json::value& t : trials) n += t.at("state").as_string() == state;
+  return n;
+}
+
+}  // namespace triald::testing

@@ -1,1 +1,269 @@
-// PLACEHOLDER: not written yet
+// ProcessLauncher and Reaper in-process: real fork+exec, no daemon around them.
+#include <signal.h>
+#include <unistd.h>
+
+#include <boost/asio/io_context.hpp>
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <optional>
+
+#include "daemon/launcher/process_launcher.h"
+#include "daemon/launcher/reaper.h"
+#include "tests/integration/harness.h"
+
+namespace triald::testing {
+namespace {
+
+using launcher::LaunchSpec;
+using launcher::ProcessOutcome;
+using launcher::StopReason;
+
+struct Run {
+  ProcessOutcome outcome;
+  std::vector<proto::ReportMessage> messages;
+  storage::ProcessIdentity identity;
+  bool exited = false;
+  std::chrono::duration<double> elapsed{};
+};
+
+class LauncherFixture {
+ public:
+  LauncherFixture()
+      : reaper_(io_, common::MakeNullLogger()),
+        launcher_({&io_, &reaper_, common::MakeNullLogger()}) {
+    REQUIRE(reaper_.Start().ok());
+  }
+
+  LaunchSpec Spec(std::vector<std::string> argv) {
+    LaunchSpec s;
+    s.executable = argv[0];
+    s.argv = std::move(argv);
+    s.env = {"PATH=/usr/bin:/bin", "TRIALD_REPORT_FD=3", "TRIALD_STUDY=launcher-test"};
+    s.workdir = dir_.path();
+    s.log_dir = dir_.path() + "/logs";
+    s.kill_grace_s = 1;
+    return s;
+  }
+
+  // Launches and runs the event loop until the trial is over (bounded); `during` may act on
+  // the running process once it has started.
+  Run Go(const LaunchSpec& spec, std::function<void(launcher::TrialProcess&)> during = nullptr,
+         double limit_s = 30) {
+    Run run;
+    launcher::TrialCallbacks cb;
+    cb.on_message = [&](const proto::ReportMessage& m) { run.messages.push_back(m); };
+    cb.on_exit = [&](const ProcessOutcome& o) {
+      run.outcome = o;
+      run.exited = true;
+      io_.stop();
+    };
+    auto start = std::chrono::steady_clock::now();
+    auto proc = launcher_.Launch(spec, cb);
+    INFO(proc.status().message());
+    REQUIRE(proc.ok());
+    run.identity = (*proc)->identity();
+    if (during) during(**proc);
+    io_.restart();
+    io_.run_for(std::chrono::milliseconds(static_cast<int>(limit_s * 1000)));
+    run.elapsed = std::chrono::steady_clock::now() - start;
+    REQUIRE(run.exited);
+    return run;
+  }
+
+  std::string Log(const std::string& stream) {
+    std::ifstream in(dir_.path() + "/logs/" + stream + ".log");
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  }
+
+  TempDir dir_;
+  boost::asio::io_context io_;
+  launcher::Reaper reaper_;
+  launcher::ProcessLauncher launcher_;
+};
+
+std::vector<std::string> Sh(const std::string& script) { return {"/bin/sh", "-c", script}; }
+
+}  // namespace
+
+TEST_CASE("a worker sees only 0, 1, 2 and the report pipe, in its own process group",
+          "[launcher][integration]") {
+  LauncherFixture f;
+  // Descriptors the test process holds without O_CLOEXEC must not leak either: the daemon
+  // marks inherited ones close-on-exec at start-up, and here every fd we open is CLOEXEC.
+  auto run = f.Go(f.Spec({BinDir() + "/triald-test-probe"}));
+  CHECK(run.outcome.exit.code == 0);
+  std::map<std::string, std::string> attrs;
+  for (const auto& m : run.messages) {
+    if (m.type == proto::ReportType::kAttr) attrs[m.key] = m.json_value;
+  }
+  INFO(attrs["fd_links"]);
+  CHECK(attrs["fds"] == "[0,1,2,3]");
+  CHECK(attrs["own_group"] == "true");
+  CHECK(attrs["sigblk"] == "\"0000000000000000\"");
+  CHECK(attrs["sigign"] == "\"0000000000000000\"");
+  CHECK(attrs["cwd"] == "\"" + f.dir_.path() + "\"");
+  CHECK(run.identity.pgid == run.identity.pid);
+  CHECK(run.identity.start_time > 0);
+  CHECK(f.Log("stdout") == "probe done\n");
+}
+
+TEST_CASE("the daemon's blocked and ignored signals do not reach a worker", "[launcher][integration]") {
+  LauncherFixture f;
+  sigset_t block, old;
+  sigemptyset(&block);
+  sigaddset(&block, SIGUSR1);
+  sigprocmask(SIG_BLOCK, &block, &old);
+  auto prev = ::signal(SIGUSR2, SIG_IGN);
+  auto run = f.Go(f.Spec({BinDir() + "/triald-test-probe"}));
+  sigprocmask(SIG_SETMASK, &old, nullptr);
+  ::signal(SIGUSR2, prev);
+  std::map<std::string, std::string> attrs;
+  for (const auto& m : run.messages) attrs[m.key] = m.json_value;
+  CHECK(attrs["sigblk"] == "\"0000000000000000\"");
+  CHECK(attrs["sigign"] == "\"0000000000000000\"");
+}
+
+TEST_CASE("exit codes, signals and core dumps are reported", "[launcher][integration]") {
+  LauncherFixture f;
+  SECTION("exit code") {
+    auto run = f.Go(f.Spec(Sh("echo oops >&2; exit 7")));
+    CHECK_FALSE(run.outcome.exit.signaled);
+    CHECK(run.outcome.exit.code == 7);
+    CHECK(run.outcome.stderr_tail == "oops\n");
+  }
+  SECTION("segfault") {
+    auto run = f.Go(f.Spec(Sh("kill -SEGV $$")));
+    CHECK(run.outcome.exit.signaled);
+    CHECK(run.outcome.exit.signal == SIGSEGV);
+  }
+  SECTION("final line written just before exit is not lost") {
+    auto run = f.Go(f.Spec(Sh("echo '{\"type\":\"final\",\"value\":2.5}' >&3; exit 0")));
+    REQUIRE(run.messages.size() == 1);
+    CHECK(run.messages[0].type == proto::ReportType::kFinal);
+    CHECK(run.messages[0].value == 2.5);
+  }
+}
+
+TEST_CASE("a command that cannot be executed is a spawn error, not a trial",
+          "[launcher][integration]") {
+  LauncherFixture f;
+  LaunchSpec spec = f.Spec({"/nonexistent/worker"});
+  auto proc = f.launcher_.Launch(spec, {});
+  REQUIRE_FALSE(proc.ok());
+  CHECK_THAT(proc.status().message(), Catch::Contains("/nonexistent/worker"));
+  LaunchSpec bad_dir = f.Spec({"/bin/true"});
+  bad_dir.workdir = "/nonexistent/dir";
+  auto proc2 = f.launcher_.Launch(bad_dir, {});
+  REQUIRE_FALSE(proc2.ok());
+  CHECK_THAT(proc2.status().message(), Catch::Contains("No such file or directory"));
+  // The failed children exit right after reporting; the reaper collects them on SIGCHLD.
+  for (int i = 0; i < 100 && !ZombieChildren(::getpid()).empty(); ++i) {
+    f.io_.restart();
+    f.io_.run_for(std::chrono::milliseconds(20));
+  }
+  CHECK(ZombieChildren(::getpid()).empty());
+}
+
+TEST_CASE("timeout stops the group with SIGTERM; a worker ignoring it gets SIGKILL",
+          "[launcher][integration]") {
+  LauncherFixture f;
+  SECTION("polite worker") {
+    LaunchSpec s = f.Spec(Sh("sleep 1000"));
+    s.timeout_s = 0.3;
+    auto run = f.Go(s);
+    CHECK(run.outcome.stop_reason == StopReason::kTimeout);
+    CHECK(run.outcome.exit.signaled);
+    CHECK(run.outcome.exit.signal == SIGTERM);
+    CHECK_FALSE(run.outcome.killed);
+  }
+  SECTION("worker ignoring SIGTERM") {
+    LaunchSpec s = f.Spec(Sh("trap '' TERM; while :; do sleep 0.05; done"));
+    s.timeout_s = 0.3;
+    s.kill_grace_s = 0.5;
+    auto run = f.Go(s);
+    CHECK(run.outcome.stop_reason == StopReason::kTimeout);
+    CHECK(run.outcome.killed);
+    CHECK(run.outcome.exit.signal == SIGKILL);
+    CHECK_FALSE(common::ProcessGroupExists(run.identity.pgid));
+  }
+}
+
+TEST_CASE("a background grandchild left by an exited main process is stopped and reaped",
+          "[launcher][integration]") {
+  LauncherFixture f;
+  auto run = f.Go(f.Spec(Sh("sleep 1000 & echo '{\"type\":\"final\",\"value\":1}' >&3; exit 0")));
+  CHECK(run.outcome.exit.code == 0);
+  CHECK(run.outcome.strays);
+  CHECK(run.outcome.stop_reason == StopReason::kNone);
+  CHECK_FALSE(common::ProcessGroupExists(run.identity.pgid));
+  f.reaper_.ReapNow();
+  CHECK(ZombieChildren(::getpid()).empty());
+  CHECK(f.reaper_.orphans_reaped() >= 1);  // the adopted sleep
+}
+
+TEST_CASE("garbage and oversized lines on the report pipe are protocol errors",
+          "[launcher][integration]") {
+  LauncherFixture f;
+  SECTION("not JSON") {
+    auto run = f.Go(f.Spec(Sh("echo 'hello' >&3; sleep 1000")));
+    CHECK(run.outcome.stop_reason == StopReason::kProtocol);
+    CHECK_THAT(run.outcome.protocol_error, Catch::Contains("not JSON"));
+  }
+  SECTION("10 MB without a newline") {
+    auto run = f.Go(f.Spec(Sh("head -c 10000000 /dev/zero | tr '\\0' 'x' >&3; sleep 1000")));
+    CHECK(run.outcome.stop_reason == StopReason::kProtocol);
+    CHECK_THAT(run.outcome.protocol_error, Catch::Contains("longer than 65536"));
+  }
+  SECTION("unterminated bad last line") {
+    auto run = f.Go(f.Spec(Sh("printf '{\"type\":\"nope\"}' >&3")));
+    CHECK_THAT(run.outcome.protocol_error, Catch::Contains("unknown type"));
+  }
+}
+
+TEST_CASE("flooding stdout neither blocks the worker nor grows the log past its cap",
+          "[launcher][integration]") {
+  LauncherFixture f;
+  LaunchSpec s = f.Spec(Sh("head -c 50000000 /dev/zero; echo '{\"type\":\"final\",\"value\":3}' >&3"));
+  s.log_head_bytes = 64 * 1024;
+  s.log_tail_bytes = 64 * 1024;
+  auto run = f.Go(s);
+  CHECK(run.outcome.exit.code == 0);
+  REQUIRE(run.messages.size() == 1);
+  auto size = std::filesystem::file_size(f.dir_.path() + "/logs/stdout.log");
+  CHECK(size <= 2 * 64 * 1024 + 100);
+  CHECK(size >= 2 * 64 * 1024);
+  CHECK_THAT(f.Log("stdout"), Catch::Contains("bytes omitted]"));
+}
+
+TEST_CASE("Stop() during a run is reported with its reason; the first reason wins",
+          "[launcher][integration]") {
+  LauncherFixture f;
+  auto run = f.Go(f.Spec(Sh("sleep 1000")), [](launcher::TrialProcess& p) {
+    p.Stop(StopReason::kPrune);
+    p.Stop(StopReason::kCancel);
+  });
+  CHECK(run.outcome.stop_reason == StopReason::kPrune);
+  CHECK(run.outcome.exit.signal == SIGTERM);
+}
+
+TEST_CASE("destroying a TrialProcess kills its whole group at once", "[launcher][integration]") {
+  LauncherFixture f;
+  launcher::TrialCallbacks cb;
+  bool exited = false;
+  cb.on_exit = [&](const ProcessOutcome&) { exited = true; };
+  auto proc = f.launcher_.Launch(f.Spec(Sh("sleep 1000 & sleep 1000")), cb);
+  REQUIRE(proc.ok());
+  pid_t pgid = (*proc)->identity().pgid;
+  proc->reset();
+  for (int i = 0; i < 200 && common::ProcessGroupExists(pgid); ++i) {
+    f.io_.restart();
+    f.io_.run_for(std::chrono::milliseconds(20));
+  }
+  CHECK_FALSE(common::ProcessGroupExists(pgid));
+  CHECK_FALSE(exited);  // nobody is told about an abandoned trial
+}
+
+}  // namespace triald::testing

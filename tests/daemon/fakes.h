@@ -1,0 +1,257 @@
+#pragma once
+// Test doubles for the scheduler's seams: FakeClock (settable time) and FakeLauncher (records
+// every launch, forks nothing, and lets a test play the part of each trial process).
+//
+// FakeLauncher keeps everything it knows about a launch (spec, callbacks, stop requests) in its
+// own table, not in the TrialProcess it hands out: the scheduler destroys that TrialProcess
+// inside on_exit, exactly as it does with the real launcher, so nothing here touches a process
+// object after delivering on_exit. The launcher must outlive every TrialProcess it returned
+// (declare it before the Scheduler that uses it).
+//
+// Misuse by a test (a message or exit after on_exit, an exit for a process the scheduler already
+// destroyed) throws std::logic_error, which Catch reports as a failure.
+//
+// Thread-safety: none; like the real objects, used from one thread.
+
+#include <sys/types.h>
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/process_util.h"
+#include "common/status.h"
+#include "daemon/launcher/launcher.h"
+#include "daemon/storage/records.h"
+#include "proto/report.h"
+
+namespace triald::testing {
+
+class FakeClock final : public common::Clock {
+ public:
+  double WallSeconds() const override { return wall_; }
+  double MonotonicSeconds() const override { return monotonic_; }
+
+  void SetWall(double seconds) { wall_ = seconds; }
+  void SetMonotonic(double seconds) { monotonic_ = seconds; }
+  // Moves both clocks forward.
+  void Advance(double seconds) {
+    wall_ += seconds;
+    monotonic_ += seconds;
+  }
+
+ private:
+  double wall_ = 1'700'000'000.0;
+  double monotonic_ = 5'000.0;
+};
+
+// "KEY=VALUE" entries as a map; a key given twice keeps its last value (see DuplicateEnvKeys).
+inline std::map<std::string, std::string> EnvMap(const std::vector<std::string>& env) {
+  std::map<std::string, std::string> out;
+  for (const std::string& kv : env) {
+    size_t eq = kv.find('=');
+    if (eq == std::string::npos) {
+      out[kv] = "";
+    } else {
+      out[kv.substr(0, eq)] = kv.substr(eq + 1);
+    }
+  }
+  return out;
+}
+
+// Keys that appear more than once in an environment (execve would pass both; which one a
+// program sees depends on its libc).
+inline std::vector<std::string> DuplicateEnvKeys(const std::vector<std::string>& env) {
+  std::map<std::string, int> count;
+  for (const std::string& kv : env) ++count[kv.substr(0, kv.find('='))];
+  std::vector<std::string> dups;
+  for (const auto& [k, n] : count) {
+    if (n > 1) dups.push_back(k);
+  }
+  return dups;
+}
+
+class FakeLauncher final : public launcher::Launcher {
+ public:
+  // Everything known about one launch. Addresses are stable for the launcher's life.
+  struct Launched {
+    size_t index = 0;  // launch order, from 0
+    launcher::LaunchSpec spec;
+    launcher::TrialCallbacks callbacks;
+    storage::ProcessIdentity identity;
+    std::string study;                        // TRIALD_STUDY of the spec
+    int trial = -1;                           // TRIALD_TRIAL of the spec
+    std::vector<launcher::StopReason> stops;  // every Stop() the scheduler made, in order
+    bool exited = false;                      // on_exit was delivered
+    bool destroyed = false;                   // the scheduler destroyed its TrialProcess
+
+    bool live() const { return !exited && !destroyed; }
+    std::map<std::string, std::string> env() const { return EnvMap(spec.env); }
+  };
+
+  // Pids and process groups far above any pid_max, so that a scheduler recovering from a
+  // "crash" never finds (or signals) a real process in a recorded group.
+  static constexpr pid_t kFirstFakePid = 50'000'000;
+
+  common::Result<std::unique_ptr<launcher::TrialProcess>> Launch(
+      const launcher::LaunchSpec& spec, launcher::TrialCallbacks callbacks) override {
+    auto launch = std::make_unique<Launched>();
+    launch->index = launches_.size();
+    launch->spec = spec;
+    launch->callbacks = std::move(callbacks);
+    std::map<std::string, std::string> env = EnvMap(spec.env);
+    launch->study = env["TRIALD_STUDY"];
+    launch->trial = env.count("TRIALD_TRIAL") ? std::stoi(env["TRIALD_TRIAL"]) : -1;
+    if (fail_all_ || fail_next_) {
+      std::string message = fail_message_;
+      fail_next_ = false;
+      failed_.push_back(spec);
+      return common::IoError(message);
+    }
+    const pid_t pid = kFirstFakePid + static_cast<pid_t>(launches_.size());
+    launch->identity = storage::ProcessIdentity{pid, pid, 1'000'000u + launches_.size()};
+    Launched* raw = launch.get();
+    launches_.push_back(std::move(launch));
+    max_live_ = std::max(max_live_, live_count());
+    max_live_by_study_[raw->study] =
+        std::max(max_live_by_study_[raw->study], live_count(raw->study));
+    return std::unique_ptr<launcher::TrialProcess>(new Process(raw));
+  }
+
+  // The next Launch() (only that one) fails with `message`, as a failed fork/exec would.
+  void FailNextLaunch(std::string message = "exec /bin/true: Permission denied") {
+    fail_next_ = true;
+    fail_message_ = std::move(message);
+  }
+  // Every Launch() from now on fails.
+  void FailAllLaunches(std::string message = "fork: Resource temporarily unavailable") {
+    fail_all_ = true;
+    fail_message_ = std::move(message);
+  }
+
+  // Successful launches, in order.
+  size_t launch_count() const { return launches_.size(); }
+  Launched& launch(size_t i) { return *launches_.at(i); }
+  // Specs of the launches that failed.
+  const std::vector<launcher::LaunchSpec>& failed() const { return failed_; }
+
+  // The latest launch of trial `number` of `study`; nullptr when there was none.
+  Launched* Find(const std::string& study, int number) {
+    for (auto it = launches_.rbegin(); it != launches_.rend(); ++it) {
+      if ((*it)->study == study && (*it)->trial == number) return it->get();
+    }
+    return nullptr;
+  }
+
+  // Launches whose process has not exited (nor been destroyed), oldest first.
+  std::vector<Launched*> Live(const std::string& study = "") {
+    std::vector<Launched*> out;
+    for (auto& l : launches_) {
+      if (l->live() && (study.empty() || l->study == study)) out.push_back(l.get());
+    }
+    return out;
+  }
+  int live_count(const std::string& study = "") { return static_cast<int>(Live(study).size()); }
+  // The most processes alive at once, measured at every launch.
+  int max_live() const { return max_live_; }
+  int max_live(const std::string& study) const {
+    auto it = max_live_by_study_.find(study);
+    return it == max_live_by_study_.end() ? 0 : it->second;
+  }
+
+  // ---- Playing the trial process ----
+
+  void Message(Launched& l, const proto::ReportMessage& m) {
+    if (!l.live()) throw std::logic_error("message to a trial process that is over");
+    auto on_message = l.callbacks.on_message;
+    on_message(m);
+  }
+  void Report(Launched& l, int64_t step, double value) {
+    proto::ReportMessage m;
+    m.type = proto::ReportType::kReport;
+    m.step = step;
+    m.value = value;
+    Message(l, m);
+  }
+  void Final(Launched& l, double value) { FinalValues(l, {value}); }
+  void FinalValues(Launched& l, std::vector<double> values) {
+    proto::ReportMessage m;
+    m.type = proto::ReportType::kFinal;
+    m.value = values.empty() ? 0 : values.front();
+    m.values = std::move(values);
+    Message(l, m);
+  }
+  void Attr(Launched& l, const std::string& key, const std::string& json_value) {
+    proto::ReportMessage m;
+    m.type = proto::ReportType::kAttr;
+    m.key = key;
+    m.json_value = json_value;
+    Message(l, m);
+  }
+  void Error(Launched& l, const std::string& message) {
+    proto::ReportMessage m;
+    m.type = proto::ReportType::kError;
+    m.message = message;
+    Message(l, m);
+  }
+
+  // Delivers on_exit. As the real launcher does, the outcome carries the first reason the
+  // scheduler gave to Stop(), unless `outcome` names a stop reason itself. The scheduler may
+  // destroy the TrialProcess and launch others from inside on_exit; nothing here touches the
+  // process afterwards.
+  void Exit(Launched& l, launcher::ProcessOutcome outcome) {
+    if (!l.live()) throw std::logic_error("on_exit for a trial process that is over");
+    if (outcome.stop_reason == launcher::StopReason::kNone && !l.stops.empty()) {
+      outcome.stop_reason = l.stops.front();
+    }
+    l.exited = true;
+    auto on_exit = l.callbacks.on_exit;
+    on_exit(outcome);
+  }
+  void ExitCode(Launched& l, int code, std::string stderr_tail = "") {
+    launcher::ProcessOutcome o;
+    o.exit.code = code;
+    o.stderr_tail = std::move(stderr_tail);
+    Exit(l, o);
+  }
+  void ExitSignal(Launched& l, int signal, bool core_dumped = false) {
+    launcher::ProcessOutcome o;
+    o.exit.signaled = true;
+    o.exit.signal = signal;
+    o.exit.core_dumped = core_dumped;
+    Exit(l, o);
+  }
+  // The worker reports `value` as its final line and exits 0.
+  void Complete(Launched& l, double value) {
+    Final(l, value);
+    ExitCode(l, 0);
+  }
+
+ private:
+  class Process final : public launcher::TrialProcess {
+   public:
+    explicit Process(Launched* launch) : launch_(launch) {}
+    ~Process() override { launch_->destroyed = true; }
+    const storage::ProcessIdentity& identity() const override { return launch_->identity; }
+    void Stop(launcher::StopReason reason) override { launch_->stops.push_back(reason); }
+
+   private:
+    Launched* launch_;  // owned by the FakeLauncher
+  };
+
+  std::vector<std::unique_ptr<Launched>> launches_;
+  std::vector<launcher::LaunchSpec> failed_;
+  bool fail_next_ = false;
+  bool fail_all_ = false;
+  std::string fail_message_;
+  int max_live_ = 0;
+  std::map<std::string, int> max_live_by_study_;
+};
+
+}  // namespace triald::testing

@@ -1,0 +1,76 @@
+#pragma once
+// Test harness for the integration suites: a real triald on a temporary state directory, a
+// control-socket client, and process-table checks (zombies, leftover trial processes).
+
+#include <sys/types.h>
+
+#include <boost/json.hpp>
+#include <string>
+#include <vector>
+
+namespace triald::testing {
+
+// A temporary directory removed (recursively) on destruction.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  const std::string& path() const { return path_; }
+  std::string File(const std::string& name) const { return path_ + "/" + name; }
+  // Writes a file; mode 0755 for scripts.
+  std::string Write(const std::string& name, const std::string& content, int mode = 0644) const;
+
+ private:
+  std::string path_;
+};
+
+class TestDaemon {
+ public:
+  explicit TestDaemon(std::string state_dir, int max_workers = 4);
+  ~TestDaemon();  // kills the daemon if still running
+
+  // Starts triald and waits until it answers a ping.
+  void Start();
+  // SIGTERM and wait for exit; returns the exit status (waitpid form).
+  int Stop(double timeout_s = 60);
+  // SIGKILL and reap.
+  void Kill();
+
+  pid_t pid() const { return pid_; }
+  std::string socket() const { return state_dir_ + "/triald.sock"; }
+  const std::string& state_dir() const { return state_dir_; }
+  std::string log() const;
+
+  // One control request; fails the test on an error reply.
+  boost::json::value Call(const std::string& verb, boost::json::object args = {});
+  // Submits TOML text (path used for messages and relative paths); returns the study name.
+  std::string Submit(const std::string& toml, const std::string& path);
+  // Polls status until the study is no longer RUNNING and none of its trials runs; returns its
+  // final status object.
+  boost::json::object WaitStudy(const std::string& study, double timeout_s = 60);
+  boost::json::array Trials(const std::string& study);
+
+ private:
+  std::string state_dir_;
+  int max_workers_;
+  pid_t pid_ = -1;
+};
+
+// Children of `parent` that are zombies.
+std::vector<pid_t> ZombieChildren(pid_t parent);
+// Live processes whose environment has TRIALD_STUDY=<study>.
+std::vector<pid_t> ProcessesOfStudy(const std::string& study);
+// Waits (polling, bounded) until ProcessesOfStudy(study) is empty; returns what is left.
+std::vector<pid_t> WaitNoProcessesOfStudy(const std::string& study, double timeout_s = 10);
+
+// A sweep file for an exec objective `command` (a TOML array literal) with one float param.
+std::string ExecSweep(const std::string& study, const std::string& command, int n_trials,
+                      int parallelism, double timeout_s = 0, double kill_grace_s = 2,
+                      const std::string& workdir = "");
+
+// Counts trials per state name.
+int CountState(const boost::json::array& trials, const std::string& state);
+
+std::string BinDir();
+
+}  // namespace triald::testing
