@@ -10,3 +10,4 @@
 #include <boost/process/v2/default_launcher.hpp>
 #include <boost/process/v2/process.hpp>
 #include <boost/process/v2/stdio.hpp>
+#include <boost/process/v2/posix/vfork_launcher.hpp>

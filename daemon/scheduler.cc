@@ -7,6 +7,7 @@
 #include <boost/json.hpp>
 #include <cmath>
 #include <filesystem>
+#include <optional>
 #include <fstream>
 #include <sstream>
 
@@ -19,6 +20,33 @@ using common::Status;
 using launcher::StopReason;
 using storage::TrialRecord;
 using storage::TrialState;
+
+namespace {
+
+// Groups the storage changes made while handling one event into one commit (one fsync).
+class StorageBatch {
+ public:
+  StorageBatch(storage::Storage* storage, const common::Logger& logger)
+      : storage_(storage), logger_(logger) {
+    Status st = storage_->BeginBatch();
+    began_ = st.ok();
+    if (!began_) logger_->error("storage: {}", st.message());
+  }
+  ~StorageBatch() {
+    if (!began_) return;
+    Status st = storage_->CommitBatch();
+    if (!st.ok()) logger_->critical("storage: changes not committed: {}", st.message());
+  }
+  StorageBatch(const StorageBatch&) = delete;
+  StorageBatch& operator=(const StorageBatch&) = delete;
+
+ private:
+  storage::Storage* storage_;
+  const common::Logger& logger_;
+  bool began_ = false;
+};
+
+}  // namespace
 
 struct Scheduler::StudyRuntime {
   storage::StudyRecord record;
@@ -113,6 +141,7 @@ Result<storage::StudyRecord> Scheduler::Submit(const config::SweepSource& source
   Result<std::unique_ptr<StudyRuntime>> check = BuildRuntime(probe, spec);
   if (!check.ok()) return check.status().WithContext(where);
 
+  StorageBatch batch(options_.storage, options_.logger);
   Result<storage::StudyRecord> rec = options_.storage->CreateStudy(ns, options_.clock->WallSeconds());
   if (!rec.ok()) {
     if (rec.status().code() == common::Code::kAlreadyExists) {
@@ -138,6 +167,7 @@ Result<storage::StudyRecord> Scheduler::Submit(const config::SweepSource& source
 Status Scheduler::Recover() {
   TRIALD_ASSIGN_OR_RETURN(std::vector<TrialRecord> lost, options_.storage->GetRunningTrials());
   TRIALD_ASSIGN_OR_RETURN(std::vector<storage::StudyRecord> all, options_.storage->ListStudies());
+  StorageBatch batch(options_.storage, options_.logger);
   std::map<int64_t, std::string> names;
   for (const auto& s : all) names[s.id] = s.name;
   for (const TrialRecord& t : lost) {
@@ -195,6 +225,10 @@ bool Scheduler::CanStart(const StudyRuntime& s) const {
 void Scheduler::Pump() {
   if (pumping_) return;  // re-entered from a synchronous spawn failure
   pumping_ = true;
+  // Every trial started in this pass is recorded (created, then RUNNING with its pid) in one
+  // commit.
+  std::optional<StorageBatch> batch;
+  batch.emplace(options_.storage, options_.logger);
   // Round-robin over studies, one trial each per pass, so one big study cannot starve others.
   // Every StartTrial either starts a trial or uses up part of its study's budget (a spawn
   // failure is a finished trial; an exhausted sampler stops the study), so this ends.
@@ -207,6 +241,7 @@ void Scheduler::Pump() {
       started = true;
     }
   }
+  batch.reset();
   pumping_ = false;
   // Completed studies leave the active set.
   for (auto it = studies_.begin(); it != studies_.end();) {
@@ -460,6 +495,9 @@ void Scheduler::OnExit(int64_t trial_id, const launcher::ProcessOutcome& o) {
 }
 
 void Scheduler::FinishTrial(StudyRuntime& study, int number, const storage::TrialOutcome& out) {
+  // The trial's end, its event and the study's completion are one commit, made before any
+  // other trial starts.
+  StorageBatch batch(options_.storage, options_.logger);
   TrialRecord& trial = study.trials[number];
   const double now = options_.clock->WallSeconds();
   Status st = options_.storage->FinishTrial(trial.id, out, now);
@@ -503,6 +541,7 @@ Status Scheduler::Cancel(const std::string& name) {
                                       storage::StudyStateName(rec.state));
   }
   const double now = options_.clock->WallSeconds();
+  StorageBatch batch(options_.storage, options_.logger);
   TRIALD_RETURN_IF_ERROR(
       options_.storage->SetStudyState(rec.id, storage::StudyState::kCancelled, now));
   auto sit = studies_.find(rec.id);

@@ -129,6 +129,11 @@ int main(int argc, char** argv) {
 
   std::printf("final value %.17g\n", *result);
   Status sent = reporter->Final(*result);
-  if (!sent.ok()) return Fail(&*reporter, sent);
+  if (!sent.ok()) {
+    // Final has already sent an error line for a non-finite value, and a broken pipe takes no
+    // more lines, so only stderr is left to tell.
+    std::fprintf(stderr, "trial-worker: %s\n", sent.message().c_str());
+    return 1;
+  }
   return 0;
 }

@@ -2,16 +2,15 @@
 #include "worker/objectives.h"
 
 #include <time.h>
+#include <torch/optim/sgd.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <exception>
 #include <sstream>
-
-#include <torch/optim/sgd.h>
-#include <torch/types.h>
-#include <torch/utils.h>
 
 namespace triald::worker {
 namespace {
@@ -26,8 +25,8 @@ Status CheckNoUnknownParams(std::string_view objective, const Params& params,
                             const std::vector<std::string_view>& known) {
   std::vector<std::string> unread = params.UnreadNames();
   if (unread.empty()) return Status::Ok();
-  std::string message = "TRIALD_PARAMS: unknown parameter '" + unread.front() +
-                        "' for objective " + std::string(objective) + " (known:";
+  std::string message = "TRIALD_PARAMS: unknown parameter '" + unread.front() + "' for objective " +
+                        std::string(objective) + " (known:";
   for (std::string_view name : known) message += " " + std::string(name);
   return InvalidArgument(message + ")");
 }
@@ -62,6 +61,14 @@ std::string FormatDouble(double value) {
   return out.str();
 }
 
+// The likely cause of an overflowing loss, when it is the learning rate (a huge start point is
+// the other way to get there).
+std::string DivergenceHint(double learning_rate) {
+  if (learning_rate < 0.1) return "";
+  return " (learning_rate " + FormatDouble(learning_rate) +
+         " diverges: SGD on this function is stable only below 0.1)";
+}
+
 // f(x, y) = (x - 1)^2 + 10 (y + 2)^2, minimised by plain SGD. The minimum is 0 at (1, -2). The
 // curvature along y is 20, so SGD is stable only for learning_rate < 2/20 = 0.1: at 0.1 the y
 // error flips sign each step without shrinking, above it the loss grows geometrically. That
@@ -75,8 +82,7 @@ Result<double> RunQuadraticSgd(const Params& params, ObjectiveContext& ctx) {
   TRIALD_ASSIGN_OR_RETURN(int64_t step_delay_ms, params.GetInt("step_delay_ms", 0));
   TRIALD_ASSIGN_OR_RETURN(std::string device_name, params.GetString("device", "cpu"));
   TRIALD_RETURN_IF_ERROR(CheckNoUnknownParams(
-      "quadratic-sgd", params,
-      {"x0", "y0", "learning_rate", "steps", "step_delay_ms", "device"}));
+      "quadratic-sgd", params, {"x0", "y0", "learning_rate", "steps", "step_delay_ms", "device"}));
   if (!(learning_rate > 0)) {
     return InvalidArgument("TRIALD_PARAMS: parameter 'learning_rate' must be > 0, got " +
                            FormatDouble(learning_rate));
@@ -105,8 +111,7 @@ Result<double> RunQuadraticSgd(const Params& params, ObjectiveContext& ctx) {
     double value = loss.item<double>();
     if (!std::isfinite(value)) {
       return InvalidArgument("quadratic-sgd: loss became " + FormatDouble(value) + " at step " +
-                             std::to_string(step) + " (learning_rate " +
-                             FormatDouble(learning_rate) + " diverges; it must be < 0.1)");
+                             std::to_string(step) + DivergenceHint(learning_rate));
     }
     // Report the loss at the point this step starts from, so step 0 is the initial loss.
     TRIALD_RETURN_IF_ERROR(ctx.OnStep(step, value));
@@ -120,8 +125,7 @@ Result<double> RunQuadraticSgd(const Params& params, ObjectiveContext& ctx) {
   double final_loss = loss_at().item<double>();
   if (!std::isfinite(final_loss)) {
     return InvalidArgument("quadratic-sgd: final loss is " + FormatDouble(final_loss) +
-                           " (learning_rate " + FormatDouble(learning_rate) +
-                           " diverges; it must be < 0.1)");
+                           DivergenceHint(learning_rate));
   }
   return final_loss;
 }

@@ -1,12 +1,12 @@
 #include "worker/params.h"
 
+#include <algorithm>
+#include <boost/json/parse.hpp>
+#include <boost/json/serialize.hpp>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <limits>
-
-#include <boost/json/parse.hpp>
-#include <boost/json/serialize.hpp>
 
 namespace triald::worker {
 namespace {
@@ -16,14 +16,20 @@ using common::Result;
 
 const char* KindName(boost::json::kind kind) {
   switch (kind) {
-    case boost::json::kind::null: return "null";
-    case boost::json::kind::bool_: return "a boolean";
+    case boost::json::kind::null:
+      return "null";
+    case boost::json::kind::bool_:
+      return "a boolean";
     case boost::json::kind::int64:
     case boost::json::kind::uint64:
-    case boost::json::kind::double_: return "a number";
-    case boost::json::kind::string: return "a string";
-    case boost::json::kind::array: return "an array";
-    case boost::json::kind::object: return "an object";
+    case boost::json::kind::double_:
+      return "a number";
+    case boost::json::kind::string:
+      return "a string";
+    case boost::json::kind::array:
+      return "an array";
+    case boost::json::kind::object:
+      return "an object";
   }
   return "an unknown JSON value";
 }
@@ -62,10 +68,19 @@ Result<double> Params::GetDouble(std::string_view name, double default_value) co
   const boost::json::value* value = values_.if_contains(name);
   if (value == nullptr) return default_value;
   switch (value->kind()) {
-    case boost::json::kind::int64: return static_cast<double>(value->get_int64());
-    case boost::json::kind::uint64: return static_cast<double>(value->get_uint64());
-    case boost::json::kind::double_: return value->get_double();
-    default: return WrongType(name, "a number", *value);
+    case boost::json::kind::int64:
+      return static_cast<double>(value->get_int64());
+    case boost::json::kind::uint64:
+      return static_cast<double>(value->get_uint64());
+    case boost::json::kind::double_:
+      // The parser turns an out-of-range literal such as 1e999 into infinity.
+      if (!std::isfinite(value->get_double())) {
+        return InvalidArgument("TRIALD_PARAMS: parameter '" + std::string(name) +
+                               "' must be a finite number, got one out of range");
+      }
+      return value->get_double();
+    default:
+      return WrongType(name, "a number", *value);
   }
 }
 
@@ -74,7 +89,8 @@ Result<int64_t> Params::GetInt(std::string_view name, int64_t default_value) con
   const boost::json::value* value = values_.if_contains(name);
   if (value == nullptr) return default_value;
   switch (value->kind()) {
-    case boost::json::kind::int64: return value->get_int64();
+    case boost::json::kind::int64:
+      return value->get_int64();
     case boost::json::kind::uint64:
       if (value->get_uint64() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
         return WrongType(name, "an integer that fits in 64 bits", *value);
@@ -89,12 +105,12 @@ Result<int64_t> Params::GetInt(std::string_view name, int64_t default_value) con
       }
       return static_cast<int64_t>(d);
     }
-    default: return WrongType(name, "an integer", *value);
+    default:
+      return WrongType(name, "an integer", *value);
   }
 }
 
-Result<std::string> Params::GetString(std::string_view name,
-                                      std::string_view default_value) const {
+Result<std::string> Params::GetString(std::string_view name, std::string_view default_value) const {
   read_.emplace(name);
   const boost::json::value* value = values_.if_contains(name);
   if (value == nullptr) return std::string(default_value);

@@ -6,14 +6,14 @@
 // Thread-safety: Params records which names were read (for UnreadNames) and so is not safe to
 // use from several threads at once without external synchronization.
 
+#include <boost/json/object.hpp>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <set>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <boost/json/object.hpp>
 
 #include "common/status.h"
 
@@ -55,10 +55,10 @@ class Params {
 // Everything the daemon tells a worker through its environment, apart from the report fd (see
 // Reporter::FromEnv).
 struct TrialEnv {
-  Params params;                // TRIALD_PARAMS; empty when unset
-  std::string study;            // TRIALD_STUDY; empty when unset
+  Params params;                 // TRIALD_PARAMS; empty when unset
+  std::string study;             // TRIALD_STUDY; empty when unset
   std::optional<int64_t> trial;  // TRIALD_TRIAL; nullopt when unset
-  std::string trial_dir;        // TRIALD_TRIAL_DIR; empty when unset
+  std::string trial_dir;         // TRIALD_TRIAL_DIR; empty when unset
 };
 
 // Reads TrialEnv from the process environment. Unset variables are allowed (a worker started by

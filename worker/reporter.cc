@@ -7,11 +7,10 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <boost/json/serialize.hpp>
 #include <cmath>
 #include <cstdlib>
 #include <sstream>
-
-#include <boost/json/serialize.hpp>
 
 namespace triald::worker {
 namespace {
@@ -102,7 +101,8 @@ std::string Unsendable(const boost::json::value& value) {
         if (!why.empty()) return why;
       }
       return "";
-    default: return "";
+    default:
+      return "";
   }
 }
 
@@ -271,9 +271,8 @@ Status Reporter::WriteAll(std::string_view bytes) {
       continue;
     }
     if (err == EPIPE) block_sigpipe.NoteEpipe();
-    return common::ErrnoError("writing to the report pipe (TRIALD_REPORT_FD=" +
-                                  std::to_string(fd_) + ")",
-                              err);
+    return common::ErrnoError(
+        "writing to the report pipe (TRIALD_REPORT_FD=" + std::to_string(fd_) + ")", err);
   }
   return Status::Ok();
 }

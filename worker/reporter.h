@@ -9,14 +9,13 @@
 // Thread-safety: all methods may be called from several threads (say, a heartbeat thread beside
 // the training loop); a mutex keeps lines longer than PIPE_BUF from interleaving.
 
+#include <boost/json/value.hpp>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <string_view>
-
-#include <boost/json/value.hpp>
 
 #include "common/status.h"
 

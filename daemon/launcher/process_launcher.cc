@@ -43,23 +43,29 @@ constexpr size_t kReadChunk = 64 * 1024;
 // Bytes read from one pipe in the final drain; a process outside the group that keeps writing
 // must not keep the daemon reading for ever.
 constexpr size_t kFinalDrainLimit = 8 << 20;
+// Once the group is empty every writer of the pipes is gone, so EOF follows at once; only a
+// process that escaped the group (setsid) can hold a pipe open. This bounds the wait for it.
+constexpr auto kEofWait = std::chrono::seconds(1);
 
-// The Boost.Process initializer that runs in the child between fork and exec. Only
-// async-signal-safe calls from here on: the daemon may hold locks at fork time.
+// The Boost.Process initializer that runs in the child between vfork and exec. The child
+// shares the daemon's memory until exec, so the hook makes system calls only: it allocates
+// nothing and writes no shared state.
 struct ChildSetup {
   const char* const* envp;
   const char* workdir;
   int report_fd;
   pid_t parent;
 
-  bp::error_code on_setup(bp::posix::default_launcher& launcher, const bp::filesystem::path&,
+  template <typename Launcher>
+  bp::error_code on_setup(Launcher& launcher, const bp::filesystem::path&,
                           const char* const*&) {
     launcher.env = envp;
     launcher.fd_whitelist.push_back(kReportFd);
     return {};
   }
 
-  bp::error_code on_exec_setup(bp::posix::default_launcher& launcher,
+  template <typename Launcher>
+  bp::error_code on_exec_setup(Launcher& launcher,
                                const bp::filesystem::path&, const char* const*&) {
     if (::setpgid(0, 0) != 0) return {errno, bp::system_category()};
     if (::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0) return {errno, bp::system_category()};
@@ -114,6 +120,7 @@ class Session : public std::enable_shared_from_this<Session> {
         timeout_timer_(io),
         grace_timer_(io),
         poll_timer_(io),
+        eof_timer_(io),
         reports_(proto::kMaxReportLineBytes) {}
 
   Status Start();
@@ -133,7 +140,11 @@ class Session : public std::enable_shared_from_this<Session> {
   void OnMainExit(int wait_status);
   void CheckGroup();
   void SignalGroup(int sig);
+  // The trial is over when its main process is reaped, its group is empty and its pipes have
+  // reached EOF (the reads deliver everything in order, the last final line included).
+  void MaybeFinish();
   void Finish();
+  void FinishReports();
   void DrainAndClose(Stream s);
 
   asio::io_context& io_;
@@ -144,11 +155,12 @@ class Session : public std::enable_shared_from_this<Session> {
   storage::ProcessIdentity identity_;
   std::unique_ptr<CappedLog> stdout_log_, stderr_log_;
   asio::posix::stream_descriptor stdout_sd_, stderr_sd_, report_sd_;
-  asio::steady_timer timeout_timer_, grace_timer_, poll_timer_;
+  asio::steady_timer timeout_timer_, grace_timer_, poll_timer_, eof_timer_;
   std::array<std::array<char, kReadChunk>, 3> buffers_;
   proto::LineReader reports_;
   ProcessOutcome outcome_;
   bool main_exited_ = false;
+  bool group_empty_ = false;
   bool terminating_ = false;
   bool finished_ = false;
   bool abandoned_ = false;
@@ -188,9 +200,11 @@ Status Session::Start() {
                                 spec_.argv.end());
 
   ChildSetup setup{envp.data(), spec_.workdir.c_str(), rep.write.get(), ::getpid()};
-  bp::posix::default_launcher launcher;
+  // A fresh context per launch, never run: see process_launcher.h on vfork and notify_fork.
+  asio::io_context spawn_io(1);
+  bp::posix::vfork_launcher launcher;
   bp::error_code ec;
-  bp::process proc = launcher(io_.get_executor(), ec, bp::filesystem::path(spec_.executable),
+  bp::process proc = launcher(spawn_io.get_executor(), ec, bp::filesystem::path(spec_.executable),
                               args, bp::process_stdio{devnull.get(), out.write.get(),
                                                       err.write.get()},
                               setup);
@@ -233,22 +247,27 @@ void Session::Read(Stream s) {
   Descriptor(s).async_read_some(
       asio::buffer(buf), [self, s](const boost::system::error_code& ec, size_t n) {
         if (self->finished_) return;
-        if (n > 0) self->Consume(s, std::string_view(self->buffers_[static_cast<int>(s)].data(), n));
-        if (ec) {  // EOF or error: this stream is done
+        if (n > 0) {
+          self->Consume(s, std::string_view(self->buffers_[static_cast<int>(s)].data(), n));
+        }
+        if (ec) {  // EOF, an error, or closed by us: this stream is done
           boost::system::error_code ignored;
           self->Descriptor(s).close(ignored);
-          if (s == Stream::kReport && self->outcome_.protocol_error.empty()) {
-            Status st = self->reports_.Finish(
-                [&](std::string_view l) { return self->OnReportLine(l); });
-            if (!st.ok()) {
-              self->outcome_.protocol_error = "report pipe: " + st.message();
-              self->Stop(StopReason::kProtocol);
-            }
-          }
+          if (s == Stream::kReport) self->FinishReports();
+          self->MaybeFinish();
           return;
         }
         if (self->Descriptor(s).is_open()) self->Read(s);
       });
+}
+
+void Session::FinishReports() {
+  if (!outcome_.protocol_error.empty()) return;
+  Status st = reports_.Finish([this](std::string_view l) { return OnReportLine(l); });
+  if (!st.ok()) {
+    outcome_.protocol_error = "report pipe: " + st.message();
+    Stop(StopReason::kProtocol);
+  }
 }
 
 void Session::Consume(Stream s, std::string_view data) {
@@ -320,7 +339,22 @@ void Session::OnMainExit(int wait_status) {
 void Session::CheckGroup() {
   if (finished_ || !main_exited_) return;
   if (!common::ProcessGroupExists(identity_.pgid)) {
-    Finish();
+    group_empty_ = true;
+    poll_timer_.cancel();
+    grace_timer_.cancel();
+    auto self = shared_from_this();
+    eof_timer_.expires_after(kEofWait);
+    eof_timer_.async_wait([self](const boost::system::error_code& ec) {
+      if (ec || self->finished_) return;
+      self->logger_->warn("trial pid {}: output pipes still open with its group gone (a process "
+                          "escaped the group?); closing them",
+                          self->identity_.pid);
+      self->DrainAndClose(Stream::kReport);
+      self->DrainAndClose(Stream::kStdout);
+      self->DrainAndClose(Stream::kStderr);
+      self->Finish();
+    });
+    MaybeFinish();
     return;
   }
   if (!outcome_.strays) {
@@ -366,23 +400,22 @@ void Session::DrainAndClose(Stream s) {
   }
   boost::system::error_code ignored;
   sd.close(ignored);
-  if (s == Stream::kReport && outcome_.protocol_error.empty()) {
-    Status st = reports_.Finish([this](std::string_view l) { return OnReportLine(l); });
-    if (!st.ok()) outcome_.protocol_error = "report pipe: " + st.message();
-  }
+  if (s == Stream::kReport) FinishReports();
+}
+
+void Session::MaybeFinish() {
+  if (finished_ || !main_exited_ || !group_empty_) return;
+  if (stdout_sd_.is_open() || stderr_sd_.is_open() || report_sd_.is_open()) return;
+  Finish();
 }
 
 void Session::Finish() {
   if (finished_) return;
-  // Whatever the processes wrote before they died is still in the pipes: read it first, so a
-  // final line written just before exit counts.
-  DrainAndClose(Stream::kReport);
-  DrainAndClose(Stream::kStdout);
-  DrainAndClose(Stream::kStderr);
   finished_ = true;
   timeout_timer_.cancel();
   grace_timer_.cancel();
   poll_timer_.cancel();
+  eof_timer_.cancel();
   reaper_.Unwatch(identity_.pid);
   outcome_.stderr_tail = stderr_log_->Tail(kStderrTailBytes);
   Status st = stdout_log_->Close();

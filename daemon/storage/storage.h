@@ -9,8 +9,13 @@
 //   kFailedPrecondition and leaves it as it was.
 // - Unknown study or trial: kNotFound.
 // - A state change (CreateStudy, SetStudyState, CreateTrial, MarkRunning, FinishTrial) is durable
-//   when the call returns. AddIntermediate and SetAttr may be made durable lazily (at the latest
-//   by the next state change).
+//   when the call returns, or, inside a batch, when the outermost CommitBatch returns.
+//   AddIntermediate and SetAttr may be made durable lazily (at the latest by the next state
+//   change).
+// - Batches group changes into one atomic, durable commit (one fsync for SQLite): the daemon
+//   wraps each event it handles in one, so a trial's end and its successor's start cost one
+//   sync each, not one per row. A failed call inside a batch leaves the batch's earlier changes
+//   in place.
 //
 // Thread-safety: implementations are not thread-safe; the daemon calls them from its one event
 // loop thread.
@@ -28,6 +33,10 @@ namespace triald::storage {
 class Storage {
  public:
   virtual ~Storage() = default;
+
+  // Batches nest; only the outermost CommitBatch commits. Default: every call commits alone.
+  virtual common::Status BeginBatch() { return common::Status::Ok(); }
+  virtual common::Status CommitBatch() { return common::Status::Ok(); }
 
   virtual common::Result<StudyRecord> CreateStudy(const NewStudy& study, double at) = 0;
   virtual common::Result<StudyRecord> GetStudy(const std::string& name) = 0;

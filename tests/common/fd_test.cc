@@ -3,10 +3,13 @@
 #include "common/fd.h"
 
 #include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <catch2/catch.hpp>
 #include <cerrno>
 #include <filesystem>
@@ -183,6 +186,56 @@ TEST_CASE("WriteAll delivers a buffer much larger than the pipe buffer intact", 
   p->write.Reset();  // EOF for the reader
   reader.join();
 
+  CHECK(st.ok());
+  REQUIRE(received.size() == data.size());
+  CHECK(received == data);
+}
+
+void IgnoreSignal(int) {}
+
+// A blocked pipe write that a signal interrupts returns EINTR, or a short count when part was
+// already written; the worker's report pipe sees both while the daemon is busy. The writer is
+// signalled over and over while it writes, so both paths are taken; the data must arrive intact.
+TEST_CASE("WriteAll delivers everything when signals interrupt the writes", "[common]") {
+  struct sigaction action {};
+  action.sa_handler = IgnoreSignal;  // no SA_RESTART: interrupted writes return early
+  sigemptyset(&action.sa_mask);
+  struct sigaction previous {};
+  REQUIRE(::sigaction(SIGUSR1, &action, &previous) == 0);
+
+  Result<Pipe> p = MakePipe(false);
+  REQUIRE(p.ok());
+  std::string data(8 << 20, '\0');
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>((i * 7919) >> 5);
+
+  std::string received;
+  int read_fd = p->read.get();
+  std::thread reader([&received, read_fd] {
+    char buf[4096];  // small reads keep the writer blocking often
+    ssize_t n;
+    while ((n = ::read(read_fd, buf, sizeof buf)) > 0 || (n < 0 && errno == EINTR)) {
+      if (n > 0) received.append(buf, static_cast<size_t>(n));
+    }
+  });
+  std::atomic<bool> done{false};
+  Status st;
+  std::thread writer([&] {
+    st = WriteAll(p->write.get(), data.data(), data.size());
+    p->write.Reset();
+    done = true;
+  });
+  pthread_t writer_handle = writer.native_handle();
+  int signals = 0;
+  while (!done) {
+    ::pthread_kill(writer_handle, SIGUSR1);
+    ++signals;
+    std::this_thread::yield();
+  }
+  writer.join();
+  reader.join();
+  REQUIRE(::sigaction(SIGUSR1, &previous, nullptr) == 0);
+
+  INFO(signals << " signals sent");
   CHECK(st.ok());
   REQUIRE(received.size() == data.size());
   CHECK(received == data);

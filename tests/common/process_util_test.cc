@@ -4,6 +4,7 @@
 #include "common/process_util.h"
 
 #include <signal.h>
+#include <sys/prctl.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -76,6 +77,20 @@ TEST_CASE("ProcessStartTime of this process is stable across calls", "[common]")
   CHECK(*a == *b);
 }
 
+TEST_CASE("ProcessStartTime is a time since boot, not some other /proc field", "[common]") {
+  Result<uint64_t> start = ProcessStartTime(::getpid());
+  REQUIRE(start.ok());
+  double uptime_s = 0;
+  {
+    std::ifstream in("/proc/uptime");
+    REQUIRE(in >> uptime_s);
+  }
+  const double ticks_per_s = static_cast<double>(::sysconf(_SC_CLK_TCK));
+  // This process started after boot and before now.
+  CHECK(*start > 0);
+  CHECK(static_cast<double>(*start) / ticks_per_s <= uptime_s + 1);
+}
+
 TEST_CASE("ProcessStartTime of a child is no earlier than its parent's", "[common]") {
   Result<uint64_t> parent = ProcessStartTime(::getpid());
   REQUIRE(parent.ok());
@@ -110,6 +125,43 @@ TEST_CASE("ProcessGroupExists follows a child's group until it is reaped", "[com
 
   REQUIRE(::waitpid(pid, nullptr, 0) == pid);
   CHECK_FALSE(ProcessGroupExists(pid));
+}
+
+// A trial's main process can exit while processes it started (data loaders) live on in its
+// group; the group, not the leader, decides whether the trial still holds resources.
+TEST_CASE("ProcessGroupExists stays true after the leader exits while a member lives",
+          "[common]") {
+  // Become the subreaper so the orphaned member is ours to reap at the end.
+  REQUIRE(::prctl(PR_SET_CHILD_SUBREAPER, 1) == 0);
+  int pid_pipe[2];
+  REQUIRE(::pipe(pid_pipe) == 0);
+  pid_t leader = ::fork();
+  REQUIRE(leader >= 0);
+  if (leader == 0) {
+    ::setpgid(0, 0);
+    pid_t member = ::fork();
+    if (member == 0) {
+      for (;;) ::pause();
+    }
+    ssize_t n = ::write(pid_pipe[1], &member, sizeof member);
+    ::_exit(n == sizeof member ? 0 : 1);
+  }
+  ::setpgid(leader, leader);
+  ::close(pid_pipe[1]);
+  pid_t member = -1;
+  REQUIRE(::read(pid_pipe[0], &member, sizeof member) == sizeof member);
+  ::close(pid_pipe[0]);
+  int status = 0;
+  REQUIRE(::waitpid(leader, &status, 0) == leader);
+  REQUIRE(WIFEXITED(status));
+  REQUIRE(member > 0);
+
+  CHECK(ProcessGroupExists(leader));  // the leader is gone, its group is not
+
+  REQUIRE(::kill(-leader, SIGKILL) == 0);
+  REQUIRE(::waitpid(member, nullptr, 0) == member);
+  CHECK_FALSE(ProcessGroupExists(leader));
+  REQUIRE(::prctl(PR_SET_CHILD_SUBREAPER, 0) == 0);
 }
 
 TEST_CASE("ProcessGroupExists is false for group ids that do not name one group", "[common]") {

@@ -186,6 +186,15 @@ void CompleteAll(
   }
 }
 
+// The `i`-th oldest live process of `study` (of any study when empty); fails the test, rather
+// than crash it, when there is none.
+Launched& LiveAt(FakeLauncher& l, const std::string& study, size_t i = 0) {
+  std::vector<Launched*> live = l.Live(study);
+  INFO("live processes of study \"" << study << "\": " << live.size());
+  REQUIRE(i < live.size());
+  return *live[i];
+}
+
 std::string Describe(const TrialRecord& t) {
   return "trial " + std::to_string(t.number) + " " + storage::TrialStateName(t.state) + " (" +
          t.fail.reason + ": " + t.fail.detail + ")";
@@ -276,12 +285,12 @@ TEST_CASE("max_workers caps running trials across studies, and every study gets 
   CHECK(h.scheduler().running_count() == 3);
 
   // A worker freed by beta goes back to beta (alpha is at its parallelism)...
-  l.Complete(*l.Live("beta").front(), 1.0);
+  l.Complete(LiveAt(l, "beta"), 1.0);
   CHECK(l.live_count("alpha") == 2);
   CHECK(l.live_count("beta") == 1);
   CHECK(h.Trials("beta").size() == 2);
   // ...and one freed by alpha goes to alpha, which is below its parallelism again.
-  l.Complete(*l.Live("alpha").front(), 2.0);
+  l.Complete(LiveAt(l, "alpha"), 2.0);
   CHECK(l.live_count() == 3);
   CHECK(h.Trials("alpha").size() == 3);
 
@@ -624,6 +633,8 @@ TEST_CASE("Submit of a study whose every launch fails returns the study and stor
   const pid_t child = ::fork();
   REQUIRE(child >= 0);
   if (child == 0) {
+    // A crash must end the child quietly, not run Catch's fatal-signal reporter in it.
+    for (int sig : {SIGSEGV, SIGBUS, SIGABRT, SIGILL, SIGFPE}) ::signal(sig, SIG_DFL);
     int code = 2;
     try {
       Harness h;
@@ -678,11 +689,11 @@ TEST_CASE("cancelling a study stops its running trials and starts no more", "[sc
   for (Launched* p : l.Live("doomed")) {
     CHECK(p->stops == std::vector<StopReason>{StopReason::kCancel});
   }
-  CHECK(l.Live("bystander").front()->stops.empty());  // other studies are untouched
+  CHECK(LiveAt(l, "bystander").stops.empty());  // other studies are untouched
 
   // The processes take their time to go: nothing new starts meanwhile, or after.
-  Launched& first = *l.Live("doomed")[0];
-  Launched& second = *l.Live("doomed")[1];
+  Launched& first = LiveAt(l, "doomed", 0);
+  Launched& second = LiveAt(l, "doomed", 1);
   l.ExitSignal(first, SIGTERM);
   CHECK(l.launch_count() == 3);
   l.ExitCode(second, 143);
@@ -743,10 +754,10 @@ TEST_CASE("shutdown stops every trial and reports idle after the last one ends",
   h.SubmitOk(a);
   h.SubmitOk(b);
   REQUIRE(l.live_count() == 4);
-  Launched& finished_work = *l.Live("first")[0];
-  Launched& no_final = *l.Live("first")[1];
-  Launched& killed = *l.Live("second")[0];
-  Launched& failed_after_final = *l.Live("second")[1];
+  Launched& finished_work = LiveAt(l, "first", 0);
+  Launched& no_final = LiveAt(l, "first", 1);
+  Launched& killed = LiveAt(l, "second", 0);
+  Launched& failed_after_final = LiveAt(l, "second", 1);
   l.Final(finished_work, 0.5);
   l.Final(failed_after_final, 0.7);
 
@@ -828,27 +839,27 @@ TEST_CASE("during shutdown a bad report still makes the trial FAIL(protocol)",
   FakeLauncher& l = h.launcher();
   Sweep sweep;
   sweep.name = "bad-final";
-  sweep.n_trials = 2;
-  sweep.parallelism = 2;
+  sweep.n_trials = 1;
   h.SubmitOk(sweep);
-  REQUIRE(l.live_count() == 2);
-  Launched& two_values = l.launch(0);
-  Launched& garbage = l.launch(1);
-  l.FinalValues(two_values, {1.0, 2.0});
-  l.Final(garbage, 3.0);
-  h.scheduler().BeginShutdown([] {});
-  l.ExitCode(two_values, 0);
-  launcher::ProcessOutcome o;
-  o.protocol_error = "report pipe: invalid JSON";
-  l.Exit(garbage, o);  // stop_reason kShutdown, from the Stop() above
-
-  std::vector<TrialRecord> trials = h.Trials("bad-final");
-  REQUIRE(trials.size() == 2);
-  for (const TrialRecord& t : trials) {
-    INFO(Describe(t));
-    CHECK(t.state == TrialState::kFail);
-    CHECK(t.fail.reason == "protocol");
+  REQUIRE(l.live_count() == 1);
+  Launched& p = l.launch(0);
+  SECTION("a final with several values") {
+    l.FinalValues(p, {1.0, 2.0});
+    h.scheduler().BeginShutdown([] {});
+    l.ExitCode(p, 0);
   }
+  SECTION("a protocol error on the report pipe after the final value") {
+    l.Final(p, 3.0);
+    h.scheduler().BeginShutdown([] {});
+    launcher::ProcessOutcome o;
+    o.protocol_error = "report pipe: invalid JSON";
+    l.Exit(p, o);  // stop_reason kShutdown, from the Stop() above
+  }
+  std::vector<TrialRecord> trials = h.Trials("bad-final");
+  REQUIRE(trials.size() == 1);
+  INFO(Describe(trials[0]));
+  CHECK(trials[0].state == TrialState::kFail);
+  CHECK(trials[0].fail.reason == "protocol");
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -158,6 +158,13 @@ TEST_CASE("EncodeReportLine round-trips every message type", "[proto]") {
     ReportMessage out = MustParse(OneLine(EncodeReportLine(in)));
     CHECK(out.values == std::vector<double>{-3.5});
   }
+  SECTION("final with two values") {
+    ReportMessage in;
+    in.type = ReportType::kFinal;
+    in.values = {0.5, 7.0};
+    ReportMessage out = MustParse(OneLine(EncodeReportLine(in)));
+    CHECK(out.values == in.values);
+  }
   SECTION("final with several values") {
     ReportMessage in;
     in.type = ReportType::kFinal;

@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <boost/json/parse.hpp>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cmath>
@@ -14,8 +15,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <boost/json/parse.hpp>
 
 #include "worker/objectives.h"
 #include "worker/params.h"
@@ -127,16 +126,17 @@ TEST_CASE("Reporter writes one exact JSON line per call", "[worker]") {
   std::string data = ReadAll(pipe.read_fd);
 
   // Numbers are in Boost.JSON's own notation (5E-1); any JSON parser reads them back exactly.
-  CHECK(SplitLines(data) == std::vector<std::string>{
-                                R"({"type":"report","step":3,"value":5E-1})",
-                                R"({"type":"report","step":4,"value":2E0})",
-                                R"({"type":"final","value":2.5E-1})",
-                                R"({"type":"attr","key":"tokens_seen","value":123456})",
-                                R"({"type":"attr","key":"note","value":"warm \"start\""})",
-                                R"({"type":"attr","key":"shape","value":{"layers":2,"dims":[64,128]}})",
-                                R"({"type":"error","message":"CUDA out of memory"})",
-                                R"({"type":"heartbeat"})",
-                            });
+  CHECK(SplitLines(data) ==
+        std::vector<std::string>{
+            R"({"type":"report","step":3,"value":5E-1})",
+            R"({"type":"report","step":4,"value":2E0})",
+            R"({"type":"final","value":2.5E-1})",
+            R"({"type":"attr","key":"tokens_seen","value":123456})",
+            R"({"type":"attr","key":"note","value":"warm \"start\""})",
+            R"({"type":"attr","key":"shape","value":{"layers":2,"dims":[64,128]}})",
+            R"({"type":"error","message":"CUDA out of memory"})",
+            R"({"type":"heartbeat"})",
+        });
   std::vector<json::object> lines = ParseProtocol(data);
   REQUIRE(lines.size() == 8);
   CHECK(lines[0].at("value").as_double() == 0.5);
@@ -171,12 +171,13 @@ TEST_CASE("Reporter refuses non-finite values and says so on the pipe", "[worker
 
 TEST_CASE("Reporter keeps lines within 64 KiB and valid UTF-8", "[worker]") {
   Pipe pipe;
+  // Room for two maximal lines, so the writes below do not wait for a reader.
+  REQUIRE(fcntl(pipe.write_fd, F_SETPIPE_SZ, 1 << 20) >= 0);
   Reporter reporter(pipe.write_fd);
   common::Status big_attr = reporter.Attr("blob", std::string(70 * 1024, 'a'));
   CHECK(big_attr.code() == common::Code::kInvalidArgument);
   CHECK(big_attr.message().find("65536") != std::string::npos);
-  CHECK(reporter.Attr("bad", std::string("caf\xc3", 4)).code() ==
-        common::Code::kInvalidArgument);
+  CHECK(reporter.Attr("bad", std::string("caf\xc3", 4)).code() == common::Code::kInvalidArgument);
 
   // An error message is the last word of a failing worker: shortened and repaired, never lost.
   std::string huge_message = std::string(40 * 1024, '\x01') + std::string(100 * 1024, 'x');
@@ -194,8 +195,7 @@ TEST_CASE("Reporter keeps lines within 64 KiB and valid UTF-8", "[worker]") {
   CHECK(std::string(lines[1].at("message").as_string()) == "bad byte \xEF\xBF\xBD here");
 }
 
-TEST_CASE("Reporter finishes long lines across partial writes on a non-blocking pipe",
-          "[worker]") {
+TEST_CASE("Reporter finishes long lines across partial writes on a non-blocking pipe", "[worker]") {
   Pipe pipe;
   // A one-page pipe and a non-blocking writer force short writes and EAGAIN.
   REQUIRE(fcntl(pipe.write_fd, F_SETPIPE_SZ, 4096) >= 0);
@@ -215,8 +215,7 @@ TEST_CASE("Reporter finishes long lines across partial writes on a non-blocking 
   CHECK(TypeOf(lines[1]) == "heartbeat");
 }
 
-TEST_CASE("Reporter turns a closed pipe into an error status, not a SIGPIPE death",
-          "[worker]") {
+TEST_CASE("Reporter turns a closed pipe into an error status, not a SIGPIPE death", "[worker]") {
   // SIGPIPE keeps its default (fatal) disposition here: if the Reporter did not shield the
   // write, this test process would die.
   Pipe pipe;
@@ -280,10 +279,13 @@ TEST_CASE("Params gives typed values, defaults, and errors naming the parameter"
         std::string::npos);
   CHECK(params->GetString("steps", "").status().message().find("must be a string") !=
         std::string::npos);
-  CHECK(params->GetInt("big", 0).status().message().find("fits in 64 bits") !=
+  CHECK(params->GetInt("big", 0).status().message().find("fits in 64 bits") != std::string::npos);
+  auto overflow = Params::Parse(R"({"x0": 1e999})");
+  REQUIRE(overflow.ok());
+  CHECK(overflow->GetDouble("x0", 0).status().message().find("'x0' must be a finite number") !=
         std::string::npos);
 
-  // Everything was read except nothing: UnreadNames lists only what no Get* asked for.
+  // UnreadNames lists what no Get* call asked for: how objectives catch a misspelt parameter.
   auto fresh = Params::Parse(R"({"learning_rate": 1, "learnig_rate": 2})");
   REQUIRE(fresh.ok());
   (void)fresh->GetDouble("learning_rate", 0);
@@ -340,8 +342,8 @@ Params MakeParams(const char* json_text) {
 
 TEST_CASE("quadratic-sgd converges with a stable learning rate", "[worker]") {
   RecordingContext ctx;
-  auto result = RunObjective("quadratic-sgd", MakeParams(R"({"learning_rate": 0.08, "steps": 25})"),
-                             ctx);
+  auto result =
+      RunObjective("quadratic-sgd", MakeParams(R"({"learning_rate": 0.08, "steps": 25})"), ctx);
   REQUIRE(result.ok());
   REQUIRE(ctx.values.size() == 25);
   for (size_t i = 0; i < ctx.steps.size(); ++i) CHECK(ctx.steps[i] == static_cast<int64_t>(i));
@@ -375,8 +377,8 @@ TEST_CASE("quadratic-sgd diverges above the stability limit of 0.1", "[worker]")
 
   // Long enough, the loss overflows; that is an error naming the cause, not a NaN result.
   RecordingContext long_ctx;
-  auto overflow = RunObjective(
-      "quadratic-sgd", MakeParams(R"({"learning_rate": 0.2, "steps": 1000})"), long_ctx);
+  auto overflow = RunObjective("quadratic-sgd",
+                               MakeParams(R"({"learning_rate": 0.2, "steps": 1000})"), long_ctx);
   REQUIRE(!overflow.ok());
   CHECK(overflow.status().message().find("diverges") != std::string::npos);
   CHECK(long_ctx.values.size() < 1000);
@@ -423,8 +425,8 @@ TEST_CASE("echo returns its value and reports nothing", "[worker]") {
 // ---- trial-worker as a child process, the way the daemon runs it -------------------------
 
 struct ChildRun {
-  int exit_code = -1;   // exit status, or -signal when killed by a signal
-  std::string report;   // everything written to the report pipe
+  int exit_code = -1;  // exit status, or -signal when killed by a signal
+  std::string report;  // everything written to the report pipe
   std::string out;
   std::string err;
   double seconds_after_sigterm = -1;
@@ -468,10 +470,14 @@ ChildRun RunChild(std::vector<std::string> argv, std::vector<std::string> env,
     int fd;
     std::string* data;
   };
-  std::vector<Stream> open = {{report.read_fd, &run.report}, {out.read_fd, &run.out},
-                              {err.read_fd, &run.err}};
+  std::vector<Stream> open = {
+      {report.read_fd, &run.report}, {out.read_fd, &run.out}, {err.read_fd, &run.err}};
   while (!open.empty()) {
-    REQUIRE(std::chrono::steady_clock::now() < deadline);
+    if (std::chrono::steady_clock::now() >= deadline) {
+      kill(pid, SIGKILL);
+      waitpid(pid, nullptr, 0);
+      FAIL("child " << argv[0] << " did not finish within 120 s");
+    }
     std::vector<pollfd> fds;
     for (const Stream& s : open) fds.push_back({s.fd, POLLIN, 0});
     int ready = poll(fds.data(), fds.size(), 1000);
@@ -513,9 +519,10 @@ ChildRun RunChild(std::vector<std::string> argv, std::vector<std::string> env,
 const std::string kWorker = std::string(TRIALD_BIN_DIR) + "/trial-worker";
 
 TEST_CASE("trial-worker reports every step then one final, and exits 0", "[worker]") {
-  ChildRun run = RunChild({kWorker}, {R"(TRIALD_PARAMS={"learning_rate":0.05,"steps":6})",
-                                      "TRIALD_STUDY=s", "TRIALD_TRIAL=3"},
-                          /*with_report_pipe=*/true);
+  ChildRun run = RunChild(
+      {kWorker},
+      {R"(TRIALD_PARAMS={"learning_rate":0.05,"steps":6})", "TRIALD_STUDY=s", "TRIALD_TRIAL=3"},
+      /*with_report_pipe=*/true);
   INFO("stderr: " << run.err);
   CHECK(run.exit_code == 0);
   std::vector<json::object> lines = ParseProtocol(run.report);
@@ -533,8 +540,8 @@ TEST_CASE("trial-worker reports every step then one final, and exits 0", "[worke
 }
 
 TEST_CASE("trial-worker --objective echo sends only the final", "[worker]") {
-  ChildRun run = RunChild({kWorker, "--objective", "echo"}, {R"(TRIALD_PARAMS={"value":4.5})"},
-                          true);
+  ChildRun run =
+      RunChild({kWorker, "--objective", "echo"}, {R"(TRIALD_PARAMS={"value":4.5})"}, true);
   CHECK(run.exit_code == 0);
   CHECK(run.report == "{\"type\":\"final\",\"value\":4.5E0}\n");
 }
@@ -563,8 +570,8 @@ TEST_CASE("trial-worker without TRIALD_REPORT_FD says it needs triald", "[worker
 
 TEST_CASE("trial-worker stops promptly on SIGTERM with exit 143", "[worker]") {
   // 100000 steps of 20 ms would take over half an hour; the stop must cut that to moments.
-  ChildRun run = RunChild({kWorker}, {R"(TRIALD_PARAMS={"steps":100000,"step_delay_ms":20})"},
-                          true, /*sigterm_after_reports=*/2);
+  ChildRun run = RunChild({kWorker}, {R"(TRIALD_PARAMS={"steps":100000,"step_delay_ms":20})"}, true,
+                          /*sigterm_after_reports=*/2);
   CHECK(run.exit_code == 143);
   CHECK(run.seconds_after_sigterm < 10.0);
   std::vector<json::object> lines = ParseProtocol(run.report);

@@ -1,0 +1,124 @@
+#!/usr/bin/python3
+"""Throughput benchmark: no-op trials per second through triald's full path, side by side with
+Optuna 3.1 on SQLite.
+
+triald: one fork+exec of build/bin/triald-noop-worker per trial, parallelism 2, reports over the
+pipe, every state change committed to SQLite with synchronous=FULL. The time is the study's own
+record: created_at (submit) to finished_at (last trial committed), as stored by the daemon.
+
+Optuna: scripts/bench_optuna.py, the same number of trials with n_jobs=2 threads in one
+interpreter on SQLite storage (no isolation at all).
+
+Prints one line per system and the ratio. Not a test: nothing here asserts a speed.
+"""
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def run_triald(build: str, trials: int, parallelism: int, workdir: str) -> dict:
+    state = os.path.join(workdir, "state")
+    bindir = os.path.join(build, "bin")
+    ctl = [os.path.join(bindir, "trialctl"), "--socket", os.path.join(state, "triald.sock")]
+    sweep = os.path.join(workdir, "noop.toml")
+    with open(sweep, "w") as f:
+        f.write(f"""[study]
+name = "noop"
+n_trials = {trials}
+parallelism = {parallelism}
+
+[objective]
+kind = "exec"
+command = ["{os.path.join(bindir, 'triald-noop-worker')}"]
+
+[space.x]
+type = "float"
+low = -10.0
+high = 10.0
+
+[sampler]
+kind = "random"
+seed = 1
+""")
+    log = open(state + ".log", "w")
+    daemon = subprocess.Popen([os.path.join(bindir, "triald"), "--state-dir", state,
+                               "--max-workers", str(parallelism), "--log-level", "warn"],
+                              stdout=log, stderr=log)
+    try:
+        for _ in range(300):
+            if subprocess.run(ctl + ["ping"], capture_output=True).returncode == 0:
+                break
+            time.sleep(0.05)
+        else:
+            raise RuntimeError("triald did not start; see " + state + ".log")
+        subprocess.run(ctl + ["submit", sweep], check=True, capture_output=True)
+        while True:
+            st = json.loads(subprocess.run(ctl + ["status", "noop", "--json"], check=True,
+                                           capture_output=True, text=True).stdout)
+            if st["state"] != "RUNNING" and st["running"] == 0:
+                break
+            time.sleep(0.05)
+        if st["complete"] != trials:
+            raise RuntimeError(f"only {st['complete']} of {trials} trials completed: {st}")
+        seconds = st["finished_at"] - st["created_at"]
+        return {"system": "triald", "trials": trials, "seconds": round(seconds, 4),
+                "trials_per_s": round(trials / seconds, 1)}
+    finally:
+        daemon.terminate()
+        daemon.wait(timeout=60)
+        log.close()
+
+
+def run_optuna(trials: int, jobs: int, workdir: str) -> dict:
+    out = subprocess.run(["/usr/bin/python3", os.path.join(ROOT, "scripts", "bench_optuna.py"),
+                          "--trials", str(trials), "--jobs", str(jobs),
+                          "--storage-dir", os.path.join(workdir, "optuna")],
+                         check=True, capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--trials", type=int, default=1000)
+    p.add_argument("--parallelism", type=int, default=2)
+    p.add_argument("--repeats", type=int, default=3, help="runs of each system; best is kept")
+    p.add_argument("--build", default=os.path.join(ROOT, "build"))
+    a = p.parse_args()
+    for exe in ("triald", "trialctl", "triald-noop-worker"):
+        if not os.path.exists(os.path.join(a.build, "bin", exe)):
+            print(f"bench: {a.build}/bin/{exe} is missing; build first (scripts/test.sh or "
+                  "cmake --build build)", file=sys.stderr)
+            return 1
+    results = {"triald": [], "optuna": []}
+    for r in range(a.repeats):
+        # Alternate the two so that machine noise hits both alike.
+        with tempfile.TemporaryDirectory(prefix="triald-bench-") as d:
+            results["triald"].append(run_triald(a.build, a.trials, a.parallelism, d))
+        with tempfile.TemporaryDirectory(prefix="triald-bench-") as d:
+            results["optuna"].append(run_optuna(a.trials, a.parallelism, d))
+        print(f"run {r + 1}: triald {results['triald'][-1]['trials_per_s']} trials/s, "
+              f"optuna {results['optuna'][-1]['trials_per_s']} trials/s", flush=True)
+    best = {k: max(v, key=lambda x: x["trials_per_s"]) for k, v in results.items()}
+    print()
+    print(f"{'system':<8} {'trials':>7} {'seconds':>9} {'trials/s':>10}   isolation")
+    print(f"{'triald':<8} {a.trials:>7} {best['triald']['seconds']:>9.3f} "
+          f"{best['triald']['trials_per_s']:>10.1f}   one process per trial, SQLite FULL sync")
+    print(f"{'optuna':<8} {a.trials:>7} {best['optuna']['seconds']:>9.3f} "
+          f"{best['optuna']['trials_per_s']:>10.1f}   threads in one interpreter, SQLite")
+    ratio = best["triald"]["trials_per_s"] / best["optuna"]["trials_per_s"]
+    print(f"\nratio triald/optuna: {ratio:.1f}x (target >= 5x)")
+    print(json.dumps({"triald": best["triald"], "optuna": best["optuna"],
+                      "ratio": round(ratio, 2)}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

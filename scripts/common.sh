@@ -1,0 +1,36 @@
+# Shared by the scripts in this folder: the repository root and the build step.
+# shellcheck shell=bash
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+BUILD_DIR="${TRIALD_BUILD_DIR:-$ROOT/build}"
+JOBS="${JOBS:-$(nproc)}"
+
+# Configures and builds everything (daemon, trialctl, trial-worker, tests) into $BUILD_DIR.
+build_triald() {
+  cmake -S "$ROOT" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE="${CMAKE_BUILD_TYPE:-RelWithDebInfo}" >/dev/null
+  cmake --build "$BUILD_DIR" -j "$JOBS"
+}
+
+# Starts triald on $1 (state dir) in the background, logging to $1.log; sets TRIALD_PID and
+# waits until it answers.
+start_triald() {
+  local state="$1"; shift
+  "$BUILD_DIR/bin/triald" --state-dir "$state" "$@" >"$state.log" 2>&1 &
+  TRIALD_PID=$!
+  for _ in $(seq 1 300); do
+    if "$BUILD_DIR/bin/trialctl" --socket "$state/triald.sock" ping >/dev/null 2>&1; then return 0; fi
+    if ! kill -0 "$TRIALD_PID" 2>/dev/null; then
+      echo "triald failed to start:" >&2; cat "$state.log" >&2; return 1
+    fi
+    sleep 0.05
+  done
+  echo "triald did not answer within 15 s" >&2; return 1
+}
+
+# SIGTERM and wait: triald stops its trials, records them and exits 0.
+stop_triald() {
+  if [ -n "${TRIALD_PID:-}" ] && kill -0 "$TRIALD_PID" 2>/dev/null; then
+    kill -TERM "$TRIALD_PID"
+    wait "$TRIALD_PID" || true
+  fi
+  TRIALD_PID=""
+}
