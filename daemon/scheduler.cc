@@ -170,20 +170,24 @@ Status Scheduler::Recover() {
   StorageBatch batch(options_.storage, options_.logger);
   std::map<int64_t, std::string> names;
   for (const auto& s : all) names[s.id] = s.name;
+  // No trial runs yet, so any process of this state directory is a leftover: a lost trial's,
+  // or one whose start the previous daemon never got to record.
+  std::vector<storage::ProcessIdentity> identities;
+  for (const TrialRecord& t : lost) identities.push_back(t.process);
+  int killed = KillLeftoverTrialProcesses(options_.state_dir, identities);
+  if (killed > 0) {
+    options_.logger->warn("killed {} process(es) left by the previous triald", killed);
+  }
   for (const TrialRecord& t : lost) {
-    int killed = KillLostTrialProcesses(t.process, names[t.study_id], t.number);
     storage::TrialOutcome out;
     out.state = TrialState::kFail;
     out.fail.reason = "lost";
-    out.fail.detail = "triald stopped while the trial ran (pid " + std::to_string(t.process.pid) +
-                      (killed > 0 ? "; " + std::to_string(killed) + " leftover process(es) killed"
-                                  : "") +
-                      ")";
+    out.fail.detail =
+        "triald stopped while the trial ran (pid " + std::to_string(t.process.pid) + ")";
     Status st = options_.storage->FinishTrial(t.id, out, options_.clock->WallSeconds());
     if (!st.ok()) return st.WithContext("marking trial lost");
-    options_.logger->warn("study {} trial {}: lost (it was running when triald stopped){}",
-                          names[t.study_id], t.number,
-                          killed > 0 ? "; killed its leftover processes" : "");
+    options_.logger->warn("study {} trial {}: lost (it was running when triald stopped)",
+                          names[t.study_id], t.number);
     (void)options_.storage->AppendEvent(t.study_id, t.id, "trial_lost", out.fail.detail,
                                         options_.clock->WallSeconds());
   }
@@ -575,6 +579,14 @@ void Scheduler::BeginShutdown(std::function<void()> on_idle) {
 
 namespace {
 
+bool IsZombie(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(in, line)) return true;
+  size_t close = line.rfind(')');
+  return close != std::string::npos && close + 2 < line.size() && line[close + 2] == 'Z';
+}
+
 // Field 5 (pgrp) and field 22 (starttime) of /proc/PID/stat.
 bool ReadStat(pid_t pid, pid_t* pgrp, uint64_t* start) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
@@ -592,42 +604,62 @@ bool ReadStat(pid_t pid, pid_t* pgrp, uint64_t* start) {
   return true;
 }
 
-bool EnvironHas(pid_t pid, const std::string& a, const std::string& b) {
+// The value of TRIALD_TRIAL_DIR in a process's environment ("" when absent or unreadable).
+std::string TrialDirOf(pid_t pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/environ", std::ios::binary);
-  if (!in) return false;
+  if (!in) return "";
   std::string env((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  env.insert(env.begin(), '\0');
-  return env.find('\0' + a + '\0') != std::string::npos &&
-         env.find('\0' + b + '\0') != std::string::npos;
+  const std::string key = "TRIALD_TRIAL_DIR=";
+  for (size_t pos = 0; pos < env.size();) {
+    size_t end = env.find('\0', pos);
+    if (end == std::string::npos) end = env.size();
+    if (env.compare(pos, key.size(), key) == 0) return env.substr(pos + key.size(), end - pos - key.size());
+    pos = end + 1;
+  }
+  return "";
 }
 
 }  // namespace
 
-int KillLostTrialProcesses(const storage::ProcessIdentity& process, const std::string& study,
-                           int number) {
-  if (process.pgid <= 1) return 0;
-  const std::string want_study = "TRIALD_STUDY=" + study;
-  const std::string want_trial = "TRIALD_TRIAL=" + std::to_string(number);
-  std::vector<pid_t> members;
+int KillLeftoverTrialProcesses(const std::string& state_dir,
+                               const std::vector<storage::ProcessIdentity>& lost) {
+  const std::string prefix = state_dir + "/studies/";
+  std::vector<pid_t> found;
   DIR* dir = ::opendir("/proc");
   if (dir == nullptr) return 0;
   while (dirent* ent = ::readdir(dir)) {
     char* end;
     long pid = std::strtol(ent->d_name, &end, 10);
-    if (*end != '\0' || pid <= 1) continue;
+    if (*end != '\0' || pid <= 1 || pid == ::getpid()) continue;
     pid_t pgrp = 0;
     uint64_t start = 0;
-    if (!ReadStat(static_cast<pid_t>(pid), &pgrp, &start) || pgrp != process.pgid) continue;
-    bool same_leader = pid == process.pid && start == process.start_time;
-    // Members started no earlier than the trial; the environment check tells a reused pgid.
-    if (same_leader || (start >= process.start_time &&
-                        EnvironHas(static_cast<pid_t>(pid), want_study, want_trial))) {
-      members.push_back(static_cast<pid_t>(pid));
+    if (!ReadStat(static_cast<pid_t>(pid), &pgrp, &start)) continue;
+    bool ours = TrialDirOf(static_cast<pid_t>(pid)).rfind(prefix, 0) == 0;
+    for (const storage::ProcessIdentity& id : lost) {
+      // A member of a lost trial's group, while that group's leader is provably the trial's.
+      uint64_t leader_start = 0;
+      pid_t leader_pgrp = 0;
+      ours = ours || (id.pgid > 1 && pgrp == id.pgid && start >= id.start_time &&
+                      ReadStat(id.pid, &leader_pgrp, &leader_start) &&
+                      leader_start == id.start_time);
     }
+    if (ours) found.push_back(static_cast<pid_t>(pid));
   }
   ::closedir(dir);
-  if (!members.empty()) ::kill(-process.pgid, SIGKILL);
-  return static_cast<int>(members.size());
+  for (pid_t pid : found) ::kill(pid, SIGKILL);
+  // Wait (bounded) until they are gone, so the restarted study does not overlap them.
+  for (int i = 0; i < 250; ++i) {
+    bool any = false;
+    for (pid_t pid : found) {
+      pid_t pgrp;
+      uint64_t start;
+      // A zombie waiting for its new parent to reap it holds nothing any more.
+      any = any || (::kill(pid, 0) == 0 && ReadStat(pid, &pgrp, &start) && !IsZombie(pid));
+    }
+    if (!any) break;
+    ::usleep(20 * 1000);
+  }
+  return static_cast<int>(found.size());
 }
 
 }  // namespace triald::daemon

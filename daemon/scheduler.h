@@ -102,10 +102,12 @@ class Scheduler {
   bool pumping_ = false;
 };
 
-// Ends the processes of a trial that a previous daemon left running: any process in the
-// recorded process group whose identity (start time of the leader, or TRIALD_STUDY/TRIALD_TRIAL
-// in its environment) shows it belongs to that trial gets SIGKILL. Returns how many were found.
-int KillLostTrialProcesses(const storage::ProcessIdentity& process, const std::string& study,
-                           int number);
+// Ends what a previous daemon on `state_dir` left behind: every process whose environment
+// places it under state_dir/studies/ (TRIALD_TRIAL_DIR), and every member of a `lost` trial's
+// recorded process group whose leader still has the recorded start time (a pid is reused, a
+// start time is not). SIGKILL, then a bounded wait for them to vanish (they are no longer our
+// children, so others reap them). Returns how many processes were found.
+int KillLeftoverTrialProcesses(const std::string& state_dir,
+                               const std::vector<storage::ProcessIdentity>& lost);
 
 }  // namespace triald::daemon

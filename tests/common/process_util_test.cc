@@ -4,8 +4,8 @@
 #include "common/process_util.h"
 
 #include <signal.h>
-#include <sys/prctl.h>
 #include <stdlib.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -129,8 +129,7 @@ TEST_CASE("ProcessGroupExists follows a child's group until it is reaped", "[com
 
 // A trial's main process can exit while processes it started (data loaders) live on in its
 // group; the group, not the leader, decides whether the trial still holds resources.
-TEST_CASE("ProcessGroupExists stays true after the leader exits while a member lives",
-          "[common]") {
+TEST_CASE("ProcessGroupExists stays true after the leader exits while a member lives", "[common]") {
   // Become the subreaper so the orphaned member is ours to reap at the end.
   REQUIRE(::prctl(PR_SET_CHILD_SUBREAPER, 1) == 0);
   int pid_pipe[2];

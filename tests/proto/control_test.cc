@@ -30,7 +30,8 @@ std::string RequestOfSize(size_t size) {
 }
 
 TEST_CASE("ParseRequest reads the verb and keeps every argument", "[proto]") {
-  Result<Request> r = ParseRequest(R"({"verb":"logs","study":"mnist","trial":7,"stream":"stderr"})");
+  Result<Request> r =
+      ParseRequest(R"({"verb":"logs","study":"mnist","trial":7,"stream":"stderr"})");
   REQUIRE(r.ok());
   CHECK(r->verb == "logs");
   CHECK(r->args.at("study").as_string() == "mnist");
@@ -54,8 +55,7 @@ TEST_CASE("ParseRequest needs a string verb", "[proto]") {
   CHECK_THAT(RequestError(R"({"verb":3})"), Catch::Contains("\"verb\""));
 }
 
-TEST_CASE("ParseRequest accepts a request at the size limit and rejects one byte more",
-          "[proto]") {
+TEST_CASE("ParseRequest accepts a request at the size limit and rejects one byte more", "[proto]") {
   std::string at_limit = RequestOfSize(kMaxRequestBytes);
   REQUIRE(at_limit.size() == kMaxRequestBytes);
   Result<Request> ok = ParseRequest(at_limit);
@@ -133,8 +133,7 @@ TEST_CASE("EncodeError round-trips the code and message for every error code", "
 TEST_CASE("ParseResponse never turns a failure reply into success", "[proto]") {
   // An unknown or "ok" code in a failure reply still reads as an error.
   for (const char* line : {R"({"ok":false,"code":"ok","error":"x"})",
-                           R"({"ok":false,"code":"weird","error":"x"})",
-                           R"({"ok":false})"}) {
+                           R"({"ok":false,"code":"weird","error":"x"})", R"({"ok":false})"}) {
     INFO(line);
     Result<Response> r = ParseResponse(line);
     REQUIRE(r.ok());
@@ -169,8 +168,12 @@ TEST_CASE("GetString names the missing or mistyped argument", "[proto]") {
 }
 
 TEST_CASE("GetInt names the missing or mistyped argument", "[proto]") {
-  json::object args{{"trial", 3},           {"neg", -4},   {"big", 9223372036854775807LL},
-                    {"huge", 18446744073709551615ULL}, {"frac", 2.5}, {"text", "3"}};
+  json::object args{{"trial", 3},
+                    {"neg", -4},
+                    {"big", 9223372036854775807LL},
+                    {"huge", 18446744073709551615ULL},
+                    {"frac", 2.5},
+                    {"text", "3"}};
   Result<int64_t> trial = GetInt(args, "trial");
   REQUIRE(trial.ok());
   CHECK(*trial == 3);

@@ -206,8 +206,7 @@ TEST_CASE("EncodeReportLine round-trips every message type", "[proto]") {
 // so the stored objective differs from the one the worker computed.
 TEST_CASE("reported values keep every bit of the worker's double", "[proto][!mayfail]") {
   const double worker_value = 0.11935319286735585;
-  ReportMessage parsed =
-      MustParse(R"({"type":"report","step":1,"value":0.11935319286735585})");
+  ReportMessage parsed = MustParse(R"({"type":"report","step":1,"value":0.11935319286735585})");
   INFO(std::setprecision(17) << "parsed " << parsed.value << ", sent " << worker_value);
   CHECK(parsed.value == worker_value);
 
@@ -351,8 +350,7 @@ std::string ErrorLineOfSize(size_t size) {
   return prefix + std::string(size - prefix.size() - suffix.size(), 'm') + suffix;
 }
 
-TEST_CASE("a line at kMaxReportLineBytes is accepted and one byte more is rejected",
-          "[proto]") {
+TEST_CASE("a line at kMaxReportLineBytes is accepted and one byte more is rejected", "[proto]") {
   std::string at_limit = ErrorLineOfSize(kMaxReportLineBytes);
   REQUIRE(at_limit.size() == kMaxReportLineBytes);
   ReportMessage m = MustParse(at_limit);
