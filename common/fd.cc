@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -60,6 +61,10 @@ Status WriteAll(int fd, const char* data, size_t size) {
 }
 
 Result<std::string> ReadFile(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    return IoError("cannot read " + path + ": Is a directory");
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) return ErrnoError("cannot read " + path, errno);
   std::ostringstream ss;

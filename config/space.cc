@@ -1,8 +1,9 @@
 #include "config/space.h"
 
+#include "common/json.h"
+
 #include <algorithm>
 #include <boost/json.hpp>
-#include <boost/json/basic_parser_impl.hpp>
 #include <charconv>
 #include <cmath>
 #include <cstring>
@@ -210,96 +211,6 @@ Status CheckCategorical(const Distribution& d) {
   return Status::Ok();
 }
 
-// A Boost.JSON handler that builds a value like boost::json::parse does, except that doubles are
-// converted from their text with std::from_chars: Boost 1.81's own conversion can be off by an
-// ulp, and a stored distribution must compare equal to the one it was made from.
-class ExactDoubleHandler {
- public:
-  static constexpr std::size_t max_object_size = boost::json::object::max_size();
-  static constexpr std::size_t max_array_size = boost::json::array::max_size();
-  static constexpr std::size_t max_key_size = boost::json::string::max_size();
-  static constexpr std::size_t max_string_size = boost::json::string::max_size();
-
-  ExactDoubleHandler() { st_.reset(); }
-
-  boost::json::value Release() { return st_.release(); }
-
-  bool on_document_begin(boost::json::error_code&) { return true; }
-  bool on_document_end(boost::json::error_code&) { return true; }
-  bool on_object_begin(boost::json::error_code&) { return true; }
-  bool on_object_end(std::size_t n, boost::json::error_code&) {
-    st_.push_object(n);
-    return true;
-  }
-  bool on_array_begin(boost::json::error_code&) { return true; }
-  bool on_array_end(std::size_t n, boost::json::error_code&) {
-    st_.push_array(n);
-    return true;
-  }
-  bool on_key_part(boost::json::string_view s, std::size_t, boost::json::error_code&) {
-    st_.push_chars(s);
-    return true;
-  }
-  bool on_key(boost::json::string_view s, std::size_t, boost::json::error_code&) {
-    st_.push_key(s);
-    return true;
-  }
-  bool on_string_part(boost::json::string_view s, std::size_t, boost::json::error_code&) {
-    st_.push_chars(s);
-    return true;
-  }
-  bool on_string(boost::json::string_view s, std::size_t, boost::json::error_code&) {
-    st_.push_string(s);
-    return true;
-  }
-  bool on_number_part(boost::json::string_view s, boost::json::error_code&) {
-    number_.append(s.data(), s.size());
-    return true;
-  }
-  bool on_int64(int64_t i, boost::json::string_view, boost::json::error_code&) {
-    number_.clear();
-    st_.push_int64(i);
-    return true;
-  }
-  bool on_uint64(uint64_t u, boost::json::string_view, boost::json::error_code&) {
-    number_.clear();
-    st_.push_uint64(u);
-    return true;
-  }
-  bool on_double(double d, boost::json::string_view s, boost::json::error_code&) {
-    number_.append(s.data(), s.size());
-    double exact = 0;
-    // from_chars rejects only what Boost accepted as a number in ways we do not expect; then the
-    // parser's own value is the best there is.
-    st_.push_double(ParseDouble(number_, &exact) ? exact : d);
-    number_.clear();
-    return true;
-  }
-  bool on_bool(bool b, boost::json::error_code&) {
-    st_.push_bool(b);
-    return true;
-  }
-  bool on_null(boost::json::error_code&) {
-    st_.push_null();
-    return true;
-  }
-  bool on_comment_part(boost::json::string_view, boost::json::error_code&) { return true; }
-  bool on_comment(boost::json::string_view, boost::json::error_code&) { return true; }
-
- private:
-  boost::json::value_stack st_;
-  std::string number_;
-};
-
-Result<boost::json::value> ParseJsonExact(const std::string& text) {
-  boost::json::basic_parser<ExactDoubleHandler> parser{boost::json::parse_options{}};
-  boost::json::error_code ec;
-  std::size_t n = parser.write_some(false, text.data(), text.size(), ec);
-  if (!ec && n < text.size()) ec = boost::json::error::extra_data;
-  if (ec) return InvalidArgument("invalid JSON: " + ec.message());
-  return parser.handler().Release();
-}
-
 Result<double> JsonToDouble(const boost::json::object& obj, const char* key) {
   const boost::json::value* v = obj.if_contains(key);
   if (v == nullptr) return InvalidArgument(std::string("missing \"") + key + "\"");
@@ -444,7 +355,7 @@ Result<Distribution> DistributionFromJson(const std::string& json) {
   auto fail = [&json](const Status& s) {
     return InvalidArgument("invalid distribution JSON " + json + ": " + s.message());
   };
-  Result<boost::json::value> parsed = ParseJsonExact(json);
+  Result<boost::json::value> parsed = common::ParseJsonExact(json);
   if (!parsed.ok()) return fail(parsed.status());
   if (!parsed->is_object()) return fail(InvalidArgument("expected a JSON object"));
   Result<Distribution> d = DistributionFromObject(parsed->get_object());

@@ -160,8 +160,9 @@ Result<storage::StudyRecord> Scheduler::Submit(const config::SweepSource& source
             std::to_string(raw->spec.study.parallelism) + ", seed " + std::to_string(ns.seed));
   options_.logger->info("study {} submitted: {} trials, parallelism {}", ns.name, ns.n_trials,
                         raw->spec.study.parallelism);
-  Pump();
-  return raw->record;
+  storage::StudyRecord result = raw->record;
+  Pump();  // may finish the study at once (every spawn failing) and drop `raw`
+  return result;
 }
 
 Status Scheduler::Recover() {
@@ -233,14 +234,22 @@ void Scheduler::Pump() {
   // commit.
   std::optional<StorageBatch> batch;
   batch.emplace(options_.storage, options_.logger);
-  // Round-robin over studies, one trial each per pass, so one big study cannot starve others.
-  // Every StartTrial either starts a trial or uses up part of its study's budget (a spawn
-  // failure is a finished trial; an exhausted sampler stops the study), so this ends.
-  for (bool started = true; started;) {
+  // Round-robin over studies, one trial each per turn, resuming after the study served last,
+  // so one big study cannot starve the others. Every StartTrial either starts a trial or uses
+  // up part of its study's budget (a spawn failure is a finished trial; an exhausted sampler
+  // stops the study), so this ends.
+  for (bool started = true; started && running_count() < options_.max_workers;) {
     started = false;
-    for (auto& [id, study] : studies_) {
+    std::vector<StudyRuntime*> order;
+    auto next = studies_.upper_bound(last_served_study_);
+    for (size_t i = 0; i < studies_.size(); ++i, ++next) {
+      if (next == studies_.end()) next = studies_.begin();
+      order.push_back(next->second.get());
+    }
+    for (StudyRuntime* study : order) {
       if (running_count() >= options_.max_workers) break;
       if (!CanStart(*study)) continue;
+      last_served_study_ = study->record.id;
       StartTrial(*study);
       started = true;
     }
@@ -449,7 +458,6 @@ void Scheduler::OnExit(int64_t trial_id, const launcher::ProcessOutcome& o) {
     out.fail.detail = common::SanitizeUtf8(detail);
     if (!rt->worker_error.empty()) out.fail.detail += "; worker said: " + rt->worker_error;
   };
-  const bool clean_final = !o.exit.signaled && o.exit.code == 0 && !rt->final_values.empty();
 
   switch (o.stop_reason) {
     case StopReason::kPrune:
@@ -467,14 +475,9 @@ void Scheduler::OnExit(int64_t trial_id, const launcher::ProcessOutcome& o) {
       fail("protocol", o.protocol_error);
       break;
     case StopReason::kShutdown:
-      if (clean_final) {
-        out.state = TrialState::kComplete;
-        out.value = rt->final_values.front();
-      } else {
-        fail("shutdown", "triald was stopped while the trial ran; " + how);
-      }
-      break;
     case StopReason::kNone:
+      // A trial stopped by the daemon's shutdown is judged like any other when it finished on
+      // its own terms (a result, or a broken protocol); otherwise the shutdown ended it.
       if (!o.protocol_error.empty()) {
         fail("protocol", o.protocol_error);
       } else if (o.exit.signaled) {
@@ -489,6 +492,10 @@ void Scheduler::OnExit(int64_t trial_id, const launcher::ProcessOutcome& o) {
       } else {
         out.state = TrialState::kComplete;
         out.value = rt->final_values.front();
+      }
+      if (o.stop_reason == StopReason::kShutdown && out.state == TrialState::kFail &&
+          o.protocol_error.empty() && rt->final_values.size() <= 1) {
+        fail("shutdown", "triald was stopped while the trial ran; " + how);
       }
       break;
   }

@@ -97,6 +97,7 @@ class Scheduler {
   SchedulerOptions options_;
   std::map<int64_t, std::unique_ptr<StudyRuntime>> studies_;  // active studies by id
   std::map<int64_t, std::unique_ptr<RunningTrial>> running_;  // by trial id
+  int64_t last_served_study_ = 0;  // round-robin position of Pump()
   bool shutting_down_ = false;
   std::function<void()> on_idle_;
   bool pumping_ = false;

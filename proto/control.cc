@@ -1,5 +1,7 @@
 #include "proto/control.h"
 
+#include "common/json.h"
+
 namespace triald::proto {
 namespace json = boost::json;
 using common::Code;
@@ -12,14 +14,11 @@ Result<Request> ParseRequest(std::string_view line) {
     return InvalidArgument("request of " + std::to_string(line.size()) +
                            " bytes exceeds the limit of " + std::to_string(kMaxRequestBytes));
   }
-  boost::system::error_code ec;
-  json::parse_options opts;
-  opts.max_depth = 32;
-  json::value v = json::parse(json::string_view(line.data(), line.size()), ec, {}, opts);
-  if (ec) return InvalidArgument("request is not JSON: " + ec.message());
-  if (!v.is_object()) return InvalidArgument("request is not a JSON object");
+  Result<json::value> v = common::ParseJsonExact(line, /*max_depth=*/32);
+  if (!v.ok()) return InvalidArgument("request is not JSON: " + v.status().message());
+  if (!v->is_object()) return InvalidArgument("request is not a JSON object");
   Request r;
-  r.args = std::move(v.get_object());
+  r.args = std::move(v->get_object());
   const json::value* verb = r.args.if_contains("verb");
   if (verb == nullptr || !verb->is_string()) {
     return InvalidArgument("request needs a string field \"verb\"");
@@ -58,10 +57,9 @@ Code CodeFromName(std::string_view name) {
 }  // namespace
 
 Result<Response> ParseResponse(std::string_view line) {
-  boost::system::error_code ec;
-  json::value v = json::parse(json::string_view(line.data(), line.size()), ec);
-  if (ec || !v.is_object()) return common::Internal("malformed reply from triald");
-  const json::object& o = v.get_object();
+  Result<json::value> v = common::ParseJsonExact(line, /*max_depth=*/64);
+  if (!v.ok() || !v->is_object()) return common::Internal("malformed reply from triald");
+  const json::object& o = v->get_object();
   const json::value* ok = o.if_contains("ok");
   if (ok == nullptr || !ok->is_bool()) return common::Internal("malformed reply from triald");
   Response r;

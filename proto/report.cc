@@ -4,6 +4,8 @@
 
 #include <boost/json.hpp>
 
+#include "common/json.h"
+
 namespace triald::proto {
 namespace json = boost::json;
 using common::InvalidArgument;
@@ -45,6 +47,22 @@ Result<double> Number(const json::value& v, const char* field) {
     return InvalidArgument(std::string("field \"") + field + "\" must be finite");
   }
   return d;
+}
+
+// True when no number anywhere inside `v` is infinite or NaN (JSON cannot carry them back out).
+bool AllFinite(const json::value& v) {
+  if (v.is_double()) return std::isfinite(v.get_double());
+  if (v.is_array()) {
+    for (const json::value& e : v.get_array()) {
+      if (!AllFinite(e)) return false;
+    }
+  }
+  if (v.is_object()) {
+    for (const auto& kv : v.get_object()) {
+      if (!AllFinite(kv.value())) return false;
+    }
+  }
+  return true;
 }
 
 // Every field of `obj` must be in `allowed`.
@@ -121,9 +139,7 @@ Status ParseBody(const json::object& obj, ReportMessage& m) {
     }
     const json::value* value = obj.if_contains("value");
     if (value == nullptr) return InvalidArgument("attr needs a field \"value\"");
-    if (value->is_double() && !std::isfinite(value->get_double())) {
-      return InvalidArgument("field \"value\" must be finite");
-    }
+    if (!AllFinite(*value)) return InvalidArgument("field \"value\" must hold finite numbers only");
     m.key = std::string(key->get_string());
     m.json_value = json::serialize(*value);
     return Status::Ok();
@@ -153,14 +169,12 @@ Result<ReportMessage> ParseReportLine(std::string_view line) {
     return InvalidArgument("report line of " + std::to_string(line.size()) +
                            " bytes exceeds the limit of " + std::to_string(kMaxReportLineBytes));
   }
-  boost::system::error_code ec;
-  json::parse_options opts;
-  opts.max_depth = 16;
-  json::value v = json::parse(json::string_view(line.data(), line.size()), ec, {}, opts);
-  if (ec) return InvalidArgument("not JSON (" + ec.message() + "): " + Quote(line));
-  if (!v.is_object()) return InvalidArgument("not a JSON object: " + Quote(line));
+  // Exact number conversion: the stored objective must be the worker's double, bit for bit.
+  Result<json::value> v = common::ParseJsonExact(line, /*max_depth=*/16);
+  if (!v.ok()) return InvalidArgument("not JSON (" + v.status().message() + "): " + Quote(line));
+  if (!v->is_object()) return InvalidArgument("not a JSON object: " + Quote(line));
   ReportMessage m;
-  Status st = ParseBody(v.get_object(), m);
+  Status st = ParseBody(v->get_object(), m);
   if (!st.ok()) return InvalidArgument(st.message() + ": " + Quote(line));
   return m;
 }

@@ -1,5 +1,7 @@
 #include "worker/params.h"
 
+#include "common/json.h"
+
 #include <algorithm>
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
@@ -53,14 +55,16 @@ common::Status WrongType(std::string_view name, const char* expected,
 }  // namespace
 
 Result<Params> Params::Parse(std::string_view json) {
-  boost::json::error_code ec;
-  boost::json::value value = boost::json::parse(json, ec);
-  if (ec) return InvalidArgument("TRIALD_PARAMS is not valid JSON: " + ec.message());
-  if (!value.is_object()) {
-    return InvalidArgument(std::string("TRIALD_PARAMS must be a JSON object of parameters, ") +
-                           Describe(value));
+  // Exact conversion: a learning rate of 0.11935319286735585 must not arrive one ulp off.
+  Result<boost::json::value> value = common::ParseJsonExact(json);
+  if (!value.ok()) {
+    return InvalidArgument("TRIALD_PARAMS is not valid JSON: " + value.status().message());
   }
-  return Params(std::move(value).as_object());
+  if (!value->is_object()) {
+    return InvalidArgument(std::string("TRIALD_PARAMS must be a JSON object of parameters, ") +
+                           Describe(*value));
+  }
+  return Params(std::move(value->as_object()));
 }
 
 Result<double> Params::GetDouble(std::string_view name, double default_value) const {

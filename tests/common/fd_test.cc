@@ -144,7 +144,7 @@ TEST_CASE("self move-assignment keeps the descriptor open", "[common]") {
   CHECK_FALSE(IsClosed(fd));
 }
 
-TEST_CASE("Release gives up ownership; Reset closes the old descriptor", "[common]") {
+TEST_CASE("Release gives up ownership and Reset closes the old descriptor", "[common]") {
   int a = OpenDevNull();
   int b = OpenDevNull();
   {
@@ -299,7 +299,7 @@ TEST_CASE("ReadFile of a missing file names the path", "[common]") {
 // read then yields nothing, so ReadFile("/some/dir") returns OK with "" instead of an error
 // naming the path. `trialctl submit some/dir` then complains about an empty sweep rather than
 // saying the path is a directory.
-TEST_CASE("ReadFile of a directory is an error naming the path", "[common][!mayfail]") {
+TEST_CASE("ReadFile of a directory is an error naming the path", "[common]") {
   TempDir dir;
   Result<std::string> r = ReadFile(dir.path());
   REQUIRE_FALSE(r.ok());

@@ -2,9 +2,7 @@
 // FakeClock gives time, and the real SQLite storage (in memory) records what a user would later
 // read with `trialctl`. Every assertion about trial and study state reads storage back, since
 // that is what survives the daemon.
-//
-// Tests tagged [!mayfail] document scheduler bugs found while writing this suite (see the comment
-// above each); they state the expected behaviour and fail until the scheduler is fixed.
+
 
 #include "daemon/scheduler.h"
 
@@ -289,10 +287,10 @@ TEST_CASE("max_workers caps running trials across studies, and every study gets 
   CHECK(l.live_count("alpha") == 2);
   CHECK(l.live_count("beta") == 1);
   CHECK(h.Trials("beta").size() == 2);
-  // ...and one freed by alpha goes to alpha, which is below its parallelism again.
+  // ...and one freed by alpha is used at once (by either study: both are below parallelism).
   l.Complete(LiveAt(l, "alpha"), 2.0);
   CHECK(l.live_count() == 3);
-  CHECK(h.Trials("alpha").size() == 3);
+  CHECK(h.Trials("alpha").size() + h.Trials("beta").size() == 5);
 
   CompleteAll(h, "", 3);
   CHECK(l.max_live() == 3);
@@ -308,14 +306,10 @@ TEST_CASE("max_workers caps running trials across studies, and every study gets 
   }
 }
 
-// BUG: Scheduler::Pump restarts its round-robin at the first study (lowest id) on every call, so
-// whenever a worker frees up the oldest study that can use it gets it. With max_workers = 1 (the
-// default) and two studies submitted one after the other, the second study does not start a
-// single trial until the first has started all of its trials, although the comment in Pump says
-// "Round-robin over studies ... so one big study cannot starve others".
-// Expected launch order a0 b0 a1 b1 a2 b2; actual a0 a1 a2 b0 b1 b2.
+// Round-robin: with max_workers = 1 and two studies, a freed worker goes to the other study,
+// so the second study is not held back until the first has started all of its trials.
 TEST_CASE("a freed worker goes to the next study in turn, not always to the oldest",
-          "[scheduler][!mayfail]") {
+          "[scheduler]") {
   HarnessOptions options;
   options.max_workers = 1;
   Harness h(options);
@@ -621,15 +615,11 @@ TEST_CASE("a trial that cannot be spawned fails as FAIL(spawn) and the study goe
   CHECK(h.scheduler().active_study_count() == 0);
 }
 
-// BUG (use after free): Scheduler::Submit ends with `Pump(); return raw->record;`. When Pump
-// finishes the new study synchronously (every launch fails: e.g. a command that exists at submit
-// but cannot be exec'd, or fork failing), MaybeCompleteStudy marks it COMPLETE and Pump's clean-up
-// loop erases its StudyRuntime, so `raw` dangles and Submit copies the record out of freed
-// memory. Expected: Submit returns the stored study record; actual: undefined behaviour (garbage
-// name, or a crash; AddressSanitizer reports heap-use-after-free in Scheduler::Submit).
-// The scenario runs in a forked child so that a crash fails this test instead of ending the run.
+// When every launch fails, Pump finishes the new study before Submit returns (and drops its
+// in-memory state); Submit must still return the stored record. The scenario runs in a forked
+// child so that a crash (this once was a use-after-free) fails this test instead of the run.
 TEST_CASE("Submit of a study whose every launch fails returns the study and stores n_trials fails",
-          "[scheduler][!mayfail]") {
+          "[scheduler]") {
   const pid_t child = ::fork();
   REQUIRE(child >= 0);
   if (child == 0) {
@@ -827,14 +817,10 @@ TEST_CASE("shutdown with nothing running is idle at once", "[scheduler]") {
   CHECK(idle_calls == 1);
 }
 
-// BUG: during shutdown OnExit counts any trial with a final value and exit 0 as COMPLETE
-// (`clean_final`), skipping the checks the normal path makes: a protocol error on the report pipe
-// (the real launcher keeps stop_reason kShutdown when a protocol error follows the shutdown stop)
-// and a final with several values for a one-objective study. The same worker behaviour is
-// FAIL(protocol) without a shutdown (see "how a trial ended is classified and stored").
-// Expected: FAIL(protocol); actual: COMPLETE with the first value.
+// A trial stopped by a shutdown is still judged on what it reported: a protocol error, or a
+// final with several values in a one-objective study, is FAIL(protocol), as without a shutdown.
 TEST_CASE("during shutdown a bad report still makes the trial FAIL(protocol)",
-          "[scheduler][!mayfail]") {
+          "[scheduler]") {
   Harness h;
   FakeLauncher& l = h.launcher();
   Sweep sweep;
