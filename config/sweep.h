@@ -28,21 +28,85 @@ struct StudyConfig {
   double kill_grace = 10.0;   // seconds between SIGTERM and SIGKILL
 };
 
+// [objective] kind = "lm": fine-tune a GPT-2-family model with the built-in trial-worker.
+// Paths are absolute after parsing (relative ones are resolved against the sweep file's
+// folder). The hyperparameters below are the defaults for any that [space] does not tune.
+struct LmObjectiveConfig {
+  std::string model;       // HF-format GPT-2 folder: config.json, model.safetensors,
+                           // vocab.json, merges.txt
+  std::string train_file;  // plain text
+  std::string eval_file;   // plain text
+  int max_steps = 100;     // optimizer steps
+  int seq_len = 128;       // tokens per sequence (<= the model's n_positions)
+  int eval_every = 0;      // steps between evaluations (reported as intermediate values);
+                           // 0 = only at the end
+  std::string device = "auto";  // "auto" | "cpu" | "cuda"
+  double memory_budget_gb = 0;  // refuse a trial whose planned memory exceeds this; 0 = none
+  double gpu_memory_fraction = 0;  // per-process CUDA memory fraction; 0 = unlimited
+  // Tunable hyperparameters and their defaults.
+  double learning_rate = 5e-4;
+  double weight_decay = 0.0;
+  int warmup_steps = 0;
+  int batch_size = 8;
+  double dropout = 0.0;
+  double adam_beta1 = 0.9;
+  double adam_beta2 = 0.999;
+  double grad_clip = 1.0;         // max gradient norm; 0 = no clipping
+  std::string lr_schedule = "linear";  // "constant" | "linear" | "cosine"
+  int64_t seed = 0;
+};
+
 struct ObjectiveConfig {
-  std::string kind = "exec";
+  std::string kind = "exec";                  // "exec" | "lm"
   std::vector<std::string> command;           // argv; command[0] looked up in PATH if no '/'
+                                              // (kind = "lm": filled in by the daemon with
+                                              // trial-worker --objective lm)
   std::map<std::string, std::string> env;     // added to the worker's environment
   std::string workdir;                        // absolute after parsing; default: sweep file dir
+  LmObjectiveConfig lm;                       // kind = "lm" only
+};
+
+// TPE as Optuna defines it (optuna.samplers.TPESampler), with Optuna's current defaults.
+struct TpeConfig {
+  int n_startup_trials = 10;   // random sampling before TPE takes over
+  int n_ei_candidates = 24;    // candidates drawn from l(x) and ranked by l(x)/g(x)
+  bool multivariate = true;    // one joint Parzen estimator over the whole space
+  bool constant_liar = true;   // running trials count as bad results, so parallel trials differ
+  double prior_weight = 1.0;
+  bool consider_endpoints = false;
+  bool consider_magic_clip = true;
+  int gamma_max = 25;          // gamma(n) = min(ceil(gamma_fraction * n), gamma_max)
+  double gamma_fraction = 0.1;
+};
+
+// Scrambled Sobol sequence.
+struct QmcConfig {
+  bool scramble = true;
 };
 
 struct SamplerConfig {
-  std::string kind = "random";  // "random" | "grid"
+  std::string kind = "random";  // "random" | "grid" | "tpe" | "qmc"
   uint64_t seed = 0;
   bool seed_given = false;      // when false the daemon draws a seed and stores it
+  TpeConfig tpe;                // kind = "tpe"
+  QmcConfig qmc;                // kind = "qmc"
 };
 
+// Pruners as Optuna defines them. Only the options of the chosen kind may appear in the file.
 struct PrunerConfig {
-  std::string kind = "nop";
+  std::string kind = "nop";  // "nop" | "median" | "percentile" | "asha" | "hyperband"
+  // median, percentile
+  int n_startup_trials = 5;  // no pruning until this many trials have finished
+  int n_warmup_steps = 0;    // no pruning of a trial before this step
+  int interval_steps = 1;    // check every this many steps after warm-up
+  int n_min_trials = 1;      // fewer trials reported at a step than this: no pruning
+  double percentile = 50;    // percentile only (median is percentile 50), in (0, 100)
+  // asha (successive halving), hyperband
+  int min_resource = 1;      // "auto" is not supported: give a number of steps
+  int reduction_factor = 3;
+  int min_early_stopping_rate = 0;  // asha only
+  int max_resource = 0;      // hyperband: steps of a full trial; 0 = the study's max step seen
+  int bootstrap_count = 0;   // asha only
 };
 
 struct SweepSpec {
