@@ -18,6 +18,8 @@
 #include <thread>
 #include <vector>
 
+#include "tests/support/temp_dir.h"
+
 namespace triald::common {
 namespace {
 
@@ -31,23 +33,7 @@ int OpenDevNull() {
   return fd;
 }
 
-// A fresh directory under /tmp, removed with everything in it when the test ends.
-class TempDir {
- public:
-  TempDir() {
-    char tmpl[] = "/tmp/triald_fd_test.XXXXXX";
-    REQUIRE(::mkdtemp(tmpl) != nullptr);
-    path_ = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using triald::testing::TempDir;
 
 TEST_CASE("MakePipe makes both ends close-on-exec", "[common]") {
   for (bool nonblocking : {false, true}) {

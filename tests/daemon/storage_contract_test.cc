@@ -24,6 +24,7 @@
 
 #include "daemon/storage/sqlite_storage.h"
 #include "daemon/storage/storage.h"
+#include "tests/support/temp_dir.h"
 
 namespace triald::storage {
 namespace {
@@ -34,26 +35,7 @@ using config::ParamType;
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-// A private directory under $TMPDIR, removed with everything in it.
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl =
-        (std::filesystem::temp_directory_path() / "triald-storage-test-XXXXXX").string();
-    if (mkdtemp(tmpl.data()) == nullptr) FAIL("mkdtemp " << tmpl << " failed");
-    path_ = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using triald::testing::TempDir;
 
 std::unique_ptr<Storage> OpenSqliteOrFail(const std::string& path) {
   auto r = OpenSqliteStorage({path});

@@ -23,26 +23,6 @@ namespace fs = std::filesystem;
 
 std::string BinDir() { return TRIALD_BIN_DIR; }
 
-TempDir::TempDir() {
-  std::string tmpl = (fs::temp_directory_path() / "triald-test-XXXXXX").string();
-  char* p = ::mkdtemp(tmpl.data());
-  REQUIRE(p != nullptr);
-  path_ = p;
-}
-
-TempDir::~TempDir() {
-  if (std::getenv("TRIALD_TEST_KEEP") != nullptr) return;  // for post-mortems
-  std::error_code ec;
-  fs::remove_all(path_, ec);
-}
-
-std::string TempDir::Write(const std::string& name, const std::string& content, int mode) const {
-  std::string p = File(name);
-  std::ofstream(p) << content;
-  ::chmod(p.c_str(), static_cast<mode_t>(mode));
-  return p;
-}
-
 TestDaemon::TestDaemon(std::string state_dir, int max_workers)
     : state_dir_(std::move(state_dir)), max_workers_(max_workers) {}
 
@@ -209,8 +189,8 @@ std::string ExecSweep(const std::string& study, const std::string& command, int 
   std::ostringstream o;
   o << "[study]\nname = \"" << study << "\"\nn_trials = " << n_trials
     << "\nparallelism = " << parallelism << "\ntrial_timeout = " << timeout_s
-    << "\nkill_grace = " << kill_grace_s << "\n\n[objective]\nkind = \"exec\"\ncommand = "
-    << command << "\n";
+    << "\nkill_grace = " << kill_grace_s
+    << "\n\n[objective]\nkind = \"exec\"\ncommand = " << command << "\n";
   if (!workdir.empty()) o << "workdir = \"" << workdir << "\"\n";
   o << "\n[space.x]\ntype = \"float\"\nlow = -1.0\nhigh = 1.0\n\n[sampler]\nkind = "
        "\"random\"\nseed = 1\n";

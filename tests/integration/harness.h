@@ -8,21 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/temp_dir.h"
+
 namespace triald::testing {
-
-// A temporary directory removed (recursively) on destruction.
-class TempDir {
- public:
-  TempDir();
-  ~TempDir();
-  const std::string& path() const { return path_; }
-  std::string File(const std::string& name) const { return path_ + "/" + name; }
-  // Writes a file; mode 0755 for scripts.
-  std::string Write(const std::string& name, const std::string& content, int mode = 0644) const;
-
- private:
-  std::string path_;
-};
 
 class TestDaemon {
  public:
