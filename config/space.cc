@@ -1,7 +1,5 @@
 #include "config/space.h"
 
-#include "common/json.h"
-
 #include <algorithm>
 #include <boost/json.hpp>
 #include <charconv>
@@ -11,6 +9,8 @@
 #include <string_view>
 #include <system_error>
 #include <utility>
+
+#include "common/json.h"
 
 namespace triald::config {
 
@@ -438,6 +438,8 @@ Result<double> InternalFromText(const Distribution& d, const std::string& text) 
   }
   return InvalidArgument(quoted + " is not one of the choices; expected one of " + expected);
 }
+
+std::string DoubleRepr(double d) { return FormatDouble(d); }
 
 std::string ChoiceToString(const Choice& c) {
   if (const auto* s = std::get_if<std::string>(&c)) return *s;

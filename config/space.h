@@ -29,7 +29,7 @@ struct Distribution {
   double low = 0;   // float/int
   double high = 0;  // float/int, inclusive
   bool log = false;
-  double step = 0;  // 0 = continuous (float) / 1 (int)
+  double step = 0;              // 0 = continuous (float) / 1 (int)
   std::vector<Choice> choices;  // categorical
 
   // Checks the invariants the parser enforces; returns a message naming what is wrong.
@@ -54,6 +54,11 @@ std::string ExternalJson(const Distribution& d, double internal);
 common::Result<double> InternalFromText(const Distribution& d, const std::string& text);
 
 std::string ChoiceToString(const Choice& c);
+
+// The shortest text that reads back as exactly `d`, laid out as Python's repr() does: "0.0005",
+// "1e-05", "1e+16", and whole numbers with ".0" ("1.0", "-0.0") so that JSON keeps them floats.
+// Non-finite values give "nan", "inf" and "-inf", which are not JSON.
+std::string DoubleRepr(double d);
 
 struct ParamSpec {
   std::string name;

@@ -3,17 +3,21 @@
 #include <toml++/toml.h>
 
 #include <algorithm>
+#include <boost/json.hpp>
 #include <cerrno>
 #include <climits>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <initializer_list>
 #include <limits>
 #include <sstream>
 #include <string_view>
 #include <system_error>
+#include <type_traits>
 #include <utility>
+#include <variant>
+
+#include "common/json.h"
 
 namespace triald::config {
 
@@ -80,7 +84,7 @@ std::string KeyText(std::string_view key) {
   return Quoted(key);
 }
 
-std::string JoinList(std::initializer_list<const char*> items) {
+std::string JoinList(const std::vector<const char*>& items) {
   std::string out;
   for (const char* item : items) {
     if (!out.empty()) out += ", ";
@@ -89,8 +93,208 @@ std::string JoinList(std::initializer_list<const char*> items) {
   return out;
 }
 
-bool Contains(std::initializer_list<const char*> items, std::string_view s) {
+bool Contains(const std::vector<const char*>& items, std::string_view s) {
   return std::any_of(items.begin(), items.end(), [s](const char* item) { return s == item; });
+}
+
+// "\"a\", \"b\" or \"c\"": the allowed values of a string setting, for messages.
+std::string QuotedAlternatives(const std::vector<const char*>& items) {
+  std::string out;
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (i > 0) out += i + 1 == items.size() ? " or " : ", ";
+    out += Quoted(items[i]);
+  }
+  return out;
+}
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// The numbers a setting accepts: an interval whose ends may be open; an infinite end is no bound.
+// Non-finite numbers are never accepted (TOML can spell inf and nan).
+struct NumberRule {
+  double low = -kInf;
+  bool low_open = false;
+  double high = kInf;
+  bool high_open = false;
+
+  bool Accepts(double x) const {
+    return std::isfinite(x) && (low_open ? x > low : x >= low) &&
+           (high_open ? x < high : x <= high);
+  }
+};
+
+NumberRule AtLeast(double low) { return NumberRule{low, false, kInf, false}; }
+NumberRule Above(double low) { return NumberRule{low, true, kInf, false}; }
+NumberRule Within(double low, bool low_open, double high, bool high_open) {
+  return NumberRule{low, low_open, high, high_open};
+}
+
+// One setting of [objective] kind = "lm", i.e. one field of LmObjectiveConfig. The sweep parser,
+// the [space] check and the JSON codec all read this table, so a value one accepts the others
+// accept too, and a new field needs one line here.
+struct LmField {
+  using Member = std::variant<std::string LmObjectiveConfig::*, int LmObjectiveConfig::*,
+                              int64_t LmObjectiveConfig::*, double LmObjectiveConfig::*>;
+  const char* name = "";
+  Member member;
+  std::string expected;              // for messages: "an integer >= 1"
+  int64_t int_min = 0;               // int members
+  NumberRule number;                 // double members
+  std::vector<const char*> choices;  // string members: the values allowed; empty: a file path
+  bool tunable = false;              // may be a [space] parameter, overriding the default
+
+  bool is_path() const {
+    return std::holds_alternative<std::string LmObjectiveConfig::*>(member) && choices.empty();
+  }
+  int64_t int_max() const {
+    return std::holds_alternative<int LmObjectiveConfig::*>(member)
+               ? INT_MAX
+               : std::numeric_limits<int64_t>::max();
+  }
+  bool AcceptsInt(int64_t v) const { return v >= int_min && v <= int_max(); }
+  bool AcceptsString(const std::string& s) const {
+    // exec() and open() take NUL-terminated strings: an embedded NUL would silently cut a path.
+    if (choices.empty()) return s.find('\0') == std::string::npos;
+    return Contains(choices, s);
+  }
+};
+
+const std::vector<LmField>& LmFields() {
+  using C = LmObjectiveConfig;
+  auto path = [](const char* name, std::string C::*m, const char* expected) {
+    LmField f;
+    f.name = name;
+    f.member = m;
+    f.expected = expected;
+    return f;
+  };
+  auto choice = [](const char* name, std::string C::*m, std::vector<const char*> choices,
+                   bool tunable) {
+    LmField f;
+    f.name = name;
+    f.member = m;
+    f.expected = QuotedAlternatives(choices);
+    f.choices = std::move(choices);
+    f.tunable = tunable;
+    return f;
+  };
+  auto integer = [](const char* name, auto C::*m, int64_t min, const char* note, bool tunable) {
+    LmField f;
+    f.name = name;
+    f.member = m;
+    f.int_min = min;
+    f.expected = "an integer >= " + std::to_string(min) + note;
+    f.tunable = tunable;
+    return f;
+  };
+  auto number = [](const char* name, double C::*m, NumberRule rule, const char* expected,
+                   bool tunable) {
+    LmField f;
+    f.name = name;
+    f.member = m;
+    f.number = rule;
+    f.expected = expected;
+    f.tunable = tunable;
+    return f;
+  };
+  static const std::vector<LmField> kFields = {
+      path("model", &C::model,
+           "a path to a GPT-2 model folder (config.json, model.safetensors, vocab.json, "
+           "merges.txt)"),
+      path("train_file", &C::train_file, "a path to a plain-text training file"),
+      path("eval_file", &C::eval_file, "a path to a plain-text evaluation file"),
+      integer("max_steps", &C::max_steps, 1, "", false),
+      integer("seq_len", &C::seq_len, 8, "", false),
+      integer("eval_every", &C::eval_every, 0, " (0 = evaluate only at the end)", false),
+      choice("device", &C::device, {"auto", "cpu", "cuda"}, false),
+      number("memory_budget_gb", &C::memory_budget_gb, AtLeast(0), "a number >= 0 (0 = no budget)",
+             false),
+      number("gpu_memory_fraction", &C::gpu_memory_fraction, Within(0, false, 1, false),
+             "a number in [0, 1] (0 = unlimited)", false),
+      number("learning_rate", &C::learning_rate, Above(0), "a number > 0", true),
+      number("weight_decay", &C::weight_decay, AtLeast(0), "a number >= 0", true),
+      integer("warmup_steps", &C::warmup_steps, 0, "", true),
+      integer("batch_size", &C::batch_size, 1, "", true),
+      number("dropout", &C::dropout, Within(0, false, 1, true), "a number in [0, 1)", true),
+      number("adam_beta1", &C::adam_beta1, Within(0, false, 1, true), "a number in [0, 1)", true),
+      number("adam_beta2", &C::adam_beta2, Within(0, false, 1, true), "a number in [0, 1)", true),
+      number("grad_clip", &C::grad_clip, AtLeast(0), "a number >= 0 (0 = no clipping)", true),
+      choice("lr_schedule", &C::lr_schedule, {"constant", "linear", "cosine"}, true),
+      integer("seed", &C::seed, 0, "", true),
+  };
+  return kFields;
+}
+
+const LmField* FindLmField(std::string_view name) {
+  for (const LmField& f : LmFields()) {
+    if (name == f.name) return &f;
+  }
+  return nullptr;
+}
+
+std::vector<const char*> LmFieldNames(bool tunable_only) {
+  std::vector<const char*> names;
+  for (const LmField& f : LmFields()) {
+    if (!tunable_only || f.tunable) names.push_back(f.name);
+  }
+  return names;
+}
+
+// The keys a table accepts when its `kind` is `kind`, in the order messages list them.
+struct KindKeys {
+  const char* kind;
+  std::vector<const char*> keys;
+};
+
+const KindKeys* FindKind(const std::vector<KindKeys>& kinds, std::string_view kind) {
+  for (const KindKeys& k : kinds) {
+    if (kind == k.kind) return &k;
+  }
+  return nullptr;
+}
+
+std::vector<const char*> KindNames(const std::vector<KindKeys>& kinds) {
+  std::vector<const char*> names;
+  for (const KindKeys& k : kinds) names.push_back(k.kind);
+  return names;
+}
+
+const std::vector<KindKeys>& ObjectiveKinds() {
+  static const std::vector<KindKeys> kKinds = [] {
+    std::vector<const char*> lm = {"kind"};
+    for (const char* name : LmFieldNames(false)) lm.push_back(name);
+    lm.push_back("env");
+    lm.push_back("workdir");
+    return std::vector<KindKeys>{{"exec", {"kind", "command", "env", "workdir"}}, {"lm", lm}};
+  }();
+  return kKinds;
+}
+
+const std::vector<KindKeys>& SamplerKinds() {
+  static const std::vector<KindKeys> kKinds = {
+      {"random", {"kind", "seed"}},
+      {"grid", {"kind", "seed"}},
+      {"tpe",
+       {"kind", "seed", "n_startup_trials", "n_ei_candidates", "multivariate", "constant_liar",
+        "prior_weight", "consider_endpoints", "consider_magic_clip", "gamma_max",
+        "gamma_fraction"}},
+      {"qmc", {"kind", "seed", "scramble"}},
+  };
+  return kKinds;
+}
+
+const std::vector<KindKeys>& PrunerKinds() {
+  static const std::vector<KindKeys> kKinds = {
+      {"nop", {"kind"}},
+      {"median", {"kind", "n_startup_trials", "n_warmup_steps", "interval_steps", "n_min_trials"}},
+      {"percentile",
+       {"kind", "percentile", "n_startup_trials", "n_warmup_steps", "interval_steps",
+        "n_min_trials"}},
+      {"asha",
+       {"kind", "min_resource", "reduction_factor", "min_early_stopping_rate", "bootstrap_count"}},
+      {"hyperband", {"kind", "min_resource", "max_resource", "reduction_factor"}},
+  };
+  return kKinds;
 }
 
 struct Entry {
@@ -161,20 +365,43 @@ class SweepParser {
   }
   // Rejects any key not in `allowed`, in file order; `what` qualifies the table in the message.
   Status CheckKeys(const std::string& table_name, const toml::table& table,
-                   std::initializer_list<const char*> allowed, const std::string& what = "") const;
+                   const std::vector<const char*>& allowed, const std::string& what = "") const;
 
   Status ReadString(const Field& f, const std::string& expected, std::string* out) const;
   Status ReadInt(const Field& f, int64_t min, int64_t max, const std::string& expected,
                  int64_t* out) const;
   Status ReadSeconds(const Field& f, double* out) const;
   Status ReadBool(const Field& f, bool* out) const;
+  // Any TOML number (integer or float) that `rule` accepts.
+  Status ReadNumber(const Field& f, const NumberRule& rule, const std::string& expected,
+                    double* out) const;
+  // Optional keys of `t`: when the key is absent, *out keeps its default.
+  Status ReadOptionalInt(const std::string& table_name, const toml::table& t, const char* key,
+                         int64_t min, const std::string& expected, int* out) const;
+  Status ReadOptionalNumber(const std::string& table_name, const toml::table& t, const char* key,
+                            const NumberRule& rule, const std::string& expected, double* out) const;
+  Status ReadOptionalBool(const std::string& table_name, const toml::table& t, const char* key,
+                          bool* out) const;
+  // Reads `kind` when present (else *out keeps its default) and checks it names one of `kinds`.
+  Status ReadKind(const std::string& table_name, const toml::table& t,
+                  const std::vector<KindKeys>& kinds, const std::string& what,
+                  const std::string& expected, std::string* out) const;
+  // Like CheckKeys for a table whose keys depend on its kind: a key that belongs to another kind
+  // is reported as such, naming the kinds it belongs to. With no `kind` (the table lacks one),
+  // every key of every kind passes.
+  Status CheckKindKeys(const std::string& table_name, const toml::table& t,
+                       const std::vector<KindKeys>& kinds, const std::string* kind) const;
 
   Status ParseStudy(const toml::table& t, StudyConfig* out) const;
   Status ParseObjective(const toml::table& t, ObjectiveConfig* out) const;
   Status ParseCommand(const Field& f, std::vector<std::string>* out) const;
   Status ParseEnv(const Field& f, std::map<std::string, std::string>* out) const;
-  Status ResolveWorkdir(const Field* f, std::string* out) const;
-  Status ParseSpace(const toml::table& t, SearchSpace* out) const;
+  Status ResolvePath(const Field* f, const std::string& expected, std::string* out) const;
+  Status ParseLm(const toml::table& t, LmObjectiveConfig* out) const;
+  // With kind = "lm", [space] may only override the worker's tunable hyperparameters, with
+  // values each of them accepts.
+  Status CheckLmParam(const Entry& e, const ParamSpec& spec) const;
+  Status ParseSpace(const toml::table& t, bool lm, SearchSpace* out) const;
   Status ParseParam(const std::string& name, const toml::table& t, Distribution* out) const;
   Status ParseSampler(const toml::table& t, SamplerConfig* out) const;
   Status ParsePruner(const toml::table& t, PrunerConfig* out) const;
@@ -224,7 +451,7 @@ std::string SweepParser::Repr(const toml::node& node) const {
 }
 
 Status SweepParser::CheckKeys(const std::string& table_name, const toml::table& table,
-                              std::initializer_list<const char*> allowed,
+                              const std::vector<const char*>& allowed,
                               const std::string& what) const {
   for (const Entry& e : InFileOrder(table)) {
     if (Contains(allowed, e.key->str())) continue;
@@ -271,6 +498,93 @@ Status SweepParser::ReadBool(const Field& f, bool* out) const {
   const auto* v = f.node->as_boolean();
   if (v == nullptr) return ValueError(f, "", "true or false");
   *out = v->get();
+  return Status::Ok();
+}
+
+Status SweepParser::ReadNumber(const Field& f, const NumberRule& rule, const std::string& expected,
+                               double* out) const {
+  double x = 0;
+  if (const auto* i = f.node->as_integer()) {
+    x = static_cast<double>(i->get());
+  } else if (const auto* d = f.node->as_floating_point()) {
+    x = d->get();
+  } else {
+    return ValueError(f, "", expected);
+  }
+  if (!rule.Accepts(x)) return ValueError(f, "", expected);
+  *out = x;
+  return Status::Ok();
+}
+
+Status SweepParser::ReadOptionalInt(const std::string& table_name, const toml::table& t,
+                                    const char* key, int64_t min, const std::string& expected,
+                                    int* out) const {
+  const toml::node* n = t.get(key);
+  if (n == nullptr) return Status::Ok();
+  int64_t v = 0;
+  TRIALD_RETURN_IF_ERROR(ReadInt({table_name, key, n}, min, INT_MAX, expected, &v));
+  *out = static_cast<int>(v);
+  return Status::Ok();
+}
+
+Status SweepParser::ReadOptionalNumber(const std::string& table_name, const toml::table& t,
+                                       const char* key, const NumberRule& rule,
+                                       const std::string& expected, double* out) const {
+  const toml::node* n = t.get(key);
+  if (n == nullptr) return Status::Ok();
+  return ReadNumber({table_name, key, n}, rule, expected, out);
+}
+
+Status SweepParser::ReadOptionalBool(const std::string& table_name, const toml::table& t,
+                                     const char* key, bool* out) const {
+  const toml::node* n = t.get(key);
+  if (n == nullptr) return Status::Ok();
+  return ReadBool({table_name, key, n}, out);
+}
+
+Status SweepParser::ReadKind(const std::string& table_name, const toml::table& t,
+                             const std::vector<KindKeys>& kinds, const std::string& what,
+                             const std::string& expected, std::string* out) const {
+  const toml::node* n = t.get("kind");
+  if (n == nullptr) return Status::Ok();
+  Field f{table_name, "kind", n};
+  TRIALD_RETURN_IF_ERROR(ReadString(f, expected, out));
+  if (FindKind(kinds, *out) == nullptr) return ValueError(f, "unknown " + what + " kind", expected);
+  return Status::Ok();
+}
+
+Status SweepParser::CheckKindKeys(const std::string& table_name, const toml::table& t,
+                                  const std::vector<KindKeys>& kinds,
+                                  const std::string* kind) const {
+  const KindKeys* current = kind != nullptr ? FindKind(kinds, *kind) : nullptr;
+  std::vector<const char*> allowed;
+  if (current != nullptr) {
+    allowed = current->keys;
+  } else {
+    for (const KindKeys& k : kinds) {
+      for (const char* key : k.keys) {
+        if (!Contains(allowed, key)) allowed.push_back(key);
+      }
+    }
+  }
+  for (const Entry& e : InFileOrder(t)) {
+    const std::string key(e.key->str());
+    if (Contains(allowed, key)) continue;
+    std::vector<const char*> owners;
+    for (const KindKeys& k : kinds) {
+      if (Contains(k.keys, key)) owners.push_back(k.kind);
+    }
+    if (owners.empty() || current == nullptr) {
+      const std::string what = current != nullptr ? " for kind = " + Quoted(current->kind) : "";
+      return InvalidArgument(Where(e.key->source()) + ": " + table_name + " unknown key " +
+                             Quoted(key) + what + "; expected one of " + JoinList(allowed));
+    }
+    return InvalidArgument(Where(e.key->source()) + ": " + table_name + " " + KeyText(key) + " = " +
+                           Repr(*e.node) + ": an option of kind = " + QuotedAlternatives(owners) +
+                           ", not of kind = " + Quoted(current->kind) + "; expected kind = " +
+                           QuotedAlternatives(owners) + " to use it, or only " + JoinList(allowed) +
+                           " with kind = " + Quoted(current->kind));
+  }
   return Status::Ok();
 }
 
@@ -365,9 +679,11 @@ Status SweepParser::ParseEnv(const Field& f, std::map<std::string, std::string>*
   return Status::Ok();
 }
 
-// Relative workdirs are anchored at the sweep file, not at wherever the daemon happens to run,
-// so a sweep next to its script works from any current directory.
-Status SweepParser::ResolveWorkdir(const Field* f, std::string* out) const {
+// Relative paths (workdir, the LM objective's files) are anchored at the sweep file, not at
+// wherever the daemon happens to run, so a sweep next to its script and data works from any
+// current directory. Without `f`, the sweep file's own folder. Nothing is checked on disk.
+Status SweepParser::ResolvePath(const Field* f, const std::string& expected,
+                                std::string* out) const {
   namespace fs = std::filesystem;
   std::error_code ec;
   fs::path base = fs::path(source_.path).parent_path();
@@ -379,9 +695,11 @@ Status SweepParser::ResolveWorkdir(const Field* f, std::string* out) const {
   fs::path dir = base;
   if (f != nullptr) {
     std::string given;
-    TRIALD_RETURN_IF_ERROR(ReadString(*f, "a directory path", &given));
-    if (given.empty() || given.find('\0') != std::string::npos) {
-      return ValueError(*f, "", "a non-empty directory path");
+    TRIALD_RETURN_IF_ERROR(ReadString(*f, expected, &given));
+    if (given.empty()) return ValueError(*f, "empty path", expected);
+    // open() and chdir() take NUL-terminated strings: an embedded NUL would cut the path.
+    if (given.find('\0') != std::string::npos) {
+      return ValueError(*f, "contains a NUL character", expected);
     }
     dir = base / fs::path(given);  // an absolute `given` replaces `base`
   }
@@ -393,31 +711,74 @@ Status SweepParser::ResolveWorkdir(const Field* f, std::string* out) const {
 
 Status SweepParser::ParseObjective(const toml::table& t, ObjectiveConfig* out) const {
   const std::string tn = "[objective]";
-  TRIALD_RETURN_IF_ERROR(CheckKeys(tn, t, {"kind", "command", "env", "workdir"}));
-  if (const toml::node* n = t.get("kind")) {
-    Field f{tn, "kind", n};
-    TRIALD_RETURN_IF_ERROR(ReadString(f, "\"exec\"", &out->kind));
-    if (out->kind == "lm") {
-      return ValueError(f, "kind = \"lm\" is not supported yet by this build", "\"exec\"");
+  const std::vector<KindKeys>& kinds = ObjectiveKinds();
+  const toml::node* kind_node = t.get("kind");
+  TRIALD_RETURN_IF_ERROR(ReadKind(tn, t, kinds, "objective", "\"exec\" or \"lm\"", &out->kind));
+  if (kind_node != nullptr && out->kind == "lm") {
+    // Said outright rather than as "an option of kind = exec": a user adding `command` to an lm
+    // objective wants to know that the worker is chosen for them.
+    if (const toml::node* n = t.get("command")) {
+      return ValueError({tn, "command", n},
+                        "kind = \"lm\" runs the daemon's built-in trial-worker, which needs no "
+                        "command",
+                        "no command with kind = \"lm\" (or kind = \"exec\" to run your own)");
     }
-    if (out->kind != "exec") return ValueError(f, "unknown objective kind", "\"exec\"");
-  } else {
-    return MissingKey(tn, t, "kind", "kind = \"exec\"");
   }
-  if (const toml::node* n = t.get("command")) {
-    TRIALD_RETURN_IF_ERROR(ParseCommand({tn, "command", n}, &out->command));
+  TRIALD_RETURN_IF_ERROR(CheckKindKeys(tn, t, kinds, kind_node != nullptr ? &out->kind : nullptr));
+  if (kind_node == nullptr) {
+    return MissingKey(tn, t, "kind",
+                      "kind = \"exec\" (run a command) or kind = \"lm\" (the built-in "
+                      "language-model worker)");
+  }
+  if (out->kind == "exec") {
+    if (const toml::node* n = t.get("command")) {
+      TRIALD_RETURN_IF_ERROR(ParseCommand({tn, "command", n}, &out->command));
+    } else {
+      return MissingKey(tn, t, "command",
+                        "a non-empty array of strings, e.g. command = [\"python3\", \"train.py\"]");
+    }
   } else {
-    return MissingKey(tn, t, "command",
-                      "a non-empty array of strings, e.g. command = [\"python3\", \"train.py\"]");
+    TRIALD_RETURN_IF_ERROR(ParseLm(t, &out->lm));
   }
   if (const toml::node* n = t.get("env")) {
     TRIALD_RETURN_IF_ERROR(ParseEnv({tn, "env", n}, &out->env));
   }
+  const std::string workdir_expected = "a directory path";
   if (const toml::node* n = t.get("workdir")) {
     Field f{tn, "workdir", n};
-    return ResolveWorkdir(&f, &out->workdir);
+    return ResolvePath(&f, workdir_expected, &out->workdir);
   }
-  return ResolveWorkdir(nullptr, &out->workdir);
+  return ResolvePath(nullptr, workdir_expected, &out->workdir);
+}
+
+Status SweepParser::ParseLm(const toml::table& t, LmObjectiveConfig* out) const {
+  const std::string tn = "[objective]";
+  for (const LmField& field : LmFields()) {
+    const toml::node* n = t.get(field.name);
+    if (n == nullptr) {
+      if (field.is_path()) return MissingKey(tn, t, field.name, field.expected);
+      continue;  // the default stays
+    }
+    const Field f{tn, field.name, n};
+    auto read = [&](auto member) -> Status {
+      auto& dst = out->*member;
+      using T = std::remove_reference_t<decltype(dst)>;
+      if constexpr (std::is_same_v<T, std::string>) {
+        if (field.is_path()) return ResolvePath(&f, field.expected, &dst);
+        TRIALD_RETURN_IF_ERROR(ReadString(f, field.expected, &dst));
+        return field.AcceptsString(dst) ? Status::Ok() : ValueError(f, "", field.expected);
+      } else if constexpr (std::is_same_v<T, double>) {
+        return ReadNumber(f, field.number, field.expected, &dst);
+      } else {
+        int64_t v = 0;
+        TRIALD_RETURN_IF_ERROR(ReadInt(f, field.int_min, field.int_max(), field.expected, &v));
+        dst = static_cast<T>(v);
+        return Status::Ok();
+      }
+    };
+    TRIALD_RETURN_IF_ERROR(std::visit(read, field.member));
+  }
+  return Status::Ok();
 }
 
 Status SweepParser::ParseParam(const std::string& name, const toml::table& t,
@@ -510,7 +871,68 @@ Status SweepParser::ParseParam(const std::string& name, const toml::table& t,
   return InvalidArgument(Where(at != nullptr ? at->source() : t.source()) + ": " + tn + " " + msg);
 }
 
-Status SweepParser::ParseSpace(const toml::table& t, SearchSpace* out) const {
+Status SweepParser::CheckLmParam(const Entry& e, const ParamSpec& spec) const {
+  const std::string tn = "[space." + KeyText(spec.name) + "]";
+  const LmField* field = FindLmField(spec.name);
+  if (field == nullptr || !field->tunable) {
+    std::string note;
+    if (field != nullptr) {
+      note = " (" + spec.name + " is fixed for the whole study: set it in [objective])";
+    }
+    return InvalidArgument(Where(e.key->source()) + ": " + tn + " kind = \"lm\" tunes only: " +
+                           JoinList(LmFieldNames(true)) + "; expected one of those names" + note);
+  }
+  const toml::table& param = *e.node->as_table();
+  ParamType want = ParamType::kCategorical;
+  std::string takes = "one of " + field->expected;
+  if (std::holds_alternative<double LmObjectiveConfig::*>(field->member)) {
+    want = ParamType::kFloat;
+    takes = "numbers";
+  } else if (!std::holds_alternative<std::string LmObjectiveConfig::*>(field->member)) {
+    want = ParamType::kInt;
+    takes = "integers";
+  }
+  if (spec.dist.type != want) {
+    std::string expected = std::string("type = \"") + ParamTypeName(want) + "\"";
+    if (want == ParamType::kCategorical) expected += " with choices among " + field->expected;
+    return ValueError({tn, "type", param.get("type")},
+                      spec.name + " takes " + takes + " with kind = \"lm\"", expected);
+  }
+  const std::string outside = "outside the values " + spec.name + " accepts";
+  switch (want) {
+    case ParamType::kFloat:
+      if (!field->number.Accepts(spec.dist.low)) {
+        return ValueError({tn, "low", param.get("low")}, outside, field->expected);
+      }
+      if (!field->number.Accepts(spec.dist.high)) {
+        return ValueError({tn, "high", param.get("high")}, outside, field->expected);
+      }
+      break;
+    case ParamType::kInt:
+      if (spec.dist.low < static_cast<double>(field->int_min)) {
+        return ValueError({tn, "low", param.get("low")}, outside, field->expected);
+      }
+      if (spec.dist.high > static_cast<double>(field->int_max())) {
+        return ValueError({tn, "high", param.get("high")}, outside,
+                          field->expected + " and <= " + std::to_string(field->int_max()));
+      }
+      break;
+    case ParamType::kCategorical:
+      for (const Choice& c : spec.dist.choices) {
+        const auto* s = std::get_if<std::string>(&c);
+        if (s == nullptr || !field->AcceptsString(*s)) {
+          return ValueError(
+              {tn, "choices", param.get("choices")},
+              (s != nullptr ? Quoted(*s) : ChoiceToString(c)) + " is not a value of " + spec.name,
+              "choices among " + field->expected);
+        }
+      }
+      break;
+  }
+  return Status::Ok();
+}
+
+Status SweepParser::ParseSpace(const toml::table& t, bool lm, SearchSpace* out) const {
   const std::vector<Entry> entries = InFileOrder(t);
   if (entries.empty()) {
     return InvalidArgument(Where(t.source()) +
@@ -531,6 +953,7 @@ Status SweepParser::ParseSpace(const toml::table& t, SearchSpace* out) const {
     ParamSpec spec;
     spec.name = name;
     TRIALD_RETURN_IF_ERROR(ParseParam(name, *param, &spec.dist));
+    if (lm) TRIALD_RETURN_IF_ERROR(CheckLmParam(e, spec));
     out->push_back(std::move(spec));
   }
   return Status::Ok();
@@ -538,19 +961,10 @@ Status SweepParser::ParseSpace(const toml::table& t, SearchSpace* out) const {
 
 Status SweepParser::ParseSampler(const toml::table& t, SamplerConfig* out) const {
   const std::string tn = "[sampler]";
-  TRIALD_RETURN_IF_ERROR(CheckKeys(tn, t, {"kind", "seed"}));
-  const std::string expected = "one of random, grid";
-  if (const toml::node* n = t.get("kind")) {
-    Field f{tn, "kind", n};
-    TRIALD_RETURN_IF_ERROR(ReadString(f, expected, &out->kind));
-    if (out->kind == "tpe" || out->kind == "qmc") {
-      return ValueError(f, "sampler kind " + Quoted(out->kind) + " is not available in this build",
-                        expected);
-    }
-    if (out->kind != "random" && out->kind != "grid") {
-      return ValueError(f, "unknown sampler kind", expected);
-    }
-  }
+  const std::vector<KindKeys>& kinds = SamplerKinds();
+  TRIALD_RETURN_IF_ERROR(
+      ReadKind(tn, t, kinds, "sampler", "one of " + JoinList(KindNames(kinds)), &out->kind));
+  TRIALD_RETURN_IF_ERROR(CheckKindKeys(tn, t, kinds, &out->kind));
   if (const toml::node* n = t.get("seed")) {
     int64_t seed = 0;
     TRIALD_RETURN_IF_ERROR(ReadInt({tn, "seed", n}, 0, std::numeric_limits<int64_t>::max(),
@@ -558,21 +972,80 @@ Status SweepParser::ParseSampler(const toml::table& t, SamplerConfig* out) const
     out->seed = static_cast<uint64_t>(seed);
     out->seed_given = true;
   }
+  if (out->kind == "tpe") {
+    TpeConfig& c = out->tpe;
+    TRIALD_RETURN_IF_ERROR(
+        ReadOptionalInt(tn, t, "n_startup_trials", 0, "an integer >= 0", &c.n_startup_trials));
+    TRIALD_RETURN_IF_ERROR(
+        ReadOptionalInt(tn, t, "n_ei_candidates", 1, "an integer >= 1", &c.n_ei_candidates));
+    TRIALD_RETURN_IF_ERROR(ReadOptionalBool(tn, t, "multivariate", &c.multivariate));
+    TRIALD_RETURN_IF_ERROR(ReadOptionalBool(tn, t, "constant_liar", &c.constant_liar));
+    TRIALD_RETURN_IF_ERROR(
+        ReadOptionalNumber(tn, t, "prior_weight", Above(0), "a number > 0", &c.prior_weight));
+    TRIALD_RETURN_IF_ERROR(ReadOptionalBool(tn, t, "consider_endpoints", &c.consider_endpoints));
+    TRIALD_RETURN_IF_ERROR(ReadOptionalBool(tn, t, "consider_magic_clip", &c.consider_magic_clip));
+    TRIALD_RETURN_IF_ERROR(ReadOptionalInt(tn, t, "gamma_max", 1, "an integer >= 1", &c.gamma_max));
+    TRIALD_RETURN_IF_ERROR(ReadOptionalNumber(tn, t, "gamma_fraction", Within(0, true, 1, false),
+                                              "a number in (0, 1]", &c.gamma_fraction));
+  } else if (out->kind == "qmc") {
+    TRIALD_RETURN_IF_ERROR(ReadOptionalBool(tn, t, "scramble", &out->qmc.scramble));
+  }
   return Status::Ok();
 }
 
 Status SweepParser::ParsePruner(const toml::table& t, PrunerConfig* out) const {
   const std::string tn = "[pruner]";
-  TRIALD_RETURN_IF_ERROR(CheckKeys(tn, t, {"kind"}));
-  const std::string expected = "one of nop";
-  if (const toml::node* n = t.get("kind")) {
-    Field f{tn, "kind", n};
-    TRIALD_RETURN_IF_ERROR(ReadString(f, expected, &out->kind));
-    if (Contains({"median", "percentile", "asha", "hyperband"}, out->kind)) {
-      return ValueError(f, "pruner kind " + Quoted(out->kind) + " is not available in this build",
-                        expected);
+  const std::vector<KindKeys>& kinds = PrunerKinds();
+  TRIALD_RETURN_IF_ERROR(
+      ReadKind(tn, t, kinds, "pruner", "one of " + JoinList(KindNames(kinds)), &out->kind));
+  TRIALD_RETURN_IF_ERROR(CheckKindKeys(tn, t, kinds, &out->kind));
+  PrunerConfig& c = *out;
+  if (c.kind == "median" || c.kind == "percentile") {
+    TRIALD_RETURN_IF_ERROR(
+        ReadOptionalInt(tn, t, "n_startup_trials", 0, "an integer >= 0", &c.n_startup_trials));
+    TRIALD_RETURN_IF_ERROR(
+        ReadOptionalInt(tn, t, "n_warmup_steps", 0, "an integer >= 0", &c.n_warmup_steps));
+    TRIALD_RETURN_IF_ERROR(
+        ReadOptionalInt(tn, t, "interval_steps", 1, "an integer >= 1", &c.interval_steps));
+    TRIALD_RETURN_IF_ERROR(
+        ReadOptionalInt(tn, t, "n_min_trials", 1, "an integer >= 1", &c.n_min_trials));
+    const std::string percentile_expected = "a number in (0, 100)";
+    if (c.kind == "median") {
+      c.percentile = 50;  // as in Optuna, the median pruner is the 50th-percentile pruner
+    } else if (const toml::node* n = t.get("percentile")) {
+      TRIALD_RETURN_IF_ERROR(ReadNumber({tn, "percentile", n}, Within(0, true, 100, true),
+                                        percentile_expected, &c.percentile));
+    } else {
+      return MissingKey(tn, t, "percentile",
+                        percentile_expected +
+                            " with kind = \"percentile\" (kind = \"median\" "
+                            "is percentile = 50)");
     }
-    if (out->kind != "nop") return ValueError(f, "unknown pruner kind", expected);
+  } else if (c.kind == "asha" || c.kind == "hyperband") {
+    TRIALD_RETURN_IF_ERROR(ReadOptionalInt(tn, t, "min_resource", 1,
+                                           "an integer >= 1 (a number of steps; \"auto\" is not "
+                                           "supported)",
+                                           &c.min_resource));
+    TRIALD_RETURN_IF_ERROR(
+        ReadOptionalInt(tn, t, "reduction_factor", 2, "an integer >= 2", &c.reduction_factor));
+    if (c.kind == "asha") {
+      TRIALD_RETURN_IF_ERROR(ReadOptionalInt(tn, t, "min_early_stopping_rate", 0, "an integer >= 0",
+                                             &c.min_early_stopping_rate));
+      TRIALD_RETURN_IF_ERROR(
+          ReadOptionalInt(tn, t, "bootstrap_count", 0, "an integer >= 0", &c.bootstrap_count));
+    } else if (const toml::node* n = t.get("max_resource")) {
+      Field f{tn, "max_resource", n};
+      int64_t v = 0;
+      TRIALD_RETURN_IF_ERROR(ReadInt(
+          f, 1, INT_MAX,
+          "an integer >= 1 (a number of steps; omit max_resource for the largest step reported)",
+          &v));
+      if (v <= c.min_resource) {
+        return ValueError(f, "not greater than min_resource = " + std::to_string(c.min_resource),
+                          "max_resource > min_resource");
+      }
+      c.max_resource = static_cast<int>(v);
+    }
   }
   return Status::Ok();
 }
@@ -624,12 +1097,13 @@ Result<SweepSpec> SweepParser::Parse() {
   TRIALD_ASSIGN_OR_RETURN(const toml::table* study,
                           required("study", "a [study] table with at least name and n_trials"));
   TRIALD_RETURN_IF_ERROR(ParseStudy(*study, &spec.study));
-  TRIALD_ASSIGN_OR_RETURN(const toml::table* objective,
-                          required("objective", "an [objective] table with kind and command"));
+  TRIALD_ASSIGN_OR_RETURN(
+      const toml::table* objective,
+      required("objective", "an [objective] table with kind (and command for kind = \"exec\")"));
   TRIALD_RETURN_IF_ERROR(ParseObjective(*objective, &spec.objective));
   TRIALD_ASSIGN_OR_RETURN(const toml::table* space,
                           required("space", "at least one [space.NAME] parameter table"));
-  TRIALD_RETURN_IF_ERROR(ParseSpace(*space, &spec.space));
+  TRIALD_RETURN_IF_ERROR(ParseSpace(*space, spec.objective.kind == "lm", &spec.space));
   if (const toml::table* t = root.get_as<toml::table>("sampler")) {
     TRIALD_RETURN_IF_ERROR(ParseSampler(*t, &spec.sampler));
   }
@@ -665,6 +1139,108 @@ Result<SweepSpec> ParseSweepFile(const std::string& path) {
   std::fclose(f);
   if (err != 0) return common::ErrnoError("cannot read sweep file " + path, err);
   return ParseSweep(SweepSource{std::move(text), path});
+}
+
+namespace {
+
+std::string JsonString(std::string_view s) {
+  return boost::json::serialize(boost::json::string_view(s.data(), s.size()));
+}
+
+// Doubles as DoubleRepr writes them (exact, and always a JSON float: "1.0" rather than "1", and
+// "-0.0", which a JSON integer could not keep); JSON has no spelling for the non-finite ones.
+std::string JsonDouble(double d) { return std::isfinite(d) ? DoubleRepr(d) : "null"; }
+
+// A JSON value for messages, cut like TOML values are.
+std::string JsonRepr(const boost::json::value& v) {
+  // Boost writes 1.5 as "1.5E0"; show a number as it would be written.
+  std::string text = v.is_double() ? JsonDouble(v.get_double()) : boost::json::serialize(v);
+  if (text.size() > kMaxReprChars) text = text.substr(0, kMaxReprChars) + "...";
+  return text;
+}
+
+}  // namespace
+
+std::string LmObjectiveToJson(const LmObjectiveConfig& config) {
+  std::string out = "{";
+  for (const LmField& field : LmFields()) {
+    if (out.size() > 1) out += ",";
+    out += JsonString(field.name) + ":";
+    std::visit(
+        [&](auto member) {
+          const auto& v = config.*member;
+          using T = std::remove_cv_t<std::remove_reference_t<decltype(v)>>;
+          if constexpr (std::is_same_v<T, std::string>) {
+            out += JsonString(v);
+          } else if constexpr (std::is_same_v<T, double>) {
+            out += JsonDouble(v);
+          } else {
+            out += std::to_string(v);
+          }
+        },
+        field.member);
+  }
+  return out + "}";
+}
+
+Result<LmObjectiveConfig> LmObjectiveFromJson(std::string_view json) {
+  auto fail = [](const std::string& problem) {
+    return InvalidArgument("invalid LM objective JSON: " + problem);
+  };
+  const std::string all_fields = JoinList(LmFieldNames(false));
+  Result<boost::json::value> parsed = common::ParseJsonExact(json);
+  if (!parsed.ok()) return fail(parsed.status().message());
+  if (!parsed->is_object()) {
+    return fail(JsonRepr(*parsed) + ": expected an object with the fields " + all_fields);
+  }
+  const boost::json::object& obj = parsed->get_object();
+  for (const auto& kv : obj) {
+    if (FindLmField(kv.key()) == nullptr) {
+      return fail("unknown field " + JsonString(kv.key()) + "; expected one of " + all_fields);
+    }
+  }
+  LmObjectiveConfig config;
+  for (const LmField& field : LmFields()) {
+    const boost::json::value* v = obj.if_contains(field.name);
+    if (v == nullptr) {
+      return fail("missing field " + JsonString(field.name) + "; expected " + field.expected);
+    }
+    const std::string bad = JsonString(field.name) + " = " + JsonRepr(*v) + ": expected ";
+    auto read = [&](auto member) -> Status {
+      auto& dst = config.*member;
+      using T = std::remove_reference_t<decltype(dst)>;
+      if constexpr (std::is_same_v<T, std::string>) {
+        if (!v->is_string()) return fail(bad + field.expected);
+        dst = std::string(v->get_string());
+        if (field.AcceptsString(dst)) return Status::Ok();
+        const std::string problem = field.is_path()
+                                        ? JsonString(field.name) + " = " + JsonRepr(*v) +
+                                              ": contains a NUL character; expected "
+                                        : bad;
+        return fail(problem + field.expected);
+      } else if constexpr (std::is_same_v<T, double>) {
+        // A whole number is a fine double: a person writing the JSON may well omit the ".0".
+        if (v->is_double()) {
+          dst = v->get_double();
+        } else if (v->is_int64()) {
+          dst = static_cast<double>(v->get_int64());
+        } else if (v->is_uint64()) {
+          dst = static_cast<double>(v->get_uint64());
+        } else {
+          return fail(bad + field.expected);
+        }
+        return field.number.Accepts(dst) ? Status::Ok() : fail(bad + field.expected);
+      } else {
+        if (!v->is_int64() || !field.AcceptsInt(v->get_int64())) {
+          return fail(bad + field.expected + " and <= " + std::to_string(field.int_max()));
+        }
+        dst = static_cast<T>(v->get_int64());
+        return Status::Ok();
+      }
+    };
+    TRIALD_RETURN_IF_ERROR(std::visit(read, field.member));
+  }
+  return config;
 }
 
 }  // namespace triald::config

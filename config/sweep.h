@@ -6,9 +6,11 @@
 //   quadratic.toml:7:8: [space.x] low = 5.0 is greater than high = 1.0; expected low <= high
 // Parsing is pure (no I/O besides what the caller passes in), so it is safe from any thread.
 
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/status.h"
@@ -22,26 +24,26 @@ const char* DirectionName(Direction d);
 struct StudyConfig {
   std::string name;
   Direction direction = Direction::kMinimize;
-  int n_trials = 0;           // >= 1
-  int parallelism = 1;        // >= 1: trials of this study running at once
-  double trial_timeout = 0;   // seconds; 0 = no timeout
-  double kill_grace = 10.0;   // seconds between SIGTERM and SIGKILL
+  int n_trials = 0;          // >= 1
+  int parallelism = 1;       // >= 1: trials of this study running at once
+  double trial_timeout = 0;  // seconds; 0 = no timeout
+  double kill_grace = 10.0;  // seconds between SIGTERM and SIGKILL
 };
 
 // [objective] kind = "lm": fine-tune a GPT-2-family model with the built-in trial-worker.
 // Paths are absolute after parsing (relative ones are resolved against the sweep file's
 // folder). The hyperparameters below are the defaults for any that [space] does not tune.
 struct LmObjectiveConfig {
-  std::string model;       // HF-format GPT-2 folder: config.json, model.safetensors,
-                           // vocab.json, merges.txt
-  std::string train_file;  // plain text
-  std::string eval_file;   // plain text
-  int max_steps = 100;     // optimizer steps
-  int seq_len = 128;       // tokens per sequence (<= the model's n_positions)
-  int eval_every = 0;      // steps between evaluations (reported as intermediate values);
-                           // 0 = only at the end
-  std::string device = "auto";  // "auto" | "cpu" | "cuda"
-  double memory_budget_gb = 0;  // refuse a trial whose planned memory exceeds this; 0 = none
+  std::string model;               // HF-format GPT-2 folder: config.json, model.safetensors,
+                                   // vocab.json, merges.txt
+  std::string train_file;          // plain text
+  std::string eval_file;           // plain text
+  int max_steps = 100;             // optimizer steps
+  int seq_len = 128;               // tokens per sequence (<= the model's n_positions)
+  int eval_every = 0;              // steps between evaluations (reported as intermediate values);
+                                   // 0 = only at the end
+  std::string device = "auto";     // "auto" | "cpu" | "cuda"
+  double memory_budget_gb = 0;     // refuse a trial whose planned memory exceeds this; 0 = none
   double gpu_memory_fraction = 0;  // per-process CUDA memory fraction; 0 = unlimited
   // Tunable hyperparameters and their defaults.
   double learning_rate = 5e-4;
@@ -51,31 +53,31 @@ struct LmObjectiveConfig {
   double dropout = 0.0;
   double adam_beta1 = 0.9;
   double adam_beta2 = 0.999;
-  double grad_clip = 1.0;         // max gradient norm; 0 = no clipping
+  double grad_clip = 1.0;              // max gradient norm; 0 = no clipping
   std::string lr_schedule = "linear";  // "constant" | "linear" | "cosine"
   int64_t seed = 0;
 };
 
 struct ObjectiveConfig {
-  std::string kind = "exec";                  // "exec" | "lm"
-  std::vector<std::string> command;           // argv; command[0] looked up in PATH if no '/'
-                                              // (kind = "lm": filled in by the daemon with
-                                              // trial-worker --objective lm)
-  std::map<std::string, std::string> env;     // added to the worker's environment
-  std::string workdir;                        // absolute after parsing; default: sweep file dir
-  LmObjectiveConfig lm;                       // kind = "lm" only
+  std::string kind = "exec";               // "exec" | "lm"
+  std::vector<std::string> command;        // argv; command[0] looked up in PATH if no '/'
+                                           // (kind = "lm": filled in by the daemon with
+                                           // trial-worker --objective lm)
+  std::map<std::string, std::string> env;  // added to the worker's environment
+  std::string workdir;                     // absolute after parsing; default: sweep file dir
+  LmObjectiveConfig lm;                    // kind = "lm" only
 };
 
 // TPE as Optuna defines it (optuna.samplers.TPESampler), with Optuna's current defaults.
 struct TpeConfig {
-  int n_startup_trials = 10;   // random sampling before TPE takes over
-  int n_ei_candidates = 24;    // candidates drawn from l(x) and ranked by l(x)/g(x)
-  bool multivariate = true;    // one joint Parzen estimator over the whole space
-  bool constant_liar = true;   // running trials count as bad results, so parallel trials differ
+  int n_startup_trials = 10;  // random sampling before TPE takes over
+  int n_ei_candidates = 24;   // candidates drawn from l(x) and ranked by l(x)/g(x)
+  bool multivariate = true;   // one joint Parzen estimator over the whole space
+  bool constant_liar = true;  // running trials count as bad results, so parallel trials differ
   double prior_weight = 1.0;
   bool consider_endpoints = false;
   bool consider_magic_clip = true;
-  int gamma_max = 25;          // gamma(n) = min(ceil(gamma_fraction * n), gamma_max)
+  int gamma_max = 25;  // gamma(n) = min(ceil(gamma_fraction * n), gamma_max)
   double gamma_fraction = 0.1;
 };
 
@@ -87,9 +89,9 @@ struct QmcConfig {
 struct SamplerConfig {
   std::string kind = "random";  // "random" | "grid" | "tpe" | "qmc"
   uint64_t seed = 0;
-  bool seed_given = false;      // when false the daemon draws a seed and stores it
-  TpeConfig tpe;                // kind = "tpe"
-  QmcConfig qmc;                // kind = "qmc"
+  bool seed_given = false;  // when false the daemon draws a seed and stores it
+  TpeConfig tpe;            // kind = "tpe"
+  QmcConfig qmc;            // kind = "qmc"
 };
 
 // Pruners as Optuna defines them. Only the options of the chosen kind may appear in the file.
@@ -102,11 +104,11 @@ struct PrunerConfig {
   int n_min_trials = 1;      // fewer trials reported at a step than this: no pruning
   double percentile = 50;    // percentile only (median is percentile 50), in (0, 100)
   // asha (successive halving), hyperband
-  int min_resource = 1;      // "auto" is not supported: give a number of steps
+  int min_resource = 1;  // "auto" is not supported: give a number of steps
   int reduction_factor = 3;
   int min_early_stopping_rate = 0;  // asha only
-  int max_resource = 0;      // hyperband: steps of a full trial; 0 = the study's max step seen
-  int bootstrap_count = 0;   // asha only
+  int max_resource = 0;     // hyperband: steps of a full trial; 0 = the study's max step seen
+  int bootstrap_count = 0;  // asha only
 };
 
 struct SweepSpec {
@@ -118,8 +120,8 @@ struct SweepSpec {
 };
 
 struct SweepSource {
-  std::string text;       // the TOML document
-  std::string path;       // shown in messages; its directory anchors relative paths
+  std::string text;  // the TOML document
+  std::string path;  // shown in messages; its directory anchors relative paths
 };
 
 // Parses and validates a sweep file. On error nothing is returned and the Status message is
@@ -128,5 +130,19 @@ common::Result<SweepSpec> ParseSweep(const SweepSource& source);
 
 // Reads `path` and parses it.
 common::Result<SweepSpec> ParseSweepFile(const std::string& path);
+
+// The LM objective as one JSON object whose keys are exactly LmObjectiveConfig's field names, in
+// declaration order; the daemon hands it to trial-worker with --config. Doubles are written in
+// their shortest exact form, so LmObjectiveFromJson gives back the identical struct. A
+// non-finite double (which ParseSweep never produces) is written as null, which
+// LmObjectiveFromJson refuses.
+std::string LmObjectiveToJson(const LmObjectiveConfig& config);
+
+// Parses what LmObjectiveToJson writes. Every field must be present with its JSON type (a
+// whole number is accepted for a double field) and pass the same checks as in a sweep file
+// (e.g. dropout in [0, 1), device "auto", "cpu" or "cuda"); paths are taken as given, since the
+// daemon already made them absolute. Unknown, missing or ill-typed fields are errors naming the
+// field and what was expected.
+common::Result<LmObjectiveConfig> LmObjectiveFromJson(std::string_view json);
 
 }  // namespace triald::config

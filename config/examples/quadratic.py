@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """A triald objective using only the standard library.
 
-Reads the trial's parameters from TRIALD_PARAMS, reports five intermediate values and a final
-value as JSON lines on the descriptor named by TRIALD_REPORT_FD, and stops promptly on SIGTERM
-(which is how triald prunes, cancels and times out a trial).
+Reads the trial's parameters from TRIALD_PARAMS (x and y default to 0, shape to "bowl"; others
+are ignored), reports five intermediate values and a final value as JSON lines on the descriptor
+named by TRIALD_REPORT_FD, and stops promptly on SIGTERM (which is how triald prunes, cancels and
+times out a trial).
 """
 
 import json
@@ -28,10 +29,12 @@ def send(report, message):
 
 
 def objective(params):
-    x = float(params["x"])
-    y = float(params["y"])
+    # Every parameter is optional and unknown ones are ignored, so one script serves sweeps that
+    # tune any subset (quadratic.toml, tpe.toml, grid.toml).
+    x = float(params.get("x", 0.0))
+    y = float(params.get("y", 0.0))
     value = (x - 1.0) ** 2 + (y + 2.0) ** 2
-    if params.get("shape") == "tilted":
+    if params.get("shape", "bowl") == "tilted":
         value += 0.5 * x
     return value
 
@@ -53,7 +56,8 @@ def main():
     send(report, {"type": "final", "value": final})
     report.flush()
     print("quadratic: x=%s y=%s shape=%s -> %.6g"
-          % (params["x"], params["y"], params.get("shape"), final), flush=True)
+          % (params.get("x", 0.0), params.get("y", 0.0), params.get("shape", "bowl"), final),
+          flush=True)
     return 0
 
 

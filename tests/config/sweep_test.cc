@@ -4,45 +4,18 @@
 #include <filesystem>
 #include <string>
 
+#include "tests/config/sweep_test_util.h"
+
 namespace triald::config {
 namespace {
 
 using Catch::Matchers::Contains;
 using Catch::Matchers::StartsWith;
 
-// The smallest valid sweep. Tests swap one line for another so the line numbers below hold.
-const char* const kMinimal = R"([study]
-name = "s"
-n_trials = 10
-
-[objective]
-kind = "exec"
-command = ["true"]
-
-[space.x]
-type = "float"
-low = 0.0
-high = 1.0
-)";
-
-// kMinimal with the first occurrence of `from` replaced by `to`.
-std::string With(const std::string& from, const std::string& to, std::string doc = kMinimal) {
-  size_t pos = doc.find(from);
-  REQUIRE(pos != std::string::npos);
-  return doc.replace(pos, from.size(), to);
-}
-
-common::Result<SweepSpec> Parse(const std::string& text, const std::string& path = "sweep.toml") {
-  return ParseSweep(SweepSource{text, path});
-}
-
-// The error message for a document that must not parse.
-std::string ErrorOf(const std::string& text) {
-  common::Result<SweepSpec> r = Parse(text);
-  REQUIRE_FALSE(r.ok());
-  CHECK(r.status().code() == common::Code::kInvalidArgument);
-  return r.status().message();
-}
+using testing::ErrorOf;
+using testing::kMinimal;
+using testing::Parse;
+using testing::With;
 
 TEST_CASE("the minimal sweep parses", "[config]") {
   common::Result<SweepSpec> r = Parse(kMinimal);
@@ -220,8 +193,8 @@ choices = [1, 2]
 
 TEST_CASE("an unknown key names the table, the key and the keys allowed", "[config]") {
   CHECK(ErrorOf(With("command =", "comand =")) ==
-        "sweep.toml:7:1: [objective] unknown key \"comand\"; expected one of kind, command, env, "
-        "workdir");
+        "sweep.toml:7:1: [objective] unknown key \"comand\" for kind = \"exec\"; expected one of "
+        "kind, command, env, workdir");
   CHECK_THAT(ErrorOf(With("n_trials = 10", "n_trials = 10\nntrials = 3")),
              StartsWith("sweep.toml:4:1: [study] unknown key \"ntrials\"") &&
                  Contains("expected one of name, direction, n_trials"));
@@ -392,39 +365,6 @@ TEST_CASE("study names, directions and parameter names are checked", "[config]")
   CHECK(Parse(With("[space.x]", "[space.\"model.lr\"]"))->space[0].name == "model.lr");
 }
 
-TEST_CASE("objective kinds other than exec are refused", "[config]") {
-  CHECK(ErrorOf(With("kind = \"exec\"", "kind = \"lm\"")) ==
-        "sweep.toml:6:8: [objective] kind = \"lm\": kind = \"lm\" is not supported yet by this "
-        "build; expected \"exec\"");
-  CHECK_THAT(ErrorOf(With("kind = \"exec\"", "kind = \"shell\"")),
-             StartsWith("sweep.toml:6:8: [objective] kind = \"shell\": unknown objective kind; "
-                        "expected \"exec\""));
-}
-
-TEST_CASE("sampler and pruner kinds not in this build are named as such", "[config]") {
-  const std::string base = std::string(kMinimal) + "\n[sampler]\nkind = KIND\n";
-  CHECK(ErrorOf(With("KIND", "\"tpe\"", base)) ==
-        "sweep.toml:15:8: [sampler] kind = \"tpe\": sampler kind \"tpe\" is not available in "
-        "this build; expected one of random, grid");
-  CHECK_THAT(ErrorOf(With("KIND", "\"qmc\"", base)),
-             Contains("sampler kind \"qmc\" is not available in this build"));
-  CHECK_THAT(ErrorOf(With("KIND", "\"bayes\"", base)),
-             StartsWith("sweep.toml:15:8: [sampler] kind = \"bayes\": unknown sampler kind; "
-                        "expected one of random, grid"));
-  CHECK_THAT(ErrorOf(std::string(kMinimal) + "\n[sampler]\nseed = -1\n"),
-             StartsWith("sweep.toml:15:8: [sampler] seed = -1: expected a non-negative integer"));
-
-  const std::string pruner = std::string(kMinimal) + "\n[pruner]\nkind = KIND\n";
-  for (const char* kind : {"median", "percentile", "asha", "hyperband"}) {
-    CHECK_THAT(ErrorOf(With("KIND", std::string("\"") + kind + "\"", pruner)),
-               StartsWith("sweep.toml:15:8: [pruner] kind = \"" + std::string(kind) + "\"") &&
-                   Contains("pruner kind \"" + std::string(kind) +
-                            "\" is not available in this build; expected one of nop"));
-  }
-  CHECK_THAT(ErrorOf(With("KIND", "\"never\"", pruner)),
-             Contains("unknown pruner kind; expected one of nop"));
-}
-
 TEST_CASE("the daemon's own environment variables cannot be set", "[config]") {
   const std::string base = With("command = [\"true\"]",
                                 "command = [\"true\"]\n[objective.env]\nOK = \"1\"\nNAME = \"x\"");
@@ -467,31 +407,6 @@ TEST_CASE("ParseSweepFile reads a file and names an unreadable one", "[config]")
   r = ParseSweepFile("/");
   REQUIRE_FALSE(r.ok());
   CHECK_THAT(r.status().message(), Contains("Is a directory"));
-}
-
-TEST_CASE("the quadratic example parses", "[config]") {
-  const std::string dir = std::string(TRIALD_SOURCE_DIR) + "/config/examples";
-  common::Result<SweepSpec> r = ParseSweepFile(dir + "/quadratic.toml");
-  INFO(r.status().message());
-  REQUIRE(r.ok());
-  CHECK(r->study.name == "quadratic");
-  CHECK(r->study.direction == Direction::kMinimize);
-  CHECK(r->study.n_trials == 20);
-  CHECK(r->study.parallelism == 2);
-  CHECK(r->study.trial_timeout == 30);
-  CHECK(r->study.kill_grace == 5);
-  CHECK(r->objective.command == std::vector<std::string>{"python3", "quadratic.py"});
-  CHECK(std::filesystem::equivalent(r->objective.workdir, dir));
-  REQUIRE(r->space.size() == 3);
-  CHECK(r->space[0].name == "x");
-  CHECK(r->space[0].dist == Distribution{ParamType::kFloat, -10, 10, false, 0, {}});
-  CHECK(r->space[1].name == "y");
-  CHECK(r->space[2].name == "shape");
-  CHECK(r->space[2].dist.choices ==
-        std::vector<Choice>{std::string("bowl"), std::string("tilted")});
-  CHECK(r->sampler.kind == "random");
-  CHECK(r->sampler.seed == 7);
-  CHECK(r->sampler.seed_given);
 }
 
 TEST_CASE("DirectionName names both directions", "[config]") {
