@@ -13,6 +13,7 @@ PACKAGES=(
   libtomlplusplus-dev
   libsystemd-dev
   python3 python3-optuna
+  nodejs npm
   procps psmisc
 )
 

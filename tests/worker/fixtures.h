@@ -1,0 +1,26 @@
+#pragma once
+// Fixtures of the worker's tests: a tiny GPT-2 checkpoint (GPT-2's real vocabulary and merges,
+// random weights), the same in F16 and BF16, and tokenizer-reference.json, the ids an
+// independent GPT-2 tokenizer (the npm package gpt-3-encoder) gives for a set of texts. See
+// scripts/make_fixtures.py for what each file holds.
+//
+// Thread-safety: FixtureDir() may be called from several threads and from several test
+// processes at once (ctest -j): one of them makes the fixtures, the others wait for it.
+
+#include <string>
+
+namespace triald::worker::testing {
+
+// The folder holding tiny-gpt2/, tiny-gpt2-f16/, tiny-gpt2-bf16/ and tokenizer-reference.json.
+// It is <build>/fixtures, made on first use by `python3 scripts/make_fixtures.py` (which needs
+// node, npm and, the first time, the npm registry) and made again when that script or the tiny
+// corpus changes; a lock file keeps concurrent test processes from making it twice. When
+// TRIALD_FIXTURE_DIR is set, that folder is used as it is (say, fixtures made ahead of an
+// offline run). Throws std::runtime_error, with the script's output, when the fixtures cannot be
+// made: inside a test case, Catch reports that as the test's failure.
+std::string FixtureDir();
+
+// tests/fixtures/tiny-corpus in the source tree: train.txt and eval.txt, plain English prose.
+std::string TinyCorpusDir();
+
+}  // namespace triald::worker::testing
