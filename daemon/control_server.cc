@@ -10,6 +10,7 @@
 #include <boost/asio/write.hpp>
 #include <cmath>
 #include <deque>
+#include <map>
 
 #include "common/fd.h"
 #include "common/utf8.h"
@@ -85,7 +86,8 @@ const TrialRecord* BestTrial(const storage::StudyRecord& study,
   return best;
 }
 
-json::object StudySummaryJson(const storage::StudyRecord& s, const std::vector<TrialRecord>& trials) {
+json::object StudySummaryJson(const storage::StudyRecord& s,
+                              const std::vector<TrialRecord>& trials) {
   json::object o;
   o["name"] = s.name;
   o["state"] = storage::StudyStateName(s.state);
@@ -140,10 +142,10 @@ class ControlServer::Connection : public std::enable_shared_from_this<Connection
         socket_, buffer_, '\n', [self](const boost::system::error_code& ec, size_t n) {
           self->idle_.cancel();
           if (ec == asio::error::not_found) {  // the line outgrew the cap
-            self->Reply(proto::EncodeError(common::InvalidArgument(
-                            "request larger than " + std::to_string(proto::kMaxRequestBytes) +
-                            " bytes")),
-                        /*close_after=*/true);
+            self->Reply(
+                proto::EncodeError(common::InvalidArgument(
+                    "request larger than " + std::to_string(proto::kMaxRequestBytes) + " bytes")),
+                /*close_after=*/true);
             return;
           }
           if (ec) return;  // EOF, reset, or closed for idleness
@@ -303,6 +305,34 @@ Result<json::value> ControlServer::Handle(const std::string& verb, const json::o
     TRIALD_RETURN_IF_ERROR(options_.scheduler->Cancel(name));
     return json::value(json::object{{"study", name}, {"state", "CANCELLED"}});
   }
+  if (verb == "enqueue") {
+    TRIALD_ASSIGN_OR_RETURN(std::string name, proto::GetString(args, "study"));
+    std::map<std::string, std::string> params;
+    if (const json::value* p = args.if_contains("params"); p != nullptr && !p->is_null()) {
+      if (!p->is_object()) {
+        return common::InvalidArgument(
+            "field \"params\" must be an object of parameter name to value text");
+      }
+      for (const auto& kv : p->get_object()) {
+        const json::value& v = kv.value();
+        // Values are text as a user typed them; a JSON number or boolean is taken as its text.
+        if (v.is_string()) {
+          params[std::string(kv.key())] = std::string(v.get_string());
+        } else if (v.is_number() || v.is_bool()) {
+          params[std::string(kv.key())] = json::serialize(v);
+        } else {
+          return common::InvalidArgument("params." + std::string(kv.key()) +
+                                         " must be a string (the value as text)");
+        }
+      }
+    }
+    TRIALD_ASSIGN_OR_RETURN(TrialRecord t, options_.scheduler->Enqueue(name, params));
+    json::object o;
+    o["study"] = name;
+    o["trial"] = t.number;
+    o["params"] = TrialToJson(t).at("params");
+    return json::value(std::move(o));
+  }
   if (verb == "logs") {
     storage::StudyRecord s;
     TRIALD_RETURN_IF_ERROR(study_of(&s));
@@ -328,7 +358,8 @@ Result<json::value> ControlServer::Handle(const std::string& verb, const json::o
   }
   return common::InvalidArgument(
       "unknown verb \"" + verb +
-      "\"; expected one of ping, submit, studies, status, trials, best, cancel, logs");
+      "\"; expected one of ping, submit, studies, status, trials, best, cancel, enqueue, "
+      "logs");
 }
 
 }  // namespace triald::daemon

@@ -7,7 +7,12 @@
 // closed after a timeout.
 //
 // Reads come straight from Storage (the scheduler writes through), so finished and active
-// studies look the same; writes (submit, cancel) go through the Scheduler.
+// studies look the same; writes (submit, cancel, enqueue) go through the Scheduler.
+//
+// Verbs (arguments -> result):
+//   enqueue  {study, params: {name: "value text"}} -> {study, trial, params}: a trial with fixed
+//            parameters that runs next (Scheduler::Enqueue); a JSON number or boolean value is
+//            taken as its text.
 //
 // Thread-safety: event-loop thread only.
 

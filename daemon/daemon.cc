@@ -15,6 +15,7 @@
 #include "common/clock.h"
 #include "common/fd.h"
 #include "daemon/control_server.h"
+#include "daemon/objective.h"
 #include "daemon/launcher/process_launcher.h"
 #include "daemon/launcher/reaper.h"
 #include "daemon/scheduler.h"
@@ -111,6 +112,7 @@ int RunDaemon(const DaemonOptions& opts) {
                        ? opts.max_workers
                        : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   so.base_env = BaseEnvironment();
+  so.trial_worker = DefaultTrialWorkerPath();
   so.seed_source = []() {
     std::random_device rd;
     return (static_cast<uint64_t>(rd()) << 32) ^ rd();

@@ -7,12 +7,13 @@
 #include <boost/json.hpp>
 #include <cmath>
 #include <filesystem>
-#include <optional>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include "common/process_util.h"
 #include "common/utf8.h"
+#include "daemon/objective.h"
 
 namespace triald::daemon {
 using common::Result;
@@ -66,6 +67,7 @@ struct Scheduler::RunningTrial {
   std::unique_ptr<launcher::TrialProcess> process;
   std::vector<double> final_values;  // from the last "final" line
   std::string worker_error;          // from the last "error" line
+  bool pruned = false;               // the pruner said stop; later reports are dropped
 };
 
 Scheduler::Scheduler(SchedulerOptions options) : options_(std::move(options)) {
@@ -79,8 +81,8 @@ std::string Scheduler::TrialDir(const std::string& study, int number) const {
   return options_.state_dir + "/studies/" + study + "/trials/" + std::to_string(number);
 }
 
-void Scheduler::Event(const StudyRuntime* study, const TrialRecord* trial,
-                      const std::string& kind, const std::string& detail) {
+void Scheduler::Event(const StudyRuntime* study, const TrialRecord* trial, const std::string& kind,
+                      const std::string& detail) {
   std::optional<int64_t> sid, tid;
   if (study) sid = study->record.id;
   if (trial) tid = trial->id;
@@ -102,7 +104,8 @@ Result<std::unique_ptr<Scheduler::StudyRuntime>> Scheduler::BuildRuntime(
   config::SamplerConfig sc = rt->spec.sampler;
   sc.seed = record.seed;
   TRIALD_ASSIGN_OR_RETURN(rt->sampler, sampler::MakeSampler(sc, rt->spec.space));
-  TRIALD_ASSIGN_OR_RETURN(rt->pruner, pruner::MakePruner(rt->spec.pruner));
+  TRIALD_ASSIGN_OR_RETURN(rt->pruner, options_.make_pruner ? options_.make_pruner(rt->spec.pruner)
+                                                           : pruner::MakePruner(rt->spec.pruner));
   return rt;
 }
 
@@ -110,6 +113,7 @@ Result<storage::StudyRecord> Scheduler::Submit(const config::SweepSource& source
   if (shutting_down_) return common::Unavailable("triald is shutting down");
   TRIALD_ASSIGN_OR_RETURN(config::SweepSpec spec, config::ParseSweep(source));
   const std::string where = source.path.empty() ? "<sweep>" : source.path;
+  TRIALD_RETURN_IF_ERROR(PrepareObjective(spec, options_.trial_worker, where));
 
   std::string path_env;
   for (const std::string& kv : options_.base_env) {
@@ -142,7 +146,8 @@ Result<storage::StudyRecord> Scheduler::Submit(const config::SweepSource& source
   if (!check.ok()) return check.status().WithContext(where);
 
   StorageBatch batch(options_.storage, options_.logger);
-  Result<storage::StudyRecord> rec = options_.storage->CreateStudy(ns, options_.clock->WallSeconds());
+  Result<storage::StudyRecord> rec =
+      options_.storage->CreateStudy(ns, options_.clock->WallSeconds());
   if (!rec.ok()) {
     if (rec.status().code() == common::Code::kAlreadyExists) {
       return common::AlreadyExists(where + ": [study] name = \"" + ns.name +
@@ -195,6 +200,10 @@ Status Scheduler::Recover() {
   for (const storage::StudyRecord& rec : all) {
     if (rec.state != storage::StudyState::kRunning) continue;
     Result<config::SweepSpec> spec = config::ParseSweep({rec.spec_toml, rec.spec_path});
+    if (spec.ok()) {
+      Status prepared = PrepareObjective(*spec, options_.trial_worker, rec.spec_path);
+      if (!prepared.ok()) spec = prepared;
+    }
     Result<std::unique_ptr<StudyRuntime>> rt =
         spec.ok() ? BuildRuntime(rec, *spec) : Result<std::unique_ptr<StudyRuntime>>(spec.status());
     if (!rt.ok()) {
@@ -348,8 +357,8 @@ void Scheduler::StartTrial(StudyRuntime& study) {
     }
     number = created->number;
     if (static_cast<int>(study.trials.size()) != number) {
-      options_.logger->error("study {}: trial numbering out of step ({} vs {})",
-                             study.record.name, number, study.trials.size());
+      options_.logger->error("study {}: trial numbering out of step ({} vs {})", study.record.name,
+                             number, study.trials.size());
     }
     study.trials.resize(std::max<size_t>(study.trials.size(), number + 1));
     study.trials[number] = *created;
@@ -405,11 +414,21 @@ void Scheduler::OnMessage(int64_t trial_id, const proto::ReportMessage& m) {
   TrialRecord& trial = study.trials[rt.number];
   switch (m.type) {
     case proto::ReportType::kReport: {
+      // A pruned trial ends at the step it was pruned at, as in Optuna (where the objective
+      // raises TrialPruned and reports nothing more): what it sends during its grace period
+      // would otherwise change its value and the other trials' pruning decisions.
+      if (rt.pruned) break;
       Status st = options_.storage->AddIntermediate(trial_id, m.step, m.value);
       if (!st.ok()) options_.logger->error("storing intermediate value: {}", st.message());
       trial.intermediate[m.step] = m.value;
-      pruner::PruneContext ctx{study.spec.study.direction, &study.trials, &trial};
-      if (study.pruner->ShouldPrune(ctx)) rt.process->Stop(StopReason::kPrune);
+      pruner::PruneContext ctx{study.spec.study.direction, &study.trials, &trial,
+                               study.record.name};
+      if (study.pruner->ShouldPrune(ctx)) {
+        rt.pruned = true;
+        options_.logger->info("study {} trial {}: pruned at step {} (value {})", study.record.name,
+                              rt.number, m.step, m.value);
+        rt.process->Stop(StopReason::kPrune);
+      }
       break;
     }
     case proto::ReportType::kFinal:
@@ -465,8 +484,8 @@ void Scheduler::OnExit(int64_t trial_id, const launcher::ProcessOutcome& o) {
       if (!trial.intermediate.empty()) out.value = trial.intermediate.rbegin()->second;
       break;
     case StopReason::kTimeout:
-      fail("timeout", "exceeded trial_timeout of " + Seconds(study.spec.study.trial_timeout) +
-                          "; " + how);
+      fail("timeout",
+           "exceeded trial_timeout of " + Seconds(study.spec.study.trial_timeout) + "; " + how);
       break;
     case StopReason::kCancel:
       fail("cancelled", "study cancelled; " + how);
@@ -577,6 +596,82 @@ Status Scheduler::Cancel(const std::string& name) {
   return Status::Ok();
 }
 
+Result<TrialRecord> Scheduler::Enqueue(const std::string& name,
+                                       const std::map<std::string, std::string>& given) {
+  if (shutting_down_) return common::Unavailable("triald is shutting down");
+  Result<storage::StudyRecord> found = options_.storage->GetStudy(name);
+  if (!found.ok() && found.status().code() == common::Code::kNotFound) {
+    return common::NotFound("no study named \"" + name + "\" (see `trialctl studies`)");
+  }
+  TRIALD_ASSIGN_OR_RETURN(storage::StudyRecord rec, std::move(found));
+  if (rec.state != storage::StudyState::kRunning) {
+    return common::FailedPrecondition("study \"" + name + "\" is " +
+                                      storage::StudyStateName(rec.state) +
+                                      "; expected a RUNNING study");
+  }
+  auto sit = studies_.find(rec.id);
+  if (sit == studies_.end()) {
+    // Stored as RUNNING but not resumed (its sweep no longer builds): nothing could run it.
+    return common::FailedPrecondition("study \"" + name + "\" is not loaded by this triald");
+  }
+  StudyRuntime& study = *sit->second;
+  const int number = static_cast<int>(study.trials.size());
+  if (number >= study.record.n_trials) {
+    return common::FailedPrecondition("study \"" + name + "\" already has its n_trials = " +
+                                      std::to_string(study.record.n_trials) + " trials");
+  }
+
+  // Every given value first, so a mistake costs nothing (not even a sampler draw).
+  std::string known;
+  for (const config::ParamSpec& p : study.spec.space) known += (known.empty() ? "" : ", ") + p.name;
+  config::ParamValues fixed;
+  for (const auto& [param, text] : given) {
+    auto spec = std::find_if(study.spec.space.begin(), study.spec.space.end(),
+                             [&](const config::ParamSpec& p) { return p.name == param; });
+    if (spec == study.spec.space.end()) {
+      return common::InvalidArgument("study \"" + name + "\" has no parameter \"" + param +
+                                     "\"; expected one of: " + known);
+    }
+    Result<double> v = config::InternalFromText(spec->dist, text);
+    if (!v.ok()) return common::InvalidArgument("parameter " + param + ": " + v.status().message());
+    fixed[param] = *v;
+  }
+
+  config::ParamValues values;
+  if (fixed.size() < study.spec.space.size()) {
+    sampler::StudyView view{study.spec.study.direction, &study.spec.space, &study.trials};
+    Result<config::ParamValues> sampled = sampler::SampleParams(*study.sampler, view, number);
+    if (!sampled.ok()) {
+      return sampled.status().WithContext("drawing the parameters not given for study \"" + name +
+                                          "\"");
+    }
+    values = std::move(sampled).value();
+  }
+  for (const auto& [param, v] : fixed) values[param] = v;
+  storage::ParamMap params;
+  for (const config::ParamSpec& p : study.spec.space) {
+    params[p.name] = storage::ParamValue{values.at(p.name), p.dist};
+  }
+
+  TrialRecord trial;
+  {
+    StorageBatch batch(options_.storage, options_.logger);
+    TRIALD_ASSIGN_OR_RETURN(trial, options_.storage->CreateTrial(study.record.id, params,
+                                                                 options_.clock->WallSeconds()));
+    study.trials.resize(std::max<size_t>(study.trials.size(), trial.number + 1));
+    study.trials[trial.number] = trial;
+    study.waiting.push_back(trial.number);
+    std::string what;
+    for (const auto& [param, v] : fixed) {
+      what += (what.empty() ? "" : " ") + param + "=" + config::ExternalJson(params[param].dist, v);
+    }
+    Event(&study, &trial, "trial_enqueued", what);
+    options_.logger->info("study {} trial {} enqueued: {}", name, trial.number, what);
+  }
+  Pump();
+  return trial;
+}
+
 void Scheduler::BeginShutdown(std::function<void()> on_idle) {
   shutting_down_ = true;
   on_idle_ = std::move(on_idle);
@@ -620,7 +715,8 @@ std::string TrialDirOf(pid_t pid) {
   for (size_t pos = 0; pos < env.size();) {
     size_t end = env.find('\0', pos);
     if (end == std::string::npos) end = env.size();
-    if (env.compare(pos, key.size(), key) == 0) return env.substr(pos + key.size(), end - pos - key.size());
+    if (env.compare(pos, key.size(), key) == 0)
+      return env.substr(pos + key.size(), end - pos - key.size());
     pos = end + 1;
   }
   return "";
@@ -646,9 +742,9 @@ int KillLeftoverTrialProcesses(const std::string& state_dir,
       // A member of a lost trial's group, while that group's leader is provably the trial's.
       uint64_t leader_start = 0;
       pid_t leader_pgrp = 0;
-      ours = ours || (id.pgid > 1 && pgrp == id.pgid && start >= id.start_time &&
-                      ReadStat(id.pid, &leader_pgrp, &leader_start) &&
-                      leader_start == id.start_time);
+      ours =
+          ours || (id.pgid > 1 && pgrp == id.pgid && start >= id.start_time &&
+                   ReadStat(id.pid, &leader_pgrp, &leader_start) && leader_start == id.start_time);
     }
     if (ours) found.push_back(static_cast<pid_t>(pid));
   }

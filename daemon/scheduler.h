@@ -6,7 +6,11 @@
 // in Storage before acting on it, launches trials through the Launcher, routes their reports
 // (intermediate values, attributes, final values) and classifies how each one ended:
 //   COMPLETE  a final value was reported and the main process exited 0
-//   PRUNED    the pruner stopped it (value = last intermediate value)
+//   PRUNED    the pruner stopped it (value = the intermediate value of its largest step):
+//             the pruner is asked after every "report" line, with the trial's values including
+//             that one; a yes stops it like a timeout (SIGTERM to its group, kill_grace, then
+//             SIGKILL), its later reports are dropped, and its slot goes to the next trial as
+//             soon as its processes are gone
 //   FAIL      reason exit | signal | timeout | protocol | spawn | lost | cancelled | shutdown
 // A study of n_trials ends with exactly n_trials finished trials (fewer only when a grid runs
 // out or the study is cancelled).
@@ -49,6 +53,12 @@ struct SchedulerOptions {
   std::vector<std::string> base_env;
   // Draws a seed for sweeps that give none (the drawn seed is stored with the study).
   std::function<uint64_t()> seed_source;
+  // The built-in worker run by [objective] kind = "lm" (absolute path).
+  std::string trial_worker;
+  // Builds each study's pruner; empty means pruner::MakePruner. Tests put a scripted pruner
+  // here to drive the scheduler's side of pruning.
+  std::function<common::Result<std::unique_ptr<pruner::Pruner>>(const config::PrunerConfig&)>
+      make_pruner;
 };
 
 class Scheduler {
@@ -65,6 +75,18 @@ class Scheduler {
 
   // Stops the study's running trials (FAIL(cancelled)) and starts no more.
   common::Status Cancel(const std::string& study_name);
+
+  // Queues a trial with fixed parameters, as Optuna's enqueue_trial: `params` maps parameter
+  // names to values as a user writes them ("0.01", "64", "adamw"), each parsed against the
+  // parameter's distribution; parameters not given are drawn by the study's sampler for the
+  // trial's number. The trial is stored WAITING at once (it counts toward n_trials) and starts
+  // before any newly sampled trial, enqueued trials first come first served; it may start
+  // before this returns. Errors: kNotFound (no such study), kFailedPrecondition (the study is
+  // not RUNNING, or already has its n_trials trials), kInvalidArgument (an unknown parameter,
+  // or a value its distribution does not contain; the message names it and what was
+  // expected), kUnavailable (shutting down).
+  common::Result<storage::TrialRecord> Enqueue(const std::string& study_name,
+                                               const std::map<std::string, std::string>& params);
 
   // Starts as many trials as the limits allow.
   void Pump();
@@ -97,7 +119,7 @@ class Scheduler {
   SchedulerOptions options_;
   std::map<int64_t, std::unique_ptr<StudyRuntime>> studies_;  // active studies by id
   std::map<int64_t, std::unique_ptr<RunningTrial>> running_;  // by trial id
-  int64_t last_served_study_ = 0;  // round-robin position of Pump()
+  int64_t last_served_study_ = 0;                             // round-robin position of Pump()
   bool shutting_down_ = false;
   std::function<void()> on_idle_;
   bool pumping_ = false;

@@ -31,13 +31,20 @@ const char kUsage[] =
     "  trials STUDY              every trial of a study\n"
     "  best STUDY                the best COMPLETE trial\n"
     "  cancel STUDY              stop a study's running trials and start no more\n"
+    "  enqueue STUDY [--param NAME=VALUE]...\n"
+    "                            queue a trial with these parameter values (like Optuna's\n"
+    "                            enqueue_trial); it runs before any newly sampled trial,\n"
+    "                            enqueued ones first come first served, and counts toward\n"
+    "                            n_trials; parameters not given are sampled. VALUE is\n"
+    "                            written as in the sweep: 0.01, 64, adamw, true.\n"
+    "                            Prints the trial number\n"
     "  logs STUDY TRIAL [--stderr]  a trial's captured stdout (or stderr)\n"
     "  ping                      check that triald answers\n"
     "\n"
     "options:\n"
     "  --socket PATH   triald's control socket (default $TRIALD_SOCKET, else\n"
     "                  .triald/triald.sock)\n"
-    "  --json          machine-readable output (read verbs)\n"
+    "  --json          machine-readable output (read verbs, enqueue)\n"
     "\n"
     "exit codes: 0 ok, 1 error reported by triald (or a waited-for study without a\n"
     "COMPLETE trial), 2 bad command line, 3 triald unreachable\n";
@@ -47,6 +54,7 @@ struct Args {
   bool json = false;
   bool wait = false;
   bool stderr_stream = false;
+  std::vector<std::pair<std::string, std::string>> params;  // --param NAME=VALUE, in order
   std::vector<std::string> positional;
 };
 
@@ -115,9 +123,8 @@ void PrintStatus(std::ostream& out, const json::object& s) {
   out << "study " << Str(s, "name") << ": " << Str(s, "state") << ", " << Str(s, "direction")
       << "\n";
   out << "  trials: " << Str(s, "finished") << "/" << Str(s, "n_trials") << " finished ("
-      << Str(s, "complete") << " complete, " << Str(s, "pruned") << " pruned, "
-      << Str(s, "failed") << " failed), " << Str(s, "running") << " running, "
-      << Str(s, "waiting") << " waiting\n";
+      << Str(s, "complete") << " complete, " << Str(s, "pruned") << " pruned, " << Str(s, "failed")
+      << " failed), " << Str(s, "running") << " running, " << Str(s, "waiting") << " waiting\n";
   const json::value& best = s.at("best");
   if (best.is_object()) {
     out << "  best: trial " << Str(best.get_object(), "number") << " value "
@@ -184,6 +191,18 @@ int RunTrialctl(const std::vector<std::string>& argv, std::ostream& out, std::os
       a.wait = true;
     } else if (s == "--stderr") {
       a.stderr_stream = true;
+    } else if (s == "--param") {
+      if (i + 1 >= argv.size()) return Usage(err, "--param needs NAME=VALUE");
+      const std::string& kv = argv[++i];
+      const size_t eq = kv.find('=');
+      if (eq == std::string::npos || eq == 0) {
+        return Usage(err, "--param \"" + kv + "\": expected NAME=VALUE");
+      }
+      std::string name = kv.substr(0, eq);
+      for (const auto& [given, value] : a.params) {
+        if (given == name) return Usage(err, "--param " + name + " given twice");
+      }
+      a.params.emplace_back(std::move(name), kv.substr(eq + 1));
     } else if (s.size() > 1 && s[0] == '-') {
       return Usage(err, "unknown option \"" + s + "\"");
     } else {
@@ -199,6 +218,7 @@ int RunTrialctl(const std::vector<std::string>& argv, std::ostream& out, std::os
     return false;
   };
   if (a.socket.empty()) a.socket = DefaultSocketPath();
+  if (!a.params.empty() && verb != "enqueue") return Usage(err, "--param is for enqueue only");
 
   if (verb == "submit") {
     if (!need(1, "FILE")) return kExitUsage;
@@ -226,6 +246,12 @@ int RunTrialctl(const std::vector<std::string>& argv, std::ostream& out, std::os
   } else if (verb == "status" || verb == "trials" || verb == "best" || verb == "cancel") {
     if (!need(1, "STUDY")) return kExitUsage;
     args["study"] = a.positional[1];
+  } else if (verb == "enqueue") {
+    if (!need(1, "STUDY [--param NAME=VALUE]...")) return kExitUsage;
+    args["study"] = a.positional[1];
+    json::object params;
+    for (const auto& [name, value] : a.params) params[name] = value;
+    args["params"] = std::move(params);
   } else if (verb == "logs") {
     if (!need(2, "STUDY TRIAL")) return kExitUsage;
     args["study"] = a.positional[1];
@@ -267,9 +293,8 @@ int RunTrialctl(const std::vector<std::string>& argv, std::ostream& out, std::os
         {"#", "STATE", "VALUE", "DURATION", "PARAMS", "REASON"}};
     for (const json::value& v : r->get_array()) {
       const json::object& t = v.get_object();
-      std::string reason = t.at("fail_reason").is_null()
-                               ? ""
-                               : Str(t, "fail_reason") + ": " + Str(t, "fail_detail");
+      std::string reason =
+          t.at("fail_reason").is_null() ? "" : Str(t, "fail_reason") + ": " + Str(t, "fail_detail");
       rows.push_back({Str(t, "number"), Str(t, "state"), Str(t, "value"),
                       FormatDuration(t.at("duration_s")), FormatParams(t.at("params")), reason});
     }
@@ -278,6 +303,8 @@ int RunTrialctl(const std::vector<std::string>& argv, std::ostream& out, std::os
     PrintTrial(out, r->get_object());
   } else if (verb == "cancel") {
     out << "study " << a.positional[1] << " cancelled\n";
+  } else if (verb == "enqueue") {
+    out << r->at("trial").to_number<int64_t>() << "\n";
   } else if (verb == "logs") {
     const json::object& o = r->get_object();
     if (!o.at("exists").get_bool()) {

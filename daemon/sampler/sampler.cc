@@ -5,7 +5,9 @@
 #include <utility>
 
 #include "daemon/sampler/grid_sampler.h"
+#include "daemon/sampler/qmc_sampler.h"
 #include "daemon/sampler/random_sampler.h"
+#include "daemon/sampler/tpe_sampler.h"
 
 namespace triald::sampler {
 namespace {
@@ -55,8 +57,18 @@ common::Result<std::unique_ptr<Sampler>> MakeSampler(const config::SamplerConfig
                             GridSampler::Create(space, config.seed));
     return std::unique_ptr<Sampler>(std::move(grid));
   }
+  if (config.kind == "tpe") {
+    TRIALD_ASSIGN_OR_RETURN(std::unique_ptr<TpeSampler> tpe,
+                            TpeSampler::Create(space, config.seed, config.tpe));
+    return std::unique_ptr<Sampler>(std::move(tpe));
+  }
+  if (config.kind == "qmc") {
+    TRIALD_ASSIGN_OR_RETURN(std::unique_ptr<QmcSampler> qmc,
+                            QmcSampler::Create(space, config.seed, config.qmc));
+    return std::unique_ptr<Sampler>(std::move(qmc));
+  }
   return common::InvalidArgument("sampler: unknown kind \"" + config.kind +
-                                 "\"; expected one of: random, grid");
+                                 "\"; expected one of: random, grid, tpe, qmc");
 }
 
 }  // namespace triald::sampler

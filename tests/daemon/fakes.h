@@ -1,6 +1,7 @@
 #pragma once
-// Test doubles for the scheduler's seams: FakeClock (settable time) and FakeLauncher (records
-// every launch, forks nothing, and lets a test play the part of each trial process).
+// Test doubles for the scheduler's seams: FakeClock (settable time), FakeLauncher (records
+// every launch, forks nothing, and lets a test play the part of each trial process) and
+// ScriptedPruner (decides by a test's rule and records what it was shown).
 //
 // FakeLauncher keeps everything it knows about a launch (spec, callbacks, stop requests) in its
 // own table, not in the TrialProcess it hands out: the scheduler destroys that TrialProcess
@@ -16,6 +17,7 @@
 #include <sys/types.h>
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -28,6 +30,7 @@
 #include "common/process_util.h"
 #include "common/status.h"
 #include "daemon/launcher/launcher.h"
+#include "daemon/pruner/pruner.h"
 #include "daemon/storage/records.h"
 #include "proto/report.h"
 
@@ -252,6 +255,39 @@ class FakeLauncher final : public launcher::Launcher {
   std::string fail_message_;
   int max_live_ = 0;
   std::map<std::string, int> max_live_by_study_;
+};
+
+// A pruner that answers with `rule` and remembers every question (copies, so a test can check
+// what the scheduler showed it at that moment). The scheduler owns the pruner; the test keeps
+// the shared record.
+class ScriptedPruner final : public pruner::Pruner {
+ public:
+  struct Question {
+    std::string study;
+    int number = -1;                         // the trial that reported
+    std::map<int64_t, double> intermediate;  // its values at that moment
+    size_t study_trials = 0;                 // how many trials the context held
+    bool answer = false;
+  };
+  using Rule = std::function<bool(const pruner::PruneContext&)>;
+
+  ScriptedPruner(Rule rule, std::shared_ptr<std::vector<Question>> log)
+      : rule_(std::move(rule)), log_(std::move(log)) {}
+
+  bool ShouldPrune(const pruner::PruneContext& context) override {
+    Question q;
+    q.study = std::string(context.study_name);
+    q.number = context.trial->number;
+    q.intermediate = context.trial->intermediate;
+    q.study_trials = context.trials->size();
+    q.answer = rule_(context);
+    log_->push_back(q);
+    return q.answer;
+  }
+
+ private:
+  Rule rule_;
+  std::shared_ptr<std::vector<Question>> log_;
 };
 
 }  // namespace triald::testing

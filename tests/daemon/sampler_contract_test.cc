@@ -1,8 +1,10 @@
 // One contract suite run against every sampler (GENERATE over kSamplers), then the behaviour
-// that is specific to each: random's distributions, grid's exhaustiveness.
+// that is specific to each: random's distributions, grid's exhaustiveness, QMC's spread. TPE's
+// own behaviour is in tpe_test.cc.
 //
 // A new sampler slots in by adding a row to kSamplers; the contract tests then run against it.
 
+#include <boost/random/sobol.hpp>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <map>
@@ -15,6 +17,7 @@
 #include "config/space.h"
 #include "config/sweep.h"
 #include "daemon/sampler/grid_sampler.h"
+#include "daemon/sampler/qmc_sampler.h"
 #include "daemon/sampler/random_sampler.h"
 #include "daemon/sampler/sampler.h"
 #include "daemon/storage/records.h"
@@ -38,6 +41,8 @@ struct SamplerKind {
 const std::vector<SamplerKind> kSamplers = {
     {"random", true},
     {"grid", false},
+    {"tpe", true},
+    {"qmc", true},
 };
 
 Distribution Float(double low, double high, bool log = false, double step = 0) {
@@ -244,11 +249,12 @@ TEST_CASE("SampleParams fills every parameter a relative sampler leaves out", "[
 
 TEST_CASE("MakeSampler rejects an unknown kind, naming it and the known ones", "[sampler]") {
   config::SamplerConfig config;
-  config.kind = "tpe";
+  config.kind = "bayes";
   auto r = MakeSampler(config, {{"x", Float(0, 1)}});
   REQUIRE_FALSE(r.ok());
   CHECK(r.status().code() == common::Code::kInvalidArgument);
-  CHECK_THAT(r.status().message(), Catch::Contains("\"tpe\"") && Catch::Contains("random, grid"));
+  CHECK_THAT(r.status().message(),
+             Catch::Contains("\"bayes\"") && Catch::Contains("random, grid, tpe, qmc"));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -400,6 +406,127 @@ TEST_CASE("grid sampler refuses a grid too large to finish, naming its size", "[
   auto ok = MakeSampler(config, space);
   INFO(ok.status().message());
   CHECK(ok.ok());
+}
+
+// ---------------------------------------------------------------------------------------------
+// QMC sampler.
+
+std::unique_ptr<Sampler> MakeQmc(const SearchSpace& space, uint64_t seed, bool scramble) {
+  config::SamplerConfig config;
+  config.kind = "qmc";
+  config.seed = seed;
+  config.qmc.scramble = scramble;
+  auto sampler = MakeSampler(config, space);
+  INFO(sampler.status().message());
+  REQUIRE(sampler.ok());
+  return std::move(sampler).value();
+}
+
+// The bin of `t` in [0, 1) among `n`; the tolerance keeps a point computed exactly on a bin's
+// edge (unscrambled points are multiples of 1/2^k) from falling into the bin below.
+int Bin(double t, int n) { return std::min(n - 1, static_cast<int>(std::floor(t * n + 1e-9))); }
+
+TEST_CASE("qmc sampler: the first 16 trials hit each of 16 bins once", "[sampler][qmc]") {
+  const uint64_t seed = GENERATE(1, 2, 3);
+  INFO("seed " << seed);
+  FakeStudy study{{{"x", Float(0, 1)}, {"y", Float(-8, 8)}, {"lr", Float(1e-6, 1e-2, true)}}, {}};
+  auto sampler = MakeQmc(study.space, seed, /*scramble=*/true);
+  std::set<int> x_bins, y_bins, lr_bins;
+  std::set<std::pair<int, int>> cells;
+  for (int i = 0; i < 16; ++i) {
+    const ParamValues v = study.Next(*sampler);
+    x_bins.insert(Bin(v.at("x"), 16));
+    y_bins.insert(Bin((v.at("y") + 8) / 16, 16));
+    lr_bins.insert(Bin((std::log10(v.at("lr")) + 6) / 4, 16));  // log: equal bins in log space
+    cells.insert({Bin(v.at("x"), 4), Bin((v.at("y") + 8) / 16, 4)});
+  }
+  CHECK(x_bins.size() == 16);
+  CHECK(y_bins.size() == 16);
+  CHECK(lr_bins.size() == 16);
+  // Sobol's first two coordinates form a (0, m, 2)-net: one point in each of the 4 x 4 cells.
+  CHECK(cells.size() == 16);
+}
+
+TEST_CASE("qmc sampler unscrambled: the first 15 trials fill every bin but the origin's",
+          "[sampler][qmc]") {
+  // Trial N takes point N + 1: the skipped point 0 sits in bin 0, points 1..15 in the others.
+  FakeStudy study{{{"x", Float(0, 1)}, {"y", Float(-8, 8)}}, {}};
+  auto sampler = MakeQmc(study.space, 1, /*scramble=*/false);
+  std::set<int> x_bins, y_bins;
+  for (int i = 0; i < 15; ++i) {
+    const ParamValues v = study.Next(*sampler);
+    x_bins.insert(Bin(v.at("x"), 16));
+    y_bins.insert(Bin((v.at("y") + 8) / 16, 16));
+  }
+  CHECK(x_bins.size() == 15);
+  CHECK(x_bins.count(0) == 0);
+  CHECK(y_bins.size() == 15);
+  CHECK(y_bins.count(0) == 0);
+}
+
+TEST_CASE("qmc sampler spreads ints, steps and categoricals evenly over their grids",
+          "[sampler][qmc]") {
+  FakeStudy study{{{"k", Int(1, 4)}, {"m", Float(0, 0.7, false, 0.1)}, {"c", Categorical(4)}}, {}};
+  auto sampler = MakeQmc(study.space, 8, true);
+  std::map<double, int> k, m, c;
+  for (int i = 0; i < 16; ++i) {
+    const ParamValues v = study.Next(*sampler);
+    ++k[v.at("k")];
+    ++m[v.at("m")];
+    ++c[v.at("c")];
+  }
+  REQUIRE(k.size() == 4);
+  for (const auto& [value, count] : k) CHECK(count == 4);
+  REQUIRE(m.size() == 8);
+  for (const auto& [value, count] : m) CHECK(count == 2);
+  REQUIRE(c.size() == 4);
+  for (const auto& [value, count] : c) CHECK(count == 4);
+}
+
+TEST_CASE("qmc sampler scrambles from its seed; the plain sequence ignores the seed",
+          "[sampler][qmc]") {
+  FakeStudy study{{{"x", Float(0, 1)}, {"y", Float(0, 1)}}, {}};
+  auto a = MakeQmc(study.space, 1, true);
+  auto b = MakeQmc(study.space, 2, true);
+  auto plain1 = MakeQmc(study.space, 1, false);
+  auto plain2 = MakeQmc(study.space, 2, false);
+  CHECK(study.Sample(*a, 0) != study.Sample(*b, 0));
+  for (int i = 0; i < 8; ++i) CHECK(study.Sample(*plain1, i) == study.Sample(*plain2, i));
+  // Unscrambled, trial 0 is point 1 of the sequence (point 0 is the origin): (0.5, 0.5).
+  const ParamValues first = study.Sample(*plain1, 0);
+  CHECK(first.at("x") == 0.5);
+  CHECK(first.at("y") == 0.5);
+}
+
+TEST_CASE("qmc sequence matches Joe and Kuo's direction numbers in 64 dimensions",
+          "[sampler][qmc]") {
+  // Boost.Random's Sobol engine carries the same table (new-joe-kuo-6.21201); it starts at
+  // point 1.
+  auto seq = SobolSequence::Create(64, /*scramble=*/false, 0);
+  REQUIRE(seq.ok());
+  boost::random::sobol_engine<uint32_t, 32> reference(64);
+  int mismatches = 0;
+  for (uint32_t i = 1; i <= 4096; ++i) {
+    const std::vector<uint32_t> point = seq->PointBits(i);
+    for (int d = 0; d < 64; ++d) {
+      if (point[d] != reference()) ++mismatches;
+    }
+  }
+  CHECK(mismatches == 0);
+}
+
+TEST_CASE("qmc sampler refuses more than 64 parameters, saying how many", "[sampler][qmc]") {
+  SearchSpace space;
+  for (int i = 0; i < 65; ++i) space.push_back({"p" + std::to_string(i), Float(0, 1)});
+  config::SamplerConfig config;
+  config.kind = "qmc";
+  auto r = MakeSampler(config, space);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.status().code() == common::Code::kInvalidArgument);
+  CHECK_THAT(r.status().message(),
+             Catch::Contains("65 parameters") && Catch::Contains("at most 64"));
+  space.pop_back();
+  CHECK(MakeSampler(config, space).ok());
 }
 
 }  // namespace

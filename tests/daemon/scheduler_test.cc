@@ -3,7 +3,6 @@
 // read with `trialctl`. Every assertion about trial and study state reads storage back, since
 // that is what survives the daemon.
 
-
 #include "daemon/scheduler.h"
 
 #include <signal.h>
@@ -38,6 +37,7 @@ using storage::StudyState;
 using storage::TrialRecord;
 using storage::TrialState;
 using testing::FakeLauncher;
+using testing::ScriptedPruner;
 using Launched = FakeLauncher::Launched;
 
 // Sweep files claim to live here; nothing is read from or written to it.
@@ -91,6 +91,9 @@ struct HarnessOptions {
   uint64_t drawn_seed = 7;  // what seed_source gives sweeps without a seed
   size_t log_head_bytes = 1 << 20;
   size_t log_tail_bytes = 1 << 20;
+  // Replaces every study's pruner (see SchedulerOptions::make_pruner); empty: the real ones.
+  std::function<common::Result<std::unique_ptr<pruner::Pruner>>(const config::PrunerConfig&)>
+      make_pruner;
 };
 
 // One daemon's worth of scheduler, over a storage that outlives restarts.
@@ -157,6 +160,7 @@ class Harness {
     so.log_tail_bytes = options_.log_tail_bytes;
     uint64_t seed = options_.drawn_seed;
     so.seed_source = [seed] { return seed; };
+    so.make_pruner = options_.make_pruner;
     scheduler_ = std::make_unique<Scheduler>(std::move(so));
   }
 
@@ -819,8 +823,7 @@ TEST_CASE("shutdown with nothing running is idle at once", "[scheduler]") {
 
 // A trial stopped by a shutdown is still judged on what it reported: a protocol error, or a
 // final with several values in a one-objective study, is FAIL(protocol), as without a shutdown.
-TEST_CASE("during shutdown a bad report still makes the trial FAIL(protocol)",
-          "[scheduler]") {
+TEST_CASE("during shutdown a bad report still makes the trial FAIL(protocol)", "[scheduler]") {
   Harness h;
   FakeLauncher& l = h.launcher();
   Sweep sweep;
@@ -1008,6 +1011,289 @@ TEST_CASE("the same seed gives the same params, trial by trial", "[scheduler]") 
   CHECK(first.second == second.second);
   // And the seed matters: another one gives other params.
   CHECK(params_of(43).first != first.first);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Pruning
+
+// Harness options whose studies all get a ScriptedPruner answering with `rule`; its questions
+// land in `log`.
+HarnessOptions WithPruner(ScriptedPruner::Rule rule,
+                          std::shared_ptr<std::vector<ScriptedPruner::Question>> log) {
+  HarnessOptions options;
+  options.make_pruner = [rule, log](const config::PrunerConfig&) {
+    return common::Result<std::unique_ptr<pruner::Pruner>>(
+        std::unique_ptr<pruner::Pruner>(new ScriptedPruner(rule, log)));
+  };
+  return options;
+}
+
+TEST_CASE("a pruned trial is stopped, ends PRUNED with its last value, and frees its slot",
+          "[scheduler][prune]") {
+  auto log = std::make_shared<std::vector<ScriptedPruner::Question>>();
+  // Prune trial 1 once it reports step 2.
+  Harness h(WithPruner(
+      [](const pruner::PruneContext& c) {
+        return c.trial->number == 1 && c.trial->intermediate.count(2) > 0;
+      },
+      log));
+  FakeLauncher& l = h.launcher();
+  Sweep sweep;
+  sweep.name = "pruned";
+  sweep.n_trials = 3;
+  sweep.parallelism = 2;
+  h.SubmitOk(sweep);
+  REQUIRE(l.launch_count() == 2);
+  Launched& t0 = l.launch(0);
+  Launched& t1 = l.launch(1);
+
+  l.Report(t0, 0, 0.5);
+  l.Report(t1, 0, 9.0);
+  l.Report(t1, 1, 8.0);
+  // The pruner was asked after each report, shown the values including the one just reported
+  // and the whole study.
+  REQUIRE(log->size() == 3);
+  CHECK(log->at(2).study == "pruned");
+  CHECK(log->at(2).number == 1);
+  CHECK(log->at(2).intermediate == std::map<int64_t, double>{{0, 9.0}, {1, 8.0}});
+  CHECK(log->at(2).study_trials == 2);
+  CHECK(t1.stops.empty());
+
+  l.Report(t1, 2, 7.5);
+  REQUIRE(log->size() == 4);
+  CHECK(log->back().answer);
+  CHECK(t1.stops == std::vector<StopReason>{StopReason::kPrune});  // SIGTERM, grace, SIGKILL
+  CHECK(t0.stops.empty());
+  // Its slot is held until its process is gone.
+  CHECK(l.launch_count() == 2);
+  CHECK(h.Trials("pruned")[1].state == TrialState::kRunning);
+
+  // What it reports while dying is dropped, and the pruner is not asked again.
+  l.Report(t1, 3, 0.001);
+  CHECK(log->size() == 4);
+
+  SECTION("killed after the grace period") {
+    launcher::ProcessOutcome o;
+    o.exit.signaled = true;
+    o.exit.signal = SIGKILL;
+    o.killed = true;
+    l.Exit(t1, o);
+  }
+  SECTION("it reported a final value and exited 0 on SIGTERM") { l.Complete(t1, 0.001); }
+  std::vector<TrialRecord> trials = h.Trials("pruned");
+  INFO(Describe(trials[1]));
+  CHECK(trials[1].state == TrialState::kPruned);
+  REQUIRE(trials[1].value.has_value());
+  CHECK(*trials[1].value == 7.5);
+  CHECK(trials[1].fail.reason.empty());
+  CHECK(trials[1].intermediate == std::map<int64_t, double>{{0, 9.0}, {1, 8.0}, {2, 7.5}});
+  // The next trial started as soon as the pruned one was gone.
+  REQUIRE(l.launch_count() == 3);
+  CHECK(l.launch(2).trial == 2);
+  CHECK(l.live_count() == 2);
+
+  l.Complete(t0, 1.0);
+  l.Complete(l.launch(2), 2.0);
+  trials = h.Trials("pruned");
+  REQUIRE(trials.size() == 3);
+  CHECK(trials[0].state == TrialState::kComplete);
+  CHECK(trials[2].state == TrialState::kComplete);
+  CHECK(h.Study("pruned").state == StudyState::kComplete);
+}
+
+TEST_CASE("a trial pruned by a timeout first stays FAIL(timeout)", "[scheduler][prune]") {
+  auto log = std::make_shared<std::vector<ScriptedPruner::Question>>();
+  Harness h(WithPruner([](const pruner::PruneContext&) { return true; }, log));
+  FakeLauncher& l = h.launcher();
+  Sweep sweep;
+  sweep.name = "timed";
+  sweep.n_trials = 1;
+  h.SubmitOk(sweep);
+  Launched& t = l.launch(0);
+  launcher::ProcessOutcome o;
+  o.stop_reason = StopReason::kTimeout;  // the launcher's timer fired before the prune
+  l.Report(t, 0, 1.0);
+  l.Exit(t, o);
+  TrialRecord rec = h.Trials("timed")[0];
+  CHECK(rec.state == TrialState::kFail);
+  CHECK(rec.fail.reason == "timeout");
+}
+
+TEST_CASE("the real pruners are built from the sweep", "[scheduler][prune]") {
+  Harness h;
+  Sweep sweep;
+  sweep.name = "nop-pruned";
+  sweep.n_trials = 1;
+  sweep.space += "\n[pruner]\nkind = \"nop\"\n";
+  h.SubmitOk(sweep);
+  Launched& t = h.launcher().launch(0);
+  for (int step = 0; step < 5; ++step) h.launcher().Report(t, step, 1e9);
+  CHECK(t.stops.empty());
+  h.launcher().Complete(t, 1.0);
+  CHECK(h.Trials("nop-pruned")[0].state == TrialState::kComplete);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Enqueue
+
+std::string ParamsEnv(Launched& l) { return l.env()["TRIALD_PARAMS"]; }
+
+TEST_CASE("enqueued trials run next, in order, with the given params, the rest sampled",
+          "[scheduler][enqueue]") {
+  Harness h;
+  FakeLauncher& l = h.launcher();
+  Sweep sweep;
+  sweep.name = "queue";
+  sweep.n_trials = 4;
+  sweep.parallelism = 1;
+  sweep.sampler = "seed = 5";
+  h.SubmitOk(sweep);
+  REQUIRE(l.launch_count() == 1);
+
+  common::Result<TrialRecord> first =
+      h.scheduler().Enqueue("queue", {{"lr", "0.01"}, {"opt", "sgd"}});
+  INFO(first.status().ToString());
+  REQUIRE(first.ok());
+  CHECK(first->number == 1);
+  CHECK(first->state == TrialState::kWaiting);
+  common::Result<TrialRecord> second = h.scheduler().Enqueue("queue", {{"layers", " 3 "}});
+  REQUIRE(second.ok());
+  CHECK(second->number == 2);
+  CHECK(h.scheduler().queued_count() == 2);
+  CHECK(l.launch_count() == 1);  // parallelism 1: they wait for trial 0
+
+  // Stored at once, WAITING, counting toward n_trials.
+  std::vector<TrialRecord> stored = h.Trials("queue");
+  REQUIRE(stored.size() == 3);
+  CHECK(stored[1].state == TrialState::kWaiting);
+  CHECK(stored[1].params.at("lr").internal == 0.01);
+  CHECK(stored[1].params.at("opt").internal == 1);  // "sgd"
+  CHECK(stored[2].params.at("layers").internal == 3);
+
+  // Parameters not given are what the sampler gives that trial number: a study with the same
+  // seed and nothing enqueued agrees.
+  Harness reference;
+  reference.SubmitOk(sweep);
+  CompleteAll(reference, "", 1);
+  std::vector<TrialRecord> sampled = reference.Trials("queue");
+  REQUIRE(sampled.size() == 4);
+  CHECK(stored[1].params.at("layers").internal == sampled[1].params.at("layers").internal);
+  CHECK(stored[2].params.at("lr").internal == sampled[2].params.at("lr").internal);
+  CHECK(stored[2].params.at("opt").internal == sampled[2].params.at("opt").internal);
+
+  l.Complete(l.launch(0), 1.0);
+  REQUIRE(l.launch_count() == 2);
+  CHECK(l.launch(1).trial == 1);
+  boost::json::value p1 = boost::json::parse(ParamsEnv(l.launch(1)));
+  CHECK(p1.at("lr").to_number<double>() == 0.01);
+  CHECK(p1.at("opt").as_string() == "sgd");
+  l.Complete(l.launch(1), 2.0);
+  REQUIRE(l.launch_count() == 3);
+  CHECK(l.launch(2).trial == 2);
+  CHECK(boost::json::parse(ParamsEnv(l.launch(2))).at("layers").as_int64() == 3);
+  l.Complete(l.launch(2), 3.0);
+  REQUIRE(l.launch_count() == 4);
+  CHECK(l.launch(3).trial == 3);
+  CHECK(InternalParams(h.Trials("queue")[3]) == InternalParams(sampled[3]));
+  l.Complete(l.launch(3), 4.0);
+
+  stored = h.Trials("queue");
+  REQUIRE(stored.size() == 4);
+  for (const TrialRecord& t : stored) CHECK(t.state == TrialState::kComplete);
+  CHECK(h.Study("queue").state == StudyState::kComplete);
+}
+
+TEST_CASE("an enqueued trial starts at once when its study has a free slot",
+          "[scheduler][enqueue]") {
+  Harness h;
+  FakeLauncher& l = h.launcher();
+  Sweep sweep;
+  sweep.name = "grid-queue";
+  sweep.n_trials = 5;
+  sweep.parallelism = 3;
+  sweep.space = "[space.letter]\ntype = \"categorical\"\nchoices = [\"a\", \"b\"]\n";
+  sweep.sampler = "kind = \"grid\"\nseed = 1";
+  h.SubmitOk(sweep);
+  REQUIRE(l.launch_count() == 2);  // the grid has two points; a slot is free
+  common::Result<TrialRecord> r = h.scheduler().Enqueue("grid-queue", {{"letter", "b"}});
+  INFO(r.status().ToString());
+  REQUIRE(r.ok());
+  REQUIRE(l.launch_count() == 3);
+  CHECK(l.launch(2).trial == r->number);
+  CHECK(boost::json::parse(ParamsEnv(l.launch(2))).at("letter").as_string() == "b");
+  CompleteAll(h, "", 3);
+  CHECK(h.Trials("grid-queue").size() == 3);
+  CHECK(h.Study("grid-queue").state == StudyState::kComplete);
+}
+
+TEST_CASE("a refused enqueue says why and stores nothing", "[scheduler][enqueue]") {
+  Harness h;
+  FakeLauncher& l = h.launcher();
+  Sweep sweep;
+  sweep.name = "q";
+  sweep.n_trials = 3;
+  h.SubmitOk(sweep);
+  common::Result<TrialRecord> r = common::Internal("not called");
+  size_t trials_after = 1;  // trial 0, started by Submit
+  SECTION("an unknown study") {
+    r = h.scheduler().Enqueue("nope", {});
+    CHECK(r.status().code() == Code::kNotFound);
+    CHECK_THAT(r.status().message(), Catch::Contains("\"nope\""));
+  }
+  SECTION("an unknown parameter, listing the study's") {
+    r = h.scheduler().Enqueue("q", {{"lr", "0.01"}, {"depth", "3"}});
+    CHECK(r.status().code() == Code::kInvalidArgument);
+    CHECK_THAT(r.status().message(),
+               Catch::Contains("\"depth\"") && Catch::Contains("lr, layers, opt"));
+  }
+  SECTION("a value outside the parameter's distribution") {
+    for (auto [param, text] : std::vector<std::pair<std::string, std::string>>{
+             {"lr", "abc"}, {"lr", "5"}, {"layers", "2.5"}, {"layers", "9"}, {"opt", "rmsprop"}}) {
+      INFO(param << " = " << text);
+      r = h.scheduler().Enqueue("q", {{param, text}});
+      CHECK(r.status().code() == Code::kInvalidArgument);
+      CHECK_THAT(r.status().message(),
+                 Catch::Contains(param) && Catch::Contains(text) && Catch::Contains("expected"));
+    }
+  }
+  SECTION("a study that already has its n_trials trials") {
+    REQUIRE(h.scheduler().Enqueue("q", {}).ok());
+    REQUIRE(h.scheduler().Enqueue("q", {}).ok());
+    trials_after = 3;
+    r = h.scheduler().Enqueue("q", {});
+    CHECK(r.status().code() == Code::kFailedPrecondition);
+    CHECK_THAT(r.status().message(),
+               Catch::Contains("study \"q\" already has its n_trials = 3 trials"));
+  }
+  SECTION("a study that is no longer running") {
+    REQUIRE(h.scheduler().Cancel("q").ok());
+    l.ExitSignal(l.launch(0), SIGTERM);
+    r = h.scheduler().Enqueue("q", {});
+    CHECK(r.status().code() == Code::kFailedPrecondition);
+    CHECK_THAT(r.status().message(), Catch::Contains("CANCELLED"));
+  }
+  INFO(r.status().ToString());
+  CHECK_FALSE(r.ok());
+  CHECK(h.Trials("q").size() == trials_after);
+  CHECK(l.launch_count() == 1);
+}
+
+TEST_CASE("an enqueued trial survives a restart and runs first", "[scheduler][enqueue]") {
+  Harness h;
+  Sweep sweep;
+  sweep.name = "persist";
+  sweep.n_trials = 3;
+  sweep.sampler = "seed = 3";
+  h.SubmitOk(sweep);
+  REQUIRE(h.scheduler().Enqueue("persist", {{"opt", "adamw"}}).ok());
+  h.Restart(7);
+  REQUIRE(h.scheduler().Recover().ok());
+  CHECK(h.scheduler().queued_count() == 1);
+  h.scheduler().Pump();
+  REQUIRE(h.launcher().launch_count() == 1);
+  Launched& p = h.launcher().launch(0);
+  CHECK(p.trial == 1);
+  CHECK(boost::json::parse(ParamsEnv(p)).at("opt").as_string() == "adamw");
 }
 
 // ---------------------------------------------------------------------------------------------

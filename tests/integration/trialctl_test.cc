@@ -1,8 +1,9 @@
 // trialctl against a real triald: verbs, --json shapes, errors and exit codes.
+#include "daemon/ctl/trialctl.h"
+
 #include <catch2/catch.hpp>
 #include <sstream>
 
-#include "daemon/ctl/trialctl.h"
 #include "tests/integration/harness.h"
 
 namespace triald::testing {
@@ -31,7 +32,8 @@ TEST_CASE("trialctl without a daemon: one clear line and exit code 3", "[trialct
   TempDir dir;
   Ctl c = Run(dir.File("nothing.sock"), {"studies"});
   CHECK(c.code == ctl::kExitUnavailable);
-  CHECK_THAT(c.err, Catch::StartsWith("trialctl: cannot reach triald at " + dir.File("nothing.sock")));
+  CHECK_THAT(c.err,
+             Catch::StartsWith("trialctl: cannot reach triald at " + dir.File("nothing.sock")));
   CHECK(std::count(c.err.begin(), c.err.end(), '\n') == 1);
 }
 
@@ -55,8 +57,7 @@ TEST_CASE("trialctl submit --wait, trials --json, best --json, logs, studies, st
             "echo \"hello from $TRIALD_TRIAL\"\necho warn >&2\n"
             "echo '{\"type\":\"final\",\"value\":'$TRIALD_TRIAL'}' >&3\n",
             0755);
-  std::string sweep =
-      dir.Write("s.toml", ExecSweep("ctl", "[\"sh\", \"w.sh\"]", 4, 2));
+  std::string sweep = dir.Write("s.toml", ExecSweep("ctl", "[\"sh\", \"w.sh\"]", 4, 2));
   Ctl submit = Run(d.socket(), {"submit", sweep, "--wait"});
   INFO(submit.err);
   REQUIRE(submit.code == 0);
@@ -132,6 +133,87 @@ TEST_CASE("trialctl cancel stops a running study", "[trialctl][integration]") {
   json::array trials = d.Trials("long");
   CHECK(trials.size() <= 2);
   for (const json::value& t : trials) CHECK(t.at("fail_reason").as_string() == "cancelled");
+}
+
+TEST_CASE("trialctl enqueue: bad command lines exit 2 with usage", "[trialctl][integration]") {
+  CHECK(Run("/x", {"enqueue"}).code == ctl::kExitUsage);
+  CHECK(Run("/x", {"enqueue", "s", "extra"}).code == ctl::kExitUsage);
+  Ctl no_eq = Run("/x", {"enqueue", "s", "--param", "x"});
+  CHECK(no_eq.code == ctl::kExitUsage);
+  CHECK_THAT(no_eq.err, Catch::Contains("--param \"x\": expected NAME=VALUE"));
+  CHECK(Run("/x", {"enqueue", "s", "--param"}).code == ctl::kExitUsage);
+  CHECK(Run("/x", {"enqueue", "s", "--param", "=1"}).code == ctl::kExitUsage);
+  Ctl twice = Run("/x", {"enqueue", "s", "--param", "x=1", "--param", "x=2"});
+  CHECK(twice.code == ctl::kExitUsage);
+  CHECK_THAT(twice.err, Catch::Contains("--param x given twice"));
+  CHECK(Run("/x", {"status", "s", "--param", "x=1"}).code == ctl::kExitUsage);
+  Ctl help = Run("/x", {"--help"});
+  CHECK_THAT(help.out, Catch::Contains("enqueue STUDY [--param NAME=VALUE]..."));
+}
+
+TEST_CASE("trialctl enqueue queues trials that run next with the given params",
+          "[trialctl][integration]") {
+  TempDir dir;
+  TestDaemon d(dir.File("state"));
+  d.Start();
+  // Each trial waits for the file "go", then reports its x as its value.
+  dir.Write("w.sh",
+            "while [ ! -e go ]; do sleep 0.02; done\n"
+            "x=${TRIALD_PARAMS#*\\\"x\\\":}\nx=${x%\\}}\n"
+            "echo \"{\\\"type\\\":\\\"final\\\",\\\"value\\\":$x}\" >&3\n",
+            0755);
+  std::string sweep = dir.Write("s.toml", ExecSweep("queue", "[\"sh\", \"w.sh\"]", 4, 1));
+  REQUIRE(Run(d.socket(), {"submit", sweep}).code == 0);
+
+  Ctl first = Run(d.socket(), {"enqueue", "queue", "--param", "x=0.25"});
+  INFO(first.err);
+  REQUIRE(first.code == 0);
+  CHECK(first.out == "1\n");
+  Ctl second = Run(d.socket(), {"enqueue", "queue", "--param", "x=-0.5", "--json"});
+  REQUIRE(second.code == 0);
+  json::value reply = json::parse(second.out);
+  CHECK(reply.at("trial").as_int64() == 2);
+  CHECK(reply.at("params").at("x").to_number<double>() == -0.5);
+  // Refused: an unknown parameter, a bad value, an unknown study; nothing is queued.
+  Ctl unknown = Run(d.socket(), {"enqueue", "queue", "--param", "y=1"});
+  CHECK(unknown.code == ctl::kExitError);
+  CHECK_THAT(unknown.err, Catch::Contains("no parameter \"y\"; expected one of: x"));
+  Ctl bad = Run(d.socket(), {"enqueue", "queue", "--param", "x=abc"});
+  CHECK(bad.code == ctl::kExitError);
+  CHECK_THAT(bad.err, Catch::Contains("parameter x") && Catch::Contains("abc") &&
+                          Catch::Contains("expected"));
+  Ctl out_of_range = Run(d.socket(), {"enqueue", "queue", "--param", "x=5"});
+  CHECK(out_of_range.code == ctl::kExitError);
+  CHECK_THAT(out_of_range.err, Catch::Contains("expected a number in"));
+  Ctl nope = Run(d.socket(), {"enqueue", "nope", "--param", "x=0"});
+  CHECK(nope.code == ctl::kExitError);
+  CHECK(nope.err == "trialctl: no study named \"nope\" (see `trialctl studies`)\n");
+
+  Ctl sampled = Run(d.socket(), {"enqueue", "queue"});  // every parameter sampled
+  REQUIRE(sampled.code == 0);
+  CHECK(sampled.out == "3\n");
+  Ctl full = Run(d.socket(), {"enqueue", "queue", "--param", "x=0"});
+  CHECK(full.code == ctl::kExitError);
+  CHECK(full.err == "trialctl: study \"queue\" already has its n_trials = 4 trials\n");
+
+  dir.Write("go", "");
+  json::object st = d.WaitStudy("queue");
+  CHECK(st.at("state").as_string() == "COMPLETE");
+  json::array trials = d.Trials("queue");
+  REQUIRE(trials.size() == 4);
+  for (const json::value& t : trials) CHECK(t.at("state").as_string() == "COMPLETE");
+  CHECK(trials[1].at("value").to_number<double>() == 0.25);
+  CHECK(trials[2].at("value").to_number<double>() == -0.5);
+  // Enqueued trials ran in order, after the trial that was running.
+  double started_1 = trials[1].at("started_at").to_number<double>();
+  double started_2 = trials[2].at("started_at").to_number<double>();
+  double started_3 = trials[3].at("started_at").to_number<double>();
+  CHECK(trials[0].at("started_at").to_number<double>() <= started_1);
+  CHECK(started_1 <= started_2);
+  CHECK(started_2 <= started_3);
+  Ctl done = Run(d.socket(), {"enqueue", "queue"});
+  CHECK(done.code == ctl::kExitError);
+  CHECK_THAT(done.err, Catch::Contains("COMPLETE"));
 }
 
 }  // namespace triald::testing

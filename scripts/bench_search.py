@@ -1,0 +1,304 @@
+#!/usr/bin/python3
+"""Sampler benchmark: triald's TPE and random samplers against Optuna 3.1's, side by side.
+
+Quality: Branin (2-d), Hartmann6 (6-d), Rosenbrock (5-d on [-5, 10]), Ackley (5-d on
+[-32.768, 32.768]) and a mixed space (two floats, an int, a 3-way categorical with per-choice
+offsets), all minimised, N trials (default 100) for each of S seeds (default 10). For every
+(function, sampler) the table shows the median and the interquartile range, over seeds, of the
+best value found after 30 and after N trials. triald's samplers run in-process through the C++
+driver (tests/tools/bench_samplers.cc: MakeSampler + SampleParams, exactly as the daemon calls
+them); Optuna runs here, with TPESampler(multivariate=True, seed=s) and RandomSampler(seed=s).
+
+Speed: time of one TPE suggestion with a history of H random COMPLETE trials of 5 floats
+(H = 100, 1000, 5000). triald: SampleParams() in the driver. Optuna: a full study.ask() (then
+tell(FAIL), so the history stays COMPLETE trials plus failures TPE ignores), and
+sampler.sample_relative() alone, both averaged over a few calls. Wall and CPU time are shown
+(CPU time is the fairer figure on a shared machine), with the ratio Optuna / triald.
+
+Figures only: nothing is asserted. Uses Debian's python3-optuna (3.1), hence /usr/bin/python3.
+
+    /usr/bin/python3 scripts/bench_search.py [--quick] [--seeds S] [--trials N]
+                                             [--driver build/bin/triald-bench-samplers]
+"""
+
+import argparse
+import json
+import logging
+import math
+import os
+import subprocess
+import sys
+import time
+import warnings
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# ------------------------------------------------------------------------------------------------
+# Objective functions: identical to tests/tools/bench_samplers.cc; keep them in step.
+
+HARTMANN_ALPHA = [1.0, 1.2, 3.0, 3.2]
+HARTMANN_A = [[10, 3, 17, 3.5, 1.7, 8], [0.05, 10, 17, 0.1, 8, 14], [3, 3.5, 1.7, 10, 17, 8],
+              [17, 8, 0.05, 10, 0.1, 14]]
+HARTMANN_P = [[0.1312, 0.1696, 0.5569, 0.0124, 0.8283, 0.5886],
+              [0.2329, 0.4135, 0.8307, 0.3736, 0.1004, 0.9991],
+              [0.2348, 0.1451, 0.3522, 0.2883, 0.3047, 0.6650],
+              [0.4047, 0.8828, 0.8732, 0.5743, 0.1091, 0.0381]]
+
+
+def branin(t):
+    x1 = t.suggest_float("x0", -5, 10)
+    x2 = t.suggest_float("x1", 0, 15)
+    b, c, s = 5.1 / (4 * math.pi ** 2), 5 / math.pi, 1 / (8 * math.pi)
+    return (x2 - b * x1 * x1 + c * x1 - 6) ** 2 + 10 * (1 - s) * math.cos(x1) + 10
+
+
+def hartmann6(t):
+    x = [t.suggest_float(f"x{i}", 0, 1) for i in range(6)]
+    total = 0.0
+    for i in range(4):
+        inner = sum(HARTMANN_A[i][j] * (x[j] - HARTMANN_P[i][j]) ** 2 for j in range(6))
+        total += HARTMANN_ALPHA[i] * math.exp(-inner)
+    return -total
+
+
+def rosenbrock5(t):
+    x = [t.suggest_float(f"x{i}", -5, 10) for i in range(5)]
+    return sum(100 * (x[i + 1] - x[i] ** 2) ** 2 + (1 - x[i]) ** 2 for i in range(4))
+
+
+def ackley5(t):
+    x = [t.suggest_float(f"x{i}", -32.768, 32.768) for i in range(5)]
+    sq = sum(v * v for v in x)
+    cs = sum(math.cos(2 * math.pi * v) for v in x)
+    return -20 * math.exp(-0.2 * math.sqrt(sq / 5)) - math.exp(cs / 5) + 20 + math.e
+
+
+def mixed(t):
+    x = t.suggest_float("x", -5, 5)
+    y = t.suggest_float("y", -5, 5)
+    n = t.suggest_int("n", 1, 20)
+    c = t.suggest_categorical("c", ["a", "b", "c"])
+    offset = {"a": 1.0, "b": 0.0, "c": 2.5}[c]
+    return (x - 1) ** 2 + (y + 2) ** 2 + ((n - 7) / 3) ** 2 + offset
+
+
+FUNCTIONS = {"branin": branin, "hartmann6": hartmann6, "rosenbrock5": rosenbrock5,
+             "ackley5": ackley5, "mixed": mixed}
+
+SAMPLER_LABELS = [("triald", "tpe"), ("optuna", "tpe"), ("triald", "random"),
+                  ("optuna", "random")]
+
+
+# ------------------------------------------------------------------------------------------------
+
+def quiet_optuna():
+    import optuna
+    # Optuna logs a line per trial and warns that multivariate TPE is experimental; neither
+    # belongs in a benchmark's output.
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    optuna.logging.disable_default_handler()
+    warnings.filterwarnings("ignore")
+    logging.getLogger("optuna").setLevel(logging.ERROR)
+    return optuna
+
+
+def run_driver(driver, args):
+    try:
+        out = subprocess.run([driver] + args, check=True, capture_output=True, text=True)
+    except FileNotFoundError:
+        sys.exit(f"bench_search: driver {driver} not found; build it first "
+                 "(cmake --build build --target triald-bench-samplers) or pass --driver")
+    except subprocess.CalledProcessError as e:
+        sys.exit(f"bench_search: {driver} {' '.join(args)} failed (exit {e.returncode}): "
+                 f"{e.stderr.strip()}")
+    return [json.loads(line) for line in out.stdout.splitlines() if line.strip()]
+
+
+def quantiles(values):
+    """Median, first and third quartiles (linear interpolation, as numpy.percentile)."""
+    v = sorted(values)
+
+    def q(p):
+        pos = p * (len(v) - 1)
+        lo = math.floor(pos)
+        hi = min(lo + 1, len(v) - 1)
+        return v[lo] + (v[hi] - v[lo]) * (pos - lo)
+
+    return q(0.5), q(0.25), q(0.75)
+
+
+def fmt(x):
+    if x == 0:
+        return "0"
+    if abs(x) >= 1e4 or abs(x) < 1e-3:
+        return f"{x:.3e}"
+    return f"{x:.4g}"
+
+
+def optuna_best_so_far(optuna, fn, sampler_kind, seed, trials, checkpoints):
+    if sampler_kind == "tpe":
+        sampler = optuna.samplers.TPESampler(multivariate=True, seed=seed)
+    else:
+        sampler = optuna.samplers.RandomSampler(seed=seed)
+    study = optuna.create_study(sampler=sampler)
+    study.optimize(fn, n_trials=trials)
+    best, out = math.inf, {}
+    for i, t in enumerate(study.trials, start=1):
+        best = min(best, t.value)
+        if i in checkpoints:
+            out[str(i)] = best
+    return out
+
+
+def quality(args, optuna):
+    checkpoints = sorted({30, args.trials} if args.trials > 30 else {args.trials})
+    cp_arg = ",".join(str(c) for c in checkpoints)
+    results = {}  # (function, system, sampler) -> list of {checkpoint: best}
+    t0 = time.perf_counter()
+    for row in run_driver(args.driver, ["quality", "--seeds", str(args.seeds), "--trials",
+                                        str(args.trials), "--checkpoints", cp_arg,
+                                        "--functions", ",".join(args.functions),
+                                        "--samplers", ",".join(args.samplers)]):
+        results.setdefault((row["function"], "triald", row["sampler"]), []).append(row["best"])
+    t_triald = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    for name in args.functions:
+        fn = FUNCTIONS[name]
+        for kind in args.samplers:
+            for seed in range(args.seeds):
+                best = optuna_best_so_far(optuna, fn, kind, seed, args.trials, set(checkpoints))
+                results.setdefault((name, "optuna", kind), []).append(best)
+    t_optuna = time.perf_counter() - t0
+
+    print(f"\n== Quality: best value found (minimised), median [q25, q75] over {args.seeds} seeds, "
+          f"{args.trials} trials ==")
+    header = f"{'function':<12} {'sampler':<14}"
+    for c in checkpoints:
+        header += f" {'after ' + str(c):>32}"
+    print(header)
+    verdicts = []
+    labels = [(system, kind) for system, kind in SAMPLER_LABELS if kind in args.samplers]
+    for name in args.functions:
+        medians = {}
+        for i, (system, kind) in enumerate(labels):
+            runs = results[(name, system, kind)]
+            line = f"{name if i == 0 else '':<12} {system + ' ' + kind:<14}"
+            for c in checkpoints:
+                med, q1, q3 = quantiles([r[str(c)] for r in runs])
+                medians[(system, kind, c)] = med
+                line += f" {fmt(med):>12} [{fmt(q1):>8}, {fmt(q3):>8}]"
+            print(line)
+        verdicts.append(medians)
+    if "tpe" not in args.samplers:
+        return
+    print("\ntriald TPE vs Optuna TPE (median best; lower is better):")
+    for fname, medians in zip(args.functions, verdicts):
+        parts = []
+        for c in checkpoints:
+            ours, theirs = medians[("triald", "tpe", c)], medians[("optuna", "tpe", c)]
+            word = "better" if ours < theirs else ("equal" if ours == theirs else "worse")
+            parts.append(f"after {c}: {word} ({fmt(ours)} vs {fmt(theirs)})")
+        print(f"  {fname:<12} " + "; ".join(parts))
+    print(f"(run time: triald {t_triald:.1f} s, Optuna {t_optuna:.1f} s)")
+
+
+def optuna_speed(optuna, n, repeats):
+    import random as pyrandom
+    from optuna.distributions import FloatDistribution
+    from optuna.trial import create_trial
+
+    dists = {f"x{i}": FloatDistribution(0, 1) for i in range(5)}
+    rng = pyrandom.Random(12345)
+    trials = []
+    for _ in range(n):
+        params = {k: rng.random() for k in dists}
+        value = sum((v - 0.3) ** 2 for v in params.values())
+        trials.append(create_trial(params=params, distributions=dists, value=value))
+    study = optuna.create_study(sampler=optuna.samplers.TPESampler(multivariate=True, seed=7))
+    study.add_trials(trials)
+    study.tell(study.ask(dists), state=optuna.trial.TrialState.FAIL)  # warm-up, untimed
+
+    wall, cpu = time.perf_counter(), time.process_time()
+    for _ in range(repeats):
+        study.tell(study.ask(dists), state=optuna.trial.TrialState.FAIL)
+    ask = ((time.perf_counter() - wall) / repeats * 1e3, (time.process_time() - cpu) / repeats * 1e3)
+
+    trial = study.ask()
+    frozen = study._storage.get_trial(trial._trial_id)
+    wall, cpu = time.perf_counter(), time.process_time()
+    for _ in range(repeats):
+        study.sampler.sample_relative(study, frozen, dists)
+    rel = ((time.perf_counter() - wall) / repeats * 1e3, (time.process_time() - cpu) / repeats * 1e3)
+    return ask, rel
+
+
+def speed(args, optuna):
+    sizes = args.history
+    rows = run_driver(args.driver, ["speed", "--history", ",".join(str(s) for s in sizes),
+                                    "--repeats", str(args.speed_repeats), "--samplers", "tpe"])
+    ours = {r["history"]: (r["ms_per_suggestion"], r["cpu_ms_per_suggestion"]) for r in rows}
+    print("\n== Speed: ms per TPE suggestion, 5 float params, history of H random COMPLETE "
+          "trials (wall / CPU) ==")
+    print(f"{'H':>6} {'triald':>17} {'Optuna ask()':>19} {'Optuna sample_relative':>23} "
+          f"{'ratio ask/triald':>18} {'ratio rel/triald':>17}")
+    for n in sizes:
+        repeats = max(2, args.optuna_repeats if n <= 1000 else args.optuna_repeats // 2)
+        ask, rel = optuna_speed(optuna, n, repeats)
+        w, c = ours[n]
+        print(f"{n:>6} {fmt(w):>8} / {fmt(c):>6} {fmt(ask[0]):>9} / {fmt(ask[1]):>7} "
+              f"{fmt(rel[0]):>11} / {fmt(rel[1]):>9} "
+              f"{ask[0] / w:>8.0f}x / {ask[1] / c:>5.0f}x {rel[0] / w:>8.0f}x / {rel[1] / c:>5.0f}x")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true",
+                        help="short run: 3 seeds, histories 100 and 1000, fewer timing repeats")
+    parser.add_argument("--seeds", type=int, help="seeds per (function, sampler); default 10")
+    parser.add_argument("--trials", type=int, default=100, help="trials per study; default 100")
+    parser.add_argument("--history", help="comma-separated history sizes for the speed test; "
+                        "default 100,1000,5000")
+    parser.add_argument("--driver", default=os.path.join(REPO, "build", "bin",
+                                                         "triald-bench-samplers"),
+                        help="path of triald-bench-samplers (default build/bin/...)")
+    parser.add_argument("--functions", default=",".join(FUNCTIONS),
+                        help="comma-separated subset of " + ", ".join(FUNCTIONS))
+    parser.add_argument("--samplers", default="tpe,random",
+                        help="comma-separated subset of tpe, random (quality table)")
+    parser.add_argument("--skip-quality", action="store_true")
+    parser.add_argument("--skip-speed", action="store_true")
+    args = parser.parse_args()
+    if args.seeds is None:
+        args.seeds = 3 if args.quick else 10
+    if args.seeds < 1 or args.trials < 1:
+        parser.error("--seeds and --trials must be >= 1")
+    try:
+        args.history = [int(h) for h in (args.history or
+                                         ("100,1000" if args.quick else "100,1000,5000")).split(",")]
+    except ValueError:
+        parser.error(f"--history: expected comma-separated integers, got {args.history!r}")
+    if any(h < 1 for h in args.history):
+        parser.error("--history sizes must be >= 1")
+    args.functions = [f for f in args.functions.split(",") if f]
+    args.samplers = [k for k in args.samplers.split(",") if k]
+    unknown = [f for f in args.functions if f not in FUNCTIONS]
+    unknown += [k for k in args.samplers if k not in ("tpe", "random")]
+    if unknown or not args.functions or not args.samplers:
+        parser.error(f"unknown or missing --functions/--samplers entries: {unknown}")
+    args.speed_repeats = 10 if args.quick else 40
+    args.optuna_repeats = 3 if args.quick else 6
+
+    try:
+        optuna = quiet_optuna()
+    except ImportError:
+        sys.exit("bench_search: optuna is not installed (apt-get install python3-optuna)")
+    print(f"Optuna {optuna.__version__}; driver {args.driver}")
+    if not args.skip_quality:
+        quality(args, optuna)
+    if not args.skip_speed:
+        speed(args, optuna)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
