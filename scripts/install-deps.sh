@@ -5,7 +5,7 @@ set -euo pipefail
 
 PACKAGES=(
   build-essential cmake pkg-config git
-  libtorch-dev
+  libtorch-dev libopenblas0-pthread
   libboost1.81-dev libboost-json1.81-dev
   libspdlog-dev libfmt-dev
   libsqlite3-dev sqlite3
@@ -13,9 +13,14 @@ PACKAGES=(
   libtomlplusplus-dev
   libsystemd-dev
   python3 python3-optuna
-  nodejs npm
   procps psmisc
 )
+# node and npm run the tokenizer's reference implementation (npm's gpt-3-encoder) in the tests.
+# A machine whose Node.js came from elsewhere (e.g. NodeSource's nodejs, which bundles npm and
+# conflicts with Debian's npm package) keeps it.
+if ! command -v npm >/dev/null 2>&1 || ! command -v node >/dev/null 2>&1; then
+  PACKAGES+=(nodejs npm)
+fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -5,6 +5,7 @@
 #include <signal.h>
 
 #include <atomic>
+#include <boost/json/serialize.hpp>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -49,6 +50,11 @@ class WorkerContext : public ObjectiveContext {
     std::printf("step %lld value %.9g\n", static_cast<long long>(step), value);
     return reporter_.Report(step, value);
   }
+  Status OnAttr(std::string_view key, const boost::json::value& value) override {
+    std::printf("attr %.*s %s\n", static_cast<int>(key.size()), key.data(),
+                boost::json::serialize(value).c_str());
+    return reporter_.Attr(key, value);
+  }
   bool StopRequested() const override { return g_stop_requested.load(); }
 
  private:
@@ -57,10 +63,12 @@ class WorkerContext : public ObjectiveContext {
 
 void PrintUsage(std::FILE* out) {
   std::fprintf(out,
-               "usage: trial-worker [--objective NAME] [--help]\n"
+               "usage: trial-worker [--objective NAME] [--config JSON] [--help]\n"
                "\n"
                "Runs one trial for triald: reads the trial's parameters from TRIALD_PARAMS (a\n"
-               "JSON object) and reports over the pipe named by TRIALD_REPORT_FD.\n"
+               "JSON object) and reports over the pipe named by TRIALD_REPORT_FD. --config\n"
+               "carries the objective's fixed settings (for lm: the sweep's [objective] as\n"
+               "JSON, which triald passes itself).\n"
                "\n"
                "objectives (default quadratic-sgd):\n");
   for (const auto& info : triald::worker::Objectives()) {
@@ -97,6 +105,7 @@ int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
 
   std::string objective = "quadratic-sgd";
+  std::string config;
   for (int i = 1; i < argc; ++i) {
     std::string_view arg = argv[i];
     if (arg == "--help" || arg == "-h") {
@@ -107,6 +116,10 @@ int main(int argc, char** argv) {
       objective = argv[++i];
     } else if (arg.substr(0, 12) == "--objective=") {
       objective = std::string(arg.substr(12));
+    } else if (arg == "--config" && i + 1 < argc) {
+      config = argv[++i];
+    } else if (arg.substr(0, 9) == "--config=") {
+      config = std::string(arg.substr(9));
     } else {
       std::fprintf(stderr, "trial-worker: unexpected argument '%s'\n", argv[i]);
       PrintUsage(stderr);
@@ -121,7 +134,7 @@ int main(int argc, char** argv) {
   if (!env.ok()) return Fail(&*reporter, env.status());
 
   WorkerContext ctx(*reporter);
-  auto result = triald::worker::RunObjective(objective, env->params, ctx);
+  auto result = triald::worker::RunObjective(objective, env->params, config, ctx);
   // The stop wins even over a finished objective: the daemon has already decided this trial's
   // fate (pruned, cancelled, timed out) and a late final would contradict it.
   if (g_stop_requested.load()) return Stopped(*reporter);

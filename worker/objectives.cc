@@ -1,4 +1,5 @@
-// The only translation unit of triald that includes LibTorch headers (see objectives.h).
+// The objectives' dispatch and the two small LibTorch objectives; "lm" lives in
+// worker/lm_objective.cc.
 #include "worker/objectives.h"
 
 #include <time.h>
@@ -12,24 +13,15 @@
 #include <exception>
 #include <sstream>
 
+#include "config/sweep.h"
+#include "worker/lm_objective.h"
+
 namespace triald::worker {
 namespace {
 
 using common::InvalidArgument;
 using common::Result;
 using common::Status;
-
-// Rejects parameters the objective never read: a typo ("learning_rat") would otherwise run the
-// whole trial with the default and look like a valid result.
-Status CheckNoUnknownParams(std::string_view objective, const Params& params,
-                            const std::vector<std::string_view>& known) {
-  std::vector<std::string> unread = params.UnreadNames();
-  if (unread.empty()) return Status::Ok();
-  std::string message = "TRIALD_PARAMS: unknown parameter '" + unread.front() + "' for objective " +
-                        std::string(objective) + " (known:";
-  for (std::string_view name : known) message += " " + std::string(name);
-  return InvalidArgument(message + ")");
-}
 
 // Only the CPU is supported until the language-model objective brings device handling; naming
 // the value keeps "cuda:0" in a sweep from silently running on the CPU.
@@ -140,12 +132,26 @@ Result<double> RunEcho(const Params& params, ObjectiveContext& ctx) {
 
 }  // namespace
 
+Status CheckNoUnknownParams(std::string_view objective, const Params& params,
+                            const std::vector<std::string_view>& known) {
+  std::vector<std::string> unread = params.UnreadNames();
+  if (unread.empty()) return Status::Ok();
+  std::string message = "TRIALD_PARAMS: unknown parameter '" + unread.front() + "' for objective " +
+                        std::string(objective) + " (known:";
+  for (std::string_view name : known) message += " " + std::string(name);
+  return InvalidArgument(message + ")");
+}
+
 const std::vector<ObjectiveInfo>& Objectives() {
   static const std::vector<ObjectiveInfo> kObjectives = {
       {"quadratic-sgd",
        "LibTorch SGD on (x-1)^2 + 10(y+2)^2; params x0=3 y0=-3 learning_rate=0.05 steps=20 "
        "step_delay_ms=0 device=cpu"},
       {"echo", "reports final = param value (default 0); protocol only"},
+      {"lm",
+       "fine-tunes a GPT-2 checkpoint; needs --config (the sweep's [objective] as JSON); params "
+       "override learning_rate weight_decay warmup_steps batch_size dropout adam_beta1 "
+       "adam_beta2 grad_clip lr_schedule seed"},
   };
   return kObjectives;
 }
@@ -155,11 +161,31 @@ Status StoppedStatus() {
 }
 
 Result<double> RunObjective(std::string_view name, const Params& params, ObjectiveContext& ctx) {
+  return RunObjective(name, params, "", ctx);
+}
+
+Result<double> RunObjective(std::string_view name, const Params& params, std::string_view config,
+                            ObjectiveContext& ctx) {
+  const bool is_known = std::any_of(Objectives().begin(), Objectives().end(),
+                                    [&](const ObjectiveInfo& info) { return info.name == name; });
+  if (is_known && name != "lm" && !config.empty()) {
+    return InvalidArgument("objective " + std::string(name) + " takes no --config");
+  }
   // LibTorch reports failures as exceptions (c10::Error derives from std::exception); none may
   // leave the worker component.
   try {
     if (name == "quadratic-sgd") return RunQuadraticSgd(params, ctx);
     if (name == "echo") return RunEcho(params, ctx);
+    if (name == "lm") {
+      if (config.empty()) {
+        return InvalidArgument(
+            "objective lm needs --config '<JSON>': the [objective] settings of the sweep (model, "
+            "train_file, eval_file, ...), which triald passes when it starts the worker");
+      }
+      Result<config::LmObjectiveConfig> lm = config::LmObjectiveFromJson(config);
+      if (!lm.ok()) return lm.status().WithContext("--config");
+      return RunLmObjective(*lm, params, ctx);
+    }
   } catch (const c10::Error& e) {
     return common::Internal("objective " + std::string(name) +
                             ": LibTorch error: " + e.what_without_backtrace());

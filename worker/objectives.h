@@ -5,6 +5,7 @@
 // Thread-safety: RunObjective may be called from any thread, but LibTorch settings it touches
 // (threads, seeds) are per process, so run one objective per process, as trial-worker does.
 
+#include <boost/json/value.hpp>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -25,6 +26,15 @@ class ObjectiveContext {
   // (the report pipe is gone) stops the objective, which returns that status.
   virtual common::Status OnStep(int64_t step, double value) = 0;
 
+  // Called with facts about the trial worth keeping beside its value (parameter count, device,
+  // tokens seen, ...). A non-OK status (the report pipe is gone) stops the objective. The
+  // default drops the attribute, for contexts that only record steps.
+  virtual common::Status OnAttr(std::string_view key, const boost::json::value& value) {
+    (void)key;
+    (void)value;
+    return common::Status::Ok();
+  }
+
   // True once the trial was asked to stop (SIGTERM from the daemon on prune, cancel, timeout or
   // shutdown). Objectives check it between steps and during waits and then return
   // StoppedStatus() promptly.
@@ -42,8 +52,21 @@ const std::vector<ObjectiveInfo>& Objectives();
 // Runs the objective `name` with `params` and returns its final value. Errors are Status values,
 // never exceptions: an unknown objective or parameter, a parameter of the wrong type or out of
 // range, a non-finite loss, a LibTorch failure, or StoppedStatus() when ctx.StopRequested().
+//
+// `config` is the text of trial-worker's --config: the objective's fixed settings. "lm" requires
+// it (the JSON of config::LmObjectiveConfig, as config::LmObjectiveToJson writes it); the other
+// objectives take none, and refuse one rather than ignore it.
+common::Result<double> RunObjective(std::string_view name, const Params& params,
+                                    std::string_view config, ObjectiveContext& ctx);
+// The same without --config.
 common::Result<double> RunObjective(std::string_view name, const Params& params,
                                     ObjectiveContext& ctx);
+
+// Fails when `params` holds a name no Get* call has read, i.e. one the objective does not know:
+// a typo ("learning_rat") would otherwise run the whole trial with the default and look like a
+// valid result. `known` is listed in the message.
+common::Status CheckNoUnknownParams(std::string_view objective, const Params& params,
+                                    const std::vector<std::string_view>& known);
 
 // The status an objective returns when it stopped because StopRequested() became true.
 common::Status StoppedStatus();

@@ -400,7 +400,7 @@ TEST_CASE("quadratic-sgd rejects bad parameters by name", "[worker]") {
   CHECK(!negative_lr.ok());
   auto unknown = RunObjective("resnet", Params(), ctx);
   REQUIRE(!unknown.ok());
-  CHECK(unknown.status().message() == "unknown objective 'resnet' (known: quadratic-sgd, echo)");
+  CHECK(unknown.status().message() == "unknown objective 'resnet' (known: quadratic-sgd, echo, lm)");
   CHECK(ctx.values.empty());
 }
 

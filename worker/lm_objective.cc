@@ -1,0 +1,421 @@
+#include "worker/lm_objective.h"
+
+#include <malloc.h>
+#include <torch/nn/utils/clip_grad.h>
+#include <torch/optim/adamw.h>
+#include <torch/types.h>
+#include <torch/utils.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <exception>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include "worker/device.h"
+#include "worker/safetensors.h"
+#include "worker/tokenizer.h"
+
+namespace triald::worker {
+namespace {
+
+using common::InvalidArgument;
+using common::Result;
+using common::Status;
+
+constexpr double kBytesPerGb = 1024.0 * 1024.0 * 1024.0;
+
+std::string FormatDouble(double value) {
+  std::ostringstream out;
+  out << value;
+  return out.str();
+}
+
+Status OutOfRange(std::string_view name, const std::string& expected, const std::string& got) {
+  return InvalidArgument("lm: hyperparameter '" + std::string(name) + "' must be " + expected +
+                         ", got " + got);
+}
+
+Result<std::string> ReadFile(const std::string& path, const char* what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return common::ErrnoError(std::string("cannot read ") + what + " " + path, errno);
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) return common::ErrnoError(std::string("error reading ") + what + " " + path, errno);
+  return text.str();
+}
+
+// True for a line that holds nothing but whitespace.
+bool IsBlank(std::string_view line) {
+  return std::all_of(line.begin(), line.end(),
+                     [](char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\f'; });
+}
+
+// A batch of `rows` windows of `width` tokens starting at `starts`, as int64 on `device`.
+torch::Tensor Windows(const std::vector<int32_t>& tokens, const std::vector<int64_t>& starts,
+                      int64_t width, const c10::Device& device) {
+  torch::Tensor batch = torch::empty({static_cast<int64_t>(starts.size()), width}, torch::kLong);
+  int64_t* out = batch.data_ptr<int64_t>();
+  for (size_t row = 0; row < starts.size(); ++row) {
+    for (int64_t i = 0; i < width; ++i) out[row * width + i] = tokens[starts[row] + i];
+  }
+  return batch.to(device);
+}
+
+// Mean (or summed) next-token loss of a batch of windows: inputs are all but the last token,
+// targets all but the first.
+torch::Tensor WindowLoss(Gpt2Model& model, const torch::Tensor& windows, bool sum) {
+  const int64_t seq = windows.size(1) - 1;
+  torch::Tensor inputs = windows.narrow(1, 0, seq);
+  torch::Tensor targets = windows.narrow(1, 1, seq).reshape({-1});
+  torch::Tensor logits = model.forward(inputs);
+  torch::Tensor log_probs = torch::log_softmax(logits.reshape({-1, logits.size(-1)}), -1);
+  return torch::nll_loss(log_probs, targets, /*weight=*/{},
+                         sum ? at::Reduction::Sum : at::Reduction::Mean);
+}
+
+// On the CPU every training step allocates and frees the same large tensors (the logits and
+// their gradients are batch x seq x vocab floats: 100 MB for 8 x 64 x 50257). glibc hands
+// blocks over 32 MiB back to the kernel at once and trims the heap eagerly, so each step pays
+// for faulting all of that memory in again; on the 2-core test VM that was half the step time
+// (20 s instead of 39 s for 6 steps of the tiny fixture, 4x with OpenBLAS). Keeping freed
+// memory in the heap costs resident memory (up to about twice the peak of one step), which a
+// trial process, alone with its model, can afford; it is returned when the trial exits.
+void KeepFreedMemory() {
+  constexpr int kOneGiB = 1 << 30;
+  mallopt(M_MMAP_THRESHOLD, kOneGiB);
+  mallopt(M_TRIM_THRESHOLD, kOneGiB);
+}
+
+// Sends every (key, value) to the context, stopping at the first failure.
+Status SendAttrs(ObjectiveContext& ctx,
+                 const std::vector<std::pair<std::string, boost::json::value>>& attrs) {
+  for (const auto& [key, value] : attrs) TRIALD_RETURN_IF_ERROR(ctx.OnAttr(key, value));
+  return Status::Ok();
+}
+
+Result<std::vector<int32_t>> TokenizeFile(const std::string& path, const char* what,
+                                          const Gpt2Tokenizer& tokenizer) {
+  TRIALD_ASSIGN_OR_RETURN(std::string text, ReadFile(path, what));
+  return TokenizeDocuments(
+      text, [&](std::string_view doc) { return tokenizer.Encode(doc); }, tokenizer.eos_id());
+}
+
+Result<double> RunLm(const config::LmObjectiveConfig& config, const Params& params,
+                     ObjectiveContext& ctx) {
+  TRIALD_ASSIGN_OR_RETURN(LmHyperparams hp, LmHyperparamsFrom(config, params));
+  if (config.max_steps < 1) {
+    return InvalidArgument("lm: max_steps must be >= 1, got " + std::to_string(config.max_steps));
+  }
+  if (config.seq_len < 1) {
+    return InvalidArgument("lm: seq_len must be >= 1, got " + std::to_string(config.seq_len));
+  }
+  if (config.eval_every < 0) {
+    return InvalidArgument("lm: eval_every must be >= 0, got " + std::to_string(config.eval_every));
+  }
+  const std::string dir =
+      config.model.empty() || config.model.back() == '/' ? config.model : config.model + "/";
+
+  // Plan on the meta device: nothing is allocated until the plan fits.
+  TRIALD_ASSIGN_OR_RETURN(Gpt2Config model_config, LoadGpt2Config(dir + "config.json"));
+  if (config.seq_len > model_config.n_positions) {
+    return InvalidArgument("lm: seq_len " + std::to_string(config.seq_len) +
+                           " exceeds the model's n_positions " +
+                           std::to_string(model_config.n_positions) + " (" + dir + "config.json)");
+  }
+  std::shared_ptr<Gpt2Model> model = BuildGpt2Skeleton(model_config, hp.dropout);
+  Gpt2MemoryPlan plan = PlanGpt2Memory(*model, hp.batch_size, config.seq_len);
+  TRIALD_RETURN_IF_ERROR(ctx.OnAttr("params", plan.params));
+  TRIALD_RETURN_IF_ERROR(ctx.OnAttr("planned_memory_bytes", plan.total_bytes));
+  if (config.memory_budget_gb > 0 && plan.total_bytes > config.memory_budget_gb * kBytesPerGb) {
+    return common::FailedPrecondition(
+        "lm: the trial needs an estimated " + FormatDouble(plan.total_bytes / kBytesPerGb) +
+        " GiB (parameters " + FormatDouble(plan.parameter_bytes / kBytesPerGb) + ", gradients " +
+        FormatDouble(plan.gradient_bytes / kBytesPerGb) + ", AdamW state " +
+        FormatDouble(plan.optimizer_bytes / kBytesPerGb) + ", activations " +
+        FormatDouble(plan.activation_bytes / kBytesPerGb) + " for batch_size " +
+        std::to_string(hp.batch_size) + " x seq_len " + std::to_string(config.seq_len) +
+        "), more than memory_budget_gb = " + FormatDouble(config.memory_budget_gb) +
+        "; refused before allocating anything");
+  }
+
+  // Every input is read and checked before the device is touched.
+  TRIALD_ASSIGN_OR_RETURN(SafetensorsFile weights,
+                          SafetensorsFile::Open(dir + "model.safetensors"));
+  TRIALD_ASSIGN_OR_RETURN(Gpt2Tokenizer tokenizer,
+                          Gpt2Tokenizer::Load(dir + "vocab.json", dir + "merges.txt"));
+  if (tokenizer.vocab_size() > model_config.vocab_size) {
+    return InvalidArgument(
+        "lm: the tokenizer (" + dir + "vocab.json) has " + std::to_string(tokenizer.vocab_size()) +
+        " tokens, more than the model's vocab_size " + std::to_string(model_config.vocab_size));
+  }
+  if (tokenizer.eos_id() < 0) {
+    return InvalidArgument("lm: " + dir +
+                           "vocab.json has no <|endoftext|> token to separate documents with");
+  }
+  TRIALD_ASSIGN_OR_RETURN(std::vector<int32_t> train,
+                          TokenizeFile(config.train_file, "train_file", tokenizer));
+  TRIALD_ASSIGN_OR_RETURN(std::vector<int32_t> eval,
+                          TokenizeFile(config.eval_file, "eval_file", tokenizer));
+  if (static_cast<int64_t>(train.size()) < config.seq_len + 1) {
+    return InvalidArgument("lm: train_file " + config.train_file + " has " +
+                           std::to_string(train.size()) + " tokens; seq_len " +
+                           std::to_string(config.seq_len) + " needs at least " +
+                           std::to_string(config.seq_len + 1));
+  }
+  if (eval.size() < 2) {
+    return InvalidArgument("lm: eval_file " + config.eval_file + " has " +
+                           std::to_string(eval.size()) + " tokens; evaluation needs at least 2");
+  }
+
+  // Reading and tokenizing can take a while on large inputs; a stop that came meanwhile ends
+  // the trial before the device is touched.
+  if (ctx.StopRequested()) return StoppedStatus();
+  DeviceOptions device_options;
+  device_options.name = config.device;
+  device_options.gpu_memory_fraction = config.gpu_memory_fraction;
+  device_options.cuda_visible_devices = CudaVisibleDevicesFromEnv();
+  TRIALD_ASSIGN_OR_RETURN(DeviceChoice device, SelectDevice(device_options));
+  TRIALD_RETURN_IF_ERROR(SendAttrs(ctx, device.attrs));
+  if (device.device.is_cpu()) KeepFreedMemory();
+  // After the device is chosen: seeding touches every CUDA generator.
+  torch::manual_seed(static_cast<uint64_t>(hp.seed));
+
+  TRIALD_RETURN_IF_ERROR(LoadGpt2Weights(*model, weights, device.device));
+  // The guarantee training relies on, checked where it is relied on.
+  TRIALD_RETURN_IF_ERROR(CheckNoMetaTensors(*model, weights.path()));
+  if (ctx.StopRequested()) return StoppedStatus();
+
+  LmTrainOptions options;
+  options.max_steps = config.max_steps;
+  options.seq_len = config.seq_len;
+  options.eval_every = config.eval_every;
+  options.hyperparams = hp;
+  TRIALD_ASSIGN_OR_RETURN(LmTrainResult result,
+                          TrainLm(*model, train, eval, options, device.device, ctx));
+  TRIALD_RETURN_IF_ERROR(ctx.OnAttr("tokens_seen", result.tokens_seen));
+  TRIALD_RETURN_IF_ERROR(ctx.OnAttr("train_seconds", result.train_seconds));
+  // exp overflows to infinity for a hopeless loss; JSON cannot carry that.
+  double perplexity = std::exp(result.eval_loss);
+  if (std::isfinite(perplexity)) TRIALD_RETURN_IF_ERROR(ctx.OnAttr("perplexity", perplexity));
+  return result.eval_loss;
+}
+
+}  // namespace
+
+const std::vector<std::string_view>& LmParamNames() {
+  static const std::vector<std::string_view> kNames = {
+      "learning_rate", "weight_decay", "warmup_steps", "batch_size",  "dropout",
+      "adam_beta1",    "adam_beta2",   "grad_clip",    "lr_schedule", "seed"};
+  return kNames;
+}
+
+Result<LmHyperparams> LmHyperparamsFrom(const config::LmObjectiveConfig& config,
+                                        const Params& params) {
+  LmHyperparams hp;
+  TRIALD_ASSIGN_OR_RETURN(hp.learning_rate,
+                          params.GetDouble("learning_rate", config.learning_rate));
+  TRIALD_ASSIGN_OR_RETURN(hp.weight_decay, params.GetDouble("weight_decay", config.weight_decay));
+  TRIALD_ASSIGN_OR_RETURN(hp.warmup_steps, params.GetInt("warmup_steps", config.warmup_steps));
+  TRIALD_ASSIGN_OR_RETURN(hp.batch_size, params.GetInt("batch_size", config.batch_size));
+  TRIALD_ASSIGN_OR_RETURN(hp.dropout, params.GetDouble("dropout", config.dropout));
+  TRIALD_ASSIGN_OR_RETURN(hp.adam_beta1, params.GetDouble("adam_beta1", config.adam_beta1));
+  TRIALD_ASSIGN_OR_RETURN(hp.adam_beta2, params.GetDouble("adam_beta2", config.adam_beta2));
+  TRIALD_ASSIGN_OR_RETURN(hp.grad_clip, params.GetDouble("grad_clip", config.grad_clip));
+  TRIALD_ASSIGN_OR_RETURN(std::string schedule,
+                          params.GetString("lr_schedule", config.lr_schedule));
+  TRIALD_ASSIGN_OR_RETURN(hp.seed, params.GetInt("seed", config.seed));
+  TRIALD_RETURN_IF_ERROR(CheckNoUnknownParams("lm", params, LmParamNames()));
+
+  if (!(hp.learning_rate > 0)) {
+    return OutOfRange("learning_rate", "> 0", FormatDouble(hp.learning_rate));
+  }
+  if (!(hp.weight_decay >= 0)) {
+    return OutOfRange("weight_decay", ">= 0", FormatDouble(hp.weight_decay));
+  }
+  if (hp.warmup_steps < 0) {
+    return OutOfRange("warmup_steps", ">= 0", std::to_string(hp.warmup_steps));
+  }
+  if (hp.batch_size < 1) return OutOfRange("batch_size", ">= 1", std::to_string(hp.batch_size));
+  if (!(hp.dropout >= 0 && hp.dropout < 1)) {
+    return OutOfRange("dropout", "in [0, 1)", FormatDouble(hp.dropout));
+  }
+  if (!(hp.adam_beta1 >= 0 && hp.adam_beta1 < 1)) {
+    return OutOfRange("adam_beta1", "in [0, 1)", FormatDouble(hp.adam_beta1));
+  }
+  if (!(hp.adam_beta2 >= 0 && hp.adam_beta2 < 1)) {
+    return OutOfRange("adam_beta2", "in [0, 1)", FormatDouble(hp.adam_beta2));
+  }
+  if (!(hp.grad_clip >= 0)) {
+    return OutOfRange("grad_clip", ">= 0 (0 = no clipping)", FormatDouble(hp.grad_clip));
+  }
+  if (schedule == "constant") {
+    hp.lr_schedule = LrSchedule::kConstant;
+  } else if (schedule == "linear") {
+    hp.lr_schedule = LrSchedule::kLinear;
+  } else if (schedule == "cosine") {
+    hp.lr_schedule = LrSchedule::kCosine;
+  } else {
+    return OutOfRange("lr_schedule", "\"constant\", \"linear\" or \"cosine\"",
+                      "\"" + schedule + "\"");
+  }
+  return hp;
+}
+
+double LearningRateAt(int64_t step, int64_t max_steps, int64_t warmup_steps, double base,
+                      LrSchedule schedule) {
+  if (step < warmup_steps) return base * static_cast<double>(step + 1) / warmup_steps;
+  if (schedule == LrSchedule::kConstant) return base;
+  const int64_t decay_steps = std::max<int64_t>(1, max_steps - warmup_steps);
+  const double progress = std::min(1.0, static_cast<double>(step - warmup_steps) / decay_steps);
+  if (schedule == LrSchedule::kLinear) return base * (1.0 - progress);
+  return base * 0.5 * (1.0 + std::cos(M_PI * progress));
+}
+
+std::vector<int32_t> TokenizeDocuments(
+    std::string_view text, const std::function<std::vector<int32_t>(std::string_view)>& encode,
+    int32_t eos) {
+  std::vector<int32_t> tokens;
+  size_t doc_begin = std::string_view::npos;  // start of the current document, if any
+  size_t doc_end = 0;                         // end of its last non-blank line
+  auto flush = [&] {
+    if (doc_begin == std::string_view::npos) return;
+    std::vector<int32_t> ids = encode(text.substr(doc_begin, doc_end - doc_begin));
+    tokens.insert(tokens.end(), ids.begin(), ids.end());
+    tokens.push_back(eos);
+    doc_begin = std::string_view::npos;
+  };
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t newline = text.find('\n', pos);
+    size_t line_end = newline == std::string_view::npos ? text.size() : newline;
+    if (IsBlank(text.substr(pos, line_end - pos))) {
+      flush();
+    } else {
+      if (doc_begin == std::string_view::npos) doc_begin = pos;
+      doc_end = line_end;
+    }
+    pos = newline == std::string_view::npos ? text.size() : newline + 1;
+  }
+  flush();
+  return tokens;
+}
+
+Result<double> EvaluateLm(Gpt2Model& model, const std::vector<int32_t>& tokens, int64_t seq_len,
+                          int64_t batch_size, const c10::Device& device, ObjectiveContext& ctx) {
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  if (n < 2) return InvalidArgument("evaluation needs at least 2 tokens, got " + std::to_string(n));
+  torch::NoGradGuard no_grad;
+  const bool was_training = model.is_training();
+  model.eval();
+  double total = 0;
+  int64_t predicted = 0;
+  // Full windows, batched; then the shorter tail window alone.
+  std::vector<int64_t> starts;
+  int64_t start = 0;
+  for (; start + seq_len + 1 <= n; start += seq_len) starts.push_back(start);
+  for (size_t i = 0; i < starts.size(); i += batch_size) {
+    if (ctx.StopRequested()) return StoppedStatus();
+    std::vector<int64_t> chunk(starts.begin() + i,
+                               starts.begin() + std::min(starts.size(), i + batch_size));
+    total += WindowLoss(model, Windows(tokens, chunk, seq_len + 1, device), true).item<double>();
+    predicted += static_cast<int64_t>(chunk.size()) * seq_len;
+  }
+  if (n - start >= 2) {
+    total += WindowLoss(model, Windows(tokens, {start}, n - start, device), true).item<double>();
+    predicted += n - start - 1;
+  }
+  model.train(was_training);
+  return total / static_cast<double>(predicted);
+}
+
+Result<LmTrainResult> TrainLm(Gpt2Model& model, const std::vector<int32_t>& train,
+                              const std::vector<int32_t>& eval, const LmTrainOptions& options,
+                              const c10::Device& device, ObjectiveContext& ctx) {
+  const LmHyperparams& hp = options.hyperparams;
+  const int64_t seq_len = options.seq_len;
+  const int64_t n = static_cast<int64_t>(train.size());
+  if (n < seq_len + 1) {
+    return InvalidArgument("training needs at least seq_len + 1 = " + std::to_string(seq_len + 1) +
+                           " tokens, got " + std::to_string(n));
+  }
+  TRIALD_RETURN_IF_ERROR(CheckNoMetaTensors(model, "the model"));
+
+  // The usual split: biases and LayerNorm weights (all 1-D parameters of GPT-2) are not
+  // decayed; weight matrices and embeddings are.
+  std::vector<torch::Tensor> decay, no_decay;
+  for (const auto& item : model.named_parameters()) {
+    (item.value().dim() < 2 ? no_decay : decay).push_back(item.value());
+  }
+  auto adamw = [&](double weight_decay) {
+    return torch::optim::AdamWOptions(hp.learning_rate)
+        .betas(std::make_tuple(hp.adam_beta1, hp.adam_beta2))
+        .weight_decay(weight_decay);
+  };
+  std::vector<torch::optim::OptimizerParamGroup> groups;
+  groups.emplace_back(decay, std::make_unique<torch::optim::AdamWOptions>(adamw(hp.weight_decay)));
+  groups.emplace_back(no_decay, std::make_unique<torch::optim::AdamWOptions>(adamw(0.0)));
+  torch::optim::AdamW optimizer(std::move(groups), adamw(0.0));
+  std::vector<torch::Tensor> all_params = model.parameters();
+
+  std::mt19937_64 rng(static_cast<uint64_t>(hp.seed));
+  std::uniform_int_distribution<int64_t> pick_start(0, n - seq_len - 1);
+  std::vector<int64_t> starts(static_cast<size_t>(hp.batch_size));
+
+  LmTrainResult result;
+  const auto began = std::chrono::steady_clock::now();
+  model.train();
+  double eval_loss = 0;
+  for (int64_t step = 0; step < options.max_steps; ++step) {
+    if (ctx.StopRequested()) return StoppedStatus();
+    const double lr =
+        LearningRateAt(step, options.max_steps, hp.warmup_steps, hp.learning_rate, hp.lr_schedule);
+    for (auto& group : optimizer.param_groups()) {
+      static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);
+    }
+    for (int64_t& s : starts) s = pick_start(rng);
+    optimizer.zero_grad();
+    torch::Tensor loss = WindowLoss(model, Windows(train, starts, seq_len + 1, device), false);
+    loss.backward();
+    if (hp.grad_clip > 0) torch::nn::utils::clip_grad_norm_(all_params, hp.grad_clip);
+    optimizer.step();
+    const double value = loss.item<double>();
+    result.steps = step + 1;
+    result.tokens_seen += hp.batch_size * seq_len;
+    if (!std::isfinite(value)) {
+      return InvalidArgument("lm: training loss became " + FormatDouble(value) + " at step " +
+                             std::to_string(step + 1) + " (learning_rate " + FormatDouble(lr) +
+                             " at that step; base " + FormatDouble(hp.learning_rate) + ")");
+    }
+    const bool last = step + 1 == options.max_steps;
+    if (last || (options.eval_every > 0 && (step + 1) % options.eval_every == 0)) {
+      TRIALD_ASSIGN_OR_RETURN(eval_loss,
+                              EvaluateLm(model, eval, seq_len, hp.batch_size, device, ctx));
+      if (!std::isfinite(eval_loss)) {
+        return InvalidArgument("lm: evaluation loss became " + FormatDouble(eval_loss) +
+                               " at step " + std::to_string(step + 1));
+      }
+      TRIALD_RETURN_IF_ERROR(ctx.OnStep(step + 1, eval_loss));
+    }
+  }
+  result.eval_loss = eval_loss;
+  result.train_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+  return result;
+}
+
+Result<double> RunLmObjective(const config::LmObjectiveConfig& config, const Params& params,
+                              ObjectiveContext& ctx) {
+  // LibTorch reports failures (CUDA out of memory included) as exceptions; none leaves here.
+  try {
+    return RunLm(config, params, ctx);
+  } catch (const c10::Error& e) {
+    return common::Internal(std::string("lm: LibTorch error: ") + e.what_without_backtrace());
+  } catch (const std::exception& e) {
+    return common::Internal(std::string("lm: ") + e.what());
+  }
+}
+
+}  // namespace triald::worker

@@ -1,0 +1,115 @@
+#pragma once
+// The "lm" objective: fine-tune a GPT-2-family checkpoint on a text file and return the loss on
+// an evaluation text.
+//
+// One trial, start to end (RunLmObjective):
+//   1. the hyperparameters: LmObjectiveConfig's defaults, overridden by TRIALD_PARAMS;
+//   2. config.json -> a skeleton on the meta device -> parameter count and memory plan, sent as
+//      the attributes params and planned_memory_bytes; a plan over memory_budget_gb ends the
+//      trial here, before anything is allocated;
+//   3. model.safetensors is mapped and validated, vocab.json/merges.txt loaded, the train and
+//      eval files tokenized (see TokenizeDocuments);
+//   4. the device is chosen (worker/device.h), the seed set, the weights loaded straight onto the
+//      device, and no meta tensor may remain;
+//   5. training (TrainLm), with the evaluation loss sent as an intermediate value every
+//      eval_every steps and at the end. The final value is the last evaluation loss; the
+//      attributes device, tokens_seen, train_seconds and perplexity (exp of that loss) go with
+//      it.
+//
+// Thread-safety: RunLmObjective and TrainLm set process-wide LibTorch state (the seed, the CUDA
+// allocator's fraction); run one per process, as trial-worker does.
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+#include "config/sweep.h"
+#include "worker/gpt2.h"
+#include "worker/objectives.h"
+#include "worker/params.h"
+
+namespace triald::worker {
+
+enum class LrSchedule { kConstant, kLinear, kCosine };
+
+// The tunable hyperparameters of one trial.
+struct LmHyperparams {
+  double learning_rate = 5e-4;
+  double weight_decay = 0.0;
+  int64_t warmup_steps = 0;
+  int64_t batch_size = 8;
+  double dropout = 0.0;
+  double adam_beta1 = 0.9;
+  double adam_beta2 = 0.999;
+  double grad_clip = 1.0;  // max global gradient norm; 0 = no clipping
+  LrSchedule lr_schedule = LrSchedule::kLinear;
+  int64_t seed = 0;
+};
+
+// The names TRIALD_PARAMS may hold for "lm", in LmObjectiveConfig's order.
+const std::vector<std::string_view>& LmParamNames();
+
+// `config`'s defaults with `params` on top. Every value is range-checked (learning_rate > 0,
+// dropout in [0, 1), betas in [0, 1), ...) and an unknown parameter name is an error, so a typo
+// in a sweep's [space] does not silently train with a default.
+common::Result<LmHyperparams> LmHyperparamsFrom(const config::LmObjectiveConfig& config,
+                                                const Params& params);
+
+// The learning rate of the update with 0-based index `step` out of `max_steps`: a linear warmup
+// from base/warmup_steps to base over the first warmup_steps updates, then constant, or a
+// linear or cosine decay that reaches 0 at max_steps (the last update uses a small positive
+// rate, never exactly 0, so no step is wasted).
+double LearningRateAt(int64_t step, int64_t max_steps, int64_t warmup_steps, double base,
+                      LrSchedule schedule);
+
+// A text file's token stream. The text is split into documents at blank lines (lines that are
+// empty or hold only whitespace); each document is encoded separately, without its final
+// newline, and followed by `eos`, as GPT-2's training data separates documents with
+// <|endoftext|>. So a line-per-sentence file trains across lines, and the model also learns
+// where a paragraph ends; a file with no blank lines is one document.
+std::vector<int32_t> TokenizeDocuments(
+    std::string_view text, const std::function<std::vector<int32_t>(std::string_view)>& encode,
+    int32_t eos);
+
+struct LmTrainOptions {
+  int64_t max_steps = 100;
+  int64_t seq_len = 128;
+  int64_t eval_every = 0;  // 0 = evaluate only at the end
+  LmHyperparams hyperparams;
+};
+
+struct LmTrainResult {
+  double eval_loss = 0;     // the last evaluation's mean loss per token (nats)
+  int64_t tokens_seen = 0;  // training tokens fed forward (batch_size * seq_len per step)
+  int64_t steps = 0;
+  double train_seconds = 0;  // the training loop alone, evaluations included
+};
+
+// Mean next-token loss over `tokens` under model.eval() and no grad. The text is cut into
+// consecutive windows of seq_len + 1 tokens overlapping by one token, so every token but the
+// first is predicted exactly once; the last window may be shorter. Needs at least 2 tokens.
+// Returns StoppedStatus() if ctx asks to stop between batches.
+common::Result<double> EvaluateLm(Gpt2Model& model, const std::vector<int32_t>& tokens,
+                                  int64_t seq_len, int64_t batch_size, const c10::Device& device,
+                                  ObjectiveContext& ctx);
+
+// Trains `model` (already on `device`) with AdamW: weight decay on every weight matrix and
+// embedding, none on biases and LayerNorm weights. Each step draws batch_size windows of
+// seq_len + 1 tokens at random positions of `train` (seeded by hyperparams.seed, so a trial
+// is reproducible), then clips the gradient norm to grad_clip. Reports the eval loss through
+// ctx.OnStep(step, loss) every eval_every steps and after the last step. Fails when a loss is
+// not finite (naming the step and learning rate), when `train` is shorter than seq_len + 1
+// tokens, or with StoppedStatus() when ctx asks to stop (checked between steps).
+common::Result<LmTrainResult> TrainLm(Gpt2Model& model, const std::vector<int32_t>& train,
+                                      const std::vector<int32_t>& eval,
+                                      const LmTrainOptions& options, const c10::Device& device,
+                                      ObjectiveContext& ctx);
+
+// The whole trial as described at the top. LibTorch exceptions are converted to Status here.
+common::Result<double> RunLmObjective(const config::LmObjectiveConfig& config, const Params& params,
+                                      ObjectiveContext& ctx);
+
+}  // namespace triald::worker
