@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <random>
 #include <string>
 #include <utility>
@@ -202,7 +203,8 @@ double MapUnitToDistribution(const config::Distribution& dist, double u) {
     }
     return std::clamp(v, dist.low, dist.high);
   }
-  const double count = DiscreteCount(dist);
+  // Past 2^53 neighbouring grid values are no longer distinct doubles (the random sampler's cap).
+  const double count = std::min(DiscreteCount(dist), 9007199254740992.0);
   if (!(count >= 1)) return std::numeric_limits<double>::quiet_NaN();
   if (dist.log) {
     // Log-uniform over the rounding intervals of the end points, as the random sampler draws

@@ -32,6 +32,9 @@ constexpr double kSigma0Magnitude = 0.2;
 constexpr double kLogPhiAsymptotic = -37.0;
 // A mixture term this far (in log) below the largest is negligible: e^-40 = 4e-18.
 constexpr double kNegligibleLog = 40.0;
+// Past 2^53 neighbouring grid values are no longer distinct doubles: a finer grid is treated as
+// having 2^53 values, as the random sampler does.
+constexpr double kMaxGridCount = 9007199254740992.0;
 
 std::string Num(double v) {
   char buf[64];
@@ -80,7 +83,7 @@ Dim MakeDim(const ParamSpec& p) {
   dim.log = d.log;
   if (dim.step > 0) {
     dim.kind = DimKind::kDiscrete;
-    dim.count = DiscreteCount(d);
+    dim.count = std::min(DiscreteCount(d), kMaxGridCount);
     dim.low = d.low - dim.step / 2;
     dim.high = d.high + dim.step / 2;
   } else {

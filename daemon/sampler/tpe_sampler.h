@@ -26,7 +26,11 @@
 // ramped down linearly) plus prior_weight for the prior kernel. Bandwidths: multivariate (one
 // joint estimator over the whole space, the default) uses Scott's rule, 0.2 * n^(-1/(d+4)) times
 // the range; univariate uses the distance to the neighbouring observations; both are clipped to
-// [range / min(100, n + 2), range] with consider_magic_clip.
+// [range / min(100, n + 2), range] with consider_magic_clip. Kernel densities are normalised
+// truncated normals, 1/sigma factor included, as in Optuna since 3.5 (optuna#5109). Optuna 3.1,
+// which the benchmarks compare against, left that factor out, so its wide prior kernel outweighs
+// the observations when candidates are scored; its suggestions therefore stay closer to the best
+// trials early on (scripts/bench_search.py shows the effect).
 //
 // Parameters with a single possible value are set to it and left out of the estimator.
 // A trial missing a parameter of the estimated space, or holding a value outside its
