@@ -15,9 +15,9 @@
 #include "common/clock.h"
 #include "common/fd.h"
 #include "daemon/control_server.h"
-#include "daemon/objective.h"
 #include "daemon/launcher/process_launcher.h"
 #include "daemon/launcher/reaper.h"
+#include "daemon/objective.h"
 #include "daemon/scheduler.h"
 #include "daemon/storage/sqlite_storage.h"
 
@@ -30,10 +30,9 @@ using common::Status;
 namespace {
 
 // Variables a worker inherits from the daemon; everything else it gets is explicit.
-const char* const kInheritedEnv[] = {"PATH",   "HOME",     "USER",        "LOGNAME",
-                                     "SHELL",  "LANG",     "LANGUAGE",    "LC_ALL",
-                                     "LC_CTYPE", "TZ",     "TMPDIR",      "LD_LIBRARY_PATH",
-                                     "PYTHONPATH", "CUDA_HOME"};
+const char* const kInheritedEnv[] = {
+    "PATH",   "HOME",     "USER", "LOGNAME", "SHELL",           "LANG",       "LANGUAGE",
+    "LC_ALL", "LC_CTYPE", "TZ",   "TMPDIR",  "LD_LIBRARY_PATH", "PYTHONPATH", "CUDA_HOME"};
 
 std::vector<std::string> BaseEnvironment() {
   std::vector<std::string> env;

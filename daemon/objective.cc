@@ -31,8 +31,8 @@ common::Status PrepareObjective(config::SweepSpec& spec, const std::string& tria
                                    "(config.json, model.safetensors, vocab.json, merges.txt)");
   }
   for (const char* f : {"config.json", "model.safetensors", "vocab.json", "merges.txt"}) {
-    TRIALD_RETURN_IF_ERROR(NeedFile(where, "model", lm.model + "/" + f,
-                                    std::string("the model folder to hold ") + f));
+    TRIALD_RETURN_IF_ERROR(
+        NeedFile(where, "model", lm.model + "/" + f, std::string("the model folder to hold ") + f));
   }
   TRIALD_RETURN_IF_ERROR(NeedFile(where, "train_file", lm.train_file, "a plain-text file"));
   TRIALD_RETURN_IF_ERROR(NeedFile(where, "eval_file", lm.eval_file, "a plain-text file"));
