@@ -2,5 +2,8 @@
 // *_SEPARATE_COMPILATION so that every other file compiles faster).
 #include <boost/asio/impl/src.hpp>
 
+// boost_process.h must come first: it supplies includes Boost.Process v2 forgets.
 #include "common/boost_process.h"
+// clang-format off
 #include <boost/process/v2/src.hpp>
+// clang-format on

@@ -3,6 +3,8 @@
 // compiled Boost.Filesystem is needed). Boost 1.81's v2 then forgets two includes of its own
 // (boost::optional and the type traits), which are supplied here first.
 
+// The order matters.
+// clang-format off
 #include <boost/optional.hpp>
 #include <boost/type_traits.hpp>
 #include <type_traits>
@@ -11,3 +13,4 @@
 #include <boost/process/v2/process.hpp>
 #include <boost/process/v2/stdio.hpp>
 #include <boost/process/v2/posix/vfork_launcher.hpp>
+// clang-format on

@@ -107,5 +107,4 @@ Result<boost::json::value> ParseJsonExact(std::string_view text, int max_depth) 
   return parser.handler().Release();
 }
 
-
 }  // namespace triald::common

@@ -15,8 +15,8 @@ Result<spdlog::level::level_enum> ParseLogLevel(const std::string& text) {
 }
 
 Logger MakeStderrLogger(const std::string& name, spdlog::level::level_enum level) {
-  auto logger = std::make_shared<spdlog::logger>(
-      name, std::make_shared<spdlog::sinks::stderr_sink_mt>());
+  auto logger =
+      std::make_shared<spdlog::logger>(name, std::make_shared<spdlog::sinks::stderr_sink_mt>());
   logger->set_level(level);
   logger->set_pattern("%Y-%m-%d %H:%M:%S.%e %^%l%$ %v");
   logger->flush_on(spdlog::level::warn);
@@ -24,8 +24,7 @@ Logger MakeStderrLogger(const std::string& name, spdlog::level::level_enum level
 }
 
 Logger MakeNullLogger() {
-  return std::make_shared<spdlog::logger>("null",
-                                          std::make_shared<spdlog::sinks::null_sink_mt>());
+  return std::make_shared<spdlog::logger>("null", std::make_shared<spdlog::sinks::null_sink_mt>());
 }
 
 }  // namespace triald::common

@@ -8,14 +8,22 @@ namespace triald::common {
 
 const char* CodeName(Code code) {
   switch (code) {
-    case Code::kOk: return "ok";
-    case Code::kInvalidArgument: return "invalid_argument";
-    case Code::kNotFound: return "not_found";
-    case Code::kAlreadyExists: return "already_exists";
-    case Code::kFailedPrecondition: return "failed_precondition";
-    case Code::kUnavailable: return "unavailable";
-    case Code::kIo: return "io";
-    case Code::kInternal: return "internal";
+    case Code::kOk:
+      return "ok";
+    case Code::kInvalidArgument:
+      return "invalid_argument";
+    case Code::kNotFound:
+      return "not_found";
+    case Code::kAlreadyExists:
+      return "already_exists";
+    case Code::kFailedPrecondition:
+      return "failed_precondition";
+    case Code::kUnavailable:
+      return "unavailable";
+    case Code::kIo:
+      return "io";
+    case Code::kInternal:
+      return "internal";
   }
   return "unknown";
 }

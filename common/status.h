@@ -47,7 +47,9 @@ class [[nodiscard]] Status {
   std::string message_;
 };
 
-inline Status InvalidArgument(std::string m) { return Status(Code::kInvalidArgument, std::move(m)); }
+inline Status InvalidArgument(std::string m) {
+  return Status(Code::kInvalidArgument, std::move(m));
+}
 inline Status NotFound(std::string m) { return Status(Code::kNotFound, std::move(m)); }
 inline Status AlreadyExists(std::string m) { return Status(Code::kAlreadyExists, std::move(m)); }
 inline Status FailedPrecondition(std::string m) {
@@ -65,7 +67,7 @@ Status ErrnoError(const std::string& what, int err);
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::move(value)) {}  // NOLINT(runtime/explicit)
+  Result(T value) : v_(std::move(value)) {}        // NOLINT(runtime/explicit)
   Result(Status status) : v_(std::move(status)) {  // NOLINT(runtime/explicit)
     if (std::get<Status>(v_).ok()) v_ = Status(Code::kInternal, "Result built from OK status");
   }
@@ -99,10 +101,10 @@ T& Result<T>::Get() {
 }  // namespace triald::common
 
 // Propagates a non-OK Status from an expression returning Status.
-#define TRIALD_RETURN_IF_ERROR(expr)             \
-  do {                                           \
-    ::triald::common::Status _st = (expr);       \
-    if (!_st.ok()) return _st;                   \
+#define TRIALD_RETURN_IF_ERROR(expr)       \
+  do {                                     \
+    ::triald::common::Status _st = (expr); \
+    if (!_st.ok()) return _st;             \
   } while (0)
 
 #define TRIALD_CONCAT_INNER(a, b) a##b

@@ -1,8 +1,7 @@
 #include "proto/report.h"
 
-#include <cmath>
-
 #include <boost/json.hpp>
+#include <cmath>
 
 #include "common/json.h"
 
@@ -14,11 +13,16 @@ using common::Status;
 
 const char* ReportTypeName(ReportType type) {
   switch (type) {
-    case ReportType::kReport: return "report";
-    case ReportType::kFinal: return "final";
-    case ReportType::kAttr: return "attr";
-    case ReportType::kError: return "error";
-    case ReportType::kHeartbeat: return "heartbeat";
+    case ReportType::kReport:
+      return "report";
+    case ReportType::kFinal:
+      return "final";
+    case ReportType::kAttr:
+      return "attr";
+    case ReportType::kError:
+      return "error";
+    case ReportType::kHeartbeat:
+      return "heartbeat";
   }
   return "?";
 }
@@ -134,8 +138,7 @@ Status ParseBody(const json::object& obj, ReportMessage& m) {
       return InvalidArgument("attr needs a non-empty string field \"key\"");
     }
     if (key->get_string().size() > kMaxAttrKeyBytes) {
-      return InvalidArgument("attr key longer than " + std::to_string(kMaxAttrKeyBytes) +
-                             " bytes");
+      return InvalidArgument("attr key longer than " + std::to_string(kMaxAttrKeyBytes) + " bytes");
     }
     const json::value* value = obj.if_contains("value");
     if (value == nullptr) return InvalidArgument("attr needs a field \"value\"");

@@ -1,7 +1,5 @@
 #include "worker/params.h"
 
-#include "common/json.h"
-
 #include <algorithm>
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
@@ -9,6 +7,8 @@
 #include <cmath>
 #include <cstdlib>
 #include <limits>
+
+#include "common/json.h"
 
 namespace triald::worker {
 namespace {

@@ -28,11 +28,11 @@ enum class StopReason { kNone, kTimeout, kPrune, kCancel, kShutdown, kProtocol }
 const char* StopReasonName(StopReason reason);
 
 struct LaunchSpec {
-  std::string executable;          // absolute path (resolved by the caller)
-  std::vector<std::string> argv;   // argv[0] included
-  std::vector<std::string> env;    // the complete environment, "KEY=VALUE"
-  std::string workdir;             // the child's cwd
-  std::string log_dir;             // stdout.log and stderr.log go here
+  std::string executable;           // absolute path (resolved by the caller)
+  std::vector<std::string> argv;    // argv[0] included
+  std::vector<std::string> env;     // the complete environment, "KEY=VALUE"
+  std::string workdir;              // the child's cwd
+  std::string log_dir;              // stdout.log and stderr.log go here
   size_t log_head_bytes = 1 << 20;  // kept from the start of each stream
   size_t log_tail_bytes = 1 << 20;  // kept from the end of each stream
   double timeout_s = 0;             // 0: none
@@ -40,12 +40,12 @@ struct LaunchSpec {
 };
 
 struct ProcessOutcome {
-  common::ExitStatus exit;            // of the main process
+  common::ExitStatus exit;                     // of the main process
   StopReason stop_reason = StopReason::kNone;  // why the daemon stopped it, if it did
-  bool killed = false;                // SIGKILL was needed after the grace period
-  bool strays = false;                // the main process left others in its group
-  std::string protocol_error;         // set when the report pipe carried something invalid
-  std::string stderr_tail;            // last few KiB of stderr
+  bool killed = false;                         // SIGKILL was needed after the grace period
+  bool strays = false;                         // the main process left others in its group
+  std::string protocol_error;                  // set when the report pipe carried something invalid
+  std::string stderr_tail;                     // last few KiB of stderr
 };
 
 struct TrialCallbacks {

@@ -26,12 +26,18 @@ using common::Status;
 
 const char* StopReasonName(StopReason reason) {
   switch (reason) {
-    case StopReason::kNone: return "none";
-    case StopReason::kTimeout: return "timeout";
-    case StopReason::kPrune: return "prune";
-    case StopReason::kCancel: return "cancel";
-    case StopReason::kShutdown: return "shutdown";
-    case StopReason::kProtocol: return "protocol";
+    case StopReason::kNone:
+      return "none";
+    case StopReason::kTimeout:
+      return "timeout";
+    case StopReason::kPrune:
+      return "prune";
+    case StopReason::kCancel:
+      return "cancel";
+    case StopReason::kShutdown:
+      return "shutdown";
+    case StopReason::kProtocol:
+      return "protocol";
   }
   return "?";
 }
@@ -57,16 +63,15 @@ struct ChildSetup {
   pid_t parent;
 
   template <typename Launcher>
-  bp::error_code on_setup(Launcher& launcher, const bp::filesystem::path&,
-                          const char* const*&) {
+  bp::error_code on_setup(Launcher& launcher, const bp::filesystem::path&, const char* const*&) {
     launcher.env = envp;
     launcher.fd_whitelist.push_back(kReportFd);
     return {};
   }
 
   template <typename Launcher>
-  bp::error_code on_exec_setup(Launcher& launcher,
-                               const bp::filesystem::path&, const char* const*&) {
+  bp::error_code on_exec_setup(Launcher& launcher, const bp::filesystem::path&,
+                               const char* const*&) {
     if (::setpgid(0, 0) != 0) return {errno, bp::system_category()};
     if (::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0) return {errno, bp::system_category()};
     // The daemon may have died between fork and prctl; then nobody would ever stop us.
@@ -204,10 +209,9 @@ Status Session::Start() {
   asio::io_context spawn_io(1);
   bp::posix::vfork_launcher launcher;
   bp::error_code ec;
-  bp::process proc = launcher(spawn_io.get_executor(), ec, bp::filesystem::path(spec_.executable),
-                              args, bp::process_stdio{devnull.get(), out.write.get(),
-                                                      err.write.get()},
-                              setup);
+  bp::process proc =
+      launcher(spawn_io.get_executor(), ec, bp::filesystem::path(spec_.executable), args,
+               bp::process_stdio{devnull.get(), out.write.get(), err.write.get()}, setup);
   if (ec) return common::IoError("exec " + spec_.executable + ": " + ec.message());
   identity_.pid = proc.id();
   proc.detach();  // the Reaper, not Boost.Process, waits for it
@@ -272,8 +276,12 @@ void Session::FinishReports() {
 
 void Session::Consume(Stream s, std::string_view data) {
   switch (s) {
-    case Stream::kStdout: stdout_log_->Append(data); break;
-    case Stream::kStderr: stderr_log_->Append(data); break;
+    case Stream::kStdout:
+      stdout_log_->Append(data);
+      break;
+    case Stream::kStderr:
+      stderr_log_->Append(data);
+      break;
     case Stream::kReport: {
       if (!outcome_.protocol_error.empty()) return;  // already failed; discard the rest
       Status st = reports_.Feed(data, [this](std::string_view l) { return OnReportLine(l); });
@@ -346,9 +354,10 @@ void Session::CheckGroup() {
     eof_timer_.expires_after(kEofWait);
     eof_timer_.async_wait([self](const boost::system::error_code& ec) {
       if (ec || self->finished_) return;
-      self->logger_->warn("trial pid {}: output pipes still open with its group gone (a process "
-                          "escaped the group?); closing them",
-                          self->identity_.pid);
+      self->logger_->warn(
+          "trial pid {}: output pipes still open with its group gone (a process "
+          "escaped the group?); closing them",
+          self->identity_.pid);
       self->DrainAndClose(Stream::kReport);
       self->DrainAndClose(Stream::kStdout);
       self->DrainAndClose(Stream::kStderr);

@@ -95,8 +95,8 @@ struct TrialRecord {
   FailInfo fail;
   ProcessIdentity process;
   double created_at = 0;
-  double started_at = 0;   // 0 until RUNNING
-  double finished_at = 0;  // 0 until finished
+  double started_at = 0;            // 0 until RUNNING
+  double finished_at = 0;           // 0 until finished
   std::optional<int64_t> retry_of;  // trial id this one retries
 
   double DurationSeconds() const {

@@ -53,8 +53,7 @@ class Storage {
   virtual common::Status AddIntermediate(int64_t trial_id, int64_t step, double value) = 0;
   virtual common::Status SetAttr(int64_t trial_id, const std::string& key,
                                  const std::string& json_value) = 0;
-  virtual common::Status FinishTrial(int64_t trial_id, const TrialOutcome& outcome,
-                                     double at) = 0;
+  virtual common::Status FinishTrial(int64_t trial_id, const TrialOutcome& outcome, double at) = 0;
 
   virtual common::Result<std::vector<TrialRecord>> GetTrials(int64_t study_id) = 0;
   virtual common::Result<TrialRecord> GetTrial(int64_t study_id, int number) = 0;

@@ -56,13 +56,14 @@ const char kFinal[] = "echo '{\"type\":\"final\",\"value\":1.5}' >&3\n";
 TEST_CASE("a sweep whose trials complete records every value and parameter",
           "[daemon][integration]") {
   Sweep s;
-  auto trials = s.Run("ok",
-                      "python_free=1\n"
-                      "echo \"params: $TRIALD_PARAMS\"\n"
-                      "echo '{\"type\":\"report\",\"step\":0,\"value\":3}' >&3\n"
-                      "echo '{\"type\":\"attr\",\"key\":\"trial\",\"value\":'$TRIALD_TRIAL'}' >&3\n" +
-                          std::string(kFinal),
-                      6, 3);
+  auto trials =
+      s.Run("ok",
+            "python_free=1\n"
+            "echo \"params: $TRIALD_PARAMS\"\n"
+            "echo '{\"type\":\"report\",\"step\":0,\"value\":3}' >&3\n"
+            "echo '{\"type\":\"attr\",\"key\":\"trial\",\"value\":'$TRIALD_TRIAL'}' >&3\n" +
+                std::string(kFinal),
+            6, 3);
   CHECK(CountState(trials, "COMPLETE") == 6);
   for (const json::value& t : trials) {
     CHECK(t.at("value").as_double() == 1.5);
@@ -129,12 +130,12 @@ TEST_CASE("a background grandchild does not outlive its trial", "[daemon][integr
   CHECK(CountState(trials, "COMPLETE") == 3);
 }
 
-TEST_CASE("a trial flooding stdout completes and its log stays capped",
-          "[daemon][integration]") {
+TEST_CASE("a trial flooding stdout completes and its log stays capped", "[daemon][integration]") {
   Sweep s;
   auto trials = s.Run("flood", "head -c 100000000 /dev/zero\n" + std::string(kFinal), 1, 1);
   CHECK(CountState(trials, "COMPLETE") == 1);
-  auto size = std::filesystem::file_size(s.daemon.state_dir() + "/studies/flood/trials/0/stdout.log");
+  auto size =
+      std::filesystem::file_size(s.daemon.state_dir() + "/studies/flood/trials/0/stdout.log");
   CHECK(size <= (2u << 20) + 100);
   // The daemon's memory stayed bounded while it drained 100 MB.
   std::ifstream st("/proc/" + std::to_string(s.daemon.pid()) + "/status");
@@ -166,11 +167,9 @@ TEST_CASE("exiting 0 without a final value is FAIL(protocol)", "[daemon][integra
              Catch::Contains("without reporting a final value"));
 }
 
-TEST_CASE("the worker sees only its own descriptors when run by triald",
-          "[daemon][integration]") {
+TEST_CASE("the worker sees only its own descriptors when run by triald", "[daemon][integration]") {
   Sweep s;
-  std::string toml =
-      ExecSweep("probe", "[\"" + BinDir() + "/triald-test-probe\"]", 2, 2);
+  std::string toml = ExecSweep("probe", "[\"" + BinDir() + "/triald-test-probe\"]", 2, 2);
   s.daemon.Submit(toml, s.dir.Write("probe.toml", toml));
   s.daemon.WaitStudy("probe");
   for (const json::value& t : s.daemon.Trials("probe")) {

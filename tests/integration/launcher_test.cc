@@ -110,7 +110,8 @@ TEST_CASE("a worker sees only 0, 1, 2 and the report pipe, in its own process gr
   CHECK(f.Log("stdout") == "probe done\n");
 }
 
-TEST_CASE("the daemon's blocked and ignored signals do not reach a worker", "[launcher][integration]") {
+TEST_CASE("the daemon's blocked and ignored signals do not reach a worker",
+          "[launcher][integration]") {
   LauncherFixture f;
   sigset_t block, old;
   sigemptyset(&block);
@@ -226,7 +227,8 @@ TEST_CASE("garbage and oversized lines on the report pipe are protocol errors",
 TEST_CASE("flooding stdout neither blocks the worker nor grows the log past its cap",
           "[launcher][integration]") {
   LauncherFixture f;
-  LaunchSpec s = f.Spec(Sh("head -c 50000000 /dev/zero; echo '{\"type\":\"final\",\"value\":3}' >&3"));
+  LaunchSpec s =
+      f.Spec(Sh("head -c 50000000 /dev/zero; echo '{\"type\":\"final\",\"value\":3}' >&3"));
   s.log_head_bytes = 64 * 1024;
   s.log_tail_bytes = 64 * 1024;
   auto run = f.Go(s);

@@ -400,7 +400,8 @@ TEST_CASE("quadratic-sgd rejects bad parameters by name", "[worker]") {
   CHECK(!negative_lr.ok());
   auto unknown = RunObjective("resnet", Params(), ctx);
   REQUIRE(!unknown.ok());
-  CHECK(unknown.status().message() == "unknown objective 'resnet' (known: quadratic-sgd, echo, lm)");
+  CHECK(unknown.status().message() ==
+        "unknown objective 'resnet' (known: quadratic-sgd, echo, lm)");
   CHECK(ctx.values.empty());
 }
 
