@@ -21,6 +21,7 @@
 #include "daemon/sampler/random_sampler.h"
 #include "daemon/sampler/sampler.h"
 #include "daemon/storage/records.h"
+#include "tests/support/distributions.h"
 
 namespace triald::sampler {
 namespace {
@@ -45,32 +46,9 @@ const std::vector<SamplerKind> kSamplers = {
     {"qmc", true},
 };
 
-Distribution Float(double low, double high, bool log = false, double step = 0) {
-  Distribution d;
-  d.type = ParamType::kFloat;
-  d.low = low;
-  d.high = high;
-  d.log = log;
-  d.step = step;
-  return d;
-}
-
-Distribution Int(double low, double high, bool log = false, double step = 1) {
-  Distribution d;
-  d.type = ParamType::kInt;
-  d.low = low;
-  d.high = high;
-  d.log = log;
-  d.step = step;
-  return d;
-}
-
-Distribution Categorical(int n) {
-  Distribution d;
-  d.type = ParamType::kCategorical;
-  for (int i = 0; i < n; ++i) d.choices.emplace_back("choice" + std::to_string(i));
-  return d;
-}
+using triald::testing::Float;
+using triald::testing::Int;
+Distribution Categorical(int n) { return triald::testing::Categorical(n, "choice"); }
 
 // Every distribution type the sampler accepts; the grid gets only discrete ones.
 SearchSpace ContractSpace(const SamplerKind& kind) {

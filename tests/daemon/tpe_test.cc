@@ -19,6 +19,7 @@
 #include "daemon/sampler/sampler.h"
 #include "daemon/sampler/tpe_sampler.h"
 #include "daemon/storage/records.h"
+#include "tests/support/distributions.h"
 
 namespace triald::sampler {
 namespace {
@@ -31,32 +32,9 @@ using config::SearchSpace;
 using storage::TrialRecord;
 using storage::TrialState;
 
-Distribution Float(double low, double high, bool log = false, double step = 0) {
-  Distribution d;
-  d.type = ParamType::kFloat;
-  d.low = low;
-  d.high = high;
-  d.log = log;
-  d.step = step;
-  return d;
-}
-
-Distribution Int(double low, double high, bool log = false, double step = 1) {
-  Distribution d;
-  d.type = ParamType::kInt;
-  d.low = low;
-  d.high = high;
-  d.log = log;
-  d.step = step;
-  return d;
-}
-
-Distribution Categorical(int n) {
-  Distribution d;
-  d.type = ParamType::kCategorical;
-  for (int i = 0; i < n; ++i) d.choices.emplace_back("c" + std::to_string(i));
-  return d;
-}
+using triald::testing::Categorical;
+using triald::testing::Float;
+using triald::testing::Int;
 
 std::unique_ptr<Sampler> Make(const std::string& kind, const SearchSpace& space, uint64_t seed,
                               const config::TpeConfig& tpe = {}) {
