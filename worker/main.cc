@@ -15,6 +15,7 @@
 #include "worker/objectives.h"
 #include "worker/params.h"
 #include "worker/reporter.h"
+#include "worker/tools.h"
 
 namespace {
 
@@ -74,6 +75,17 @@ void PrintUsage(std::FILE* out) {
   for (const auto& info : triald::worker::Objectives()) {
     std::fprintf(out, "  %-14s %s\n", info.name.c_str(), info.summary.c_str());
   }
+  std::fprintf(
+      out,
+      "\n"
+      "tools for a Hugging Face GPT-2 folder (config.json, model.safetensors, vocab.json,\n"
+      "merges.txt):\n"
+      "  trial-worker tokenize MODEL_DIR < text   token ids of stdin as a JSON array\n"
+      "  trial-worker inspect MODEL_DIR [--batch-size B] [--seq-len L]\n"
+      "                                           parameters and planned memory (JSON),\n"
+      "                                           without allocating the model\n"
+      "  trial-worker check MODEL_DIR             load the checkpoint; name every missing,\n"
+      "                                           unexpected or mismatched tensor\n");
 }
 
 // Prints `status` to stderr and, when possible, tells the daemon too; returns the exit code.
@@ -103,6 +115,10 @@ int main(int argc, char** argv) {
   // The daemon tails stdout into a log file; line buffering keeps the log current and loses at
   // most one line if the worker is killed.
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
+
+  if (argc >= 2 && triald::worker::IsTool(argv[1])) {
+    return triald::worker::RunTool(argv[1], std::vector<std::string>(argv + 2, argv + argc));
+  }
 
   std::string objective = "quadratic-sgd";
   std::string config;
