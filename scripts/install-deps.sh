@@ -12,7 +12,7 @@ PACKAGES=(
   catch2
   libtomlplusplus-dev
   libsystemd-dev
-  python3 python3-optuna
+  python3 python3-optuna python3-torch
   procps psmisc
 )
 # node and npm run the tokenizer's reference implementation (npm's gpt-3-encoder) in the tests.
