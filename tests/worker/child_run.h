@@ -29,16 +29,18 @@ struct ChildResult {
 // `argv[0]` is a path; `env` is the whole environment. The report pipe is descriptor 3, as the
 // daemon places it. With `sigterm_after_reports` > 0, SIGTERM goes to the child once that many
 // {"type":"report"} lines have arrived. A child still running after `timeout` is killed and the
-// test fails.
+// test fails. Without `report_pipe` the child gets neither the pipe nor TRIALD_REPORT_FD, as
+// when a person starts trial-worker by hand.
 inline ChildResult RunChild(std::vector<std::string> argv, std::vector<std::string> env,
                             int sigterm_after_reports = 0,
-                            std::chrono::seconds timeout = std::chrono::seconds(120)) {
+                            std::chrono::seconds timeout = std::chrono::seconds(120),
+                            bool report_pipe = true) {
   constexpr int kReportFd = 3;
   int report[2], out[2], err[2];
   REQUIRE(pipe2(report, O_CLOEXEC) == 0);
   REQUIRE(pipe2(out, O_CLOEXEC) == 0);
   REQUIRE(pipe2(err, O_CLOEXEC) == 0);
-  env.push_back("TRIALD_REPORT_FD=" + std::to_string(kReportFd));
+  if (report_pipe) env.push_back("TRIALD_REPORT_FD=" + std::to_string(kReportFd));
   std::vector<char*> c_argv, c_env;
   for (std::string& arg : argv) c_argv.push_back(arg.data());
   c_argv.push_back(nullptr);
@@ -55,7 +57,7 @@ inline ChildResult RunChild(std::vector<std::string> argv, std::vector<std::stri
     sigprocmask(SIG_SETMASK, &none, nullptr);
     int report_fd = fcntl(report[1], F_DUPFD_CLOEXEC, 10);
     if (report_fd < 0 || dup2(out[1], 1) < 0 || dup2(err[1], 2) < 0 ||
-        dup2(report_fd, kReportFd) < 0) {
+        (report_pipe && dup2(report_fd, kReportFd) < 0)) {
       _exit(127);
     }
     execve(c_argv[0], c_argv.data(), c_env.data());

@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "tests/worker/child_run.h"
 #include "worker/objectives.h"
 #include "worker/params.h"
 #include "worker/reporter.h"
@@ -425,102 +426,19 @@ TEST_CASE("echo returns its value and reports nothing", "[worker]") {
 
 // ---- trial-worker as a child process, the way the daemon runs it -------------------------
 
-struct ChildRun {
-  int exit_code = -1;  // exit status, or -signal when killed by a signal
-  std::string report;  // everything written to the report pipe
-  std::string out;
-  std::string err;
-  double seconds_after_sigterm = -1;
-};
+using testing::ChildResult;
 
-// Runs `argv` with exactly `env` as its environment and, when `with_report_pipe`, a report pipe
-// at descriptor 7 named by TRIALD_REPORT_FD. Reads all three outputs until they close. When
-// `sigterm_after_reports` > 0, sends SIGTERM once that many report lines have arrived.
-ChildRun RunChild(std::vector<std::string> argv, std::vector<std::string> env,
-                  bool with_report_pipe, int sigterm_after_reports = 0) {
-  constexpr int kReportFd = 7;
-  Pipe report, out, err;
-  if (with_report_pipe) env.push_back("TRIALD_REPORT_FD=" + std::to_string(kReportFd));
-  std::vector<char*> c_argv, c_env;
-  for (std::string& arg : argv) c_argv.push_back(arg.data());
-  c_argv.push_back(nullptr);
-  for (std::string& var : env) c_env.push_back(var.data());
-  c_env.push_back(nullptr);
-
-  pid_t pid = fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
-    // Only async-signal-safe calls from here to exec. dup2 clears close-on-exec on the copy.
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, nullptr);
-    if (dup2(out.write_fd, 1) < 0 || dup2(err.write_fd, 2) < 0) _exit(127);
-    if (with_report_pipe && dup2(report.write_fd, kReportFd) < 0) _exit(127);
-    execve(c_argv[0], c_argv.data(), c_env.data());
-    _exit(127);
-  }
-  report.CloseWrite();
-  out.CloseWrite();
-  err.CloseWrite();
-
-  ChildRun run;
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-  std::chrono::steady_clock::time_point sigterm_sent;
-  bool sigterm_done = false;
-  struct Stream {
-    int fd;
-    std::string* data;
-  };
-  std::vector<Stream> open = {
-      {report.read_fd, &run.report}, {out.read_fd, &run.out}, {err.read_fd, &run.err}};
-  while (!open.empty()) {
-    if (std::chrono::steady_clock::now() >= deadline) {
-      kill(pid, SIGKILL);
-      waitpid(pid, nullptr, 0);
-      FAIL("child " << argv[0] << " did not finish within 120 s");
-    }
-    std::vector<pollfd> fds;
-    for (const Stream& s : open) fds.push_back({s.fd, POLLIN, 0});
-    int ready = poll(fds.data(), fds.size(), 1000);
-    if (ready < 0 && errno == EINTR) continue;
-    REQUIRE(ready >= 0);
-    for (size_t i = fds.size(); i-- > 0;) {
-      if (fds[i].revents == 0) continue;
-      char buffer[4096];
-      ssize_t n = read(fds[i].fd, buffer, sizeof(buffer));
-      if (n > 0) {
-        open[i].data->append(buffer, static_cast<size_t>(n));
-      } else if (n == 0 || errno != EINTR) {
-        open.erase(open.begin() + static_cast<long>(i));
-      }
-    }
-    if (sigterm_after_reports > 0 && !sigterm_done) {
-      size_t reports = 0;
-      for (size_t p = run.report.find("\"report\""); p != std::string::npos;
-           p = run.report.find("\"report\"", p + 1)) {
-        ++reports;
-      }
-      if (reports >= static_cast<size_t>(sigterm_after_reports)) {
-        REQUIRE(kill(pid, SIGTERM) == 0);
-        sigterm_sent = std::chrono::steady_clock::now();
-        sigterm_done = true;
-      }
-    }
-  }
-  int status = 0;
-  REQUIRE(waitpid(pid, &status, 0) == pid);
-  if (sigterm_done) {
-    run.seconds_after_sigterm =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - sigterm_sent).count();
-  }
-  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
-  return run;
+// trial-worker as the daemon runs it (tests/worker/child_run.h), with or without a report pipe.
+ChildResult RunChild(std::vector<std::string> argv, std::vector<std::string> env,
+                     bool with_report_pipe, int sigterm_after_reports = 0) {
+  return testing::RunChild(std::move(argv), std::move(env), sigterm_after_reports,
+                           std::chrono::seconds(120), with_report_pipe);
 }
 
 const std::string kWorker = std::string(TRIALD_BIN_DIR) + "/trial-worker";
 
 TEST_CASE("trial-worker reports every step then one final, and exits 0", "[worker]") {
-  ChildRun run = RunChild(
+  ChildResult run = RunChild(
       {kWorker},
       {R"(TRIALD_PARAMS={"learning_rate":0.05,"steps":6})", "TRIALD_STUDY=s", "TRIALD_TRIAL=3"},
       /*with_report_pipe=*/true);
@@ -541,14 +459,14 @@ TEST_CASE("trial-worker reports every step then one final, and exits 0", "[worke
 }
 
 TEST_CASE("trial-worker --objective echo sends only the final", "[worker]") {
-  ChildRun run =
+  ChildResult run =
       RunChild({kWorker, "--objective", "echo"}, {R"(TRIALD_PARAMS={"value":4.5})"}, true);
   CHECK(run.exit_code == 0);
   CHECK(run.report == "{\"type\":\"final\",\"value\":4.5E0}\n");
 }
 
 TEST_CASE("trial-worker reports its errors on the pipe and stderr, exit 1", "[worker]") {
-  ChildRun run = RunChild({kWorker}, {R"(TRIALD_PARAMS={"steps":"many"})"}, true);
+  ChildResult run = RunChild({kWorker}, {R"(TRIALD_PARAMS={"steps":"many"})"}, true);
   CHECK(run.exit_code == 1);
   std::vector<json::object> lines = ParseProtocol(run.report);
   REQUIRE(lines.size() == 1);
@@ -557,13 +475,13 @@ TEST_CASE("trial-worker reports its errors on the pipe and stderr, exit 1", "[wo
   CHECK(message.find("'steps' must be an integer") != std::string::npos);
   CHECK(run.err.find(message) != std::string::npos);
 
-  ChildRun bad_objective = RunChild({kWorker, "--objective", "nope"}, {}, true);
+  ChildResult bad_objective = RunChild({kWorker, "--objective", "nope"}, {}, true);
   CHECK(bad_objective.exit_code == 1);
   CHECK(bad_objective.report.find("unknown objective 'nope'") != std::string::npos);
 }
 
 TEST_CASE("trial-worker without TRIALD_REPORT_FD says it needs triald", "[worker]") {
-  ChildRun run = RunChild({kWorker}, {R"(TRIALD_PARAMS={})"}, /*with_report_pipe=*/false);
+  ChildResult run = RunChild({kWorker}, {R"(TRIALD_PARAMS={})"}, /*with_report_pipe=*/false);
   CHECK(run.exit_code == 1);
   CHECK(run.err.find("TRIALD_REPORT_FD is not set; trial-worker is meant to be started by "
                      "triald") != std::string::npos);
@@ -571,8 +489,9 @@ TEST_CASE("trial-worker without TRIALD_REPORT_FD says it needs triald", "[worker
 
 TEST_CASE("trial-worker stops promptly on SIGTERM with exit 143", "[worker]") {
   // 100000 steps of 20 ms would take over half an hour; the stop must cut that to moments.
-  ChildRun run = RunChild({kWorker}, {R"(TRIALD_PARAMS={"steps":100000,"step_delay_ms":20})"}, true,
-                          /*sigterm_after_reports=*/2);
+  ChildResult run =
+      RunChild({kWorker}, {R"(TRIALD_PARAMS={"steps":100000,"step_delay_ms":20})"}, true,
+               /*sigterm_after_reports=*/2);
   CHECK(run.exit_code == 143);
   CHECK(run.seconds_after_sigterm < 10.0);
   std::vector<json::object> lines = ParseProtocol(run.report);
@@ -585,13 +504,13 @@ TEST_CASE("trial-worker stops promptly on SIGTERM with exit 143", "[worker]") {
 
 TEST_CASE("triald-noop-worker reports final = x in one line", "[worker]") {
   const std::string noop = std::string(TRIALD_BIN_DIR) + "/triald-noop-worker";
-  ChildRun run = RunChild({noop}, {R"(TRIALD_PARAMS={"y": 1, "x": -0.5})"}, true);
+  ChildResult run = RunChild({noop}, {R"(TRIALD_PARAMS={"y": 1, "x": -0.5})"}, true);
   CHECK(run.exit_code == 0);
   CHECK(run.report == "{\"type\":\"final\",\"value\":-0.5}\n");
-  ChildRun no_x = RunChild({noop}, {}, true);
+  ChildResult no_x = RunChild({noop}, {}, true);
   CHECK(no_x.report == "{\"type\":\"final\",\"value\":0}\n");
   ParseProtocol(no_x.report);
-  ChildRun no_fd = RunChild({noop}, {}, false);
+  ChildResult no_fd = RunChild({noop}, {}, false);
   CHECK(no_fd.exit_code == 1);
 }
 
