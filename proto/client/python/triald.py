@@ -1,0 +1,280 @@
+"""triald's report protocol for Python objectives: standard library only.
+
+An exec objective is any command a sweep names; triald starts it once per trial, in its own
+process, with the trial's parameters in the environment, and reads scalars back from a pipe. This
+module is the Python side of that contract (design.md, "Report protocol"), so that an existing
+training script (plain PyTorch, Transformers, anything) becomes an isolated triald trial with a few
+lines:
+
+    import triald
+
+    def objective(trial):
+        lr = trial.param("lr")                      # the sampler's value for this trial
+        for epoch in range(10):
+            loss = train_one_epoch(lr)
+            trial.report(epoch, loss)               # intermediate value: plots and pruning
+        return evaluate()                           # the objective
+
+    if __name__ == "__main__":
+        triald.run(objective)                       # sends "final", honours SIGTERM
+
+Stopping: triald prunes, cancels and times out a trial by sending SIGTERM to its process group
+(then SIGKILL after the study's kill_grace). Once a Trial exists, SIGTERM no longer kills the
+interpreter in the middle of a step; it sets `trial.stop_requested`, and the next `report()` (or
+`check_stop()`) raises TrialStopped, which `run()` turns into a prompt, quiet exit. The daemon has
+already decided the outcome (PRUNED, FAIL(timeout), ...); the script only has to get out of the
+way, at a step boundary, with its files consistent.
+
+Run by hand (no TRIALD_REPORT_FD), the same script still works: parameters come from
+TRIALD_PARAMS if set (else from the `params` given to Trial, else none), and the protocol lines
+go to stderr, so you can see what triald would receive.
+
+Environment read: TRIALD_PARAMS (a JSON object), TRIALD_REPORT_FD, TRIALD_STUDY, TRIALD_TRIAL,
+TRIALD_TRIAL_DIR. Every message is one compact JSON line written with a single os.write (a line
+is never split by buffering, and lines from several threads never interleave); lines longer than
+the daemon's limit, non-finite numbers and malformed attributes are refused here with a
+ValueError naming the problem, instead of ending the trial as FAIL(protocol) later.
+"""
+
+import json
+import math
+import numbers
+import operator
+import os
+import signal
+import sys
+import threading
+
+__all__ = ["Trial", "TrialStopped", "run", "MAX_LINE_BYTES", "MAX_ATTR_KEY_BYTES"]
+
+# The daemon's limits (proto/report.h): a line without its newline, and an attribute key.
+MAX_LINE_BYTES = 64 * 1024
+MAX_ATTR_KEY_BYTES = 256
+
+# Exit status of a trial that stopped because triald asked it to: 128 + SIGTERM, as a shell
+# reports a process ended by SIGTERM. The daemon classifies the trial by why it stopped it.
+STOPPED_EXIT_STATUS = 128 + signal.SIGTERM
+
+_MISSING = object()
+
+
+class TrialStopped(Exception):
+    """Raised by report() / check_stop() once triald has asked the trial to stop (SIGTERM)."""
+
+
+def _finite(value, what):
+    # float() accepts Python numbers, numpy scalars and 0-d tensors (which define __float__).
+    if isinstance(value, bool):
+        raise ValueError(f"{what} must be a number, not a bool")
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{what} must be a number, got {value!r}") from None
+    if not math.isfinite(number):
+        raise ValueError(f"{what} must be finite, got {number!r}")
+    return number
+
+
+def _plain(value, what):
+    """A JSON-ready copy of an attribute value: numbers finite, keys strings, no custom types."""
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    if isinstance(value, numbers.Real) or hasattr(value, "__float__"):
+        return _finite(value, what)
+    if isinstance(value, dict):
+        out = {}
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise ValueError(f"{what}: object keys must be strings, got {key!r}")
+            out[key] = _plain(item, f"{what}[{key!r}]")
+        return out
+    if isinstance(value, (list, tuple)):
+        return [_plain(item, f"{what}[{i}]") for i, item in enumerate(value)]
+    raise ValueError(f"{what}: {type(value).__name__} is not a JSON value")
+
+
+class Trial:
+    """One trial as its worker process sees it.
+
+    params        the trial's parameters (dict: name -> int, float, str or bool)
+    number        the trial number within its study (None when run by hand)
+    study         the study's name (None when run by hand)
+    dir           a private folder for this trial's checkpoints and artifacts (the current
+                  directory when run by hand)
+    stop_requested  True once triald has asked the trial to stop
+
+    Creating a Trial installs a SIGTERM handler (from the main thread only: Python's rule); pass
+    handle_sigterm=False to keep your own.
+    """
+
+    def __init__(self, params=None, *, handle_sigterm=True, environ=None):
+        env = os.environ if environ is None else environ
+        raw = env.get("TRIALD_PARAMS")
+        if raw is not None:
+            try:
+                loaded = json.loads(raw)
+            except ValueError as e:
+                raise ValueError(f"TRIALD_PARAMS is not JSON: {e}") from None
+            if not isinstance(loaded, dict):
+                raise ValueError("TRIALD_PARAMS is not a JSON object")
+            self.params = loaded
+        else:
+            self.params = dict(params or {})
+        self.study = env.get("TRIALD_STUDY")
+        number = env.get("TRIALD_TRIAL")
+        self.number = int(number) if number is not None else None
+        self.dir = env.get("TRIALD_TRIAL_DIR") or os.getcwd()
+        self.stop_requested = False
+        self._finished = False
+        self._lock = threading.Lock()
+
+        fd_text = env.get("TRIALD_REPORT_FD")
+        if fd_text is None:
+            self._fd = None  # run by hand: lines go to stderr
+        else:
+            try:
+                self._fd = int(fd_text)
+                os.fstat(self._fd)
+            except (ValueError, OSError) as e:
+                raise ValueError(f"TRIALD_REPORT_FD={fd_text!r} is not an open descriptor "
+                                 f"({e})") from None
+            # Programs this script starts must not hold the pipe open after it is gone.
+            os.set_inheritable(self._fd, False)
+
+        if handle_sigterm:
+            signal.signal(signal.SIGTERM, self._on_sigterm)
+
+    # -- parameters ---------------------------------------------------------------------------
+
+    def param(self, name, default=_MISSING):
+        """The value of parameter `name`; `default` when the sweep does not define it."""
+        if name in self.params:
+            return self.params[name]
+        if default is _MISSING:
+            known = ", ".join(sorted(self.params)) or "none"
+            raise KeyError(f"parameter {name!r} is not in this trial's parameters "
+                           f"(it has: {known}); add it to the sweep's [space] or give a default")
+        return default
+
+    # -- reports ------------------------------------------------------------------------------
+
+    def report(self, step, value):
+        """An intermediate value at `step` (an int >= 0): learning curves and pruning.
+
+        Raises TrialStopped, before sending, once triald has asked the trial to stop.
+        """
+        self.check_stop()
+        try:
+            step = operator.index(step)
+        except TypeError:
+            raise ValueError(f"step must be an integer, got {step!r}") from None
+        if step < 0:
+            raise ValueError(f"step must be >= 0, got {step}")
+        self._send({"type": "report", "step": step, "value": _finite(value, "value")})
+
+    def attr(self, key, value):
+        """A named attribute of the trial (any JSON value): shown by trialctl and in reports."""
+        if not isinstance(key, str) or not key:
+            raise ValueError("attribute key must be a non-empty string")
+        if len(key.encode("utf-8")) > MAX_ATTR_KEY_BYTES:
+            raise ValueError(f"attribute key longer than {MAX_ATTR_KEY_BYTES} bytes")
+        self._send({"type": "attr", "key": key, "value": _plain(value, f"attribute {key!r}")})
+
+    def heartbeat(self):
+        self._send({"type": "heartbeat"})
+
+    def error(self, message):
+        """The worker's own account of a failure, stored with the failed trial.
+
+        Never refused: a message too long for one line is shortened.
+        """
+        text = str(message)
+        line = {"type": "error", "message": text}
+        while len(self._encode(line)) > MAX_LINE_BYTES and text:
+            text = text[: len(text) // 2]
+            line["message"] = text + " [...]"
+        self._send(line)
+
+    def finish(self, value=None, *, values=None):
+        """The objective: `value`, or `values` (a list) for several objectives. Once only."""
+        if (value is None) == (values is None):
+            raise ValueError("finish() takes exactly one of value or values")
+        if self._finished:
+            raise RuntimeError("finish() was already called for this trial")
+        if values is not None:
+            numbers_ = [_finite(v, f"values[{i}]") for i, v in enumerate(values)]
+            if not numbers_:
+                raise ValueError("values must not be empty")
+            self._send({"type": "final", "values": numbers_})
+        else:
+            self._send({"type": "final", "value": _finite(value, "value")})
+        self._finished = True
+
+    # -- stopping -----------------------------------------------------------------------------
+
+    def check_stop(self):
+        """Raises TrialStopped if triald has asked the trial to stop; call it at step boundaries
+        that do not report (e.g. inside a long epoch)."""
+        if self.stop_requested:
+            raise TrialStopped("triald asked this trial to stop (SIGTERM)")
+
+    def _on_sigterm(self, signum, frame):
+        self.stop_requested = True
+
+    # -- the wire -----------------------------------------------------------------------------
+
+    @staticmethod
+    def _encode(message):
+        return json.dumps(message, separators=(",", ":"), allow_nan=False, ensure_ascii=False)
+
+    def _send(self, message):
+        line = self._encode(message)
+        data = line.encode("utf-8")
+        if len(data) > MAX_LINE_BYTES:
+            raise ValueError(f"a {message['type']} line of {len(data)} bytes exceeds triald's "
+                             f"limit of {MAX_LINE_BYTES}")
+        data += b"\n"
+        with self._lock:
+            if self._fd is None:
+                sys.stderr.write(line + "\n")
+                sys.stderr.flush()
+                return
+            view = memoryview(data)
+            while view:
+                try:
+                    written = os.write(self._fd, view)
+                except InterruptedError:
+                    continue
+                view = view[written:]
+
+
+def run(objective, trial=None):
+    """Runs objective(trial) as one triald trial and exits the process.
+
+    The returned number (or list of numbers) is sent as the final value and the process exits 0.
+    If triald stopped the trial (TrialStopped), it exits with 143 without a traceback. Any other
+    exception is sent as the trial's error message, then re-raised (a traceback on stderr, which
+    triald keeps in the trial's log, and exit status 1).
+    """
+    trial = trial if trial is not None else Trial()
+    try:
+        result = objective(trial)
+    except TrialStopped:
+        # Exit at once: threads a training library started (data loaders, ...) must not delay
+        # the exit that the daemon is waiting for.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(STOPPED_EXIT_STATUS)
+    except Exception as e:
+        trial.error(f"{type(e).__name__}: {e}")
+        raise
+    if result is None:
+        raise ValueError("the objective returned None; return the value to minimise/maximise")
+    if isinstance(result, (list, tuple)):
+        trial.finish(values=list(result))
+    else:
+        trial.finish(result)
+    sys.stdout.flush()
+    sys.exit(0)
