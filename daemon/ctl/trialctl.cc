@@ -13,6 +13,10 @@
 
 #include "common/fd.h"
 #include "daemon/ctl/client.h"
+#include "daemon/ctl/format.h"
+#include "daemon/ctl/report.h"
+#include "daemon/ctl/watch.h"
+#include "daemon/export/study_export.h"
 
 namespace triald::ctl {
 namespace json = boost::json;
@@ -25,7 +29,20 @@ const char kUsage[] =
     "\n"
     "verbs:\n"
     "  submit FILE [--wait]      submit a TOML sweep; prints the study name\n"
-    "                            (--wait: block until it ends, then print the best trial)\n"
+    "                            (--wait: watch it until it ends, progress on stderr,\n"
+    "                            then print the best trial)\n"
+    "  watch STUDY [--interval SECONDS] [--json]\n"
+    "                            live progress until the study ends: counts, best so far,\n"
+    "                            ETA (mean finished-trial time x trials left / trials at\n"
+    "                            once); redrawn in place on a terminal, else one line per\n"
+    "                            change; then prints the best trial (--json: each\n"
+    "                            changed status as one JSON line, nothing else)\n"
+    "  report STUDY -o FILE.html one self-contained HTML report with plots and a table\n"
+    "  export STUDY --format csv|json\n"
+    "                            every trial to stdout (csv: one row per trial)\n"
+    "  export STUDY --format optuna --out FILE.db [--force]\n"
+    "                            an Optuna 3.1 SQLite storage (optuna.load_study,\n"
+    "                            optuna-dashboard)\n"
     "  studies                   every study with its progress and best value\n"
     "  status STUDY              one study's progress and best trial\n"
     "  trials STUDY              every trial of a study\n"
@@ -44,48 +61,25 @@ const char kUsage[] =
     "options:\n"
     "  --socket PATH   triald's control socket (default $TRIALD_SOCKET, else\n"
     "                  .triald/triald.sock)\n"
-    "  --json          machine-readable output (read verbs, enqueue)\n"
+    "  --json          machine-readable output (read verbs, enqueue, watch)\n"
+    "  -h, --help      this text (VERB --help, help VERB: that verb's entry)\n"
     "\n"
-    "exit codes: 0 ok, 1 error reported by triald (or a waited-for study without a\n"
-    "COMPLETE trial), 2 bad command line, 3 triald unreachable\n";
+    "exit codes: 0 ok, 1 error reported by triald (or a waited-for or watched study\n"
+    "that ended without a COMPLETE trial, or an output file that cannot be written),\n"
+    "2 bad command line, 3 triald unreachable\n";
 
 struct Args {
   std::string socket;
   bool json = false;
   bool wait = false;
   bool stderr_stream = false;
+  bool force = false;
+  std::string output;  // report -o, export --out
+  std::string format;  // export --format
+  double interval_s = 0.5;
   std::vector<std::pair<std::string, std::string>> params;  // --param NAME=VALUE, in order
   std::vector<std::string> positional;
 };
-
-std::string FormatValue(const json::value& v) {
-  if (v.is_null()) return "-";
-  if (v.is_string()) return std::string(v.get_string());
-  if (v.is_double() || v.is_int64() || v.is_uint64()) {
-    double d = v.to_number<double>();
-    std::ostringstream o;
-    o << std::setprecision(6) << d;
-    return o.str();
-  }
-  return json::serialize(v);
-}
-
-std::string FormatParams(const json::value& params) {
-  std::string s;
-  if (!params.is_object()) return s;
-  for (const auto& kv : params.get_object()) {
-    if (!s.empty()) s += " ";
-    s += std::string(kv.key()) + "=" + FormatValue(kv.value());
-  }
-  return s;
-}
-
-std::string FormatDuration(const json::value& v) {
-  if (v.is_null()) return "-";
-  std::ostringstream o;
-  o << std::fixed << std::setprecision(2) << v.to_number<double>() << "s";
-  return o.str();
-}
 
 // Prints rows as aligned columns.
 void PrintTable(std::ostream& out, const std::vector<std::vector<std::string>>& rows) {
@@ -105,26 +99,16 @@ void PrintTable(std::ostream& out, const std::vector<std::vector<std::string>>& 
   }
 }
 
-std::string Str(const json::object& o, const char* key) {
-  const json::value* v = o.if_contains(key);
-  return v ? FormatValue(*v) : "-";
-}
-
-void PrintTrial(std::ostream& out, const json::object& t) {
-  out << "trial " << Str(t, "number") << ": " << Str(t, "state") << "  value " << Str(t, "value")
-      << "  (" << FormatDuration(t.at("duration_s")) << ")\n";
-  out << "  params: " << FormatParams(t.at("params")) << "\n";
-  if (t.contains("fail_reason") && !t.at("fail_reason").is_null()) {
-    out << "  failed: " << Str(t, "fail_reason") << ": " << Str(t, "fail_detail") << "\n";
-  }
-}
-
 void PrintStatus(std::ostream& out, const json::object& s) {
   out << "study " << Str(s, "name") << ": " << Str(s, "state") << ", " << Str(s, "direction")
       << "\n";
   out << "  trials: " << Str(s, "finished") << "/" << Str(s, "n_trials") << " finished ("
       << Str(s, "complete") << " complete, " << Str(s, "pruned") << " pruned, " << Str(s, "failed")
-      << " failed), " << Str(s, "running") << " running, " << Str(s, "waiting") << " waiting\n";
+      << " failed), " << Str(s, "running") << " running, " << Str(s, "waiting") << " waiting";
+  if (s.contains("retried") && s.at("retried").is_int64() && s.at("retried").get_int64() > 0) {
+    out << ", " << Str(s, "retried") << " retried";
+  }
+  out << "\n";
   const json::value& best = s.at("best");
   if (best.is_object()) {
     out << "  best: trial " << Str(best.get_object(), "number") << " value "
@@ -145,44 +129,62 @@ int Usage(std::ostream& err, const std::string& msg) {
   return kExitUsage;
 }
 
-int Wait(Client& client, const std::string& study, std::ostream& out, std::ostream& err) {
-  std::string last;
-  for (;;) {
-    Result<json::value> r = client.Call("status", {{"study", study}});
-    if (!r.ok()) return Fail(err, r.status());
-    const json::object& s = r->get_object();
-    std::string line = Str(s, "finished") + "/" + Str(s, "n_trials") + " finished, " +
-                       Str(s, "running") + " running, best " +
-                       (s.at("best").is_object() ? Str(s.at("best").get_object(), "value") : "-");
-    if (line != last) {
-      err << study << ": " << line << "\n";
-      last = line;
+// The watch view for `stream` (stdout or stderr of trialctl).
+WatchOptions ViewOn(std::ostream& stream, int tty_fd, double interval_s) {
+  WatchOptions w;
+  w.view = &stream;
+  w.tty_fd = tty_fd;
+  w.interval = std::chrono::milliseconds(std::lround(interval_s * 1000));
+  return w;
+}
+
+// `trialctl VERB --help`: the verb's lines of kUsage (its entry and the indented lines under
+// it), then the options and exit codes; empty for an unknown verb.
+std::string VerbUsage(const std::string& verb) {
+  std::istringstream in(kUsage);
+  std::string text;
+  bool inside = false;
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("  " + verb + " ", 0) == 0 || line == "  " + verb) {
+      inside = true;
+    } else if (!inside || line.rfind("    ", 0) != 0) {
+      inside = false;
+      continue;
     }
-    // A cancelled study may still be stopping its trials: wait for them too.
-    if (Str(s, "state") != "RUNNING" && Str(s, "running") == "0") {
-      out << "study " << study << " " << Str(s, "state") << "\n";
-      if (!s.at("best").is_object()) {
-        err << "trialctl: study \"" << study << "\" ended without a COMPLETE trial\n";
-        return kExitError;
-      }
-      out << "best ";
-      PrintTrial(out, s.at("best").get_object());
-      return kExitOk;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    text += line + "\n";
   }
+  if (text.empty()) return "";
+  const std::string usage = kUsage;
+  return "usage: trialctl [--socket PATH] " + verb + " ...\n\n" + text +
+         usage.substr(usage.find("\noptions:"));
 }
 
 }  // namespace
 
 int RunTrialctl(const std::vector<std::string>& argv, std::ostream& out, std::ostream& err) {
+  return RunTrialctl(argv, out, err, Terminals{});
+}
+
+int RunTrialctl(const std::vector<std::string>& argv, std::ostream& out, std::ostream& err,
+                const Terminals& terminals) {
+  // Help first, whatever else the line holds: `trialctl --help`, `trialctl VERB --help`,
+  // `trialctl help VERB`.
+  for (const std::string& s : argv) {
+    if (s != "-h" && s != "--help" && s != "help") continue;
+    for (const std::string& v : argv) {
+      if (v.empty() || v[0] == '-' || v == "help") continue;
+      if (std::string text = VerbUsage(v); !text.empty()) {
+        out << text;
+        return kExitOk;
+      }
+    }
+    out << kUsage;
+    return kExitOk;
+  }
   Args a;
   for (size_t i = 0; i < argv.size(); ++i) {
     const std::string& s = argv[i];
-    if (s == "-h" || s == "--help" || s == "help") {
-      out << kUsage;
-      return kExitOk;
-    } else if (s == "--socket") {
+    if (s == "--socket") {
       if (i + 1 >= argv.size()) return Usage(err, "--socket needs a path");
       a.socket = argv[++i];
     } else if (s == "--json") {
@@ -191,6 +193,22 @@ int RunTrialctl(const std::vector<std::string>& argv, std::ostream& out, std::os
       a.wait = true;
     } else if (s == "--stderr") {
       a.stderr_stream = true;
+    } else if (s == "--force") {
+      a.force = true;
+    } else if (s == "-o" || s == "--out" || s == "--format" || s == "--interval") {
+      if (i + 1 >= argv.size()) return Usage(err, s + " needs a value");
+      const std::string& v = argv[++i];
+      if (s == "--format") {
+        a.format = v;
+      } else if (s == "--interval") {
+        char* end = nullptr;
+        a.interval_s = std::strtod(v.c_str(), &end);
+        if (*end != '\0' || !(a.interval_s >= 0.05 && a.interval_s <= 3600)) {
+          return Usage(err, "--interval \"" + v + "\": expected seconds between 0.05 and 3600");
+        }
+      } else {
+        a.output = v;
+      }
     } else if (s == "--param") {
       if (i + 1 >= argv.size()) return Usage(err, "--param needs NAME=VALUE");
       const std::string& kv = argv[++i];
@@ -219,6 +237,10 @@ int RunTrialctl(const std::vector<std::string>& argv, std::ostream& out, std::os
   };
   if (a.socket.empty()) a.socket = DefaultSocketPath();
   if (!a.params.empty() && verb != "enqueue") return Usage(err, "--param is for enqueue only");
+  if (!a.output.empty() && verb != "report" && verb != "export") {
+    return Usage(err, "-o/--out is for report and export only");
+  }
+  if (!a.format.empty() && verb != "export") return Usage(err, "--format is for export only");
 
   if (verb == "submit") {
     if (!need(1, "FILE")) return kExitUsage;
@@ -236,7 +258,47 @@ int RunTrialctl(const std::vector<std::string>& argv, std::ostream& out, std::os
     } else {
       out << study << "\n";
     }
-    if (a.wait) return Wait(*client, study, out, err);
+    if (a.wait) {
+      return WatchStudy(*client, study, ViewOn(err, terminals.err_fd, a.interval_s), out, err);
+    }
+    return kExitOk;
+  }
+  if (verb == "watch") {
+    if (!need(1, "STUDY")) return kExitUsage;
+    Result<Client> client = Client::Connect(a.socket);
+    if (!client.ok()) return Fail(err, client.status());
+    WatchOptions view = ViewOn(out, a.json ? -1 : terminals.out_fd, a.interval_s);
+    view.json = a.json;
+    return WatchStudy(*client, a.positional[1], view, out, err);
+  }
+  if (verb == "report" || verb == "export") {
+    if (!need(1, "STUDY")) return kExitUsage;
+    const bool optuna = a.format == "optuna";
+    if (verb == "report" && a.output.empty()) return Usage(err, "report needs -o FILE.html");
+    if (verb == "export" && a.format != "csv" && a.format != "json" && !optuna) {
+      return Usage(err, "export needs --format csv, json or optuna");
+    }
+    if (verb == "export" && optuna == a.output.empty()) {
+      return Usage(err, optuna ? "export --format optuna needs --out FILE.db"
+                               : "export --format " + a.format + " writes to stdout; no --out");
+    }
+    Result<Client> client = Client::Connect(a.socket);
+    if (!client.ok()) return Fail(err, client.status());
+    Result<json::value> r = client->Call("export", {{"study", a.positional[1]}});
+    if (!r.ok()) return Fail(err, r.status());
+    Result<exports::StudyData> data = exports::ParseStudyExport(std::move(*r));
+    if (!data.ok()) return Fail(err, data.status());
+    if (verb == "report") {
+      common::Status st = WriteReport(*data, a.output);
+      if (!st.ok()) return Fail(err, st);
+      out << a.output << "\n";
+    } else if (optuna) {
+      common::Status st = exports::WriteOptunaStorage(*data, a.output, a.force);
+      if (!st.ok()) return Fail(err, st);
+      out << a.output << "\n";
+    } else {
+      out << (a.format == "csv" ? exports::ToCsv(*data) : exports::ToJson(*data));
+    }
     return kExitOk;
   }
 
@@ -290,13 +352,16 @@ int RunTrialctl(const std::vector<std::string>& argv, std::ostream& out, std::os
     PrintStatus(out, r->get_object());
   } else if (verb == "trials") {
     std::vector<std::vector<std::string>> rows = {
-        {"#", "STATE", "VALUE", "DURATION", "PARAMS", "REASON"}};
+        {"#", "STATE", "VALUE", "DURATION", "PARAMS", "RETRY OF", "REASON"}};
     for (const json::value& v : r->get_array()) {
       const json::object& t = v.get_object();
       std::string reason =
           t.at("fail_reason").is_null() ? "" : Str(t, "fail_reason") + ": " + Str(t, "fail_detail");
-      rows.push_back({Str(t, "number"), Str(t, "state"), Str(t, "value"),
-                      FormatDuration(t.at("duration_s")), FormatParams(t.at("params")), reason});
+      rows.push_back(
+          {Str(t, "number"), Str(t, "state"), Str(t, "value"), FormatDuration(t.at("duration_s")),
+           FormatParams(t.at("params")),
+           t.contains("retry_of") && !t.at("retry_of").is_null() ? Str(t, "retry_of") : "",
+           reason});
     }
     PrintTable(out, rows);
   } else if (verb == "best") {

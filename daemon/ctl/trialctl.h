@@ -18,6 +18,15 @@ inline constexpr int kExitError = 1;
 inline constexpr int kExitUsage = 2;
 inline constexpr int kExitUnavailable = 3;
 
+// Which of trialctl's outputs are terminals (main fills it in; tests use forkpty): the live view
+// of `watch` (stdout) and `submit --wait` (stderr) is redrawn in place on a terminal.
+struct Terminals {
+  int out_fd = -1;  // stdout's descriptor when it is a terminal, else -1
+  int err_fd = -1;  // stderr's, likewise
+};
+
 int RunTrialctl(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+int RunTrialctl(const std::vector<std::string>& args, std::ostream& out, std::ostream& err,
+                const Terminals& terminals);
 
 }  // namespace triald::ctl

@@ -1,0 +1,22 @@
+# Writes the report template IN as a C++ string constant into OUT (run by daemon/CMakeLists.txt
+# at build time). The text travels as a raw string literal split into pieces well below the
+# compilers' limits on one literal; the template must not contain the delimiter )TRIALD".
+file(READ "${IN}" text)
+string(FIND "${text}" ")TRIALD\"" bad)
+if(NOT bad EQUAL -1)
+  message(FATAL_ERROR "${IN} contains the raw-string delimiter )TRIALD\"")
+endif()
+string(LENGTH "${text}" len)
+set(out "// Generated from ${IN} by embed_template.cmake; edit the template, not this file.\n")
+string(APPEND out "#include <string_view>\n\nnamespace triald::ctl {\n")
+string(APPEND out "extern const std::string_view kReportTemplate;\n")
+string(APPEND out "static const char kText[] =\n")
+set(pos 0)
+while(pos LESS len)
+  string(SUBSTRING "${text}" ${pos} 8000 piece)
+  string(APPEND out "R\"TRIALD(${piece})TRIALD\"\n")
+  math(EXPR pos "${pos} + 8000")
+endwhile()
+string(APPEND out ";\nconst std::string_view kReportTemplate(kText, sizeof(kText) - 1);\n")
+string(APPEND out "}  // namespace triald::ctl\n")
+file(WRITE "${OUT}" "${out}")

@@ -1,0 +1,53 @@
+#include "daemon/ctl/format.h"
+
+#include <iomanip>
+#include <ostream>
+#include <sstream>
+
+namespace triald::ctl {
+namespace json = boost::json;
+
+std::string FormatValue(const json::value& v) {
+  if (v.is_null()) return "-";
+  if (v.is_string()) return std::string(v.get_string());
+  if (v.is_double() || v.is_int64() || v.is_uint64()) {
+    double d = v.to_number<double>();
+    std::ostringstream o;
+    o << std::setprecision(6) << d;
+    return o.str();
+  }
+  return json::serialize(v);
+}
+
+std::string FormatParams(const json::value& params) {
+  std::string s;
+  if (!params.is_object()) return s;
+  for (const auto& kv : params.get_object()) {
+    if (!s.empty()) s += " ";
+    s += std::string(kv.key()) + "=" + FormatValue(kv.value());
+  }
+  return s;
+}
+
+std::string FormatDuration(const json::value& v) {
+  if (v.is_null()) return "-";
+  std::ostringstream o;
+  o << std::fixed << std::setprecision(2) << v.to_number<double>() << "s";
+  return o.str();
+}
+
+std::string Str(const json::object& o, const char* key) {
+  const json::value* v = o.if_contains(key);
+  return v ? FormatValue(*v) : "-";
+}
+
+void PrintTrial(std::ostream& out, const json::object& t) {
+  out << "trial " << Str(t, "number") << ": " << Str(t, "state") << "  value " << Str(t, "value")
+      << "  (" << FormatDuration(t.at("duration_s")) << ")\n";
+  out << "  params: " << FormatParams(t.at("params")) << "\n";
+  if (t.contains("fail_reason") && !t.at("fail_reason").is_null()) {
+    out << "  failed: " << Str(t, "fail_reason") << ": " << Str(t, "fail_detail") << "\n";
+  }
+}
+
+}  // namespace triald::ctl

@@ -1,0 +1,172 @@
+#include "daemon/ctl/watch.h"
+
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <ostream>
+#include <thread>
+
+#include "daemon/ctl/format.h"
+#include "daemon/ctl/trialctl.h"
+
+namespace triald::ctl {
+namespace json = boost::json;
+using common::Result;
+
+namespace {
+
+int64_t Count(const json::object& s, const char* key) {
+  const json::value* v = s.if_contains(key);
+  return v != nullptr && v->is_number() ? v->to_number<int64_t>() : 0;
+}
+
+std::string Counts(const json::object& s) {
+  return std::to_string(Count(s, "finished")) + "/" + std::to_string(Count(s, "n_trials")) +
+         " finished (" + std::to_string(Count(s, "complete")) + " complete, " +
+         std::to_string(Count(s, "pruned")) + " pruned, " + std::to_string(Count(s, "failed")) +
+         " failed), " + std::to_string(Count(s, "running")) + " running, " +
+         std::to_string(Count(s, "waiting")) + " waiting";
+}
+
+std::string Best(const json::object& s) {
+  const json::value* best = s.if_contains("best");
+  if (best == nullptr || !best->is_object()) return "none yet";
+  const json::object& b = best->get_object();
+  std::string params = FormatParams(b.at("params"));
+  return Str(b, "value") + " (trial " + Str(b, "number") + (params.empty() ? "" : ": ") + params +
+         ")";
+}
+
+bool Ended(const json::object& s) {
+  // A cancelled study may still be stopping its trials: wait for them too.
+  return Str(s, "state") != "RUNNING" && Count(s, "running") == 0;
+}
+
+// Cuts `line` to `width` display columns (counting UTF-8 lead bytes), so it never wraps.
+std::string Fit(const std::string& line, int width) {
+  if (width <= 1) return line;
+  int cols = 0;
+  for (size_t i = 0; i < line.size(); ++i) {
+    if ((static_cast<unsigned char>(line[i]) & 0xC0) != 0x80 && ++cols >= width) {
+      return line.substr(0, i);
+    }
+  }
+  return line;
+}
+
+int Columns(int fd) {
+  winsize ws{};
+  if (fd >= 0 && ::ioctl(fd, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0) return ws.ws_col;
+  return 80;
+}
+
+}  // namespace
+
+std::string FormatSeconds(double s) {
+  if (!(s >= 0) || !std::isfinite(s)) return "?";
+  const long t = std::lround(s);
+  char buf[32];
+  if (s < 9.95) {
+    std::snprintf(buf, sizeof(buf), "%.1fs", s);
+  } else if (t < 60) {
+    std::snprintf(buf, sizeof(buf), "%lds", t);
+  } else if (t < 3600) {
+    std::snprintf(buf, sizeof(buf), "%ldm%02lds", t / 60, t % 60);
+  } else {
+    std::snprintf(buf, sizeof(buf), "%ldh%02ldm", t / 3600, (t % 3600) / 60);
+  }
+  return buf;
+}
+
+std::optional<double> EstimateSeconds(const json::object& s, const WatchState& w,
+                                      std::string* how) {
+  const json::value* mean = s.if_contains("mean_duration_s");
+  if (mean == nullptr || !mean->is_number()) return std::nullopt;
+  const int64_t left = std::max(Count(s, "n_trials") - Count(s, "finished"),
+                                Count(s, "running") + Count(s, "waiting"));
+  if (left <= 0) return std::nullopt;
+  const int64_t parallel =
+      std::clamp<int64_t>(std::max<int64_t>(w.max_running, Count(s, "running")), 1, left);
+  const double m = mean->to_number<double>();
+  if (how != nullptr) {
+    *how = "mean trial " + FormatSeconds(m) + " x " + std::to_string(left) + " left / " +
+           std::to_string(parallel) + " at once";
+  }
+  return m * static_cast<double>(left) / static_cast<double>(parallel);
+}
+
+std::vector<std::string> WatchLines(const json::object& s, const WatchState& w, double elapsed_s) {
+  std::vector<std::string> lines;
+  lines.push_back("study " + Str(s, "name") + ": " + Str(s, "state") + ", " + Str(s, "direction") +
+                  "   watching " + FormatSeconds(elapsed_s));
+  lines.push_back("  trials: " + Counts(s));
+  lines.push_back("  best:   " + Best(s));
+  std::string how;
+  std::optional<double> eta = EstimateSeconds(s, w, &how);
+  lines.push_back("  ETA:    " + (eta ? "~" + FormatSeconds(*eta) + " (" + how + ")"
+                                      : std::string(Ended(s) ? "-" : "after the first trial")));
+  return lines;
+}
+
+std::string WatchLine(const json::object& s, const WatchState& w) {
+  std::string line = Str(s, "name") + ": " + Counts(s) + "; best " + Best(s);
+  std::optional<double> eta = EstimateSeconds(s, w, nullptr);
+  if (eta) line += "; ETA ~" + FormatSeconds(*eta);
+  return line;
+}
+
+int WatchStudy(Client& client, const std::string& study, const WatchOptions& o, std::ostream& out,
+               std::ostream& err) {
+  std::ostream& view = o.view != nullptr ? *o.view : err;
+  const bool tty = o.tty_fd >= 0;
+  const auto start = std::chrono::steady_clock::now();
+  WatchState w;
+  std::string last;
+  size_t drawn = 0;  // lines of the previous frame (terminal mode)
+  for (;;) {
+    Result<json::value> r = client.Call("status", {{"study", study}});
+    if (!r.ok()) {
+      if (tty && drawn > 0) view << "\n";
+      err << "trialctl: " << r.status().message() << "\n";
+      return r.status().code() == common::Code::kUnavailable ? kExitUnavailable : kExitError;
+    }
+    const json::object& s = r->get_object();
+    w.max_running = std::max<int>(w.max_running, static_cast<int>(Count(s, "running")));
+    if (tty) {
+      const double elapsed =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      std::vector<std::string> lines = WatchLines(s, w, elapsed);
+      const int width = Columns(o.tty_fd);
+      std::string frame;
+      if (drawn > 0) frame += "\x1b[" + std::to_string(drawn) + "A";
+      for (const std::string& l : lines) frame += "\r\x1b[2K" + Fit(l, width) + "\n";
+      frame += "\x1b[J";  // erase anything below (a longer earlier frame)
+      view << frame << std::flush;
+      drawn = lines.size();
+    } else {
+      std::string line = o.json ? json::serialize(s) : WatchLine(s, w);
+      if (line != last) {
+        view << line << "\n" << std::flush;
+        last = std::move(line);
+      }
+    }
+    if (Ended(s)) {
+      if (!o.json) out << "study " << study << " " << Str(s, "state") << "\n";
+      if (!s.at("best").is_object()) {
+        err << "trialctl: study \"" << study << "\" ended without a COMPLETE trial\n";
+        return kExitError;
+      }
+      if (!o.json) {
+        out << "best ";
+        PrintTrial(out, s.at("best").get_object());
+      }
+      return kExitOk;
+    }
+    std::this_thread::sleep_for(o.interval);
+  }
+}
+
+}  // namespace triald::ctl

@@ -1,0 +1,337 @@
+#include "daemon/export/study_export.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <limits>
+#include <set>
+
+namespace triald::exports {
+namespace json = boost::json;
+using common::InvalidArgument;
+using common::Result;
+using common::Status;
+
+namespace {
+
+// A number as the daemon sends it: a JSON number, or "nan" / "inf" / "-inf".
+std::optional<double> Number(const json::value& v) {
+  if (v.is_number()) return v.to_number<double>();
+  if (v.is_string()) {
+    if (v.get_string() == "nan") return std::numeric_limits<double>::quiet_NaN();
+    if (v.get_string() == "inf") return std::numeric_limits<double>::infinity();
+    if (v.get_string() == "-inf") return -std::numeric_limits<double>::infinity();
+  }
+  return std::nullopt;
+}
+
+double TimeField(const json::object& o, const char* key) {
+  const json::value* v = o.if_contains(key);
+  return v != nullptr && v->is_number() ? v->to_number<double>() : 0;
+}
+
+std::string StringField(const json::object& o, const char* key) {
+  const json::value* v = o.if_contains(key);
+  return v != nullptr && v->is_string() ? std::string(v->get_string()) : std::string();
+}
+
+void AppendEscaped(std::string& out, std::string_view s, bool html_safe) {
+  out += '"';
+  for (unsigned char c : s) {
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      default:
+        if (c < 0x20 || (html_safe && (c == '<' || c == '>' || c == '&'))) {
+          char buf[8];
+          std::snprintf(buf, sizeof(buf), "\\u%04x", c);
+          out += buf;
+        } else {
+          out += static_cast<char>(c);
+        }
+    }
+  }
+  out += '"';
+}
+
+void Write(std::string& out, const json::value& v, const JsonStyle& style) {
+  switch (v.kind()) {
+    case json::kind::null:
+      out += "null";
+      return;
+    case json::kind::bool_:
+      out += v.get_bool() ? "true" : "false";
+      return;
+    case json::kind::int64:
+      out += std::to_string(v.get_int64());
+      return;
+    case json::kind::uint64:
+      out += std::to_string(v.get_uint64());
+      return;
+    case json::kind::double_:
+      out += std::isfinite(v.get_double()) ? config::DoubleRepr(v.get_double()) : "null";
+      return;
+    case json::kind::string:
+      AppendEscaped(out, v.get_string(), style.html_safe);
+      return;
+    case json::kind::array: {
+      out += '[';
+      bool first = true;
+      for (const json::value& e : v.get_array()) {
+        if (!first) out += style.python_spacing ? ", " : ",";
+        first = false;
+        Write(out, e, style);
+      }
+      out += ']';
+      return;
+    }
+    case json::kind::object: {
+      out += '{';
+      bool first = true;
+      for (const auto& kv : v.get_object()) {
+        if (!first) out += style.python_spacing ? ", " : ",";
+        first = false;
+        AppendEscaped(out, kv.key(), style.html_safe);
+        out += style.python_spacing ? ": " : ":";
+        Write(out, kv.value(), style);
+      }
+      out += '}';
+      return;
+    }
+  }
+}
+
+std::string CsvField(const std::string& s) {
+  if (s.find_first_of(",\"\r\n") == std::string::npos &&
+      (s.empty() || (s.front() != ' ' && s.back() != ' '))) {
+    return s;
+  }
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"') out += '"';
+    out += c;
+  }
+  return out + "\"";
+}
+
+std::string CsvNumber(std::optional<double> v) {
+  if (!v) return "";
+  if (std::isnan(*v)) return "nan";
+  if (std::isinf(*v)) return *v > 0 ? "inf" : "-inf";
+  return config::DoubleRepr(*v);
+}
+
+// A parameter's value as a CSV cell: strings bare, numbers as JSON writes them.
+std::string CsvValue(const json::value& v) {
+  if (v.is_null()) return "";
+  if (v.is_string()) return std::string(v.get_string());
+  return WriteJson(v);
+}
+
+// ISO 8601 in local time with the UTC offset, microseconds: 2026-01-02T03:04:05.678901+01:00.
+std::string IsoLocal(double unix_seconds) {
+  if (unix_seconds <= 0) return "";
+  double whole = std::floor(unix_seconds);
+  long micros = std::lround((unix_seconds - whole) * 1e6);
+  if (micros >= 1000000) {
+    whole += 1;
+    micros -= 1000000;
+  }
+  std::time_t t = static_cast<std::time_t>(whole);
+  std::tm tm{};
+  ::localtime_r(&t, &tm);
+  char date[40];
+  std::strftime(date, sizeof(date), "%Y-%m-%dT%H:%M:%S", &tm);
+  long off = tm.tm_gmtoff;
+  char buf[128];
+  std::snprintf(buf, sizeof(buf), "%s.%06ld%c%02ld:%02ld", date, micros, off < 0 ? '-' : '+',
+                std::labs(off) / 3600, (std::labs(off) % 3600) / 60);
+  return buf;
+}
+
+}  // namespace
+
+std::string WriteJson(const json::value& v, JsonStyle style) {
+  std::string out;
+  Write(out, v, style);
+  return out;
+}
+
+Result<StudyData> ParseStudyExport(json::value reply) {
+  if (!reply.is_object() || !reply.get_object().contains("study") ||
+      !reply.get_object().contains("trials") || !reply.at("study").is_object() ||
+      !reply.at("trials").is_array()) {
+    return InvalidArgument("export reply from triald: expected {study: {...}, trials: [...]}");
+  }
+  StudyData s;
+  const json::object& study = reply.at("study").get_object();
+  s.name = StringField(study, "name");
+  s.state = StringField(study, "state");
+  s.direction = StringField(study, "direction");
+  if (const json::value* n = study.if_contains("n_trials"); n != nullptr && n->is_number()) {
+    s.n_trials = static_cast<int>(n->to_number<double>());
+  }
+  if (s.name.empty() || (s.direction != "minimize" && s.direction != "maximize")) {
+    return InvalidArgument("export reply from triald: study without a name or direction");
+  }
+  std::set<std::string> names;
+  for (const json::value& tv : reply.at("trials").get_array()) {
+    if (!tv.is_object())
+      return InvalidArgument("export reply from triald: a trial is not an object");
+    const json::object& o = tv.get_object();
+    ExportTrial t;
+    const json::value* number = o.if_contains("number");
+    if (number == nullptr || !number->is_int64()) {
+      return InvalidArgument("export reply from triald: a trial without a number");
+    }
+    t.number = static_cast<int>(number->get_int64());
+    const std::string where = "export reply from triald: trial " + std::to_string(t.number);
+    t.state = StringField(o, "state");
+    if (const json::value* v = o.if_contains("value"); v != nullptr && !v->is_null()) {
+      t.value = Number(*v);
+      if (!t.value) return InvalidArgument(where + ": value is not a number");
+    }
+    t.fail_reason = StringField(o, "fail_reason");
+    t.fail_detail = StringField(o, "fail_detail");
+    t.created_at = TimeField(o, "created_at");
+    t.started_at = TimeField(o, "started_at");
+    t.finished_at = TimeField(o, "finished_at");
+    if (const json::value* r = o.if_contains("retry_of"); r != nullptr && r->is_int64()) {
+      t.retry_of = r->get_int64();
+    }
+    if (const json::value* a = o.if_contains("attrs"); a != nullptr && a->is_object()) {
+      t.attrs = a->get_object();
+    }
+    const json::value* params = o.if_contains("params");
+    const json::value* internal = o.if_contains("params_internal");
+    const json::value* dists = o.if_contains("distributions");
+    if (params == nullptr || internal == nullptr || dists == nullptr || !params->is_object() ||
+        !internal->is_object() || !dists->is_object()) {
+      return InvalidArgument(where + ": expected params, params_internal and distributions");
+    }
+    for (const auto& kv : internal->get_object()) {
+      ExportParam p;
+      p.name = std::string(kv.key());
+      std::optional<double> x = Number(kv.value());
+      if (!x) return InvalidArgument(where + ": params_internal." + p.name + " is not a number");
+      p.internal = *x;
+      const json::value* d = dists->get_object().if_contains(kv.key());
+      if (d == nullptr) return InvalidArgument(where + ": no distribution for " + p.name);
+      Result<config::Distribution> dist = config::DistributionFromJson(WriteJson(*d));
+      if (!dist.ok()) return dist.status().WithContext(where + ": parameter " + p.name);
+      p.dist = std::move(*dist);
+      if (const json::value* e = params->get_object().if_contains(kv.key())) p.external = *e;
+      names.insert(p.name);
+      t.params.push_back(std::move(p));
+    }
+    std::sort(t.params.begin(), t.params.end(),
+              [](const ExportParam& a, const ExportParam& b) { return a.name < b.name; });
+    if (const json::value* inter = o.if_contains("intermediate"); inter && inter->is_array()) {
+      for (const json::value& e : inter->get_array()) {
+        if (!e.is_array() || e.get_array().size() != 2 || !e.get_array()[0].is_int64()) {
+          return InvalidArgument(where + ": intermediate values must be [step, value] pairs");
+        }
+        std::optional<double> x = Number(e.get_array()[1]);
+        if (!x) return InvalidArgument(where + ": an intermediate value is not a number");
+        t.intermediate.emplace_back(e.get_array()[0].get_int64(), *x);
+      }
+    }
+    s.trials.push_back(std::move(t));
+  }
+  std::sort(s.trials.begin(), s.trials.end(),
+            [](const ExportTrial& a, const ExportTrial& b) { return a.number < b.number; });
+  s.param_names.assign(names.begin(), names.end());
+  s.reply = std::move(reply);
+  return s;
+}
+
+std::string ToCsv(const StudyData& study) {
+  std::string out = "number,state,value,reason";
+  for (const std::string& n : study.param_names) out += "," + CsvField("params_" + n);
+  out += ",datetime_start,datetime_complete,duration\n";
+  for (const ExportTrial& t : study.trials) {
+    out += std::to_string(t.number) + "," + t.state + "," + CsvNumber(t.value) + "," +
+           CsvField(t.fail_reason);
+    for (const std::string& n : study.param_names) {
+      out += ",";
+      for (const ExportParam& p : t.params) {
+        if (p.name == n) out += CsvField(CsvValue(p.external));
+      }
+    }
+    out += "," + IsoLocal(t.started_at) + "," + IsoLocal(t.finished_at) + ",";
+    if (t.started_at > 0 && t.finished_at > 0) {
+      out += config::DoubleRepr(t.finished_at - t.started_at);
+    }
+    out += "\n";
+  }
+  return out;
+}
+
+std::string ToJson(const StudyData& study) { return WriteJson(study.reply) + "\n"; }
+
+std::string OptunaDistributionJson(const config::Distribution& d) {
+  auto integer = [](double x) { return std::to_string(static_cast<int64_t>(std::llround(x))); };
+  switch (d.type) {
+    case config::ParamType::kFloat:
+      return std::string("{\"name\": \"FloatDistribution\", \"attributes\": {\"step\": ") +
+             (d.step > 0 ? config::DoubleRepr(d.step) : "null") +
+             ", \"low\": " + config::DoubleRepr(d.low) +
+             ", \"high\": " + config::DoubleRepr(d.high) +
+             ", \"log\": " + (d.log ? "true" : "false") + "}}";
+    case config::ParamType::kInt:
+      return std::string("{\"name\": \"IntDistribution\", \"attributes\": {\"log\": ") +
+             (d.log ? "true" : "false") + ", \"step\": " + integer(d.step > 0 ? d.step : 1) +
+             ", \"low\": " + integer(d.low) + ", \"high\": " + integer(d.high) + "}}";
+    case config::ParamType::kCategorical: {
+      std::string out = "{\"name\": \"CategoricalDistribution\", \"attributes\": {\"choices\": [";
+      for (size_t i = 0; i < d.choices.size(); ++i) {
+        if (i > 0) out += ", ";
+        const config::Choice& c = d.choices[i];
+        if (const bool* b = std::get_if<bool>(&c)) {
+          out += *b ? "true" : "false";
+        } else if (const int64_t* n = std::get_if<int64_t>(&c)) {
+          out += std::to_string(*n);
+        } else if (const double* x = std::get_if<double>(&c)) {
+          out += config::DoubleRepr(*x);
+        } else {
+          AppendEscaped(out, std::get<std::string>(c), false);
+        }
+      }
+      return out + "]}}";
+    }
+  }
+  return "null";
+}
+
+std::string OptunaDatetime(double unix_seconds) {
+  double whole = std::floor(unix_seconds);
+  long micros = std::lround((unix_seconds - whole) * 1e6);
+  if (micros >= 1000000) {
+    whole += 1;
+    micros -= 1000000;
+  }
+  std::time_t t = static_cast<std::time_t>(whole);
+  std::tm tm{};
+  ::localtime_r(&t, &tm);
+  char date[40];
+  std::strftime(date, sizeof(date), "%Y-%m-%d %H:%M:%S", &tm);
+  char buf[128];
+  std::snprintf(buf, sizeof(buf), "%s.%06ld", date, micros);
+  return buf;
+}
+
+}  // namespace triald::exports

@@ -1,0 +1,147 @@
+#!/usr/bin/python3
+"""Checks an Optuna storage written by `trialctl export --format optuna` with Optuna itself.
+
+usage: check_optuna_export.py STORAGE.db EXPORT.json
+
+EXPORT.json is `trialctl export STUDY --format json` of the same study. Optuna (python3-optuna,
+3.1 on Debian 12) must load the study from the storage without complaint and see every trial
+with the same state, parameters (values and distributions), value, intermediate values,
+attributes and datetimes. Run by tests/integration/export_test.cc; exits 0 when everything
+matches, 1 with one line per difference otherwise.
+"""
+
+import datetime
+import json
+import math
+import sys
+
+import optuna
+from optuna.distributions import (CategoricalDistribution, FloatDistribution,
+                                  IntDistribution)
+from optuna.trial import TrialState
+
+
+def number(v):
+    """A value as triald's JSON carries it: a number, or "nan" / "inf" / "-inf"."""
+    return float(v) if isinstance(v, str) else v
+
+
+def same(a, b):
+    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
+        return True
+    return a == b and type(a) == type(b)
+
+
+def distribution(d):
+    """triald's distribution JSON (config::Distribution::ToJson) as Optuna's object."""
+    if d["type"] == "float":
+        return FloatDistribution(d["low"], d["high"], log=d["log"],
+                                 step=d["step"] if d["step"] else None)
+    if d["type"] == "int":
+        return IntDistribution(int(d["low"]), int(d["high"]), log=d["log"],
+                               step=int(d["step"]) if d["step"] else 1)
+    return CategoricalDistribution(d["choices"])
+
+
+def main():
+    db, exported = sys.argv[1], sys.argv[2]
+    with open(exported) as f:
+        data = json.load(f)
+    errors = []
+
+    def check(cond, what):
+        if not cond:
+            errors.append(what)
+
+    name = data["study"]["name"]
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    storage = optuna.storages.RDBStorage("sqlite:///" + db)
+    check(storage.get_current_version() == storage.get_head_version(),
+          "schema version %s, Optuna's head is %s" % (storage.get_current_version(),
+                                                      storage.get_head_version()))
+    study = optuna.load_study(study_name=name, storage=storage)
+    check(study.direction.name == data["study"]["direction"].upper(),
+          "direction %s, expected %s" % (study.direction.name, data["study"]["direction"]))
+    trials = study.get_trials(deepcopy=False)
+    check(len(trials) == len(data["trials"]),
+          "%d trials in Optuna, %d exported" % (len(trials), len(data["trials"])))
+    by_number = {t.number: t for t in trials}
+
+    for want in data["trials"]:
+        n = want["number"]
+        got = by_number.get(n)
+        if got is None:
+            errors.append("trial %d missing" % n)
+            continue
+        where = "trial %d: " % n
+        check(got.state == TrialState[want["state"]],
+              where + "state %s, expected %s" % (got.state.name, want["state"]))
+        # Parameters: Optuna's external values and distributions.
+        check(set(got.params) == set(want["params"]),
+              where + "params %s, expected %s" % (sorted(got.params), sorted(want["params"])))
+        for pname, pvalue in want["params"].items():
+            dist = distribution(want["distributions"][pname])
+            check(got.distributions.get(pname) == dist,
+                  where + "%s distribution %r, expected %r"
+                  % (pname, got.distributions.get(pname), dist))
+            expected = pvalue
+            if isinstance(dist, FloatDistribution):
+                expected = float(number(pvalue))
+            check(same(got.params.get(pname), expected),
+                  where + "%s = %r, expected %r" % (pname, got.params.get(pname), expected))
+            check(dist.to_internal_repr(got.params.get(pname))
+                  == number(want["params_internal"][pname]),
+                  where + "%s internal value differs" % pname)
+        # The objective: COMPLETE and PRUNED trials keep theirs (a pruned trial's is its last
+        # intermediate value, in Optuna as in triald); failed trials have none.
+        value = number(want["value"]) if want["value"] is not None else None
+        if want["state"] == "FAIL":
+            value = None
+        check(same(got.value, value), where + "value %r, expected %r" % (got.value, value))
+        inter = {int(s): number(v) for s, v in want["intermediate"]}
+        check(len(got.intermediate_values) == len(inter)
+              and all(same(got.intermediate_values.get(s), v) for s, v in inter.items()),
+              where + "intermediate values differ (%d in Optuna, %d exported)"
+              % (len(got.intermediate_values), len(inter)))
+        for key, v in want["attrs"].items():
+            check(got.user_attrs.get(key) == v,
+                  where + "user attr %s = %r, expected %r" % (key, got.user_attrs.get(key), v))
+        if want["state"] == "FAIL":
+            check(got.user_attrs.get("triald_fail_reason") == want["fail_reason"],
+                  where + "triald_fail_reason %r" % got.user_attrs.get("triald_fail_reason"))
+        # Datetimes: Optuna keeps naive local times to the microsecond.
+        for attr, key in (("datetime_start", "started_at"), ("datetime_complete", "finished_at")):
+            t = getattr(got, attr)
+            if want[key] is None:
+                check(t is None, where + "%s %s, expected none" % (attr, t))
+                continue
+            expected = datetime.datetime.fromtimestamp(want[key])
+            check(t is not None and abs((t - expected).total_seconds()) < 2e-6,
+                  where + "%s %s, expected %s" % (attr, t, expected))
+
+    best = data["study"]["best"]
+    if best is not None:
+        check(study.best_trial.number == best["number"],
+              "best trial %d, expected %d" % (study.best_trial.number, best["number"]))
+    # What optuna-dashboard lists first: the study summaries of the storage.
+    summaries = optuna.get_all_study_summaries(storage, include_best_trial=True)
+    check([s.study_name for s in summaries] == [name],
+          "study summaries name %s" % [s.study_name for s in summaries])
+    check(summaries[0].n_trials == len(data["trials"]),
+          "summary counts %d trials" % summaries[0].n_trials)
+    # And a copy into a fresh in-memory storage reads every trial back through Optuna's API.
+    copy = optuna.storages.InMemoryStorage()
+    optuna.copy_study(from_study_name=name, from_storage=storage, to_storage=copy)
+    check(len(optuna.load_study(study_name=name, storage=copy).trials) == len(data["trials"]),
+          "copy_study lost trials")
+
+    for e in errors:
+        print("check_optuna_export: " + e)
+    if errors:
+        return 1
+    print("check_optuna_export: %d trials match (Optuna %s)" % (len(trials), optuna.__version__))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,222 @@
+// trialctl export against a real triald: CSV and JSON to stdout, and an Optuna storage that
+// Optuna 3.1 itself loads (tests/integration/check_optuna_export.py), for a study with every
+// kind of parameter and COMPLETE, PRUNED and FAIL trials.
+#include <sys/wait.h>
+
+#include <boost/json.hpp>
+#include <catch2/catch.hpp>
+#include <cstdio>
+#include <cstdlib>
+#include <sstream>
+
+#include "common/json.h"
+#include "config/space.h"
+#include "daemon/ctl/trialctl.h"
+#include "daemon/export/study_export.h"
+#include "tests/integration/harness.h"
+#include "tests/integration/mixed_study.h"
+
+namespace triald::testing {
+namespace json = boost::json;
+
+namespace {
+
+struct Ctl {
+  int code = -1;
+  std::string out, err;
+};
+
+Ctl Run(const std::string& socket, std::vector<std::string> args) {
+  std::ostringstream out, err;
+  args.insert(args.begin(), {"--socket", socket});
+  Ctl c;
+  c.code = ctl::RunTrialctl(args, out, err);
+  c.out = out.str();
+  c.err = err.str();
+  return c;
+}
+
+// RFC 4180 records: fields split at commas outside quotes, "" inside quotes is one quote.
+std::vector<std::vector<std::string>> ParseCsv(const std::string& text) {
+  std::vector<std::vector<std::string>> rows(1, std::vector<std::string>(1));
+  bool quoted = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    std::string& cell = rows.back().back();
+    if (quoted) {
+      if (c == '"' && i + 1 < text.size() && text[i + 1] == '"') {
+        cell += '"';
+        ++i;
+      } else if (c == '"') {
+        quoted = false;
+      } else {
+        cell += c;
+      }
+    } else if (c == '"') {
+      quoted = true;
+    } else if (c == ',') {
+      rows.back().emplace_back();
+    } else if (c == '\n') {
+      rows.emplace_back(1);
+    } else {
+      cell += c;
+    }
+  }
+  if (rows.back().size() == 1 && rows.back()[0].empty()) rows.pop_back();
+  return rows;
+}
+
+// Runs a command, returning its exit status and combined output.
+std::pair<int, std::string> Shell(const std::string& cmd) {
+  std::string output;
+  FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
+  REQUIRE(p != nullptr);
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) output.append(buf, n);
+  int status = ::pclose(p);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
+}
+
+}  // namespace
+
+TEST_CASE("trialctl export: bad command lines exit 2", "[trialctl][export][integration]") {
+  CHECK(Run("/x", {"export", "s"}).code == ctl::kExitUsage);
+  CHECK(Run("/x", {"export", "s", "--format", "xml"}).code == ctl::kExitUsage);
+  Ctl no_out = Run("/x", {"export", "s", "--format", "optuna"});
+  CHECK(no_out.code == ctl::kExitUsage);
+  CHECK_THAT(no_out.err, Catch::Contains("--out FILE.db"));
+  CHECK(Run("/x", {"export", "s", "--format", "csv", "--out", "f"}).code == ctl::kExitUsage);
+  CHECK(Run("/x", {"trials", "s", "--format", "csv"}).code == ctl::kExitUsage);
+  CHECK(Run("/x", {"export", "--format", "csv"}).code == ctl::kExitUsage);
+}
+
+TEST_CASE("export CSV quotes fields and JSON writes numbers as Python does", "[export]") {
+  // An export reply as the daemon sends it, with text that needs quoting.
+  const char* reply = R"({"study":{"name":"q","state":"COMPLETE","direction":"maximize",
+    "n_trials":2,"best":null},"trials":[
+    {"number":1,"state":"FAIL","value":null,"fail_reason":"exit","fail_detail":"x",
+     "params":{"opt":"a,\"b\"","lr":0.1},"params_internal":{"opt":1,"lr":0.1},
+     "distributions":{"opt":{"type":"categorical","choices":["z","a,\"b\""]},
+                      "lr":{"type":"float","low":0.0,"high":1.0,"log":false,"step":0.0}},
+     "intermediate":[],"attrs":{},"created_at":1.5,"started_at":null,"finished_at":null},
+    {"number":0,"state":"COMPLETE","value":"inf","fail_reason":null,
+     "params":{"opt":"z","lr":1.0},"params_internal":{"opt":0,"lr":1.0},
+     "distributions":{"opt":{"type":"categorical","choices":["z","a,\"b\""]},
+                      "lr":{"type":"float","low":0.0,"high":1.0,"log":false,"step":0.0}},
+     "intermediate":[[0,"nan"],[1,0.5]],"attrs":{},"created_at":1.0,"started_at":1.0,
+     "finished_at":3.25}]})";
+  common::Result<exports::StudyData> data = exports::ParseStudyExport(json::parse(reply));
+  REQUIRE(data.ok());
+  std::vector<std::vector<std::string>> rows = ParseCsv(exports::ToCsv(*data));
+  REQUIRE(rows.size() == 3);
+  CHECK(rows[0] == std::vector<std::string>{"number", "state", "value", "reason", "params_lr",
+                                            "params_opt", "datetime_start", "datetime_complete",
+                                            "duration"});
+  CHECK(rows[1][0] == "0");  // rows by trial number
+  CHECK(rows[1][2] == "inf");
+  CHECK(rows[1][4] == "1.0");
+  CHECK(rows[1][8] == "2.25");
+  CHECK(rows[2][3] == "exit");
+  CHECK(rows[2][5] == "a,\"b\"");
+  CHECK(rows[2][6].empty());
+  CHECK_THAT(exports::ToCsv(*data), Catch::Contains(",\"a,\"\"b\"\"\","));
+  CHECK(exports::WriteJson(json::parse("[1.0, 0.1, 1e-05, 3, \"<\"]"), {.html_safe = true}) ==
+        "[1.0,0.1,1e-05,3,\"\\u003c\"]");
+  config::Distribution d;
+  d.type = config::ParamType::kFloat;
+  d.low = 1e-5;
+  d.high = 1;
+  d.log = true;
+  CHECK(exports::OptunaDistributionJson(d) ==
+        "{\"name\": \"FloatDistribution\", \"attributes\": {\"step\": null, \"low\": 1e-05, "
+        "\"high\": 1.0, \"log\": true}}");
+}
+
+TEST_CASE("trialctl export csv, json and an Optuna storage Optuna loads",
+          "[trialctl][export][integration]") {
+  TempDir dir;
+  TestDaemon d(dir.File("state"));
+  d.Start();
+  const std::string sweep = WriteMixedStudy(dir, "mixed");
+  REQUIRE(Run(d.socket(), {"submit", sweep}).code == 0);
+  json::object st = d.WaitStudy("mixed", 120);
+  REQUIRE(st.at("state").as_string() == "COMPLETE");
+
+  Ctl j = Run(d.socket(), {"export", "mixed", "--format", "json"});
+  INFO(j.err);
+  REQUIRE(j.code == 0);
+  // Exact parsing: boost::json::parse can be one ulp off (common/json.h).
+  common::Result<json::value> parsed = common::ParseJsonExact(j.out);
+  REQUIRE(parsed.ok());
+  json::value data = *parsed;
+  const json::array& trials = data.at("trials").as_array();
+  REQUIRE(trials.size() == kMixedTrials);
+  INFO(j.out);
+  CHECK(CountState(trials, "COMPLETE") == 4);
+  CHECK(CountState(trials, "PRUNED") == 2);
+  CHECK(CountState(trials, "FAIL") == 2);
+  // The same trials as `trials --json`, plus internal values and distributions.
+  json::array listed = d.Trials("mixed");
+  for (size_t i = 0; i < trials.size(); ++i) {
+    const json::object& t = trials[i].as_object();
+    CHECK(t.at("params") == listed[i].at("params"));
+    CHECK(t.at("intermediate") == listed[i].at("intermediate"));
+    CHECK(t.at("distributions").as_object().size() == 6);
+    CHECK(t.at("params_internal").as_object().size() == 6);
+  }
+  CHECK(trials[0].at("distributions").at("lr").at("log").as_bool());
+  CHECK(data.at("study").at("name").as_string() == "mixed");
+
+  Ctl csv = Run(d.socket(), {"export", "mixed", "--format", "csv"});
+  REQUIRE(csv.code == 0);
+  std::vector<std::vector<std::string>> rows = ParseCsv(csv.out);
+  REQUIRE(rows.size() == kMixedTrials + 1);
+  CHECK(rows[0] == std::vector<std::string>{"number", "state", "value", "reason", "params_batch",
+                                            "params_dropout", "params_layers", "params_lr",
+                                            "params_opt", "params_width", "datetime_start",
+                                            "datetime_complete", "duration"});
+  for (size_t i = 0; i < trials.size(); ++i) {
+    const json::object& t = trials[i].as_object();
+    const std::vector<std::string>& r = rows[i + 1];
+    REQUIRE(r.size() == rows[0].size());
+    CHECK(r[0] == std::to_string(t.at("number").as_int64()));
+    CHECK(r[1] == std::string(t.at("state").as_string()));
+    if (t.at("value").is_null()) {
+      CHECK(r[2].empty());
+    } else {
+      CHECK(std::strtod(r[2].c_str(), nullptr) == t.at("value").to_number<double>());
+    }
+    CHECK(r[3] == (t.at("fail_reason").is_null() ? "" : t.at("fail_reason").as_string().c_str()));
+    CHECK(std::strtod(r[7].c_str(), nullptr) == t.at("params").at("lr").to_number<double>());
+    CHECK(std::stoll(r[6]) == t.at("params").at("layers").as_int64());
+    const json::value& opt = t.at("params").at("opt");
+    CHECK(r[8] == (opt.is_string() ? std::string(opt.as_string()) : exports::WriteJson(opt)));
+    CHECK(r[10].size() == 32);  // 2026-01-02T03:04:05.678901+00:00
+    CHECK(std::strtod(r[12].c_str(), nullptr) ==
+          Approx(t.at("duration_s").to_number<double>()).margin(1e-6));
+  }
+
+  const std::string db = dir.File("mixed.db");
+  const std::string exported = dir.Write("mixed.json", j.out);
+  Ctl opt = Run(d.socket(), {"export", "mixed", "--format", "optuna", "--out", db});
+  INFO(opt.err);
+  REQUIRE(opt.code == 0);
+  auto [code, output] = Shell("/usr/bin/python3 " + std::string(TRIALD_SOURCE_DIR) +
+                              "/tests/integration/check_optuna_export.py " + db + " " + exported);
+  INFO(output);
+  CHECK(code == 0);
+  CHECK_THAT(output, Catch::Contains("8 trials match"));
+
+  // An existing file is kept unless --force.
+  Ctl again = Run(d.socket(), {"export", "mixed", "--format", "optuna", "--out", db});
+  CHECK(again.code == ctl::kExitError);
+  CHECK_THAT(again.err, Catch::Contains(db + " already exists"));
+  CHECK(Run(d.socket(), {"export", "mixed", "--format", "optuna", "--out", db, "--force"}).code ==
+        0);
+  Ctl unknown = Run(d.socket(), {"export", "nope", "--format", "csv"});
+  CHECK(unknown.code == ctl::kExitError);
+  CHECK(unknown.err == "trialctl: no study named \"nope\" (see `trialctl studies`)\n");
+}
+
+}  // namespace triald::testing

@@ -1,0 +1,23 @@
+#pragma once
+// A study with every kind of parameter and every way a trial ends, for the tests of trialctl's
+// watch, report and exports: 8 trials, 2 at a time, of a Python worker (/usr/bin/python3).
+//   number % 4 == 3: exits 3 before reporting anything (FAIL, reason exit)
+//   number % 4 == 2: reports a poor learning curve slowly; the median pruner stops it (PRUNED)
+//   otherwise:       reports kSteps intermediate values at once, then a final value (COMPLETE)
+// Parameters: lr float log, dropout float step 0.1, layers int, batch int log, width int step
+// 32, opt categorical with a string, an int, a float and a bool choice. Every worker sets an
+// attribute "note" whose text needs escaping in JSON, CSV and HTML.
+
+#include <string>
+
+#include "tests/integration/harness.h"
+
+namespace triald::testing {
+
+inline constexpr int kMixedTrials = 8;
+inline constexpr int kMixedSteps = 60;
+
+// Writes the worker and the sweep into `dir`; returns the sweep file's path.
+std::string WriteMixedStudy(TempDir& dir, const std::string& study);
+
+}  // namespace triald::testing
