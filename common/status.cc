@@ -22,6 +22,8 @@ const char* CodeName(Code code) {
       return "unavailable";
     case Code::kIo:
       return "io";
+    case Code::kPermissionDenied:
+      return "permission_denied";
     case Code::kInternal:
       return "internal";
   }

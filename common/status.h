@@ -18,9 +18,10 @@ enum class Code {
   kNotFound,         // a named thing (study, trial) does not exist
   kAlreadyExists,    // a name is taken
   kFailedPrecondition,
-  kUnavailable,  // a peer (daemon, database) cannot be reached
-  kIo,           // the operating system refused (open, write, fork, ...)
-  kInternal,     // a broken invariant or an unexpected library failure
+  kUnavailable,       // a peer (daemon, database) cannot be reached
+  kIo,                // the operating system refused (open, write, fork, ...)
+  kPermissionDenied,  // the caller may not do this (control-socket peer credentials)
+  kInternal,          // a broken invariant or an unexpected library failure
 };
 
 const char* CodeName(Code code);
@@ -57,6 +58,9 @@ inline Status FailedPrecondition(std::string m) {
 }
 inline Status Unavailable(std::string m) { return Status(Code::kUnavailable, std::move(m)); }
 inline Status IoError(std::string m) { return Status(Code::kIo, std::move(m)); }
+inline Status PermissionDenied(std::string m) {
+  return Status(Code::kPermissionDenied, std::move(m));
+}
 inline Status Internal(std::string m) { return Status(Code::kInternal, std::move(m)); }
 
 // errno-based I/O error: "what: strerror(err)".

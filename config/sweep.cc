@@ -4,12 +4,15 @@
 
 #include <algorithm>
 #include <boost/json.hpp>
+#include <cctype>
 #include <cerrno>
 #include <climits>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <limits>
+#include <optional>
 #include <sstream>
 #include <string_view>
 #include <system_error>
@@ -315,6 +318,39 @@ std::vector<Entry> InFileOrder(const toml::table& table) {
   return entries;
 }
 
+// "2G", "512M", "1.5G", "64KiB", "1048576": bytes, K/M/G/T being powers of 1024. Nothing when
+// the text is not such a size (or overflows).
+std::optional<uint64_t> ParseByteSize(const std::string& text) {
+  if (text.empty() || !(std::isdigit(static_cast<unsigned char>(text[0])))) return std::nullopt;
+  char* end = nullptr;
+  errno = 0;
+  double number = std::strtod(text.c_str(), &end);
+  if (errno != 0 || end == text.c_str() || !std::isfinite(number)) return std::nullopt;
+  std::string unit(end);
+  for (const char* suffix : {"iB", "B"}) {
+    if (unit.size() > 1 && unit.size() >= std::strlen(suffix) &&
+        unit.compare(unit.size() - std::strlen(suffix), std::string::npos, suffix) == 0) {
+      unit.resize(unit.size() - std::strlen(suffix));
+      break;
+    }
+  }
+  double scale = 1;
+  if (unit == "K" || unit == "k") {
+    scale = 1024.0;
+  } else if (unit == "M" || unit == "m") {
+    scale = 1024.0 * 1024;
+  } else if (unit == "G" || unit == "g") {
+    scale = 1024.0 * 1024 * 1024;
+  } else if (unit == "T" || unit == "t") {
+    scale = 1024.0 * 1024 * 1024 * 1024;
+  } else if (!unit.empty() && unit != "B") {
+    return std::nullopt;
+  }
+  double bytes = number * scale;
+  if (bytes < 1 || bytes > 9.0e18) return std::nullopt;
+  return static_cast<uint64_t>(bytes);
+}
+
 // Turns TOML nodes into SweepSpec fields and every problem into a message that points at the
 // file, line and column. One parser per document; it borrows `source`, which must outlive it.
 // Not thread-safe, and need not be: ParseSweep makes a fresh one per call.
@@ -590,8 +626,10 @@ Status SweepParser::CheckKindKeys(const std::string& table_name, const toml::tab
 
 Status SweepParser::ParseStudy(const toml::table& t, StudyConfig* out) const {
   const std::string tn = "[study]";
-  TRIALD_RETURN_IF_ERROR(CheckKeys(
-      tn, t, {"name", "direction", "n_trials", "parallelism", "trial_timeout", "kill_grace"}));
+  TRIALD_RETURN_IF_ERROR(
+      CheckKeys(tn, t,
+                {"name", "direction", "n_trials", "parallelism", "trial_timeout", "kill_grace",
+                 "gpus_per_trial", "retries", "retry_on", "memory_limit", "pids_limit"}));
   const std::string name_expected = "1 to 128 characters from A-Z a-z 0-9 _ . -";
   if (const toml::node* n = t.get("name")) {
     Field f{tn, "name", n};
@@ -629,6 +667,60 @@ Status SweepParser::ParseStudy(const toml::table& t, StudyConfig* out) const {
   }
   if (const toml::node* n = t.get("kill_grace")) {
     TRIALD_RETURN_IF_ERROR(ReadSeconds({tn, "kill_grace", n}, &out->kill_grace));
+  }
+  if (const toml::node* n = t.get("gpus_per_trial")) {
+    TRIALD_RETURN_IF_ERROR(
+        ReadInt({tn, "gpus_per_trial", n}, 0, 1024, "an integer >= 0 (GPUs per trial)", &v));
+    out->gpus_per_trial = static_cast<int>(v);
+  }
+  if (const toml::node* n = t.get("retries")) {
+    TRIALD_RETURN_IF_ERROR(
+        ReadInt({tn, "retries", n}, 0, 100, "an integer >= 0 (retries per configuration)", &v));
+    out->retries = static_cast<int>(v);
+  }
+  const std::string reasons_expected =
+      "an array of failure reasons from " + QuotedAlternatives(RetryableReasons());
+  if (const toml::node* n = t.get("retry_on")) {
+    Field f{tn, "retry_on", n};
+    const toml::array* arr = n->as_array();
+    if (arr == nullptr) return ValueError(f, "", reasons_expected);
+    for (size_t i = 0; i < arr->size(); ++i) {
+      Field ef{tn, "retry_on[" + std::to_string(i) + "]", arr->get(i)};
+      std::string reason;
+      TRIALD_RETURN_IF_ERROR(
+          ReadString(ef, "one of " + QuotedAlternatives(RetryableReasons()), &reason));
+      if (!Contains(RetryableReasons(), reason)) {
+        return ValueError(ef, "not a retryable failure reason",
+                          "one of " + QuotedAlternatives(RetryableReasons()));
+      }
+      if (std::find(out->retry_on.begin(), out->retry_on.end(), reason) == out->retry_on.end()) {
+        out->retry_on.push_back(reason);
+      }
+    }
+    if (out->retries == 0) {
+      return ValueError(f, "has no effect while retries = 0",
+                        "retries >= 1 with retry_on, or no retry_on");
+    }
+  } else if (out->retries > 0) {
+    out->retry_on = DefaultRetryOn();
+  }
+  if (const toml::node* n = t.get("memory_limit")) {
+    Field f{tn, "memory_limit", n};
+    const std::string expected =
+        "a size in bytes >= 1048576, as an integer or a string such as \"512M\" or \"2G\"";
+    std::optional<uint64_t> bytes;
+    if (const auto* i = n->as_integer()) {
+      if (i->get() > 0) bytes = static_cast<uint64_t>(i->get());
+    } else if (const auto* s = n->as_string()) {
+      bytes = ParseByteSize(s->get());
+    }
+    if (!bytes || *bytes < (1u << 20)) return ValueError(f, "", expected);
+    out->memory_limit = *bytes;
+  }
+  if (const toml::node* n = t.get("pids_limit")) {
+    TRIALD_RETURN_IF_ERROR(ReadInt({tn, "pids_limit", n}, 1, INT32_MAX,
+                                   "an integer >= 1 (processes and threads per trial)", &v));
+    out->pids_limit = v;
   }
   return Status::Ok();
 }
@@ -1123,6 +1215,12 @@ const char* DirectionName(Direction d) {
       return "maximize";
   }
   return "unknown";
+}
+
+const std::vector<const char*>& RetryableReasons() {
+  static const std::vector<const char*> kReasons = {"lost",    "signal", "oom",
+                                                    "timeout", "exit",   "shutdown"};
+  return kReasons;
 }
 
 Result<SweepSpec> ParseSweep(const SweepSource& source) { return SweepParser(source).Parse(); }

@@ -28,7 +28,27 @@ struct StudyConfig {
   int parallelism = 1;       // >= 1: trials of this study running at once
   double trial_timeout = 0;  // seconds; 0 = no timeout
   double kill_grace = 10.0;  // seconds between SIGTERM and SIGKILL
+  int gpus_per_trial = 0;    // GPU slots (each on a different GPU) every trial holds; 0 = CPU
+  // Retries: a trial that FAILs for a reason in retry_on is run again as a new trial with the
+  // same parameters, up to `retries` times per configuration. Retries do not count toward
+  // n_trials (n_trials counts configurations).
+  int retries = 0;
+  std::vector<std::string> retry_on;  // subset of RetryableReasons(); default kDefaultRetryOn
+  // Per-trial limits (0: none). memory_limit is written as bytes or "512M", "2G" (K/M/G/T are
+  // powers of 1024): the trial cgroup's memory.max, else RLIMIT_AS; running out is FAIL(oom).
+  // pids_limit: the trial cgroup's pids.max (its processes and threads), where available.
+  uint64_t memory_limit = 0;
+  int64_t pids_limit = 0;
 };
+
+// The FAIL reasons [study] retry_on may name: "lost", "signal", "oom", "timeout", "exit",
+// "shutdown" (not "protocol", "spawn" or "cancelled": those do not go away by running again).
+const std::vector<const char*>& RetryableReasons();
+// retry_on when a sweep sets retries but not retry_on.
+inline const std::vector<std::string>& DefaultRetryOn() {
+  static const std::vector<std::string> kDefault = {"lost", "signal", "oom"};
+  return kDefault;
+}
 
 // [objective] kind = "lm": fine-tune a GPT-2-family model with the built-in trial-worker.
 // Paths are absolute after parsing (relative ones are resolved against the sweep file's

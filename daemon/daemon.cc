@@ -8,13 +8,18 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <random>
 #include <thread>
 
 #include "common/clock.h"
 #include "common/fd.h"
 #include "daemon/control_server.h"
+#include "daemon/devices/gpu_pool.h"
+#include "daemon/devices/nvml_probe.h"
+#include "daemon/launcher/cgroup.h"
 #include "daemon/launcher/process_launcher.h"
 #include "daemon/launcher/reaper.h"
 #include "daemon/objective.h"
@@ -98,10 +103,119 @@ int RunDaemon(const DaemonOptions& opts) {
     log->critical("{}", st.message());
     return 1;
   }
-  launcher::ProcessLauncher process_launcher({&io, &reaper, log});
+  // Trial isolation: a cgroup per trial where possible, else process groups. The mode is logged
+  // because it decides what a trial can escape (see README, "How it works").
+  std::unique_ptr<launcher::CgroupTree> cgroups;
+  if (opts.use_cgroups) {
+    auto tree = launcher::CgroupTree::Open({state_dir, log});
+    if (tree.ok()) {
+      cgroups = std::move(tree).value();
+      int leftovers = cgroups->CleanLeftovers();
+      if (leftovers > 0) {
+        log->warn("removed {} trial cgroup(s) left by the previous triald", leftovers);
+      }
+      log->info("trial isolation: {}", cgroups->Describe());
+    } else {
+      log->info("trial isolation: process groups (no cgroups: {})", tree.status().message());
+    }
+  } else {
+    log->info("trial isolation: process groups (--no-cgroups)");
+  }
+  launcher::ProcessLauncher process_launcher({&io, &reaper, log, cgroups.get()});
   common::SystemClock clock;
 
+  // GPUs: NVML's inventory where the driver is there, else the configured list, unchecked.
+  std::unique_ptr<devices::GpuProbe> nvml;
+  std::vector<int> gpus = opts.gpus.value_or(std::vector<int>{});
+  {
+    const char* env_lib = std::getenv("TRIALD_NVML_LIBRARY");
+    const bool explicit_lib = !opts.nvml_library.empty() || (env_lib && *env_lib);
+    const std::string lib = !opts.nvml_library.empty() ? opts.nvml_library
+                            : (env_lib && *env_lib)    ? std::string(env_lib)
+                                                       : devices::kDefaultNvmlLibrary;
+    auto probe = devices::OpenNvml(lib);
+    common::Result<std::vector<devices::GpuInfo>> found =
+        probe.ok() ? (*probe)->Gpus()
+                   : common::Result<std::vector<devices::GpuInfo>>(probe.status());
+    if (found.ok()) {
+      nvml = std::move(probe).value();
+      for (const devices::GpuInfo& g : *found) {
+        log->info("GPU {}: {} {} ({} MiB)", g.index, g.name, g.uuid, g.memory_total >> 20);
+      }
+      if (!opts.gpus) {
+        for (const devices::GpuInfo& g : *found) gpus.push_back(g.index);
+      }
+      for (int g : gpus) {
+        if (g >= static_cast<int>(found->size())) {
+          log->critical("GPU {} is configured but {} reports {} GPU(s)", g, nvml->Describe(),
+                        found->size());
+          return 1;
+        }
+      }
+    } else if (explicit_lib || probe.status().code() != common::Code::kNotFound) {
+      log->critical("NVML: {}", found.status().message());
+      return 1;
+    } else if (!gpus.empty()) {
+      log->warn(
+          "no NVML ({}): using the configured GPUs unchecked; their slots are given out "
+          "again as soon as a trial's processes are gone",
+          probe.status().message());
+    }
+  }
+  devices::GpuPoolOptions gpo;
+  gpo.gpus = gpus;
+  gpo.slots_per_gpu = opts.slots_per_gpu;
+  gpo.probe = nvml.get();
+  gpo.release_timeout_s = opts.gpu_release_timeout_s;
+  devices::GpuPool gpu_pool(gpo);
+  if (!gpus.empty()) {
+    log->info("GPU slots: GPUs {} x {} slot(s) each{}", devices::GpuPool::CudaVisibleDevices([&] {
+                std::vector<devices::GpuSlot> v;
+                for (int g : gpus) v.push_back({g, 0});
+                return v;
+              }()),
+              opts.slots_per_gpu,
+              nvml ? ", released after " + nvml->Describe() + " shows them free" : "");
+  }
+
+  // systemd: STATUS= with the running and queued counts whenever they change; at most one line
+  // per 500 ms (a change within that time is sent when it ends). sd_notify is a no-op without
+  // NOTIFY_SOCKET.
+  asio::steady_timer status_timer(io);
+  bool status_pending = false;
+  std::string last_status;
+  std::chrono::steady_clock::time_point last_status_at{};
+  Scheduler* scheduler_ptr = nullptr;
+  bool ready = false;  // no STATUS= before READY=1
+  auto status_line = [&]() {
+    return "STATUS=" + std::to_string(scheduler_ptr->running_count()) + " running, " +
+           std::to_string(scheduler_ptr->queued_count()) + " queued, " +
+           std::to_string(scheduler_ptr->active_study_count()) + " active studies";
+  };
+  auto send_status = [&]() {
+    std::string line = status_line();
+    if (line == last_status) return;
+    sd_notify(0, line.c_str());
+    last_status = line;
+    last_status_at = std::chrono::steady_clock::now();
+  };
+
   SchedulerOptions so;
+  so.gpus = &gpu_pool;
+  so.on_change = [&]() {
+    if (status_pending || !ready) return;
+    const auto next = last_status_at + std::chrono::milliseconds(500);
+    if (std::chrono::steady_clock::now() >= next) {
+      send_status();
+      return;
+    }
+    status_pending = true;
+    status_timer.expires_at(next);
+    status_timer.async_wait([&](const boost::system::error_code& ec) {
+      status_pending = false;
+      if (!ec) send_status();
+    });
+  };
   so.storage = storage->get();
   so.launcher = &process_launcher;
   so.clock = &clock;
@@ -117,6 +231,7 @@ int RunDaemon(const DaemonOptions& opts) {
     return (static_cast<uint64_t>(rd()) << 32) ^ rd();
   };
   Scheduler scheduler(so);
+  scheduler_ptr = &scheduler;
   st = scheduler.Recover();
   if (!st.ok()) {
     log->critical("recovery failed: {}", st.message());
@@ -130,18 +245,81 @@ int RunDaemon(const DaemonOptions& opts) {
   co.logger = log;
   co.socket_path = opts.socket_path.empty() ? state_dir + "/triald.sock" : opts.socket_path;
   co.state_dir = state_dir;
+  co.access.daemon_uid = ::geteuid();
+  co.access.allowed_gid = ::getegid();
+  co.access.read_open = opts.socket_read_open;
+  co.request_timeout_s = opts.request_timeout_s;
+  if (!opts.socket_group.empty()) {
+    common::Result<gid_t> gid = ResolveGroup(opts.socket_group);
+    if (!gid.ok()) {
+      log->critical("--socket-group: {}", gid.status().message());
+      return 1;
+    }
+    co.access.allowed_gid = *gid;
+  }
   ControlServer server(co);
-  st = server.Start();
+  // Socket activation: systemd passes the listening socket (triald.socket) as fd 3.
+  const int passed = sd_listen_fds(/*unset_environment=*/1);
+  if (passed > 1) {
+    log->critical("systemd passed {} sockets; expected one (the control socket)", passed);
+    return 1;
+  }
+  if (passed == 1) {
+    const int fd = SD_LISTEN_FDS_START;
+    if (sd_is_socket_unix(fd, SOCK_STREAM, /*listening=*/1, nullptr, 0) <= 0) {
+      log->critical("the socket systemd passed (fd {}) is not a listening unix stream socket", fd);
+      return 1;
+    }
+    log->info("control socket passed by systemd (socket activation)");
+    st = server.Start(common::UniqueFd(fd));
+  } else {
+    st = server.Start();
+  }
   if (!st.ok()) {
     log->critical("{}", st.message());
     return 1;
   }
+  log->info("control socket {}: every verb for root, uid {} and group {}; read verbs for {}",
+            co.socket_path, co.access.daemon_uid, GroupLabel(co.access.allowed_gid),
+            co.access.read_open ? "anyone" : "no one else");
   (void)(*storage)->AppendEvent({}, {}, "daemon_started", "pid " + std::to_string(::getpid()),
                                 clock.WallSeconds());
   log->info("triald ready: state {}, socket {}, {} worker slot(s)", state_dir, co.socket_path,
             so.max_workers);
-  sd_notify(0, "READY=1");
+  // Recovery is done and the socket listens: only now is triald ready.
+  last_status = status_line();
+  last_status_at = std::chrono::steady_clock::now();
+  sd_notify(0, ("READY=1\n" + last_status).c_str());
+  ready = true;
   scheduler.Pump();
+
+  // systemd's watchdog: WATCHDOG=1 from the event loop at half the interval, so a stuck loop
+  // gets the daemon restarted.
+  uint64_t watchdog_usec = 0;
+  asio::steady_timer watchdog(io);
+  std::function<void()> pet_watchdog = [&]() {
+    sd_notify(0, "WATCHDOG=1");
+    watchdog.expires_after(std::chrono::microseconds(watchdog_usec / 2));
+    watchdog.async_wait([&](const boost::system::error_code& ec) {
+      if (!ec) pet_watchdog();
+    });
+  };
+  if (sd_watchdog_enabled(/*unset_environment=*/0, &watchdog_usec) > 0 && watchdog_usec > 0) {
+    log->info("systemd watchdog: every {} ms", watchdog_usec / 2000);
+    pet_watchdog();
+  }
+
+  // GPU slots drain and running GPU trials' processes are tracked by polling the driver.
+  asio::steady_timer gpu_timer(io);
+  std::function<void()> poll_gpus = [&]() {
+    gpu_timer.expires_after(std::chrono::milliseconds(250));
+    gpu_timer.async_wait([&](const boost::system::error_code& ec) {
+      if (ec) return;
+      if (scheduler.gpu_work()) scheduler.PollDevices();
+      poll_gpus();
+    });
+  };
+  if (!gpus.empty()) poll_gpus();
 
   asio::signal_set stop_signals(io, SIGTERM, SIGINT);
   asio::steady_timer deadline(io);
@@ -150,7 +328,9 @@ int RunDaemon(const DaemonOptions& opts) {
     if (ec) return;
     log->info("{} received: stopping {} running trial(s)", sig == SIGINT ? "SIGINT" : "SIGTERM",
               scheduler.running_count());
-    sd_notify(0, "STOPPING=1");
+    sd_notify(0, ("STOPPING=1\nSTATUS=stopping: " + std::to_string(scheduler.running_count()) +
+                  " running trial(s)")
+                     .c_str());
     server.Stop();
     deadline.expires_after(std::chrono::duration_cast<std::chrono::nanoseconds>(
         std::chrono::duration<double>(opts.shutdown_timeout_s)));

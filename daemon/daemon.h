@@ -9,7 +9,9 @@
 //
 // Thread-safety: Run() is called once, from main().
 
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "common/logging.h"
 
@@ -18,11 +20,28 @@ namespace triald::daemon {
 struct DaemonOptions {
   std::string state_dir;
   std::string socket_path;  // default: state_dir/triald.sock
+  // Control-socket access (daemon/control_server.h): members of this group (name or gid;
+  // empty: the daemon's primary group) may submit, cancel and enqueue; with read_open the
+  // socket is 0666 and anyone may use the read verbs.
+  std::string socket_group;
+  bool socket_read_open = false;
+  double request_timeout_s = 10;  // to finish a request once started, or to read a reply
   int max_workers = 0;      // 0: one per CPU
+  // Run each trial in its own cgroup where a writable cgroup v2 hierarchy is found
+  // (daemon/launcher/cgroup.h); false (--no-cgroups): process groups only.
+  bool use_cgroups = true;
   common::Logger logger;
   // After a shutdown request, the longest wait for trials to end before exiting anyway (they
   // are then recovered as FAIL(lost) at the next start).
   double shutdown_timeout_s = 120;
+  // Devices (config/daemon_config.h): the GPU indices given to trials (nullopt: every GPU NVML
+  // reports; none without NVML), trials per GPU, the NVML library ("": $TRIALD_NVML_LIBRARY,
+  // else libnvidia-ml.so.1; a library named explicitly must load) and the longest wait for an
+  // ended trial's GPU memory to be freed before its slot is given out anyway.
+  std::optional<std::vector<int>> gpus;
+  int slots_per_gpu = 1;
+  std::string nvml_library;
+  double gpu_release_timeout_s = 60;
 };
 
 // Runs until a shutdown signal; returns the process exit code.

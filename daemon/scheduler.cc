@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <set>
 #include <sstream>
 
 #include "common/process_util.h"
@@ -58,16 +59,23 @@ struct Scheduler::StudyRuntime {
   std::deque<int> waiting;          // numbers of WAITING trials, oldest first
   int running = 0;
   int finished = 0;
-  bool exhausted = false;  // the sampler has nothing more to propose
+  int retries_created = 0;  // trials that retry another (they are not new configurations)
+  int retried = 0;          // finished trials a retry replaced (they do not count toward n_trials)
+  bool exhausted = false;   // the sampler has nothing more to propose
+
+  // Configurations created so far: what n_trials counts.
+  int configurations() const { return static_cast<int>(trials.size()) - retries_created; }
 };
 
 struct Scheduler::RunningTrial {
   StudyRuntime* study = nullptr;
   int number = 0;
   std::unique_ptr<launcher::TrialProcess> process;
-  std::vector<double> final_values;  // from the last "final" line
-  std::string worker_error;          // from the last "error" line
-  bool pruned = false;               // the pruner said stop; later reports are dropped
+  std::vector<double> final_values;         // from the last "final" line
+  std::string worker_error;                 // from the last "error" line
+  bool pruned = false;                      // the pruner said stop; later reports are dropped
+  std::vector<devices::GpuSlot> gpu_slots;  // held until the trial ends, then drained
+  std::set<pid_t> pids;                     // its processes seen holding GPU memory
 };
 
 Scheduler::Scheduler(SchedulerOptions options) : options_(std::move(options)) {
@@ -114,6 +122,7 @@ Result<storage::StudyRecord> Scheduler::Submit(const config::SweepSource& source
   TRIALD_ASSIGN_OR_RETURN(config::SweepSpec spec, config::ParseSweep(source));
   const std::string where = source.path.empty() ? "<sweep>" : source.path;
   TRIALD_RETURN_IF_ERROR(PrepareObjective(spec, options_.trial_worker, where));
+  TRIALD_RETURN_IF_ERROR(CheckGpus(spec, where));
 
   std::string path_env;
   for (const std::string& kv : options_.base_env) {
@@ -202,6 +211,7 @@ Status Scheduler::Recover() {
     Result<config::SweepSpec> spec = config::ParseSweep({rec.spec_toml, rec.spec_path});
     if (spec.ok()) {
       Status prepared = PrepareObjective(*spec, options_.trial_worker, rec.spec_path);
+      if (prepared.ok()) prepared = CheckGpus(*spec, rec.spec_path);
       if (!prepared.ok()) spec = prepared;
     }
     Result<std::unique_ptr<StudyRuntime>> rt =
@@ -215,12 +225,24 @@ Status Scheduler::Recover() {
       continue;
     }
     TRIALD_ASSIGN_OR_RETURN((*rt)->trials, options_.storage->GetTrials(rec.id));
+    std::set<int64_t> retried_ids;
     for (const TrialRecord& t : (*rt)->trials) {
       if (storage::IsFinished(t.state)) ++(*rt)->finished;
       if (t.state == TrialState::kWaiting) (*rt)->waiting.push_back(t.number);
+      if (t.retry_of) {
+        ++(*rt)->retries_created;
+        retried_ids.insert(*t.retry_of);
+      }
     }
+    (*rt)->retried = static_cast<int>(retried_ids.size());
     StudyRuntime* raw = rt->get();
     studies_[rec.id] = std::move(rt).value();
+    // Trials the previous daemon lost are retried like any other failure.
+    for (const TrialRecord& t : lost) {
+      if (t.study_id == rec.id && t.number < static_cast<int>(raw->trials.size())) {
+        MaybeRetry(*raw, t.number);
+      }
+    }
     options_.logger->info("study {} resumed: {}/{} trials finished", rec.name, raw->finished,
                           rec.n_trials);
     MaybeCompleteStudy(*raw);
@@ -232,8 +254,7 @@ bool Scheduler::CanStart(const StudyRuntime& s) const {
   if (shutting_down_ || s.record.state != storage::StudyState::kRunning) return false;
   if (s.running >= s.spec.study.parallelism) return false;
   if (!s.waiting.empty()) return true;
-  int created = static_cast<int>(s.trials.size());
-  return !s.exhausted && created < s.record.n_trials;
+  return !s.exhausted && s.configurations() < s.record.n_trials;
 }
 
 void Scheduler::Pump() {
@@ -243,6 +264,10 @@ void Scheduler::Pump() {
   // commit.
   std::optional<StorageBatch> batch;
   batch.emplace(options_.storage, options_.logger);
+  if (gpu_reserved_for_ != 0) {
+    auto held = studies_.find(gpu_reserved_for_);
+    if (held == studies_.end() || !CanStart(*held->second)) gpu_reserved_for_ = 0;
+  }
   // Round-robin over studies, one trial each per turn, resuming after the study served last,
   // so one big study cannot starve the others. Every StartTrial either starts a trial or uses
   // up part of its study's budget (a spawn failure is a finished trial; an exhausted sampler
@@ -258,8 +283,24 @@ void Scheduler::Pump() {
     for (StudyRuntime* study : order) {
       if (running_count() >= options_.max_workers) break;
       if (!CanStart(*study)) continue;
+      std::vector<devices::GpuSlot> slots;
+      if (const int k = study->spec.study.gpus_per_trial; k > 0) {
+        // The reservation: while one GPU study waits for slots, no other GPU trial starts.
+        if (gpu_reserved_for_ != 0 && gpu_reserved_for_ != study->record.id) continue;
+        std::optional<std::vector<devices::GpuSlot>> got =
+            options_.gpus ? options_.gpus->Acquire(k) : std::nullopt;
+        if (!got) {
+          if (gpu_reserved_for_ == 0) {
+            gpu_reserved_for_ = study->record.id;
+            options_.logger->debug("study {}: waiting for {} free GPU(s)", study->record.name, k);
+          }
+          continue;
+        }
+        gpu_reserved_for_ = 0;
+        slots = std::move(*got);
+      }
       last_served_study_ = study->record.id;
-      StartTrial(*study);
+      StartTrial(*study, std::move(slots));
       started = true;
     }
   }
@@ -273,6 +314,7 @@ void Scheduler::Pump() {
       ++it;
     }
   }
+  if (options_.on_change) options_.on_change();
   if (shutting_down_ && running_.empty() && on_idle_) {
     auto fn = std::move(on_idle_);
     on_idle_ = nullptr;
@@ -280,8 +322,9 @@ void Scheduler::Pump() {
   }
 }
 
-launcher::LaunchSpec Scheduler::MakeLaunchSpec(const StudyRuntime& study,
-                                               const TrialRecord& trial) const {
+launcher::LaunchSpec Scheduler::MakeLaunchSpec(
+    const StudyRuntime& study, const TrialRecord& trial,
+    const std::vector<devices::GpuSlot>& gpu_slots) const {
   launcher::LaunchSpec ls;
   const config::ObjectiveConfig& obj = study.spec.objective;
   ls.argv = obj.command;
@@ -291,6 +334,8 @@ launcher::LaunchSpec Scheduler::MakeLaunchSpec(const StudyRuntime& study,
   ls.log_tail_bytes = options_.log_tail_bytes;
   ls.timeout_s = study.spec.study.trial_timeout;
   ls.kill_grace_s = study.spec.study.kill_grace;
+  ls.memory_limit_bytes = study.spec.study.memory_limit;
+  ls.pids_limit = study.spec.study.pids_limit;
 
   std::map<std::string, std::string> env;
   for (const std::string& kv : options_.base_env) {
@@ -310,7 +355,13 @@ launcher::LaunchSpec Scheduler::MakeLaunchSpec(const StudyRuntime& study,
   env["TRIALD_TRIAL"] = std::to_string(trial.number);
   env["TRIALD_TRIAL_DIR"] = ls.log_dir;
   env["TRIALD_REPORT_FD"] = "3";
-  env["CUDA_VISIBLE_DEVICES"] = "";  // CPU slot; GPU slots come with the device scheduler
+  // The trial's GPUs by NVML index; NVML counts in PCI bus order, so CUDA must too. Empty on a
+  // CPU slot: the trial sees no GPU.
+  env["CUDA_VISIBLE_DEVICES"] = devices::GpuPool::CudaVisibleDevices(gpu_slots);
+  if (!gpu_slots.empty()) {
+    env.emplace("CUDA_DEVICE_ORDER", "PCI_BUS_ID");
+    env["TRIALD_GPU_SLOTS"] = devices::GpuPool::SlotList(gpu_slots);
+  }
   for (const auto& [k, v] : env) ls.env.push_back(k + "=" + v);
 
   std::string path_env = env.count("PATH") ? env["PATH"] : "";
@@ -319,8 +370,16 @@ launcher::LaunchSpec Scheduler::MakeLaunchSpec(const StudyRuntime& study,
   return ls;
 }
 
-void Scheduler::StartTrial(StudyRuntime& study) {
+bool Scheduler::StartTrial(StudyRuntime& study, std::vector<devices::GpuSlot> gpu_slots) {
   const double now = options_.clock->WallSeconds();
+  // Slots no process ever used go straight back.
+  struct GiveBack {
+    devices::GpuPool* pool;
+    std::vector<devices::GpuSlot>* slots;
+    ~GiveBack() {
+      if (pool != nullptr && !slots->empty()) pool->GiveBack(*slots);
+    }
+  } give_back{options_.gpus, &gpu_slots};
   int number;
   if (!study.waiting.empty()) {
     number = study.waiting.front();
@@ -331,7 +390,7 @@ void Scheduler::StartTrial(StudyRuntime& study) {
       study.exhausted = true;
       Event(&study, nullptr, "sampler_exhausted", "no more configurations to try");
       MaybeCompleteStudy(study);
-      return;
+      return false;
     }
     int next = static_cast<int>(study.trials.size());
     Result<config::ParamValues> values = sampler::SampleParams(*study.sampler, view, next);
@@ -341,7 +400,7 @@ void Scheduler::StartTrial(StudyRuntime& study) {
       study.exhausted = true;
       Event(&study, nullptr, "sampler_failed", values.status().message());
       MaybeCompleteStudy(study);
-      return;
+      return false;
     }
     storage::ParamMap params;
     for (const config::ParamSpec& p : study.spec.space) {
@@ -353,7 +412,7 @@ void Scheduler::StartTrial(StudyRuntime& study) {
                              created.status().message());
       study.exhausted = true;  // storage is failing: start nothing more for this study
       MaybeCompleteStudy(study);
-      return;
+      return false;
     }
     number = created->number;
     if (static_cast<int>(study.trials.size()) != number) {
@@ -364,7 +423,7 @@ void Scheduler::StartTrial(StudyRuntime& study) {
     study.trials[number] = *created;
   }
   TrialRecord& trial = study.trials[number];
-  launcher::LaunchSpec ls = MakeLaunchSpec(study, trial);
+  launcher::LaunchSpec ls = MakeLaunchSpec(study, trial, gpu_slots);
   int64_t tid = trial.id;
   launcher::TrialCallbacks cb;
   cb.on_message = [this, tid](const proto::ReportMessage& m) { OnMessage(tid, m); };
@@ -379,7 +438,7 @@ void Scheduler::StartTrial(StudyRuntime& study) {
     options_.logger->warn("study {} trial {}: spawn failed: {}", study.record.name, number,
                           out.fail.detail);
     FinishTrial(study, number, out);
-    return;
+    return false;
   }
   storage::ProcessIdentity id = (*proc)->identity();
   Status st = options_.storage->MarkRunning(tid, id, now);
@@ -392,7 +451,7 @@ void Scheduler::StartTrial(StudyRuntime& study) {
     out.fail.reason = "spawn";
     out.fail.detail = "could not record the running trial: " + st.message();
     FinishTrial(study, number, out);
-    return;
+    return false;
   }
   trial.state = TrialState::kRunning;
   trial.process = id;
@@ -401,9 +460,12 @@ void Scheduler::StartTrial(StudyRuntime& study) {
   rt->study = &study;
   rt->number = number;
   rt->process = std::move(proc).value();
+  rt->gpu_slots.swap(gpu_slots);  // the trial holds them now
+  rt->pids.insert(id.pid);
   running_[tid] = std::move(rt);
   ++study.running;
   options_.logger->debug("study {} trial {} started (pid {})", study.record.name, number, id.pid);
+  return true;
 }
 
 void Scheduler::OnMessage(int64_t trial_id, const proto::ReportMessage& m) {
@@ -499,6 +561,8 @@ void Scheduler::OnExit(int64_t trial_id, const launcher::ProcessOutcome& o) {
       // its own terms (a result, or a broken protocol); otherwise the shutdown ended it.
       if (!o.protocol_error.empty()) {
         fail("protocol", o.protocol_error);
+      } else if (o.oom && (o.exit.signaled || o.exit.code != 0)) {
+        fail("oom", "out of memory: " + o.oom_detail + "; " + how);
       } else if (o.exit.signaled) {
         fail("signal", how);
       } else if (o.exit.code != 0) {
@@ -520,8 +584,112 @@ void Scheduler::OnExit(int64_t trial_id, const launcher::ProcessOutcome& o) {
   }
   if (out.state != TrialState::kFail) out.fail = storage::FailInfo{};
   FinishTrial(study, rt->number, out);
+  if (!rt->gpu_slots.empty() && options_.gpus != nullptr) {
+    // Its slots drain: free again once the driver shows none of its processes holding memory.
+    draining_study_[trial_id] = study.record.id;
+    options_.gpus->Release(rt->gpu_slots, rt->pids, std::to_string(trial_id),
+                           options_.clock->MonotonicSeconds());
+    CollectDrainedGpus();
+  }
   rt.reset();  // the process is over; its handle goes now
   Pump();
+}
+
+Status Scheduler::CheckGpus(const config::SweepSpec& spec, const std::string& where) const {
+  const int want = spec.study.gpus_per_trial;
+  const int have = options_.gpus != nullptr ? options_.gpus->gpu_count() : 0;
+  if (want <= have) return Status::Ok();
+  return common::InvalidArgument(
+      where + ": [study] gpus_per_trial = " + std::to_string(want) + ": triald has " +
+      (have == 0 ? std::string("no GPUs (see triald --gpus, or [devices] gpus in its config)")
+                 : std::to_string(have) + " GPU(s)") +
+      "; expected at most " + std::to_string(have));
+}
+
+void Scheduler::MaybeRetry(StudyRuntime& study, int number) {
+  const TrialRecord failed = study.trials[number];  // a copy: trials grows below
+  const config::StudyConfig& cfg = study.spec.study;
+  if (failed.state != TrialState::kFail || cfg.retries == 0 ||
+      study.record.state != storage::StudyState::kRunning) {
+    return;
+  }
+  if (std::find(cfg.retry_on.begin(), cfg.retry_on.end(), failed.fail.reason) ==
+      cfg.retry_on.end()) {
+    return;
+  }
+  // How many retries this configuration has had: the length of the retry_of chain behind it.
+  int attempts = 0;
+  for (std::optional<int64_t> prev = failed.retry_of; prev;) {
+    ++attempts;
+    auto it = std::find_if(study.trials.begin(), study.trials.end(),
+                           [&](const TrialRecord& t) { return t.id == *prev; });
+    prev = it == study.trials.end() ? std::nullopt : it->retry_of;
+  }
+  if (attempts >= cfg.retries) {
+    Event(&study, &failed, "retries_exhausted",
+          "FAIL(" + failed.fail.reason + ") after " + std::to_string(attempts) + " retries");
+    return;
+  }
+  Result<TrialRecord> created = options_.storage->CreateTrial(
+      study.record.id, failed.params, options_.clock->WallSeconds(), failed.id);
+  if (!created.ok()) {
+    options_.logger->error("study {} trial {}: storing its retry: {}", study.record.name, number,
+                           created.status().message());
+    return;
+  }
+  study.trials.resize(std::max<size_t>(study.trials.size(), created->number + 1));
+  study.trials[created->number] = *created;
+  study.waiting.push_back(created->number);
+  ++study.retries_created;
+  ++study.retried;
+  const std::string what = "trial " + std::to_string(created->number) + " retries trial " +
+                           std::to_string(number) + " (FAIL(" + failed.fail.reason + "), retry " +
+                           std::to_string(attempts + 1) + " of " + std::to_string(cfg.retries) +
+                           ")";
+  options_.logger->info("study {}: {}", study.record.name, what);
+  Event(&study, &*created, "trial_retry", what);
+}
+
+bool Scheduler::CollectDrainedGpus() {
+  if (options_.gpus == nullptr) return false;
+  std::vector<devices::GpuPool::Released> released =
+      options_.gpus->Poll(options_.clock->MonotonicSeconds());
+  for (const devices::GpuPool::Released& r : released) {
+    const int64_t trial_id = std::stoll(r.owner);
+    auto sid = draining_study_.find(trial_id);
+    std::optional<int64_t> study_id;
+    if (sid != draining_study_.end()) {
+      study_id = sid->second;
+      draining_study_.erase(sid);
+    }
+    if (!r.leaked) continue;
+    const std::string detail = "GPU slot(s) " + devices::GpuPool::SlotList(r.slots) +
+                               " given out again with memory still held: " + r.detail;
+    options_.logger->warn("trial id {}: GPU memory leak: {}", trial_id, detail);
+    Status st = options_.storage->AppendEvent(study_id, trial_id, "gpu_leak", detail,
+                                              options_.clock->WallSeconds());
+    if (!st.ok()) options_.logger->error("storing event gpu_leak: {}", st.message());
+  }
+  return !released.empty();
+}
+
+bool Scheduler::gpu_work() const {
+  if (options_.gpus == nullptr) return false;
+  if (options_.gpus->draining()) return true;
+  for (const auto& [tid, rt] : running_) {
+    if (!rt->gpu_slots.empty()) return true;
+  }
+  return false;
+}
+
+void Scheduler::PollDevices() {
+  if (options_.gpus == nullptr) return;
+  for (auto& [tid, rt] : running_) {
+    if (!rt->gpu_slots.empty()) {
+      options_.gpus->CollectPids(rt->gpu_slots, rt->process->identity().pgid, &rt->pids);
+    }
+  }
+  if (CollectDrainedGpus()) Pump();
 }
 
 void Scheduler::FinishTrial(StudyRuntime& study, int number, const storage::TrialOutcome& out) {
@@ -545,13 +713,14 @@ void Scheduler::FinishTrial(StudyRuntime& study, int number, const storage::Tria
   if (out.value) what += " value=" + std::to_string(*out.value);
   options_.logger->info("study {} trial {}: {}", study.record.name, number, what);
   Event(&study, &trial, "trial_finished", what);
+  MaybeRetry(study, number);  // may grow study.trials: `trial` is not used after this
   MaybeCompleteStudy(study);
 }
 
 void Scheduler::MaybeCompleteStudy(StudyRuntime& study) {
   if (study.record.state != storage::StudyState::kRunning) return;
   if (study.running > 0 || !study.waiting.empty()) return;
-  if (study.finished < study.record.n_trials && !study.exhausted) return;
+  if (study.finished - study.retried < study.record.n_trials && !study.exhausted) return;
   const double now = options_.clock->WallSeconds();
   Status st = options_.storage->SetStudyState(study.record.id, storage::StudyState::kComplete, now);
   if (!st.ok()) {
@@ -560,8 +729,11 @@ void Scheduler::MaybeCompleteStudy(StudyRuntime& study) {
   }
   study.record.state = storage::StudyState::kComplete;
   study.record.finished_at = now;
-  options_.logger->info("study {} complete: {} trials", study.record.name, study.finished);
-  Event(&study, nullptr, "study_complete", std::to_string(study.finished) + " trials finished");
+  options_.logger->info("study {} complete: {} trials ({} retried)", study.record.name,
+                        study.finished, study.retried);
+  Event(&study, nullptr, "study_complete",
+        std::to_string(study.finished) + " trials finished" +
+            (study.retried > 0 ? ", " + std::to_string(study.retried) + " of them retried" : ""));
 }
 
 Status Scheduler::Cancel(const std::string& name) {
@@ -616,7 +788,7 @@ Result<TrialRecord> Scheduler::Enqueue(const std::string& name,
   }
   StudyRuntime& study = *sit->second;
   const int number = static_cast<int>(study.trials.size());
-  if (number >= study.record.n_trials) {
+  if (study.configurations() >= study.record.n_trials) {
     return common::FailedPrecondition("study \"" + name + "\" already has its n_trials = " +
                                       std::to_string(study.record.n_trials) + " trials");
   }

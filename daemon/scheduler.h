@@ -11,9 +11,26 @@
 //             that one; a yes stops it like a timeout (SIGTERM to its group, kill_grace, then
 //             SIGKILL), its later reports are dropped, and its slot goes to the next trial as
 //             soon as its processes are gone
-//   FAIL      reason exit | signal | timeout | protocol | spawn | lost | cancelled | shutdown
-// A study of n_trials ends with exactly n_trials finished trials (fewer only when a grid runs
-// out or the study is cancelled).
+//   FAIL      reason exit | signal | oom | timeout | protocol | spawn | lost | cancelled | shutdown
+//             (oom: the launcher saw the trial fail after running out of its memory limit)
+// A study of n_trials ends with exactly n_trials finished configurations (fewer only when a grid
+// runs out or the study is cancelled).
+//
+// Retries ([study] retries, retry_on): a trial that FAILs for a reason in retry_on (also `lost`,
+// found by Recover) is followed by a new WAITING trial with the same parameters whose retry_of
+// names it, while its configuration has had fewer than `retries` retries. The failed trial and
+// its retry are stored in one commit. A retried trial no longer counts toward n_trials; its
+// retry does, so n_trials counts configurations, not attempts.
+//
+// GPUs ([study] gpus_per_trial = k > 0): each trial holds one slot on each of k different GPUs
+// of the GpuPool for its whole life and gets CUDA_VISIBLE_DEVICES naming them (empty for CPU
+// trials). Its slots go back through the pool's draining (GpuPool::Release): they are given out
+// again once the driver shows none of the trial's processes holding memory, or after the
+// pool's timeout, recorded as a `gpu_leak` event. Fairness: studies are served round-robin; the
+// first GPU study in that order whose trial does not fit in the free GPUs holds a reservation,
+// and no other GPU trial starts until it has started (CPU trials are never held back), so a
+// trial that needs many GPUs is not starved by a stream of smaller ones. A sweep asking for
+// more GPUs than the pool has is refused at submit.
 //
 // The scheduler never forks, sleeps or reads the clock directly: Launcher, Storage and Clock
 // are injected, so tests/daemon/scheduler_test.cc drives it with fakes.
@@ -32,6 +49,7 @@
 #include "common/logging.h"
 #include "common/status.h"
 #include "config/sweep.h"
+#include "daemon/devices/gpu_pool.h"
 #include "daemon/launcher/launcher.h"
 #include "daemon/pruner/pruner.h"
 #include "daemon/sampler/sampler.h"
@@ -59,6 +77,11 @@ struct SchedulerOptions {
   // here to drive the scheduler's side of pruning.
   std::function<common::Result<std::unique_ptr<pruner::Pruner>>(const config::PrunerConfig&)>
       make_pruner;
+  // GPU slots (not owned); nullptr: no GPUs, and sweeps with gpus_per_trial > 0 are refused.
+  devices::GpuPool* gpus = nullptr;
+  // Runs after each Pump(), i.e. whenever running_count() or queued_count() may have changed
+  // (the daemon's systemd STATUS= line). Must not call back into the scheduler.
+  std::function<void()> on_change;
 };
 
 class Scheduler {
@@ -94,6 +117,12 @@ class Scheduler {
   // Starts no more trials and stops every running one; `on_idle` runs once none is left.
   void BeginShutdown(std::function<void()> on_idle);
 
+  // GPU bookkeeping, called periodically by the daemon while gpu_work() is true: records the
+  // processes of running GPU trials that hold GPU memory, hands back drained slots (recording
+  // leaks) and starts trials that were waiting for them.
+  void PollDevices();
+  bool gpu_work() const;
+
   int running_count() const { return static_cast<int>(running_.size()); }
   int queued_count() const;
   int active_study_count() const { return static_cast<int>(studies_.size()); }
@@ -105,9 +134,17 @@ class Scheduler {
   common::Result<std::unique_ptr<StudyRuntime>> BuildRuntime(const storage::StudyRecord& record,
                                                              config::SweepSpec spec);
   bool CanStart(const StudyRuntime& study) const;
-  void StartTrial(StudyRuntime& study);
-  launcher::LaunchSpec MakeLaunchSpec(const StudyRuntime& study,
-                                      const storage::TrialRecord& trial) const;
+  // Starts the study's next trial on `gpu_slots` (acquired for it; given back if no trial
+  // starts). Returns whether the slots were used by a running trial.
+  bool StartTrial(StudyRuntime& study, std::vector<devices::GpuSlot> gpu_slots = {});
+  launcher::LaunchSpec MakeLaunchSpec(const StudyRuntime& study, const storage::TrialRecord& trial,
+                                      const std::vector<devices::GpuSlot>& gpu_slots) const;
+  // Checks a sweep's gpus_per_trial against the pool; errors name `where`.
+  common::Status CheckGpus(const config::SweepSpec& spec, const std::string& where) const;
+  // Queues a retry of the finished trial `number` when the study's policy asks for one.
+  void MaybeRetry(StudyRuntime& study, int number);
+  // Hands drained GPU slots back; true when any came back.
+  bool CollectDrainedGpus();
   void OnMessage(int64_t trial_id, const proto::ReportMessage& message);
   void OnExit(int64_t trial_id, const launcher::ProcessOutcome& outcome);
   void FinishTrial(StudyRuntime& study, int number, const storage::TrialOutcome& outcome);
@@ -120,6 +157,8 @@ class Scheduler {
   std::map<int64_t, std::unique_ptr<StudyRuntime>> studies_;  // active studies by id
   std::map<int64_t, std::unique_ptr<RunningTrial>> running_;  // by trial id
   int64_t last_served_study_ = 0;                             // round-robin position of Pump()
+  int64_t gpu_reserved_for_ = 0;               // study whose GPU trial waits for slots (0: none)
+  std::map<int64_t, int64_t> draining_study_;  // trial id -> study id, while its slots drain
   bool shutting_down_ = false;
   std::function<void()> on_idle_;
   bool pumping_ = false;

@@ -8,7 +8,7 @@
 //   submit {sweep: TOML text, path: absolute path of the file}
 //   studies {}            status {study}          trials {study}
 //   best {study}          cancel {study}          logs {study, trial, stream: stdout|stderr}
-//   ping {}
+//   ping {}               export {study}   (the study and its trials with distributions)
 //
 // Thread-safety: pure functions.
 

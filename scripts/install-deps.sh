@@ -12,8 +12,11 @@ PACKAGES=(
   catch2
   libtomlplusplus-dev
   libsystemd-dev
+  systemd  # systemd-analyze: tests/integration/systemd_test.cc verifies the unit files
   python3 python3-optuna python3-torch
   procps psmisc
+  chromium  # headless, renders trialctl's HTML report in tests/integration/report_test.cc
+  clang-14 libclang-rt-14-dev
 )
 # node and npm run the tokenizer's reference implementation (npm's gpt-3-encoder) in the tests.
 # A machine whose Node.js came from elsewhere (e.g. NodeSource's nodejs, which bundles npm and

@@ -5,10 +5,10 @@
 //
 // Life of a TrialProcess:
 //   Launch() ─▶ on_message(...)* ─▶ on_exit(outcome) exactly once.
-// on_exit comes only when the trial is over: its main process has been reaped and its process
-// group is empty (strays left by a finished main process are stopped first), and its output
-// has been drained. After on_exit the TrialProcess may be destroyed; destroying it earlier
-// kills the whole group at once.
+// on_exit comes only when the trial is over: its main process has been reaped, its process
+// group (and, in cgroup mode, its cgroup) is empty (strays left by a finished main process are
+// stopped first), and its output has been drained. After on_exit the TrialProcess may be destroyed;
+// destroying it earlier kills the whole group at once.
 //
 // Thread-safety: all calls and callbacks happen on the daemon's event-loop thread.
 
@@ -37,6 +37,11 @@ struct LaunchSpec {
   size_t log_tail_bytes = 1 << 20;  // kept from the end of each stream
   double timeout_s = 0;             // 0: none
   double kill_grace_s = 10;         // SIGTERM → SIGKILL
+  // Resource limits (0: none). Memory: memory.max of the trial's cgroup where the memory
+  // controller is on, else RLIMIT_AS of the main process. Pids: pids.max where a pids
+  // controller is available, else not enforced.
+  uint64_t memory_limit_bytes = 0;
+  int64_t pids_limit = 0;
 };
 
 struct ProcessOutcome {
@@ -46,6 +51,11 @@ struct ProcessOutcome {
   bool strays = false;                         // the main process left others in its group
   std::string protocol_error;                  // set when the report pipe carried something invalid
   std::string stderr_tail;                     // last few KiB of stderr
+  // The trial ran out of its memory limit, as far as the launcher can tell: the cgroup's
+  // memory.events counted an oom_kill, or (under RLIMIT_AS) it failed and its stderr tail shows
+  // a failed allocation. oom_detail says which evidence.
+  bool oom = false;
+  std::string oom_detail;
 };
 
 struct TrialCallbacks {

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <array>
@@ -61,6 +62,9 @@ struct ChildSetup {
   const char* workdir;
   int report_fd;
   pid_t parent;
+  int cgroup_procs_fd;   // -1: no cgroup
+  int pids_v1_procs_fd;  // -1: no v1 pids leaf
+  rlim_t address_space;  // 0: no RLIMIT_AS
 
   template <typename Launcher>
   bp::error_code on_setup(Launcher& launcher, const bp::filesystem::path&, const char* const*&) {
@@ -72,6 +76,17 @@ struct ChildSetup {
   template <typename Launcher>
   bp::error_code on_exec_setup(Launcher& launcher, const bp::filesystem::path&,
                                const char* const*&) {
+    // Into the trial's cgroup before anything else, so nothing the worker forks escapes it.
+    if (cgroup_procs_fd >= 0 && ::write(cgroup_procs_fd, "0", 1) != 1) {
+      return {errno, bp::system_category()};
+    }
+    if (pids_v1_procs_fd >= 0 && ::write(pids_v1_procs_fd, "0", 1) != 1) {
+      return {errno, bp::system_category()};
+    }
+    if (address_space > 0) {
+      struct rlimit limit = {address_space, address_space};
+      if (::setrlimit(RLIMIT_AS, &limit) != 0) return {errno, bp::system_category()};
+    }
     if (::setpgid(0, 0) != 0) return {errno, bp::system_category()};
     if (::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0) return {errno, bp::system_category()};
     // The daemon may have died between fork and prctl; then nobody would ever stop us.
@@ -112,10 +127,11 @@ struct ChildSetup {
 
 class Session : public std::enable_shared_from_this<Session> {
  public:
-  Session(asio::io_context& io, Reaper& reaper, common::Logger logger, const LaunchSpec& spec,
-          TrialCallbacks callbacks)
+  Session(asio::io_context& io, Reaper& reaper, CgroupTree* cgroups, common::Logger logger,
+          const LaunchSpec& spec, TrialCallbacks callbacks)
       : io_(io),
         reaper_(reaper),
+        cgroups_(cgroups),
         logger_(std::move(logger)),
         spec_(spec),
         callbacks_(std::move(callbacks)),
@@ -145,6 +161,9 @@ class Session : public std::enable_shared_from_this<Session> {
   void OnMainExit(int wait_status);
   void CheckGroup();
   void SignalGroup(int sig);
+  // No process of the trial is left: its group is empty and so is its cgroup, if it has one.
+  bool GroupEmpty() const;
+  void JudgeOom();
   // The trial is over when its main process is reaped, its group is empty and its pipes have
   // reached EOF (the reads deliver everything in order, the last final line included).
   void MaybeFinish();
@@ -154,6 +173,9 @@ class Session : public std::enable_shared_from_this<Session> {
 
   asio::io_context& io_;
   Reaper& reaper_;
+  CgroupTree* cgroups_;
+  std::unique_ptr<TrialCgroup> cgroup_;
+  rlim_t address_space_ = 0;
   common::Logger logger_;
   LaunchSpec spec_;
   TrialCallbacks callbacks_;
@@ -204,7 +226,24 @@ Status Session::Start() {
   std::vector<std::string> args(spec_.argv.begin() + (spec_.argv.empty() ? 0 : 1),
                                 spec_.argv.end());
 
-  ChildSetup setup{envp.data(), spec_.workdir.c_str(), rep.write.get(), ::getpid()};
+  if (cgroups_ != nullptr) {
+    CgroupLimits limits;
+    limits.memory_max_bytes = spec_.memory_limit_bytes;
+    limits.pids_max = spec_.pids_limit;
+    Result<std::unique_ptr<TrialCgroup>> cg = cgroups_->CreateTrial(limits);
+    if (!cg.ok()) return cg.status().WithContext("creating the trial's cgroup");
+    cgroup_ = std::move(cg).value();
+  }
+  if (spec_.memory_limit_bytes > 0 && (cgroup_ == nullptr || !cgroup_->memory_limited())) {
+    address_space_ = static_cast<rlim_t>(spec_.memory_limit_bytes);
+  }
+  ChildSetup setup{envp.data(),
+                   spec_.workdir.c_str(),
+                   rep.write.get(),
+                   ::getpid(),
+                   cgroup_ ? cgroup_->procs_fd() : -1,
+                   cgroup_ ? cgroup_->pids_v1_procs_fd() : -1,
+                   address_space_};
   // A fresh context per launch, never run: see process_launcher.h on vfork and notify_fork.
   asio::io_context spawn_io(1);
   bp::posix::vfork_launcher launcher;
@@ -212,7 +251,10 @@ Status Session::Start() {
   bp::process proc =
       launcher(spawn_io.get_executor(), ec, bp::filesystem::path(spec_.executable), args,
                bp::process_stdio{devnull.get(), out.write.get(), err.write.get()}, setup);
-  if (ec) return common::IoError("exec " + spec_.executable + ": " + ec.message());
+  if (ec) {
+    if (cgroup_) (void)cgroup_->Remove();
+    return common::IoError("exec " + spec_.executable + ": " + ec.message());
+  }
   identity_.pid = proc.id();
   proc.detach();  // the Reaper, not Boost.Process, waits for it
   identity_.pgid = identity_.pid;
@@ -306,6 +348,18 @@ Status Session::OnReportLine(std::string_view line) {
 
 void Session::SignalGroup(int sig) {
   if (identity_.pgid > 1) ::kill(-identity_.pgid, sig);
+  if (cgroup_) {
+    if (sig == SIGKILL) {
+      cgroup_->Kill();
+    } else {
+      cgroup_->Signal(sig);
+    }
+  }
+}
+
+bool Session::GroupEmpty() const {
+  if (common::ProcessGroupExists(identity_.pgid)) return false;
+  return cgroup_ == nullptr || !cgroup_->Populated();
 }
 
 void Session::Stop(StopReason reason) {
@@ -321,7 +375,7 @@ void Session::Stop(StopReason reason) {
       std::chrono::duration<double>(spec_.kill_grace_s)));
   grace_timer_.async_wait([self](const boost::system::error_code& ec) {
     if (ec || self->finished_) return;
-    if (common::ProcessGroupExists(self->identity_.pgid)) {
+    if (!self->GroupEmpty()) {
       self->logger_->info("trial pid {}: grace period over, SIGKILL to group", self->identity_.pid);
       self->outcome_.killed = true;
       self->SignalGroup(SIGKILL);
@@ -346,7 +400,7 @@ void Session::OnMainExit(int wait_status) {
 
 void Session::CheckGroup() {
   if (finished_ || !main_exited_) return;
-  if (!common::ProcessGroupExists(identity_.pgid)) {
+  if (GroupEmpty()) {
     group_empty_ = true;
     poll_timer_.cancel();
     grace_timer_.cancel();
@@ -412,6 +466,37 @@ void Session::DrainAndClose(Stream s) {
   if (s == Stream::kReport) FinishReports();
 }
 
+// What can be told about running out of memory. With memory.max the kernel counts its OOM
+// kills in memory.events: exact. Under RLIMIT_AS nothing is killed: an allocation fails and the
+// worker decides what happens, so the only evidence is what it says on the way out. Python
+// raises MemoryError, a C++ worker dies of an uncaught std::bad_alloc, C reports ENOMEM; a
+// worker that dies silently (or with SIGSEGV from a NULL it did not check) stays FAIL(signal)
+// or FAIL(exit). The scheduler uses this only for trials that failed.
+void Session::JudgeOom() {
+  if (cgroup_ && cgroup_->memory_limited()) {
+    uint64_t kills = cgroup_->OomKills();
+    if (kills > 0) {
+      outcome_.oom = true;
+      outcome_.oom_detail = "memory.events oom_kill = " + std::to_string(kills) +
+                            " (memory.max = " + std::to_string(spec_.memory_limit_bytes) +
+                            " bytes)";
+    }
+    return;
+  }
+  if (address_space_ == 0) return;
+  if (!outcome_.exit.signaled && outcome_.exit.code == 0) return;
+  for (const char* marker : {"std::bad_alloc", "MemoryError", "Cannot allocate memory",
+                             "out of memory", "Out of memory"}) {
+    if (outcome_.stderr_tail.find(marker) != std::string::npos) {
+      outcome_.oom = true;
+      outcome_.oom_detail =
+          "allocation failed under RLIMIT_AS = " + std::to_string(spec_.memory_limit_bytes) +
+          " bytes (stderr: \"" + marker + "\")";
+      return;
+    }
+  }
+}
+
 void Session::MaybeFinish() {
   if (finished_ || !main_exited_ || !group_empty_) return;
   if (stdout_sd_.is_open() || stderr_sd_.is_open() || report_sd_.is_open()) return;
@@ -427,6 +512,11 @@ void Session::Finish() {
   eof_timer_.cancel();
   reaper_.Unwatch(identity_.pid);
   outcome_.stderr_tail = stderr_log_->Tail(kStderrTailBytes);
+  JudgeOom();
+  if (cgroup_) {
+    Status removed = cgroup_->Remove();
+    if (!removed.ok()) logger_->warn("trial pid {}: {}", identity_.pid, removed.message());
+  }
   Status st = stdout_log_->Close();
   if (!st.ok()) logger_->warn("trial pid {}: stdout log: {}", identity_.pid, st.message());
   st = stderr_log_->Close();
@@ -445,8 +535,8 @@ ProcessLauncher::ProcessLauncher(Options options) : options_(std::move(options))
 
 Result<std::unique_ptr<TrialProcess>> ProcessLauncher::Launch(const LaunchSpec& spec,
                                                               TrialCallbacks callbacks) {
-  auto session = std::make_shared<Session>(*options_.io, *options_.reaper, options_.logger, spec,
-                                           std::move(callbacks));
+  auto session = std::make_shared<Session>(*options_.io, *options_.reaper, options_.cgroups,
+                                           options_.logger, spec, std::move(callbacks));
   TRIALD_RETURN_IF_ERROR(session->Start());
   return std::unique_ptr<TrialProcess>(new Handle(std::move(session)));
 }

@@ -95,9 +95,10 @@ struct TrialRecord {
   FailInfo fail;
   ProcessIdentity process;
   double created_at = 0;
-  double started_at = 0;            // 0 until RUNNING
-  double finished_at = 0;           // 0 until finished
-  std::optional<int64_t> retry_of;  // trial id this one retries
+  double started_at = 0;               // 0 until RUNNING
+  double finished_at = 0;              // 0 until finished
+  std::optional<int64_t> retry_of;     // trial id this one retries
+  std::optional<int> retry_of_number;  // that trial's number (a retry is in the same study)
 
   double DurationSeconds() const {
     if (started_at <= 0) return 0;

@@ -105,7 +105,8 @@ constexpr const char* kStudyColumns =
 #define TRIALD_TRIAL_COLUMNS                                                                   \
   "t.id, t.study_id, t.number, t.state, t.value, t.value_is_nan, t.fail_reason, "              \
   "t.fail_exit_code, t.fail_signal, t.fail_core_dumped, t.fail_detail, t.stderr_tail, t.pid, " \
-  "t.pgid, t.pid_start_time, t.created_at, t.started_at, t.finished_at, t.retry_of"
+  "t.pgid, t.pid_start_time, t.created_at, t.started_at, t.finished_at, t.retry_of, "          \
+  "(SELECT r.number FROM trials r WHERE r.id = t.retry_of)"
 
 const char* DirectionText(config::Direction d) {
   return d == config::Direction::kMaximize ? "MAXIMIZE" : "MINIMIZE";
@@ -565,6 +566,7 @@ Result<TrialRecord> SqliteStorage::ReadTrialRow(const Stmt& st) const {
   t.started_at = st.ColReal(16);
   t.finished_at = st.ColReal(17);
   if (!st.ColIsNull(18)) t.retry_of = st.ColInt(18);
+  if (!st.ColIsNull(19)) t.retry_of_number = static_cast<int>(st.ColInt(19));
   return t;
 }
 
@@ -672,8 +674,10 @@ Result<TrialRecord> SqliteStorage::CreateTrial(int64_t study_id, const ParamMap&
     TRIALD_RETURN_IF_ERROR(Begin(op));
     TxnGuard guard(this);
     TRIALD_RETURN_IF_ERROR(RequireStudy(study_id, op));
+    std::optional<int> retry_of_number;
     if (retry_of) {
-      TRIALD_ASSIGN_OR_RETURN(Stmt st, Prepare("SELECT study_id FROM trials WHERE id = ?1", op));
+      TRIALD_ASSIGN_OR_RETURN(Stmt st,
+                              Prepare("SELECT study_id, number FROM trials WHERE id = ?1", op));
       st.Int(1, *retry_of);
       int rc = st.Step();
       if (rc == SQLITE_DONE) {
@@ -685,6 +689,7 @@ Result<TrialRecord> SqliteStorage::CreateTrial(int64_t study_id, const ParamMap&
                                        StudyName(st.ColInt(0)) +
                                        "; a retry must be in the same study");
       }
+      retry_of_number = static_cast<int>(st.ColInt(1));
     }
 
     TrialRecord r;
@@ -721,6 +726,7 @@ Result<TrialRecord> SqliteStorage::CreateTrial(int64_t study_id, const ParamMap&
     r.params = params;
     r.created_at = at;
     r.retry_of = retry_of;
+    r.retry_of_number = retry_of_number;
     return r;
   });
 }

@@ -1,7 +1,8 @@
 #pragma once
 // Test doubles for the scheduler's seams: FakeClock (settable time), FakeLauncher (records
-// every launch, forks nothing, and lets a test play the part of each trial process) and
-// ScriptedPruner (decides by a test's rule and records what it was shown).
+// every launch, forks nothing, and lets a test play the part of each trial process),
+// ScriptedPruner (decides by a test's rule and records what it was shown) and FakeGpuProbe (a
+// GPU driver whose per-process memory a test sets).
 //
 // FakeLauncher keeps everything it knows about a launch (spec, callbacks, stop requests) in its
 // own table, not in the TrialProcess it hands out: the scheduler destroys that TrialProcess
@@ -29,6 +30,7 @@
 #include "common/clock.h"
 #include "common/process_util.h"
 #include "common/status.h"
+#include "daemon/devices/gpu_probe.h"
 #include "daemon/launcher/launcher.h"
 #include "daemon/pruner/pruner.h"
 #include "daemon/storage/records.h"
@@ -288,6 +290,47 @@ class ScriptedPruner final : public pruner::Pruner {
  private:
   Rule rule_;
   std::shared_ptr<std::vector<Question>> log_;
+};
+
+// A GPU driver: `gpus` devices, and whatever memory per process the test says they hold.
+class FakeGpuProbe final : public devices::GpuProbe {
+ public:
+  explicit FakeGpuProbe(int gpus) : gpus_(gpus) {}
+
+  // `pid` holds `bytes` on `gpu` from now on; 0 bytes: it holds nothing.
+  void Hold(int gpu, pid_t pid, uint64_t bytes) {
+    if (bytes == 0) {
+      held_[gpu].erase(pid);
+    } else {
+      held_[gpu][pid] = bytes;
+    }
+  }
+  // Every query fails with `message` ("" : answers again).
+  void Fail(std::string message) { failure_ = std::move(message); }
+  int queries() const { return queries_; }
+
+  common::Result<std::vector<devices::GpuInfo>> Gpus() override {
+    if (!failure_.empty()) return common::Unavailable(failure_);
+    std::vector<devices::GpuInfo> out;
+    for (int i = 0; i < gpus_; ++i) {
+      out.push_back({i, "GPU-test-" + std::to_string(i), "Test GPU", 1ULL << 34, 0});
+    }
+    return out;
+  }
+  common::Result<devices::ProcessMemory> Processes(int index) override {
+    ++queries_;
+    if (!failure_.empty()) return common::Unavailable(failure_);
+    if (index < 0 || index >= gpus_)
+      return common::InvalidArgument("no GPU " + std::to_string(index));
+    return held_[index];
+  }
+  std::string Describe() const override { return "fake GPU probe"; }
+
+ private:
+  int gpus_;
+  std::map<int, devices::ProcessMemory> held_;
+  std::string failure_;
+  int queries_ = 0;
 };
 
 }  // namespace triald::testing

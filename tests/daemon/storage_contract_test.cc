@@ -171,6 +171,7 @@ void RequireSameTrial(const TrialRecord& got, const TrialRecord& want) {
   CHECK(got.started_at == want.started_at);
   CHECK(got.finished_at == want.finished_at);
   CHECK(got.retry_of == want.retry_of);
+  CHECK(got.retry_of_number == want.retry_of_number);
 }
 
 void RequireSameStudy(const StudyRecord& got, const StudyRecord& want) {
@@ -623,6 +624,10 @@ TEMPLATE_TEST_CASE("retries link to the trial they retry", "[storage]", TRIALD_S
   CHECK(retry.number == 1);
   CHECK(Unwrap(s->GetTrial(a, 1)).retry_of == std::optional<int64_t>(lost.id));
   CHECK_FALSE(Unwrap(s->GetTrial(a, 0)).retry_of.has_value());
+  // The retried trial's number, for users (trialctl trials shows numbers, not ids).
+  CHECK(retry.retry_of_number == std::optional<int>(0));
+  CHECK(Unwrap(s->GetTrial(a, 1)).retry_of_number == std::optional<int>(0));
+  CHECK_FALSE(Unwrap(s->GetTrial(a, 0)).retry_of_number.has_value());
 
   // A retry belongs to the study of the trial it retries.
   auto cross = s->CreateTrial(b, lost.params, 4, lost.id);

@@ -41,6 +41,12 @@ void TestDaemon::Start() {
   std::string exe = BinDir() + "/triald";
   std::string workers = std::to_string(max_workers_);
   std::string logfile = state_dir_ + ".log";
+  std::vector<std::string> args = {exe,     "--state-dir", state_dir_, "--max-workers",
+                                   workers, "--log-level", "debug"};
+  args.insert(args.end(), extra_args_.begin(), extra_args_.end());
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
   pid_ = ::fork();
   REQUIRE(pid_ >= 0);
   if (pid_ == 0) {
@@ -50,8 +56,7 @@ void TestDaemon::Start() {
       ::dup2(fd, 2);
       ::close(fd);
     }
-    ::execl(exe.c_str(), exe.c_str(), "--state-dir", state_dir_.c_str(), "--max-workers",
-            workers.c_str(), "--log-level", "debug", static_cast<char*>(nullptr));
+    ::execv(exe.c_str(), argv.data());
     ::_exit(127);
   }
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);

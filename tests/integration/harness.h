@@ -17,6 +17,11 @@ class TestDaemon {
   explicit TestDaemon(std::string state_dir, int max_workers = 4);
   ~TestDaemon();  // kills the daemon if still running
 
+  // Extra triald command-line arguments for the next Start().
+  void AddArgs(std::vector<std::string> args) {
+    extra_args_.insert(extra_args_.end(), args.begin(), args.end());
+  }
+
   // Starts triald and waits until it answers a ping.
   void Start();
   // SIGTERM and wait for exit; returns the exit status (waitpid form).
@@ -41,6 +46,7 @@ class TestDaemon {
  private:
   std::string state_dir_;
   int max_workers_;
+  std::vector<std::string> extra_args_;
   pid_t pid_ = -1;
 };
 

@@ -116,8 +116,9 @@ TEST_CASE("EncodeOk round-trips through ParseResponse", "[proto]") {
 }
 
 TEST_CASE("EncodeError round-trips the code and message for every error code", "[proto]") {
-  for (Code code : {Code::kInvalidArgument, Code::kNotFound, Code::kAlreadyExists,
-                    Code::kFailedPrecondition, Code::kUnavailable, Code::kIo, Code::kInternal}) {
+  for (Code code :
+       {Code::kInvalidArgument, Code::kNotFound, Code::kAlreadyExists, Code::kFailedPrecondition,
+        Code::kUnavailable, Code::kIo, Code::kPermissionDenied, Code::kInternal}) {
     INFO(common::CodeName(code));
     Status sent(code, "no study \"mnist\"\nsee `trialctl studies`");
     std::string line = EncodeError(sent);
@@ -191,6 +192,21 @@ TEST_CASE("GetInt names the missing or mistyped argument", "[proto]") {
     CHECK(r.status().code() == Code::kInvalidArgument);
     CHECK_THAT(r.status().message(), Catch::Contains(std::string("\"") + key + "\""));
   }
+}
+
+// Found by fuzz_control (tests/fuzz/regressions/control/number-out-of-range): Boost reads a
+// number past the double range as infinity, and the request could not be re-encoded as JSON.
+TEST_CASE("ParseRequest rejects numbers out of the double range, however deep", "[proto]") {
+  for (const char* line : {R"({"verb":"ping","x":1e999})", R"({"verb":"ping","z":[1,5e+323]})",
+                           R"({"verb":"ping","o":{"a":[-1e400]}})"}) {
+    INFO(line);
+    Result<Request> r = ParseRequest(line);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.status().code() == Code::kInvalidArgument);
+    CHECK_THAT(r.status().message(), Catch::Contains("out of range"));
+  }
+  // The largest finite doubles and the smallest subnormal are fine.
+  CHECK(ParseRequest(R"({"verb":"ping","x":1.7976931348623157e308,"y":-4.9e-324})").ok());
 }
 
 }  // namespace

@@ -1,0 +1,240 @@
+#include "config/daemon_config.h"
+
+#include <toml++/toml.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+namespace triald::config {
+namespace {
+
+using common::InvalidArgument;
+using common::Result;
+using common::Status;
+
+// Reads one config document; not thread-safe, one per call.
+class DaemonConfigParser {
+ public:
+  DaemonConfigParser(const std::string& text, const std::string& path)
+      : text_(text), path_(path.empty() ? "<config>" : path) {}
+
+  Result<DaemonConfig> Parse() {
+    toml::table root;
+#if TOML_EXCEPTIONS
+    try {
+      root = toml::parse(std::string_view(text_), std::string_view(path_));
+    } catch (const toml::parse_error& e) {
+      return Syntax(e);
+    }
+#else
+    toml::parse_result parsed = toml::parse(std::string_view(text_), std::string_view(path_));
+    if (!parsed) return Syntax(parsed.error());
+    root = std::move(parsed).table();
+#endif
+    DaemonConfig out;
+    for (auto&& [key, node] : root) {
+      const std::string name(key.str());
+      if ((name != "daemon" && name != "devices") || !node.is_table()) {
+        return InvalidArgument(
+            Where(node) + ": unknown " + (node.is_table() ? "table [" : "key \"") + name +
+            (node.is_table() ? "]" : "\"") + "; expected the tables [daemon] and [devices]");
+      }
+    }
+    if (const toml::table* t = root.get_as<toml::table>("daemon")) {
+      TRIALD_RETURN_IF_ERROR(
+          CheckKeys("[daemon]", *t, {"state_dir", "socket", "log_level", "shutdown_timeout"}));
+      TRIALD_RETURN_IF_ERROR(ReadPath("[daemon]", *t, "state_dir", &out.state_dir));
+      TRIALD_RETURN_IF_ERROR(ReadPath("[daemon]", *t, "socket", &out.socket));
+      if (const toml::node* n = t->get("log_level")) {
+        const auto* v = n->as_string();
+        if (v == nullptr) return Bad("[daemon]", "log_level", *n, "a level name, e.g. \"info\"");
+        out.log_level = v->get();
+      }
+      if (const toml::node* n = t->get("shutdown_timeout")) {
+        TRIALD_RETURN_IF_ERROR(
+            ReadPositive("[daemon]", "shutdown_timeout", *n, &out.shutdown_timeout));
+      }
+    }
+    if (const toml::table* t = root.get_as<toml::table>("devices")) {
+      DevicesConfig& d = out.devices;
+      TRIALD_RETURN_IF_ERROR(
+          CheckKeys("[devices]", *t,
+                    {"cpu", "gpus", "slots_per_gpu", "nvml_library", "gpu_release_timeout"}));
+      if (const toml::node* n = t->get("cpu")) {
+        TRIALD_RETURN_IF_ERROR(ReadInt("[devices]", "cpu", *n, 1, 4096, &d.cpu));
+      }
+      if (const toml::node* n = t->get("slots_per_gpu")) {
+        TRIALD_RETURN_IF_ERROR(ReadInt("[devices]", "slots_per_gpu", *n, 1, 64, &d.slots_per_gpu));
+      }
+      if (const toml::node* n = t->get("gpus")) {
+        const std::string expected = "an array of distinct GPU indices >= 0, e.g. [0, 1]";
+        const toml::array* arr = n->as_array();
+        if (arr == nullptr) return Bad("[devices]", "gpus", *n, expected);
+        std::vector<int> gpus;
+        for (const toml::node& e : *arr) {
+          const auto* i = e.as_integer();
+          if (i == nullptr || i->get() < 0 || i->get() > 1023 ||
+              std::find(gpus.begin(), gpus.end(), i->get()) != gpus.end()) {
+            return Bad("[devices]", "gpus", *n, expected);
+          }
+          gpus.push_back(static_cast<int>(i->get()));
+        }
+        d.gpus = std::move(gpus);
+      }
+      if (const toml::node* n = t->get("nvml_library")) {
+        const auto* v = n->as_string();
+        if (v == nullptr || v->get().empty()) {
+          return Bad("[devices]", "nvml_library", *n, "a library file name or path");
+        }
+        d.nvml_library = v->get();
+      }
+      if (const toml::node* n = t->get("gpu_release_timeout")) {
+        TRIALD_RETURN_IF_ERROR(
+            ReadPositive("[devices]", "gpu_release_timeout", *n, &d.gpu_release_timeout));
+      }
+    }
+    return out;
+  }
+
+ private:
+  template <typename E>
+  Status Syntax(const E& e) const {
+    return InvalidArgument(path_ + ":" + std::to_string(e.source().begin.line) + ":" +
+                           std::to_string(e.source().begin.column) + ": " +
+                           std::string(e.description()));
+  }
+  std::string Where(const toml::node& n) const {
+    return path_ + ":" + std::to_string(n.source().begin.line) + ":" +
+           std::to_string(n.source().begin.column);
+  }
+  // The value as written when it sits on one line, else as toml++ renders it.
+  std::string Repr(const toml::node& n) const {
+    const toml::source_region& r = n.source();
+    if (r.begin.line == r.end.line && r.begin.line > 0 && r.end.column > r.begin.column) {
+      std::istringstream lines(text_);
+      std::string line;
+      for (toml::source_index i = 0; i < r.begin.line && std::getline(lines, line); ++i) {
+      }
+      // Columns count code points: step over UTF-8 continuation bytes.
+      auto advance = [&line](size_t pos, size_t code_points) {
+        while (code_points > 0 && pos < line.size()) {
+          ++pos;
+          while (pos < line.size() && (static_cast<unsigned char>(line[pos]) & 0xC0) == 0x80) {
+            ++pos;
+          }
+          --code_points;
+        }
+        return pos;
+      };
+      size_t begin = advance(0, r.begin.column - 1);
+      size_t end = advance(begin, r.end.column - r.begin.column);
+      if (end > begin) {
+        std::string s = line.substr(begin, end - begin);
+        return s.size() > 80 ? s.substr(0, 80) + "..." : s;
+      }
+    }
+    std::ostringstream os;
+    os << toml::toml_formatter(n, toml::format_flags::none);
+    std::string s = os.str();
+    std::replace(s.begin(), s.end(), '\n', ' ');
+    return s.size() > 80 ? s.substr(0, 80) + "..." : s;
+  }
+  Status Bad(const std::string& table, const std::string& key, const toml::node& n,
+             const std::string& expected) const {
+    return InvalidArgument(Where(n) + ": " + table + " " + key + " = " + Repr(n) + ": expected " +
+                           expected);
+  }
+  Status CheckKeys(const std::string& table, const toml::table& t,
+                   const std::vector<std::string>& allowed) const {
+    for (auto&& [key, node] : t) {
+      if (std::find(allowed.begin(), allowed.end(), std::string(key.str())) != allowed.end()) {
+        continue;
+      }
+      std::string list;
+      for (const std::string& a : allowed) list += (list.empty() ? "" : ", ") + a;
+      return InvalidArgument(path_ + ":" + std::to_string(key.source().begin.line) + ":" +
+                             std::to_string(key.source().begin.column) + ": " + table +
+                             " unknown key \"" + std::string(key.str()) + "\"; expected one of " +
+                             list);
+    }
+    return Status::Ok();
+  }
+  Status ReadInt(const std::string& table, const std::string& key, const toml::node& n, int low,
+                 int high, int* out) const {
+    const auto* v = n.as_integer();
+    if (v == nullptr || v->get() < low || v->get() > high) {
+      return Bad(table, key, n,
+                 "an integer from " + std::to_string(low) + " to " + std::to_string(high));
+    }
+    *out = static_cast<int>(v->get());
+    return Status::Ok();
+  }
+  Status ReadPositive(const std::string& table, const std::string& key, const toml::node& n,
+                      double* out) const {
+    double x = -1;
+    if (const auto* i = n.as_integer()) x = static_cast<double>(i->get());
+    if (const auto* f = n.as_floating_point()) x = f->get();
+    if (!std::isfinite(x) || x <= 0) return Bad(table, key, n, "a number of seconds > 0");
+    *out = x;
+    return Status::Ok();
+  }
+  // A path; a relative one is taken from the config file's folder.
+  Status ReadPath(const std::string& table, const toml::table& t, const char* key,
+                  std::string* out) const {
+    const toml::node* n = t.get(key);
+    if (n == nullptr) return Status::Ok();
+    const auto* v = n->as_string();
+    if (v == nullptr || v->get().empty()) return Bad(table, key, *n, "a non-empty path");
+    std::filesystem::path p(v->get());
+    if (p.is_relative() && path_ != "<config>") {
+      p = std::filesystem::path(path_).parent_path() / p;
+    }
+    *out = p.lexically_normal().string();
+    return Status::Ok();
+  }
+
+  const std::string& text_;
+  std::string path_;
+};
+
+}  // namespace
+
+Result<DaemonConfig> ParseDaemonConfig(const std::string& text, const std::string& path) {
+  return DaemonConfigParser(text, path).Parse();
+}
+
+Result<DaemonConfig> ParseDaemonConfigFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return common::ErrnoError("cannot open config file " + path, errno);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ParseDaemonConfig(ss.str(), path);
+}
+
+Result<std::vector<int>> ParseGpuList(const std::string& text) {
+  std::vector<int> out;
+  if (text.empty() || text == "none") return out;
+  const std::string expected = "comma-separated distinct GPU indices, e.g. 0,1 (or \"none\")";
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    char* end = nullptr;
+    long v = item.empty() ? -1 : std::strtol(item.c_str(), &end, 10);
+    if (item.empty() || *end != '\0' || v < 0 || v > 1023 ||
+        std::find(out.begin(), out.end(), v) != out.end()) {
+      return InvalidArgument("--gpus \"" + text + "\": \"" + item +
+                             "\" is not a GPU index; expected " + expected);
+    }
+    out.push_back(static_cast<int>(v));
+  }
+  if (!text.empty() && text.back() == ',') {
+    return InvalidArgument("--gpus \"" + text + "\": trailing comma; expected " + expected);
+  }
+  return out;
+}
+
+}  // namespace triald::config

@@ -1,0 +1,458 @@
+#include "daemon/launcher/cgroup.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <sstream>
+#include <thread>
+
+namespace triald::launcher {
+using common::Result;
+using common::Status;
+
+namespace {
+
+// Small sysfs reads and writes; cgroup files are tiny and read often (Populated is polled).
+bool ReadSmall(const std::string& path, std::string* out) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  out->clear();
+  char buf[4096];
+  for (;;) {
+    ssize_t n = ::read(fd, buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    out->append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return true;
+}
+
+Status WriteSmall(const std::string& path, const std::string& text) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return common::ErrnoError("open " + path, errno);
+  ssize_t n = ::write(fd, text.data(), text.size());
+  int err = errno;
+  ::close(fd);
+  if (n != static_cast<ssize_t>(text.size())) {
+    return common::ErrnoError("write \"" + text + "\" to " + path, n < 0 ? err : EIO);
+  }
+  return Status::Ok();
+}
+
+bool Exists(const std::string& path) { return ::access(path.c_str(), F_OK) == 0; }
+
+// mkdir that accepts an existing directory.
+Status MakeDir(const std::string& path) {
+  if (::mkdir(path.c_str(), 0755) == 0 || errno == EEXIST) return Status::Ok();
+  return common::ErrnoError("mkdir " + path, errno);
+}
+
+std::vector<std::string> Words(const std::string& text) {
+  std::istringstream in(text);
+  std::vector<std::string> out;
+  std::string w;
+  while (in >> w) out.push_back(w);
+  return out;
+}
+
+bool HasWord(const std::string& text, const std::string& word) {
+  for (const std::string& w : Words(text)) {
+    if (w == word) return true;
+  }
+  return false;
+}
+
+// The value of `key` in a flat-keyed file such as cgroup.events ("populated 1\nfrozen 0\n").
+bool KeyValue(const std::string& text, const std::string& key, uint64_t* value) {
+  std::istringstream in(text);
+  std::string k;
+  uint64_t v;
+  while (in >> k >> v) {
+    if (k == key) {
+      *value = v;
+      return true;
+    }
+  }
+  return false;
+}
+
+std::vector<pid_t> ListProcs(const std::string& dir) {
+  std::string text;
+  std::vector<pid_t> out;
+  if (!ReadSmall(dir + "/cgroup.procs", &text)) return out;
+  for (const std::string& w : Words(text)) out.push_back(static_cast<pid_t>(std::stol(w)));
+  return out;
+}
+
+void SignalAll(const std::string& dir, int sig) {
+  for (pid_t pid : ListProcs(dir)) ::kill(pid, sig);
+}
+
+std::vector<std::string> ChildDirs(const std::string& dir) {
+  std::vector<std::string> out;
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return out;
+  while (dirent* e = ::readdir(d)) {
+    if (e->d_type == DT_DIR && e->d_name[0] != '.') out.push_back(dir + "/" + e->d_name);
+  }
+  ::closedir(d);
+  return out;
+}
+
+// FNV-1a: a stable name for a state directory across daemon builds and restarts.
+std::string StableHash(const std::string& text) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : text) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  char buf[17];
+  std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(h));
+  return buf;
+}
+
+// Fields of one mountinfo line: [4] mount point, and after " - ": fstype, source, options.
+struct MountLine {
+  std::string root, mount_point, fstype, super_options;
+};
+
+std::vector<MountLine> ParseMountinfo(const std::string& text) {
+  std::vector<MountLine> out;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    std::vector<std::string> f = Words(line);
+    size_t dash = 0;
+    for (size_t i = 6; i < f.size(); ++i) {
+      if (f[i] == "-") {
+        dash = i;
+        break;
+      }
+    }
+    if (dash == 0 || dash + 1 >= f.size()) continue;  // not a mountinfo line
+    MountLine m;
+    m.root = f[3];
+    m.mount_point = f[4];
+    m.fstype = f[dash + 1];
+    m.super_options = dash + 3 < f.size() ? f[dash + 3] : "";
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
+bool InCommaList(const std::string& list, const std::string& item) {
+  std::istringstream in(list);
+  std::string x;
+  while (std::getline(in, x, ',')) {
+    if (x == item) return true;
+  }
+  return false;
+}
+
+// Joins a mount point and a cgroup path, stripping the mount's own root (bind mounts and
+// cgroup namespaces show a root other than "/").
+std::string CgroupDir(const std::string& mount, const std::string& mount_root,
+                      const std::string& path) {
+  std::string rel = path;
+  if (mount_root != "/" && rel.rfind(mount_root, 0) == 0) rel = rel.substr(mount_root.size());
+  if (rel.empty() || rel == "/") return mount;
+  return mount + (rel[0] == '/' ? "" : "/") + rel;
+}
+
+}  // namespace
+
+std::string FindCgroup2Mount(const std::string& mountinfo) {
+  for (const MountLine& m : ParseMountinfo(mountinfo)) {
+    if (m.fstype == "cgroup2") return m.mount_point;
+  }
+  return "";
+}
+
+std::string FindCgroup1Mount(const std::string& mountinfo, const std::string& controller) {
+  for (const MountLine& m : ParseMountinfo(mountinfo)) {
+    if (m.fstype == "cgroup" && InCommaList(m.super_options, controller)) return m.mount_point;
+  }
+  return "";
+}
+
+std::string OwnCgroupPath(const std::string& proc_cgroup, const std::string& v1_controller) {
+  std::istringstream in(proc_cgroup);
+  std::string line;
+  while (std::getline(in, line)) {
+    size_t a = line.find(':');
+    size_t b = a == std::string::npos ? a : line.find(':', a + 1);
+    if (b == std::string::npos) continue;
+    std::string id = line.substr(0, a), controllers = line.substr(a + 1, b - a - 1);
+    std::string path = line.substr(b + 1);
+    if (v1_controller.empty() ? (id == "0" && controllers.empty())
+                              : InCommaList(controllers, v1_controller)) {
+      return path;
+    }
+  }
+  return "";
+}
+
+TrialCgroup::~TrialCgroup() = default;
+
+bool TrialCgroup::Populated() const {
+  std::string text;
+  uint64_t populated = 0;
+  if (!ReadSmall(path_ + "/cgroup.events", &text)) return false;
+  return KeyValue(text, "populated", &populated) && populated != 0;
+}
+
+void TrialCgroup::Signal(int sig) const { SignalAll(path_, sig); }
+
+void TrialCgroup::Kill() const {
+  if (!has_kill_ || !WriteSmall(path_ + "/cgroup.kill", "1").ok()) SignalAll(path_, SIGKILL);
+  // The v1 pids leaf holds the same processes; nothing more to do for it.
+}
+
+uint64_t TrialCgroup::OomKills() const {
+  std::string text;
+  uint64_t n = 0;
+  if (!memory_limited_ || !ReadSmall(path_ + "/memory.events", &text)) return 0;
+  return KeyValue(text, "oom_kill", &n) ? n : 0;
+}
+
+Status TrialCgroup::Remove() {
+  if (removed_) return Status::Ok();
+  procs_fd_.Reset();
+  pids_v1_procs_fd_.Reset();
+  if (::rmdir(path_.c_str()) != 0 && errno != ENOENT) {
+    return common::ErrnoError("rmdir " + path_, errno);
+  }
+  // A v1 leaf may briefly stay busy while exiting tasks are released; a few retries, then the
+  // next daemon start removes it.
+  for (int i = 0; !pids_v1_path_.empty() && i < 50; ++i) {
+    if (::rmdir(pids_v1_path_.c_str()) == 0 || errno == ENOENT) break;
+    if (errno != EBUSY) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  removed_ = true;
+  return Status::Ok();
+}
+
+Result<std::unique_ptr<CgroupTree>> CgroupTree::Open(const Options& options) {
+  std::string mountinfo, self;
+  if (!ReadSmall(options.mountinfo_path, &mountinfo)) {
+    return common::Unavailable("cannot read " + options.mountinfo_path);
+  }
+  if (!ReadSmall(options.self_cgroup_path, &self)) {
+    return common::Unavailable("cannot read " + options.self_cgroup_path);
+  }
+  std::string mount, mount_root = "/";
+  for (const MountLine& m : ParseMountinfo(mountinfo)) {
+    if (m.fstype == "cgroup2") {
+      mount = m.mount_point;
+      mount_root = m.root;
+      break;
+    }
+  }
+  if (mount.empty()) return common::Unavailable("no cgroup2 file system is mounted");
+  std::string own = OwnCgroupPath(self);
+  if (own.empty()) {
+    return common::Unavailable(options.self_cgroup_path + " has no cgroup v2 entry (\"0::/...\")");
+  }
+  const std::string own_dir = CgroupDir(mount, mount_root, own);
+  auto tree = std::unique_ptr<CgroupTree>(new CgroupTree());
+  tree->logger_ = options.logger ? options.logger : common::MakeNullLogger();
+  tree->prefix_ = "triald-" + StableHash(options.state_dir) + "-";
+  std::vector<std::string> chain;  // cgroups whose subtree_control must pass controllers down
+  if (own_dir == mount) {
+    tree->parent_ = mount;
+    chain = {mount};
+  } else {
+    // A delegated cgroup (systemd Delegate=yes). The daemon leaves it for a leaf of its own,
+    // so that the cgroup may enable controllers for its children.
+    Status st = MakeDir(own_dir + "/daemon");
+    if (!st.ok()) {
+      return common::Unavailable("cgroup v2 at " + own_dir + " is not writable: " + st.message());
+    }
+    st = WriteSmall(own_dir + "/daemon/cgroup.procs", std::to_string(::getpid()));
+    if (!st.ok())
+      tree->logger_->warn("cgroups: cannot move triald into its leaf: {}", st.message());
+    st = MakeDir(own_dir + "/trials");
+    if (!st.ok()) {
+      return common::Unavailable("cgroup v2 at " + own_dir + " is not writable: " + st.message());
+    }
+    tree->parent_ = own_dir + "/trials";
+    chain = {own_dir, tree->parent_};
+  }
+  // Writable means a trial cgroup can be made there: try one.
+  const std::string probe =
+      tree->parent_ + "/" + tree->prefix_ + "probe-" + std::to_string(::getpid());
+  if (::mkdir(probe.c_str(), 0755) != 0 && errno != EEXIST) {
+    return common::Unavailable("cgroup v2 at " + tree->parent_ + " is not writable: mkdir " +
+                               probe + ": " + std::strerror(errno));
+  }
+  tree->has_kill_ = Exists(probe + "/cgroup.kill");
+  ::rmdir(probe.c_str());
+  for (const char* controller : {"memory", "pids"}) {
+    bool on = true;
+    for (const std::string& dir : chain) {
+      std::string have, enabled;
+      ReadSmall(dir + "/cgroup.controllers", &have);
+      ReadSmall(dir + "/cgroup.subtree_control", &enabled);
+      if (HasWord(enabled, controller)) continue;
+      if (!HasWord(have, controller) ||
+          !WriteSmall(dir + "/cgroup.subtree_control", std::string("+") + controller).ok()) {
+        on = false;
+        break;
+      }
+    }
+    if (std::string(controller) == "memory") tree->has_memory_ = on;
+    if (std::string(controller) == "pids") tree->has_pids_ = on;
+  }
+
+  if (!tree->has_pids_) {
+    // Hybrid hosts keep pids in v1; a parallel leaf there still bounds a fork bomb.
+    std::string mount1 = FindCgroup1Mount(mountinfo, "pids");
+    std::string own1 = OwnCgroupPath(self, "pids");
+    if (!mount1.empty() && !own1.empty()) {
+      std::string mount1_root = "/";
+      for (const MountLine& m : ParseMountinfo(mountinfo)) {
+        if (m.mount_point == mount1) mount1_root = m.root;
+      }
+      std::string dir = CgroupDir(mount1, mount1_root, own1);
+      std::string probe1 = dir + "/" + tree->prefix_ + "probe-" + std::to_string(::getpid());
+      if (::mkdir(probe1.c_str(), 0755) == 0 || errno == EEXIST) {
+        if (Exists(probe1 + "/pids.max")) tree->pids_v1_parent_ = dir;
+        ::rmdir(probe1.c_str());
+      }
+    }
+  }
+  return tree;
+}
+
+std::string CgroupTree::Describe() const {
+  std::string s = "cgroup v2 at " + parent_ + "/" + prefix_ + "* (controllers:";
+  if (has_memory_) s += " memory";
+  if (has_pids_) s += " pids";
+  if (!has_memory_ && !has_pids_) s += " none";
+  s += has_kill_ ? "; cgroup.kill" : "; no cgroup.kill (SIGKILL to each process)";
+  if (!pids_v1_parent_.empty()) s += "; pids limit through v1 at " + pids_v1_parent_;
+  if (!has_memory_) s += "; memory limits through RLIMIT_AS";
+  return s + ")";
+}
+
+namespace {
+
+// "triald-<16 hex>-<daemon pid>-<n>": the daemon pid of a trial cgroup's name (0 if none).
+pid_t DaemonPidOf(const std::string& name) {
+  if (name.rfind("triald-", 0) != 0 || name.size() < 7 + 16 + 2 || name[7 + 16] != '-') return 0;
+  size_t end = name.find('-', 7 + 17);
+  if (end == std::string::npos) return 0;
+  char* stop = nullptr;
+  long pid = std::strtol(name.c_str() + 7 + 17, &stop, 10);
+  return stop == name.c_str() + end && pid > 0 ? static_cast<pid_t>(pid) : 0;
+}
+
+bool Empty(const std::string& dir) {
+  std::string text;
+  uint64_t populated = 0;
+  return !ReadSmall(dir + "/cgroup.events", &text) || !KeyValue(text, "populated", &populated) ||
+         populated == 0;
+}
+
+}  // namespace
+
+int CgroupTree::CleanLeftovers() {
+  int found = 0;
+  for (const std::string& dir : ChildDirs(parent_)) {
+    const std::string name = dir.substr(dir.rfind('/') + 1);
+    if (name.rfind(prefix_, 0) != 0) {
+      // Another state directory's trial cgroup whose daemon is gone and which is empty (its
+      // daemon was SIGKILLed between trials): nobody else would ever remove it.
+      pid_t owner = DaemonPidOf(name);
+      if (owner > 0 && ::kill(owner, 0) != 0 && errno == ESRCH && Empty(dir)) ::rmdir(dir.c_str());
+      continue;
+    }
+    ++found;
+    if (Exists(dir + "/cgroup.kill")) {
+      (void)WriteSmall(dir + "/cgroup.kill", "1");
+    } else {
+      SignalAll(dir, SIGKILL);
+    }
+    for (int i = 0; i < 500 && !Empty(dir); ++i) {  // at most 5 s for processes stuck in the kernel
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    if (::rmdir(dir.c_str()) != 0) {
+      logger_->warn("cgroups: cannot remove leftover {}: {}", dir, std::strerror(errno));
+    }
+  }
+  if (!pids_v1_parent_.empty()) {
+    for (const std::string& dir : ChildDirs(pids_v1_parent_)) {
+      const std::string name = dir.substr(dir.rfind('/') + 1);
+      pid_t owner = DaemonPidOf(name);
+      bool ours = name.rfind(prefix_, 0) == 0;
+      if (!ours && !(owner > 0 && ::kill(owner, 0) != 0 && errno == ESRCH)) continue;
+      if (ours) SignalAll(dir, SIGKILL);
+      for (int i = 0; ours && i < 500 && !ListProcs(dir).empty(); ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+      ::rmdir(dir.c_str());
+    }
+  }
+  return found;
+}
+
+Result<std::unique_ptr<TrialCgroup>> CgroupTree::CreateTrial(const CgroupLimits& limits) {
+  const std::string leaf = prefix_ + std::to_string(::getpid()) + "-" + std::to_string(++sequence_);
+  auto cg = std::unique_ptr<TrialCgroup>(new TrialCgroup());
+  cg->path_ = parent_ + "/" + leaf;
+  cg->has_kill_ = has_kill_;
+  if (::mkdir(cg->path_.c_str(), 0755) != 0) return common::ErrnoError("mkdir " + cg->path_, errno);
+  auto fail = [&cg](Status st) {
+    (void)cg->Remove();
+    return st;
+  };
+  cg->procs_fd_.Reset(::open((cg->path_ + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC));
+  if (!cg->procs_fd_.valid()) {
+    return fail(common::ErrnoError("open " + cg->path_ + "/cgroup.procs", errno));
+  }
+  if (limits.memory_max_bytes > 0 && has_memory_) {
+    Status st = WriteSmall(cg->path_ + "/memory.max", std::to_string(limits.memory_max_bytes));
+    if (!st.ok()) return fail(st);
+    // Without this a limited trial swaps instead of dying.
+    if (Exists(cg->path_ + "/memory.swap.max")) {
+      (void)WriteSmall(cg->path_ + "/memory.swap.max", "0");
+    }
+    // One OOM kill takes the whole trial: a half-killed process tree is no use to anyone.
+    if (Exists(cg->path_ + "/memory.oom.group")) {
+      (void)WriteSmall(cg->path_ + "/memory.oom.group", "1");
+    }
+    cg->memory_limited_ = true;
+  }
+  if (limits.pids_max > 0 && has_pids_) {
+    Status st = WriteSmall(cg->path_ + "/pids.max", std::to_string(limits.pids_max));
+    if (!st.ok()) return fail(st);
+    cg->pids_limited_ = true;
+  } else if (limits.pids_max > 0 && !pids_v1_parent_.empty()) {
+    cg->pids_v1_path_ = pids_v1_parent_ + "/" + leaf;
+    if (::mkdir(cg->pids_v1_path_.c_str(), 0755) != 0) {
+      int err = errno;
+      cg->pids_v1_path_.clear();
+      return fail(common::ErrnoError("mkdir " + pids_v1_parent_ + "/" + leaf, err));
+    }
+    Status st = WriteSmall(cg->pids_v1_path_ + "/pids.max", std::to_string(limits.pids_max));
+    if (!st.ok()) return fail(st);
+    cg->pids_v1_procs_fd_.Reset(
+        ::open((cg->pids_v1_path_ + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC));
+    if (!cg->pids_v1_procs_fd_.valid()) {
+      return fail(common::ErrnoError("open " + cg->pids_v1_path_ + "/cgroup.procs", errno));
+    }
+    cg->pids_limited_ = true;
+  }
+  return cg;
+}
+
+}  // namespace triald::launcher

@@ -1,0 +1,138 @@
+#pragma once
+// Cgroups for trials: the daemon's own cgroup subtree, in which every trial gets a leaf.
+//
+// CgroupTree::Open detects, it does not assume. It finds the cgroup v2 mount in mountinfo
+// (/sys/fs/cgroup on unified hosts, /sys/fs/cgroup/unified on hybrid ones) and the daemon's own
+// cgroup ("0::/PATH" in /proc/self/cgroup), then picks the parent of its trial cgroups:
+//   - own cgroup is the hierarchy's root (a hybrid host, a plain root shell): that root;
+//   - otherwise (systemd with Delegate=yes): the daemon first moves itself into the leaf
+//     OWN/daemon, because a cgroup with processes may not enable controllers for children (the
+//     no-internal-process rule), and the trials go under the sibling OWN/trials.
+// The hierarchy counts as writable when a trial cgroup can be made there (a probe is). The
+// memory and pids controllers are enabled down to the parent where the ancestors allow it
+// (they stay off otherwise; the launcher then falls back to RLIMIT_AS for memory). Where v2 has
+// no pids controller but a v1 pids hierarchy is mounted and writable (hybrid hosts), a
+// parallel v1 leaf carries pids.max.
+//
+// Trial cgroups are named triald-<hash of the state directory>-<daemon pid>-<sequence>, flat
+// under the parent (no per-daemon folder that a SIGKILLed daemon would leave behind): a
+// restarted daemon finds what its predecessor on the same state directory left
+// (CleanLeftovers), two daemons never share a name, and an empty one whose daemon is dead is
+// removed by whichever daemon starts next.
+//
+// A TrialCgroup is one trial's leaf. The launcher opens it before
+// the fork; the child writes "0" to procs_fd() (and pids_v1_procs_fd()) in its setup hook, so
+// everything the trial ever forks, setsid or not, stays inside. The trial is over when
+// Populated() is false; Kill() writes cgroup.kill (Linux >= 5.14; SIGKILL to every listed pid
+// before that). Remove() deletes the leaf once it is empty.
+//
+// Thread-safety: none; the daemon uses it from its event-loop thread.
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/fd.h"
+#include "common/logging.h"
+#include "common/status.h"
+
+namespace triald::launcher {
+
+struct CgroupLimits {
+  uint64_t memory_max_bytes = 0;  // 0: none
+  int64_t pids_max = 0;           // 0: none
+};
+
+class TrialCgroup {
+ public:
+  ~TrialCgroup();  // closes the descriptors; Remove() is explicit
+
+  const std::string& path() const { return path_; }
+  // cgroup.procs of the v2 leaf, write-only, close-on-exec: the child writes "0" to it.
+  int procs_fd() const { return procs_fd_.get(); }
+  // The same for the v1 pids leaf; -1 when there is none.
+  int pids_v1_procs_fd() const { return pids_v1_procs_fd_.valid() ? pids_v1_procs_fd_.get() : -1; }
+  bool memory_limited() const { return memory_limited_; }
+  bool pids_limited() const { return pids_limited_; }
+
+  // False once no process is left in the leaf (cgroup.events "populated 0"). An unreadable
+  // events file counts as empty (the leaf is gone).
+  bool Populated() const;
+  // Sends `sig` to every process listed in the leaf.
+  void Signal(int sig) const;
+  // Kills everything in the leaf: cgroup.kill where the kernel has it, else SIGKILL to each.
+  void Kill() const;
+  // The oom_kill count of memory.events (0 without the memory controller).
+  uint64_t OomKills() const;
+  // Removes the leaf (and the v1 pids leaf); fails with EBUSY while processes remain.
+  common::Status Remove();
+
+ private:
+  friend class CgroupTree;
+  TrialCgroup() = default;
+
+  std::string path_;
+  std::string pids_v1_path_;
+  common::UniqueFd procs_fd_;
+  common::UniqueFd pids_v1_procs_fd_;
+  bool has_kill_ = false;
+  bool memory_limited_ = false;
+  bool pids_limited_ = false;
+  bool removed_ = false;
+};
+
+class CgroupTree {
+ public:
+  struct Options {
+    std::string state_dir;  // names the subtree (triald-<hash>)
+    common::Logger logger;
+    // Seams for tests; the defaults are the real files.
+    std::string mountinfo_path = "/proc/self/mountinfo";
+    std::string self_cgroup_path = "/proc/self/cgroup";
+  };
+
+  // The daemon's trial subtree, created (or found) and prepared. kUnavailable when there is no
+  // writable cgroup v2 hierarchy; the message says what was missing.
+  static common::Result<std::unique_ptr<CgroupTree>> Open(const Options& options);
+
+  // Kills what a previous daemon on the same state directory left in its trial cgroups (e.g. a
+  // setsid escapee of a trial it was running when it was SIGKILLed) and removes those cgroups,
+  // and removes empty trial cgroups of dead daemons. Returns how many of this state
+  // directory's leftover cgroups were found. Call before any trial starts.
+  int CleanLeftovers();
+
+  common::Result<std::unique_ptr<TrialCgroup>> CreateTrial(const CgroupLimits& limits);
+
+  // "cgroup v2 at PARENT/triald-<hash>-* (controllers: memory pids; cgroup.kill)", naming the
+  // v1 pids parent and the RLIMIT_AS fallback where they apply.
+  std::string Describe() const;
+  const std::string& parent() const { return parent_; }
+  bool has_memory() const { return has_memory_; }
+  bool has_pids() const { return has_pids_ || !pids_v1_parent_.empty(); }
+  bool has_kill() const { return has_kill_; }
+
+ private:
+  CgroupTree() = default;
+
+  common::Logger logger_;
+  std::string parent_;          // v2 cgroup holding the trial cgroups
+  std::string prefix_;          // "triald-<hash>-"
+  std::string pids_v1_parent_;  // v1 pids cgroup holding the v1 leaves, "" when none
+  bool has_memory_ = false;
+  bool has_pids_ = false;
+  bool has_kill_ = false;
+  uint64_t sequence_ = 0;
+};
+
+// Parses the text of /proc/self/mountinfo and returns the mount point of the cgroup2 file
+// system ("" when none). Exposed for tests.
+std::string FindCgroup2Mount(const std::string& mountinfo);
+// The mount point of the v1 hierarchy carrying `controller` ("" when none).
+std::string FindCgroup1Mount(const std::string& mountinfo, const std::string& controller);
+// From the text of /proc/self/cgroup: the v2 path ("0::/PATH") or a v1 controller's path.
+std::string OwnCgroupPath(const std::string& proc_cgroup, const std::string& v1_controller = "");
+
+}  // namespace triald::launcher

@@ -1,0 +1,122 @@
+// The daemon config file ([daemon], [devices]) and the sweep keys that use devices and retries
+// ([study] gpus_per_trial, retries, retry_on): values read, and mistakes reported with file,
+// line, column, key and what was expected.
+
+#include "config/daemon_config.h"
+
+#include <catch2/catch.hpp>
+#include <string>
+
+#include "config/sweep.h"
+
+namespace triald::config {
+namespace {
+
+TEST_CASE("the daemon config gives state, socket and devices", "[config][devices]") {
+  auto c = ParseDaemonConfig(
+      "[daemon]\nstate_dir = \"state\"\nsocket = \"/run/triald/triald.sock\"\n"
+      "log_level = \"debug\"\nshutdown_timeout = 30\n\n"
+      "[devices]\ncpu = 8\ngpus = [0, 2]\nslots_per_gpu = 2\n"
+      "nvml_library = \"/opt/libnvidia-ml.so.1\"\ngpu_release_timeout = 12.5\n",
+      "/etc/triald/triald.toml");
+  INFO(c.status().ToString());
+  REQUIRE(c.ok());
+  CHECK(c->state_dir == "/etc/triald/state");  // relative to the file
+  CHECK(c->socket == "/run/triald/triald.sock");
+  CHECK(c->log_level == "debug");
+  CHECK(c->shutdown_timeout == 30);
+  CHECK(c->devices.cpu == 8);
+  REQUIRE(c->devices.gpus.has_value());
+  CHECK(*c->devices.gpus == std::vector<int>{0, 2});
+  CHECK(c->devices.slots_per_gpu == 2);
+  CHECK(c->devices.nvml_library == "/opt/libnvidia-ml.so.1");
+  CHECK(c->devices.gpu_release_timeout == 12.5);
+
+  auto empty = ParseDaemonConfig("", "x.toml");
+  REQUIRE(empty.ok());
+  CHECK_FALSE(empty->devices.gpus.has_value());
+  CHECK(empty->devices.slots_per_gpu == 1);
+}
+
+TEST_CASE("the config file installed with the systemd unit parses", "[config][devices]") {
+  auto c = ParseDaemonConfigFile(std::string(TRIALD_SOURCE_DIR) + "/config/systemd/triald.toml");
+  INFO(c.status().ToString());
+  REQUIRE(c.ok());
+  CHECK(c->devices.slots_per_gpu == 1);
+  CHECK(c->devices.gpu_release_timeout == 60);
+  CHECK_FALSE(c->devices.gpus.has_value());  // every GPU NVML reports
+}
+
+TEST_CASE("daemon config mistakes name the place, the key and what was expected",
+          "[config][devices]") {
+  auto msg = [](const std::string& text) {
+    auto c = ParseDaemonConfig(text, "/etc/triald/triald.toml");
+    REQUIRE_FALSE(c.ok());
+    return c.status().message();
+  };
+  CHECK(msg("[devices]\ngpus = [0, 0]\n") ==
+        "/etc/triald/triald.toml:2:8: [devices] gpus = [0, 0]: expected an array of distinct GPU "
+        "indices >= 0, e.g. [0, 1]");
+  CHECK(msg("[devices]\nslots_per_gpu = 0\n") ==
+        "/etc/triald/triald.toml:2:17: [devices] slots_per_gpu = 0: expected an integer from 1 "
+        "to 64");
+  CHECK_THAT(msg("[devices]\ngpu = [0]\n"),
+             Catch::StartsWith("/etc/triald/triald.toml:2:1: [devices] unknown key \"gpu\"; "
+                               "expected one of cpu, gpus,"));
+  CHECK_THAT(msg("[gpus]\n"), Catch::Contains("unknown table [gpus]"));
+  CHECK_THAT(msg("[devices\n"), Catch::StartsWith("/etc/triald/triald.toml:1:"));
+  CHECK_THAT(msg("[devices]\ngpu_release_timeout = -1\n"),
+             Catch::Contains("gpu_release_timeout = -1: expected a number of seconds > 0"));
+}
+
+TEST_CASE("the --gpus list takes distinct indices", "[config][devices]") {
+  CHECK(*ParseGpuList("0,1,3") == std::vector<int>{0, 1, 3});
+  CHECK(ParseGpuList("none")->empty());
+  CHECK_FALSE(ParseGpuList("0,0").ok());
+  CHECK_FALSE(ParseGpuList("0,").ok());
+  CHECK_FALSE(ParseGpuList("a").ok());
+  CHECK_THAT(ParseGpuList("1,-2").status().message(), Catch::Contains("\"-2\" is not a GPU index"));
+}
+
+std::string Sweep(const std::string& study_extra) {
+  return "[study]\nname = \"s\"\nn_trials = 4\n" + study_extra +
+         "\n[objective]\nkind = \"exec\"\ncommand = [\"/bin/true\"]\n"
+         "\n[space.x]\ntype = \"float\"\nlow = 0.0\nhigh = 1.0\n";
+}
+
+TEST_CASE("[study] gpus_per_trial, retries and retry_on", "[config][retry]") {
+  auto plain = ParseSweep({Sweep(""), "s.toml"});
+  REQUIRE(plain.ok());
+  CHECK(plain->study.gpus_per_trial == 0);
+  CHECK(plain->study.retries == 0);
+  CHECK(plain->study.retry_on.empty());
+
+  auto s = ParseSweep(
+      {Sweep("gpus_per_trial = 2\nretries = 3\nretry_on = [\"lost\", \"oom\", \"timeout\"]\n"),
+       "s.toml"});
+  INFO(s.status().ToString());
+  REQUIRE(s.ok());
+  CHECK(s->study.gpus_per_trial == 2);
+  CHECK(s->study.retries == 3);
+  CHECK(s->study.retry_on == std::vector<std::string>{"lost", "oom", "timeout"});
+
+  auto defaults = ParseSweep({Sweep("retries = 1\n"), "s.toml"});
+  REQUIRE(defaults.ok());
+  CHECK(defaults->study.retry_on == std::vector<std::string>{"lost", "signal", "oom"});
+
+  auto msg = [](const std::string& extra) {
+    auto r = ParseSweep({Sweep(extra), "s.toml"});
+    REQUIRE_FALSE(r.ok());
+    return r.status().message();
+  };
+  CHECK(msg("retries = 1\nretry_on = [\"signal\", \"protocol\"]\n") ==
+        "s.toml:5:23: [study] retry_on[1] = \"protocol\": not a retryable failure reason; "
+        "expected one of \"lost\", \"signal\", \"oom\", \"timeout\", \"exit\" or \"shutdown\"");
+  CHECK_THAT(msg("retry_on = [\"lost\"]\n"),
+             Catch::Contains("retry_on = [\"lost\"]: has no effect while retries = 0"));
+  CHECK_THAT(msg("retries = -1\n"), Catch::Contains("[study] retries = -1:"));
+  CHECK_THAT(msg("gpus_per_trial = 1.5\n"), Catch::Contains("[study] gpus_per_trial = 1.5:"));
+}
+
+}  // namespace
+}  // namespace triald::config

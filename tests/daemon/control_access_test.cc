@@ -1,0 +1,155 @@
+// The control socket's access rules and socket setup (daemon/control_server.h), without a
+// daemon: who gets which access, which verbs count as reads, peer credentials on a socketpair,
+// group lookup and the socket file's mode and group.
+#include <fcntl.h>
+#include <grp.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <fstream>
+
+#include "daemon/control_server.h"
+#include "tests/support/temp_dir.h"
+
+namespace triald::daemon {
+namespace {
+
+using testing::TempDir;
+
+PeerCredentials Peer(uid_t uid, gid_t gid, std::vector<gid_t> groups = {}) {
+  PeerCredentials p;
+  p.pid = 1234;
+  p.uid = uid;
+  p.gid = gid;
+  p.groups = std::move(groups);
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("DecideAccess: root, the daemon's uid and the allowed group get full access",
+          "[control][security]") {
+  AccessPolicy closed{/*daemon_uid=*/1000, /*allowed_gid=*/2000, /*read_open=*/false};
+  CHECK(DecideAccess(closed, Peer(0, 5)) == Access::kFull);
+  CHECK(DecideAccess(closed, Peer(1000, 5)) == Access::kFull);
+  CHECK(DecideAccess(closed, Peer(1001, 2000)) == Access::kFull);             // primary group
+  CHECK(DecideAccess(closed, Peer(1001, 5, {7, 2000, 9})) == Access::kFull);  // supplementary
+  CHECK(DecideAccess(closed, Peer(1001, 5, {7, 9})) == Access::kNone);
+  CHECK(DecideAccess(closed, Peer(65534, 65534)) == Access::kNone);
+
+  AccessPolicy open = closed;
+  open.read_open = true;
+  CHECK(DecideAccess(open, Peer(65534, 65534)) == Access::kRead);
+  CHECK(DecideAccess(open, Peer(65534, 65534, {2000})) == Access::kFull);
+  CHECK(DecideAccess(open, Peer(0, 0)) == Access::kFull);
+}
+
+TEST_CASE("IsReadVerb: only the read verbs, anything else counts as mutating",
+          "[control][security]") {
+  for (const char* v : {"ping", "studies", "status", "trials", "best", "logs", "export"}) {
+    INFO(v);
+    CHECK(IsReadVerb(v));
+  }
+  for (const char* v : {"submit", "cancel", "enqueue", "", "PING", "ping ", "delete", "retry"}) {
+    INFO(v);
+    CHECK_FALSE(IsReadVerb(v));
+  }
+}
+
+TEST_CASE("ParseStatusGroups reads the Groups: line of /proc/PID/status", "[control][security]") {
+  CHECK(ParseStatusGroups("Name:\tx\nUid:\t0\t0\t0\t0\nGroups:\t4 24 27 \nNgid:\t0\n") ==
+        std::vector<gid_t>{4, 24, 27});
+  CHECK(ParseStatusGroups("Groups:\n").empty());
+  CHECK(ParseStatusGroups("Name:\tx\n").empty());
+  CHECK(ParseStatusGroups("Groups:\t4294967295 x 12\n") == std::vector<gid_t>{4294967295u, 12});
+  CHECK(ParseStatusGroups("Groups:\t99999999999 5") == std::vector<gid_t>{5});
+
+  // Against this process's own status: the same set as getgroups().
+  std::ifstream in("/proc/self/status");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<gid_t> mine(static_cast<size_t>(::getgroups(0, nullptr)));
+  REQUIRE(::getgroups(static_cast<int>(mine.size()), mine.data()) >= 0);
+  std::vector<gid_t> parsed = ParseStatusGroups(text);
+  std::sort(mine.begin(), mine.end());
+  std::sort(parsed.begin(), parsed.end());
+  CHECK(parsed == mine);
+}
+
+TEST_CASE("ReadPeerCredentials: uid, gid, pid and groups of the other end", "[control][security]") {
+  int sv[2];
+  REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
+  common::UniqueFd a(sv[0]), b(sv[1]);
+  common::Result<PeerCredentials> peer = ReadPeerCredentials(a.get());
+  REQUIRE(peer.ok());
+  CHECK(peer->pid == ::getpid());
+  CHECK(peer->uid == ::geteuid());
+  CHECK(peer->gid == ::getegid());
+  std::vector<gid_t> mine(static_cast<size_t>(::getgroups(0, nullptr)));
+  REQUIRE(::getgroups(static_cast<int>(mine.size()), mine.data()) >= 0);
+  std::vector<gid_t> got = peer->groups;
+  std::sort(mine.begin(), mine.end());
+  std::sort(got.begin(), got.end());
+  CHECK(got == mine);
+
+  common::Result<PeerCredentials> bad = ReadPeerCredentials(-1);
+  CHECK(bad.status().code() == common::Code::kIo);
+}
+
+TEST_CASE("ResolveGroup: names, numbers, and unknown groups named in the error",
+          "[control][security]") {
+  common::Result<gid_t> root = ResolveGroup("root");
+  REQUIRE(root.ok());
+  CHECK(*root == 0);
+  CHECK(*ResolveGroup("4242") == 4242u);
+  common::Result<gid_t> none = ResolveGroup("triald-no-such-group");
+  CHECK(none.status().code() == common::Code::kNotFound);
+  CHECK_THAT(none.status().message(), Catch::Contains("\"triald-no-such-group\""));
+  CHECK(ResolveGroup("").status().code() == common::Code::kInvalidArgument);
+  CHECK(ResolveGroup("12x").status().code() == common::Code::kNotFound);
+  CHECK(GroupLabel(0) == "root (gid 0)");
+}
+
+TEST_CASE("ListenControlSocket: mode and group as asked, stale sockets replaced",
+          "[control][security]") {
+  TempDir dir;
+  const std::string path = dir.File("ctl.sock");
+  {
+    common::Result<common::UniqueFd> fd = ListenControlSocket(path, 0660, ::getegid());
+    REQUIRE(fd.ok());
+    struct stat st {};
+    REQUIRE(::stat(path.c_str(), &st) == 0);
+    CHECK(S_ISSOCK(st.st_mode));
+    CHECK((st.st_mode & 07777) == 0660);
+    CHECK(st.st_gid == ::getegid());
+    CHECK((::fcntl(fd->get(), F_GETFD) & FD_CLOEXEC) != 0);
+  }
+  // The file of a previous run is still there; it is replaced, with the new mode.
+  common::Result<common::UniqueFd> again = ListenControlSocket(path, 0666, ::getegid());
+  REQUIRE(again.ok());
+  struct stat st {};
+  REQUIRE(::stat(path.c_str(), &st) == 0);
+  CHECK((st.st_mode & 07777) == 0666);
+
+  // A regular file in the way is never deleted.
+  const std::string file = dir.Write("not-a-socket", "data");
+  common::Result<common::UniqueFd> refused = ListenControlSocket(file, 0660, ::getegid());
+  CHECK(refused.status().code() == common::Code::kFailedPrecondition);
+  CHECK_THAT(refused.status().message(), Catch::Contains("is not a socket"));
+  CHECK(::access(file.c_str(), F_OK) == 0);
+
+  common::Result<common::UniqueFd> too_long =
+      ListenControlSocket(dir.File(std::string(200, 's')), 0660, ::getegid());
+  CHECK(too_long.status().code() == common::Code::kInvalidArgument);
+
+  if (::geteuid() == 0) {  // root may give the socket to any group
+    common::Result<common::UniqueFd> grouped = ListenControlSocket(path, 0660, 42424);
+    REQUIRE(grouped.ok());
+    REQUIRE(::stat(path.c_str(), &st) == 0);
+    CHECK(st.st_gid == 42424u);
+  }
+}
+
+}  // namespace triald::daemon
