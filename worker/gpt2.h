@@ -206,6 +206,11 @@ common::Status CheckNoMetaTensors(const torch::nn::Module& module, const std::st
 common::Status LoadGpt2Weights(Gpt2Model& model, const SafetensorsFile& file,
                                const torch::Device& device);
 
+// Writes every parameter of `model` (which must hold no meta tensor) to `path` as F32 in the
+// layout LoadGpt2Weights reads and published checkpoints use: the names without a prefix,
+// Conv1D weights [in, out], no lm_head.weight (the head is tied) and no mask buffers.
+common::Status SaveGpt2Weights(const Gpt2Model& model, const std::string& path);
+
 // A CPU tensor with the view's dtype and shape holding its bytes: a zero-copy alias of the
 // mapping when the data is aligned for its element type, else a copy. Used for reading only.
 // Fails for dtypes LibTorch cannot represent (unsigned wider than a byte, F8).

@@ -53,15 +53,15 @@ bool IsBlank(std::string_view line) {
                      [](char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\f'; });
 }
 
-// A batch of `rows` windows of `width` tokens starting at `starts`, as int64 on `device`.
+// A batch of `rows` windows of `width` tokens starting at `starts`, as int64 on the CPU.
 torch::Tensor Windows(const std::vector<int32_t>& tokens, const std::vector<int64_t>& starts,
-                      int64_t width, const c10::Device& device) {
+                      int64_t width) {
   torch::Tensor batch = torch::empty({static_cast<int64_t>(starts.size()), width}, torch::kLong);
   int64_t* out = batch.data_ptr<int64_t>();
   for (size_t row = 0; row < starts.size(); ++row) {
     for (int64_t i = 0; i < width; ++i) out[row * width + i] = tokens[starts[row] + i];
   }
-  return batch.to(device);
+  return batch;
 }
 
 // Mean (or summed) next-token loss of a batch of windows: inputs are all but the last token,
@@ -103,8 +103,8 @@ Result<std::vector<int32_t>> TokenizeFile(const std::string& path, const char* w
       text, [&](std::string_view doc) { return tokenizer.Encode(doc); }, tokenizer.eos_id());
 }
 
-Result<double> RunLm(const config::LmObjectiveConfig& config, const Params& params,
-                     ObjectiveContext& ctx) {
+Result<PreparedLm> Prepare(const config::LmObjectiveConfig& config, const Params& params,
+                           ObjectiveContext& ctx) {
   TRIALD_ASSIGN_OR_RETURN(LmHyperparams hp, LmHyperparamsFrom(config, params));
   if (config.max_steps < 1) {
     return InvalidArgument("lm: max_steps must be >= 1, got " + std::to_string(config.max_steps));
@@ -188,13 +188,21 @@ Result<double> RunLm(const config::LmObjectiveConfig& config, const Params& para
   TRIALD_RETURN_IF_ERROR(CheckNoMetaTensors(*model, weights.path()));
   if (ctx.StopRequested()) return StoppedStatus();
 
-  LmTrainOptions options;
-  options.max_steps = config.max_steps;
-  options.seq_len = config.seq_len;
-  options.eval_every = config.eval_every;
-  options.hyperparams = hp;
+  PreparedLm prepared;
+  prepared.hyperparams = hp;
+  prepared.model = std::move(model);
+  prepared.train = std::move(train);
+  prepared.eval = std::move(eval);
+  prepared.device = device.device;
+  return prepared;
+}
+
+Result<double> RunLm(const config::LmObjectiveConfig& config, const Params& params,
+                     ObjectiveContext& ctx) {
+  TRIALD_ASSIGN_OR_RETURN(PreparedLm run, Prepare(config, params, ctx));
   TRIALD_ASSIGN_OR_RETURN(LmTrainResult result,
-                          TrainLm(*model, train, eval, options, device.device, ctx));
+                          TrainLm(*run.model, run.train, run.eval,
+                                  LmTrainOptionsFor(config, run.hyperparams), run.device, ctx));
   TRIALD_RETURN_IF_ERROR(ctx.OnAttr("tokens_seen", result.tokens_seen));
   TRIALD_RETURN_IF_ERROR(ctx.OnAttr("train_seconds", result.train_seconds));
   // exp overflows to infinity for a hopeless loss; JSON cannot carry that.
@@ -204,6 +212,26 @@ Result<double> RunLm(const config::LmObjectiveConfig& config, const Params& para
 }
 
 }  // namespace
+
+Result<PreparedLm> PrepareLm(const config::LmObjectiveConfig& config, const Params& params,
+                             ObjectiveContext& ctx) {
+  try {
+    return Prepare(config, params, ctx);
+  } catch (const c10::Error& e) {
+    return common::Internal(std::string("lm: LibTorch error: ") + e.what_without_backtrace());
+  } catch (const std::exception& e) {
+    return common::Internal(std::string("lm: ") + e.what());
+  }
+}
+
+LmTrainOptions LmTrainOptionsFor(const config::LmObjectiveConfig& config, const LmHyperparams& hp) {
+  LmTrainOptions options;
+  options.max_steps = config.max_steps;
+  options.seq_len = config.seq_len;
+  options.eval_every = config.eval_every;
+  options.hyperparams = hp;
+  return options;
+}
 
 const std::vector<std::string_view>& LmParamNames() {
   static const std::vector<std::string_view> kNames = {
@@ -320,11 +348,11 @@ Result<double> EvaluateLm(Gpt2Model& model, const std::vector<int32_t>& tokens, 
     if (ctx.StopRequested()) return StoppedStatus();
     std::vector<int64_t> chunk(starts.begin() + i,
                                starts.begin() + std::min(starts.size(), i + batch_size));
-    total += WindowLoss(model, Windows(tokens, chunk, seq_len + 1, device), true).item<double>();
+    total += WindowLoss(model, Windows(tokens, chunk, seq_len + 1).to(device), true).item<double>();
     predicted += static_cast<int64_t>(chunk.size()) * seq_len;
   }
   if (n - start >= 2) {
-    total += WindowLoss(model, Windows(tokens, {start}, n - start, device), true).item<double>();
+    total += WindowLoss(model, Windows(tokens, {start}, n - start).to(device), true).item<double>();
     predicted += n - start - 1;
   }
   model.train(was_training);
@@ -366,6 +394,14 @@ Result<LmTrainResult> TrainLm(Gpt2Model& model, const std::vector<int32_t>& trai
 
   LmTrainResult result;
   const auto began = std::chrono::steady_clock::now();
+  if (options.eval_before_training) {
+    TRIALD_ASSIGN_OR_RETURN(result.initial_eval_loss,
+                            EvaluateLm(model, eval, seq_len, hp.batch_size, device, ctx));
+    // A random or broken checkpoint can start at a huge loss; JSON cannot carry infinity.
+    if (std::isfinite(result.initial_eval_loss)) {
+      TRIALD_RETURN_IF_ERROR(ctx.OnAttr("initial_eval_loss", result.initial_eval_loss));
+    }
+  }
   model.train();
   double eval_loss = 0;
   for (int64_t step = 0; step < options.max_steps; ++step) {
@@ -377,7 +413,8 @@ Result<LmTrainResult> TrainLm(Gpt2Model& model, const std::vector<int32_t>& trai
     }
     for (int64_t& s : starts) s = pick_start(rng);
     optimizer.zero_grad();
-    torch::Tensor loss = WindowLoss(model, Windows(train, starts, seq_len + 1, device), false);
+    torch::Tensor windows = Windows(train, starts, seq_len + 1);
+    torch::Tensor loss = WindowLoss(model, windows.to(device), false);
     loss.backward();
     if (hp.grad_clip > 0) torch::nn::utils::clip_grad_norm_(all_params, hp.grad_clip);
     optimizer.step();
@@ -388,6 +425,16 @@ Result<LmTrainResult> TrainLm(Gpt2Model& model, const std::vector<int32_t>& trai
       return InvalidArgument("lm: training loss became " + FormatDouble(value) + " at step " +
                              std::to_string(step + 1) + " (learning_rate " + FormatDouble(lr) +
                              " at that step; base " + FormatDouble(hp.learning_rate) + ")");
+    }
+    if (options.on_train_step) {
+      LmStepRecord record;
+      record.step = step + 1;
+      record.learning_rate = lr;
+      record.loss = value;
+      record.windows = windows;
+      record.elapsed_seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+      TRIALD_RETURN_IF_ERROR(options.on_train_step(record));
     }
     const bool last = step + 1 == options.max_steps;
     if (last || (options.eval_every > 0 && (step + 1) % options.eval_every == 0)) {

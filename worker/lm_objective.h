@@ -11,10 +11,10 @@
 //      eval files tokenized (see TokenizeDocuments);
 //   4. the device is chosen (worker/device.h), the seed set, the weights loaded straight onto the
 //      device, and no meta tensor may remain;
-//   5. training (TrainLm), with the evaluation loss sent as an intermediate value every
-//      eval_every steps and at the end. The final value is the last evaluation loss; the
-//      attributes device, tokens_seen, train_seconds and perplexity (exp of that loss) go with
-//      it.
+//   5. training (TrainLm): the evaluation loss before the first step as the attribute
+//      initial_eval_loss, then as an intermediate value every eval_every steps and at the end.
+//      The final value is the last evaluation loss; the attributes device, tokens_seen,
+//      train_seconds and perplexity (exp of that loss) go with it.
 //
 // Thread-safety: RunLmObjective and TrainLm set process-wide LibTorch state (the seed, the CUDA
 // allocator's fraction); run one per process, as trial-worker does.
@@ -74,16 +74,32 @@ std::vector<int32_t> TokenizeDocuments(
     std::string_view text, const std::function<std::vector<int32_t>(std::string_view)>& encode,
     int32_t eos);
 
+// One optimizer step as TrainLm took it, for the tools that record or cross-check training
+// (trial-worker train).
+struct LmStepRecord {
+  int64_t step = 0;            // 1-based
+  double learning_rate = 0;    // the rate this step's update used
+  double loss = 0;             // the batch's training loss, computed before the update
+  torch::Tensor windows;       // the batch: CPU int64 [batch_size, seq_len + 1] token ids
+  double elapsed_seconds = 0;  // since TrainLm began, after this step's update
+};
+
 struct LmTrainOptions {
   int64_t max_steps = 100;
   int64_t seq_len = 128;
   int64_t eval_every = 0;  // 0 = evaluate only at the end
   LmHyperparams hyperparams;
+  // Evaluate once before the first step and send it as the attribute initial_eval_loss: where
+  // fine-tuning started from, so a trial's gain (or a bad learning rate's damage) is visible.
+  bool eval_before_training = true;
+  // Called after every step; a non-OK status ends training with that status. May be empty.
+  std::function<common::Status(const LmStepRecord&)> on_train_step;
 };
 
 struct LmTrainResult {
-  double eval_loss = 0;     // the last evaluation's mean loss per token (nats)
-  int64_t tokens_seen = 0;  // training tokens fed forward (batch_size * seq_len per step)
+  double initial_eval_loss = 0;  // before the first step (0 when not evaluated)
+  double eval_loss = 0;          // the last evaluation's mean loss per token (nats)
+  int64_t tokens_seen = 0;       // training tokens fed forward (batch_size * seq_len per step)
   int64_t steps = 0;
   double train_seconds = 0;  // the training loop alone, evaluations included
 };
@@ -107,6 +123,22 @@ common::Result<LmTrainResult> TrainLm(Gpt2Model& model, const std::vector<int32_
                                       const std::vector<int32_t>& eval,
                                       const LmTrainOptions& options, const c10::Device& device,
                                       ObjectiveContext& ctx);
+
+// Steps 1 to 4 of a trial (see the top): the hyperparameters, the plan (sent as attributes and
+// checked against memory_budget_gb), the checkpoint, tokenizer and texts read and checked, the
+// device chosen (its attributes sent), the seed set, and the model loaded onto the device with no
+// meta tensor left. What TrainLm needs next.
+struct PreparedLm {
+  LmHyperparams hyperparams;
+  std::shared_ptr<Gpt2Model> model;
+  std::vector<int32_t> train, eval;
+  c10::Device device = c10::Device(c10::kCPU);
+};
+common::Result<PreparedLm> PrepareLm(const config::LmObjectiveConfig& config, const Params& params,
+                                     ObjectiveContext& ctx);
+
+// The options TrainLm takes for a trial of `config` with hyperparameters `hp`.
+LmTrainOptions LmTrainOptionsFor(const config::LmObjectiveConfig& config, const LmHyperparams& hp);
 
 // The whole trial as described at the top. LibTorch exceptions are converted to Status here.
 common::Result<double> RunLmObjective(const config::LmObjectiveConfig& config, const Params& params,

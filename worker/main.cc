@@ -85,7 +85,11 @@ void PrintUsage(std::FILE* out) {
       "                                           parameters and planned memory (JSON),\n"
       "                                           without allocating the model\n"
       "  trial-worker check MODEL_DIR             load the checkpoint; name every missing,\n"
-      "                                           unexpected or mismatched tensor\n");
+      "                                           unexpected or mismatched tensor\n"
+      "  trial-worker train MODEL_DIR TRAIN_FILE EVAL_FILE [--steps N] [--seq-len L]\n"
+      "      [--eval-every N] [--device D] [--params JSON] [--save OUT_DIR] [--batches]\n"
+      "      [--no-initial-eval]                 train as a trial would; JSON lines per step;\n"
+      "                                           --save writes the trained model folder\n");
 }
 
 // Prints `status` to stderr and, when possible, tells the daemon too; returns the exit code.
@@ -111,14 +115,15 @@ int Stopped(Reporter& reporter) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  InstallSignalHandlers();
   // The daemon tails stdout into a log file; line buffering keeps the log current and loses at
   // most one line if the worker is killed.
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
 
+  // Tools are not trials: SIGTERM and SIGINT keep their default meaning.
   if (argc >= 2 && triald::worker::IsTool(argv[1])) {
     return triald::worker::RunTool(argv[1], std::vector<std::string>(argv + 2, argv + argc));
   }
+  InstallSignalHandlers();
 
   std::string objective = "quadratic-sgd";
   std::string config;

@@ -301,4 +301,82 @@ Result<SafetensorsFile> SafetensorsFile::Open(const std::string& path) {
   return file;
 }
 
+Status WriteSafetensors(const std::string& path, std::vector<TensorToWrite> tensors,
+                        const std::map<std::string, std::string>& metadata) {
+  static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
+                "safetensors data is little-endian; this writer copies host bytes as they are");
+  std::sort(tensors.begin(), tensors.end(),
+            [](const TensorToWrite& a, const TensorToWrite& b) { return a.name < b.name; });
+  boost::json::object header;
+  if (!metadata.empty()) {
+    boost::json::object meta;
+    for (const auto& [key, value] : metadata) meta[key] = value;
+    header["__metadata__"] = std::move(meta);
+  }
+  uint64_t offset = 0;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const TensorToWrite& t = tensors[i];
+    if (i > 0 && tensors[i - 1].name == t.name) {
+      return InvalidArgument(path + ": tensor '" + t.name + "' given twice");
+    }
+    if (t.name == "__metadata__") {
+      return InvalidArgument(path + ": '__metadata__' is reserved and cannot name a tensor");
+    }
+    uint64_t count = 1;
+    boost::json::array shape;
+    for (int64_t d : t.shape) {
+      if (d < 0) return InvalidArgument(path + ": tensor '" + t.name + "' has a negative dim");
+      count *= static_cast<uint64_t>(d);
+      shape.push_back(d);
+    }
+    if (count * SafetensorsDtypeSize(t.dtype) != t.bytes) {
+      return InvalidArgument(path + ": tensor '" + t.name + "' of shape " + FormatShape(t.shape) +
+                             " and dtype " + SafetensorsDtypeName(t.dtype) + " needs " +
+                             std::to_string(count * SafetensorsDtypeSize(t.dtype)) +
+                             " bytes, got " + std::to_string(t.bytes));
+    }
+    boost::json::object entry;
+    entry["dtype"] = SafetensorsDtypeName(t.dtype);
+    entry["shape"] = std::move(shape);
+    entry["data_offsets"] = boost::json::array{offset, offset + t.bytes};
+    header[t.name] = std::move(entry);
+    offset += t.bytes;
+  }
+  std::string text = boost::json::serialize(header);
+  text.append((8 - text.size() % 8) % 8, ' ');
+  unsigned char length[8];
+  for (int i = 0; i < 8; ++i) length[i] = static_cast<unsigned char>(text.size() >> (8 * i));
+
+  const std::string tmp = path + ".tmp";
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return common::ErrnoError("cannot create " + tmp, errno);
+  auto write_all = [fd](const void* data, size_t size) {
+    const char* p = static_cast<const char*>(data);
+    while (size > 0) {
+      ssize_t n = ::write(fd, p, size);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return false;
+      p += n;
+      size -= static_cast<size_t>(n);
+    }
+    return true;
+  };
+  bool ok = write_all(length, sizeof(length)) && write_all(text.data(), text.size());
+  for (size_t i = 0; ok && i < tensors.size(); ++i) {
+    ok = write_all(tensors[i].data, tensors[i].bytes);
+  }
+  const int write_errno = errno;
+  if (::close(fd) != 0 && ok) return common::ErrnoError("cannot write " + tmp, errno);
+  if (!ok) {
+    ::unlink(tmp.c_str());
+    return common::ErrnoError("cannot write " + tmp, write_errno);
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    return common::ErrnoError("cannot rename " + tmp + " to " + path, err);
+  }
+  return Status::Ok();
+}
+
 }  // namespace triald::worker

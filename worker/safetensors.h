@@ -1,5 +1,5 @@
 #pragma once
-// Read-only access to .safetensors checkpoints (https://github.com/huggingface/safetensors):
+// Access to .safetensors checkpoints (https://github.com/huggingface/safetensors):
 //
 //   [8 bytes: N, little-endian u64][N bytes: JSON header][data]
 //
@@ -13,6 +13,8 @@
 // not overlapping, and shape product * dtype size == byte count. Errors name the file and the
 // tensor. Gaps between tensors are tolerated (the format forbids them, but they cannot make a
 // tensor read the wrong bytes, and hand-written files sometimes pad).
+//
+// WriteSafetensors writes the same format (what `trial-worker train --save` uses).
 //
 // This header includes no LibTorch header; the views carry raw bytes.
 //
@@ -96,5 +98,22 @@ class SafetensorsFile {
   std::vector<TensorView> tensors_;
   std::map<std::string, std::string> metadata_;
 };
+
+// One tensor for WriteSafetensors: `bytes` bytes at `data`, little-endian, row-major.
+struct TensorToWrite {
+  std::string name;
+  SafetensorsDtype dtype;
+  std::vector<int64_t> shape;
+  const void* data;
+  size_t bytes;
+};
+
+// Writes `tensors` (in name order, no gaps, header padded with spaces to 8 bytes as the
+// reference writer does) and `metadata` as a .safetensors file at `path`. The file is written
+// as `path`.tmp and renamed into place, so a reader never sees half a checkpoint. Fails, naming
+// the tensor, when a name repeats or a byte count does not match its shape and dtype; or naming
+// the file on an I/O error.
+common::Status WriteSafetensors(const std::string& path, std::vector<TensorToWrite> tensors,
+                                const std::map<std::string, std::string>& metadata = {});
 
 }  // namespace triald::worker

@@ -6,6 +6,15 @@
 //                        from config.json alone: the model is built on the meta device only
 //   check MODEL_DIR      loads model.safetensors for real (on the CPU) and reports every
 //                        missing, unexpected or mismatched tensor by name
+//   train MODEL_DIR TRAIN_FILE EVAL_FILE [--steps N] [--seq-len L] [--eval-every N]
+//         [--device D] [--params JSON] [--save OUT_DIR] [--batches] [--no-initial-eval]
+//                        trains exactly as a trial with those [objective] settings and
+//                        TRIALD_PARAMS = JSON would (PrepareLm, then TrainLm), printing JSON
+//                        lines: attributes, every step (learning rate, training loss, elapsed
+//                        time; with --batches the batch's token ids too), every evaluation, and
+//                        a summary (with --batches also the evaluation token ids), so another
+//                        implementation can replay the run; --save writes the trained model as
+//                        a new Hugging Face folder (how the demo's pretrained fixture is made)
 // They use exactly the code a trial uses. Each returns the process exit code: 0 success, 1 a
 // problem (printed on stderr), 2 a bad command line.
 //

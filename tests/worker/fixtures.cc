@@ -43,12 +43,15 @@ std::string InputsFingerprint() {
   return std::to_string(std::hash<std::string>()(inputs)) + "\n";
 }
 
-// Runs `python3 make_fixtures.py DIR --dtype F32 F16 BF16`, its output going to `log`, and
-// returns its wait status. posix_spawn rather than system(): no shell to quote paths for.
+// Runs `python3 make_fixtures.py DIR --dtype F32 F16 BF16 --trial-worker <bin>/trial-worker`, its
+// output going to `log`, and returns its wait status. posix_spawn rather than system(): no shell to
+// quote paths for.
 int RunMakeFixtures(const fs::path& dir, const fs::path& log) {
   const std::string script = (SourceDir() / "scripts" / "make_fixtures.py").string();
   const std::string out = dir.string();
-  std::vector<std::string> args = {"python3", script, out, "--dtype", "F32", "F16", "BF16"};
+  const std::string worker = std::string(TRIALD_BIN_DIR) + "/trial-worker";
+  std::vector<std::string> args = {"python3", script,           out,   "--dtype", "F32", "F16",
+                                   "BF16",    "--trial-worker", worker};
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -99,8 +102,12 @@ std::string MakeFixtureDir() {
   const std::string fingerprint = InputsFingerprint();
   bool complete = fs::exists(stamp) && ReadWholeFile(stamp) == fingerprint &&
                   fs::exists(dir / "tokenizer-reference.json");
-  for (const char* model : {"tiny-gpt2", "tiny-gpt2-f16", "tiny-gpt2-bf16"}) {
+  for (const char* model :
+       {"tiny-gpt2", "tiny-gpt2-f16", "tiny-gpt2-bf16", "tiny-gpt2-pretrained"}) {
     complete = complete && fs::exists(dir / model / "model.safetensors");
+  }
+  for (const char* text : {"pretrain.txt", "train.txt", "eval.txt"}) {
+    complete = complete && fs::exists(dir / "licenses" / text);
   }
   if (!complete) {
     std::error_code ec;

@@ -11,7 +11,9 @@
 
 namespace triald::worker::testing {
 
-// The folder holding tiny-gpt2/, tiny-gpt2-f16/, tiny-gpt2-bf16/ and tokenizer-reference.json.
+// The folder holding tiny-gpt2/, tiny-gpt2-f16/, tiny-gpt2-bf16/, tokenizer-reference.json, the
+// license corpus licenses/{pretrain,train,eval}.txt and tiny-gpt2-pretrained/ (tiny-gpt2 trained
+// briefly on licenses/pretrain.txt by this build's trial-worker, which must be built first).
 // It is <build>/fixtures, made on first use by `python3 scripts/make_fixtures.py` (which needs
 // node, npm and, the first time, the npm registry) and made again when that script or the tiny
 // corpus changes; a lock file keeps concurrent test processes from making it twice. When

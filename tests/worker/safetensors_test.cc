@@ -192,5 +192,51 @@ TEST_CASE("safetensors: overlapping tensors are refused, naming both", "[worker]
   CHECK(file->tensors().size() == 3);
 }
 
+TEST_CASE("WriteSafetensors writes what the reader reads back", "[worker][safetensors]") {
+  TempDir dir;
+  const std::string path = dir / "w.safetensors";
+  const std::vector<float> a = {1.5f, -2.0f, 3.25f, 0.0f, 7.0f, 8.0f};
+  const std::vector<int16_t> b = {1, -2, 3};
+  REQUIRE(WriteSafetensors(path,
+                           {{"z.a", SafetensorsDtype::kF32, {2, 3}, a.data(), 24},
+                            {"b", SafetensorsDtype::kI16, {3}, b.data(), 6}},
+                           {{"format", "pt"}})
+              .ok());
+  auto file = SafetensorsFile::Open(path);
+  INFO(file.status().message());
+  REQUIRE(file.ok());
+  REQUIRE(file->tensors().size() == 2);
+  const TensorView& first = file->tensors()[0];
+  CHECK(first.name == "b");
+  CHECK(first.dtype == SafetensorsDtype::kI16);
+  CHECK(first.shape == std::vector<int64_t>{3});
+  REQUIRE(first.bytes == 6);
+  CHECK(std::memcmp(first.data, b.data(), 6) == 0);
+  const TensorView* second = file->Find("z.a");
+  REQUIRE(second != nullptr);
+  CHECK(second->shape == std::vector<int64_t>{2, 3});
+  REQUIRE(second->bytes == 24);
+  CHECK(std::memcmp(second->data, a.data(), 24) == 0);
+  CHECK(file->metadata().at("format") == "pt");
+}
+
+TEST_CASE("WriteSafetensors refuses inconsistent tensors by name", "[worker][safetensors]") {
+  TempDir dir;
+  const std::string path = dir / "w.safetensors";
+  const std::vector<float> a = {1, 2, 3, 4};
+  auto twice = WriteSafetensors(path, {{"x", SafetensorsDtype::kF32, {4}, a.data(), 16},
+                                       {"x", SafetensorsDtype::kF32, {4}, a.data(), 16}});
+  REQUIRE(!twice.ok());
+  CHECK_THAT(twice.message(), Catch::Contains("'x' given twice"));
+  auto short_data = WriteSafetensors(path, {{"y", SafetensorsDtype::kF32, {5}, a.data(), 16}});
+  REQUIRE(!short_data.ok());
+  CHECK_THAT(short_data.message(), Catch::Contains("'y'"));
+  CHECK_THAT(short_data.message(), Catch::Contains("needs 20 bytes, got 16"));
+  auto nowhere = WriteSafetensors(dir / "no-such-dir/w.safetensors",
+                                  {{"x", SafetensorsDtype::kF32, {4}, a.data(), 16}});
+  REQUIRE(!nowhere.ok());
+  CHECK_THAT(nowhere.message(), Catch::Contains("no-such-dir/w.safetensors"));
+}
+
 }  // namespace
 }  // namespace triald::worker

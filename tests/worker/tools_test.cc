@@ -1,14 +1,17 @@
 // trial-worker's model tools (tokenize, inspect, check) as a user runs them.
 #include <boost/json.hpp>
 #include <catch2/catch.hpp>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "tests/support/temp_dir.h"
 #include "tests/worker/child_run.h"
 #include "tests/worker/fixtures.h"
 #include "worker/gpt2.h"
+#include "worker/safetensors.h"
 #include "worker/tokenizer.h"
 
 namespace triald::worker::testing {
@@ -85,6 +88,90 @@ TEST_CASE("trial-worker check loads the checkpoint and names what is missing", "
   ChildResult missing = Run({"check", dir.path()});
   CHECK(missing.exit_code == 1);
   CHECK_THAT(missing.err, Catch::Contains("h.2.attn.c_attn.weight"));
+}
+
+// Every JSON line of a `train` run, by type.
+std::map<std::string, std::vector<boost::json::object>> TrainLines(const std::string& out) {
+  std::map<std::string, std::vector<boost::json::object>> lines;
+  std::istringstream in(out);
+  std::string line;
+  while (std::getline(in, line)) {
+    boost::json::object o = boost::json::parse(line).as_object();
+    lines[std::string(o.at("type").as_string())].push_back(o);
+  }
+  return lines;
+}
+
+TEST_CASE("trial-worker train trains as a trial would and saves a model that loads",
+          "[worker][tools]") {
+  const std::string fixtures = FixtureDir();
+  const std::string model = fixtures + "/tiny-gpt2";
+  const std::string train = fixtures + "/licenses/train.txt";
+  const std::string eval = fixtures + "/licenses/eval.txt";
+  triald::testing::TempDir dir;
+  const std::string out = dir.File("trained");
+  ChildResult r = Run({"train", model, train, eval, "--steps", "3", "--seq-len", "16",
+                       "--eval-every", "2", "--device", "cpu", "--params",
+                       R"({"learning_rate":0.01,"batch_size":2})", "--save", out});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  auto lines = TrainLines(r.out);
+  REQUIRE(lines["step"].size() == 3);
+  CHECK(lines["step"][2].at("step").as_int64() == 3);
+  CHECK(lines["step"][0].at("lr").to_number<double>() == 0.01);  // no warmup, linear decay
+  CHECK(lines["step"][0].at("loss").to_number<double>() > 5);
+  CHECK_FALSE(lines["step"][0].contains("windows"));  // only with --batches
+  REQUIRE(lines["eval"].size() == 2);                 // steps 2 and 3
+  REQUIRE(lines["summary"].size() == 1);
+  const boost::json::object& summary = lines["summary"][0];
+  const double trained_loss = summary.at("eval_loss").to_number<double>();
+  CHECK(trained_loss == lines["eval"][1].at("loss").to_number<double>());
+  CHECK(summary.at("tokens_seen").as_int64() == 3 * 2 * 16);
+  CHECK(summary.at("saved").as_string() == out + "/");
+  bool initial = false;
+  for (const auto& attr : lines["attr"]) initial |= attr.at("key") == "initial_eval_loss";
+  CHECK(initial);
+
+  // The saved folder is a complete model: the checker accepts it, its weights are the trained
+  // ones, and evaluating it afresh gives the loss training ended with.
+  ChildResult check = Run({"check", out});
+  INFO(check.err);
+  CHECK(check.exit_code == 0);
+  auto before = SafetensorsFile::Open(model + "/model.safetensors");
+  auto after = SafetensorsFile::Open(out + "/model.safetensors");
+  REQUIRE(before.ok());
+  REQUIRE(after.ok());
+  const TensorView* w0 = before->Find("h.0.attn.c_attn.weight");
+  const TensorView* w1 = after->Find("h.0.attn.c_attn.weight");
+  REQUIRE(w0 != nullptr);
+  REQUIRE(w1 != nullptr);
+  CHECK(w0->shape == w1->shape);
+  CHECK(std::memcmp(w0->data, w1->data, w0->bytes) != 0);
+  ChildResult again = Run({"train", out, train, eval, "--steps", "1", "--seq-len", "16", "--device",
+                           "cpu", "--params", R"({"batch_size":2})"});
+  INFO(again.err);
+  REQUIRE(again.exit_code == 0);
+  auto again_lines = TrainLines(again.out);
+  double reloaded = -1;
+  for (const auto& attr : again_lines["attr"]) {
+    if (attr.at("key") == "initial_eval_loss") reloaded = attr.at("value").to_number<double>();
+  }
+  CHECK(reloaded == Approx(trained_loss).epsilon(1e-6));
+}
+
+TEST_CASE("trial-worker train refuses bad arguments by name", "[worker][tools]") {
+  const std::string fixtures = FixtureDir();
+  const std::string model = fixtures + "/tiny-gpt2";
+  const std::string train = fixtures + "/licenses/train.txt";
+  const std::string eval = fixtures + "/licenses/eval.txt";
+  CHECK(Run({"train", model}).exit_code == 2);
+  CHECK(Run({"train", model, train, eval, "--steps", "0"}).exit_code == 2);
+  ChildResult typo = Run({"train", model, train, eval, "--params", R"({"learning_rat":1})"});
+  CHECK(typo.exit_code == 1);
+  CHECK_THAT(typo.err, Catch::Contains("learning_rat"));
+  ChildResult onto_itself = Run({"train", model, train, eval, "--steps", "1", "--save", model});
+  CHECK(onto_itself.exit_code == 1);
+  CHECK_THAT(onto_itself.err, Catch::Contains("is the model folder itself"));
 }
 
 }  // namespace triald::worker::testing
