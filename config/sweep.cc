@@ -1193,6 +1193,16 @@ Result<SweepSpec> SweepParser::Parse() {
       const toml::table* objective,
       required("objective", "an [objective] table with kind (and command for kind = \"exec\")"));
   TRIALD_RETURN_IF_ERROR(ParseObjective(*objective, &spec.objective));
+  // A CUDA trial sees only the GPUs the scheduler gives it (CUDA_VISIBLE_DEVICES), so asking for
+  // CUDA without asking for a GPU would fail every trial at start-up: refuse it here instead.
+  if (spec.objective.kind == "lm" && spec.objective.lm.device == "cuda" &&
+      spec.study.gpus_per_trial == 0) {
+    const toml::node* device = objective->get("device");
+    return InvalidArgument(Where(device != nullptr ? device->source() : objective->source()) +
+                           ": [objective] device = \"cuda\" needs [study] gpus_per_trial >= 1: "
+                           "each trial sees only the GPUs triald gives it (CUDA_VISIBLE_DEVICES); "
+                           "use device = \"auto\" to fall back to the CPU");
+  }
   TRIALD_ASSIGN_OR_RETURN(const toml::table* space,
                           required("space", "at least one [space.NAME] parameter table"));
   TRIALD_RETURN_IF_ERROR(ParseSpace(*space, spec.objective.kind == "lm", &spec.space));

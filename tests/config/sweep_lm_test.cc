@@ -55,7 +55,9 @@ std::string LmSpace(const std::string& space) {
 }
 
 TEST_CASE("an lm objective parses with every key", "[config][lm]") {
-  const SweepSpec s = Parsed(LmWith(R"(max_steps = 500
+  // device = "cuda" needs a GPU per trial (see below).
+  const SweepSpec s =
+      Parsed(With("n_trials = 4\n", "n_trials = 4\ngpus_per_trial = 1\n", LmWith(R"(max_steps = 500
 seq_len = 64
 eval_every = 50
 device = "cuda"
@@ -73,8 +75,9 @@ lr_schedule = "cosine"
 seed = 1234
 env = { HF_HUB_OFFLINE = "1" }
 workdir = "runs"
-)"),
-                             "/srv/sweeps/lm.toml");
+)")),
+             "/srv/sweeps/lm.toml");
+  CHECK(s.study.gpus_per_trial == 1);
   CHECK(s.objective.kind == "lm");
   CHECK(s.objective.command.empty());  // the daemon fills in trial-worker
   CHECK(s.objective.env == std::map<std::string, std::string>{{"HF_HUB_OFFLINE", "1"}});
@@ -99,6 +102,15 @@ workdir = "runs"
   CHECK(lm.grad_clip == 0.5);
   CHECK(lm.lr_schedule == "cosine");
   CHECK(lm.seed == 1234);
+}
+
+TEST_CASE("an lm objective on cuda without a GPU per trial is refused at the device key",
+          "[config][lm]") {
+  CHECK(ErrorOf(LmWith("device = \"cuda\"\n")) ==
+        "sweep.toml:10:10: [objective] device = \"cuda\" needs [study] gpus_per_trial >= 1: each "
+        "trial sees only the GPUs triald gives it (CUDA_VISIBLE_DEVICES); use device = \"auto\" to "
+        "fall back to the CPU");
+  CHECK(Parsed(LmWith("device = \"auto\"\n"), "/srv/s.toml").objective.lm.device == "auto");
 }
 
 TEST_CASE("lm settings left out take the product's defaults", "[config][lm]") {

@@ -21,21 +21,6 @@ namespace json = boost::json;
 
 namespace {
 
-struct Ctl {
-  int code = -1;
-  std::string out, err;
-};
-
-Ctl Run(const std::string& socket, std::vector<std::string> args) {
-  std::ostringstream out, err;
-  args.insert(args.begin(), {"--socket", socket});
-  Ctl c;
-  c.code = ctl::RunTrialctl(args, out, err);
-  c.out = out.str();
-  c.err = err.str();
-  return c;
-}
-
 // RFC 4180 records: fields split at commas outside quotes, "" inside quotes is one quote.
 std::vector<std::vector<std::string>> ParseCsv(const std::string& text) {
   std::vector<std::vector<std::string>> rows(1, std::vector<std::string>(1));
@@ -81,14 +66,14 @@ std::pair<int, std::string> Shell(const std::string& cmd) {
 }  // namespace
 
 TEST_CASE("trialctl export: bad command lines exit 2", "[trialctl][export][integration]") {
-  CHECK(Run("/x", {"export", "s"}).code == ctl::kExitUsage);
-  CHECK(Run("/x", {"export", "s", "--format", "xml"}).code == ctl::kExitUsage);
-  Ctl no_out = Run("/x", {"export", "s", "--format", "optuna"});
+  CHECK(Trialctl("/x", {"export", "s"}).code == ctl::kExitUsage);
+  CHECK(Trialctl("/x", {"export", "s", "--format", "xml"}).code == ctl::kExitUsage);
+  Ctl no_out = Trialctl("/x", {"export", "s", "--format", "optuna"});
   CHECK(no_out.code == ctl::kExitUsage);
   CHECK_THAT(no_out.err, Catch::Contains("--out FILE.db"));
-  CHECK(Run("/x", {"export", "s", "--format", "csv", "--out", "f"}).code == ctl::kExitUsage);
-  CHECK(Run("/x", {"trials", "s", "--format", "csv"}).code == ctl::kExitUsage);
-  CHECK(Run("/x", {"export", "--format", "csv"}).code == ctl::kExitUsage);
+  CHECK(Trialctl("/x", {"export", "s", "--format", "csv", "--out", "f"}).code == ctl::kExitUsage);
+  CHECK(Trialctl("/x", {"trials", "s", "--format", "csv"}).code == ctl::kExitUsage);
+  CHECK(Trialctl("/x", {"export", "--format", "csv"}).code == ctl::kExitUsage);
 }
 
 TEST_CASE("export CSV quotes fields and JSON writes numbers as Python does", "[export]") {
@@ -139,11 +124,11 @@ TEST_CASE("trialctl export csv, json and an Optuna storage Optuna loads",
   TestDaemon d(dir.File("state"));
   d.Start();
   const std::string sweep = WriteMixedStudy(dir, "mixed");
-  REQUIRE(Run(d.socket(), {"submit", sweep}).code == 0);
+  REQUIRE(Trialctl(d.socket(), {"submit", sweep}).code == 0);
   json::object st = d.WaitStudy("mixed", 120);
   REQUIRE(st.at("state").as_string() == "COMPLETE");
 
-  Ctl j = Run(d.socket(), {"export", "mixed", "--format", "json"});
+  Ctl j = Trialctl(d.socket(), {"export", "mixed", "--format", "json"});
   INFO(j.err);
   REQUIRE(j.code == 0);
   // Exact parsing: boost::json::parse can be one ulp off (common/json.h).
@@ -168,7 +153,7 @@ TEST_CASE("trialctl export csv, json and an Optuna storage Optuna loads",
   CHECK(trials[0].at("distributions").at("lr").at("log").as_bool());
   CHECK(data.at("study").at("name").as_string() == "mixed");
 
-  Ctl csv = Run(d.socket(), {"export", "mixed", "--format", "csv"});
+  Ctl csv = Trialctl(d.socket(), {"export", "mixed", "--format", "csv"});
   REQUIRE(csv.code == 0);
   std::vector<std::vector<std::string>> rows = ParseCsv(csv.out);
   REQUIRE(rows.size() == kMixedTrials + 1);
@@ -199,7 +184,7 @@ TEST_CASE("trialctl export csv, json and an Optuna storage Optuna loads",
 
   const std::string db = dir.File("mixed.db");
   const std::string exported = dir.Write("mixed.json", j.out);
-  Ctl opt = Run(d.socket(), {"export", "mixed", "--format", "optuna", "--out", db});
+  Ctl opt = Trialctl(d.socket(), {"export", "mixed", "--format", "optuna", "--out", db});
   INFO(opt.err);
   REQUIRE(opt.code == 0);
   auto [code, output] = Shell("/usr/bin/python3 " + std::string(TRIALD_SOURCE_DIR) +
@@ -209,12 +194,12 @@ TEST_CASE("trialctl export csv, json and an Optuna storage Optuna loads",
   CHECK_THAT(output, Catch::Contains("8 trials match"));
 
   // An existing file is kept unless --force.
-  Ctl again = Run(d.socket(), {"export", "mixed", "--format", "optuna", "--out", db});
+  Ctl again = Trialctl(d.socket(), {"export", "mixed", "--format", "optuna", "--out", db});
   CHECK(again.code == ctl::kExitError);
   CHECK_THAT(again.err, Catch::Contains(db + " already exists"));
-  CHECK(Run(d.socket(), {"export", "mixed", "--format", "optuna", "--out", db, "--force"}).code ==
-        0);
-  Ctl unknown = Run(d.socket(), {"export", "nope", "--format", "csv"});
+  CHECK(Trialctl(d.socket(), {"export", "mixed", "--format", "optuna", "--out", db, "--force"})
+            .code == 0);
+  Ctl unknown = Trialctl(d.socket(), {"export", "nope", "--format", "csv"});
   CHECK(unknown.code == ctl::kExitError);
   CHECK(unknown.err == "trialctl: no study named \"nope\" (see `trialctl studies`)\n");
 }

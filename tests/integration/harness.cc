@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "daemon/ctl/client.h"
+#include "daemon/ctl/trialctl.h"
 
 namespace triald::testing {
 namespace json = boost::json;
@@ -186,6 +187,16 @@ std::vector<pid_t> WaitNoProcessesOfStudy(const std::string& study, double timeo
     left = ProcessesOfStudy(study);
   }
   return left;
+}
+
+Ctl Trialctl(const std::string& socket, std::vector<std::string> args) {
+  std::ostringstream out, err;
+  args.insert(args.begin(), {"--socket", socket});
+  Ctl c;
+  c.code = ctl::RunTrialctl(args, out, err);
+  c.out = out.str();
+  c.err = err.str();
+  return c;
 }
 
 std::string ExecSweep(const std::string& study, const std::string& command, int n_trials,

@@ -50,6 +50,13 @@ class TestDaemon {
   pid_t pid_ = -1;
 };
 
+// trialctl run in-process (ctl::RunTrialctl) against `socket`: its exit code and output.
+struct Ctl {
+  int code = -1;
+  std::string out, err;
+};
+Ctl Trialctl(const std::string& socket, std::vector<std::string> args);
+
 // Children of `parent` that are zombies.
 std::vector<pid_t> ZombieChildren(pid_t parent);
 // Live processes whose environment has TRIALD_STUDY=<study>.

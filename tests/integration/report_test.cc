@@ -23,21 +23,6 @@ namespace json = boost::json;
 
 namespace {
 
-struct Ctl {
-  int code = -1;
-  std::string out, err;
-};
-
-Ctl Run(const std::string& socket, std::vector<std::string> args) {
-  std::ostringstream out, err;
-  args.insert(args.begin(), {"--socket", socket});
-  Ctl c;
-  c.code = ctl::RunTrialctl(args, out, err);
-  c.out = out.str();
-  c.err = err.str();
-  return c;
-}
-
 std::pair<int, std::string> Shell(const std::string& cmd, bool with_stderr = true) {
   std::string output;
   FILE* p = ::popen((cmd + (with_stderr ? " 2>&1" : " 2>/dev/null")).c_str(), "r");
@@ -84,7 +69,7 @@ TEST_CASE("trialctl report: one self-contained HTML file a browser draws",
   TempDir dir;
   TestDaemon d(dir.File("state"));
   d.Start();
-  REQUIRE(Run(d.socket(), {"submit", WriteMixedStudy(dir, "rep")}).code == 0);
+  REQUIRE(Trialctl(d.socket(), {"submit", WriteMixedStudy(dir, "rep")}).code == 0);
   d.WaitStudy("rep", 120);
   json::array trials = d.Trials("rep");
   REQUIRE(trials.size() == kMixedTrials);
@@ -100,9 +85,9 @@ TEST_CASE("trialctl report: one self-contained HTML file a browser draws",
   REQUIRE(complete.size() == 4);
   REQUIRE(pruned.size() == 2);
 
-  CHECK(Run(d.socket(), {"report", "rep"}).code == ctl::kExitUsage);  // no -o
+  CHECK(Trialctl(d.socket(), {"report", "rep"}).code == ctl::kExitUsage);  // no -o
   const std::string html = dir.File("rep.html");
-  Ctl r = Run(d.socket(), {"report", "rep", "-o", html});
+  Ctl r = Trialctl(d.socket(), {"report", "rep", "-o", html});
   INFO(r.err);
   REQUIRE(r.code == 0);
   std::ifstream in(html);
@@ -119,7 +104,7 @@ TEST_CASE("trialctl report: one self-contained HTML file a browser draws",
   // The workers' attribute text "a<b>&\"c\"" travels escaped: it cannot end the data <script>.
   CHECK(page.find("a<b>") == std::string::npos);
   CHECK_THAT(page, Catch::Contains("a\\u003cb\\u003e\\u0026"));
-  CHECK(Run(d.socket(), {"report", "nope", "-o", dir.File("x.html")}).code == ctl::kExitError);
+  CHECK(Trialctl(d.socket(), {"report", "nope", "-o", dir.File("x.html")}).code == ctl::kExitError);
 
   const std::string chromium = FindChromium();
   if (chromium.empty()) {

@@ -9,28 +9,9 @@
 namespace triald::testing {
 namespace json = boost::json;
 
-namespace {
-
-struct Ctl {
-  int code = -1;
-  std::string out, err;
-};
-
-Ctl Run(const std::string& socket, std::vector<std::string> args) {
-  std::ostringstream out, err;
-  args.insert(args.begin(), {"--socket", socket});
-  Ctl c;
-  c.code = ctl::RunTrialctl(args, out, err);
-  c.out = out.str();
-  c.err = err.str();
-  return c;
-}
-
-}  // namespace
-
 TEST_CASE("trialctl without a daemon: one clear line and exit code 3", "[trialctl][integration]") {
   TempDir dir;
-  Ctl c = Run(dir.File("nothing.sock"), {"studies"});
+  Ctl c = Trialctl(dir.File("nothing.sock"), {"studies"});
   CHECK(c.code == ctl::kExitUnavailable);
   CHECK_THAT(c.err,
              Catch::StartsWith("trialctl: cannot reach triald at " + dir.File("nothing.sock")));
@@ -38,12 +19,12 @@ TEST_CASE("trialctl without a daemon: one clear line and exit code 3", "[trialct
 }
 
 TEST_CASE("trialctl bad command lines exit 2 with usage", "[trialctl][integration]") {
-  CHECK(Run("/x", {}).code == ctl::kExitUsage);
-  CHECK(Run("/x", {"frobnicate"}).code == ctl::kExitUsage);
-  CHECK(Run("/x", {"status"}).code == ctl::kExitUsage);
-  CHECK(Run("/x", {"logs", "s", "abc"}).code == ctl::kExitUsage);
-  CHECK(Run("/x", {"trials", "s", "--bogus"}).code == ctl::kExitUsage);
-  Ctl help = Run("/x", {"--help"});
+  CHECK(Trialctl("/x", {}).code == ctl::kExitUsage);
+  CHECK(Trialctl("/x", {"frobnicate"}).code == ctl::kExitUsage);
+  CHECK(Trialctl("/x", {"status"}).code == ctl::kExitUsage);
+  CHECK(Trialctl("/x", {"logs", "s", "abc"}).code == ctl::kExitUsage);
+  CHECK(Trialctl("/x", {"trials", "s", "--bogus"}).code == ctl::kExitUsage);
+  Ctl help = Trialctl("/x", {"--help"});
   CHECK(help.code == 0);
   CHECK_THAT(help.out, Catch::Contains("submit FILE [--wait]"));
 }
@@ -58,13 +39,13 @@ TEST_CASE("trialctl submit --wait, trials --json, best --json, logs, studies, st
             "echo '{\"type\":\"final\",\"value\":'$TRIALD_TRIAL'}' >&3\n",
             0755);
   std::string sweep = dir.Write("s.toml", ExecSweep("ctl", "[\"sh\", \"w.sh\"]", 4, 2));
-  Ctl submit = Run(d.socket(), {"submit", sweep, "--wait"});
+  Ctl submit = Trialctl(d.socket(), {"submit", sweep, "--wait"});
   INFO(submit.err);
   REQUIRE(submit.code == 0);
   CHECK_THAT(submit.out, Catch::StartsWith("ctl\n"));
   CHECK_THAT(submit.out, Catch::Contains("best trial 0: COMPLETE  value 0"));
 
-  Ctl trials = Run(d.socket(), {"trials", "ctl", "--json"});
+  Ctl trials = Trialctl(d.socket(), {"trials", "ctl", "--json"});
   REQUIRE(trials.code == 0);
   json::array arr = json::parse(trials.out).as_array();
   REQUIRE(arr.size() == 4);
@@ -76,44 +57,44 @@ TEST_CASE("trialctl submit --wait, trials --json, best --json, logs, studies, st
     CHECK(t.at("state").as_string() == "COMPLETE");
     CHECK(t.at("params").as_object().contains("x"));
   }
-  Ctl best = Run(d.socket(), {"best", "ctl", "--json"});
+  Ctl best = Trialctl(d.socket(), {"best", "ctl", "--json"});
   REQUIRE(best.code == 0);
   CHECK(json::parse(best.out).at("number").as_int64() == 0);
   CHECK(json::parse(best.out).at("value").to_number<double>() == 0.0);
 
-  Ctl table = Run(d.socket(), {"trials", "ctl"});
+  Ctl table = Trialctl(d.socket(), {"trials", "ctl"});
   CHECK_THAT(table.out, Catch::StartsWith("#  STATE"));
-  Ctl studies = Run(d.socket(), {"studies"});
+  Ctl studies = Trialctl(d.socket(), {"studies"});
   CHECK_THAT(studies.out, Catch::Contains("ctl    COMPLETE"));
-  Ctl status = Run(d.socket(), {"status", "ctl"});
+  Ctl status = Trialctl(d.socket(), {"status", "ctl"});
   CHECK_THAT(status.out, Catch::Contains("4/4 finished (4 complete, 0 pruned, 0 failed)"));
 
-  Ctl out_log = Run(d.socket(), {"logs", "ctl", "2"});
+  Ctl out_log = Trialctl(d.socket(), {"logs", "ctl", "2"});
   CHECK(out_log.code == 0);
   CHECK(out_log.out == "hello from 2\n");
-  Ctl err_log = Run(d.socket(), {"logs", "ctl", "2", "--stderr"});
+  Ctl err_log = Trialctl(d.socket(), {"logs", "ctl", "2", "--stderr"});
   CHECK(err_log.out == "warn\n");
 
   SECTION("errors: unknown study, duplicate name, invalid sweep, missing file") {
-    Ctl unknown = Run(d.socket(), {"status", "nope"});
+    Ctl unknown = Trialctl(d.socket(), {"status", "nope"});
     CHECK(unknown.code == ctl::kExitError);
     CHECK(unknown.err == "trialctl: no study named \"nope\" (see `trialctl studies`)\n");
-    Ctl dup = Run(d.socket(), {"submit", sweep});
+    Ctl dup = Trialctl(d.socket(), {"submit", sweep});
     CHECK(dup.code == ctl::kExitError);
     CHECK_THAT(dup.err, Catch::Contains("already exists"));
     CHECK_THAT(dup.err, Catch::Contains(sweep));
     std::string bad = dir.Write("bad.toml", "[study]\nname = \"b\"\nn_trials = 0\n");
-    Ctl invalid = Run(d.socket(), {"submit", bad});
+    Ctl invalid = Trialctl(d.socket(), {"submit", bad});
     CHECK(invalid.code == ctl::kExitError);
     CHECK_THAT(invalid.err, Catch::Contains(bad + ":3:"));
     CHECK_THAT(invalid.err, Catch::Contains("n_trials"));
-    Ctl missing = Run(d.socket(), {"submit", dir.File("missing.toml")});
+    Ctl missing = Trialctl(d.socket(), {"submit", dir.File("missing.toml")});
     CHECK(missing.code == ctl::kExitError);
     CHECK_THAT(missing.err, Catch::Contains("missing.toml"));
     // Nothing was stored by the failed submissions.
-    Ctl all = Run(d.socket(), {"studies", "--json"});
+    Ctl all = Trialctl(d.socket(), {"studies", "--json"});
     CHECK(json::parse(all.out).as_array().size() == 1);
-    Ctl cancel_done = Run(d.socket(), {"cancel", "ctl"});
+    Ctl cancel_done = Trialctl(d.socket(), {"cancel", "ctl"});
     CHECK(cancel_done.code == ctl::kExitError);
   }
 }
@@ -124,8 +105,8 @@ TEST_CASE("trialctl cancel stops a running study", "[trialctl][integration]") {
   d.Start();
   dir.Write("slow.sh", "sleep 1000\n", 0755);
   std::string sweep = dir.Write("s.toml", ExecSweep("long", "[\"sh\", \"slow.sh\"]", 10, 2));
-  REQUIRE(Run(d.socket(), {"submit", sweep}).code == 0);
-  Ctl c = Run(d.socket(), {"cancel", "long"});
+  REQUIRE(Trialctl(d.socket(), {"submit", sweep}).code == 0);
+  Ctl c = Trialctl(d.socket(), {"cancel", "long"});
   CHECK(c.code == 0);
   json::object st = d.WaitStudy("long");
   CHECK(st.at("state").as_string() == "CANCELLED");
@@ -136,18 +117,18 @@ TEST_CASE("trialctl cancel stops a running study", "[trialctl][integration]") {
 }
 
 TEST_CASE("trialctl enqueue: bad command lines exit 2 with usage", "[trialctl][integration]") {
-  CHECK(Run("/x", {"enqueue"}).code == ctl::kExitUsage);
-  CHECK(Run("/x", {"enqueue", "s", "extra"}).code == ctl::kExitUsage);
-  Ctl no_eq = Run("/x", {"enqueue", "s", "--param", "x"});
+  CHECK(Trialctl("/x", {"enqueue"}).code == ctl::kExitUsage);
+  CHECK(Trialctl("/x", {"enqueue", "s", "extra"}).code == ctl::kExitUsage);
+  Ctl no_eq = Trialctl("/x", {"enqueue", "s", "--param", "x"});
   CHECK(no_eq.code == ctl::kExitUsage);
   CHECK_THAT(no_eq.err, Catch::Contains("--param \"x\": expected NAME=VALUE"));
-  CHECK(Run("/x", {"enqueue", "s", "--param"}).code == ctl::kExitUsage);
-  CHECK(Run("/x", {"enqueue", "s", "--param", "=1"}).code == ctl::kExitUsage);
-  Ctl twice = Run("/x", {"enqueue", "s", "--param", "x=1", "--param", "x=2"});
+  CHECK(Trialctl("/x", {"enqueue", "s", "--param"}).code == ctl::kExitUsage);
+  CHECK(Trialctl("/x", {"enqueue", "s", "--param", "=1"}).code == ctl::kExitUsage);
+  Ctl twice = Trialctl("/x", {"enqueue", "s", "--param", "x=1", "--param", "x=2"});
   CHECK(twice.code == ctl::kExitUsage);
   CHECK_THAT(twice.err, Catch::Contains("--param x given twice"));
-  CHECK(Run("/x", {"status", "s", "--param", "x=1"}).code == ctl::kExitUsage);
-  Ctl help = Run("/x", {"--help"});
+  CHECK(Trialctl("/x", {"status", "s", "--param", "x=1"}).code == ctl::kExitUsage);
+  Ctl help = Trialctl("/x", {"--help"});
   CHECK_THAT(help.out, Catch::Contains("enqueue STUDY [--param NAME=VALUE]..."));
 }
 
@@ -163,36 +144,36 @@ TEST_CASE("trialctl enqueue queues trials that run next with the given params",
             "echo \"{\\\"type\\\":\\\"final\\\",\\\"value\\\":$x}\" >&3\n",
             0755);
   std::string sweep = dir.Write("s.toml", ExecSweep("queue", "[\"sh\", \"w.sh\"]", 4, 1));
-  REQUIRE(Run(d.socket(), {"submit", sweep}).code == 0);
+  REQUIRE(Trialctl(d.socket(), {"submit", sweep}).code == 0);
 
-  Ctl first = Run(d.socket(), {"enqueue", "queue", "--param", "x=0.25"});
+  Ctl first = Trialctl(d.socket(), {"enqueue", "queue", "--param", "x=0.25"});
   INFO(first.err);
   REQUIRE(first.code == 0);
   CHECK(first.out == "1\n");
-  Ctl second = Run(d.socket(), {"enqueue", "queue", "--param", "x=-0.5", "--json"});
+  Ctl second = Trialctl(d.socket(), {"enqueue", "queue", "--param", "x=-0.5", "--json"});
   REQUIRE(second.code == 0);
   json::value reply = json::parse(second.out);
   CHECK(reply.at("trial").as_int64() == 2);
   CHECK(reply.at("params").at("x").to_number<double>() == -0.5);
   // Refused: an unknown parameter, a bad value, an unknown study; nothing is queued.
-  Ctl unknown = Run(d.socket(), {"enqueue", "queue", "--param", "y=1"});
+  Ctl unknown = Trialctl(d.socket(), {"enqueue", "queue", "--param", "y=1"});
   CHECK(unknown.code == ctl::kExitError);
   CHECK_THAT(unknown.err, Catch::Contains("no parameter \"y\"; expected one of: x"));
-  Ctl bad = Run(d.socket(), {"enqueue", "queue", "--param", "x=abc"});
+  Ctl bad = Trialctl(d.socket(), {"enqueue", "queue", "--param", "x=abc"});
   CHECK(bad.code == ctl::kExitError);
   CHECK_THAT(bad.err, Catch::Contains("parameter x") && Catch::Contains("abc") &&
                           Catch::Contains("expected"));
-  Ctl out_of_range = Run(d.socket(), {"enqueue", "queue", "--param", "x=5"});
+  Ctl out_of_range = Trialctl(d.socket(), {"enqueue", "queue", "--param", "x=5"});
   CHECK(out_of_range.code == ctl::kExitError);
   CHECK_THAT(out_of_range.err, Catch::Contains("expected a number in"));
-  Ctl nope = Run(d.socket(), {"enqueue", "nope", "--param", "x=0"});
+  Ctl nope = Trialctl(d.socket(), {"enqueue", "nope", "--param", "x=0"});
   CHECK(nope.code == ctl::kExitError);
   CHECK(nope.err == "trialctl: no study named \"nope\" (see `trialctl studies`)\n");
 
-  Ctl sampled = Run(d.socket(), {"enqueue", "queue"});  // every parameter sampled
+  Ctl sampled = Trialctl(d.socket(), {"enqueue", "queue"});  // every parameter sampled
   REQUIRE(sampled.code == 0);
   CHECK(sampled.out == "3\n");
-  Ctl full = Run(d.socket(), {"enqueue", "queue", "--param", "x=0"});
+  Ctl full = Trialctl(d.socket(), {"enqueue", "queue", "--param", "x=0"});
   CHECK(full.code == ctl::kExitError);
   CHECK(full.err == "trialctl: study \"queue\" already has its n_trials = 4 trials\n");
 
@@ -211,7 +192,7 @@ TEST_CASE("trialctl enqueue queues trials that run next with the given params",
   CHECK(trials[0].at("started_at").to_number<double>() <= started_1);
   CHECK(started_1 <= started_2);
   CHECK(started_2 <= started_3);
-  Ctl done = Run(d.socket(), {"enqueue", "queue"});
+  Ctl done = Trialctl(d.socket(), {"enqueue", "queue"});
   CHECK(done.code == ctl::kExitError);
   CHECK_THAT(done.err, Catch::Contains("COMPLETE"));
 }

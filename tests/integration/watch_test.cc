@@ -23,21 +23,6 @@ namespace json = boost::json;
 
 namespace {
 
-struct Ctl {
-  int code = -1;
-  std::string out, err;
-};
-
-Ctl Run(const std::string& socket, std::vector<std::string> args) {
-  std::ostringstream out, err;
-  args.insert(args.begin(), {"--socket", socket});
-  Ctl c;
-  c.code = ctl::RunTrialctl(args, out, err);
-  c.out = out.str();
-  c.err = err.str();
-  return c;
-}
-
 std::vector<std::string> Lines(const std::string& text) {
   std::vector<std::string> lines;
   std::istringstream in(text);
@@ -153,9 +138,9 @@ TEST_CASE("trialctl watch without a terminal: one line per change, then the best
   TempDir dir;
   TestDaemon d(dir.File("state"));
   d.Start();
-  REQUIRE(Run(d.socket(), {"submit", WriteMixedStudy(dir, "w")}).code == 0);
+  REQUIRE(Trialctl(d.socket(), {"submit", WriteMixedStudy(dir, "w")}).code == 0);
   // Polled every 50 ms while the study runs for seconds: lines only when something changed.
-  Ctl c = Run(d.socket(), {"watch", "w", "--interval", "0.05"});
+  Ctl c = Trialctl(d.socket(), {"watch", "w", "--interval", "0.05"});
   INFO(c.out << c.err);
   REQUIRE(c.code == 0);
   std::vector<std::string> lines = Lines(c.out);
@@ -171,11 +156,11 @@ TEST_CASE("trialctl watch without a terminal: one line per change, then the best
   CHECK_THAT(lines[lines.size() - 2], Catch::StartsWith("best trial "));
   CHECK(c.out.find('\x1b') == std::string::npos);
   // The same study again: it has ended, so one line and the result.
-  Ctl again = Run(d.socket(), {"watch", "w"});
+  Ctl again = Trialctl(d.socket(), {"watch", "w"});
   CHECK(again.code == 0);
   CHECK(Lines(again.out).size() == 4);
   // --json: the status as one JSON line per change, nothing else.
-  Ctl js = Run(d.socket(), {"watch", "w", "--json"});
+  Ctl js = Trialctl(d.socket(), {"watch", "w", "--json"});
   CHECK(js.code == 0);
   REQUIRE(Lines(js.out).size() == 1);
   json::value st = json::parse(js.out);
@@ -187,7 +172,7 @@ TEST_CASE("trialctl VERB --help and help VERB print that verb's usage", "[trialc
   for (std::vector<std::string> args :
        {std::vector<std::string>{"watch", "--help"}, std::vector<std::string>{"help", "watch"},
         std::vector<std::string>{"watch", "s", "-h"}}) {
-    Ctl c = Run("/x", args);
+    Ctl c = Trialctl("/x", args);
     CHECK(c.code == 0);
     CHECK_THAT(c.out, Catch::StartsWith("usage: trialctl [--socket PATH] watch ...\n\n"
                                         "  watch STUDY [--interval SECONDS] [--json]\n"));
@@ -195,11 +180,11 @@ TEST_CASE("trialctl VERB --help and help VERB print that verb's usage", "[trialc
     CHECK_THAT(c.out, Catch::Contains("exit codes: 0 ok"));
     CHECK(c.out.find("submit FILE") == std::string::npos);
   }
-  Ctl ex = Run("/x", {"export", "--help"});
+  Ctl ex = Trialctl("/x", {"export", "--help"});
   CHECK_THAT(ex.out, Catch::Contains("export STUDY --format csv|json"));
   CHECK_THAT(ex.out, Catch::Contains("export STUDY --format optuna --out FILE.db"));
   CHECK(ex.out.find("report STUDY") == std::string::npos);
-  Ctl all = Run("/x", {"--help"});
+  Ctl all = Trialctl("/x", {"--help"});
   CHECK_THAT(all.out, Catch::Contains("submit FILE") && Catch::Contains("report STUDY -o"));
 }
 
@@ -207,7 +192,7 @@ TEST_CASE("trialctl watch on a terminal redraws in place", "[trialctl][watch][in
   TempDir dir;
   TestDaemon d(dir.File("state"));
   d.Start();
-  REQUIRE(Run(d.socket(), {"submit", WriteMixedStudy(dir, "tty")}).code == 0);
+  REQUIRE(Trialctl(d.socket(), {"submit", WriteMixedStudy(dir, "tty")}).code == 0);
   const int cols = 70;
   auto [code, output] =
       RunOnPty({"--socket", d.socket(), "watch", "tty", "--interval", "0.05"}, cols);
@@ -244,18 +229,18 @@ TEST_CASE("trialctl watch: a study without a COMPLETE trial exits 1, an unknown 
   d.Start();
   dir.Write("fail.sh", "exit 4\n", 0755);
   std::string sweep = dir.Write("s.toml", ExecSweep("bad", "[\"sh\", \"fail.sh\"]", 3, 3));
-  Ctl submit = Run(d.socket(), {"submit", sweep, "--wait", "--interval", "0.05"});
+  Ctl submit = Trialctl(d.socket(), {"submit", sweep, "--wait", "--interval", "0.05"});
   CHECK(submit.code == ctl::kExitError);
   CHECK_THAT(submit.err, Catch::Contains("bad: 3/3 finished (0 complete, 0 pruned, 3 failed)"));
   CHECK_THAT(submit.err, Catch::Contains("trialctl: study \"bad\" ended without a COMPLETE trial"));
-  Ctl w = Run(d.socket(), {"watch", "bad"});
+  Ctl w = Trialctl(d.socket(), {"watch", "bad"});
   CHECK(w.code == ctl::kExitError);
   CHECK_THAT(w.out, Catch::Contains("study bad COMPLETE"));
-  Ctl nope = Run(d.socket(), {"watch", "nope"});
+  Ctl nope = Trialctl(d.socket(), {"watch", "nope"});
   CHECK(nope.code == ctl::kExitError);
   CHECK(nope.err == "trialctl: no study named \"nope\" (see `trialctl studies`)\n");
-  CHECK(Run(d.socket(), {"watch"}).code == ctl::kExitUsage);
-  CHECK(Run(d.socket(), {"watch", "bad", "--interval", "0"}).code == ctl::kExitUsage);
+  CHECK(Trialctl(d.socket(), {"watch"}).code == ctl::kExitUsage);
+  CHECK(Trialctl(d.socket(), {"watch", "bad", "--interval", "0"}).code == ctl::kExitUsage);
 }
 
 }  // namespace triald::testing
