@@ -56,9 +56,8 @@ json::object TrialToJson(const TrialRecord& t) {
   o["intermediate"] = std::move(inter);
   json::object attrs;
   for (const auto& [k, v] : t.attrs) {
-    boost::system::error_code ec;
-    json::value parsed = json::parse(v, ec);
-    attrs[k] = ec ? json::value(v) : parsed;
+    Result<json::value> parsed = common::ParseJsonExact(v);
+    attrs[k] = parsed.ok() ? std::move(*parsed) : json::value(v);
   }
   o["attrs"] = std::move(attrs);
   if (t.state == TrialState::kFail) {

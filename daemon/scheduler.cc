@@ -12,6 +12,7 @@
 #include <set>
 #include <sstream>
 
+#include "common/json.h"
 #include "common/process_util.h"
 #include "common/utf8.h"
 #include "daemon/objective.h"
@@ -348,7 +349,11 @@ launcher::LaunchSpec Scheduler::MakeLaunchSpec(
   for (const config::ParamSpec& p : study.spec.space) {
     auto it = trial.params.find(p.name);
     if (it == trial.params.end()) continue;
-    params[p.name] = boost::json::parse(config::ExternalJson(it->second.dist, it->second.internal));
+    // Exact parsing: boost::json::parse may be one ulp off (common/json.h), and the worker must
+    // get the stored value, bit for bit. ExternalJson always gives valid JSON.
+    Result<boost::json::value> v =
+        common::ParseJsonExact(config::ExternalJson(it->second.dist, it->second.internal));
+    params[p.name] = v.ok() ? std::move(*v) : boost::json::value(nullptr);
   }
   env["TRIALD_PARAMS"] = boost::json::serialize(params);
   env["TRIALD_STUDY"] = study.record.name;

@@ -201,9 +201,10 @@ std::string EncodeReportLine(const ReportMessage& m) {
       break;
     case ReportType::kAttr: {
       o["key"] = m.key;
-      boost::system::error_code ec;
-      json::value v = json::parse(m.json_value, ec);
-      o["value"] = ec ? json::value(m.json_value) : v;
+      // Exact parsing: boost::json::parse may be one ulp off (common/json.h), and the value
+      // must reach the daemon as the worker's double, bit for bit.
+      Result<json::value> v = common::ParseJsonExact(m.json_value, /*max_depth=*/16);
+      o["value"] = v.ok() ? std::move(*v) : json::value(m.json_value);
       break;
     }
     case ReportType::kError:
