@@ -516,18 +516,7 @@ Status SweepParser::ReadInt(const Field& f, int64_t min, int64_t max, const std:
 }
 
 Status SweepParser::ReadSeconds(const Field& f, double* out) const {
-  const std::string expected = "a number of seconds >= 0";
-  double x = 0;
-  if (const auto* i = f.node->as_integer()) {
-    x = static_cast<double>(i->get());
-  } else if (const auto* d = f.node->as_floating_point()) {
-    x = d->get();
-  } else {
-    return ValueError(f, "", expected);
-  }
-  if (!std::isfinite(x) || x < 0) return ValueError(f, "", expected);
-  *out = x;
-  return Status::Ok();
+  return ReadNumber(f, AtLeast(0), "a number of seconds >= 0", out);
 }
 
 Status SweepParser::ReadBool(const Field& f, bool* out) const {

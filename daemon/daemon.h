@@ -26,7 +26,7 @@ struct DaemonOptions {
   std::string socket_group;
   bool socket_read_open = false;
   double request_timeout_s = 10;  // to finish a request once started, or to read a reply
-  int max_workers = 0;      // 0: one per CPU
+  int max_workers = 0;            // 0: one per CPU
   // Run each trial in its own cgroup where a writable cgroup v2 hierarchy is found
   // (daemon/launcher/cgroup.h); false (--no-cgroups): process groups only.
   bool use_cgroups = true;
