@@ -3,6 +3,7 @@
 #include <boost/json/basic_parser_impl.hpp>
 #include <boost/json/value_stack.hpp>
 #include <charconv>
+#include <cmath>
 #include <string>
 
 namespace triald::common {
@@ -105,6 +106,21 @@ Result<boost::json::value> ParseJsonExact(std::string_view text, int max_depth) 
   if (!ec && n < text.size()) ec = boost::json::error::extra_data;
   if (ec) return InvalidArgument(ec.message());
   return parser.handler().Release();
+}
+
+bool AllFinite(const boost::json::value& v) {
+  if (v.is_double()) return std::isfinite(v.get_double());
+  if (v.is_array()) {
+    for (const boost::json::value& e : v.get_array()) {
+      if (!AllFinite(e)) return false;
+    }
+  }
+  if (v.is_object()) {
+    for (const auto& kv : v.get_object()) {
+      if (!AllFinite(kv.value())) return false;
+    }
+  }
+  return true;
 }
 
 }  // namespace triald::common

@@ -17,4 +17,8 @@ namespace triald::common {
 // Parses one complete JSON document (trailing data is an error). `max_depth` bounds nesting.
 Result<boost::json::value> ParseJsonExact(std::string_view text, int max_depth = 32);
 
+// True when no number anywhere inside `v` is infinite or NaN: JSON cannot carry them back out
+// (Boost reads 1e999 as infinity).
+bool AllFinite(const boost::json::value& v);
+
 }  // namespace triald::common

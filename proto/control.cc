@@ -11,27 +11,6 @@ using common::InvalidArgument;
 using common::Result;
 using common::Status;
 
-namespace {
-
-// False when a number anywhere inside `v` is out of the double range (Boost reads 1e999 as
-// infinity), which JSON cannot carry back out: such a request could not even be echoed.
-bool AllFinite(const json::value& v) {
-  if (v.is_double()) return std::isfinite(v.get_double());
-  if (v.is_array()) {
-    for (const json::value& e : v.get_array()) {
-      if (!AllFinite(e)) return false;
-    }
-  }
-  if (v.is_object()) {
-    for (const auto& kv : v.get_object()) {
-      if (!AllFinite(kv.value())) return false;
-    }
-  }
-  return true;
-}
-
-}  // namespace
-
 Result<Request> ParseRequest(std::string_view line) {
   if (line.size() > kMaxRequestBytes) {
     return InvalidArgument("request of " + std::to_string(line.size()) +
@@ -40,7 +19,7 @@ Result<Request> ParseRequest(std::string_view line) {
   Result<json::value> v = common::ParseJsonExact(line, /*max_depth=*/32);
   if (!v.ok()) return InvalidArgument("request is not JSON: " + v.status().message());
   if (!v->is_object()) return InvalidArgument("request is not a JSON object");
-  if (!AllFinite(*v)) {
+  if (!common::AllFinite(*v)) {
     return InvalidArgument("request has a number out of range (at most about 1.8e308)");
   }
   Request r;

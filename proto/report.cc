@@ -53,22 +53,6 @@ Result<double> Number(const json::value& v, const char* field) {
   return d;
 }
 
-// True when no number anywhere inside `v` is infinite or NaN (JSON cannot carry them back out).
-bool AllFinite(const json::value& v) {
-  if (v.is_double()) return std::isfinite(v.get_double());
-  if (v.is_array()) {
-    for (const json::value& e : v.get_array()) {
-      if (!AllFinite(e)) return false;
-    }
-  }
-  if (v.is_object()) {
-    for (const auto& kv : v.get_object()) {
-      if (!AllFinite(kv.value())) return false;
-    }
-  }
-  return true;
-}
-
 // Every field of `obj` must be in `allowed`.
 Status OnlyFields(const json::object& obj, std::initializer_list<const char*> allowed) {
   for (const auto& kv : obj) {
@@ -142,7 +126,8 @@ Status ParseBody(const json::object& obj, ReportMessage& m) {
     }
     const json::value* value = obj.if_contains("value");
     if (value == nullptr) return InvalidArgument("attr needs a field \"value\"");
-    if (!AllFinite(*value)) return InvalidArgument("field \"value\" must hold finite numbers only");
+    if (!common::AllFinite(*value))
+      return InvalidArgument("field \"value\" must hold finite numbers only");
     m.key = std::string(key->get_string());
     m.json_value = json::serialize(*value);
     return Status::Ok();

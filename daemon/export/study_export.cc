@@ -142,24 +142,32 @@ std::string CsvValue(const json::value& v) {
   return WriteJson(v);
 }
 
+// `unix_seconds` in local time as strftime(`format`), with its microseconds (rounded; a
+// rounding to the next second carries into the date) and broken-down time.
+std::string LocalTime(double unix_seconds, const char* format, long* micros, std::tm* tm) {
+  double whole = std::floor(unix_seconds);
+  *micros = std::lround((unix_seconds - whole) * 1e6);
+  if (*micros >= 1000000) {
+    whole += 1;
+    *micros -= 1000000;
+  }
+  const std::time_t t = static_cast<std::time_t>(whole);
+  ::localtime_r(&t, tm);
+  char date[40];
+  std::strftime(date, sizeof(date), format, tm);
+  return date;
+}
+
 // ISO 8601 in local time with the UTC offset, microseconds: 2026-01-02T03:04:05.678901+01:00.
 std::string IsoLocal(double unix_seconds) {
   if (unix_seconds <= 0) return "";
-  double whole = std::floor(unix_seconds);
-  long micros = std::lround((unix_seconds - whole) * 1e6);
-  if (micros >= 1000000) {
-    whole += 1;
-    micros -= 1000000;
-  }
-  std::time_t t = static_cast<std::time_t>(whole);
+  long micros = 0;
   std::tm tm{};
-  ::localtime_r(&t, &tm);
-  char date[40];
-  std::strftime(date, sizeof(date), "%Y-%m-%dT%H:%M:%S", &tm);
+  const std::string date = LocalTime(unix_seconds, "%Y-%m-%dT%H:%M:%S", &micros, &tm);
   long off = tm.tm_gmtoff;
   char buf[128];
-  std::snprintf(buf, sizeof(buf), "%s.%06ld%c%02ld:%02ld", date, micros, off < 0 ? '-' : '+',
-                std::labs(off) / 3600, (std::labs(off) % 3600) / 60);
+  std::snprintf(buf, sizeof(buf), "%s.%06ld%c%02ld:%02ld", date.c_str(), micros,
+                off < 0 ? '-' : '+', std::labs(off) / 3600, (std::labs(off) % 3600) / 60);
   return buf;
 }
 
@@ -318,19 +326,11 @@ std::string OptunaDistributionJson(const config::Distribution& d) {
 }
 
 std::string OptunaDatetime(double unix_seconds) {
-  double whole = std::floor(unix_seconds);
-  long micros = std::lround((unix_seconds - whole) * 1e6);
-  if (micros >= 1000000) {
-    whole += 1;
-    micros -= 1000000;
-  }
-  std::time_t t = static_cast<std::time_t>(whole);
+  long micros = 0;
   std::tm tm{};
-  ::localtime_r(&t, &tm);
-  char date[40];
-  std::strftime(date, sizeof(date), "%Y-%m-%d %H:%M:%S", &tm);
+  const std::string date = LocalTime(unix_seconds, "%Y-%m-%d %H:%M:%S", &micros, &tm);
   char buf[128];
-  std::snprintf(buf, sizeof(buf), "%s.%06ld", date, micros);
+  std::snprintf(buf, sizeof(buf), "%s.%06ld", date.c_str(), micros);
   return buf;
 }
 
