@@ -46,7 +46,9 @@ class DaemonConfigParser {
     }
     if (const toml::table* t = root.get_as<toml::table>("daemon")) {
       TRIALD_RETURN_IF_ERROR(
-          CheckKeys("[daemon]", *t, {"state_dir", "socket", "log_level", "shutdown_timeout"}));
+          CheckKeys("[daemon]", *t,
+                    {"state_dir", "socket", "log_level", "shutdown_timeout", "storage", "node_name",
+                     "heartbeat_interval", "node_timeout"}));
       TRIALD_RETURN_IF_ERROR(ReadPath("[daemon]", *t, "state_dir", &out.state_dir));
       TRIALD_RETURN_IF_ERROR(ReadPath("[daemon]", *t, "socket", &out.socket));
       if (const toml::node* n = t->get("log_level")) {
@@ -57,6 +59,26 @@ class DaemonConfigParser {
       if (const toml::node* n = t->get("shutdown_timeout")) {
         TRIALD_RETURN_IF_ERROR(
             ReadPositive("[daemon]", "shutdown_timeout", *n, &out.shutdown_timeout));
+      }
+      for (auto [key, field] : {std::pair<const char*, std::string*>{"storage", &out.storage},
+                                {"node_name", &out.node_name}}) {
+        if (const toml::node* n = t->get(key)) {
+          const auto* v = n->as_string();
+          if (v == nullptr || v->get().empty()) {
+            return Bad("[daemon]", key, *n,
+                       std::string(key) == "storage"
+                           ? "a URL, e.g. \"postgresql://triald@db.example:5432/triald\""
+                           : "a non-empty node name");
+          }
+          *field = v->get();
+        }
+      }
+      if (const toml::node* n = t->get("heartbeat_interval")) {
+        TRIALD_RETURN_IF_ERROR(
+            ReadPositive("[daemon]", "heartbeat_interval", *n, &out.heartbeat_interval));
+      }
+      if (const toml::node* n = t->get("node_timeout")) {
+        TRIALD_RETURN_IF_ERROR(ReadPositive("[daemon]", "node_timeout", *n, &out.node_timeout));
       }
     }
     if (const toml::table* t = root.get_as<toml::table>("devices")) {

@@ -8,6 +8,10 @@
 //   socket = "/run/triald/triald.sock"   # --socket
 //   log_level = "info"                   # --log-level
 //   shutdown_timeout = 120               # --shutdown-timeout (seconds)
+//   storage = "postgresql://triald@db:5432/triald"  # --storage (default: SQLite in state_dir)
+//   node_name = "gpu-box-1"              # --node-name (default: the host name)
+//   heartbeat_interval = 2               # --heartbeat-interval (seconds)
+//   node_timeout = 30                    # --node-timeout (seconds)
 //
 //   [devices]
 //   cpu = 8                              # --max-workers: trials running at once (all kinds)
@@ -40,7 +44,11 @@ struct DaemonConfig {
   std::string state_dir;  // "": not set
   std::string socket;
   std::string log_level;
-  double shutdown_timeout = 0;  // 0: not set
+  double shutdown_timeout = 0;    // 0: not set
+  std::string storage;            // "": not set
+  std::string node_name;          // "": not set
+  double heartbeat_interval = 0;  // 0: not set
+  double node_timeout = 0;        // 0: not set
   DevicesConfig devices;
 };
 

@@ -75,6 +75,8 @@ json::object TrialToJson(const TrialRecord& t) {
   o["started_at"] = t.started_at > 0 ? json::value(t.started_at) : json::value(nullptr);
   o["finished_at"] = t.finished_at > 0 ? json::value(t.finished_at) : json::value(nullptr);
   o["pid"] = t.process.pid > 0 ? json::value(t.process.pid) : json::value(nullptr);
+  // The daemon (node) that claimed or ran it; null while no node has claimed it.
+  o["node"] = t.node.empty() ? json::value(nullptr) : json::value(t.node);
   // The number of the trial this one retries (same study); null for a first attempt.
   o["retry_of"] = t.retry_of_number ? json::value(*t.retry_of_number) : json::value(nullptr);
   return o;
@@ -671,6 +673,14 @@ Result<json::value> ControlServer::Handle(const std::string& verb, const json::o
     }
     if (stream != "stdout" && stream != "stderr") {
       return common::InvalidArgument("stream \"" + stream + "\"; expected stdout or stderr");
+    }
+    if (!t.node.empty() && t.node != st.node() && st.shared()) {
+      return common::FailedPrecondition(
+          "trial " + std::to_string(t.number) + " of study \"" + s.name + "\" ran on node " +
+          t.node +
+          "; its logs are in that node's state directory (run trialctl logs against the "
+          "triald there); this is node " +
+          st.node());
     }
     std::string path = options_.state_dir + "/studies/" + s.name + "/trials/" +
                        std::to_string(t.number) + "/" + stream + ".log";

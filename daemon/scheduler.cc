@@ -40,6 +40,13 @@ class StorageBatch {
     Status st = storage_->CommitBatch();
     if (!st.ok()) logger_->critical("storage: changes not committed: {}", st.message());
   }
+  bool began() const { return began_; }
+  // Commits now (the destructor then does nothing); the caller acts on the result.
+  Status Commit() {
+    if (!began_) return common::Unavailable("the storage batch did not begin");
+    began_ = false;
+    return storage_->CommitBatch();
+  }
   StorageBatch(const StorageBatch&) = delete;
   StorageBatch& operator=(const StorageBatch&) = delete;
 
@@ -48,6 +55,9 @@ class StorageBatch {
   const common::Logger& logger_;
   bool began_ = false;
 };
+
+// Shared storage: pruning decisions use other nodes' intermediate values at most this old.
+constexpr double kPruneSyncSeconds = 0.5;
 
 }  // namespace
 
@@ -63,6 +73,7 @@ struct Scheduler::StudyRuntime {
   int retries_created = 0;  // trials that retry another (they are not new configurations)
   int retried = 0;          // finished trials a retry replaced (they do not count toward n_trials)
   bool exhausted = false;   // the sampler has nothing more to propose
+  double synced_at = -1;    // shared: monotonic time of the last Sync
 
   // Configurations created so far: what n_trials counts.
   int configurations() const { return static_cast<int>(trials.size()) - retries_created; }
@@ -77,6 +88,7 @@ struct Scheduler::RunningTrial {
   bool pruned = false;                      // the pruner said stop; later reports are dropped
   std::vector<devices::GpuSlot> gpu_slots;  // held until the trial ends, then drained
   std::set<pid_t> pids;                     // its processes seen holding GPU memory
+  bool taken_over = false;  // shared: another node ended it (this node was silent); stopping
 };
 
 Scheduler::Scheduler(SchedulerOptions options) : options_(std::move(options)) {
@@ -180,12 +192,39 @@ Result<storage::StudyRecord> Scheduler::Submit(const config::SweepSource& source
   return result;
 }
 
+Result<std::unique_ptr<Scheduler::StudyRuntime>> Scheduler::LoadStudy(
+    const storage::StudyRecord& rec) {
+  TRIALD_ASSIGN_OR_RETURN(config::SweepSpec spec,
+                          config::ParseSweep({rec.spec_toml, rec.spec_path}));
+  TRIALD_RETURN_IF_ERROR(PrepareObjective(spec, options_.trial_worker, rec.spec_path));
+  TRIALD_RETURN_IF_ERROR(CheckGpus(spec, rec.spec_path));
+  TRIALD_ASSIGN_OR_RETURN(std::unique_ptr<StudyRuntime> rt, BuildRuntime(rec, std::move(spec)));
+  TRIALD_ASSIGN_OR_RETURN(rt->trials, options_.storage->GetTrials(rec.id));
+  Recount(*rt);
+  rt->synced_at = options_.clock->MonotonicSeconds();
+  return rt;
+}
+
 Status Scheduler::Recover() {
-  TRIALD_ASSIGN_OR_RETURN(std::vector<TrialRecord> lost, options_.storage->GetRunningTrials());
+  const std::string& me = options_.storage->node();
+  if (shared()) {
+    // Beat first: a node that has just started is alive, whatever its previous beats say.
+    Status hb = options_.storage->Heartbeat(options_.clock->WallSeconds());
+    if (!hb.ok()) return hb.WithContext("recording this node's heartbeat");
+  }
+  TRIALD_ASSIGN_OR_RETURN(std::vector<TrialRecord> running, options_.storage->GetRunningTrials());
   TRIALD_ASSIGN_OR_RETURN(std::vector<storage::StudyRecord> all, options_.storage->ListStudies());
-  StorageBatch batch(options_.storage, options_.logger);
+  // One commit for the whole recovery on a storage of its own; on a shared one, every change
+  // commits alone, so no transaction holds locks of several studies.
+  std::optional<StorageBatch> batch;
+  if (!shared()) batch.emplace(options_.storage, options_.logger);
   std::map<int64_t, std::string> names;
   for (const auto& s : all) names[s.id] = s.name;
+  // The trials this daemon left running (on a shared storage, other nodes' trials are theirs).
+  std::vector<TrialRecord> lost;
+  for (TrialRecord& t : running) {
+    if (!shared() || t.node == me) lost.push_back(std::move(t));
+  }
   // No trial runs yet, so any process of this state directory is a leftover: a lost trial's,
   // or one whose start the previous daemon never got to record.
   std::vector<storage::ProcessIdentity> identities;
@@ -194,6 +233,7 @@ Status Scheduler::Recover() {
   if (killed > 0) {
     options_.logger->warn("killed {} process(es) left by the previous triald", killed);
   }
+  std::set<int64_t> ended;  // the lost trials this daemon ended (retried below)
   for (const TrialRecord& t : lost) {
     storage::TrialOutcome out;
     out.state = TrialState::kFail;
@@ -201,7 +241,11 @@ Status Scheduler::Recover() {
     out.fail.detail =
         "triald stopped while the trial ran (pid " + std::to_string(t.process.pid) + ")";
     Status st = options_.storage->FinishTrial(t.id, out, options_.clock->WallSeconds());
+    if (shared() && st.code() == common::Code::kFailedPrecondition) {
+      continue;  // another node found this one silent and ended it first
+    }
     if (!st.ok()) return st.WithContext("marking trial lost");
+    ended.insert(t.id);
     options_.logger->warn("study {} trial {}: lost (it was running when triald stopped)",
                           names[t.study_id], t.number);
     (void)options_.storage->AppendEvent(t.study_id, t.id, "trial_lost", out.fail.detail,
@@ -209,15 +253,15 @@ Status Scheduler::Recover() {
   }
   for (const storage::StudyRecord& rec : all) {
     if (rec.state != storage::StudyState::kRunning) continue;
-    Result<config::SweepSpec> spec = config::ParseSweep({rec.spec_toml, rec.spec_path});
-    if (spec.ok()) {
-      Status prepared = PrepareObjective(*spec, options_.trial_worker, rec.spec_path);
-      if (prepared.ok()) prepared = CheckGpus(*spec, rec.spec_path);
-      if (!prepared.ok()) spec = prepared;
-    }
-    Result<std::unique_ptr<StudyRuntime>> rt =
-        spec.ok() ? BuildRuntime(rec, *spec) : Result<std::unique_ptr<StudyRuntime>>(spec.status());
+    Result<std::unique_ptr<StudyRuntime>> rt = LoadStudy(rec);
     if (!rt.ok()) {
+      if (shared()) {
+        // Other nodes may run it: leave it to them.
+        not_loaded_[rec.name] = rt.status().message();
+        options_.logger->warn("study {}: not run on this node: {}", rec.name,
+                              rt.status().message());
+        continue;
+      }
       // The stored sweep no longer parses (e.g. an option this build dropped): keep its trials
       // and stop the study rather than refuse to start.
       options_.logger->error("study {}: cannot resume: {}", rec.name, rt.status().message());
@@ -225,30 +269,284 @@ Status Scheduler::Recover() {
                                             options_.clock->WallSeconds());
       continue;
     }
-    TRIALD_ASSIGN_OR_RETURN((*rt)->trials, options_.storage->GetTrials(rec.id));
-    std::set<int64_t> retried_ids;
-    for (const TrialRecord& t : (*rt)->trials) {
-      if (storage::IsFinished(t.state)) ++(*rt)->finished;
-      if (t.state == TrialState::kWaiting) (*rt)->waiting.push_back(t.number);
-      if (t.retry_of) {
-        ++(*rt)->retries_created;
-        retried_ids.insert(*t.retry_of);
-      }
-    }
-    (*rt)->retried = static_cast<int>(retried_ids.size());
     StudyRuntime* raw = rt->get();
     studies_[rec.id] = std::move(rt).value();
     // Trials the previous daemon lost are retried like any other failure.
     for (const TrialRecord& t : lost) {
-      if (t.study_id == rec.id && t.number < static_cast<int>(raw->trials.size())) {
+      if (t.study_id == rec.id && ended.count(t.id) > 0 &&
+          t.number < static_cast<int>(raw->trials.size())) {
         MaybeRetry(*raw, t.number);
       }
     }
     options_.logger->info("study {} resumed: {}/{} trials finished", rec.name, raw->finished,
                           rec.n_trials);
-    MaybeCompleteStudy(*raw);
+    LockedMaybeComplete(*raw);
   }
   return Status::Ok();
+}
+
+void Scheduler::Recount(StudyRuntime& study) {
+  const std::string& me = options_.storage->node();
+  study.finished = 0;
+  study.retries_created = 0;
+  study.waiting.clear();
+  std::set<int64_t> retried_ids;
+  for (const TrialRecord& t : study.trials) {
+    if (storage::IsFinished(t.state)) ++study.finished;
+    // Claimable: unclaimed, or claimed by this node (before a restart) or by a dead node.
+    if (t.state == TrialState::kWaiting &&
+        (t.node.empty() || t.node == me || dead_nodes_.count(t.node) > 0)) {
+      study.waiting.push_back(t.number);
+    }
+    if (t.retry_of) {
+      ++study.retries_created;
+      retried_ids.insert(*t.retry_of);
+    }
+  }
+  study.retried = static_cast<int>(retried_ids.size());
+}
+
+Status Scheduler::Sync(StudyRuntime& study) {
+  if (!shared()) return Status::Ok();
+  std::vector<int> open;
+  for (const TrialRecord& t : study.trials) {
+    if (!storage::IsFinished(t.state)) open.push_back(t.number);
+  }
+  TRIALD_ASSIGN_OR_RETURN(std::vector<TrialRecord> changed,
+                          options_.storage->GetTrialsSince(
+                              study.record.id, static_cast<int>(study.trials.size()), open));
+  for (TrialRecord& t : changed) {
+    if (t.number < 0) continue;
+    if (static_cast<size_t>(t.number) >= study.trials.size()) study.trials.resize(t.number + 1);
+    study.trials[t.number] = std::move(t);
+  }
+  study.synced_at = options_.clock->MonotonicSeconds();
+  // This node's trials that another node ended (it found this node silent): stop them; their
+  // end is not this node's to record.
+  for (auto& [tid, rt] : running_) {
+    if (rt->study != &study || rt->taken_over) continue;
+    const TrialRecord& stored = study.trials[rt->number];
+    if (!storage::IsFinished(stored.state)) continue;
+    rt->taken_over = true;
+    options_.logger->warn(
+        "study {} trial {}: already ended by another node as {}({}) (this node was silent); "
+        "stopping it",
+        study.record.name, rt->number, storage::TrialStateName(stored.state), stored.fail.reason);
+    rt->process->Stop(StopReason::kCancel);
+  }
+  Recount(study);
+  return Status::Ok();
+}
+
+void Scheduler::AdoptStudyState(StudyRuntime& study, const storage::StudyRecord& stored) {
+  if (stored.state == study.record.state) return;
+  study.record.state = stored.state;
+  study.record.finished_at = stored.finished_at;
+  options_.logger->info("study {}: {} through another node", study.record.name,
+                        storage::StudyStateName(stored.state));
+  if (stored.state != storage::StudyState::kCancelled) return;
+  for (auto& [tid, rt] : running_) {
+    if (rt->study == &study) rt->process->Stop(StopReason::kCancel);
+  }
+}
+
+void Scheduler::LockedMaybeComplete(StudyRuntime& study) {
+  if (!shared()) {
+    MaybeCompleteStudy(study);
+    return;
+  }
+  StorageBatch batch(options_.storage, options_.logger);
+  if (!batch.began()) return;
+  Result<storage::StudyRecord> rec = options_.storage->LockStudy(study.record.id);
+  if (!rec.ok()) {
+    options_.logger->error("study {}: {}", study.record.name, rec.status().message());
+    return;
+  }
+  AdoptStudyState(study, *rec);
+  Status st = Sync(study);
+  if (!st.ok()) {
+    options_.logger->error("study {}: reading other nodes' trials: {}", study.record.name,
+                           st.message());
+    return;
+  }
+  MaybeCompleteStudy(study);
+}
+
+std::optional<int> Scheduler::ClaimNext(StudyRuntime& study) {
+  StorageBatch batch(options_.storage, options_.logger);
+  if (!batch.began()) return std::nullopt;
+  Result<storage::StudyRecord> rec = options_.storage->LockStudy(study.record.id);
+  if (!rec.ok()) {
+    options_.logger->error("study {}: {}", study.record.name, rec.status().message());
+    return std::nullopt;
+  }
+  AdoptStudyState(study, *rec);
+  if (study.record.state != storage::StudyState::kRunning) return std::nullopt;
+  Status st = Sync(study);
+  if (!st.ok()) {
+    options_.logger->error("study {}: reading other nodes' trials: {}", study.record.name,
+                           st.message());
+    return std::nullopt;
+  }
+  int number;
+  if (!study.waiting.empty()) {
+    number = study.waiting.front();
+  } else {
+    if (study.exhausted || study.configurations() >= study.record.n_trials) return std::nullopt;
+    sampler::StudyView view{study.spec.study.direction, &study.spec.space, &study.trials};
+    if (study.sampler->Exhausted(view)) {
+      study.exhausted = true;
+      Event(&study, nullptr, "sampler_exhausted", "no more configurations to try");
+      MaybeCompleteStudy(study);
+      return std::nullopt;
+    }
+    number = static_cast<int>(study.trials.size());
+    Result<config::ParamValues> values = sampler::SampleParams(*study.sampler, view, number);
+    if (!values.ok()) {
+      options_.logger->error("study {}: sampler failed: {}", study.record.name,
+                             values.status().message());
+      study.exhausted = true;
+      Event(&study, nullptr, "sampler_failed", values.status().message());
+      MaybeCompleteStudy(study);
+      return std::nullopt;
+    }
+    storage::ParamMap params;
+    for (const config::ParamSpec& p : study.spec.space) {
+      params[p.name] = storage::ParamValue{values->at(p.name), p.dist};
+    }
+    Result<TrialRecord> created =
+        options_.storage->CreateTrial(study.record.id, params, options_.clock->WallSeconds());
+    if (!created.ok()) {
+      options_.logger->error("study {}: storing a new trial: {}", study.record.name,
+                             created.status().message());
+      return std::nullopt;
+    }
+    number = created->number;
+    study.trials.resize(std::max<size_t>(study.trials.size(), number + 1));
+    study.trials[number] = *created;
+  }
+  TrialRecord& trial = study.trials[number];
+  st = options_.storage->ClaimTrial(trial.id);
+  if (!st.ok()) {
+    options_.logger->error("study {} trial {}: claiming it: {}", study.record.name, number,
+                           st.message());
+    return std::nullopt;
+  }
+  trial.node = options_.storage->node();
+  study.waiting.erase(std::remove(study.waiting.begin(), study.waiting.end(), number),
+                      study.waiting.end());
+  st = batch.Commit();
+  if (!st.ok()) {
+    // The claim is not durable: another node may take the trial, so this one must not run it.
+    options_.logger->error("study {} trial {}: committing the claim: {}", study.record.name, number,
+                           st.message());
+    return std::nullopt;
+  }
+  return number;
+}
+
+void Scheduler::ReapDeadNodes(StudyRuntime& study) {
+  auto on_dead = [&](const TrialRecord& t) {
+    return t.state == TrialState::kRunning && dead_nodes_.count(t.node) > 0;
+  };
+  if (std::none_of(study.trials.begin(), study.trials.end(), on_dead)) return;
+  StorageBatch batch(options_.storage, options_.logger);
+  if (!batch.began()) return;
+  Result<storage::StudyRecord> rec = options_.storage->LockStudy(study.record.id);
+  if (!rec.ok()) {
+    options_.logger->error("study {}: {}", study.record.name, rec.status().message());
+    return;
+  }
+  Status st = Sync(study);
+  if (!st.ok()) {
+    options_.logger->error("study {}: reading other nodes' trials: {}", study.record.name,
+                           st.message());
+    return;
+  }
+  std::vector<int> numbers;
+  for (const TrialRecord& t : study.trials) {
+    if (on_dead(t)) numbers.push_back(t.number);
+  }
+  for (int number : numbers) {
+    const TrialRecord t = study.trials[number];
+    storage::TrialOutcome out;
+    out.state = TrialState::kFail;
+    out.fail.reason = "lost";
+    out.fail.detail =
+        "node " + t.node + " stopped sending heartbeats while the trial ran there (pid " +
+        std::to_string(t.process.pid) + "); ended by node " + options_.storage->node();
+    options_.logger->warn("study {} trial {}: lost with node {}", study.record.name, number,
+                          t.node);
+    Event(&study, &t, "trial_lost", out.fail.detail);
+    FinishTrial(study, number, out);
+  }
+}
+
+void Scheduler::SharedTick() {
+  if (!shared()) return;
+  const double now = options_.clock->WallSeconds();
+  const std::string& me = options_.storage->node();
+  // Beats while shutting down too: its trials are still this node's until they end.
+  Status hb = options_.storage->Heartbeat(now);
+  if (!hb.ok()) options_.logger->error("recording this node's heartbeat: {}", hb.message());
+  if (shutting_down_) return;
+  Result<std::vector<storage::NodeRecord>> nodes = options_.storage->GetNodes(now);
+  if (nodes.ok()) {
+    std::set<std::string> dead;
+    for (const storage::NodeRecord& n : *nodes) {
+      if (n.name == me || n.silent_for <= options_.node_timeout_s) continue;
+      dead.insert(n.name);
+      if (dead_nodes_.count(n.name) == 0) {
+        options_.logger->warn("node {}: no heartbeat for {:.1f} s (timeout {} s): treated as dead",
+                              n.name, n.silent_for, options_.node_timeout_s);
+      }
+    }
+    for (const std::string& name : dead_nodes_) {
+      if (dead.count(name) == 0) options_.logger->info("node {}: heartbeats again", name);
+    }
+    dead_nodes_ = std::move(dead);
+  } else {
+    options_.logger->error("reading the nodes' heartbeats: {}", nodes.status().message());
+  }
+  Result<std::vector<storage::StudyRecord>> stored = options_.storage->ListStudies();
+  if (!stored.ok()) {
+    options_.logger->error("listing studies: {}", stored.status().message());
+    return;
+  }
+  for (const storage::StudyRecord& rec : *stored) {
+    auto it = studies_.find(rec.id);
+    if (it != studies_.end()) {
+      AdoptStudyState(*it->second, rec);
+      continue;
+    }
+    if (rec.state != storage::StudyState::kRunning || not_loaded_.count(rec.name) > 0) continue;
+    Result<std::unique_ptr<StudyRuntime>> rt = LoadStudy(rec);
+    if (!rt.ok()) {
+      not_loaded_[rec.name] = rt.status().message();
+      options_.logger->warn("study {}: not run on this node: {}", rec.name, rt.status().message());
+      continue;
+    }
+    options_.logger->info("study {}: joined ({} trials so far)", rec.name, (*rt)->trials.size());
+    studies_[rec.id] = std::move(rt).value();
+  }
+  for (auto& [id, study] : studies_) {
+    Status st = Sync(*study);
+    if (!st.ok()) {
+      options_.logger->error("study {}: reading other nodes' trials: {}", study->record.name,
+                             st.message());
+      continue;
+    }
+    ReapDeadNodes(*study);
+    // A study whose last trials ended elsewhere without completing it (that node died between
+    // the two) is completed here.
+    if (study->record.state == storage::StudyState::kRunning && study->running == 0 &&
+        std::all_of(study->trials.begin(), study->trials.end(),
+                    [](const TrialRecord& t) { return storage::IsFinished(t.state); }) &&
+        study->configurations() >= study->record.n_trials) {
+      LockedMaybeComplete(*study);
+    }
+  }
+  Pump();
 }
 
 bool Scheduler::CanStart(const StudyRuntime& s) const {
@@ -263,8 +561,9 @@ void Scheduler::Pump() {
   pumping_ = true;
   // Every trial started in this pass is recorded (created, then RUNNING with its pid) in one
   // commit.
+  // (Shared storage: each claim commits alone, before its process starts.)
   std::optional<StorageBatch> batch;
-  batch.emplace(options_.storage, options_.logger);
+  if (!shared()) batch.emplace(options_.storage, options_.logger);
   if (gpu_reserved_for_ != 0) {
     auto held = studies_.find(gpu_reserved_for_);
     if (held == studies_.end() || !CanStart(*held->second)) gpu_reserved_for_ = 0;
@@ -301,8 +600,10 @@ void Scheduler::Pump() {
         slots = std::move(*got);
       }
       last_served_study_ = study->record.id;
-      StartTrial(*study, std::move(slots));
-      started = true;
+      // Shared storage: a claim can find the study full (other nodes took its last trials) or
+      // the storage failing; only a started trial goes round again, so this ends too.
+      const bool ran = StartTrial(*study, std::move(slots));
+      started = started || ran || !shared();
     }
   }
   batch.reset();
@@ -386,7 +687,11 @@ bool Scheduler::StartTrial(StudyRuntime& study, std::vector<devices::GpuSlot> gp
     }
   } give_back{options_.gpus, &gpu_slots};
   int number;
-  if (!study.waiting.empty()) {
+  if (shared()) {
+    std::optional<int> claimed = ClaimNext(study);
+    if (!claimed) return false;
+    number = *claimed;
+  } else if (!study.waiting.empty()) {
     number = study.waiting.front();
     study.waiting.pop_front();
   } else {
@@ -478,15 +783,23 @@ void Scheduler::OnMessage(int64_t trial_id, const proto::ReportMessage& m) {
   if (it == running_.end()) return;
   RunningTrial& rt = *it->second;
   StudyRuntime& study = *rt.study;
-  TrialRecord& trial = study.trials[rt.number];
   switch (m.type) {
     case proto::ReportType::kReport: {
       // A pruned trial ends at the step it was pruned at, as in Optuna (where the objective
       // raises TrialPruned and reports nothing more): what it sends during its grace period
       // would otherwise change its value and the other trials' pruning decisions.
-      if (rt.pruned) break;
+      if (rt.pruned || rt.taken_over) break;
       Status st = options_.storage->AddIntermediate(trial_id, m.step, m.value);
       if (!st.ok()) options_.logger->error("storing intermediate value: {}", st.message());
+      if (shared() && options_.clock->MonotonicSeconds() - study.synced_at >= kPruneSyncSeconds) {
+        Status synced = Sync(study);  // the other nodes' values, for the pruner
+        if (!synced.ok()) {
+          options_.logger->error("study {}: reading other nodes' trials: {}", study.record.name,
+                                 synced.message());
+        }
+        if (rt.taken_over) break;
+      }
+      TrialRecord& trial = study.trials[rt.number];
       trial.intermediate[m.step] = m.value;
       pruner::PruneContext ctx{study.spec.study.direction, &study.trials, &trial,
                                study.record.name};
@@ -502,9 +815,10 @@ void Scheduler::OnMessage(int64_t trial_id, const proto::ReportMessage& m) {
       rt.final_values = m.values;
       break;
     case proto::ReportType::kAttr: {
+      if (rt.taken_over) break;
       Status st = options_.storage->SetAttr(trial_id, m.key, m.json_value);
       if (!st.ok()) options_.logger->error("storing attribute: {}", st.message());
-      trial.attrs[m.key] = m.json_value;
+      study.trials[rt.number].attrs[m.key] = m.json_value;
       break;
     }
     case proto::ReportType::kError:
@@ -701,6 +1015,25 @@ void Scheduler::FinishTrial(StudyRuntime& study, int number, const storage::Tria
   // The trial's end, its event and the study's completion are one commit, made before any
   // other trial starts.
   StorageBatch batch(options_.storage, options_.logger);
+  if (shared()) {
+    Result<storage::StudyRecord> rec = options_.storage->LockStudy(study.record.id);
+    if (rec.ok()) AdoptStudyState(study, *rec);
+    Status synced = rec.ok() ? Sync(study) : rec.status();
+    if (!synced.ok()) {
+      options_.logger->error("study {}: reading other nodes' trials: {}", study.record.name,
+                             synced.message());
+    }
+    const TrialRecord& stored = study.trials[number];
+    if (storage::IsFinished(stored.state)) {
+      // Another node ended it while this one was silent: its end is theirs, not reported twice.
+      options_.logger->warn(
+          "study {} trial {}: ended as {} by another node; this node's "
+          "outcome ({}) is dropped",
+          study.record.name, number, storage::TrialStateName(stored.state),
+          storage::TrialStateName(out.state));
+      return;
+    }
+  }
   TrialRecord& trial = study.trials[number];
   const double now = options_.clock->WallSeconds();
   Status st = options_.storage->FinishTrial(trial.id, out, now);
@@ -725,6 +1058,11 @@ void Scheduler::FinishTrial(StudyRuntime& study, int number, const storage::Tria
 void Scheduler::MaybeCompleteStudy(StudyRuntime& study) {
   if (study.record.state != storage::StudyState::kRunning) return;
   if (study.running > 0 || !study.waiting.empty()) return;
+  // Shared storage: nothing may be waiting or running on any node either.
+  if (shared() && std::any_of(study.trials.begin(), study.trials.end(),
+                              [](const TrialRecord& t) { return !storage::IsFinished(t.state); })) {
+    return;
+  }
   if (study.finished - study.retried < study.record.n_trials && !study.exhausted) return;
   const double now = options_.clock->WallSeconds();
   Status st = options_.storage->SetStudyState(study.record.id, storage::StudyState::kComplete, now);
@@ -749,6 +1087,14 @@ Status Scheduler::Cancel(const std::string& name) {
   }
   const double now = options_.clock->WallSeconds();
   StorageBatch batch(options_.storage, options_.logger);
+  if (shared()) {
+    // Under the lock: no node claims a trial of it meanwhile, and a second cancel sees the first.
+    TRIALD_ASSIGN_OR_RETURN(rec, options_.storage->LockStudy(rec.id));
+    if (rec.state != storage::StudyState::kRunning) {
+      return common::FailedPrecondition("study \"" + name + "\" is already " +
+                                        storage::StudyStateName(rec.state));
+    }
+  }
   TRIALD_RETURN_IF_ERROR(
       options_.storage->SetStudyState(rec.id, storage::StudyState::kCancelled, now));
   auto sit = studies_.find(rec.id);
@@ -756,6 +1102,15 @@ Status Scheduler::Cancel(const std::string& name) {
   StudyRuntime& study = *sit->second;
   study.record.state = storage::StudyState::kCancelled;
   Event(&study, nullptr, "study_cancelled", "");
+  if (shared()) {
+    // Every WAITING trial, whichever node claimed it: a node about to start one then fails to
+    // mark it RUNNING and stops it. Running trials of other nodes stop at their next tick.
+    TRIALD_RETURN_IF_ERROR(Sync(study));
+    study.waiting.clear();
+    for (const TrialRecord& t : study.trials) {
+      if (t.state == TrialState::kWaiting) study.waiting.push_back(t.number);
+    }
+  }
   while (!study.waiting.empty()) {
     int number = study.waiting.front();
     study.waiting.pop_front();
@@ -792,6 +1147,19 @@ Result<TrialRecord> Scheduler::Enqueue(const std::string& name,
     return common::FailedPrecondition("study \"" + name + "\" is not loaded by this triald");
   }
   StudyRuntime& study = *sit->second;
+  // Shared storage: the count, the draw and the new trial are decided under the study's lock.
+  std::optional<StorageBatch> locked;
+  if (shared()) {
+    locked.emplace(options_.storage, options_.logger);
+    TRIALD_ASSIGN_OR_RETURN(rec, options_.storage->LockStudy(rec.id));
+    AdoptStudyState(study, rec);
+    if (rec.state != storage::StudyState::kRunning) {
+      return common::FailedPrecondition("study \"" + name + "\" is " +
+                                        storage::StudyStateName(rec.state) +
+                                        "; expected a RUNNING study");
+    }
+    TRIALD_RETURN_IF_ERROR(Sync(study));
+  }
   const int number = static_cast<int>(study.trials.size());
   if (study.configurations() >= study.record.n_trials) {
     return common::FailedPrecondition("study \"" + name + "\" already has its n_trials = " +
@@ -844,6 +1212,10 @@ Result<TrialRecord> Scheduler::Enqueue(const std::string& name,
     }
     Event(&study, &trial, "trial_enqueued", what);
     options_.logger->info("study {} trial {} enqueued: {}", name, trial.number, what);
+  }
+  if (locked) {
+    TRIALD_RETURN_IF_ERROR(locked->Commit());
+    locked.reset();
   }
   Pump();
   return trial;

@@ -32,6 +32,27 @@
 // trial that needs many GPUs is not starved by a stream of smaller ones. A sweep asking for
 // more GPUs than the pool has is refused at submit.
 //
+// Shared storage (several daemons, one PostgreSQL database; daemon/storage/storage.h): each
+// daemon is a node. A study submitted through any node is run by every node that can run it
+// (its objective prepares there and its GPUs fit; a node that cannot leaves it to the others).
+// Every decision about a study's trials is taken under the study's lock with the shared history
+// read afresh (GetTrialsSince), so:
+//   - a trial is claimed by one node only: the oldest claimable WAITING trial (unclaimed, or
+//     claimed by this node or a dead one), else a new one from the sampler, which sees every
+//     trial of every node, running ones included (constant liar), and n_trials is never
+//     exceeded; the claim commits before the process starts, and MarkRunning records the node;
+//   - a node whose heartbeat is older than node_timeout_s is dead: the live node that notices
+//     first ends its RUNNING trials as FAIL(lost) and retries them per policy, and its claimed
+//     WAITING trials become claimable;
+//   - a node that comes back finds its trials ended (finished trials are immutable): it stops
+//     their processes and records nothing for them, so nothing is resurrected or reported
+//     twice;
+//   - the node that ends a study's last trial completes the study; a cancel through any node
+//     stops the trials of every node (each stops its own at its next tick).
+// `parallelism` and max_workers are per node. SharedTick() (every heartbeat interval) beats,
+// follows other nodes' studies and trials and reaps dead nodes; pruning decisions read other
+// nodes' intermediate values at most kPruneSyncSeconds old.
+//
 // The scheduler never forks, sleeps or reads the clock directly: Launcher, Storage and Clock
 // are injected, so tests/daemon/scheduler_test.cc drives it with fakes.
 //
@@ -42,6 +63,8 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -79,6 +102,8 @@ struct SchedulerOptions {
       make_pruner;
   // GPU slots (not owned); nullptr: no GPUs, and sweeps with gpus_per_trial > 0 are refused.
   devices::GpuPool* gpus = nullptr;
+  // Shared storage: a node silent for longer than this is dead (see above).
+  double node_timeout_s = 30;
   // Runs after each Pump(), i.e. whenever running_count() or queued_count() may have changed
   // (the daemon's systemd STATUS= line). Must not call back into the scheduler.
   std::function<void()> on_change;
@@ -117,6 +142,9 @@ class Scheduler {
   // Starts no more trials and stops every running one; `on_idle` runs once none is left.
   void BeginShutdown(std::function<void()> on_idle);
 
+  // Shared storage only; the daemon calls it every heartbeat interval (see above).
+  void SharedTick();
+
   // GPU bookkeeping, called periodically by the daemon while gpu_work() is true: records the
   // processes of running GPU trials that hold GPU memory, hands back drained slots (recording
   // leaks) and starts trials that were waiting for them.
@@ -133,6 +161,22 @@ class Scheduler {
 
   common::Result<std::unique_ptr<StudyRuntime>> BuildRuntime(const storage::StudyRecord& record,
                                                              config::SweepSpec spec);
+  // Parses, prepares and builds a stored study and loads its trials.
+  common::Result<std::unique_ptr<StudyRuntime>> LoadStudy(const storage::StudyRecord& record);
+  bool shared() const { return options_.storage->shared(); }
+  // Shared storage: reads the trials other nodes changed since this node last looked, stops
+  // this node's trials that another node ended, and recounts. No-op otherwise.
+  common::Status Sync(StudyRuntime& study);
+  void Recount(StudyRuntime& study);
+  // A stored study state another node set (cancelled or completed): adopts it.
+  void AdoptStudyState(StudyRuntime& study, const storage::StudyRecord& stored);
+  // Shared storage: under the study's lock, claims the trial to start next (see above); the
+  // claim is committed when this returns a number.
+  std::optional<int> ClaimNext(StudyRuntime& study);
+  // Shared storage: under the study's lock, ends the RUNNING trials of dead nodes.
+  void ReapDeadNodes(StudyRuntime& study);
+  // MaybeCompleteStudy, under the study's lock when shared.
+  void LockedMaybeComplete(StudyRuntime& study);
   bool CanStart(const StudyRuntime& study) const;
   // Starts the study's next trial on `gpu_slots` (acquired for it; given back if no trial
   // starts). Returns whether the slots were used by a running trial.
@@ -162,6 +206,8 @@ class Scheduler {
   bool shutting_down_ = false;
   std::function<void()> on_idle_;
   bool pumping_ = false;
+  std::set<std::string> dead_nodes_;               // shared: nodes found silent at the last tick
+  std::map<std::string, std::string> not_loaded_;  // shared: studies this node cannot run: why
 };
 
 // Ends what a previous daemon on `state_dir` left behind: every process whose environment

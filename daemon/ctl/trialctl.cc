@@ -8,6 +8,7 @@
 #include <iomanip>
 #include <iostream>
 #include <map>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -351,8 +352,16 @@ int RunTrialctl(const std::vector<std::string>& argv, std::ostream& out, std::os
   } else if (verb == "status") {
     PrintStatus(out, r->get_object());
   } else if (verb == "trials") {
+    // A NODE column when the trials ran on several daemons (a shared PostgreSQL storage).
+    std::set<std::string> nodes;
+    for (const json::value& v : r->get_array()) {
+      const json::object& t = v.get_object();
+      if (t.contains("node") && t.at("node").is_string()) nodes.insert(Str(t, "node"));
+    }
+    const bool show_node = nodes.size() > 1;
     std::vector<std::vector<std::string>> rows = {
         {"#", "STATE", "VALUE", "DURATION", "PARAMS", "RETRY OF", "REASON"}};
+    if (show_node) rows[0].insert(rows[0].begin() + 4, "NODE");
     for (const json::value& v : r->get_array()) {
       const json::object& t = v.get_object();
       std::string reason =
@@ -362,6 +371,10 @@ int RunTrialctl(const std::vector<std::string>& argv, std::ostream& out, std::os
            FormatParams(t.at("params")),
            t.contains("retry_of") && !t.at("retry_of").is_null() ? Str(t, "retry_of") : "",
            reason});
+      if (show_node) {
+        rows.back().insert(rows.back().begin() + 4,
+                           t.contains("node") && t.at("node").is_string() ? Str(t, "node") : "-");
+      }
     }
     PrintTable(out, rows);
   } else if (verb == "best") {

@@ -99,11 +99,20 @@ struct TrialRecord {
   double finished_at = 0;              // 0 until finished
   std::optional<int64_t> retry_of;     // trial id this one retries
   std::optional<int> retry_of_number;  // that trial's number (a retry is in the same study)
+  std::string node;                    // the daemon that claimed or ran it; "" while unclaimed
 
   double DurationSeconds() const {
     if (started_at <= 0) return 0;
     return (finished_at > 0 ? finished_at : started_at) - started_at;
   }
+};
+
+// A daemon sharing the storage (see Storage::Heartbeat).
+struct NodeRecord {
+  std::string name;
+  double first_beat = 0;  // unix seconds of its first heartbeat, by the storage's clock
+  double last_beat = 0;   // unix seconds of its latest heartbeat
+  double silent_for = 0;  // seconds since last_beat, by the same clock
 };
 
 struct Event {

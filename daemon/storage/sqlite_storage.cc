@@ -16,10 +16,10 @@ namespace {
 using common::Result;
 using common::Status;
 
-constexpr int kSchemaVersion = 1;
+constexpr int kSchemaVersion = 2;
 
-// The schema, version 1 (PRAGMA user_version). Encodings that the column types do not make
-// obvious:
+// The schema as version 1 created it (PRAGMA user_version); kSchemaV2 brings it to version 2.
+// Encodings that the column types do not make obvious:
 // - studies.seed and trials.pid_start_time hold uint64 values bit-cast to SQLite's signed 64-bit
 //   INTEGER: a seed >= 2^63 reads as a negative number in the sqlite3 shell, and reads back
 //   exactly through this class.
@@ -95,7 +95,18 @@ CREATE TABLE IF NOT EXISTS events (
 );
 CREATE INDEX IF NOT EXISTS events_by_study ON events(study_id);
 CREATE INDEX IF NOT EXISTS events_by_trial ON events(trial_id);
-PRAGMA user_version = 1;
+)sql";
+
+// Version 2: the node (daemon) that claimed or ran each trial, and the nodes' heartbeats.
+// Trials stored by version 1 get node "" (shown as unknown).
+constexpr const char* kSchemaV2 = R"sql(
+ALTER TABLE trials ADD COLUMN node TEXT NOT NULL DEFAULT '';
+CREATE TABLE IF NOT EXISTS nodes (
+  name       TEXT PRIMARY KEY,
+  first_beat REAL NOT NULL,
+  last_beat  REAL NOT NULL
+) WITHOUT ROWID;
+PRAGMA user_version = 2;
 )sql";
 
 constexpr const char* kStudyColumns =
@@ -106,7 +117,7 @@ constexpr const char* kStudyColumns =
   "t.id, t.study_id, t.number, t.state, t.value, t.value_is_nan, t.fail_reason, "              \
   "t.fail_exit_code, t.fail_signal, t.fail_core_dumped, t.fail_detail, t.stderr_tail, t.pid, " \
   "t.pgid, t.pid_start_time, t.created_at, t.started_at, t.finished_at, t.retry_of, "          \
-  "(SELECT r.number FROM trials r WHERE r.id = t.retry_of)"
+  "(SELECT r.number FROM trials r WHERE r.id = t.retry_of), t.node"
 
 const char* DirectionText(config::Direction d) {
   return d == config::Direction::kMaximize ? "MAXIMIZE" : "MINIMIZE";
@@ -218,7 +229,16 @@ class SqliteStorage final : public Storage {
 
   Result<std::vector<TrialRecord>> GetTrials(int64_t study_id) override;
   Result<TrialRecord> GetTrial(int64_t study_id, int number) override;
+  Result<std::vector<TrialRecord>> GetTrialsSince(int64_t study_id, int from_number,
+                                                  const std::vector<int>& numbers) override;
   Result<std::vector<TrialRecord>> GetRunningTrials() override;
+
+  bool shared() const override { return shared_; }
+  const std::string& node() const override { return node_; }
+  Result<StudyRecord> LockStudy(int64_t study_id) override;
+  Status ClaimTrial(int64_t trial_id) override;
+  Status Heartbeat(double at) override;
+  Result<std::vector<NodeRecord>> GetNodes(double now) override;
 
   Status AppendEvent(std::optional<int64_t> study_id, std::optional<int64_t> trial_id,
                      const std::string& kind, const std::string& detail, double at) override;
@@ -230,7 +250,7 @@ class SqliteStorage final : public Storage {
   enum class Sync { kUnknown, kNormal, kFull };
 
   // Which trials a load covers; each has its own cached statements.
-  enum class TrialFilter { kStudy, kStudyNumber, kRunning };
+  enum class TrialFilter { kStudy, kStudyNumber, kRunning, kSince };
 
   explicit SqliteStorage(sqlite3* db) : db_(db) {}
 
@@ -270,13 +290,17 @@ class SqliteStorage final : public Storage {
   // Explains why a mutation guarded by the trial's state touched no row.
   Status TrialNotMutable(int64_t trial_id, const std::string& op, bool require_waiting);
 
+  // kSince: number >= `number`, or listed in `numbers_json` (a JSON array).
   Result<std::vector<TrialRecord>> LoadTrials(TrialFilter filter, int64_t study_id, int number,
-                                              const std::string& op);
+                                              const std::string& op,
+                                              const std::string& numbers_json = "[]");
   Result<StudyRecord> ReadStudyRow(const Stmt& st) const;
   Result<TrialRecord> ReadTrialRow(const Stmt& st) const;
 
   sqlite3* db_;
   std::string path_;
+  std::string node_;
+  bool shared_ = false;
   // Open batches (BeginBatch minus CommitBatch). Inside a batch, an operation's own
   // transaction becomes a savepoint and the batch's COMMIT is the only (FULL) sync.
   int batch_depth_ = 0;
@@ -303,6 +327,8 @@ Result<std::unique_ptr<Storage>> SqliteStorage::Open(const SqliteOptions& option
   }
   std::unique_ptr<SqliteStorage> storage(new SqliteStorage(db));
   storage->path_ = options.path;
+  storage->node_ = options.node;
+  storage->shared_ = options.shared;
   Status st = storage->Init(options);
   if (!st.ok()) return st.WithContext(where);
   return std::unique_ptr<Storage>(std::move(storage));
@@ -345,9 +371,11 @@ Status SqliteStorage::Init(const SqliteOptions& options) {
                                       std::to_string(kSchemaVersion) + ")");
   }
   if (version < kSchemaVersion) {
+    // One transaction: a database is at one version or the next, never in between.
     TRIALD_RETURN_IF_ERROR(Begin("create schema"));
     TxnGuard guard(this);
-    TRIALD_RETURN_IF_ERROR(ExecUncached(kSchemaSql, "create schema"));
+    if (version < 1) TRIALD_RETURN_IF_ERROR(ExecUncached(kSchemaSql, "create schema"));
+    TRIALD_RETURN_IF_ERROR(ExecUncached(kSchemaV2, "upgrade schema to version 2"));
     TRIALD_RETURN_IF_ERROR(Commit("create schema"));
   }
   return Status::Ok();
@@ -567,6 +595,7 @@ Result<TrialRecord> SqliteStorage::ReadTrialRow(const Stmt& st) const {
   t.finished_at = st.ColReal(17);
   if (!st.ColIsNull(18)) t.retry_of = st.ColInt(18);
   if (!st.ColIsNull(19)) t.retry_of_number = static_cast<int>(st.ColInt(19));
+  t.node = st.ColText(20);
   return t;
 }
 
@@ -739,14 +768,15 @@ Status SqliteStorage::MarkRunning(int64_t trial_id, const ProcessIdentity& proce
       // The state guard in the WHERE clause makes check-and-set one atomic statement.
       TRIALD_ASSIGN_OR_RETURN(Stmt st,
                               Prepare("UPDATE trials SET state = 'RUNNING', pid = ?2, pgid = ?3, "
-                                      "pid_start_time = ?4, started_at = ?5 "
+                                      "pid_start_time = ?4, started_at = ?5, node = ?6 "
                                       "WHERE id = ?1 AND state = 'WAITING'",
                                       op));
       st.Int(1, trial_id)
           .Int(2, process.pid)
           .Int(3, process.pgid)
           .Int(4, static_cast<int64_t>(process.start_time))
-          .Real(5, at);
+          .Real(5, at)
+          .Text(6, node_);
       TRIALD_RETURN_IF_ERROR(Run(st, op));
     }
     if (sqlite3_changes(db_) == 0) return TrialNotMutable(trial_id, op, /*require_waiting=*/true);
@@ -847,7 +877,8 @@ Status SqliteStorage::FinishTrial(int64_t trial_id, const TrialOutcome& outcome,
 // ---- Trials: reads ----
 
 Result<std::vector<TrialRecord>> SqliteStorage::LoadTrials(TrialFilter filter, int64_t study_id,
-                                                           int number, const std::string& op) {
+                                                           int number, const std::string& op,
+                                                           const std::string& numbers_json) {
   // One query per table for the whole selection, joined through trials with the same filter,
   // instead of one query per trial: a study of thousands of trials loads in four statements.
   const char* where = "";
@@ -861,10 +892,16 @@ Result<std::vector<TrialRecord>> SqliteStorage::LoadTrials(TrialFilter filter, i
     case TrialFilter::kRunning:
       where = " WHERE t.state = 'RUNNING'";
       break;
+    case TrialFilter::kSince:
+      where =
+          " WHERE t.study_id = ?1 AND (t.number >= ?2 OR t.number IN "
+          "(SELECT value FROM json_each(?3)))";
+      break;
   }
   auto bind = [&](Stmt& st) {
     if (filter != TrialFilter::kRunning) st.Int(1, study_id);
-    if (filter == TrialFilter::kStudyNumber) st.Int(2, number);
+    if (filter == TrialFilter::kStudyNumber || filter == TrialFilter::kSince) st.Int(2, number);
+    if (filter == TrialFilter::kSince) st.Text(3, numbers_json);
   };
 
   std::vector<TrialRecord> trials;
@@ -979,6 +1016,89 @@ Result<TrialRecord> SqliteStorage::GetTrial(int64_t study_id, int number) {
 Result<std::vector<TrialRecord>> SqliteStorage::GetRunningTrials() {
   return Guarded("GetRunningTrials", [&]() -> Result<std::vector<TrialRecord>> {
     return LoadTrials(TrialFilter::kRunning, 0, 0, "GetRunningTrials");
+  });
+}
+
+Result<std::vector<TrialRecord>> SqliteStorage::GetTrialsSince(int64_t study_id, int from_number,
+                                                               const std::vector<int>& numbers) {
+  return Guarded("GetTrialsSince", [&]() -> Result<std::vector<TrialRecord>> {
+    const std::string op = "GetTrialsSince(" + StudyName(study_id) + ")";
+    TRIALD_RETURN_IF_ERROR(RequireStudy(study_id, op));
+    std::string list = "[";
+    for (size_t i = 0; i < numbers.size(); ++i) {
+      list += (i > 0 ? "," : "") + std::to_string(numbers[i]);
+    }
+    list += "]";
+    return LoadTrials(TrialFilter::kSince, study_id, from_number, op, list);
+  });
+}
+
+// ---- Shared-storage operations (one daemon per SQLite file: no lock is needed) ----
+
+Result<StudyRecord> SqliteStorage::LockStudy(int64_t study_id) {
+  return Guarded("LockStudy", [&]() -> Result<StudyRecord> {
+    const std::string op = "LockStudy(" + StudyName(study_id) + ")";
+    if (batch_depth_ == 0) {
+      return common::FailedPrecondition(op +
+                                        ": called outside a batch; the lock lasts until "
+                                        "the batch commits");
+    }
+    TRIALD_ASSIGN_OR_RETURN(
+        Stmt st,
+        Prepare(std::string("SELECT ") + kStudyColumns + " FROM studies WHERE id = ?1", op));
+    st.Int(1, study_id);
+    int rc = st.Step();
+    if (rc == SQLITE_DONE) return common::NotFound(StudyName(study_id) + " not found");
+    if (rc != SQLITE_ROW) return Err(rc, op);
+    return ReadStudyRow(st);
+  });
+}
+
+Status SqliteStorage::ClaimTrial(int64_t trial_id) {
+  return Guarded("ClaimTrial", [&]() -> Status {
+    const std::string op = "ClaimTrial(" + TrialName(trial_id) + ")";
+    TRIALD_RETURN_IF_ERROR(SetSync(Sync::kFull));
+    {
+      TRIALD_ASSIGN_OR_RETURN(
+          Stmt st, Prepare("UPDATE trials SET node = ?2 WHERE id = ?1 AND state = 'WAITING'", op));
+      st.Int(1, trial_id).Text(2, node_);
+      TRIALD_RETURN_IF_ERROR(Run(st, op));
+    }
+    if (sqlite3_changes(db_) == 0) return TrialNotMutable(trial_id, op, /*require_waiting=*/true);
+    return Status::Ok();
+  });
+}
+
+Status SqliteStorage::Heartbeat(double at) {
+  return Guarded("Heartbeat", [&]() -> Status {
+    const std::string op = "Heartbeat(\"" + node_ + "\")";
+    TRIALD_RETURN_IF_ERROR(SetSync(Sync::kNormal));
+    TRIALD_ASSIGN_OR_RETURN(
+        Stmt st, Prepare("INSERT INTO nodes (name, first_beat, last_beat) VALUES (?1, ?2, ?2) "
+                         "ON CONFLICT (name) DO UPDATE SET last_beat = excluded.last_beat",
+                         op));
+    st.Text(1, node_).Real(2, at);
+    return Run(st, op);
+  });
+}
+
+Result<std::vector<NodeRecord>> SqliteStorage::GetNodes(double now) {
+  return Guarded("GetNodes", [&]() -> Result<std::vector<NodeRecord>> {
+    const std::string op = "GetNodes";
+    TRIALD_ASSIGN_OR_RETURN(
+        Stmt st, Prepare("SELECT name, first_beat, last_beat FROM nodes ORDER BY name", op));
+    std::vector<NodeRecord> out;
+    int rc;
+    while ((rc = st.Step()) == SQLITE_ROW) {
+      NodeRecord n;
+      n.name = st.ColText(0);
+      n.first_beat = st.ColReal(1);
+      n.last_beat = st.ColReal(2);
+      n.silent_for = now - n.last_beat;
+      out.push_back(std::move(n));
+    }
+    if (rc != SQLITE_DONE) return Err(rc, op);
+    return out;
   });
 }
 

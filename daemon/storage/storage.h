@@ -17,6 +17,22 @@
 //   sync each, not one per row. A failed call inside a batch leaves the batch's earlier changes
 //   in place.
 //
+// - Every trial records the node (daemon) that claimed or ran it: a storage is opened with this
+//   daemon's node name; ClaimTrial and MarkRunning set it. "" while a WAITING trial is unclaimed.
+//
+// Shared storage (shared() true: PostgreSQL, several daemons on several hosts): other daemons
+// change studies and trials between any two calls. A daemon then
+// - wraps every change to a study's trials in a batch that starts with LockStudy, which holds
+//   the study's lock until the batch commits, so claims, trial numbering, n_trials, retries
+//   and lost-trial recovery are decided by one daemon at a time per study; a batch locks at
+//   most one study, so two daemons never wait for each other in a cycle;
+// - reads what others changed with GetTrialsSince (finished trials never change, so a daemon
+//   re-reads only trials it has not seen finish);
+// - records its liveness with Heartbeat; GetNodes tells which nodes have gone silent, measured
+//   by the storage's own clock (the database server's), so hosts' clocks need not agree.
+// SQLite is not shared (one daemon per state directory): LockStudy needs no lock there, but
+// every call behaves as specified, and the contract suite checks both.
+//
 // Thread-safety: implementations are not thread-safe; the daemon calls them from its one event
 // loop thread.
 
@@ -38,6 +54,15 @@ class Storage {
   virtual common::Status BeginBatch() { return common::Status::Ok(); }
   virtual common::Status CommitBatch() { return common::Status::Ok(); }
 
+  // Whether other daemons may change this storage (see above).
+  virtual bool shared() const { return false; }
+  // This daemon's node name, recorded by ClaimTrial and MarkRunning.
+  virtual const std::string& node() const = 0;
+
+  // Inside a batch: locks the study until the outermost CommitBatch (PostgreSQL: SELECT ... FOR
+  // UPDATE of its row) and returns it as stored now. Outside a batch: kFailedPrecondition.
+  virtual common::Result<StudyRecord> LockStudy(int64_t study_id) = 0;
+
   virtual common::Result<StudyRecord> CreateStudy(const NewStudy& study, double at) = 0;
   virtual common::Result<StudyRecord> GetStudy(const std::string& name) = 0;
   virtual common::Result<std::vector<StudyRecord>> ListStudies() = 0;
@@ -48,6 +73,11 @@ class Storage {
   virtual common::Result<TrialRecord> CreateTrial(int64_t study_id, const ParamMap& params,
                                                   double at,
                                                   std::optional<int64_t> retry_of = {}) = 0;
+  // Claims a WAITING trial for this node (sets its node; it stays WAITING until MarkRunning).
+  // kFailedPrecondition when the trial is not WAITING. Whether another node's claim may be
+  // taken over (that node is dead) is the caller's decision, made under LockStudy.
+  virtual common::Status ClaimTrial(int64_t trial_id) = 0;
+  // Sets RUNNING with the process identity and this node. kFailedPrecondition unless WAITING.
   virtual common::Status MarkRunning(int64_t trial_id, const ProcessIdentity& process,
                                      double at) = 0;
   virtual common::Status AddIntermediate(int64_t trial_id, int64_t step, double value) = 0;
@@ -57,8 +87,20 @@ class Storage {
 
   virtual common::Result<std::vector<TrialRecord>> GetTrials(int64_t study_id) = 0;
   virtual common::Result<TrialRecord> GetTrial(int64_t study_id, int number) = 0;
-  // Every trial in state RUNNING, of any study (recovery after a crash).
+  // The study's trials whose number is >= from_number or listed in `numbers`, by number:
+  // what may have changed since a caller saw trials 0..from_number-1, `numbers` being those it
+  // saw unfinished. Unknown study: kNotFound.
+  virtual common::Result<std::vector<TrialRecord>> GetTrialsSince(
+      int64_t study_id, int from_number, const std::vector<int>& numbers) = 0;
+  // Every trial in state RUNNING, of any study and node (recovery after a crash).
   virtual common::Result<std::vector<TrialRecord>> GetRunningTrials() = 0;
+
+  // Records that this node is alive (creating its row on first use) at `at` (SQLite) or at the
+  // server's time (PostgreSQL).
+  virtual common::Status Heartbeat(double at) = 0;
+  // Every node that ever beat, with the seconds since its last heartbeat by the same clock
+  // (`now` for SQLite).
+  virtual common::Result<std::vector<NodeRecord>> GetNodes(double now) = 0;
 
   virtual common::Status AppendEvent(std::optional<int64_t> study_id,
                                      std::optional<int64_t> trial_id, const std::string& kind,

@@ -1,0 +1,301 @@
+// The scheduler as one node of several sharing a storage (daemon/scheduler.h, "Shared
+// storage"): claims, the shared history, dead nodes, a node coming back, cancel and completion
+// across nodes. The nodes are schedulers in this process, each with its own connection to one
+// SQLite file opened as shared (SqliteOptions::shared), its own fake launcher and node name,
+// and one fake clock: no process is forked and no time passes. The same logic against a real
+// PostgreSQL server and real daemons is tests/integration/postgres_cluster_test.cc.
+
+#include <catch2/catch.hpp>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "daemon/scheduler.h"
+#include "daemon/storage/sqlite_storage.h"
+#include "tests/daemon/fakes.h"
+#include "tests/support/temp_dir.h"
+
+namespace triald::daemon {
+namespace {
+
+using launcher::StopReason;
+using storage::StudyState;
+using storage::TrialRecord;
+using storage::TrialState;
+using testing::FakeLauncher;
+using Launched = FakeLauncher::Launched;
+
+constexpr double kNodeTimeout = 30;
+
+std::string SweepToml(const std::string& name, int n_trials, int parallelism,
+                      const std::string& extra = "", const std::string& space = "") {
+  return "[study]\nname = \"" + name + "\"\nn_trials = " + std::to_string(n_trials) +
+         "\nparallelism = " + std::to_string(parallelism) + "\n" + extra +
+         "\n[objective]\nkind = \"exec\"\ncommand = [\"/bin/true\"]\n" +
+         (space.empty() ? "\n[space.x]\ntype = \"float\"\nlow = 0.0\nhigh = 1.0\n" : space);
+}
+
+// Several nodes on one shared storage file.
+class Cluster {
+ public:
+  struct Node {
+    std::string name;
+    std::unique_ptr<storage::Storage> storage;
+    std::unique_ptr<FakeLauncher> launcher = std::make_unique<FakeLauncher>();
+    std::unique_ptr<Scheduler> scheduler;
+  };
+
+  explicit Cluster(const std::vector<std::string>& names) {
+    for (const std::string& name : names) {
+      auto node = std::make_unique<Node>();
+      node->name = name;
+      storage::SqliteOptions so;
+      so.path = dir_.path() + "/shared.db";
+      so.node = name;
+      so.shared = true;
+      auto opened = storage::OpenSqliteStorage(so);
+      INFO(opened.status().ToString());
+      REQUIRE(opened.ok());
+      node->storage = std::move(opened).value();
+      SchedulerOptions opts;
+      opts.storage = node->storage.get();
+      opts.launcher = node->launcher.get();
+      opts.clock = &clock_;
+      opts.state_dir = dir_.path() + "/" + name;
+      opts.max_workers = 8;
+      opts.base_env = {"PATH=/usr/bin:/bin"};
+      opts.seed_source = [] { return uint64_t{11}; };
+      opts.node_timeout_s = kNodeTimeout;
+      node->scheduler = std::make_unique<Scheduler>(std::move(opts));
+      REQUIRE(node->scheduler->Recover().ok());
+      nodes_.push_back(std::move(node));
+    }
+  }
+
+  Node& operator[](size_t i) { return *nodes_.at(i); }
+  size_t size() const { return nodes_.size(); }
+  testing::FakeClock& clock() { return clock_; }
+
+  // Every node ticks, as their heartbeat timers would.
+  void TickAll() {
+    for (auto& n : nodes_) n->scheduler->SharedTick();
+  }
+
+  storage::StudyRecord Study(const std::string& name) {
+    auto r = nodes_[0]->storage->GetStudy(name);
+    REQUIRE(r.ok());
+    return *r;
+  }
+  std::vector<TrialRecord> Trials(const std::string& name) {
+    auto r = nodes_[0]->storage->GetTrials(Study(name).id);
+    REQUIRE(r.ok());
+    return *r;
+  }
+
+ private:
+  triald::testing::TempDir dir_;
+  testing::FakeClock clock_;
+  std::vector<std::unique_ptr<Node>> nodes_;
+};
+
+// Completes live trials on every node, round-robin, with a tick after each, until none is left
+// anywhere. Returns how many processes each node ran.
+std::map<std::string, int> RunToEnd(Cluster& c) {
+  for (int guard = 0;; ++guard) {
+    REQUIRE(guard < 2000);
+    bool any = false;
+    for (size_t i = 0; i < c.size(); ++i) {
+      std::vector<Launched*> live = c[i].launcher->Live();
+      if (live.empty()) continue;
+      any = true;
+      c.clock().Advance(1);
+      c[i].launcher->Complete(*live.front(), live.front()->trial * 0.25);
+    }
+    c.TickAll();
+    if (!any) break;
+  }
+  std::map<std::string, int> ran;
+  for (size_t i = 0; i < c.size(); ++i) {
+    ran[c[i].name] = static_cast<int>(c[i].launcher->launch_count());
+  }
+  return ran;
+}
+
+TEST_CASE("nodes sharing a study run every trial once, exactly n_trials, each on its claimer",
+          "[scheduler][shared]") {
+  Cluster c({"alpha", "beta", "gamma"});
+  auto submitted = c[0].scheduler->Submit({SweepToml("shared", 30, 2), "/tmp/shared.toml"});
+  REQUIRE(submitted.ok());
+  CHECK(c[0].launcher->live_count() == 2);
+  c.TickAll();  // beta and gamma join the study and start their own two each
+  CHECK(c[1].launcher->live_count() == 2);
+  CHECK(c[2].launcher->live_count() == 2);
+
+  std::map<std::string, int> ran = RunToEnd(c);
+  std::vector<TrialRecord> trials = c.Trials("shared");
+  REQUIRE(trials.size() == 30);
+  std::map<int, std::string> launched_by;  // trial number -> node that launched it
+  for (size_t i = 0; i < c.size(); ++i) {
+    for (size_t k = 0; k < c[i].launcher->launch_count(); ++k) {
+      const int trial = c[i].launcher->launch(k).trial;
+      auto [it, first] = launched_by.emplace(trial, c[i].name);
+      INFO("trial " << trial << " launched by " << c[i].name << " and by " << it->second);
+      CHECK(first);
+    }
+  }
+  for (const TrialRecord& t : trials) {
+    INFO("trial " << t.number);
+    CHECK(t.state == TrialState::kComplete);
+    CHECK(t.node == launched_by[t.number]);
+  }
+  for (const auto& [node, n] : ran) {
+    INFO(node);
+    CHECK(n >= 5);  // every node did a share of the work
+  }
+  CHECK(c.Study("shared").state == StudyState::kComplete);
+}
+
+TEST_CASE("a node's sampler sees the trials running on other nodes", "[scheduler][shared]") {
+  // A grid of four points: a node that did not see the others' running trials would draw one
+  // of their points again.
+  const std::string grid =
+      "\n[space.k]\ntype = \"categorical\"\nchoices = [\"a\", \"b\", \"c\", \"d\"]\n"
+      "\n[sampler]\nkind = \"grid\"\n";
+  Cluster c({"alpha", "beta"});
+  REQUIRE(c[0].scheduler->Submit({SweepToml("grid", 4, 2, "", grid), "/tmp/grid.toml"}).ok());
+  c.TickAll();
+  REQUIRE(c[0].launcher->live_count() == 2);
+  REQUIRE(c[1].launcher->live_count() == 2);
+  std::set<std::string> points;
+  for (size_t i = 0; i < c.size(); ++i) {
+    for (Launched* l : c[i].launcher->Live()) points.insert(l->env()["TRIALD_PARAMS"]);
+  }
+  CHECK(points.size() == 4);
+}
+
+TEST_CASE(
+    "a dead node's trials end FAIL(lost), are retried elsewhere, and its return changes "
+    "nothing",
+    "[scheduler][shared]") {
+  Cluster c({"alpha", "beta"});
+  REQUIRE(c[0].scheduler
+              ->Submit({SweepToml("lost", 6, 2, "retries = 1\nretry_on = [\"lost\"]\n"),
+                        "/tmp/lost.toml"})
+              .ok());
+  c.TickAll();
+  std::vector<Launched*> alpha_live = c[0].launcher->Live();
+  REQUIRE(alpha_live.size() == 2);
+  REQUIRE(c[1].launcher->live_count() == 2);
+
+  // alpha goes silent (a frozen host or a cut network); beta keeps beating.
+  c.clock().Advance(kNodeTimeout + 1);
+  c[1].scheduler->SharedTick();
+  for (Launched* l : alpha_live) {
+    const TrialRecord t = c.Trials("lost")[l->trial];
+    INFO("trial " << t.number);
+    CHECK(t.state == TrialState::kFail);
+    CHECK(t.fail.reason == "lost");
+    CHECK(t.fail.detail.find("node alpha") != std::string::npos);
+  }
+  // Their retries are claimable by beta, which starts them as its slots free up.
+  std::vector<TrialRecord> trials = c.Trials("lost");
+  int retries = 0;
+  for (const TrialRecord& t : trials) retries += t.retry_of.has_value();
+  CHECK(retries == 2);
+
+  // alpha comes back: it stops the processes of the trials it lost and records nothing for
+  // them, even when they exit with a result.
+  c[0].scheduler->SharedTick();
+  for (Launched* l : alpha_live) {
+    REQUIRE_FALSE(l->stops.empty());
+    CHECK(l->stops.front() == StopReason::kCancel);
+    c[0].launcher->Complete(*l, -100.0);
+  }
+  for (Launched* l : alpha_live) {
+    const TrialRecord t = c.Trials("lost")[l->trial];
+    CHECK(t.state == TrialState::kFail);
+    CHECK(t.fail.reason == "lost");
+    CHECK_FALSE(t.value.has_value());
+  }
+
+  RunToEnd(c);
+  trials = c.Trials("lost");
+  int configurations = 0;
+  std::set<int64_t> retried;
+  for (const TrialRecord& t : trials) {
+    if (t.retry_of) retried.insert(*t.retry_of);
+  }
+  for (const TrialRecord& t : trials) {
+    INFO("trial " << t.number << " " << storage::TrialStateName(t.state));
+    CHECK(storage::IsFinished(t.state));
+    configurations += retried.count(t.id) == 0;
+  }
+  CHECK(configurations == 6);
+  CHECK(trials.size() == 8);
+  CHECK(c.Study("lost").state == StudyState::kComplete);
+}
+
+TEST_CASE("a study cancelled through one node stops the other nodes' trials",
+          "[scheduler][shared]") {
+  Cluster c({"alpha", "beta"});
+  REQUIRE(c[0].scheduler->Submit({SweepToml("cancel", 20, 2), "/tmp/cancel.toml"}).ok());
+  c.TickAll();
+  std::vector<Launched*> beta_live = c[1].launcher->Live();
+  REQUIRE(beta_live.size() == 2);
+  REQUIRE(c[0].scheduler->Cancel("cancel").ok());
+  CHECK(c[0].launcher->live_count() == 2);  // stopping, not yet exited
+  c[1].scheduler->SharedTick();
+  for (Launched* l : beta_live) {
+    REQUIRE_FALSE(l->stops.empty());
+    CHECK(l->stops.front() == StopReason::kCancel);
+    launcher::ProcessOutcome o;
+    o.exit.signaled = true;
+    o.exit.signal = 15;
+    o.stop_reason = StopReason::kCancel;
+    c[1].launcher->Exit(*l, o);
+  }
+  for (Launched* l : c[0].launcher->Live()) {
+    launcher::ProcessOutcome o;
+    o.exit.signaled = true;
+    o.exit.signal = 15;
+    o.stop_reason = StopReason::kCancel;
+    c[0].launcher->Exit(*l, o);
+  }
+  c.TickAll();
+  CHECK(c[0].launcher->launch_count() == 2);
+  CHECK(c[1].launcher->launch_count() == 2);
+  for (const TrialRecord& t : c.Trials("cancel")) {
+    CHECK(t.state == TrialState::kFail);
+    CHECK(t.fail.reason == "cancelled");
+  }
+  CHECK(c.Study("cancel").state == StudyState::kCancelled);
+}
+
+TEST_CASE("an enqueued trial is claimed by one node only", "[scheduler][shared]") {
+  Cluster c({"alpha", "beta"});
+  REQUIRE(c[0].scheduler->Submit({SweepToml("enq", 3, 1), "/tmp/enq.toml"}).ok());
+  c.TickAll();
+  REQUIRE(c[0].launcher->live_count() == 1);
+  REQUIRE(c[1].launcher->live_count() == 1);
+  auto queued = c[1].scheduler->Enqueue("enq", {{"x", "0.125"}});
+  REQUIRE(queued.ok());
+  // n_trials = 3 is reached: no node may create a fourth.
+  CHECK_FALSE(c[0].scheduler->Enqueue("enq", {{"x", "0.5"}}).ok());
+  RunToEnd(c);
+  std::vector<TrialRecord> trials = c.Trials("enq");
+  REQUIRE(trials.size() == 3);
+  CHECK(trials[queued->number].params.at("x").internal == 0.125);
+  CHECK(trials[queued->number].state == TrialState::kComplete);
+  int launched = 0;
+  for (size_t i = 0; i < c.size(); ++i) {
+    for (size_t k = 0; k < c[i].launcher->launch_count(); ++k) {
+      launched += c[i].launcher->launch(k).trial == queued->number;
+    }
+  }
+  CHECK(launched == 1);
+}
+
+}  // namespace
+}  // namespace triald::daemon
