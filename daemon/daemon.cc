@@ -24,6 +24,7 @@
 #include "daemon/launcher/reaper.h"
 #include "daemon/objective.h"
 #include "daemon/scheduler.h"
+#include "daemon/storage/postgres_storage.h"
 #include "daemon/storage/sqlite_storage.h"
 
 extern char** environ;
@@ -90,11 +91,37 @@ int RunDaemon(const DaemonOptions& opts) {
     return 1;
   }
 
-  auto storage = storage::OpenSqliteStorage({state_dir + "/triald.db"});
+  std::string node = opts.node_name;
+  if (node.empty()) {
+    char host[256] = {};
+    node = ::gethostname(host, sizeof host - 1) == 0 && host[0] != '\0' ? host : "localhost";
+  }
+  const bool postgres = opts.storage_url.rfind("postgresql://", 0) == 0 ||
+                        opts.storage_url.rfind("postgres://", 0) == 0;
+  if (!opts.storage_url.empty() && !postgres) {
+    log->critical(
+        "--storage \"{}\": expected a postgresql://USER@HOST:PORT/DB URL (or none, "
+        "for SQLite in the state directory)",
+        storage::MaskPostgresUrl(opts.storage_url));
+    return 1;
+  }
+  storage::SqliteOptions sqlite_options;
+  sqlite_options.path = state_dir + "/triald.db";
+  sqlite_options.node = node;
+  storage::PostgresOptions postgres_options;
+  postgres_options.url = opts.storage_url;
+  postgres_options.node = node;
+  auto storage = postgres ? storage::OpenPostgresStorage(postgres_options)
+                          : storage::OpenSqliteStorage(sqlite_options);
   if (!storage.ok()) {
     log->critical("{}", storage.status().message());
     return 1;
   }
+  log->info("storage: {}; node {}",
+            postgres ? "PostgreSQL " + storage::MaskPostgresUrl(opts.storage_url) +
+                           " (shared with the other nodes on it)"
+                     : "SQLite " + state_dir + "/triald.db",
+            node);
 
   asio::io_context io(1);
   launcher::Reaper reaper(io, log);
@@ -217,6 +244,7 @@ int RunDaemon(const DaemonOptions& opts) {
     });
   };
   so.storage = storage->get();
+  so.node_timeout_s = opts.node_timeout_s;
   so.launcher = &process_launcher;
   so.clock = &clock;
   so.logger = log;
@@ -320,6 +348,19 @@ int RunDaemon(const DaemonOptions& opts) {
     });
   };
   if (!gpus.empty()) poll_gpus();
+
+  // Shared storage: this node's heartbeat, and what the other nodes did (daemon/scheduler.h).
+  asio::steady_timer shared_timer(io);
+  std::function<void()> shared_tick = [&]() {
+    shared_timer.expires_after(std::chrono::duration_cast<std::chrono::nanoseconds>(
+        std::chrono::duration<double>(opts.heartbeat_interval_s)));
+    shared_timer.async_wait([&](const boost::system::error_code& ec) {
+      if (ec) return;
+      scheduler.SharedTick();
+      shared_tick();
+    });
+  };
+  if ((*storage)->shared()) shared_tick();
 
   asio::signal_set stop_signals(io, SIGTERM, SIGINT);
   asio::steady_timer deadline(io);

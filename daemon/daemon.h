@@ -42,6 +42,14 @@ struct DaemonOptions {
   int slots_per_gpu = 1;
   std::string nvml_library;
   double gpu_release_timeout_s = 60;
+  // Storage: "" for SQLite in state_dir (the default), or "postgresql://USER@HOST:PORT/DB" to
+  // share studies with the other daemons on that database (daemon/scheduler.h). Node name: ""
+  // for the host name. A node silent for node_timeout_s is dead; heartbeats (and the reading
+  // of other nodes' changes) come every heartbeat_interval_s.
+  std::string storage_url;
+  std::string node_name;
+  double heartbeat_interval_s = 2;
+  double node_timeout_s = 30;
 };
 
 // Runs until a shutdown signal; returns the process exit code.

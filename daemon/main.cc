@@ -16,6 +16,8 @@ const char kUsage[] =
     "              [--request-timeout S] [--no-cgroups] [--config FILE]\n"
     "              [--gpus LIST] [--slots-per-gpu N] [--nvml-library PATH]\n"
     "              [--gpu-release-timeout S]\n"
+    "              [--storage URL] [--node-name NAME] [--heartbeat-interval S]\n"
+    "              [--node-timeout S]\n"
     "\n"
     "Runs the triald supervisor in the foreground.\n"
     "  --state-dir DIR     where the database, trial folders and logs live (required)\n"
@@ -38,7 +40,15 @@ const char kUsage[] =
     "  --nvml-library PATH NVML library to load (default $TRIALD_NVML_LIBRARY, else\n"
     "                      libnvidia-ml.so.1)\n"
     "  --gpu-release-timeout S  longest wait for an ended trial's GPU memory to be freed\n"
-    "                      before its slot is given out anyway (default 60)\n";
+    "                      before its slot is given out anyway (default 60)\n"
+    "  --storage URL       postgresql://USER@HOST:PORT/DB: share studies with every triald\n"
+    "                      using that database (default: SQLite in the state directory)\n"
+    "  --node-name NAME    this daemon's name among those sharing the database (default: the\n"
+    "                      host name; unique per daemon)\n"
+    "  --heartbeat-interval S  how often this node beats and reads the others' changes\n"
+    "                      (default 2)\n"
+    "  --node-timeout S    a node silent this long is dead: its running trials end FAIL(lost)\n"
+    "                      and are retried per policy (default 30)\n";
 
 int Usage(const std::string& error) {
   std::cerr << "triald: " << error << "\n" << kUsage;
@@ -68,6 +78,10 @@ int main(int argc, char** argv) {
     opts.slots_per_gpu = cfg->devices.slots_per_gpu;
     opts.nvml_library = cfg->devices.nvml_library;
     opts.gpu_release_timeout_s = cfg->devices.gpu_release_timeout;
+    if (!cfg->storage.empty()) opts.storage_url = cfg->storage;
+    if (!cfg->node_name.empty()) opts.node_name = cfg->node_name;
+    if (cfg->heartbeat_interval > 0) opts.heartbeat_interval_s = cfg->heartbeat_interval;
+    if (cfg->node_timeout > 0) opts.node_timeout_s = cfg->node_timeout;
   }
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -129,6 +143,22 @@ int main(int argc, char** argv) {
         return Usage("--gpu-release-timeout: expected a positive number of seconds");
       }
       opts.gpu_release_timeout_s = s;
+    } else if (a == "--storage") {
+      const char* v = value("--storage");
+      if (!v || *v == '\0') return Usage("--storage needs a postgresql:// URL");
+      opts.storage_url = v;
+    } else if (a == "--node-name") {
+      const char* v = value("--node-name");
+      if (!v || *v == '\0') return Usage("--node-name needs a name");
+      opts.node_name = v;
+    } else if (a == "--heartbeat-interval" || a == "--node-timeout") {
+      const char* v = value(a.c_str());
+      char* end = nullptr;
+      double s = v ? std::strtod(v, &end) : -1;
+      if (!v || *end != '\0' || !(s > 0) || s > 86400) {
+        return Usage(a + ": expected a positive number of seconds (at most 86400)");
+      }
+      (a == "--node-timeout" ? opts.node_timeout_s : opts.heartbeat_interval_s) = s;
     } else if (a == "--no-cgroups") {
       opts.use_cgroups = false;
     } else if (a == "--max-workers") {
@@ -157,6 +187,12 @@ int main(int argc, char** argv) {
     }
   }
   if (opts.state_dir.empty()) return Usage("--state-dir is required");
+  if (opts.node_timeout_s < 2 * opts.heartbeat_interval_s) {
+    return Usage("--node-timeout (" + std::to_string(opts.node_timeout_s) +
+                 " s) must be at least twice --heartbeat-interval (" +
+                 std::to_string(opts.heartbeat_interval_s) +
+                 " s), or live nodes would be taken for dead");
+  }
   auto lvl = triald::common::ParseLogLevel(level);
   if (!lvl.ok()) return Usage(lvl.status().message());
   opts.logger = triald::common::MakeStderrLogger("triald", *lvl);

@@ -58,6 +58,10 @@ class StorageBatch {
 
 // Shared storage: pruning decisions use other nodes' intermediate values at most this old.
 constexpr double kPruneSyncSeconds = 0.5;
+// Shared storage: a node claims and starts trials only while its last heartbeat is younger than
+// this fraction of the node timeout (its lease), so that a node frozen or cut off for longer
+// than that first beats again; the margin covers the beat's trip and timer delays.
+constexpr double kLeaseFraction = 0.75;
 
 }  // namespace
 
@@ -209,8 +213,12 @@ Status Scheduler::Recover() {
   const std::string& me = options_.storage->node();
   if (shared()) {
     // Beat first: a node that has just started is alive, whatever its previous beats say.
+    const double started = options_.clock->MonotonicSeconds();
     Status hb = options_.storage->Heartbeat(options_.clock->WallSeconds());
     if (!hb.ok()) return hb.WithContext("recording this node's heartbeat");
+    lease_from_ = started;
+    Status nodes = RefreshDeadNodes();
+    if (!nodes.ok()) return nodes.WithContext("reading the nodes' heartbeats");
   }
   TRIALD_ASSIGN_OR_RETURN(std::vector<TrialRecord> running, options_.storage->GetRunningTrials());
   TRIALD_ASSIGN_OR_RETURN(std::vector<storage::StudyRecord> all, options_.storage->ListStudies());
@@ -373,6 +381,9 @@ void Scheduler::LockedMaybeComplete(StudyRuntime& study) {
 }
 
 std::optional<int> Scheduler::ClaimNext(StudyRuntime& study) {
+  // A node that may already count as dead elsewhere (it was frozen, or cut off) claims nothing
+  // until its next heartbeat.
+  if (!LeaseValid()) return std::nullopt;
   StorageBatch batch(options_.storage, options_.logger);
   if (!batch.began()) return std::nullopt;
   Result<storage::StudyRecord> rec = options_.storage->LockStudy(study.record.id);
@@ -387,6 +398,20 @@ std::optional<int> Scheduler::ClaimNext(StudyRuntime& study) {
     options_.logger->error("study {}: reading other nodes' trials: {}", study.record.name,
                            st.message());
     return std::nullopt;
+  }
+  // A trial claimed by a node believed dead is taken only if that node is still silent now: a
+  // node that has just come back keeps its claims.
+  const std::string& me = options_.storage->node();
+  if (std::any_of(study.waiting.begin(), study.waiting.end(), [&](int n) {
+        const std::string& owner = study.trials[n].node;
+        return !owner.empty() && owner != me;
+      })) {
+    Status fresh = RefreshDeadNodes();
+    if (!fresh.ok()) {
+      options_.logger->error("reading the nodes' heartbeats: {}", fresh.message());
+      return std::nullopt;
+    }
+    Recount(study);
   }
   int number;
   if (!study.waiting.empty()) {
@@ -457,9 +482,11 @@ void Scheduler::ReapDeadNodes(StudyRuntime& study) {
     options_.logger->error("study {}: {}", study.record.name, rec.status().message());
     return;
   }
-  Status st = Sync(study);
+  // Still silent now, under the lock: a node that has just come back keeps its trials.
+  Status st = RefreshDeadNodes();
+  if (st.ok()) st = Sync(study);
   if (!st.ok()) {
-    options_.logger->error("study {}: reading other nodes' trials: {}", study.record.name,
+    options_.logger->error("study {}: reading other nodes' state: {}", study.record.name,
                            st.message());
     return;
   }
@@ -478,36 +505,54 @@ void Scheduler::ReapDeadNodes(StudyRuntime& study) {
     options_.logger->warn("study {} trial {}: lost with node {}", study.record.name, number,
                           t.node);
     Event(&study, &t, "trial_lost", out.fail.detail);
-    FinishTrial(study, number, out);
+    FinishTrial(study, number, out, /*own=*/false);
   }
+}
+
+void Scheduler::Beat() {
+  const double started = options_.clock->MonotonicSeconds();
+  Status hb = options_.storage->Heartbeat(options_.clock->WallSeconds());
+  if (!hb.ok()) {
+    options_.logger->error("recording this node's heartbeat: {}", hb.message());
+    return;
+  }
+  // The beat reached the server after `started`: no other node can count this one dead before
+  // started + node_timeout_s.
+  lease_from_ = started;
+}
+
+bool Scheduler::LeaseValid() const {
+  return !shared() || options_.clock->MonotonicSeconds() - lease_from_ <
+                          kLeaseFraction * options_.node_timeout_s;
+}
+
+Status Scheduler::RefreshDeadNodes() {
+  const std::string& me = options_.storage->node();
+  TRIALD_ASSIGN_OR_RETURN(std::vector<storage::NodeRecord> nodes,
+                          options_.storage->GetNodes(options_.clock->WallSeconds()));
+  std::set<std::string> dead;
+  for (const storage::NodeRecord& n : nodes) {
+    if (n.name == me || n.silent_for <= options_.node_timeout_s) continue;
+    dead.insert(n.name);
+    if (dead_nodes_.count(n.name) == 0) {
+      options_.logger->warn("node {}: no heartbeat for {:.1f} s (timeout {} s): treated as dead",
+                            n.name, n.silent_for, options_.node_timeout_s);
+    }
+  }
+  for (const std::string& name : dead_nodes_) {
+    if (dead.count(name) == 0) options_.logger->info("node {}: heartbeats again", name);
+  }
+  dead_nodes_ = std::move(dead);
+  return Status::Ok();
 }
 
 void Scheduler::SharedTick() {
   if (!shared()) return;
-  const double now = options_.clock->WallSeconds();
-  const std::string& me = options_.storage->node();
   // Beats while shutting down too: its trials are still this node's until they end.
-  Status hb = options_.storage->Heartbeat(now);
-  if (!hb.ok()) options_.logger->error("recording this node's heartbeat: {}", hb.message());
+  Beat();
   if (shutting_down_) return;
-  Result<std::vector<storage::NodeRecord>> nodes = options_.storage->GetNodes(now);
-  if (nodes.ok()) {
-    std::set<std::string> dead;
-    for (const storage::NodeRecord& n : *nodes) {
-      if (n.name == me || n.silent_for <= options_.node_timeout_s) continue;
-      dead.insert(n.name);
-      if (dead_nodes_.count(n.name) == 0) {
-        options_.logger->warn("node {}: no heartbeat for {:.1f} s (timeout {} s): treated as dead",
-                              n.name, n.silent_for, options_.node_timeout_s);
-      }
-    }
-    for (const std::string& name : dead_nodes_) {
-      if (dead.count(name) == 0) options_.logger->info("node {}: heartbeats again", name);
-    }
-    dead_nodes_ = std::move(dead);
-  } else {
-    options_.logger->error("reading the nodes' heartbeats: {}", nodes.status().message());
-  }
+  Status nodes = RefreshDeadNodes();
+  if (!nodes.ok()) options_.logger->error("reading the nodes' heartbeats: {}", nodes.message());
   Result<std::vector<storage::StudyRecord>> stored = options_.storage->ListStudies();
   if (!stored.ok()) {
     options_.logger->error("listing studies: {}", stored.status().message());
@@ -661,6 +706,7 @@ launcher::LaunchSpec Scheduler::MakeLaunchSpec(
   env["TRIALD_TRIAL"] = std::to_string(trial.number);
   env["TRIALD_TRIAL_DIR"] = ls.log_dir;
   env["TRIALD_REPORT_FD"] = "3";
+  env["TRIALD_NODE"] = options_.storage->node();
   // The trial's GPUs by NVML index; NVML counts in PCI bus order, so CUDA must too. Empty on a
   // CPU slot: the trial sees no GPU.
   env["CUDA_VISIBLE_DEVICES"] = devices::GpuPool::CudaVisibleDevices(gpu_slots);
@@ -689,7 +735,8 @@ bool Scheduler::StartTrial(StudyRuntime& study, std::vector<devices::GpuSlot> gp
   int number;
   if (shared()) {
     std::optional<int> claimed = ClaimNext(study);
-    if (!claimed) return false;
+    // The lease again, right before the process starts; the claim stays this node's.
+    if (!claimed || !LeaseValid()) return false;
     number = *claimed;
   } else if (!study.waiting.empty()) {
     number = study.waiting.front();
@@ -1011,7 +1058,8 @@ void Scheduler::PollDevices() {
   if (CollectDrainedGpus()) Pump();
 }
 
-void Scheduler::FinishTrial(StudyRuntime& study, int number, const storage::TrialOutcome& out) {
+void Scheduler::FinishTrial(StudyRuntime& study, int number, const storage::TrialOutcome& out,
+                            bool own) {
   // The trial's end, its event and the study's completion are one commit, made before any
   // other trial starts.
   StorageBatch batch(options_.storage, options_.logger);
@@ -1024,13 +1072,18 @@ void Scheduler::FinishTrial(StudyRuntime& study, int number, const storage::Tria
                              synced.message());
     }
     const TrialRecord& stored = study.trials[number];
-    if (storage::IsFinished(stored.state)) {
-      // Another node ended it while this one was silent: its end is theirs, not reported twice.
+    if (storage::IsFinished(stored.state) ||
+        (own && !stored.node.empty() && stored.node != options_.storage->node())) {
+      // Another node ended it, or took it over, while this one was silent: it is theirs now,
+      // and nothing is reported twice.
       options_.logger->warn(
-          "study {} trial {}: ended as {} by another node; this node's "
-          "outcome ({}) is dropped",
-          study.record.name, number, storage::TrialStateName(stored.state),
-          storage::TrialStateName(out.state));
+          "study {} trial {}: {} by another node ({}); this node's outcome "
+          "({}) is dropped",
+          study.record.name, number,
+          storage::IsFinished(stored.state)
+              ? std::string("ended as ") + storage::TrialStateName(stored.state)
+              : std::string("taken over"),
+          stored.node, storage::TrialStateName(out.state));
       return;
     }
   }
@@ -1118,7 +1171,7 @@ Status Scheduler::Cancel(const std::string& name) {
     out.state = TrialState::kFail;
     out.fail.reason = "cancelled";
     out.fail.detail = "study cancelled before the trial started";
-    FinishTrial(study, number, out);
+    FinishTrial(study, number, out, /*own=*/false);
   }
   for (auto& [tid, rt] : running_) {
     if (rt->study == &study) rt->process->Stop(StopReason::kCancel);

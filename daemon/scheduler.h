@@ -175,6 +175,13 @@ class Scheduler {
   std::optional<int> ClaimNext(StudyRuntime& study);
   // Shared storage: under the study's lock, ends the RUNNING trials of dead nodes.
   void ReapDeadNodes(StudyRuntime& study);
+  // Records this node's heartbeat; on success the lease runs from just before it.
+  void Beat();
+  // Whether this node may claim and start trials: its last heartbeat is recent enough that no
+  // other node can count it dead yet (always true on a storage of its own).
+  bool LeaseValid() const;
+  // Re-reads which nodes have been silent for longer than node_timeout_s (dead_nodes_).
+  common::Status RefreshDeadNodes();
   // MaybeCompleteStudy, under the study's lock when shared.
   void LockedMaybeComplete(StudyRuntime& study);
   bool CanStart(const StudyRuntime& study) const;
@@ -191,7 +198,11 @@ class Scheduler {
   bool CollectDrainedGpus();
   void OnMessage(int64_t trial_id, const proto::ReportMessage& message);
   void OnExit(int64_t trial_id, const launcher::ProcessOutcome& outcome);
-  void FinishTrial(StudyRuntime& study, int number, const storage::TrialOutcome& outcome);
+  // `own`: the trial is this node's (shared storage: dropped when another node has ended or
+  // taken it over); false when ending another node's trial (a dead node's, or a cancelled
+  // study's WAITING ones).
+  void FinishTrial(StudyRuntime& study, int number, const storage::TrialOutcome& outcome,
+                   bool own = true);
   void MaybeCompleteStudy(StudyRuntime& study);
   void Event(const StudyRuntime* study, const storage::TrialRecord* trial, const std::string& kind,
              const std::string& detail);
@@ -206,7 +217,8 @@ class Scheduler {
   bool shutting_down_ = false;
   std::function<void()> on_idle_;
   bool pumping_ = false;
-  std::set<std::string> dead_nodes_;               // shared: nodes found silent at the last tick
+  std::set<std::string> dead_nodes_;  // shared: nodes found silent at the last look
+  double lease_from_ = -1e300;        // shared: monotonic time before the last heartbeat
   std::map<std::string, std::string> not_loaded_;  // shared: studies this node cannot run: why
 };
 

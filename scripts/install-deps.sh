@@ -9,6 +9,8 @@ PACKAGES=(
   libboost1.81-dev libboost-json1.81-dev
   libspdlog-dev libfmt-dev
   libsqlite3-dev sqlite3
+  libpq-dev  # the PostgreSQL storage (libpq)
+  postgresql  # a throwaway server for the tests (scripts/pg_test_server.sh); not the daemon's
   catch2
   libtomlplusplus-dev
   libsystemd-dev
@@ -37,5 +39,14 @@ fi
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 echo "install-deps: installing ${missing[*]}"
+# Debian's postgresql creates and starts a "main" cluster on port 5432 when installed; the
+# tests start their own server instead (scripts/pg_test_server.sh), so ask postgresql-common not
+# to create one. A drop-in file, not an edit of its createcluster.conf (a conffile): applies to
+# clusters created from now on and leaves a machine's existing clusters alone.
+if printf '%s\n' "${missing[@]}" | grep -qx postgresql; then
+  $SUDO mkdir -p /etc/postgresql-common/createcluster.d
+  echo "create_main_cluster = false" |
+    $SUDO tee /etc/postgresql-common/createcluster.d/triald-no-main-cluster.conf >/dev/null
+fi
 $SUDO apt-get update
 DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y --no-install-recommends "${missing[@]}"

@@ -513,7 +513,7 @@ Status SqliteStorage::RequireStudy(int64_t study_id, const std::string& op) {
 
 Status SqliteStorage::TrialNotMutable(int64_t trial_id, const std::string& op,
                                       bool require_waiting) {
-  TRIALD_ASSIGN_OR_RETURN(Stmt st, Prepare("SELECT t.number, s.name, t.state FROM trials t "
+  TRIALD_ASSIGN_OR_RETURN(Stmt st, Prepare("SELECT t.number, s.name, t.state, t.node FROM trials t "
                                            "JOIN studies s ON s.id = t.study_id WHERE t.id = ?1",
                                            op));
   st.Int(1, trial_id);
@@ -527,6 +527,10 @@ Status SqliteStorage::TrialNotMutable(int64_t trial_id, const std::string& op,
   if (parsed && IsFinished(*parsed)) {
     return common::FailedPrecondition(op + ": " + who + " is " + state +
                                       "; finished trials cannot be changed");
+  }
+  if (require_waiting && state == "WAITING") {
+    return common::FailedPrecondition(op + ": " + who + " is claimed by node \"" + st.ColText(3) +
+                                      "\"; this is node \"" + node_ + "\"");
   }
   if (require_waiting) {
     return common::FailedPrecondition(op + ": " + who + " is " + state + "; expected WAITING");
@@ -769,7 +773,7 @@ Status SqliteStorage::MarkRunning(int64_t trial_id, const ProcessIdentity& proce
       TRIALD_ASSIGN_OR_RETURN(Stmt st,
                               Prepare("UPDATE trials SET state = 'RUNNING', pid = ?2, pgid = ?3, "
                                       "pid_start_time = ?4, started_at = ?5, node = ?6 "
-                                      "WHERE id = ?1 AND state = 'WAITING'",
+                                      "WHERE id = ?1 AND state = 'WAITING' AND node IN ('', ?6)",
                                       op));
       st.Int(1, trial_id)
           .Int(2, process.pid)

@@ -77,7 +77,8 @@ class Storage {
   // kFailedPrecondition when the trial is not WAITING. Whether another node's claim may be
   // taken over (that node is dead) is the caller's decision, made under LockStudy.
   virtual common::Status ClaimTrial(int64_t trial_id) = 0;
-  // Sets RUNNING with the process identity and this node. kFailedPrecondition unless WAITING.
+  // Sets RUNNING with the process identity and this node. kFailedPrecondition unless WAITING
+  // and unclaimed or claimed by this node (a node declared dead may have lost its claim).
   virtual common::Status MarkRunning(int64_t trial_id, const ProcessIdentity& process,
                                      double at) = 0;
   virtual common::Status AddIntermediate(int64_t trial_id, int64_t step, double value) = 0;

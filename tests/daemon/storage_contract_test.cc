@@ -1,14 +1,22 @@
 // The Storage contract (daemon/storage/storage.h), run against every implementation, followed
-// by tests of what only SqliteStorage promises (WAL, fsync-safe reopen, fds, integrity check).
+// by tests of what only SqliteStorage promises (WAL, fsync-safe reopen, fds, integrity check,
+// schema upgrade) and of what only PostgresStorage promises (several daemons on one database,
+// locking, reconnection, connection errors).
 //
 // A new backend joins the contract suite by adding a fixture type to `TRIALD_STORAGE_BACKENDS`: a
-// struct with an `Open()` that returns a fresh, empty Storage.
+// struct with an `Open()` that returns a fresh, empty Storage whose node is kNode.
+//
+// The PostgreSQL cases (the PostgresBackend instances and the [postgres] tests) need the server
+// of CTest's `postgres` fixture (tests/support/postgres.h); tests/daemon/CMakeLists.txt
+// registers them apart from the others, with that fixture.
 
 #include <fcntl.h>
+#include <sqlite3.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -20,10 +28,13 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "daemon/storage/postgres_storage.h"
 #include "daemon/storage/sqlite_storage.h"
 #include "daemon/storage/storage.h"
+#include "tests/support/postgres.h"
 #include "tests/support/temp_dir.h"
 
 namespace triald::storage {
@@ -37,8 +48,25 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 
 using triald::testing::TempDir;
 
+// The node name every contract backend is opened with.
+const char kNode[] = "node-a";
+
 std::unique_ptr<Storage> OpenSqliteOrFail(const std::string& path) {
-  auto r = OpenSqliteStorage({path});
+  SqliteOptions options;
+  options.path = path;
+  options.node = kNode;
+  auto r = OpenSqliteStorage(options);
+  INFO(r.status().ToString());
+  REQUIRE(r.ok());
+  return std::move(r).value();
+}
+
+std::unique_ptr<Storage> OpenPostgresOrFail(const std::string& url,
+                                            const std::string& node = kNode) {
+  PostgresOptions options;
+  options.url = url;
+  options.node = node;
+  auto r = OpenPostgresStorage(options);
   INFO(r.status().ToString());
   REQUIRE(r.ok());
   return std::move(r).value();
@@ -53,8 +81,14 @@ struct SqliteMemoryBackend {
   std::unique_ptr<Storage> Open() { return OpenSqliteOrFail(":memory:"); }
 };
 
+// A fresh database on the test server per test case.
+struct PostgresBackend {
+  triald::testing::TestDatabase db;
+  std::unique_ptr<Storage> Open() { return OpenPostgresOrFail(db.url()); }
+};
+
 // Every Storage implementation; each contract test case runs once per backend, named after it.
-#define TRIALD_STORAGE_BACKENDS SqliteFileBackend, SqliteMemoryBackend
+#define TRIALD_STORAGE_BACKENDS SqliteFileBackend, SqliteMemoryBackend, PostgresBackend
 
 #define REQUIRE_OK(expr)                   \
   do {                                     \
@@ -172,6 +206,7 @@ void RequireSameTrial(const TrialRecord& got, const TrialRecord& want) {
   CHECK(got.finished_at == want.finished_at);
   CHECK(got.retry_of == want.retry_of);
   CHECK(got.retry_of_number == want.retry_of_number);
+  CHECK(got.node == want.node);
 }
 
 void RequireSameStudy(const StudyRecord& got, const StudyRecord& want) {
@@ -673,6 +708,216 @@ TEMPLATE_TEST_CASE("events are appended and listed per study", "[storage]",
   CHECK(of_b[1].kind == "study_cancelled");
 }
 
+TEMPLATE_TEST_CASE("a batch commits its calls together and survives a failed call", "[storage]",
+                   TRIALD_STORAGE_BACKENDS) {
+  TestType backend;
+  auto s = backend.Open();
+  StudyRecord taken = Unwrap(s->CreateStudy(MakeStudy("taken"), 1));
+
+  REQUIRE_OK(s->BeginBatch());
+  StudyRecord study = Unwrap(s->CreateStudy(MakeStudy("batched"), 2));
+  TrialRecord t0 = Unwrap(s->CreateTrial(study.id, OneParam(0), 3));
+  // Failed calls inside the batch: a constraint the database enforces, one this class checks,
+  // and a statement on a missing row. None undoes what came before.
+  REQUIRE_CODE(s->CreateStudy(MakeStudy("taken"), 4), Code::kAlreadyExists);
+  REQUIRE_CODE(s->CreateTrial(987654, OneParam(1), 4), Code::kNotFound);
+  CHECK(s->MarkRunning(987654, {1, 1, 1}, 4).code() == Code::kNotFound);
+  REQUIRE_OK(s->BeginBatch());  // nested: only the outermost commit counts
+  TrialRecord t1 = Unwrap(s->CreateTrial(study.id, OneParam(1), 5));
+  REQUIRE_OK(s->CommitBatch());
+  REQUIRE_OK(s->MarkRunning(t0.id, {7, 7, 7}, 6));
+  REQUIRE_OK(s->AppendEvent(study.id, t0.id, "trial_started", "", 6));
+  REQUIRE_OK(s->CommitBatch());
+
+  CHECK(t1.number == 1);
+  auto trials = Unwrap(s->GetTrials(study.id));
+  REQUIRE(trials.size() == 2);
+  CHECK(trials[0].state == TrialState::kRunning);
+  CHECK(trials[1].state == TrialState::kWaiting);
+  CHECK(Unwrap(s->GetEvents(study.id)).size() == 1);
+  RequireSameStudy(Unwrap(s->GetStudy("taken")), taken);
+  CHECK(Unwrap(s->ListStudies()).size() == 2);
+
+  // A commit without a batch is a caller's bug, reported as such.
+  CHECK(s->CommitBatch().code() == Code::kFailedPrecondition);
+}
+
+TEMPLATE_TEST_CASE("LockStudy needs a batch and returns the study as stored", "[storage]",
+                   TRIALD_STORAGE_BACKENDS) {
+  TestType backend;
+  auto s = backend.Open();
+  StudyRecord study = Unwrap(s->CreateStudy(MakeStudy("locked"), 1));
+
+  auto outside = s->LockStudy(study.id);
+  REQUIRE_CODE(outside, Code::kFailedPrecondition);
+  CHECK_THAT(outside.status().message(), Catch::Contains("outside a batch"));
+
+  REQUIRE_OK(s->BeginBatch());
+  RequireSameStudy(Unwrap(s->LockStudy(study.id)), study);
+  // Locking again in the same batch is harmless and sees the batch's own changes.
+  REQUIRE_OK(s->SetStudyState(study.id, StudyState::kComplete, 2));
+  StudyRecord again = Unwrap(s->LockStudy(study.id));
+  CHECK(again.state == StudyState::kComplete);
+  CHECK(again.finished_at == 2);
+  auto missing = s->LockStudy(987654);
+  REQUIRE_CODE(missing, Code::kNotFound);
+  CHECK_THAT(missing.status().message(), Catch::Contains("987654"));
+  // The batch goes on after the failed lock.
+  TrialRecord t = Unwrap(s->CreateTrial(study.id, OneParam(1), 3));
+  REQUIRE_OK(s->CommitBatch());
+  CHECK(Unwrap(s->GetTrial(study.id, t.number)).id == t.id);
+  CHECK(Unwrap(s->GetStudy("locked")).state == StudyState::kComplete);
+}
+
+TEMPLATE_TEST_CASE("ClaimTrial sets the node of a WAITING trial and refuses any other",
+                   "[storage]", TRIALD_STORAGE_BACKENDS) {
+  TestType backend;
+  auto s = backend.Open();
+  CHECK(s->node() == kNode);
+  int64_t study = Unwrap(s->CreateStudy(MakeStudy("claims"), 1)).id;
+  TrialRecord t = Unwrap(s->CreateTrial(study, OneParam(0), 1));
+  CHECK(t.node.empty());
+  CHECK(Unwrap(s->GetTrial(study, t.number)).node.empty());
+
+  REQUIRE_OK(s->ClaimTrial(t.id));
+  TrialRecord claimed = Unwrap(s->GetTrial(study, t.number));
+  CHECK(claimed.node == kNode);
+  CHECK(claimed.state == TrialState::kWaiting);
+  REQUIRE_OK(s->ClaimTrial(t.id));  // still WAITING: claiming again is allowed
+
+  REQUIRE_OK(s->MarkRunning(t.id, {10, 10, 1}, 2));
+  auto running = s->ClaimTrial(t.id);
+  CHECK(running.code() == Code::kFailedPrecondition);
+  CHECK_THAT(running.message(), Catch::Contains("RUNNING"));
+  REQUIRE_OK(s->FinishTrial(t.id, Outcome(TrialState::kComplete, 1), 3));
+  auto finished = s->ClaimTrial(t.id);
+  CHECK(finished.code() == Code::kFailedPrecondition);
+  CHECK_THAT(finished.message(), Catch::Contains("COMPLETE"));
+  auto missing = s->ClaimTrial(987654);
+  CHECK(missing.code() == Code::kNotFound);
+  CHECK_THAT(missing.message(), Catch::Contains("987654"));
+  CHECK(Unwrap(s->GetTrial(study, t.number)).node == kNode);
+}
+
+TEMPLATE_TEST_CASE("MarkRunning records the storage's node", "[storage]",
+                   TRIALD_STORAGE_BACKENDS) {
+  TestType backend;
+  auto s = backend.Open();
+  int64_t study = Unwrap(s->CreateStudy(MakeStudy("nodes"), 1)).id;
+  TrialRecord unclaimed = Unwrap(s->CreateTrial(study, OneParam(0), 1));
+  REQUIRE_OK(s->MarkRunning(unclaimed.id, {10, 10, 1}, 2));
+  TrialRecord got = Unwrap(s->GetTrial(study, unclaimed.number));
+  CHECK(got.node == kNode);
+  // And keeps it through the finish, for `trials --json`.
+  REQUIRE_OK(s->FinishTrial(unclaimed.id, Outcome(TrialState::kComplete, 1), 3));
+  CHECK(Unwrap(s->GetTrials(study))[0].node == kNode);
+  CHECK(Unwrap(s->GetRunningTrials()).empty());
+}
+
+TEMPLATE_TEST_CASE("GetTrialsSince returns the trials from a number on plus the listed ones",
+                   "[storage]", TRIALD_STORAGE_BACKENDS) {
+  TestType backend;
+  auto s = backend.Open();
+  int64_t study = Unwrap(s->CreateStudy(MakeStudy("since"), 1)).id;
+  int64_t other = Unwrap(s->CreateStudy(MakeStudy("other"), 1)).id;
+  for (int i = 0; i < 6; ++i) Unwrap(s->CreateTrial(study, AllKindsOfParams(), i));
+  for (int i = 0; i < 3; ++i) Unwrap(s->CreateTrial(other, OneParam(i), i));
+  auto all = Unwrap(s->GetTrials(study));
+  REQUIRE_OK(s->MarkRunning(all[3].id, {5, 5, 5}, 7));
+  REQUIRE_OK(s->AddIntermediate(all[3].id, 2, 0.5));
+  REQUIRE_OK(s->SetAttr(all[3].id, "k", "1"));
+  all = Unwrap(s->GetTrials(study));
+
+  auto numbers = [](const std::vector<TrialRecord>& ts) {
+    std::vector<int> out;
+    for (const auto& t : ts) out.push_back(t.number);
+    return out;
+  };
+  auto since = Unwrap(s->GetTrialsSince(study, 4, {1, 3}));
+  CHECK(numbers(since) == std::vector<int>{1, 3, 4, 5});
+  // Full records, as GetTrials returns them.
+  for (const auto& t : since) RequireSameTrial(t, all[t.number]);
+
+  CHECK(numbers(Unwrap(s->GetTrialsSince(study, 0, {}))) == std::vector<int>{0, 1, 2, 3, 4, 5});
+  CHECK(Unwrap(s->GetTrialsSince(study, 6, {})).empty());
+  // Listed numbers below from_number, unknown or repeated, are each returned at most once.
+  CHECK(numbers(Unwrap(s->GetTrialsSince(study, 5, {2, 2, 99, 5, 0}))) ==
+        std::vector<int>{0, 2, 5});
+  CHECK(numbers(Unwrap(s->GetTrialsSince(other, 2, {0}))) == std::vector<int>{0, 2});
+  // A study without trials, and an unknown study.
+  int64_t empty = Unwrap(s->CreateStudy(MakeStudy("empty"), 1)).id;
+  CHECK(Unwrap(s->GetTrialsSince(empty, 0, {1})).empty());
+  auto missing = s->GetTrialsSince(987654, 0, {});
+  REQUIRE_CODE(missing, Code::kNotFound);
+  CHECK_THAT(missing.status().message(), Catch::Contains("987654"));
+}
+
+TEMPLATE_TEST_CASE("Heartbeat records this node and GetNodes how long it has been silent",
+                   "[storage]", TRIALD_STORAGE_BACKENDS) {
+  TestType backend;
+  auto s = backend.Open();
+  CHECK(Unwrap(s->GetNodes(1000)).empty());
+
+  // SQLite measures with the caller's times, PostgreSQL with the server's clock (ignoring
+  // them): the checks hold for both.
+  REQUIRE_OK(s->Heartbeat(1000));
+  auto first = Unwrap(s->GetNodes(1005));
+  REQUIRE(first.size() == 1);
+  CHECK(first[0].name == kNode);
+  CHECK(first[0].first_beat == first[0].last_beat);
+  CHECK(first[0].silent_for >= 0);
+
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  auto later = Unwrap(s->GetNodes(1006));
+  REQUIRE(later.size() == 1);
+  CHECK(later[0].silent_for > first[0].silent_for);
+  CHECK(later[0].last_beat == first[0].last_beat);
+
+  REQUIRE_OK(s->Heartbeat(1010));
+  auto beat = Unwrap(s->GetNodes(1010));
+  REQUIRE(beat.size() == 1);
+  CHECK(beat[0].first_beat == first[0].first_beat);
+  CHECK(beat[0].last_beat > first[0].last_beat);
+  CHECK(beat[0].silent_for >= 0);
+
+  // Heartbeats inside a batch count too.
+  REQUIRE_OK(s->BeginBatch());
+  REQUIRE_OK(s->Heartbeat(1020));
+  REQUIRE_OK(s->CommitBatch());
+  CHECK(Unwrap(s->GetNodes(1020))[0].last_beat >= beat[0].last_beat);
+}
+
+TEMPLATE_TEST_CASE("text that may carry any byte round-trips byte for byte", "[storage]",
+                   TRIALD_STORAGE_BACKENDS) {
+  TestType backend;
+  auto s = backend.Open();
+  // What a worker or the OS may hand over: NUL bytes, bytes that are not UTF-8, newlines.
+  const char kRaw[] = "a\0b \xff\xfe\xc3 line\nend";
+  const std::string raw(kRaw, sizeof kRaw - 1);
+
+  NewStudy n = MakeStudy("bytes");
+  n.spec_path = "/sweeps/\xff\xfe/latin1-\xe9.toml";  // a path need not be UTF-8
+  StudyRecord study = Unwrap(s->CreateStudy(n, 1));
+  CHECK(Unwrap(s->GetStudy("bytes")).spec_path == n.spec_path);
+
+  TrialRecord t = Unwrap(s->CreateTrial(study.id, OneParam(1), 1));
+  REQUIRE_OK(s->SetAttr(t.id, raw, "\"v\""));  // attr keys come from a worker's JSON
+  REQUIRE_OK(s->AppendEvent(study.id, t.id, "trial_finished", raw, 2));
+  TrialOutcome o = Outcome(TrialState::kFail);
+  o.fail.reason = "protocol";
+  o.fail.detail = "worker error: " + raw;
+  o.fail.stderr_tail = raw;
+  REQUIRE_OK(s->FinishTrial(t.id, o, 3));
+
+  TrialRecord got = Unwrap(s->GetTrial(study.id, t.number));
+  CHECK(got.attrs == std::map<std::string, std::string>{{raw, "\"v\""}});
+  CHECK(got.fail.detail == o.fail.detail);
+  CHECK(got.fail.stderr_tail == raw);
+  auto events = Unwrap(s->GetEvents(study.id));
+  REQUIRE(events.size() == 1);
+  CHECK(events[0].detail == raw);
+}
+
 // ---------------------------------------------------------------------------------------------
 // SQLite only
 // ---------------------------------------------------------------------------------------------
@@ -803,6 +1048,136 @@ TEST_CASE("sqlite: integrity check", "[storage][sqlite]") {
   }
 }
 
+// The schema as version 1 created it (before trials recorded their node), written by hand so
+// that the upgrade is tested against what old daemons really left behind.
+constexpr const char* kSqliteSchemaV1 = R"sql(
+CREATE TABLE studies (
+  id          INTEGER PRIMARY KEY,
+  name        TEXT NOT NULL UNIQUE,
+  direction   TEXT NOT NULL CHECK (direction IN ('MINIMIZE', 'MAXIMIZE')),
+  n_trials    INTEGER NOT NULL,
+  state       TEXT NOT NULL CHECK (state IN ('RUNNING', 'COMPLETE', 'CANCELLED')),
+  spec_toml   TEXT NOT NULL,
+  spec_path   TEXT NOT NULL,
+  seed        INTEGER NOT NULL,
+  created_at  REAL NOT NULL,
+  finished_at REAL NOT NULL DEFAULT 0
+);
+CREATE TABLE trials (
+  id               INTEGER PRIMARY KEY,
+  study_id         INTEGER NOT NULL REFERENCES studies(id),
+  number           INTEGER NOT NULL,
+  state            TEXT NOT NULL
+                   CHECK (state IN ('WAITING', 'RUNNING', 'COMPLETE', 'PRUNED', 'FAIL')),
+  value            REAL,
+  value_is_nan     INTEGER NOT NULL DEFAULT 0,
+  fail_reason      TEXT NOT NULL DEFAULT '',
+  fail_exit_code   INTEGER NOT NULL DEFAULT -1,
+  fail_signal      INTEGER NOT NULL DEFAULT 0,
+  fail_core_dumped INTEGER NOT NULL DEFAULT 0,
+  fail_detail      TEXT NOT NULL DEFAULT '',
+  stderr_tail      TEXT NOT NULL DEFAULT '',
+  pid              INTEGER NOT NULL DEFAULT 0,
+  pgid             INTEGER NOT NULL DEFAULT 0,
+  pid_start_time   INTEGER NOT NULL DEFAULT 0,
+  created_at       REAL NOT NULL,
+  started_at       REAL NOT NULL DEFAULT 0,
+  finished_at      REAL NOT NULL DEFAULT 0,
+  retry_of         INTEGER REFERENCES trials(id),
+  UNIQUE (study_id, number)
+);
+CREATE INDEX trials_by_state ON trials(state);
+CREATE TABLE trial_params (
+  trial_id          INTEGER NOT NULL REFERENCES trials(id),
+  name              TEXT NOT NULL,
+  internal_value    REAL NOT NULL,
+  distribution_json TEXT NOT NULL,
+  PRIMARY KEY (trial_id, name)
+) WITHOUT ROWID;
+CREATE TABLE trial_intermediate (
+  trial_id INTEGER NOT NULL REFERENCES trials(id),
+  step     INTEGER NOT NULL,
+  value    REAL,
+  PRIMARY KEY (trial_id, step)
+) WITHOUT ROWID;
+CREATE TABLE trial_attrs (
+  trial_id   INTEGER NOT NULL REFERENCES trials(id),
+  key        TEXT NOT NULL,
+  value_json TEXT NOT NULL,
+  PRIMARY KEY (trial_id, key)
+) WITHOUT ROWID;
+CREATE TABLE events (
+  id       INTEGER PRIMARY KEY,
+  at       REAL NOT NULL,
+  study_id INTEGER REFERENCES studies(id),
+  trial_id INTEGER REFERENCES trials(id),
+  kind     TEXT NOT NULL,
+  detail   TEXT NOT NULL
+);
+CREATE INDEX events_by_study ON events(study_id);
+CREATE INDEX events_by_trial ON events(trial_id);
+PRAGMA user_version = 1;
+)sql";
+
+// Runs SQL on a SQLite file directly, outside any storage.
+void SqliteExecOrFail(const std::string& path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  int rc = sqlite3_open(path.c_str(), &db);
+  char* err = nullptr;
+  if (rc == SQLITE_OK) rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err);
+  std::string msg = err != nullptr ? err : sqlite3_errstr(rc);
+  sqlite3_free(err);
+  sqlite3_close(db);
+  INFO(path << ": " << msg);
+  REQUIRE(rc == SQLITE_OK);
+}
+
+TEST_CASE("sqlite: a version-1 database is upgraded in place", "[storage][sqlite]") {
+  TempDir dir;
+  const std::string path = dir.path() + "/triald.db";
+  const std::string dist = FloatDist(0, 1, false, 0).ToJson();
+  SqliteExecOrFail(
+      path, std::string(kSqliteSchemaV1) +
+                "INSERT INTO studies (id, name, direction, n_trials, state, spec_toml, spec_path, "
+                "seed, created_at) VALUES (1, 'old', 'MINIMIZE', 5, 'RUNNING', '', '/old.toml', "
+                "7, 10);"
+                "INSERT INTO trials (id, study_id, number, state, created_at, started_at, pid, "
+                "pgid, pid_start_time) VALUES (1, 1, 0, 'RUNNING', 11, 12, 100, 100, 5);"
+                "INSERT INTO trials (id, study_id, number, state, created_at) "
+                "VALUES (2, 1, 1, 'WAITING', 13);"
+                "INSERT INTO trial_params VALUES (1, 'x', 0.5, '" +
+                dist + "');");
+
+  {
+    auto s = OpenSqliteOrFail(path);
+    auto trials = Unwrap(s->GetTrials(1));
+    REQUIRE(trials.size() == 2);
+    // Trials from before the upgrade ran on an unknown node.
+    CHECK(trials[0].node.empty());
+    CHECK(trials[1].node.empty());
+    CHECK(trials[0].state == TrialState::kRunning);
+    CHECK(trials[0].process.pid == 100);
+    CHECK(trials[0].params.at("x").internal == 0.5);
+    CHECK(Unwrap(s->GetRunningTrials()).size() == 1);
+
+    REQUIRE_OK(s->ClaimTrial(trials[1].id));
+    CHECK(Unwrap(s->GetTrial(1, 1)).node == kNode);
+    REQUIRE_OK(s->Heartbeat(20));
+    auto nodes = Unwrap(s->GetNodes(25));
+    REQUIRE(nodes.size() == 1);
+    CHECK(nodes[0].name == kNode);
+    CHECK(nodes[0].silent_for == 5);
+    CHECK(Unwrap(s->CreateTrial(1, {}, 30)).number == 2);
+  }
+  // Reopened at version 2: nothing is upgraded twice, nothing is lost.
+  auto s = OpenSqliteOrFail(path);
+  CHECK(Unwrap(s->GetNodes(25)).size() == 1);
+  auto trials = Unwrap(s->GetTrials(1));
+  REQUIRE(trials.size() == 3);
+  CHECK(trials[1].node == kNode);
+  CHECK(Unwrap(SqliteIntegrityCheck(path)) == "ok");
+}
+
 // fd -> symlink target, for every descriptor of this process.
 std::map<int, std::string> OpenFds() {
   std::map<int, std::string> fds;
@@ -872,6 +1247,423 @@ TEST_CASE("sqlite: in-memory databases are private to their storage", "[storage]
   Unwrap(a->CreateStudy(MakeStudy("only-in-a"), 1));
   CHECK(Unwrap(b->ListStudies()).empty());
   Unwrap(b->CreateStudy(MakeStudy("only-in-a"), 1));
+}
+
+// ---------------------------------------------------------------------------------------------
+// PostgreSQL only
+// ---------------------------------------------------------------------------------------------
+
+using triald::testing::PostgresAdminUrl;
+using triald::testing::PostgresQuery;
+using triald::testing::TestDatabase;
+
+TEST_CASE("postgres: MaskPostgresUrl hides passwords and keeps the rest", "[storage]") {
+  CHECK(MaskPostgresUrl("postgresql://u:s3cret@db.example:5432/triald") ==
+        "postgresql://u:***@db.example:5432/triald");
+  CHECK(MaskPostgresUrl("postgres://u@h/d?password=s3cret&sslmode=require") ==
+        "postgres://u@h/d?password=***&sslmode=require");
+  CHECK(MaskPostgresUrl("postgresql://u:p@ss@h1:1,h2:2/d") == "postgresql://u:***@h1:1,h2:2/d");
+  CHECK(MaskPostgresUrl("postgresql://u@h:5432/d") == "postgresql://u@h:5432/d");
+  CHECK(MaskPostgresUrl("postgresql://h/d?user=u") == "postgresql://h/d?user=u");
+}
+
+// Waits until `sql` on the admin URL returns `want`. `child`, when given, must not exit first.
+void WaitUntil(const std::string& sql, const std::string& want, pid_t child = 0) {
+  for (int i = 0; i < 6000; ++i) {
+    if (PostgresQuery(PostgresAdminUrl(), sql) == want) return;
+    int wstatus = 0;
+    if (child > 0 && waitpid(child, &wstatus, WNOHANG) == child) {
+      FAIL("child " << child << " exited (status " << wstatus << ") before " << sql
+                    << " returned " << want);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  FAIL(sql << " did not return " << want << " within 60 s");
+}
+
+// Forks a child that runs `body` and exits with its return value (0 for success). No Catch
+// assertion runs in the child, and no destructor: the parent's connections, inherited across
+// fork, are left alone.
+template <typename F>
+pid_t ForkChild(F&& body) {
+  pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) _exit(body());
+  return pid;
+}
+
+void RequireExitsZero(pid_t pid) {
+  int wstatus = 0;
+  REQUIRE(waitpid(pid, &wstatus, 0) == pid);
+  INFO("child " << pid << " wait status " << wstatus);
+  REQUIRE(WIFEXITED(wstatus));
+  REQUIRE(WEXITSTATUS(wstatus) == 0);
+}
+
+TEST_CASE("postgres: daemons on one database share studies, trials and heartbeats",
+          "[storage][postgres]") {
+  TestDatabase db;
+  auto a = OpenPostgresOrFail(db.url(), "host-a");
+  auto b = OpenPostgresOrFail(db.url(), "host-b");
+  CHECK(a->shared());
+  CHECK(a->node() == "host-a");
+  CHECK(b->node() == "host-b");
+
+  StudyRecord study = Unwrap(a->CreateStudy(MakeStudy("shared"), 1));
+  RequireSameStudy(Unwrap(b->GetStudy("shared")), study);
+  REQUIRE_CODE(b->CreateStudy(MakeStudy("shared"), 2), Code::kAlreadyExists);
+
+  TrialRecord t0 = Unwrap(b->CreateTrial(study.id, AllKindsOfParams(), 2));
+  TrialRecord t1 = Unwrap(a->CreateTrial(study.id, OneParam(1), 3));
+  CHECK(t0.number == 0);
+  CHECK(t1.number == 1);
+  REQUIRE_OK(a->ClaimTrial(t0.id));
+  CHECK(Unwrap(b->GetTrial(study.id, 0)).node == "host-a");
+  REQUIRE_OK(b->MarkRunning(t1.id, {321, 321, 9}, 4));
+  REQUIRE_OK(b->AddIntermediate(t1.id, 1, 0.5));
+  auto seen = Unwrap(a->GetTrialsSince(study.id, 0, {}));
+  REQUIRE(seen.size() == 2);
+  RequireSameParams(seen[0].params, AllKindsOfParams());
+  CHECK(seen[1].node == "host-b");
+  CHECK(seen[1].state == TrialState::kRunning);
+  CHECK(seen[1].intermediate.at(1) == 0.5);
+  CHECK(Unwrap(a->GetRunningTrials()).size() == 1);
+
+  // A batch is invisible to the other daemon until it commits.
+  REQUIRE_OK(b->BeginBatch());
+  Unwrap(b->CreateTrial(study.id, OneParam(2), 5));
+  REQUIRE_OK(b->FinishTrial(t1.id, Outcome(TrialState::kComplete, 0.25), 5));
+  CHECK(Unwrap(a->GetTrials(study.id)).size() == 2);
+  CHECK(Unwrap(a->GetTrial(study.id, 1)).state == TrialState::kRunning);
+  REQUIRE_OK(b->CommitBatch());
+  CHECK(Unwrap(a->GetTrials(study.id)).size() == 3);
+  // What one daemon finished, the other cannot change.
+  CHECK(a->FinishTrial(t1.id, Outcome(TrialState::kFail), 6).code() == Code::kFailedPrecondition);
+  CHECK(Unwrap(a->GetTrial(study.id, 1)).value == std::optional<double>(0.25));
+
+  REQUIRE_OK(a->Heartbeat(0));
+  REQUIRE_OK(b->Heartbeat(0));
+  auto nodes = Unwrap(b->GetNodes(0));
+  REQUIRE(nodes.size() == 2);
+  CHECK(nodes[0].name == "host-a");
+  CHECK(nodes[1].name == "host-b");
+  for (const auto& n : nodes) {
+    CHECK(n.silent_for >= 0);
+    // The server's clock: unix seconds of today, not the 0 passed in.
+    CHECK(n.last_beat > 1.6e9);
+  }
+}
+
+TEST_CASE("postgres: processes creating trials of one study at once get dense unique numbers",
+          "[storage][postgres]") {
+  TestDatabase db;
+  auto parent = OpenPostgresOrFail(db.url(), "parent");
+  StudyRecord study = Unwrap(parent->CreateStudy(MakeStudy("race"), 1));
+  constexpr int kChildren = 6;
+  constexpr int kEach = 15;
+
+  // The children connect, then wait on the pipe and start creating together.
+  int go[2];
+  REQUIRE(pipe(go) == 0);
+  std::vector<pid_t> children;
+  for (int c = 0; c < kChildren; ++c) {
+    children.push_back(ForkChild([&, c]() -> int {
+      close(go[1]);
+      PostgresOptions options;
+      options.url = db.url();
+      options.node = "child-" + std::to_string(c);
+      auto s = OpenPostgresStorage(options);
+      if (!s.ok()) return 2;
+      char byte;
+      if (read(go[0], &byte, 1) != 0) return 3;
+      for (int k = 0; k < kEach; ++k) {
+        // A third of them the way the scheduler does it (a batch under LockStudy), the rest
+        // without any lock of the caller's: CreateTrial must number them safely either way.
+        bool batched = k % 3 == 0;
+        if (batched && (!(*s)->BeginBatch().ok() || !(*s)->LockStudy(study.id).ok())) return 4;
+        if (!(*s)->CreateTrial(study.id, OneParam(c * 100 + k), k).ok()) return 5;
+        if (batched && !(*s)->CommitBatch().ok()) return 6;
+      }
+      return 0;
+    }));
+  }
+  close(go[0]);
+  close(go[1]);
+  for (pid_t pid : children) RequireExitsZero(pid);
+
+  auto trials = Unwrap(parent->GetTrials(study.id));
+  REQUIRE(trials.size() == static_cast<size_t>(kChildren * kEach));
+  std::set<double> xs;
+  for (size_t i = 0; i < trials.size(); ++i) {
+    CHECK(trials[i].number == static_cast<int>(i));
+    xs.insert(trials[i].params.at("x").internal);
+  }
+  std::set<double> want;
+  for (int c = 0; c < kChildren; ++c) {
+    for (int k = 0; k < kEach; ++k) want.insert(c * 100 + k);
+  }
+  CHECK(xs == want);
+}
+
+TEST_CASE("postgres: LockStudy holds off another daemon's LockStudy until the batch commits",
+          "[storage][postgres]") {
+  TestDatabase db;
+  auto a = OpenPostgresOrFail(db.url(), "locker-a");
+  StudyRecord study = Unwrap(a->CreateStudy(MakeStudy("lock"), 1));
+
+  REQUIRE_OK(a->BeginBatch());
+  Unwrap(a->LockStudy(study.id));
+  // B locks the same study, then records how many trials it saw once it held the lock.
+  pid_t b = ForkChild([&]() -> int {
+    PostgresOptions options;
+    options.url = db.url();
+    options.node = "locker-b";
+    auto s = OpenPostgresStorage(options);
+    if (!s.ok()) return 2;
+    if (!(*s)->BeginBatch().ok()) return 3;
+    if (!(*s)->LockStudy(study.id).ok()) return 4;
+    auto trials = (*s)->GetTrials(study.id);
+    if (!trials.ok()) return 5;
+    if (!(*s)->AppendEvent(study.id, std::nullopt, "b_locked", std::to_string(trials->size()), 2)
+             .ok()) {
+      return 6;
+    }
+    return (*s)->CommitBatch().ok() ? 0 : 7;
+  });
+  // B is seen waiting for A's lock (and must not get past it before A commits).
+  WaitUntil("SELECT count(*) FROM pg_stat_activity WHERE application_name = 'triald:locker-b' "
+            "AND datname = '" +
+                db.name() + "' AND wait_event_type = 'Lock'",
+            "1", b);
+  Unwrap(a->CreateTrial(study.id, OneParam(1), 2));
+  REQUIRE_OK(a->AppendEvent(study.id, std::nullopt, "a_created", "", 2));
+  REQUIRE_OK(a->CommitBatch());
+  RequireExitsZero(b);
+
+  auto events = Unwrap(a->GetEvents(study.id));
+  REQUIRE(events.size() == 2);
+  CHECK(events[0].kind == "a_created");
+  CHECK(events[1].kind == "b_locked");
+  CHECK(events[1].detail == "1");  // B's lock came after A's commit: it saw A's trial
+}
+
+TEST_CASE("postgres: the connection's socket is close-on-exec", "[storage][postgres]") {
+  TestDatabase db;
+  auto before = OpenFds();
+  auto s = OpenPostgresOrFail(db.url());
+  Unwrap(s->CreateStudy(MakeStudy("fds"), 1));
+
+  int sockets = 0;
+  for (const auto& [fd, target] : OpenFds()) {
+    if (before.count(fd) == 1 && before.at(fd) == target) continue;
+    int flags = fcntl(fd, F_GETFD);
+    if (flags == -1) continue;  // the directory listing's own descriptor, closed by now
+    INFO("fd " << fd << " -> " << target);
+    CHECK((flags & FD_CLOEXEC) != 0);
+    if (target.rfind("socket:", 0) == 0) ++sockets;
+  }
+  CHECK(sockets == 1);
+}
+
+TEST_CASE("postgres: connection errors name the URL with its password masked",
+          "[storage][postgres]") {
+  auto open_fails = [](const std::string& url, Code code) {
+    PostgresOptions options;
+    options.url = url;
+    options.node = kNode;
+    auto r = OpenPostgresStorage(options);
+    INFO(url << " -> " << r.status().ToString());
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.status().code() == code);
+    CHECK_THAT(r.status().message(), !Catch::Contains("s3cret"));
+    return r.status().message();
+  };
+
+  SECTION("no server listening") {
+    std::string msg = open_fails("postgresql://triald:s3cret@127.0.0.1:1/triald", Code::kUnavailable);
+    CHECK_THAT(msg, Catch::Contains("postgresql://triald:***@127.0.0.1:1/triald"));
+  }
+  SECTION("a password given as a parameter") {
+    std::string msg = open_fails("postgres://triald@127.0.0.1:1/triald?password=s3cret",
+                                 Code::kUnavailable);
+    CHECK_THAT(msg, Catch::Contains("postgres://triald@127.0.0.1:1/triald?password=***"));
+  }
+  SECTION("a database the server does not have") {
+    // postgresql://postgres@127.0.0.1:PORT/postgres -> ...postgres:s3cret@.../no_such_database
+    std::string admin = PostgresAdminUrl();
+    size_t at = admin.find('@');
+    size_t path = admin.find('/', at);
+    REQUIRE(at != std::string::npos);
+    REQUIRE(path != std::string::npos);
+    std::string url = admin.substr(0, at) + ":s3cret" + admin.substr(at, path - at) +
+                      "/no_such_database";
+    std::string msg = open_fails(url, Code::kUnavailable);
+    CHECK_THAT(msg, Catch::Contains(MaskPostgresUrl(url)));
+    CHECK_THAT(msg, Catch::Contains("no_such_database"));
+    CHECK_THAT(msg, Catch::Contains(":***@"));
+  }
+  SECTION("a malformed URL") {
+    std::string msg = open_fails("postgresql://triald:s3cret@127.0.0.1/triald?no_such_option=1",
+                                 Code::kInvalidArgument);
+    CHECK_THAT(msg, Catch::Contains("postgresql://triald:***@127.0.0.1/triald?no_such_option=1"));
+    CHECK_THAT(msg, Catch::Contains("no_such_option"));
+  }
+  SECTION("not a PostgreSQL URL") {
+    std::string msg = open_fails("mysql://triald:s3cret@127.0.0.1/triald", Code::kInvalidArgument);
+    CHECK_THAT(msg, Catch::Contains("mysql://triald:***@127.0.0.1/triald"));
+    open_fails("", Code::kInvalidArgument);
+  }
+}
+
+TEST_CASE("postgres: a session the server ends is replaced by a new connection",
+          "[storage][postgres]") {
+  TestDatabase db;
+  auto s = OpenPostgresOrFail(db.url(), "reconnect");
+  StudyRecord study = Unwrap(s->CreateStudy(MakeStudy("r"), 1));
+  const std::string pid_sql =
+      "SELECT pid FROM pg_stat_activity WHERE application_name = 'triald:reconnect' AND "
+      "datname = '" +
+      db.name() + "'";
+  // Ends the storage's session the way a server shutdown or restart does (FATAL, "terminating
+  // connection due to administrator command"), waiting until it is gone.
+  auto end_session = [&]() {
+    std::string pid = PostgresQuery(PostgresAdminUrl(), pid_sql);
+    REQUIRE_FALSE(pid.empty());
+    REQUIRE(PostgresQuery(PostgresAdminUrl(),
+                          "SELECT pg_terminate_backend(" + pid + ", 30000)") == "t");
+    return pid;
+  };
+
+  SECTION("between calls: the next call reconnects and runs once") {
+    std::string old_pid = end_session();
+    TrialRecord t = Unwrap(s->CreateTrial(study.id, OneParam(1), 2));
+    CHECK(t.number == 0);
+    std::string new_pid = PostgresQuery(PostgresAdminUrl(), pid_sql);
+    CHECK_FALSE(new_pid.empty());
+    CHECK(new_pid != old_pid);
+    CHECK(Unwrap(s->GetTrials(study.id)).size() == 1);  // created once, not twice
+    end_session();
+    CHECK(Unwrap(s->ListStudies()).size() == 1);  // reads reconnect too
+    end_session();
+    REQUIRE_OK(s->BeginBatch());  // and so does a batch
+    Unwrap(s->CreateTrial(study.id, OneParam(2), 3));
+    REQUIRE_OK(s->CommitBatch());
+    CHECK(Unwrap(s->GetTrials(study.id)).size() == 2);
+    // The new connection's socket is close-on-exec like the first.
+    int sockets = 0;
+    for (const auto& [fd, target] : OpenFds()) {
+      if (target.rfind("socket:", 0) != 0) continue;
+      int flags = fcntl(fd, F_GETFD);
+      if (flags == -1) continue;
+      ++sockets;
+      CHECK((flags & FD_CLOEXEC) != 0);
+    }
+    CHECK(sockets >= 1);
+  }
+  SECTION("inside a batch: the batch fails, and the next batch reconnects") {
+    REQUIRE_OK(s->BeginBatch());
+    Unwrap(s->CreateTrial(study.id, OneParam(1), 2));
+    end_session();
+    auto lost = s->CreateTrial(study.id, OneParam(2), 3);
+    REQUIRE_CODE(lost, Code::kUnavailable);
+    CHECK_THAT(lost.status().message(), Catch::Contains(db.url()));
+    // The rest of the batch fails too, and so does its commit: nothing of it was stored.
+    CHECK(s->AppendEvent(study.id, std::nullopt, "x", "", 3).code() == Code::kUnavailable);
+    CHECK(s->CommitBatch().code() == Code::kUnavailable);
+    REQUIRE_OK(s->BeginBatch());
+    TrialRecord t = Unwrap(s->CreateTrial(study.id, OneParam(3), 4));
+    REQUIRE_OK(s->CommitBatch());
+    CHECK(t.number == 0);
+    CHECK(Unwrap(s->GetTrials(study.id)).size() == 1);
+    CHECK(Unwrap(s->GetEvents(study.id)).empty());
+  }
+}
+
+TEST_CASE("postgres: a server restart between calls is survived", "[storage][postgres]") {
+  // A private server: restarting the shared one would disturb the tests running beside this.
+  TempDir dir;
+  const std::string script = std::string(TRIALD_SOURCE_DIR) + "/scripts/pg_test_server.sh";
+  const std::string server = dir.path() + "/server";
+  struct StopServer {
+    std::string command;
+    ~StopServer() { (void)std::system(command.c_str()); }
+  } stop{"bash '" + script + "' stop '" + server + "' >/dev/null 2>&1"};
+  REQUIRE(std::system(("bash '" + script + "' start '" + server + "' >/dev/null").c_str()) == 0);
+  std::string admin;
+  std::getline(std::ifstream(server + "/url"), admin);
+  REQUIRE_FALSE(admin.empty());
+
+  auto s = OpenPostgresOrFail(admin, "restarted");
+  StudyRecord study = Unwrap(s->CreateStudy(MakeStudy("before"), 1));
+  REQUIRE(std::system(("bash '" + script + "' restart '" + server + "'").c_str()) == 0);
+  TrialRecord t = Unwrap(s->CreateTrial(study.id, OneParam(1), 2));
+  CHECK(t.number == 0);
+  RequireSameStudy(Unwrap(s->GetStudy("before")), study);
+  CHECK(Unwrap(s->GetTrials(study.id)).size() == 1);
+}
+
+TEST_CASE("postgres: daemons opening an empty database together create the schema once",
+          "[storage][postgres]") {
+  TestDatabase db;
+  int go[2];
+  REQUIRE(pipe(go) == 0);
+  std::vector<pid_t> children;
+  for (int c = 0; c < 4; ++c) {
+    children.push_back(ForkChild([&, c]() -> int {
+      close(go[1]);
+      char byte;
+      if (read(go[0], &byte, 1) != 0) return 2;
+      PostgresOptions options;
+      options.url = db.url();
+      options.node = "opener-" + std::to_string(c);
+      auto s = OpenPostgresStorage(options);
+      if (!s.ok()) return 3;
+      return (*s)->ListStudies().ok() ? 0 : 4;
+    }));
+  }
+  close(go[0]);
+  close(go[1]);
+  for (pid_t pid : children) RequireExitsZero(pid);
+  CHECK(PostgresQuery(db.url(), "SELECT count(*) FROM schema_version") == "1");
+  CHECK(PostgresQuery(db.url(), "SELECT max(version) FROM schema_version") == "1");
+}
+
+TEST_CASE("postgres: a schema newer than this triald is refused", "[storage][postgres]") {
+  TestDatabase db;
+  OpenPostgresOrFail(db.url());
+  PostgresQuery(db.url(), "UPDATE schema_version SET version = 99");
+  PostgresOptions options;
+  options.url = db.url();
+  auto r = OpenPostgresStorage(options);
+  REQUIRE_CODE(r, Code::kFailedPrecondition);
+  CHECK_THAT(r.status().message(), Catch::Contains("99"));
+  CHECK_THAT(r.status().message(), Catch::Contains(db.url()));
+}
+
+TEST_CASE("postgres: text PostgreSQL cannot store is kInvalidArgument naming the field",
+          "[storage][postgres]") {
+  TestDatabase db;
+  auto s = OpenPostgresOrFail(db.url());
+  int64_t study = Unwrap(s->CreateStudy(MakeStudy("ok"), 1)).id;
+  TrialRecord t = Unwrap(s->CreateTrial(study, OneParam(1), 1));
+
+  auto bad_name = s->CreateStudy(MakeStudy(std::string("bad\xff", 4)), 2);
+  REQUIRE_CODE(bad_name, Code::kInvalidArgument);
+  CHECK_THAT(bad_name.status().message(), Catch::Contains("study name"));
+  ParamMap bad_param = OneParam(1);
+  bad_param[std::string("n\0ul", 4)] = bad_param["x"];
+  REQUIRE_CODE(s->CreateTrial(study, bad_param, 2), Code::kInvalidArgument);
+  CHECK(s->SetAttr(t.id, "k", std::string("\"\xc3\"", 3)).code() == Code::kInvalidArgument);
+
+  // Inside a batch the refusal leaves the batch's other changes alone.
+  REQUIRE_OK(s->BeginBatch());
+  Unwrap(s->CreateTrial(study, OneParam(2), 3));
+  CHECK(s->AppendEvent(study, std::nullopt, std::string("k\0", 2), "", 3).code() ==
+        Code::kInvalidArgument);
+  REQUIRE_OK(s->CommitBatch());
+  CHECK(Unwrap(s->ListStudies()).size() == 1);
+  CHECK(Unwrap(s->GetTrials(study)).size() == 2);
+  CHECK(Unwrap(s->GetTrial(study, 0)).attrs.empty());
 }
 
 }  // namespace

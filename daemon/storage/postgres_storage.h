@@ -1,0 +1,61 @@
+#pragma once
+// PostgresStorage: the shared Storage, PostgreSQL through libpq, for several daemons on several
+// hosts working on the same studies (Storage::shared() is true; see storage.h).
+//
+// One connection per storage. Every call outside a batch is its own transaction; a batch is one
+// transaction (READ COMMITTED) in which each call runs under a savepoint, so a failed call
+// leaves the batch's earlier changes in place. LockStudy and CreateTrial lock the study's row
+// (SELECT ... FOR NO KEY UPDATE) until the transaction ends: trial numbers stay dense when
+// several daemons create trials of one study at once. Heartbeat and GetNodes use the server's
+// clock. The schema is created on first open (serialised by an advisory lock, so daemons
+// starting together do not race) and versioned in table schema_version.
+//
+// Bytes: columns that may hold a worker's or the operating system's bytes (stderr tail, failure
+// detail, attribute keys, event details, the sweep file's path) are bytea and round-trip any
+// byte, NUL included. The other text (study names, the sweep TOML, parameter names, JSON,
+// node names) is TEXT and must be valid UTF-8 without NUL bytes — config and the report
+// decoder only produce such text; anything else is kInvalidArgument naming the field. The
+// database's encoding must be UTF8 (or SQL_ASCII). Doubles, NaN and infinities included,
+// travel in binary and round-trip exactly.
+//
+// Connection loss: outside a transaction, a call whose connection turns out to be dead is
+// retried once on a fresh connection (PQreset); a commit whose outcome is unknown is never
+// retried. Inside a batch the call fails (the server has dropped the transaction), every
+// later call of the batch fails, CommitBatch reports the loss, and the next BeginBatch
+// reconnects. Errors reaching the server are kUnavailable and name the URL with its password
+// masked.
+//
+// The connection's socket is close-on-exec: forked trial processes never inherit it.
+//
+// Thread-safety: not thread-safe (see Storage).
+
+#include <memory>
+#include <string>
+
+#include "daemon/storage/storage.h"
+
+namespace triald::storage {
+
+struct PostgresOptions {
+  // "postgresql://USER[:PASSWORD]@HOST[:PORT]/DB[?param=value...]" (or "postgres://"), as
+  // libpq parses it. connect_timeout defaults to connect_timeout_s unless the URL sets it.
+  std::string url;
+  std::string node;  // this daemon's node name (Storage::node); application_name "triald:NODE"
+  int connect_timeout_s = 10;
+  // The server ends a session idle inside a transaction for this long, releasing its locks: a
+  // daemon that hangs or loses its network mid-batch cannot block the others' LockStudy for
+  // longer. A batch never waits between its statements for long (one event's handling).
+  int idle_in_transaction_timeout_s = 60;
+};
+
+// Connects, creating the schema if the database has none. Errors name the URL (password
+// masked): kInvalidArgument for a malformed URL, kUnavailable when the server cannot be
+// reached or refuses the connection, kFailedPrecondition for a schema newer than this triald
+// or a database encoding other than UTF8.
+common::Result<std::unique_ptr<Storage>> OpenPostgresStorage(const PostgresOptions& options);
+
+// The URL with any password replaced by "***" (user info and the password= parameter), for
+// messages and logs.
+std::string MaskPostgresUrl(const std::string& url);
+
+}  // namespace triald::storage

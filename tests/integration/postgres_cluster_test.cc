@@ -1,0 +1,241 @@
+// Several real triald daemons sharing studies through a real PostgreSQL server (the `postgres`
+// CTest fixture, scripts/pg_test_server.sh): each daemon has its own state directory and node
+// name, as if on its own host. The sh worker appends "number node pid" to a run log shared by
+// all nodes when it starts, so a trial run twice, on one node or two, shows as two lines.
+//
+// - One daemon is SIGKILLed in the middle of a 90-trial sweep: the study still ends with exactly
+//   90 configurations, every one finished, its running trials FAIL(lost) and retried by the
+//   others, and no trial ran twice.
+// - One daemon is frozen (SIGSTOP) past the node timeout and thawed: the others end its trials
+//   as FAIL(lost), and when it comes back it stops their processes and reports nothing for them.
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/integration/harness.h"
+#include "tests/support/postgres.h"
+
+namespace triald::testing {
+namespace {
+namespace json = boost::json;
+
+struct RunLine {
+  int number = -1;
+  std::string node;
+  long pid = 0;
+};
+
+std::vector<RunLine> ReadRunLog(const std::string& path) {
+  std::vector<RunLine> out;
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream fields(line);
+    RunLine r;
+    if (fields >> r.number >> r.node >> r.pid) out.push_back(r);
+  }
+  return out;
+}
+
+// Three daemons on one database, with fast heartbeats so that a dead node is noticed in 3 s.
+class Cluster {
+ public:
+  explicit Cluster(const std::string& url) {
+    for (const char* name : {"node-a", "node-b", "node-c"}) {
+      auto d = std::make_unique<TestDaemon>(dir_.File(std::string("state-") + name), 2);
+      d->AddArgs({"--storage", url, "--node-name", name, "--heartbeat-interval", "0.25",
+                  "--node-timeout", "3"});
+      d->Start();
+      daemons_.push_back(std::move(d));
+    }
+  }
+  TestDaemon& operator[](size_t i) { return *daemons_.at(i); }
+  TempDir& dir() { return dir_; }
+
+  // A study whose sh worker logs its start, sleeps `sleep_s` and reports its trial number.
+  std::string Submit(const std::string& study, int n_trials, double sleep_s) {
+    const std::string script = dir_.Write(
+        "worker.sh",
+        "printf '%s %s %s\\n' \"$TRIALD_TRIAL\" \"$TRIALD_NODE\" \"$$\" >> \"$RUN_LOG\"\n"
+        "sleep " +
+            std::to_string(sleep_s) +
+            "\n"
+            "echo \"{\\\"type\\\":\\\"final\\\",\\\"value\\\":$TRIALD_TRIAL}\" >&3\n",
+        0755);
+    std::string toml = ExecSweep(study, "[\"sh\", \"" + script + "\"]", n_trials, 2, 0, 1);
+    toml.replace(toml.find("[objective]\n"), 12,
+                 "retries = 1\nretry_on = [\"lost\"]\n\n[objective]\nenv = { RUN_LOG = \"" +
+                     run_log() + "\" }\n");
+    return daemons_[0]->Submit(toml, dir_.Write(study + ".toml", toml));
+  }
+  std::string run_log() const { return dir_.path() + "/runs.log"; }
+
+ private:
+  TempDir dir_;
+  std::vector<std::unique_ptr<TestDaemon>> daemons_;
+};
+
+int CountFinished(const json::array& trials) {
+  int n = 0;
+  for (const json::value& v : trials) {
+    const auto& s = v.at("state").as_string();
+    n += s == "COMPLETE" || s == "PRUNED" || s == "FAIL";
+  }
+  return n;
+}
+
+// Polls `fn` every 50 ms until it is true or `timeout_s` passes.
+template <typename F>
+bool WaitFor(F fn, double timeout_s) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  while (std::chrono::steady_clock::now() < until) {
+    if (fn()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return fn();
+}
+
+// The checks both cases share: n configurations, all finished; every started trial logged once,
+// by the node and pid its record names; each lost trial retried once, the retry finished.
+void CheckStudy(Cluster& c, const std::string& study, int n, const std::string& lost_node) {
+  json::array trials = c[0].Trials(study);
+  std::map<int64_t, const json::object*> by_number;
+  std::set<int64_t> retried;
+  for (const json::value& v : trials) {
+    by_number[v.at("number").as_int64()] = &v.as_object();
+    if (!v.at("retry_of").is_null()) retried.insert(v.at("retry_of").as_int64());
+  }
+  int configurations = 0;
+  for (const json::value& v : trials) {
+    configurations += retried.count(v.at("number").as_int64()) == 0;
+  }
+  CHECK(configurations == n);
+  CHECK(CountFinished(trials) == static_cast<int>(trials.size()));
+
+  std::map<int, std::vector<RunLine>> runs;
+  for (const RunLine& r : ReadRunLog(c.run_log())) runs[r.number].push_back(r);
+  std::set<std::string> nodes;
+  int lost = 0;
+  for (const json::value& v : trials) {
+    const json::object& t = v.as_object();
+    const int number = static_cast<int>(t.at("number").as_int64());
+    INFO(json::serialize(t));
+    REQUIRE(runs.count(number) == 1);  // every trial started somewhere
+    CHECK(runs[number].size() == 1);   // and only once
+    const RunLine& run = runs[number].front();
+    REQUIRE(t.at("node").is_string());
+    CHECK(t.at("node").as_string() == run.node);
+    CHECK(t.at("pid").as_int64() == run.pid);
+    nodes.insert(run.node);
+    if (t.at("state").as_string() == "FAIL") {
+      CHECK(t.at("fail_reason").as_string() == "lost");
+      CHECK(run.node == lost_node);
+      CHECK(t.at("fail_detail").as_string().find(lost_node) != std::string::npos);
+      CHECK(t.at("value").is_null());
+      CHECK(retried.count(number) == 1);
+      ++lost;
+    } else {
+      CHECK(t.at("state").as_string() == "COMPLETE");
+    }
+  }
+  CHECK(nodes.size() == 3);  // every node ran trials
+  CHECK(lost > 0);           // the lost node had trials running, or this proves nothing
+  CHECK(static_cast<int>(trials.size()) == n + lost);
+}
+
+}  // namespace
+
+TEST_CASE("three daemons share a 90-trial sweep, and one SIGKILLed mid-way changes nothing",
+          "[integration][postgres]") {
+  TestDatabase db;
+  Cluster c(db.url());
+  const std::string study = c.Submit("shared", 90, 0.3);
+
+  // Every node joins; node-b dies once a third of the trials are done, with trials running.
+  REQUIRE(WaitFor(
+      [&] {
+        json::array trials = c[0].Trials(study);
+        int running_on_b = 0;
+        for (const json::value& v : trials) {
+          running_on_b += v.at("state").as_string() == "RUNNING" && v.at("node").is_string() &&
+                          v.at("node").as_string() == "node-b";
+        }
+        return CountFinished(trials) >= 30 && running_on_b > 0;
+      },
+      60));
+  c[1].Kill();
+
+  json::object status = c[0].WaitStudy(study, 120);
+  CHECK(status.at("state").as_string() == "COMPLETE");
+  CheckStudy(c, study, 90, "node-b");
+
+  // trialctl works against any daemon of the group: node-c shows the same trials, and a log
+  // of a trial that ran elsewhere is refused with where it is.
+  json::array via_a = c[0].Trials(study);
+  json::array via_c = c[2].Trials(study);
+  CHECK(via_a == via_c);
+  for (const json::value& v : via_a) {
+    if (v.at("node").as_string() != "node-a") continue;
+    Ctl logs = Trialctl(c[2].socket(), {"logs", study, std::to_string(v.at("number").as_int64())});
+    CHECK(logs.code != 0);
+    CHECK(logs.err.find("ran on node node-a") != std::string::npos);
+    break;
+  }
+  for (size_t i : {0u, 2u}) {
+    CHECK(c[i].Stop() == 0);
+  }
+  CHECK(WaitNoProcessesOfStudy(study).empty());
+}
+
+TEST_CASE(
+    "the trials of a frozen daemon are recovered by the others, and thawed it reports nothing",
+    "[integration][postgres]") {
+  TestDatabase db;
+  Cluster c(db.url());
+  const std::string study = c.Submit("frozen", 24, 0.5);
+  REQUIRE(WaitFor(
+      [&] {
+        for (const json::value& v : c[0].Trials(study)) {
+          if (v.at("state").as_string() == "RUNNING" && v.at("node").as_string() == "node-c") {
+            return true;
+          }
+        }
+        return false;
+      },
+      30));
+  REQUIRE(::kill(c[2].pid(), SIGSTOP) == 0);
+  // The others notice the silence (node timeout 3 s) and end node-c's trials as lost.
+  const bool recovered = WaitFor(
+      [&] {
+        for (const json::value& v : c[0].Trials(study)) {
+          if (v.at("state").as_string() == "FAIL" && v.at("fail_reason").as_string() == "lost") {
+            return true;
+          }
+        }
+        return false;
+      },
+      30);
+  REQUIRE(::kill(c[2].pid(), SIGCONT) == 0);
+  REQUIRE(recovered);
+  json::object status = c[0].WaitStudy(study, 120);
+  CHECK(status.at("state").as_string() == "COMPLETE");
+  CheckStudy(c, study, 24, "node-c");
+  CHECK(c[2].log().find("by another node") != std::string::npos);
+  for (size_t i : {0u, 1u, 2u}) {
+    CHECK(c[i].Stop() == 0);
+  }
+  CHECK(WaitNoProcessesOfStudy(study).empty());
+}
+
+}  // namespace triald::testing
