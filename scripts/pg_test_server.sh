@@ -126,13 +126,17 @@ start_server() {
     cat "$dir/initdb.log" >&2
     die "initdb into $root/data failed (log above)"
   fi
+  # PG_TEST_DURABLE=1 keeps fsync on, as a production server has it (benchmarks against SQLite's
+  # synchronous=FULL: scripts/bench_cluster.py).
+  local fsync=off
+  [ "${PG_TEST_DURABLE:-0}" = 1 ] && fsync=on
   as_server_user tee -a "$root/data/postgresql.conf" >/dev/null <<EOF
 # Added by scripts/pg_test_server.sh: a disposable test server (never use for real data).
 listen_addresses = '127.0.0.1'
 port = $port
 unix_socket_directories = '$root/socket'
-fsync = off
-full_page_writes = off
+fsync = $fsync
+full_page_writes = $fsync
 max_connections = 200
 shared_buffers = 32MB
 EOF
