@@ -69,6 +69,31 @@ TEST_CASE("daemon config mistakes name the place, the key and what was expected"
              Catch::Contains("gpu_release_timeout = -1: expected a number of seconds > 0"));
 }
 
+TEST_CASE("the daemon config names a shared storage and this node", "[config][cluster]") {
+  auto c = ParseDaemonConfig(
+      "[daemon]\nstorage = \"postgresql://triald@db:5432/triald\"\nnode_name = \"box-1\"\n"
+      "heartbeat_interval = 0.5\nnode_timeout = 10\n",
+      "/etc/triald/triald.toml");
+  INFO(c.status().ToString());
+  REQUIRE(c.ok());
+  CHECK(c->storage == "postgresql://triald@db:5432/triald");
+  CHECK(c->node_name == "box-1");
+  CHECK(c->heartbeat_interval == 0.5);
+  CHECK(c->node_timeout == 10);
+  auto msg = [](const std::string& text) {
+    auto bad = ParseDaemonConfig(text, "/etc/triald/triald.toml");
+    REQUIRE_FALSE(bad.ok());
+    return bad.status().message();
+  };
+  CHECK_THAT(
+      msg("[daemon]\nstorage = 5\n"),
+      Catch::StartsWith("/etc/triald/triald.toml:2:11: [daemon] storage = 5: expected a URL"));
+  CHECK_THAT(msg("[daemon]\nnode_name = \"\"\n"),
+             Catch::Contains("expected a non-empty node name"));
+  CHECK_THAT(msg("[daemon]\nnode_timeout = 0\n"),
+             Catch::Contains("node_timeout = 0: expected a number of seconds > 0"));
+}
+
 TEST_CASE("the --gpus list takes distinct indices", "[config][devices]") {
   CHECK(*ParseGpuList("0,1,3") == std::vector<int>{0, 1, 3});
   CHECK(ParseGpuList("none")->empty());
