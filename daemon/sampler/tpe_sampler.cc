@@ -126,10 +126,16 @@ double Observe(const Dim& dim, double internal) {
 // Parzen estimator: a weighted mixture of product kernels, one per observation plus a prior.
 
 struct EstimatorOptions {
-  double prior_weight = 1;
+  // Optuna's prior_weight, as the categorical kernels' smoothing: prior_weight / (n + 1).
+  double categorical_prior_weight = 1;
+  // The prior kernel's weight in the mixture, next to the observations' weights.
+  double prior_kernel_weight = 1;
   bool consider_magic_clip = true;
   bool consider_endpoints = false;
   bool multivariate = true;
+  // Multivariate: the number of observations Scott's rule and the magic clip count, so that l and
+  // g can share one bandwidth; 0 counts this estimator's own.
+  size_t bandwidth_n = 0;
 };
 
 // Candidate points, one row of `dims.size()` entries per candidate.
@@ -202,7 +208,7 @@ ParzenEstimator::ParzenEstimator(const std::vector<Dim>& dims,
     : dims_(dims), n_obs_(rows.size()), n_kernels_(rows.size() + 1) {
   const size_t n_dims = dims.size();
   std::vector<double> weights = tpe_internal::DefaultWeights(static_cast<int>(n_obs_));
-  weights.push_back(options.prior_weight);
+  weights.push_back(options.prior_kernel_weight);
   double total = 0;
   for (double w : weights) total += w;
   cum_weights_.resize(n_kernels_);
@@ -222,7 +228,8 @@ ParzenEstimator::ParzenEstimator(const std::vector<Dim>& dims,
   p_miss_.assign(n_dims, 0);
   log_hit_.assign(n_dims, 0);
   log_miss_.assign(n_dims, 0);
-  const double n_for_sigma = static_cast<double>(std::max<size_t>(n_obs_, 1));
+  const double n_for_sigma = static_cast<double>(
+      std::max<size_t>(options.bandwidth_n > 0 ? options.bandwidth_n : n_obs_, 1));
   std::vector<double> mass(n_kernels_, 1.0);  // per kernel: product of its in-support masses
   for (size_t j = 0; j < n_dims; ++j) {
     const Dim& dim = dims[j];
@@ -233,7 +240,7 @@ ParzenEstimator::ParzenEstimator(const std::vector<Dim>& dims,
     if (dim.kind == DimKind::kCategorical) {
       mu[n_obs_] = -1;  // the prior observed nothing
       const double c = dim.choices;
-      const double base = options.prior_weight / static_cast<double>(n_kernels_);
+      const double base = options.categorical_prior_weight / static_cast<double>(n_kernels_);
       const double row_sum = c * base + 1;
       p_hit_[j] = (base + 1) / row_sum;
       p_miss_[j] = base / row_sum;
@@ -256,9 +263,11 @@ ParzenEstimator::ParzenEstimator(const std::vector<Dim>& dims,
       sigma = UnivariateSigmas(obs, prior_mu, dim.low, dim.high, options.consider_endpoints);
     }
     const double max_sigma = range;
-    const double min_sigma = options.consider_magic_clip
-                                 ? range / std::min(100.0, 1.0 + static_cast<double>(n_kernels_))
-                                 : kMinSigma;
+    // The clip counts the kernels: the observations Scott's rule counted, plus the prior.
+    const double clip_kernels =
+        options.multivariate ? n_for_sigma + 1 : static_cast<double>(n_kernels_);
+    const double min_sigma =
+        options.consider_magic_clip ? range / std::min(100.0, 1.0 + clip_kernels) : kMinSigma;
     for (double& s : sigma) s = std::clamp(s, min_sigma, max_sigma);
     mu[n_obs_] = prior_mu;
     sigma.push_back(range);
@@ -424,6 +433,13 @@ bool ByLoss(const Ranked& a, const Ranked& b) {
 bool ByStepThenLoss(const Ranked& a, const Ranked& b) {
   if (a.step != b.step) return a.step < b.step;
   return ByLoss(a, b);
+}
+
+// The sum of tpe_internal::DefaultWeights(n).
+double SumOfWeights(size_t n) {
+  double sum = 0;
+  for (double w : tpe_internal::DefaultWeights(static_cast<int>(n))) sum += w;
+  return sum;
 }
 
 std::string OptionError(const char* name, const std::string& value, const char* expected) {
@@ -678,12 +694,24 @@ common::Result<std::optional<std::vector<double>>> TpeSampler::Suggest(
   }
 
   EstimatorOptions options;
-  options.prior_weight = config_.prior_weight;
+  options.categorical_prior_weight = config_.prior_weight;
+  options.prior_kernel_weight = config_.prior_weight;
   options.consider_magic_clip = config_.consider_magic_clip;
   options.consider_endpoints = config_.consider_endpoints;
   options.multivariate = config_.multivariate;
+  // l and g on a common footing (see the header): one bandwidth, from Scott's rule over every
+  // observation (multivariate only; univariate bandwidths follow each observation's neighbours),
+  // and the same prior share, prior_weight next to l's observation weights, so that a region
+  // far from every trial scores l = g, the base rate, instead of the best odds there are.
+  options.bandwidth_n = below_rows.size() + above_rows.size();
+  EstimatorOptions above_options = options;
+  const double below_sum = SumOfWeights(below_rows.size());
+  const double above_sum = SumOfWeights(above_rows.size());
+  if (below_sum > 0 && above_sum > 0) {
+    above_options.prior_kernel_weight = config_.prior_weight * above_sum / below_sum;
+  }
   const ParzenEstimator below(dims, observations, below_rows, options);
-  const ParzenEstimator above(dims, observations, above_rows, options);
+  const ParzenEstimator above(dims, observations, above_rows, above_options);
 
   const size_t n_cands = static_cast<size_t>(config_.n_ei_candidates);
   Candidates cands;

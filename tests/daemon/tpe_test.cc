@@ -9,6 +9,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <random>
 #include <string>
 #include <utility>
 #include <vector>
@@ -400,6 +401,51 @@ TEST_CASE("tpe beats random on a 2-d quadratic after 40 trials", "[tpe]") {
   // Random search's expected best of 40 draws here is ~0.2; TPE's ~0.03.
   CHECK(Median(tpe) < 0.5 * Median(random));
   CHECK(tpe_wins >= 14);
+}
+
+TEST_CASE("tpe proposes near the best trials of a 6-d history, not in its empty regions", "[tpe]") {
+  // A history as TPE makes them: 20 random trials of a 6-d sphere, then 20 around the best of
+  // them. Most of the box is far from every trial, and the best trial's neighbourhood is mostly
+  // "above" trials. With l and g sharing one bandwidth and the prior's share, an empty region
+  // scores no better than the base rate, so suggestions should come from the best trials'
+  // neighbourhood and beat the 4 best trials (the gamma(40) = 4 "below" ones) most of the time.
+  SearchSpace space;
+  for (int i = 0; i < 6; ++i) space.push_back({"x" + std::to_string(i), Float(0, 1)});
+  auto f = [](const ParamValues& v) {
+    double sum = 0;
+    for (const auto& [name, x] : v) sum += (x - 0.25) * (x - 0.25);
+    return sum;
+  };
+  FakeStudy base{space, {}};
+  {
+    auto random = Make("random", space, 5);
+    for (int i = 0; i < 20; ++i) base.Run(*random, f);
+    const TrialRecord best = *std::min_element(
+        base.trials.begin(), base.trials.end(),
+        [](const TrialRecord& a, const TrialRecord& b) { return *a.value < *b.value; });
+    std::mt19937_64 rng(11);
+    std::normal_distribution<double> step(0, 0.1);
+    for (int i = 0; i < 20; ++i) {
+      ParamValues v;
+      for (const ParamSpec& p : space) {
+        v[p.name] = std::clamp(best.params.at(p.name).internal + step(rng), 0.0, 1.0);
+      }
+      base.Add(TrialState::kComplete, v, f(v));
+    }
+  }
+  std::vector<double> values;
+  for (const TrialRecord& t : base.trials) values.push_back(*t.value);
+  std::sort(values.begin(), values.end());
+  const double fourth_best = values[3];
+  int better = 0;
+  for (uint64_t seed = 0; seed < 200; ++seed) {
+    auto sampler = Make("tpe", space, seed);
+    if (f(base.Sample(*sampler, 40)) < fourth_best) ++better;
+  }
+  INFO("suggestions better than the 4th best trial: " << better << "/200");
+  // Measured: 153/200. With a bandwidth and a prior weight of their own for l and g (Optuna's
+  // estimators) 126/200: the argmax often lands in empty space.
+  CHECK(better >= 145);
 }
 
 TEST_CASE("tpe concentrates on the best choice of a categorical-only objective", "[tpe]") {
