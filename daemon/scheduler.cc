@@ -74,10 +74,11 @@ struct Scheduler::StudyRuntime {
   std::deque<int> waiting;          // numbers of WAITING trials, oldest first
   int running = 0;
   int finished = 0;
-  int retries_created = 0;  // trials that retry another (they are not new configurations)
-  int retried = 0;          // finished trials a retry replaced (they do not count toward n_trials)
-  bool exhausted = false;   // the sampler has nothing more to propose
-  double synced_at = -1;    // shared: monotonic time of the last Sync
+  int retries_created = 0;   // trials that retry another (they are not new configurations)
+  int retried = 0;           // finished trials a retry replaced (they do not count toward n_trials)
+  bool exhausted = false;    // the sampler has nothing more to propose
+  double synced_at = -1;     // shared: monotonic time of the last Sync
+  int pending_finishes = 0;  // shared: ends of its trials not yet stored (the database was away)
 
   // Configurations created so far: what n_trials counts.
   int configurations() const { return static_cast<int>(trials.size()) - retries_created; }
@@ -550,6 +551,7 @@ void Scheduler::SharedTick() {
   if (!shared()) return;
   // Beats while shutting down too: its trials are still this node's until they end.
   Beat();
+  RetryPendingFinishes();
   if (shutting_down_) return;
   Status nodes = RefreshDeadNodes();
   if (!nodes.ok()) options_.logger->error("reading the nodes' heartbeats: {}", nodes.message());
@@ -655,7 +657,8 @@ void Scheduler::Pump() {
   pumping_ = false;
   // Completed studies leave the active set.
   for (auto it = studies_.begin(); it != studies_.end();) {
-    if (it->second->record.state != storage::StudyState::kRunning && it->second->running == 0) {
+    if (it->second->record.state != storage::StudyState::kRunning && it->second->running == 0 &&
+        it->second->pending_finishes == 0) {
       it = studies_.erase(it);
     } else {
       ++it;
@@ -1063,14 +1066,25 @@ void Scheduler::FinishTrial(StudyRuntime& study, int number, const storage::Tria
   // The trial's end, its event and the study's completion are one commit, made before any
   // other trial starts.
   StorageBatch batch(options_.storage, options_.logger);
+  // Shared storage: when the database cannot be reached, the end is kept and recorded at a later
+  // tick (the trial stays unfinished in the cache meanwhile, so the study cannot complete
+  // without it).
+  auto keep_for_later = [&](const std::string& why) {
+    options_.logger->warn("study {} trial {}: its end ({}) is kept until the database answers: {}",
+                          study.record.name, number, storage::TrialStateName(out.state), why);
+    pending_finishes_.push_back({study.record.id, number, out, own});
+    ++study.pending_finishes;
+  };
   if (shared()) {
-    Result<storage::StudyRecord> rec = options_.storage->LockStudy(study.record.id);
-    if (rec.ok()) AdoptStudyState(study, *rec);
+    Result<storage::StudyRecord> rec =
+        batch.began() ? options_.storage->LockStudy(study.record.id)
+                      : Result<storage::StudyRecord>(common::Unavailable("no transaction"));
     Status synced = rec.ok() ? Sync(study) : rec.status();
     if (!synced.ok()) {
-      options_.logger->error("study {}: reading other nodes' trials: {}", study.record.name,
-                             synced.message());
+      keep_for_later(synced.message());
+      return;
     }
+    AdoptStudyState(study, *rec);
     const TrialRecord& stored = study.trials[number];
     if (storage::IsFinished(stored.state) ||
         (own && !stored.node.empty() && stored.node != options_.storage->node())) {
@@ -1087,10 +1101,18 @@ void Scheduler::FinishTrial(StudyRuntime& study, int number, const storage::Tria
       return;
     }
   }
+  // What the cache looked like before, to restore it if a shared commit fails.
+  const size_t size_before = study.trials.size();
+  const TrialRecord record_before = study.trials[number];
+  const storage::StudyRecord study_before = study.record;
   TrialRecord& trial = study.trials[number];
   const double now = options_.clock->WallSeconds();
   Status st = options_.storage->FinishTrial(trial.id, out, now);
   if (!st.ok()) {
+    if (shared() && st.code() != common::Code::kFailedPrecondition) {
+      keep_for_later(st.message());
+      return;
+    }
     options_.logger->error("study {} trial {}: storing its end: {}", study.record.name, number,
                            st.message());
   }
@@ -1106,6 +1128,28 @@ void Scheduler::FinishTrial(StudyRuntime& study, int number, const storage::Tria
   Event(&study, &trial, "trial_finished", what);
   MaybeRetry(study, number);  // may grow study.trials: `trial` is not used after this
   MaybeCompleteStudy(study);
+  if (shared()) {
+    st = batch.Commit();
+    if (!st.ok()) {
+      // Nothing of it is stored: the cache forgets the end, the retry and the completion.
+      study.trials.resize(size_before);
+      study.trials[number] = record_before;
+      study.record = study_before;
+      Recount(study);
+      keep_for_later(st.message());
+    }
+  }
+}
+
+void Scheduler::RetryPendingFinishes() {
+  std::vector<PendingFinish> pending;
+  pending.swap(pending_finishes_);
+  for (const PendingFinish& p : pending) {
+    auto it = studies_.find(p.study_id);
+    if (it == studies_.end()) continue;
+    --it->second->pending_finishes;
+    FinishTrial(*it->second, p.number, p.outcome, p.own);
+  }
 }
 
 void Scheduler::MaybeCompleteStudy(StudyRuntime& study) {

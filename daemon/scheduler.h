@@ -182,6 +182,8 @@ class Scheduler {
   bool LeaseValid() const;
   // Re-reads which nodes have been silent for longer than node_timeout_s (dead_nodes_).
   common::Status RefreshDeadNodes();
+  // Shared storage: records the trial ends kept while the database could not be reached.
+  void RetryPendingFinishes();
   // MaybeCompleteStudy, under the study's lock when shared.
   void LockedMaybeComplete(StudyRuntime& study);
   bool CanStart(const StudyRuntime& study) const;
@@ -217,8 +219,15 @@ class Scheduler {
   bool shutting_down_ = false;
   std::function<void()> on_idle_;
   bool pumping_ = false;
-  std::set<std::string> dead_nodes_;  // shared: nodes found silent at the last look
-  double lease_from_ = -1e300;        // shared: monotonic time before the last heartbeat
+  struct PendingFinish {
+    int64_t study_id = 0;
+    int number = 0;
+    storage::TrialOutcome outcome;
+    bool own = true;
+  };
+  std::vector<PendingFinish> pending_finishes_;  // shared: trial ends not yet stored
+  std::set<std::string> dead_nodes_;             // shared: nodes found silent at the last look
+  double lease_from_ = -1e300;                   // shared: monotonic time before the last heartbeat
   std::map<std::string, std::string> not_loaded_;  // shared: studies this node cannot run: why
 };
 

@@ -8,6 +8,7 @@
 #include <catch2/catch.hpp>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -37,12 +38,98 @@ std::string SweepToml(const std::string& name, int n_trials, int parallelism,
          (space.empty() ? "\n[space.x]\ntype = \"float\"\nlow = 0.0\nhigh = 1.0\n" : space);
 }
 
+// Forwards to a storage, or fails every call with kUnavailable while `down` (a database that
+// cannot be reached).
+class FlakyStorage final : public storage::Storage {
+ public:
+  explicit FlakyStorage(std::unique_ptr<storage::Storage> inner) : inner_(std::move(inner)) {}
+  bool down = false;
+
+  common::Status BeginBatch() override { return down ? Away() : inner_->BeginBatch(); }
+  common::Status CommitBatch() override { return down ? Away() : inner_->CommitBatch(); }
+  bool shared() const override { return inner_->shared(); }
+  const std::string& node() const override { return inner_->node(); }
+  common::Result<storage::StudyRecord> LockStudy(int64_t id) override {
+    if (down) return Away();
+    return inner_->LockStudy(id);
+  }
+  common::Result<storage::StudyRecord> CreateStudy(const storage::NewStudy& s, double at) override {
+    if (down) return Away();
+    return inner_->CreateStudy(s, at);
+  }
+  common::Result<storage::StudyRecord> GetStudy(const std::string& name) override {
+    if (down) return Away();
+    return inner_->GetStudy(name);
+  }
+  common::Result<std::vector<storage::StudyRecord>> ListStudies() override {
+    if (down) return Away();
+    return inner_->ListStudies();
+  }
+  common::Status SetStudyState(int64_t id, StudyState st, double at) override {
+    return down ? Away() : inner_->SetStudyState(id, st, at);
+  }
+  common::Result<TrialRecord> CreateTrial(int64_t id, const storage::ParamMap& p, double at,
+                                          std::optional<int64_t> retry_of) override {
+    if (down) return Away();
+    return inner_->CreateTrial(id, p, at, retry_of);
+  }
+  common::Status ClaimTrial(int64_t id) override { return down ? Away() : inner_->ClaimTrial(id); }
+  common::Status MarkRunning(int64_t id, const storage::ProcessIdentity& p, double at) override {
+    return down ? Away() : inner_->MarkRunning(id, p, at);
+  }
+  common::Status AddIntermediate(int64_t id, int64_t step, double v) override {
+    return down ? Away() : inner_->AddIntermediate(id, step, v);
+  }
+  common::Status SetAttr(int64_t id, const std::string& k, const std::string& v) override {
+    return down ? Away() : inner_->SetAttr(id, k, v);
+  }
+  common::Status FinishTrial(int64_t id, const storage::TrialOutcome& o, double at) override {
+    return down ? Away() : inner_->FinishTrial(id, o, at);
+  }
+  common::Result<std::vector<TrialRecord>> GetTrials(int64_t id) override {
+    if (down) return Away();
+    return inner_->GetTrials(id);
+  }
+  common::Result<TrialRecord> GetTrial(int64_t id, int number) override {
+    if (down) return Away();
+    return inner_->GetTrial(id, number);
+  }
+  common::Result<std::vector<TrialRecord>> GetTrialsSince(int64_t id, int from,
+                                                          const std::vector<int>& n) override {
+    if (down) return Away();
+    return inner_->GetTrialsSince(id, from, n);
+  }
+  common::Result<std::vector<TrialRecord>> GetRunningTrials() override {
+    if (down) return Away();
+    return inner_->GetRunningTrials();
+  }
+  common::Status Heartbeat(double at) override { return down ? Away() : inner_->Heartbeat(at); }
+  common::Result<std::vector<storage::NodeRecord>> GetNodes(double now) override {
+    if (down) return Away();
+    return inner_->GetNodes(now);
+  }
+  common::Status AppendEvent(std::optional<int64_t> s, std::optional<int64_t> t,
+                             const std::string& kind, const std::string& detail,
+                             double at) override {
+    return down ? Away() : inner_->AppendEvent(s, t, kind, detail, at);
+  }
+  common::Result<std::vector<storage::Event>> GetEvents(std::optional<int64_t> s) override {
+    if (down) return Away();
+    return inner_->GetEvents(s);
+  }
+
+ private:
+  static common::Status Away() { return common::Unavailable("the database cannot be reached"); }
+  std::unique_ptr<storage::Storage> inner_;
+};
+
 // Several nodes on one shared storage file.
 class Cluster {
  public:
   struct Node {
     std::string name;
     std::unique_ptr<storage::Storage> storage;
+    FlakyStorage* flaky = nullptr;  // the same storage, to take the database away
     std::unique_ptr<FakeLauncher> launcher = std::make_unique<FakeLauncher>();
     std::unique_ptr<Scheduler> scheduler;
   };
@@ -58,7 +145,9 @@ class Cluster {
       auto opened = storage::OpenSqliteStorage(so);
       INFO(opened.status().ToString());
       REQUIRE(opened.ok());
-      node->storage = std::move(opened).value();
+      auto flaky = std::make_unique<FlakyStorage>(std::move(opened).value());
+      node->flaky = flaky.get();
+      node->storage = std::move(flaky);
       SchedulerOptions opts;
       opts.storage = node->storage.get();
       opts.launcher = node->launcher.get();
@@ -295,6 +384,27 @@ TEST_CASE("an enqueued trial is claimed by one node only", "[scheduler][shared]"
     }
   }
   CHECK(launched == 1);
+}
+
+TEST_CASE("a trial that ends while the database is away is recorded when it is back",
+          "[scheduler][shared]") {
+  Cluster c({"alpha"});
+  REQUIRE(c[0].scheduler->Submit({SweepToml("away", 3, 1), "/tmp/away.toml"}).ok());
+  Launched& first = *c[0].launcher->Live().front();
+  c[0].flaky->down = true;
+  c[0].launcher->Complete(first, 4.5);
+  c[0].scheduler->SharedTick();  // still away: kept, nothing new starts
+  CHECK(c[0].launcher->live_count() == 0);
+  c[0].flaky->down = false;
+  CHECK(c.Trials("away")[first.trial].state == TrialState::kRunning);
+  c[0].scheduler->SharedTick();  // back: the end is stored, and the study goes on
+  const TrialRecord stored = c.Trials("away")[first.trial];
+  CHECK(stored.state == TrialState::kComplete);
+  REQUIRE(stored.value.has_value());
+  CHECK(*stored.value == 4.5);
+  RunToEnd(c);
+  CHECK(c.Trials("away").size() == 3);
+  CHECK(c.Study("away").state == StudyState::kComplete);
 }
 
 }  // namespace
