@@ -176,7 +176,8 @@ Access DecideAccess(const AccessPolicy& policy, const PeerCredentials& peer) {
 }
 
 bool IsReadVerb(std::string_view verb) {
-  for (std::string_view v : {"ping", "studies", "status", "trials", "best", "logs", "export"}) {
+  for (std::string_view v :
+       {"ping", "studies", "status", "trials", "best", "logs", "export", "nodes"}) {
     if (verb == v) return true;
   }
   return false;
@@ -582,7 +583,40 @@ Result<json::value> ControlServer::Handle(const std::string& verb, const json::o
     o["running"] = options_.scheduler->running_count();
     o["queued"] = options_.scheduler->queued_count();
     o["state_dir"] = options_.state_dir;
+    o["node"] = st.node();
+    o["shared"] = st.shared();
     return json::value(std::move(o));
+  }
+  if (verb == "nodes") {
+    // The daemons sharing this storage, with their heartbeats and running trials; on a storage
+    // of its own, this daemon alone.
+    const double now =
+        std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    std::vector<storage::NodeRecord> nodes;
+    if (st.shared()) {
+      TRIALD_ASSIGN_OR_RETURN(nodes, st.GetNodes(now));
+    } else {
+      storage::NodeRecord self;
+      self.name = st.node();
+      self.last_beat = now;
+      nodes.push_back(self);
+    }
+    TRIALD_ASSIGN_OR_RETURN(std::vector<TrialRecord> running, st.GetRunningTrials());
+    json::array a;
+    for (const storage::NodeRecord& n : nodes) {
+      json::object o;
+      o["name"] = n.name;
+      o["self"] = n.name == st.node();
+      o["alive"] = n.silent_for <= options_.node_timeout_s;
+      o["silent_for"] = n.silent_for;
+      o["first_beat"] = n.first_beat > 0 ? json::value(n.first_beat) : json::value(nullptr);
+      o["last_beat"] = n.last_beat;
+      int64_t count = 0;
+      for (const TrialRecord& t : running) count += t.node == n.name || !st.shared();
+      o["running"] = count;
+      a.push_back(std::move(o));
+    }
+    return json::value(std::move(a));
   }
   if (verb == "submit") {
     TRIALD_ASSIGN_OR_RETURN(std::string text, proto::GetString(args, "sweep"));
@@ -696,7 +730,7 @@ Result<json::value> ControlServer::Handle(const std::string& verb, const json::o
   return common::InvalidArgument(
       "unknown verb \"" + verb +
       "\"; expected one of ping, submit, studies, status, trials, best, cancel, enqueue, "
-      "logs, export");
+      "logs, export, nodes");
 }
 
 }  // namespace triald::daemon

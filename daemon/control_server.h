@@ -106,6 +106,7 @@ struct ControlServerOptions {
   int max_connections = 512;
   double idle_timeout_s = 300;    // no request in progress
   double request_timeout_s = 10;  // to finish a request once started, or to read a reply
+  double node_timeout_s = 30;     // shared storage: `nodes` calls a node silent longer dead
 };
 
 class ControlServer {

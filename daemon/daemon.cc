@@ -277,6 +277,7 @@ int RunDaemon(const DaemonOptions& opts) {
   co.access.allowed_gid = ::getegid();
   co.access.read_open = opts.socket_read_open;
   co.request_timeout_s = opts.request_timeout_s;
+  co.node_timeout_s = opts.node_timeout_s;
   if (!opts.socket_group.empty()) {
     common::Result<gid_t> gid = ResolveGroup(opts.socket_group);
     if (!gid.ok()) {

@@ -57,6 +57,9 @@ const char kUsage[] =
     "                            written as in the sweep: 0.01, 64, adamw, true.\n"
     "                            Prints the trial number\n"
     "  logs STUDY TRIAL [--stderr]  a trial's captured stdout (or stderr)\n"
+    "  nodes                     the daemons sharing triald's PostgreSQL storage: alive or\n"
+    "                            dead, seconds since their last heartbeat, running trials\n"
+    "                            (on SQLite: this daemon alone)\n"
     "  ping                      check that triald answers\n"
     "\n"
     "options:\n"
@@ -304,7 +307,7 @@ int RunTrialctl(const std::vector<std::string>& argv, std::ostream& out, std::os
   }
 
   json::object args;
-  if (verb == "studies" || verb == "ping") {
+  if (verb == "studies" || verb == "ping" || verb == "nodes") {
     if (!need(0, "no arguments")) return kExitUsage;
   } else if (verb == "status" || verb == "trials" || verb == "best" || verb == "cancel") {
     if (!need(1, "STUDY")) return kExitUsage;
@@ -338,6 +341,17 @@ int RunTrialctl(const std::vector<std::string>& argv, std::ostream& out, std::os
   if (verb == "ping") {
     out << "triald pid " << Str(r->get_object(), "pid") << ": " << Str(r->get_object(), "running")
         << " running, " << Str(r->get_object(), "queued") << " queued\n";
+  } else if (verb == "nodes") {
+    std::vector<std::vector<std::string>> rows = {{"NODE", "STATE", "LAST HEARTBEAT", "RUNNING"}};
+    for (const json::value& v : r->get_array()) {
+      const json::object& n = v.get_object();
+      std::ostringstream ago;
+      ago << std::fixed << std::setprecision(1) << n.at("silent_for").to_number<double>()
+          << " s ago";
+      rows.push_back({Str(n, "name") + (n.at("self").as_bool() ? " (this)" : ""),
+                      n.at("alive").as_bool() ? "alive" : "dead", ago.str(), Str(n, "running")});
+    }
+    PrintTable(out, rows);
   } else if (verb == "studies") {
     std::vector<std::vector<std::string>> rows = {
         {"STUDY", "STATE", "DIRECTION", "FINISHED", "RUNNING", "FAILED", "BEST"}};

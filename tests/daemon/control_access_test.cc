@@ -49,7 +49,7 @@ TEST_CASE("DecideAccess: root, the daemon's uid and the allowed group get full a
 
 TEST_CASE("IsReadVerb: only the read verbs, anything else counts as mutating",
           "[control][security]") {
-  for (const char* v : {"ping", "studies", "status", "trials", "best", "logs", "export"}) {
+  for (const char* v : {"ping", "studies", "status", "trials", "best", "logs", "export", "nodes"}) {
     INFO(v);
     CHECK(IsReadVerb(v));
   }

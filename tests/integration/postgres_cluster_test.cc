@@ -180,6 +180,19 @@ TEST_CASE("three daemons share a 90-trial sweep, and one SIGKILLed mid-way chang
   CHECK(status.at("state").as_string() == "COMPLETE");
   CheckStudy(c, study, 90, "node-b");
 
+  // Any daemon tells which nodes are alive: node-b is dead, the other two alive.
+  Ctl nodes = Trialctl(c[2].socket(), {"nodes", "--json"});
+  REQUIRE(nodes.code == 0);
+  std::map<std::string, bool> alive;
+  const json::value listed = json::parse(nodes.out);
+  for (const json::value& n : listed.as_array()) {
+    alive[std::string(n.at("name").as_string())] = n.at("alive").as_bool();
+  }
+  CHECK(alive ==
+        std::map<std::string, bool>{{"node-a", true}, {"node-b", false}, {"node-c", true}});
+  Ctl table = Trialctl(c[0].socket(), {"nodes"});
+  CHECK(table.out.find("node-a (this)") != std::string::npos);
+
   // trialctl works against any daemon of the group: node-c shows the same trials, and a log
   // of a trial that ran elsewhere is refused with where it is.
   json::array via_a = c[0].Trials(study);
