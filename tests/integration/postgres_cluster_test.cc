@@ -9,18 +9,23 @@
 // - One daemon is frozen (SIGSTOP) past the node timeout and thawed: the others end its trials
 //   as FAIL(lost), and when it comes back it stops their processes and reports nothing for them.
 
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <set>
 #include <sstream>
 #include <string>
 #include <thread>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "tests/integration/harness.h"
@@ -154,7 +159,48 @@ void CheckStudy(Cluster& c, const std::string& study, int n, const std::string& 
   CHECK(static_cast<int>(trials.size()) == n + lost);
 }
 
+// Runs triald with `args` (after --state-dir) to its exit; returns the exit code and stderr.
+std::pair<int, std::string> RunTriald(TempDir& dir, std::vector<std::string> args) {
+  const std::string err_path = dir.File("triald.err");
+  std::vector<std::string> all = {BinDir() + "/triald", "--state-dir", dir.File("state")};
+  all.insert(all.end(), args.begin(), args.end());
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    int fd = ::open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ::dup2(fd, 1);
+    ::dup2(fd, 2);
+    std::vector<char*> argv;
+    for (std::string& a : all) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  std::ifstream in(err_path);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, text};
+}
+
 }  // namespace
+
+TEST_CASE("bad storage options are refused with what was wrong, and no password shown",
+          "[integration][postgres]") {
+  TempDir dir;
+  auto [code, err] = RunTriald(dir, {"--storage", "mysql://triald@db/triald"});
+  CHECK(code == 1);
+  CHECK(err.find("--storage \"mysql://triald@db/triald\": expected a postgresql://") !=
+        std::string::npos);
+  // Port 1 on loopback: nothing listens, the connection is refused at once.
+  std::tie(code, err) =
+      RunTriald(dir, {"--storage", "postgresql://triald:s3cret@127.0.0.1:1/triald"});
+  CHECK(code == 1);
+  CHECK(err.find("127.0.0.1:1") != std::string::npos);
+  CHECK(err.find("s3cret") == std::string::npos);
+  std::tie(code, err) = RunTriald(dir, {"--heartbeat-interval", "5", "--node-timeout", "6"});
+  CHECK(code == 2);
+  CHECK(err.find("must be at least twice --heartbeat-interval") != std::string::npos);
+}
 
 TEST_CASE("three daemons share a 90-trial sweep, and one SIGKILLed mid-way changes nothing",
           "[integration][postgres]") {
