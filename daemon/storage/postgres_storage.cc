@@ -126,10 +126,10 @@ constexpr const char* kStudyColumns =
     "id, name, direction, n_trials, state, spec_toml, spec_path, seed, created_at, finished_at";
 
 // Column list of every trial query; ReadTrialRow reads them by these positions.
-#define TRIALD_PG_TRIAL_COLUMNS                                                                 \
-  "t.id, t.study_id, t.number, t.state, t.value, t.fail_reason, t.fail_exit_code, "             \
-  "t.fail_signal, t.fail_core_dumped, t.fail_detail, t.stderr_tail, t.pid, t.pgid, "            \
-  "t.pid_start_time, t.created_at, t.started_at, t.finished_at, t.retry_of, "                   \
+#define TRIALD_PG_TRIAL_COLUMNS                                                      \
+  "t.id, t.study_id, t.number, t.state, t.value, t.fail_reason, t.fail_exit_code, "  \
+  "t.fail_signal, t.fail_core_dumped, t.fail_detail, t.stderr_tail, t.pid, t.pgid, " \
+  "t.pid_start_time, t.created_at, t.started_at, t.finished_at, t.retry_of, "        \
   "(SELECT r.number FROM trials r WHERE r.id = t.retry_of), t.node"
 
 const char* DirectionText(config::Direction d) {
@@ -293,11 +293,11 @@ class Params {
 // a column of an unexpected width yields 0 rather than reading out of bounds.
 class Rows {
  public:
-  explicit Rows(PGresult* r) : r_(r, &PQclear) {}
+  explicit Rows(PGresult* r = nullptr) : r_(r, &PQclear) {}
 
-  int size() const { return PQntuples(r_.get()); }
+  int size() const { return r_ ? PQntuples(r_.get()) : 0; }
   // Rows changed by an INSERT/UPDATE.
-  int64_t affected() const { return std::atoll(PQcmdTuples(r_.get())); }
+  int64_t affected() const { return r_ ? std::atoll(PQcmdTuples(r_.get())) : 0; }
   bool IsNull(int row, int col) const { return PQgetisnull(r_.get(), row, col) != 0; }
   int64_t Int(int row, int col) const {
     const auto* p = reinterpret_cast<const unsigned char*>(PQgetvalue(r_.get(), row, col));
@@ -385,13 +385,12 @@ class PostgresStorage final : public Storage {
 
  private:
   // How a call outside a batch runs (inside one, every call runs under a savepoint):
-  // kNone: in autocommit (one read statement, or reads that need no common snapshot);
-  // kSnapshot: reads in one REPEATABLE READ READ ONLY transaction (a consistent view);
+  // kNone: reads, in one round trip (LoadTrials takes its own snapshot);
   // kWrite: one transaction, committed durably (synchronous_commit as the server sets it);
   // kLazyWrite: one transaction committed with synchronous_commit off: durable within a
   //   fraction of a second, or with the next durable commit (storage.h allows this for
   //   intermediate values, attributes and heartbeats).
-  enum class Txn { kNone, kSnapshot, kWrite, kLazyWrite };
+  enum class Txn { kNone, kWrite, kLazyWrite };
   enum class TrialFilter { kStudy, kStudyNumber, kRunning, kSince };
 
   PostgresStorage() = default;
@@ -401,16 +400,34 @@ class PostgresStorage final : public Storage {
   Status AfterConnect();
   // Resets a broken connection; kUnavailable naming the URL when the server cannot be reached.
   Status EnsureConnected(const std::string& op);
-  bool ConnectionLost() const { return PQstatus(conn_) != CONNECTION_OK; }
+  bool ConnectionLost() const { return session_ended_ || PQstatus(conn_) != CONNECTION_OK; }
   Status InitSchema();
 
   // The status for a failed statement (or connection failure when `res` is null); sets
   // last_sqlstate_ and last_constraint_.
   Status Error(const PGresult* res, const std::string& op);
-  // Runs text-protocol SQL without parameters (may hold several statements).
+  // Runs text-protocol SQL without parameters (may hold several statements) on its own; only
+  // where nothing is deferred (schema creation, session setup).
   Status Simple(const char* sql, const std::string& op);
-  // Runs a statement, preparing it on this connection on first use.
+
+  // A prepared statement of a pipeline, with its parameters.
+  struct Statement {
+    std::string sql;
+    const Params* params;
+  };
+  // Sends the deferred commands, `commands` (unprepared, without parameters: BEGIN, COMMIT,
+  // SAVEPOINT, ...) and `statements` (each prepared on this connection on first use) in one
+  // pipeline: one round trip to the server. Returns each statement's rows, or the first error
+  // (what followed it did not run). Every round trip goes through here, so deferred commands
+  // always reach the server before the next statement.
+  // `after` follows the statements (a COMMIT, when all of a transaction is known up front).
+  Result<std::vector<Rows>> Run(const std::vector<std::string>& commands,
+                                const std::vector<Statement>& statements, const std::string& op,
+                                const std::vector<std::string>& after = {});
   Result<Rows> Exec(const std::string& sql, const Params& params, const std::string& op);
+  Status Command(const std::string& sql, const std::string& op) {
+    return Run({sql}, {}, op).status();
+  }
 
   // Runs `body` as one call: under a savepoint inside a batch, else per `txn`, retried once on a
   // fresh connection when the connection turns out to be dead before anything was committed.
@@ -421,7 +438,6 @@ class PostgresStorage final : public Storage {
   void RollbackIfOpen();
   void LoseBatch(const Status& why);
 
-  Status RequireStudy(int64_t study_id, const std::string& op);
   Status TrialNotMutable(int64_t trial_id, const std::string& op, bool require_waiting);
   Result<std::vector<TrialRecord>> LoadTrials(TrialFilter filter, int64_t study_id, int number,
                                               const std::vector<int>& numbers,
@@ -430,6 +446,13 @@ class PostgresStorage final : public Storage {
   Result<TrialRecord> ReadTrialRow(const Rows& rows, int row) const;
 
   PGconn* conn_ = nullptr;
+  // Commands that need no answer of their own (BEGIN, SAVEPOINT, RELEASE of a call's savepoint)
+  // ride along with the next round trip instead of costing one each: a call inside a batch
+  // costs one round trip, not three. Cleared with the connection.
+  std::vector<std::string> deferred_;
+  // Counts Run calls that sent deferred_: tells Call whether the commands it deferred reached
+  // the server.
+  uint64_t deferred_sent_ = 0;
   std::string masked_url_;
   std::string node_;
   int idle_in_transaction_timeout_s_ = 60;
@@ -446,6 +469,9 @@ class PostgresStorage final : public Storage {
   bool commit_sent_ = false;
   std::string last_sqlstate_;
   std::string last_constraint_;
+  // The server reported a FATAL error (its session ends): libpq may not have seen the socket
+  // close yet, but the connection is as good as lost.
+  bool session_ended_ = false;
 };
 
 // ---- Connection ----
@@ -510,6 +536,7 @@ Status PostgresStorage::Connect(const PostgresOptions& options) {
 
 Status PostgresStorage::AfterConnect() {
   prepared_.clear();
+  deferred_.clear();
   // libpq may or may not mark its socket close-on-exec; a forked trial must never inherit it
   // (it would keep the session alive, or write into it).
   int fd = PQsocket(conn_);
@@ -521,16 +548,16 @@ Status PostgresStorage::AfterConnect() {
   }
   // A daemon that dies or hangs mid-batch must not hold its study locks for long: the server
   // ends a session idle in a transaction, and probes an idle peer's TCP connection.
-  const std::string settings =
-      "SET idle_in_transaction_session_timeout = " +
-      std::to_string(idle_in_transaction_timeout_s_ * 1000) +
-      "; SET tcp_keepalives_idle = 30; SET tcp_keepalives_interval = 10; "
-      "SET tcp_keepalives_count = 3";
+  const std::string settings = "SET idle_in_transaction_session_timeout = " +
+                               std::to_string(idle_in_transaction_timeout_s_ * 1000) +
+                               "; SET tcp_keepalives_idle = 30; SET tcp_keepalives_interval = 10; "
+                               "SET tcp_keepalives_count = 3";
   return Simple(settings.c_str(), "configure session");
 }
 
 Status PostgresStorage::EnsureConnected(const std::string& op) {
-  if (PQstatus(conn_) == CONNECTION_OK) return Status::Ok();
+  if (!ConnectionLost()) return Status::Ok();
+  session_ended_ = false;
   PQreset(conn_);
   if (PQstatus(conn_) != CONNECTION_OK) {
     return common::Unavailable(op + ": cannot reconnect to PostgreSQL at " + masked_url_ + ": " +
@@ -548,9 +575,8 @@ Status PostgresStorage::InitSchema() {
         Exec("SELECT pg_advisory_xact_lock($1)", Params().Int8(kSchemaLockKey), "lock schema")
             .status());
     TRIALD_ASSIGN_OR_RETURN(
-        Rows exists,
-        Exec("SELECT (to_regclass('schema_version') IS NOT NULL)::int4", Params(),
-             "read schema version"));
+        Rows exists, Exec("SELECT (to_regclass('schema_version') IS NOT NULL)::int4", Params(),
+                          "read schema version"));
     int version = 0;
     if (exists.Int(0, 0) != 0) {
       TRIALD_ASSIGN_OR_RETURN(Rows v, Exec("SELECT COALESCE(max(version), 0) FROM schema_version",
@@ -575,8 +601,14 @@ Status PostgresStorage::Error(const PGresult* res, const std::string& op) {
   const char* state = res != nullptr ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : nullptr;
   const char* constraint =
       res != nullptr ? PQresultErrorField(res, PG_DIAG_CONSTRAINT_NAME) : nullptr;
+  const char* severity =
+      res != nullptr ? PQresultErrorField(res, PG_DIAG_SEVERITY_NONLOCALIZED) : nullptr;
   last_sqlstate_ = state != nullptr ? state : "";
   last_constraint_ = constraint != nullptr ? constraint : "";
+  if (severity != nullptr &&
+      (std::strcmp(severity, "FATAL") == 0 || std::strcmp(severity, "PANIC") == 0)) {
+    session_ended_ = true;
+  }
   std::string msg = TrimRight(res != nullptr ? PQresultErrorMessage(res) : "");
   if (msg.empty()) msg = TrimRight(PQerrorMessage(conn_));
   if (ConnectionLost()) {
@@ -599,7 +631,6 @@ Status PostgresStorage::Error(const PGresult* res, const std::string& op) {
   return common::Internal(msg);
 }
 
-
 Status PostgresStorage::Simple(const char* sql, const std::string& op) {
   std::unique_ptr<PGresult, decltype(&PQclear)> res(PQexec(conn_, sql), &PQclear);
   // With several statements PQexec returns the last result, or the first error.
@@ -608,27 +639,108 @@ Status PostgresStorage::Simple(const char* sql, const std::string& op) {
   return Error(res.get(), op);
 }
 
+Result<std::vector<Rows>> PostgresStorage::Run(const std::vector<std::string>& commands,
+                                               const std::vector<Statement>& statements,
+                                               const std::string& op,
+                                               const std::vector<std::string>& after) {
+  for (const auto& st : statements) {
+    if (!st.params->error().empty()) return common::InvalidArgument(op + ": " + st.params->error());
+  }
+  if (PQenterPipelineMode(conn_) != 1) return Error(nullptr, op + ": enter pipeline mode");
+  std::vector<std::string> controls = std::move(deferred_);
+  deferred_.clear();
+  if (!controls.empty()) ++deferred_sent_;
+  controls.insert(controls.end(), commands.begin(), commands.end());
+  const size_t before_statements = controls.size();
+  controls.insert(controls.end(), after.begin(), after.end());
+
+  // What was sent, in order: each has one result (then a null) to collect.
+  enum class Kind { kCommand, kPrepare, kStatement };
+  struct Sent {
+    Kind kind;
+    size_t index;  // into controls or statements
+  };
+  std::vector<Sent> sent;
+  bool sending = true;
+  auto send_command = [&](size_t i) {
+    sending = PQsendQueryParams(conn_, controls[i].c_str(), 0, nullptr, nullptr, nullptr, nullptr,
+                                0) == 1;
+    if (sending) sent.push_back({Kind::kCommand, i});
+  };
+  for (size_t i = 0; i < before_statements && sending; ++i) send_command(i);
+  for (size_t i = 0; i < statements.size() && sending; ++i) {
+    const Statement& st = statements[i];
+    auto it = prepared_.find(st.sql);
+    if (it == prepared_.end()) {
+      std::string name = "triald_" + std::to_string(next_statement_++);
+      sending = PQsendPrepare(conn_, name.c_str(), st.sql.c_str(), st.params->size(),
+                              st.params->types()) == 1;
+      if (!sending) break;
+      sent.push_back({Kind::kPrepare, i});
+      it = prepared_.emplace(st.sql, std::move(name)).first;
+    }
+    std::vector<const char*> values;
+    std::vector<int> lengths;
+    std::vector<int> formats;
+    st.params->Views(values, lengths, formats);
+    sending = PQsendQueryPrepared(conn_, it->second.c_str(), st.params->size(), values.data(),
+                                  lengths.data(), formats.data(), /*resultFormat=*/1) == 1;
+    if (sending) sent.push_back({Kind::kStatement, i});
+  }
+  for (size_t i = before_statements; i < controls.size() && sending; ++i) send_command(i);
+  if (sending) sending = PQpipelineSync(conn_) == 1;
+
+  std::vector<Rows> rows(statements.size());
+  Status first;
+  auto note = [&](const PGresult* res, const std::string& what) {
+    if (first.ok()) first = Error(res, what);
+  };
+  if (!sending) note(nullptr, op + ": send");
+  for (const Sent& item : sent) {
+    PGresult* res = PQgetResult(conn_);
+    Rows keep(res);
+    // Each command's results end with a null; a lost connection ends them early.
+    if (res != nullptr) {
+      while (PGresult* extra = PQgetResult(conn_)) PQclear(extra);
+    }
+    ExecStatusType st = PQresultStatus(res);
+    bool ok = st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK;
+    // A statement whose Parse failed or was skipped is not prepared on the server.
+    if (item.kind == Kind::kPrepare && !ok) prepared_.erase(statements[item.index].sql);
+    if (st == PGRES_PIPELINE_ABORTED) continue;  // skipped after an earlier error
+    switch (item.kind) {
+      case Kind::kCommand:
+        if (!ok) note(res, op + ": " + controls[item.index]);
+        break;
+      case Kind::kPrepare:
+        if (!ok) note(res, op + ": prepare");
+        break;
+      case Kind::kStatement:
+        if (ok) {
+          rows[item.index] = std::move(keep);
+        } else {
+          note(res, op);
+        }
+        break;
+    }
+  }
+  if (sending) {
+    // The pipeline's end (PGRES_PIPELINE_SYNC), unless the connection is gone.
+    while (PGresult* res = PQgetResult(conn_)) {
+      bool sync = PQresultStatus(res) == PGRES_PIPELINE_SYNC;
+      PQclear(res);
+      if (sync) break;
+    }
+  }
+  if (PQexitPipelineMode(conn_) != 1 && first.ok()) note(nullptr, op + ": leave pipeline mode");
+  if (!first.ok()) return first;
+  return rows;
+}
+
 Result<Rows> PostgresStorage::Exec(const std::string& sql, const Params& params,
                                    const std::string& op) {
-  if (!params.error().empty()) return common::InvalidArgument(op + ": " + params.error());
-  auto it = prepared_.find(sql);
-  if (it == prepared_.end()) {
-    std::string name = "triald_" + std::to_string(next_statement_++);
-    std::unique_ptr<PGresult, decltype(&PQclear)> res(
-        PQprepare(conn_, name.c_str(), sql.c_str(), params.size(), params.types()), &PQclear);
-    if (PQresultStatus(res.get()) != PGRES_COMMAND_OK) return Error(res.get(), op + ": prepare");
-    it = prepared_.emplace(sql, std::move(name)).first;
-  }
-  std::vector<const char*> values;
-  std::vector<int> lengths;
-  std::vector<int> formats;
-  params.Views(values, lengths, formats);
-  PGresult* res = PQexecPrepared(conn_, it->second.c_str(), params.size(), values.data(),
-                                 lengths.data(), formats.data(), /*resultFormat=*/1);
-  Rows rows(res);
-  ExecStatusType st = PQresultStatus(res);
-  if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) return Error(res, op);
-  return rows;
+  TRIALD_ASSIGN_OR_RETURN(std::vector<Rows> rows, Run({}, {{sql, &params}}, op));
+  return std::move(rows.front());
 }
 
 template <typename F>
@@ -636,27 +748,27 @@ auto PostgresStorage::Call(const std::string& op, Txn txn, F&& body) -> decltype
   using R = decltype(body());
   if (batch_depth_ > 0) {
     if (batch_lost_) return batch_lost_->WithContext(op);
-    Status sp = Simple("SAVEPOINT triald_op", op + ": savepoint");
-    if (!sp.ok()) {
-      LoseBatch(sp);
-      return sp;
-    }
+    // The savepoint goes out with the call's first statement.
+    const size_t mark = deferred_.size();
+    const uint64_t sent_before = deferred_sent_;
+    deferred_.push_back("SAVEPOINT triald_op");
     R r = body();
+    bool savepoint_sent = deferred_sent_ != sent_before;
+    if (!savepoint_sent) deferred_.resize(mark);  // the call sent nothing
     if (StatusOf(r).ok()) {
-      Status release = Simple("RELEASE SAVEPOINT triald_op", op + ": release savepoint");
-      if (!release.ok()) {
-        LoseBatch(release);
-        return release;
-      }
+      // Released with the next round trip (the next call's, or the batch's COMMIT).
+      if (savepoint_sent) deferred_.push_back("RELEASE SAVEPOINT triald_op");
       return r;
     }
     if (ConnectionLost()) {
       LoseBatch(StatusOf(r));
       return r;
     }
+    if (!savepoint_sent) return r;
     // Undo only this call; the batch's earlier changes stay.
-    Status back = Simple("ROLLBACK TO SAVEPOINT triald_op; RELEASE SAVEPOINT triald_op",
-                         op + ": roll back to savepoint");
+    Status back = Run({"ROLLBACK TO SAVEPOINT triald_op", "RELEASE SAVEPOINT triald_op"}, {},
+                      op + ": roll back to savepoint")
+                      .status();
     if (!back.ok()) LoseBatch(back);
     return r;
   }
@@ -677,15 +789,18 @@ template <typename F>
 auto PostgresStorage::Attempt(const std::string& op, Txn txn, F& body) -> decltype(body()) {
   using R = decltype(body());
   commit_sent_ = false;
+  deferred_.clear();  // nothing is deferred outside a batch
   if (txn == Txn::kNone) return body();
-  const char* begin = "BEGIN";
-  if (txn == Txn::kSnapshot) begin = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY";
-  if (txn == Txn::kLazyWrite) begin = "BEGIN; SET LOCAL synchronous_commit = off";
-  TRIALD_RETURN_IF_ERROR(Simple(begin, op + ": begin transaction"));
+  // BEGIN goes out with the body's first statements; COMMIT is a round trip of its own.
+  const uint64_t sent_before = deferred_sent_;
+  deferred_.push_back("BEGIN");
+  if (txn == Txn::kLazyWrite) deferred_.push_back("SET LOCAL synchronous_commit = off");
   R r = body();
-  if (!StatusOf(r).ok()) return r;
+  bool begun = deferred_sent_ != sent_before;
+  deferred_.clear();
+  if (!StatusOf(r).ok() || !begun) return r;
   commit_sent_ = true;
-  Status commit = Simple("COMMIT", op + ": commit");
+  Status commit = Command("COMMIT", op + ": commit");
   if (!commit.ok()) {
     if (ConnectionLost()) {
       return common::Unavailable(commit.message() + "; whether it was committed is unknown");
@@ -696,13 +811,15 @@ auto PostgresStorage::Attempt(const std::string& op, Txn txn, F& body) -> declty
 }
 
 void PostgresStorage::RollbackIfOpen() {
+  deferred_.clear();
   PGTransactionStatusType ts = PQtransactionStatus(conn_);
   if (ts != PQTRANS_INTRANS && ts != PQTRANS_INERROR) return;
   // Nothing more can be done when ROLLBACK fails; the caller already returns the first error.
-  (void)Simple("ROLLBACK", "rollback");
+  (void)Command("ROLLBACK", "rollback");
 }
 
 void PostgresStorage::LoseBatch(const Status& why) {
+  deferred_.clear();
   batch_lost_ = Status(ConnectionLost() ? common::Code::kUnavailable : why.code(),
                        "the batch was rolled back (" + why.message() + ")");
 }
@@ -716,9 +833,11 @@ Status PostgresStorage::BeginBatch() {
       return Status::Ok();
     }
     for (int attempt = 0;; ++attempt) {
-      // A connection lost with the previous batch (or since the last call) is renewed here.
+      // A connection lost with the previous batch (or since the last call) is renewed here: a
+      // round trip of its own, so that a dead connection is found before the batch has begun.
       TRIALD_RETURN_IF_ERROR(EnsureConnected("begin batch"));
-      Status st = Simple("BEGIN", "begin batch");
+      deferred_.clear();
+      Status st = Command("BEGIN", "begin batch");
       if (st.ok()) {
         batch_depth_ = 1;
         batch_lost_.reset();
@@ -745,7 +864,7 @@ Status PostgresStorage::CommitBatch() {
       RollbackIfOpen();
       return common::Internal("commit batch: the batch's transaction had failed; rolled back");
     }
-    Status st = Simple("COMMIT", "commit batch");
+    Status st = Command("COMMIT", "commit batch");  // with the last call's RELEASE
     if (!st.ok()) {
       if (ConnectionLost()) {
         return common::Unavailable(st.message() + "; whether the batch was committed is unknown");
@@ -758,26 +877,23 @@ Status PostgresStorage::CommitBatch() {
 
 // ---- Rows ----
 
-Status PostgresStorage::RequireStudy(int64_t study_id, const std::string& op) {
-  TRIALD_ASSIGN_OR_RETURN(
-      Rows r, Exec("SELECT 1 FROM studies WHERE id = $1", Params().Int8(study_id), op));
-  if (r.size() == 0) return common::NotFound(StudyName(study_id) + " not found");
-  return Status::Ok();
-}
-
 Status PostgresStorage::TrialNotMutable(int64_t trial_id, const std::string& op,
                                         bool require_waiting) {
-  TRIALD_ASSIGN_OR_RETURN(Rows r, Exec("SELECT t.number, s.name, t.state FROM trials t "
+  TRIALD_ASSIGN_OR_RETURN(Rows r, Exec("SELECT t.number, s.name, t.state, t.node FROM trials t "
                                        "JOIN studies s ON s.id = t.study_id WHERE t.id = $1",
                                        Params().Int8(trial_id), op + ": look up trial"));
   if (r.size() == 0) return common::NotFound(TrialName(trial_id) + " not found");
-  std::string who = "trial " + std::to_string(r.Int(0, 0)) + " of study \"" + r.Str(0, 1) +
-                    "\" (" + TrialName(trial_id) + ")";
+  std::string who = "trial " + std::to_string(r.Int(0, 0)) + " of study \"" + r.Str(0, 1) + "\" (" +
+                    TrialName(trial_id) + ")";
   std::string state = r.Str(0, 2);
   auto parsed = ParseTrialState(state);
   if (parsed && IsFinished(*parsed)) {
     return common::FailedPrecondition(op + ": " + who + " is " + state +
                                       "; finished trials cannot be changed");
+  }
+  if (require_waiting && state == "WAITING") {
+    return common::FailedPrecondition(op + ": " + who + " is claimed by node \"" + r.Str(0, 3) +
+                                      "\"; this is node \"" + node_ + "\"");
   }
   if (require_waiting) {
     return common::FailedPrecondition(op + ": " + who + " is " + state + "; expected WAITING");
@@ -853,17 +969,17 @@ Result<StudyRecord> PostgresStorage::LockStudy(int64_t study_id) {
   return Guarded("LockStudy", [&]() -> Result<StudyRecord> {
     const std::string op = "LockStudy(" + StudyName(study_id) + ")";
     if (batch_depth_ == 0) {
-      return common::FailedPrecondition(op + ": called outside a batch; the lock lasts until "
-                                             "the batch commits");
+      return common::FailedPrecondition(op +
+                                        ": called outside a batch; the lock lasts until "
+                                        "the batch commits");
     }
     return Call(op, Txn::kNone, [&]() -> Result<StudyRecord> {
       // NO KEY UPDATE: excludes other lockers (and CreateTrial), but not the key-share locks
       // that inserting a row referencing the study takes (an event, say), so a daemon holding
       // one study's lock never waits for another's because of a foreign key.
-      TRIALD_ASSIGN_OR_RETURN(
-          Rows r, Exec(std::string("SELECT ") + kStudyColumns +
-                           " FROM studies WHERE id = $1 FOR NO KEY UPDATE",
-                       Params().Int8(study_id), op));
+      TRIALD_ASSIGN_OR_RETURN(Rows r, Exec(std::string("SELECT ") + kStudyColumns +
+                                               " FROM studies WHERE id = $1 FOR NO KEY UPDATE",
+                                           Params().Int8(study_id), op));
       if (r.size() == 0) return common::NotFound(StudyName(study_id) + " not found");
       return ReadStudyRow(r, 0);
     });
@@ -874,19 +990,19 @@ Result<StudyRecord> PostgresStorage::CreateStudy(const NewStudy& study, double a
   return Guarded("CreateStudy", [&]() -> Result<StudyRecord> {
     const std::string op = "CreateStudy(\"" + study.name + "\")";
     return Call(op, Txn::kWrite, [&]() -> Result<StudyRecord> {
-      auto inserted =
-          Exec("INSERT INTO studies (name, direction, n_trials, state, spec_toml, spec_path, "
-               "seed, created_at, finished_at) "
-               "VALUES ($1, $2, $3, 'RUNNING', $4, $5, $6, $7, 0) RETURNING id",
-               Params()
-                   .Text(study.name, "study name")
-                   .Text(DirectionText(study.direction), "direction")
-                   .Int4(study.n_trials)
-                   .Text(study.spec_toml, "sweep file")
-                   .Bytes(study.spec_path)
-                   .Int8(static_cast<int64_t>(study.seed))
-                   .Float8(at),
-               op + ": insert");
+      auto inserted = Exec(
+          "INSERT INTO studies (name, direction, n_trials, state, spec_toml, spec_path, "
+          "seed, created_at, finished_at) "
+          "VALUES ($1, $2, $3, 'RUNNING', $4, $5, $6, $7, 0) RETURNING id",
+          Params()
+              .Text(study.name, "study name")
+              .Text(DirectionText(study.direction), "direction")
+              .Int4(study.n_trials)
+              .Text(study.spec_toml, "sweep file")
+              .Bytes(study.spec_path)
+              .Int8(static_cast<int64_t>(study.seed))
+              .Float8(at),
+          op + ": insert");
       if (!inserted.ok()) {
         if (last_sqlstate_ == "23505") {
           return common::AlreadyExists("study \"" + study.name + "\" already exists");
@@ -943,13 +1059,13 @@ Status PostgresStorage::SetStudyState(int64_t study_id, StudyState state, double
     const std::string op = "SetStudyState(" + StudyName(study_id) + ")";
     return Call(op, Txn::kWrite, [&]() -> Status {
       // A study set back to RUNNING (resumed) is no longer finished.
-      TRIALD_ASSIGN_OR_RETURN(
-          Rows r, Exec("UPDATE studies SET state = $2, finished_at = $3 WHERE id = $1",
-                       Params()
-                           .Int8(study_id)
-                           .Text(StudyStateName(state), "state")
-                           .Float8(state == StudyState::kRunning ? 0 : at),
-                       op));
+      TRIALD_ASSIGN_OR_RETURN(Rows r,
+                              Exec("UPDATE studies SET state = $2, finished_at = $3 WHERE id = $1",
+                                   Params()
+                                       .Int8(study_id)
+                                       .Text(StudyStateName(state), "state")
+                                       .Float8(state == StudyState::kRunning ? 0 : at),
+                                   op));
       if (r.affected() == 0) return common::NotFound(StudyName(study_id) + " not found");
       return Status::Ok();
     });
@@ -978,51 +1094,54 @@ Result<TrialRecord> PostgresStorage::CreateTrial(int64_t study_id, const ParamMa
     }
 
     return Call(op, Txn::kWrite, [&]() -> Result<TrialRecord> {
-      // The study's row lock orders concurrent creators: the next statement, with a snapshot
-      // taken after the lock was granted, sees every trial committed before it. A caller that
-      // already holds LockStudy holds this lock too.
-      TRIALD_ASSIGN_OR_RETURN(
-          Rows study, Exec("SELECT 1 FROM studies WHERE id = $1 FOR NO KEY UPDATE",
-                           Params().Int8(study_id), op + ": lock study"));
-      if (study.size() == 0) return common::NotFound(StudyName(study_id) + " not found");
+      // One round trip. The study's row lock orders concurrent creators: the insert, a later
+      // statement with a snapshot taken once the lock was granted, sees every trial committed
+      // before it (a caller holding LockStudy holds this lock already). The insert adds nothing
+      // for an unknown study or an invalid retry (the lookups below say which), so no statement
+      // fails and the call's errors are this class's own. The trial and its parameters are one
+      // statement: however many parameters, no extra round trip.
+      Params lock_params;
+      lock_params.Int8(study_id);
+      Params retry_params;
+      retry_params.Int8(retry_of.value_or(0));
+      Params insert_params;
+      insert_params.Int8(study_id)
+          .Float8(at)
+          .OptInt8(retry_of)
+          .TextArray(names, "parameter name")
+          .Float8Array(internal)
+          .TextArray(dist_json, "distribution");
+      std::vector<Statement> statements = {
+          {"SELECT 1 FROM studies WHERE id = $1 FOR NO KEY UPDATE", &lock_params},
+          {"SELECT study_id, number FROM trials WHERE id = $1", &retry_params},
+          {"WITH t AS (INSERT INTO trials (study_id, number, state, created_at, retry_of) "
+           "SELECT s.id, (SELECT COALESCE(max(number) + 1, 0) FROM trials WHERE study_id = $1), "
+           "'WAITING', $2, $3 FROM studies s WHERE s.id = $1 AND ($3::int8 IS NULL OR EXISTS "
+           "(SELECT 1 FROM trials r WHERE r.id = $3 AND r.study_id = $1)) RETURNING id, number), "
+           "p AS (INSERT INTO trial_params (trial_id, name, internal_value, distribution_json) "
+           "SELECT t.id, u.name, u.value, u.dist FROM t, unnest($4::text[], $5::float8[], "
+           "$6::text[]) AS u(name, value, dist)) "
+           "SELECT id, number FROM t",
+           &insert_params}};
+      TRIALD_ASSIGN_OR_RETURN(std::vector<Rows> rows, Run({}, statements, op));
+      if (rows[0].size() == 0) return common::NotFound(StudyName(study_id) + " not found");
       std::optional<int> retry_of_number;
       if (retry_of) {
-        TRIALD_ASSIGN_OR_RETURN(Rows r, Exec("SELECT study_id, number FROM trials WHERE id = $1",
-                                             Params().Int8(*retry_of),
-                                             op + ": look up retried trial"));
+        const Rows& r = rows[1];
         if (r.size() == 0) {
           return common::NotFound(op + ": retried " + TrialName(*retry_of) + " not found");
         }
         if (r.Int(0, 0) != study_id) {
-          return common::InvalidArgument(op + ": retried " + TrialName(*retry_of) +
-                                         " belongs to " + StudyName(r.Int(0, 0)) +
+          return common::InvalidArgument(op + ": retried " + TrialName(*retry_of) + " belongs to " +
+                                         StudyName(r.Int(0, 0)) +
                                          "; a retry must be in the same study");
         }
         retry_of_number = static_cast<int>(r.Int(0, 1));
       }
-      TRIALD_ASSIGN_OR_RETURN(
-          Rows ins,
-          Exec("INSERT INTO trials (study_id, number, state, created_at, retry_of) "
-               "VALUES ($1, (SELECT COALESCE(max(number) + 1, 0) FROM trials WHERE study_id = $1), "
-               "'WAITING', $2, $3) RETURNING id, number",
-               Params().Int8(study_id).Float8(at).OptInt8(retry_of), op + ": insert trial"));
+      if (rows[2].size() != 1) return common::Internal(op + ": the trial was not inserted");
       TrialRecord t;
-      t.id = ins.Int(0, 0);
-      t.number = static_cast<int>(ins.Int(0, 1));
-      if (!names.empty()) {
-        // All parameters in one statement: one round trip however many there are.
-        TRIALD_RETURN_IF_ERROR(
-            Exec("INSERT INTO trial_params (trial_id, name, internal_value, distribution_json) "
-                 "SELECT $1, u.name, u.value, u.dist FROM unnest($2::text[], $3::float8[], "
-                 "$4::text[]) AS u(name, value, dist)",
-                 Params()
-                     .Int8(t.id)
-                     .TextArray(names, "parameter name")
-                     .Float8Array(internal)
-                     .TextArray(dist_json, "distribution"),
-                 op + ": insert parameters")
-                .status());
-      }
+      t.id = rows[2].Int(0, 0);
+      t.number = static_cast<int>(rows[2].Int(0, 1));
       t.study_id = study_id;
       t.state = TrialState::kWaiting;
       t.params = params;
@@ -1053,18 +1172,18 @@ Status PostgresStorage::MarkRunning(int64_t trial_id, const ProcessIdentity& pro
   return Guarded("MarkRunning", [&]() -> Status {
     const std::string op = "MarkRunning(" + TrialName(trial_id) + ")";
     return Call(op, Txn::kWrite, [&]() -> Status {
-      TRIALD_ASSIGN_OR_RETURN(
-          Rows r, Exec("UPDATE trials SET state = 'RUNNING', pid = $2, pgid = $3, "
-                       "pid_start_time = $4, started_at = $5, node = $6 "
-                       "WHERE id = $1 AND state = 'WAITING' AND node IN ('', $6)",
-                       Params()
-                           .Int8(trial_id)
-                           .Int4(process.pid)
-                           .Int4(process.pgid)
-                           .Int8(static_cast<int64_t>(process.start_time))
-                           .Float8(at)
-                           .Text(node_, "node name"),
-                       op));
+      TRIALD_ASSIGN_OR_RETURN(Rows r,
+                              Exec("UPDATE trials SET state = 'RUNNING', pid = $2, pgid = $3, "
+                                   "pid_start_time = $4, started_at = $5, node = $6 "
+                                   "WHERE id = $1 AND state = 'WAITING' AND node IN ('', $6)",
+                                   Params()
+                                       .Int8(trial_id)
+                                       .Int4(process.pid)
+                                       .Int4(process.pgid)
+                                       .Int8(static_cast<int64_t>(process.start_time))
+                                       .Float8(at)
+                                       .Text(node_, "node name"),
+                                   op));
       if (r.affected() == 0) return TrialNotMutable(trial_id, op, /*require_waiting=*/true);
       return Status::Ok();
     });
@@ -1101,8 +1220,7 @@ Status PostgresStorage::SetAttr(int64_t trial_id, const std::string& key,
                        "WHERE id = $1 AND state IN ('WAITING', 'RUNNING') FOR SHARE "
                        "ON CONFLICT (trial_id, key) DO UPDATE SET value_json = "
                        "excluded.value_json",
-                       Params().Int8(trial_id).Bytes(key).Text(json_value, "attribute value"),
-                       op));
+                       Params().Int8(trial_id).Bytes(key).Text(json_value, "attribute value"), op));
       if (r.affected() == 0) return TrialNotMutable(trial_id, op, false);
       return Status::Ok();
     });
@@ -1134,12 +1252,12 @@ Status PostgresStorage::FinishTrial(int64_t trial_id, const TrialOutcome& outcom
           .Bytes(outcome.fail.detail)
           .Bytes(outcome.fail.stderr_tail)
           .Float8(at);
-      TRIALD_ASSIGN_OR_RETURN(
-          Rows r, Exec("UPDATE trials SET state = $2, value = $3, fail_reason = $4, "
-                       "fail_exit_code = $5, fail_signal = $6, fail_core_dumped = $7, "
-                       "fail_detail = $8, stderr_tail = $9, finished_at = $10 "
-                       "WHERE id = $1 AND state IN ('WAITING', 'RUNNING')",
-                       p, op));
+      TRIALD_ASSIGN_OR_RETURN(Rows r,
+                              Exec("UPDATE trials SET state = $2, value = $3, fail_reason = $4, "
+                                   "fail_exit_code = $5, fail_signal = $6, fail_core_dumped = $7, "
+                                   "fail_detail = $8, stderr_tail = $9, finished_at = $10 "
+                                   "WHERE id = $1 AND state IN ('WAITING', 'RUNNING')",
+                                   p, op));
       if (r.affected() == 0) return TrialNotMutable(trial_id, op, false);
       return Status::Ok();
     });
@@ -1148,14 +1266,12 @@ Status PostgresStorage::FinishTrial(int64_t trial_id, const TrialOutcome& outcom
 
 // ---- Trials: reads ----
 
-Result<std::vector<TrialRecord>> PostgresStorage::LoadTrials(TrialFilter filter,
-                                                             int64_t study_id, int number,
+Result<std::vector<TrialRecord>> PostgresStorage::LoadTrials(TrialFilter filter, int64_t study_id,
+                                                             int number,
                                                              const std::vector<int>& numbers,
                                                              const std::string& op) {
   // One query per table for the whole selection, joined through trials with the same filter,
-  // instead of one per trial. Outside a batch the four run in one snapshot (Txn::kSnapshot);
-  // inside one, rows added between them by other daemons belong to trials the first query
-  // did not return and are skipped.
+  // instead of one per trial.
   const char* where = "";
   Params params;
   switch (filter) {
@@ -1176,28 +1292,51 @@ Result<std::vector<TrialRecord>> PostgresStorage::LoadTrials(TrialFilter filter,
       break;
   }
 
+  // All in one round trip: the study's existence (for the kNotFound of a study-filtered
+  // load), the trials, then their parameters, intermediate values and attributes.
+  Params study_params;
+  study_params.Int8(study_id);
+  const bool by_study = filter != TrialFilter::kRunning;
+  std::vector<Statement> statements = {
+      {std::string("SELECT " TRIALD_PG_TRIAL_COLUMNS " FROM trials t") + where +
+           " ORDER BY t.study_id, t.number",
+       &params},
+      {std::string("SELECT p.trial_id, p.name, p.internal_value, p.distribution_json "
+                   "FROM trial_params p JOIN trials t ON t.id = p.trial_id") +
+           where,
+       &params},
+      {std::string("SELECT i.trial_id, i.step, i.value FROM trial_intermediate i "
+                   "JOIN trials t ON t.id = i.trial_id") +
+           where,
+       &params},
+      {std::string("SELECT a.trial_id, a.key, a.value_json FROM trial_attrs a "
+                   "JOIN trials t ON t.id = a.trial_id") +
+           where,
+       &params}};
+  if (by_study) statements.push_back({"SELECT 1 FROM studies WHERE id = $1", &study_params});
+  // Outside a batch, one snapshot for all: a consistent view even while other daemons write.
+  // Inside one (READ COMMITTED), rows added between the statements belong to trials the first
+  // did not return, and are skipped.
+  std::vector<std::string> begin;
+  std::vector<std::string> commit;
+  if (batch_depth_ == 0) {
+    begin.push_back("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
+    commit.push_back("COMMIT");
+  }
+  TRIALD_ASSIGN_OR_RETURN(std::vector<Rows> rows, Run(begin, statements, op, commit));
+  if (by_study && rows[4].size() == 0) return common::NotFound(StudyName(study_id) + " not found");
+
   std::vector<TrialRecord> trials;
   std::unordered_map<int64_t, size_t> index;  // trial id -> position in `trials`
-  {
-    TRIALD_ASSIGN_OR_RETURN(
-        Rows r, Exec(std::string("SELECT " TRIALD_PG_TRIAL_COLUMNS " FROM trials t") + where +
-                         " ORDER BY t.study_id, t.number",
-                     params, op + ": read trials"));
-    trials.reserve(r.size());
-    for (int i = 0; i < r.size(); ++i) {
-      TRIALD_ASSIGN_OR_RETURN(TrialRecord t, ReadTrialRow(r, i));
-      index.emplace(t.id, trials.size());
-      trials.push_back(std::move(t));
-    }
+  const Rows& tr = rows[0];
+  trials.reserve(tr.size());
+  for (int i = 0; i < tr.size(); ++i) {
+    TRIALD_ASSIGN_OR_RETURN(TrialRecord t, ReadTrialRow(tr, i));
+    index.emplace(t.id, trials.size());
+    trials.push_back(std::move(t));
   }
-  if (trials.empty()) return trials;
   {
-    TRIALD_ASSIGN_OR_RETURN(
-        Rows r, Exec(std::string("SELECT p.trial_id, p.name, p.internal_value, "
-                                 "p.distribution_json FROM trial_params p "
-                                 "JOIN trials t ON t.id = p.trial_id") +
-                         where,
-                     params, op + ": read parameters"));
+    const Rows& r = rows[1];
     // Every trial of a study carries the same few distributions: parse each text once.
     std::unordered_map<std::string, config::Distribution> parsed;
     for (int i = 0; i < r.size(); ++i) {
@@ -1219,29 +1358,15 @@ Result<std::vector<TrialRecord>> PostgresStorage::LoadTrials(TrialFilter filter,
       trials[pos->second].params[name] = ParamValue{r.Double(i, 2), it->second};
     }
   }
-  {
-    TRIALD_ASSIGN_OR_RETURN(
-        Rows r, Exec(std::string("SELECT i.trial_id, i.step, i.value FROM trial_intermediate i "
-                                 "JOIN trials t ON t.id = i.trial_id") +
-                         where,
-                     params, op + ": read intermediate values"));
-    for (int i = 0; i < r.size(); ++i) {
-      auto pos = index.find(r.Int(i, 0));
-      if (pos == index.end()) continue;
-      trials[pos->second].intermediate[r.Int(i, 1)] = r.Double(i, 2);
-    }
+  for (int i = 0; i < rows[2].size(); ++i) {
+    auto pos = index.find(rows[2].Int(i, 0));
+    if (pos == index.end()) continue;
+    trials[pos->second].intermediate[rows[2].Int(i, 1)] = rows[2].Double(i, 2);
   }
-  {
-    TRIALD_ASSIGN_OR_RETURN(
-        Rows r, Exec(std::string("SELECT a.trial_id, a.key, a.value_json FROM trial_attrs a "
-                                 "JOIN trials t ON t.id = a.trial_id") +
-                         where,
-                     params, op + ": read attributes"));
-    for (int i = 0; i < r.size(); ++i) {
-      auto pos = index.find(r.Int(i, 0));
-      if (pos == index.end()) continue;
-      trials[pos->second].attrs[r.Str(i, 1)] = r.Str(i, 2);
-    }
+  for (int i = 0; i < rows[3].size(); ++i) {
+    auto pos = index.find(rows[3].Int(i, 0));
+    if (pos == index.end()) continue;
+    trials[pos->second].attrs[rows[3].Str(i, 1)] = rows[3].Str(i, 2);
   }
   return trials;
 }
@@ -1249,12 +1374,8 @@ Result<std::vector<TrialRecord>> PostgresStorage::LoadTrials(TrialFilter filter,
 Result<std::vector<TrialRecord>> PostgresStorage::GetTrials(int64_t study_id) {
   return Guarded("GetTrials", [&]() -> Result<std::vector<TrialRecord>> {
     const std::string op = "GetTrials(" + StudyName(study_id) + ")";
-    return Call(op, Txn::kSnapshot, [&]() -> Result<std::vector<TrialRecord>> {
-      TRIALD_ASSIGN_OR_RETURN(std::vector<TrialRecord> trials,
-                              LoadTrials(TrialFilter::kStudy, study_id, 0, {}, op));
-      // An empty result is either a study without trials or an unknown study.
-      if (trials.empty()) TRIALD_RETURN_IF_ERROR(RequireStudy(study_id, op));
-      return trials;
+    return Call(op, Txn::kNone, [&]() -> Result<std::vector<TrialRecord>> {
+      return LoadTrials(TrialFilter::kStudy, study_id, 0, {}, op);
     });
   });
 }
@@ -1263,26 +1384,23 @@ Result<TrialRecord> PostgresStorage::GetTrial(int64_t study_id, int number) {
   return Guarded("GetTrial", [&]() -> Result<TrialRecord> {
     const std::string op =
         "GetTrial(" + StudyName(study_id) + ", number " + std::to_string(number) + ")";
-    return Call(op, Txn::kSnapshot, [&]() -> Result<TrialRecord> {
+    return Call(op, Txn::kNone, [&]() -> Result<TrialRecord> {
       TRIALD_ASSIGN_OR_RETURN(std::vector<TrialRecord> trials,
                               LoadTrials(TrialFilter::kStudyNumber, study_id, number, {}, op));
       if (trials.empty()) {
-        TRIALD_RETURN_IF_ERROR(RequireStudy(study_id, op));
-        return common::NotFound("trial " + std::to_string(number) + " of " +
-                                StudyName(study_id) + " not found");
+        return common::NotFound("trial " + std::to_string(number) + " of " + StudyName(study_id) +
+                                " not found");
       }
       return std::move(trials.front());
     });
   });
 }
 
-Result<std::vector<TrialRecord>> PostgresStorage::GetTrialsSince(int64_t study_id,
-                                                                 int from_number,
+Result<std::vector<TrialRecord>> PostgresStorage::GetTrialsSince(int64_t study_id, int from_number,
                                                                  const std::vector<int>& numbers) {
   return Guarded("GetTrialsSince", [&]() -> Result<std::vector<TrialRecord>> {
     const std::string op = "GetTrialsSince(" + StudyName(study_id) + ")";
-    return Call(op, Txn::kSnapshot, [&]() -> Result<std::vector<TrialRecord>> {
-      TRIALD_RETURN_IF_ERROR(RequireStudy(study_id, op));
+    return Call(op, Txn::kNone, [&]() -> Result<std::vector<TrialRecord>> {
       return LoadTrials(TrialFilter::kSince, study_id, from_number, numbers, op);
     });
   });
@@ -1291,7 +1409,7 @@ Result<std::vector<TrialRecord>> PostgresStorage::GetTrialsSince(int64_t study_i
 Result<std::vector<TrialRecord>> PostgresStorage::GetRunningTrials() {
   return Guarded("GetRunningTrials", [&]() -> Result<std::vector<TrialRecord>> {
     const std::string op = "GetRunningTrials";
-    return Call(op, Txn::kSnapshot, [&]() -> Result<std::vector<TrialRecord>> {
+    return Call(op, Txn::kNone, [&]() -> Result<std::vector<TrialRecord>> {
       return LoadTrials(TrialFilter::kRunning, 0, 0, {}, op);
     });
   });
@@ -1305,11 +1423,12 @@ Status PostgresStorage::Heartbeat(double /*at: the server's clock is used*/) {
     return Call(op, Txn::kLazyWrite, [&]() -> Status {
       // clock_timestamp(), not now(): the time of this statement, not of the transaction's
       // start (a batch may be older).
-      return Exec("INSERT INTO nodes (name, first_beat, last_beat) "
-                  "SELECT $1, c.now, c.now FROM (SELECT extract(epoch FROM clock_timestamp())"
-                  "::float8 AS now) c "
-                  "ON CONFLICT (name) DO UPDATE SET last_beat = excluded.last_beat",
-                  Params().Text(node_, "node name"), op)
+      return Exec(
+                 "INSERT INTO nodes (name, first_beat, last_beat) "
+                 "SELECT $1, c.now, c.now FROM (SELECT extract(epoch FROM clock_timestamp())"
+                 "::float8 AS now) c "
+                 "ON CONFLICT (name) DO UPDATE SET last_beat = excluded.last_beat",
+                 Params().Text(node_, "node name"), op)
           .status();
     });
   });
@@ -1345,15 +1464,16 @@ Status PostgresStorage::AppendEvent(std::optional<int64_t> study_id,
   return Guarded("AppendEvent", [&]() -> Status {
     const std::string op = "AppendEvent(\"" + kind + "\")";
     return Call(op, Txn::kWrite, [&]() -> Status {
-      auto r = Exec("INSERT INTO events (at, study_id, trial_id, kind, detail) "
-                    "VALUES ($1, $2, $3, $4, $5)",
-                    Params()
-                        .Float8(at)
-                        .OptInt8(study_id)
-                        .OptInt8(trial_id)
-                        .Text(kind, "event kind")
-                        .Bytes(detail),
-                    op);
+      auto r = Exec(
+          "INSERT INTO events (at, study_id, trial_id, kind, detail) "
+          "VALUES ($1, $2, $3, $4, $5)",
+          Params()
+              .Float8(at)
+              .OptInt8(study_id)
+              .OptInt8(trial_id)
+              .Text(kind, "event kind")
+              .Bytes(detail),
+          op);
       if (r.ok()) return Status::Ok();
       // Name which of the two references is dangling.
       if (last_sqlstate_ == "23503" && last_constraint_ == "events_study_id_fkey" && study_id) {
@@ -1371,17 +1491,23 @@ Result<std::vector<Event>> PostgresStorage::GetEvents(std::optional<int64_t> stu
   return Guarded("GetEvents", [&]() -> Result<std::vector<Event>> {
     const std::string op =
         study_id ? "GetEvents(" + StudyName(*study_id) + ")" : std::string("GetEvents");
-    return Call(op, Txn::kSnapshot, [&]() -> Result<std::vector<Event>> {
-      if (study_id) TRIALD_RETURN_IF_ERROR(RequireStudy(*study_id, op));
-      // A study's events include those recorded against one of its trials only.
-      TRIALD_ASSIGN_OR_RETURN(
-          Rows r, study_id ? Exec("SELECT id, at, study_id, trial_id, kind, detail FROM events "
-                                  "WHERE study_id = $1 OR trial_id IN "
-                                  "(SELECT id FROM trials WHERE study_id = $1) ORDER BY id",
-                                  Params().Int8(*study_id), op)
-                           : Exec("SELECT id, at, study_id, trial_id, kind, detail FROM events "
-                                  "ORDER BY id",
-                                  Params(), op));
+    return Call(op, Txn::kNone, [&]() -> Result<std::vector<Event>> {
+      // A study's events include those recorded against one of its trials only; the study's
+      // existence is checked in the same round trip.
+      Params params;
+      if (study_id) params.Int8(*study_id);
+      std::vector<Statement> statements = {
+          {study_id ? "SELECT id, at, study_id, trial_id, kind, detail FROM events "
+                      "WHERE study_id = $1 OR trial_id IN "
+                      "(SELECT id FROM trials WHERE study_id = $1) ORDER BY id"
+                    : "SELECT id, at, study_id, trial_id, kind, detail FROM events ORDER BY id",
+           &params}};
+      if (study_id) statements.push_back({"SELECT 1 FROM studies WHERE id = $1", &params});
+      TRIALD_ASSIGN_OR_RETURN(std::vector<Rows> rows, Run({}, statements, op));
+      if (study_id && rows[1].size() == 0) {
+        return common::NotFound(StudyName(*study_id) + " not found");
+      }
+      const Rows& r = rows[0];
       std::vector<Event> out;
       for (int i = 0; i < r.size(); ++i) {
         Event e;

@@ -7,8 +7,17 @@
 // leaves the batch's earlier changes in place. LockStudy and CreateTrial lock the study's row
 // (SELECT ... FOR NO KEY UPDATE) until the transaction ends: trial numbers stay dense when
 // several daemons create trials of one study at once. Heartbeat and GetNodes use the server's
-// clock. The schema is created on first open (serialised by an advisory lock, so daemons
-// starting together do not race) and versioned in table schema_version.
+// clock.
+//
+// Round trips, not the server, bound a remote daemon's speed, so statements travel in libpq
+// pipelines: a call inside a batch costs one round trip (its savepoint, and the previous call's
+// release, ride along with its statements; CreateTrial inserts the trial and its parameters in
+// one statement); outside a batch a read costs one and a write two (BEGIN with the statements,
+// then COMMIT). Loading trials is one statement per table, all in one round trip (outside a
+// batch, in one snapshot). Every statement is prepared once per connection.
+//
+// The schema is created on first open (serialised by an advisory lock, so daemons starting
+// together do not race) and versioned in table schema_version.
 //
 // Bytes: columns that may hold a worker's or the operating system's bytes (stderr tail, failure
 // detail, attribute keys, event details, the sweep file's path) are bytea and round-trip any

@@ -51,10 +51,11 @@ using triald::testing::TempDir;
 // The node name every contract backend is opened with.
 const char kNode[] = "node-a";
 
-std::unique_ptr<Storage> OpenSqliteOrFail(const std::string& path) {
+std::unique_ptr<Storage> OpenSqliteOrFail(const std::string& path,
+                                          const std::string& node = kNode) {
   SqliteOptions options;
   options.path = path;
-  options.node = kNode;
+  options.node = node;
   auto r = OpenSqliteStorage(options);
   INFO(r.status().ToString());
   REQUIRE(r.ok());
@@ -75,6 +76,10 @@ std::unique_ptr<Storage> OpenPostgresOrFail(const std::string& url,
 struct SqliteFileBackend {
   TempDir dir;
   std::unique_ptr<Storage> Open() { return OpenSqliteOrFail(dir.path() + "/triald.db"); }
+  // Another daemon's view of the same database.
+  std::unique_ptr<Storage> OpenAs(const std::string& node) {
+    return OpenSqliteOrFail(dir.path() + "/triald.db", node);
+  }
 };
 
 struct SqliteMemoryBackend {
@@ -85,6 +90,9 @@ struct SqliteMemoryBackend {
 struct PostgresBackend {
   triald::testing::TestDatabase db;
   std::unique_ptr<Storage> Open() { return OpenPostgresOrFail(db.url()); }
+  std::unique_ptr<Storage> OpenAs(const std::string& node) {
+    return OpenPostgresOrFail(db.url(), node);
+  }
 };
 
 // Every Storage implementation; each contract test case runs once per backend, named after it.
@@ -769,8 +777,8 @@ TEMPLATE_TEST_CASE("LockStudy needs a batch and returns the study as stored", "[
   CHECK(Unwrap(s->GetStudy("locked")).state == StudyState::kComplete);
 }
 
-TEMPLATE_TEST_CASE("ClaimTrial sets the node of a WAITING trial and refuses any other",
-                   "[storage]", TRIALD_STORAGE_BACKENDS) {
+TEMPLATE_TEST_CASE("ClaimTrial sets the node of a WAITING trial and refuses any other", "[storage]",
+                   TRIALD_STORAGE_BACKENDS) {
   TestType backend;
   auto s = backend.Open();
   CHECK(s->node() == kNode);
@@ -799,8 +807,42 @@ TEMPLATE_TEST_CASE("ClaimTrial sets the node of a WAITING trial and refuses any 
   CHECK(Unwrap(s->GetTrial(study, t.number)).node == kNode);
 }
 
-TEMPLATE_TEST_CASE("MarkRunning records the storage's node", "[storage]",
-                   TRIALD_STORAGE_BACKENDS) {
+// Backends a second daemon can open (OpenAs): an in-memory database has one connection.
+TEMPLATE_TEST_CASE("a claimed trial is started by the node that claimed it only", "[storage]",
+                   SqliteFileBackend, PostgresBackend) {
+  TestType backend;
+  auto a = backend.Open();
+  auto b = backend.OpenAs("node-b");
+  int64_t study = Unwrap(a->CreateStudy(MakeStudy("claimed"), 1)).id;
+  TrialRecord t = Unwrap(a->CreateTrial(study, OneParam(0), 1));
+  REQUIRE_OK(a->ClaimTrial(t.id));
+
+  auto refused = b->MarkRunning(t.id, {20, 20, 2}, 2);
+  CHECK(refused.code() == Code::kFailedPrecondition);
+  CHECK_THAT(refused.message(), Catch::Contains("claimed by node \"node-a\""));
+  CHECK_THAT(refused.message(), Catch::Contains("node-b"));
+  TrialRecord unchanged = Unwrap(a->GetTrial(study, t.number));
+  CHECK(unchanged.state == TrialState::kWaiting);
+  CHECK(unchanged.node == kNode);
+
+  // The claim taken over (the caller judged node-a dead), node-b starts the trial, and node-a
+  // can no longer start it.
+  REQUIRE_OK(b->ClaimTrial(t.id));
+  CHECK(a->MarkRunning(t.id, {10, 10, 1}, 3).code() == Code::kFailedPrecondition);
+  REQUIRE_OK(b->MarkRunning(t.id, {20, 20, 2}, 3));
+  TrialRecord running = Unwrap(a->GetTrial(study, t.number));
+  CHECK(running.state == TrialState::kRunning);
+  CHECK(running.node == "node-b");
+  CHECK(running.process.pid == 20);
+  CHECK(a->MarkRunning(t.id, {10, 10, 1}, 4).code() == Code::kFailedPrecondition);
+
+  // An unclaimed trial is started by whichever node gets there.
+  TrialRecord free = Unwrap(a->CreateTrial(study, OneParam(1), 5));
+  REQUIRE_OK(b->MarkRunning(free.id, {30, 30, 3}, 6));
+  CHECK(Unwrap(a->GetTrial(study, free.number)).node == "node-b");
+}
+
+TEMPLATE_TEST_CASE("MarkRunning records the storage's node", "[storage]", TRIALD_STORAGE_BACKENDS) {
   TestType backend;
   auto s = backend.Open();
   int64_t study = Unwrap(s->CreateStudy(MakeStudy("nodes"), 1)).id;
@@ -1273,8 +1315,8 @@ void WaitUntil(const std::string& sql, const std::string& want, pid_t child = 0)
     if (PostgresQuery(PostgresAdminUrl(), sql) == want) return;
     int wstatus = 0;
     if (child > 0 && waitpid(child, &wstatus, WNOHANG) == child) {
-      FAIL("child " << child << " exited (status " << wstatus << ") before " << sql
-                    << " returned " << want);
+      FAIL("child " << child << " exited (status " << wstatus << ") before " << sql << " returned "
+                    << want);
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
@@ -1431,10 +1473,11 @@ TEST_CASE("postgres: LockStudy holds off another daemon's LockStudy until the ba
     return (*s)->CommitBatch().ok() ? 0 : 7;
   });
   // B is seen waiting for A's lock (and must not get past it before A commits).
-  WaitUntil("SELECT count(*) FROM pg_stat_activity WHERE application_name = 'triald:locker-b' "
-            "AND datname = '" +
-                db.name() + "' AND wait_event_type = 'Lock'",
-            "1", b);
+  WaitUntil(
+      "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'triald:locker-b' "
+      "AND datname = '" +
+          db.name() + "' AND wait_event_type = 'Lock'",
+      "1", b);
   Unwrap(a->CreateTrial(study.id, OneParam(1), 2));
   REQUIRE_OK(a->AppendEvent(study.id, std::nullopt, "a_created", "", 2));
   REQUIRE_OK(a->CommitBatch());
@@ -1480,12 +1523,13 @@ TEST_CASE("postgres: connection errors name the URL with its password masked",
   };
 
   SECTION("no server listening") {
-    std::string msg = open_fails("postgresql://triald:s3cret@127.0.0.1:1/triald", Code::kUnavailable);
+    std::string msg =
+        open_fails("postgresql://triald:s3cret@127.0.0.1:1/triald", Code::kUnavailable);
     CHECK_THAT(msg, Catch::Contains("postgresql://triald:***@127.0.0.1:1/triald"));
   }
   SECTION("a password given as a parameter") {
-    std::string msg = open_fails("postgres://triald@127.0.0.1:1/triald?password=s3cret",
-                                 Code::kUnavailable);
+    std::string msg =
+        open_fails("postgres://triald@127.0.0.1:1/triald?password=s3cret", Code::kUnavailable);
     CHECK_THAT(msg, Catch::Contains("postgres://triald@127.0.0.1:1/triald?password=***"));
   }
   SECTION("a database the server does not have") {
@@ -1495,8 +1539,8 @@ TEST_CASE("postgres: connection errors name the URL with its password masked",
     size_t path = admin.find('/', at);
     REQUIRE(at != std::string::npos);
     REQUIRE(path != std::string::npos);
-    std::string url = admin.substr(0, at) + ":s3cret" + admin.substr(at, path - at) +
-                      "/no_such_database";
+    std::string url =
+        admin.substr(0, at) + ":s3cret" + admin.substr(at, path - at) + "/no_such_database";
     std::string msg = open_fails(url, Code::kUnavailable);
     CHECK_THAT(msg, Catch::Contains(MaskPostgresUrl(url)));
     CHECK_THAT(msg, Catch::Contains("no_such_database"));
@@ -1529,8 +1573,8 @@ TEST_CASE("postgres: a session the server ends is replaced by a new connection",
   auto end_session = [&]() {
     std::string pid = PostgresQuery(PostgresAdminUrl(), pid_sql);
     REQUIRE_FALSE(pid.empty());
-    REQUIRE(PostgresQuery(PostgresAdminUrl(),
-                          "SELECT pg_terminate_backend(" + pid + ", 30000)") == "t");
+    REQUIRE(PostgresQuery(PostgresAdminUrl(), "SELECT pg_terminate_backend(" + pid + ", 30000)") ==
+            "t");
     return pid;
   };
 

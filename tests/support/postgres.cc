@@ -38,8 +38,8 @@ std::string WithDatabase(const std::string& url, const std::string& db) {
 std::string NewDatabase() {
   static std::atomic<int> counter{0};
   std::random_device rd;
-  std::string name = "triald_test_" + std::to_string(getpid()) + "_" +
-                     std::to_string(counter++) + "_" + std::to_string(rd() % 1000000);
+  std::string name = "triald_test_" + std::to_string(getpid()) + "_" + std::to_string(counter++) +
+                     "_" + std::to_string(rd() % 1000000);
   // template0 and an explicit encoding: independent of what template1 holds.
   PostgresQuery(PostgresAdminUrl(),
                 "CREATE DATABASE " + name + " TEMPLATE template0 ENCODING 'UTF8'");
@@ -51,8 +51,9 @@ std::string NewDatabase() {
 std::string PostgresAdminUrl() {
   const char* url = std::getenv("TRIALD_TEST_PG");
   if (url == nullptr || *url == '\0') {
-    FAIL("TRIALD_TEST_PG is not set: run this test through CTest, whose `postgres` fixture "
-         "starts a server (scripts/pg_test_server.sh), or start one by hand and export its URL");
+    FAIL(
+        "TRIALD_TEST_PG is not set: run this test through CTest, whose `postgres` fixture "
+        "starts a server (scripts/pg_test_server.sh), or start one by hand and export its URL");
   }
   return url;
 }
@@ -73,7 +74,8 @@ std::string PostgresQuery(const std::string& url, const std::string& sql) {
 
 std::string CreateTestDatabase() { return WithDatabase(PostgresAdminUrl(), NewDatabase()); }
 
-TestDatabase::TestDatabase() : name_(NewDatabase()), url_(WithDatabase(PostgresAdminUrl(), name_)) {}
+TestDatabase::TestDatabase()
+    : name_(NewDatabase()), url_(WithDatabase(PostgresAdminUrl(), name_)) {}
 
 TestDatabase::~TestDatabase() {
   if (std::getenv("TRIALD_TEST_KEEP") != nullptr) return;
