@@ -108,9 +108,14 @@ int RunDaemon(const DaemonOptions& opts) {
   storage::SqliteOptions sqlite_options;
   sqlite_options.path = state_dir + "/triald.db";
   sqlite_options.node = node;
+  char host[256] = {};
+  const std::string instance =
+      std::string(::gethostname(host, sizeof host - 1) == 0 ? host : "?") + ":" + state_dir;
+  sqlite_options.instance = instance;
   storage::PostgresOptions postgres_options;
   postgres_options.url = opts.storage_url;
   postgres_options.node = node;
+  postgres_options.instance = instance;
   auto storage = postgres ? storage::OpenPostgresStorage(postgres_options)
                           : storage::OpenSqliteStorage(sqlite_options);
   if (!storage.ok()) {

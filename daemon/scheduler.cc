@@ -213,13 +213,30 @@ Result<std::unique_ptr<Scheduler::StudyRuntime>> Scheduler::LoadStudy(
 Status Scheduler::Recover() {
   const std::string& me = options_.storage->node();
   if (shared()) {
+    // A node name is one daemon's: refuse to start as a node another daemon (elsewhere: another
+    // instance) still beats for. The same daemon restarted has the same instance.
+    TRIALD_ASSIGN_OR_RETURN(std::vector<storage::NodeRecord> nodes,
+                            options_.storage->GetNodes(options_.clock->WallSeconds()));
+    for (const storage::NodeRecord& n : nodes) {
+      if (n.name != me || n.instance == options_.storage->instance()) continue;
+      if (n.silent_for <= options_.node_timeout_s) {
+        return common::FailedPrecondition(
+            "node name \"" + me + "\" is in use by another triald (" + n.instance +
+            ", last heartbeat " + std::to_string(static_cast<int>(n.silent_for)) +
+            " s ago); give each daemon its own --node-name (or, if that daemon is gone, start "
+            "again once it has been silent for --node-timeout, " +
+            std::to_string(static_cast<int>(options_.node_timeout_s)) + " s)");
+      }
+      options_.logger->warn("node name {} was last used by {} ({:.0f} s ago); taking it over", me,
+                            n.instance, n.silent_for);
+    }
     // Beat first: a node that has just started is alive, whatever its previous beats say.
     const double started = options_.clock->MonotonicSeconds();
     Status hb = options_.storage->Heartbeat(options_.clock->WallSeconds());
     if (!hb.ok()) return hb.WithContext("recording this node's heartbeat");
     lease_from_ = started;
-    Status nodes = RefreshDeadNodes();
-    if (!nodes.ok()) return nodes.WithContext("reading the nodes' heartbeats");
+    Status dead = RefreshDeadNodes();
+    if (!dead.ok()) return dead.WithContext("reading the nodes' heartbeats");
   }
   TRIALD_ASSIGN_OR_RETURN(std::vector<TrialRecord> running, options_.storage->GetRunningTrials());
   TRIALD_ASSIGN_OR_RETURN(std::vector<storage::StudyRecord> all, options_.storage->ListStudies());

@@ -116,6 +116,7 @@ CREATE INDEX events_by_study ON events (study_id);
 CREATE INDEX events_by_trial ON events (trial_id);
 CREATE TABLE nodes (
   name       text PRIMARY KEY,
+  instance   text NOT NULL,
   first_beat double precision NOT NULL,
   last_beat  double precision NOT NULL
 );
@@ -355,6 +356,7 @@ class PostgresStorage final : public Storage {
   Status CommitBatch() override;
   bool shared() const override { return true; }
   const std::string& node() const override { return node_; }
+  const std::string& instance() const override { return instance_; }
   Result<StudyRecord> LockStudy(int64_t study_id) override;
 
   Result<StudyRecord> CreateStudy(const NewStudy& study, double at) override;
@@ -455,6 +457,7 @@ class PostgresStorage final : public Storage {
   uint64_t deferred_sent_ = 0;
   std::string masked_url_;
   std::string node_;
+  std::string instance_;
   int idle_in_transaction_timeout_s_ = 60;
   // SQL text -> name of the statement prepared on the current connection.
   std::unordered_map<std::string, std::string> prepared_;
@@ -480,6 +483,7 @@ Result<std::unique_ptr<Storage>> PostgresStorage::Open(const PostgresOptions& op
   std::unique_ptr<PostgresStorage> s(new PostgresStorage());
   s->masked_url_ = MaskPostgresUrl(options.url);
   s->node_ = options.node;
+  s->instance_ = options.instance;
   s->idle_in_transaction_timeout_s_ = options.idle_in_transaction_timeout_s;
   TRIALD_RETURN_IF_ERROR(s->Connect(options));
   Status st = s->InitSchema();
@@ -1424,11 +1428,13 @@ Status PostgresStorage::Heartbeat(double /*at: the server's clock is used*/) {
       // clock_timestamp(), not now(): the time of this statement, not of the transaction's
       // start (a batch may be older).
       return Exec(
-                 "INSERT INTO nodes (name, first_beat, last_beat) "
-                 "SELECT $1, c.now, c.now FROM (SELECT extract(epoch FROM clock_timestamp())"
+                 "INSERT INTO nodes (name, instance, first_beat, last_beat) "
+                 "SELECT $1, $2, c.now, c.now FROM (SELECT extract(epoch FROM clock_timestamp())"
                  "::float8 AS now) c "
-                 "ON CONFLICT (name) DO UPDATE SET last_beat = excluded.last_beat",
-                 Params().Text(node_, "node name"), op)
+                 "ON CONFLICT (name) DO UPDATE SET last_beat = excluded.last_beat, "
+                 "instance = excluded.instance, first_beat = CASE WHEN nodes.instance = "
+                 "excluded.instance THEN nodes.first_beat ELSE excluded.first_beat END",
+                 Params().Text(node_, "node name").Text(instance_, "node instance"), op)
           .status();
     });
   });
@@ -1440,7 +1446,7 @@ Result<std::vector<NodeRecord>> PostgresStorage::GetNodes(double /*now: the serv
     return Call(op, Txn::kNone, [&]() -> Result<std::vector<NodeRecord>> {
       TRIALD_ASSIGN_OR_RETURN(
           Rows r, Exec("SELECT name, first_beat, last_beat, GREATEST(0, extract(epoch FROM "
-                       "clock_timestamp())::float8 - last_beat) FROM nodes ORDER BY name",
+                       "clock_timestamp())::float8 - last_beat), instance FROM nodes ORDER BY name",
                        Params(), op));
       std::vector<NodeRecord> out;
       for (int i = 0; i < r.size(); ++i) {
@@ -1449,6 +1455,7 @@ Result<std::vector<NodeRecord>> PostgresStorage::GetNodes(double /*now: the serv
         n.first_beat = r.Double(i, 1);
         n.last_beat = r.Double(i, 2);
         n.silent_for = r.Double(i, 3);
+        n.instance = r.Str(i, 4);
         out.push_back(std::move(n));
       }
       return out;

@@ -110,6 +110,9 @@ struct TrialRecord {
 // A daemon sharing the storage (see Storage::Heartbeat).
 struct NodeRecord {
   std::string name;
+  // Where the daemon of that name runs ("HOST:STATE_DIR"): a second daemon started with a name
+  // in use elsewhere is told apart from the same daemon restarted.
+  std::string instance;
   double first_beat = 0;  // unix seconds of its first heartbeat, by the storage's clock
   double last_beat = 0;   // unix seconds of its latest heartbeat
   double silent_for = 0;  // seconds since last_beat, by the same clock

@@ -103,6 +103,7 @@ constexpr const char* kSchemaV2 = R"sql(
 ALTER TABLE trials ADD COLUMN node TEXT NOT NULL DEFAULT '';
 CREATE TABLE IF NOT EXISTS nodes (
   name       TEXT PRIMARY KEY,
+  instance   TEXT NOT NULL,
   first_beat REAL NOT NULL,
   last_beat  REAL NOT NULL
 ) WITHOUT ROWID;
@@ -235,6 +236,7 @@ class SqliteStorage final : public Storage {
 
   bool shared() const override { return shared_; }
   const std::string& node() const override { return node_; }
+  const std::string& instance() const override { return instance_; }
   Result<StudyRecord> LockStudy(int64_t study_id) override;
   Status ClaimTrial(int64_t trial_id) override;
   Status Heartbeat(double at) override;
@@ -300,6 +302,7 @@ class SqliteStorage final : public Storage {
   sqlite3* db_;
   std::string path_;
   std::string node_;
+  std::string instance_;
   bool shared_ = false;
   // Open batches (BeginBatch minus CommitBatch). Inside a batch, an operation's own
   // transaction becomes a savepoint and the batch's COMMIT is the only (FULL) sync.
@@ -329,6 +332,7 @@ Result<std::unique_ptr<Storage>> SqliteStorage::Open(const SqliteOptions& option
   storage->path_ = options.path;
   storage->node_ = options.node;
   storage->shared_ = options.shared;
+  storage->instance_ = options.instance;
   Status st = storage->Init(options);
   if (!st.ok()) return st.WithContext(where);
   return std::unique_ptr<Storage>(std::move(storage));
@@ -1077,11 +1081,14 @@ Status SqliteStorage::Heartbeat(double at) {
   return Guarded("Heartbeat", [&]() -> Status {
     const std::string op = "Heartbeat(\"" + node_ + "\")";
     TRIALD_RETURN_IF_ERROR(SetSync(Sync::kNormal));
-    TRIALD_ASSIGN_OR_RETURN(
-        Stmt st, Prepare("INSERT INTO nodes (name, first_beat, last_beat) VALUES (?1, ?2, ?2) "
-                         "ON CONFLICT (name) DO UPDATE SET last_beat = excluded.last_beat",
-                         op));
-    st.Text(1, node_).Real(2, at);
+    TRIALD_ASSIGN_OR_RETURN(Stmt st,
+                            Prepare("INSERT INTO nodes (name, instance, first_beat, last_beat) "
+                                    "VALUES (?1, ?3, ?2, ?2) ON CONFLICT (name) DO UPDATE SET "
+                                    "last_beat = excluded.last_beat, instance = excluded.instance, "
+                                    "first_beat = CASE WHEN nodes.instance = excluded.instance "
+                                    "THEN nodes.first_beat ELSE excluded.first_beat END",
+                                    op));
+    st.Text(1, node_).Real(2, at).Text(3, instance_);
     return Run(st, op);
   });
 }
@@ -1090,7 +1097,8 @@ Result<std::vector<NodeRecord>> SqliteStorage::GetNodes(double now) {
   return Guarded("GetNodes", [&]() -> Result<std::vector<NodeRecord>> {
     const std::string op = "GetNodes";
     TRIALD_ASSIGN_OR_RETURN(
-        Stmt st, Prepare("SELECT name, first_beat, last_beat FROM nodes ORDER BY name", op));
+        Stmt st,
+        Prepare("SELECT name, first_beat, last_beat, instance FROM nodes ORDER BY name", op));
     std::vector<NodeRecord> out;
     int rc;
     while ((rc = st.Step()) == SQLITE_ROW) {
@@ -1099,6 +1107,7 @@ Result<std::vector<NodeRecord>> SqliteStorage::GetNodes(double now) {
       n.first_beat = st.ColReal(1);
       n.last_beat = st.ColReal(2);
       n.silent_for = now - n.last_beat;
+      n.instance = st.ColText(3);
       out.push_back(std::move(n));
     }
     if (rc != SQLITE_DONE) return Err(rc, op);

@@ -56,8 +56,10 @@ class Storage {
 
   // Whether other daemons may change this storage (see above).
   virtual bool shared() const { return false; }
-  // This daemon's node name, recorded by ClaimTrial and MarkRunning.
+  // This daemon's node name, recorded by ClaimTrial and MarkRunning, and where it runs
+  // (NodeRecord::instance), recorded by Heartbeat.
   virtual const std::string& node() const = 0;
+  virtual const std::string& instance() const = 0;
 
   // Inside a batch: locks the study until the outermost CommitBatch (PostgreSQL: SELECT ... FOR
   // UPDATE of its row) and returns it as stored now. Outside a batch: kFailedPrecondition.
@@ -96,8 +98,8 @@ class Storage {
   // Every trial in state RUNNING, of any study and node (recovery after a crash).
   virtual common::Result<std::vector<TrialRecord>> GetRunningTrials() = 0;
 
-  // Records that this node is alive (creating its row on first use) at `at` (SQLite) or at the
-  // server's time (PostgreSQL).
+  // Records that this node is alive (creating its row on first use), with the storage's
+  // instance (see NodeRecord), at `at` (SQLite) or at the server's time (PostgreSQL).
   virtual common::Status Heartbeat(double at) = 0;
   // Every node that ever beat, with the seconds since its last heartbeat by the same clock
   // (`now` for SQLite).

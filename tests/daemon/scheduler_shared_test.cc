@@ -49,6 +49,7 @@ class FlakyStorage final : public storage::Storage {
   common::Status CommitBatch() override { return down ? Away() : inner_->CommitBatch(); }
   bool shared() const override { return inner_->shared(); }
   const std::string& node() const override { return inner_->node(); }
+  const std::string& instance() const override { return inner_->instance(); }
   common::Result<storage::StudyRecord> LockStudy(int64_t id) override {
     if (down) return Away();
     return inner_->LockStudy(id);
@@ -136,31 +137,39 @@ class Cluster {
 
   explicit Cluster(const std::vector<std::string>& names) {
     for (const std::string& name : names) {
-      auto node = std::make_unique<Node>();
-      node->name = name;
-      storage::SqliteOptions so;
-      so.path = dir_.path() + "/shared.db";
-      so.node = name;
-      so.shared = true;
-      auto opened = storage::OpenSqliteStorage(so);
-      INFO(opened.status().ToString());
-      REQUIRE(opened.ok());
-      auto flaky = std::make_unique<FlakyStorage>(std::move(opened).value());
-      node->flaky = flaky.get();
-      node->storage = std::move(flaky);
-      SchedulerOptions opts;
-      opts.storage = node->storage.get();
-      opts.launcher = node->launcher.get();
-      opts.clock = &clock_;
-      opts.state_dir = dir_.path() + "/" + name;
-      opts.max_workers = 8;
-      opts.base_env = {"PATH=/usr/bin:/bin"};
-      opts.seed_source = [] { return uint64_t{11}; };
-      opts.node_timeout_s = kNodeTimeout;
-      node->scheduler = std::make_unique<Scheduler>(std::move(opts));
-      REQUIRE(node->scheduler->Recover().ok());
-      nodes_.push_back(std::move(node));
+      common::Status st = AddNode(name, name + "-host:/srv/triald");
+      INFO(st.ToString());
+      REQUIRE(st.ok());
     }
+  }
+
+  // Starts one more node (its scheduler's Recover); kept only when that succeeds.
+  common::Status AddNode(const std::string& name, const std::string& instance) {
+    auto node = std::make_unique<Node>();
+    node->name = name;
+    storage::SqliteOptions so;
+    so.path = dir_.path() + "/shared.db";
+    so.node = name;
+    so.instance = instance;
+    so.shared = true;
+    auto opened = storage::OpenSqliteStorage(so);
+    if (!opened.ok()) return opened.status();
+    auto flaky = std::make_unique<FlakyStorage>(std::move(opened).value());
+    node->flaky = flaky.get();
+    node->storage = std::move(flaky);
+    SchedulerOptions opts;
+    opts.storage = node->storage.get();
+    opts.launcher = node->launcher.get();
+    opts.clock = &clock_;
+    opts.state_dir = dir_.path() + "/" + name;
+    opts.max_workers = 8;
+    opts.base_env = {"PATH=/usr/bin:/bin"};
+    opts.seed_source = [] { return uint64_t{11}; };
+    opts.node_timeout_s = kNodeTimeout;
+    node->scheduler = std::make_unique<Scheduler>(std::move(opts));
+    common::Status st = node->scheduler->Recover();
+    if (st.ok()) nodes_.push_back(std::move(node));
+    return st;
   }
 
   Node& operator[](size_t i) { return *nodes_.at(i); }
@@ -405,6 +414,19 @@ TEST_CASE("a trial that ends while the database is away is recorded when it is b
   RunToEnd(c);
   CHECK(c.Trials("away").size() == 3);
   CHECK(c.Study("away").state == StudyState::kComplete);
+}
+
+TEST_CASE("a node name in use by a live daemon elsewhere is refused; a silent one is taken over",
+          "[scheduler][shared]") {
+  Cluster c({"alpha"});
+  common::Status twin = c.AddNode("alpha", "other-host:/var/lib/triald");
+  CHECK(twin.code() == common::Code::kFailedPrecondition);
+  CHECK_THAT(twin.message(), Catch::Contains("node name \"alpha\" is in use by another triald "
+                                             "(alpha-host:/srv/triald, last heartbeat 0 s ago)"));
+  // The same daemon restarted (same instance) is not a twin.
+  CHECK(c.AddNode("alpha", "alpha-host:/srv/triald").ok());
+  c.clock().Advance(kNodeTimeout + 1);
+  CHECK(c.AddNode("alpha", "other-host:/var/lib/triald").ok());
 }
 
 }  // namespace

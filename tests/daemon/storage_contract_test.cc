@@ -48,25 +48,28 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 
 using triald::testing::TempDir;
 
-// The node name every contract backend is opened with.
+// The node name every contract backend is opened with, and where that node runs.
 const char kNode[] = "node-a";
+const char kInstance[] = "host-a:/srv/triald";
 
-std::unique_ptr<Storage> OpenSqliteOrFail(const std::string& path,
-                                          const std::string& node = kNode) {
+std::unique_ptr<Storage> OpenSqliteOrFail(const std::string& path, const std::string& node = kNode,
+                                          const std::string& instance = kInstance) {
   SqliteOptions options;
   options.path = path;
   options.node = node;
+  options.instance = instance;
   auto r = OpenSqliteStorage(options);
   INFO(r.status().ToString());
   REQUIRE(r.ok());
   return std::move(r).value();
 }
 
-std::unique_ptr<Storage> OpenPostgresOrFail(const std::string& url,
-                                            const std::string& node = kNode) {
+std::unique_ptr<Storage> OpenPostgresOrFail(const std::string& url, const std::string& node = kNode,
+                                            const std::string& instance = kInstance) {
   PostgresOptions options;
   options.url = url;
   options.node = node;
+  options.instance = instance;
   auto r = OpenPostgresStorage(options);
   INFO(r.status().ToString());
   REQUIRE(r.ok());
@@ -77,8 +80,9 @@ struct SqliteFileBackend {
   TempDir dir;
   std::unique_ptr<Storage> Open() { return OpenSqliteOrFail(dir.path() + "/triald.db"); }
   // Another daemon's view of the same database.
-  std::unique_ptr<Storage> OpenAs(const std::string& node) {
-    return OpenSqliteOrFail(dir.path() + "/triald.db", node);
+  std::unique_ptr<Storage> OpenAs(const std::string& node,
+                                  const std::string& instance = kInstance) {
+    return OpenSqliteOrFail(dir.path() + "/triald.db", node, instance);
   }
 };
 
@@ -90,8 +94,9 @@ struct SqliteMemoryBackend {
 struct PostgresBackend {
   triald::testing::TestDatabase db;
   std::unique_ptr<Storage> Open() { return OpenPostgresOrFail(db.url()); }
-  std::unique_ptr<Storage> OpenAs(const std::string& node) {
-    return OpenPostgresOrFail(db.url(), node);
+  std::unique_ptr<Storage> OpenAs(const std::string& node,
+                                  const std::string& instance = kInstance) {
+    return OpenPostgresOrFail(db.url(), node, instance);
   }
 };
 
@@ -906,6 +911,7 @@ TEMPLATE_TEST_CASE("Heartbeat records this node and GetNodes how long it has bee
   auto first = Unwrap(s->GetNodes(1005));
   REQUIRE(first.size() == 1);
   CHECK(first[0].name == kNode);
+  CHECK(first[0].instance == kInstance);
   CHECK(first[0].first_beat == first[0].last_beat);
   CHECK(first[0].silent_for >= 0);
 
@@ -927,6 +933,22 @@ TEMPLATE_TEST_CASE("Heartbeat records this node and GetNodes how long it has bee
   REQUIRE_OK(s->Heartbeat(1020));
   REQUIRE_OK(s->CommitBatch());
   CHECK(Unwrap(s->GetNodes(1020))[0].last_beat >= beat[0].last_beat);
+}
+
+TEMPLATE_TEST_CASE("a node name beaten for from elsewhere records the new instance", "[storage]",
+                   SqliteFileBackend, PostgresBackend) {
+  TestType backend;
+  auto here = backend.Open();
+  REQUIRE_OK(here->Heartbeat(1000));
+  const NodeRecord before = Unwrap(here->GetNodes(1000)).at(0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  auto elsewhere = backend.OpenAs(kNode, "host-b:/var/lib/triald");
+  CHECK(elsewhere->instance() == "host-b:/var/lib/triald");
+  REQUIRE_OK(elsewhere->Heartbeat(1030));
+  std::vector<NodeRecord> nodes = Unwrap(here->GetNodes(1030));
+  REQUIRE(nodes.size() == 1);
+  CHECK(nodes[0].instance == "host-b:/var/lib/triald");
+  CHECK(nodes[0].first_beat > before.first_beat);  // a new daemon under the old name
 }
 
 TEMPLATE_TEST_CASE("text that may carry any byte round-trips byte for byte", "[storage]",
