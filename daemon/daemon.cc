@@ -116,6 +116,8 @@ int RunDaemon(const DaemonOptions& opts) {
   postgres_options.url = opts.storage_url;
   postgres_options.node = node;
   postgres_options.instance = instance;
+  postgres_options.idle_in_transaction_timeout_s = opts.node_timeout_s / 2;
+  postgres_options.lock_timeout_s = std::min(2.0, opts.node_timeout_s / 4);
   auto storage = postgres ? storage::OpenPostgresStorage(postgres_options)
                           : storage::OpenSqliteStorage(sqlite_options);
   if (!storage.ok()) {

@@ -458,7 +458,8 @@ class PostgresStorage final : public Storage {
   std::string masked_url_;
   std::string node_;
   std::string instance_;
-  int idle_in_transaction_timeout_s_ = 60;
+  double idle_in_transaction_timeout_s_ = 60;
+  double lock_timeout_s_ = 2;
   // SQL text -> name of the statement prepared on the current connection.
   std::unordered_map<std::string, std::string> prepared_;
   int next_statement_ = 0;
@@ -485,6 +486,7 @@ Result<std::unique_ptr<Storage>> PostgresStorage::Open(const PostgresOptions& op
   s->node_ = options.node;
   s->instance_ = options.instance;
   s->idle_in_transaction_timeout_s_ = options.idle_in_transaction_timeout_s;
+  s->lock_timeout_s_ = options.lock_timeout_s;
   TRIALD_RETURN_IF_ERROR(s->Connect(options));
   Status st = s->InitSchema();
   if (!st.ok()) return st.WithContext("PostgreSQL database " + s->masked_url_);
@@ -551,11 +553,15 @@ Status PostgresStorage::AfterConnect() {
     }
   }
   // A daemon that dies or hangs mid-batch must not hold its study locks for long: the server
-  // ends a session idle in a transaction, and probes an idle peer's TCP connection.
-  const std::string settings = "SET idle_in_transaction_session_timeout = " +
-                               std::to_string(idle_in_transaction_timeout_s_ * 1000) +
-                               "; SET tcp_keepalives_idle = 30; SET tcp_keepalives_interval = 10; "
-                               "SET tcp_keepalives_count = 3";
+  // ends a session idle in a transaction, and probes an idle peer's TCP connection. A daemon
+  // waiting for such a lock gives up after lock_timeout (its event loop goes on; the scheduler
+  // tries again later) instead of stalling until the holder's session ends.
+  auto ms = [](double s) { return std::to_string(std::max<int64_t>(1, std::llround(s * 1000))); };
+  const std::string settings =
+      "SET idle_in_transaction_session_timeout = " + ms(idle_in_transaction_timeout_s_) +
+      "; SET lock_timeout = " + ms(lock_timeout_s_) +
+      "; SET tcp_keepalives_idle = 30; SET tcp_keepalives_interval = 10; "
+      "SET tcp_keepalives_count = 3";
   return Simple(settings.c_str(), "configure session");
 }
 

@@ -54,8 +54,13 @@ struct PostgresOptions {
   int connect_timeout_s = 10;
   // The server ends a session idle inside a transaction for this long, releasing its locks: a
   // daemon that hangs or loses its network mid-batch cannot block the others' LockStudy for
-  // longer. A batch never waits between its statements for long (one event's handling).
-  int idle_in_transaction_timeout_s = 60;
+  // longer. A batch never waits between its statements for long (one event's handling). The
+  // daemon sets it to half its node timeout, so a frozen node's locks are gone before the
+  // others come to recover its trials.
+  double idle_in_transaction_timeout_s = 60;
+  // The longest wait for a lock another session holds (lock_timeout); then the call fails with
+  // kUnavailable and the daemon tries again later.
+  double lock_timeout_s = 2;
 };
 
 // Connects, creating the schema if the database has none. Errors name the URL (password

@@ -1482,6 +1482,7 @@ TEST_CASE("postgres: LockStudy holds off another daemon's LockStudy until the ba
     PostgresOptions options;
     options.url = db.url();
     options.node = "locker-b";
+    options.lock_timeout_s = 60;  // waits for A however slow this machine is
     auto s = OpenPostgresStorage(options);
     if (!s.ok()) return 2;
     if (!(*s)->BeginBatch().ok()) return 3;
@@ -1510,6 +1511,46 @@ TEST_CASE("postgres: LockStudy holds off another daemon's LockStudy until the ba
   CHECK(events[0].kind == "a_created");
   CHECK(events[1].kind == "b_locked");
   CHECK(events[1].detail == "1");  // B's lock came after A's commit: it saw A's trial
+}
+
+TEST_CASE("postgres: a daemon frozen inside a batch holds its study lock only for a while",
+          "[storage][postgres]") {
+  TestDatabase db;
+  PostgresOptions ao;
+  ao.url = db.url();
+  ao.node = "frozen";
+  ao.idle_in_transaction_timeout_s = 1;
+  auto a = Unwrap(OpenPostgresStorage(ao));
+  StudyRecord study = Unwrap(a->CreateStudy(MakeStudy("frozen"), 1));
+  REQUIRE_OK(a->BeginBatch());
+  Unwrap(a->LockStudy(study.id));  // ... and A sends nothing more: frozen (SIGSTOP, a VM pause)
+
+  PostgresOptions bo;
+  bo.url = db.url();
+  bo.node = "waiter";
+  bo.lock_timeout_s = 0.2;
+  auto b = Unwrap(OpenPostgresStorage(bo));
+  // B does not wait for ever: its LockStudy gives up, and its batch stays usable.
+  REQUIRE_OK(b->BeginBatch());
+  auto refused = b->LockStudy(study.id);
+  CHECK(refused.status().code() == Code::kUnavailable);
+  CHECK_THAT(refused.status().message(), Catch::Contains("lock timeout"));
+  REQUIRE_OK(b->CommitBatch());
+  // Once A has been idle in its transaction for a second, the server ends A's session and the
+  // lock is free.
+  bool locked = false;
+  for (int i = 0; i < 200 && !locked; ++i) {
+    REQUIRE_OK(b->BeginBatch());
+    locked = b->LockStudy(study.id).ok();
+    REQUIRE_OK(b->CommitBatch());
+    if (!locked) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  CHECK(locked);
+  // A, thawed, finds its batch gone, and its next batch runs on a new connection.
+  CHECK(a->CommitBatch().code() == Code::kUnavailable);
+  REQUIRE_OK(a->BeginBatch());
+  Unwrap(a->LockStudy(study.id));
+  REQUIRE_OK(a->CommitBatch());
 }
 
 TEST_CASE("postgres: the connection's socket is close-on-exec", "[storage][postgres]") {
