@@ -398,6 +398,31 @@ void Scheduler::LockedMaybeComplete(StudyRuntime& study) {
   MaybeCompleteStudy(study);
 }
 
+std::optional<storage::ParamMap> Scheduler::DrawParams(StudyRuntime& study) {
+  sampler::StudyView view{study.spec.study.direction, &study.spec.space, &study.trials};
+  if (study.sampler->Exhausted(view)) {
+    study.exhausted = true;
+    Event(&study, nullptr, "sampler_exhausted", "no more configurations to try");
+    MaybeCompleteStudy(study);
+    return std::nullopt;
+  }
+  const int number = static_cast<int>(study.trials.size());
+  Result<config::ParamValues> values = sampler::SampleParams(*study.sampler, view, number);
+  if (!values.ok()) {
+    options_.logger->error("study {}: sampler failed: {}", study.record.name,
+                           values.status().message());
+    study.exhausted = true;
+    Event(&study, nullptr, "sampler_failed", values.status().message());
+    MaybeCompleteStudy(study);
+    return std::nullopt;
+  }
+  storage::ParamMap params;
+  for (const config::ParamSpec& p : study.spec.space) {
+    params[p.name] = storage::ParamValue{values->at(p.name), p.dist};
+  }
+  return params;
+}
+
 std::optional<int> Scheduler::ClaimNext(StudyRuntime& study) {
   // A node that may already count as dead elsewhere (it was frozen, or cut off) claims nothing
   // until its next heartbeat.
@@ -436,29 +461,10 @@ std::optional<int> Scheduler::ClaimNext(StudyRuntime& study) {
     number = study.waiting.front();
   } else {
     if (study.exhausted || study.configurations() >= study.record.n_trials) return std::nullopt;
-    sampler::StudyView view{study.spec.study.direction, &study.spec.space, &study.trials};
-    if (study.sampler->Exhausted(view)) {
-      study.exhausted = true;
-      Event(&study, nullptr, "sampler_exhausted", "no more configurations to try");
-      MaybeCompleteStudy(study);
-      return std::nullopt;
-    }
-    number = static_cast<int>(study.trials.size());
-    Result<config::ParamValues> values = sampler::SampleParams(*study.sampler, view, number);
-    if (!values.ok()) {
-      options_.logger->error("study {}: sampler failed: {}", study.record.name,
-                             values.status().message());
-      study.exhausted = true;
-      Event(&study, nullptr, "sampler_failed", values.status().message());
-      MaybeCompleteStudy(study);
-      return std::nullopt;
-    }
-    storage::ParamMap params;
-    for (const config::ParamSpec& p : study.spec.space) {
-      params[p.name] = storage::ParamValue{values->at(p.name), p.dist};
-    }
+    std::optional<storage::ParamMap> params = DrawParams(study);
+    if (!params) return std::nullopt;
     Result<TrialRecord> created =
-        options_.storage->CreateTrial(study.record.id, params, options_.clock->WallSeconds());
+        options_.storage->CreateTrial(study.record.id, *params, options_.clock->WallSeconds());
     if (!created.ok()) {
       options_.logger->error("study {}: storing a new trial: {}", study.record.name,
                              created.status().message());
@@ -762,28 +768,9 @@ bool Scheduler::StartTrial(StudyRuntime& study, std::vector<devices::GpuSlot> gp
     number = study.waiting.front();
     study.waiting.pop_front();
   } else {
-    sampler::StudyView view{study.spec.study.direction, &study.spec.space, &study.trials};
-    if (study.sampler->Exhausted(view)) {
-      study.exhausted = true;
-      Event(&study, nullptr, "sampler_exhausted", "no more configurations to try");
-      MaybeCompleteStudy(study);
-      return false;
-    }
-    int next = static_cast<int>(study.trials.size());
-    Result<config::ParamValues> values = sampler::SampleParams(*study.sampler, view, next);
-    if (!values.ok()) {
-      options_.logger->error("study {}: sampler failed: {}", study.record.name,
-                             values.status().message());
-      study.exhausted = true;
-      Event(&study, nullptr, "sampler_failed", values.status().message());
-      MaybeCompleteStudy(study);
-      return false;
-    }
-    storage::ParamMap params;
-    for (const config::ParamSpec& p : study.spec.space) {
-      params[p.name] = storage::ParamValue{values->at(p.name), p.dist};
-    }
-    Result<TrialRecord> created = options_.storage->CreateTrial(study.record.id, params, now);
+    std::optional<storage::ParamMap> params = DrawParams(study);
+    if (!params) return false;
+    Result<TrialRecord> created = options_.storage->CreateTrial(study.record.id, *params, now);
     if (!created.ok()) {
       options_.logger->error("study {}: storing a new trial: {}", study.record.name,
                              created.status().message());

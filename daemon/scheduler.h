@@ -170,6 +170,9 @@ class Scheduler {
   void Recount(StudyRuntime& study);
   // A stored study state another node set (cancelled or completed): adopts it.
   void AdoptStudyState(StudyRuntime& study, const storage::StudyRecord& stored);
+  // The sampler's parameters for the study's next trial number; nullopt when it has none (the
+  // study is then exhausted, recorded as an event, and completed when nothing else runs).
+  std::optional<storage::ParamMap> DrawParams(StudyRuntime& study);
   // Shared storage: under the study's lock, claims the trial to start next (see above); the
   // claim is committed when this returns a number.
   std::optional<int> ClaimNext(StudyRuntime& study);

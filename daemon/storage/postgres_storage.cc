@@ -16,9 +16,15 @@
 #include <utility>
 #include <vector>
 
+#include "daemon/storage/backend_util.h"
+
 namespace triald::storage {
 namespace {
 
+using backend::DirectionText;
+using backend::Guarded;
+using backend::StudyName;
+using backend::TrialName;
 using common::Result;
 using common::Status;
 
@@ -132,13 +138,6 @@ constexpr const char* kStudyColumns =
   "t.fail_signal, t.fail_core_dumped, t.fail_detail, t.stderr_tail, t.pid, t.pgid, " \
   "t.pid_start_time, t.created_at, t.started_at, t.finished_at, t.retry_of, "        \
   "(SELECT r.number FROM trials r WHERE r.id = t.retry_of), t.node"
-
-const char* DirectionText(config::Direction d) {
-  return d == config::Direction::kMaximize ? "MAXIMIZE" : "MINIMIZE";
-}
-
-std::string TrialName(int64_t trial_id) { return "trial id " + std::to_string(trial_id); }
-std::string StudyName(int64_t study_id) { return "study id " + std::to_string(study_id); }
 
 std::string TrimRight(std::string s) {
   while (!s.empty() && (s.back() == '\n' || s.back() == ' ' || s.back() == '\r')) s.pop_back();
@@ -324,19 +323,6 @@ class Rows {
  private:
   std::unique_ptr<PGresult, decltype(&PQclear)> r_;
 };
-
-// Runs `body`, turning any exception into an Internal status: Storage is a component boundary
-// that exceptions must not cross.
-template <typename F>
-auto Guarded(const char* op, F&& body) -> decltype(body()) {
-  try {
-    return body();
-  } catch (const std::exception& e) {
-    return common::Internal(std::string(op) + ": unexpected exception: " + e.what());
-  } catch (...) {
-    return common::Internal(std::string(op) + ": unexpected non-standard exception");
-  }
-}
 
 inline const Status& StatusOf(const Status& s) { return s; }
 template <typename T>

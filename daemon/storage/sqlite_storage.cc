@@ -10,9 +10,15 @@
 #include <utility>
 #include <vector>
 
+#include "daemon/storage/backend_util.h"
+
 namespace triald::storage {
 namespace {
 
+using backend::DirectionText;
+using backend::Guarded;
+using backend::StudyName;
+using backend::TrialName;
 using common::Result;
 using common::Status;
 
@@ -120,10 +126,6 @@ constexpr const char* kStudyColumns =
   "t.pgid, t.pid_start_time, t.created_at, t.started_at, t.finished_at, t.retry_of, "          \
   "(SELECT r.number FROM trials r WHERE r.id = t.retry_of), t.node"
 
-const char* DirectionText(config::Direction d) {
-  return d == config::Direction::kMaximize ? "MAXIMIZE" : "MINIMIZE";
-}
-
 // A cached statement checked out for one use. Resetting on scope exit matters: a SELECT left
 // mid-step keeps its read transaction open (blocking WAL checkpoints), and stale bindings
 // would leak into the next use.
@@ -190,23 +192,6 @@ Status SqliteError(sqlite3* db, int rc, const std::string& op) {
       return common::Internal(msg);
   }
 }
-
-// Runs `body`, turning any exception (bad_alloc, or one thrown by a config helper) into an
-// Internal status: Storage is a component boundary that exceptions must not cross. A RAII
-// rollback guard inside `body` still runs during unwinding.
-template <typename F>
-auto Guarded(const char* op, F&& body) -> decltype(body()) {
-  try {
-    return body();
-  } catch (const std::exception& e) {
-    return common::Internal(std::string(op) + ": unexpected exception: " + e.what());
-  } catch (...) {
-    return common::Internal(std::string(op) + ": unexpected non-standard exception");
-  }
-}
-
-std::string TrialName(int64_t trial_id) { return "trial id " + std::to_string(trial_id); }
-std::string StudyName(int64_t study_id) { return "study id " + std::to_string(study_id); }
 
 class SqliteStorage final : public Storage {
  public:
