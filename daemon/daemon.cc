@@ -91,11 +91,12 @@ int RunDaemon(const DaemonOptions& opts) {
     return 1;
   }
 
-  std::string node = opts.node_name;
-  if (node.empty()) {
-    char host[256] = {};
-    node = ::gethostname(host, sizeof host - 1) == 0 && host[0] != '\0' ? host : "localhost";
-  }
+  char host[256] = {};
+  const std::string host_name =
+      ::gethostname(host, sizeof host - 1) == 0 && host[0] != '\0' ? host : "localhost";
+  const std::string node = opts.node_name.empty() ? host_name : opts.node_name;
+  // Where this daemon runs: the same daemon restarted has the same instance (NodeRecord).
+  const std::string instance = host_name + ":" + state_dir;
   const bool postgres = opts.storage_url.rfind("postgresql://", 0) == 0 ||
                         opts.storage_url.rfind("postgres://", 0) == 0;
   if (!opts.storage_url.empty() && !postgres) {
@@ -108,9 +109,6 @@ int RunDaemon(const DaemonOptions& opts) {
   storage::SqliteOptions sqlite_options;
   sqlite_options.path = state_dir + "/triald.db";
   sqlite_options.node = node;
-  char host[256] = {};
-  const std::string instance =
-      std::string(::gethostname(host, sizeof host - 1) == 0 ? host : "?") + ":" + state_dir;
   sqlite_options.instance = instance;
   storage::PostgresOptions postgres_options;
   postgres_options.url = opts.storage_url;

@@ -30,8 +30,9 @@
 //   re-reads only trials it has not seen finish);
 // - records its liveness with Heartbeat; GetNodes tells which nodes have gone silent, measured
 //   by the storage's own clock (the database server's), so hosts' clocks need not agree.
-// SQLite is not shared (one daemon per state directory): LockStudy needs no lock there, but
-// every call behaves as specified, and the contract suite checks both.
+// SQLite is not shared (one daemon per state directory; SqliteOptions::shared lets tests play
+// several nodes on one file, where BEGIN IMMEDIATE makes every batch exclusive): LockStudy
+// needs no lock there, but every call behaves as specified, and the contract suite checks both.
 //
 // Thread-safety: implementations are not thread-safe; the daemon calls them from its one event
 // loop thread.
@@ -62,7 +63,8 @@ class Storage {
   virtual const std::string& instance() const = 0;
 
   // Inside a batch: locks the study until the outermost CommitBatch (PostgreSQL: SELECT ... FOR
-  // UPDATE of its row) and returns it as stored now. Outside a batch: kFailedPrecondition.
+  // NO KEY UPDATE of its row) and returns it as stored now. Outside a batch:
+  // kFailedPrecondition.
   virtual common::Result<StudyRecord> LockStudy(int64_t study_id) = 0;
 
   virtual common::Result<StudyRecord> CreateStudy(const NewStudy& study, double at) = 0;
