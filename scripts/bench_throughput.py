@@ -92,6 +92,7 @@ def main() -> int:
     p.add_argument("--repeats", type=int, default=3, help="runs of each system; best is kept")
     p.add_argument("--build", default=os.path.join(ROOT, "build"))
     a = p.parse_args()
+    a.build = os.path.abspath(a.build)  # the sweep names the worker by an absolute path
     for exe in ("triald", "trialctl", "triald-noop-worker"):
         if not os.path.exists(os.path.join(a.build, "bin", exe)):
             print(f"bench: {a.build}/bin/{exe} is missing; build first (scripts/test.sh or "
