@@ -193,6 +193,13 @@ Result<storage::StudyRecord> Scheduler::Submit(const config::SweepSource& source
   options_.logger->info("study {} submitted: {} trials, parallelism {}", ns.name, ns.n_trials,
                         raw->spec.study.parallelism);
   storage::StudyRecord result = raw->record;
+  // The study is stored before any of its trials starts (Pump's transactions are its own: on a
+  // shared storage one per claim, each locking one study).
+  Status committed = batch.Commit();
+  if (!committed.ok()) {
+    studies_.erase(result.id);
+    return committed.WithContext("storing study \"" + ns.name + "\"");
+  }
   Pump();  // may finish the study at once (every spawn failing) and drop `raw`
   return result;
 }
@@ -319,9 +326,10 @@ void Scheduler::Recount(StudyRuntime& study) {
   std::set<int64_t> retried_ids;
   for (const TrialRecord& t : study.trials) {
     if (storage::IsFinished(t.state)) ++study.finished;
-    // Claimable: unclaimed, or claimed by this node (before a restart) or by a dead node.
-    if (t.state == TrialState::kWaiting &&
-        (t.node.empty() || t.node == me || dead_nodes_.count(t.node) > 0)) {
+    // Claimable: unclaimed, or claimed by this node before a restart (whose start killed any
+    // process of it). Another node's claim is never taken over: that node may have started the
+    // trial just before it went silent, so a dead node's claims end FAIL(lost) instead.
+    if (t.state == TrialState::kWaiting && (t.node.empty() || t.node == me)) {
       study.waiting.push_back(t.number);
     }
     if (t.retry_of) {
@@ -442,20 +450,6 @@ std::optional<int> Scheduler::ClaimNext(StudyRuntime& study) {
                            st.message());
     return std::nullopt;
   }
-  // A trial claimed by a node believed dead is taken only if that node is still silent now: a
-  // node that has just come back keeps its claims.
-  const std::string& me = options_.storage->node();
-  if (std::any_of(study.waiting.begin(), study.waiting.end(), [&](int n) {
-        const std::string& owner = study.trials[n].node;
-        return !owner.empty() && owner != me;
-      })) {
-    Status fresh = RefreshDeadNodes();
-    if (!fresh.ok()) {
-      options_.logger->error("reading the nodes' heartbeats: {}", fresh.message());
-      return std::nullopt;
-    }
-    Recount(study);
-  }
   int number;
   if (!study.waiting.empty()) {
     number = study.waiting.front();
@@ -495,8 +489,10 @@ std::optional<int> Scheduler::ClaimNext(StudyRuntime& study) {
 }
 
 void Scheduler::ReapDeadNodes(StudyRuntime& study) {
+  // Its RUNNING trials, and those it claimed: it may have started one just before it went
+  // silent, so a claimed trial is never handed to another node under the same number.
   auto on_dead = [&](const TrialRecord& t) {
-    return t.state == TrialState::kRunning && dead_nodes_.count(t.node) > 0;
+    return !storage::IsFinished(t.state) && !t.node.empty() && dead_nodes_.count(t.node) > 0;
   };
   if (std::none_of(study.trials.begin(), study.trials.end(), on_dead)) return;
   StorageBatch batch(options_.storage, options_.logger);
@@ -524,8 +520,13 @@ void Scheduler::ReapDeadNodes(StudyRuntime& study) {
     out.state = TrialState::kFail;
     out.fail.reason = "lost";
     out.fail.detail =
-        "node " + t.node + " stopped sending heartbeats while the trial ran there (pid " +
-        std::to_string(t.process.pid) + "); ended by node " + options_.storage->node();
+        t.state == TrialState::kRunning
+            ? "node " + t.node + " stopped sending heartbeats while the trial ran there (pid " +
+                  std::to_string(t.process.pid) + "); ended by node " + options_.storage->node()
+            : "node " + t.node +
+                  " stopped sending heartbeats after claiming the trial (it may have started "
+                  "it); ended by node " +
+                  options_.storage->node();
     options_.logger->warn("study {} trial {}: lost with node {}", study.record.name, number,
                           t.node);
     Event(&study, &t, "trial_lost", out.fail.detail);
@@ -1225,8 +1226,10 @@ Status Scheduler::Cancel(const std::string& name) {
     if (rt->study == &study) rt->process->Stop(StopReason::kCancel);
   }
   options_.logger->info("study {} cancelled", name);
+  // Committed before Pump, whose transactions are its own (each locking one study).
+  Status committed = batch.Commit();
   Pump();
-  return Status::Ok();
+  return committed.ok() ? Status::Ok() : committed.WithContext("storing the cancel");
 }
 
 Result<TrialRecord> Scheduler::Enqueue(const std::string& name,

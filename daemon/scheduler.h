@@ -38,12 +38,13 @@
 // Every decision about a study's trials is taken under the study's lock with the shared history
 // read afresh (GetTrialsSince), so:
 //   - a trial is claimed by one node only: the oldest claimable WAITING trial (unclaimed, or
-//     claimed by this node or a dead one), else a new one from the sampler, which sees every
+//     claimed by this node before a restart), else a new one from the sampler, which sees every
 //     trial of every node, running ones included (constant liar), and n_trials is never
 //     exceeded; the claim commits before the process starts, and MarkRunning records the node;
 //   - a node whose heartbeat is older than node_timeout_s is dead: the live node that notices
-//     first ends its RUNNING trials as FAIL(lost) and retries them per policy, and its claimed
-//     WAITING trials become claimable;
+//     first ends its RUNNING trials, and the WAITING ones it had claimed (it may have started
+//     one just before going silent), as FAIL(lost), and retries them per policy: a trial number
+//     never runs on two nodes;
 //   - a node that comes back finds its trials ended (finished trials are immutable): it stops
 //     their processes and records nothing for them, so nothing is resurrected or reported
 //     twice;
@@ -176,7 +177,7 @@ class Scheduler {
   // Shared storage: under the study's lock, claims the trial to start next (see above); the
   // claim is committed when this returns a number.
   std::optional<int> ClaimNext(StudyRuntime& study);
-  // Shared storage: under the study's lock, ends the RUNNING trials of dead nodes.
+  // Shared storage: under the study's lock, ends the trials dead nodes ran or had claimed.
   void ReapDeadNodes(StudyRuntime& study);
   // Records this node's heartbeat; on success the lease runs from just before it.
   void Beat();

@@ -78,8 +78,8 @@ class Storage {
                                                   double at,
                                                   std::optional<int64_t> retry_of = {}) = 0;
   // Claims a WAITING trial for this node (sets its node; it stays WAITING until MarkRunning).
-  // kFailedPrecondition when the trial is not WAITING. Whether another node's claim may be
-  // taken over (that node is dead) is the caller's decision, made under LockStudy.
+  // kFailedPrecondition when the trial is not WAITING. Which trials may be claimed is the
+  // caller's decision, made under LockStudy (the scheduler never takes another node's claim).
   virtual common::Status ClaimTrial(int64_t trial_id) = 0;
   // Sets RUNNING with the process identity and this node. kFailedPrecondition unless WAITING
   // and unclaimed or claimed by this node (a node declared dead may have lost its claim).

@@ -335,6 +335,33 @@ TEST_CASE(
   CHECK(c.Study("lost").state == StudyState::kComplete);
 }
 
+TEST_CASE("a dead node's claimed trial is never run by another node under its number",
+          "[scheduler][shared]") {
+  Cluster c({"alpha", "beta"});
+  REQUIRE(c[0].scheduler
+              ->Submit({SweepToml("claimed", 4, 1, "retries = 1\nretry_on = [\"lost\"]\n"),
+                        "/tmp/claimed.toml"})
+              .ok());
+  c.TickAll();
+  REQUIRE(c[0].launcher->live_count() == 1);
+  REQUIRE(c[1].launcher->live_count() == 1);
+  auto queued = c[1].scheduler->Enqueue("claimed", {{"x", "0.5"}});
+  REQUIRE(queued.ok());
+  // alpha claims it and goes silent before marking it running: it may have forked it already.
+  REQUIRE(c[0].storage->ClaimTrial(queued->id).ok());
+  c.clock().Advance(kNodeTimeout + 1);
+  c[1].scheduler->SharedTick();
+  const TrialRecord lost = c.Trials("claimed")[queued->number];
+  CHECK(lost.state == TrialState::kFail);
+  CHECK(lost.fail.reason == "lost");
+  CHECK_THAT(lost.fail.detail, Catch::Contains("after claiming the trial"));
+  CHECK(c[1].launcher->Find("claimed", queued->number) == nullptr);
+  // Its retry, a new number, is anyone's.
+  bool retried = false;
+  for (const TrialRecord& t : c.Trials("claimed")) retried = retried || t.retry_of == lost.id;
+  CHECK(retried);
+}
+
 TEST_CASE("a study cancelled through one node stops the other nodes' trials",
           "[scheduler][shared]") {
   Cluster c({"alpha", "beta"});
