@@ -384,26 +384,27 @@ void Scheduler::AdoptStudyState(StudyRuntime& study, const storage::StudyRecord&
   }
 }
 
+Status Scheduler::LockAndSync(StudyRuntime& study) {
+  Result<storage::StudyRecord> rec = options_.storage->LockStudy(study.record.id);
+  Status st = rec.status();
+  if (st.ok()) {
+    AdoptStudyState(study, *rec);
+    st = Sync(study);
+  }
+  if (!st.ok()) {
+    options_.logger->error("study {}: locking it and reading other nodes' trials: {}",
+                           study.record.name, st.message());
+  }
+  return st;
+}
+
 void Scheduler::LockedMaybeComplete(StudyRuntime& study) {
   if (!shared()) {
     MaybeCompleteStudy(study);
     return;
   }
   StorageBatch batch(options_.storage, options_.logger);
-  if (!batch.began()) return;
-  Result<storage::StudyRecord> rec = options_.storage->LockStudy(study.record.id);
-  if (!rec.ok()) {
-    options_.logger->error("study {}: {}", study.record.name, rec.status().message());
-    return;
-  }
-  AdoptStudyState(study, *rec);
-  Status st = Sync(study);
-  if (!st.ok()) {
-    options_.logger->error("study {}: reading other nodes' trials: {}", study.record.name,
-                           st.message());
-    return;
-  }
-  MaybeCompleteStudy(study);
+  if (batch.began() && LockAndSync(study).ok()) MaybeCompleteStudy(study);
 }
 
 std::optional<storage::ParamMap> Scheduler::DrawParams(StudyRuntime& study) {
@@ -436,20 +437,8 @@ std::optional<int> Scheduler::ClaimNext(StudyRuntime& study) {
   // until its next heartbeat.
   if (!LeaseValid()) return std::nullopt;
   StorageBatch batch(options_.storage, options_.logger);
-  if (!batch.began()) return std::nullopt;
-  Result<storage::StudyRecord> rec = options_.storage->LockStudy(study.record.id);
-  if (!rec.ok()) {
-    options_.logger->error("study {}: {}", study.record.name, rec.status().message());
-    return std::nullopt;
-  }
-  AdoptStudyState(study, *rec);
+  if (!batch.began() || !LockAndSync(study).ok()) return std::nullopt;
   if (study.record.state != storage::StudyState::kRunning) return std::nullopt;
-  Status st = Sync(study);
-  if (!st.ok()) {
-    options_.logger->error("study {}: reading other nodes' trials: {}", study.record.name,
-                           st.message());
-    return std::nullopt;
-  }
   int number;
   if (!study.waiting.empty()) {
     number = study.waiting.front();
@@ -469,7 +458,7 @@ std::optional<int> Scheduler::ClaimNext(StudyRuntime& study) {
     study.trials[number] = *created;
   }
   TrialRecord& trial = study.trials[number];
-  st = options_.storage->ClaimTrial(trial.id);
+  Status st = options_.storage->ClaimTrial(trial.id);
   if (!st.ok()) {
     options_.logger->error("study {} trial {}: claiming it: {}", study.record.name, number,
                            st.message());
@@ -496,18 +485,11 @@ void Scheduler::ReapDeadNodes(StudyRuntime& study) {
   };
   if (std::none_of(study.trials.begin(), study.trials.end(), on_dead)) return;
   StorageBatch batch(options_.storage, options_.logger);
-  if (!batch.began()) return;
-  Result<storage::StudyRecord> rec = options_.storage->LockStudy(study.record.id);
-  if (!rec.ok()) {
-    options_.logger->error("study {}: {}", study.record.name, rec.status().message());
-    return;
-  }
+  if (!batch.began() || !LockAndSync(study).ok()) return;
   // Still silent now, under the lock: a node that has just come back keeps its trials.
   Status st = RefreshDeadNodes();
-  if (st.ok()) st = Sync(study);
   if (!st.ok()) {
-    options_.logger->error("study {}: reading other nodes' state: {}", study.record.name,
-                           st.message());
+    options_.logger->error("reading the nodes' heartbeats: {}", st.message());
     return;
   }
   std::vector<int> numbers;
@@ -1081,15 +1063,11 @@ void Scheduler::FinishTrial(StudyRuntime& study, int number, const storage::Tria
     ++study.pending_finishes;
   };
   if (shared()) {
-    Result<storage::StudyRecord> rec =
-        batch.began() ? options_.storage->LockStudy(study.record.id)
-                      : Result<storage::StudyRecord>(common::Unavailable("no transaction"));
-    Status synced = rec.ok() ? Sync(study) : rec.status();
-    if (!synced.ok()) {
-      keep_for_later(synced.message());
+    Status locked = batch.began() ? LockAndSync(study) : common::Unavailable("no transaction");
+    if (!locked.ok()) {
+      keep_for_later(locked.message());
       return;
     }
-    AdoptStudyState(study, *rec);
     const TrialRecord& stored = study.trials[number];
     if (storage::IsFinished(stored.state) ||
         (own && !stored.node.empty() && stored.node != options_.storage->node())) {
@@ -1255,14 +1233,12 @@ Result<TrialRecord> Scheduler::Enqueue(const std::string& name,
   std::optional<StorageBatch> locked;
   if (shared()) {
     locked.emplace(options_.storage, options_.logger);
-    TRIALD_ASSIGN_OR_RETURN(rec, options_.storage->LockStudy(rec.id));
-    AdoptStudyState(study, rec);
-    if (rec.state != storage::StudyState::kRunning) {
+    TRIALD_RETURN_IF_ERROR(LockAndSync(study));
+    if (study.record.state != storage::StudyState::kRunning) {
       return common::FailedPrecondition("study \"" + name + "\" is " +
-                                        storage::StudyStateName(rec.state) +
+                                        storage::StudyStateName(study.record.state) +
                                         "; expected a RUNNING study");
     }
-    TRIALD_RETURN_IF_ERROR(Sync(study));
   }
   const int number = static_cast<int>(study.trials.size());
   if (study.configurations() >= study.record.n_trials) {

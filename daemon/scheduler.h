@@ -188,6 +188,9 @@ class Scheduler {
   common::Status RefreshDeadNodes();
   // Shared storage: records the trial ends kept while the database could not be reached.
   void RetryPendingFinishes();
+  // Shared storage, inside a batch: takes the study's lock, adopts its stored state and reads
+  // what the other nodes changed (Sync). Logs and returns the first error.
+  common::Status LockAndSync(StudyRuntime& study);
   // MaybeCompleteStudy, under the study's lock when shared.
   void LockedMaybeComplete(StudyRuntime& study);
   bool CanStart(const StudyRuntime& study) const;
