@@ -23,6 +23,8 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+from bench_throughput import write_noop_sweep  # noqa: E402  (the same no-op sweep)
 
 
 def ctl(bindir: str, state: str, *args: str) -> subprocess.CompletedProcess:
@@ -34,26 +36,8 @@ def ctl(bindir: str, state: str, *args: str) -> subprocess.CompletedProcess:
 def run(build: str, storage_url: str, daemons: int, trials: int, parallelism: int,
         workdir: str, tag: str) -> dict:
     bindir = os.path.join(build, "bin")
-    sweep = os.path.join(workdir, f"{tag}.toml")
-    with open(sweep, "w") as f:
-        f.write(f"""[study]
-name = "{tag}"
-n_trials = {trials}
-parallelism = {parallelism}
-
-[objective]
-kind = "exec"
-command = ["{os.path.join(bindir, 'triald-noop-worker')}"]
-
-[space.x]
-type = "float"
-low = -10.0
-high = 10.0
-
-[sampler]
-kind = "random"
-seed = 1
-""")
+    sweep = write_noop_sweep(os.path.join(workdir, f"{tag}.toml"), tag, bindir, trials,
+                             parallelism)
     procs, states, logs = [], [], []
     try:
         for i in range(daemons):

@@ -24,14 +24,12 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def run_triald(build: str, trials: int, parallelism: int, workdir: str) -> dict:
-    state = os.path.join(workdir, "state")
-    bindir = os.path.join(build, "bin")
-    ctl = [os.path.join(bindir, "trialctl"), "--socket", os.path.join(state, "triald.sock")]
-    sweep = os.path.join(workdir, "noop.toml")
-    with open(sweep, "w") as f:
+def write_noop_sweep(path: str, name: str, bindir: str, trials: int, parallelism: int) -> str:
+    """Writes the benchmarks' sweep: `trials` no-op trials (build/bin/triald-noop-worker) over
+    one float, random sampler, seed 1. Returns `path`."""
+    with open(path, "w") as f:
         f.write(f"""[study]
-name = "noop"
+name = "{name}"
 n_trials = {trials}
 parallelism = {parallelism}
 
@@ -48,6 +46,15 @@ high = 10.0
 kind = "random"
 seed = 1
 """)
+    return path
+
+
+def run_triald(build: str, trials: int, parallelism: int, workdir: str) -> dict:
+    state = os.path.join(workdir, "state")
+    bindir = os.path.join(build, "bin")
+    ctl = [os.path.join(bindir, "trialctl"), "--socket", os.path.join(state, "triald.sock")]
+    sweep = write_noop_sweep(os.path.join(workdir, "noop.toml"), "noop", bindir, trials,
+                             parallelism)
     log = open(state + ".log", "w")
     daemon = subprocess.Popen([os.path.join(bindir, "triald"), "--state-dir", state,
                                "--max-workers", str(parallelism), "--log-level", "warn"],
