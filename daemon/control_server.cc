@@ -24,8 +24,8 @@ namespace asio = boost::asio;
 namespace json = boost::json;
 using common::Result;
 using common::Status;
-using storage::TrialRecord;
-using storage::TrialState;
+using model::TrialRecord;
+using model::TrialState;
 using Socket = asio::local::stream_protocol::socket;
 
 namespace {
@@ -42,7 +42,7 @@ json::value Num(std::optional<double> v) {
 json::object TrialToJson(const TrialRecord& t) {
   json::object o;
   o["number"] = t.number;
-  o["state"] = storage::TrialStateName(t.state);
+  o["state"] = model::TrialStateName(t.state);
   o["value"] = Num(t.value);
   json::object params;
   for (const auto& [name, pv] : t.params) {
@@ -82,8 +82,7 @@ json::object TrialToJson(const TrialRecord& t) {
   return o;
 }
 
-json::object StudyExportJson(const storage::StudyRecord& s,
-                             const std::vector<TrialRecord>& trials) {
+json::object StudyExportJson(const model::StudyRecord& s, const std::vector<TrialRecord>& trials) {
   json::object o;
   o["study"] = StudySummaryJson(s, trials);
   json::array out;
@@ -103,7 +102,7 @@ json::object StudyExportJson(const storage::StudyRecord& s,
   return o;
 }
 
-const TrialRecord* BestTrial(const storage::StudyRecord& study,
+const TrialRecord* BestTrial(const model::StudyRecord& study,
                              const std::vector<TrialRecord>& trials) {
   const TrialRecord* best = nullptr;
   const bool max = study.direction == config::Direction::kMaximize;
@@ -114,11 +113,10 @@ const TrialRecord* BestTrial(const storage::StudyRecord& study,
   return best;
 }
 
-json::object StudySummaryJson(const storage::StudyRecord& s,
-                              const std::vector<TrialRecord>& trials) {
+json::object StudySummaryJson(const model::StudyRecord& s, const std::vector<TrialRecord>& trials) {
   json::object o;
   o["name"] = s.name;
-  o["state"] = storage::StudyStateName(s.state);
+  o["state"] = model::StudyStateName(s.state);
   o["direction"] = config::DirectionName(s.direction);
   o["n_trials"] = s.n_trials;
   int counts[5] = {0, 0, 0, 0, 0};
@@ -138,7 +136,7 @@ json::object StudySummaryJson(const storage::StudyRecord& s,
   double ran_s = 0;
   int ran = 0;
   for (const TrialRecord& t : trials) {
-    if (storage::IsFinished(t.state) && t.started_at > 0) {
+    if (model::IsFinished(t.state) && t.started_at > 0) {
       ran_s += t.DurationSeconds();
       ++ran;
     }
@@ -563,10 +561,10 @@ void ControlServer::Accept() {
 
 Result<json::value> ControlServer::Handle(const std::string& verb, const json::object& args) {
   storage::Storage& st = *options_.storage;
-  auto study_of = [&](storage::StudyRecord* out) -> Status {
+  auto study_of = [&](model::StudyRecord* out) -> Status {
     Result<std::string> name = proto::GetString(args, "study");
     if (!name.ok()) return name.status();
-    Result<storage::StudyRecord> rec = st.GetStudy(*name);
+    Result<model::StudyRecord> rec = st.GetStudy(*name);
     if (!rec.ok()) {
       if (rec.status().code() == common::Code::kNotFound) {
         return common::NotFound("no study named \"" + *name + "\" (see `trialctl studies`)");
@@ -592,22 +590,22 @@ Result<json::value> ControlServer::Handle(const std::string& verb, const json::o
     // of its own, this daemon alone.
     const double now =
         std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-    std::vector<storage::NodeRecord> nodes;
+    std::vector<model::NodeRecord> nodes;
     if (st.shared()) {
       TRIALD_ASSIGN_OR_RETURN(nodes, st.GetNodes(now));
     } else {
-      storage::NodeRecord self;
+      model::NodeRecord self;
       self.name = st.node();
       self.last_beat = now;
       nodes.push_back(self);
     }
     TRIALD_ASSIGN_OR_RETURN(std::vector<TrialRecord> running, st.GetRunningTrials());
     json::array a;
-    for (const storage::NodeRecord& n : nodes) {
+    for (const model::NodeRecord& n : nodes) {
       json::object o;
       o["name"] = n.name;
       o["self"] = n.name == st.node();
-      o["alive"] = n.silent_for <= options_.node_timeout_s;
+      o["alive"] = n.AliveWithin(options_.node_timeout_s);
       o["silent_for"] = n.silent_for;
       o["first_beat"] = n.first_beat > 0 ? json::value(n.first_beat) : json::value(nullptr);
       o["last_beat"] = n.last_beat;
@@ -624,7 +622,7 @@ Result<json::value> ControlServer::Handle(const std::string& verb, const json::o
     if (const json::value* p = args.if_contains("path"); p && p->is_string()) {
       path = std::string(p->get_string());
     }
-    TRIALD_ASSIGN_OR_RETURN(storage::StudyRecord rec,
+    TRIALD_ASSIGN_OR_RETURN(model::StudyRecord rec,
                             options_.scheduler->Submit(config::SweepSource{text, path}));
     json::object o;
     o["study"] = rec.name;
@@ -633,7 +631,7 @@ Result<json::value> ControlServer::Handle(const std::string& verb, const json::o
     return json::value(std::move(o));
   }
   if (verb == "studies") {
-    TRIALD_ASSIGN_OR_RETURN(std::vector<storage::StudyRecord> all, st.ListStudies());
+    TRIALD_ASSIGN_OR_RETURN(std::vector<model::StudyRecord> all, st.ListStudies());
     json::array a;
     for (const auto& s : all) {
       TRIALD_ASSIGN_OR_RETURN(std::vector<TrialRecord> trials, st.GetTrials(s.id));
@@ -642,7 +640,7 @@ Result<json::value> ControlServer::Handle(const std::string& verb, const json::o
     return json::value(std::move(a));
   }
   if (verb == "status" || verb == "trials" || verb == "best") {
-    storage::StudyRecord s;
+    model::StudyRecord s;
     TRIALD_RETURN_IF_ERROR(study_of(&s));
     TRIALD_ASSIGN_OR_RETURN(std::vector<TrialRecord> trials, st.GetTrials(s.id));
     if (verb == "status") return json::value(StudySummaryJson(s, trials));
@@ -658,7 +656,7 @@ Result<json::value> ControlServer::Handle(const std::string& verb, const json::o
     return json::value(TrialToJson(*best));
   }
   if (verb == "export") {
-    storage::StudyRecord s;
+    model::StudyRecord s;
     TRIALD_RETURN_IF_ERROR(study_of(&s));
     TRIALD_ASSIGN_OR_RETURN(std::vector<TrialRecord> trials, st.GetTrials(s.id));
     return json::value(StudyExportJson(s, trials));
@@ -697,7 +695,7 @@ Result<json::value> ControlServer::Handle(const std::string& verb, const json::o
     return json::value(std::move(o));
   }
   if (verb == "logs") {
-    storage::StudyRecord s;
+    model::StudyRecord s;
     TRIALD_RETURN_IF_ERROR(study_of(&s));
     TRIALD_ASSIGN_OR_RETURN(int64_t number, proto::GetInt(args, "trial"));
     TRIALD_ASSIGN_OR_RETURN(TrialRecord t, st.GetTrial(s.id, static_cast<int>(number)));
@@ -716,12 +714,12 @@ Result<json::value> ControlServer::Handle(const std::string& verb, const json::o
           "triald there); this is node " +
           st.node());
     }
-    std::string path = options_.state_dir + "/studies/" + s.name + "/trials/" +
-                       std::to_string(t.number) + "/" + stream + ".log";
+    std::string path =
+        model::TrialDir(options_.state_dir, s.name, t.number) + "/" + stream + ".log";
     Result<std::string> content = common::ReadFile(path);
     json::object o;
     o["path"] = path;
-    o["state"] = storage::TrialStateName(t.state);
+    o["state"] = model::TrialStateName(t.state);
     // Logs hold whatever the worker wrote; JSON needs valid UTF-8.
     o["content"] = content.ok() ? common::SanitizeUtf8(*content) : std::string();
     o["exists"] = content.ok();

@@ -139,16 +139,16 @@ class ControlServer {
 };
 
 // JSON views shared by the control replies (and so by trialctl's --json output).
-boost::json::object TrialToJson(const storage::TrialRecord& trial);
-boost::json::object StudySummaryJson(const storage::StudyRecord& study,
-                                     const std::vector<storage::TrialRecord>& trials);
+boost::json::object TrialToJson(const model::TrialRecord& trial);
+boost::json::object StudySummaryJson(const model::StudyRecord& study,
+                                     const std::vector<model::TrialRecord>& trials);
 // The "export" reply: {study: StudySummaryJson, trials: [TrialToJson plus params_internal
 // {name: internal value (a categorical's choice index)} and distributions {name:
 // Distribution::ToJson as an object}]}; everything trialctl's report and exports need.
-boost::json::object StudyExportJson(const storage::StudyRecord& study,
-                                    const std::vector<storage::TrialRecord>& trials);
+boost::json::object StudyExportJson(const model::StudyRecord& study,
+                                    const std::vector<model::TrialRecord>& trials);
 // The best COMPLETE trial for the direction, or nullptr.
-const storage::TrialRecord* BestTrial(const storage::StudyRecord& study,
-                                      const std::vector<storage::TrialRecord>& trials);
+const model::TrialRecord* BestTrial(const model::StudyRecord& study,
+                                      const std::vector<model::TrialRecord>& trials);
 
 }  // namespace triald::daemon

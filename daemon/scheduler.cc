@@ -21,8 +21,8 @@ namespace triald::daemon {
 using common::Result;
 using common::Status;
 using launcher::StopReason;
-using storage::TrialRecord;
-using storage::TrialState;
+using model::TrialRecord;
+using model::TrialState;
 
 namespace {
 
@@ -66,7 +66,7 @@ constexpr double kLeaseFraction = 0.75;
 }  // namespace
 
 struct Scheduler::StudyRuntime {
-  storage::StudyRecord record;
+  model::StudyRecord record;
   config::SweepSpec spec;
   std::unique_ptr<sampler::Sampler> sampler;
   std::unique_ptr<pruner::Pruner> pruner;
@@ -104,7 +104,7 @@ Scheduler::Scheduler(SchedulerOptions options) : options_(std::move(options)) {
 Scheduler::~Scheduler() = default;
 
 std::string Scheduler::TrialDir(const std::string& study, int number) const {
-  return options_.state_dir + "/studies/" + study + "/trials/" + std::to_string(number);
+  return model::TrialDir(options_.state_dir, study, number);
 }
 
 void Scheduler::Event(const StudyRuntime* study, const TrialRecord* trial, const std::string& kind,
@@ -123,7 +123,7 @@ int Scheduler::queued_count() const {
 }
 
 Result<std::unique_ptr<Scheduler::StudyRuntime>> Scheduler::BuildRuntime(
-    const storage::StudyRecord& record, config::SweepSpec spec) {
+    const model::StudyRecord& record, config::SweepSpec spec) {
   auto rt = std::make_unique<StudyRuntime>();
   rt->record = record;
   rt->spec = std::move(spec);
@@ -135,7 +135,7 @@ Result<std::unique_ptr<Scheduler::StudyRuntime>> Scheduler::BuildRuntime(
   return rt;
 }
 
-Result<storage::StudyRecord> Scheduler::Submit(const config::SweepSource& source) {
+Result<model::StudyRecord> Scheduler::Submit(const config::SweepSource& source) {
   if (shutting_down_) return common::Unavailable("triald is shutting down");
   TRIALD_ASSIGN_OR_RETURN(config::SweepSpec spec, config::ParseSweep(source));
   const std::string where = source.path.empty() ? "<sweep>" : source.path;
@@ -157,7 +157,7 @@ Result<storage::StudyRecord> Scheduler::Submit(const config::SweepSource& source
                                    "; expected an executable");
   }
 
-  storage::NewStudy ns;
+  model::NewStudy ns;
   ns.name = spec.study.name;
   ns.direction = spec.study.direction;
   ns.n_trials = spec.study.n_trials;
@@ -167,14 +167,13 @@ Result<storage::StudyRecord> Scheduler::Submit(const config::SweepSource& source
                                     : (options_.seed_source ? options_.seed_source() : 0);
 
   // Build the sampler and pruner before storing anything, so a bad sweep leaves no trace.
-  storage::StudyRecord probe;
+  model::StudyRecord probe;
   probe.seed = ns.seed;
   Result<std::unique_ptr<StudyRuntime>> check = BuildRuntime(probe, spec);
   if (!check.ok()) return check.status().WithContext(where);
 
   StorageBatch batch(options_.storage, options_.logger);
-  Result<storage::StudyRecord> rec =
-      options_.storage->CreateStudy(ns, options_.clock->WallSeconds());
+  Result<model::StudyRecord> rec = options_.storage->CreateStudy(ns, options_.clock->WallSeconds());
   if (!rec.ok()) {
     if (rec.status().code() == common::Code::kAlreadyExists) {
       return common::AlreadyExists(where + ": [study] name = \"" + ns.name +
@@ -192,7 +191,7 @@ Result<storage::StudyRecord> Scheduler::Submit(const config::SweepSource& source
             std::to_string(raw->spec.study.parallelism) + ", seed " + std::to_string(ns.seed));
   options_.logger->info("study {} submitted: {} trials, parallelism {}", ns.name, ns.n_trials,
                         raw->spec.study.parallelism);
-  storage::StudyRecord result = raw->record;
+  model::StudyRecord result = raw->record;
   // The study is stored before any of its trials starts (Pump's transactions are its own: on a
   // shared storage one per claim, each locking one study).
   Status committed = batch.Commit();
@@ -205,7 +204,7 @@ Result<storage::StudyRecord> Scheduler::Submit(const config::SweepSource& source
 }
 
 Result<std::unique_ptr<Scheduler::StudyRuntime>> Scheduler::LoadStudy(
-    const storage::StudyRecord& rec) {
+    const model::StudyRecord& rec) {
   TRIALD_ASSIGN_OR_RETURN(config::SweepSpec spec,
                           config::ParseSweep({rec.spec_toml, rec.spec_path}));
   TRIALD_RETURN_IF_ERROR(PrepareObjective(spec, options_.trial_worker, rec.spec_path));
@@ -222,11 +221,11 @@ Status Scheduler::Recover() {
   if (shared()) {
     // A node name is one daemon's: refuse to start as a node another daemon (elsewhere: another
     // instance) still beats for. The same daemon restarted has the same instance.
-    TRIALD_ASSIGN_OR_RETURN(std::vector<storage::NodeRecord> nodes,
+    TRIALD_ASSIGN_OR_RETURN(std::vector<model::NodeRecord> nodes,
                             options_.storage->GetNodes(options_.clock->WallSeconds()));
-    for (const storage::NodeRecord& n : nodes) {
+    for (const model::NodeRecord& n : nodes) {
       if (n.name != me || n.instance == options_.storage->instance()) continue;
-      if (n.silent_for <= options_.node_timeout_s) {
+      if (n.AliveWithin(options_.node_timeout_s)) {
         return common::FailedPrecondition(
             "node name \"" + me + "\" is in use by another triald (" + n.instance +
             ", last heartbeat " + std::to_string(static_cast<int>(n.silent_for)) +
@@ -246,7 +245,7 @@ Status Scheduler::Recover() {
     if (!dead.ok()) return dead.WithContext("reading the nodes' heartbeats");
   }
   TRIALD_ASSIGN_OR_RETURN(std::vector<TrialRecord> running, options_.storage->GetRunningTrials());
-  TRIALD_ASSIGN_OR_RETURN(std::vector<storage::StudyRecord> all, options_.storage->ListStudies());
+  TRIALD_ASSIGN_OR_RETURN(std::vector<model::StudyRecord> all, options_.storage->ListStudies());
   // One commit for the whole recovery on a storage of its own; on a shared one, every change
   // commits alone, so no transaction holds locks of several studies.
   std::optional<StorageBatch> batch;
@@ -260,7 +259,7 @@ Status Scheduler::Recover() {
   }
   // No trial runs yet, so any process of this state directory is a leftover: a lost trial's,
   // or one whose start the previous daemon never got to record.
-  std::vector<storage::ProcessIdentity> identities;
+  std::vector<model::ProcessIdentity> identities;
   for (const TrialRecord& t : lost) identities.push_back(t.process);
   int killed = KillLeftoverTrialProcesses(options_.state_dir, identities);
   if (killed > 0) {
@@ -268,7 +267,7 @@ Status Scheduler::Recover() {
   }
   std::set<int64_t> ended;  // the lost trials this daemon ended (retried below)
   for (const TrialRecord& t : lost) {
-    storage::TrialOutcome out;
+    model::TrialOutcome out;
     out.state = TrialState::kFail;
     out.fail.reason = "lost";
     out.fail.detail =
@@ -284,8 +283,8 @@ Status Scheduler::Recover() {
     (void)options_.storage->AppendEvent(t.study_id, t.id, "trial_lost", out.fail.detail,
                                         options_.clock->WallSeconds());
   }
-  for (const storage::StudyRecord& rec : all) {
-    if (rec.state != storage::StudyState::kRunning) continue;
+  for (const model::StudyRecord& rec : all) {
+    if (rec.state != model::StudyState::kRunning) continue;
     Result<std::unique_ptr<StudyRuntime>> rt = LoadStudy(rec);
     if (!rt.ok()) {
       if (shared()) {
@@ -298,7 +297,7 @@ Status Scheduler::Recover() {
       // The stored sweep no longer parses (e.g. an option this build dropped): keep its trials
       // and stop the study rather than refuse to start.
       options_.logger->error("study {}: cannot resume: {}", rec.name, rt.status().message());
-      (void)options_.storage->SetStudyState(rec.id, storage::StudyState::kCancelled,
+      (void)options_.storage->SetStudyState(rec.id, model::StudyState::kCancelled,
                                             options_.clock->WallSeconds());
       continue;
     }
@@ -325,7 +324,7 @@ void Scheduler::Recount(StudyRuntime& study) {
   study.waiting.clear();
   std::set<int64_t> retried_ids;
   for (const TrialRecord& t : study.trials) {
-    if (storage::IsFinished(t.state)) ++study.finished;
+    if (model::IsFinished(t.state)) ++study.finished;
     // Claimable: unclaimed, or claimed by this node before a restart (whose start killed any
     // process of it). Another node's claim is never taken over: that node may have started the
     // trial just before it went silent, so a dead node's claims end FAIL(lost) instead.
@@ -344,7 +343,7 @@ Status Scheduler::Sync(StudyRuntime& study) {
   if (!shared()) return Status::Ok();
   std::vector<int> open;
   for (const TrialRecord& t : study.trials) {
-    if (!storage::IsFinished(t.state)) open.push_back(t.number);
+    if (!model::IsFinished(t.state)) open.push_back(t.number);
   }
   TRIALD_ASSIGN_OR_RETURN(std::vector<TrialRecord> changed,
                           options_.storage->GetTrialsSince(
@@ -360,32 +359,32 @@ Status Scheduler::Sync(StudyRuntime& study) {
   for (auto& [tid, rt] : running_) {
     if (rt->study != &study || rt->taken_over) continue;
     const TrialRecord& stored = study.trials[rt->number];
-    if (!storage::IsFinished(stored.state)) continue;
+    if (!model::IsFinished(stored.state)) continue;
     rt->taken_over = true;
     options_.logger->warn(
         "study {} trial {}: already ended by another node as {}({}) (this node was silent); "
         "stopping it",
-        study.record.name, rt->number, storage::TrialStateName(stored.state), stored.fail.reason);
+        study.record.name, rt->number, model::TrialStateName(stored.state), stored.fail.reason);
     rt->process->Stop(StopReason::kCancel);
   }
   Recount(study);
   return Status::Ok();
 }
 
-void Scheduler::AdoptStudyState(StudyRuntime& study, const storage::StudyRecord& stored) {
+void Scheduler::AdoptStudyState(StudyRuntime& study, const model::StudyRecord& stored) {
   if (stored.state == study.record.state) return;
   study.record.state = stored.state;
   study.record.finished_at = stored.finished_at;
   options_.logger->info("study {}: {} through another node", study.record.name,
-                        storage::StudyStateName(stored.state));
-  if (stored.state != storage::StudyState::kCancelled) return;
+                        model::StudyStateName(stored.state));
+  if (stored.state != model::StudyState::kCancelled) return;
   for (auto& [tid, rt] : running_) {
     if (rt->study == &study) rt->process->Stop(StopReason::kCancel);
   }
 }
 
 Status Scheduler::LockAndSync(StudyRuntime& study) {
-  Result<storage::StudyRecord> rec = options_.storage->LockStudy(study.record.id);
+  Result<model::StudyRecord> rec = options_.storage->LockStudy(study.record.id);
   Status st = rec.status();
   if (st.ok()) {
     AdoptStudyState(study, *rec);
@@ -407,7 +406,7 @@ void Scheduler::LockedMaybeComplete(StudyRuntime& study) {
   if (batch.began() && LockAndSync(study).ok()) MaybeCompleteStudy(study);
 }
 
-std::optional<storage::ParamMap> Scheduler::DrawParams(StudyRuntime& study) {
+std::optional<model::ParamMap> Scheduler::DrawParams(StudyRuntime& study) {
   sampler::StudyView view{study.spec.study.direction, &study.spec.space, &study.trials};
   if (study.sampler->Exhausted(view)) {
     study.exhausted = true;
@@ -425,9 +424,9 @@ std::optional<storage::ParamMap> Scheduler::DrawParams(StudyRuntime& study) {
     MaybeCompleteStudy(study);
     return std::nullopt;
   }
-  storage::ParamMap params;
+  model::ParamMap params;
   for (const config::ParamSpec& p : study.spec.space) {
-    params[p.name] = storage::ParamValue{values->at(p.name), p.dist};
+    params[p.name] = model::ParamValue{values->at(p.name), p.dist};
   }
   return params;
 }
@@ -438,13 +437,13 @@ std::optional<int> Scheduler::ClaimNext(StudyRuntime& study) {
   if (!LeaseValid()) return std::nullopt;
   StorageBatch batch(options_.storage, options_.logger);
   if (!batch.began() || !LockAndSync(study).ok()) return std::nullopt;
-  if (study.record.state != storage::StudyState::kRunning) return std::nullopt;
+  if (study.record.state != model::StudyState::kRunning) return std::nullopt;
   int number;
   if (!study.waiting.empty()) {
     number = study.waiting.front();
   } else {
     if (study.exhausted || study.configurations() >= study.record.n_trials) return std::nullopt;
-    std::optional<storage::ParamMap> params = DrawParams(study);
+    std::optional<model::ParamMap> params = DrawParams(study);
     if (!params) return std::nullopt;
     Result<TrialRecord> created =
         options_.storage->CreateTrial(study.record.id, *params, options_.clock->WallSeconds());
@@ -481,7 +480,7 @@ void Scheduler::ReapDeadNodes(StudyRuntime& study) {
   // Its RUNNING trials, and those it claimed: it may have started one just before it went
   // silent, so a claimed trial is never handed to another node under the same number.
   auto on_dead = [&](const TrialRecord& t) {
-    return !storage::IsFinished(t.state) && !t.node.empty() && dead_nodes_.count(t.node) > 0;
+    return !model::IsFinished(t.state) && !t.node.empty() && dead_nodes_.count(t.node) > 0;
   };
   if (std::none_of(study.trials.begin(), study.trials.end(), on_dead)) return;
   StorageBatch batch(options_.storage, options_.logger);
@@ -498,7 +497,7 @@ void Scheduler::ReapDeadNodes(StudyRuntime& study) {
   }
   for (int number : numbers) {
     const TrialRecord t = study.trials[number];
-    storage::TrialOutcome out;
+    model::TrialOutcome out;
     out.state = TrialState::kFail;
     out.fail.reason = "lost";
     out.fail.detail =
@@ -535,11 +534,11 @@ bool Scheduler::LeaseValid() const {
 
 Status Scheduler::RefreshDeadNodes() {
   const std::string& me = options_.storage->node();
-  TRIALD_ASSIGN_OR_RETURN(std::vector<storage::NodeRecord> nodes,
+  TRIALD_ASSIGN_OR_RETURN(std::vector<model::NodeRecord> nodes,
                           options_.storage->GetNodes(options_.clock->WallSeconds()));
   std::set<std::string> dead;
-  for (const storage::NodeRecord& n : nodes) {
-    if (n.name == me || n.silent_for <= options_.node_timeout_s) continue;
+  for (const model::NodeRecord& n : nodes) {
+    if (n.name == me || n.AliveWithin(options_.node_timeout_s)) continue;
     dead.insert(n.name);
     if (dead_nodes_.count(n.name) == 0) {
       options_.logger->warn("node {}: no heartbeat for {:.1f} s (timeout {} s): treated as dead",
@@ -561,18 +560,18 @@ void Scheduler::SharedTick() {
   if (shutting_down_) return;
   Status nodes = RefreshDeadNodes();
   if (!nodes.ok()) options_.logger->error("reading the nodes' heartbeats: {}", nodes.message());
-  Result<std::vector<storage::StudyRecord>> stored = options_.storage->ListStudies();
+  Result<std::vector<model::StudyRecord>> stored = options_.storage->ListStudies();
   if (!stored.ok()) {
     options_.logger->error("listing studies: {}", stored.status().message());
     return;
   }
-  for (const storage::StudyRecord& rec : *stored) {
+  for (const model::StudyRecord& rec : *stored) {
     auto it = studies_.find(rec.id);
     if (it != studies_.end()) {
       AdoptStudyState(*it->second, rec);
       continue;
     }
-    if (rec.state != storage::StudyState::kRunning || not_loaded_.count(rec.name) > 0) continue;
+    if (rec.state != model::StudyState::kRunning || not_loaded_.count(rec.name) > 0) continue;
     Result<std::unique_ptr<StudyRuntime>> rt = LoadStudy(rec);
     if (!rt.ok()) {
       not_loaded_[rec.name] = rt.status().message();
@@ -592,9 +591,9 @@ void Scheduler::SharedTick() {
     ReapDeadNodes(*study);
     // A study whose last trials ended elsewhere without completing it (that node died between
     // the two) is completed here.
-    if (study->record.state == storage::StudyState::kRunning && study->running == 0 &&
+    if (study->record.state == model::StudyState::kRunning && study->running == 0 &&
         std::all_of(study->trials.begin(), study->trials.end(),
-                    [](const TrialRecord& t) { return storage::IsFinished(t.state); }) &&
+                    [](const TrialRecord& t) { return model::IsFinished(t.state); }) &&
         study->configurations() >= study->record.n_trials) {
       LockedMaybeComplete(*study);
     }
@@ -603,7 +602,7 @@ void Scheduler::SharedTick() {
 }
 
 bool Scheduler::CanStart(const StudyRuntime& s) const {
-  if (shutting_down_ || s.record.state != storage::StudyState::kRunning) return false;
+  if (shutting_down_ || s.record.state != model::StudyState::kRunning) return false;
   if (s.running >= s.spec.study.parallelism) return false;
   if (!s.waiting.empty()) return true;
   return !s.exhausted && s.configurations() < s.record.n_trials;
@@ -663,7 +662,7 @@ void Scheduler::Pump() {
   pumping_ = false;
   // Completed studies leave the active set.
   for (auto it = studies_.begin(); it != studies_.end();) {
-    if (it->second->record.state != storage::StudyState::kRunning && it->second->running == 0 &&
+    if (it->second->record.state != model::StudyState::kRunning && it->second->running == 0 &&
         it->second->pending_finishes == 0) {
       it = studies_.erase(it);
     } else {
@@ -751,7 +750,7 @@ bool Scheduler::StartTrial(StudyRuntime& study, std::vector<devices::GpuSlot> gp
     number = study.waiting.front();
     study.waiting.pop_front();
   } else {
-    std::optional<storage::ParamMap> params = DrawParams(study);
+    std::optional<model::ParamMap> params = DrawParams(study);
     if (!params) return false;
     Result<TrialRecord> created = options_.storage->CreateTrial(study.record.id, *params, now);
     if (!created.ok()) {
@@ -778,7 +777,7 @@ bool Scheduler::StartTrial(StudyRuntime& study, std::vector<devices::GpuSlot> gp
   Result<std::unique_ptr<launcher::TrialProcess>> proc =
       options_.launcher->Launch(ls, std::move(cb));
   if (!proc.ok()) {
-    storage::TrialOutcome out;
+    model::TrialOutcome out;
     out.state = TrialState::kFail;
     out.fail.reason = "spawn";
     out.fail.detail = proc.status().message();
@@ -787,13 +786,13 @@ bool Scheduler::StartTrial(StudyRuntime& study, std::vector<devices::GpuSlot> gp
     FinishTrial(study, number, out);
     return false;
   }
-  storage::ProcessIdentity id = (*proc)->identity();
+  model::ProcessIdentity id = (*proc)->identity();
   Status st = options_.storage->MarkRunning(tid, id, now);
   if (!st.ok()) {
     // Not durable means we could not recover it after a crash: do not let it run.
     options_.logger->error("study {} trial {}: {}", study.record.name, number, st.message());
     proc->reset();
-    storage::TrialOutcome out;
+    model::TrialOutcome out;
     out.state = TrialState::kFail;
     out.fail.reason = "spawn";
     out.fail.detail = "could not record the running trial: " + st.message();
@@ -883,7 +882,7 @@ void Scheduler::OnExit(int64_t trial_id, const launcher::ProcessOutcome& o) {
   --study.running;
   const TrialRecord& trial = study.trials[rt->number];
 
-  storage::TrialOutcome out;
+  model::TrialOutcome out;
   out.fail.stderr_tail = common::SanitizeUtf8(o.stderr_tail);
   out.fail.exit_code = o.exit.signaled ? -1 : o.exit.code;
   out.fail.signal = o.exit.signaled ? o.exit.signal : 0;
@@ -938,7 +937,7 @@ void Scheduler::OnExit(int64_t trial_id, const launcher::ProcessOutcome& o) {
       }
       break;
   }
-  if (out.state != TrialState::kFail) out.fail = storage::FailInfo{};
+  if (out.state != TrialState::kFail) out.fail = model::FailInfo{};
   FinishTrial(study, rt->number, out);
   if (!rt->gpu_slots.empty() && options_.gpus != nullptr) {
     // Its slots drain: free again once the driver shows none of its processes holding memory.
@@ -966,7 +965,7 @@ void Scheduler::MaybeRetry(StudyRuntime& study, int number) {
   const TrialRecord failed = study.trials[number];  // a copy: trials grows below
   const config::StudyConfig& cfg = study.spec.study;
   if (failed.state != TrialState::kFail || cfg.retries == 0 ||
-      study.record.state != storage::StudyState::kRunning) {
+      study.record.state != model::StudyState::kRunning) {
     return;
   }
   if (std::find(cfg.retry_on.begin(), cfg.retry_on.end(), failed.fail.reason) ==
@@ -1048,7 +1047,7 @@ void Scheduler::PollDevices() {
   if (CollectDrainedGpus()) Pump();
 }
 
-void Scheduler::FinishTrial(StudyRuntime& study, int number, const storage::TrialOutcome& out,
+void Scheduler::FinishTrial(StudyRuntime& study, int number, const model::TrialOutcome& out,
                             bool own) {
   // The trial's end, its event and the study's completion are one commit, made before any
   // other trial starts.
@@ -1058,7 +1057,7 @@ void Scheduler::FinishTrial(StudyRuntime& study, int number, const storage::Tria
   // without it).
   auto keep_for_later = [&](const std::string& why) {
     options_.logger->warn("study {} trial {}: its end ({}) is kept until the database answers: {}",
-                          study.record.name, number, storage::TrialStateName(out.state), why);
+                          study.record.name, number, model::TrialStateName(out.state), why);
     pending_finishes_.push_back({study.record.id, number, out, own});
     ++study.pending_finishes;
   };
@@ -1069,7 +1068,7 @@ void Scheduler::FinishTrial(StudyRuntime& study, int number, const storage::Tria
       return;
     }
     const TrialRecord& stored = study.trials[number];
-    if (storage::IsFinished(stored.state) ||
+    if (model::IsFinished(stored.state) ||
         (own && !stored.node.empty() && stored.node != options_.storage->node())) {
       // Another node ended it, or took it over, while this one was silent: it is theirs now,
       // and nothing is reported twice.
@@ -1077,17 +1076,17 @@ void Scheduler::FinishTrial(StudyRuntime& study, int number, const storage::Tria
           "study {} trial {}: {} by another node ({}); this node's outcome "
           "({}) is dropped",
           study.record.name, number,
-          storage::IsFinished(stored.state)
-              ? std::string("ended as ") + storage::TrialStateName(stored.state)
+          model::IsFinished(stored.state)
+              ? std::string("ended as ") + model::TrialStateName(stored.state)
               : std::string("taken over"),
-          stored.node, storage::TrialStateName(out.state));
+          stored.node, model::TrialStateName(out.state));
       return;
     }
   }
   // What the cache looked like before, to restore it if a shared commit fails.
   const size_t size_before = study.trials.size();
   const TrialRecord record_before = study.trials[number];
-  const storage::StudyRecord study_before = study.record;
+  const model::StudyRecord study_before = study.record;
   TrialRecord& trial = study.trials[number];
   const double now = options_.clock->WallSeconds();
   Status st = options_.storage->FinishTrial(trial.id, out, now);
@@ -1104,7 +1103,7 @@ void Scheduler::FinishTrial(StudyRuntime& study, int number, const storage::Tria
   trial.fail = out.fail;
   trial.finished_at = now;
   ++study.finished;
-  std::string what = storage::TrialStateName(out.state);
+  std::string what = model::TrialStateName(out.state);
   if (out.state == TrialState::kFail) what += "(" + out.fail.reason + "): " + out.fail.detail;
   if (out.value) what += " value=" + std::to_string(*out.value);
   options_.logger->info("study {} trial {}: {}", study.record.name, number, what);
@@ -1136,21 +1135,21 @@ void Scheduler::RetryPendingFinishes() {
 }
 
 void Scheduler::MaybeCompleteStudy(StudyRuntime& study) {
-  if (study.record.state != storage::StudyState::kRunning) return;
+  if (study.record.state != model::StudyState::kRunning) return;
   if (study.running > 0 || !study.waiting.empty()) return;
   // Shared storage: nothing may be waiting or running on any node either.
   if (shared() && std::any_of(study.trials.begin(), study.trials.end(),
-                              [](const TrialRecord& t) { return !storage::IsFinished(t.state); })) {
+                              [](const TrialRecord& t) { return !model::IsFinished(t.state); })) {
     return;
   }
   if (study.finished - study.retried < study.record.n_trials && !study.exhausted) return;
   const double now = options_.clock->WallSeconds();
-  Status st = options_.storage->SetStudyState(study.record.id, storage::StudyState::kComplete, now);
+  Status st = options_.storage->SetStudyState(study.record.id, model::StudyState::kComplete, now);
   if (!st.ok()) {
     options_.logger->error("study {}: storing completion: {}", study.record.name, st.message());
     return;
   }
-  study.record.state = storage::StudyState::kComplete;
+  study.record.state = model::StudyState::kComplete;
   study.record.finished_at = now;
   options_.logger->info("study {} complete: {} trials ({} retried)", study.record.name,
                         study.finished, study.retried);
@@ -1160,27 +1159,27 @@ void Scheduler::MaybeCompleteStudy(StudyRuntime& study) {
 }
 
 Status Scheduler::Cancel(const std::string& name) {
-  TRIALD_ASSIGN_OR_RETURN(storage::StudyRecord rec, options_.storage->GetStudy(name));
-  if (rec.state != storage::StudyState::kRunning) {
+  TRIALD_ASSIGN_OR_RETURN(model::StudyRecord rec, options_.storage->GetStudy(name));
+  if (rec.state != model::StudyState::kRunning) {
     return common::FailedPrecondition("study \"" + name + "\" is already " +
-                                      storage::StudyStateName(rec.state));
+                                      model::StudyStateName(rec.state));
   }
   const double now = options_.clock->WallSeconds();
   StorageBatch batch(options_.storage, options_.logger);
   if (shared()) {
     // Under the lock: no node claims a trial of it meanwhile, and a second cancel sees the first.
     TRIALD_ASSIGN_OR_RETURN(rec, options_.storage->LockStudy(rec.id));
-    if (rec.state != storage::StudyState::kRunning) {
+    if (rec.state != model::StudyState::kRunning) {
       return common::FailedPrecondition("study \"" + name + "\" is already " +
-                                        storage::StudyStateName(rec.state));
+                                        model::StudyStateName(rec.state));
     }
   }
   TRIALD_RETURN_IF_ERROR(
-      options_.storage->SetStudyState(rec.id, storage::StudyState::kCancelled, now));
+      options_.storage->SetStudyState(rec.id, model::StudyState::kCancelled, now));
   auto sit = studies_.find(rec.id);
   if (sit == studies_.end()) return Status::Ok();
   StudyRuntime& study = *sit->second;
-  study.record.state = storage::StudyState::kCancelled;
+  study.record.state = model::StudyState::kCancelled;
   Event(&study, nullptr, "study_cancelled", "");
   if (shared()) {
     // Every WAITING trial, whichever node claimed it: a node about to start one then fails to
@@ -1194,7 +1193,7 @@ Status Scheduler::Cancel(const std::string& name) {
   while (!study.waiting.empty()) {
     int number = study.waiting.front();
     study.waiting.pop_front();
-    storage::TrialOutcome out;
+    model::TrialOutcome out;
     out.state = TrialState::kFail;
     out.fail.reason = "cancelled";
     out.fail.detail = "study cancelled before the trial started";
@@ -1213,14 +1212,14 @@ Status Scheduler::Cancel(const std::string& name) {
 Result<TrialRecord> Scheduler::Enqueue(const std::string& name,
                                        const std::map<std::string, std::string>& given) {
   if (shutting_down_) return common::Unavailable("triald is shutting down");
-  Result<storage::StudyRecord> found = options_.storage->GetStudy(name);
+  Result<model::StudyRecord> found = options_.storage->GetStudy(name);
   if (!found.ok() && found.status().code() == common::Code::kNotFound) {
     return common::NotFound("no study named \"" + name + "\" (see `trialctl studies`)");
   }
-  TRIALD_ASSIGN_OR_RETURN(storage::StudyRecord rec, std::move(found));
-  if (rec.state != storage::StudyState::kRunning) {
+  TRIALD_ASSIGN_OR_RETURN(model::StudyRecord rec, std::move(found));
+  if (rec.state != model::StudyState::kRunning) {
     return common::FailedPrecondition("study \"" + name + "\" is " +
-                                      storage::StudyStateName(rec.state) +
+                                      model::StudyStateName(rec.state) +
                                       "; expected a RUNNING study");
   }
   auto sit = studies_.find(rec.id);
@@ -1234,9 +1233,9 @@ Result<TrialRecord> Scheduler::Enqueue(const std::string& name,
   if (shared()) {
     locked.emplace(options_.storage, options_.logger);
     TRIALD_RETURN_IF_ERROR(LockAndSync(study));
-    if (study.record.state != storage::StudyState::kRunning) {
+    if (study.record.state != model::StudyState::kRunning) {
       return common::FailedPrecondition("study \"" + name + "\" is " +
-                                        storage::StudyStateName(study.record.state) +
+                                        model::StudyStateName(study.record.state) +
                                         "; expected a RUNNING study");
     }
   }
@@ -1273,9 +1272,9 @@ Result<TrialRecord> Scheduler::Enqueue(const std::string& name,
     values = std::move(sampled).value();
   }
   for (const auto& [param, v] : fixed) values[param] = v;
-  storage::ParamMap params;
+  model::ParamMap params;
   for (const config::ParamSpec& p : study.spec.space) {
-    params[p.name] = storage::ParamValue{values.at(p.name), p.dist};
+    params[p.name] = model::ParamValue{values.at(p.name), p.dist};
   }
 
   TrialRecord trial;
@@ -1354,8 +1353,8 @@ std::string TrialDirOf(pid_t pid) {
 }  // namespace
 
 int KillLeftoverTrialProcesses(const std::string& state_dir,
-                               const std::vector<storage::ProcessIdentity>& lost) {
-  const std::string prefix = state_dir + "/studies/";
+                               const std::vector<model::ProcessIdentity>& lost) {
+  const std::string prefix = model::StudiesDir(state_dir);
   std::vector<pid_t> found;
   DIR* dir = ::opendir("/proc");
   if (dir == nullptr) return 0;
@@ -1367,7 +1366,7 @@ int KillLeftoverTrialProcesses(const std::string& state_dir,
     uint64_t start = 0;
     if (!ReadStat(static_cast<pid_t>(pid), &pgrp, &start)) continue;
     bool ours = TrialDirOf(static_cast<pid_t>(pid)).rfind(prefix, 0) == 0;
-    for (const storage::ProcessIdentity& id : lost) {
+    for (const model::ProcessIdentity& id : lost) {
       // A member of a lost trial's group, while that group's leader is provably the trial's.
       uint64_t leader_start = 0;
       pid_t leader_pgrp = 0;

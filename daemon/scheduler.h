@@ -120,7 +120,7 @@ class Scheduler {
   common::Status Recover();
 
   // Validates and stores a sweep, then starts its trials. Errors name the file and key.
-  common::Result<storage::StudyRecord> Submit(const config::SweepSource& source);
+  common::Result<model::StudyRecord> Submit(const config::SweepSource& source);
 
   // Stops the study's running trials (FAIL(cancelled)) and starts no more.
   common::Status Cancel(const std::string& study_name);
@@ -134,7 +134,7 @@ class Scheduler {
   // not RUNNING, or already has its n_trials trials), kInvalidArgument (an unknown parameter,
   // or a value its distribution does not contain; the message names it and what was
   // expected), kUnavailable (shutting down).
-  common::Result<storage::TrialRecord> Enqueue(const std::string& study_name,
+  common::Result<model::TrialRecord> Enqueue(const std::string& study_name,
                                                const std::map<std::string, std::string>& params);
 
   // Starts as many trials as the limits allow.
@@ -160,20 +160,20 @@ class Scheduler {
   struct StudyRuntime;
   struct RunningTrial;
 
-  common::Result<std::unique_ptr<StudyRuntime>> BuildRuntime(const storage::StudyRecord& record,
+  common::Result<std::unique_ptr<StudyRuntime>> BuildRuntime(const model::StudyRecord& record,
                                                              config::SweepSpec spec);
   // Parses, prepares and builds a stored study and loads its trials.
-  common::Result<std::unique_ptr<StudyRuntime>> LoadStudy(const storage::StudyRecord& record);
+  common::Result<std::unique_ptr<StudyRuntime>> LoadStudy(const model::StudyRecord& record);
   bool shared() const { return options_.storage->shared(); }
   // Shared storage: reads the trials other nodes changed since this node last looked, stops
   // this node's trials that another node ended, and recounts. No-op otherwise.
   common::Status Sync(StudyRuntime& study);
   void Recount(StudyRuntime& study);
   // A stored study state another node set (cancelled or completed): adopts it.
-  void AdoptStudyState(StudyRuntime& study, const storage::StudyRecord& stored);
+  void AdoptStudyState(StudyRuntime& study, const model::StudyRecord& stored);
   // The sampler's parameters for the study's next trial number; nullopt when it has none (the
   // study is then exhausted, recorded as an event, and completed when nothing else runs).
-  std::optional<storage::ParamMap> DrawParams(StudyRuntime& study);
+  std::optional<model::ParamMap> DrawParams(StudyRuntime& study);
   // Shared storage: under the study's lock, claims the trial to start next (see above); the
   // claim is committed when this returns a number.
   std::optional<int> ClaimNext(StudyRuntime& study);
@@ -197,7 +197,7 @@ class Scheduler {
   // Starts the study's next trial on `gpu_slots` (acquired for it; given back if no trial
   // starts). Returns whether the slots were used by a running trial.
   bool StartTrial(StudyRuntime& study, std::vector<devices::GpuSlot> gpu_slots = {});
-  launcher::LaunchSpec MakeLaunchSpec(const StudyRuntime& study, const storage::TrialRecord& trial,
+  launcher::LaunchSpec MakeLaunchSpec(const StudyRuntime& study, const model::TrialRecord& trial,
                                       const std::vector<devices::GpuSlot>& gpu_slots) const;
   // Checks a sweep's gpus_per_trial against the pool; errors name `where`.
   common::Status CheckGpus(const config::SweepSpec& spec, const std::string& where) const;
@@ -210,10 +210,10 @@ class Scheduler {
   // `own`: the trial is this node's (shared storage: dropped when another node has ended or
   // taken it over); false when ending another node's trial (a dead node's, or a cancelled
   // study's WAITING ones).
-  void FinishTrial(StudyRuntime& study, int number, const storage::TrialOutcome& outcome,
+  void FinishTrial(StudyRuntime& study, int number, const model::TrialOutcome& outcome,
                    bool own = true);
   void MaybeCompleteStudy(StudyRuntime& study);
-  void Event(const StudyRuntime* study, const storage::TrialRecord* trial, const std::string& kind,
+  void Event(const StudyRuntime* study, const model::TrialRecord* trial, const std::string& kind,
              const std::string& detail);
   std::string TrialDir(const std::string& study, int number) const;
 
@@ -229,7 +229,7 @@ class Scheduler {
   struct PendingFinish {
     int64_t study_id = 0;
     int number = 0;
-    storage::TrialOutcome outcome;
+    model::TrialOutcome outcome;
     bool own = true;
   };
   std::vector<PendingFinish> pending_finishes_;  // shared: trial ends not yet stored
@@ -244,6 +244,6 @@ class Scheduler {
 // start time is not). SIGKILL, then a bounded wait for them to vanish (they are no longer our
 // children, so others reap them). Returns how many processes were found.
 int KillLeftoverTrialProcesses(const std::string& state_dir,
-                               const std::vector<storage::ProcessIdentity>& lost);
+                               const std::vector<model::ProcessIdentity>& lost);
 
 }  // namespace triald::daemon

@@ -19,7 +19,7 @@
 
 #include "common/process_util.h"
 #include "common/status.h"
-#include "daemon/storage/records.h"
+#include "daemon/model/records.h"
 #include "proto/report.h"
 
 namespace triald::launcher {
@@ -66,7 +66,7 @@ struct TrialCallbacks {
 class TrialProcess {
  public:
   virtual ~TrialProcess() = default;
-  virtual const storage::ProcessIdentity& identity() const = 0;
+  virtual const model::ProcessIdentity& identity() const = 0;
   // SIGTERM to the group, then SIGKILL after the grace period. The first reason given is the
   // one reported; later calls do nothing.
   virtual void Stop(StopReason reason) = 0;

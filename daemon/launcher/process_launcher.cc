@@ -148,7 +148,7 @@ class Session : public std::enable_shared_from_this<Session> {
   void Stop(StopReason reason);
   // Kills the group at once and forgets the trial (its TrialProcess was destroyed).
   void Abandon();
-  const storage::ProcessIdentity& identity() const { return identity_; }
+  const model::ProcessIdentity& identity() const { return identity_; }
 
  private:
   enum class Stream { kStdout, kStderr, kReport };
@@ -179,7 +179,7 @@ class Session : public std::enable_shared_from_this<Session> {
   common::Logger logger_;
   LaunchSpec spec_;
   TrialCallbacks callbacks_;
-  storage::ProcessIdentity identity_;
+  model::ProcessIdentity identity_;
   std::unique_ptr<CappedLog> stdout_log_, stderr_log_;
   asio::posix::stream_descriptor stdout_sd_, stderr_sd_, report_sd_;
   asio::steady_timer timeout_timer_, grace_timer_, poll_timer_, eof_timer_;
@@ -198,7 +198,7 @@ class Handle final : public TrialProcess {
  public:
   explicit Handle(std::shared_ptr<Session> s) : session_(std::move(s)) {}
   ~Handle() override { session_->Abandon(); }
-  const storage::ProcessIdentity& identity() const override { return session_->identity(); }
+  const model::ProcessIdentity& identity() const override { return session_->identity(); }
   void Stop(StopReason reason) override { session_->Stop(reason); }
 
  private:

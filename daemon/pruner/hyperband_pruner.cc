@@ -6,8 +6,8 @@
 
 namespace triald::pruner {
 
-using storage::TrialRecord;
-using storage::TrialState;
+using model::TrialRecord;
+using model::TrialState;
 
 uint32_t Crc32(std::string_view data) {
   static const std::array<uint32_t, 256> kTable = [] {

@@ -7,8 +7,8 @@
 namespace triald::pruner {
 namespace {
 
-using storage::TrialRecord;
-using storage::TrialState;
+using model::TrialRecord;
+using model::TrialState;
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 

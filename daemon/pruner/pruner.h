@@ -21,16 +21,16 @@
 
 #include "common/status.h"
 #include "config/sweep.h"
-#include "daemon/storage/records.h"
+#include "daemon/model/records.h"
 
 namespace triald::pruner {
 
 struct PruneContext {
   config::Direction direction = config::Direction::kMinimize;
   // Every trial of the study, finished or not; `trial` points into it (or lies beside it).
-  const std::vector<storage::TrialRecord>* trials = nullptr;
+  const std::vector<model::TrialRecord>* trials = nullptr;
   // The trial that just reported; its intermediate values include that report.
-  const storage::TrialRecord* trial = nullptr;
+  const model::TrialRecord* trial = nullptr;
   // Hyperband assigns trials to brackets by a hash of (study name, trial number), as Optuna.
   std::string_view study_name;
 };

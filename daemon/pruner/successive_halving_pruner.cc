@@ -7,7 +7,7 @@
 
 namespace triald::pruner {
 
-using storage::TrialRecord;
+using model::TrialRecord;
 
 namespace {
 

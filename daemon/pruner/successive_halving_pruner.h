@@ -51,13 +51,13 @@ class SuccessiveHalvingPruner final : public Pruner {
   // The same decision, seeing only the other trials for which `member` is true (Hyperband runs
   // one of these per bracket over that bracket's trials).
   bool ShouldPruneAmong(const PruneContext& context,
-                        const std::function<bool(const storage::TrialRecord&)>& member) const;
+                        const std::function<bool(const model::TrialRecord&)>& member) const;
 
   // The step that ends rung `rung` (saturates at INT64_MAX).
   int64_t RungEndStep(int rung) const;
   // The trial's recorded value for `rung`, derived from its intermediate values (see above);
   // nullopt when it has not reached that rung.
-  std::optional<double> RungValue(const storage::TrialRecord& trial, int rung) const;
+  std::optional<double> RungValue(const model::TrialRecord& trial, int rung) const;
 
  private:
   SuccessiveHalvingPrunerOptions options_;

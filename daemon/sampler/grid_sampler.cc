@@ -96,7 +96,7 @@ bool GridSampler::Exhausted(const StudyView& study) const {
   return TakenIndices(study, std::nullopt).size() >= size_;
 }
 
-std::optional<uint64_t> GridSampler::IndexOf(const storage::ParamMap& params) const {
+std::optional<uint64_t> GridSampler::IndexOf(const model::ParamMap& params) const {
   uint64_t index = 0;
   for (size_t d = 0; d < space_.size(); ++d) {
     auto it = params.find(space_[d].name);
@@ -115,7 +115,7 @@ std::vector<uint64_t> GridSampler::TakenIndices(const StudyView& study,
   std::vector<uint64_t> taken;
   if (study.trials == nullptr) return taken;
   taken.reserve(study.trials->size());
-  for (const storage::TrialRecord& trial : *study.trials) {
+  for (const model::TrialRecord& trial : *study.trials) {
     if (exclude_number && trial.number == *exclude_number) continue;
     if (std::optional<uint64_t> index = IndexOf(trial.params)) taken.push_back(*index);
   }

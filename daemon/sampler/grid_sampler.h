@@ -22,7 +22,7 @@
 #include "common/status.h"
 #include "config/space.h"
 #include "daemon/sampler/sampler.h"
-#include "daemon/storage/records.h"
+#include "daemon/model/records.h"
 
 namespace triald::sampler {
 
@@ -58,7 +58,7 @@ class GridSampler final : public Sampler {
 
   // The grid index of the point a trial holds, or nullopt when its params are not a grid point
   // (a parameter missing or off the grid).
-  std::optional<uint64_t> IndexOf(const storage::ParamMap& params) const;
+  std::optional<uint64_t> IndexOf(const model::ParamMap& params) const;
   // Sorted, distinct grid indices held by the study's trials, except `exclude_number`'s.
   std::vector<uint64_t> TakenIndices(const StudyView& study,
                                      std::optional<int> exclude_number) const;

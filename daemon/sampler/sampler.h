@@ -18,7 +18,7 @@
 #include "common/status.h"
 #include "config/space.h"
 #include "config/sweep.h"
-#include "daemon/storage/records.h"
+#include "daemon/model/records.h"
 
 namespace triald::sampler {
 
@@ -27,7 +27,7 @@ namespace triald::sampler {
 struct StudyView {
   config::Direction direction = config::Direction::kMinimize;
   const config::SearchSpace* space = nullptr;
-  const std::vector<storage::TrialRecord>* trials = nullptr;
+  const std::vector<model::TrialRecord>* trials = nullptr;
 };
 
 class Sampler {

@@ -16,8 +16,8 @@ namespace {
 using config::Distribution;
 using config::ParamSpec;
 using config::ParamType;
-using storage::TrialRecord;
-using storage::TrialState;
+using model::TrialRecord;
+using model::TrialState;
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr double kSqrt2 = 1.41421356237309504880;

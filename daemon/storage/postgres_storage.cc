@@ -343,33 +343,33 @@ class PostgresStorage final : public Storage {
   bool shared() const override { return true; }
   const std::string& node() const override { return node_; }
   const std::string& instance() const override { return instance_; }
-  Result<StudyRecord> LockStudy(int64_t study_id) override;
+  Result<model::StudyRecord> LockStudy(int64_t study_id) override;
 
-  Result<StudyRecord> CreateStudy(const NewStudy& study, double at) override;
-  Result<StudyRecord> GetStudy(const std::string& name) override;
-  Result<std::vector<StudyRecord>> ListStudies() override;
-  Status SetStudyState(int64_t study_id, StudyState state, double at) override;
+  Result<model::StudyRecord> CreateStudy(const model::NewStudy& study, double at) override;
+  Result<model::StudyRecord> GetStudy(const std::string& name) override;
+  Result<std::vector<model::StudyRecord>> ListStudies() override;
+  Status SetStudyState(int64_t study_id, model::StudyState state, double at) override;
 
-  Result<TrialRecord> CreateTrial(int64_t study_id, const ParamMap& params, double at,
-                                  std::optional<int64_t> retry_of) override;
+  Result<model::TrialRecord> CreateTrial(int64_t study_id, const model::ParamMap& params, double at,
+                                         std::optional<int64_t> retry_of) override;
   Status ClaimTrial(int64_t trial_id) override;
-  Status MarkRunning(int64_t trial_id, const ProcessIdentity& process, double at) override;
+  Status MarkRunning(int64_t trial_id, const model::ProcessIdentity& process, double at) override;
   Status AddIntermediate(int64_t trial_id, int64_t step, double value) override;
   Status SetAttr(int64_t trial_id, const std::string& key, const std::string& json_value) override;
-  Status FinishTrial(int64_t trial_id, const TrialOutcome& outcome, double at) override;
+  Status FinishTrial(int64_t trial_id, const model::TrialOutcome& outcome, double at) override;
 
-  Result<std::vector<TrialRecord>> GetTrials(int64_t study_id) override;
-  Result<TrialRecord> GetTrial(int64_t study_id, int number) override;
-  Result<std::vector<TrialRecord>> GetTrialsSince(int64_t study_id, int from_number,
-                                                  const std::vector<int>& numbers) override;
-  Result<std::vector<TrialRecord>> GetRunningTrials() override;
+  Result<std::vector<model::TrialRecord>> GetTrials(int64_t study_id) override;
+  Result<model::TrialRecord> GetTrial(int64_t study_id, int number) override;
+  Result<std::vector<model::TrialRecord>> GetTrialsSince(int64_t study_id, int from_number,
+                                                         const std::vector<int>& numbers) override;
+  Result<std::vector<model::TrialRecord>> GetRunningTrials() override;
 
   Status Heartbeat(double at) override;
-  Result<std::vector<NodeRecord>> GetNodes(double now) override;
+  Result<std::vector<model::NodeRecord>> GetNodes(double now) override;
 
   Status AppendEvent(std::optional<int64_t> study_id, std::optional<int64_t> trial_id,
                      const std::string& kind, const std::string& detail, double at) override;
-  Result<std::vector<Event>> GetEvents(std::optional<int64_t> study_id) override;
+  Result<std::vector<model::EventRecord>> GetEvents(std::optional<int64_t> study_id) override;
 
  private:
   // How a call outside a batch runs (inside one, every call runs under a savepoint):
@@ -427,11 +427,11 @@ class PostgresStorage final : public Storage {
   void LoseBatch(const Status& why);
 
   Status TrialNotMutable(int64_t trial_id, const std::string& op, bool require_waiting);
-  Result<std::vector<TrialRecord>> LoadTrials(TrialFilter filter, int64_t study_id, int number,
-                                              const std::vector<int>& numbers,
-                                              const std::string& op);
-  Result<StudyRecord> ReadStudyRow(const Rows& rows, int row) const;
-  Result<TrialRecord> ReadTrialRow(const Rows& rows, int row) const;
+  Result<std::vector<model::TrialRecord>> LoadTrials(TrialFilter filter, int64_t study_id,
+                                                     int number, const std::vector<int>& numbers,
+                                                     const std::string& op);
+  Result<model::StudyRecord> ReadStudyRow(const Rows& rows, int row) const;
+  Result<model::TrialRecord> ReadTrialRow(const Rows& rows, int row) const;
 
   PGconn* conn_ = nullptr;
   // Commands that need no answer of their own (BEGIN, SAVEPOINT, RELEASE of a call's savepoint)
@@ -882,8 +882,8 @@ Status PostgresStorage::TrialNotMutable(int64_t trial_id, const std::string& op,
   std::string who = "trial " + std::to_string(r.Int(0, 0)) + " of study \"" + r.Str(0, 1) + "\" (" +
                     TrialName(trial_id) + ")";
   std::string state = r.Str(0, 2);
-  auto parsed = ParseTrialState(state);
-  if (parsed && IsFinished(*parsed)) {
+  auto parsed = model::ParseTrialState(state);
+  if (parsed && model::IsFinished(*parsed)) {
     return common::FailedPrecondition(op + ": " + who + " is " + state +
                                       "; finished trials cannot be changed");
   }
@@ -899,8 +899,8 @@ Status PostgresStorage::TrialNotMutable(int64_t trial_id, const std::string& op,
   return common::Internal(op + ": " + who + " was not updated (state " + state + ")");
 }
 
-Result<StudyRecord> PostgresStorage::ReadStudyRow(const Rows& r, int row) const {
-  StudyRecord s;
+Result<model::StudyRecord> PostgresStorage::ReadStudyRow(const Rows& r, int row) const {
+  model::StudyRecord s;
   s.id = r.Int(row, 0);
   s.name = r.Str(row, 1);
   std::string direction = r.Str(row, 2);
@@ -914,7 +914,7 @@ Result<StudyRecord> PostgresStorage::ReadStudyRow(const Rows& r, int row) const 
   }
   s.n_trials = static_cast<int>(r.Int(row, 3));
   std::string state = r.Str(row, 4);
-  auto parsed = ParseStudyState(state);
+  auto parsed = model::ParseStudyState(state);
   if (!parsed) {
     return common::Internal("study \"" + s.name + "\" has unknown state \"" + state + "\" in " +
                             masked_url_);
@@ -928,13 +928,13 @@ Result<StudyRecord> PostgresStorage::ReadStudyRow(const Rows& r, int row) const 
   return s;
 }
 
-Result<TrialRecord> PostgresStorage::ReadTrialRow(const Rows& r, int row) const {
-  TrialRecord t;
+Result<model::TrialRecord> PostgresStorage::ReadTrialRow(const Rows& r, int row) const {
+  model::TrialRecord t;
   t.id = r.Int(row, 0);
   t.study_id = r.Int(row, 1);
   t.number = static_cast<int>(r.Int(row, 2));
   std::string state = r.Str(row, 3);
-  auto parsed = ParseTrialState(state);
+  auto parsed = model::ParseTrialState(state);
   if (!parsed) {
     return common::Internal(TrialName(t.id) + " has unknown state \"" + state + "\" in " +
                             masked_url_);
@@ -961,15 +961,15 @@ Result<TrialRecord> PostgresStorage::ReadTrialRow(const Rows& r, int row) const 
 
 // ---- Studies ----
 
-Result<StudyRecord> PostgresStorage::LockStudy(int64_t study_id) {
-  return Guarded("LockStudy", [&]() -> Result<StudyRecord> {
+Result<model::StudyRecord> PostgresStorage::LockStudy(int64_t study_id) {
+  return Guarded("LockStudy", [&]() -> Result<model::StudyRecord> {
     const std::string op = "LockStudy(" + StudyName(study_id) + ")";
     if (batch_depth_ == 0) {
       return common::FailedPrecondition(op +
                                         ": called outside a batch; the lock lasts until "
                                         "the batch commits");
     }
-    return Call(op, Txn::kNone, [&]() -> Result<StudyRecord> {
+    return Call(op, Txn::kNone, [&]() -> Result<model::StudyRecord> {
       // NO KEY UPDATE: excludes other lockers (and CreateTrial), but not the key-share locks
       // that inserting a row referencing the study takes (an event, say), so a daemon holding
       // one study's lock never waits for another's because of a foreign key.
@@ -982,10 +982,10 @@ Result<StudyRecord> PostgresStorage::LockStudy(int64_t study_id) {
   });
 }
 
-Result<StudyRecord> PostgresStorage::CreateStudy(const NewStudy& study, double at) {
-  return Guarded("CreateStudy", [&]() -> Result<StudyRecord> {
+Result<model::StudyRecord> PostgresStorage::CreateStudy(const model::NewStudy& study, double at) {
+  return Guarded("CreateStudy", [&]() -> Result<model::StudyRecord> {
     const std::string op = "CreateStudy(\"" + study.name + "\")";
-    return Call(op, Txn::kWrite, [&]() -> Result<StudyRecord> {
+    return Call(op, Txn::kWrite, [&]() -> Result<model::StudyRecord> {
       auto inserted = Exec(
           "INSERT INTO studies (name, direction, n_trials, state, spec_toml, spec_path, "
           "seed, created_at, finished_at) "
@@ -1005,12 +1005,12 @@ Result<StudyRecord> PostgresStorage::CreateStudy(const NewStudy& study, double a
         }
         return inserted.status();
       }
-      StudyRecord r;
+      model::StudyRecord r;
       r.id = inserted->Int(0, 0);
       r.name = study.name;
       r.direction = study.direction;
       r.n_trials = study.n_trials;
-      r.state = StudyState::kRunning;
+      r.state = model::StudyState::kRunning;
       r.spec_toml = study.spec_toml;
       r.spec_path = study.spec_path;
       r.seed = study.seed;
@@ -1020,10 +1020,10 @@ Result<StudyRecord> PostgresStorage::CreateStudy(const NewStudy& study, double a
   });
 }
 
-Result<StudyRecord> PostgresStorage::GetStudy(const std::string& name) {
-  return Guarded("GetStudy", [&]() -> Result<StudyRecord> {
+Result<model::StudyRecord> PostgresStorage::GetStudy(const std::string& name) {
+  return Guarded("GetStudy", [&]() -> Result<model::StudyRecord> {
     const std::string op = "GetStudy(\"" + name + "\")";
-    return Call(op, Txn::kNone, [&]() -> Result<StudyRecord> {
+    return Call(op, Txn::kNone, [&]() -> Result<model::StudyRecord> {
       TRIALD_ASSIGN_OR_RETURN(
           Rows r, Exec(std::string("SELECT ") + kStudyColumns + " FROM studies WHERE name = $1",
                        Params().Text(name, "study name"), op));
@@ -1033,16 +1033,16 @@ Result<StudyRecord> PostgresStorage::GetStudy(const std::string& name) {
   });
 }
 
-Result<std::vector<StudyRecord>> PostgresStorage::ListStudies() {
-  return Guarded("ListStudies", [&]() -> Result<std::vector<StudyRecord>> {
+Result<std::vector<model::StudyRecord>> PostgresStorage::ListStudies() {
+  return Guarded("ListStudies", [&]() -> Result<std::vector<model::StudyRecord>> {
     const std::string op = "ListStudies";
-    return Call(op, Txn::kNone, [&]() -> Result<std::vector<StudyRecord>> {
+    return Call(op, Txn::kNone, [&]() -> Result<std::vector<model::StudyRecord>> {
       TRIALD_ASSIGN_OR_RETURN(
           Rows r,
           Exec(std::string("SELECT ") + kStudyColumns + " FROM studies ORDER BY id", Params(), op));
-      std::vector<StudyRecord> out;
+      std::vector<model::StudyRecord> out;
       for (int i = 0; i < r.size(); ++i) {
-        TRIALD_ASSIGN_OR_RETURN(StudyRecord s, ReadStudyRow(r, i));
+        TRIALD_ASSIGN_OR_RETURN(model::StudyRecord s, ReadStudyRow(r, i));
         out.push_back(std::move(s));
       }
       return out;
@@ -1050,7 +1050,7 @@ Result<std::vector<StudyRecord>> PostgresStorage::ListStudies() {
   });
 }
 
-Status PostgresStorage::SetStudyState(int64_t study_id, StudyState state, double at) {
+Status PostgresStorage::SetStudyState(int64_t study_id, model::StudyState state, double at) {
   return Guarded("SetStudyState", [&]() -> Status {
     const std::string op = "SetStudyState(" + StudyName(study_id) + ")";
     return Call(op, Txn::kWrite, [&]() -> Status {
@@ -1059,8 +1059,8 @@ Status PostgresStorage::SetStudyState(int64_t study_id, StudyState state, double
                               Exec("UPDATE studies SET state = $2, finished_at = $3 WHERE id = $1",
                                    Params()
                                        .Int8(study_id)
-                                       .Text(StudyStateName(state), "state")
-                                       .Float8(state == StudyState::kRunning ? 0 : at),
+                                       .Text(model::StudyStateName(state), "state")
+                                       .Float8(state == model::StudyState::kRunning ? 0 : at),
                                    op));
       if (r.affected() == 0) return common::NotFound(StudyName(study_id) + " not found");
       return Status::Ok();
@@ -1070,9 +1070,10 @@ Status PostgresStorage::SetStudyState(int64_t study_id, StudyState state, double
 
 // ---- Trials: mutations ----
 
-Result<TrialRecord> PostgresStorage::CreateTrial(int64_t study_id, const ParamMap& params,
-                                                 double at, std::optional<int64_t> retry_of) {
-  return Guarded("CreateTrial", [&]() -> Result<TrialRecord> {
+Result<model::TrialRecord> PostgresStorage::CreateTrial(int64_t study_id,
+                                                        const model::ParamMap& params, double at,
+                                                        std::optional<int64_t> retry_of) {
+  return Guarded("CreateTrial", [&]() -> Result<model::TrialRecord> {
     const std::string op = "CreateTrial(" + StudyName(study_id) + ")";
     for (const auto& [name, p] : params) {
       if (std::isnan(p.internal)) {
@@ -1089,7 +1090,7 @@ Result<TrialRecord> PostgresStorage::CreateTrial(int64_t study_id, const ParamMa
       dist_json.push_back(p.dist.ToJson());
     }
 
-    return Call(op, Txn::kWrite, [&]() -> Result<TrialRecord> {
+    return Call(op, Txn::kWrite, [&]() -> Result<model::TrialRecord> {
       // One round trip. The study's row lock orders concurrent creators: the insert, a later
       // statement with a snapshot taken once the lock was granted, sees every trial committed
       // before it (a caller holding LockStudy holds this lock already). The insert adds nothing
@@ -1135,11 +1136,11 @@ Result<TrialRecord> PostgresStorage::CreateTrial(int64_t study_id, const ParamMa
         retry_of_number = static_cast<int>(r.Int(0, 1));
       }
       if (rows[2].size() != 1) return common::Internal(op + ": the trial was not inserted");
-      TrialRecord t;
+      model::TrialRecord t;
       t.id = rows[2].Int(0, 0);
       t.number = static_cast<int>(rows[2].Int(0, 1));
       t.study_id = study_id;
-      t.state = TrialState::kWaiting;
+      t.state = model::TrialState::kWaiting;
       t.params = params;
       t.created_at = at;
       t.retry_of = retry_of;
@@ -1164,7 +1165,8 @@ Status PostgresStorage::ClaimTrial(int64_t trial_id) {
   });
 }
 
-Status PostgresStorage::MarkRunning(int64_t trial_id, const ProcessIdentity& process, double at) {
+Status PostgresStorage::MarkRunning(int64_t trial_id, const model::ProcessIdentity& process,
+                                    double at) {
   return Guarded("MarkRunning", [&]() -> Status {
     const std::string op = "MarkRunning(" + TrialName(trial_id) + ")";
     return Call(op, Txn::kWrite, [&]() -> Status {
@@ -1223,23 +1225,25 @@ Status PostgresStorage::SetAttr(int64_t trial_id, const std::string& key,
   });
 }
 
-Status PostgresStorage::FinishTrial(int64_t trial_id, const TrialOutcome& outcome, double at) {
+Status PostgresStorage::FinishTrial(int64_t trial_id, const model::TrialOutcome& outcome,
+                                    double at) {
   return Guarded("FinishTrial", [&]() -> Status {
     const std::string op = "FinishTrial(" + TrialName(trial_id) + ")";
-    if (!IsFinished(outcome.state)) {
-      return common::InvalidArgument(op + ": outcome state " + TrialStateName(outcome.state) +
+    if (!model::IsFinished(outcome.state)) {
+      return common::InvalidArgument(op + ": outcome state " +
+                                     model::TrialStateName(outcome.state) +
                                      " is not a finished state; expected COMPLETE, PRUNED or "
                                      "FAIL");
     }
     return Call(op, Txn::kWrite, [&]() -> Status {
       Params p;
-      p.Int8(trial_id).Text(TrialStateName(outcome.state), "state");
+      p.Int8(trial_id).Text(model::TrialStateName(outcome.state), "state");
       if (outcome.value) {
         p.Float8(*outcome.value);
       } else {
         p.Null(kFloat8Oid);
       }
-      // FailInfo is stored as given (normally only filled for FAIL): nothing the caller
+      // model::FailInfo is stored as given (normally only filled for FAIL): nothing the caller
       // recorded is dropped.
       p.Text(outcome.fail.reason, "failure reason")
           .Int4(outcome.fail.exit_code)
@@ -1262,10 +1266,10 @@ Status PostgresStorage::FinishTrial(int64_t trial_id, const TrialOutcome& outcom
 
 // ---- Trials: reads ----
 
-Result<std::vector<TrialRecord>> PostgresStorage::LoadTrials(TrialFilter filter, int64_t study_id,
-                                                             int number,
-                                                             const std::vector<int>& numbers,
-                                                             const std::string& op) {
+Result<std::vector<model::TrialRecord>> PostgresStorage::LoadTrials(TrialFilter filter,
+                                                                    int64_t study_id, int number,
+                                                                    const std::vector<int>& numbers,
+                                                                    const std::string& op) {
   // One query per table for the whole selection, joined through trials with the same filter,
   // instead of one per trial.
   const char* where = "";
@@ -1322,12 +1326,12 @@ Result<std::vector<TrialRecord>> PostgresStorage::LoadTrials(TrialFilter filter,
   TRIALD_ASSIGN_OR_RETURN(std::vector<Rows> rows, Run(begin, statements, op, commit));
   if (by_study && rows[4].size() == 0) return common::NotFound(StudyName(study_id) + " not found");
 
-  std::vector<TrialRecord> trials;
+  std::vector<model::TrialRecord> trials;
   std::unordered_map<int64_t, size_t> index;  // trial id -> position in `trials`
   const Rows& tr = rows[0];
   trials.reserve(tr.size());
   for (int i = 0; i < tr.size(); ++i) {
-    TRIALD_ASSIGN_OR_RETURN(TrialRecord t, ReadTrialRow(tr, i));
+    TRIALD_ASSIGN_OR_RETURN(model::TrialRecord t, ReadTrialRow(tr, i));
     index.emplace(t.id, trials.size());
     trials.push_back(std::move(t));
   }
@@ -1351,7 +1355,7 @@ Result<std::vector<TrialRecord>> PostgresStorage::LoadTrials(TrialFilter filter,
       }
       auto pos = index.find(trial_id);
       if (pos == index.end()) continue;
-      trials[pos->second].params[name] = ParamValue{r.Double(i, 2), it->second};
+      trials[pos->second].params[name] = model::ParamValue{r.Double(i, 2), it->second};
     }
   }
   for (int i = 0; i < rows[2].size(); ++i) {
@@ -1367,21 +1371,21 @@ Result<std::vector<TrialRecord>> PostgresStorage::LoadTrials(TrialFilter filter,
   return trials;
 }
 
-Result<std::vector<TrialRecord>> PostgresStorage::GetTrials(int64_t study_id) {
-  return Guarded("GetTrials", [&]() -> Result<std::vector<TrialRecord>> {
+Result<std::vector<model::TrialRecord>> PostgresStorage::GetTrials(int64_t study_id) {
+  return Guarded("GetTrials", [&]() -> Result<std::vector<model::TrialRecord>> {
     const std::string op = "GetTrials(" + StudyName(study_id) + ")";
-    return Call(op, Txn::kNone, [&]() -> Result<std::vector<TrialRecord>> {
+    return Call(op, Txn::kNone, [&]() -> Result<std::vector<model::TrialRecord>> {
       return LoadTrials(TrialFilter::kStudy, study_id, 0, {}, op);
     });
   });
 }
 
-Result<TrialRecord> PostgresStorage::GetTrial(int64_t study_id, int number) {
-  return Guarded("GetTrial", [&]() -> Result<TrialRecord> {
+Result<model::TrialRecord> PostgresStorage::GetTrial(int64_t study_id, int number) {
+  return Guarded("GetTrial", [&]() -> Result<model::TrialRecord> {
     const std::string op =
         "GetTrial(" + StudyName(study_id) + ", number " + std::to_string(number) + ")";
-    return Call(op, Txn::kNone, [&]() -> Result<TrialRecord> {
-      TRIALD_ASSIGN_OR_RETURN(std::vector<TrialRecord> trials,
+    return Call(op, Txn::kNone, [&]() -> Result<model::TrialRecord> {
+      TRIALD_ASSIGN_OR_RETURN(std::vector<model::TrialRecord> trials,
                               LoadTrials(TrialFilter::kStudyNumber, study_id, number, {}, op));
       if (trials.empty()) {
         return common::NotFound("trial " + std::to_string(number) + " of " + StudyName(study_id) +
@@ -1392,20 +1396,20 @@ Result<TrialRecord> PostgresStorage::GetTrial(int64_t study_id, int number) {
   });
 }
 
-Result<std::vector<TrialRecord>> PostgresStorage::GetTrialsSince(int64_t study_id, int from_number,
-                                                                 const std::vector<int>& numbers) {
-  return Guarded("GetTrialsSince", [&]() -> Result<std::vector<TrialRecord>> {
+Result<std::vector<model::TrialRecord>> PostgresStorage::GetTrialsSince(
+    int64_t study_id, int from_number, const std::vector<int>& numbers) {
+  return Guarded("GetTrialsSince", [&]() -> Result<std::vector<model::TrialRecord>> {
     const std::string op = "GetTrialsSince(" + StudyName(study_id) + ")";
-    return Call(op, Txn::kNone, [&]() -> Result<std::vector<TrialRecord>> {
+    return Call(op, Txn::kNone, [&]() -> Result<std::vector<model::TrialRecord>> {
       return LoadTrials(TrialFilter::kSince, study_id, from_number, numbers, op);
     });
   });
 }
 
-Result<std::vector<TrialRecord>> PostgresStorage::GetRunningTrials() {
-  return Guarded("GetRunningTrials", [&]() -> Result<std::vector<TrialRecord>> {
+Result<std::vector<model::TrialRecord>> PostgresStorage::GetRunningTrials() {
+  return Guarded("GetRunningTrials", [&]() -> Result<std::vector<model::TrialRecord>> {
     const std::string op = "GetRunningTrials";
-    return Call(op, Txn::kNone, [&]() -> Result<std::vector<TrialRecord>> {
+    return Call(op, Txn::kNone, [&]() -> Result<std::vector<model::TrialRecord>> {
       return LoadTrials(TrialFilter::kRunning, 0, 0, {}, op);
     });
   });
@@ -1432,17 +1436,18 @@ Status PostgresStorage::Heartbeat(double /*at: the server's clock is used*/) {
   });
 }
 
-Result<std::vector<NodeRecord>> PostgresStorage::GetNodes(double /*now: the server's clock*/) {
-  return Guarded("GetNodes", [&]() -> Result<std::vector<NodeRecord>> {
+Result<std::vector<model::NodeRecord>> PostgresStorage::GetNodes(
+    double /*now: the server's clock*/) {
+  return Guarded("GetNodes", [&]() -> Result<std::vector<model::NodeRecord>> {
     const std::string op = "GetNodes";
-    return Call(op, Txn::kNone, [&]() -> Result<std::vector<NodeRecord>> {
+    return Call(op, Txn::kNone, [&]() -> Result<std::vector<model::NodeRecord>> {
       TRIALD_ASSIGN_OR_RETURN(
           Rows r, Exec("SELECT name, first_beat, last_beat, GREATEST(0, extract(epoch FROM "
                        "clock_timestamp())::float8 - last_beat), instance FROM nodes ORDER BY name",
                        Params(), op));
-      std::vector<NodeRecord> out;
+      std::vector<model::NodeRecord> out;
       for (int i = 0; i < r.size(); ++i) {
-        NodeRecord n;
+        model::NodeRecord n;
         n.name = r.Str(i, 0);
         n.first_beat = r.Double(i, 1);
         n.last_beat = r.Double(i, 2);
@@ -1486,11 +1491,12 @@ Status PostgresStorage::AppendEvent(std::optional<int64_t> study_id,
   });
 }
 
-Result<std::vector<Event>> PostgresStorage::GetEvents(std::optional<int64_t> study_id) {
-  return Guarded("GetEvents", [&]() -> Result<std::vector<Event>> {
+Result<std::vector<model::EventRecord>> PostgresStorage::GetEvents(
+    std::optional<int64_t> study_id) {
+  return Guarded("GetEvents", [&]() -> Result<std::vector<model::EventRecord>> {
     const std::string op =
         study_id ? "GetEvents(" + StudyName(*study_id) + ")" : std::string("GetEvents");
-    return Call(op, Txn::kNone, [&]() -> Result<std::vector<Event>> {
+    return Call(op, Txn::kNone, [&]() -> Result<std::vector<model::EventRecord>> {
       // A study's events include those recorded against one of its trials only; the study's
       // existence is checked in the same round trip.
       Params params;
@@ -1507,9 +1513,9 @@ Result<std::vector<Event>> PostgresStorage::GetEvents(std::optional<int64_t> stu
         return common::NotFound(StudyName(*study_id) + " not found");
       }
       const Rows& r = rows[0];
-      std::vector<Event> out;
+      std::vector<model::EventRecord> out;
       for (int i = 0; i < r.size(); ++i) {
-        Event e;
+        model::EventRecord e;
         e.id = r.Int(i, 0);
         e.at = r.Double(i, 1);
         if (!r.IsNull(i, 2)) e.study_id = r.Int(i, 2);

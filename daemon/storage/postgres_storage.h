@@ -50,7 +50,7 @@ struct PostgresOptions {
   // libpq parses it. connect_timeout defaults to connect_timeout_s unless the URL sets it.
   std::string url;
   std::string node;  // this daemon's node name (Storage::node); application_name "triald:NODE"
-  std::string instance = {};  // where this daemon runs (NodeRecord::instance)
+  std::string instance = {};  // where this daemon runs (model::NodeRecord::instance)
   int connect_timeout_s = 10;
   // The server ends a session idle inside a transaction for this long, releasing its locks: a
   // daemon that hangs or loses its network mid-batch cannot block the others' LockStudy for

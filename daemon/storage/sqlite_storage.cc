@@ -201,35 +201,35 @@ class SqliteStorage final : public Storage {
   Status BeginBatch() override;
   Status CommitBatch() override;
 
-  Result<StudyRecord> CreateStudy(const NewStudy& study, double at) override;
-  Result<StudyRecord> GetStudy(const std::string& name) override;
-  Result<std::vector<StudyRecord>> ListStudies() override;
-  Status SetStudyState(int64_t study_id, StudyState state, double at) override;
+  Result<model::StudyRecord> CreateStudy(const model::NewStudy& study, double at) override;
+  Result<model::StudyRecord> GetStudy(const std::string& name) override;
+  Result<std::vector<model::StudyRecord>> ListStudies() override;
+  Status SetStudyState(int64_t study_id, model::StudyState state, double at) override;
 
-  Result<TrialRecord> CreateTrial(int64_t study_id, const ParamMap& params, double at,
-                                  std::optional<int64_t> retry_of) override;
-  Status MarkRunning(int64_t trial_id, const ProcessIdentity& process, double at) override;
+  Result<model::TrialRecord> CreateTrial(int64_t study_id, const model::ParamMap& params, double at,
+                                         std::optional<int64_t> retry_of) override;
+  Status MarkRunning(int64_t trial_id, const model::ProcessIdentity& process, double at) override;
   Status AddIntermediate(int64_t trial_id, int64_t step, double value) override;
   Status SetAttr(int64_t trial_id, const std::string& key, const std::string& json_value) override;
-  Status FinishTrial(int64_t trial_id, const TrialOutcome& outcome, double at) override;
+  Status FinishTrial(int64_t trial_id, const model::TrialOutcome& outcome, double at) override;
 
-  Result<std::vector<TrialRecord>> GetTrials(int64_t study_id) override;
-  Result<TrialRecord> GetTrial(int64_t study_id, int number) override;
-  Result<std::vector<TrialRecord>> GetTrialsSince(int64_t study_id, int from_number,
-                                                  const std::vector<int>& numbers) override;
-  Result<std::vector<TrialRecord>> GetRunningTrials() override;
+  Result<std::vector<model::TrialRecord>> GetTrials(int64_t study_id) override;
+  Result<model::TrialRecord> GetTrial(int64_t study_id, int number) override;
+  Result<std::vector<model::TrialRecord>> GetTrialsSince(int64_t study_id, int from_number,
+                                                         const std::vector<int>& numbers) override;
+  Result<std::vector<model::TrialRecord>> GetRunningTrials() override;
 
   bool shared() const override { return shared_; }
   const std::string& node() const override { return node_; }
   const std::string& instance() const override { return instance_; }
-  Result<StudyRecord> LockStudy(int64_t study_id) override;
+  Result<model::StudyRecord> LockStudy(int64_t study_id) override;
   Status ClaimTrial(int64_t trial_id) override;
   Status Heartbeat(double at) override;
-  Result<std::vector<NodeRecord>> GetNodes(double now) override;
+  Result<std::vector<model::NodeRecord>> GetNodes(double now) override;
 
   Status AppendEvent(std::optional<int64_t> study_id, std::optional<int64_t> trial_id,
                      const std::string& kind, const std::string& detail, double at) override;
-  Result<std::vector<Event>> GetEvents(std::optional<int64_t> study_id) override;
+  Result<std::vector<model::EventRecord>> GetEvents(std::optional<int64_t> study_id) override;
 
  private:
   // synchronous=FULL fsyncs the WAL on every commit; NORMAL leaves it to the next FULL commit
@@ -278,11 +278,11 @@ class SqliteStorage final : public Storage {
   Status TrialNotMutable(int64_t trial_id, const std::string& op, bool require_waiting);
 
   // kSince: number >= `number`, or listed in `numbers_json` (a JSON array).
-  Result<std::vector<TrialRecord>> LoadTrials(TrialFilter filter, int64_t study_id, int number,
-                                              const std::string& op,
-                                              const std::string& numbers_json = "[]");
-  Result<StudyRecord> ReadStudyRow(const Stmt& st) const;
-  Result<TrialRecord> ReadTrialRow(const Stmt& st) const;
+  Result<std::vector<model::TrialRecord>> LoadTrials(TrialFilter filter, int64_t study_id,
+                                                     int number, const std::string& op,
+                                                     const std::string& numbers_json = "[]");
+  Result<model::StudyRecord> ReadStudyRow(const Stmt& st) const;
+  Result<model::TrialRecord> ReadTrialRow(const Stmt& st) const;
 
   sqlite3* db_;
   std::string path_;
@@ -512,8 +512,8 @@ Status SqliteStorage::TrialNotMutable(int64_t trial_id, const std::string& op,
   std::string who = "trial " + std::to_string(st.ColInt(0)) + " of study \"" + st.ColText(1) +
                     "\" (" + TrialName(trial_id) + ")";
   std::string state = st.ColText(2);
-  auto parsed = ParseTrialState(state);
-  if (parsed && IsFinished(*parsed)) {
+  auto parsed = model::ParseTrialState(state);
+  if (parsed && model::IsFinished(*parsed)) {
     return common::FailedPrecondition(op + ": " + who + " is " + state +
                                       "; finished trials cannot be changed");
   }
@@ -529,8 +529,8 @@ Status SqliteStorage::TrialNotMutable(int64_t trial_id, const std::string& op,
   return common::Internal(op + ": " + who + " was not updated (state " + state + ")");
 }
 
-Result<StudyRecord> SqliteStorage::ReadStudyRow(const Stmt& st) const {
-  StudyRecord s;
+Result<model::StudyRecord> SqliteStorage::ReadStudyRow(const Stmt& st) const {
+  model::StudyRecord s;
   s.id = st.ColInt(0);
   s.name = st.ColText(1);
   std::string direction = st.ColText(2);
@@ -544,7 +544,7 @@ Result<StudyRecord> SqliteStorage::ReadStudyRow(const Stmt& st) const {
   }
   s.n_trials = static_cast<int>(st.ColInt(3));
   std::string state = st.ColText(4);
-  auto parsed = ParseStudyState(state);
+  auto parsed = model::ParseStudyState(state);
   if (!parsed) {
     return common::Internal("study \"" + s.name + "\" has unknown state \"" + state + "\" in " +
                             path_);
@@ -558,13 +558,13 @@ Result<StudyRecord> SqliteStorage::ReadStudyRow(const Stmt& st) const {
   return s;
 }
 
-Result<TrialRecord> SqliteStorage::ReadTrialRow(const Stmt& st) const {
-  TrialRecord t;
+Result<model::TrialRecord> SqliteStorage::ReadTrialRow(const Stmt& st) const {
+  model::TrialRecord t;
   t.id = st.ColInt(0);
   t.study_id = st.ColInt(1);
   t.number = static_cast<int>(st.ColInt(2));
   std::string state = st.ColText(3);
-  auto parsed = ParseTrialState(state);
+  auto parsed = model::ParseTrialState(state);
   if (!parsed) {
     return common::Internal(TrialName(t.id) + " has unknown state \"" + state + "\" in " + path_);
   }
@@ -594,8 +594,8 @@ Result<TrialRecord> SqliteStorage::ReadTrialRow(const Stmt& st) const {
 
 // ---- Studies ----
 
-Result<StudyRecord> SqliteStorage::CreateStudy(const NewStudy& study, double at) {
-  return Guarded("CreateStudy", [&]() -> Result<StudyRecord> {
+Result<model::StudyRecord> SqliteStorage::CreateStudy(const model::NewStudy& study, double at) {
+  return Guarded("CreateStudy", [&]() -> Result<model::StudyRecord> {
     const std::string op = "CreateStudy(\"" + study.name + "\")";
     TRIALD_RETURN_IF_ERROR(SetSync(Sync::kFull));
     TRIALD_ASSIGN_OR_RETURN(
@@ -615,12 +615,12 @@ Result<StudyRecord> SqliteStorage::CreateStudy(const NewStudy& study, double at)
       return common::AlreadyExists("study \"" + study.name + "\" already exists");
     }
     if (rc != SQLITE_DONE) return Err(rc, op + ": insert");
-    StudyRecord r;
+    model::StudyRecord r;
     r.id = sqlite3_last_insert_rowid(db_);
     r.name = study.name;
     r.direction = study.direction;
     r.n_trials = study.n_trials;
-    r.state = StudyState::kRunning;
+    r.state = model::StudyState::kRunning;
     r.spec_toml = study.spec_toml;
     r.spec_path = study.spec_path;
     r.seed = study.seed;
@@ -629,8 +629,8 @@ Result<StudyRecord> SqliteStorage::CreateStudy(const NewStudy& study, double at)
   });
 }
 
-Result<StudyRecord> SqliteStorage::GetStudy(const std::string& name) {
-  return Guarded("GetStudy", [&]() -> Result<StudyRecord> {
+Result<model::StudyRecord> SqliteStorage::GetStudy(const std::string& name) {
+  return Guarded("GetStudy", [&]() -> Result<model::StudyRecord> {
     const std::string op = "GetStudy(\"" + name + "\")";
     TRIALD_ASSIGN_OR_RETURN(
         Stmt st,
@@ -643,15 +643,15 @@ Result<StudyRecord> SqliteStorage::GetStudy(const std::string& name) {
   });
 }
 
-Result<std::vector<StudyRecord>> SqliteStorage::ListStudies() {
-  return Guarded("ListStudies", [&]() -> Result<std::vector<StudyRecord>> {
+Result<std::vector<model::StudyRecord>> SqliteStorage::ListStudies() {
+  return Guarded("ListStudies", [&]() -> Result<std::vector<model::StudyRecord>> {
     const std::string op = "ListStudies";
     TRIALD_ASSIGN_OR_RETURN(
         Stmt st, Prepare(std::string("SELECT ") + kStudyColumns + " FROM studies ORDER BY id", op));
-    std::vector<StudyRecord> out;
+    std::vector<model::StudyRecord> out;
     int rc;
     while ((rc = st.Step()) == SQLITE_ROW) {
-      TRIALD_ASSIGN_OR_RETURN(StudyRecord s, ReadStudyRow(st));
+      TRIALD_ASSIGN_OR_RETURN(model::StudyRecord s, ReadStudyRow(st));
       out.push_back(std::move(s));
     }
     if (rc != SQLITE_DONE) return Err(rc, op);
@@ -659,7 +659,7 @@ Result<std::vector<StudyRecord>> SqliteStorage::ListStudies() {
   });
 }
 
-Status SqliteStorage::SetStudyState(int64_t study_id, StudyState state, double at) {
+Status SqliteStorage::SetStudyState(int64_t study_id, model::StudyState state, double at) {
   return Guarded("SetStudyState", [&]() -> Status {
     const std::string op = "SetStudyState(" + StudyName(study_id) + ")";
     TRIALD_RETURN_IF_ERROR(SetSync(Sync::kFull));
@@ -667,8 +667,8 @@ Status SqliteStorage::SetStudyState(int64_t study_id, StudyState state, double a
         Stmt st, Prepare("UPDATE studies SET state = ?2, finished_at = ?3 WHERE id = ?1", op));
     // A study set back to RUNNING (resumed) is no longer finished.
     st.Int(1, study_id)
-        .Text(2, StudyStateName(state))
-        .Real(3, state == StudyState::kRunning ? 0 : at);
+        .Text(2, model::StudyStateName(state))
+        .Real(3, state == model::StudyState::kRunning ? 0 : at);
     TRIALD_RETURN_IF_ERROR(Run(st, op));
     if (sqlite3_changes(db_) == 0) return common::NotFound(StudyName(study_id) + " not found");
     return Status::Ok();
@@ -677,9 +677,10 @@ Status SqliteStorage::SetStudyState(int64_t study_id, StudyState state, double a
 
 // ---- Trials: mutations ----
 
-Result<TrialRecord> SqliteStorage::CreateTrial(int64_t study_id, const ParamMap& params, double at,
-                                               std::optional<int64_t> retry_of) {
-  return Guarded("CreateTrial", [&]() -> Result<TrialRecord> {
+Result<model::TrialRecord> SqliteStorage::CreateTrial(int64_t study_id,
+                                                      const model::ParamMap& params, double at,
+                                                      std::optional<int64_t> retry_of) {
+  return Guarded("CreateTrial", [&]() -> Result<model::TrialRecord> {
     const std::string op = "CreateTrial(" + StudyName(study_id) + ")";
     for (const auto& [name, p] : params) {
       if (std::isnan(p.internal)) {
@@ -714,7 +715,7 @@ Result<TrialRecord> SqliteStorage::CreateTrial(int64_t study_id, const ParamMap&
       retry_of_number = static_cast<int>(st.ColInt(1));
     }
 
-    TrialRecord r;
+    model::TrialRecord r;
     {
       TRIALD_ASSIGN_OR_RETURN(
           Stmt st, Prepare("INSERT INTO trials (study_id, number, state, created_at, retry_of) "
@@ -744,7 +745,7 @@ Result<TrialRecord> SqliteStorage::CreateTrial(int64_t study_id, const ParamMap&
     TRIALD_RETURN_IF_ERROR(Commit(op));
 
     r.study_id = study_id;
-    r.state = TrialState::kWaiting;
+    r.state = model::TrialState::kWaiting;
     r.params = params;
     r.created_at = at;
     r.retry_of = retry_of;
@@ -753,7 +754,8 @@ Result<TrialRecord> SqliteStorage::CreateTrial(int64_t study_id, const ParamMap&
   });
 }
 
-Status SqliteStorage::MarkRunning(int64_t trial_id, const ProcessIdentity& process, double at) {
+Status SqliteStorage::MarkRunning(int64_t trial_id, const model::ProcessIdentity& process,
+                                  double at) {
   return Guarded("MarkRunning", [&]() -> Status {
     const std::string op = "MarkRunning(" + TrialName(trial_id) + ")";
     TRIALD_RETURN_IF_ERROR(SetSync(Sync::kFull));
@@ -826,11 +828,12 @@ Status SqliteStorage::SetAttr(int64_t trial_id, const std::string& key,
   });
 }
 
-Status SqliteStorage::FinishTrial(int64_t trial_id, const TrialOutcome& outcome, double at) {
+Status SqliteStorage::FinishTrial(int64_t trial_id, const model::TrialOutcome& outcome, double at) {
   return Guarded("FinishTrial", [&]() -> Status {
     const std::string op = "FinishTrial(" + TrialName(trial_id) + ")";
-    if (!IsFinished(outcome.state)) {
-      return common::InvalidArgument(op + ": outcome state " + TrialStateName(outcome.state) +
+    if (!model::IsFinished(outcome.state)) {
+      return common::InvalidArgument(op + ": outcome state " +
+                                     model::TrialStateName(outcome.state) +
                                      " is not a finished state; expected COMPLETE, PRUNED or "
                                      "FAIL");
     }
@@ -843,14 +846,14 @@ Status SqliteStorage::FinishTrial(int64_t trial_id, const TrialOutcome& outcome,
                   "fail_core_dumped = ?8, fail_detail = ?9, stderr_tail = ?10, finished_at = ?11 "
                   "WHERE id = ?1 AND state IN ('WAITING', 'RUNNING')",
                   op));
-      st.Int(1, trial_id).Text(2, TrialStateName(outcome.state));
+      st.Int(1, trial_id).Text(2, model::TrialStateName(outcome.state));
       bool nan = outcome.value && std::isnan(*outcome.value);
       if (outcome.value && !nan) {
         st.Real(3, *outcome.value);
       } else {
         st.Null(3);
       }
-      // FailInfo is stored as given (normally only filled for FAIL): nothing the caller
+      // model::FailInfo is stored as given (normally only filled for FAIL): nothing the caller
       // recorded is dropped.
       st.Int(4, nan ? 1 : 0)
           .Text(5, outcome.fail.reason)
@@ -869,9 +872,10 @@ Status SqliteStorage::FinishTrial(int64_t trial_id, const TrialOutcome& outcome,
 
 // ---- Trials: reads ----
 
-Result<std::vector<TrialRecord>> SqliteStorage::LoadTrials(TrialFilter filter, int64_t study_id,
-                                                           int number, const std::string& op,
-                                                           const std::string& numbers_json) {
+Result<std::vector<model::TrialRecord>> SqliteStorage::LoadTrials(TrialFilter filter,
+                                                                  int64_t study_id, int number,
+                                                                  const std::string& op,
+                                                                  const std::string& numbers_json) {
   // One query per table for the whole selection, joined through trials with the same filter,
   // instead of one query per trial: a study of thousands of trials loads in four statements.
   const char* where = "";
@@ -897,7 +901,7 @@ Result<std::vector<TrialRecord>> SqliteStorage::LoadTrials(TrialFilter filter, i
     if (filter == TrialFilter::kSince) st.Text(3, numbers_json);
   };
 
-  std::vector<TrialRecord> trials;
+  std::vector<model::TrialRecord> trials;
   std::unordered_map<int64_t, size_t> index;  // trial id -> position in `trials`
   {
     TRIALD_ASSIGN_OR_RETURN(
@@ -907,7 +911,7 @@ Result<std::vector<TrialRecord>> SqliteStorage::LoadTrials(TrialFilter filter, i
     bind(st);
     int rc;
     while ((rc = st.Step()) == SQLITE_ROW) {
-      TRIALD_ASSIGN_OR_RETURN(TrialRecord t, ReadTrialRow(st));
+      TRIALD_ASSIGN_OR_RETURN(model::TrialRecord t, ReadTrialRow(st));
       index.emplace(t.id, trials.size());
       trials.push_back(std::move(t));
     }
@@ -942,7 +946,7 @@ Result<std::vector<TrialRecord>> SqliteStorage::LoadTrials(TrialFilter filter, i
       }
       auto pos = index.find(trial_id);
       if (pos == index.end()) continue;  // cannot happen: same filter as the trial query
-      trials[pos->second].params[name] = ParamValue{st.ColReal(2), it->second};
+      trials[pos->second].params[name] = model::ParamValue{st.ColReal(2), it->second};
     }
     if (rc != SQLITE_DONE) return Err(rc, op + ": read parameters");
   }
@@ -980,10 +984,10 @@ Result<std::vector<TrialRecord>> SqliteStorage::LoadTrials(TrialFilter filter, i
   return trials;
 }
 
-Result<std::vector<TrialRecord>> SqliteStorage::GetTrials(int64_t study_id) {
-  return Guarded("GetTrials", [&]() -> Result<std::vector<TrialRecord>> {
+Result<std::vector<model::TrialRecord>> SqliteStorage::GetTrials(int64_t study_id) {
+  return Guarded("GetTrials", [&]() -> Result<std::vector<model::TrialRecord>> {
     const std::string op = "GetTrials(" + StudyName(study_id) + ")";
-    TRIALD_ASSIGN_OR_RETURN(std::vector<TrialRecord> trials,
+    TRIALD_ASSIGN_OR_RETURN(std::vector<model::TrialRecord> trials,
                             LoadTrials(TrialFilter::kStudy, study_id, 0, op));
     // An empty result is either a study without trials or an unknown study.
     if (trials.empty()) TRIALD_RETURN_IF_ERROR(RequireStudy(study_id, op));
@@ -991,11 +995,11 @@ Result<std::vector<TrialRecord>> SqliteStorage::GetTrials(int64_t study_id) {
   });
 }
 
-Result<TrialRecord> SqliteStorage::GetTrial(int64_t study_id, int number) {
-  return Guarded("GetTrial", [&]() -> Result<TrialRecord> {
+Result<model::TrialRecord> SqliteStorage::GetTrial(int64_t study_id, int number) {
+  return Guarded("GetTrial", [&]() -> Result<model::TrialRecord> {
     const std::string op =
         "GetTrial(" + StudyName(study_id) + ", number " + std::to_string(number) + ")";
-    TRIALD_ASSIGN_OR_RETURN(std::vector<TrialRecord> trials,
+    TRIALD_ASSIGN_OR_RETURN(std::vector<model::TrialRecord> trials,
                             LoadTrials(TrialFilter::kStudyNumber, study_id, number, op));
     if (trials.empty()) {
       TRIALD_RETURN_IF_ERROR(RequireStudy(study_id, op));
@@ -1006,15 +1010,15 @@ Result<TrialRecord> SqliteStorage::GetTrial(int64_t study_id, int number) {
   });
 }
 
-Result<std::vector<TrialRecord>> SqliteStorage::GetRunningTrials() {
-  return Guarded("GetRunningTrials", [&]() -> Result<std::vector<TrialRecord>> {
+Result<std::vector<model::TrialRecord>> SqliteStorage::GetRunningTrials() {
+  return Guarded("GetRunningTrials", [&]() -> Result<std::vector<model::TrialRecord>> {
     return LoadTrials(TrialFilter::kRunning, 0, 0, "GetRunningTrials");
   });
 }
 
-Result<std::vector<TrialRecord>> SqliteStorage::GetTrialsSince(int64_t study_id, int from_number,
-                                                               const std::vector<int>& numbers) {
-  return Guarded("GetTrialsSince", [&]() -> Result<std::vector<TrialRecord>> {
+Result<std::vector<model::TrialRecord>> SqliteStorage::GetTrialsSince(
+    int64_t study_id, int from_number, const std::vector<int>& numbers) {
+  return Guarded("GetTrialsSince", [&]() -> Result<std::vector<model::TrialRecord>> {
     const std::string op = "GetTrialsSince(" + StudyName(study_id) + ")";
     TRIALD_RETURN_IF_ERROR(RequireStudy(study_id, op));
     std::string list = "[";
@@ -1028,8 +1032,8 @@ Result<std::vector<TrialRecord>> SqliteStorage::GetTrialsSince(int64_t study_id,
 
 // ---- Shared-storage operations (one daemon per SQLite file: no lock is needed) ----
 
-Result<StudyRecord> SqliteStorage::LockStudy(int64_t study_id) {
-  return Guarded("LockStudy", [&]() -> Result<StudyRecord> {
+Result<model::StudyRecord> SqliteStorage::LockStudy(int64_t study_id) {
+  return Guarded("LockStudy", [&]() -> Result<model::StudyRecord> {
     const std::string op = "LockStudy(" + StudyName(study_id) + ")";
     if (batch_depth_ == 0) {
       return common::FailedPrecondition(op +
@@ -1078,16 +1082,16 @@ Status SqliteStorage::Heartbeat(double at) {
   });
 }
 
-Result<std::vector<NodeRecord>> SqliteStorage::GetNodes(double now) {
-  return Guarded("GetNodes", [&]() -> Result<std::vector<NodeRecord>> {
+Result<std::vector<model::NodeRecord>> SqliteStorage::GetNodes(double now) {
+  return Guarded("GetNodes", [&]() -> Result<std::vector<model::NodeRecord>> {
     const std::string op = "GetNodes";
     TRIALD_ASSIGN_OR_RETURN(
         Stmt st,
         Prepare("SELECT name, first_beat, last_beat, instance FROM nodes ORDER BY name", op));
-    std::vector<NodeRecord> out;
+    std::vector<model::NodeRecord> out;
     int rc;
     while ((rc = st.Step()) == SQLITE_ROW) {
-      NodeRecord n;
+      model::NodeRecord n;
       n.name = st.ColText(0);
       n.first_beat = st.ColReal(1);
       n.last_beat = st.ColReal(2);
@@ -1124,8 +1128,8 @@ Status SqliteStorage::AppendEvent(std::optional<int64_t> study_id, std::optional
   });
 }
 
-Result<std::vector<Event>> SqliteStorage::GetEvents(std::optional<int64_t> study_id) {
-  return Guarded("GetEvents", [&]() -> Result<std::vector<Event>> {
+Result<std::vector<model::EventRecord>> SqliteStorage::GetEvents(std::optional<int64_t> study_id) {
+  return Guarded("GetEvents", [&]() -> Result<std::vector<model::EventRecord>> {
     const std::string op =
         study_id ? "GetEvents(" + StudyName(*study_id) + ")" : std::string("GetEvents");
     if (study_id) TRIALD_RETURN_IF_ERROR(RequireStudy(*study_id, op));
@@ -1138,10 +1142,10 @@ Result<std::vector<Event>> SqliteStorage::GetEvents(std::optional<int64_t> study
                                     "ORDER BY id",
                          op));
     if (study_id) st.Int(1, *study_id);
-    std::vector<Event> out;
+    std::vector<model::EventRecord> out;
     int rc;
     while ((rc = st.Step()) == SQLITE_ROW) {
-      Event e;
+      model::EventRecord e;
       e.id = st.ColInt(0);
       e.at = st.ColReal(1);
       if (!st.ColIsNull(2)) e.study_id = st.ColInt(2);

@@ -19,7 +19,7 @@ struct SqliteOptions {
   std::string path;  // a file path, or ":memory:"
   int busy_timeout_ms = 5000;
   std::string node = {};      // this daemon's node name (Storage::node)
-  std::string instance = {};  // where this daemon runs (NodeRecord::instance)
+  std::string instance = {};  // where this daemon runs (model::NodeRecord::instance)
   // Report shared() true: several schedulers in one process, each with its own connection to
   // one file, then act as the nodes of a shared storage (tests/daemon/scheduler_shared_test.cc
   // drives multi-node logic this way, without PostgreSQL). BEGIN IMMEDIATE makes every batch

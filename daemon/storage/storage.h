@@ -43,7 +43,7 @@
 #include <vector>
 
 #include "common/status.h"
-#include "daemon/storage/records.h"
+#include "daemon/model/records.h"
 
 namespace triald::storage {
 
@@ -58,59 +58,62 @@ class Storage {
   // Whether other daemons may change this storage (see above).
   virtual bool shared() const { return false; }
   // This daemon's node name, recorded by ClaimTrial and MarkRunning, and where it runs
-  // (NodeRecord::instance), recorded by Heartbeat.
+  // (model::NodeRecord::instance), recorded by Heartbeat.
   virtual const std::string& node() const = 0;
   virtual const std::string& instance() const = 0;
 
   // Inside a batch: locks the study until the outermost CommitBatch (PostgreSQL: SELECT ... FOR
   // NO KEY UPDATE of its row) and returns it as stored now. Outside a batch:
   // kFailedPrecondition.
-  virtual common::Result<StudyRecord> LockStudy(int64_t study_id) = 0;
+  virtual common::Result<model::StudyRecord> LockStudy(int64_t study_id) = 0;
 
-  virtual common::Result<StudyRecord> CreateStudy(const NewStudy& study, double at) = 0;
-  virtual common::Result<StudyRecord> GetStudy(const std::string& name) = 0;
-  virtual common::Result<std::vector<StudyRecord>> ListStudies() = 0;
-  virtual common::Status SetStudyState(int64_t study_id, StudyState state, double at) = 0;
+  virtual common::Result<model::StudyRecord> CreateStudy(const model::NewStudy& study,
+                                                         double at) = 0;
+  virtual common::Result<model::StudyRecord> GetStudy(const std::string& name) = 0;
+  virtual common::Result<std::vector<model::StudyRecord>> ListStudies() = 0;
+  virtual common::Status SetStudyState(int64_t study_id, model::StudyState state, double at) = 0;
 
   // Creates a trial in state WAITING (queued, e.g. after a restart) or RUNNING is not allowed
   // here: a trial becomes RUNNING only through MarkRunning once its process exists.
-  virtual common::Result<TrialRecord> CreateTrial(int64_t study_id, const ParamMap& params,
-                                                  double at,
-                                                  std::optional<int64_t> retry_of = {}) = 0;
+  virtual common::Result<model::TrialRecord> CreateTrial(int64_t study_id,
+                                                         const model::ParamMap& params, double at,
+                                                         std::optional<int64_t> retry_of = {}) = 0;
   // Claims a WAITING trial for this node (sets its node; it stays WAITING until MarkRunning).
   // kFailedPrecondition when the trial is not WAITING. Which trials may be claimed is the
   // caller's decision, made under LockStudy (the scheduler never takes another node's claim).
   virtual common::Status ClaimTrial(int64_t trial_id) = 0;
   // Sets RUNNING with the process identity and this node. kFailedPrecondition unless WAITING
   // and unclaimed or claimed by this node (a node declared dead may have lost its claim).
-  virtual common::Status MarkRunning(int64_t trial_id, const ProcessIdentity& process,
+  virtual common::Status MarkRunning(int64_t trial_id, const model::ProcessIdentity& process,
                                      double at) = 0;
   virtual common::Status AddIntermediate(int64_t trial_id, int64_t step, double value) = 0;
   virtual common::Status SetAttr(int64_t trial_id, const std::string& key,
                                  const std::string& json_value) = 0;
-  virtual common::Status FinishTrial(int64_t trial_id, const TrialOutcome& outcome, double at) = 0;
+  virtual common::Status FinishTrial(int64_t trial_id, const model::TrialOutcome& outcome,
+                                     double at) = 0;
 
-  virtual common::Result<std::vector<TrialRecord>> GetTrials(int64_t study_id) = 0;
-  virtual common::Result<TrialRecord> GetTrial(int64_t study_id, int number) = 0;
+  virtual common::Result<std::vector<model::TrialRecord>> GetTrials(int64_t study_id) = 0;
+  virtual common::Result<model::TrialRecord> GetTrial(int64_t study_id, int number) = 0;
   // The study's trials whose number is >= from_number or listed in `numbers`, by number:
   // what may have changed since a caller saw trials 0..from_number-1, `numbers` being those it
   // saw unfinished. Unknown study: kNotFound.
-  virtual common::Result<std::vector<TrialRecord>> GetTrialsSince(
+  virtual common::Result<std::vector<model::TrialRecord>> GetTrialsSince(
       int64_t study_id, int from_number, const std::vector<int>& numbers) = 0;
   // Every trial in state RUNNING, of any study and node (recovery after a crash).
-  virtual common::Result<std::vector<TrialRecord>> GetRunningTrials() = 0;
+  virtual common::Result<std::vector<model::TrialRecord>> GetRunningTrials() = 0;
 
   // Records that this node is alive (creating its row on first use), with the storage's
-  // instance (see NodeRecord), at `at` (SQLite) or at the server's time (PostgreSQL).
+  // instance (see model::NodeRecord), at `at` (SQLite) or at the server's time (PostgreSQL).
   virtual common::Status Heartbeat(double at) = 0;
   // Every node that ever beat, with the seconds since its last heartbeat by the same clock
   // (`now` for SQLite).
-  virtual common::Result<std::vector<NodeRecord>> GetNodes(double now) = 0;
+  virtual common::Result<std::vector<model::NodeRecord>> GetNodes(double now) = 0;
 
   virtual common::Status AppendEvent(std::optional<int64_t> study_id,
                                      std::optional<int64_t> trial_id, const std::string& kind,
                                      const std::string& detail, double at) = 0;
-  virtual common::Result<std::vector<Event>> GetEvents(std::optional<int64_t> study_id) = 0;
+  virtual common::Result<std::vector<model::EventRecord>> GetEvents(
+      std::optional<int64_t> study_id) = 0;
 };
 
 }  // namespace triald::storage

@@ -33,7 +33,7 @@
 #include "daemon/devices/gpu_probe.h"
 #include "daemon/launcher/launcher.h"
 #include "daemon/pruner/pruner.h"
-#include "daemon/storage/records.h"
+#include "daemon/model/records.h"
 #include "proto/report.h"
 
 namespace triald::testing {
@@ -89,7 +89,7 @@ class FakeLauncher final : public launcher::Launcher {
     size_t index = 0;  // launch order, from 0
     launcher::LaunchSpec spec;
     launcher::TrialCallbacks callbacks;
-    storage::ProcessIdentity identity;
+    model::ProcessIdentity identity;
     std::string study;                        // TRIALD_STUDY of the spec
     int trial = -1;                           // TRIALD_TRIAL of the spec
     std::vector<launcher::StopReason> stops;  // every Stop() the scheduler made, in order
@@ -120,7 +120,7 @@ class FakeLauncher final : public launcher::Launcher {
       return common::IoError(message);
     }
     const pid_t pid = kFirstFakePid + static_cast<pid_t>(launches_.size());
-    launch->identity = storage::ProcessIdentity{pid, pid, 1'000'000u + launches_.size()};
+    launch->identity = model::ProcessIdentity{pid, pid, 1'000'000u + launches_.size()};
     Launched* raw = launch.get();
     launches_.push_back(std::move(launch));
     max_live_ = std::max(max_live_, live_count());
@@ -243,7 +243,7 @@ class FakeLauncher final : public launcher::Launcher {
    public:
     explicit Process(Launched* launch) : launch_(launch) {}
     ~Process() override { launch_->destroyed = true; }
-    const storage::ProcessIdentity& identity() const override { return launch_->identity; }
+    const model::ProcessIdentity& identity() const override { return launch_->identity; }
     void Stop(launcher::StopReason reason) override { launch_->stops.push_back(reason); }
 
    private:

@@ -27,14 +27,14 @@
 #include "daemon/pruner/hyperband_pruner.h"
 #include "daemon/pruner/percentile_pruner.h"
 #include "daemon/pruner/successive_halving_pruner.h"
-#include "daemon/storage/records.h"
+#include "daemon/model/records.h"
 
 namespace triald::pruner {
 namespace {
 
 using config::Direction;
-using storage::TrialRecord;
-using storage::TrialState;
+using model::TrialRecord;
+using model::TrialState;
 using Steps = std::map<int64_t, double>;
 
 constexpr Direction kMin = Direction::kMinimize;

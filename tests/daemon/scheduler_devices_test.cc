@@ -19,9 +19,9 @@
 namespace triald::daemon {
 namespace {
 
-using storage::StudyState;
-using storage::TrialRecord;
-using storage::TrialState;
+using model::StudyState;
+using model::TrialRecord;
+using model::TrialState;
 using testing::FakeGpuProbe;
 using testing::FakeLauncher;
 using Launched = FakeLauncher::Launched;
@@ -73,7 +73,7 @@ class Harness {
   testing::FakeClock& clock() { return clock_; }
   storage::Storage& storage() { return *storage_; }
 
-  common::Result<storage::StudyRecord> Submit(const std::string& name, int n, int par,
+  common::Result<model::StudyRecord> Submit(const std::string& name, int n, int par,
                                               const std::string& extra) {
     return scheduler_->Submit({SweepToml(name, n, par, extra), "/tmp/" + name + ".toml"});
   }

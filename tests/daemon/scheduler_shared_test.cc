@@ -22,9 +22,9 @@ namespace triald::daemon {
 namespace {
 
 using launcher::StopReason;
-using storage::StudyState;
-using storage::TrialRecord;
-using storage::TrialState;
+using model::StudyState;
+using model::TrialRecord;
+using model::TrialState;
 using testing::FakeLauncher;
 using Launched = FakeLauncher::Launched;
 
@@ -50,32 +50,32 @@ class FlakyStorage final : public storage::Storage {
   bool shared() const override { return inner_->shared(); }
   const std::string& node() const override { return inner_->node(); }
   const std::string& instance() const override { return inner_->instance(); }
-  common::Result<storage::StudyRecord> LockStudy(int64_t id) override {
+  common::Result<model::StudyRecord> LockStudy(int64_t id) override {
     if (down) return Away();
     return inner_->LockStudy(id);
   }
-  common::Result<storage::StudyRecord> CreateStudy(const storage::NewStudy& s, double at) override {
+  common::Result<model::StudyRecord> CreateStudy(const model::NewStudy& s, double at) override {
     if (down) return Away();
     return inner_->CreateStudy(s, at);
   }
-  common::Result<storage::StudyRecord> GetStudy(const std::string& name) override {
+  common::Result<model::StudyRecord> GetStudy(const std::string& name) override {
     if (down) return Away();
     return inner_->GetStudy(name);
   }
-  common::Result<std::vector<storage::StudyRecord>> ListStudies() override {
+  common::Result<std::vector<model::StudyRecord>> ListStudies() override {
     if (down) return Away();
     return inner_->ListStudies();
   }
   common::Status SetStudyState(int64_t id, StudyState st, double at) override {
     return down ? Away() : inner_->SetStudyState(id, st, at);
   }
-  common::Result<TrialRecord> CreateTrial(int64_t id, const storage::ParamMap& p, double at,
+  common::Result<TrialRecord> CreateTrial(int64_t id, const model::ParamMap& p, double at,
                                           std::optional<int64_t> retry_of) override {
     if (down) return Away();
     return inner_->CreateTrial(id, p, at, retry_of);
   }
   common::Status ClaimTrial(int64_t id) override { return down ? Away() : inner_->ClaimTrial(id); }
-  common::Status MarkRunning(int64_t id, const storage::ProcessIdentity& p, double at) override {
+  common::Status MarkRunning(int64_t id, const model::ProcessIdentity& p, double at) override {
     return down ? Away() : inner_->MarkRunning(id, p, at);
   }
   common::Status AddIntermediate(int64_t id, int64_t step, double v) override {
@@ -84,7 +84,7 @@ class FlakyStorage final : public storage::Storage {
   common::Status SetAttr(int64_t id, const std::string& k, const std::string& v) override {
     return down ? Away() : inner_->SetAttr(id, k, v);
   }
-  common::Status FinishTrial(int64_t id, const storage::TrialOutcome& o, double at) override {
+  common::Status FinishTrial(int64_t id, const model::TrialOutcome& o, double at) override {
     return down ? Away() : inner_->FinishTrial(id, o, at);
   }
   common::Result<std::vector<TrialRecord>> GetTrials(int64_t id) override {
@@ -105,7 +105,7 @@ class FlakyStorage final : public storage::Storage {
     return inner_->GetRunningTrials();
   }
   common::Status Heartbeat(double at) override { return down ? Away() : inner_->Heartbeat(at); }
-  common::Result<std::vector<storage::NodeRecord>> GetNodes(double now) override {
+  common::Result<std::vector<model::NodeRecord>> GetNodes(double now) override {
     if (down) return Away();
     return inner_->GetNodes(now);
   }
@@ -114,7 +114,7 @@ class FlakyStorage final : public storage::Storage {
                              double at) override {
     return down ? Away() : inner_->AppendEvent(s, t, kind, detail, at);
   }
-  common::Result<std::vector<storage::Event>> GetEvents(std::optional<int64_t> s) override {
+  common::Result<std::vector<model::EventRecord>> GetEvents(std::optional<int64_t> s) override {
     if (down) return Away();
     return inner_->GetEvents(s);
   }
@@ -181,7 +181,7 @@ class Cluster {
     for (auto& n : nodes_) n->scheduler->SharedTick();
   }
 
-  storage::StudyRecord Study(const std::string& name) {
+  model::StudyRecord Study(const std::string& name) {
     auto r = nodes_[0]->storage->GetStudy(name);
     REQUIRE(r.ok());
     return *r;
@@ -326,8 +326,8 @@ TEST_CASE(
     if (t.retry_of) retried.insert(*t.retry_of);
   }
   for (const TrialRecord& t : trials) {
-    INFO("trial " << t.number << " " << storage::TrialStateName(t.state));
-    CHECK(storage::IsFinished(t.state));
+    INFO("trial " << t.number << " " << model::TrialStateName(t.state));
+    CHECK(model::IsFinished(t.state));
     configurations += retried.count(t.id) == 0;
   }
   CHECK(configurations == 6);

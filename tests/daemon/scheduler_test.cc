@@ -32,10 +32,10 @@ namespace {
 
 using common::Code;
 using launcher::StopReason;
-using storage::StudyRecord;
-using storage::StudyState;
-using storage::TrialRecord;
-using storage::TrialState;
+using model::StudyRecord;
+using model::StudyState;
+using model::TrialRecord;
+using model::TrialState;
 using testing::FakeLauncher;
 using testing::ScriptedPruner;
 using Launched = FakeLauncher::Launched;
@@ -198,7 +198,7 @@ Launched& LiveAt(FakeLauncher& l, const std::string& study, size_t i = 0) {
 }
 
 std::string Describe(const TrialRecord& t) {
-  return "trial " + std::to_string(t.number) + " " + storage::TrialStateName(t.state) + " (" +
+  return "trial " + std::to_string(t.number) + " " + model::TrialStateName(t.state) + " (" +
          t.fail.reason + ": " + t.fail.detail + ")";
 }
 
@@ -925,7 +925,7 @@ TEST_CASE("after a restart, a trial created but never started runs with its stor
   const int64_t study_id = h.Study("queued").id;
 
   // The daemon died between storing trial 1 and starting its process.
-  storage::ParamMap params = h.Trials("queued")[0].params;
+  model::ParamMap params = h.Trials("queued")[0].params;
   params["layers"].internal = params["layers"].internal == 8 ? 1 : 8;
   auto created = h.storage().CreateTrial(study_id, params, 1.0);
   REQUIRE(created.ok());

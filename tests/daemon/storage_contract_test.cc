@@ -43,6 +43,7 @@ namespace {
 using common::Code;
 using config::Distribution;
 using config::ParamType;
+using namespace triald::model;  // the records the storage keeps
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 

@@ -19,7 +19,7 @@
 #include "daemon/sampler/random_sampler.h"
 #include "daemon/sampler/sampler.h"
 #include "daemon/sampler/tpe_sampler.h"
-#include "daemon/storage/records.h"
+#include "daemon/model/records.h"
 #include "tests/support/distributions.h"
 
 namespace triald::sampler {
@@ -30,8 +30,8 @@ using config::ParamSpec;
 using config::ParamType;
 using config::ParamValues;
 using config::SearchSpace;
-using storage::TrialRecord;
-using storage::TrialState;
+using model::TrialRecord;
+using model::TrialState;
 
 using triald::testing::Categorical;
 using triald::testing::Float;
@@ -58,7 +58,7 @@ TrialRecord MakeTrial(int number, TrialState state, const SearchSpace& space,
   t.value = value;
   for (const ParamSpec& p : space) {
     auto it = values.find(p.name);
-    if (it != values.end()) t.params[p.name] = storage::ParamValue{it->second, p.dist};
+    if (it != values.end()) t.params[p.name] = model::ParamValue{it->second, p.dist};
   }
   return t;
 }

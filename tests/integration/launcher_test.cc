@@ -24,7 +24,7 @@ using launcher::StopReason;
 struct Run {
   ProcessOutcome outcome;
   std::vector<proto::ReportMessage> messages;
-  storage::ProcessIdentity identity;
+  model::ProcessIdentity identity;
   bool exited = false;
   std::chrono::duration<double> elapsed{};
 };

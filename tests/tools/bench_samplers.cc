@@ -34,7 +34,7 @@
 #include "config/space.h"
 #include "config/sweep.h"
 #include "daemon/sampler/sampler.h"
-#include "daemon/storage/records.h"
+#include "daemon/model/records.h"
 
 namespace triald::bench {
 namespace {
@@ -188,11 +188,11 @@ std::unique_ptr<sampler::Sampler> MakeOrDie(const std::string& kind, const Searc
   return std::move(sampler).value();
 }
 
-storage::TrialRecord Complete(int number, const SearchSpace& space, const ParamValues& values,
+model::TrialRecord Complete(int number, const SearchSpace& space, const ParamValues& values,
                               double value) {
-  storage::TrialRecord t;
+  model::TrialRecord t;
   t.number = number;
-  t.state = storage::TrialState::kComplete;
+  t.state = model::TrialState::kComplete;
   t.value = value;
   for (const ParamSpec& p : space) t.params[p.name] = {values.at(p.name), p.dist};
   return t;
@@ -202,7 +202,7 @@ storage::TrialRecord Complete(int number, const SearchSpace& space, const ParamV
 std::vector<double> RunStudy(const Function& fn, const std::string& kind, uint64_t seed,
                              int trials) {
   auto s = MakeOrDie(kind, fn.space, seed);
-  std::vector<storage::TrialRecord> history;
+  std::vector<model::TrialRecord> history;
   sampler::StudyView view{config::Direction::kMinimize, &fn.space, &history};
   std::vector<double> best_so_far;
   double best = INFINITY;
@@ -266,7 +266,7 @@ int Speed(const std::map<std::string, std::string>& flags) {
   SearchSpace space = Box("x", n_params, 0, 1);
   for (int n : sizes) {
     // History: n random COMPLETE trials of a shifted sphere, made by the random sampler.
-    std::vector<storage::TrialRecord> history;
+    std::vector<model::TrialRecord> history;
     sampler::StudyView view{config::Direction::kMinimize, &space, &history};
     auto random = MakeOrDie("random", space, 12345);
     for (int i = 0; i < n; ++i) {

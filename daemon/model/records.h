@@ -15,7 +15,7 @@
 #include "config/space.h"
 #include "config/sweep.h"
 
-namespace triald::storage {
+namespace triald::model {
 
 enum class StudyState { kRunning, kComplete, kCancelled };
 enum class TrialState { kWaiting, kRunning, kComplete, kPruned, kFail };
@@ -116,9 +116,13 @@ struct NodeRecord {
   double first_beat = 0;  // unix seconds of its first heartbeat, by the storage's clock
   double last_beat = 0;   // unix seconds of its latest heartbeat
   double silent_for = 0;  // seconds since last_beat, by the same clock
+
+  // The one liveness rule: a node silent for longer than the node timeout is dead (the
+  // scheduler ends its trials; `trialctl nodes` shows it dead).
+  bool AliveWithin(double node_timeout_s) const { return silent_for <= node_timeout_s; }
 };
 
-struct Event {
+struct EventRecord {
   int64_t id = 0;
   double at = 0;
   std::optional<int64_t> study_id;
@@ -127,4 +131,10 @@ struct Event {
   std::string detail;
 };
 
-}  // namespace triald::storage
+// Where a trial's folder is: STATE_DIR/studies/STUDY/trials/NUMBER (its logs, its working files,
+// TRIALD_TRIAL_DIR). The one place that spells the layout.
+std::string TrialDir(const std::string& state_dir, const std::string& study, int number);
+// STATE_DIR/studies/: every trial folder is below it.
+std::string StudiesDir(const std::string& state_dir);
+
+}  // namespace triald::model

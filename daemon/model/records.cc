@@ -1,6 +1,6 @@
-#include "daemon/storage/records.h"
+#include "daemon/model/records.h"
 
-namespace triald::storage {
+namespace triald::model {
 
 // These names are what the database stores and what users see in `trialctl`, so they are part
 // of the on-disk format: change them only together with a schema migration.
@@ -48,4 +48,10 @@ std::optional<TrialState> ParseTrialState(const std::string& s) {
   return std::nullopt;
 }
 
-}  // namespace triald::storage
+std::string StudiesDir(const std::string& state_dir) { return state_dir + "/studies/"; }
+
+std::string TrialDir(const std::string& state_dir, const std::string& study, int number) {
+  return StudiesDir(state_dir) + study + "/trials/" + std::to_string(number);
+}
+
+}  // namespace triald::model
