@@ -1,6 +1,6 @@
 #pragma once
 // The report protocol: what a worker writes to the daemon on TRIALD_REPORT_FD, one JSON object
-// per line, at most kMaxReportLineBytes a line (design.md):
+// per line, at most kMaxReportLineBytes a line (proto/README.md, "Report protocol"):
 //   {"type":"report","step":3,"value":0.812}
 //   {"type":"final","value":0.4213}       (or "values":[...] for several objectives)
 //   {"type":"attr","key":"tokens_seen","value":123456}

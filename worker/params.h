@@ -1,7 +1,7 @@
 #pragma once
 // The trial's view of its environment: TRIALD_PARAMS as typed parameters, plus the study, trial
-// number and private working folder the daemon hands every worker (see design.md, "Report
-// protocol").
+// number and private working folder the daemon hands every worker (see proto/README.md, "The
+// worker's environment").
 //
 // Thread-safety: Params records which names were read (for UnreadNames) and so is not safe to
 // use from several threads at once without external synchronization.

@@ -1,6 +1,6 @@
 #pragma once
-// The worker side of the report protocol (design.md, "Report protocol"): one JSON object per
-// line on the pipe whose write end the daemon passes in TRIALD_REPORT_FD.
+// The worker side of the report protocol (proto/README.md, "Report lines"): one JSON object
+// per line on the pipe whose write end the daemon passes in TRIALD_REPORT_FD.
 //
 // Every line is written with a single write() of the whole line (continued only after a partial
 // write or EINTR), never through stdio buffering, so lines of at most PIPE_BUF bytes arrive

@@ -2,7 +2,7 @@
 
 An exec objective is any command a sweep names; triald starts it once per trial, in its own
 process, with the trial's parameters in the environment, and reads scalars back from a pipe. This
-module is the Python side of that contract (design.md, "Report protocol"), so that an existing
+module is the Python side of that contract (proto/README.md, "Report protocol"), so that an existing
 training script (plain PyTorch, Transformers, anything) becomes an isolated triald trial with a few
 lines:
 

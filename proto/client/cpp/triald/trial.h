@@ -4,7 +4,8 @@
 //
 // An exec objective is any command a sweep names; triald starts it once per trial, in its own
 // process, with the trial's parameters in the environment, and reads scalars back from a pipe
-// (design.md, "Report protocol"). With this header a C++ training program is such a command:
+// (proto/README.md, "Report protocol"). With this header a C++ training program is such a
+// command:
 //
 //   #include <triald/trial.h>
 //
