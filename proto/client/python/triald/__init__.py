@@ -34,65 +34,40 @@ TRIALD_TRIAL_DIR. Every message is one compact JSON line written with a single o
 is never split by buffering, and lines from several threads never interleave); lines longer than
 the daemon's limit, non-finite numbers and malformed attributes are refused here with a
 ValueError naming the problem, instead of ending the trial as FAIL(protocol) later.
+
+Define-by-run objectives (a sweep's `[objective] kind = "python"`) are the other way in: an
+objective function written for Optuna runs unchanged, one process per trial, under
+
+    python3 -m triald run PATH.py:NAME        (or package.module:NAME; --params JSON replays)
+
+which passes it an OptunaTrial (Optuna's Trial API: suggest_float, suggest_int,
+suggest_categorical, report(value, step), should_prune, set_user_attr, ...) whose suggestions the
+daemon answers over the same descriptor. Raising TrialPruned (or optuna.TrialPruned) ends the
+trial PRUNED. Trial above keeps its own argument order, report(step, value); the two classes are
+separate (triald._runner and triald._optuna; proto/README.md, "Define-by-run objectives").
 """
 
 import json
-import math
-import numbers
 import operator
 import os
 import signal
 import sys
-import threading
 
-__all__ = ["Trial", "TrialStopped", "run", "MAX_LINE_BYTES", "MAX_ATTR_KEY_BYTES"]
+from triald._optuna import (CategoricalDistribution, FloatDistribution, IntDistribution,
+                            OptunaTrial, TrialPruned)
+from triald._wire import (MAX_ATTR_KEY_BYTES, MAX_LINE_BYTES, ChannelError, LineWriter,
+                          TrialStopped, check_attr_key, finite as _finite, open_report_fd,
+                          plain as _plain, shortened_error)
 
-# The daemon's limits (proto/report.h): a line without its newline, and an attribute key.
-MAX_LINE_BYTES = 64 * 1024
-MAX_ATTR_KEY_BYTES = 256
+__all__ = ["Trial", "TrialStopped", "run", "MAX_LINE_BYTES", "MAX_ATTR_KEY_BYTES",
+           "OptunaTrial", "TrialPruned", "FloatDistribution", "IntDistribution",
+           "CategoricalDistribution", "ChannelError"]
 
 # Exit status of a trial that stopped because triald asked it to: 128 + SIGTERM, as a shell
 # reports a process ended by SIGTERM. The daemon classifies the trial by why it stopped it.
 STOPPED_EXIT_STATUS = 128 + signal.SIGTERM
 
 _MISSING = object()
-
-
-class TrialStopped(Exception):
-    """Raised by report() / check_stop() once triald has asked the trial to stop (SIGTERM)."""
-
-
-def _finite(value, what):
-    # float() accepts Python numbers, numpy scalars and 0-d tensors (which define __float__).
-    if isinstance(value, bool):
-        raise ValueError(f"{what} must be a number, not a bool")
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{what} must be a number, got {value!r}") from None
-    if not math.isfinite(number):
-        raise ValueError(f"{what} must be finite, got {number!r}")
-    return number
-
-
-def _plain(value, what):
-    """A JSON-ready copy of an attribute value: numbers finite, keys strings, no custom types."""
-    if value is None or isinstance(value, (bool, str)):
-        return value
-    if isinstance(value, numbers.Integral):
-        return int(value)
-    if isinstance(value, numbers.Real) or hasattr(value, "__float__"):
-        return _finite(value, what)
-    if isinstance(value, dict):
-        out = {}
-        for key, item in value.items():
-            if not isinstance(key, str):
-                raise ValueError(f"{what}: object keys must be strings, got {key!r}")
-            out[key] = _plain(item, f"{what}[{key!r}]")
-        return out
-    if isinstance(value, (list, tuple)):
-        return [_plain(item, f"{what}[{i}]") for i, item in enumerate(value)]
-    raise ValueError(f"{what}: {type(value).__name__} is not a JSON value")
 
 
 class Trial:
@@ -128,20 +103,10 @@ class Trial:
         self.dir = env.get("TRIALD_TRIAL_DIR") or os.getcwd()
         self.stop_requested = False
         self._finished = False
-        self._lock = threading.Lock()
 
         fd_text = env.get("TRIALD_REPORT_FD")
-        if fd_text is None:
-            self._fd = None  # run by hand: lines go to stderr
-        else:
-            try:
-                self._fd = int(fd_text)
-                os.fstat(self._fd)
-            except (ValueError, OSError) as e:
-                raise ValueError(f"TRIALD_REPORT_FD={fd_text!r} is not an open descriptor "
-                                 f"({e})") from None
-            # Programs this script starts must not hold the pipe open after it is gone.
-            os.set_inheritable(self._fd, False)
+        # Run by hand (no descriptor), lines go to stderr.
+        self._writer = LineWriter(open_report_fd(fd_text) if fd_text is not None else None)
 
         if handle_sigterm:
             signal.signal(signal.SIGTERM, self._on_sigterm)
@@ -176,10 +141,7 @@ class Trial:
 
     def attr(self, key, value):
         """A named attribute of the trial (any JSON value): shown by trialctl and in reports."""
-        if not isinstance(key, str) or not key:
-            raise ValueError("attribute key must be a non-empty string")
-        if len(key.encode("utf-8")) > MAX_ATTR_KEY_BYTES:
-            raise ValueError(f"attribute key longer than {MAX_ATTR_KEY_BYTES} bytes")
+        check_attr_key(key)
         self._send({"type": "attr", "key": key, "value": _plain(value, f"attribute {key!r}")})
 
     def heartbeat(self):
@@ -190,12 +152,7 @@ class Trial:
 
         Never refused: a message too long for one line is shortened.
         """
-        text = str(message)
-        line = {"type": "error", "message": text}
-        while len(self._encode(line)) > MAX_LINE_BYTES and text:
-            text = text[: len(text) // 2]
-            line["message"] = text + " [...]"
-        self._send(line)
+        self._send(shortened_error(message))
 
     def finish(self, value=None, *, values=None):
         """The objective: `value`, or `values` (a list) for several objectives. Once only."""
@@ -225,29 +182,8 @@ class Trial:
 
     # -- the wire -----------------------------------------------------------------------------
 
-    @staticmethod
-    def _encode(message):
-        return json.dumps(message, separators=(",", ":"), allow_nan=False, ensure_ascii=False)
-
     def _send(self, message):
-        line = self._encode(message)
-        data = line.encode("utf-8")
-        if len(data) > MAX_LINE_BYTES:
-            raise ValueError(f"a {message['type']} line of {len(data)} bytes exceeds triald's "
-                             f"limit of {MAX_LINE_BYTES}")
-        data += b"\n"
-        with self._lock:
-            if self._fd is None:
-                sys.stderr.write(line + "\n")
-                sys.stderr.flush()
-                return
-            view = memoryview(data)
-            while view:
-                try:
-                    written = os.write(self._fd, view)
-                except InterruptedError:
-                    continue
-                view = view[written:]
+        self._writer.send(message)
 
 
 def run(objective, trial=None):

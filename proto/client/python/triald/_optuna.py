@@ -1,0 +1,439 @@
+"""Optuna's Trial API for define-by-run objectives, answered by triald over the trial channel.
+
+An objective written for Optuna (`def objective(trial): lr = trial.suggest_float(...)`) runs
+unchanged under `python3 -m triald run FILE.py:NAME`: every suggest_* call becomes a `suggest`
+request that the daemon's sampler answers at once, report() an intermediate value, should_prune()
+a question to the daemon's pruner. Semantics follow Optuna 3.1 (optuna/trial/_trial.py and
+optuna/distributions.py): the same checks with the same messages, the same deprecated aliases
+with the same warning category, high adjusted down to a multiple of step with the same warning,
+and the same name with the same distribution returning the same value (from a local cache,
+without asking again).
+
+Where triald differs, it is because the wire carries JSON: bounds and reported values must be
+finite, and categorical choices are strings, integers, floats or bools, without duplicates
+(Optuna also takes None and, with a warning, other objects).
+
+Thread-safety: one OptunaTrial may be used from several threads (each request holds the
+channel's lock until its answer), but like Optuna's Trial it is meant for the objective's thread.
+"""
+
+import copy
+import datetime
+import decimal
+import math
+import numbers
+import operator
+import threading
+import warnings
+
+from triald._wire import ChannelError, TrialStopped, check_attr_key, finite, plain
+
+# The daemon's per-trial limits on the define-by-run exchange (proto/README.md).
+MAX_PARAMS = 1000
+MAX_REQUESTS = 1000000
+
+_DEPRECATED_SUGGEST = ("{name} has been deprecated in v3.0.0. This feature will be removed in "
+                       "v6.0.0. See https://github.com/optuna/optuna/releases/tag/v3.0.0. Use "
+                       ":func:`~optuna.trial.Trial.suggest_float` instead.")
+
+
+class TrialPruned(Exception):
+    """Raise it from an objective to end the trial PRUNED (as optuna.TrialPruned does).
+
+    The runner also recognises optuna.TrialPruned itself (and subclasses of either), so an
+    objective written for Optuna needs no change.
+    """
+
+
+def is_trial_pruned(exc):
+    """True for triald.TrialPruned and for optuna.exceptions.TrialPruned, without importing
+    Optuna: a class of that module and name anywhere in the exception's class hierarchy."""
+    for cls in type(exc).__mro__:
+        if cls is TrialPruned:
+            return True
+        if cls.__name__ == "TrialPruned" and cls.__module__ == "optuna.exceptions":
+            return True
+    return False
+
+
+# -- distributions ------------------------------------------------------------------------------
+
+
+def _adjusted_high(low, high, step):
+    """The largest low + k * step <= high, in decimal arithmetic as Optuna does (so that
+    0.1-style steps land exactly), with Optuna's warning when high moves."""
+    span = decimal.Decimal(str(high)) - decimal.Decimal(str(low))
+    d_step = decimal.Decimal(str(step))
+    if span % d_step == 0:
+        return high
+    new_high = (span // d_step) * d_step + decimal.Decimal(str(low))
+    new_high = type(high)(new_high) if isinstance(high, int) else float(new_high)
+    warnings.warn(f"The distribution is specified by [{low}, {high}] and step={step}, but the "
+                  f"range is not divisible by `step`. It will be replaced by [{low}, {new_high}].")
+    return new_high
+
+
+def _wire_number(value, what):
+    """A bound or step as JSON carries it: finite (the wire has no inf or nan)."""
+    if not math.isfinite(value):
+        raise ValueError(f"{what} must be finite for triald, got {value!r}")
+    return value
+
+
+class _Distribution:
+    """Equality, hashing and repr by attributes, as Optuna's distributions."""
+
+    def __eq__(self, other):
+        if type(self) is not type(other):
+            return NotImplemented if not isinstance(other, _Distribution) else False
+        return self._key() == other._key()
+
+    def __hash__(self):
+        return hash((type(self).__name__,) + self._key())
+
+    def __repr__(self):
+        fields = ", ".join(f"{k}={v!r}" for k, v in sorted(vars(self).items()))
+        return f"{type(self).__name__}({fields})"
+
+    def _key(self):
+        return tuple(sorted(vars(self).items()))
+
+
+class FloatDistribution(_Distribution):
+    """A float parameter's range: low, high (both included), log, step (None or > 0)."""
+
+    def __init__(self, low, high, log=False, step=None):
+        if log and step is not None:
+            raise ValueError("The parameter `step` is not supported when `log` is true.")
+        if low > high:
+            raise ValueError("The `low` value must be smaller than or equal to the `high` value "
+                             f"(low={low}, high={high}).")
+        if log and low <= 0.0:
+            raise ValueError("The `low` value must be larger than 0 for a log distribution "
+                             f"(low={low}, high={high}).")
+        if step is not None and step <= 0:
+            raise ValueError(f"The `step` value must be non-zero positive value, but step={step}.")
+        self.step = None
+        if step is not None:
+            high = _adjusted_high(low, high, step)
+            self.step = _wire_number(float(step), "step")
+        self.low = _wire_number(float(low), "low")
+        self.high = _wire_number(float(high), "high")
+        self.log = bool(log)
+
+    def to_wire(self):
+        wire = {"type": "float", "low": self.low, "high": self.high, "log": self.log}
+        if self.step is not None:
+            wire["step"] = self.step
+        return wire
+
+    def value(self, answer):
+        if isinstance(answer, bool) or not isinstance(answer, numbers.Real):
+            raise ValueError(f"'{answer}' is not a valid type. float-castable value is expected.")
+        if math.isnan(answer):
+            raise ValueError(f"`{answer}` is invalid value.")
+        return float(answer)
+
+    def contains(self, value):
+        if not self.low <= value <= self.high:
+            return False
+        if self.step is None:
+            return True
+        k = (value - self.low) / self.step
+        return abs(k - round(k)) < 1.0e-8
+
+
+class IntDistribution(_Distribution):
+    """An int parameter's range: low, high (both included), log, step (>= 1; 1 when log)."""
+
+    def __init__(self, low, high, log=False, step=1):
+        if log and step != 1:
+            raise ValueError("Samplers and other components in Optuna only accept step is 1 "
+                             "when `log` argument is True.")
+        if low > high:
+            raise ValueError("The `low` value must be smaller than or equal to the `high` value "
+                             f"(low={low}, high={high}).")
+        if log and low < 1:
+            raise ValueError("The `low` value must be equal to or greater than 1 for a log "
+                             f"distribution (low={low}, high={high}).")
+        if step <= 0:
+            raise ValueError(f"The `step` value must be non-zero positive value, but step={step}.")
+        self.log = bool(log)
+        self.step = int(step)
+        self.low = int(low)
+        self.high = _adjusted_high(self.low, int(high), self.step)
+
+    def to_wire(self):
+        return {"type": "int", "low": self.low, "high": self.high, "step": self.step,
+                "log": self.log}
+
+    def value(self, answer):
+        if isinstance(answer, bool) or not isinstance(answer, numbers.Real):
+            raise ValueError(f"'{answer}' is not a valid type. float-castable value is expected.")
+        if isinstance(answer, float) and not answer.is_integer():
+            raise ValueError(f"`{answer}` is not an integer.")
+        return int(answer)
+
+    def contains(self, value):
+        return self.low <= value <= self.high and (value - self.low) % self.step == 0
+
+
+def _same_choice(a, b):
+    """Choice equality as the wire sees it: bools only equal bools, strings strings, numbers
+    numbers (so True is not 1, and 1 is 1.0)."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return isinstance(a, bool) and isinstance(b, bool) and a == b
+    if isinstance(a, str) or isinstance(b, str):
+        return isinstance(a, str) and isinstance(b, str) and a == b
+    return a == b
+
+
+class CategoricalDistribution(_Distribution):
+    """A categorical parameter's choices (a tuple of strings, integers, floats or bools)."""
+
+    def __init__(self, choices):
+        if len(choices) == 0:
+            raise ValueError("The `choices` must contain one or more elements.")
+        # Optuna also takes None (and other objects, with a warning); the wire carries JSON
+        # scalars, and a null answer could not be told from a missing one.
+        for i, choice in enumerate(choices):
+            if isinstance(choice, (bool, str, numbers.Integral)):
+                continue
+            if isinstance(choice, numbers.Real) and math.isfinite(choice):
+                continue
+            raise ValueError(f"triald's categorical choices are strings, integers, finite floats "
+                             f"and bools; choices[{i}] is {choice!r} ({type(choice).__name__})")
+        for i, choice in enumerate(choices):
+            for j in range(i):
+                if _same_choice(choices[j], choice):
+                    raise ValueError(f"The `choices` contain {choice!r} twice (choices[{j}] and "
+                                     f"choices[{i}]); triald needs distinct choices")
+        self.choices = tuple(choices)
+
+    def _key(self):
+        # Type-aware, so that (True, 2) and (1, 2) differ as they do on the wire.
+        return (tuple((type(c) is bool, isinstance(c, str), c) for c in self.choices),)
+
+    def to_wire(self):
+        wire_choices = []
+        for choice in self.choices:
+            if isinstance(choice, (bool, str)):
+                wire_choices.append(choice)
+            elif isinstance(choice, numbers.Integral):
+                wire_choices.append(int(choice))
+            else:
+                wire_choices.append(float(choice))
+        return {"type": "categorical", "choices": wire_choices}
+
+    def value(self, answer):
+        for choice in self.choices:
+            if _same_choice(answer, choice):
+                return choice
+        raise ValueError(f"'{answer}' not in {self.choices}.")
+
+    def contains(self, value):
+        return True
+
+
+# -- the trial ----------------------------------------------------------------------------------
+
+
+class ReplayAnswers:
+    """Answers requests from fixed values (`--params`), as a daemon would: no daemon needed."""
+
+    def __init__(self, params, writer):
+        self._params = params
+        self._writer = writer
+
+    def ask(self, message):
+        with self._writer.lock:
+            self._writer.send(message)
+            if message["type"] == "should_prune":
+                return {"type": "should_prune", "value": False}
+            name = message["name"]
+            if name not in self._params:
+                known = ", ".join(sorted(self._params)) or "none"
+                raise ValueError(f"The value of the parameter '{name}' is not found in --params "
+                                 f"(it has: {known}).")
+            return {"type": "suggestion", "name": name, "value": self._params[name]}
+
+
+class OptunaTrial:
+    """The `trial` a define-by-run objective receives: Optuna's Trial API over triald's channel.
+
+    Built by the runner (python3 -m triald run); `answers` asks the daemon (DaemonAnswers) or
+    replays fixed values (ReplayAnswers), `writer` sends the lines that need no answer.
+    `replay` makes a conflicting distribution an error here instead of the daemon's.
+
+    number          the trial number (TRIALD_TRIAL; 0 when replayed by hand)
+    datetime_start  when the trial object was created (local time, as Optuna)
+    params, distributions, user_attrs   copies, as Optuna's properties return
+    stop_requested  True once triald has asked the trial to stop (SIGTERM)
+    """
+
+    def __init__(self, writer, answers, *, number=0, replay=False):
+        self._writer = writer
+        self._answers = answers
+        self._replay = replay
+        self._number = number
+        self._datetime_start = datetime.datetime.now()
+        self._params = {}
+        self._distributions = {}
+        self._user_attrs = {}
+        self._reported_steps = set()
+        self._requests = 0
+        self.stop_requested = False
+        # While a request waits for its answer, SIGTERM interrupts the wait (see on_sigterm).
+        self._waiting = False
+
+    # -- suggestions ----------------------------------------------------------------------------
+
+    def suggest_float(self, name, low, high, *, step=None, log=False):
+        """A float in [low, high] (log domain if log; on the grid low + k * step if step)."""
+        return self._suggest(name, FloatDistribution(low, high, log=log, step=step))
+
+    def suggest_uniform(self, name, low, high):
+        """Deprecated in Optuna 3.0: suggest_float(name, low, high)."""
+        warnings.warn(_DEPRECATED_SUGGEST.format(name="suggest_uniform"), FutureWarning,
+                      stacklevel=2)
+        return self.suggest_float(name, low, high)
+
+    def suggest_loguniform(self, name, low, high):
+        """Deprecated in Optuna 3.0: suggest_float(name, low, high, log=True)."""
+        warnings.warn(_DEPRECATED_SUGGEST.format(name="suggest_loguniform"), FutureWarning,
+                      stacklevel=2)
+        return self.suggest_float(name, low, high, log=True)
+
+    def suggest_discrete_uniform(self, name, low, high, q):
+        """Deprecated in Optuna 3.0: suggest_float(name, low, high, step=q)."""
+        warnings.warn(_DEPRECATED_SUGGEST.format(name="suggest_discrete_uniform"), FutureWarning,
+                      stacklevel=2)
+        return self.suggest_float(name, low, high, step=q)
+
+    def suggest_int(self, name, low, high, step=1, log=False):
+        """An int in [low, high] on the grid low + k * step (log domain if log). As in Optuna
+        3.1, step and log may also be given by position."""
+        return int(self._suggest(name, IntDistribution(low, high, log=log, step=step)))
+
+    def suggest_categorical(self, name, choices):
+        """One of `choices` (the object itself, as given)."""
+        return self._suggest(name, CategoricalDistribution(choices))
+
+    def _suggest(self, name, distribution):
+        self.check_stop()
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"a parameter name must be a non-empty string, got {name!r}")
+        known = self._distributions.get(name)
+        if known is not None:
+            if known == distribution:
+                return self._params[name]  # Optuna: the same name and distribution, same value
+            if self._replay:
+                raise ValueError(f"parameter {name!r} was suggested with {known!r} and now with "
+                                 f"{distribution!r}; a trial's parameter keeps one distribution")
+            # A real run asks anyway: the daemon ends the trial FAIL(protocol), naming both.
+        elif len(self._distributions) >= MAX_PARAMS:
+            raise ValueError(f"a trial may suggest at most {MAX_PARAMS} distinct parameters; "
+                             f"{name!r} would be one more")
+        answer = self._ask({"type": "suggest", "name": name,
+                            "distribution": distribution.to_wire()})
+        if answer.get("type") != "suggestion" or answer.get("name") != name \
+                or "value" not in answer:
+            raise ChannelError(f"triald answered a suggest for {name!r} with {answer!r}")
+        value = distribution.value(answer["value"])
+        if not distribution.contains(value):
+            warnings.warn(f"The value {value} of the parameter '{name}' is out of the range of "
+                          f"the distribution {distribution}.")
+        if known is None:
+            self._params[name] = value
+            self._distributions[name] = distribution
+        return value
+
+    # -- intermediate values and pruning --------------------------------------------------------
+
+    def report(self, value, step):
+        """An intermediate value at `step` (Optuna's order: value first). A step already reported
+        is ignored with a warning, as in Optuna. Raises TrialStopped once triald asked the trial
+        to stop."""
+        self.check_stop()
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            raise TypeError(f"The `value` argument is of type '{type(value).__name__}' but "
+                            "supposed to be a float.") from None
+        try:
+            step = operator.index(step)
+        except TypeError:
+            raise ValueError(f"step must be an integer, got {step!r}") from None
+        if step < 0:
+            raise ValueError(f"The `step` argument is {step} but cannot be negative.")
+        if step in self._reported_steps:
+            warnings.warn(f"The reported value is ignored because this `step` {step} is already "
+                          "reported.")
+            return
+        self._writer.send({"type": "report", "step": step, "value": finite(number, "value")})
+        self._reported_steps.add(step)
+
+    def should_prune(self):
+        """Whether triald's pruner has decided to stop this trial, judged on the values reported
+        so far (always False when replayed by hand). Raise TrialPruned when it is True."""
+        self.check_stop()
+        answer = self._ask({"type": "should_prune"})
+        if answer.get("type") != "should_prune" or not isinstance(answer.get("value"), bool):
+            raise ChannelError(f"triald answered should_prune with {answer!r}")
+        return answer["value"]
+
+    # -- attributes -----------------------------------------------------------------------------
+
+    def set_user_attr(self, key, value):
+        """A user attribute (a JSON value), stored with the trial."""
+        check_attr_key(key)
+        self._writer.send({"type": "attr", "key": key, "value": plain(value, f"attribute {key!r}")})
+        self._user_attrs[key] = copy.deepcopy(value)
+
+    @property
+    def user_attrs(self):
+        return copy.deepcopy(self._user_attrs)
+
+    @property
+    def params(self):
+        return copy.deepcopy(self._params)
+
+    @property
+    def distributions(self):
+        return copy.deepcopy(self._distributions)
+
+    @property
+    def number(self):
+        return self._number
+
+    @property
+    def datetime_start(self):
+        return self._datetime_start
+
+    # -- stopping -------------------------------------------------------------------------------
+
+    def check_stop(self):
+        """Raises TrialStopped if triald has asked the trial to stop (suggest_*, report and
+        should_prune call it)."""
+        if self.stop_requested:
+            raise TrialStopped("triald asked this trial to stop (SIGTERM)")
+
+    def on_sigterm(self, signum, frame):
+        self.stop_requested = True
+        if self._waiting:
+            # A stopped trial gets no answer: leave the wait now rather than at SIGKILL.
+            self.check_stop()
+
+    def _ask(self, message):
+        self._requests += 1
+        if self._requests > MAX_REQUESTS:
+            raise ValueError(f"a trial may make at most {MAX_REQUESTS} requests "
+                             "(suggest and should_prune)")
+        # Only the main thread runs signal handlers, so only its wait can be interrupted.
+        main = threading.current_thread() is threading.main_thread()
+        self._waiting = main
+        try:
+            return self._answers.ask(message)
+        finally:
+            if main:
+                self._waiting = False

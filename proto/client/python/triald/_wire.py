@@ -1,0 +1,184 @@
+"""The trial channel's wire: JSON lines written whole, limits checked before sending.
+
+Shared by the report-only Trial (triald.run) and the define-by-run OptunaTrial (python3 -m
+triald run). A line is one compact JSON object written with a single os.write loop under a lock,
+so lines from several threads never interleave; answers to requests (suggest, should_prune) are
+read from the same descriptor, one line each, in request order (proto/README.md).
+
+Thread-safety: LineWriter.send and DaemonAnswers.ask are safe to call from several threads; an
+ask holds the lock from its request to its answer, so answers cannot be taken by another thread.
+"""
+
+import json
+import math
+import numbers
+import os
+import sys
+import threading
+
+# The daemon's limits (proto/report.h): a line without its newline, and an attribute key.
+MAX_LINE_BYTES = 64 * 1024
+MAX_ATTR_KEY_BYTES = 256
+
+
+def finite(value, what):
+    """float(value), refusing bools, non-numbers and non-finite numbers with a ValueError."""
+    # float() accepts Python numbers, numpy scalars and 0-d tensors (which define __float__).
+    if isinstance(value, bool):
+        raise ValueError(f"{what} must be a number, not a bool")
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{what} must be a number, got {value!r}") from None
+    if not math.isfinite(number):
+        raise ValueError(f"{what} must be finite, got {number!r}")
+    return number
+
+
+def plain(value, what):
+    """A JSON-ready copy of an attribute value: numbers finite, keys strings, no custom types."""
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    if isinstance(value, numbers.Real) or hasattr(value, "__float__"):
+        return finite(value, what)
+    if isinstance(value, dict):
+        out = {}
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise ValueError(f"{what}: object keys must be strings, got {key!r}")
+            out[key] = plain(item, f"{what}[{key!r}]")
+        return out
+    if isinstance(value, (list, tuple)):
+        return [plain(item, f"{what}[{i}]") for i, item in enumerate(value)]
+    raise ValueError(f"{what}: {type(value).__name__} is not a JSON value")
+
+
+def check_attr_key(key):
+    if not isinstance(key, str) or not key:
+        raise ValueError("attribute key must be a non-empty string")
+    if len(key.encode("utf-8")) > MAX_ATTR_KEY_BYTES:
+        raise ValueError(f"attribute key longer than {MAX_ATTR_KEY_BYTES} bytes")
+
+
+def encode(message):
+    return json.dumps(message, separators=(",", ":"), allow_nan=False, ensure_ascii=False)
+
+
+def shortened_error(message):
+    """An error line for `message`, halved until it fits (an error line is never refused)."""
+    text = str(message)
+    line = {"type": "error", "message": text}
+    while len(encode(line).encode("utf-8")) > MAX_LINE_BYTES and text:
+        text = text[: len(text) // 2]
+        line["message"] = text + " [...]"
+    return line
+
+
+class LineWriter:
+    """Writes protocol lines to a descriptor, or (fd None) to a text stream.
+
+    The stream is read when a line is written (sys.stderr by default), so a caller that swaps
+    sys.stderr still sees the lines.
+    """
+
+    def __init__(self, fd=None, stream=None):
+        self.fd = fd
+        self._stream = stream
+        self.lock = threading.RLock()
+
+    def send(self, message):
+        """Writes `message` as one line; ValueError (before writing) if it exceeds the limit."""
+        line = encode(message)
+        data = line.encode("utf-8")
+        if len(data) > MAX_LINE_BYTES:
+            raise ValueError(f"a {message['type']} line of {len(data)} bytes exceeds triald's "
+                             f"limit of {MAX_LINE_BYTES}")
+        data += b"\n"
+        with self.lock:
+            if self.fd is None:
+                stream = self._stream if self._stream is not None else sys.stderr
+                stream.write(line + "\n")
+                stream.flush()
+                return
+            view = memoryview(data)
+            while view:
+                try:
+                    written = os.write(self.fd, view)
+                except InterruptedError:
+                    continue
+                view = view[written:]
+
+
+def open_report_fd(fd_text):
+    """The descriptor named by TRIALD_REPORT_FD, made non-inheritable; ValueError if unusable."""
+    try:
+        fd = int(fd_text)
+        os.fstat(fd)
+    except (ValueError, OSError) as e:
+        raise ValueError(f"TRIALD_REPORT_FD={fd_text!r} is not an open descriptor ({e})") from None
+    # Programs the trial starts must not hold the channel open after it is gone.
+    os.set_inheritable(fd, False)
+    return fd
+
+
+class TrialStopped(Exception):
+    """Raised by report() / check_stop() once triald has asked the trial to stop (SIGTERM)."""
+
+
+class ChannelError(RuntimeError):
+    """The daemon refused a request, closed the channel, or answered something unreadable."""
+
+
+class DaemonAnswers:
+    """Requests on the two-way trial channel (a socketpair end): sends a line, reads its answer.
+
+    An answer `{"type":"error","message":...}` (the daemon refused the request and is ending the
+    trial FAIL(protocol)) raises ChannelError with the daemon's message.
+    """
+
+    # An answer carries at most one categorical choice, so it fits the request limit; a longer
+    # line is not triald speaking.
+    MAX_ANSWER_BYTES = MAX_LINE_BYTES + 1024
+
+    def __init__(self, writer):
+        self._writer = writer
+        self._buffer = b""
+
+    def ask(self, message):
+        with self._writer.lock:
+            self._writer.send(message)
+            return self._read_line(message)
+
+    def _read_line(self, request):
+        while True:
+            newline = self._buffer.find(b"\n")
+            if newline >= 0:
+                line, self._buffer = self._buffer[:newline], self._buffer[newline + 1:]
+                break
+            if len(self._buffer) > self.MAX_ANSWER_BYTES:
+                raise ChannelError(f"the answer to a {request['type']} request is longer than "
+                                   f"{self.MAX_ANSWER_BYTES} bytes")
+            try:
+                chunk = os.read(self._writer.fd, 65536)
+            except OSError as e:
+                raise ChannelError(
+                    f"cannot read triald's answer to a {request['type']} request from "
+                    f"TRIALD_REPORT_FD={self._writer.fd} ({e}); the descriptor must be the "
+                    f"two-way trial channel (a socketpair), as triald gives python objectives"
+                ) from None
+            if not chunk:
+                raise ChannelError(f"triald closed the trial channel without answering a "
+                                   f"{request['type']} request")
+            self._buffer += chunk
+        try:
+            answer = json.loads(line.decode("utf-8"))
+        except ValueError as e:
+            raise ChannelError(f"triald's answer is not JSON ({e}): {line[:200]!r}") from None
+        if not isinstance(answer, dict):
+            raise ChannelError(f"triald's answer is not a JSON object: {line[:200]!r}")
+        if answer.get("type") == "error":
+            raise ChannelError(f"triald refused the {request['type']} request: "
+                               f"{answer.get('message')}")
+        return answer

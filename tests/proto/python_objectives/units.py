@@ -1,0 +1,5 @@
+"""A sibling module of conditional.py."""
+
+
+def scale(n):
+    return n * 2

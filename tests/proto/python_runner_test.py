@@ -1,0 +1,563 @@
+"""The define-by-run Python runner (python3 -m triald run) against a fake daemon.
+
+Each test starts the runner as triald would (a subprocess whose TRIALD_REPORT_FD is one end of a
+Unix stream socketpair) and plays the daemon's side from a script: it answers suggests and
+should_prune, records every line, and may stop the trial with SIGTERM. Where Optuna defines the
+behaviour (distributions, validation messages, deprecated aliases, the messages for objective
+values it refuses), python3-optuna 3.1 itself is the reference.
+
+Run: python3 -m unittest discover -s tests/proto -p python_runner_test.py  (CTest: python_runner)
+"""
+
+import io
+import json
+import math
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import unittest
+import warnings
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CLIENT_DIR = os.path.join(HERE, "..", "..", "proto", "client", "python")
+OBJECTIVES = os.path.join(HERE, "python_objectives")
+sys.path.insert(0, CLIENT_DIR)
+
+import optuna  # noqa: E402  (python3-optuna: the reference these tests compare with)
+import triald  # noqa: E402
+from triald._optuna import ReplayAnswers  # noqa: E402
+from triald._wire import LineWriter  # noqa: E402
+
+optuna.logging.set_verbosity(optuna.logging.ERROR)
+
+# How long any one runner may take before the test fails instead of hanging.
+TIMEOUT_S = 60
+
+
+def objective_file(name):
+    return os.path.join(OBJECTIVES, name)
+
+
+class FakeDaemon:
+    """The daemon's side of the trial channel, scripted.
+
+    values: name -> the value a suggest for that name gets. prune: answers to should_prune, in
+    order (False once used up). A name asked again with another distribution, or a name without
+    a value, gets an error answer, as the daemon ends such a trial FAIL(protocol).
+    `on_line(message, process)` may act on a line first (e.g. SIGTERM the runner) and return
+    False to leave it unanswered; `close_on` closes the channel on the first line of that type.
+    """
+
+    def __init__(self, values=None, prune=(), on_line=None, close_on=None):
+        self.values = dict(values or {})
+        self.prune = list(prune)
+        self.on_line = on_line
+        self.close_on = close_on
+        self.distributions = {}
+
+    def answer(self, message):
+        if message["type"] == "suggest":
+            name, distribution = message["name"], message["distribution"]
+            known = self.distributions.setdefault(name, distribution)
+            if known != distribution:
+                return {"type": "error", "message": f"parameter {name!r} was suggested with "
+                        f"{json.dumps(known)} and now with {json.dumps(distribution)}"}
+            if name not in self.values:
+                return {"type": "error", "message": f"no value scripted for {name!r}"}
+            return {"type": "suggestion", "name": name, "value": self.values[name]}
+        if message["type"] == "should_prune":
+            return {"type": "should_prune", "value": self.prune.pop(0) if self.prune else False}
+        return None
+
+
+class Result:
+    def __init__(self, returncode, lines, stdout, stderr):
+        self.returncode = returncode
+        self.lines = lines
+        self.stdout = stdout
+        self.stderr = stderr
+
+    def types(self):
+        return [line["type"] for line in self.lines]
+
+    def suggested(self):
+        return [line["name"] for line in self.lines if line["type"] == "suggest"]
+
+    def attrs(self):
+        return {line["key"]: line["value"] for line in self.lines if line["type"] == "attr"}
+
+
+def runner_env(extra=None):
+    env = dict(os.environ)
+    env["PYTHONPATH"] = CLIENT_DIR + (os.pathsep + env["PYTHONPATH"]
+                                      if env.get("PYTHONPATH") else "")
+    env.update(extra or {})
+    return env
+
+
+def run_with_daemon(spec, daemon, cwd=None, env=None):
+    """Runs `python3 -m triald run SPEC` with `daemon` on the other end of its channel."""
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    ours.settimeout(TIMEOUT_S)
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        env = runner_env(dict({"TRIALD_TRIAL": "7"}, **(env or {}),
+                              TRIALD_REPORT_FD=str(theirs.fileno())))
+        process = subprocess.Popen([sys.executable, "-m", "triald", "run", spec],
+                                   pass_fds=[theirs.fileno()], stdout=out, stderr=err,
+                                   env=env, cwd=cwd or tempfile.gettempdir())
+        theirs.close()
+        lines = []
+        try:
+            reader = ours.makefile("rb")
+            for raw in reader:
+                message = json.loads(raw)
+                lines.append(message)
+                if daemon.close_on == message["type"]:
+                    break
+                if daemon.on_line is not None and daemon.on_line(message, process) is False:
+                    continue
+                answer = daemon.answer(message)
+                if answer is not None:
+                    ours.sendall(json.dumps(answer).encode() + b"\n")
+            reader.close()
+            ours.close()
+            returncode = process.wait(timeout=TIMEOUT_S)
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+        out.seek(0)
+        err.seek(0)
+        return Result(returncode, lines, out.read().decode(), err.read().decode())
+
+
+def run_by_hand(args, cwd=None, env=None):
+    """`python3 -m triald ARGS` without a daemon (replay or check)."""
+    completed = subprocess.run([sys.executable, "-m", "triald"] + args, capture_output=True,
+                               env=runner_env(env), cwd=cwd or tempfile.gettempdir(),
+                               timeout=TIMEOUT_S)
+    lines = [json.loads(line) for line in completed.stdout.decode().splitlines()
+             if line.startswith("{")]
+    return Result(completed.returncode, lines, completed.stdout.decode(),
+                  completed.stderr.decode())
+
+
+def replay_trial(params):
+    """An OptunaTrial in this process, answered from `params`; its lines go to the StringIO."""
+    out = io.StringIO()
+    writer = LineWriter(None, out)
+    return triald.OptunaTrial(writer, ReplayAnswers(params, writer), replay=True), out
+
+
+def sent(out):
+    return [json.loads(line) for line in out.getvalue().splitlines()]
+
+
+def optuna_tell_message(value):
+    """The message Optuna 3.1 gives for an objective value it does not accept (study.tell warns
+    it when no state is given, as Study.optimize records it)."""
+    study = optuna.create_study()
+    trial = study.ask()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        study.tell(trial, value)
+    assert study.trials[0].state == optuna.trial.TrialState.FAIL
+    return str(caught[-1].message)
+
+
+class ConditionalSpaceTest(unittest.TestCase):
+    def test_parameters_of_the_branch_not_taken_are_never_asked(self):
+        daemon = FakeDaemon({"optimizer": "adam", "lr": 0.01, "momentum": 0.9, "layers": 1,
+                             "width_0": 32, "width_1": 64, "width_2": 128})
+        result = run_with_daemon(objective_file("conditional.py") + ":objective", daemon)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertEqual(result.suggested(), ["optimizer", "lr", "layers", "width_0"])
+        self.assertEqual(result.lines[-1], {"type": "final", "value": -2 + 32 / 1000})
+        attrs = result.attrs()
+        self.assertEqual(attrs["params"], {"optimizer": "adam", "lr": 0.01, "layers": 1,
+                                           "width_0": 32})
+        self.assertEqual(attrs["number"], 7)  # TRIALD_TRIAL
+        self.assertEqual(attrs["units"], 64)  # the sibling module units.py was imported
+
+    def test_the_other_branch_asks_its_own_parameters(self):
+        daemon = FakeDaemon({"optimizer": "sgd", "lr": 0.001, "momentum": 0.5, "layers": 2,
+                             "width_0": 16, "width_1": 48})
+        result = run_with_daemon(objective_file("conditional.py") + ":objective", daemon)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertEqual(result.suggested(),
+                         ["optimizer", "lr", "momentum", "layers", "width_0", "width_1"])
+        distributions = {line["name"]: line["distribution"] for line in result.lines
+                         if line["type"] == "suggest"}
+        self.assertEqual(distributions["optimizer"],
+                         {"type": "categorical", "choices": ["adam", "sgd"]})
+        self.assertEqual(distributions["lr"],
+                         {"type": "float", "low": 1e-5, "high": 0.1, "log": True})
+        self.assertEqual(distributions["momentum"],
+                         {"type": "float", "low": 0.0, "high": 0.99, "log": False})
+        self.assertEqual(distributions["width_1"],
+                         {"type": "int", "low": 16, "high": 128, "step": 16, "log": False})
+
+    def test_the_main_block_does_not_run(self):
+        with tempfile.TemporaryDirectory() as mark_dir:
+            daemon = FakeDaemon({"optimizer": "adam", "lr": 0.01, "layers": 1, "width_0": 16})
+            result = run_with_daemon(objective_file("conditional.py") + ":objective", daemon,
+                                     env={"MAIN_BLOCK_MARK_DIR": mark_dir})
+            self.assertEqual(result.returncode, 0, result.stderr)
+            checked = run_by_hand(["check", objective_file("conditional.py") + ":objective"],
+                                  env={"MAIN_BLOCK_MARK_DIR": mark_dir})
+            self.assertEqual(checked.returncode, 0, checked.stderr)
+            self.assertEqual(os.listdir(mark_dir), [])
+
+    def test_a_module_spec_imports_from_the_working_directory(self):
+        result = run_with_daemon("endings:returns_float", FakeDaemon({"k": 2}), cwd=OBJECTIVES)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertEqual(result.lines[-1], {"type": "final", "value": 2.25})
+
+    def test_the_objective_imports_the_runners_own_module(self):
+        result = run_with_daemon(objective_file("endings.py") + ":same_module", FakeDaemon())
+        self.assertEqual(result.lines, [{"type": "final", "value": 1.0}], result.stderr)
+
+
+class SameNameTest(unittest.TestCase):
+    def test_same_name_and_distribution_is_one_request_and_one_value(self):
+        result = run_with_daemon(objective_file("conditional.py") + ":same_name",
+                                 FakeDaemon({"x": 0.375}))
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertEqual(result.suggested(), ["x"])
+        self.assertEqual(result.attrs(), {"same": True})
+        self.assertEqual(result.lines[-1], {"type": "final", "value": 0.75})
+
+    def test_a_conflicting_distribution_is_sent_and_the_daemons_refusal_ends_the_run(self):
+        result = run_with_daemon(objective_file("conditional.py") + ":conflicting",
+                                 FakeDaemon({"x": 0.5}))
+        self.assertEqual(result.returncode, 1)
+        asked = [line for line in result.lines if line["type"] == "suggest"]
+        self.assertEqual([line["distribution"]["high"] for line in asked], [1.0, 2.0])
+        self.assertEqual(result.lines[-1]["type"], "error")
+        self.assertIn("triald refused the suggest request: parameter 'x' was suggested with",
+                      result.lines[-1]["message"])
+        self.assertNotIn("final", result.types())
+
+    def test_a_conflicting_distribution_in_replay_names_both(self):
+        result = run_by_hand(["run", objective_file("conditional.py") + ":conflicting",
+                              "--params", '{"x": 0.5}'])
+        self.assertEqual(result.returncode, 1)
+        message = result.lines[-1]["message"]
+        self.assertIn("parameter 'x' was suggested with FloatDistribution(high=1.0, log=False, "
+                      "low=-1.0, step=None) and now with FloatDistribution(high=2.0, log=False, "
+                      "low=-1.0, step=None)", message)
+        self.assertEqual(result.suggested(), ["x"])  # the conflict is not sent
+
+
+class OptunaSemanticsTest(unittest.TestCase):
+    """Each call against optuna.trial.FixedTrial given the same values."""
+
+    CALLS = [
+        ("suggest_uniform", ("a", 0.0, 1.0), {}, 0.5),
+        ("suggest_loguniform", ("b", 1e-3, 1.0), {}, 0.01),
+        ("suggest_discrete_uniform", ("c", 0.0, 1.0, 0.3), {}, 0.6),
+        ("suggest_int", ("d", 1, 10, 3), {}, 4),  # step by position
+        ("suggest_int", ("e", 1, 16, 1, True), {}, 8),  # log by position
+        ("suggest_int", ("f", 0, 9), {"step": 2}, 2),
+        ("suggest_float", ("g", 0, 1), {"step": 0.25}, 0.75),
+        ("suggest_float", ("h", 0.1, 0.95), {"step": 0.1}, 0.3),
+        ("suggest_float", ("i", 1e-4, 1.0), {"log": True}, 0.001),
+        ("suggest_categorical", ("j", ["x", 2, 2.5, True]), {}, 2.5),
+    ]
+
+    def test_aliases_map_and_warn_as_optuna(self):
+        params = {call[1][0]: call[3] for call in self.CALLS}
+        ours, out = replay_trial(params)
+        reference = optuna.trial.FixedTrial(params)
+        for method, args, kwargs, value in self.CALLS:
+            with self.subTest(method=method, args=args, kwargs=kwargs):
+                results = []
+                for trial in (ours, reference):
+                    with warnings.catch_warnings(record=True) as caught:
+                        warnings.simplefilter("always")
+                        got = getattr(trial, method)(*args, **kwargs)
+                    results.append((got, sorted(w.category.__name__ for w in caught)))
+                self.assertEqual(results[0], results[1])
+                self.assertEqual(type(results[0][0]), type(results[1][0]))
+                name = args[0]
+                mine, theirs = ours.distributions[name], reference.distributions[name]
+                self.assertEqual(type(mine).__name__, type(theirs).__name__)
+                for field in ("low", "high", "step", "log", "choices"):
+                    if hasattr(theirs, field):
+                        self.assertEqual(getattr(mine, field), getattr(theirs, field), field)
+                        self.assertEqual(type(getattr(mine, field)),
+                                         type(getattr(theirs, field)), field)
+                # What went on the wire is that distribution.
+                line = [m for m in sent(out) if m.get("name") == name][-1]
+                for field, wire_value in line["distribution"].items():
+                    if field != "type":
+                        expected = getattr(theirs, field)
+                        self.assertEqual(wire_value, list(expected) if field == "choices"
+                                         else expected, field)
+        self.assertEqual(ours.params, reference.params)
+
+    def test_deprecated_aliases_warn_futurewarning_naming_the_replacement(self):
+        ours, _ = replay_trial({"a": 0.5})
+        with self.assertWarns(FutureWarning) as caught:
+            ours.suggest_uniform("a", 0.0, 1.0)
+        self.assertIn("suggest_uniform has been deprecated in v3.0.0", str(caught.warning))
+        self.assertIn("suggest_float", str(caught.warning))
+
+    def test_suggest_float_takes_step_and_log_by_keyword_only(self):
+        ours, _ = replay_trial({"x": 0.5})
+        with self.assertRaises(TypeError):
+            ours.suggest_float("x", 0.0, 1.0, 0.1)
+        with self.assertRaises(TypeError):
+            optuna.trial.FixedTrial({"x": 0.5}).suggest_float("x", 0.0, 1.0, 0.1)
+
+    def test_invalid_distributions_raise_optunas_valueerror(self):
+        bad = [
+            ("suggest_float", ("x", 1.0, 0.0), {}),
+            ("suggest_float", ("x", 0.0, 1.0), {"log": True}),
+            ("suggest_float", ("x", -1.0, 1.0), {"log": True}),
+            ("suggest_float", ("x", 0.1, 1.0), {"log": True, "step": 0.1}),
+            ("suggest_float", ("x", 0.0, 1.0), {"step": 0}),
+            ("suggest_float", ("x", 0.0, 1.0), {"step": -0.5}),
+            ("suggest_int", ("n", 5, 1), {}),
+            ("suggest_int", ("n", 0, 5), {"log": True}),
+            ("suggest_int", ("n", 1, 5), {"log": True, "step": 2}),
+            ("suggest_int", ("n", 1, 5), {"step": 0}),
+            ("suggest_categorical", ("c", []), {}),
+            ("suggest_uniform", ("x", 2.0, 1.0), {}),
+            ("suggest_loguniform", ("x", 0.0, 1.0), {}),
+            ("suggest_discrete_uniform", ("x", 0.0, 1.0, 0.0), {}),
+        ]
+        for method, args, kwargs in bad:
+            with self.subTest(method=method, args=args, kwargs=kwargs):
+                ours, out = replay_trial({"x": 0.5, "n": 2, "c": 1})
+                reference = optuna.trial.FixedTrial({"x": 0.5, "n": 2, "c": 1})
+                messages = []
+                for trial in (ours, reference):
+                    with warnings.catch_warnings():
+                        warnings.simplefilter("ignore")
+                        with self.assertRaises(ValueError) as raised:
+                            getattr(trial, method)(*args, **kwargs)
+                    messages.append(str(raised.exception))
+                self.assertEqual(messages[0], messages[1])
+                self.assertEqual(out.getvalue(), "")  # refused before anything is sent
+
+    def test_what_the_wire_cannot_carry_is_refused_before_sending(self):
+        for call in (lambda t: t.suggest_categorical("c", ["a", None]),
+                     lambda t: t.suggest_categorical("c", [1, 1.0]),
+                     lambda t: t.suggest_categorical("c", [float("nan")]),
+                     lambda t: t.suggest_float("x", 0.0, float("inf")),
+                     lambda t: t.report(float("nan"), 0),
+                     lambda t: t.set_user_attr("", 1),
+                     lambda t: t.set_user_attr("k", float("inf"))):
+            ours, out = replay_trial({"c": "a", "x": 0.5})
+            with self.assertRaises(ValueError):
+                call(ours)
+            self.assertEqual(out.getvalue(), "")
+
+    def test_bools_and_numbers_are_distinct_choices(self):
+        ours, out = replay_trial({"c": True})
+        self.assertIs(ours.suggest_categorical("c", [1, True]), True)
+        self.assertEqual(sent(out)[0]["distribution"]["choices"], [1, True])
+
+    def test_report_takes_optunas_argument_order_and_ignores_a_repeated_step(self):
+        ours, out = replay_trial({})
+        ours.report(0.5, 3)
+        with self.assertWarns(UserWarning):
+            ours.report(0.25, 3)
+        with self.assertRaises(TypeError):
+            ours.report("high", 4)
+        with self.assertRaises(ValueError):
+            ours.report(0.5, -1)
+        self.assertEqual(sent(out), [{"type": "report", "step": 3, "value": 0.5}])
+        self.assertFalse(ours.should_prune())  # replay: never pruned
+
+    def test_user_attrs_params_distributions_are_copies(self):
+        ours, out = replay_trial({"x": 0.5})
+        ours.set_user_attr("meta", {"a": [1, 2]})
+        ours.suggest_float("x", 0.0, 1.0)
+        ours.user_attrs["meta"]["a"].append(3)
+        ours.params["x"] = 9
+        self.assertEqual(ours.user_attrs, {"meta": {"a": [1, 2]}})
+        self.assertEqual(ours.params, {"x": 0.5})
+        self.assertEqual(ours.distributions, {"x": triald.FloatDistribution(0.0, 1.0)})
+        self.assertEqual(ours.number, 0)
+        self.assertIsNotNone(ours.datetime_start)
+        self.assertEqual(sent(out)[0], {"type": "attr", "key": "meta", "value": {"a": [1, 2]}})
+
+    def test_the_legacy_trial_keeps_its_own_report_order(self):
+        self.assertIsNot(triald.Trial, triald.OptunaTrial)
+        read_end, write_end = os.pipe()
+        try:
+            legacy = triald.Trial(handle_sigterm=False,
+                                  environ={"TRIALD_REPORT_FD": str(write_end)})
+            legacy.report(2, 0.5)  # (step, value), as before
+            legacy.finish(0.25)
+            os.close(write_end)
+            write_end = None
+            with os.fdopen(read_end, "rb") as f:
+                read_end = None
+                lines = [json.loads(line) for line in f]
+        finally:
+            for fd in (read_end, write_end):
+                if fd is not None:
+                    os.close(fd)
+        self.assertEqual(lines, [{"type": "report", "step": 2, "value": 0.5},
+                                 {"type": "final", "value": 0.25}])
+
+
+class EndingsTest(unittest.TestCase):
+    def run_ending(self, name, values=None):
+        return run_with_daemon(objective_file("endings.py") + ":" + name, FakeDaemon(values))
+
+    def test_a_number_is_the_final_value(self):
+        result = self.run_ending("returns_float", {"k": 1})
+        self.assertEqual((result.returncode, result.lines[-1]),
+                         (0, {"type": "final", "value": 1.25}))
+        result = self.run_ending("returns_int")
+        self.assertEqual((result.returncode, result.lines), (0, [{"type": "final", "value": 3.0}]))
+
+    def test_none_nan_and_a_string_fail_with_optunas_message(self):
+        cases = [("returns_none", optuna_tell_message(None)),
+                 ("returns_nan", optuna_tell_message(math.nan)),
+                 ("returns_str", "The value 'abc' could not be cast to float.")]
+        self.assertEqual(cases[0][1], "The value None could not be cast to float.")
+        self.assertEqual(cases[1][1], "The value nan is not acceptable.")
+        for name, message in cases:
+            with self.subTest(name=name):
+                result = self.run_ending(name, {"x": 0.5})
+                self.assertEqual(result.returncode, 1)
+                self.assertEqual(result.lines[-1], {"type": "error", "message": message})
+                self.assertNotIn("final", result.types())
+
+    def test_an_exception_sends_the_tail_of_its_traceback(self):
+        result = self.run_ending("raises")
+        self.assertEqual(result.returncode, 1)
+        self.assertEqual(result.types(), ["error"])
+        message = result.lines[0]["message"]
+        self.assertTrue(message.startswith("Traceback (most recent call last):"), message)
+        self.assertTrue(message.endswith("RuntimeError: the data loader broke"), message)
+        self.assertIn("in inner", message)
+        self.assertNotIn("_runner.py", message)  # the user's frames, not the runner's
+        self.assertIn("RuntimeError: the data loader broke", result.stderr)  # full traceback
+
+    def test_triald_and_optuna_trialpruned_end_the_trial_pruned(self):
+        for name in ("raises_pruned", "raises_optuna_pruned"):
+            with self.subTest(name=name):
+                result = self.run_ending(name)
+                self.assertEqual(result.returncode, 0, result.stderr)
+                self.assertEqual(result.lines, [{"type": "report", "step": 0, "value": 0.5},
+                                                {"type": "pruned"}])
+
+    def test_should_prune_answered_true_ends_the_trial_pruned(self):
+        daemon = FakeDaemon({"x": 0.5}, prune=[False, True])
+        result = run_with_daemon(objective_file("conditional.py") + ":pruned_when_told", daemon)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertEqual(result.types(), ["suggest", "report", "should_prune", "report",
+                                          "should_prune", "pruned"])
+
+    def test_sigterm_stops_the_trial_at_the_next_report(self):
+        def stop_after_first_report(message, process):
+            if message["type"] == "report" and message["step"] == 0:
+                process.send_signal(signal.SIGTERM)
+
+        daemon = FakeDaemon(on_line=stop_after_first_report)
+        result = run_with_daemon(objective_file("endings.py") + ":reports_until_stopped", daemon)
+        self.assertEqual(result.returncode, 128 + signal.SIGTERM, result.stderr)
+        self.assertNotIn("final", result.types())
+        self.assertNotIn("Traceback", result.stderr)
+
+    def test_sigterm_while_waiting_for_an_answer_stops_at_once(self):
+        def stop_instead_of_answering(message, process):
+            if message["type"] == "should_prune":
+                process.send_signal(signal.SIGTERM)
+                return False
+            return True
+
+        daemon = FakeDaemon(on_line=stop_instead_of_answering)
+        result = run_with_daemon(objective_file("endings.py") + ":asks_until_stopped", daemon)
+        self.assertEqual(result.returncode, 128 + signal.SIGTERM, result.stderr)
+        self.assertEqual(result.types(), ["report", "should_prune"])
+
+    def test_a_channel_closed_without_an_answer_fails_the_run(self):
+        result = run_with_daemon(objective_file("endings.py") + ":returns_float",
+                                 FakeDaemon({"k": 1}, close_on="suggest"))
+        self.assertEqual(result.returncode, 1)
+        self.assertIn("triald closed the trial channel without answering a suggest request",
+                      result.stderr)
+
+
+class SpecTest(unittest.TestCase):
+    BAD = [
+        ("no-such-file.py:objective", "no such file"),
+        (objective_file("conditional.py") + ":objectiv",
+         "conditional.py has no attribute 'objectiv' (did you mean 'objective'?)"),
+        (objective_file("conditional.py") + ":NOT_CALLABLE",
+         "'NOT_CALLABLE' is not callable (it is a int)"),
+        ("no_such_package.module:objective", "no module named 'no_such_package'"),
+        (objective_file("conditional.py"), "expected PATH.py:NAME or package.module:NAME"),
+    ]
+
+    def test_bad_specs_exit_2_naming_the_spec(self):
+        for spec, what in self.BAD:
+            with self.subTest(spec=spec):
+                checked = run_by_hand(["check", spec])
+                self.assertEqual(checked.returncode, 2)
+                self.assertIn(f"objective {spec!r}: ", checked.stderr)
+                self.assertIn(what, checked.stderr)
+                result = run_with_daemon(spec, FakeDaemon())
+                self.assertEqual(result.returncode, 2)
+                self.assertEqual(result.types(), ["error"])  # the daemon learns why
+                self.assertIn(what, result.lines[0]["message"])
+
+    def test_a_good_spec_checks_silently(self):
+        for spec, cwd in ((objective_file("conditional.py") + ":objective", None),
+                          ("endings:returns_float", OBJECTIVES)):
+            checked = run_by_hand(["check", spec], cwd=cwd)
+            self.assertEqual((checked.returncode, checked.stdout, checked.stderr), (0, "", ""))
+
+    def test_run_without_a_channel_or_params_says_how_to_replay(self):
+        env = {"TRIALD_REPORT_FD": ""}
+        result = subprocess.run(
+            [sys.executable, "-m", "triald", "run", objective_file("endings.py") + ":raises"],
+            capture_output=True, env={k: v for k, v in runner_env(env).items()
+                                      if k != "TRIALD_REPORT_FD"}, timeout=TIMEOUT_S)
+        self.assertEqual(result.returncode, 2)
+        self.assertIn(b"--params", result.stderr)
+
+
+class ReplayTest(unittest.TestCase):
+    def test_replay_prints_the_lines_a_real_run_sends(self):
+        values = {"optimizer": "sgd", "lr": 0.001, "momentum": 0.5, "layers": 2, "width_0": 16,
+                  "width_1": 48}
+        spec = objective_file("conditional.py") + ":objective"
+        real = run_with_daemon(spec, FakeDaemon(values))
+        replayed = run_by_hand(["run", spec, "--params", json.dumps(values)],
+                               env={"TRIALD_TRIAL": "7"})
+        self.assertEqual(real.returncode, 0, real.stderr)
+        self.assertEqual(replayed.returncode, 0, replayed.stderr)
+        self.assertEqual(replayed.lines, real.lines)
+        self.assertEqual(len(real.lines), 10)  # 6 suggests, 3 attrs, final
+
+    def test_replay_never_prunes_and_names_a_missing_parameter(self):
+        spec = objective_file("conditional.py") + ":pruned_when_told"
+        result = run_by_hand(["run", spec, "--params", '{"x": 0.5}'])
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertEqual(result.types(), ["suggest"] + ["report", "should_prune"] * 5 + ["final"])
+        result = run_by_hand(["run", spec, "--params", '{"y": 0.5}'])
+        self.assertEqual(result.returncode, 1)
+        self.assertIn("The value of the parameter 'x' is not found in --params (it has: y).",
+                      result.lines[-1]["message"])
+
+    def test_params_must_be_a_json_object(self):
+        spec = objective_file("conditional.py") + ":same_name"
+        for bad in ("[1]", "{x"):
+            result = run_by_hand(["run", spec, "--params", bad])
+            self.assertEqual(result.returncode, 2)
+            self.assertIn("--params", result.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
