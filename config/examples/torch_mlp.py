@@ -17,7 +17,7 @@ import sys
 
 try:
     import triald
-except ImportError:  # running from a source checkout: the module lives in proto/client/python
+except ImportError:  # running from a source checkout: the package lives in proto/client/python
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
                                     "proto", "client", "python"))
     import triald

@@ -168,7 +168,7 @@ TEST_CASE("C++ client: SIGTERM makes the next report throw TrialStopped, nothing
   CHECK(pipe.Lines().size() == 1);
 }
 
-// The Python module, run by python3 as triald runs an exec objective.
+// The Python package, run by python3 as triald runs an exec objective.
 std::vector<std::string> PythonEnv(const std::string& params) {
   return {"PYTHONPATH=" TRIALD_SOURCE_DIR "/proto/client/python", "TRIALD_PARAMS=" + params,
           "TRIALD_STUDY=s", "TRIALD_TRIAL=3", "PATH=/usr/bin:/bin"};

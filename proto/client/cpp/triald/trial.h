@@ -1,6 +1,6 @@
 #pragma once
 // triald's report protocol for C++ objectives: one header, C++17, the standard library and
-// POSIX only (no Boost, no link step). The C++ twin of proto/client/python/triald.py.
+// POSIX only (no Boost, no link step). The C++ twin of proto/client/python/triald/ (its Trial).
 //
 // An exec objective is any command a sweep names; triald starts it once per trial, in its own
 // process, with the trial's parameters in the environment, and reads scalars back from a pipe

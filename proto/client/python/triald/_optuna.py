@@ -23,7 +23,6 @@ import decimal
 import math
 import numbers
 import operator
-import threading
 import warnings
 
 from triald._wire import ChannelError, TrialStopped, check_attr_key, finite, plain
@@ -245,7 +244,7 @@ class ReplayAnswers:
         self._params = params
         self._writer = writer
 
-    def ask(self, message):
+    def ask(self, message, check_stop=None):
         with self._writer.lock:
             self._writer.send(message)
             if message["type"] == "should_prune":
@@ -283,8 +282,6 @@ class OptunaTrial:
         self._reported_steps = set()
         self._requests = 0
         self.stop_requested = False
-        # While a request waits for its answer, SIGTERM interrupts the wait (see on_sigterm).
-        self._waiting = False
 
     # -- suggestions ----------------------------------------------------------------------------
 
@@ -420,7 +417,7 @@ class OptunaTrial:
 
     def on_sigterm(self, signum, frame):
         self.stop_requested = True
-        if self._waiting:
+        if getattr(self._answers, "reading", False):
             # A stopped trial gets no answer: leave the wait now rather than at SIGKILL.
             self.check_stop()
 
@@ -429,11 +426,4 @@ class OptunaTrial:
         if self._requests > MAX_REQUESTS:
             raise ValueError(f"a trial may make at most {MAX_REQUESTS} requests "
                              "(suggest and should_prune)")
-        # Only the main thread runs signal handlers, so only its wait can be interrupted.
-        main = threading.current_thread() is threading.main_thread()
-        self._waiting = main
-        try:
-            return self._answers.ask(message)
-        finally:
-            if main:
-                self._waiting = False
+        return self._answers.ask(message, self.check_stop)

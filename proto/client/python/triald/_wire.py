@@ -135,7 +135,9 @@ class DaemonAnswers:
     """Requests on the two-way trial channel (a socketpair end): sends a line, reads its answer.
 
     An answer `{"type":"error","message":...}` (the daemon refused the request and is ending the
-    trial FAIL(protocol)) raises ChannelError with the daemon's message.
+    trial FAIL(protocol)) raises ChannelError with the daemon's message. `reading` is True while
+    the main thread waits for an answer (its request fully sent): a SIGTERM handler may then
+    raise to leave the wait, without cutting a line short.
     """
 
     # An answer carries at most one categorical choice, so it fits the request limit; a longer
@@ -145,11 +147,23 @@ class DaemonAnswers:
     def __init__(self, writer):
         self._writer = writer
         self._buffer = b""
+        self.reading = False
 
-    def ask(self, message):
+    def ask(self, message, check_stop=None):
+        """Sends `message` and returns its answer (a dict). `check_stop` is called once the wait
+        has begun, so a stop requested just before it is not missed."""
+        # Only the main thread runs signal handlers, so only its wait can be interrupted.
+        main = threading.current_thread() is threading.main_thread()
         with self._writer.lock:
             self._writer.send(message)
-            return self._read_line(message)
+            self.reading = main
+            try:
+                if check_stop is not None:
+                    check_stop()
+                return self._read_line(message)
+            finally:
+                if main:
+                    self.reading = False
 
     def _read_line(self, request):
         while True:
