@@ -519,13 +519,29 @@ class SpecTest(unittest.TestCase):
             self.assertEqual((checked.returncode, checked.stdout, checked.stderr), (0, "", ""))
 
     def test_run_without_a_channel_or_params_says_how_to_replay(self):
-        env = {"TRIALD_REPORT_FD": ""}
+        env = runner_env()
+        env.pop("TRIALD_REPORT_FD", None)
         result = subprocess.run(
             [sys.executable, "-m", "triald", "run", objective_file("endings.py") + ":raises"],
-            capture_output=True, env={k: v for k, v in runner_env(env).items()
-                                      if k != "TRIALD_REPORT_FD"}, timeout=TIMEOUT_S)
+            capture_output=True, env=env, timeout=TIMEOUT_S)
         self.assertEqual(result.returncode, 2)
+        self.assertIn(b"TRIALD_REPORT_FD is not set", result.stderr)
         self.assertIn(b"--params", result.stderr)
+
+    def test_a_one_way_pipe_cannot_answer_and_says_so(self):
+        read_end, write_end = os.pipe()
+        with os.fdopen(read_end, "rb") as reader:
+            process = subprocess.Popen(
+                [sys.executable, "-m", "triald", "run",
+                 objective_file("endings.py") + ":returns_float"],
+                pass_fds=[write_end], stderr=subprocess.PIPE,
+                env=runner_env({"TRIALD_REPORT_FD": str(write_end)}))
+            os.close(write_end)
+            lines = [json.loads(line) for line in reader]
+            stderr = process.communicate(timeout=TIMEOUT_S)[1].decode()
+        self.assertEqual(process.returncode, 1)
+        self.assertEqual([line["type"] for line in lines], ["suggest", "error"])
+        self.assertIn("must be the two-way trial channel (a socketpair)", stderr)
 
 
 class ReplayTest(unittest.TestCase):

@@ -264,7 +264,7 @@ class OptunaTrial:
     replays fixed values (ReplayAnswers), `writer` sends the lines that need no answer.
     `replay` makes a conflicting distribution an error here instead of the daemon's.
 
-    number          the trial number (TRIALD_TRIAL; 0 when replayed by hand)
+    number          the trial number (TRIALD_TRIAL; 0 when it is not set)
     datetime_start  when the trial object was created (local time, as Optuna)
     params, distributions, user_attrs   copies, as Optuna's properties return
     stop_requested  True once triald has asked the trial to stop (SIGTERM)
