@@ -1,6 +1,7 @@
 """Objectives ending each way a trial can end (tests/proto/python_runner_test.py)."""
 
 import math
+import time
 
 import triald
 
@@ -43,8 +44,10 @@ def raises_optuna_pruned(trial):
 
 
 def reports_until_stopped(trial):
-    for step in range(1000):
+    # A step every 10 ms for up to 30 s: the stop arrives long before the loop could end.
+    for step in range(3000):
         trial.report(float(step), step)
+        time.sleep(0.01)
     return 0.0
 
 
