@@ -55,7 +55,7 @@ def strip_inline_code(line):
     i = 0
     while i < len(line):
         if line[i] == "`":
-            run = len(line) - len(line[i:].lstrip("`"))
+            run = len(line[i:]) - len(line[i:].lstrip("`"))
             ticks = line[i:i + run]
             end = line.find(ticks, i + run)
             while end != -1 and end + run < len(line) and line[end + run] == "`":
