@@ -322,6 +322,15 @@ const CLI::App* SelectedVerb(const CLI::App& app) {
   return nullptr;
 }
 
+// The help of the verb on the command line, or the whole help.
+ParsedCommandLine Help(const CLI::App& app) {
+  ParsedCommandLine r;
+  r.kind = ParsedCommandLine::Kind::kHelp;
+  const CLI::App* verb = SelectedVerb(app);
+  r.text = verb ? VerbUsage(app, *verb) : FullUsage(app);
+  return r;
+}
+
 ParsedCommandLine UsageError(const CLI::App& app, const std::string& what) {
   ParsedCommandLine r;
   r.kind = ParsedCommandLine::Kind::kUsageError;
@@ -373,11 +382,13 @@ ParsedCommandLine ParseCommandLine(const std::vector<std::string>& args) {
   try {
     app->parse(reversed);
   } catch (const CLI::Success&) {  // -h, --help
-    r.kind = ParsedCommandLine::Kind::kHelp;
-    const CLI::App* verb = SelectedVerb(*app);
-    r.text = verb ? VerbUsage(*app, *verb) : FullUsage(*app);
-    return r;
+    return Help(*app);
   } catch (const CLI::ParseError& e) {
+    // Help wins over whatever else is wrong on the line.
+    if (std::find(args.begin(), args.end(), "--help") != args.end() ||
+        std::find(args.begin(), args.end(), "-h") != args.end()) {
+      return Help(*app);
+    }
     return UsageError(*app, Describe(*app, e));
   }
   const CLI::App* verb = SelectedVerb(*app);

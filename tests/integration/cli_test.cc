@@ -155,6 +155,10 @@ TEST_CASE("trialctl's errors name the option or verb and exit 2", "[cli][trialct
   CHECK_THAT(wrong_verb.err, Catch::Contains("--wait"));
   Run trial = RunCtl({"logs", "s", "-1"});
   CHECK(trial.code == ctl::kExitUsage);
+  // Help wins over whatever else is wrong on the line.
+  Run help = RunCtl({"watch", "s", "--interval", "0", "--help"});
+  CHECK(help.code == 0);
+  CHECK_THAT(help.out, Catch::StartsWith("usage: trialctl [--socket PATH] watch ..."));
   Run extra = RunCtl({"ping", "extra"});
   CHECK(extra.code == ctl::kExitUsage);
   CHECK_THAT(extra.err, Catch::Contains("extra"));

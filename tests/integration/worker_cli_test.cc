@@ -17,12 +17,21 @@ const char kFinal[] = "{\"type\":\"final\",\"value\":4.5E0}\n";
 
 TEST_CASE("trial-worker takes --opt=value as well as --opt value", "[cli][worker]") {
   const std::string worker = BinDir() + "/trial-worker";
-  auto spaced = RunChild({worker, "--objective", "echo", "--config", "{}"}, {kParams});
+  auto spaced = RunChild({worker, "--objective", "echo"}, {kParams});
   CHECK(spaced.exit_code == 0);
   CHECK(spaced.report == kFinal);
-  auto joined = RunChild({worker, "--objective=echo", "--config={}"}, {kParams});
+  auto joined = RunChild({worker, "--objective=echo"}, {kParams});
   CHECK(joined.exit_code == 0);
   CHECK(joined.report == kFinal);
+  // --config reaches the objective in both forms (echo refuses settings it does not take).
+  for (std::vector<std::string> config :
+       {std::vector<std::string>{"--config", "{}"}, std::vector<std::string>{"--config={}"}}) {
+    std::vector<std::string> argv = {worker, "--objective=echo"};
+    argv.insert(argv.end(), config.begin(), config.end());
+    auto refused = RunChild(argv, {kParams});
+    CHECK(refused.exit_code == 1);
+    CHECK_THAT(refused.report, Catch::Contains("objective echo takes no --config"));
+  }
 }
 
 TEST_CASE("trial-worker's command-line errors name the option, exit 1", "[cli][worker]") {
