@@ -11,9 +11,11 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <fstream>
+#include <map>
 #include <set>
 
 #include "daemon/control/access.h"
+#include "daemon/control/requests.h"
 #include "daemon/control/verbs.h"
 #include "tests/support/temp_dir.h"
 
@@ -82,6 +84,33 @@ TEST_CASE("The verb table: unique names, the read verbs as documented, unknown v
   CHECK(unknown.status().message() ==
         "unknown verb \"delete\"; expected one of ping, submit, studies, status, trials, best, "
         "cancel, enqueue, logs, export, nodes");
+}
+
+TEST_CASE("Request decoding: enqueue params as text, log streams, submit", "[control]") {
+  namespace json = boost::json;
+  auto params = DecodeEnqueueParams(
+      json::parse(R"({"params": {"lr": "0.01", "n": 64, "x": 0.5, "on": true}})").as_object());
+  REQUIRE(params.ok());
+  CHECK(*params == std::map<std::string, std::string>{
+                       {"lr", "0.01"}, {"n", "64"}, {"x", "5E-1"}, {"on", "true"}});
+  CHECK(DecodeEnqueueParams(json::object{})->empty());
+  CHECK(DecodeEnqueueParams(json::parse(R"({"params": null})").as_object())->empty());
+  CHECK(DecodeEnqueueParams(json::parse(R"({"params": [1]})").as_object()).status().message() ==
+        "field \"params\" must be an object of parameter name to value text");
+  CHECK(DecodeEnqueueParams(json::parse(R"({"params": {"a": [1]}})").as_object())
+            .status()
+            .message() == "params.a must be a string (the value as text)");
+
+  CHECK(*DecodeLogStream(json::object{}) == "stdout");
+  CHECK(*DecodeLogStream(json::parse(R"({"stream": "stderr"})").as_object()) == "stderr");
+  CHECK(DecodeLogStream(json::parse(R"({"stream": "both"})").as_object()).status().message() ==
+        "stream \"both\"; expected stdout or stderr");
+
+  auto submit = DecodeSubmit(json::parse(R"({"sweep": "[study]", "path": "/s.toml"})").as_object());
+  REQUIRE(submit.ok());
+  CHECK(submit->text == "[study]");
+  CHECK(submit->path == "/s.toml");
+  CHECK(DecodeSubmit(json::object{}).status().code() == common::Code::kInvalidArgument);
 }
 
 TEST_CASE("Permits and DenialFor: read access reads, full access does anything",
