@@ -16,26 +16,11 @@
 // closed. A failing accept (e.g. out of descriptors) is retried after a short pause instead of
 // spinning.
 //
-// Access (see DecideAccess): the peer's credentials are read once per connection with
-// SO_PEERCRED (uid, gid) and SO_PEERGROUPS (supplementary groups; /proc/PID/status on kernels
-// without it). Root, the daemon's own uid and members of the allowed group may use every
-// verb; anyone else who could connect (the socket file is 0660, or 0666 with read_open) may use
-// the read verbs only when read_open is set, and nothing otherwise. A denied request gets a
-// permission_denied reply naming the peer and who may do it.
+// Who may use which verb: daemon/control/access.h (decided once per connection from the peer's
+// credentials). What each verb does: the verb table in daemon/control/verbs.h. The JSON shapes
+// of its replies: daemon/control/study_json.h.
 //
-// Reads come straight from Storage (the scheduler writes through), so finished and active
-// studies look the same; writes (submit, cancel, enqueue) go through the Scheduler.
-//
-// Verbs (arguments -> result):
-//   enqueue  {study, params: {name: "value text"}} -> {study, trial, params}: a trial with fixed
-//            parameters that runs next (Scheduler::Enqueue); a JSON number or boolean value is
-//            taken as its text.
-//   export   {study} -> StudyExportJson: the study and every trial with its parameters'
-//            internal values and distributions (trialctl report / export).
-//
-// Thread-safety: event-loop thread only. The free functions are thread-safe.
-
-#include <sys/types.h>
+// Thread-safety: event-loop thread only.
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/local/stream_protocol.hpp>
@@ -43,57 +28,17 @@
 #include <boost/json.hpp>
 #include <memory>
 #include <string>
-#include <string_view>
-#include <vector>
 
 #include "common/fd.h"
 #include "common/logging.h"
 #include "common/status.h"
+#include "daemon/control/access.h"
+#include "daemon/control/study_json.h"
+#include "daemon/control/verbs.h"
 #include "daemon/scheduler.h"
 #include "daemon/storage/storage.h"
 
 namespace triald::daemon {
-
-// Who may use the control socket. Mutating verbs (anything but the read verbs below) need
-// full access.
-struct AccessPolicy {
-  uid_t daemon_uid = 0;    // the daemon's own (effective) uid
-  gid_t allowed_gid = 0;   // members (primary or supplementary) get full access
-  bool read_open = false;  // anyone who can connect may use the read verbs
-};
-
-// The peer of a connection, as the kernel recorded it at connect time.
-struct PeerCredentials {
-  pid_t pid = 0;
-  uid_t uid = 0;
-  gid_t gid = 0;              // primary (effective) gid
-  std::vector<gid_t> groups;  // supplementary gids
-};
-
-enum class Access { kNone, kRead, kFull };
-const char* AccessName(Access access);
-
-Access DecideAccess(const AccessPolicy& policy, const PeerCredentials& peer);
-// ping, studies, status, trials, best, logs, export. Every other verb, including ones added later,
-// counts as mutating.
-bool IsReadVerb(std::string_view verb);
-
-// The supplementary groups listed on the "Groups:" line of /proc/PID/status text; empty when
-// the line is missing.
-std::vector<gid_t> ParseStatusGroups(std::string_view status_text);
-// SO_PEERCRED plus the peer's supplementary groups.
-common::Result<PeerCredentials> ReadPeerCredentials(int socket_fd);
-
-// A group given by name or number (--socket-group); errors name the group.
-common::Result<gid_t> ResolveGroup(const std::string& name_or_gid);
-// "name (gid N)" or "gid N" when the group has no name.
-std::string GroupLabel(gid_t gid);
-
-// Creates the control socket at `path` and listens on it: a stale socket file is replaced (the
-// state-directory lock is ours), the file is created 0600, given to `gid` and then set to
-// `mode`, so it is never reachable with looser permissions than asked. Close-on-exec.
-common::Result<common::UniqueFd> ListenControlSocket(const std::string& path, mode_t mode,
-                                                     gid_t gid);
 
 struct ControlServerOptions {
   boost::asio::io_context* io = nullptr;
@@ -123,7 +68,8 @@ class ControlServer {
   // Stops accepting; open connections are closed after their next reply.
   void Stop();
 
-  // Handles one request; exposed for tests. Returns the JSON result or an error.
+  // Handles one request (HandleVerb, no access check); exposed for tests. Returns the JSON
+  // result or an error.
   common::Result<boost::json::value> Handle(const std::string& verb,
                                             const boost::json::object& args);
 
@@ -135,20 +81,8 @@ class ControlServer {
   boost::asio::local::stream_protocol::acceptor acceptor_;
   boost::asio::steady_timer accept_retry_;
   std::shared_ptr<int> live_connections_;
+  VerbContext verbs_;
   bool stopped_ = false;
 };
-
-// JSON views shared by the control replies (and so by trialctl's --json output).
-boost::json::object TrialToJson(const model::TrialRecord& trial);
-boost::json::object StudySummaryJson(const model::StudyRecord& study,
-                                     const std::vector<model::TrialRecord>& trials);
-// The "export" reply: {study: StudySummaryJson, trials: [TrialToJson plus params_internal
-// {name: internal value (a categorical's choice index)} and distributions {name:
-// Distribution::ToJson as an object}]}; everything trialctl's report and exports need.
-boost::json::object StudyExportJson(const model::StudyRecord& study,
-                                    const std::vector<model::TrialRecord>& trials);
-// The best COMPLETE trial for the direction, or nullptr.
-const model::TrialRecord* BestTrial(const model::StudyRecord& study,
-                                      const std::vector<model::TrialRecord>& trials);
 
 }  // namespace triald::daemon

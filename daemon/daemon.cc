@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
+#include <optional>
 #include <random>
 #include <thread>
 
@@ -69,28 +70,64 @@ void SanitizeDescriptors() {
   }
 }
 
-}  // namespace
+// Runs `tick` on the event loop every `interval`, the first time one interval after Start(),
+// until the loop stops or the timer is destroyed (which cancels the pending wait). The next
+// interval is counted from the end of a tick, so a slow tick delays, never stacks, the next.
+// Event-loop thread only.
+class PeriodicTimer {
+ public:
+  PeriodicTimer(asio::io_context& io, std::chrono::steady_clock::duration interval,
+                std::function<void()> tick)
+      : timer_(io), interval_(interval), tick_(std::move(tick)) {}
 
-int RunDaemon(const DaemonOptions& opts) {
-  common::Logger log = opts.logger ? opts.logger : common::MakeNullLogger();
-  SanitizeDescriptors();
-  ::signal(SIGPIPE, SIG_IGN);  // a client that hangs up must not kill the daemon
+  void Start() {
+    timer_.expires_after(interval_);
+    timer_.async_wait([this](const boost::system::error_code& ec) {
+      if (ec) return;
+      tick_();
+      Start();
+    });
+  }
 
+ private:
+  asio::steady_timer timer_;
+  std::chrono::steady_clock::duration interval_;
+  std::function<void()> tick_;
+};
+
+std::chrono::steady_clock::duration Seconds(double s) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::duration<double>(s));
+}
+
+// The state directory, created if needed, as an absolute path, with its lock held: one daemon
+// per directory. The lock is released when `lock` closes (at exit).
+struct StateDir {
+  std::string path;
+  common::UniqueFd lock;
+};
+
+common::Result<StateDir> LockStateDir(const std::string& dir) {
   std::error_code fs_ec;
-  std::filesystem::create_directories(opts.state_dir, fs_ec);
+  std::filesystem::create_directories(dir, fs_ec);
   if (fs_ec) {
-    log->critical("cannot create state directory {}: {}", opts.state_dir, fs_ec.message());
-    return 1;
+    return common::IoError("cannot create state directory " + dir + ": " + fs_ec.message());
   }
-  const std::string state_dir = std::filesystem::absolute(opts.state_dir).lexically_normal();
-  const std::string lock_path = state_dir + "/triald.lock";
-  common::UniqueFd lock(::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0640));
-  if (!lock.valid() || ::flock(lock.get(), LOCK_EX | LOCK_NB) != 0) {
-    log->critical("state directory {} is in use by another triald (lock {} held)", state_dir,
-                  lock_path);
-    return 1;
+  StateDir out;
+  out.path = std::filesystem::absolute(dir).lexically_normal();
+  const std::string lock_path = out.path + "/triald.lock";
+  out.lock = common::UniqueFd(::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0640));
+  if (!out.lock.valid() || ::flock(out.lock.get(), LOCK_EX | LOCK_NB) != 0) {
+    return common::FailedPrecondition("state directory " + out.path +
+                                      " is in use by another triald (lock " + lock_path + " held)");
   }
+  return out;
+}
 
+// Opens the studies' storage: SQLite in the state directory, or the PostgreSQL database of
+// --storage shared with other nodes. Errors name the URL with its password masked.
+common::Result<std::unique_ptr<storage::Storage>> OpenStorage(const DaemonOptions& opts,
+                                                              const std::string& state_dir,
+                                                              const common::Logger& log) {
   char host[256] = {};
   const std::string host_name =
       ::gethostname(host, sizeof host - 1) == 0 && host[0] != '\0' ? host : "localhost";
@@ -100,11 +137,9 @@ int RunDaemon(const DaemonOptions& opts) {
   const bool postgres = opts.storage_url.rfind("postgresql://", 0) == 0 ||
                         opts.storage_url.rfind("postgres://", 0) == 0;
   if (!opts.storage_url.empty() && !postgres) {
-    log->critical(
-        "--storage \"{}\": expected a postgresql://USER@HOST:PORT/DB URL (or none, "
-        "for SQLite in the state directory)",
-        storage::MaskPostgresUrl(opts.storage_url));
-    return 1;
+    return common::InvalidArgument("--storage \"" + storage::MaskPostgresUrl(opts.storage_url) +
+                                   "\": expected a postgresql://USER@HOST:PORT/DB URL (or none, "
+                                   "for SQLite in the state directory)");
   }
   storage::SqliteOptions sqlite_options;
   sqlite_options.path = state_dir + "/triald.db";
@@ -118,15 +153,268 @@ int RunDaemon(const DaemonOptions& opts) {
   postgres_options.lock_timeout_s = std::min(2.0, opts.node_timeout_s / 4);
   auto storage = postgres ? storage::OpenPostgresStorage(postgres_options)
                           : storage::OpenSqliteStorage(sqlite_options);
-  if (!storage.ok()) {
-    log->critical("{}", storage.status().message());
-    return 1;
-  }
+  if (!storage.ok()) return storage.status();
   log->info("storage: {}; node {}",
             postgres ? "PostgreSQL " + storage::MaskPostgresUrl(opts.storage_url) +
                            " (shared with the other nodes on it)"
                      : "SQLite " + state_dir + "/triald.db",
             node);
+  return storage;
+}
+
+// Trial isolation: a cgroup per trial where possible, else process groups (nullptr). The mode
+// is logged because it decides what a trial can escape (see daemon/README.md, "Cgroups").
+std::unique_ptr<launcher::CgroupTree> OpenCgroups(const DaemonOptions& opts,
+                                                  const std::string& state_dir,
+                                                  const common::Logger& log) {
+  if (!opts.use_cgroups) {
+    log->info("trial isolation: process groups (--no-cgroups)");
+    return nullptr;
+  }
+  auto tree = launcher::CgroupTree::Open({state_dir, log});
+  if (!tree.ok()) {
+    log->info("trial isolation: process groups (no cgroups: {})", tree.status().message());
+    return nullptr;
+  }
+  std::unique_ptr<launcher::CgroupTree> cgroups = std::move(tree).value();
+  int leftovers = cgroups->CleanLeftovers();
+  if (leftovers > 0) {
+    log->warn("removed {} trial cgroup(s) left by the previous triald", leftovers);
+  }
+  log->info("trial isolation: {}", cgroups->Describe());
+  return cgroups;
+}
+
+// The GPUs given to trials, and NVML when the driver is there (nullptr otherwise).
+struct Gpus {
+  std::unique_ptr<devices::GpuProbe> nvml;
+  std::vector<int> indices;
+};
+
+// NVML's inventory where the driver is there, else the configured list, unchecked. A library
+// named explicitly must load; a configured GPU NVML does not report is an error.
+common::Result<Gpus> FindGpus(const DaemonOptions& opts, const common::Logger& log) {
+  Gpus out;
+  out.indices = opts.gpus.value_or(std::vector<int>{});
+  const char* env_lib = std::getenv("TRIALD_NVML_LIBRARY");
+  const bool explicit_lib = !opts.nvml_library.empty() || (env_lib && *env_lib);
+  const std::string lib = !opts.nvml_library.empty() ? opts.nvml_library
+                          : (env_lib && *env_lib)    ? std::string(env_lib)
+                                                     : devices::kDefaultNvmlLibrary;
+  auto probe = devices::OpenNvml(lib);
+  common::Result<std::vector<devices::GpuInfo>> found =
+      probe.ok() ? (*probe)->Gpus() : common::Result<std::vector<devices::GpuInfo>>(probe.status());
+  if (found.ok()) {
+    out.nvml = std::move(probe).value();
+    for (const devices::GpuInfo& g : *found) {
+      log->info("GPU {}: {} {} ({} MiB)", g.index, g.name, g.uuid, g.memory_total >> 20);
+    }
+    if (!opts.gpus) {
+      for (const devices::GpuInfo& g : *found) out.indices.push_back(g.index);
+    }
+    for (int g : out.indices) {
+      if (g >= static_cast<int>(found->size())) {
+        return common::FailedPrecondition("GPU " + std::to_string(g) + " is configured but " +
+                                          out.nvml->Describe() + " reports " +
+                                          std::to_string(found->size()) + " GPU(s)");
+      }
+    }
+  } else if (explicit_lib || probe.status().code() != common::Code::kNotFound) {
+    return common::Status(found.status().code(), "NVML: " + found.status().message());
+  } else if (!out.indices.empty()) {
+    log->warn(
+        "no NVML ({}): using the configured GPUs unchecked; their slots are given out "
+        "again as soon as a trial's processes are gone",
+        probe.status().message());
+  }
+  return out;
+}
+
+// What systemd hears from the daemon (sd_notify; a no-op without NOTIFY_SOCKET): READY=1 once
+// recovery is done and the socket listens; STATUS= with the running and queued counts whenever
+// they change, at most one line per 500 ms (a change within that time is sent when it ends);
+// STOPPING=1 on shutdown; WATCHDOG=1 from the event loop at half the watchdog interval, so a
+// stuck loop gets the daemon restarted. Event-loop thread only.
+class SystemdNotifier {
+ public:
+  SystemdNotifier(asio::io_context& io, common::Logger log)
+      : io_(io), log_(std::move(log)), status_timer_(io) {}
+
+  // The scheduler's counts changed.
+  void OnChange() {
+    if (status_pending_ || scheduler_ == nullptr) return;  // no STATUS= before READY=1
+    const auto next = last_status_at_ + std::chrono::milliseconds(500);
+    if (std::chrono::steady_clock::now() >= next) {
+      SendStatus();
+      return;
+    }
+    status_pending_ = true;
+    status_timer_.expires_at(next);
+    status_timer_.async_wait([this](const boost::system::error_code& ec) {
+      status_pending_ = false;
+      if (!ec) SendStatus();
+    });
+  }
+
+  // READY=1 with the first STATUS=; from now on changes of `scheduler`'s counts are sent.
+  void Ready(Scheduler* scheduler) {
+    scheduler_ = scheduler;
+    last_status_ = StatusLine();
+    last_status_at_ = std::chrono::steady_clock::now();
+    sd_notify(0, ("READY=1\n" + last_status_).c_str());
+  }
+
+  void Stopping(int running) {
+    sd_notify(
+        0,
+        ("STOPPING=1\nSTATUS=stopping: " + std::to_string(running) + " running trial(s)").c_str());
+  }
+
+  // Starts petting systemd's watchdog when the unit enables one.
+  void StartWatchdog() {
+    uint64_t usec = 0;
+    if (sd_watchdog_enabled(/*unset_environment=*/0, &usec) <= 0 || usec == 0) return;
+    log_->info("systemd watchdog: every {} ms", usec / 2000);
+    sd_notify(0, "WATCHDOG=1");
+    watchdog_.emplace(io_, std::chrono::microseconds(usec / 2), [] { sd_notify(0, "WATCHDOG=1"); });
+    watchdog_->Start();
+  }
+
+ private:
+  std::string StatusLine() const {
+    return "STATUS=" + std::to_string(scheduler_->running_count()) + " running, " +
+           std::to_string(scheduler_->queued_count()) + " queued, " +
+           std::to_string(scheduler_->active_study_count()) + " active studies";
+  }
+
+  void SendStatus() {
+    std::string line = StatusLine();
+    if (line == last_status_) return;
+    sd_notify(0, line.c_str());
+    last_status_ = line;
+    last_status_at_ = std::chrono::steady_clock::now();
+  }
+
+  asio::io_context& io_;
+  common::Logger log_;
+  Scheduler* scheduler_ = nullptr;  // set by Ready()
+  asio::steady_timer status_timer_;
+  bool status_pending_ = false;
+  std::string last_status_;
+  std::chrono::steady_clock::time_point last_status_at_{};
+  std::optional<PeriodicTimer> watchdog_;
+};
+
+// The control server's options: the socket (default state_dir/triald.sock) and who may use it
+// (root, the daemon's uid and --socket-group, default the daemon's primary group).
+common::Result<ControlServerOptions> ControlOptions(const DaemonOptions& opts,
+                                                    const std::string& state_dir) {
+  ControlServerOptions co;
+  co.socket_path = opts.socket_path.empty() ? state_dir + "/triald.sock" : opts.socket_path;
+  co.state_dir = state_dir;
+  co.access.daemon_uid = ::geteuid();
+  co.access.allowed_gid = ::getegid();
+  co.access.read_open = opts.socket_read_open;
+  co.request_timeout_s = opts.request_timeout_s;
+  co.node_timeout_s = opts.node_timeout_s;
+  if (!opts.socket_group.empty()) {
+    common::Result<gid_t> gid = ResolveGroup(opts.socket_group);
+    if (!gid.ok()) {
+      return common::Status(gid.status().code(), "--socket-group: " + gid.status().message());
+    }
+    co.access.allowed_gid = *gid;
+  }
+  return co;
+}
+
+// Starts the control server on the socket systemd passed (socket activation: triald.socket,
+// fd 3), else on a socket of its own.
+Status StartControlServer(ControlServer& server, const common::Logger& log) {
+  const int passed = sd_listen_fds(/*unset_environment=*/1);
+  if (passed > 1) {
+    return common::InvalidArgument("systemd passed " + std::to_string(passed) +
+                                   " sockets; expected one (the control socket)");
+  }
+  if (passed == 0 || passed < 0) return server.Start();
+  const int fd = SD_LISTEN_FDS_START;
+  if (sd_is_socket_unix(fd, SOCK_STREAM, /*listening=*/1, nullptr, 0) <= 0) {
+    return common::InvalidArgument("the socket systemd passed (fd " + std::to_string(fd) +
+                                   ") is not a listening unix stream socket");
+  }
+  log->info("control socket passed by systemd (socket activation)");
+  return server.Start(common::UniqueFd(fd));
+}
+
+// SIGTERM/SIGINT: stop accepting requests, stop every running trial (Scheduler::BeginShutdown)
+// and stop the event loop once they have ended, or after shutdown_timeout_s anyway (clean()
+// is then false). Event-loop thread only.
+class ShutdownOnSignal {
+ public:
+  struct Options {
+    asio::io_context* io = nullptr;
+    Scheduler* scheduler = nullptr;
+    ControlServer* server = nullptr;
+    SystemdNotifier* notifier = nullptr;
+    common::Logger logger;
+    double timeout_s = 120;
+  };
+
+  explicit ShutdownOnSignal(Options options)
+      : o_(std::move(options)), signals_(*o_.io, SIGTERM, SIGINT), deadline_(*o_.io) {}
+
+  void Arm() {
+    signals_.async_wait([this](const boost::system::error_code& ec, int sig) {
+      if (!ec) Begin(sig);
+    });
+  }
+
+  // False when trials were still running at the deadline.
+  bool clean() const { return clean_; }
+
+ private:
+  void Begin(int sig) {
+    o_.logger->info("{} received: stopping {} running trial(s)",
+                    sig == SIGINT ? "SIGINT" : "SIGTERM", o_.scheduler->running_count());
+    o_.notifier->Stopping(o_.scheduler->running_count());
+    o_.server->Stop();
+    deadline_.expires_after(Seconds(o_.timeout_s));
+    deadline_.async_wait([this](const boost::system::error_code& e) {
+      if (e) return;
+      o_.logger->error("trials still running {} s after shutdown began; exiting anyway",
+                       o_.timeout_s);
+      clean_ = false;
+      o_.io->stop();
+    });
+    o_.scheduler->BeginShutdown([this]() {
+      deadline_.cancel();
+      o_.io->stop();
+    });
+  }
+
+  Options o_;
+  asio::signal_set signals_;
+  asio::steady_timer deadline_;
+  bool clean_ = true;
+};
+
+}  // namespace
+
+int RunDaemon(const DaemonOptions& opts) {
+  common::Logger log = opts.logger ? opts.logger : common::MakeNullLogger();
+  SanitizeDescriptors();
+  ::signal(SIGPIPE, SIG_IGN);  // a client that hangs up must not kill the daemon
+
+  common::Result<StateDir> dir = LockStateDir(opts.state_dir);
+  if (!dir.ok()) {
+    log->critical("{}", dir.status().message());
+    return 1;
+  }
+  const std::string state_dir = dir->path;
+  auto storage = OpenStorage(opts, state_dir, log);
+  if (!storage.ok()) {
+    log->critical("{}", storage.status().message());
+    return 1;
+  }
 
   asio::io_context io(1);
   launcher::Reaper reaper(io, log);
@@ -135,65 +423,17 @@ int RunDaemon(const DaemonOptions& opts) {
     log->critical("{}", st.message());
     return 1;
   }
-  // Trial isolation: a cgroup per trial where possible, else process groups. The mode is logged
-  // because it decides what a trial can escape (see README, "How it works").
-  std::unique_ptr<launcher::CgroupTree> cgroups;
-  if (opts.use_cgroups) {
-    auto tree = launcher::CgroupTree::Open({state_dir, log});
-    if (tree.ok()) {
-      cgroups = std::move(tree).value();
-      int leftovers = cgroups->CleanLeftovers();
-      if (leftovers > 0) {
-        log->warn("removed {} trial cgroup(s) left by the previous triald", leftovers);
-      }
-      log->info("trial isolation: {}", cgroups->Describe());
-    } else {
-      log->info("trial isolation: process groups (no cgroups: {})", tree.status().message());
-    }
-  } else {
-    log->info("trial isolation: process groups (--no-cgroups)");
-  }
+  std::unique_ptr<launcher::CgroupTree> cgroups = OpenCgroups(opts, state_dir, log);
   launcher::ProcessLauncher process_launcher({&io, &reaper, log, cgroups.get()});
   common::SystemClock clock;
 
-  // GPUs: NVML's inventory where the driver is there, else the configured list, unchecked.
-  std::unique_ptr<devices::GpuProbe> nvml;
-  std::vector<int> gpus = opts.gpus.value_or(std::vector<int>{});
-  {
-    const char* env_lib = std::getenv("TRIALD_NVML_LIBRARY");
-    const bool explicit_lib = !opts.nvml_library.empty() || (env_lib && *env_lib);
-    const std::string lib = !opts.nvml_library.empty() ? opts.nvml_library
-                            : (env_lib && *env_lib)    ? std::string(env_lib)
-                                                       : devices::kDefaultNvmlLibrary;
-    auto probe = devices::OpenNvml(lib);
-    common::Result<std::vector<devices::GpuInfo>> found =
-        probe.ok() ? (*probe)->Gpus()
-                   : common::Result<std::vector<devices::GpuInfo>>(probe.status());
-    if (found.ok()) {
-      nvml = std::move(probe).value();
-      for (const devices::GpuInfo& g : *found) {
-        log->info("GPU {}: {} {} ({} MiB)", g.index, g.name, g.uuid, g.memory_total >> 20);
-      }
-      if (!opts.gpus) {
-        for (const devices::GpuInfo& g : *found) gpus.push_back(g.index);
-      }
-      for (int g : gpus) {
-        if (g >= static_cast<int>(found->size())) {
-          log->critical("GPU {} is configured but {} reports {} GPU(s)", g, nvml->Describe(),
-                        found->size());
-          return 1;
-        }
-      }
-    } else if (explicit_lib || probe.status().code() != common::Code::kNotFound) {
-      log->critical("NVML: {}", found.status().message());
-      return 1;
-    } else if (!gpus.empty()) {
-      log->warn(
-          "no NVML ({}): using the configured GPUs unchecked; their slots are given out "
-          "again as soon as a trial's processes are gone",
-          probe.status().message());
-    }
+  common::Result<Gpus> found_gpus = FindGpus(opts, log);
+  if (!found_gpus.ok()) {
+    log->critical("{}", found_gpus.status().message());
+    return 1;
   }
+  std::unique_ptr<devices::GpuProbe> nvml = std::move(found_gpus->nvml);
+  const std::vector<int> gpus = found_gpus->indices;
   devices::GpuPoolOptions gpo;
   gpo.gpus = gpus;
   gpo.slots_per_gpu = opts.slots_per_gpu;
@@ -210,44 +450,11 @@ int RunDaemon(const DaemonOptions& opts) {
               nvml ? ", released after " + nvml->Describe() + " shows them free" : "");
   }
 
-  // systemd: STATUS= with the running and queued counts whenever they change; at most one line
-  // per 500 ms (a change within that time is sent when it ends). sd_notify is a no-op without
-  // NOTIFY_SOCKET.
-  asio::steady_timer status_timer(io);
-  bool status_pending = false;
-  std::string last_status;
-  std::chrono::steady_clock::time_point last_status_at{};
-  Scheduler* scheduler_ptr = nullptr;
-  bool ready = false;  // no STATUS= before READY=1
-  auto status_line = [&]() {
-    return "STATUS=" + std::to_string(scheduler_ptr->running_count()) + " running, " +
-           std::to_string(scheduler_ptr->queued_count()) + " queued, " +
-           std::to_string(scheduler_ptr->active_study_count()) + " active studies";
-  };
-  auto send_status = [&]() {
-    std::string line = status_line();
-    if (line == last_status) return;
-    sd_notify(0, line.c_str());
-    last_status = line;
-    last_status_at = std::chrono::steady_clock::now();
-  };
+  SystemdNotifier notifier(io, log);
 
   SchedulerOptions so;
   so.gpus = &gpu_pool;
-  so.on_change = [&]() {
-    if (status_pending || !ready) return;
-    const auto next = last_status_at + std::chrono::milliseconds(500);
-    if (std::chrono::steady_clock::now() >= next) {
-      send_status();
-      return;
-    }
-    status_pending = true;
-    status_timer.expires_at(next);
-    status_timer.async_wait([&](const boost::system::error_code& ec) {
-      status_pending = false;
-      if (!ec) send_status();
-    });
-  };
+  so.on_change = [&notifier]() { notifier.OnChange(); };
   so.storage = storage->get();
   so.node_timeout_s = opts.node_timeout_s;
   so.launcher = &process_launcher;
@@ -264,139 +471,55 @@ int RunDaemon(const DaemonOptions& opts) {
     return (static_cast<uint64_t>(rd()) << 32) ^ rd();
   };
   Scheduler scheduler(so);
-  scheduler_ptr = &scheduler;
   st = scheduler.Recover();
   if (!st.ok()) {
     log->critical("recovery failed: {}", st.message());
     return 1;
   }
 
-  ControlServerOptions co;
-  co.io = &io;
-  co.scheduler = &scheduler;
-  co.storage = storage->get();
-  co.logger = log;
-  co.socket_path = opts.socket_path.empty() ? state_dir + "/triald.sock" : opts.socket_path;
-  co.state_dir = state_dir;
-  co.access.daemon_uid = ::geteuid();
-  co.access.allowed_gid = ::getegid();
-  co.access.read_open = opts.socket_read_open;
-  co.request_timeout_s = opts.request_timeout_s;
-  co.node_timeout_s = opts.node_timeout_s;
-  if (!opts.socket_group.empty()) {
-    common::Result<gid_t> gid = ResolveGroup(opts.socket_group);
-    if (!gid.ok()) {
-      log->critical("--socket-group: {}", gid.status().message());
-      return 1;
-    }
-    co.access.allowed_gid = *gid;
-  }
-  ControlServer server(co);
-  // Socket activation: systemd passes the listening socket (triald.socket) as fd 3.
-  const int passed = sd_listen_fds(/*unset_environment=*/1);
-  if (passed > 1) {
-    log->critical("systemd passed {} sockets; expected one (the control socket)", passed);
+  common::Result<ControlServerOptions> co = ControlOptions(opts, state_dir);
+  if (!co.ok()) {
+    log->critical("{}", co.status().message());
     return 1;
   }
-  if (passed == 1) {
-    const int fd = SD_LISTEN_FDS_START;
-    if (sd_is_socket_unix(fd, SOCK_STREAM, /*listening=*/1, nullptr, 0) <= 0) {
-      log->critical("the socket systemd passed (fd {}) is not a listening unix stream socket", fd);
-      return 1;
-    }
-    log->info("control socket passed by systemd (socket activation)");
-    st = server.Start(common::UniqueFd(fd));
-  } else {
-    st = server.Start();
-  }
+  co->io = &io;
+  co->scheduler = &scheduler;
+  co->storage = storage->get();
+  co->logger = log;
+  ControlServer server(*co);
+  st = StartControlServer(server, log);
   if (!st.ok()) {
     log->critical("{}", st.message());
     return 1;
   }
   log->info("control socket {}: every verb for root, uid {} and group {}; read verbs for {}",
-            co.socket_path, co.access.daemon_uid, GroupLabel(co.access.allowed_gid),
-            co.access.read_open ? "anyone" : "no one else");
+            co->socket_path, co->access.daemon_uid, GroupLabel(co->access.allowed_gid),
+            co->access.read_open ? "anyone" : "no one else");
   (void)(*storage)->AppendEvent({}, {}, "daemon_started", "pid " + std::to_string(::getpid()),
                                 clock.WallSeconds());
-  log->info("triald ready: state {}, socket {}, {} worker slot(s)", state_dir, co.socket_path,
+  log->info("triald ready: state {}, socket {}, {} worker slot(s)", state_dir, co->socket_path,
             so.max_workers);
   // Recovery is done and the socket listens: only now is triald ready.
-  last_status = status_line();
-  last_status_at = std::chrono::steady_clock::now();
-  sd_notify(0, ("READY=1\n" + last_status).c_str());
-  ready = true;
+  notifier.Ready(&scheduler);
   scheduler.Pump();
-
-  // systemd's watchdog: WATCHDOG=1 from the event loop at half the interval, so a stuck loop
-  // gets the daemon restarted.
-  uint64_t watchdog_usec = 0;
-  asio::steady_timer watchdog(io);
-  std::function<void()> pet_watchdog = [&]() {
-    sd_notify(0, "WATCHDOG=1");
-    watchdog.expires_after(std::chrono::microseconds(watchdog_usec / 2));
-    watchdog.async_wait([&](const boost::system::error_code& ec) {
-      if (!ec) pet_watchdog();
-    });
-  };
-  if (sd_watchdog_enabled(/*unset_environment=*/0, &watchdog_usec) > 0 && watchdog_usec > 0) {
-    log->info("systemd watchdog: every {} ms", watchdog_usec / 2000);
-    pet_watchdog();
-  }
+  notifier.StartWatchdog();
 
   // GPU slots drain and running GPU trials' processes are tracked by polling the driver.
-  asio::steady_timer gpu_timer(io);
-  std::function<void()> poll_gpus = [&]() {
-    gpu_timer.expires_after(std::chrono::milliseconds(250));
-    gpu_timer.async_wait([&](const boost::system::error_code& ec) {
-      if (ec) return;
-      if (scheduler.gpu_work()) scheduler.PollDevices();
-      poll_gpus();
-    });
-  };
-  if (!gpus.empty()) poll_gpus();
-
-  // Shared storage: this node's heartbeat, and what the other nodes did (daemon/scheduler.h).
-  asio::steady_timer shared_timer(io);
-  std::function<void()> shared_tick = [&]() {
-    shared_timer.expires_after(std::chrono::duration_cast<std::chrono::nanoseconds>(
-        std::chrono::duration<double>(opts.heartbeat_interval_s)));
-    shared_timer.async_wait([&](const boost::system::error_code& ec) {
-      if (ec) return;
-      scheduler.SharedTick();
-      shared_tick();
-    });
-  };
-  if ((*storage)->shared()) shared_tick();
-
-  asio::signal_set stop_signals(io, SIGTERM, SIGINT);
-  asio::steady_timer deadline(io);
-  bool clean = true;
-  stop_signals.async_wait([&](const boost::system::error_code& ec, int sig) {
-    if (ec) return;
-    log->info("{} received: stopping {} running trial(s)", sig == SIGINT ? "SIGINT" : "SIGTERM",
-              scheduler.running_count());
-    sd_notify(0, ("STOPPING=1\nSTATUS=stopping: " + std::to_string(scheduler.running_count()) +
-                  " running trial(s)")
-                     .c_str());
-    server.Stop();
-    deadline.expires_after(std::chrono::duration_cast<std::chrono::nanoseconds>(
-        std::chrono::duration<double>(opts.shutdown_timeout_s)));
-    deadline.async_wait([&](const boost::system::error_code& e) {
-      if (e) return;
-      log->error("trials still running {} s after shutdown began; exiting anyway",
-                 opts.shutdown_timeout_s);
-      clean = false;
-      io.stop();
-    });
-    scheduler.BeginShutdown([&]() {
-      deadline.cancel();
-      io.stop();
-    });
+  PeriodicTimer gpu_poll(io, std::chrono::milliseconds(250), [&scheduler]() {
+    if (scheduler.gpu_work()) scheduler.PollDevices();
   });
+  if (!gpus.empty()) gpu_poll.Start();
+  // Shared storage: this node's heartbeat, and what the other nodes did (daemon/scheduler.h).
+  PeriodicTimer shared_tick(io, Seconds(opts.heartbeat_interval_s),
+                            [&scheduler]() { scheduler.SharedTick(); });
+  if ((*storage)->shared()) shared_tick.Start();
+
+  ShutdownOnSignal shutdown({&io, &scheduler, &server, &notifier, log, opts.shutdown_timeout_s});
+  shutdown.Arm();
 
   io.run();
   reaper.ReapNow();
-  (void)(*storage)->AppendEvent({}, {}, "daemon_stopped", clean ? "clean" : "timed out",
+  (void)(*storage)->AppendEvent({}, {}, "daemon_stopped", shutdown.clean() ? "clean" : "timed out",
                                 clock.WallSeconds());
   log->info("triald stopped");
   return 0;

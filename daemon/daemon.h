@@ -20,7 +20,7 @@ namespace triald::daemon {
 struct DaemonOptions {
   std::string state_dir;
   std::string socket_path;  // default: state_dir/triald.sock
-  // Control-socket access (daemon/control_server.h): members of this group (name or gid;
+  // Control-socket access (daemon/control/access.h): members of this group (name or gid;
   // empty: the daemon's primary group) may submit, cancel and enqueue; with read_open the
   // socket is 0666 and anyone may use the read verbs.
   std::string socket_group;

@@ -4,11 +4,13 @@
 //   {"ok":true,"result":...}   or   {"ok":false,"code":"not_found","error":"..."}.
 // Requests are capped at kMaxRequestBytes (a sweep file travels inside "submit").
 //
-// Verbs and their arguments (see daemon/control_server.cc for the replies):
+// Verbs and their arguments (the verb table and the replies: daemon/control/verbs.h):
 //   submit {sweep: TOML text, path: absolute path of the file}
 //   studies {}            status {study}          trials {study}
 //   best {study}          cancel {study}          logs {study, trial, stream: stdout|stderr}
-//   ping {}               export {study}   (the study and its trials with distributions)
+//   ping {}               nodes {}                export {study}   (the study and its trials
+//                                                 with distributions)
+//   enqueue {study, params: {name: value text}}
 //
 // Thread-safety: pure functions.
 

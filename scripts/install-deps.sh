@@ -14,6 +14,7 @@ PACKAGES=(
   catch2
   libtomlplusplus-dev
   libsystemd-dev
+  libcli11-dev  # command-line parsing of triald, trialctl and trial-worker (header-only)
   systemd  # systemd-analyze: tests/integration/systemd_test.cc verifies the unit files
   python3 python3-optuna python3-torch
   procps psmisc

@@ -4,6 +4,7 @@
 // report pipe is usable, and printed to stderr); 143 (128 + SIGTERM) when asked to stop.
 #include <signal.h>
 
+#include <CLI/CLI.hpp>
 #include <atomic>
 #include <boost/json/serialize.hpp>
 #include <cstdio>
@@ -62,34 +63,28 @@ class WorkerContext : public ObjectiveContext {
   Reporter& reporter_;
 };
 
-void PrintUsage(std::FILE* out) {
-  std::fprintf(out,
-               "usage: trial-worker [--objective NAME] [--config JSON] [--help]\n"
-               "\n"
-               "Runs one trial for triald: reads the trial's parameters from TRIALD_PARAMS (a\n"
-               "JSON object) and reports over the pipe named by TRIALD_REPORT_FD. --config\n"
-               "carries the objective's fixed settings (for lm: the sweep's [objective] as\n"
-               "JSON, which triald passes itself).\n"
-               "\n"
-               "objectives (default quadratic-sgd):\n");
+// The lines after the options in `trial-worker --help`: the objectives and the tools.
+std::string HelpFooter() {
+  std::string text = "objectives (default quadratic-sgd):\n";
+  char line[256];
   for (const auto& info : triald::worker::Objectives()) {
-    std::fprintf(out, "  %-14s %s\n", info.name.c_str(), info.summary.c_str());
+    std::snprintf(line, sizeof line, "  %-14s %s\n", info.name.c_str(), info.summary.c_str());
+    text += line;
   }
-  std::fprintf(
-      out,
-      "\n"
-      "tools for a Hugging Face GPT-2 folder (config.json, model.safetensors, vocab.json,\n"
-      "merges.txt):\n"
-      "  trial-worker tokenize MODEL_DIR < text   token ids of stdin as a JSON array\n"
-      "  trial-worker inspect MODEL_DIR [--batch-size B] [--seq-len L]\n"
-      "                                           parameters and planned memory (JSON),\n"
-      "                                           without allocating the model\n"
-      "  trial-worker check MODEL_DIR             load the checkpoint; name every missing,\n"
-      "                                           unexpected or mismatched tensor\n"
-      "  trial-worker train MODEL_DIR TRAIN_FILE EVAL_FILE [--steps N] [--seq-len L]\n"
-      "      [--eval-every N] [--device D] [--params JSON] [--save OUT_DIR] [--batches]\n"
-      "      [--no-initial-eval]                 train as a trial would; JSON lines per step;\n"
-      "                                           --save writes the trained model folder\n");
+  return text +
+         "\n"
+         "tools for a Hugging Face GPT-2 folder (config.json, model.safetensors, vocab.json,\n"
+         "merges.txt):\n"
+         "  trial-worker tokenize MODEL_DIR < text   token ids of stdin as a JSON array\n"
+         "  trial-worker inspect MODEL_DIR [--batch-size B] [--seq-len L]\n"
+         "                                           parameters and planned memory (JSON),\n"
+         "                                           without allocating the model\n"
+         "  trial-worker check MODEL_DIR             load the checkpoint; name every missing,\n"
+         "                                           unexpected or mismatched tensor\n"
+         "  trial-worker train MODEL_DIR TRAIN_FILE EVAL_FILE [--steps N] [--seq-len L]\n"
+         "      [--eval-every N] [--device D] [--params JSON] [--save OUT_DIR] [--batches]\n"
+         "      [--no-initial-eval]                 train as a trial would; JSON lines per step;\n"
+         "                                           --save writes the trained model folder";
 }
 
 // Prints `status` to stderr and, when possible, tells the daemon too; returns the exit code.
@@ -125,27 +120,30 @@ int main(int argc, char** argv) {
   }
   InstallSignalHandlers();
 
+  // The command line, declared once with CLI11 (help and errors come from it): `--opt value`
+  // and `--opt=value` both work; a bad command line is exit 1, like any other error.
   std::string objective = "quadratic-sgd";
   std::string config;
-  for (int i = 1; i < argc; ++i) {
-    std::string_view arg = argv[i];
-    if (arg == "--help" || arg == "-h") {
-      PrintUsage(stdout);
-      return 0;
-    }
-    if (arg == "--objective" && i + 1 < argc) {
-      objective = argv[++i];
-    } else if (arg.substr(0, 12) == "--objective=") {
-      objective = std::string(arg.substr(12));
-    } else if (arg == "--config" && i + 1 < argc) {
-      config = argv[++i];
-    } else if (arg.substr(0, 9) == "--config=") {
-      config = std::string(arg.substr(9));
-    } else {
-      std::fprintf(stderr, "trial-worker: unexpected argument '%s'\n", argv[i]);
-      PrintUsage(stderr);
-      return 1;
-    }
+  CLI::App app(
+      "Runs one trial for triald: reads the trial's parameters from TRIALD_PARAMS (a\n"
+      "JSON object) and reports over the pipe named by TRIALD_REPORT_FD.",
+      "trial-worker");
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  app.add_option("--objective", objective, "the objective to run (default quadratic-sgd)")
+      ->type_name("NAME");
+  app.add_option("--config", config,
+                 "the objective's fixed settings (for lm: the sweep's [objective] as JSON,\n"
+                 "which triald passes itself)")
+      ->type_name("JSON");
+  app.footer(HelpFooter());
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::Success&) {  // --help
+    std::fputs(app.help().c_str(), stdout);
+    return 0;
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "trial-worker: %s\n%s", e.what(), app.help().c_str());
+    return 1;
   }
 
   auto reporter = Reporter::FromEnv();

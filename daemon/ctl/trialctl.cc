@@ -14,6 +14,7 @@
 
 #include "common/fd.h"
 #include "daemon/ctl/client.h"
+#include "daemon/ctl/command_line.h"
 #include "daemon/ctl/format.h"
 #include "daemon/ctl/report.h"
 #include "daemon/ctl/watch.h"
@@ -24,66 +25,6 @@ namespace json = boost::json;
 using common::Result;
 
 namespace {
-
-const char kUsage[] =
-    "usage: trialctl [--socket PATH] VERB [ARGS] [--json]\n"
-    "\n"
-    "verbs:\n"
-    "  submit FILE [--wait]      submit a TOML sweep; prints the study name\n"
-    "                            (--wait: watch it until it ends, progress on stderr,\n"
-    "                            then print the best trial)\n"
-    "  watch STUDY [--interval SECONDS] [--json]\n"
-    "                            live progress until the study ends: counts, best so far,\n"
-    "                            ETA (mean finished-trial time x trials left / trials at\n"
-    "                            once); redrawn in place on a terminal, else one line per\n"
-    "                            change; then prints the best trial (--json: each\n"
-    "                            changed status as one JSON line, nothing else)\n"
-    "  report STUDY -o FILE.html one self-contained HTML report with plots and a table\n"
-    "  export STUDY --format csv|json\n"
-    "                            every trial to stdout (csv: one row per trial)\n"
-    "  export STUDY --format optuna --out FILE.db [--force]\n"
-    "                            an Optuna 3.1 SQLite storage (optuna.load_study,\n"
-    "                            optuna-dashboard)\n"
-    "  studies                   every study with its progress and best value\n"
-    "  status STUDY              one study's progress and best trial\n"
-    "  trials STUDY              every trial of a study\n"
-    "  best STUDY                the best COMPLETE trial\n"
-    "  cancel STUDY              stop a study's running trials and start no more\n"
-    "  enqueue STUDY [--param NAME=VALUE]...\n"
-    "                            queue a trial with these parameter values (like Optuna's\n"
-    "                            enqueue_trial); it runs before any newly sampled trial,\n"
-    "                            enqueued ones first come first served, and counts toward\n"
-    "                            n_trials; parameters not given are sampled. VALUE is\n"
-    "                            written as in the sweep: 0.01, 64, adamw, true.\n"
-    "                            Prints the trial number\n"
-    "  logs STUDY TRIAL [--stderr]  a trial's captured stdout (or stderr)\n"
-    "  nodes                     the daemons sharing triald's PostgreSQL storage: alive or\n"
-    "                            dead, seconds since their last heartbeat, running trials\n"
-    "                            (on SQLite: this daemon alone)\n"
-    "  ping                      check that triald answers\n"
-    "\n"
-    "options:\n"
-    "  --socket PATH   triald's control socket (default $TRIALD_SOCKET, else\n"
-    "                  .triald/triald.sock)\n"
-    "  --json          machine-readable output (read verbs, enqueue, watch)\n"
-    "  -h, --help      this text (VERB --help, help VERB: that verb's entry)\n"
-    "\n"
-    "exit codes: 0 ok, 1 error reported by triald (or a waited-for or watched study\n"
-    "that ended without a COMPLETE trial, or an output file that cannot be written),\n"
-    "2 bad command line, 3 triald unreachable\n";
-
-struct Args {
-  std::string socket;
-  bool json = false;
-  bool wait = false;
-  bool stderr_stream = false;
-  bool force = false;
-  std::string output;  // report -o, export --out
-  std::string format;  // export --format
-  double interval_s = 0.5;
-  std::vector<std::pair<std::string, std::string>> params;  // --param NAME=VALUE, in order
-  std::vector<std::string> positional;
-};
 
 // Prints rows as aligned columns.
 void PrintTable(std::ostream& out, const std::vector<std::vector<std::string>>& rows) {
@@ -128,11 +69,6 @@ int Fail(std::ostream& err, const common::Status& st) {
   return st.code() == common::Code::kUnavailable ? kExitUnavailable : kExitError;
 }
 
-int Usage(std::ostream& err, const std::string& msg) {
-  err << "trialctl: " << msg << "\n" << kUsage;
-  return kExitUsage;
-}
-
 // The watch view for `stream` (stdout or stderr of trialctl).
 WatchOptions ViewOn(std::ostream& stream, int tty_fd, double interval_s) {
   WatchOptions w;
@@ -140,27 +76,6 @@ WatchOptions ViewOn(std::ostream& stream, int tty_fd, double interval_s) {
   w.tty_fd = tty_fd;
   w.interval = std::chrono::milliseconds(std::lround(interval_s * 1000));
   return w;
-}
-
-// `trialctl VERB --help`: the verb's lines of kUsage (its entry and the indented lines under
-// it), then the options and exit codes; empty for an unknown verb.
-std::string VerbUsage(const std::string& verb) {
-  std::istringstream in(kUsage);
-  std::string text;
-  bool inside = false;
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind("  " + verb + " ", 0) == 0 || line == "  " + verb) {
-      inside = true;
-    } else if (!inside || line.rfind("    ", 0) != 0) {
-      inside = false;
-      continue;
-    }
-    text += line + "\n";
-  }
-  if (text.empty()) return "";
-  const std::string usage = kUsage;
-  return "usage: trialctl [--socket PATH] " + verb + " ...\n\n" + text +
-         usage.substr(usage.find("\noptions:"));
 }
 
 }  // namespace
@@ -171,84 +86,21 @@ int RunTrialctl(const std::vector<std::string>& argv, std::ostream& out, std::os
 
 int RunTrialctl(const std::vector<std::string>& argv, std::ostream& out, std::ostream& err,
                 const Terminals& terminals) {
-  // Help first, whatever else the line holds: `trialctl --help`, `trialctl VERB --help`,
-  // `trialctl help VERB`.
-  for (const std::string& s : argv) {
-    if (s != "-h" && s != "--help" && s != "help") continue;
-    for (const std::string& v : argv) {
-      if (v.empty() || v[0] == '-' || v == "help") continue;
-      if (std::string text = VerbUsage(v); !text.empty()) {
-        out << text;
-        return kExitOk;
-      }
-    }
-    out << kUsage;
+  ParsedCommandLine parsed = ParseCommandLine(argv);
+  if (parsed.kind == ParsedCommandLine::Kind::kHelp) {
+    out << parsed.text;
     return kExitOk;
   }
-  Args a;
-  for (size_t i = 0; i < argv.size(); ++i) {
-    const std::string& s = argv[i];
-    if (s == "--socket") {
-      if (i + 1 >= argv.size()) return Usage(err, "--socket needs a path");
-      a.socket = argv[++i];
-    } else if (s == "--json") {
-      a.json = true;
-    } else if (s == "--wait") {
-      a.wait = true;
-    } else if (s == "--stderr") {
-      a.stderr_stream = true;
-    } else if (s == "--force") {
-      a.force = true;
-    } else if (s == "-o" || s == "--out" || s == "--format" || s == "--interval") {
-      if (i + 1 >= argv.size()) return Usage(err, s + " needs a value");
-      const std::string& v = argv[++i];
-      if (s == "--format") {
-        a.format = v;
-      } else if (s == "--interval") {
-        char* end = nullptr;
-        a.interval_s = std::strtod(v.c_str(), &end);
-        if (*end != '\0' || !(a.interval_s >= 0.05 && a.interval_s <= 3600)) {
-          return Usage(err, "--interval \"" + v + "\": expected seconds between 0.05 and 3600");
-        }
-      } else {
-        a.output = v;
-      }
-    } else if (s == "--param") {
-      if (i + 1 >= argv.size()) return Usage(err, "--param needs NAME=VALUE");
-      const std::string& kv = argv[++i];
-      const size_t eq = kv.find('=');
-      if (eq == std::string::npos || eq == 0) {
-        return Usage(err, "--param \"" + kv + "\": expected NAME=VALUE");
-      }
-      std::string name = kv.substr(0, eq);
-      for (const auto& [given, value] : a.params) {
-        if (given == name) return Usage(err, "--param " + name + " given twice");
-      }
-      a.params.emplace_back(std::move(name), kv.substr(eq + 1));
-    } else if (s.size() > 1 && s[0] == '-') {
-      return Usage(err, "unknown option \"" + s + "\"");
-    } else {
-      a.positional.push_back(s);
-    }
+  if (parsed.kind == ParsedCommandLine::Kind::kUsageError) {
+    err << parsed.text;
+    return kExitUsage;
   }
-  if (a.positional.empty()) return Usage(err, "no verb given");
-  const std::string verb = a.positional[0];
-  const size_t nargs = a.positional.size() - 1;
-  auto need = [&](size_t n, const char* what) -> bool {
-    if (nargs == n) return true;
-    Usage(err, verb + " expects " + what);
-    return false;
-  };
+  CommandLine& a = parsed.command;
+  const std::string& verb = a.verb;
   if (a.socket.empty()) a.socket = DefaultSocketPath();
-  if (!a.params.empty() && verb != "enqueue") return Usage(err, "--param is for enqueue only");
-  if (!a.output.empty() && verb != "report" && verb != "export") {
-    return Usage(err, "-o/--out is for report and export only");
-  }
-  if (!a.format.empty() && verb != "export") return Usage(err, "--format is for export only");
 
   if (verb == "submit") {
-    if (!need(1, "FILE")) return kExitUsage;
-    const std::string& file = a.positional[1];
+    const std::string& file = a.file;
     Result<std::string> text = common::ReadFile(file);
     if (!text.ok()) return Fail(err, text.status());
     Result<Client> client = Client::Connect(a.socket);
@@ -268,27 +120,17 @@ int RunTrialctl(const std::vector<std::string>& argv, std::ostream& out, std::os
     return kExitOk;
   }
   if (verb == "watch") {
-    if (!need(1, "STUDY")) return kExitUsage;
     Result<Client> client = Client::Connect(a.socket);
     if (!client.ok()) return Fail(err, client.status());
     WatchOptions view = ViewOn(out, a.json ? -1 : terminals.out_fd, a.interval_s);
     view.json = a.json;
-    return WatchStudy(*client, a.positional[1], view, out, err);
+    return WatchStudy(*client, a.study, view, out, err);
   }
   if (verb == "report" || verb == "export") {
-    if (!need(1, "STUDY")) return kExitUsage;
     const bool optuna = a.format == "optuna";
-    if (verb == "report" && a.output.empty()) return Usage(err, "report needs -o FILE.html");
-    if (verb == "export" && a.format != "csv" && a.format != "json" && !optuna) {
-      return Usage(err, "export needs --format csv, json or optuna");
-    }
-    if (verb == "export" && optuna == a.output.empty()) {
-      return Usage(err, optuna ? "export --format optuna needs --out FILE.db"
-                               : "export --format " + a.format + " writes to stdout; no --out");
-    }
     Result<Client> client = Client::Connect(a.socket);
     if (!client.ok()) return Fail(err, client.status());
-    Result<json::value> r = client->Call("export", {{"study", a.positional[1]}});
+    Result<json::value> r = client->Call("export", {{"study", a.study}});
     if (!r.ok()) return Fail(err, r.status());
     Result<exports::StudyData> data = exports::ParseStudyExport(std::move(*r));
     if (!data.ok()) return Fail(err, data.status());
@@ -307,27 +149,17 @@ int RunTrialctl(const std::vector<std::string>& argv, std::ostream& out, std::os
   }
 
   json::object args;
-  if (verb == "studies" || verb == "ping" || verb == "nodes") {
-    if (!need(0, "no arguments")) return kExitUsage;
-  } else if (verb == "status" || verb == "trials" || verb == "best" || verb == "cancel") {
-    if (!need(1, "STUDY")) return kExitUsage;
-    args["study"] = a.positional[1];
+  if (verb == "status" || verb == "trials" || verb == "best" || verb == "cancel") {
+    args["study"] = a.study;
   } else if (verb == "enqueue") {
-    if (!need(1, "STUDY [--param NAME=VALUE]...")) return kExitUsage;
-    args["study"] = a.positional[1];
+    args["study"] = a.study;
     json::object params;
     for (const auto& [name, value] : a.params) params[name] = value;
     args["params"] = std::move(params);
   } else if (verb == "logs") {
-    if (!need(2, "STUDY TRIAL")) return kExitUsage;
-    args["study"] = a.positional[1];
-    char* end = nullptr;
-    long n = std::strtol(a.positional[2].c_str(), &end, 10);
-    if (*end != '\0' || n < 0) return Usage(err, "TRIAL must be a trial number");
-    args["trial"] = n;
+    args["study"] = a.study;
+    args["trial"] = std::strtol(a.trial.c_str(), nullptr, 10);  // digits (ParseCommandLine)
     args["stream"] = a.stderr_stream ? "stderr" : "stdout";
-  } else {
-    return Usage(err, "unknown verb \"" + verb + "\"");
   }
 
   Result<Client> client = Client::Connect(a.socket);
@@ -394,14 +226,14 @@ int RunTrialctl(const std::vector<std::string>& argv, std::ostream& out, std::os
   } else if (verb == "best") {
     PrintTrial(out, r->get_object());
   } else if (verb == "cancel") {
-    out << "study " << a.positional[1] << " cancelled\n";
+    out << "study " << a.study << " cancelled\n";
   } else if (verb == "enqueue") {
     out << r->at("trial").to_number<int64_t>() << "\n";
   } else if (verb == "logs") {
     const json::object& o = r->get_object();
     if (!o.at("exists").get_bool()) {
       err << "trialctl: no " << (a.stderr_stream ? "stderr" : "stdout") << " log for trial "
-          << a.positional[2] << " (state " << Str(o, "state") << ")\n";
+          << a.trial << " (state " << Str(o, "state") << ")\n";
       return kExitError;
     }
     const json::string& content = o.at("content").get_string();

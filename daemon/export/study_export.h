@@ -1,6 +1,6 @@
 #pragma once
 // A study as trialctl exports and reports it, read from the control socket's "export" reply
-// (daemon/control_server.h, StudyExportJson), and the exports written from it:
+// (daemon/control/study_json.h, StudyExportJson), and the exports written from it:
 //   - CSV: one row per trial, columns number,state,value,reason,params_<name>... (parameter
 //     names sorted, as Optuna's trials_dataframe does),datetime_start,datetime_complete,duration
 //     (seconds); RFC 4180 quoting; datetimes in local time with their UTC offset.

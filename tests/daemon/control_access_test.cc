@@ -1,6 +1,7 @@
-// The control socket's access rules and socket setup (daemon/control_server.h), without a
-// daemon: who gets which access, which verbs count as reads, peer credentials on a socketpair,
-// group lookup and the socket file's mode and group.
+// The control socket's access rules and socket setup (daemon/control/access.h) and the verb
+// table (daemon/control/verbs.h), without a daemon: who gets which access, which verbs count as
+// reads, the denial message, peer credentials on a socketpair, group lookup and the socket
+// file's mode and group.
 #include <fcntl.h>
 #include <grp.h>
 #include <sys/socket.h>
@@ -10,8 +11,12 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <fstream>
+#include <map>
+#include <set>
 
-#include "daemon/control_server.h"
+#include "daemon/control/access.h"
+#include "daemon/control/requests.h"
+#include "daemon/control/verbs.h"
 #include "tests/support/temp_dir.h"
 
 namespace triald::daemon {
@@ -57,6 +62,75 @@ TEST_CASE("IsReadVerb: only the read verbs, anything else counts as mutating",
     INFO(v);
     CHECK_FALSE(IsReadVerb(v));
   }
+}
+
+TEST_CASE("The verb table: unique names, the read verbs as documented, unknown verbs listed",
+          "[control][security]") {
+  std::vector<std::string> names, reads;
+  for (const Verb& v : Verbs()) {
+    CHECK(v.handler != nullptr);
+    CHECK(FindVerb(v.name) == &v);
+    names.emplace_back(v.name);
+    if (v.kind == VerbKind::kRead) reads.emplace_back(v.name);
+  }
+  CHECK(std::set<std::string>(names.begin(), names.end()).size() == names.size());
+  // daemon/README.md, "Control socket and security", lists exactly these as read verbs.
+  CHECK(reads == std::vector<std::string>{"ping", "studies", "status", "trials", "best", "logs",
+                                          "export", "nodes"});
+  CHECK(FindVerb("delete") == nullptr);
+  // An unknown verb is refused before any handler runs, so no scheduler or storage is needed.
+  common::Result<boost::json::value> unknown = HandleVerb(VerbContext{}, "delete", {});
+  CHECK(unknown.status().code() == common::Code::kInvalidArgument);
+  CHECK(unknown.status().message() ==
+        "unknown verb \"delete\"; expected one of ping, submit, studies, status, trials, best, "
+        "cancel, enqueue, logs, export, nodes");
+}
+
+TEST_CASE("Request decoding: enqueue params as text, log streams, submit", "[control]") {
+  namespace json = boost::json;
+  auto params = DecodeEnqueueParams(
+      json::parse(R"({"params": {"lr": "0.01", "n": 64, "x": 0.5, "on": true}})").as_object());
+  REQUIRE(params.ok());
+  CHECK(*params == std::map<std::string, std::string>{
+                       {"lr", "0.01"}, {"n", "64"}, {"x", "5E-1"}, {"on", "true"}});
+  CHECK(DecodeEnqueueParams(json::object{})->empty());
+  CHECK(DecodeEnqueueParams(json::parse(R"({"params": null})").as_object())->empty());
+  CHECK(DecodeEnqueueParams(json::parse(R"({"params": [1]})").as_object()).status().message() ==
+        "field \"params\" must be an object of parameter name to value text");
+  CHECK(DecodeEnqueueParams(json::parse(R"({"params": {"a": [1]}})").as_object())
+            .status()
+            .message() == "params.a must be a string (the value as text)");
+
+  CHECK(*DecodeLogStream(json::object{}) == "stdout");
+  CHECK(*DecodeLogStream(json::parse(R"({"stream": "stderr"})").as_object()) == "stderr");
+  CHECK(DecodeLogStream(json::parse(R"({"stream": "both"})").as_object()).status().message() ==
+        "stream \"both\"; expected stdout or stderr");
+
+  auto submit = DecodeSubmit(json::parse(R"({"sweep": "[study]", "path": "/s.toml"})").as_object());
+  REQUIRE(submit.ok());
+  CHECK(submit->text == "[study]");
+  CHECK(submit->path == "/s.toml");
+  CHECK(DecodeSubmit(json::object{}).status().code() == common::Code::kInvalidArgument);
+}
+
+TEST_CASE("Permits and DenialFor: read access reads, full access does anything",
+          "[control][security]") {
+  CHECK(Permits(Access::kFull, false));
+  CHECK(Permits(Access::kFull, true));
+  CHECK(Permits(Access::kRead, true));
+  CHECK_FALSE(Permits(Access::kRead, false));
+  CHECK_FALSE(Permits(Access::kNone, true));
+  CHECK_FALSE(Permits(Access::kNone, false));
+
+  AccessPolicy policy{/*daemon_uid=*/1000, /*allowed_gid=*/0, /*read_open=*/true};
+  common::Status read_only = DenialFor(policy, Peer(1001, 5), Access::kRead, "submit");
+  CHECK(read_only.code() == common::Code::kPermissionDenied);
+  CHECK(read_only.message() ==
+        "uid 1001 may not use \"submit\": only root, triald's user (uid 1000) and members of "
+        "group root (gid 0) may change anything (others may only read)");
+  CHECK(DenialFor(policy, Peer(1001, 5), Access::kNone, "ping").message() ==
+        "uid 1001 may not use \"ping\": only root, triald's user (uid 1000) and members of "
+        "group root (gid 0) may");
 }
 
 TEST_CASE("ParseStatusGroups reads the Groups: line of /proc/PID/status", "[control][security]") {

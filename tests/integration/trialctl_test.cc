@@ -24,6 +24,9 @@ TEST_CASE("trialctl bad command lines exit 2 with usage", "[trialctl][integratio
   CHECK(Trialctl("/x", {"status"}).code == ctl::kExitUsage);
   CHECK(Trialctl("/x", {"logs", "s", "abc"}).code == ctl::kExitUsage);
   CHECK(Trialctl("/x", {"trials", "s", "--bogus"}).code == ctl::kExitUsage);
+  CHECK(Trialctl("/x", {"trials"}).code == ctl::kExitUsage);
+  CHECK(Trialctl("/x", {"studies", "extra"}).code == ctl::kExitUsage);
+  CHECK(Trialctl("/x", {"report", "s"}).code == ctl::kExitUsage);  // no -o
   Ctl help = Trialctl("/x", {"--help"});
   CHECK(help.code == 0);
   CHECK_THAT(help.out, Catch::Contains("submit FILE [--wait]"));
@@ -75,6 +78,14 @@ TEST_CASE("trialctl submit --wait, trials --json, best --json, logs, studies, st
   Ctl err_log = Trialctl(d.socket(), {"logs", "ctl", "2", "--stderr"});
   CHECK(err_log.out == "warn\n");
 
+  // --opt=value as well as --opt value, and global options after the verb.
+  std::ostringstream out, err;
+  CHECK(ctl::RunTrialctl({"status", "ctl", "--socket=" + d.socket(), "--json"}, out, err) == 0);
+  CHECK(json::parse(out.str()).at("name").as_string() == "ctl");
+  Ctl csv = Trialctl(d.socket(), {"export", "ctl", "--format=csv"});
+  CHECK(csv.code == 0);
+  CHECK_THAT(csv.out, Catch::StartsWith("number,state,value"));
+
   SECTION("errors: unknown study, duplicate name, invalid sweep, missing file") {
     Ctl unknown = Trialctl(d.socket(), {"status", "nope"});
     CHECK(unknown.code == ctl::kExitError);
@@ -124,6 +135,9 @@ TEST_CASE("trialctl enqueue: bad command lines exit 2 with usage", "[trialctl][i
   CHECK_THAT(no_eq.err, Catch::Contains("--param \"x\": expected NAME=VALUE"));
   CHECK(Trialctl("/x", {"enqueue", "s", "--param"}).code == ctl::kExitUsage);
   CHECK(Trialctl("/x", {"enqueue", "s", "--param", "=1"}).code == ctl::kExitUsage);
+  Ctl joined = Trialctl("/x", {"enqueue", "s", "--param=x"});
+  CHECK(joined.code == ctl::kExitUsage);
+  CHECK_THAT(joined.err, Catch::Contains("--param \"x\": expected NAME=VALUE"));
   Ctl twice = Trialctl("/x", {"enqueue", "s", "--param", "x=1", "--param", "x=2"});
   CHECK(twice.code == ctl::kExitUsage);
   CHECK_THAT(twice.err, Catch::Contains("--param x given twice"));
@@ -150,7 +164,8 @@ TEST_CASE("trialctl enqueue queues trials that run next with the given params",
   INFO(first.err);
   REQUIRE(first.code == 0);
   CHECK(first.out == "1\n");
-  Ctl second = Trialctl(d.socket(), {"enqueue", "queue", "--param", "x=-0.5", "--json"});
+  // --param=NAME=VALUE works as well as --param NAME=VALUE.
+  Ctl second = Trialctl(d.socket(), {"enqueue", "queue", "--param=x=-0.5", "--json"});
   REQUIRE(second.code == 0);
   json::value reply = json::parse(second.out);
   CHECK(reply.at("trial").as_int64() == 2);

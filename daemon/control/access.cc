@@ -1,0 +1,180 @@
+#include "daemon/control/access.h"
+
+#include <fcntl.h>
+#include <grp.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <charconv>
+#include <cstring>
+
+namespace triald::daemon {
+using common::Result;
+
+const char* AccessName(Access access) {
+  switch (access) {
+    case Access::kNone:
+      return "none";
+    case Access::kRead:
+      return "read";
+    case Access::kFull:
+      return "full";
+  }
+  return "none";
+}
+
+Access DecideAccess(const AccessPolicy& policy, const PeerCredentials& peer) {
+  if (peer.uid == 0 || peer.uid == policy.daemon_uid || peer.gid == policy.allowed_gid) {
+    return Access::kFull;
+  }
+  for (gid_t g : peer.groups) {
+    if (g == policy.allowed_gid) return Access::kFull;
+  }
+  return policy.read_open ? Access::kRead : Access::kNone;
+}
+
+bool Permits(Access access, bool read_verb) {
+  return access == Access::kFull || (access == Access::kRead && read_verb);
+}
+
+common::Status DenialFor(const AccessPolicy& policy, const PeerCredentials& peer, Access access,
+                         std::string_view verb) {
+  return common::PermissionDenied(
+      "uid " + std::to_string(peer.uid) + " may not use \"" + std::string(verb) +
+      "\": only root, triald's user (uid " + std::to_string(policy.daemon_uid) +
+      ") and members of group " + GroupLabel(policy.allowed_gid) + " may" +
+      (access == Access::kRead ? " change anything (others may only read)" : ""));
+}
+
+std::vector<gid_t> ParseStatusGroups(std::string_view text) {
+  std::vector<gid_t> out;
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t eol = text.find('\n', pos);
+    if (eol == std::string_view::npos) eol = text.size();
+    std::string_view line = text.substr(pos, eol - pos);
+    pos = eol + 1;
+    if (line.substr(0, 7) != "Groups:") continue;
+    line.remove_prefix(7);
+    while (!line.empty()) {
+      size_t skip = line.find_first_not_of(" \t");
+      if (skip == std::string_view::npos) break;
+      line.remove_prefix(skip);
+      size_t len = line.find_first_of(" \t");
+      std::string_view tok = line.substr(0, len);
+      unsigned long long g = 0;
+      auto [p, ec] = std::from_chars(tok.data(), tok.data() + tok.size(), g);
+      if (ec == std::errc() && p == tok.data() + tok.size() && g <= UINT32_MAX) {
+        out.push_back(static_cast<gid_t>(g));
+      }
+      if (len == std::string_view::npos) break;
+      line.remove_prefix(len);
+    }
+    break;
+  }
+  return out;
+}
+
+Result<PeerCredentials> ReadPeerCredentials(int fd) {
+  ucred cred{};
+  socklen_t len = sizeof(cred);
+  if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
+    return common::ErrnoError("getsockopt(SO_PEERCRED) on the control socket", errno);
+  }
+  PeerCredentials peer;
+  peer.pid = cred.pid;
+  peer.uid = cred.uid;
+  peer.gid = cred.gid;
+  // SO_PEERGROUPS (Linux 4.13) gives the groups the peer had when it connected, race-free.
+  std::vector<gid_t> groups(64);
+  for (;;) {
+    socklen_t glen = static_cast<socklen_t>(groups.size() * sizeof(gid_t));
+    if (::getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups.data(), &glen) == 0) {
+      groups.resize(glen / sizeof(gid_t));
+      peer.groups = std::move(groups);
+      return peer;
+    }
+    if (errno == ERANGE && glen > groups.size() * sizeof(gid_t)) {
+      groups.resize(glen / sizeof(gid_t));
+      continue;
+    }
+    break;
+  }
+  // Older kernels: the peer process's current groups (it may have exited: then none).
+  Result<std::string> status = common::ReadFile("/proc/" + std::to_string(cred.pid) + "/status");
+  if (status.ok()) peer.groups = ParseStatusGroups(*status);
+  return peer;
+}
+
+Result<gid_t> ResolveGroup(const std::string& name) {
+  if (name.empty()) return common::InvalidArgument("empty group name");
+  std::vector<char> buf(16384);
+  group gr{};
+  group* found = nullptr;
+  int err = ::getgrnam_r(name.c_str(), &gr, buf.data(), buf.size(), &found);
+  if (err == 0 && found != nullptr) return found->gr_gid;
+  unsigned long long n = 0;
+  auto [p, ec] = std::from_chars(name.data(), name.data() + name.size(), n);
+  if (ec == std::errc() && p == name.data() + name.size() && n < UINT32_MAX) {
+    return static_cast<gid_t>(n);
+  }
+  return common::NotFound("group \"" + name + "\" does not exist (not in the group database" +
+                          (err != 0 ? std::string(": ") + std::strerror(err) : std::string()) +
+                          ", not a number)");
+}
+
+std::string GroupLabel(gid_t gid) {
+  std::vector<char> buf(16384);
+  group gr{};
+  group* found = nullptr;
+  if (::getgrgid_r(gid, &gr, buf.data(), buf.size(), &found) == 0 && found != nullptr) {
+    return std::string(found->gr_name) + " (gid " + std::to_string(gid) + ")";
+  }
+  return "gid " + std::to_string(gid);
+}
+
+Result<common::UniqueFd> ListenControlSocket(const std::string& path, mode_t mode, gid_t gid) {
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (path.size() >= sizeof(addr.sun_path)) {
+    return common::InvalidArgument("socket path \"" + path + "\" is longer than " +
+                                   std::to_string(sizeof(addr.sun_path) - 1) + " bytes");
+  }
+  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  common::UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!fd.valid()) return common::ErrnoError("socket for " + path, errno);
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) == 0) {
+    if (!S_ISSOCK(st.st_mode)) {
+      return common::FailedPrecondition("control socket path " + path +
+                                        " exists and is not a socket; refusing to replace it");
+    }
+    ::unlink(path.c_str());  // a stale socket from a previous run (the state-dir lock is ours)
+  }
+  // Created 0600 (umask), then given its group and final mode: never looser than asked.
+  mode_t old_mask = ::umask(0177);
+  int rc = ::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  int bind_errno = errno;
+  ::umask(old_mask);
+  if (rc != 0) return common::ErrnoError("bind control socket " + path, bind_errno);
+  if (::chown(path.c_str(), static_cast<uid_t>(-1), gid) != 0) {
+    int e = errno;
+    ::unlink(path.c_str());
+    return common::ErrnoError("give control socket " + path + " to group " + GroupLabel(gid) +
+                                  " (the daemon must be root or a member of that group)",
+                              e);
+  }
+  if (::chmod(path.c_str(), mode) != 0) {
+    int e = errno;
+    ::unlink(path.c_str());
+    return common::ErrnoError("chmod control socket " + path, e);
+  }
+  if (::listen(fd.get(), SOMAXCONN) != 0) {
+    return common::ErrnoError("listen on control socket " + path, errno);
+  }
+  return fd;
+}
+
+}  // namespace triald::daemon

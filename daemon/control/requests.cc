@@ -1,0 +1,61 @@
+#include "daemon/control/requests.h"
+
+#include "proto/control.h"
+
+namespace triald::daemon {
+namespace json = boost::json;
+using common::Result;
+
+Result<model::StudyRecord> LookUpStudy(storage::Storage& storage, const json::object& args) {
+  TRIALD_ASSIGN_OR_RETURN(std::string name, proto::GetString(args, "study"));
+  Result<model::StudyRecord> rec = storage.GetStudy(name);
+  if (!rec.ok() && rec.status().code() == common::Code::kNotFound) {
+    return common::NotFound("no study named \"" + name + "\" (see `trialctl studies`)");
+  }
+  return rec;
+}
+
+Result<config::SweepSource> DecodeSubmit(const json::object& args) {
+  TRIALD_ASSIGN_OR_RETURN(std::string text, proto::GetString(args, "sweep"));
+  std::string path;
+  if (const json::value* p = args.if_contains("path"); p && p->is_string()) {
+    path = std::string(p->get_string());
+  }
+  return config::SweepSource{text, path};
+}
+
+Result<std::map<std::string, std::string>> DecodeEnqueueParams(const json::object& args) {
+  std::map<std::string, std::string> params;
+  const json::value* p = args.if_contains("params");
+  if (p == nullptr || p->is_null()) return params;
+  if (!p->is_object()) {
+    return common::InvalidArgument(
+        "field \"params\" must be an object of parameter name to value text");
+  }
+  for (const auto& kv : p->get_object()) {
+    const json::value& v = kv.value();
+    // Values are text as a user typed them; a JSON number or boolean is taken as its text.
+    if (v.is_string()) {
+      params[std::string(kv.key())] = std::string(v.get_string());
+    } else if (v.is_number() || v.is_bool()) {
+      params[std::string(kv.key())] = json::serialize(v);
+    } else {
+      return common::InvalidArgument("params." + std::string(kv.key()) +
+                                     " must be a string (the value as text)");
+    }
+  }
+  return params;
+}
+
+Result<std::string> DecodeLogStream(const json::object& args) {
+  std::string stream = "stdout";
+  if (const json::value* v = args.if_contains("stream"); v && v->is_string()) {
+    stream = std::string(v->get_string());
+  }
+  if (stream != "stdout" && stream != "stderr") {
+    return common::InvalidArgument("stream \"" + stream + "\"; expected stdout or stderr");
+  }
+  return stream;
+}
+
+}  // namespace triald::daemon

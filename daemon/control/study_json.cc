@@ -1,0 +1,132 @@
+#include "daemon/control/study_json.h"
+
+#include <cmath>
+
+#include "common/json.h"
+
+namespace triald::daemon {
+namespace json = boost::json;
+using common::Result;
+using model::TrialRecord;
+using model::TrialState;
+
+json::value JsonNumber(std::optional<double> v) {
+  if (!v) return nullptr;
+  if (std::isnan(*v)) return "nan";
+  if (std::isinf(*v)) return *v > 0 ? "inf" : "-inf";
+  return *v;
+}
+
+json::object TrialToJson(const TrialRecord& t) {
+  json::object o;
+  o["number"] = t.number;
+  o["state"] = model::TrialStateName(t.state);
+  o["value"] = JsonNumber(t.value);
+  json::object params;
+  for (const auto& [name, pv] : t.params) {
+    // Exact parsing: boost::json::parse may be one ulp off (common/json.h).
+    Result<json::value> v = common::ParseJsonExact(config::ExternalJson(pv.dist, pv.internal));
+    params[name] = v.ok() ? std::move(*v) : json::value(nullptr);
+  }
+  o["params"] = std::move(params);
+  json::array inter;
+  for (const auto& [step, v] : t.intermediate) inter.push_back(json::array{step, JsonNumber(v)});
+  o["intermediate"] = std::move(inter);
+  json::object attrs;
+  for (const auto& [k, v] : t.attrs) {
+    Result<json::value> parsed = common::ParseJsonExact(v);
+    attrs[k] = parsed.ok() ? std::move(*parsed) : json::value(v);
+  }
+  o["attrs"] = std::move(attrs);
+  if (t.state == TrialState::kFail) {
+    o["fail_reason"] = t.fail.reason;
+    o["fail_detail"] = t.fail.detail;
+    o["exit_code"] = t.fail.exit_code >= 0 ? json::value(t.fail.exit_code) : json::value(nullptr);
+    o["signal"] = t.fail.signal > 0 ? json::value(t.fail.signal) : json::value(nullptr);
+    o["core_dumped"] = t.fail.core_dumped;
+    o["stderr_tail"] = t.fail.stderr_tail;
+  } else {
+    o["fail_reason"] = nullptr;
+  }
+  o["duration_s"] = t.started_at > 0 ? json::value(t.DurationSeconds()) : json::value(nullptr);
+  o["created_at"] = t.created_at;
+  o["started_at"] = t.started_at > 0 ? json::value(t.started_at) : json::value(nullptr);
+  o["finished_at"] = t.finished_at > 0 ? json::value(t.finished_at) : json::value(nullptr);
+  o["pid"] = t.process.pid > 0 ? json::value(t.process.pid) : json::value(nullptr);
+  // The daemon (node) that claimed or ran it; null while no node has claimed it.
+  o["node"] = t.node.empty() ? json::value(nullptr) : json::value(t.node);
+  // The number of the trial this one retries (same study); null for a first attempt.
+  o["retry_of"] = t.retry_of_number ? json::value(*t.retry_of_number) : json::value(nullptr);
+  return o;
+}
+
+json::object StudyExportJson(const model::StudyRecord& s, const std::vector<TrialRecord>& trials) {
+  json::object o;
+  o["study"] = StudySummaryJson(s, trials);
+  json::array out;
+  for (const TrialRecord& t : trials) {
+    json::object j = TrialToJson(t);
+    json::object internal, dists;
+    for (const auto& [name, pv] : t.params) {
+      internal[name] = JsonNumber(pv.internal);
+      Result<json::value> d = common::ParseJsonExact(pv.dist.ToJson());
+      dists[name] = d.ok() ? std::move(*d) : json::value(nullptr);
+    }
+    j["params_internal"] = std::move(internal);
+    j["distributions"] = std::move(dists);
+    out.push_back(std::move(j));
+  }
+  o["trials"] = std::move(out);
+  return o;
+}
+
+const TrialRecord* BestTrial(const model::StudyRecord& study,
+                             const std::vector<TrialRecord>& trials) {
+  const TrialRecord* best = nullptr;
+  const bool max = study.direction == config::Direction::kMaximize;
+  for (const TrialRecord& t : trials) {
+    if (t.state != TrialState::kComplete || !t.value || std::isnan(*t.value)) continue;
+    if (best == nullptr || (max ? *t.value > *best->value : *t.value < *best->value)) best = &t;
+  }
+  return best;
+}
+
+json::object StudySummaryJson(const model::StudyRecord& s, const std::vector<TrialRecord>& trials) {
+  json::object o;
+  o["name"] = s.name;
+  o["state"] = model::StudyStateName(s.state);
+  o["direction"] = config::DirectionName(s.direction);
+  o["n_trials"] = s.n_trials;
+  int counts[5] = {0, 0, 0, 0, 0};
+  for (const TrialRecord& t : trials) ++counts[static_cast<int>(t.state)];
+  o["waiting"] = counts[static_cast<int>(TrialState::kWaiting)];
+  o["running"] = counts[static_cast<int>(TrialState::kRunning)];
+  o["complete"] = counts[static_cast<int>(TrialState::kComplete)];
+  o["pruned"] = counts[static_cast<int>(TrialState::kPruned)];
+  o["failed"] = counts[static_cast<int>(TrialState::kFail)];
+  // A failed trial that a retry replaced does not count toward n_trials: "finished" counts
+  // configurations, "retried" the attempts replaced.
+  int retried = 0;
+  for (const TrialRecord& t : trials) retried += t.retry_of.has_value();
+  o["retried"] = retried;
+  o["finished"] = counts[2] + counts[3] + counts[4] - retried;
+  // Mean run time of the finished trials that ran (trialctl watch's ETA); null before any.
+  double ran_s = 0;
+  int ran = 0;
+  for (const TrialRecord& t : trials) {
+    if (model::IsFinished(t.state) && t.started_at > 0) {
+      ran_s += t.DurationSeconds();
+      ++ran;
+    }
+  }
+  o["mean_duration_s"] = ran > 0 ? json::value(ran_s / ran) : json::value(nullptr);
+  o["seed"] = std::to_string(s.seed);
+  o["created_at"] = s.created_at;
+  o["finished_at"] = s.finished_at > 0 ? json::value(s.finished_at) : json::value(nullptr);
+  o["spec_path"] = s.spec_path;
+  const TrialRecord* best = BestTrial(s, trials);
+  o["best"] = best ? json::value(TrialToJson(*best)) : json::value(nullptr);
+  return o;
+}
+
+}  // namespace triald::daemon
