@@ -454,6 +454,15 @@ bool ByStepThenLoss(const Ranked& a, const Ranked& b) {
   return ByLoss(a, b);
 }
 
+// True when both trials hold parameters of the same names.
+bool SameNames(const model::ParamMap& a, const model::ParamMap& b) {
+  if (a.size() != b.size()) return false;
+  for (auto i = a.begin(), j = b.begin(); i != a.end(); ++i, ++j) {
+    if (i->first != j->first) return false;
+  }
+  return true;
+}
+
 // The sum of tpe_internal::DefaultWeights(n).
 double SumOfWeights(size_t n) {
   double sum = 0;
@@ -703,6 +712,9 @@ common::Result<std::optional<std::vector<double>>> TpeSampler::Suggest(
   std::vector<double> observations;
   std::vector<Ranked> complete, pruned, pending;
   std::vector<double> row(n_dims);
+  // Conditional: the finished trials do not all hold the same parameter names.
+  const model::ParamMap* first_finished = nullptr;
+  bool conditional = false;
   if (study.trials != nullptr) {
     observations.reserve(study.trials->size() * n_dims);
     for (const TrialRecord& trial : *study.trials) {
@@ -738,6 +750,13 @@ common::Result<std::optional<std::vector<double>>> TpeSampler::Suggest(
           continue;
       }
       if (std::isnan(r.loss)) r.loss = kInf;
+      if (group != &pending) {
+        if (first_finished == nullptr) {
+          first_finished = &trial.params;
+        } else if (!conditional && !SameNames(*first_finished, trial.params)) {
+          conditional = true;
+        }
+      }
       bool usable = true;
       for (size_t j = 0; j < n_dims && usable; ++j) {
         auto it = trial.params.find(dims[j].param->name);
@@ -795,17 +814,23 @@ common::Result<std::optional<std::vector<double>>> TpeSampler::Suggest(
   options.consider_magic_clip = config_.consider_magic_clip;
   options.consider_endpoints = config_.consider_endpoints;
   options.multivariate = config_.multivariate;
-  // l and g on a common footing (see the header): one bandwidth, from Scott's rule over every
-  // observation (multivariate only; univariate bandwidths follow each observation's neighbours),
-  // and the same prior share, prior_weight next to l's observation weights, so that a region
-  // far from every trial scores l = g, the base rate, instead of the best odds there are.
-  options.bandwidth_n = below_rows.size() + above_rows.size();
   EstimatorOptions above_options = options;
-  const double below_sum = SumOfWeights(below_rows.size());
-  const double above_sum = SumOfWeights(above_rows.size());
-  if (below_sum > 0 && above_sum > 0) {
-    above_options.prior_kernel_weight = config_.prior_weight * above_sum / below_sum;
+  if (!conditional) {
+    // l and g on a common footing (see the header): one bandwidth, from Scott's rule over every
+    // observation (multivariate only; univariate bandwidths follow each observation's
+    // neighbours), and the same prior share, prior_weight next to l's observation weights, so
+    // that a region far from every trial scores l = g, the base rate, instead of the best odds
+    // there are.
+    options.bandwidth_n = below_rows.size() + above_rows.size();
+    above_options = options;
+    const double below_sum = SumOfWeights(below_rows.size());
+    const double above_sum = SumOfWeights(above_rows.size());
+    if (below_sum > 0 && above_sum > 0) {
+      above_options.prior_kernel_weight = config_.prior_weight * above_sum / below_sum;
+    }
   }
+  // A conditional study keeps Optuna's footing (each estimator its own bandwidth count and
+  // prior_weight): see the header.
   const ParzenEstimator below(dims, observations, below_rows, options);
   const ParzenEstimator above(dims, observations, above_rows, above_options);
 
