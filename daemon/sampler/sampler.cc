@@ -118,6 +118,15 @@ std::vector<const model::TrialRecord*> FinishedBefore(const std::vector<model::T
   return out;
 }
 
+// True when both hold parameters of the same names.
+bool SameNames(const model::ParamMap& a, const model::ParamMap& b) {
+  if (a.size() != b.size()) return false;
+  for (auto i = a.begin(), j = b.begin(); i != a.end(); ++i, ++j) {
+    if (i->first != j->first) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 config::SearchSpace IntersectionSearchSpace(const std::vector<model::TrialRecord>& trials,
@@ -142,7 +151,18 @@ std::vector<config::SearchSpace> GroupDecomposedSearchSpace(
     const std::vector<model::TrialRecord>& trials, int trial_number) {
   using Group = std::map<std::string, config::Distribution>;
   std::vector<Group> groups;
+  // Refining by a set of names already applied changes nothing (every group then lies inside it
+  // or outside it, and keeps its place), so the distinct sets seen lately are skipped: most
+  // trials repeat a recent one.
+  constexpr size_t kRecentSets = 8;
+  std::vector<const model::ParamMap*> recent;
   for (const model::TrialRecord* trial : FinishedBefore(trials, trial_number)) {
+    const bool seen = std::any_of(recent.begin(), recent.end(), [&](const model::ParamMap* p) {
+      return SameNames(*p, trial->params);
+    });
+    if (seen) continue;
+    if (recent.size() == kRecentSets) recent.erase(recent.begin());
+    recent.push_back(&trial->params);
     // Refine every group by this trial's names: the part it holds and the part it lacks become
     // two groups; its names no group has yet become one more, last.
     std::map<std::string, const config::Distribution*> rest;
