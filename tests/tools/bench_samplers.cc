@@ -400,8 +400,7 @@ double ConditionalObjective(DynamicTrial& t) {
   if (optimizer == 1) {
     const double momentum = t.Ask("momentum", Float(0, 0.99));
     const double nesterov = t.Ask("nesterov", Categorical({"true", "false"}));
-    return (lr + 1.5) * (lr + 1.5) / 4 + 2 * (momentum - 0.9) * (momentum - 0.9) +
-           0.1 * nesterov;
+    return (lr + 1.5) * (lr + 1.5) / 4 + 2 * (momentum - 0.9) * (momentum - 0.9) + 0.1 * nesterov;
   }
   const double rho = t.Ask("rho", Float(0.5, 0.99));
   const double units = std::log2(t.Ask("units", LogInt(8, 256)));
