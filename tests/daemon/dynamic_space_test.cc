@@ -542,6 +542,35 @@ TEST_CASE("tpe group = true equals group = false when every trial holds the same
   }
 }
 
+TEST_CASE("a define-by-run study asking the same parameters every trial samples as [space] does",
+          "[tpe][dynamic]") {
+  // Declared in name order, the order the intersection and the groups take.
+  const SearchSpace space = {
+      {"a", Float(-3, 3)}, {"b", Int(1, 9)}, {"c", Strings({"x", "y", "z"})}, {"d", kLr}};
+  auto f = [](double a, double b, double c, double d) {
+    return (a - 1) * (a - 1) + std::abs(b - 4) + c + std::abs(std::log10(d) + 2);
+  };
+  for (bool group : {false, true}) {
+    INFO("group = " << group);
+    Study fixed, dynamic;
+    fixed.space = space;
+    auto by_space = Make("tpe", space, 31, Tpe(group));
+    auto by_suggest = Make("tpe", {}, 31, Tpe(group));
+    for (int i = 0; i < 40; ++i) {
+      Run declared(*by_space, fixed);
+      Run asked(*by_suggest, dynamic);
+      std::vector<double> v;
+      for (const ParamSpec& p : space) {
+        const double x = asked.Ask(p.name, p.dist);
+        CHECK(x == declared.Ask(p.name, p.dist));
+        v.push_back(x);
+      }
+      declared.Finish(f(v[0], v[1], v[2], v[3]));
+      asked.Finish(f(v[0], v[1], v[2], v[3]));
+    }
+  }
+}
+
 TEST_CASE("grid requires a full [space] and says so", "[sampler][dynamic]") {
   CHECK(RequiresFixedSpace("grid"));
   for (const char* kind : {"random", "tpe", "qmc"}) CHECK_FALSE(RequiresFixedSpace(kind));
