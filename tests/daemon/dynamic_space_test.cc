@@ -716,6 +716,33 @@ TEST_CASE("tpe group: each branch is modelled with the trials that took it", "[t
   CHECK(random_err[2] > 0.2);
 }
 
+TEST_CASE("tpe reads a categorical stored with other choices by the choice itself",
+          "[tpe][dynamic]") {
+  // The history asked for ["a", "b"], and "b" was always better; the objective now asks for
+  // ["b", "a"], where "b" is index 0 (index 1, the stored index of "b", is now "a").
+  Study study;
+  const Distribution old_choices = Strings({"a", "b"});
+  for (int i = 0; i < 30; ++i) {
+    study.trials.push_back(
+        Trial(i, TrialState::kComplete, {{"opt", double(i % 2), old_choices}}, i % 2 ? 0.0 : 1.0));
+  }
+  const Distribution new_choices = Strings({"b", "a"});
+  for (bool group : {false, true}) {
+    INFO("group = " << group);
+    auto sampler = Make("tpe", {}, 12, Tpe(group));
+    int b = 0;
+    const int n = 30;
+    for (int i = 0; i < n; ++i) {
+      auto ts = StartTrial(*sampler, study.View(), 30 + i);
+      REQUIRE(ts.ok());
+      auto v = Suggest(*sampler, study.View(), *ts, {"opt", new_choices});
+      REQUIRE(v.ok());
+      b += *v == 0;
+    }
+    CHECK(b >= 20);
+  }
+}
+
 TEST_CASE("tpe constant liar: running trials' dynamic parameters count, those lacking none",
           "[tpe][dynamic]") {
   Study study = BranchHistory();
