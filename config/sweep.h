@@ -93,6 +93,12 @@ struct TpeConfig {
   int n_startup_trials = 10;  // random sampling before TPE takes over
   int n_ei_candidates = 24;   // candidates drawn from l(x) and ranked by l(x)/g(x)
   bool multivariate = true;   // one joint Parzen estimator over the whole space
+  // With multivariate: Optuna's group decomposition. The parameters are split into groups that
+  // always occur together in finished trials, and each group gets its own joint estimator, fed
+  // by the trials that hold that group; so conditional branches of a define-by-run objective are
+  // modelled per branch. Without it the joint estimator covers the intersection of the finished
+  // trials' parameters and the rest is sampled independently.
+  bool group = false;
   bool constant_liar = true;  // running trials count as bad results, so parallel trials differ
   double prior_weight = 1.0;
   bool consider_endpoints = false;

@@ -15,6 +15,17 @@ tell(FAIL), so the history stays COMPLETE trials plus failures TPE ignores), and
 sampler.sample_relative() alone, both averaged over a few calls. Wall and CPU time are shown
 (CPU time is the fairer figure on a shared machine), with the ratio Optuna / triald.
 
+Conditional (define-by-run): an optimizer choice whose three branches have their own
+parameters and their own best value (sgd 0, rmsprop 0.1, adam 0.2; a learning rate all branches
+share but each wants elsewhere). triald's TPE with group = true (the driver's conditional mode:
+StartTrial + Suggest, as the daemon answers a python objective) against Optuna's
+TPESampler(multivariate=True, group=True, seed=s); median [q25, q75] best after 30 and N trials.
+
+Dynamic speed: one define-by-run trial asking for 5 floats, with a history of H COMPLETE trials
+of those 5 suggested floats (H = 100, 1000). triald: StartTrial + 5 Suggest (the sampler's share
+of an answered suggest, TPE group = true). Optuna: study.ask() + 5 trial.suggest_float() in
+process, same sampler options. Shown per suggest (a trial's time / 5), wall and CPU.
+
 Figures only: nothing is asserted. Uses Debian's python3-optuna (3.1), hence /usr/bin/python3.
 
     /usr/bin/python3 scripts/bench_search.py [--quick] [--seeds S] [--trials N]
@@ -80,6 +91,22 @@ def mixed(t):
     c = t.suggest_categorical("c", ["a", "b", "c"])
     offset = {"a": 1.0, "b": 0.0, "c": 2.5}[c]
     return (x - 1) ** 2 + (y + 2) ** 2 + ((n - 7) / 3) ** 2 + offset
+
+
+def conditional(t):
+    optimizer = t.suggest_categorical("optimizer", ["adam", "sgd", "rmsprop"])
+    lr = math.log10(t.suggest_float("lr", 1e-5, 1e-1, log=True))
+    if optimizer == "adam":
+        beta1 = t.suggest_float("beta1", 0.5, 0.999)
+        wd = math.log10(t.suggest_float("weight_decay", 1e-6, 1e-2, log=True))
+        return 0.2 + (lr + 3.5) ** 2 / 4 + 10 * (beta1 - 0.9) ** 2 + (wd + 4) ** 2 / 16
+    if optimizer == "sgd":
+        momentum = t.suggest_float("momentum", 0, 0.99)
+        nesterov = t.suggest_categorical("nesterov", ["true", "false"])
+        return (lr + 1.5) ** 2 / 4 + 2 * (momentum - 0.9) ** 2 + 0.1 * (nesterov == "false")
+    rho = t.suggest_float("rho", 0.5, 0.99)
+    units = math.log2(t.suggest_int("units", 8, 256, log=True))
+    return 0.1 + (lr + 2.5) ** 2 / 4 + 4 * (rho - 0.9) ** 2 + (units - 6) ** 2 / 20
 
 
 FUNCTIONS = {"branin": branin, "hartmann6": hartmann6, "rosenbrock5": rosenbrock5,
@@ -250,6 +277,98 @@ def speed(args, optuna):
               f"{ask[0] / w:>8.0f}x / {ask[1] / c:>5.0f}x {rel[0] / w:>8.0f}x / {rel[1] / c:>5.0f}x")
 
 
+def conditional_quality(args, optuna):
+    checkpoints = sorted({30, args.trials} if args.trials > 30 else {args.trials})
+    cp_arg = ",".join(str(c) for c in checkpoints)
+    t0 = time.perf_counter()
+    ours = [row["best"] for row in run_driver(
+        args.driver, ["conditional", "--seeds", str(args.seeds), "--trials", str(args.trials),
+                      "--checkpoints", cp_arg, "--samplers", "tpe-group"])]
+    t_triald = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    theirs = []
+    for seed in range(args.seeds):
+        sampler = optuna.samplers.TPESampler(multivariate=True, group=True, seed=seed)
+        study = optuna.create_study(sampler=sampler)
+        study.optimize(conditional, n_trials=args.trials)
+        best, out = math.inf, {}
+        for i, t in enumerate(study.trials, start=1):
+            best = min(best, t.value)
+            if i in checkpoints:
+                out[str(i)] = best
+        theirs.append(out)
+    t_optuna = time.perf_counter() - t0
+    print(f"\n== Conditional (define-by-run, 3 branches): best value (minimised; optimum 0), "
+          f"median [q25, q75] over {args.seeds} seeds, {args.trials} trials ==")
+    header = f"{'sampler':<30}"
+    for c in checkpoints:
+        header += f" {'after ' + str(c):>32}"
+    print(header)
+    medians = {}
+    for label, runs in (("triald tpe group", ours), ("optuna tpe multivariate+group", theirs)):
+        line = f"{label:<30}"
+        for c in checkpoints:
+            med, q1, q3 = quantiles([r[str(c)] for r in runs])
+            medians[(label, c)] = med
+            line += f" {fmt(med):>12} [{fmt(q1):>8}, {fmt(q3):>8}]"
+        print(line)
+    parts = []
+    for c in checkpoints:
+        a, b = medians[("triald tpe group", c)], medians[("optuna tpe multivariate+group", c)]
+        word = "better" if a < b else ("equal" if a == b else "worse")
+        parts.append(f"after {c}: {word} ({fmt(a)} vs {fmt(b)})")
+    print("triald vs Optuna (median best; lower is better): " + "; ".join(parts))
+    print(f"(run time: triald {t_triald:.1f} s, Optuna {t_optuna:.1f} s)")
+
+
+def optuna_dynamic_speed(optuna, n, repeats):
+    import random as pyrandom
+    from optuna.distributions import FloatDistribution
+    from optuna.trial import create_trial
+
+    names = [f"x{i}" for i in range(5)]
+    dists = {k: FloatDistribution(0, 1) for k in names}
+    rng = pyrandom.Random(12345)
+    trials = []
+    for _ in range(n):
+        params = {k: rng.random() for k in names}
+        value = sum((v - 0.3) ** 2 for v in params.values())
+        trials.append(create_trial(params=params, distributions=dists, value=value))
+    study = optuna.create_study(
+        sampler=optuna.samplers.TPESampler(multivariate=True, group=True, seed=7))
+    study.add_trials(trials)
+
+    def one_trial():
+        trial = study.ask()
+        for k in names:
+            trial.suggest_float(k, 0, 1)
+        study.tell(trial, state=optuna.trial.TrialState.FAIL)  # FAIL: the history stays n
+
+    one_trial()  # warm-up, untimed
+    wall, cpu = time.perf_counter(), time.process_time()
+    for _ in range(repeats):
+        one_trial()
+    return ((time.perf_counter() - wall) / repeats * 1e3 / len(names),
+            (time.process_time() - cpu) / repeats * 1e3 / len(names))
+
+
+def dynamic_speed(args, optuna):
+    sizes = [h for h in args.history if h <= 1000] or [100, 1000]
+    rows = run_driver(args.driver, ["dynamic-speed", "--history", ",".join(str(s) for s in sizes),
+                                    "--repeats", str(args.speed_repeats)])
+    ours = {r["history"]: (r["ms_per_suggest"], r["cpu_ms_per_suggest"]) for r in rows}
+    print("\n== Dynamic speed: ms per answered suggest, a trial asking for 5 floats, history of H "
+          "COMPLETE trials (TPE multivariate + group; wall / CPU) ==")
+    print(f"{'H':>6} {'triald StartTrial+Suggest':>26} {'Optuna ask+suggest_float':>26} "
+          f"{'ratio Optuna/triald':>21}")
+    for n in sizes:
+        repeats = max(2, args.optuna_repeats)
+        w_o, c_o = optuna_dynamic_speed(optuna, n, repeats)
+        w, c = ours[n]
+        print(f"{n:>6} {fmt(w):>15} / {fmt(c):>8} {fmt(w_o):>15} / {fmt(c_o):>8} "
+              f"{w_o / w:>11.0f}x / {c_o / c:>5.0f}x")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true",
@@ -267,6 +386,11 @@ def main():
                         help="comma-separated subset of tpe, random (quality table)")
     parser.add_argument("--skip-quality", action="store_true")
     parser.add_argument("--skip-speed", action="store_true")
+    parser.add_argument("--skip-conditional", action="store_true",
+                        help="skip the define-by-run quality and speed sections")
+    parser.add_argument("--only-conditional", action="store_true",
+                        help="run only the define-by-run sections (with --skip-quality or "
+                        "--skip-speed, only one of them)")
     args = parser.parse_args()
     if args.seeds is None:
         args.seeds = 3 if args.quick else 10
@@ -293,10 +417,15 @@ def main():
     except ImportError:
         sys.exit("bench_search: optuna is not installed (apt-get install python3-optuna)")
     print(f"Optuna {optuna.__version__}; driver {args.driver}")
-    if not args.skip_quality:
+    if not args.skip_quality and not args.only_conditional:
         quality(args, optuna)
-    if not args.skip_speed:
+    if not args.skip_speed and not args.only_conditional:
         speed(args, optuna)
+    if not args.skip_conditional:
+        if not args.skip_quality:
+            conditional_quality(args, optuna)
+        if not args.skip_speed:
+            dynamic_speed(args, optuna)
     return 0
 
 

@@ -54,8 +54,9 @@ GridSampler::GridSampler(config::SearchSpace space, std::vector<uint64_t> counts
                          uint64_t seed)
     : space_(std::move(space)), counts_(std::move(counts)), size_(size), seed_(seed) {}
 
-config::SearchSpace GridSampler::InferRelativeSearchSpace(const StudyView& study) {
-  (void)study;
+config::SearchSpace GridSampler::InferRelativeSearchSpace(const StudyView& study,
+                                                          int trial_number) {
+  (void)study, (void)trial_number;
   return space_;
 }
 

@@ -21,8 +21,8 @@
 
 #include "common/status.h"
 #include "config/space.h"
-#include "daemon/sampler/sampler.h"
 #include "daemon/model/records.h"
+#include "daemon/sampler/sampler.h"
 
 namespace triald::sampler {
 
@@ -38,7 +38,7 @@ class GridSampler final : public Sampler {
                                                              uint64_t seed);
 
   // The whole space: a grid point fixes every parameter.
-  config::SearchSpace InferRelativeSearchSpace(const StudyView& study) override;
+  config::SearchSpace InferRelativeSearchSpace(const StudyView& study, int trial_number) override;
   // An untaken grid point (see the file comment), or kFailedPrecondition "grid exhausted".
   // The trial numbered `trial_number` itself is not counted as taking a point, so sampling a
   // trial again after it was stored with its params gives the same point.

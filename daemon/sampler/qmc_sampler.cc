@@ -222,17 +222,16 @@ double MapUnitToDistribution(const config::Distribution& dist, double u) {
 common::Result<std::unique_ptr<QmcSampler>> QmcSampler::Create(const config::SearchSpace& space,
                                                                uint64_t seed,
                                                                const config::QmcConfig& config) {
-  if (space.empty()) {
-    return common::InvalidArgument(
-        "qmc sampler: the space has no parameter; expected at least one");
-  }
   if (space.size() > static_cast<size_t>(SobolSequence::kMaxDimensions)) {
     return common::InvalidArgument(
         "qmc sampler: the space has " + ParamCount(space.size()) + "; expected at most " +
         std::to_string(SobolSequence::kMaxDimensions) +
         " (the Sobol direction numbers built in): use the tpe or random sampler");
   }
-  TRIALD_ASSIGN_OR_RETURN(SobolSequence seq, SobolSequence::Create(static_cast<int>(space.size()),
+  // Every dimension the sampler may use: a space inferred at run time may be larger than the
+  // [space]. The scramble is drawn dimension by dimension from one stream, so the first
+  // coordinates are the same whatever the sequence's dimension.
+  TRIALD_ASSIGN_OR_RETURN(SobolSequence seq, SobolSequence::Create(SobolSequence::kMaxDimensions,
                                                                    config.scramble, seed));
   return std::unique_ptr<QmcSampler>(new QmcSampler(space, std::move(seq), config.scramble, seed));
 }
@@ -241,15 +240,36 @@ QmcSampler::QmcSampler(config::SearchSpace space, SobolSequence sequence, bool s
                        uint64_t seed)
     : space_(std::move(space)), sequence_(std::move(sequence)), scramble_(scramble), seed_(seed) {}
 
-config::SearchSpace QmcSampler::InferRelativeSearchSpace(const StudyView& study) {
-  (void)study;
-  return space_;
+config::SearchSpace QmcSampler::InferRelativeSearchSpace(const StudyView& study, int trial_number) {
+  if (!space_.empty() || study.trials == nullptr) return space_;
+  // Optuna's rule for a study without a declared space: the first finished trial's space.
+  const model::TrialRecord* first = nullptr;
+  for (const model::TrialRecord& t : *study.trials) {
+    if (t.number >= trial_number) continue;
+    if (t.state != model::TrialState::kComplete && t.state != model::TrialState::kPruned) continue;
+    if (first == nullptr || t.number < first->number) first = &t;
+  }
+  config::SearchSpace space;
+  if (first == nullptr) return space;
+  for (const auto& [name, value] : first->params) {
+    const config::Distribution& d = value.dist;
+    if (d.type == config::ParamType::kCategorical) continue;
+    const bool single = EffectiveStep(d) > 0 ? DiscreteCount(d) <= 1 : d.low == d.high;
+    if (single || !d.Validate().ok()) continue;
+    if (space.size() == static_cast<size_t>(SobolSequence::kMaxDimensions)) break;
+    space.push_back({name, d});
+  }
+  return space;
 }
 
 common::Result<config::ParamValues> QmcSampler::SampleRelative(
     const StudyView& study, int trial_number, const config::SearchSpace& relative_space) {
   (void)study;
   if (relative_space.empty()) return config::ParamValues{};
+  if (relative_space.size() > static_cast<size_t>(sequence_.dimensions())) {
+    return common::Internal("qmc sampler: relative space of " + ParamCount(relative_space.size()) +
+                            "; at most " + std::to_string(sequence_.dimensions()) + " fit");
+  }
   if (trial_number < 0) {
     return common::InvalidArgument("qmc sampler: trial number " + std::to_string(trial_number) +
                                    "; expected >= 0");
@@ -259,8 +279,8 @@ common::Result<config::ParamValues> QmcSampler::SampleRelative(
   const uint32_t index = static_cast<uint32_t>(trial_number) + (scramble_ ? 0 : 1);
   const std::vector<double> u = sequence_.Point(index);
   config::ParamValues values;
-  for (size_t d = 0; d < space_.size(); ++d) {
-    values[space_[d].name] = MapUnitToDistribution(space_[d].dist, u[d]);
+  for (size_t d = 0; d < relative_space.size(); ++d) {
+    values[relative_space[d].name] = MapUnitToDistribution(relative_space[d].dist, u[d]);
   }
   return values;
 }

@@ -18,6 +18,14 @@
 // Direction numbers are Joe & Kuo's (new-joe-kuo-6.21201) for the first 64 dimensions, built in,
 // so spaces of at most 64 parameters are accepted.
 //
+// Define-by-run studies (see sampler.h): the sequence covers the sweep's [space]; a parameter the
+// objective suggests outside it is drawn uniformly (RandomSampler's draw), as Optuna's
+// QMCSampler falls back to independent sampling. A sweep with no [space] takes, as Optuna does,
+// the space of its first finished trial (the lowest-numbered COMPLETE or PRUNED trial below the
+// one sampled; categoricals and single-valued parameters left out, sorted by name, at most 64):
+// until a trial has finished every parameter is drawn uniformly, and parameters missing from that
+// first trial always are.
+//
 // Reproducibility: point N depends only on (seed, N) — not on the history, the order of calls or
 // a daemon restart. Cost per suggestion: O(32 * parameters), independent of the history.
 //
@@ -61,19 +69,22 @@ class SobolSequence {
 
 class QmcSampler final : public Sampler {
  public:
-  // Fails with kInvalidArgument when the space has no parameter or more than
-  // SobolSequence::kMaxDimensions, saying how many it has.
+  // Fails with kInvalidArgument when the space has more than SobolSequence::kMaxDimensions
+  // parameters, saying how many it has. An empty space (a define-by-run sweep without [space])
+  // is accepted: see the file comment.
   static common::Result<std::unique_ptr<QmcSampler>> Create(const config::SearchSpace& space,
                                                             uint64_t seed,
                                                             const config::QmcConfig& config);
 
-  // The space given to Create(): every parameter is a coordinate of the sequence.
-  config::SearchSpace InferRelativeSearchSpace(const StudyView& study) override;
-  // Point N of the sequence, mapped onto the space (see the file comment).
+  // The space given to Create(): every parameter is a coordinate of the sequence. When that is
+  // empty, the first finished trial's space (see the file comment).
+  config::SearchSpace InferRelativeSearchSpace(const StudyView& study, int trial_number) override;
+  // Point N of the sequence, coordinate d mapped onto the relative space's parameter d.
   common::Result<config::ParamValues> SampleRelative(
       const StudyView& study, int trial_number, const config::SearchSpace& relative_space) override;
   // A parameter outside the sequence's space (none when the study's space is the one given to
-  // Create()) is drawn uniformly, as Optuna's QMCSampler falls back to random sampling.
+  // Create() and nothing is suggested at run time) is drawn uniformly, as Optuna's QMCSampler falls
+  // back to random sampling.
   common::Result<double> SampleIndependent(const StudyView& study, int trial_number,
                                            const config::ParamSpec& param) override;
 

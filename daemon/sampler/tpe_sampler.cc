@@ -122,6 +122,25 @@ double Observe(const Dim& dim, double internal) {
   return dim.log ? std::log(internal) : internal;
 }
 
+// A trial's stored value in the estimator's coordinates, or NaN (see Observe). A categorical
+// stored with other choices than the ones being sampled counts by the choice itself.
+double ObserveParam(const Dim& dim, const model::ParamValue& stored) {
+  if (dim.kind == DimKind::kCategorical && stored.dist.type == ParamType::kCategorical &&
+      stored.dist != dim.param->dist) {
+    const double internal = stored.internal;
+    if (!(internal >= 0 && internal < static_cast<double>(stored.dist.choices.size())) ||
+        internal != std::floor(internal)) {
+      return std::nan("");
+    }
+    const config::Choice& choice = stored.dist.choices[static_cast<size_t>(internal)];
+    const std::vector<config::Choice>& choices = dim.param->dist.choices;
+    auto it = std::find(choices.begin(), choices.end(), choice);
+    if (it == choices.end()) return std::nan("");
+    return static_cast<double>(it - choices.begin());
+  }
+  return Observe(dim, stored.internal);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Parzen estimator: a weighted mixture of product kernels, one per observation plus a prior.
 
@@ -435,6 +454,15 @@ bool ByStepThenLoss(const Ranked& a, const Ranked& b) {
   return ByLoss(a, b);
 }
 
+// True when both trials hold parameters of the same names.
+bool SameNames(const model::ParamMap& a, const model::ParamMap& b) {
+  if (a.size() != b.size()) return false;
+  for (auto i = a.begin(), j = b.begin(); i != a.end(); ++i, ++j) {
+    if (i->first != j->first) return false;
+  }
+  return true;
+}
+
 // The sum of tpe_internal::DefaultWeights(n).
 double SumOfWeights(size_t n) {
   double sum = 0;
@@ -553,6 +581,10 @@ common::Result<std::unique_ptr<TpeSampler>> TpeSampler::Create(const config::Sea
     return common::InvalidArgument(
         OptionError("gamma_max", std::to_string(config.gamma_max), "an integer >= 1"));
   }
+  if (config.group && !config.multivariate) {
+    return common::InvalidArgument(
+        OptionError("group", "true", "multivariate = true with it (groups are joint estimators)"));
+  }
   for (const ParamSpec& p : space) {
     common::Status st = p.dist.Validate();
     if (!st.ok()) {
@@ -565,27 +597,90 @@ common::Result<std::unique_ptr<TpeSampler>> TpeSampler::Create(const config::Sea
 TpeSampler::TpeSampler(uint64_t seed, const config::TpeConfig& config)
     : seed_(seed), config_(config) {}
 
-config::SearchSpace TpeSampler::InferRelativeSearchSpace(const StudyView& study) {
+namespace {
+
+bool Declares(const config::SearchSpace& space, const std::string& name) {
+  for (const ParamSpec& p : space) {
+    if (p.name == name) return true;
+  }
+  return false;
+}
+
+// `group` as an estimator sees it: the [space] parameters it holds first, in declaration order,
+// with their declared distributions, then its other parameters in its own (name) order;
+// single-valued parameters left out.
+config::SearchSpace EstimatorOrder(const config::SearchSpace& fixed,
+                                   const config::SearchSpace& group) {
+  config::SearchSpace out;
+  for (const ParamSpec& p : fixed) {
+    if (!IsSingle(p.dist) && Declares(group, p.name)) out.push_back(p);
+  }
+  for (const ParamSpec& p : group) {
+    if (!IsSingle(p.dist) && !Declares(fixed, p.name)) out.push_back(p);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<config::SearchSpace> TpeSampler::RelativeGroups(const StudyView& study,
+                                                            int trial_number) const {
+  std::vector<config::SearchSpace> groups;
+  if (!config_.multivariate) return groups;
+  static const config::SearchSpace kNoSpace;
+  static const std::vector<TrialRecord> kNoTrials;
+  const config::SearchSpace& fixed = study.space != nullptr ? *study.space : kNoSpace;
+  const std::vector<TrialRecord>& trials = study.trials != nullptr ? *study.trials : kNoTrials;
+  std::vector<config::SearchSpace> found;
+  if (config_.group) {
+    found = GroupDecomposedSearchSpace(trials, trial_number);
+  } else {
+    // The [space] parameters belong to every trial, so they are in the intersection whenever a
+    // trial has finished; before that they are the whole relative space, as with a fixed space.
+    config::SearchSpace all = fixed;
+    for (ParamSpec& p : IntersectionSearchSpace(trials, trial_number)) {
+      if (!Declares(fixed, p.name)) all.push_back(std::move(p));
+    }
+    found.push_back(std::move(all));
+  }
+  if (found.empty()) found.push_back(fixed);  // group = true, nothing finished yet
+  for (const config::SearchSpace& group : found) {
+    config::SearchSpace g = EstimatorOrder(fixed, group);
+    if (!g.empty()) groups.push_back(std::move(g));
+  }
+  return groups;
+}
+
+config::SearchSpace TpeSampler::InferRelativeSearchSpace(const StudyView& study, int trial_number) {
   config::SearchSpace space;
-  if (!config_.multivariate || study.space == nullptr) return space;
-  for (const ParamSpec& p : *study.space) {
-    if (!IsSingle(p.dist)) space.push_back(p);
+  for (config::SearchSpace& group : RelativeGroups(study, trial_number)) {
+    for (ParamSpec& p : group) space.push_back(std::move(p));
   }
   return space;
 }
 
 common::Result<config::ParamValues> TpeSampler::SampleRelative(
     const StudyView& study, int trial_number, const config::SearchSpace& relative_space) {
-  std::vector<const ParamSpec*> params;
-  for (const ParamSpec& p : relative_space) {
-    if (!IsSingle(p.dist)) params.push_back(&p);
-  }
   config::ParamValues values;
-  if (params.empty()) return values;
-  TRIALD_ASSIGN_OR_RETURN(std::optional<std::vector<double>> suggestion,
-                          Suggest(study, trial_number, params, "tpe"));
-  if (!suggestion) return values;  // start-up: SampleIndependent draws uniformly
-  for (size_t j = 0; j < params.size(); ++j) values[params[j]->name] = (*suggestion)[j];
+  if (relative_space.empty()) return values;
+  const std::vector<config::SearchSpace> groups = RelativeGroups(study, trial_number);
+  for (const config::SearchSpace& group : groups) {
+    // The group's parameters as the caller's relative space has them (normally all of them).
+    std::vector<const ParamSpec*> params;
+    for (const ParamSpec& g : group) {
+      for (const ParamSpec& p : relative_space) {
+        if (p.name == g.name && p.dist == g.dist && !IsSingle(p.dist)) params.push_back(&p);
+      }
+    }
+    if (params.empty()) continue;
+    // One stream per joint estimator: "tpe" for the only one (every fixed-space study), else
+    // named by the group's first parameter (groups are disjoint).
+    const std::string stream = groups.size() == 1 ? "tpe" : "tpe/group/" + group.front().name;
+    TRIALD_ASSIGN_OR_RETURN(std::optional<std::vector<double>> suggestion,
+                            Suggest(study, trial_number, params, stream));
+    if (!suggestion) return values;  // start-up: SampleIndependent draws uniformly
+    for (size_t j = 0; j < params.size(); ++j) values[params[j]->name] = (*suggestion)[j];
+  }
   return values;
 }
 
@@ -610,17 +705,23 @@ common::Result<std::optional<std::vector<double>>> TpeSampler::Suggest(
   const size_t n_dims = dims.size();
   const double sign = study.direction == config::Direction::kMaximize ? -1 : 1;
 
-  // Gather the usable trials: their transformed values (one row each) and ranking keys.
+  // Gather the finished trials (and, with the constant liar, the pending ones) with their ranking
+  // keys; those holding every parameter of `params` also get a row of transformed values. As in
+  // Optuna, every finished trial takes part in the split, and only then are the trials lacking
+  // a parameter left out of the estimators.
   std::vector<double> observations;
   std::vector<Ranked> complete, pruned, pending;
   std::vector<double> row(n_dims);
+  // Conditional: the finished trials do not all hold the same parameter names.
+  const model::ParamMap* first_finished = nullptr;
+  bool conditional = false;
   if (study.trials != nullptr) {
     observations.reserve(study.trials->size() * n_dims);
     for (const TrialRecord& trial : *study.trials) {
       // Trial N is proposed from trials 0..N-1 only: asking again for N, even after N or later
       // trials were stored, gives the same answer.
       if (trial.number >= trial_number) continue;
-      Ranked r{trial.number, 0, 0, 0};
+      Ranked r{trial.number, -1, 0, 0};
       std::vector<Ranked>* group = nullptr;
       switch (trial.state) {
         case TrialState::kComplete:
@@ -649,15 +750,25 @@ common::Result<std::optional<std::vector<double>>> TpeSampler::Suggest(
           continue;
       }
       if (std::isnan(r.loss)) r.loss = kInf;
+      if (group != &pending) {
+        if (first_finished == nullptr) {
+          first_finished = &trial.params;
+        } else if (!conditional && !SameNames(*first_finished, trial.params)) {
+          conditional = true;
+        }
+      }
       bool usable = true;
       for (size_t j = 0; j < n_dims && usable; ++j) {
         auto it = trial.params.find(dims[j].param->name);
-        row[j] = it == trial.params.end() ? std::nan("") : Observe(dims[j], it->second.internal);
+        row[j] = it == trial.params.end() ? std::nan("") : ObserveParam(dims[j], it->second);
         usable = !std::isnan(row[j]);
       }
-      if (!usable) continue;
-      r.row = static_cast<int>(observations.size() / std::max<size_t>(n_dims, 1));
-      observations.insert(observations.end(), row.begin(), row.end());
+      if (usable) {
+        r.row = static_cast<int>(observations.size() / std::max<size_t>(n_dims, 1));
+        observations.insert(observations.end(), row.begin(), row.end());
+      } else if (group == &pending) {
+        continue;  // a pending trial only ever joins "above": without a row it adds nothing
+      }
       group->push_back(r);
     }
   }
@@ -670,12 +781,14 @@ common::Result<std::optional<std::vector<double>>> TpeSampler::Suggest(
   size_t n_below = static_cast<size_t>(
       std::max(0, std::min(static_cast<int>(std::ceil(config_.gamma_fraction * n_finished)),
                            config_.gamma_max)));
-  const size_t n_rows = complete.size() + pruned.size() + pending.size();
+  const size_t n_rows = observations.size() / std::max<size_t>(n_dims, 1);
   std::vector<char> is_below(n_rows, 0);
   auto take_best = [&](std::vector<Ranked>& group, size_t n, auto less) {
     n = std::min(n, group.size());
     std::partial_sort(group.begin(), group.begin() + static_cast<long>(n), group.end(), less);
-    for (size_t i = 0; i < n; ++i) is_below[group[i].row] = 1;
+    for (size_t i = 0; i < n; ++i) {
+      if (group[i].row >= 0) is_below[group[i].row] = 1;
+    }
     return n;
   };
   n_below -= take_best(complete, n_below, ByLoss);
@@ -685,7 +798,9 @@ common::Result<std::optional<std::vector<double>>> TpeSampler::Suggest(
   std::vector<std::pair<int, int>> by_number;  // (number, row)
   by_number.reserve(n_rows);
   for (const auto* group : {&complete, &pruned, &pending}) {
-    for (const Ranked& r : *group) by_number.emplace_back(r.number, r.row);
+    for (const Ranked& r : *group) {
+      if (r.row >= 0) by_number.emplace_back(r.number, r.row);
+    }
   }
   std::sort(by_number.begin(), by_number.end());
   std::vector<int> below_rows, above_rows;
@@ -699,17 +814,23 @@ common::Result<std::optional<std::vector<double>>> TpeSampler::Suggest(
   options.consider_magic_clip = config_.consider_magic_clip;
   options.consider_endpoints = config_.consider_endpoints;
   options.multivariate = config_.multivariate;
-  // l and g on a common footing (see the header): one bandwidth, from Scott's rule over every
-  // observation (multivariate only; univariate bandwidths follow each observation's neighbours),
-  // and the same prior share, prior_weight next to l's observation weights, so that a region
-  // far from every trial scores l = g, the base rate, instead of the best odds there are.
-  options.bandwidth_n = below_rows.size() + above_rows.size();
   EstimatorOptions above_options = options;
-  const double below_sum = SumOfWeights(below_rows.size());
-  const double above_sum = SumOfWeights(above_rows.size());
-  if (below_sum > 0 && above_sum > 0) {
-    above_options.prior_kernel_weight = config_.prior_weight * above_sum / below_sum;
+  if (!conditional) {
+    // l and g on a common footing (see the header): one bandwidth, from Scott's rule over every
+    // observation (multivariate only; univariate bandwidths follow each observation's
+    // neighbours), and the same prior share, prior_weight next to l's observation weights, so
+    // that a region far from every trial scores l = g, the base rate, instead of the best odds
+    // there are.
+    options.bandwidth_n = below_rows.size() + above_rows.size();
+    above_options = options;
+    const double below_sum = SumOfWeights(below_rows.size());
+    const double above_sum = SumOfWeights(above_rows.size());
+    if (below_sum > 0 && above_sum > 0) {
+      above_options.prior_kernel_weight = config_.prior_weight * above_sum / below_sum;
+    }
   }
+  // A conditional study keeps Optuna's footing (each estimator its own bandwidth count and
+  // prior_weight): see the header.
   const ParzenEstimator below(dims, observations, below_rows, options);
   const ParzenEstimator above(dims, observations, above_rows, above_options);
 

@@ -15,6 +15,20 @@
 //     wall and CPU time of one SampleParams() call with n random COMPLETE trials of 5 floats as
 //     history.
 //
+//   triald-bench-samplers conditional [--seeds N] [--trials N] [--checkpoints 30,100]
+//                                     [--samplers tpe-group,tpe,random]
+//     {"mode":"conditional","sampler":S,"seed":s,"best":{"30":v,"100":v}}
+//     the define-by-run benchmark: an optimizer choice whose three branches have their own
+//     parameters and their own best value, driven as the daemon drives a python objective
+//     (StartTrial() at the trial's start, Suggest() for each parameter the objective asks for).
+//     tpe-group is TPE with group = true.
+//
+//   triald-bench-samplers dynamic-speed [--history 100,1000] [--repeats N]
+//     {"mode":"dynamic-speed","sampler":"tpe-group","history":n,"params":5,"repeats":r,
+//      "ms_per_trial":x,"cpu_ms_per_trial":y,"ms_per_suggest":x/5,"cpu_ms_per_suggest":y/5}
+//     one define-by-run trial (StartTrial() plus 5 Suggest() calls) with n random COMPLETE trials
+//     of 5 suggested floats as history: the sampler's share of an answered suggest.
+//
 // The objective functions are defined identically in scripts/bench_search.py; keep them in step.
 
 #include <time.h>
@@ -33,8 +47,8 @@
 
 #include "config/space.h"
 #include "config/sweep.h"
-#include "daemon/sampler/sampler.h"
 #include "daemon/model/records.h"
+#include "daemon/sampler/sampler.h"
 
 namespace triald::bench {
 namespace {
@@ -189,7 +203,7 @@ std::unique_ptr<sampler::Sampler> MakeOrDie(const std::string& kind, const Searc
 }
 
 model::TrialRecord Complete(int number, const SearchSpace& space, const ParamValues& values,
-                              double value) {
+                            double value) {
   model::TrialRecord t;
   t.number = number;
   t.state = model::TrialState::kComplete;
@@ -298,12 +312,185 @@ int Speed(const std::map<std::string, std::string>& flags) {
   return 0;
 }
 
+// ---------------------------------------------------------------------------------------------
+// Define-by-run.
+
+std::unique_ptr<sampler::Sampler> MakeDynamicOrDie(const std::string& label, uint64_t seed) {
+  config::SamplerConfig config;
+  config.kind = label == "tpe-group" ? "tpe" : label;
+  config.seed = seed;
+  config.seed_given = true;
+  config.tpe.group = label == "tpe-group";
+  auto sampler = sampler::MakeSampler(config, {});
+  if (!sampler.ok()) {
+    std::fprintf(stderr, "triald-bench-samplers: %s\n", sampler.status().message().c_str());
+    std::exit(1);
+  }
+  return std::move(sampler).value();
+}
+
+// One define-by-run trial: the trial is in the history (RUNNING) while it asks, with the
+// parameters answered so far, as the scheduler keeps it.
+class DynamicTrial {
+ public:
+  DynamicTrial(sampler::Sampler& s, std::vector<model::TrialRecord>& history)
+      : sampler_(s), history_(history), view_{config::Direction::kMinimize, &kNoSpace, &history} {
+    model::TrialRecord t;
+    t.number = static_cast<int>(history.size());
+    t.state = model::TrialState::kRunning;
+    history.push_back(t);
+    auto started = sampler::StartTrial(s, view_, t.number);
+    if (!started.ok()) Die(started.status().message());
+    sample_ = std::move(started).value();
+  }
+
+  double Ask(const std::string& name, const Distribution& dist) {
+    auto v = sampler::Suggest(sampler_, view_, sample_, {name, dist});
+    if (!v.ok()) Die(v.status().message());
+    history_.back().params[name] = {*v, dist};
+    return *v;
+  }
+
+  void Finish(double value) {
+    history_.back().state = model::TrialState::kComplete;
+    history_.back().value = value;
+  }
+
+ private:
+  static void Die(const std::string& message) {
+    std::fprintf(stderr, "triald-bench-samplers: %s\n", message.c_str());
+    std::exit(1);
+  }
+  static const SearchSpace kNoSpace;
+
+  sampler::Sampler& sampler_;
+  std::vector<model::TrialRecord>& history_;
+  sampler::StudyView view_;
+  sampler::TrialSample sample_;
+};
+
+const SearchSpace DynamicTrial::kNoSpace;
+
+Distribution LogFloat(double low, double high) {
+  Distribution d = Float(low, high);
+  d.log = true;
+  return d;
+}
+
+Distribution LogInt(double low, double high) {
+  Distribution d = Int(low, high);
+  d.log = true;
+  return d;
+}
+
+// The conditional benchmark; scripts/bench_search.py defines it identically. An optimizer choice
+// with a learning rate every branch shares (each branch wants its own) and parameters of its
+// own: the best value of sgd is 0 (momentum 0.9 with nesterov, lr 10^-1.5), of rmsprop 0.1, of
+// adam 0.2.
+double ConditionalObjective(DynamicTrial& t) {
+  const int optimizer =
+      static_cast<int>(t.Ask("optimizer", Categorical({"adam", "sgd", "rmsprop"})));
+  const double lr = std::log10(t.Ask("lr", LogFloat(1e-5, 1e-1)));
+  if (optimizer == 0) {
+    const double beta1 = t.Ask("beta1", Float(0.5, 0.999));
+    const double wd = std::log10(t.Ask("weight_decay", LogFloat(1e-6, 1e-2)));
+    return 0.2 + (lr + 3.5) * (lr + 3.5) / 4 + 10 * (beta1 - 0.9) * (beta1 - 0.9) +
+           (wd + 4) * (wd + 4) / 16;
+  }
+  if (optimizer == 1) {
+    const double momentum = t.Ask("momentum", Float(0, 0.99));
+    const double nesterov = t.Ask("nesterov", Categorical({"true", "false"}));
+    return (lr + 1.5) * (lr + 1.5) / 4 + 2 * (momentum - 0.9) * (momentum - 0.9) + 0.1 * nesterov;
+  }
+  const double rho = t.Ask("rho", Float(0.5, 0.99));
+  const double units = std::log2(t.Ask("units", LogInt(8, 256)));
+  return 0.1 + (lr + 2.5) * (lr + 2.5) / 4 + 4 * (rho - 0.9) * (rho - 0.9) +
+         (units - 6) * (units - 6) / 20;
+}
+
+int Conditional(const std::map<std::string, std::string>& flags) {
+  const int seeds = IntList("--seeds", flags.at("--seeds")).at(0);
+  const std::vector<int> checkpoints = IntList("--checkpoints", flags.at("--checkpoints"));
+  int trials = IntList("--trials", flags.at("--trials")).at(0);
+  for (int c : checkpoints) trials = std::max(trials, c);
+  for (const std::string& label : SplitList(flags.at("--samplers"))) {
+    for (int seed = 0; seed < seeds; ++seed) {
+      auto s = MakeDynamicOrDie(label, static_cast<uint64_t>(seed));
+      std::vector<model::TrialRecord> history;
+      std::vector<double> best_so_far;
+      double best = INFINITY;
+      for (int n = 0; n < trials; ++n) {
+        DynamicTrial t(*s, history);
+        const double v = ConditionalObjective(t);
+        t.Finish(v);
+        best = std::min(best, v);
+        best_so_far.push_back(best);
+      }
+      std::printf("{\"mode\":\"conditional\",\"sampler\":\"%s\",\"seed\":%d,\"best\":{",
+                  label.c_str(), seed);
+      for (size_t i = 0; i < checkpoints.size(); ++i) {
+        std::printf("%s\"%d\":%.17g", i ? "," : "", checkpoints[i],
+                    best_so_far[static_cast<size_t>(checkpoints[i] - 1)]);
+      }
+      std::printf("}}\n");
+      std::fflush(stdout);
+    }
+  }
+  return 0;
+}
+
+int DynamicSpeed(const std::map<std::string, std::string>& flags) {
+  const std::vector<int> sizes = IntList("--history", flags.at("--history"));
+  const int repeats = IntList("--repeats", flags.at("--repeats")).at(0);
+  const int n_params = 5;
+  const std::string label = "tpe-group";
+  for (int n : sizes) {
+    // History: n COMPLETE trials of 5 suggested floats drawn at random, a shifted sphere.
+    std::vector<model::TrialRecord> history;
+    auto random = MakeDynamicOrDie("random", 12345);
+    for (int i = 0; i < n; ++i) {
+      DynamicTrial t(*random, history);
+      double f = 0;
+      for (int j = 0; j < n_params; ++j) {
+        const double x = t.Ask("x" + std::to_string(j), Float(0, 1));
+        f += (x - 0.3) * (x - 0.3);
+      }
+      t.Finish(f);
+    }
+    auto s = MakeDynamicOrDie(label, 7);
+    // Each timed trial is taken back out of the history, so every one sees the same n trials.
+    auto one_trial = [&]() {
+      DynamicTrial t(*s, history);
+      for (int j = 0; j < n_params; ++j) t.Ask("x" + std::to_string(j), Float(0, 1));
+      history.pop_back();
+    };
+    one_trial();  // untimed: warms caches and the allocator
+    const auto start = std::chrono::steady_clock::now();
+    const double cpu_start = CpuSeconds();
+    for (int r = 0; r < repeats; ++r) one_trial();
+    const double cpu = (CpuSeconds() - cpu_start) / repeats;
+    const double wall =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / repeats;
+    std::printf(
+        "{\"mode\":\"dynamic-speed\",\"sampler\":\"%s\",\"history\":%d,\"params\":%d,"
+        "\"repeats\":%d,\"ms_per_trial\":%.6g,\"cpu_ms_per_trial\":%.6g,"
+        "\"ms_per_suggest\":%.6g,\"cpu_ms_per_suggest\":%.6g}\n",
+        label.c_str(), n, n_params, repeats, 1e3 * wall, 1e3 * cpu, 1e3 * wall / n_params,
+        1e3 * cpu / n_params);
+    std::fflush(stdout);
+  }
+  return 0;
+}
+
 int Usage() {
   std::fprintf(stderr,
                "usage: triald-bench-samplers quality [--seeds N] [--trials N] [--checkpoints A,B]"
                " [--functions F,...] [--samplers S,...]\n"
                "       triald-bench-samplers speed [--history N,...] [--repeats N]"
-               " [--samplers S,...]\n");
+               " [--samplers S,...]\n"
+               "       triald-bench-samplers conditional [--seeds N] [--trials N]"
+               " [--checkpoints A,B] [--samplers tpe-group,tpe,random]\n"
+               "       triald-bench-samplers dynamic-speed [--history N,...] [--repeats N]\n");
   return 2;
 }
 
@@ -327,6 +514,14 @@ int Main(int argc, char** argv) {
   if (mode == "quality") {
     if (flags["--samplers"].empty()) flags["--samplers"] = "tpe,random";
     return Quality(flags);
+  }
+  if (mode == "conditional") {
+    if (flags["--samplers"].empty()) flags["--samplers"] = "tpe-group";
+    return Conditional(flags);
+  }
+  if (mode == "dynamic-speed") {
+    if (flags["--history"] == "100,1000,5000") flags["--history"] = "100,1000";
+    return DynamicSpeed(flags);
   }
   if (mode == "speed") {
     if (flags["--samplers"].empty()) flags["--samplers"] = "tpe";
