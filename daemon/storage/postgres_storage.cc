@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/utf8.h"
 #include "daemon/storage/backend_util.h"
 
 namespace triald::storage {
@@ -144,42 +145,9 @@ std::string TrimRight(std::string s) {
   return s;
 }
 
-// Whether PostgreSQL's TEXT accepts `s`: valid UTF-8 (no overlong forms, surrogates or code
-// points above U+10FFFF) without NUL bytes.
+// Whether PostgreSQL's TEXT accepts `s`: valid UTF-8 without NUL bytes.
 bool IsStorableText(const std::string& s) {
-  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
-  size_t n = s.size();
-  for (size_t i = 0; i < n;) {
-    unsigned c = p[i];
-    if (c == 0) return false;
-    if (c < 0x80) {
-      ++i;
-      continue;
-    }
-    size_t len;
-    uint32_t cp;
-    if ((c & 0xE0) == 0xC0) {
-      len = 2;
-      cp = c & 0x1F;
-    } else if ((c & 0xF0) == 0xE0) {
-      len = 3;
-      cp = c & 0x0F;
-    } else if ((c & 0xF8) == 0xF0) {
-      len = 4;
-      cp = c & 0x07;
-    } else {
-      return false;
-    }
-    if (i + len > n) return false;
-    for (size_t k = 1; k < len; ++k) {
-      if ((p[i + k] & 0xC0) != 0x80) return false;
-      cp = (cp << 6) | (p[i + k] & 0x3F);
-    }
-    static constexpr uint32_t kMin[] = {0, 0, 0x80, 0x800, 0x10000};
-    if (cp < kMin[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
-    i += len;
-  }
-  return true;
+  return s.find('\0') == std::string::npos && common::IsValidUtf8(s);
 }
 
 void PutBigEndian(std::string& out, uint64_t v, int bytes) {
@@ -1129,8 +1097,8 @@ Result<model::TrialRecord> PostgresStorage::CreateTrial(int64_t study_id,
           return common::NotFound(op + ": retried " + TrialName(*retry_of) + " not found");
         }
         if (r.Int(0, 0) != study_id) {
-          return common::InvalidArgument(op + ": retried " + TrialName(*retry_of) + " belongs to " +
-                                         StudyName(r.Int(0, 0)) +
+          return common::InvalidArgument(op + ": retried " + TrialName(*retry_of) +
+                                         " belongs to " + StudyName(r.Int(0, 0)) +
                                          "; a retry must be in the same study");
         }
         retry_of_number = static_cast<int>(r.Int(0, 1));
@@ -1324,7 +1292,8 @@ Result<std::vector<model::TrialRecord>> PostgresStorage::LoadTrials(TrialFilter 
     commit.push_back("COMMIT");
   }
   TRIALD_ASSIGN_OR_RETURN(std::vector<Rows> rows, Run(begin, statements, op, commit));
-  if (by_study && rows[4].size() == 0) return common::NotFound(StudyName(study_id) + " not found");
+  if (by_study && rows[4].size() == 0)
+    return common::NotFound(StudyName(study_id) + " not found");
 
   std::vector<model::TrialRecord> trials;
   std::unordered_map<int64_t, size_t> index;  // trial id -> position in `trials`
@@ -1388,8 +1357,8 @@ Result<model::TrialRecord> PostgresStorage::GetTrial(int64_t study_id, int numbe
       TRIALD_ASSIGN_OR_RETURN(std::vector<model::TrialRecord> trials,
                               LoadTrials(TrialFilter::kStudyNumber, study_id, number, {}, op));
       if (trials.empty()) {
-        return common::NotFound("trial " + std::to_string(number) + " of " + StudyName(study_id) +
-                                " not found");
+        return common::NotFound("trial " + std::to_string(number) + " of " +
+                                StudyName(study_id) + " not found");
       }
       return std::move(trials.front());
     });
