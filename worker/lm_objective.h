@@ -28,7 +28,7 @@
 #include "common/status.h"
 #include "config/sweep.h"
 #include "worker/gpt2.h"
-#include "worker/objectives.h"
+#include "worker/builtin_objectives.h"
 #include "worker/params.h"
 
 namespace triald::worker {

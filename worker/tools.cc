@@ -11,7 +11,7 @@
 #include "config/sweep.h"
 #include "worker/gpt2.h"
 #include "worker/lm_objective.h"
-#include "worker/objectives.h"
+#include "worker/builtin_objectives.h"
 #include "worker/params.h"
 #include "worker/safetensors.h"
 #include "worker/tokenizer.h"

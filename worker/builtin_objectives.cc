@@ -1,6 +1,6 @@
 // The objectives' dispatch and the two small LibTorch objectives; "lm" lives in
 // worker/lm_objective.cc.
-#include "worker/objectives.h"
+#include "worker/builtin_objectives.h"
 
 #include <time.h>
 #include <torch/optim/sgd.h>
