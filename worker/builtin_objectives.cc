@@ -149,9 +149,13 @@ const std::vector<ObjectiveInfo>& Objectives() {
        "step_delay_ms=0 device=cpu"},
       {"echo", "reports final = param value (default 0); protocol only"},
       {"lm",
-       "fine-tunes a GPT-2 checkpoint; needs --config (the sweep's [objective] as JSON); params "
-       "override learning_rate weight_decay warmup_steps batch_size dropout adam_beta1 "
-       "adam_beta2 grad_clip lr_schedule seed"},
+       [] {
+         std::string summary =
+             "fine-tunes a GPT-2 checkpoint; needs --config (the sweep's [objective] as JSON); "
+             "params override";
+         for (std::string_view name : LmParamNames()) summary += " " + std::string(name);
+         return summary;
+       }()},
   };
   return kObjectives;
 }
