@@ -19,6 +19,7 @@
 #include "worker/device.h"
 #include "worker/safetensors.h"
 #include "worker/tokenizer.h"
+#include "worker/torch_status.h"
 
 namespace triald::worker {
 namespace {
@@ -217,13 +218,7 @@ Result<double> RunLm(const config::LmObjectiveConfig& config, const Params& para
 
 Result<PreparedLm> PrepareLm(const config::LmObjectiveConfig& config, const Params& params,
                              ObjectiveContext& ctx) {
-  try {
-    return Prepare(config, params, ctx);
-  } catch (const c10::Error& e) {
-    return common::Internal(std::string("lm: LibTorch error: ") + e.what_without_backtrace());
-  } catch (const std::exception& e) {
-    return common::Internal(std::string("lm: ") + e.what());
-  }
+  return TorchCall("lm", [&] { return Prepare(config, params, ctx); });
 }
 
 LmTrainOptions LmTrainOptionsFor(const config::LmObjectiveConfig& config, const LmHyperparams& hp) {
@@ -459,13 +454,7 @@ Result<LmTrainResult> TrainLm(Gpt2Model& model, const std::vector<int32_t>& trai
 Result<double> RunLmObjective(const config::LmObjectiveConfig& config, const Params& params,
                               ObjectiveContext& ctx) {
   // LibTorch reports failures (CUDA out of memory included) as exceptions; none leaves here.
-  try {
-    return RunLm(config, params, ctx);
-  } catch (const c10::Error& e) {
-    return common::Internal(std::string("lm: LibTorch error: ") + e.what_without_backtrace());
-  } catch (const std::exception& e) {
-    return common::Internal(std::string("lm: ") + e.what());
-  }
+  return TorchCall("lm", [&] { return RunLm(config, params, ctx); });
 }
 
 }  // namespace triald::worker
