@@ -64,10 +64,6 @@ class TomlDiagnostics {
   // "PATH:LINE:COLUMN" of the start of `region`.
   std::string Where(const toml::source_region& region) const;
 
-  // The text of `region` exactly as the user wrote it, when it sits on one line ("5.0" stays
-  // "5.0", "1e-4" stays "1e-4"); "" otherwise. toml++ counts columns in code points.
-  std::string SourceText(const toml::source_region& region) const;
-
   // The value for messages: as written when on one line, else as toml++ renders it (on one
   // line); "<table>" for a [header] table; cut by CutForMessage.
   std::string Repr(const toml::node& node) const;
@@ -90,6 +86,10 @@ class TomlDiagnostics {
                            const std::string& what = "") const;
 
  private:
+  // The text of `region` exactly as the user wrote it, when it sits on one line ("5.0" stays
+  // "5.0", "1e-4" stays "1e-4"); "" otherwise. toml++ counts columns in code points.
+  std::string SourceText(const toml::source_region& region) const;
+
   std::string_view text_;
   std::string path_;
   std::vector<std::string_view> lines_;  // without their "\n" or "\r\n"
