@@ -12,6 +12,13 @@ size_t FirstInvalidUtf8(std::string_view text) {
   return std::string_view::npos;
 }
 
+size_t Utf8CutPoint(std::string_view text, size_t max_bytes) {
+  if (text.size() <= max_bytes) return text.size();
+  size_t cut = max_bytes;
+  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
+  return cut;
+}
+
 std::string SanitizeUtf8(std::string_view text) {
   static constexpr std::string_view kReplacement = "\xEF\xBF\xBD";
   std::string out;

@@ -63,6 +63,11 @@ inline bool IsValidUtf8(std::string_view text) {
   return FirstInvalidUtf8(text) == std::string_view::npos;
 }
 
+// Where to cut `text` to keep at most max_bytes of it without splitting a UTF-8 character:
+// text.size() when that is at most max_bytes, else the offset of the last character start at or
+// before max_bytes (continuation bytes are stepped over whether or not the text is well-formed).
+size_t Utf8CutPoint(std::string_view text, size_t max_bytes);
+
 // text with each byte that does not start a well-formed sequence replaced by U+FFFD (so a
 // sequence cut short becomes one U+FFFD per byte); well-formed text comes back unchanged.
 std::string SanitizeUtf8(std::string_view text);

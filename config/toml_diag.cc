@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <sstream>
 
+#include "common/utf8.h"
+
 namespace triald::config {
 namespace {
 
@@ -17,9 +19,7 @@ bool IsContinuationByte(char c) { return (static_cast<unsigned char>(c) & 0xC0) 
 
 std::string CutForMessage(std::string text) {
   if (text.size() <= kMaxReprBytes) return text;
-  size_t cut = kMaxReprBytes;
-  while (cut > 0 && IsContinuationByte(text[cut])) --cut;
-  text.resize(cut);
+  text.resize(common::Utf8CutPoint(text, kMaxReprBytes));
   return text + "...";
 }
 

@@ -163,8 +163,7 @@ Status Reporter::Error(std::string_view message) {
     // grow by byte class (a control byte takes six), so search rather than compute.
     constexpr std::string_view kSuffix = " [truncated]";
     auto shortened = [&](size_t keep) {
-      while (keep > 0 && (static_cast<unsigned char>(text[keep]) & 0xC0) == 0x80) --keep;
-      return text.substr(0, keep) + std::string(kSuffix);
+      return text.substr(0, common::Utf8CutPoint(text, keep)) + std::string(kSuffix);
     };
     size_t lo = 0, hi = text.size();  // shortened(lo) fits; shortened(hi) does not
     while (hi - lo > 1) {

@@ -102,5 +102,21 @@ TEST_CASE("SanitizeUtf8 replaces each bad byte with U+FFFD and keeps the rest", 
   CHECK(IsValidUtf8(SanitizeUtf8("\x80\xC0\xF5\xFF\xE0\x9F\xBF\xF4\x90\x80\x80")));
 }
 
+TEST_CASE("Utf8CutPoint never splits a character", "[common]") {
+  const std::string text = "ab\xC3\xA9\xE2\x82\xAC\xF0\x9F\x98\x80";  // a b é € 😀: 11 bytes
+  CHECK(Utf8CutPoint(text, 11) == 11);
+  CHECK(Utf8CutPoint(text, 100) == 11);
+  CHECK(Utf8CutPoint(text, 2) == 2);   // before é
+  CHECK(Utf8CutPoint(text, 3) == 2);   // inside é
+  CHECK(Utf8CutPoint(text, 4) == 4);   // before €
+  CHECK(Utf8CutPoint(text, 6) == 4);   // inside €
+  CHECK(Utf8CutPoint(text, 7) == 7);   // before 😀
+  CHECK(Utf8CutPoint(text, 10) == 7);  // inside 😀
+  CHECK(Utf8CutPoint(text, 0) == 0);
+  CHECK(Utf8CutPoint("", 0) == 0);
+  // Only continuation bytes: nowhere to cut but the start.
+  CHECK(Utf8CutPoint("\x80\x80\x80", 2) == 0);
+}
+
 }  // namespace
 }  // namespace triald::common
