@@ -9,6 +9,8 @@
 #include <set>
 #include <sstream>
 
+#include "config/toml_diag.h"
+
 namespace triald::config {
 namespace {
 
@@ -20,28 +22,17 @@ using common::Status;
 class DaemonConfigParser {
  public:
   DaemonConfigParser(const std::string& text, const std::string& path)
-      : text_(text), path_(path.empty() ? "<config>" : path) {}
+      : diag_(text, path.empty() ? "<config>" : path) {}
 
   Result<DaemonConfig> Parse() {
-    toml::table root;
-#if TOML_EXCEPTIONS
-    try {
-      root = toml::parse(std::string_view(text_), std::string_view(path_));
-    } catch (const toml::parse_error& e) {
-      return Syntax(e);
-    }
-#else
-    toml::parse_result parsed = toml::parse(std::string_view(text_), std::string_view(path_));
-    if (!parsed) return Syntax(parsed.error());
-    root = std::move(parsed).table();
-#endif
+    TRIALD_ASSIGN_OR_RETURN(toml::table root, diag_.Parse(""));
     DaemonConfig out;
     for (auto&& [key, node] : root) {
       const std::string name(key.str());
       if ((name != "daemon" && name != "devices") || !node.is_table()) {
         return InvalidArgument(
-            Where(node) + ": unknown " + (node.is_table() ? "table [" : "key \"") + name +
-            (node.is_table() ? "]" : "\"") + "; expected the tables [daemon] and [devices]");
+            diag_.Where(node.source()) + ": unknown " + (node.is_table() ? "table [" : "key \"") +
+            name + (node.is_table() ? "]" : "\"") + "; expected the tables [daemon] and [devices]");
       }
     }
     if (const toml::table* t = root.get_as<toml::table>("daemon")) {
@@ -123,67 +114,13 @@ class DaemonConfigParser {
   }
 
  private:
-  template <typename E>
-  Status Syntax(const E& e) const {
-    return InvalidArgument(path_ + ":" + std::to_string(e.source().begin.line) + ":" +
-                           std::to_string(e.source().begin.column) + ": " +
-                           std::string(e.description()));
-  }
-  std::string Where(const toml::node& n) const {
-    return path_ + ":" + std::to_string(n.source().begin.line) + ":" +
-           std::to_string(n.source().begin.column);
-  }
-  // The value as written when it sits on one line, else as toml++ renders it.
-  std::string Repr(const toml::node& n) const {
-    const toml::source_region& r = n.source();
-    if (r.begin.line == r.end.line && r.begin.line > 0 && r.end.column > r.begin.column) {
-      std::istringstream lines(text_);
-      std::string line;
-      for (toml::source_index i = 0; i < r.begin.line && std::getline(lines, line); ++i) {
-      }
-      // Columns count code points: step over UTF-8 continuation bytes.
-      auto advance = [&line](size_t pos, size_t code_points) {
-        while (code_points > 0 && pos < line.size()) {
-          ++pos;
-          while (pos < line.size() && (static_cast<unsigned char>(line[pos]) & 0xC0) == 0x80) {
-            ++pos;
-          }
-          --code_points;
-        }
-        return pos;
-      };
-      size_t begin = advance(0, r.begin.column - 1);
-      size_t end = advance(begin, r.end.column - r.begin.column);
-      if (end > begin) {
-        std::string s = line.substr(begin, end - begin);
-        return s.size() > 80 ? s.substr(0, 80) + "..." : s;
-      }
-    }
-    std::ostringstream os;
-    os << toml::toml_formatter(n, toml::format_flags::none);
-    std::string s = os.str();
-    std::replace(s.begin(), s.end(), '\n', ' ');
-    return s.size() > 80 ? s.substr(0, 80) + "..." : s;
-  }
   Status Bad(const std::string& table, const std::string& key, const toml::node& n,
              const std::string& expected) const {
-    return InvalidArgument(Where(n) + ": " + table + " " + key + " = " + Repr(n) + ": expected " +
-                           expected);
+    return diag_.ValueError(table, key, n, "", expected);
   }
   Status CheckKeys(const std::string& table, const toml::table& t,
-                   const std::vector<std::string>& allowed) const {
-    for (auto&& [key, node] : t) {
-      if (std::find(allowed.begin(), allowed.end(), std::string(key.str())) != allowed.end()) {
-        continue;
-      }
-      std::string list;
-      for (const std::string& a : allowed) list += (list.empty() ? "" : ", ") + a;
-      return InvalidArgument(path_ + ":" + std::to_string(key.source().begin.line) + ":" +
-                             std::to_string(key.source().begin.column) + ": " + table +
-                             " unknown key \"" + std::string(key.str()) + "\"; expected one of " +
-                             list);
-    }
-    return Status::Ok();
+                   const std::vector<const char*>& allowed) const {
+    return diag_.CheckKeys(table, t, allowed);
   }
   Status ReadInt(const std::string& table, const std::string& key, const toml::node& n, int low,
                  int high, int* out) const {
@@ -212,15 +149,14 @@ class DaemonConfigParser {
     const auto* v = n->as_string();
     if (v == nullptr || v->get().empty()) return Bad(table, key, *n, "a non-empty path");
     std::filesystem::path p(v->get());
-    if (p.is_relative() && path_ != "<config>") {
-      p = std::filesystem::path(path_).parent_path() / p;
+    if (p.is_relative() && diag_.path() != "<config>") {
+      p = std::filesystem::path(diag_.path()).parent_path() / p;
     }
     *out = p.lexically_normal().string();
     return Status::Ok();
   }
 
-  const std::string& text_;
-  std::string path_;
+  TomlDiagnostics diag_;
 };
 
 }  // namespace

@@ -21,6 +21,8 @@
 #include <variant>
 
 #include "common/json.h"
+#include "config/lm_fields.h"
+#include "config/toml_diag.h"
 
 namespace triald::config {
 
@@ -30,7 +32,6 @@ using common::InvalidArgument;
 using common::Result;
 using common::Status;
 
-constexpr size_t kMaxReprChars = 80;
 constexpr size_t kMaxStudyNameChars = 128;
 constexpr int64_t kMaxExactInt = int64_t{1} << 53;
 
@@ -63,184 +64,6 @@ bool IsEnvName(std::string_view s) {
 // GPU assignment.
 bool IsReservedEnvName(std::string_view s) {
   return s.rfind("TRIALD_", 0) == 0 || s == "CUDA_VISIBLE_DEVICES";
-}
-
-bool IsBareKey(std::string_view s) {
-  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) {
-    return IsAsciiAlpha(c) || IsAsciiDigit(c) || c == '_' || c == '-';
-  });
-}
-
-// A double-quoted string, escaped enough to be read back unambiguously.
-std::string Quoted(std::string_view s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    out += c;
-  }
-  return out + "\"";
-}
-
-// A key as TOML would need it written: bare when possible, quoted otherwise.
-std::string KeyText(std::string_view key) {
-  if (IsBareKey(key)) return std::string(key);
-  return Quoted(key);
-}
-
-std::string JoinList(const std::vector<const char*>& items) {
-  std::string out;
-  for (const char* item : items) {
-    if (!out.empty()) out += ", ";
-    out += item;
-  }
-  return out;
-}
-
-bool Contains(const std::vector<const char*>& items, std::string_view s) {
-  return std::any_of(items.begin(), items.end(), [s](const char* item) { return s == item; });
-}
-
-// "\"a\", \"b\" or \"c\"": the allowed values of a string setting, for messages.
-std::string QuotedAlternatives(const std::vector<const char*>& items) {
-  std::string out;
-  for (size_t i = 0; i < items.size(); ++i) {
-    if (i > 0) out += i + 1 == items.size() ? " or " : ", ";
-    out += Quoted(items[i]);
-  }
-  return out;
-}
-
-constexpr double kInf = std::numeric_limits<double>::infinity();
-
-// The numbers a setting accepts: an interval whose ends may be open; an infinite end is no bound.
-// Non-finite numbers are never accepted (TOML can spell inf and nan).
-struct NumberRule {
-  double low = -kInf;
-  bool low_open = false;
-  double high = kInf;
-  bool high_open = false;
-
-  bool Accepts(double x) const {
-    return std::isfinite(x) && (low_open ? x > low : x >= low) &&
-           (high_open ? x < high : x <= high);
-  }
-};
-
-NumberRule AtLeast(double low) { return NumberRule{low, false, kInf, false}; }
-NumberRule Above(double low) { return NumberRule{low, true, kInf, false}; }
-NumberRule Within(double low, bool low_open, double high, bool high_open) {
-  return NumberRule{low, low_open, high, high_open};
-}
-
-// One setting of [objective] kind = "lm", i.e. one field of LmObjectiveConfig. The sweep parser,
-// the [space] check and the JSON codec all read this table, so a value one accepts the others
-// accept too, and a new field needs one line here.
-struct LmField {
-  using Member = std::variant<std::string LmObjectiveConfig::*, int LmObjectiveConfig::*,
-                              int64_t LmObjectiveConfig::*, double LmObjectiveConfig::*>;
-  const char* name = "";
-  Member member;
-  std::string expected;              // for messages: "an integer >= 1"
-  int64_t int_min = 0;               // int members
-  NumberRule number;                 // double members
-  std::vector<const char*> choices;  // string members: the values allowed; empty: a file path
-  bool tunable = false;              // may be a [space] parameter, overriding the default
-
-  bool is_path() const {
-    return std::holds_alternative<std::string LmObjectiveConfig::*>(member) && choices.empty();
-  }
-  int64_t int_max() const {
-    return std::holds_alternative<int LmObjectiveConfig::*>(member)
-               ? INT_MAX
-               : std::numeric_limits<int64_t>::max();
-  }
-  bool AcceptsInt(int64_t v) const { return v >= int_min && v <= int_max(); }
-  bool AcceptsString(const std::string& s) const {
-    // exec() and open() take NUL-terminated strings: an embedded NUL would silently cut a path.
-    if (choices.empty()) return s.find('\0') == std::string::npos;
-    return Contains(choices, s);
-  }
-};
-
-const std::vector<LmField>& LmFields() {
-  using C = LmObjectiveConfig;
-  auto path = [](const char* name, std::string C::*m, const char* expected) {
-    LmField f;
-    f.name = name;
-    f.member = m;
-    f.expected = expected;
-    return f;
-  };
-  auto choice = [](const char* name, std::string C::*m, std::vector<const char*> choices,
-                   bool tunable) {
-    LmField f;
-    f.name = name;
-    f.member = m;
-    f.expected = QuotedAlternatives(choices);
-    f.choices = std::move(choices);
-    f.tunable = tunable;
-    return f;
-  };
-  auto integer = [](const char* name, auto C::*m, int64_t min, const char* note, bool tunable) {
-    LmField f;
-    f.name = name;
-    f.member = m;
-    f.int_min = min;
-    f.expected = "an integer >= " + std::to_string(min) + note;
-    f.tunable = tunable;
-    return f;
-  };
-  auto number = [](const char* name, double C::*m, NumberRule rule, const char* expected,
-                   bool tunable) {
-    LmField f;
-    f.name = name;
-    f.member = m;
-    f.number = rule;
-    f.expected = expected;
-    f.tunable = tunable;
-    return f;
-  };
-  static const std::vector<LmField> kFields = {
-      path("model", &C::model,
-           "a path to a GPT-2 model folder (config.json, model.safetensors, vocab.json, "
-           "merges.txt)"),
-      path("train_file", &C::train_file, "a path to a plain-text training file"),
-      path("eval_file", &C::eval_file, "a path to a plain-text evaluation file"),
-      integer("max_steps", &C::max_steps, 1, "", false),
-      integer("seq_len", &C::seq_len, 8, "", false),
-      integer("eval_every", &C::eval_every, 0, " (0 = evaluate only at the end)", false),
-      choice("device", &C::device, {"auto", "cpu", "cuda"}, false),
-      number("memory_budget_gb", &C::memory_budget_gb, AtLeast(0), "a number >= 0 (0 = no budget)",
-             false),
-      number("gpu_memory_fraction", &C::gpu_memory_fraction, Within(0, false, 1, false),
-             "a number in [0, 1] (0 = unlimited)", false),
-      number("learning_rate", &C::learning_rate, Above(0), "a number > 0", true),
-      number("weight_decay", &C::weight_decay, AtLeast(0), "a number >= 0", true),
-      integer("warmup_steps", &C::warmup_steps, 0, "", true),
-      integer("batch_size", &C::batch_size, 1, "", true),
-      number("dropout", &C::dropout, Within(0, false, 1, true), "a number in [0, 1)", true),
-      number("adam_beta1", &C::adam_beta1, Within(0, false, 1, true), "a number in [0, 1)", true),
-      number("adam_beta2", &C::adam_beta2, Within(0, false, 1, true), "a number in [0, 1)", true),
-      number("grad_clip", &C::grad_clip, AtLeast(0), "a number >= 0 (0 = no clipping)", true),
-      choice("lr_schedule", &C::lr_schedule, {"constant", "linear", "cosine"}, true),
-      integer("seed", &C::seed, 0, "", true),
-  };
-  return kFields;
-}
-
-const LmField* FindLmField(std::string_view name) {
-  for (const LmField& f : LmFields()) {
-    if (name == f.name) return &f;
-  }
-  return nullptr;
-}
-
-std::vector<const char*> LmFieldNames(bool tunable_only) {
-  std::vector<const char*> names;
-  for (const LmField& f : LmFields()) {
-    if (!tunable_only || f.tunable) names.push_back(f.name);
-  }
-  return names;
 }
 
 // The keys a table accepts when its `kind` is `kind`, in the order messages list them.
@@ -300,23 +123,7 @@ const std::vector<KindKeys>& PrunerKinds() {
   return kKinds;
 }
 
-struct Entry {
-  const toml::key* key;
-  const toml::node* node;
-};
-
-// toml++ keeps a table's keys sorted by name; a user reads the file top to bottom, so checks
-// (and the search space) follow the order in which keys appear in the file.
-std::vector<Entry> InFileOrder(const toml::table& table) {
-  std::vector<Entry> entries;
-  for (auto&& [k, v] : table) entries.push_back(Entry{&k, &v});
-  std::stable_sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
-    const toml::source_position& pa = a.key->source().begin;
-    const toml::source_position& pb = b.key->source().begin;
-    return pa.line != pb.line ? pa.line < pb.line : pa.column < pb.column;
-  });
-  return entries;
-}
+using Entry = TomlEntry;
 
 // "2G", "512M", "1.5G", "64KiB", "1048576": bytes, K/M/G/T being powers of 1024. Nothing when
 // the text is not such a size (or overflows).
@@ -357,17 +164,7 @@ std::optional<uint64_t> ParseByteSize(const std::string& text) {
 class SweepParser {
  public:
   explicit SweepParser(const SweepSource& source)
-      : source_(source), display_path_(source.path.empty() ? "<sweep>" : source.path) {
-    std::string_view text = source_.text;
-    while (true) {
-      size_t nl = text.find('\n');
-      std::string_view line = text.substr(0, nl);
-      if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-      lines_.push_back(line);
-      if (nl == std::string_view::npos) break;
-      text.remove_prefix(nl + 1);
-    }
-  }
+      : source_(source), diag_(source_.text, source.path.empty() ? "<sweep>" : source.path) {}
 
   Result<SweepSpec> Parse();
 
@@ -379,29 +176,22 @@ class SweepParser {
     const toml::node* node;
   };
 
-  std::string Where(const toml::source_region& region) const {
-    return display_path_ + ":" + std::to_string(region.begin.line) + ":" +
-           std::to_string(region.begin.column);
-  }
-
-  std::string SourceText(const toml::source_region& region) const;
-  std::string Repr(const toml::node& node) const;
+  std::string Where(const toml::source_region& region) const { return diag_.Where(region); }
+  std::string Repr(const toml::node& node) const { return diag_.Repr(node); }
 
   // "PATH:L:C: [table] key = <value>: <problem>; expected <expected>"; problem may be empty.
   Status ValueError(const Field& f, const std::string& problem, const std::string& expected) const {
-    std::string msg =
-        Where(f.node->source()) + ": " + f.table + " " + f.key + " = " + Repr(*f.node) + ":";
-    if (!problem.empty()) msg += " " + problem + ";";
-    return InvalidArgument(msg + " expected " + expected);
+    return diag_.ValueError(f.table, f.key, *f.node, problem, expected);
   }
   Status MissingKey(const std::string& table_name, const toml::node& table, const char* key,
                     const std::string& expected) const {
-    return InvalidArgument(Where(table.source()) + ": " + table_name + " missing required key " +
-                           Quoted(key) + "; expected " + expected);
+    return diag_.MissingKey(table_name, table, key, expected);
   }
   // Rejects any key not in `allowed`, in file order; `what` qualifies the table in the message.
   Status CheckKeys(const std::string& table_name, const toml::table& table,
-                   const std::vector<const char*>& allowed, const std::string& what = "") const;
+                   const std::vector<const char*>& allowed, const std::string& what = "") const {
+    return diag_.CheckKeys(table_name, table, allowed, what);
+  }
 
   Status ReadString(const Field& f, const std::string& expected, std::string* out) const;
   Status ReadInt(const Field& f, int64_t min, int64_t max, const std::string& expected,
@@ -443,59 +233,8 @@ class SweepParser {
   Status ParsePruner(const toml::table& t, PrunerConfig* out) const;
 
   const SweepSource& source_;
-  std::string display_path_;
-  std::vector<std::string_view> lines_;
+  TomlDiagnostics diag_;
 };
-
-// The value exactly as the user wrote it, when it sits on one line: "5.0" stays "5.0" and "1e-4"
-// stays "1e-4" instead of toml++'s re-rendering. toml++ counts columns in code points.
-std::string SweepParser::SourceText(const toml::source_region& region) const {
-  if (region.begin.line != region.end.line || region.begin.line == 0 ||
-      region.begin.line > lines_.size() || region.end.column <= region.begin.column) {
-    return "";
-  }
-  std::string_view line = lines_[region.begin.line - 1];
-  auto advance = [&line](size_t pos, size_t code_points) {
-    while (code_points > 0 && pos < line.size()) {
-      ++pos;
-      while (pos < line.size() && (static_cast<unsigned char>(line[pos]) & 0xC0) == 0x80) ++pos;
-      --code_points;
-    }
-    return pos;
-  };
-  size_t begin = advance(0, region.begin.column - 1);
-  size_t end = advance(begin, region.end.column - region.begin.column);
-  return std::string(line.substr(begin, end - begin));
-}
-
-std::string SweepParser::Repr(const toml::node& node) const {
-  // A [header] table's source is its header line, which is no value.
-  if (node.is_table() && !node.as_table()->is_inline()) return "<table>";
-  std::string text = SourceText(node.source());
-  if (text.empty()) {
-    std::ostringstream os;
-    os << toml::toml_formatter(node, toml::format_flags::none);
-    text = os.str();
-    std::replace(text.begin(), text.end(), '\n', ' ');
-  }
-  if (text.size() > kMaxReprChars) {
-    size_t cut = kMaxReprChars;
-    while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
-    text = text.substr(0, cut) + "...";
-  }
-  return text;
-}
-
-Status SweepParser::CheckKeys(const std::string& table_name, const toml::table& table,
-                              const std::vector<const char*>& allowed,
-                              const std::string& what) const {
-  for (const Entry& e : InFileOrder(table)) {
-    if (Contains(allowed, e.key->str())) continue;
-    return InvalidArgument(Where(e.key->source()) + ": " + table_name + " unknown key " +
-                           Quoted(e.key->str()) + what + "; expected one of " + JoinList(allowed));
-  }
-  return Status::Ok();
-}
 
 Status SweepParser::ReadString(const Field& f, const std::string& expected,
                                std::string* out) const {
@@ -770,8 +509,7 @@ Status SweepParser::ResolvePath(const Field* f, const std::string& expected,
   fs::path base = fs::path(source_.path).parent_path();
   base = base.empty() ? fs::current_path(ec) : fs::absolute(base, ec);
   if (ec) {
-    return common::IoError("cannot resolve the directory of " + display_path_ + ": " +
-                           ec.message());
+    return common::IoError("cannot resolve the directory of " + diag_.path() + ": " + ec.message());
   }
   fs::path dir = base;
   if (f != nullptr) {
@@ -955,7 +693,7 @@ Status SweepParser::ParseParam(const std::string& name, const toml::table& t,
 Status SweepParser::CheckLmParam(const Entry& e, const ParamSpec& spec) const {
   const std::string tn = "[space." + KeyText(spec.name) + "]";
   const LmField* field = FindLmField(spec.name);
-  if (field == nullptr || !field->tunable) {
+  if (field == nullptr || !field->tunable()) {
     std::string note;
     if (field != nullptr) {
       note = " (" + spec.name + " is fixed for the whole study: set it in [objective])";
@@ -1132,22 +870,7 @@ Status SweepParser::ParsePruner(const toml::table& t, PrunerConfig* out) const {
 }
 
 Result<SweepSpec> SweepParser::Parse() {
-  toml::table root;
-  auto syntax_error = [this](const toml::parse_error& e) {
-    return InvalidArgument(Where(e.source()) + ": invalid TOML: " + std::string(e.description()));
-  };
-#if TOML_EXCEPTIONS
-  try {
-    root = toml::parse(std::string_view(source_.text), std::string_view(display_path_));
-  } catch (const toml::parse_error& e) {
-    return syntax_error(e);
-  }
-#else
-  toml::parse_result parsed =
-      toml::parse(std::string_view(source_.text), std::string_view(display_path_));
-  if (!parsed) return syntax_error(parsed.error());
-  root = std::move(parsed).table();
-#endif
+  TRIALD_ASSIGN_OR_RETURN(toml::table root, diag_.Parse("invalid TOML: "));
 
   for (const Entry& e : InFileOrder(root)) {
     const std::string name(e.key->str());
@@ -1170,7 +893,7 @@ Result<SweepSpec> SweepParser::Parse() {
   auto required = [&](const char* name, const char* expected) -> Result<const toml::table*> {
     const toml::table* t = root.get_as<toml::table>(name);
     if (t == nullptr) {
-      return InvalidArgument(display_path_ + ":1:1: missing required table [" + name +
+      return InvalidArgument(diag_.path() + ":1:1: missing required table [" + name +
                              "]; expected " + expected);
     }
     return t;
@@ -1252,8 +975,7 @@ std::string JsonDouble(double d) { return std::isfinite(d) ? DoubleRepr(d) : "nu
 std::string JsonRepr(const boost::json::value& v) {
   // Boost writes 1.5 as "1.5E0"; show a number as it would be written.
   std::string text = v.is_double() ? JsonDouble(v.get_double()) : boost::json::serialize(v);
-  if (text.size() > kMaxReprChars) text = text.substr(0, kMaxReprChars) + "...";
-  return text;
+  return CutForMessage(std::move(text));
 }
 
 }  // namespace

@@ -23,7 +23,7 @@
 #include "daemon/launcher/cgroup.h"
 #include "daemon/launcher/process_launcher.h"
 #include "daemon/launcher/reaper.h"
-#include "daemon/objective.h"
+#include "daemon/objective_command.h"
 #include "daemon/scheduler.h"
 #include "daemon/storage/postgres_storage.h"
 #include "daemon/storage/sqlite_storage.h"

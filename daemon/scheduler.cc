@@ -15,7 +15,7 @@
 #include "common/json.h"
 #include "common/process_util.h"
 #include "common/utf8.h"
-#include "daemon/objective.h"
+#include "daemon/objective_command.h"
 
 namespace triald::daemon {
 using common::Result;

@@ -13,10 +13,13 @@
 #include <fstream>
 #include <random>
 #include <sstream>
+#include <type_traits>
+#include <variant>
 
 #include "worker/device.h"
 #include "worker/safetensors.h"
 #include "worker/tokenizer.h"
+#include "worker/torch_status.h"
 
 namespace triald::worker {
 namespace {
@@ -215,13 +218,7 @@ Result<double> RunLm(const config::LmObjectiveConfig& config, const Params& para
 
 Result<PreparedLm> PrepareLm(const config::LmObjectiveConfig& config, const Params& params,
                              ObjectiveContext& ctx) {
-  try {
-    return Prepare(config, params, ctx);
-  } catch (const c10::Error& e) {
-    return common::Internal(std::string("lm: LibTorch error: ") + e.what_without_backtrace());
-  } catch (const std::exception& e) {
-    return common::Internal(std::string("lm: ") + e.what());
-  }
+  return TorchCall("lm", [&] { return Prepare(config, params, ctx); });
 }
 
 LmTrainOptions LmTrainOptionsFor(const config::LmObjectiveConfig& config, const LmHyperparams& hp) {
@@ -234,60 +231,61 @@ LmTrainOptions LmTrainOptionsFor(const config::LmObjectiveConfig& config, const 
 }
 
 const std::vector<std::string_view>& LmParamNames() {
-  static const std::vector<std::string_view> kNames = {
-      "learning_rate", "weight_decay", "warmup_steps", "batch_size",  "dropout",
-      "adam_beta1",    "adam_beta2",   "grad_clip",    "lr_schedule", "seed"};
+  static const std::vector<std::string_view> kNames = [] {
+    std::vector<std::string_view> names;
+    for (const char* name : config::LmFieldNames(/*tunable_only=*/true)) names.push_back(name);
+    return names;
+  }();
   return kNames;
 }
 
 Result<LmHyperparams> LmHyperparamsFrom(const config::LmObjectiveConfig& config,
                                         const Params& params) {
-  LmHyperparams hp;
-  TRIALD_ASSIGN_OR_RETURN(hp.learning_rate,
-                          params.GetDouble("learning_rate", config.learning_rate));
-  TRIALD_ASSIGN_OR_RETURN(hp.weight_decay, params.GetDouble("weight_decay", config.weight_decay));
-  TRIALD_ASSIGN_OR_RETURN(hp.warmup_steps, params.GetInt("warmup_steps", config.warmup_steps));
-  TRIALD_ASSIGN_OR_RETURN(hp.batch_size, params.GetInt("batch_size", config.batch_size));
-  TRIALD_ASSIGN_OR_RETURN(hp.dropout, params.GetDouble("dropout", config.dropout));
-  TRIALD_ASSIGN_OR_RETURN(hp.adam_beta1, params.GetDouble("adam_beta1", config.adam_beta1));
-  TRIALD_ASSIGN_OR_RETURN(hp.adam_beta2, params.GetDouble("adam_beta2", config.adam_beta2));
-  TRIALD_ASSIGN_OR_RETURN(hp.grad_clip, params.GetDouble("grad_clip", config.grad_clip));
-  TRIALD_ASSIGN_OR_RETURN(std::string schedule,
-                          params.GetString("lr_schedule", config.lr_schedule));
-  TRIALD_ASSIGN_OR_RETURN(hp.seed, params.GetInt("seed", config.seed));
+  // Every value is read first (a value of the wrong type is reported before an unknown name),
+  // then the names are checked, then the ranges, in the table's order.
+  using Value = std::variant<double, int64_t, std::string>;
+  std::vector<std::pair<const config::LmField*, Value>> values;
+  for (const config::LmField& field : config::LmFields()) {
+    if (!field.tunable()) continue;
+    auto read = [&](auto member) -> Result<Value> {
+      const auto& fallback = config.*member;
+      using T = std::remove_cv_t<std::remove_reference_t<decltype(fallback)>>;
+      if constexpr (std::is_same_v<T, std::string>) {
+        TRIALD_ASSIGN_OR_RETURN(std::string v, params.GetString(field.name, fallback));
+        return Value(std::move(v));
+      } else if constexpr (std::is_same_v<T, double>) {
+        TRIALD_ASSIGN_OR_RETURN(double v, params.GetDouble(field.name, fallback));
+        return Value(v);
+      } else {
+        TRIALD_ASSIGN_OR_RETURN(int64_t v, params.GetInt(field.name, fallback));
+        return Value(v);
+      }
+    };
+    TRIALD_ASSIGN_OR_RETURN(Value value, std::visit(read, field.member));
+    values.emplace_back(&field, std::move(value));
+  }
   TRIALD_RETURN_IF_ERROR(CheckNoUnknownParams("lm", params, LmParamNames()));
 
-  if (!(hp.learning_rate > 0)) {
-    return OutOfRange("learning_rate", "> 0", FormatDouble(hp.learning_rate));
-  }
-  if (!(hp.weight_decay >= 0)) {
-    return OutOfRange("weight_decay", ">= 0", FormatDouble(hp.weight_decay));
-  }
-  if (hp.warmup_steps < 0) {
-    return OutOfRange("warmup_steps", ">= 0", std::to_string(hp.warmup_steps));
-  }
-  if (hp.batch_size < 1) return OutOfRange("batch_size", ">= 1", std::to_string(hp.batch_size));
-  if (!(hp.dropout >= 0 && hp.dropout < 1)) {
-    return OutOfRange("dropout", "in [0, 1)", FormatDouble(hp.dropout));
-  }
-  if (!(hp.adam_beta1 >= 0 && hp.adam_beta1 < 1)) {
-    return OutOfRange("adam_beta1", "in [0, 1)", FormatDouble(hp.adam_beta1));
-  }
-  if (!(hp.adam_beta2 >= 0 && hp.adam_beta2 < 1)) {
-    return OutOfRange("adam_beta2", "in [0, 1)", FormatDouble(hp.adam_beta2));
-  }
-  if (!(hp.grad_clip >= 0)) {
-    return OutOfRange("grad_clip", ">= 0 (0 = no clipping)", FormatDouble(hp.grad_clip));
-  }
-  if (schedule == "constant") {
-    hp.lr_schedule = LrSchedule::kConstant;
-  } else if (schedule == "linear") {
-    hp.lr_schedule = LrSchedule::kLinear;
-  } else if (schedule == "cosine") {
-    hp.lr_schedule = LrSchedule::kCosine;
-  } else {
-    return OutOfRange("lr_schedule", "\"constant\", \"linear\" or \"cosine\"",
-                      "\"" + schedule + "\"");
+  LmHyperparams hp;
+  for (const auto& [field, value] : values) {
+    const config::LmField& f = *field;
+    if (const auto* x = std::get_if<double>(&value)) {
+      // InRange, not Accepts: TRIALD_PARAMS is JSON, which has no non-finite numbers.
+      if (!f.number.InRange(*x)) return OutOfRange(f.name, f.bound, FormatDouble(*x));
+      hp.*std::get<double LmHyperparams::*>(f.hyperparam) = *x;
+    } else if (const auto* i = std::get_if<int64_t>(&value)) {
+      // No upper bound: the table's int_max is what LmObjectiveConfig's member holds, and a
+      // trial's value is an int64_t.
+      if (*i < f.int_min) return OutOfRange(f.name, f.bound, std::to_string(*i));
+      hp.*std::get<int64_t LmHyperparams::*>(f.hyperparam) = *i;
+    } else {
+      const std::string& s = std::get<std::string>(value);
+      const auto choice = std::find(f.choices.begin(), f.choices.end(), s);
+      if (choice == f.choices.end()) return OutOfRange(f.name, f.bound, "\"" + s + "\"");
+      // The only tunable choice is lr_schedule, whose choices follow LrSchedule's order.
+      hp.*std::get<LrSchedule LmHyperparams::*>(f.hyperparam) =
+          static_cast<LrSchedule>(choice - f.choices.begin());
+    }
   }
   return hp;
 }
@@ -456,13 +454,7 @@ Result<LmTrainResult> TrainLm(Gpt2Model& model, const std::vector<int32_t>& trai
 Result<double> RunLmObjective(const config::LmObjectiveConfig& config, const Params& params,
                               ObjectiveContext& ctx) {
   // LibTorch reports failures (CUDA out of memory included) as exceptions; none leaves here.
-  try {
-    return RunLm(config, params, ctx);
-  } catch (const c10::Error& e) {
-    return common::Internal(std::string("lm: LibTorch error: ") + e.what_without_backtrace());
-  } catch (const std::exception& e) {
-    return common::Internal(std::string("lm: ") + e.what());
-  }
+  return TorchCall("lm", [&] { return RunLm(config, params, ctx); });
 }
 
 }  // namespace triald::worker

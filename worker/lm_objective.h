@@ -26,35 +26,27 @@
 #include <vector>
 
 #include "common/status.h"
+#include "config/lm_fields.h"
 #include "config/sweep.h"
+#include "worker/builtin_objectives.h"
 #include "worker/gpt2.h"
-#include "worker/objectives.h"
 #include "worker/params.h"
 
 namespace triald::worker {
 
-enum class LrSchedule { kConstant, kLinear, kCosine };
+// The tunable hyperparameters of one trial and the schedules; defined beside the table of lm
+// settings (config/lm_fields.h) that fills them.
+using LrSchedule = config::LrSchedule;
+using LmHyperparams = config::LmHyperparams;
 
-// The tunable hyperparameters of one trial.
-struct LmHyperparams {
-  double learning_rate = 5e-4;
-  double weight_decay = 0.0;
-  int64_t warmup_steps = 0;
-  int64_t batch_size = 8;
-  double dropout = 0.0;
-  double adam_beta1 = 0.9;
-  double adam_beta2 = 0.999;
-  double grad_clip = 1.0;  // max global gradient norm; 0 = no clipping
-  LrSchedule lr_schedule = LrSchedule::kLinear;
-  int64_t seed = 0;
-};
-
-// The names TRIALD_PARAMS may hold for "lm", in LmObjectiveConfig's order.
+// The names TRIALD_PARAMS may hold for "lm": the tunable settings of config::LmFields(), in its
+// order.
 const std::vector<std::string_view>& LmParamNames();
 
-// `config`'s defaults with `params` on top. Every value is range-checked (learning_rate > 0,
-// dropout in [0, 1), betas in [0, 1), ...) and an unknown parameter name is an error, so a typo
-// in a sweep's [space] does not silently train with a default.
+// `config`'s defaults with `params` on top, for every tunable setting of config::LmFields().
+// Every value is range-checked against that table (learning_rate > 0, dropout in [0, 1), betas
+// in [0, 1), ...) and an unknown parameter name is an error, so a typo in a sweep's [space] does
+// not silently train with a default.
 common::Result<LmHyperparams> LmHyperparamsFrom(const config::LmObjectiveConfig& config,
                                                 const Params& params);
 

@@ -13,7 +13,7 @@
 #include <string_view>
 
 #include "common/status.h"
-#include "worker/objectives.h"
+#include "worker/builtin_objectives.h"
 #include "worker/params.h"
 #include "worker/reporter.h"
 #include "worker/tools.h"

@@ -39,7 +39,6 @@ class Params {
   common::Result<std::string> GetString(std::string_view name,
                                         std::string_view default_value) const;
 
-  bool Has(std::string_view name) const { return values_.contains(name); }
   const boost::json::object& values() const { return values_; }
 
   // Names present in the parameters that no Get* call has asked for yet, sorted. An objective

@@ -12,6 +12,8 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "common/utf8.h"
+
 namespace triald::worker {
 namespace {
 
@@ -22,62 +24,6 @@ using common::Status;
 constexpr char kMissingFdMessage[] =
     "TRIALD_REPORT_FD is not set; trial-worker is meant to be started by triald";
 
-// Length of the well-formed UTF-8 sequence starting at s[i] (RFC 3629: no overlongs, no
-// surrogates, nothing past U+10FFFF), or 0 when there is none. The daemon's JSON parser rejects
-// malformed UTF-8, which would turn the line into a protocol failure.
-size_t Utf8SequenceLength(std::string_view s, size_t i) {
-  auto byte = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
-  unsigned char b0 = byte(i);
-  if (b0 < 0x80) return 1;
-  size_t length;
-  unsigned char lo = 0x80, hi = 0xBF;  // allowed range of the second byte
-  if (b0 >= 0xC2 && b0 <= 0xDF) {
-    length = 2;
-  } else if (b0 >= 0xE0 && b0 <= 0xEF) {
-    length = 3;
-    if (b0 == 0xE0) lo = 0xA0;
-    if (b0 == 0xED) hi = 0x9F;
-  } else if (b0 >= 0xF0 && b0 <= 0xF4) {
-    length = 4;
-    if (b0 == 0xF0) lo = 0x90;
-    if (b0 == 0xF4) hi = 0x8F;
-  } else {
-    return 0;
-  }
-  if (i + length > s.size()) return 0;
-  if (byte(i + 1) < lo || byte(i + 1) > hi) return 0;
-  for (size_t k = 2; k < length; ++k) {
-    if ((byte(i + k) & 0xC0) != 0x80) return 0;
-  }
-  return length;
-}
-
-bool IsUtf8(std::string_view s) {
-  for (size_t i = 0; i < s.size();) {
-    size_t n = Utf8SequenceLength(s, i);
-    if (n == 0) return false;
-    i += n;
-  }
-  return true;
-}
-
-// Replaces each byte that does not start a well-formed sequence with U+FFFD.
-std::string SanitizeUtf8(std::string_view s) {
-  std::string out;
-  out.reserve(s.size());
-  for (size_t i = 0; i < s.size();) {
-    size_t n = Utf8SequenceLength(s, i);
-    if (n == 0) {
-      out += "\xEF\xBF\xBD";
-      ++i;
-    } else {
-      out.append(s.substr(i, n));
-      i += n;
-    }
-  }
-  return out;
-}
-
 // Why `value` cannot travel in the protocol ("" when it can): Boost.JSON would write NaN and
 // infinity as the non-JSON tokens NaN and Infinity, and pass malformed UTF-8 through.
 std::string Unsendable(const boost::json::value& value) {
@@ -86,7 +32,7 @@ std::string Unsendable(const boost::json::value& value) {
       if (!std::isfinite(value.get_double())) return "a non-finite number";
       return "";
     case boost::json::kind::string:
-      if (!IsUtf8(value.get_string())) return "a string that is not valid UTF-8";
+      if (!common::IsValidUtf8(value.get_string())) return "a string that is not valid UTF-8";
       return "";
     case boost::json::kind::array:
       for (const boost::json::value& element : value.get_array()) {
@@ -96,7 +42,7 @@ std::string Unsendable(const boost::json::value& value) {
       return "";
     case boost::json::kind::object:
       for (const auto& entry : value.get_object()) {
-        if (!IsUtf8(entry.key())) return "a key that is not valid UTF-8";
+        if (!common::IsValidUtf8(entry.key())) return "a key that is not valid UTF-8";
         std::string why = Unsendable(entry.value());
         if (!why.empty()) return why;
       }
@@ -189,7 +135,7 @@ Status Reporter::Final(double value) {
 }
 
 Status Reporter::Attr(std::string_view key, const boost::json::value& value) {
-  if (!IsUtf8(key)) return InvalidArgument("attr key is not valid UTF-8; not sent");
+  if (!common::IsValidUtf8(key)) return InvalidArgument("attr key is not valid UTF-8; not sent");
   std::string why = Unsendable(value);
   if (!why.empty()) {
     return InvalidArgument("attr '" + std::string(key) + "' holds " + why +
@@ -205,7 +151,7 @@ Status Reporter::Attr(std::string_view key, std::string_view value) {
 }
 
 Status Reporter::Error(std::string_view message) {
-  std::string text = SanitizeUtf8(message);
+  std::string text = common::SanitizeUtf8(message);
   auto line_for = [](const std::string& m) {
     return boost::json::value{{"type", "error"}, {"message", m}};
   };
@@ -217,8 +163,7 @@ Status Reporter::Error(std::string_view message) {
     // grow by byte class (a control byte takes six), so search rather than compute.
     constexpr std::string_view kSuffix = " [truncated]";
     auto shortened = [&](size_t keep) {
-      while (keep > 0 && (static_cast<unsigned char>(text[keep]) & 0xC0) == 0x80) --keep;
-      return text.substr(0, keep) + std::string(kSuffix);
+      return text.substr(0, common::Utf8CutPoint(text, keep)) + std::string(kSuffix);
     };
     size_t lo = 0, hi = text.size();  // shortened(lo) fits; shortened(hi) does not
     while (hi - lo > 1) {

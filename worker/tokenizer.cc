@@ -14,6 +14,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "common/utf8.h"
 #include "worker/unicode_tables.h"
 
 namespace triald::worker {
@@ -34,43 +35,6 @@ constexpr size_t kMaxKeptScratch = 1 << 16;
 
 // ---------------------------------------------------------------------------------------------
 // UTF-8 and character classes
-
-// The length (1-4) of the well-formed UTF-8 sequence at p[0..avail) and its code point, or 0
-// when p[0] does not start one (stray continuation byte, overlong form, surrogate, value above
-// U+10FFFF, or a sequence cut short).
-int DecodeUtf8(const unsigned char* p, size_t avail, char32_t* cp) {
-  const unsigned char b0 = p[0];
-  if (b0 < 0x80) {
-    *cp = b0;
-    return 1;
-  }
-  auto cont = [&](size_t i, unsigned char lo = 0x80, unsigned char hi = 0xBF) {
-    return i < avail && p[i] >= lo && p[i] <= hi;
-  };
-  if (b0 >= 0xC2 && b0 <= 0xDF) {
-    if (!cont(1)) return 0;
-    *cp = (char32_t{b0} & 0x1F) << 6 | (p[1] & 0x3F);
-    return 2;
-  }
-  if (b0 >= 0xE0 && b0 <= 0xEF) {
-    // E0 needs A0.. (no overlong forms), ED needs ..9F (no surrogates).
-    const unsigned char lo = b0 == 0xE0 ? 0xA0 : 0x80;
-    const unsigned char hi = b0 == 0xED ? 0x9F : 0xBF;
-    if (!cont(1, lo, hi) || !cont(2)) return 0;
-    *cp = (char32_t{b0} & 0x0F) << 12 | char32_t{p[1] & 0x3Fu} << 6 | (p[2] & 0x3F);
-    return 3;
-  }
-  if (b0 >= 0xF0 && b0 <= 0xF4) {
-    // F0 needs 90.. (no overlong forms), F4 needs ..8F (nothing above U+10FFFF).
-    const unsigned char lo = b0 == 0xF0 ? 0x90 : 0x80;
-    const unsigned char hi = b0 == 0xF4 ? 0x8F : 0xBF;
-    if (!cont(1, lo, hi) || !cont(2) || !cont(3)) return 0;
-    *cp = (char32_t{b0} & 0x07) << 18 | char32_t{p[1] & 0x3Fu} << 12 | char32_t{p[2] & 0x3Fu} << 6 |
-          (p[3] & 0x3F);
-    return 4;
-  }
-  return 0;
-}
 
 CharClass ClassifyNonAscii(char32_t cp) {
   const auto* begin = unicode::kClassRanges;
@@ -106,9 +70,9 @@ inline Char CharAt(std::string_view text, size_t i) {
   const auto* p = reinterpret_cast<const unsigned char*>(text.data()) + i;
   if (*p < 0x80) return {kAsciiClasses[*p], 1};
   char32_t cp = 0;
-  const int length = DecodeUtf8(p, text.size() - i, &cp);
+  const size_t length = common::DecodeUtf8(text, i, &cp);
   if (length == 0) return {CharClass::kOther, 1};
-  return {ClassifyNonAscii(cp), static_cast<size_t>(length)};
+  return {ClassifyNonAscii(cp), length};
 }
 
 // GPT-2's pattern, alternative by alternative, with the regex engine's rule that the first
@@ -217,11 +181,10 @@ std::string CodePointName(char32_t cp) {
 common::Result<std::string> SpelledToBytes(std::string_view spelled) {
   std::string bytes;
   bytes.reserve(spelled.size());
-  const auto* p = reinterpret_cast<const unsigned char*>(spelled.data());
   size_t i = 0;
   while (i < spelled.size()) {
     char32_t cp = 0;
-    const int length = DecodeUtf8(p + i, spelled.size() - i, &cp);
+    const size_t length = common::DecodeUtf8(spelled, i, &cp);
     if (length == 0) {
       return common::InvalidArgument("it is not valid UTF-8 (byte " + std::to_string(i) + ")");
     }
@@ -232,7 +195,7 @@ common::Result<std::string> SpelledToBytes(std::string_view spelled) {
                                      " is not one of the 256 symbols of GPT-2's byte alphabet");
     }
     bytes.push_back(static_cast<char>(it->second));
-    i += static_cast<size_t>(length);
+    i += length;
   }
   return bytes;
 }

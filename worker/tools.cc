@@ -9,15 +9,18 @@
 #include <sstream>
 
 #include "config/sweep.h"
+#include "worker/builtin_objectives.h"
 #include "worker/gpt2.h"
 #include "worker/lm_objective.h"
-#include "worker/objectives.h"
 #include "worker/params.h"
 #include "worker/safetensors.h"
 #include "worker/tokenizer.h"
+#include "worker/torch_status.h"
 
 namespace triald::worker {
 namespace {
+
+using common::Result;
 
 int Problem(const std::string& message) {
   std::fprintf(stderr, "trial-worker: %s\n", message.c_str());
@@ -271,7 +274,7 @@ bool IsTool(const std::string& name) {
 int RunTool(const std::string& tool, const std::vector<std::string>& args) {
   if (args.empty()) return Usage(tool + " needs MODEL_DIR");
   const std::string dir = Dir(args[0]);
-  try {
+  Result<int> code = TorchCall(tool, [&]() -> Result<int> {
     if (tool == "train") return RunTrain(args);
     if (tool == "tokenize" || tool == "check") {
       if (args.size() != 1) return Usage("unexpected argument '" + args[1] + "'");
@@ -289,9 +292,8 @@ int RunTool(const std::string& tool, const std::vector<std::string>& args) {
       ++i;
     }
     return Inspect(dir, batch_size, seq_len);
-  } catch (const std::exception& e) {  // LibTorch reports through exceptions
-    return Problem(e.what());
-  }
+  });
+  return code.ok() ? *code : Problem(code.status().message());
 }
 
 }  // namespace triald::worker

@@ -18,9 +18,9 @@ inline const char* DirectionText(config::Direction d) {
   return d == config::Direction::kMaximize ? "MAXIMIZE" : "MINIMIZE";
 }
 
-// How messages name a trial or study known only by its id.
-inline std::string TrialName(int64_t trial_id) { return "trial id " + std::to_string(trial_id); }
-inline std::string StudyName(int64_t study_id) { return "study id " + std::to_string(study_id); }
+// How messages name a trial or study known only by its id: "trial id 7", "study id 3".
+inline std::string TrialIdLabel(int64_t trial_id) { return "trial id " + std::to_string(trial_id); }
+inline std::string StudyIdLabel(int64_t study_id) { return "study id " + std::to_string(study_id); }
 
 // Runs `body`, turning any exception (bad_alloc, or one thrown by a config helper) into an
 // Internal status: Storage is a component boundary that exceptions must not cross. A RAII

@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/utf8.h"
 #include "daemon/storage/backend_util.h"
 
 namespace triald::storage {
@@ -23,8 +24,8 @@ namespace {
 
 using backend::DirectionText;
 using backend::Guarded;
-using backend::StudyName;
-using backend::TrialName;
+using backend::StudyIdLabel;
+using backend::TrialIdLabel;
 using common::Result;
 using common::Status;
 
@@ -144,42 +145,9 @@ std::string TrimRight(std::string s) {
   return s;
 }
 
-// Whether PostgreSQL's TEXT accepts `s`: valid UTF-8 (no overlong forms, surrogates or code
-// points above U+10FFFF) without NUL bytes.
+// Whether PostgreSQL's TEXT accepts `s`: valid UTF-8 without NUL bytes.
 bool IsStorableText(const std::string& s) {
-  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
-  size_t n = s.size();
-  for (size_t i = 0; i < n;) {
-    unsigned c = p[i];
-    if (c == 0) return false;
-    if (c < 0x80) {
-      ++i;
-      continue;
-    }
-    size_t len;
-    uint32_t cp;
-    if ((c & 0xE0) == 0xC0) {
-      len = 2;
-      cp = c & 0x1F;
-    } else if ((c & 0xF0) == 0xE0) {
-      len = 3;
-      cp = c & 0x0F;
-    } else if ((c & 0xF8) == 0xF0) {
-      len = 4;
-      cp = c & 0x07;
-    } else {
-      return false;
-    }
-    if (i + len > n) return false;
-    for (size_t k = 1; k < len; ++k) {
-      if ((p[i + k] & 0xC0) != 0x80) return false;
-      cp = (cp << 6) | (p[i + k] & 0x3F);
-    }
-    static constexpr uint32_t kMin[] = {0, 0, 0x80, 0x800, 0x10000};
-    if (cp < kMin[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
-    i += len;
-  }
-  return true;
+  return s.find('\0') == std::string::npos && common::IsValidUtf8(s);
 }
 
 void PutBigEndian(std::string& out, uint64_t v, int bytes) {
@@ -878,9 +846,9 @@ Status PostgresStorage::TrialNotMutable(int64_t trial_id, const std::string& op,
   TRIALD_ASSIGN_OR_RETURN(Rows r, Exec("SELECT t.number, s.name, t.state, t.node FROM trials t "
                                        "JOIN studies s ON s.id = t.study_id WHERE t.id = $1",
                                        Params().Int8(trial_id), op + ": look up trial"));
-  if (r.size() == 0) return common::NotFound(TrialName(trial_id) + " not found");
+  if (r.size() == 0) return common::NotFound(TrialIdLabel(trial_id) + " not found");
   std::string who = "trial " + std::to_string(r.Int(0, 0)) + " of study \"" + r.Str(0, 1) + "\" (" +
-                    TrialName(trial_id) + ")";
+                    TrialIdLabel(trial_id) + ")";
   std::string state = r.Str(0, 2);
   auto parsed = model::ParseTrialState(state);
   if (parsed && model::IsFinished(*parsed)) {
@@ -936,7 +904,7 @@ Result<model::TrialRecord> PostgresStorage::ReadTrialRow(const Rows& r, int row)
   std::string state = r.Str(row, 3);
   auto parsed = model::ParseTrialState(state);
   if (!parsed) {
-    return common::Internal(TrialName(t.id) + " has unknown state \"" + state + "\" in " +
+    return common::Internal(TrialIdLabel(t.id) + " has unknown state \"" + state + "\" in " +
                             masked_url_);
   }
   t.state = *parsed;
@@ -963,7 +931,7 @@ Result<model::TrialRecord> PostgresStorage::ReadTrialRow(const Rows& r, int row)
 
 Result<model::StudyRecord> PostgresStorage::LockStudy(int64_t study_id) {
   return Guarded("LockStudy", [&]() -> Result<model::StudyRecord> {
-    const std::string op = "LockStudy(" + StudyName(study_id) + ")";
+    const std::string op = "LockStudy(" + StudyIdLabel(study_id) + ")";
     if (batch_depth_ == 0) {
       return common::FailedPrecondition(op +
                                         ": called outside a batch; the lock lasts until "
@@ -976,7 +944,7 @@ Result<model::StudyRecord> PostgresStorage::LockStudy(int64_t study_id) {
       TRIALD_ASSIGN_OR_RETURN(Rows r, Exec(std::string("SELECT ") + kStudyColumns +
                                                " FROM studies WHERE id = $1 FOR NO KEY UPDATE",
                                            Params().Int8(study_id), op));
-      if (r.size() == 0) return common::NotFound(StudyName(study_id) + " not found");
+      if (r.size() == 0) return common::NotFound(StudyIdLabel(study_id) + " not found");
       return ReadStudyRow(r, 0);
     });
   });
@@ -1052,7 +1020,7 @@ Result<std::vector<model::StudyRecord>> PostgresStorage::ListStudies() {
 
 Status PostgresStorage::SetStudyState(int64_t study_id, model::StudyState state, double at) {
   return Guarded("SetStudyState", [&]() -> Status {
-    const std::string op = "SetStudyState(" + StudyName(study_id) + ")";
+    const std::string op = "SetStudyState(" + StudyIdLabel(study_id) + ")";
     return Call(op, Txn::kWrite, [&]() -> Status {
       // A study set back to RUNNING (resumed) is no longer finished.
       TRIALD_ASSIGN_OR_RETURN(Rows r,
@@ -1062,7 +1030,7 @@ Status PostgresStorage::SetStudyState(int64_t study_id, model::StudyState state,
                                        .Text(model::StudyStateName(state), "state")
                                        .Float8(state == model::StudyState::kRunning ? 0 : at),
                                    op));
-      if (r.affected() == 0) return common::NotFound(StudyName(study_id) + " not found");
+      if (r.affected() == 0) return common::NotFound(StudyIdLabel(study_id) + " not found");
       return Status::Ok();
     });
   });
@@ -1074,7 +1042,7 @@ Result<model::TrialRecord> PostgresStorage::CreateTrial(int64_t study_id,
                                                         const model::ParamMap& params, double at,
                                                         std::optional<int64_t> retry_of) {
   return Guarded("CreateTrial", [&]() -> Result<model::TrialRecord> {
-    const std::string op = "CreateTrial(" + StudyName(study_id) + ")";
+    const std::string op = "CreateTrial(" + StudyIdLabel(study_id) + ")";
     for (const auto& [name, p] : params) {
       if (std::isnan(p.internal)) {
         return common::InvalidArgument(op + ": parameter \"" + name +
@@ -1121,16 +1089,16 @@ Result<model::TrialRecord> PostgresStorage::CreateTrial(int64_t study_id,
            "SELECT id, number FROM t",
            &insert_params}};
       TRIALD_ASSIGN_OR_RETURN(std::vector<Rows> rows, Run({}, statements, op));
-      if (rows[0].size() == 0) return common::NotFound(StudyName(study_id) + " not found");
+      if (rows[0].size() == 0) return common::NotFound(StudyIdLabel(study_id) + " not found");
       std::optional<int> retry_of_number;
       if (retry_of) {
         const Rows& r = rows[1];
         if (r.size() == 0) {
-          return common::NotFound(op + ": retried " + TrialName(*retry_of) + " not found");
+          return common::NotFound(op + ": retried " + TrialIdLabel(*retry_of) + " not found");
         }
         if (r.Int(0, 0) != study_id) {
-          return common::InvalidArgument(op + ": retried " + TrialName(*retry_of) + " belongs to " +
-                                         StudyName(r.Int(0, 0)) +
+          return common::InvalidArgument(op + ": retried " + TrialIdLabel(*retry_of) +
+                                         " belongs to " + StudyIdLabel(r.Int(0, 0)) +
                                          "; a retry must be in the same study");
         }
         retry_of_number = static_cast<int>(r.Int(0, 1));
@@ -1152,7 +1120,7 @@ Result<model::TrialRecord> PostgresStorage::CreateTrial(int64_t study_id,
 
 Status PostgresStorage::ClaimTrial(int64_t trial_id) {
   return Guarded("ClaimTrial", [&]() -> Status {
-    const std::string op = "ClaimTrial(" + TrialName(trial_id) + ")";
+    const std::string op = "ClaimTrial(" + TrialIdLabel(trial_id) + ")";
     return Call(op, Txn::kWrite, [&]() -> Status {
       // The state guard makes check-and-set atomic: under READ COMMITTED an UPDATE that waited
       // for another transaction's row lock re-checks its WHERE clause on the new row.
@@ -1168,7 +1136,7 @@ Status PostgresStorage::ClaimTrial(int64_t trial_id) {
 Status PostgresStorage::MarkRunning(int64_t trial_id, const model::ProcessIdentity& process,
                                     double at) {
   return Guarded("MarkRunning", [&]() -> Status {
-    const std::string op = "MarkRunning(" + TrialName(trial_id) + ")";
+    const std::string op = "MarkRunning(" + TrialIdLabel(trial_id) + ")";
     return Call(op, Txn::kWrite, [&]() -> Status {
       TRIALD_ASSIGN_OR_RETURN(Rows r,
                               Exec("UPDATE trials SET state = 'RUNNING', pid = $2, pgid = $3, "
@@ -1191,7 +1159,7 @@ Status PostgresStorage::MarkRunning(int64_t trial_id, const model::ProcessIdenti
 Status PostgresStorage::AddIntermediate(int64_t trial_id, int64_t step, double value) {
   return Guarded("AddIntermediate", [&]() -> Status {
     const std::string op =
-        "AddIntermediate(" + TrialName(trial_id) + ", step " + std::to_string(step) + ")";
+        "AddIntermediate(" + TrialIdLabel(trial_id) + ", step " + std::to_string(step) + ")";
     return Call(op, Txn::kLazyWrite, [&]() -> Status {
       // FOR SHARE holds the trial's row against a concurrent FinishTrial (another daemon
       // recovering it): either this insert sees the trial finished, or the finish waits.
@@ -1210,7 +1178,7 @@ Status PostgresStorage::AddIntermediate(int64_t trial_id, int64_t step, double v
 Status PostgresStorage::SetAttr(int64_t trial_id, const std::string& key,
                                 const std::string& json_value) {
   return Guarded("SetAttr", [&]() -> Status {
-    const std::string op = "SetAttr(" + TrialName(trial_id) + ", \"" + key + "\")";
+    const std::string op = "SetAttr(" + TrialIdLabel(trial_id) + ", \"" + key + "\")";
     return Call(op, Txn::kLazyWrite, [&]() -> Status {
       TRIALD_ASSIGN_OR_RETURN(
           Rows r, Exec("INSERT INTO trial_attrs (trial_id, key, value_json) "
@@ -1228,7 +1196,7 @@ Status PostgresStorage::SetAttr(int64_t trial_id, const std::string& key,
 Status PostgresStorage::FinishTrial(int64_t trial_id, const model::TrialOutcome& outcome,
                                     double at) {
   return Guarded("FinishTrial", [&]() -> Status {
-    const std::string op = "FinishTrial(" + TrialName(trial_id) + ")";
+    const std::string op = "FinishTrial(" + TrialIdLabel(trial_id) + ")";
     if (!model::IsFinished(outcome.state)) {
       return common::InvalidArgument(op + ": outcome state " +
                                      model::TrialStateName(outcome.state) +
@@ -1324,7 +1292,8 @@ Result<std::vector<model::TrialRecord>> PostgresStorage::LoadTrials(TrialFilter 
     commit.push_back("COMMIT");
   }
   TRIALD_ASSIGN_OR_RETURN(std::vector<Rows> rows, Run(begin, statements, op, commit));
-  if (by_study && rows[4].size() == 0) return common::NotFound(StudyName(study_id) + " not found");
+  if (by_study && rows[4].size() == 0)
+    return common::NotFound(StudyIdLabel(study_id) + " not found");
 
   std::vector<model::TrialRecord> trials;
   std::unordered_map<int64_t, size_t> index;  // trial id -> position in `trials`
@@ -1347,7 +1316,7 @@ Result<std::vector<model::TrialRecord>> PostgresStorage::LoadTrials(TrialFilter 
       if (it == parsed.end()) {
         auto dist = config::DistributionFromJson(json);
         if (!dist.ok()) {
-          return common::Internal(op + ": " + TrialName(trial_id) + " parameter \"" + name +
+          return common::Internal(op + ": " + TrialIdLabel(trial_id) + " parameter \"" + name +
                                   "\": stored distribution " + json +
                                   " does not parse: " + dist.status().message());
         }
@@ -1373,7 +1342,7 @@ Result<std::vector<model::TrialRecord>> PostgresStorage::LoadTrials(TrialFilter 
 
 Result<std::vector<model::TrialRecord>> PostgresStorage::GetTrials(int64_t study_id) {
   return Guarded("GetTrials", [&]() -> Result<std::vector<model::TrialRecord>> {
-    const std::string op = "GetTrials(" + StudyName(study_id) + ")";
+    const std::string op = "GetTrials(" + StudyIdLabel(study_id) + ")";
     return Call(op, Txn::kNone, [&]() -> Result<std::vector<model::TrialRecord>> {
       return LoadTrials(TrialFilter::kStudy, study_id, 0, {}, op);
     });
@@ -1383,13 +1352,13 @@ Result<std::vector<model::TrialRecord>> PostgresStorage::GetTrials(int64_t study
 Result<model::TrialRecord> PostgresStorage::GetTrial(int64_t study_id, int number) {
   return Guarded("GetTrial", [&]() -> Result<model::TrialRecord> {
     const std::string op =
-        "GetTrial(" + StudyName(study_id) + ", number " + std::to_string(number) + ")";
+        "GetTrial(" + StudyIdLabel(study_id) + ", number " + std::to_string(number) + ")";
     return Call(op, Txn::kNone, [&]() -> Result<model::TrialRecord> {
       TRIALD_ASSIGN_OR_RETURN(std::vector<model::TrialRecord> trials,
                               LoadTrials(TrialFilter::kStudyNumber, study_id, number, {}, op));
       if (trials.empty()) {
-        return common::NotFound("trial " + std::to_string(number) + " of " + StudyName(study_id) +
-                                " not found");
+        return common::NotFound("trial " + std::to_string(number) + " of " +
+                                StudyIdLabel(study_id) + " not found");
       }
       return std::move(trials.front());
     });
@@ -1399,7 +1368,7 @@ Result<model::TrialRecord> PostgresStorage::GetTrial(int64_t study_id, int numbe
 Result<std::vector<model::TrialRecord>> PostgresStorage::GetTrialsSince(
     int64_t study_id, int from_number, const std::vector<int>& numbers) {
   return Guarded("GetTrialsSince", [&]() -> Result<std::vector<model::TrialRecord>> {
-    const std::string op = "GetTrialsSince(" + StudyName(study_id) + ")";
+    const std::string op = "GetTrialsSince(" + StudyIdLabel(study_id) + ")";
     return Call(op, Txn::kNone, [&]() -> Result<std::vector<model::TrialRecord>> {
       return LoadTrials(TrialFilter::kSince, study_id, from_number, numbers, op);
     });
@@ -1481,10 +1450,10 @@ Status PostgresStorage::AppendEvent(std::optional<int64_t> study_id,
       if (r.ok()) return Status::Ok();
       // Name which of the two references is dangling.
       if (last_sqlstate_ == "23503" && last_constraint_ == "events_study_id_fkey" && study_id) {
-        return common::NotFound(op + ": " + StudyName(*study_id) + " not found");
+        return common::NotFound(op + ": " + StudyIdLabel(*study_id) + " not found");
       }
       if (last_sqlstate_ == "23503" && last_constraint_ == "events_trial_id_fkey" && trial_id) {
-        return common::NotFound(op + ": " + TrialName(*trial_id) + " not found");
+        return common::NotFound(op + ": " + TrialIdLabel(*trial_id) + " not found");
       }
       return r.status();
     });
@@ -1495,7 +1464,7 @@ Result<std::vector<model::EventRecord>> PostgresStorage::GetEvents(
     std::optional<int64_t> study_id) {
   return Guarded("GetEvents", [&]() -> Result<std::vector<model::EventRecord>> {
     const std::string op =
-        study_id ? "GetEvents(" + StudyName(*study_id) + ")" : std::string("GetEvents");
+        study_id ? "GetEvents(" + StudyIdLabel(*study_id) + ")" : std::string("GetEvents");
     return Call(op, Txn::kNone, [&]() -> Result<std::vector<model::EventRecord>> {
       // A study's events include those recorded against one of its trials only; the study's
       // existence is checked in the same round trip.
@@ -1510,7 +1479,7 @@ Result<std::vector<model::EventRecord>> PostgresStorage::GetEvents(
       if (study_id) statements.push_back({"SELECT 1 FROM studies WHERE id = $1", &params});
       TRIALD_ASSIGN_OR_RETURN(std::vector<Rows> rows, Run({}, statements, op));
       if (study_id && rows[1].size() == 0) {
-        return common::NotFound(StudyName(*study_id) + " not found");
+        return common::NotFound(StudyIdLabel(*study_id) + " not found");
       }
       const Rows& r = rows[0];
       std::vector<model::EventRecord> out;

@@ -17,8 +17,8 @@ namespace {
 
 using backend::DirectionText;
 using backend::Guarded;
-using backend::StudyName;
-using backend::TrialName;
+using backend::StudyIdLabel;
+using backend::TrialIdLabel;
 using common::Result;
 using common::Status;
 
@@ -496,7 +496,7 @@ Status SqliteStorage::RequireStudy(int64_t study_id, const std::string& op) {
   st.Int(1, study_id);
   int rc = st.Step();
   if (rc == SQLITE_ROW) return Status::Ok();
-  if (rc == SQLITE_DONE) return common::NotFound(StudyName(study_id) + " not found");
+  if (rc == SQLITE_DONE) return common::NotFound(StudyIdLabel(study_id) + " not found");
   return Err(rc, op + ": look up study");
 }
 
@@ -507,10 +507,10 @@ Status SqliteStorage::TrialNotMutable(int64_t trial_id, const std::string& op,
                                            op));
   st.Int(1, trial_id);
   int rc = st.Step();
-  if (rc == SQLITE_DONE) return common::NotFound(TrialName(trial_id) + " not found");
+  if (rc == SQLITE_DONE) return common::NotFound(TrialIdLabel(trial_id) + " not found");
   if (rc != SQLITE_ROW) return Err(rc, op + ": look up trial");
   std::string who = "trial " + std::to_string(st.ColInt(0)) + " of study \"" + st.ColText(1) +
-                    "\" (" + TrialName(trial_id) + ")";
+                    "\" (" + TrialIdLabel(trial_id) + ")";
   std::string state = st.ColText(2);
   auto parsed = model::ParseTrialState(state);
   if (parsed && model::IsFinished(*parsed)) {
@@ -566,7 +566,8 @@ Result<model::TrialRecord> SqliteStorage::ReadTrialRow(const Stmt& st) const {
   std::string state = st.ColText(3);
   auto parsed = model::ParseTrialState(state);
   if (!parsed) {
-    return common::Internal(TrialName(t.id) + " has unknown state \"" + state + "\" in " + path_);
+    return common::Internal(TrialIdLabel(t.id) + " has unknown state \"" + state + "\" in " +
+                            path_);
   }
   t.state = *parsed;
   if (st.ColInt(5) != 0) {
@@ -661,7 +662,7 @@ Result<std::vector<model::StudyRecord>> SqliteStorage::ListStudies() {
 
 Status SqliteStorage::SetStudyState(int64_t study_id, model::StudyState state, double at) {
   return Guarded("SetStudyState", [&]() -> Status {
-    const std::string op = "SetStudyState(" + StudyName(study_id) + ")";
+    const std::string op = "SetStudyState(" + StudyIdLabel(study_id) + ")";
     TRIALD_RETURN_IF_ERROR(SetSync(Sync::kFull));
     TRIALD_ASSIGN_OR_RETURN(
         Stmt st, Prepare("UPDATE studies SET state = ?2, finished_at = ?3 WHERE id = ?1", op));
@@ -670,7 +671,7 @@ Status SqliteStorage::SetStudyState(int64_t study_id, model::StudyState state, d
         .Text(2, model::StudyStateName(state))
         .Real(3, state == model::StudyState::kRunning ? 0 : at);
     TRIALD_RETURN_IF_ERROR(Run(st, op));
-    if (sqlite3_changes(db_) == 0) return common::NotFound(StudyName(study_id) + " not found");
+    if (sqlite3_changes(db_) == 0) return common::NotFound(StudyIdLabel(study_id) + " not found");
     return Status::Ok();
   });
 }
@@ -681,7 +682,7 @@ Result<model::TrialRecord> SqliteStorage::CreateTrial(int64_t study_id,
                                                       const model::ParamMap& params, double at,
                                                       std::optional<int64_t> retry_of) {
   return Guarded("CreateTrial", [&]() -> Result<model::TrialRecord> {
-    const std::string op = "CreateTrial(" + StudyName(study_id) + ")";
+    const std::string op = "CreateTrial(" + StudyIdLabel(study_id) + ")";
     for (const auto& [name, p] : params) {
       if (std::isnan(p.internal)) {
         return common::InvalidArgument(op + ": parameter \"" + name +
@@ -704,12 +705,12 @@ Result<model::TrialRecord> SqliteStorage::CreateTrial(int64_t study_id,
       st.Int(1, *retry_of);
       int rc = st.Step();
       if (rc == SQLITE_DONE) {
-        return common::NotFound(op + ": retried " + TrialName(*retry_of) + " not found");
+        return common::NotFound(op + ": retried " + TrialIdLabel(*retry_of) + " not found");
       }
       if (rc != SQLITE_ROW) return Err(rc, op + ": look up retried trial");
       if (st.ColInt(0) != study_id) {
-        return common::InvalidArgument(op + ": retried " + TrialName(*retry_of) + " belongs to " +
-                                       StudyName(st.ColInt(0)) +
+        return common::InvalidArgument(op + ": retried " + TrialIdLabel(*retry_of) +
+                                       " belongs to " + StudyIdLabel(st.ColInt(0)) +
                                        "; a retry must be in the same study");
       }
       retry_of_number = static_cast<int>(st.ColInt(1));
@@ -757,7 +758,7 @@ Result<model::TrialRecord> SqliteStorage::CreateTrial(int64_t study_id,
 Status SqliteStorage::MarkRunning(int64_t trial_id, const model::ProcessIdentity& process,
                                   double at) {
   return Guarded("MarkRunning", [&]() -> Status {
-    const std::string op = "MarkRunning(" + TrialName(trial_id) + ")";
+    const std::string op = "MarkRunning(" + TrialIdLabel(trial_id) + ")";
     TRIALD_RETURN_IF_ERROR(SetSync(Sync::kFull));
     {
       // The state guard in the WHERE clause makes check-and-set one atomic statement.
@@ -782,7 +783,7 @@ Status SqliteStorage::MarkRunning(int64_t trial_id, const model::ProcessIdentity
 Status SqliteStorage::AddIntermediate(int64_t trial_id, int64_t step, double value) {
   return Guarded("AddIntermediate", [&]() -> Status {
     const std::string op =
-        "AddIntermediate(" + TrialName(trial_id) + ", step " + std::to_string(step) + ")";
+        "AddIntermediate(" + TrialIdLabel(trial_id) + ", step " + std::to_string(step) + ")";
     // Lazily durable (see storage.h): the next FULL commit fsyncs the WAL including this.
     TRIALD_RETURN_IF_ERROR(SetSync(Sync::kNormal));
     {
@@ -810,7 +811,7 @@ Status SqliteStorage::AddIntermediate(int64_t trial_id, int64_t step, double val
 Status SqliteStorage::SetAttr(int64_t trial_id, const std::string& key,
                               const std::string& json_value) {
   return Guarded("SetAttr", [&]() -> Status {
-    const std::string op = "SetAttr(" + TrialName(trial_id) + ", \"" + key + "\")";
+    const std::string op = "SetAttr(" + TrialIdLabel(trial_id) + ", \"" + key + "\")";
     TRIALD_RETURN_IF_ERROR(SetSync(Sync::kNormal));
     {
       TRIALD_ASSIGN_OR_RETURN(Stmt st,
@@ -830,7 +831,7 @@ Status SqliteStorage::SetAttr(int64_t trial_id, const std::string& key,
 
 Status SqliteStorage::FinishTrial(int64_t trial_id, const model::TrialOutcome& outcome, double at) {
   return Guarded("FinishTrial", [&]() -> Status {
-    const std::string op = "FinishTrial(" + TrialName(trial_id) + ")";
+    const std::string op = "FinishTrial(" + TrialIdLabel(trial_id) + ")";
     if (!model::IsFinished(outcome.state)) {
       return common::InvalidArgument(op + ": outcome state " +
                                      model::TrialStateName(outcome.state) +
@@ -938,7 +939,7 @@ Result<std::vector<model::TrialRecord>> SqliteStorage::LoadTrials(TrialFilter fi
       if (it == parsed.end()) {
         auto dist = config::DistributionFromJson(json);
         if (!dist.ok()) {
-          return common::Internal(op + ": " + TrialName(trial_id) + " parameter \"" + name +
+          return common::Internal(op + ": " + TrialIdLabel(trial_id) + " parameter \"" + name +
                                   "\": stored distribution " + json +
                                   " does not parse: " + dist.status().message());
         }
@@ -986,7 +987,7 @@ Result<std::vector<model::TrialRecord>> SqliteStorage::LoadTrials(TrialFilter fi
 
 Result<std::vector<model::TrialRecord>> SqliteStorage::GetTrials(int64_t study_id) {
   return Guarded("GetTrials", [&]() -> Result<std::vector<model::TrialRecord>> {
-    const std::string op = "GetTrials(" + StudyName(study_id) + ")";
+    const std::string op = "GetTrials(" + StudyIdLabel(study_id) + ")";
     TRIALD_ASSIGN_OR_RETURN(std::vector<model::TrialRecord> trials,
                             LoadTrials(TrialFilter::kStudy, study_id, 0, op));
     // An empty result is either a study without trials or an unknown study.
@@ -998,12 +999,12 @@ Result<std::vector<model::TrialRecord>> SqliteStorage::GetTrials(int64_t study_i
 Result<model::TrialRecord> SqliteStorage::GetTrial(int64_t study_id, int number) {
   return Guarded("GetTrial", [&]() -> Result<model::TrialRecord> {
     const std::string op =
-        "GetTrial(" + StudyName(study_id) + ", number " + std::to_string(number) + ")";
+        "GetTrial(" + StudyIdLabel(study_id) + ", number " + std::to_string(number) + ")";
     TRIALD_ASSIGN_OR_RETURN(std::vector<model::TrialRecord> trials,
                             LoadTrials(TrialFilter::kStudyNumber, study_id, number, op));
     if (trials.empty()) {
       TRIALD_RETURN_IF_ERROR(RequireStudy(study_id, op));
-      return common::NotFound("trial " + std::to_string(number) + " of " + StudyName(study_id) +
+      return common::NotFound("trial " + std::to_string(number) + " of " + StudyIdLabel(study_id) +
                               " not found");
     }
     return std::move(trials.front());
@@ -1019,7 +1020,7 @@ Result<std::vector<model::TrialRecord>> SqliteStorage::GetRunningTrials() {
 Result<std::vector<model::TrialRecord>> SqliteStorage::GetTrialsSince(
     int64_t study_id, int from_number, const std::vector<int>& numbers) {
   return Guarded("GetTrialsSince", [&]() -> Result<std::vector<model::TrialRecord>> {
-    const std::string op = "GetTrialsSince(" + StudyName(study_id) + ")";
+    const std::string op = "GetTrialsSince(" + StudyIdLabel(study_id) + ")";
     TRIALD_RETURN_IF_ERROR(RequireStudy(study_id, op));
     std::string list = "[";
     for (size_t i = 0; i < numbers.size(); ++i) {
@@ -1034,7 +1035,7 @@ Result<std::vector<model::TrialRecord>> SqliteStorage::GetTrialsSince(
 
 Result<model::StudyRecord> SqliteStorage::LockStudy(int64_t study_id) {
   return Guarded("LockStudy", [&]() -> Result<model::StudyRecord> {
-    const std::string op = "LockStudy(" + StudyName(study_id) + ")";
+    const std::string op = "LockStudy(" + StudyIdLabel(study_id) + ")";
     if (batch_depth_ == 0) {
       return common::FailedPrecondition(op +
                                         ": called outside a batch; the lock lasts until "
@@ -1045,7 +1046,7 @@ Result<model::StudyRecord> SqliteStorage::LockStudy(int64_t study_id) {
         Prepare(std::string("SELECT ") + kStudyColumns + " FROM studies WHERE id = ?1", op));
     st.Int(1, study_id);
     int rc = st.Step();
-    if (rc == SQLITE_DONE) return common::NotFound(StudyName(study_id) + " not found");
+    if (rc == SQLITE_DONE) return common::NotFound(StudyIdLabel(study_id) + " not found");
     if (rc != SQLITE_ROW) return Err(rc, op);
     return ReadStudyRow(st);
   });
@@ -1053,7 +1054,7 @@ Result<model::StudyRecord> SqliteStorage::LockStudy(int64_t study_id) {
 
 Status SqliteStorage::ClaimTrial(int64_t trial_id) {
   return Guarded("ClaimTrial", [&]() -> Status {
-    const std::string op = "ClaimTrial(" + TrialName(trial_id) + ")";
+    const std::string op = "ClaimTrial(" + TrialIdLabel(trial_id) + ")";
     TRIALD_RETURN_IF_ERROR(SetSync(Sync::kFull));
     {
       TRIALD_ASSIGN_OR_RETURN(
@@ -1124,14 +1125,14 @@ Status SqliteStorage::AppendEvent(std::optional<int64_t> study_id, std::optional
     if (rc != SQLITE_CONSTRAINT_FOREIGNKEY) return Err(rc, op);
     // Name which of the two references is dangling.
     if (study_id) TRIALD_RETURN_IF_ERROR(RequireStudy(*study_id, op));
-    return common::NotFound(op + ": " + TrialName(trial_id.value_or(0)) + " not found");
+    return common::NotFound(op + ": " + TrialIdLabel(trial_id.value_or(0)) + " not found");
   });
 }
 
 Result<std::vector<model::EventRecord>> SqliteStorage::GetEvents(std::optional<int64_t> study_id) {
   return Guarded("GetEvents", [&]() -> Result<std::vector<model::EventRecord>> {
     const std::string op =
-        study_id ? "GetEvents(" + StudyName(*study_id) + ")" : std::string("GetEvents");
+        study_id ? "GetEvents(" + StudyIdLabel(*study_id) + ")" : std::string("GetEvents");
     if (study_id) TRIALD_RETURN_IF_ERROR(RequireStudy(*study_id, op));
     // A study's events include those recorded against one of its trials only.
     TRIALD_ASSIGN_OR_RETURN(

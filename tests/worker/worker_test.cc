@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "tests/worker/child_run.h"
-#include "worker/objectives.h"
+#include "worker/builtin_objectives.h"
 #include "worker/params.h"
 #include "worker/reporter.h"
 

@@ -1,4 +1,4 @@
-#include "daemon/objective.h"
+#include "daemon/objective_command.h"
 
 #include <unistd.h>
 

@@ -1,6 +1,8 @@
 #pragma once
-// The objectives trial-worker can run. This header deliberately includes no LibTorch header:
-// only objectives.cc pays LibTorch's compile time, and main.cc and the tests stay fast to build.
+// The objectives built into trial-worker (quadratic-sgd, echo, lm) and what they share: the
+// context they report through, the check for unknown parameters, the stopped status. This
+// header deliberately includes no LibTorch header: only builtin_objectives.cc pays LibTorch's
+// compile time, and main.cc and the tests stay fast to build.
 //
 // Thread-safety: RunObjective may be called from any thread, but LibTorch settings it touches
 // (threads, seeds) are per process, so run one objective per process, as trial-worker does.

@@ -1,6 +1,6 @@
 // The objectives' dispatch and the two small LibTorch objectives; "lm" lives in
 // worker/lm_objective.cc.
-#include "worker/objectives.h"
+#include "worker/builtin_objectives.h"
 
 #include <time.h>
 #include <torch/optim/sgd.h>
@@ -15,6 +15,7 @@
 
 #include "config/sweep.h"
 #include "worker/lm_objective.h"
+#include "worker/torch_status.h"
 
 namespace triald::worker {
 namespace {
@@ -149,9 +150,13 @@ const std::vector<ObjectiveInfo>& Objectives() {
        "step_delay_ms=0 device=cpu"},
       {"echo", "reports final = param value (default 0); protocol only"},
       {"lm",
-       "fine-tunes a GPT-2 checkpoint; needs --config (the sweep's [objective] as JSON); params "
-       "override learning_rate weight_decay warmup_steps batch_size dropout adam_beta1 "
-       "adam_beta2 grad_clip lr_schedule seed"},
+       [] {
+         std::string summary =
+             "fine-tunes a GPT-2 checkpoint; needs --config (the sweep's [objective] as JSON); "
+             "params override";
+         for (std::string_view name : LmParamNames()) summary += " " + std::string(name);
+         return summary;
+       }()},
   };
   return kObjectives;
 }
@@ -171,12 +176,10 @@ Result<double> RunObjective(std::string_view name, const Params& params, std::st
   if (is_known && name != "lm" && !config.empty()) {
     return InvalidArgument("objective " + std::string(name) + " takes no --config");
   }
-  // LibTorch reports failures as exceptions (c10::Error derives from std::exception); none may
-  // leave the worker component.
-  try {
-    if (name == "quadratic-sgd") return RunQuadraticSgd(params, ctx);
-    if (name == "echo") return RunEcho(params, ctx);
-    if (name == "lm") {
+  if (is_known) {
+    return TorchCall("objective " + std::string(name), [&]() -> Result<double> {
+      if (name == "quadratic-sgd") return RunQuadraticSgd(params, ctx);
+      if (name == "echo") return RunEcho(params, ctx);
       if (config.empty()) {
         return InvalidArgument(
             "objective lm needs --config '<JSON>': the [objective] settings of the sweep (model, "
@@ -185,12 +188,7 @@ Result<double> RunObjective(std::string_view name, const Params& params, std::st
       Result<config::LmObjectiveConfig> lm = config::LmObjectiveFromJson(config);
       if (!lm.ok()) return lm.status().WithContext("--config");
       return RunLmObjective(*lm, params, ctx);
-    }
-  } catch (const c10::Error& e) {
-    return common::Internal("objective " + std::string(name) +
-                            ": LibTorch error: " + e.what_without_backtrace());
-  } catch (const std::exception& e) {
-    return common::Internal("objective " + std::string(name) + ": " + e.what());
+    });
   }
   std::string known;
   for (const ObjectiveInfo& info : Objectives()) known += (known.empty() ? "" : ", ") + info.name;
