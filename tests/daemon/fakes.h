@@ -1,8 +1,9 @@
 #pragma once
 // Test doubles for the scheduler's seams: FakeClock (settable time), FakeLauncher (records
 // every launch, forks nothing, and lets a test play the part of each trial process),
-// ScriptedPruner (decides by a test's rule and records what it was shown) and FakeGpuProbe (a
-// GPU driver whose per-process memory a test sets).
+// ScriptedPruner (decides by a test's rule and records what it was shown), FakeGpuProbe (a
+// GPU driver whose per-process memory a test sets) and FakeLeftovers (records what recovery
+// asked to kill, and kills nothing).
 //
 // FakeLauncher keeps everything it knows about a launch (spec, callbacks, stop requests) in its
 // own table, not in the TrialProcess it hands out: the scheduler destroys that TrialProcess
@@ -32,8 +33,9 @@
 #include "common/status.h"
 #include "daemon/devices/gpu_probe.h"
 #include "daemon/launcher/launcher.h"
-#include "daemon/pruner/pruner.h"
 #include "daemon/model/records.h"
+#include "daemon/pruner/pruner.h"
+#include "daemon/scheduler/leftover_processes.h"
 #include "proto/report.h"
 
 namespace triald::testing {
@@ -331,6 +333,22 @@ class FakeGpuProbe final : public devices::GpuProbe {
   std::map<int, devices::ProcessMemory> held_;
   std::string failure_;
   int queries_ = 0;
+};
+
+// Stands in for the /proc scan at recovery: records each request, signals nothing, and reports
+// `found` processes.
+class FakeLeftovers final : public daemon::LeftoverProcesses {
+ public:
+  struct Request {
+    std::string state_dir;
+    std::vector<model::ProcessIdentity> lost;
+  };
+  int Kill(const std::string& state_dir, const std::vector<model::ProcessIdentity>& lost) override {
+    requests.push_back({state_dir, lost});
+    return found;
+  }
+  std::vector<Request> requests;
+  int found = 0;
 };
 
 }  // namespace triald::testing

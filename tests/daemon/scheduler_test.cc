@@ -120,6 +120,7 @@ class Harness {
   FakeLauncher& launcher() { return *launcher_; }
   storage::Storage& storage() { return *storage_; }
   testing::FakeClock& clock() { return clock_; }
+  testing::FakeLeftovers& leftovers() { return leftovers_; }
 
   StudyRecord SubmitOk(const Sweep& sweep) {
     common::Result<StudyRecord> r = scheduler_->Submit(sweep.Source());
@@ -161,6 +162,7 @@ class Harness {
     uint64_t seed = options_.drawn_seed;
     so.seed_source = [seed] { return seed; };
     so.make_pruner = options_.make_pruner;
+    so.leftovers = &leftovers_;
     scheduler_ = std::make_unique<Scheduler>(std::move(so));
   }
 
@@ -169,6 +171,7 @@ class Harness {
   // whose processes it holds, and both before the storage.
   std::unique_ptr<storage::Storage> storage_;
   testing::FakeClock clock_;
+  testing::FakeLeftovers leftovers_;
   std::unique_ptr<FakeLauncher> launcher_ = std::make_unique<FakeLauncher>();
   std::unique_ptr<Scheduler> scheduler_;
 };
