@@ -17,6 +17,7 @@ std::optional<int> LocalCoordinator::ClaimNext(StudyCache& study,
 }
 
 std::unique_ptr<NodeCoordinator> MakeNodeCoordinator(CoordinatorOptions options) {
+  if (!options.logger) options.logger = common::MakeNullLogger();
   if (options.storage->shared()) return std::make_unique<SharedCoordinator>(std::move(options));
   storage::Storage* storage = options.storage;
   return std::make_unique<LocalCoordinator>(storage, std::move(options.logger));

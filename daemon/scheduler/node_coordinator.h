@@ -145,8 +145,9 @@ class NodeCoordinator {
 // One daemon on a storage of its own.
 class LocalCoordinator final : public NodeCoordinator {
  public:
+  // `storage` is not owned; `logger` may be null (nothing is logged then).
   LocalCoordinator(storage::Storage* storage, common::Logger logger)
-      : storage_(storage), logger_(std::move(logger)) {}
+      : storage_(storage), logger_(logger ? std::move(logger) : common::MakeNullLogger()) {}
 
   common::Status Join() override { return common::Status::Ok(); }
   bool IsOwn(const model::TrialRecord&) const override { return true; }

@@ -2,8 +2,8 @@
 
 namespace triald::daemon {
 
-StorageBatch::StorageBatch(storage::Storage* storage, const common::Logger& logger)
-    : storage_(storage), logger_(logger) {
+StorageBatch::StorageBatch(storage::Storage* storage, common::Logger logger)
+    : storage_(storage), logger_(std::move(logger)) {
   common::Status st = storage_->BeginBatch();
   began_ = st.ok();
   if (!began_) logger_->error("storage: {}", st.message());

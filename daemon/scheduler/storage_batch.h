@@ -14,7 +14,7 @@ namespace triald::daemon {
 class StorageBatch {
  public:
   // Begins the batch; a failure is logged, and the changes then commit one by one.
-  StorageBatch(storage::Storage* storage, const common::Logger& logger);
+  StorageBatch(storage::Storage* storage, common::Logger logger);
   // Commits unless Commit() was called; a failure is logged as critical.
   ~StorageBatch();
   bool began() const { return began_; }
@@ -26,7 +26,7 @@ class StorageBatch {
 
  private:
   storage::Storage* storage_;
-  const common::Logger& logger_;
+  common::Logger logger_;
   bool began_ = false;
 };
 

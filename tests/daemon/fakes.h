@@ -105,6 +105,8 @@ class FakeLauncher final : public launcher::Launcher {
   // Pids and process groups far above any pid_max, so that a scheduler recovering from a
   // "crash" never finds (or signals) a real process in a recorded group.
   static constexpr pid_t kFirstFakePid = 50'000'000;
+  // The first pid this launcher hands out (launchers of different nodes can be told apart).
+  pid_t first_pid = kFirstFakePid;
 
   common::Result<std::unique_ptr<launcher::TrialProcess>> Launch(
       const launcher::LaunchSpec& spec, launcher::TrialCallbacks callbacks) override {
@@ -121,7 +123,7 @@ class FakeLauncher final : public launcher::Launcher {
       failed_.push_back(spec);
       return common::IoError(message);
     }
-    const pid_t pid = kFirstFakePid + static_cast<pid_t>(launches_.size());
+    const pid_t pid = first_pid + static_cast<pid_t>(launches_.size());
     launch->identity = model::ProcessIdentity{pid, pid, 1'000'000u + launches_.size()};
     Launched* raw = launch.get();
     launches_.push_back(std::move(launch));

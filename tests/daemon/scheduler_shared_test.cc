@@ -361,6 +361,25 @@ TEST_CASE("a trial that ends while the database is away is recorded when it is b
   CHECK(c.Study("away").state == StudyState::kComplete);
 }
 
+TEST_CASE("a restarted node asks to kill only its own trials' processes", "[scheduler][shared]") {
+  Cluster c({"alpha", "beta"});
+  c[1].launcher->first_pid = FakeLauncher::kFirstFakePid + 1000;
+  REQUIRE(c[0].scheduler->Submit({SweepToml("mine", 8, 2), "/tmp/mine.toml"}).ok());
+  c.TickAll();
+  REQUIRE(c[0].launcher->live_count() == 2);
+  REQUIRE(c[1].launcher->live_count() == 2);
+  std::set<pid_t> alpha_pids;
+  for (Launched* l : c[0].launcher->Live()) alpha_pids.insert(l->identity.pid);
+
+  // alpha's daemon restarts (same instance) while its trials and beta's run.
+  REQUIRE(c.AddNode("alpha", "alpha-host:/srv/triald").ok());
+  REQUIRE(c[2].leftovers.requests.size() == 1);
+  std::set<pid_t> asked;
+  for (const model::ProcessIdentity& id : c[2].leftovers.requests[0].lost) asked.insert(id.pid);
+  CHECK(asked == alpha_pids);
+  CHECK(c[2].leftovers.requests[0].lost.size() == 2);
+}
+
 TEST_CASE("a node name in use by a live daemon elsewhere is refused; a silent one is taken over",
           "[scheduler][shared]") {
   Cluster c({"alpha"});

@@ -20,6 +20,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -914,6 +915,44 @@ TEST_CASE("after a restart, trials left RUNNING are FAIL(lost) and the study res
   REQUIRE(expected.size() == 4);
   CHECK(InternalParams(trials[3]) == InternalParams(expected[3]));
   for (int n = 0; n < 3; ++n) CHECK(InternalParams(trials[n]) == InternalParams(expected[n]));
+}
+
+TEST_CASE("recovery asks to kill the recorded processes of the trials left running",
+          "[scheduler]") {
+  Harness h;
+  Sweep sweep;
+  sweep.name = "crashed";
+  sweep.n_trials = 4;
+  sweep.parallelism = 2;
+  h.SubmitOk(sweep);
+  h.launcher().Complete(h.launcher().launch(0), 0.5);  // trial 2 starts
+  std::set<std::tuple<pid_t, pid_t, uint64_t>> left;
+  for (Launched* l : h.launcher().Live()) {
+    left.insert({l->identity.pid, l->identity.pgid, l->identity.start_time});
+  }
+  REQUIRE(left.size() == 2);
+
+  h.Restart(7);
+  h.leftovers().found = 3;  // their processes, and a stray of one of them
+  REQUIRE(h.scheduler().Recover().ok());
+  REQUIRE(h.leftovers().requests.size() == 1);
+  const testing::FakeLeftovers::Request& request = h.leftovers().requests[0];
+  CHECK(request.state_dir == "/srv/triald-test");
+  std::set<std::tuple<pid_t, pid_t, uint64_t>> asked;
+  for (const model::ProcessIdentity& id : request.lost) {
+    asked.insert({id.pid, id.pgid, id.start_time});
+  }
+  CHECK(asked == left);
+  CHECK(request.lost.size() == 2);
+  CHECK(h.launcher().launch_count() == 0);
+
+  // Nothing was left running this time; recovery still looks for processes of the state
+  // directory (a trial whose start the previous daemon never got to record).
+  CompleteAll(h, "", 2);
+  h.Restart(7);
+  REQUIRE(h.scheduler().Recover().ok());
+  REQUIRE(h.leftovers().requests.size() == 2);
+  CHECK(h.leftovers().requests[1].lost.empty());
 }
 
 TEST_CASE("after a restart, a trial created but never started runs with its stored params",
