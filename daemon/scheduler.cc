@@ -8,6 +8,8 @@
 #include "common/json.h"
 #include "common/process_util.h"
 #include "daemon/objective.h"
+#include "daemon/scheduler/gpu_drains.h"
+#include "daemon/scheduler/launch_spec.h"
 #include "daemon/scheduler/storage_batch.h"
 #include "daemon/scheduler/trial_outcome.h"
 
@@ -76,13 +78,13 @@ Scheduler::Scheduler(SchedulerOptions options)
   co.host = host_.get();
   co.node_timeout_s = options_.node_timeout_s;
   coordinator_ = MakeNodeCoordinator(std::move(co));
+  if (options_.gpus != nullptr) {
+    gpu_drains_ = std::make_unique<GpuDrains>(
+        GpuDrains::Options{options_.gpus, options_.storage, options_.clock, options_.logger});
+  }
 }
 
 Scheduler::~Scheduler() = default;
-
-std::string Scheduler::TrialDir(const std::string& study, int number) const {
-  return model::TrialDir(options_.state_dir, study, number);
-}
 
 void Scheduler::RecordEvent(const StudyRuntime* study, const TrialRecord* trial,
                             const std::string& kind, const std::string& detail) {
@@ -135,15 +137,9 @@ Result<model::StudyRecord> Scheduler::Submit(const config::SweepSource& source) 
   TRIALD_RETURN_IF_ERROR(PrepareObjective(spec, options_.trial_worker, where));
   TRIALD_RETURN_IF_ERROR(CheckGpus(spec, where));
 
-  std::string path_env;
-  for (const std::string& kv : options_.base_env) {
-    if (kv.rfind("PATH=", 0) == 0) path_env = kv.substr(5);
-  }
-  if (auto it = spec.objective.env.find("PATH"); it != spec.objective.env.end()) {
-    path_env = it->second;
-  }
-  Result<std::string> exe =
-      common::FindExecutable(spec.objective.command[0], path_env, spec.objective.workdir);
+  Result<std::string> exe = common::FindExecutable(spec.objective.command[0],
+                                                   CommandPath(options_.base_env, spec.objective),
+                                                   spec.objective.workdir);
   if (!exe.ok()) {
     return common::InvalidArgument(where + ": [objective] command[0] = \"" +
                                    spec.objective.command[0] + "\": " + exe.status().message() +
@@ -435,59 +431,6 @@ void Scheduler::Pump() {
   }
 }
 
-launcher::LaunchSpec Scheduler::MakeLaunchSpec(
-    const StudyRuntime& study, const TrialRecord& trial,
-    const std::vector<devices::GpuSlot>& gpu_slots) const {
-  launcher::LaunchSpec ls;
-  const config::ObjectiveConfig& obj = study.spec.objective;
-  ls.argv = obj.command;
-  ls.workdir = obj.workdir;
-  ls.log_dir = TrialDir(study.record.name, trial.number);
-  ls.log_head_bytes = options_.log_head_bytes;
-  ls.log_tail_bytes = options_.log_tail_bytes;
-  ls.timeout_s = study.spec.study.trial_timeout;
-  ls.kill_grace_s = study.spec.study.kill_grace;
-  ls.memory_limit_bytes = study.spec.study.memory_limit;
-  ls.pids_limit = study.spec.study.pids_limit;
-
-  std::map<std::string, std::string> env;
-  for (const std::string& kv : options_.base_env) {
-    size_t eq = kv.find('=');
-    if (eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
-  }
-  env.emplace("PYTHONUNBUFFERED", "1");  // Python workers' output reaches the logs live
-  for (const auto& [k, v] : obj.env) env[k] = v;
-  boost::json::object params;
-  for (const config::ParamSpec& p : study.spec.space) {
-    auto it = trial.params.find(p.name);
-    if (it == trial.params.end()) continue;
-    // Exact parsing: boost::json::parse may be one ulp off (common/json.h), and the worker must
-    // get the stored value, bit for bit. ExternalJson always gives valid JSON.
-    Result<boost::json::value> v =
-        common::ParseJsonExact(config::ExternalJson(it->second.dist, it->second.internal));
-    params[p.name] = v.ok() ? std::move(*v) : boost::json::value(nullptr);
-  }
-  env["TRIALD_PARAMS"] = boost::json::serialize(params);
-  env["TRIALD_STUDY"] = study.record.name;
-  env["TRIALD_TRIAL"] = std::to_string(trial.number);
-  env["TRIALD_TRIAL_DIR"] = ls.log_dir;
-  env["TRIALD_REPORT_FD"] = "3";
-  env["TRIALD_NODE"] = options_.storage->node();
-  // The trial's GPUs by NVML index; NVML counts in PCI bus order, so CUDA must too. Empty on a
-  // CPU slot: the trial sees no GPU.
-  env["CUDA_VISIBLE_DEVICES"] = devices::GpuPool::CudaVisibleDevices(gpu_slots);
-  if (!gpu_slots.empty()) {
-    env.emplace("CUDA_DEVICE_ORDER", "PCI_BUS_ID");
-    env["TRIALD_GPU_SLOTS"] = devices::GpuPool::SlotList(gpu_slots);
-  }
-  for (const auto& [k, v] : env) ls.env.push_back(k + "=" + v);
-
-  std::string path_env = env.count("PATH") ? env["PATH"] : "";
-  Result<std::string> exe = common::FindExecutable(obj.command[0], path_env, obj.workdir);
-  ls.executable = exe.ok() ? *exe : obj.command[0];
-  return ls;
-}
-
 bool Scheduler::StartTrial(StudyRuntime& study, std::vector<devices::GpuSlot> gpu_slots) {
   // Slots no process ever used go straight back.
   struct GiveBack {
@@ -502,7 +445,10 @@ bool Scheduler::StartTrial(StudyRuntime& study, std::vector<devices::GpuSlot> gp
   const int number = *claimed;
   const double now = options_.clock->WallSeconds();
   TrialRecord& trial = study.trials[number];
-  launcher::LaunchSpec ls = MakeLaunchSpec(study, trial, gpu_slots);
+  LaunchSettings settings{options_.state_dir, options_.log_head_bytes, options_.log_tail_bytes,
+                          options_.base_env, options_.storage->node()};
+  launcher::LaunchSpec ls =
+      MakeLaunchSpec(settings, study.record.name, study.spec, trial, gpu_slots);
   int64_t tid = trial.id;
   launcher::TrialCallbacks cb;
   cb.on_message = [this, tid](const proto::ReportMessage& m) { OnMessage(tid, m); };
@@ -600,12 +546,9 @@ void Scheduler::OnExit(int64_t trial_id, const launcher::ProcessOutcome& o) {
   if (!trial.intermediate.empty()) seen.last_intermediate = trial.intermediate.rbegin()->second;
   seen.trial_timeout_s = study.spec.study.trial_timeout;
   FinishTrial(study, rt->number, ClassifyExit(seen));
-  if (!rt->gpu_slots.empty() && options_.gpus != nullptr) {
+  if (!rt->gpu_slots.empty() && gpu_drains_) {
     // Its slots drain: free again once the driver shows none of its processes holding memory.
-    draining_study_[trial_id] = study.record.id;
-    options_.gpus->StartDraining(rt->gpu_slots, rt->pids, std::to_string(trial_id),
-                                 options_.clock->MonotonicSeconds());
-    CollectDrainedGpus();
+    gpu_drains_->Start(trial_id, study.record.id, rt->gpu_slots, rt->pids);
   }
   rt.reset();  // the process is over; its handle goes now
   Pump();
@@ -666,29 +609,6 @@ void Scheduler::MaybeRetry(StudyRuntime& study, int number) {
   RecordEvent(&study, &*created, "trial_retry", what);
 }
 
-bool Scheduler::CollectDrainedGpus() {
-  if (options_.gpus == nullptr) return false;
-  std::vector<devices::GpuPool::Released> released =
-      options_.gpus->Poll(options_.clock->MonotonicSeconds());
-  for (const devices::GpuPool::Released& r : released) {
-    const int64_t trial_id = std::stoll(r.owner);
-    auto sid = draining_study_.find(trial_id);
-    std::optional<int64_t> study_id;
-    if (sid != draining_study_.end()) {
-      study_id = sid->second;
-      draining_study_.erase(sid);
-    }
-    if (!r.leaked) continue;
-    const std::string detail = "GPU slot(s) " + devices::GpuPool::SlotList(r.slots) +
-                               " given out again with memory still held: " + r.detail;
-    options_.logger->warn("trial id {}: GPU memory leak: {}", trial_id, detail);
-    Status st = options_.storage->AppendEvent(study_id, trial_id, "gpu_leak", detail,
-                                              options_.clock->WallSeconds());
-    if (!st.ok()) options_.logger->error("storing event gpu_leak: {}", st.message());
-  }
-  return !released.empty();
-}
-
 bool Scheduler::gpu_work() const {
   if (options_.gpus == nullptr) return false;
   if (options_.gpus->draining()) return true;
@@ -705,7 +625,7 @@ void Scheduler::PollDevices() {
       options_.gpus->CollectPids(rt->gpu_slots, rt->process->identity().pgid, &rt->pids);
     }
   }
-  if (CollectDrainedGpus()) Pump();
+  if (gpu_drains_->Collect()) Pump();
 }
 
 void Scheduler::FinishTrial(StudyRuntime& study, int number, const model::TrialOutcome& out,

@@ -41,8 +41,10 @@
 // `parallelism` and max_workers are per node. SharedTick() (every heartbeat interval) lets the
 // coordinator beat and follow the other nodes, and joins the studies they submitted.
 //
-// Seams (each in daemon/scheduler/, with its own tests):
+// Its parts, in daemon/scheduler/ (target triald_scheduler_parts):
 //   trial_outcome.h       how a trial ended, from what was observed (a pure function)
+//   launch_spec.h         what a trial's process is given: command, limits, environment
+//   gpu_drains.h          the slots of ended trials while they drain, and GPU leaks
 //   node_coordinator.h    the questions asked of the node protocol; shared_coordinator.h
 //   study_cache.h         a study's trials and counts, shared with the coordinator
 //   leftover_processes.h  the recovery-time kill of a previous daemon's processes
@@ -107,6 +109,8 @@ struct SchedulerOptions {
   // (the daemon's systemd STATUS= line). Must not call back into the scheduler.
   std::function<void()> on_change;
 };
+
+class GpuDrains;
 
 class Scheduler {
  public:
@@ -176,14 +180,10 @@ class Scheduler {
   // Starts the study's next trial on `gpu_slots` (acquired for it; given back if no trial
   // starts). Returns whether the slots were used by a running trial.
   bool StartTrial(StudyRuntime& study, std::vector<devices::GpuSlot> gpu_slots = {});
-  launcher::LaunchSpec MakeLaunchSpec(const StudyRuntime& study, const model::TrialRecord& trial,
-                                      const std::vector<devices::GpuSlot>& gpu_slots) const;
   // Checks a sweep's gpus_per_trial against the pool; errors name `where`.
   common::Status CheckGpus(const config::SweepSpec& spec, const std::string& where) const;
   // Queues a retry of the finished trial `number` when the study's policy asks for one.
   void MaybeRetry(StudyRuntime& study, int number);
-  // Hands drained GPU slots back; true when any came back.
-  bool CollectDrainedGpus();
   void OnMessage(int64_t trial_id, const proto::ReportMessage& message);
   void OnExit(int64_t trial_id, const launcher::ProcessOutcome& outcome);
   // `own`: the trial is this node's (shared storage: dropped when another node has ended or
@@ -198,7 +198,6 @@ class Scheduler {
   // Stops this node's running trials of `study`: all of them, or (ended_elsewhere) those whose
   // stored trial another node ended.
   void StopTrials(const StudyCache& study, bool ended_elsewhere);
-  std::string TrialDir(const std::string& study, int number) const;
 
   SchedulerOptions options_;
   std::unique_ptr<Host> host_;                        // the coordinator's view of this scheduler
@@ -207,8 +206,8 @@ class Scheduler {
   std::map<int64_t, std::unique_ptr<StudyRuntime>> studies_;  // active studies by id
   std::map<int64_t, std::unique_ptr<RunningTrial>> running_;  // by trial id
   int64_t last_served_study_ = 0;                             // round-robin position of Pump()
-  int64_t gpu_reserved_for_ = 0;               // study whose GPU trial waits for slots (0: none)
-  std::map<int64_t, int64_t> draining_study_;  // trial id -> study id, while its slots drain
+  int64_t gpu_reserved_for_ = 0;           // study whose GPU trial waits for slots (0: none)
+  std::unique_ptr<GpuDrains> gpu_drains_;  // with a GPU pool: ended trials' slots
   bool shutting_down_ = false;
   std::function<void()> on_idle_;
   bool pumping_ = false;
