@@ -1,13 +1,12 @@
 #include "daemon/scheduler.h"
 
 #include <algorithm>
-#include <boost/json.hpp>
 #include <optional>
 #include <set>
 
-#include "common/json.h"
 #include "common/process_util.h"
 #include "daemon/objective.h"
+#include "daemon/scheduler/enqueued_params.h"
 #include "daemon/scheduler/gpu_drains.h"
 #include "daemon/scheduler/launch_spec.h"
 #include "daemon/scheduler/storage_batch.h"
@@ -745,58 +744,24 @@ Result<TrialRecord> Scheduler::Enqueue(const std::string& name,
                                       model::StudyStateName(study.record.state) +
                                       "; expected a RUNNING study");
   }
-  const int number = static_cast<int>(study.trials.size());
   if (study.configurations() >= study.record.n_trials) {
     return common::FailedPrecondition("study \"" + name + "\" already has its n_trials = " +
                                       std::to_string(study.record.n_trials) + " trials");
   }
-
-  // Every given value first, so a mistake costs nothing (not even a sampler draw).
-  std::string known;
-  for (const config::ParamSpec& p : study.spec.space) known += (known.empty() ? "" : ", ") + p.name;
-  config::ParamValues fixed;
-  for (const auto& [param, text] : given) {
-    auto spec = std::find_if(study.spec.space.begin(), study.spec.space.end(),
-                             [&](const config::ParamSpec& p) { return p.name == param; });
-    if (spec == study.spec.space.end()) {
-      return common::InvalidArgument("study \"" + name + "\" has no parameter \"" + param +
-                                     "\"; expected one of: " + known);
-    }
-    Result<double> v = config::InternalFromText(spec->dist, text);
-    if (!v.ok()) return common::InvalidArgument("parameter " + param + ": " + v.status().message());
-    fixed[param] = *v;
-  }
-
-  config::ParamValues values;
-  if (fixed.size() < study.spec.space.size()) {
-    sampler::StudyView view{study.spec.study.direction, &study.spec.space, &study.trials};
-    Result<config::ParamValues> sampled = sampler::SampleParams(*study.sampler, view, number);
-    if (!sampled.ok()) {
-      return sampled.status().WithContext("drawing the parameters not given for study \"" + name +
-                                          "\"");
-    }
-    values = std::move(sampled).value();
-  }
-  for (const auto& [param, v] : fixed) values[param] = v;
-  model::ParamMap params;
-  for (const config::ParamSpec& p : study.spec.space) {
-    params[p.name] = model::ParamValue{values.at(p.name), p.dist};
-  }
+  TRIALD_ASSIGN_OR_RETURN(
+      EnqueuedParams params,
+      ResolveEnqueuedParams(name, study.spec, *study.sampler, study.trials, given));
 
   TrialRecord trial;
   {
     StorageBatch batch(options_.storage, options_.logger);
-    TRIALD_ASSIGN_OR_RETURN(trial, options_.storage->CreateTrial(study.record.id, params,
+    TRIALD_ASSIGN_OR_RETURN(trial, options_.storage->CreateTrial(study.record.id, params.params,
                                                                  options_.clock->WallSeconds()));
     study.trials.resize(std::max<size_t>(study.trials.size(), trial.number + 1));
     study.trials[trial.number] = trial;
     study.waiting.push_back(trial.number);
-    std::string what;
-    for (const auto& [param, v] : fixed) {
-      what += (what.empty() ? "" : " ") + param + "=" + config::ExternalJson(params[param].dist, v);
-    }
-    RecordEvent(&study, &trial, "trial_enqueued", what);
-    options_.logger->info("study {} trial {} enqueued: {}", name, trial.number, what);
+    RecordEvent(&study, &trial, "trial_enqueued", params.given);
+    options_.logger->info("study {} trial {} enqueued: {}", name, trial.number, params.given);
   }
   TRIALD_RETURN_IF_ERROR(locked.Commit());
   Pump();

@@ -44,6 +44,7 @@
 // Its parts, in daemon/scheduler/ (target triald_scheduler_parts):
 //   trial_outcome.h       how a trial ended, from what was observed (a pure function)
 //   launch_spec.h         what a trial's process is given: command, limits, environment
+//   enqueued_params.h     the parameters of a trial queued by hand (Enqueue)
 //   gpu_drains.h          the slots of ended trials while they drain, and GPU leaks
 //   node_coordinator.h    the questions asked of the node protocol; shared_coordinator.h
 //   study_cache.h         a study's trials and counts, shared with the coordinator
