@@ -268,8 +268,8 @@ Status Scheduler::Recover() {
 }
 
 void Scheduler::LockedMaybeComplete(StudyRuntime& study) {
-  StorageBatch batch(options_.storage, options_.logger);
-  if (coordinator_->Lock(study, batch).ok()) MaybeCompleteStudy(study);
+  Result<std::unique_ptr<StorageBatch>> locked = coordinator_->Lock(study);
+  if (locked.ok()) MaybeCompleteStudy(study);
 }
 
 std::optional<model::ParamMap> Scheduler::DrawParams(StudyRuntime& study) {
@@ -737,8 +737,7 @@ Result<TrialRecord> Scheduler::Enqueue(const std::string& name,
   }
   StudyRuntime& study = *sit->second;
   // Shared storage: the count, the draw and the new trial are decided under the study's lock.
-  StorageBatch locked(options_.storage, options_.logger);
-  TRIALD_RETURN_IF_ERROR(coordinator_->Lock(study, locked));
+  TRIALD_ASSIGN_OR_RETURN(std::unique_ptr<StorageBatch> locked, coordinator_->Lock(study));
   if (study.record.state != model::StudyState::kRunning) {
     return common::FailedPrecondition("study \"" + name + "\" is " +
                                       model::StudyStateName(study.record.state) +
@@ -763,7 +762,8 @@ Result<TrialRecord> Scheduler::Enqueue(const std::string& name,
     RecordEvent(&study, &trial, "trial_enqueued", params.given);
     options_.logger->info("study {} trial {} enqueued: {}", name, trial.number, params.given);
   }
-  TRIALD_RETURN_IF_ERROR(locked.Commit());
+  // Shared: committed (releasing the lock) before Pump, whose claims lock the study again.
+  if (locked) TRIALD_RETURN_IF_ERROR(locked->Commit());
   Pump();
   return trial;
 }

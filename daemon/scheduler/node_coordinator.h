@@ -79,10 +79,11 @@ class NodeCoordinator {
   // once. Shared: nullptr; every decision commits alone, so no transaction holds the locks of
   // several studies.
   virtual std::unique_ptr<StorageBatch> BeginPass() = 0;
-  // Begins a decision on `study` inside `batch`: go on only if this returns Ok. Shared: locks
-  // the study until the batch commits, adopts its stored state and reads what the other nodes
-  // changed (errors are logged). Local: Ok.
-  virtual common::Status Lock(StudyCache& study, const StorageBatch& batch) = 0;
+  // Begins a decision on `study`: go on only if this returns Ok. Shared: a batch that holds the
+  // study's lock until it commits (Commit(), or when it is destroyed), with the study's stored
+  // state adopted and what the other nodes changed read (errors are logged). Local: nullptr;
+  // there is nothing to lock, and changes commit as the caller's own batches say.
+  virtual common::Result<std::unique_ptr<StorageBatch>> Lock(StudyCache& study) = 0;
   // Cancel, inside a batch: the study's stored record, under its lock when shared (local:
   // `read`, as the caller read it).
   virtual common::Result<model::StudyRecord> LockForCancel(const model::StudyRecord& read) = 0;
@@ -157,7 +158,9 @@ class LocalCoordinator final : public NodeCoordinator {
   std::unique_ptr<StorageBatch> BeginPass() override {
     return std::make_unique<StorageBatch>(storage_, logger_);
   }
-  common::Status Lock(StudyCache&, const StorageBatch&) override { return common::Status::Ok(); }
+  common::Result<std::unique_ptr<StorageBatch>> Lock(StudyCache&) override {
+    return std::unique_ptr<StorageBatch>();
+  }
   common::Result<model::StudyRecord> LockForCancel(const model::StudyRecord& read) override {
     return read;
   }

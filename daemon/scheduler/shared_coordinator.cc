@@ -108,9 +108,15 @@ Status SharedCoordinator::LockAndSync(StudyCache& study) {
   return st;
 }
 
-Status SharedCoordinator::Lock(StudyCache& study, const StorageBatch& batch) {
+Status SharedCoordinator::LockIn(StudyCache& study, const StorageBatch& batch) {
   if (!batch.began()) return common::Unavailable("no transaction");
   return LockAndSync(study);
+}
+
+Result<std::unique_ptr<StorageBatch>> SharedCoordinator::Lock(StudyCache& study) {
+  auto batch = std::make_unique<StorageBatch>(options_.storage, options_.logger);
+  TRIALD_RETURN_IF_ERROR(LockIn(study, *batch));
+  return batch;
 }
 
 Result<model::StudyRecord> SharedCoordinator::LockForCancel(const model::StudyRecord& read) {
@@ -278,7 +284,7 @@ bool SharedCoordinator::BeginFinish(StudyCache& study, int number,
                                     const StorageBatch& batch) {
   // When the database cannot be reached, the end is kept and recorded at a later tick (the
   // trial stays unfinished in the cache meanwhile, so the study cannot complete without it).
-  Status locked = Lock(study, batch);
+  Status locked = LockIn(study, batch);
   if (!locked.ok()) {
     KeepForLater(study, number, outcome, own, locked.message());
     return false;

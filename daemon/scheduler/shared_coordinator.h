@@ -57,7 +57,7 @@ class SharedCoordinator final : public NodeCoordinator {
   bool LeaveToOthers(const model::StudyRecord& study, const common::Status& why) override;
   bool LeftToOthers(const std::string& study_name) const override;
   std::unique_ptr<StorageBatch> BeginPass() override { return nullptr; }
-  common::Status Lock(StudyCache& study, const StorageBatch& batch) override;
+  common::Result<std::unique_ptr<StorageBatch>> Lock(StudyCache& study) override;
   common::Result<model::StudyRecord> LockForCancel(const model::StudyRecord& read) override;
   common::Status GatherWaiting(StudyCache& study) override;
   std::optional<int> ClaimNext(StudyCache& study,
@@ -88,6 +88,8 @@ class SharedCoordinator final : public NodeCoordinator {
   // Takes the study's lock (inside a batch), adopts its stored state and Syncs. Logs and
   // returns the first error.
   common::Status LockAndSync(StudyCache& study);
+  // LockAndSync inside `batch`; Unavailable when the batch did not begin.
+  common::Status LockIn(StudyCache& study, const StorageBatch& batch);
   // Under the study's lock, ends the trials dead nodes ran or had claimed.
   void ReapDeadNodes(StudyCache& study);
   // Records this node's heartbeat; on success the lease runs from just before it.

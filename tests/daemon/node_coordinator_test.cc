@@ -98,7 +98,9 @@ TEST_CASE("the local coordinator answers every question without touching storage
   // Decisions: nothing to lock or re-read; a pass is one batch.
   CHECK(c->BeginPass() != nullptr);
   StorageBatch batch(&storage, common::MakeNullLogger());
-  CHECK(c->Lock(study, batch).ok());
+  common::Result<std::unique_ptr<StorageBatch>> locked = c->Lock(study);
+  REQUIRE(locked.ok());
+  CHECK(*locked == nullptr);
   common::Result<model::StudyRecord> cancel = c->LockForCancel(study.record);
   REQUIRE(cancel.ok());
   CHECK(cancel->id == 1);
