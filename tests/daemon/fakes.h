@@ -102,8 +102,9 @@ class FakeLauncher final : public launcher::Launcher {
     std::map<std::string, std::string> env() const { return EnvMap(spec.env); }
   };
 
-  // Pids and process groups far above any pid_max, so that a scheduler recovering from a
-  // "crash" never finds (or signals) a real process in a recorded group.
+  // Pids and process groups far above any pid_max: they name no real process, should one ever
+  // reach a real signal or /proc read (the scheduler harnesses recover through FakeLeftovers,
+  // which signals nothing).
   static constexpr pid_t kFirstFakePid = 50'000'000;
   // The first pid this launcher hands out (launchers of different nodes can be told apart).
   pid_t first_pid = kFirstFakePid;
