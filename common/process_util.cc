@@ -13,7 +13,7 @@
 
 namespace triald::common {
 
-Result<uint64_t> ProcessStartTime(pid_t pid) {
+Result<ProcStat> ReadProcStat(pid_t pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
   std::string line;
   if (!in || !std::getline(in, line)) return NotFound("no process " + std::to_string(pid));
@@ -23,10 +23,19 @@ Result<uint64_t> ProcessStartTime(pid_t pid) {
   if (close == std::string::npos) return Internal("unparsable /proc stat for " + line);
   std::istringstream rest(line.substr(close + 1));
   std::string field;
+  ProcStat stat;
   for (int i = 3; i <= 22; ++i) {
     if (!(rest >> field)) return Internal("short /proc stat line: " + line);
+    if (i == 3) stat.state = field[0];
+    if (i == 5) stat.pgrp = static_cast<pid_t>(std::strtol(field.c_str(), nullptr, 10));
   }
-  return static_cast<uint64_t>(std::stoull(field));
+  stat.start_time = std::strtoull(field.c_str(), nullptr, 10);
+  return stat;
+}
+
+Result<uint64_t> ProcessStartTime(pid_t pid) {
+  TRIALD_ASSIGN_OR_RETURN(ProcStat stat, ReadProcStat(pid));
+  return stat.start_time;
 }
 
 bool ProcessGroupExists(pid_t pgid) {

@@ -13,6 +13,15 @@
 
 namespace triald::common {
 
+// The fields of /proc/PID/stat that the daemon reads.
+struct ProcStat {
+  char state = '?';         // field 3: R, S, D, Z (zombie), ...
+  pid_t pgrp = 0;           // field 5: the process group
+  uint64_t start_time = 0;  // field 22: clock ticks since boot (see ProcessStartTime)
+};
+// kNotFound when the pid is gone; kInternal when the line cannot be parsed.
+Result<ProcStat> ReadProcStat(pid_t pid);
+
 // Field 22 of /proc/PID/stat: the process start time in clock ticks since boot. Together with
 // the pid it names one process for the life of the machine. kNotFound when the pid is gone.
 Result<uint64_t> ProcessStartTime(pid_t pid);

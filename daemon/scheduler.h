@@ -4,7 +4,8 @@
 // It owns the in-memory state of every active study (its sweep, sampler, pruner and a cache of
 // its trials that mirrors storage), asks the sampler for parameters, records each state change
 // in Storage before acting on it, launches trials through the Launcher, routes their reports
-// (intermediate values, attributes, final values) and classifies how each one ended:
+// (intermediate values, attributes, final values) and records how each one ended
+// (scheduler/trial_outcome.h classifies it):
 //   COMPLETE  a final value was reported and the main process exited 0
 //   PRUNED    the pruner stopped it (value = the intermediate value of its largest step):
 //             the pruner is asked after every "report" line, with the trial's values including
@@ -24,38 +25,33 @@
 //
 // GPUs ([study] gpus_per_trial = k > 0): each trial holds one slot on each of k different GPUs
 // of the GpuPool for its whole life and gets CUDA_VISIBLE_DEVICES naming them (empty for CPU
-// trials). Its slots go back through the pool's draining (GpuPool::Release): they are given out
-// again once the driver shows none of the trial's processes holding memory, or after the
-// pool's timeout, recorded as a `gpu_leak` event. Fairness: studies are served round-robin; the
-// first GPU study in that order whose trial does not fit in the free GPUs holds a reservation,
-// and no other GPU trial starts until it has started (CPU trials are never held back), so a
-// trial that needs many GPUs is not starved by a stream of smaller ones. A sweep asking for
-// more GPUs than the pool has is refused at submit.
+// trials). Its slots go back through the pool's draining (GpuPool::StartDraining): they are given
+// out again once the driver shows none of the trial's processes holding memory, or after the pool's
+// timeout, recorded as a `gpu_leak` event. Fairness: studies are served round-robin; the first GPU
+// study in that order whose trial does not fit in the free GPUs holds a reservation, and no other
+// GPU trial starts until it has started (CPU trials are never held back), so a trial that needs
+// many GPUs is not starved by a stream of smaller ones. A sweep asking for more GPUs than the pool
+// has is refused at submit.
 //
-// Shared storage (several daemons, one PostgreSQL database; daemon/storage/storage.h): each
-// daemon is a node. A study submitted through any node is run by every node that can run it
-// (its objective prepares there and its GPUs fit; a node that cannot leaves it to the others).
-// Every decision about a study's trials is taken under the study's lock with the shared history
-// read afresh (GetTrialsSince), so:
-//   - a trial is claimed by one node only: the oldest claimable WAITING trial (unclaimed, or
-//     claimed by this node before a restart), else a new one from the sampler, which sees every
-//     trial of every node, running ones included (constant liar), and n_trials is never
-//     exceeded; the claim commits before the process starts, and MarkRunning records the node;
-//   - a node whose heartbeat is older than node_timeout_s is dead: the live node that notices
-//     first ends its RUNNING trials, and the WAITING ones it had claimed (it may have started
-//     one just before going silent), as FAIL(lost), and retries them per policy: a trial number
-//     never runs on two nodes;
-//   - a node that comes back finds its trials ended (finished trials are immutable): it stops
-//     their processes and records nothing for them, so nothing is resurrected or reported
-//     twice;
-//   - the node that ends a study's last trial completes the study; a cancel through any node
-//     stops the trials of every node (each stops its own at its next tick).
-// `parallelism` and max_workers are per node. SharedTick() (every heartbeat interval) beats,
-// follows other nodes' studies and trials and reaps dead nodes; pruning decisions read other
-// nodes' intermediate values at most kPruneSyncSeconds old.
+// Shared storage (several daemons, one PostgreSQL database): each daemon is a node, and every
+// node runs every study it can. What makes them agree (claims under the study's lock, leases,
+// heartbeats, dead nodes' trials ended as FAIL(lost), trial ends kept while the database is
+// away) is the NodeCoordinator's (scheduler/shared_coordinator.h); on a storage of its own the
+// scheduler gets a LocalCoordinator that does nothing, and asks the same questions.
+// `parallelism` and max_workers are per node. SharedTick() (every heartbeat interval) lets the
+// coordinator beat and follow the other nodes, and joins the studies they submitted.
 //
-// The scheduler never forks, sleeps or reads the clock directly: Launcher, Storage and Clock
-// are injected, so tests/daemon/scheduler_test.cc drives it with fakes.
+// Its parts, in daemon/scheduler/ (target triald_scheduler_parts):
+//   trial_outcome.h       how a trial ended, from what was observed (a pure function)
+//   launch_spec.h         what a trial's process is given: command, limits, environment
+//   enqueued_params.h     the parameters of a trial queued by hand (Enqueue)
+//   gpu_drains.h          the slots of ended trials while they drain, and GPU leaks
+//   node_coordinator.h    the questions asked of the node protocol; shared_coordinator.h
+//   study_cache.h         a study's trials and counts, shared with the coordinator
+//   leftover_processes.h  the recovery-time kill of a previous daemon's processes
+//
+// The scheduler never forks, sleeps, reads /proc or the clock directly: Launcher, Storage,
+// Clock and LeftoverProcesses are injected, so tests/daemon/scheduler_test.cc drives it with fakes.
 //
 // Thread-safety: not thread-safe; the daemon calls it from its event-loop thread only.
 
@@ -77,6 +73,8 @@
 #include "daemon/launcher/launcher.h"
 #include "daemon/pruner/pruner.h"
 #include "daemon/sampler/sampler.h"
+#include "daemon/scheduler/leftover_processes.h"
+#include "daemon/scheduler/node_coordinator.h"
 #include "daemon/storage/storage.h"
 
 namespace triald::daemon {
@@ -103,12 +101,17 @@ struct SchedulerOptions {
       make_pruner;
   // GPU slots (not owned); nullptr: no GPUs, and sweeps with gpus_per_trial > 0 are refused.
   devices::GpuPool* gpus = nullptr;
-  // Shared storage: a node silent for longer than this is dead (see above).
+  // Shared storage: a node silent for longer than this is dead (shared_coordinator.h).
   double node_timeout_s = 30;
+  // Ends a previous daemon's trial processes at recovery (not owned); nullptr: the real one,
+  // which scans /proc (ProcLeftoverProcesses).
+  LeftoverProcesses* leftovers = nullptr;
   // Runs after each Pump(), i.e. whenever running_count() or queued_count() may have changed
   // (the daemon's systemd STATUS= line). Must not call back into the scheduler.
   std::function<void()> on_change;
 };
+
+class GpuDrains;
 
 class Scheduler {
  public:
@@ -135,7 +138,7 @@ class Scheduler {
   // or a value its distribution does not contain; the message names it and what was
   // expected), kUnavailable (shutting down).
   common::Result<model::TrialRecord> Enqueue(const std::string& study_name,
-                                               const std::map<std::string, std::string>& params);
+                                             const std::map<std::string, std::string>& params);
 
   // Starts as many trials as the limits allow.
   void Pump();
@@ -143,7 +146,8 @@ class Scheduler {
   // Starts no more trials and stops every running one; `on_idle` runs once none is left.
   void BeginShutdown(std::function<void()> on_idle);
 
-  // Shared storage only; the daemon calls it every heartbeat interval (see above).
+  // The daemon calls it every heartbeat interval: on shared storage, beats, follows the other
+  // nodes (their studies, trials and deaths) and starts what it can; otherwise does nothing.
   void SharedTick();
 
   // GPU bookkeeping, called periodically by the daemon while gpu_work() is true: records the
@@ -159,52 +163,28 @@ class Scheduler {
  private:
   struct StudyRuntime;
   struct RunningTrial;
+  class Host;
 
   common::Result<std::unique_ptr<StudyRuntime>> BuildRuntime(const model::StudyRecord& record,
                                                              config::SweepSpec spec);
   // Parses, prepares and builds a stored study and loads its trials.
   common::Result<std::unique_ptr<StudyRuntime>> LoadStudy(const model::StudyRecord& record);
-  bool shared() const { return options_.storage->shared(); }
-  // Shared storage: reads the trials other nodes changed since this node last looked, stops
-  // this node's trials that another node ended, and recounts. No-op otherwise.
-  common::Status Sync(StudyRuntime& study);
-  void Recount(StudyRuntime& study);
-  // A stored study state another node set (cancelled or completed): adopts it.
-  void AdoptStudyState(StudyRuntime& study, const model::StudyRecord& stored);
   // The sampler's parameters for the study's next trial number; nullopt when it has none (the
   // study is then exhausted, recorded as an event, and completed when nothing else runs).
   std::optional<model::ParamMap> DrawParams(StudyRuntime& study);
-  // Shared storage: under the study's lock, claims the trial to start next (see above); the
-  // claim is committed when this returns a number.
-  std::optional<int> ClaimNext(StudyRuntime& study);
-  // Shared storage: under the study's lock, ends the trials dead nodes ran or had claimed.
-  void ReapDeadNodes(StudyRuntime& study);
-  // Records this node's heartbeat; on success the lease runs from just before it.
-  void Beat();
-  // Whether this node may claim and start trials: its last heartbeat is recent enough that no
-  // other node can count it dead yet (always true on a storage of its own).
-  bool LeaseValid() const;
-  // Re-reads which nodes have been silent for longer than node_timeout_s (dead_nodes_).
-  common::Status RefreshDeadNodes();
-  // Shared storage: records the trial ends kept while the database could not be reached.
-  void RetryPendingFinishes();
-  // Shared storage, inside a batch: takes the study's lock, adopts its stored state and reads
-  // what the other nodes changed (Sync). Logs and returns the first error.
-  common::Status LockAndSync(StudyRuntime& study);
-  // MaybeCompleteStudy, under the study's lock when shared.
+  // The trial to start next (the coordinator claims it): the oldest waiting one, else a new one
+  // from the sampler while the study has fewer than n_trials configurations; nullopt: none.
+  std::optional<int> NextTrial(StudyRuntime& study);
+  // MaybeCompleteStudy, as a decision of its own (under the study's lock when shared).
   void LockedMaybeComplete(StudyRuntime& study);
   bool CanStart(const StudyRuntime& study) const;
   // Starts the study's next trial on `gpu_slots` (acquired for it; given back if no trial
   // starts). Returns whether the slots were used by a running trial.
   bool StartTrial(StudyRuntime& study, std::vector<devices::GpuSlot> gpu_slots = {});
-  launcher::LaunchSpec MakeLaunchSpec(const StudyRuntime& study, const model::TrialRecord& trial,
-                                      const std::vector<devices::GpuSlot>& gpu_slots) const;
   // Checks a sweep's gpus_per_trial against the pool; errors name `where`.
   common::Status CheckGpus(const config::SweepSpec& spec, const std::string& where) const;
   // Queues a retry of the finished trial `number` when the study's policy asks for one.
   void MaybeRetry(StudyRuntime& study, int number);
-  // Hands drained GPU slots back; true when any came back.
-  bool CollectDrainedGpus();
   void OnMessage(int64_t trial_id, const proto::ReportMessage& message);
   void OnExit(int64_t trial_id, const launcher::ProcessOutcome& outcome);
   // `own`: the trial is this node's (shared storage: dropped when another node has ended or
@@ -213,37 +193,25 @@ class Scheduler {
   void FinishTrial(StudyRuntime& study, int number, const model::TrialOutcome& outcome,
                    bool own = true);
   void MaybeCompleteStudy(StudyRuntime& study);
-  void Event(const StudyRuntime* study, const model::TrialRecord* trial, const std::string& kind,
-             const std::string& detail);
-  std::string TrialDir(const std::string& study, int number) const;
+  // Stores an event (storage::Storage::AppendEvent); a failure is logged.
+  void RecordEvent(const StudyRuntime* study, const model::TrialRecord* trial,
+                   const std::string& kind, const std::string& detail);
+  // Stops this node's running trials of `study`: all of them, or (ended_elsewhere) those whose
+  // stored trial another node ended.
+  void StopTrials(const StudyCache& study, bool ended_elsewhere);
 
   SchedulerOptions options_;
+  std::unique_ptr<Host> host_;                        // the coordinator's view of this scheduler
+  std::unique_ptr<NodeCoordinator> coordinator_;      // local or shared (node_coordinator.h)
+  std::unique_ptr<LeftoverProcesses> own_leftovers_;  // when options_.leftovers is nullptr
   std::map<int64_t, std::unique_ptr<StudyRuntime>> studies_;  // active studies by id
   std::map<int64_t, std::unique_ptr<RunningTrial>> running_;  // by trial id
   int64_t last_served_study_ = 0;                             // round-robin position of Pump()
-  int64_t gpu_reserved_for_ = 0;               // study whose GPU trial waits for slots (0: none)
-  std::map<int64_t, int64_t> draining_study_;  // trial id -> study id, while its slots drain
+  int64_t gpu_reserved_for_ = 0;           // study whose GPU trial waits for slots (0: none)
+  std::unique_ptr<GpuDrains> gpu_drains_;  // with a GPU pool: ended trials' slots
   bool shutting_down_ = false;
   std::function<void()> on_idle_;
   bool pumping_ = false;
-  struct PendingFinish {
-    int64_t study_id = 0;
-    int number = 0;
-    model::TrialOutcome outcome;
-    bool own = true;
-  };
-  std::vector<PendingFinish> pending_finishes_;  // shared: trial ends not yet stored
-  std::set<std::string> dead_nodes_;             // shared: nodes found silent at the last look
-  double lease_from_ = -1e300;                   // shared: monotonic time before the last heartbeat
-  std::map<std::string, std::string> not_loaded_;  // shared: studies this node cannot run: why
 };
-
-// Ends what a previous daemon on `state_dir` left behind: every process whose environment
-// places it under state_dir/studies/ (TRIALD_TRIAL_DIR), and every member of a `lost` trial's
-// recorded process group whose leader still has the recorded start time (a pid is reused, a
-// start time is not). SIGKILL, then a bounded wait for them to vanish (they are no longer our
-// children, so others reap them). Returns how many processes were found.
-int KillLeftoverTrialProcesses(const std::string& state_dir,
-                               const std::vector<model::ProcessIdentity>& lost);
 
 }  // namespace triald::daemon

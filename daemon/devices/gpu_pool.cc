@@ -76,8 +76,8 @@ void GpuPool::CollectPids(const std::vector<GpuSlot>& slots, pid_t pgid, std::se
   }
 }
 
-void GpuPool::Release(const std::vector<GpuSlot>& slots, std::set<pid_t> pids, std::string owner,
-                      double now) {
+void GpuPool::StartDraining(const std::vector<GpuSlot>& slots, std::set<pid_t> pids,
+                            std::string owner, double now) {
   if (slots.empty()) return;
   draining_.push_back({slots, std::move(pids), std::move(owner), now + options_.release_timeout_s});
 }

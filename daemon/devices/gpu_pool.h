@@ -7,7 +7,7 @@
 // lowest index), so load spreads over the GPUs.
 //
 // A slot is not free again the moment its trial ends: a process can outlive its trial's record
-// on the GPU (the driver frees memory late, or a stray kept it). Release puts the slots in a
+// on the GPU (the driver frees memory late, or a stray kept it). StartDraining puts the slots in a
 // draining state; Poll frees them once the probe shows no memory held on their GPUs by any of
 // the trial's pids, or, after release_timeout_s, frees them anyway and reports a leak. Without a
 // probe (no NVML on the host) slots are free at once: the trial's processes are known to be
@@ -57,7 +57,7 @@ class GpuPool {
   int gpus_with_free_slot() const;
 
   // One free slot on each of `n` different GPUs (n >= 1), or nullopt when fewer than n GPUs
-  // have a free slot. The slots are held until Release.
+  // have a free slot. The slots are held until StartDraining.
   std::optional<std::vector<GpuSlot>> Acquire(int n);
 
   // Frees slots that no process used (the trial never started), at once.
@@ -68,10 +68,11 @@ class GpuPool {
   // are ignored (the main pid is recorded anyway).
   void CollectPids(const std::vector<GpuSlot>& slots, pid_t pgid, std::set<pid_t>* pids);
 
-  // Returns the slots of a trial that ended; `pids` are its processes (main pid, and those
-  // CollectPids found), `owner` names it in reports. `now` is monotonic seconds.
-  void Release(const std::vector<GpuSlot>& slots, std::set<pid_t> pids, std::string owner,
-               double now);
+  // Starts draining the slots of a trial that ended: Poll() frees them once none of its
+  // processes holds memory on them, or after the timeout. `pids` are its processes (main pid,
+  // and those CollectPids found), `owner` names it in reports. `now` is monotonic seconds.
+  void StartDraining(const std::vector<GpuSlot>& slots, std::set<pid_t> pids, std::string owner,
+                     double now);
 
   struct Released {
     std::string owner;

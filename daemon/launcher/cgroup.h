@@ -21,7 +21,7 @@
 // removed by whichever daemon starts next.
 //
 // A TrialCgroup is one trial's leaf. The launcher opens it before
-// the fork; the child writes "0" to procs_fd() (and pids_v1_procs_fd()) in its setup hook, so
+// the vfork; the child writes "0" to procs_fd() (and pids_v1_procs_fd()) in its setup hook, so
 // everything the trial ever forks, setsid or not, stays inside. The trial is over when
 // Populated() is false; Kill() writes cgroup.kill (Linux >= 5.14; SIGKILL to every listed pid
 // before that). Remove() deletes the leaf once it is empty.

@@ -89,7 +89,7 @@ struct ChildSetup {
     }
     if (::setpgid(0, 0) != 0) return {errno, bp::system_category()};
     if (::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0) return {errno, bp::system_category()};
-    // The daemon may have died between fork and prctl; then nobody would ever stop us.
+    // The daemon may have died between vfork and prctl; then nobody would ever stop us.
     if (::getppid() != parent) ::_exit(127);
     struct sigaction dfl = {};
     dfl.sa_handler = SIG_DFL;

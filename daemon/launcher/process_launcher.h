@@ -1,9 +1,9 @@
 #pragma once
-// ProcessLauncher: the real Launcher. One fork+exec per trial through Boost.Process v2 with a
-// child setup hook that, between fork and exec:
+// ProcessLauncher: the real Launcher. One vfork+exec per trial through Boost.Process v2 (see
+// "Spawning" below) with a child setup hook that, between vfork and exec:
 //   - puts the child in its own process group (setpgid(0, 0));
 //   - sets PR_SET_PDEATHSIG(SIGKILL) and re-checks getppid(), so a child whose daemon died
-//     during the fork exits instead of running unsupervised;
+//     during the vfork exits instead of running unsupervised;
 //   - restores default signal dispositions and an empty signal mask (the daemon blocks or
 //     ignores some signals; exec would keep the mask and ignored signals);
 //   - installs an explicit environment and working directory;
@@ -21,7 +21,7 @@
 // exit; the trial is over once its group is empty too.
 //
 // Cgroup mode (Options::cgroups set; see cgroup.h): each trial also gets its own leaf cgroup,
-// created before the fork; the hook's first act is writing "0" to the leaf's cgroup.procs, so
+// created before the vfork; the hook's first act is writing "0" to the leaf's cgroup.procs, so
 // the worker and everything it forks (a setsid escapee included) live in it. SIGTERM then also
 // goes to every process in the leaf, SIGKILL is cgroup.kill, and the trial is over only when
 // the group is empty and cgroup.events says "populated 0" (polled with the group, backing off

@@ -26,16 +26,9 @@ common::Status Reaper::Start() {
   return common::Status::Ok();
 }
 
-void Reaper::Shutdown() {
-  boost::system::error_code ec;
-  signals_.cancel(ec);
-  signals_.clear(ec);
-  started_ = false;
-}
-
 void Reaper::Arm() {
   signals_.async_wait([this](const boost::system::error_code& ec, int) {
-    if (ec) return;  // cancelled at shutdown
+    if (ec) return;  // operation_aborted: the Reaper is being destroyed
     ReapNow();
     Arm();
   });

@@ -31,7 +31,6 @@ class Reaper {
 
   // Becomes subreaper and starts waiting for SIGCHLD. Call before the first fork.
   common::Status Start();
-  void Shutdown();
 
   // `on_exit` runs (on the event loop) when `pid` is reaped. At most one watcher per pid.
   void Watch(pid_t pid, ExitFn on_exit);

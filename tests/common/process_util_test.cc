@@ -55,6 +55,34 @@ int WaitStatusOfExit(int code) {
   return status;
 }
 
+TEST_CASE("ReadProcStat reads this process's state, group and start time", "[common]") {
+  Result<ProcStat> stat = ReadProcStat(::getpid());
+  REQUIRE(stat.ok());
+  CHECK(stat->state == 'R');  // it is running: it is reading its own stat
+  CHECK(stat->pgrp == ::getpgrp());
+  Result<uint64_t> start = ProcessStartTime(::getpid());
+  REQUIRE(start.ok());
+  CHECK(stat->start_time == *start);
+}
+
+TEST_CASE("ReadProcStat of another group's member, and of a zombie", "[common]") {
+  pid_t pid = ForkSleeperInOwnGroup();
+  Result<ProcStat> live = ReadProcStat(pid);
+  ::kill(pid, SIGKILL);
+  REQUIRE(live.ok());
+  CHECK(live->pgrp == pid);
+  CHECK(live->pgrp != ::getpgrp());
+  Result<ProcStat> zombie = ReadProcStat(pid);
+  for (int i = 0; i < 500 && zombie.ok() && zombie->state != 'Z'; ++i) {
+    ::usleep(2000);
+    zombie = ReadProcStat(pid);
+  }
+  REQUIRE(zombie.ok());
+  CHECK(zombie->state == 'Z');  // killed, not yet reaped
+  ::waitpid(pid, nullptr, 0);
+  CHECK(ReadProcStat(pid).status().code() == Code::kNotFound);
+}
+
 TEST_CASE("ProcessStartTime of this process is stable across calls", "[common]") {
   Result<uint64_t> a = ProcessStartTime(::getpid());
   Result<uint64_t> b = ProcessStartTime(::getpid());

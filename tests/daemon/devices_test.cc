@@ -56,7 +56,7 @@ TEST_CASE("GPU slots are never handed out twice, and a trial's slots are on diff
   CHECK(per_gpu == std::map<int, int>{{0, 2}, {1, 2}, {2, 2}});
 
   // Without a probe, a released slot is free at the next poll.
-  pool.Release(trials[0], {100}, "t0", 0.0);
+  pool.StartDraining(trials[0], {100}, "t0", 0.0);
   CHECK(pool.draining());
   CHECK(pool.free_slots() == 0);
   auto released = pool.Poll(0.0);
@@ -99,7 +99,7 @@ TEST_CASE("an ended trial's slot drains until the probe shows its processes' mem
   CHECK(pids == std::set<pid_t>{500, 501});  // the child, not the stranger
 
   probe.Hold(0, 500, 4096);
-  pool.Release(*slots, pids, "trial", 100.0);
+  pool.StartDraining(*slots, pids, "trial", 100.0);
   CHECK(pool.Poll(101.0).empty());
   CHECK_FALSE(pool.Acquire(1).has_value());
   probe.Hold(0, 500, 0);
@@ -120,7 +120,7 @@ TEST_CASE("a slot whose memory is never freed is given out after the timeout, as
   REQUIRE(slots.has_value());
   CHECK((*slots)[0].gpu == 1);
   probe.Hold(1, 700, devices::kUnknownBytes);  // the driver cannot say how much
-  pool.Release(*slots, {700}, "trial", 0.0);
+  pool.StartDraining(*slots, {700}, "trial", 0.0);
   CHECK(pool.Poll(29.9).empty());
   auto released = pool.Poll(30.0);
   REQUIRE(released.size() == 1);
@@ -129,7 +129,7 @@ TEST_CASE("a slot whose memory is never freed is given out after the timeout, as
   CHECK(pool.Acquire(1).has_value());
 
   // A failing probe cannot prove the memory free either.
-  pool.Release({{1, 0}}, {701}, "t2", 50.0);
+  pool.StartDraining({{1, 0}}, {701}, "t2", 50.0);
   probe.Fail("NVML error 15 (GPU is lost)");
   CHECK(pool.Poll(60.0).empty());
   released = pool.Poll(80.0);

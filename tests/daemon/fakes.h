@@ -1,8 +1,9 @@
 #pragma once
 // Test doubles for the scheduler's seams: FakeClock (settable time), FakeLauncher (records
 // every launch, forks nothing, and lets a test play the part of each trial process),
-// ScriptedPruner (decides by a test's rule and records what it was shown) and FakeGpuProbe (a
-// GPU driver whose per-process memory a test sets).
+// ScriptedPruner (decides by a test's rule and records what it was shown), FakeGpuProbe (a
+// GPU driver whose per-process memory a test sets) and FakeLeftovers (records what recovery
+// asked to kill, and kills nothing).
 //
 // FakeLauncher keeps everything it knows about a launch (spec, callbacks, stop requests) in its
 // own table, not in the TrialProcess it hands out: the scheduler destroys that TrialProcess
@@ -32,8 +33,9 @@
 #include "common/status.h"
 #include "daemon/devices/gpu_probe.h"
 #include "daemon/launcher/launcher.h"
-#include "daemon/pruner/pruner.h"
 #include "daemon/model/records.h"
+#include "daemon/pruner/pruner.h"
+#include "daemon/scheduler/leftover_processes.h"
 #include "proto/report.h"
 
 namespace triald::testing {
@@ -100,9 +102,12 @@ class FakeLauncher final : public launcher::Launcher {
     std::map<std::string, std::string> env() const { return EnvMap(spec.env); }
   };
 
-  // Pids and process groups far above any pid_max, so that a scheduler recovering from a
-  // "crash" never finds (or signals) a real process in a recorded group.
+  // Pids and process groups far above any pid_max: they name no real process, should one ever
+  // reach a real signal or /proc read (the scheduler harnesses recover through FakeLeftovers,
+  // which signals nothing).
   static constexpr pid_t kFirstFakePid = 50'000'000;
+  // The first pid this launcher hands out (launchers of different nodes can be told apart).
+  pid_t first_pid = kFirstFakePid;
 
   common::Result<std::unique_ptr<launcher::TrialProcess>> Launch(
       const launcher::LaunchSpec& spec, launcher::TrialCallbacks callbacks) override {
@@ -119,7 +124,7 @@ class FakeLauncher final : public launcher::Launcher {
       failed_.push_back(spec);
       return common::IoError(message);
     }
-    const pid_t pid = kFirstFakePid + static_cast<pid_t>(launches_.size());
+    const pid_t pid = first_pid + static_cast<pid_t>(launches_.size());
     launch->identity = model::ProcessIdentity{pid, pid, 1'000'000u + launches_.size()};
     Launched* raw = launch.get();
     launches_.push_back(std::move(launch));
@@ -331,6 +336,22 @@ class FakeGpuProbe final : public devices::GpuProbe {
   std::map<int, devices::ProcessMemory> held_;
   std::string failure_;
   int queries_ = 0;
+};
+
+// Stands in for the /proc scan at recovery: records each request, signals nothing, and reports
+// `found` processes.
+class FakeLeftovers final : public daemon::LeftoverProcesses {
+ public:
+  struct Request {
+    std::string state_dir;
+    std::vector<model::ProcessIdentity> lost;
+  };
+  int Kill(const std::string& state_dir, const std::vector<model::ProcessIdentity>& lost) override {
+    requests.push_back({state_dir, lost});
+    return found;
+  }
+  std::vector<Request> requests;
+  int found = 0;
 };
 
 }  // namespace triald::testing

@@ -74,7 +74,7 @@ class Harness {
   storage::Storage& storage() { return *storage_; }
 
   common::Result<model::StudyRecord> Submit(const std::string& name, int n, int par,
-                                              const std::string& extra) {
+                                            const std::string& extra) {
     return scheduler_->Submit({SweepToml(name, n, par, extra), "/tmp/" + name + ".toml"});
   }
   void SubmitOk(const std::string& name, int n, int par, const std::string& extra) {
@@ -115,12 +115,14 @@ class Harness {
     so.base_env = {"PATH=/usr/bin:/bin"};
     so.seed_source = [] { return 1; };
     so.gpus = pool_.get();
+    so.leftovers = &leftovers_;
     scheduler_ = std::make_unique<Scheduler>(std::move(so));
   }
 
   Options o_;
   std::unique_ptr<storage::Storage> storage_;
   testing::FakeClock clock_;
+  testing::FakeLeftovers leftovers_;
   FakeGpuProbe probe_;
   std::unique_ptr<devices::GpuPool> pool_;
   std::unique_ptr<FakeLauncher> launcher_ = std::make_unique<FakeLauncher>();

@@ -16,6 +16,7 @@
 #include "daemon/scheduler.h"
 #include "daemon/storage/sqlite_storage.h"
 #include "tests/daemon/fakes.h"
+#include "tests/daemon/flaky_storage.h"
 #include "tests/support/temp_dir.h"
 
 namespace triald::daemon {
@@ -26,6 +27,7 @@ using model::StudyState;
 using model::TrialRecord;
 using model::TrialState;
 using testing::FakeLauncher;
+using testing::FlakyStorage;
 using Launched = FakeLauncher::Launched;
 
 constexpr double kNodeTimeout = 30;
@@ -38,92 +40,6 @@ std::string SweepToml(const std::string& name, int n_trials, int parallelism,
          (space.empty() ? "\n[space.x]\ntype = \"float\"\nlow = 0.0\nhigh = 1.0\n" : space);
 }
 
-// Forwards to a storage, or fails every call with kUnavailable while `down` (a database that
-// cannot be reached).
-class FlakyStorage final : public storage::Storage {
- public:
-  explicit FlakyStorage(std::unique_ptr<storage::Storage> inner) : inner_(std::move(inner)) {}
-  bool down = false;
-
-  common::Status BeginBatch() override { return down ? Away() : inner_->BeginBatch(); }
-  common::Status CommitBatch() override { return down ? Away() : inner_->CommitBatch(); }
-  bool shared() const override { return inner_->shared(); }
-  const std::string& node() const override { return inner_->node(); }
-  const std::string& instance() const override { return inner_->instance(); }
-  common::Result<model::StudyRecord> LockStudy(int64_t id) override {
-    if (down) return Away();
-    return inner_->LockStudy(id);
-  }
-  common::Result<model::StudyRecord> CreateStudy(const model::NewStudy& s, double at) override {
-    if (down) return Away();
-    return inner_->CreateStudy(s, at);
-  }
-  common::Result<model::StudyRecord> GetStudy(const std::string& name) override {
-    if (down) return Away();
-    return inner_->GetStudy(name);
-  }
-  common::Result<std::vector<model::StudyRecord>> ListStudies() override {
-    if (down) return Away();
-    return inner_->ListStudies();
-  }
-  common::Status SetStudyState(int64_t id, StudyState st, double at) override {
-    return down ? Away() : inner_->SetStudyState(id, st, at);
-  }
-  common::Result<TrialRecord> CreateTrial(int64_t id, const model::ParamMap& p, double at,
-                                          std::optional<int64_t> retry_of) override {
-    if (down) return Away();
-    return inner_->CreateTrial(id, p, at, retry_of);
-  }
-  common::Status ClaimTrial(int64_t id) override { return down ? Away() : inner_->ClaimTrial(id); }
-  common::Status MarkRunning(int64_t id, const model::ProcessIdentity& p, double at) override {
-    return down ? Away() : inner_->MarkRunning(id, p, at);
-  }
-  common::Status AddIntermediate(int64_t id, int64_t step, double v) override {
-    return down ? Away() : inner_->AddIntermediate(id, step, v);
-  }
-  common::Status SetAttr(int64_t id, const std::string& k, const std::string& v) override {
-    return down ? Away() : inner_->SetAttr(id, k, v);
-  }
-  common::Status FinishTrial(int64_t id, const model::TrialOutcome& o, double at) override {
-    return down ? Away() : inner_->FinishTrial(id, o, at);
-  }
-  common::Result<std::vector<TrialRecord>> GetTrials(int64_t id) override {
-    if (down) return Away();
-    return inner_->GetTrials(id);
-  }
-  common::Result<TrialRecord> GetTrial(int64_t id, int number) override {
-    if (down) return Away();
-    return inner_->GetTrial(id, number);
-  }
-  common::Result<std::vector<TrialRecord>> GetTrialsSince(int64_t id, int from,
-                                                          const std::vector<int>& n) override {
-    if (down) return Away();
-    return inner_->GetTrialsSince(id, from, n);
-  }
-  common::Result<std::vector<TrialRecord>> GetRunningTrials() override {
-    if (down) return Away();
-    return inner_->GetRunningTrials();
-  }
-  common::Status Heartbeat(double at) override { return down ? Away() : inner_->Heartbeat(at); }
-  common::Result<std::vector<model::NodeRecord>> GetNodes(double now) override {
-    if (down) return Away();
-    return inner_->GetNodes(now);
-  }
-  common::Status AppendEvent(std::optional<int64_t> s, std::optional<int64_t> t,
-                             const std::string& kind, const std::string& detail,
-                             double at) override {
-    return down ? Away() : inner_->AppendEvent(s, t, kind, detail, at);
-  }
-  common::Result<std::vector<model::EventRecord>> GetEvents(std::optional<int64_t> s) override {
-    if (down) return Away();
-    return inner_->GetEvents(s);
-  }
-
- private:
-  static common::Status Away() { return common::Unavailable("the database cannot be reached"); }
-  std::unique_ptr<storage::Storage> inner_;
-};
-
 // Several nodes on one shared storage file.
 class Cluster {
  public:
@@ -132,6 +48,7 @@ class Cluster {
     std::unique_ptr<storage::Storage> storage;
     FlakyStorage* flaky = nullptr;  // the same storage, to take the database away
     std::unique_ptr<FakeLauncher> launcher = std::make_unique<FakeLauncher>();
+    testing::FakeLeftovers leftovers;
     std::unique_ptr<Scheduler> scheduler;
   };
 
@@ -166,6 +83,7 @@ class Cluster {
     opts.base_env = {"PATH=/usr/bin:/bin"};
     opts.seed_source = [] { return uint64_t{11}; };
     opts.node_timeout_s = kNodeTimeout;
+    opts.leftovers = &node->leftovers;
     node->scheduler = std::make_unique<Scheduler>(std::move(opts));
     common::Status st = node->scheduler->Recover();
     if (st.ok()) nodes_.push_back(std::move(node));
@@ -441,6 +359,25 @@ TEST_CASE("a trial that ends while the database is away is recorded when it is b
   RunToEnd(c);
   CHECK(c.Trials("away").size() == 3);
   CHECK(c.Study("away").state == StudyState::kComplete);
+}
+
+TEST_CASE("a restarted node asks to kill only its own trials' processes", "[scheduler][shared]") {
+  Cluster c({"alpha", "beta"});
+  c[1].launcher->first_pid = FakeLauncher::kFirstFakePid + 1000;
+  REQUIRE(c[0].scheduler->Submit({SweepToml("mine", 8, 2), "/tmp/mine.toml"}).ok());
+  c.TickAll();
+  REQUIRE(c[0].launcher->live_count() == 2);
+  REQUIRE(c[1].launcher->live_count() == 2);
+  std::set<pid_t> alpha_pids;
+  for (Launched* l : c[0].launcher->Live()) alpha_pids.insert(l->identity.pid);
+
+  // alpha's daemon restarts (same instance) while its trials and beta's run.
+  REQUIRE(c.AddNode("alpha", "alpha-host:/srv/triald").ok());
+  REQUIRE(c[2].leftovers.requests.size() == 1);
+  std::set<pid_t> asked;
+  for (const model::ProcessIdentity& id : c[2].leftovers.requests[0].lost) asked.insert(id.pid);
+  CHECK(asked == alpha_pids);
+  CHECK(c[2].leftovers.requests[0].lost.size() == 2);
 }
 
 TEST_CASE("a node name in use by a live daemon elsewhere is refused; a silent one is taken over",

@@ -20,6 +20,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -120,6 +121,7 @@ class Harness {
   FakeLauncher& launcher() { return *launcher_; }
   storage::Storage& storage() { return *storage_; }
   testing::FakeClock& clock() { return clock_; }
+  testing::FakeLeftovers& leftovers() { return leftovers_; }
 
   StudyRecord SubmitOk(const Sweep& sweep) {
     common::Result<StudyRecord> r = scheduler_->Submit(sweep.Source());
@@ -161,6 +163,7 @@ class Harness {
     uint64_t seed = options_.drawn_seed;
     so.seed_source = [seed] { return seed; };
     so.make_pruner = options_.make_pruner;
+    so.leftovers = &leftovers_;
     scheduler_ = std::make_unique<Scheduler>(std::move(so));
   }
 
@@ -169,6 +172,7 @@ class Harness {
   // whose processes it holds, and both before the storage.
   std::unique_ptr<storage::Storage> storage_;
   testing::FakeClock clock_;
+  testing::FakeLeftovers leftovers_;
   std::unique_ptr<FakeLauncher> launcher_ = std::make_unique<FakeLauncher>();
   std::unique_ptr<Scheduler> scheduler_;
 };
@@ -911,6 +915,44 @@ TEST_CASE("after a restart, trials left RUNNING are FAIL(lost) and the study res
   REQUIRE(expected.size() == 4);
   CHECK(InternalParams(trials[3]) == InternalParams(expected[3]));
   for (int n = 0; n < 3; ++n) CHECK(InternalParams(trials[n]) == InternalParams(expected[n]));
+}
+
+TEST_CASE("recovery asks to kill the recorded processes of the trials left running",
+          "[scheduler]") {
+  Harness h;
+  Sweep sweep;
+  sweep.name = "crashed";
+  sweep.n_trials = 4;
+  sweep.parallelism = 2;
+  h.SubmitOk(sweep);
+  h.launcher().Complete(h.launcher().launch(0), 0.5);  // trial 2 starts
+  std::set<std::tuple<pid_t, pid_t, uint64_t>> left;
+  for (Launched* l : h.launcher().Live()) {
+    left.insert({l->identity.pid, l->identity.pgid, l->identity.start_time});
+  }
+  REQUIRE(left.size() == 2);
+
+  h.Restart(7);
+  h.leftovers().found = 3;  // their processes, and a stray of one of them
+  REQUIRE(h.scheduler().Recover().ok());
+  REQUIRE(h.leftovers().requests.size() == 1);
+  const testing::FakeLeftovers::Request& request = h.leftovers().requests[0];
+  CHECK(request.state_dir == "/srv/triald-test");
+  std::set<std::tuple<pid_t, pid_t, uint64_t>> asked;
+  for (const model::ProcessIdentity& id : request.lost) {
+    asked.insert({id.pid, id.pgid, id.start_time});
+  }
+  CHECK(asked == left);
+  CHECK(request.lost.size() == 2);
+  CHECK(h.launcher().launch_count() == 0);
+
+  // Nothing was left running this time; recovery still looks for processes of the state
+  // directory (a trial whose start the previous daemon never got to record).
+  CompleteAll(h, "", 2);
+  h.Restart(7);
+  REQUIRE(h.scheduler().Recover().ok());
+  REQUIRE(h.leftovers().requests.size() == 2);
+  CHECK(h.leftovers().requests[1].lost.empty());
 }
 
 TEST_CASE("after a restart, a trial created but never started runs with its stored params",

@@ -1,0 +1,49 @@
+#include "daemon/scheduler/enqueued_params.h"
+
+#include <algorithm>
+
+namespace triald::daemon {
+
+common::Result<EnqueuedParams> ResolveEnqueuedParams(
+    const std::string& name, const config::SweepSpec& spec, sampler::Sampler& sampler,
+    const std::vector<model::TrialRecord>& trials,
+    const std::map<std::string, std::string>& given) {
+  std::string known;
+  for (const config::ParamSpec& p : spec.space) known += (known.empty() ? "" : ", ") + p.name;
+  config::ParamValues fixed;
+  for (const auto& [param, text] : given) {
+    auto found = std::find_if(spec.space.begin(), spec.space.end(),
+                              [&](const config::ParamSpec& p) { return p.name == param; });
+    if (found == spec.space.end()) {
+      return common::InvalidArgument("study \"" + name + "\" has no parameter \"" + param +
+                                     "\"; expected one of: " + known);
+    }
+    common::Result<double> v = config::InternalFromText(found->dist, text);
+    if (!v.ok()) return common::InvalidArgument("parameter " + param + ": " + v.status().message());
+    fixed[param] = *v;
+  }
+
+  config::ParamValues values;
+  if (fixed.size() < spec.space.size()) {
+    sampler::StudyView view{spec.study.direction, &spec.space, &trials};
+    common::Result<config::ParamValues> sampled =
+        sampler::SampleParams(sampler, view, static_cast<int>(trials.size()));
+    if (!sampled.ok()) {
+      return sampled.status().WithContext("drawing the parameters not given for study \"" + name +
+                                          "\"");
+    }
+    values = std::move(sampled).value();
+  }
+  for (const auto& [param, v] : fixed) values[param] = v;
+  EnqueuedParams out;
+  for (const config::ParamSpec& p : spec.space) {
+    out.params[p.name] = model::ParamValue{values.at(p.name), p.dist};
+  }
+  for (const auto& [param, v] : fixed) {
+    out.given += (out.given.empty() ? "" : " ") + param + "=" +
+                 config::ExternalJson(out.params[param].dist, v);
+  }
+  return out;
+}
+
+}  // namespace triald::daemon

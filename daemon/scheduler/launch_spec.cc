@@ -1,0 +1,74 @@
+#include "daemon/scheduler/launch_spec.h"
+
+#include <boost/json.hpp>
+#include <map>
+
+#include "common/json.h"
+#include "common/process_util.h"
+
+namespace triald::daemon {
+
+std::string CommandPath(const std::vector<std::string>& base_env,
+                        const config::ObjectiveConfig& objective) {
+  std::string path_env;
+  for (const std::string& kv : base_env) {
+    if (kv.rfind("PATH=", 0) == 0) path_env = kv.substr(5);
+  }
+  if (auto it = objective.env.find("PATH"); it != objective.env.end()) path_env = it->second;
+  return path_env;
+}
+
+launcher::LaunchSpec MakeLaunchSpec(const LaunchSettings& settings, const std::string& study_name,
+                                    const config::SweepSpec& spec, const model::TrialRecord& trial,
+                                    const std::vector<devices::GpuSlot>& gpu_slots) {
+  launcher::LaunchSpec ls;
+  const config::ObjectiveConfig& obj = spec.objective;
+  ls.argv = obj.command;
+  ls.workdir = obj.workdir;
+  ls.log_dir = model::TrialDir(settings.state_dir, study_name, trial.number);
+  ls.log_head_bytes = settings.log_head_bytes;
+  ls.log_tail_bytes = settings.log_tail_bytes;
+  ls.timeout_s = spec.study.trial_timeout;
+  ls.kill_grace_s = spec.study.kill_grace;
+  ls.memory_limit_bytes = spec.study.memory_limit;
+  ls.pids_limit = spec.study.pids_limit;
+
+  std::map<std::string, std::string> env;
+  for (const std::string& kv : settings.base_env) {
+    size_t eq = kv.find('=');
+    if (eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  env.emplace("PYTHONUNBUFFERED", "1");  // Python workers' output reaches the logs live
+  for (const auto& [k, v] : obj.env) env[k] = v;
+  boost::json::object params;
+  for (const config::ParamSpec& p : spec.space) {
+    auto it = trial.params.find(p.name);
+    if (it == trial.params.end()) continue;
+    // Exact parsing: boost::json::parse may be one ulp off (common/json.h), and the worker must
+    // get the stored value, bit for bit. ExternalJson always gives valid JSON.
+    common::Result<boost::json::value> v =
+        common::ParseJsonExact(config::ExternalJson(it->second.dist, it->second.internal));
+    params[p.name] = v.ok() ? std::move(*v) : boost::json::value(nullptr);
+  }
+  env["TRIALD_PARAMS"] = boost::json::serialize(params);
+  env["TRIALD_STUDY"] = study_name;
+  env["TRIALD_TRIAL"] = std::to_string(trial.number);
+  env["TRIALD_TRIAL_DIR"] = ls.log_dir;
+  env["TRIALD_REPORT_FD"] = "3";
+  env["TRIALD_NODE"] = settings.node;
+  // The trial's GPUs by NVML index; NVML counts in PCI bus order, so CUDA must too. Empty on a
+  // CPU slot: the trial sees no GPU.
+  env["CUDA_VISIBLE_DEVICES"] = devices::GpuPool::CudaVisibleDevices(gpu_slots);
+  if (!gpu_slots.empty()) {
+    env.emplace("CUDA_DEVICE_ORDER", "PCI_BUS_ID");
+    env["TRIALD_GPU_SLOTS"] = devices::GpuPool::SlotList(gpu_slots);
+  }
+  for (const auto& [k, v] : env) ls.env.push_back(k + "=" + v);
+
+  std::string path_env = env.count("PATH") ? env["PATH"] : "";
+  common::Result<std::string> exe = common::FindExecutable(obj.command[0], path_env, obj.workdir);
+  ls.executable = exe.ok() ? *exe : obj.command[0];
+  return ls;
+}
+
+}  // namespace triald::daemon

@@ -1,0 +1,43 @@
+#pragma once
+// Launch spec: what a trial's process gets from its study and the daemon. Its command and
+// working directory, its log folder (STATE_DIR/studies/<study>/trials/<n>) and log caps, its
+// limits (trial_timeout, kill_grace, memory_limit, pids_limit), and its environment: the
+// daemon's base environment, PYTHONUNBUFFERED=1, the sweep's [objective] env on top, then the
+// TRIALD_* variables (TRIALD_PARAMS as JSON, each value exactly as stored; TRIALD_STUDY,
+// TRIALD_TRIAL, TRIALD_TRIAL_DIR, TRIALD_REPORT_FD=3, TRIALD_NODE) and the GPU variables
+// (CUDA_VISIBLE_DEVICES, empty on a CPU trial; CUDA_DEVICE_ORDER and TRIALD_GPU_SLOTS with GPUs).
+// The executable is command[0] looked up in that environment's PATH.
+//
+// Thread-safety: pure functions; thread-safe.
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "config/sweep.h"
+#include "daemon/devices/gpu_pool.h"
+#include "daemon/launcher/launcher.h"
+#include "daemon/model/records.h"
+
+namespace triald::daemon {
+
+// What the daemon adds to every trial's spec.
+struct LaunchSettings {
+  std::string state_dir;
+  size_t log_head_bytes = 0;
+  size_t log_tail_bytes = 0;
+  std::vector<std::string> base_env;  // "KEY=VALUE"
+  std::string node;                   // TRIALD_NODE
+};
+
+// The PATH a study's command[0] is looked up in: the objective's env PATH, else the base
+// environment's ("" when neither has one).
+std::string CommandPath(const std::vector<std::string>& base_env,
+                        const config::ObjectiveConfig& objective);
+
+// The spec of trial `trial` of study `study_name` run on `gpu_slots`.
+launcher::LaunchSpec MakeLaunchSpec(const LaunchSettings& settings, const std::string& study_name,
+                                    const config::SweepSpec& spec, const model::TrialRecord& trial,
+                                    const std::vector<devices::GpuSlot>& gpu_slots);
+
+}  // namespace triald::daemon

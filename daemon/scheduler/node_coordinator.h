@@ -1,0 +1,204 @@
+#pragma once
+// NodeCoordinator: what the scheduler asks before and after it changes a study's trials, so
+// that several daemons (nodes) sharing one database agree; on a storage of its own the answers
+// are trivial. The scheduler keeps the policy (which trial runs next, when a study ends) and
+// has no "is the storage shared?" branches: it asks its coordinator instead.
+//
+//   LocalCoordinator (below): one daemon, one storage. Nothing to lock, claim, beat or follow;
+//     every trial is this daemon's; a pass over several studies commits once.
+//   SharedCoordinator (shared_coordinator.h): several daemons on one database. Leases,
+//     heartbeats, claims under the study's lock, dead-node recovery, and re-reading the trials
+//     other nodes changed.
+//
+// The coordinator reads and updates the scheduler's StudyCache (study_cache.h) and hands events
+// back through a CoordinatorHost (stop trials, record an event, end a trial): the scheduler owns
+// the running processes and the studies.
+//
+// Thread-safety: not thread-safe; both implementations run on the scheduler's thread.
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/logging.h"
+#include "common/status.h"
+#include "daemon/model/records.h"
+#include "daemon/scheduler/storage_batch.h"
+#include "daemon/scheduler/study_cache.h"
+#include "daemon/storage/storage.h"
+
+namespace triald::daemon {
+
+// What a coordinator may ask of the scheduler. Every StudyCache passed back is one the
+// scheduler gave (or FindStudy returned).
+class CoordinatorHost {
+ public:
+  virtual ~CoordinatorHost() = default;
+  // This node's running trials of `study` whose stored trial is finished (another node ended it
+  // while this node was silent): stop them; their ends are not this node's to record.
+  virtual void StopTrialsEndedElsewhere(StudyCache& study) = 0;
+  // The study was cancelled through another node: stop its running trials here.
+  virtual void StopStudyTrials(StudyCache& study) = 0;
+  // Stores an event about the study (and trial).
+  virtual void RecordEvent(const StudyCache& study, const model::TrialRecord* trial,
+                           const std::string& kind, const std::string& detail) = 0;
+  // Ends trial `number` as the scheduler ends any trial (its retry, the study's completion).
+  // `own`: the trial is this node's; false for another node's (a dead node's).
+  virtual void FinishTrial(StudyCache& study, int number, const model::TrialOutcome& outcome,
+                           bool own) = 0;
+  // The active study with this id, or nullptr.
+  virtual StudyCache* FindStudy(int64_t study_id) = 0;
+};
+
+class NodeCoordinator {
+ public:
+  virtual ~NodeCoordinator() = default;
+
+  // ---- Recovery (Scheduler::Recover) ----
+
+  // Before recovery reads anything. Shared: refuses a node name that another live daemon beats
+  // for, beats, and reads which nodes are dead. Errors stop the daemon.
+  virtual common::Status Join() = 0;
+  // Whether a trial left RUNNING in storage is this daemon's to end as lost (shared: other
+  // nodes' trials are theirs).
+  virtual bool IsOwn(const model::TrialRecord& trial) const = 0;
+  // Whether storage refusing to end a lost trial (`st`) means another node ended it first.
+  virtual bool EndedElsewhere(const common::Status& st) const = 0;
+  // A stored RUNNING study this node cannot run (`why`): true when it is left to the other
+  // nodes (shared: remembered, logged, not tried again); false when the caller must stop it.
+  virtual bool LeaveToOthers(const model::StudyRecord& study, const common::Status& why) = 0;
+  // Whether LeaveToOthers() took the study of that name.
+  virtual bool LeftToOthers(const std::string& study_name) const = 0;
+
+  // ---- Decisions about a study's trials ----
+
+  // Opens a pass over several studies (Recover, Pump). Local: one batch, so the pass commits
+  // once. Shared: nullptr; every decision commits alone, so no transaction holds the locks of
+  // several studies.
+  virtual std::unique_ptr<StorageBatch> BeginPass() = 0;
+  // Begins a decision on `study`: go on only if this returns Ok. Shared: a batch that holds the
+  // study's lock until it commits (Commit(), or when it is destroyed), with the study's stored
+  // state adopted and what the other nodes changed read (errors are logged). Local: nullptr;
+  // there is nothing to lock, and changes commit as the caller's own batches say.
+  virtual common::Result<std::unique_ptr<StorageBatch>> Lock(StudyCache& study) = 0;
+  // Cancel, inside a batch: the study's stored record, under its lock when shared (local:
+  // `read`, as the caller read it).
+  virtual common::Result<model::StudyRecord> LockForCancel(const model::StudyRecord& read) = 0;
+  // Cancel: puts every WAITING trial of the study into study.waiting, whichever node claimed
+  // it (a node about to start one then fails to mark it RUNNING and stops it). Local: they are
+  // there already.
+  virtual common::Status GatherWaiting(StudyCache& study) = 0;
+  // Claims the trial to start next. `pick` chooses it (the oldest waiting trial or a new one;
+  // nullopt: none); the claimed number leaves study.waiting. Local: what pick() chose. Shared:
+  // only while this node's lease holds, under the study's lock, committed before this returns;
+  // nullopt also when the lease lapsed meanwhile (the claim stays this node's).
+  virtual std::optional<int> ClaimNext(StudyCache& study,
+                                       const std::function<std::optional<int>()>& pick) = 0;
+  // Whether a trial that failed to start ends Pump's pass. Local: no, every attempt used up
+  // part of its study's budget (a spawn failure is a finished trial; an exhausted sampler ends
+  // the study). Shared: yes, a claim can find the study full or the storage failing.
+  virtual bool FailedStartEndsPass() const = 0;
+  // Whether a write the storage refused may succeed later (shared: the database may be away
+  // for a while) rather than being final (local: a failing storage stops the study).
+  virtual bool StorageMayRecover() const = 0;
+  // Whether trials of the study may still be WAITING or RUNNING on other nodes.
+  virtual bool OpenElsewhere(const StudyCache& study) const = 0;
+  // Before a pruning decision: the other nodes' intermediate values, re-read when older than
+  // kPruneSyncSeconds (shared_coordinator.h). Local: nothing to read.
+  virtual void RefreshForPruning(StudyCache& study) = 0;
+
+  // ---- Ending a trial (Scheduler::FinishTrial) ----
+
+  // Before trial `number`'s end is stored, inside `batch`: false when it is not to be stored
+  // now. Shared: the end is kept for a later tick when the database cannot be reached, or
+  // dropped when another node ended the trial or (own) took it over; both logged.
+  virtual bool BeginFinish(StudyCache& study, int number, const model::TrialOutcome& outcome,
+                           bool own, const StorageBatch& batch) = 0;
+  // Storage refused to store the end (`st`): true when it is kept for a later tick (shared,
+  // unless the trial is already finished in storage); false: the caller logs it and goes on.
+  virtual bool KeepFailedFinish(StudyCache& study, int number, const model::TrialOutcome& outcome,
+                                bool own, const common::Status& st) = 0;
+  // After the end (and its retry and the study's completion) is stored and cached: commits the
+  // batch. Shared: when the commit fails, the cache forgets all of it (`before`: Save(number)
+  // taken after BeginFinish) and the end is kept for a later tick. Local: the batch commits
+  // when the caller's scope ends.
+  virtual void CommitFinish(StudyCache& study, int number, const model::TrialOutcome& outcome,
+                            bool own, StorageBatch& batch, const StudyCache::Saved& before) = 0;
+
+  // ---- Following other nodes (Scheduler::SharedTick) ----
+
+  // Every heartbeat interval. Shared: beats (shutting down too: its trials are still this
+  // node's until they end), stores the ends kept for later, and unless shutting down re-reads
+  // which nodes are dead and returns the stored studies for the scheduler to follow. nullopt:
+  // nothing to follow (local; shared while shutting down or when the studies cannot be listed).
+  virtual std::optional<std::vector<model::StudyRecord>> OnTick(bool shutting_down) = 0;
+  // A study's stored record as just read: adopts a state set through another node (cancelled:
+  // its trials here stop; completed).
+  virtual void Adopt(StudyCache& study, const model::StudyRecord& stored) = 0;
+  // Each active study at each tick: reads what the other nodes changed and ends the trials dead
+  // nodes ran or claimed. False when the study could not be read (logged).
+  virtual bool Follow(StudyCache& study) = 0;
+};
+
+// One daemon on a storage of its own.
+class LocalCoordinator final : public NodeCoordinator {
+ public:
+  // `storage` is not owned; `logger` may be null (nothing is logged then).
+  LocalCoordinator(storage::Storage* storage, common::Logger logger)
+      : storage_(storage), logger_(logger ? std::move(logger) : common::MakeNullLogger()) {}
+
+  common::Status Join() override { return common::Status::Ok(); }
+  bool IsOwn(const model::TrialRecord&) const override { return true; }
+  bool EndedElsewhere(const common::Status&) const override { return false; }
+  bool LeaveToOthers(const model::StudyRecord&, const common::Status&) override { return false; }
+  bool LeftToOthers(const std::string&) const override { return false; }
+  std::unique_ptr<StorageBatch> BeginPass() override {
+    return std::make_unique<StorageBatch>(storage_, logger_);
+  }
+  common::Result<std::unique_ptr<StorageBatch>> Lock(StudyCache&) override {
+    return std::unique_ptr<StorageBatch>();
+  }
+  common::Result<model::StudyRecord> LockForCancel(const model::StudyRecord& read) override {
+    return read;
+  }
+  common::Status GatherWaiting(StudyCache&) override { return common::Status::Ok(); }
+  std::optional<int> ClaimNext(StudyCache& study,
+                               const std::function<std::optional<int>()>& pick) override;
+  bool FailedStartEndsPass() const override { return false; }
+  bool StorageMayRecover() const override { return false; }
+  bool OpenElsewhere(const StudyCache&) const override { return false; }
+  void RefreshForPruning(StudyCache&) override {}
+  bool BeginFinish(StudyCache&, int, const model::TrialOutcome&, bool,
+                   const StorageBatch&) override {
+    return true;
+  }
+  bool KeepFailedFinish(StudyCache&, int, const model::TrialOutcome&, bool,
+                        const common::Status&) override {
+    return false;
+  }
+  void CommitFinish(StudyCache&, int, const model::TrialOutcome&, bool, StorageBatch&,
+                    const StudyCache::Saved&) override {}
+  std::optional<std::vector<model::StudyRecord>> OnTick(bool) override { return std::nullopt; }
+  void Adopt(StudyCache&, const model::StudyRecord&) override {}
+  bool Follow(StudyCache&) override { return true; }
+
+ private:
+  storage::Storage* storage_;
+  common::Logger logger_;
+};
+
+struct CoordinatorOptions {
+  storage::Storage* storage = nullptr;  // not owned
+  const common::Clock* clock = nullptr;
+  common::Logger logger;
+  CoordinatorHost* host = nullptr;  // not owned; outlives the coordinator
+  double node_timeout_s = 30;       // a node silent for longer is dead
+};
+
+// A SharedCoordinator when options.storage->shared(), else a LocalCoordinator.
+std::unique_ptr<NodeCoordinator> MakeNodeCoordinator(CoordinatorOptions options);
+
+}  // namespace triald::daemon

@@ -1,0 +1,340 @@
+#include "daemon/scheduler/shared_coordinator.h"
+
+#include <algorithm>
+
+#include "daemon/scheduler/trial_outcome.h"
+
+namespace triald::daemon {
+using common::Result;
+using common::Status;
+using model::TrialRecord;
+using model::TrialState;
+
+bool LeaseHolds(double now, double lease_from, double node_timeout_s) {
+  return now - lease_from < kLeaseFraction * node_timeout_s;
+}
+
+SharedCoordinator::SharedCoordinator(CoordinatorOptions options) : options_(std::move(options)) {
+  if (!options_.logger) options_.logger = common::MakeNullLogger();
+}
+
+Status SharedCoordinator::Join() {
+  const std::string& me = options_.storage->node();
+  // A node name is one daemon's: refuse to start as a node another daemon (elsewhere: another
+  // instance) still beats for. The same daemon restarted has the same instance.
+  TRIALD_ASSIGN_OR_RETURN(std::vector<model::NodeRecord> nodes,
+                          options_.storage->GetNodes(options_.clock->WallSeconds()));
+  for (const model::NodeRecord& n : nodes) {
+    if (n.name != me || n.instance == options_.storage->instance()) continue;
+    if (n.AliveWithin(options_.node_timeout_s)) {
+      return common::FailedPrecondition(
+          "node name \"" + me + "\" is in use by another triald (" + n.instance +
+          ", last heartbeat " + std::to_string(static_cast<int>(n.silent_for)) +
+          " s ago); give each daemon its own --node-name (or, if that daemon is gone, start "
+          "again once it has been silent for --node-timeout, " +
+          std::to_string(static_cast<int>(options_.node_timeout_s)) + " s)");
+    }
+    options_.logger->warn("node name {} was last used by {} ({:.0f} s ago); taking it over", me,
+                          n.instance, n.silent_for);
+  }
+  // Beat first: a node that has just started is alive, whatever its previous beats say.
+  const double started = options_.clock->MonotonicSeconds();
+  Status hb = options_.storage->Heartbeat(options_.clock->WallSeconds());
+  if (!hb.ok()) return hb.WithContext("recording this node's heartbeat");
+  lease_from_ = started;
+  Status dead = RefreshDeadNodes();
+  if (!dead.ok()) return dead.WithContext("reading the nodes' heartbeats");
+  return Status::Ok();
+}
+
+bool SharedCoordinator::IsOwn(const TrialRecord& trial) const {
+  return trial.node == options_.storage->node();
+}
+
+bool SharedCoordinator::EndedElsewhere(const Status& st) const {
+  return st.code() == common::Code::kFailedPrecondition;
+}
+
+bool SharedCoordinator::LeaveToOthers(const model::StudyRecord& study, const Status& why) {
+  not_loaded_[study.name] = why.message();
+  options_.logger->warn("study {}: not run on this node: {}", study.name, why.message());
+  return true;
+}
+
+bool SharedCoordinator::LeftToOthers(const std::string& study_name) const {
+  return not_loaded_.count(study_name) > 0;
+}
+
+Status SharedCoordinator::Sync(StudyCache& study) {
+  std::vector<int> open;
+  for (const TrialRecord& t : study.trials) {
+    if (!model::IsFinished(t.state)) open.push_back(t.number);
+  }
+  TRIALD_ASSIGN_OR_RETURN(std::vector<TrialRecord> changed,
+                          options_.storage->GetTrialsSince(
+                              study.record.id, static_cast<int>(study.trials.size()), open));
+  for (TrialRecord& t : changed) {
+    if (t.number < 0) continue;
+    if (static_cast<size_t>(t.number) >= study.trials.size()) study.trials.resize(t.number + 1);
+    study.trials[t.number] = std::move(t);
+  }
+  study.synced_at = options_.clock->MonotonicSeconds();
+  options_.host->StopTrialsEndedElsewhere(study);
+  study.Recount(options_.storage->node());
+  return Status::Ok();
+}
+
+void SharedCoordinator::Adopt(StudyCache& study, const model::StudyRecord& stored) {
+  if (stored.state == study.record.state) return;
+  study.record.state = stored.state;
+  study.record.finished_at = stored.finished_at;
+  options_.logger->info("study {}: {} through another node", study.record.name,
+                        model::StudyStateName(stored.state));
+  if (stored.state != model::StudyState::kCancelled) return;
+  options_.host->StopStudyTrials(study);
+}
+
+Status SharedCoordinator::LockAndSync(StudyCache& study) {
+  Result<model::StudyRecord> rec = options_.storage->LockStudy(study.record.id);
+  Status st = rec.status();
+  if (st.ok()) {
+    Adopt(study, *rec);
+    st = Sync(study);
+  }
+  if (!st.ok()) {
+    options_.logger->error("study {}: locking it and reading other nodes' trials: {}",
+                           study.record.name, st.message());
+  }
+  return st;
+}
+
+Status SharedCoordinator::LockIn(StudyCache& study, const StorageBatch& batch) {
+  if (!batch.began()) return common::Unavailable("no transaction");
+  return LockAndSync(study);
+}
+
+Result<std::unique_ptr<StorageBatch>> SharedCoordinator::Lock(StudyCache& study) {
+  auto batch = std::make_unique<StorageBatch>(options_.storage, options_.logger);
+  TRIALD_RETURN_IF_ERROR(LockIn(study, *batch));
+  return batch;
+}
+
+Result<model::StudyRecord> SharedCoordinator::LockForCancel(const model::StudyRecord& read) {
+  // Under the lock: no node claims a trial of it meanwhile, and a second cancel sees the first.
+  return options_.storage->LockStudy(read.id);
+}
+
+Status SharedCoordinator::GatherWaiting(StudyCache& study) {
+  TRIALD_RETURN_IF_ERROR(Sync(study));
+  study.waiting.clear();
+  for (const TrialRecord& t : study.trials) {
+    if (t.state == TrialState::kWaiting) study.waiting.push_back(t.number);
+  }
+  return Status::Ok();
+}
+
+std::optional<int> SharedCoordinator::ClaimNext(StudyCache& study,
+                                                const std::function<std::optional<int>()>& pick) {
+  // A node that may already count as dead elsewhere (it was frozen, or cut off) claims nothing
+  // until its next heartbeat.
+  if (!LeaseValid()) return std::nullopt;
+  StorageBatch batch(options_.storage, options_.logger);
+  if (!batch.began() || !LockAndSync(study).ok()) return std::nullopt;
+  std::optional<int> picked = pick();
+  if (!picked) return std::nullopt;
+  const int number = *picked;
+  TrialRecord& trial = study.trials[number];
+  Status st = options_.storage->ClaimTrial(trial.id);
+  if (!st.ok()) {
+    options_.logger->error("study {} trial {}: claiming it: {}", study.record.name, number,
+                           st.message());
+    return std::nullopt;
+  }
+  trial.node = options_.storage->node();
+  study.waiting.erase(std::remove(study.waiting.begin(), study.waiting.end(), number),
+                      study.waiting.end());
+  st = batch.Commit();
+  if (!st.ok()) {
+    // The claim is not durable: another node may take the trial, so this one must not run it.
+    options_.logger->error("study {} trial {}: committing the claim: {}", study.record.name, number,
+                           st.message());
+    return std::nullopt;
+  }
+  // The lease again, right before the process starts; the claim stays this node's.
+  if (!LeaseValid()) return std::nullopt;
+  return number;
+}
+
+bool SharedCoordinator::OpenElsewhere(const StudyCache& study) const {
+  return std::any_of(study.trials.begin(), study.trials.end(),
+                     [](const TrialRecord& t) { return !model::IsFinished(t.state); });
+}
+
+void SharedCoordinator::RefreshForPruning(StudyCache& study) {
+  if (options_.clock->MonotonicSeconds() - study.synced_at < kPruneSyncSeconds) return;
+  Status synced = Sync(study);
+  if (!synced.ok()) {
+    options_.logger->error("study {}: reading other nodes' trials: {}", study.record.name,
+                           synced.message());
+  }
+}
+
+void SharedCoordinator::ReapDeadNodes(StudyCache& study) {
+  // Its RUNNING trials, and those it claimed: it may have started one just before it went
+  // silent, so a claimed trial is never handed to another node under the same number.
+  auto on_dead = [&](const TrialRecord& t) {
+    return !model::IsFinished(t.state) && !t.node.empty() && dead_nodes_.count(t.node) > 0;
+  };
+  if (std::none_of(study.trials.begin(), study.trials.end(), on_dead)) return;
+  StorageBatch batch(options_.storage, options_.logger);
+  if (!batch.began() || !LockAndSync(study).ok()) return;
+  // Still silent now, under the lock: a node that has just come back keeps its trials.
+  Status st = RefreshDeadNodes();
+  if (!st.ok()) {
+    options_.logger->error("reading the nodes' heartbeats: {}", st.message());
+    return;
+  }
+  std::vector<int> numbers;
+  for (const TrialRecord& t : study.trials) {
+    if (on_dead(t)) numbers.push_back(t.number);
+  }
+  for (int number : numbers) {
+    const TrialRecord t = study.trials[number];
+    model::TrialOutcome out = LostWithNode(t, options_.storage->node());
+    options_.logger->warn("study {} trial {}: lost with node {}", study.record.name, number,
+                          t.node);
+    options_.host->RecordEvent(study, &t, "trial_lost", out.fail.detail);
+    options_.host->FinishTrial(study, number, out, /*own=*/false);
+  }
+}
+
+void SharedCoordinator::Beat() {
+  const double started = options_.clock->MonotonicSeconds();
+  Status hb = options_.storage->Heartbeat(options_.clock->WallSeconds());
+  if (!hb.ok()) {
+    options_.logger->error("recording this node's heartbeat: {}", hb.message());
+    return;
+  }
+  // The beat reached the server after `started`: no other node can count this one dead before
+  // started + node_timeout_s.
+  lease_from_ = started;
+}
+
+bool SharedCoordinator::LeaseValid() const {
+  return LeaseHolds(options_.clock->MonotonicSeconds(), lease_from_, options_.node_timeout_s);
+}
+
+Status SharedCoordinator::RefreshDeadNodes() {
+  const std::string& me = options_.storage->node();
+  TRIALD_ASSIGN_OR_RETURN(std::vector<model::NodeRecord> nodes,
+                          options_.storage->GetNodes(options_.clock->WallSeconds()));
+  std::set<std::string> dead;
+  for (const model::NodeRecord& n : nodes) {
+    if (n.name == me || n.AliveWithin(options_.node_timeout_s)) continue;
+    dead.insert(n.name);
+    if (dead_nodes_.count(n.name) == 0) {
+      options_.logger->warn("node {}: no heartbeat for {:.1f} s (timeout {} s): treated as dead",
+                            n.name, n.silent_for, options_.node_timeout_s);
+    }
+  }
+  for (const std::string& name : dead_nodes_) {
+    if (dead.count(name) == 0) options_.logger->info("node {}: heartbeats again", name);
+  }
+  dead_nodes_ = std::move(dead);
+  return Status::Ok();
+}
+
+std::optional<std::vector<model::StudyRecord>> SharedCoordinator::OnTick(bool shutting_down) {
+  // Beats while shutting down too: its trials are still this node's until they end.
+  Beat();
+  RetryPendingFinishes();
+  if (shutting_down) return std::nullopt;
+  Status nodes = RefreshDeadNodes();
+  if (!nodes.ok()) options_.logger->error("reading the nodes' heartbeats: {}", nodes.message());
+  Result<std::vector<model::StudyRecord>> stored = options_.storage->ListStudies();
+  if (!stored.ok()) {
+    options_.logger->error("listing studies: {}", stored.status().message());
+    return std::nullopt;
+  }
+  return std::move(stored).value();
+}
+
+bool SharedCoordinator::Follow(StudyCache& study) {
+  Status st = Sync(study);
+  if (!st.ok()) {
+    options_.logger->error("study {}: reading other nodes' trials: {}", study.record.name,
+                           st.message());
+    return false;
+  }
+  ReapDeadNodes(study);
+  return true;
+}
+
+void SharedCoordinator::KeepForLater(StudyCache& study, int number,
+                                     const model::TrialOutcome& outcome, bool own,
+                                     const std::string& why) {
+  options_.logger->warn("study {} trial {}: its end ({}) is kept until the database answers: {}",
+                        study.record.name, number, model::TrialStateName(outcome.state), why);
+  pending_finishes_.push_back({study.record.id, number, outcome, own});
+  ++study.pending_finishes;
+}
+
+bool SharedCoordinator::BeginFinish(StudyCache& study, int number,
+                                    const model::TrialOutcome& outcome, bool own,
+                                    const StorageBatch& batch) {
+  // When the database cannot be reached, the end is kept and recorded at a later tick (the
+  // trial stays unfinished in the cache meanwhile, so the study cannot complete without it).
+  Status locked = LockIn(study, batch);
+  if (!locked.ok()) {
+    KeepForLater(study, number, outcome, own, locked.message());
+    return false;
+  }
+  const TrialRecord& stored = study.trials[number];
+  if (model::IsFinished(stored.state) ||
+      (own && !stored.node.empty() && stored.node != options_.storage->node())) {
+    // Another node ended it, or took it over, while this one was silent: it is theirs now, and
+    // nothing is reported twice.
+    options_.logger->warn(
+        "study {} trial {}: {} by another node ({}); this node's outcome "
+        "({}) is dropped",
+        study.record.name, number,
+        model::IsFinished(stored.state)
+            ? std::string("ended as ") + model::TrialStateName(stored.state)
+            : std::string("taken over"),
+        stored.node, model::TrialStateName(outcome.state));
+    return false;
+  }
+  return true;
+}
+
+bool SharedCoordinator::KeepFailedFinish(StudyCache& study, int number,
+                                         const model::TrialOutcome& outcome, bool own,
+                                         const Status& st) {
+  if (st.code() == common::Code::kFailedPrecondition) return false;
+  KeepForLater(study, number, outcome, own, st.message());
+  return true;
+}
+
+void SharedCoordinator::CommitFinish(StudyCache& study, int number,
+                                     const model::TrialOutcome& outcome, bool own,
+                                     StorageBatch& batch, const StudyCache::Saved& before) {
+  Status st = batch.Commit();
+  if (st.ok()) return;
+  // Nothing of it is stored: the cache forgets the end, the retry and the completion.
+  study.Restore(number, before);
+  study.Recount(options_.storage->node());
+  KeepForLater(study, number, outcome, own, st.message());
+}
+
+void SharedCoordinator::RetryPendingFinishes() {
+  std::vector<PendingFinish> pending;
+  pending.swap(pending_finishes_);
+  for (const PendingFinish& p : pending) {
+    StudyCache* study = options_.host->FindStudy(p.study_id);
+    if (study == nullptr) continue;
+    --study->pending_finishes;
+    options_.host->FinishTrial(*study, p.number, p.outcome, p.own);
+  }
+}
+
+}  // namespace triald::daemon

@@ -1,0 +1,118 @@
+#pragma once
+// SharedCoordinator: the multi-node protocol on shared storage (several daemons, one PostgreSQL
+// database; daemon/storage/storage.h). Each daemon is a node. A study submitted through any
+// node is run by every node that can run it (its objective prepares there and its GPUs fit; a
+// node that cannot leaves it to the others). Every decision about a study's trials is taken
+// under the study's lock with the shared history read afresh (GetTrialsSince), so:
+//   - a trial is claimed by one node only: the oldest claimable WAITING trial (unclaimed, or
+//     claimed by this node before a restart), else a new one from the sampler, which sees every
+//     trial of every node, running ones included (constant liar), and n_trials is never
+//     exceeded; the claim commits before the process starts, and MarkRunning records the node;
+//   - a node whose heartbeat is older than node_timeout_s is dead (model::NodeRecord::
+//     AliveWithin): the live node that notices first ends its RUNNING trials, and the WAITING
+//     ones it had claimed (it may have started one just before going silent), as FAIL(lost),
+//     and retries them per policy: a trial number never runs on two nodes;
+//   - a node claims and starts trials only while it holds its lease (LeaseHolds): its last
+//     heartbeat is recent enough that no other node can count it dead yet;
+//   - a node that comes back finds its trials ended (finished trials are immutable): it stops
+//     their processes and records nothing for them, so nothing is resurrected or reported
+//     twice;
+//   - the node that ends a study's last trial completes the study; a cancel through any node
+//     stops the trials of every node (each stops its own at its next tick);
+//   - a trial's end that cannot be stored (the database is away) is kept and stored at a later
+//     tick; the study cannot complete without it meanwhile.
+// OnTick() (every heartbeat interval) beats, follows other nodes' studies and trials and reaps
+// dead nodes; pruning decisions read other nodes' intermediate values at most kPruneSyncSeconds
+// old.
+//
+// Owns: the node's lease, the set of nodes found dead, the studies it leaves to other nodes,
+// and the trial ends waiting for the database. Not owned: the storage, clock and host.
+//
+// Thread-safety: not thread-safe; runs on the scheduler's thread.
+
+#include <set>
+
+#include "daemon/scheduler/node_coordinator.h"
+
+namespace triald::daemon {
+
+// Pruning decisions use other nodes' intermediate values at most this old.
+constexpr double kPruneSyncSeconds = 0.5;
+// A node claims and starts trials only while its last heartbeat is younger than this fraction
+// of the node timeout (its lease), so that a node frozen or cut off for longer than that first
+// beats again; the margin covers the beat's trip and timer delays.
+constexpr double kLeaseFraction = 0.75;
+
+// Whether a lease taken at monotonic time `lease_from` (just before a heartbeat that reached the
+// database) still holds at `now`.
+bool LeaseHolds(double now, double lease_from, double node_timeout_s);
+
+class SharedCoordinator final : public NodeCoordinator {
+ public:
+  explicit SharedCoordinator(CoordinatorOptions options);
+
+  common::Status Join() override;
+  bool IsOwn(const model::TrialRecord& trial) const override;
+  bool EndedElsewhere(const common::Status& st) const override;
+  bool LeaveToOthers(const model::StudyRecord& study, const common::Status& why) override;
+  bool LeftToOthers(const std::string& study_name) const override;
+  std::unique_ptr<StorageBatch> BeginPass() override { return nullptr; }
+  common::Result<std::unique_ptr<StorageBatch>> Lock(StudyCache& study) override;
+  common::Result<model::StudyRecord> LockForCancel(const model::StudyRecord& read) override;
+  common::Status GatherWaiting(StudyCache& study) override;
+  std::optional<int> ClaimNext(StudyCache& study,
+                               const std::function<std::optional<int>()>& pick) override;
+  bool FailedStartEndsPass() const override { return true; }
+  bool StorageMayRecover() const override { return true; }
+  bool OpenElsewhere(const StudyCache& study) const override;
+  void RefreshForPruning(StudyCache& study) override;
+  bool BeginFinish(StudyCache& study, int number, const model::TrialOutcome& outcome, bool own,
+                   const StorageBatch& batch) override;
+  bool KeepFailedFinish(StudyCache& study, int number, const model::TrialOutcome& outcome, bool own,
+                        const common::Status& st) override;
+  void CommitFinish(StudyCache& study, int number, const model::TrialOutcome& outcome, bool own,
+                    StorageBatch& batch, const StudyCache::Saved& before) override;
+  std::optional<std::vector<model::StudyRecord>> OnTick(bool shutting_down) override;
+  void Adopt(StudyCache& study, const model::StudyRecord& stored) override;
+  bool Follow(StudyCache& study) override;
+
+  // Whether this node may claim and start trials now (LeaseHolds since its last heartbeat).
+  bool LeaseValid() const;
+  // The nodes found silent for longer than node_timeout_s at the last look.
+  const std::set<std::string>& dead_nodes() const { return dead_nodes_; }
+
+ private:
+  // Reads the trials other nodes changed since this node last looked, stops this node's trials
+  // that another node ended, and recounts.
+  common::Status Sync(StudyCache& study);
+  // Takes the study's lock (inside a batch), adopts its stored state and Syncs. Logs and
+  // returns the first error.
+  common::Status LockAndSync(StudyCache& study);
+  // LockAndSync inside `batch`; Unavailable when the batch did not begin.
+  common::Status LockIn(StudyCache& study, const StorageBatch& batch);
+  // Under the study's lock, ends the trials dead nodes ran or had claimed.
+  void ReapDeadNodes(StudyCache& study);
+  // Records this node's heartbeat; on success the lease runs from just before it.
+  void Beat();
+  // Re-reads which nodes have been silent for longer than node_timeout_s.
+  common::Status RefreshDeadNodes();
+  // Keeps a trial's end that could not be stored, for RetryPendingFinishes.
+  void KeepForLater(StudyCache& study, int number, const model::TrialOutcome& outcome, bool own,
+                    const std::string& why);
+  // Stores the trial ends kept while the database could not be reached.
+  void RetryPendingFinishes();
+
+  CoordinatorOptions options_;
+  struct PendingFinish {
+    int64_t study_id = 0;
+    int number = 0;
+    model::TrialOutcome outcome;
+    bool own = true;
+  };
+  std::vector<PendingFinish> pending_finishes_;    // trial ends not yet stored
+  std::set<std::string> dead_nodes_;               // nodes found silent at the last look
+  double lease_from_ = -1e300;                     // monotonic time before the last heartbeat
+  std::map<std::string, std::string> not_loaded_;  // studies this node cannot run: why
+};
+
+}  // namespace triald::daemon

@@ -1,0 +1,109 @@
+#include "daemon/scheduler/trial_outcome.h"
+
+#include <sstream>
+
+#include "common/utf8.h"
+
+namespace triald::daemon {
+namespace {
+
+using launcher::StopReason;
+using model::TrialOutcome;
+using model::TrialState;
+
+std::string Seconds(double s) {
+  std::ostringstream o;
+  o << s;
+  return o.str() + " s";
+}
+
+TrialOutcome Fail(const std::string& reason, const std::string& detail) {
+  TrialOutcome out;
+  out.state = TrialState::kFail;
+  out.fail.reason = reason;
+  out.fail.detail = detail;
+  return out;
+}
+
+}  // namespace
+
+TrialOutcome ClassifyExit(const TrialObservation& seen) {
+  const launcher::ProcessOutcome& o = seen.process;
+  TrialOutcome out;
+  out.fail.stderr_tail = common::SanitizeUtf8(o.stderr_tail);
+  out.fail.exit_code = o.exit.signaled ? -1 : o.exit.code;
+  out.fail.signal = o.exit.signaled ? o.exit.signal : 0;
+  out.fail.core_dumped = o.exit.core_dumped;
+  const std::string how = o.exit.Describe() + (o.killed ? " after SIGKILL" : "");
+  auto fail = [&](const std::string& reason, const std::string& detail) {
+    out.state = TrialState::kFail;
+    out.fail.reason = reason;
+    out.fail.detail = common::SanitizeUtf8(detail);
+    if (!seen.worker_error.empty()) out.fail.detail += "; worker said: " + seen.worker_error;
+  };
+
+  switch (o.stop_reason) {
+    case StopReason::kPrune:
+      out.state = TrialState::kPruned;
+      out.value = seen.last_intermediate;
+      break;
+    case StopReason::kTimeout:
+      fail("timeout", "exceeded trial_timeout of " + Seconds(seen.trial_timeout_s) + "; " + how);
+      break;
+    case StopReason::kCancel:
+      fail("cancelled", "study cancelled; " + how);
+      break;
+    case StopReason::kProtocol:
+      fail("protocol", o.protocol_error);
+      break;
+    case StopReason::kShutdown:
+    case StopReason::kNone:
+      if (!o.protocol_error.empty()) {
+        fail("protocol", o.protocol_error);
+      } else if (o.oom && (o.exit.signaled || o.exit.code != 0)) {
+        fail("oom", "out of memory: " + o.oom_detail + "; " + how);
+      } else if (o.exit.signaled) {
+        fail("signal", how);
+      } else if (o.exit.code != 0) {
+        fail("exit", how);
+      } else if (seen.final_values.empty()) {
+        fail("protocol", "exited with code 0 without reporting a final value");
+      } else if (seen.final_values.size() != 1) {
+        fail("protocol", "reported " + std::to_string(seen.final_values.size()) +
+                             " objective values; this study has one objective");
+      } else {
+        out.state = TrialState::kComplete;
+        out.value = seen.final_values.front();
+      }
+      if (o.stop_reason == StopReason::kShutdown && out.state == TrialState::kFail &&
+          o.protocol_error.empty() && seen.final_values.size() <= 1) {
+        fail("shutdown", "triald was stopped while the trial ran; " + how);
+      }
+      break;
+  }
+  if (out.state != TrialState::kFail) out.fail = model::FailInfo{};
+  return out;
+}
+
+TrialOutcome SpawnFailed(const std::string& error) { return Fail("spawn", error); }
+
+TrialOutcome CancelledBeforeStart() {
+  return Fail("cancelled", "study cancelled before the trial started");
+}
+
+TrialOutcome LostAtRestart(pid_t pid) {
+  return Fail("lost", "triald stopped while the trial ran (pid " + std::to_string(pid) + ")");
+}
+
+TrialOutcome LostWithNode(const model::TrialRecord& t, const std::string& ended_by) {
+  return Fail("lost", t.state == TrialState::kRunning
+                          ? "node " + t.node +
+                                " stopped sending heartbeats while the trial ran there (pid " +
+                                std::to_string(t.process.pid) + "); ended by node " + ended_by
+                          : "node " + t.node +
+                                " stopped sending heartbeats after claiming the trial (it may have "
+                                "started it); ended by node " +
+                                ended_by);
+}
+
+}  // namespace triald::daemon

@@ -1,0 +1,54 @@
+#pragma once
+// Trial outcome: how a trial ended, as a pure function of what the scheduler observed.
+//
+// ClassifyExit() turns the launcher's ProcessOutcome and what the worker reported into the
+// model::TrialOutcome that is stored:
+//   COMPLETE  the main process exited 0 after reporting exactly one final value
+//   PRUNED    the pruner stopped it; value = its last intermediate value (none if it had none)
+//   FAIL      timeout | cancelled | protocol | oom | signal | exit | shutdown, with the detail
+//             messages users see in `trialctl trials` (the worker's last "error" line is appended
+//             as "; worker said: ...")
+// A trial the daemon stopped for its own shutdown is judged like any other when it finished on
+// its own terms (a result, or a broken protocol); otherwise it is FAIL(shutdown).
+// The other FAIL reasons are decided without a process exit: SpawnFailed (spawn),
+// CancelledBeforeStart (cancelled), LostAtRestart and LostWithNode (lost).
+//
+// Nothing here reads the clock, storage or the process table, so every case is table-tested
+// (tests/daemon/trial_outcome_test.cc).
+//
+// Thread-safety: pure functions; thread-safe.
+
+#include <sys/types.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "daemon/launcher/launcher.h"
+#include "daemon/model/records.h"
+
+namespace triald::daemon {
+
+// What the scheduler saw of a trial that ended.
+struct TrialObservation {
+  launcher::ProcessOutcome process;  // from the launcher's on_exit
+  std::vector<double> final_values;  // from the trial's last "final" line (empty: none)
+  std::string worker_error;          // from its last "error" line (empty: none)
+  // Its intermediate value at its largest step (the value of a pruned trial).
+  std::optional<double> last_intermediate;
+  double trial_timeout_s = 0;  // [study] trial_timeout, for the timeout message
+};
+
+model::TrialOutcome ClassifyExit(const TrialObservation& seen);
+
+// The launcher could not start the trial (`error`: why), or could not record it as running.
+model::TrialOutcome SpawnFailed(const std::string& error);
+// The study was cancelled while the trial was still WAITING.
+model::TrialOutcome CancelledBeforeStart();
+// The daemon stopped (or crashed) while the trial ran as process `pid`; found at restart.
+model::TrialOutcome LostAtRestart(pid_t pid);
+// Shared storage: node `trial.node` stopped sending heartbeats while it ran the trial (RUNNING)
+// or after claiming it (WAITING); `ended_by` is the node that ends it.
+model::TrialOutcome LostWithNode(const model::TrialRecord& trial, const std::string& ended_by);
+
+}  // namespace triald::daemon

@@ -1,0 +1,101 @@
+#pragma once
+// FlakyStorage: forwards to a storage, or fails every call with kUnavailable while `down` (a
+// database that cannot be reached). Used by the shared-storage scheduler tests and by the
+// coordinator tests (a coordinator that must not touch storage works with it down).
+//
+// Thread-safety: as the storage it wraps.
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "daemon/storage/storage.h"
+
+namespace triald::testing {
+
+class FlakyStorage final : public storage::Storage {
+ public:
+  explicit FlakyStorage(std::unique_ptr<storage::Storage> inner) : inner_(std::move(inner)) {}
+  bool down = false;
+
+  common::Status BeginBatch() override { return down ? Away() : inner_->BeginBatch(); }
+  common::Status CommitBatch() override { return down ? Away() : inner_->CommitBatch(); }
+  bool shared() const override { return inner_->shared(); }
+  const std::string& node() const override { return inner_->node(); }
+  const std::string& instance() const override { return inner_->instance(); }
+  common::Result<model::StudyRecord> LockStudy(int64_t id) override {
+    if (down) return Away();
+    return inner_->LockStudy(id);
+  }
+  common::Result<model::StudyRecord> CreateStudy(const model::NewStudy& s, double at) override {
+    if (down) return Away();
+    return inner_->CreateStudy(s, at);
+  }
+  common::Result<model::StudyRecord> GetStudy(const std::string& name) override {
+    if (down) return Away();
+    return inner_->GetStudy(name);
+  }
+  common::Result<std::vector<model::StudyRecord>> ListStudies() override {
+    if (down) return Away();
+    return inner_->ListStudies();
+  }
+  common::Status SetStudyState(int64_t id, model::StudyState st, double at) override {
+    return down ? Away() : inner_->SetStudyState(id, st, at);
+  }
+  common::Result<model::TrialRecord> CreateTrial(int64_t id, const model::ParamMap& p, double at,
+                                                 std::optional<int64_t> retry_of) override {
+    if (down) return Away();
+    return inner_->CreateTrial(id, p, at, retry_of);
+  }
+  common::Status ClaimTrial(int64_t id) override { return down ? Away() : inner_->ClaimTrial(id); }
+  common::Status MarkRunning(int64_t id, const model::ProcessIdentity& p, double at) override {
+    return down ? Away() : inner_->MarkRunning(id, p, at);
+  }
+  common::Status AddIntermediate(int64_t id, int64_t step, double v) override {
+    return down ? Away() : inner_->AddIntermediate(id, step, v);
+  }
+  common::Status SetAttr(int64_t id, const std::string& k, const std::string& v) override {
+    return down ? Away() : inner_->SetAttr(id, k, v);
+  }
+  common::Status FinishTrial(int64_t id, const model::TrialOutcome& o, double at) override {
+    return down ? Away() : inner_->FinishTrial(id, o, at);
+  }
+  common::Result<std::vector<model::TrialRecord>> GetTrials(int64_t id) override {
+    if (down) return Away();
+    return inner_->GetTrials(id);
+  }
+  common::Result<model::TrialRecord> GetTrial(int64_t id, int number) override {
+    if (down) return Away();
+    return inner_->GetTrial(id, number);
+  }
+  common::Result<std::vector<model::TrialRecord>> GetTrialsSince(
+      int64_t id, int from, const std::vector<int>& n) override {
+    if (down) return Away();
+    return inner_->GetTrialsSince(id, from, n);
+  }
+  common::Result<std::vector<model::TrialRecord>> GetRunningTrials() override {
+    if (down) return Away();
+    return inner_->GetRunningTrials();
+  }
+  common::Status Heartbeat(double at) override { return down ? Away() : inner_->Heartbeat(at); }
+  common::Result<std::vector<model::NodeRecord>> GetNodes(double now) override {
+    if (down) return Away();
+    return inner_->GetNodes(now);
+  }
+  common::Status AppendEvent(std::optional<int64_t> s, std::optional<int64_t> t,
+                             const std::string& kind, const std::string& detail,
+                             double at) override {
+    return down ? Away() : inner_->AppendEvent(s, t, kind, detail, at);
+  }
+  common::Result<std::vector<model::EventRecord>> GetEvents(std::optional<int64_t> s) override {
+    if (down) return Away();
+    return inner_->GetEvents(s);
+  }
+
+ private:
+  static common::Status Away() { return common::Unavailable("the database cannot be reached"); }
+  std::unique_ptr<storage::Storage> inner_;
+};
+
+}  // namespace triald::testing
