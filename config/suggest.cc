@@ -45,8 +45,8 @@ std::string ChoiceText(const SuggestChoice& c) {
 Status NoOtherFields(const SuggestDistribution& d, bool allow_numbers, const char* type,
                      const char* expected) {
   auto refuse = [&](const char* field) {
-    return InvalidArgument(std::string("distribution.") + field + " is not a field of a " + type +
-                           " distribution; expected " + expected);
+    return InvalidArgument(std::string("distribution.") + field + " is not a field of " + type +
+                           " distributions; expected " + expected);
   };
   if (!allow_numbers) {
     if (d.low) return refuse("low");

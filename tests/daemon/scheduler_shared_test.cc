@@ -84,6 +84,10 @@ class FlakyStorage final : public storage::Storage {
   common::Status SetAttr(int64_t id, const std::string& k, const std::string& v) override {
     return down ? Away() : inner_->SetAttr(id, k, v);
   }
+  common::Status AddTrialParam(int64_t id, const std::string& n,
+                               const model::ParamValue& p) override {
+    return down ? Away() : inner_->AddTrialParam(id, n, p);
+  }
   common::Status FinishTrial(int64_t id, const model::TrialOutcome& o, double at) override {
     return down ? Away() : inner_->FinishTrial(id, o, at);
   }
