@@ -61,11 +61,13 @@ struct SuggestNumber {
 // A categorical choice as the worker wrote it (a JSON string, integer, float or bool).
 using SuggestChoice = std::variant<bool, int64_t, double, std::string>;
 
-// The distribution of a suggest request, as written: which of the fixed field names were present
-// and their values, checked here only for their JSON types (numbers finite, log a bool, choices
-// an array of scalars). Whether they make a distribution (a known type, the fields that type
-// needs and no others, low <= high, ...) is decided when it becomes a config::Distribution
-// (config/suggest.h), so that every such error names the field in one place.
+// The distribution of a suggest request, as written: which of the fixed field names (type, low,
+// high, step, log, choices; any other is refused here) were present and their values, checked
+// here only for their JSON types (type a string, numbers finite, step a number or null, log a
+// bool, choices an array of strings, int64 integers, finite floats and bools). Whether they make a
+// distribution (a known type, the fields that type needs and no others, low <= high, ...) is
+// decided when it becomes a config::Distribution (config/suggest.h), so that every such error names
+// the field in one place.
 struct SuggestDistribution {
   std::string type;  // "float", "int", "categorical", or whatever else the worker wrote
   std::optional<SuggestNumber> low;
@@ -75,6 +77,8 @@ struct SuggestDistribution {
   std::optional<bool> log;
   std::optional<std::vector<SuggestChoice>> choices;
 
+  // Equal when written alike: an integer differs from the equal float (1 and 1.0), and -0.0
+  // from 0.0, so that a round trip through EncodeReportLine can be checked exactly.
   bool operator==(const SuggestDistribution& o) const;
   bool operator!=(const SuggestDistribution& o) const { return !(*this == o); }
 };
