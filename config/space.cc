@@ -441,6 +441,17 @@ Result<double> InternalFromText(const Distribution& d, const std::string& text) 
 
 std::string DoubleRepr(double d) { return FormatDouble(d); }
 
+std::string DistributionText(const Distribution& d) {
+  std::string out = ParamTypeName(d.type);
+  if (d.type == ParamType::kCategorical) return out + " " + ChoicesText(d.choices);
+  out += " [" + FormatBound(d.type, d.low) + ", " + FormatBound(d.type, d.high) + "]";
+  bool stepped = d.type == ParamType::kFloat ? d.step != 0 : d.step != 1;
+  if (d.log && stepped) return out + " (log, step " + FormatBound(d.type, d.step) + ")";
+  if (d.log) return out + " (log)";
+  if (stepped) return out + " (step " + FormatBound(d.type, d.step) + ")";
+  return out;
+}
+
 std::string ChoiceToString(const Choice& c) {
   if (const auto* s = std::get_if<std::string>(&c)) return *s;
   return ChoiceJson(c);

@@ -55,6 +55,12 @@ common::Result<double> InternalFromText(const Distribution& d, const std::string
 
 std::string ChoiceToString(const Choice& c);
 
+// A distribution as a person reads it, for messages: "float [1e-05, 0.1] (log)",
+// "float [0.0, 1.0] (step 0.25)", "int [2, 64] (step 2)", "int [1, 1024] (log)",
+// "categorical [\"adam\", \"sgd\"]". Two distributions that differ (operator!=) give different
+// texts, so a message naming both shows where they differ.
+std::string DistributionText(const Distribution& d);
+
 // The shortest text that reads back as exactly `d`, laid out as Python's repr() does: "0.0005",
 // "1e-05", "1e+16", and whole numbers with ".0" ("1.0", "-0.0") so that JSON keeps them floats.
 // Non-finite values give "nan", "inf" and "-inf", which are not JSON.

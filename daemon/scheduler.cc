@@ -527,6 +527,10 @@ void Scheduler::OnMessage(int64_t trial_id, const proto::ReportMessage& m) {
       break;
     case proto::ReportType::kHeartbeat:
       break;
+    case proto::ReportType::kSuggest:
+    case proto::ReportType::kShouldPrune:
+    case proto::ReportType::kPruned:
+      break;  // the launcher refuses these lines until the two-way channel is served
   }
 }
 

@@ -2,8 +2,10 @@
 
 #include <boost/json.hpp>
 #include <cmath>
+#include <utility>
 
 #include "common/json.h"
+#include "common/utf8.h"
 
 namespace triald::proto {
 namespace json = boost::json;
@@ -23,8 +25,62 @@ const char* ReportTypeName(ReportType type) {
       return "error";
     case ReportType::kHeartbeat:
       return "heartbeat";
+    case ReportType::kSuggest:
+      return "suggest";
+    case ReportType::kShouldPrune:
+      return "should_prune";
+    case ReportType::kPruned:
+      return "pruned";
   }
   return "?";
+}
+
+const char* AnswerTypeName(AnswerType type) {
+  switch (type) {
+    case AnswerType::kSuggestion:
+      return "suggestion";
+    case AnswerType::kShouldPrune:
+      return "should_prune";
+    case AnswerType::kError:
+      return "error";
+  }
+  return "?";
+}
+
+namespace {
+
+bool SameDouble(double a, double b) {
+  // Bit for bit, so that -0.0 and 0.0 differ as they do on the wire.
+  return a == b && std::signbit(a) == std::signbit(b);
+}
+
+bool SameNumber(const std::optional<SuggestNumber>& a, const std::optional<SuggestNumber>& b) {
+  if (a.has_value() != b.has_value()) return false;
+  if (!a) return true;
+  if (a->is_integer != b->is_integer) return false;
+  return a->is_integer ? a->integer == b->integer : SameDouble(a->value, b->value);
+}
+
+bool SameChoice(const SuggestChoice& a, const SuggestChoice& b) {
+  if (a.index() != b.index()) return false;
+  if (const auto* x = std::get_if<double>(&a)) return SameDouble(*x, std::get<double>(b));
+  return a == b;
+}
+
+}  // namespace
+
+bool SuggestDistribution::operator==(const SuggestDistribution& o) const {
+  if (type != o.type || !SameNumber(low, o.low) || !SameNumber(high, o.high) ||
+      !SameNumber(step, o.step) || step_null != o.step_null || log != o.log ||
+      choices.has_value() != o.choices.has_value()) {
+    return false;
+  }
+  if (!choices) return true;
+  if (choices->size() != o.choices->size()) return false;
+  for (size_t i = 0; i < choices->size(); ++i) {
+    if (!SameChoice((*choices)[i], (*o.choices)[i])) return false;
+  }
+  return true;
 }
 
 namespace {
@@ -59,6 +115,100 @@ Status OnlyFields(const json::object& obj, std::initializer_list<const char*> al
     bool ok = false;
     for (const char* a : allowed) ok = ok || kv.key() == a;
     if (!ok) return InvalidArgument("unknown field \"" + std::string(kv.key()) + "\"");
+  }
+  return Status::Ok();
+}
+
+// A number field of a suggest's distribution (`field` is its full name for messages).
+Result<SuggestNumber> DistributionNumber(const json::value& v, const std::string& field) {
+  SuggestNumber n;
+  if (v.is_int64()) {
+    n.is_integer = true;
+    n.integer = v.get_int64();
+    n.value = static_cast<double>(n.integer);
+    return n;
+  }
+  if (v.is_uint64()) {  // above INT64_MAX: no int distribution can use it, a float one may
+    n.value = static_cast<double>(v.get_uint64());
+    return n;
+  }
+  if (!v.is_double()) {
+    return InvalidArgument("field \"" + field + "\" must be a number, not " + json::serialize(v));
+  }
+  n.value = v.get_double();
+  if (!std::isfinite(n.value)) {
+    return InvalidArgument("field \"" + field + "\" must be finite");
+  }
+  return n;
+}
+
+Status ParseDistribution(const json::value& v, SuggestDistribution& d) {
+  if (!v.is_object()) {
+    return InvalidArgument("field \"distribution\" must be an object, not " + json::serialize(v));
+  }
+  const json::object& obj = v.get_object();
+  for (const auto& kv : obj) {
+    std::string_view k = kv.key();
+    if (k != "type" && k != "low" && k != "high" && k != "step" && k != "log" && k != "choices") {
+      return InvalidArgument("unknown field \"distribution." + std::string(k) +
+                             "\"; expected type, low, high, step, log or choices");
+    }
+  }
+  const json::value* type = obj.if_contains("type");
+  if (type == nullptr || !type->is_string()) {
+    return InvalidArgument("missing string field \"distribution.type\"");
+  }
+  d.type = std::string(type->get_string());
+  for (const char* field : {"low", "high"}) {
+    if (const json::value* x = obj.if_contains(field)) {
+      TRIALD_ASSIGN_OR_RETURN(SuggestNumber n,
+                              DistributionNumber(*x, std::string("distribution.") + field));
+      (field[0] == 'l' ? d.low : d.high) = n;
+    }
+  }
+  if (const json::value* step = obj.if_contains("step")) {
+    if (step->is_null()) {
+      d.step_null = true;
+    } else {
+      TRIALD_ASSIGN_OR_RETURN(d.step, DistributionNumber(*step, "distribution.step"));
+    }
+  }
+  if (const json::value* log = obj.if_contains("log")) {
+    if (!log->is_bool()) {
+      return InvalidArgument("field \"distribution.log\" must be true or false, not " +
+                             json::serialize(*log));
+    }
+    d.log = log->get_bool();
+  }
+  if (const json::value* choices = obj.if_contains("choices")) {
+    if (!choices->is_array()) {
+      return InvalidArgument("field \"distribution.choices\" must be an array, not " +
+                             json::serialize(*choices));
+    }
+    d.choices.emplace();
+    const json::array& a = choices->get_array();
+    for (size_t i = 0; i < a.size(); ++i) {
+      const json::value& c = a[i];
+      std::string field = "distribution.choices[" + std::to_string(i) + "]";
+      if (c.is_bool()) {
+        d.choices->emplace_back(c.get_bool());
+      } else if (c.is_int64()) {
+        d.choices->emplace_back(c.get_int64());
+      } else if (c.is_string()) {
+        d.choices->emplace_back(std::string(c.get_string()));
+      } else if (c.is_double()) {
+        if (!std::isfinite(c.get_double())) {
+          return InvalidArgument("field \"" + field + "\" must be finite");
+        }
+        d.choices->emplace_back(c.get_double());
+      } else if (c.is_uint64()) {
+        return InvalidArgument("field \"" + field + "\" = " + json::serialize(c) +
+                               " is beyond the 64-bit signed integer range");
+      } else {
+        return InvalidArgument("field \"" + field + "\" must be a string, integer, float or " +
+                               "bool, not " + json::serialize(c));
+      }
+    }
   }
   return Status::Ok();
 }
@@ -146,8 +296,33 @@ Status ParseBody(const json::object& obj, ReportMessage& m) {
     m.type = ReportType::kHeartbeat;
     return OnlyFields(obj, {"type"});
   }
+  if (t == "suggest") {
+    m.type = ReportType::kSuggest;
+    TRIALD_RETURN_IF_ERROR(OnlyFields(obj, {"type", "name", "distribution"}));
+    const json::value* name = obj.if_contains("name");
+    if (name == nullptr || !name->is_string() || name->get_string().empty()) {
+      return InvalidArgument("suggest needs a non-empty string field \"name\"");
+    }
+    if (name->get_string().size() > kMaxParamNameBytes) {
+      return InvalidArgument("field \"name\" is longer than " + std::to_string(kMaxParamNameBytes) +
+                             " bytes");
+    }
+    m.name = std::string(name->get_string());
+    const json::value* dist = obj.if_contains("distribution");
+    if (dist == nullptr) return InvalidArgument("suggest needs an object field \"distribution\"");
+    return ParseDistribution(*dist, m.distribution);
+  }
+  if (t == "should_prune") {
+    m.type = ReportType::kShouldPrune;
+    return OnlyFields(obj, {"type"});
+  }
+  if (t == "pruned") {
+    m.type = ReportType::kPruned;
+    return OnlyFields(obj, {"type"});
+  }
   return InvalidArgument("unknown type \"" + std::string(t) +
-                         "\"; expected report, final, attr, error or heartbeat");
+                         "\"; expected report, final, attr, error, heartbeat, suggest, "
+                         "should_prune or pruned");
 }
 
 }  // namespace
@@ -196,9 +371,148 @@ std::string EncodeReportLine(const ReportMessage& m) {
       o["message"] = m.message;
       break;
     case ReportType::kHeartbeat:
+    case ReportType::kShouldPrune:
+    case ReportType::kPruned:
       break;
+    case ReportType::kSuggest: {
+      o["name"] = m.name;
+      const SuggestDistribution& d = m.distribution;
+      json::object dist;
+      dist["type"] = d.type;
+      auto number = [](const SuggestNumber& n) {
+        return n.is_integer ? json::value(n.integer) : json::value(n.value);
+      };
+      if (d.low) dist["low"] = number(*d.low);
+      if (d.high) dist["high"] = number(*d.high);
+      if (d.step) {
+        dist["step"] = number(*d.step);
+      } else if (d.step_null) {
+        dist["step"] = nullptr;
+      }
+      if (d.log) dist["log"] = *d.log;
+      if (d.choices) {
+        json::array a;
+        for (const SuggestChoice& c : *d.choices) {
+          std::visit([&a](const auto& x) { a.emplace_back(x); }, c);
+        }
+        dist["choices"] = std::move(a);
+      }
+      o["distribution"] = std::move(dist);
+      break;
+    }
   }
   return json::serialize(o) + "\n";
+}
+
+// ---- Answers ----
+
+std::string EncodeSuggestionAnswer(std::string_view name, std::string_view value_json) {
+  Result<json::value> v = common::ParseJsonExact(value_json, /*max_depth=*/16);
+  if (!v.ok() || !common::AllFinite(*v) ||
+      value_json.find_first_of("\n\r") != std::string_view::npos) {
+    return EncodeErrorAnswer(
+        "triald cannot encode the value of parameter \"" + common::SanitizeUtf8(name) +
+        "\": " + common::SanitizeUtf8(value_json.substr(0, 200)) + " is not one finite JSON value");
+  }
+  // The value text is copied as given: serialising the parsed value would write 1.0 as 1E0.
+  return "{\"type\":\"suggestion\",\"name\":" +
+         json::serialize(json::string_view(common::SanitizeUtf8(name))) +
+         ",\"value\":" + std::string(value_json) + "}\n";
+}
+
+std::string EncodeShouldPruneAnswer(bool prune) {
+  return prune ? "{\"type\":\"should_prune\",\"value\":true}\n"
+               : "{\"type\":\"should_prune\",\"value\":false}\n";
+}
+
+std::string EncodeErrorAnswer(std::string_view message) {
+  std::string text = common::SanitizeUtf8(message);
+  auto line = [](const std::string& m) {
+    json::object o;
+    o["type"] = "error";
+    o["message"] = m;
+    return json::serialize(o);
+  };
+  std::string out = line(text);
+  if (out.size() > kMaxReportLineBytes) {
+    // Escapes (\" \\ \u0001) make the line up to six times the text: halve until it fits, as
+    // the Python client does with its own error lines.
+    const std::string kCut = " [...]";
+    while (out.size() > kMaxReportLineBytes && !text.empty()) {
+      size_t keep = text.size() / 2;
+      // Back to the start of a UTF-8 character (continuation bytes are 10xxxxxx).
+      while (keep > 0 && (static_cast<unsigned char>(text[keep]) & 0xC0) == 0x80) --keep;
+      text.resize(keep);
+      out = line(text + kCut);
+    }
+  }
+  return out + "\n";
+}
+
+namespace {
+
+Status ParseAnswerBody(const json::object& obj, AnswerMessage& m) {
+  const json::value* type = obj.if_contains("type");
+  if (type == nullptr || !type->is_string()) {
+    return InvalidArgument("missing string field \"type\"");
+  }
+  const json::string& t = type->get_string();
+  if (t == "suggestion") {
+    m.type = AnswerType::kSuggestion;
+    TRIALD_RETURN_IF_ERROR(OnlyFields(obj, {"type", "name", "value"}));
+    const json::value* name = obj.if_contains("name");
+    if (name == nullptr || !name->is_string()) {
+      return InvalidArgument("suggestion needs a string field \"name\"");
+    }
+    const json::value* value = obj.if_contains("value");
+    if (value == nullptr) return InvalidArgument("suggestion needs a field \"value\"");
+    if (!value->is_number() && !value->is_string() && !value->is_bool()) {
+      return InvalidArgument("field \"value\" must be a number, string or bool, not " +
+                             json::serialize(*value));
+    }
+    if (!common::AllFinite(*value)) return InvalidArgument("field \"value\" must be finite");
+    m.name = std::string(name->get_string());
+    m.value_json = json::serialize(*value);
+    return Status::Ok();
+  }
+  if (t == "should_prune") {
+    m.type = AnswerType::kShouldPrune;
+    TRIALD_RETURN_IF_ERROR(OnlyFields(obj, {"type", "value"}));
+    const json::value* value = obj.if_contains("value");
+    if (value == nullptr || !value->is_bool()) {
+      return InvalidArgument("should_prune needs a field \"value\" that is true or false");
+    }
+    m.prune = value->get_bool();
+    return Status::Ok();
+  }
+  if (t == "error") {
+    m.type = AnswerType::kError;
+    TRIALD_RETURN_IF_ERROR(OnlyFields(obj, {"type", "message"}));
+    const json::value* msg = obj.if_contains("message");
+    if (msg == nullptr || !msg->is_string()) {
+      return InvalidArgument("error needs a string field \"message\"");
+    }
+    m.message = std::string(msg->get_string());
+    return Status::Ok();
+  }
+  return InvalidArgument("unknown type \"" + std::string(t) +
+                         "\"; expected suggestion, should_prune or error");
+}
+
+}  // namespace
+
+Result<AnswerMessage> ParseAnswerLine(std::string_view line) {
+  if (line.size() > kMaxAnswerLineBytes) {
+    return InvalidArgument("answer line of " + std::to_string(line.size()) +
+                           " bytes exceeds the limit of " + std::to_string(kMaxAnswerLineBytes));
+  }
+  Result<json::value> v = common::ParseJsonExact(line, /*max_depth=*/16);
+  if (!v.ok()) return InvalidArgument("not JSON (" + v.status().message() + "): " + Quote(line));
+  if (!v->is_object()) return InvalidArgument("not a JSON object: " + Quote(line));
+  AnswerMessage m;
+  Status st = ParseAnswerBody(v->get_object(), m);
+  if (!st.ok()) return InvalidArgument(st.message() + ": " + Quote(line));
+  return m;
 }
 
 }  // namespace triald::proto

@@ -342,6 +342,17 @@ Status Session::OnReportLine(std::string_view line) {
   if (line.empty()) return Status::Ok();  // tolerate blank lines
   Result<proto::ReportMessage> msg = proto::ParseReportLine(line);
   if (!msg.ok()) return msg.status();
+  if (msg->type == proto::ReportType::kSuggest || msg->type == proto::ReportType::kShouldPrune ||
+      msg->type == proto::ReportType::kPruned) {
+    // The two-way channel's lines decode (proto/report.h) but nothing answers them yet: refused
+    // as before they were decoded, with the same message, until the channel is served.
+    constexpr size_t kQuoted = 200;
+    std::string quoted(line.substr(0, kQuoted));
+    if (line.size() > kQuoted) quoted += "...";
+    return common::InvalidArgument(
+        std::string("unknown type \"") + proto::ReportTypeName(msg->type) +
+        "\"; expected report, final, attr, error or heartbeat: `" + quoted + "`");
+  }
   if (callbacks_.on_message && !abandoned_) callbacks_.on_message(*msg);
   return Status::Ok();
 }

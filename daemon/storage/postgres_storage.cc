@@ -324,6 +324,8 @@ class PostgresStorage final : public Storage {
   Status MarkRunning(int64_t trial_id, const model::ProcessIdentity& process, double at) override;
   Status AddIntermediate(int64_t trial_id, int64_t step, double value) override;
   Status SetAttr(int64_t trial_id, const std::string& key, const std::string& json_value) override;
+  Status AddTrialParam(int64_t trial_id, const std::string& name,
+                       const model::ParamValue& value) override;
   Status FinishTrial(int64_t trial_id, const model::TrialOutcome& outcome, double at) override;
 
   Result<std::vector<model::TrialRecord>> GetTrials(int64_t study_id) override;
@@ -1189,6 +1191,44 @@ Status PostgresStorage::SetAttr(int64_t trial_id, const std::string& key,
                        Params().Int8(trial_id).Bytes(key).Text(json_value, "attribute value"), op));
       if (r.affected() == 0) return TrialNotMutable(trial_id, op, false);
       return Status::Ok();
+    });
+  });
+}
+
+Status PostgresStorage::AddTrialParam(int64_t trial_id, const std::string& name,
+                                      const model::ParamValue& value) {
+  return Guarded("AddTrialParam", [&]() -> Status {
+    const std::string op = "AddTrialParam(" + TrialIdLabel(trial_id) + ", \"" + name + "\")";
+    if (std::isnan(value.internal)) {
+      return common::InvalidArgument(op + ": internal value NaN; expected a number");
+    }
+    std::string dist_json = value.dist.ToJson();
+    return Call(op, Txn::kLazyWrite, [&]() -> Status {
+      // As in AddIntermediate, FOR SHARE holds the trial against a concurrent FinishTrial; a
+      // name the trial has already is left as it is (DO NOTHING) and told apart below, which
+      // costs a round trip only when the call fails.
+      TRIALD_ASSIGN_OR_RETURN(Rows r,
+                              Exec("INSERT INTO trial_params (trial_id, name, internal_value, "
+                                   "distribution_json) SELECT id, $2, $3, $4 FROM trials "
+                                   "WHERE id = $1 AND state IN ('WAITING', 'RUNNING') FOR SHARE "
+                                   "ON CONFLICT (trial_id, name) DO NOTHING",
+                                   Params()
+                                       .Int8(trial_id)
+                                       .Text(name, "parameter name")
+                                       .Float8(value.internal)
+                                       .Text(dist_json, "distribution"),
+                                   op));
+      if (r.affected() > 0) return Status::Ok();
+      TRIALD_ASSIGN_OR_RETURN(
+          Rows present,
+          Exec("SELECT 1 FROM trial_params p JOIN trials t ON t.id = p.trial_id "
+               "WHERE p.trial_id = $1 AND p.name = $2 AND t.state IN ('WAITING', 'RUNNING')",
+               Params().Int8(trial_id).Text(name, "parameter name"), op + ": look up parameter"));
+      if (present.size() > 0) {
+        return common::AlreadyExists(op + ": the trial has a parameter \"" + name +
+                                     "\" already; a parameter has one value per trial");
+      }
+      return TrialNotMutable(trial_id, op, false);
     });
   });
 }

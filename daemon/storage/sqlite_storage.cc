@@ -211,6 +211,8 @@ class SqliteStorage final : public Storage {
   Status MarkRunning(int64_t trial_id, const model::ProcessIdentity& process, double at) override;
   Status AddIntermediate(int64_t trial_id, int64_t step, double value) override;
   Status SetAttr(int64_t trial_id, const std::string& key, const std::string& json_value) override;
+  Status AddTrialParam(int64_t trial_id, const std::string& name,
+                       const model::ParamValue& value) override;
   Status FinishTrial(int64_t trial_id, const model::TrialOutcome& outcome, double at) override;
 
   Result<std::vector<model::TrialRecord>> GetTrials(int64_t study_id) override;
@@ -826,6 +828,48 @@ Status SqliteStorage::SetAttr(int64_t trial_id, const std::string& key,
     }
     if (sqlite3_changes(db_) == 0) return TrialNotMutable(trial_id, op, false);
     return Status::Ok();
+  });
+}
+
+Status SqliteStorage::AddTrialParam(int64_t trial_id, const std::string& name,
+                                    const model::ParamValue& value) {
+  return Guarded("AddTrialParam", [&]() -> Status {
+    const std::string op = "AddTrialParam(" + TrialIdLabel(trial_id) + ", \"" + name + "\")";
+    if (std::isnan(value.internal)) {
+      return common::InvalidArgument(op + ": internal value NaN; expected a number");
+    }
+    std::string dist_json = value.dist.ToJson();
+    TRIALD_RETURN_IF_ERROR(SetSync(Sync::kNormal));
+    {
+      // As in AddIntermediate: the finished-check and the write are one statement; a name the
+      // trial has already is left as it is (DO NOTHING) and told apart below.
+      TRIALD_ASSIGN_OR_RETURN(Stmt st,
+                              Prepare("INSERT INTO trial_params (trial_id, name, internal_value, "
+                                      "distribution_json) SELECT id, ?2, ?3, ?4 FROM trials "
+                                      "WHERE id = ?1 AND state IN ('WAITING', 'RUNNING') "
+                                      "ON CONFLICT (trial_id, name) DO NOTHING",
+                                      op));
+      st.Int(1, trial_id).Text(2, name).Real(3, value.internal).Text(4, dist_json);
+      TRIALD_RETURN_IF_ERROR(Run(st, op));
+    }
+    if (sqlite3_changes(db_) > 0) return Status::Ok();
+    bool present = false;
+    {
+      TRIALD_ASSIGN_OR_RETURN(
+          Stmt st,
+          Prepare("SELECT 1 FROM trial_params p JOIN trials t ON t.id = p.trial_id "
+                  "WHERE p.trial_id = ?1 AND p.name = ?2 AND t.state IN ('WAITING', 'RUNNING')",
+                  op));
+      st.Int(1, trial_id).Text(2, name);
+      int rc = st.Step();
+      if (rc != SQLITE_ROW && rc != SQLITE_DONE) return Err(rc, op + ": look up parameter");
+      present = rc == SQLITE_ROW;
+    }
+    if (present) {
+      return common::AlreadyExists(op + ": the trial has a parameter \"" + name +
+                                   "\" already; a parameter has one value per trial");
+    }
+    return TrialNotMutable(trial_id, op, false);
   });
 }
 

@@ -10,8 +10,8 @@
 // - Unknown study or trial: kNotFound.
 // - A state change (CreateStudy, SetStudyState, CreateTrial, MarkRunning, FinishTrial) is durable
 //   when the call returns, or, inside a batch, when the outermost CommitBatch returns.
-//   AddIntermediate and SetAttr may be made durable lazily (at the latest by the next state
-//   change).
+//   AddIntermediate, SetAttr and AddTrialParam may be made durable lazily (at the latest by the
+//   next state change).
 // - Batches group changes into one atomic, durable commit (one fsync for SQLite): the daemon
 //   wraps each event it handles in one, so a trial's end and its successor's start cost one
 //   sync each, not one per row. A failed call inside a batch leaves the batch's earlier changes
@@ -89,6 +89,14 @@ class Storage {
   virtual common::Status AddIntermediate(int64_t trial_id, int64_t step, double value) = 0;
   virtual common::Status SetAttr(int64_t trial_id, const std::string& key,
                                  const std::string& json_value) = 0;
+  // Adds a parameter to a WAITING or RUNNING trial: a define-by-run trial's parameters arrive
+  // one suggest at a time, after CreateTrial stored those drawn up front. GetTrial, GetTrials and
+  // the other reads return it among the trial's params, with its distribution. kAlreadyExists
+  // when the trial has a parameter of that name already (from CreateTrial or an earlier call;
+  // the stored one is kept: a parameter has one value per trial); kInvalidArgument for a NaN
+  // internal value. In a batch like every write; lazily durable, as AddIntermediate.
+  virtual common::Status AddTrialParam(int64_t trial_id, const std::string& name,
+                                       const model::ParamValue& value) = 0;
   virtual common::Status FinishTrial(int64_t trial_id, const model::TrialOutcome& outcome,
                                      double at) = 0;
 

@@ -288,5 +288,49 @@ TEST_CASE("Distribution equality compares every field", "[config]") {
   CHECK(Categorical({int64_t{1}}) != Categorical({1.0}));
 }
 
+TEST_CASE("DistributionText shows each distribution as a person reads it", "[config]") {
+  CHECK(DistributionText(Float(1e-5, 0.1, true)) == "float [1e-05, 0.1] (log)");
+  CHECK(DistributionText(Float(0, 1, false, 0.25)) == "float [0.0, 1.0] (step 0.25)");
+  CHECK(DistributionText(Float(-1, 1)) == "float [-1.0, 1.0]");
+  CHECK(DistributionText(Int(2, 64, false, 2)) == "int [2, 64] (step 2)");
+  CHECK(DistributionText(Int(1, 1024, true)) == "int [1, 1024] (log)");
+  CHECK(DistributionText(Int(1, 8)) == "int [1, 8]");
+  CHECK(DistributionText(Categorical({std::string("adam"), std::string("sgd")})) ==
+        R"(categorical ["adam", "sgd"])");
+  CHECK(DistributionText(Categorical({true, int64_t{3}, 0.5, 1.0})) ==
+        "categorical [true, 3, 0.5, 1.0]");
+  // A hand-built distribution that breaks the invariants still shows every field.
+  CHECK(DistributionText(Float(1, 2, true, 0.5)) == "float [1.0, 2.0] (log, step 0.5)");
+}
+
+TEST_CASE("DistributionText differs wherever distributions differ", "[config]") {
+  const std::vector<Distribution> all = {
+      Float(0, 1),
+      Float(0, 1, true),
+      Float(0, 1, false, 0.5),
+      Float(0, 2),
+      Float(-0.0, 1),
+      Float(0.1, 1),
+      Float(0.1 + 1e-17, 1),
+      Int(0, 1),
+      Int(0, 4, false, 2),
+      Int(1, 4, true),
+      Int(0, 2),
+      Categorical({int64_t{1}}),
+      Categorical({1.0}),
+      Categorical({true}),
+      Categorical({std::string("1")}),
+      Categorical({std::string("a"), std::string("b")}),
+      Categorical({std::string("b"), std::string("a")}),
+  };
+  for (size_t i = 0; i < all.size(); ++i) {
+    for (size_t j = 0; j < all.size(); ++j) {
+      if (all[i] == all[j]) continue;
+      INFO(DistributionText(all[i]) << " vs " << DistributionText(all[j]));
+      CHECK(DistributionText(all[i]) != DistributionText(all[j]));
+    }
+  }
+}
+
 }  // namespace
 }  // namespace triald::config

@@ -52,6 +52,10 @@ class FlakyStorage final : public storage::Storage {
   common::Status MarkRunning(int64_t id, const model::ProcessIdentity& p, double at) override {
     return down ? Away() : inner_->MarkRunning(id, p, at);
   }
+  common::Status AddTrialParam(int64_t id, const std::string& n,
+                               const model::ParamValue& p) override {
+    return down ? Away() : inner_->AddTrialParam(id, n, p);
+  }
   common::Status AddIntermediate(int64_t id, int64_t step, double v) override {
     return down ? Away() : inner_->AddIntermediate(id, step, v);
   }

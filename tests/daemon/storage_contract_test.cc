@@ -327,6 +327,7 @@ TEMPLATE_TEST_CASE("unknown studies and trials are kNotFound naming what was loo
   names_missing(s->MarkRunning(kMissing, {100, 100, 5}, 3));
   names_missing(s->AddIntermediate(kMissing, 0, 1.0));
   names_missing(s->SetAttr(kMissing, "k", "1"));
+  names_missing(s->AddTrialParam(kMissing, "y", {1.0, FloatDist(0, 2, false, 0)}));
   names_missing(s->FinishTrial(kMissing, Outcome(TrialState::kComplete, 1.0), 3));
   names_missing(s->GetTrials(kMissing).status());
   names_missing(s->GetTrial(kMissing, 0).status());
@@ -408,6 +409,69 @@ TEMPLATE_TEST_CASE("params round-trip with every distribution type", "[storage]"
   RequireSameParams(trials[0].params, params);
   RequireSameParams(trials[1].params, other);
   CHECK(trials[2].params.empty());
+}
+
+TEMPLATE_TEST_CASE("AddTrialParam adds the parameters a trial suggests while it runs", "[storage]",
+                   TRIALD_STORAGE_BACKENDS) {
+  TestType backend;
+  auto s = backend.Open();
+  int64_t study = Unwrap(s->CreateStudy(MakeStudy("dbr"), 1)).id;
+  // One trial with a parameter drawn up front, one with none (a define-by-run trial without a
+  // [space]), and a bystander.
+  TrialRecord t = Unwrap(s->CreateTrial(study, OneParam(2), 1));
+  TrialRecord bare = Unwrap(s->CreateTrial(study, {}, 1));
+  TrialRecord other = Unwrap(s->CreateTrial(study, OneParam(3), 1));
+  REQUIRE_OK(s->MarkRunning(t.id, {10, 10, 1}, 2));
+
+  ParamMap all = AllKindsOfParams();
+  for (const auto& [name, p] : all) REQUIRE_OK(s->AddTrialParam(t.id, name, p));
+  REQUIRE_OK(s->AddTrialParam(bare.id, "lr", all.at("lr")));  // a WAITING trial takes them too
+  REQUIRE_OK(s->AddTrialParam(other.id, "lr", {0.01, all.at("lr").dist}));  // same name
+
+  ParamMap want = all;
+  want["x"] = OneParam(2).at("x");
+  RequireSameParams(Unwrap(s->GetTrial(study, t.number)).params, want);
+  RequireSameParams(Unwrap(s->GetTrial(study, bare.number)).params, {{"lr", all.at("lr")}});
+  ParamMap want_other = OneParam(3);
+  want_other["lr"] = {0.01, all.at("lr").dist};
+  RequireSameParams(Unwrap(s->GetTrial(study, other.number)).params, want_other);
+
+  // Every read returns them, and they stay once the trial has finished.
+  auto running = Unwrap(s->GetRunningTrials());
+  REQUIRE(running.size() == 1);
+  RequireSameParams(running[0].params, want);
+  REQUIRE_OK(s->FinishTrial(t.id, Outcome(TrialState::kPruned, 0.5), 3));
+  auto since = Unwrap(s->GetTrialsSince(study, 0, {}));
+  REQUIRE(since.size() == 3);
+  RequireSameParams(since[0].params, want);
+  RequireSameParams(Unwrap(s->GetTrials(study))[1].params, {{"lr", all.at("lr")}});
+}
+
+TEMPLATE_TEST_CASE("AddTrialParam refuses a name the trial has and a NaN value", "[storage]",
+                   TRIALD_STORAGE_BACKENDS) {
+  TestType backend;
+  auto s = backend.Open();
+  int64_t study = Unwrap(s->CreateStudy(MakeStudy("dup"), 1)).id;
+  TrialRecord t = Unwrap(s->CreateTrial(study, OneParam(2), 1));
+  REQUIRE_OK(s->MarkRunning(t.id, {10, 10, 1}, 2));
+  REQUIRE_OK(s->AddTrialParam(t.id, "units", {64, IntDist(16, 256, false, 16)}));
+  TrialRecord before = Unwrap(s->GetTrial(study, t.number));
+
+  std::vector<std::pair<std::string, common::Status>> refused = {
+      // drawn up front by CreateTrial, same value and distribution
+      {"x", s->AddTrialParam(t.id, "x", {2, FloatDist(-10, 10, false, 0)})},
+      // added before, another value and distribution
+      {"units", s->AddTrialParam(t.id, "units", {1, CategoricalDist({int64_t{1}, int64_t{2}})})},
+  };
+  for (const auto& [name, st] : refused) {
+    INFO(st.ToString());
+    CHECK(st.code() == Code::kAlreadyExists);
+    CHECK_THAT(st.message(), Catch::Contains("\"" + name + "\""));
+  }
+  common::Status nan = s->AddTrialParam(t.id, "y", {std::nan(""), FloatDist(0, 1, false, 0)});
+  CHECK(nan.code() == Code::kInvalidArgument);
+  CHECK_THAT(nan.message(), Catch::Contains("NaN"));
+  RequireSameTrial(Unwrap(s->GetTrial(study, t.number)), before);
 }
 
 TEMPLATE_TEST_CASE("intermediate values: a repeated step overwrites", "[storage]",
@@ -617,6 +681,8 @@ TEMPLATE_TEST_CASE("finished trials are immutable", "[storage]", TRIALD_STORAGE_
         s->AddIntermediate(t.id, 1, 9.0),  // new step
         s->SetAttr(t.id, "k", "\"changed\""),
         s->SetAttr(t.id, "new", "1"),
+        s->AddTrialParam(t.id, "x", {3.0, FloatDist(-10, 10, false, 0)}),  // existing name
+        s->AddTrialParam(t.id, "y", {1.0, FloatDist(0, 2, false, 0)}),     // new name
     };
     for (const auto& st : attempts) {
       INFO(st.ToString());
@@ -741,6 +807,9 @@ TEMPLATE_TEST_CASE("a batch commits its calls together and survives a failed cal
   REQUIRE_OK(s->CommitBatch());
   REQUIRE_OK(s->MarkRunning(t0.id, {7, 7, 7}, 6));
   REQUIRE_OK(s->AppendEvent(study.id, t0.id, "trial_started", "", 6));
+  REQUIRE_OK(s->AddTrialParam(t0.id, "y", {0.5, FloatDist(0, 1, false, 0)}));
+  CHECK(s->AddTrialParam(t0.id, "y", {0.25, FloatDist(0, 1, false, 0)}).code() ==
+        Code::kAlreadyExists);
   REQUIRE_OK(s->CommitBatch());
 
   CHECK(t1.number == 1);
@@ -748,6 +817,7 @@ TEMPLATE_TEST_CASE("a batch commits its calls together and survives a failed cal
   REQUIRE(trials.size() == 2);
   CHECK(trials[0].state == TrialState::kRunning);
   CHECK(trials[1].state == TrialState::kWaiting);
+  CHECK(trials[0].params.at("y").internal == 0.5);
   CHECK(Unwrap(s->GetEvents(study.id)).size() == 1);
   RequireSameStudy(Unwrap(s->GetStudy("taken")), taken);
   CHECK(Unwrap(s->ListStudies()).size() == 2);

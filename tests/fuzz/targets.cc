@@ -2,7 +2,9 @@
 
 #include <cstring>
 #include <string>
+#include <vector>
 
+#include "config/suggest.h"
 #include "config/sweep.h"
 #include "proto/control.h"
 #include "proto/line_reader.h"
@@ -19,7 +21,8 @@ bool SameDouble(double a, double b) { return std::memcmp(&a, &b, sizeof(double))
 
 bool SameMessage(const proto::ReportMessage& a, const proto::ReportMessage& b) {
   if (a.type != b.type || a.key != b.key || a.json_value != b.json_value ||
-      a.message != b.message || a.values.size() != b.values.size()) {
+      a.message != b.message || a.values.size() != b.values.size() || a.name != b.name ||
+      a.distribution != b.distribution) {
     return false;
   }
   for (size_t i = 0; i < a.values.size(); ++i) {
@@ -44,6 +47,50 @@ Status CheckRefusal(const Status& st, const char* what) {
   return Status::Ok();
 }
 
+// The daemon's side of a suggest: the requested distribution is refused with a message, or
+// becomes a valid distribution that round-trips through its stored JSON, and the answers to it
+// (a value, or the refusal) are lines a client reads back.
+Status CheckSuggest(const proto::ReportMessage& m) {
+  Result<config::Distribution> d = config::DistributionFromSuggest(m.name, m.distribution);
+  if (!d.ok()) {
+    TRIALD_RETURN_IF_ERROR(CheckRefusal(d.status(), "DistributionFromSuggest"));
+    std::string error = proto::EncodeErrorAnswer(d.status().message());
+    Result<proto::AnswerMessage> back =
+        proto::ParseAnswerLine(std::string_view(error.data(), error.size() - 1));
+    if (!back.ok() || back->type != proto::AnswerType::kError || back->message.empty()) {
+      return Internal("error answer did not read back: " + error);
+    }
+    return Status::Ok();
+  }
+  if (Status valid = d->Validate(); !valid.ok()) {
+    return Internal("DistributionFromSuggest accepted " + d->ToJson() + ": " + valid.message());
+  }
+  Result<config::Distribution> stored = config::DistributionFromJson(d->ToJson());
+  if (!stored.ok() || *stored != *d) {
+    return Internal("suggested distribution changed in a JSON round trip: " + d->ToJson());
+  }
+  if (config::DistributionText(*d).empty()) return Internal("empty DistributionText");
+  // Every value the distribution can take at its ends (each choice of a categorical).
+  std::vector<double> internals = {d->low, d->high};
+  if (d->type == config::ParamType::kCategorical) {
+    internals.clear();
+    for (size_t i = 0; i < d->choices.size(); ++i) internals.push_back(static_cast<double>(i));
+  }
+  for (double internal : internals) {
+    std::string value = config::ExternalJson(*d, internal);
+    std::string answer = proto::EncodeSuggestionAnswer(m.name, value);
+    Result<proto::AnswerMessage> back =
+        proto::ParseAnswerLine(std::string_view(answer.data(), answer.size() - 1));
+    if (!back.ok() || back->type != proto::AnswerType::kSuggestion || back->name != m.name) {
+      return Internal("suggestion answer did not read back: " + answer);
+    }
+    if (answer.size() > proto::kMaxAnswerLineBytes) {
+      return Internal("suggestion answer over kMaxAnswerLineBytes: " + answer.substr(0, 200));
+    }
+  }
+  return Status::Ok();
+}
+
 Status CheckReportLine(std::string_view line) {
   Result<proto::ReportMessage> m = proto::ParseReportLine(line);
   if (!m.ok()) return CheckRefusal(m.status(), "ParseReportLine");
@@ -62,6 +109,7 @@ Status CheckReportLine(std::string_view line) {
   if (!SameMessage(*m, *again)) {
     return Internal("report line changed in a round trip: " + std::string(line) + " -> " + encoded);
   }
+  if (m->type == proto::ReportType::kSuggest) return CheckSuggest(*m);
   return Status::Ok();
 }
 

@@ -4,7 +4,10 @@
 // hold for every input:
 //   report   proto::LineReader splitting a byte stream (small cap) and proto::ParseReportLine on
 //            every line; an accepted line re-encodes (EncodeReportLine) to a line that parses
-//            to the same message.
+//            to the same message; a suggest's distribution is refused with a message or becomes
+//            a valid config::Distribution (config::DistributionFromSuggest) whose stored JSON
+//            reads back, and the answers (EncodeSuggestionAnswer, EncodeErrorAnswer) read back
+//            with ParseAnswerLine.
 //   control  proto::ParseRequest and ParseResponse; an accepted request re-encodes
 //            (EncodeRequest) to one that parses to the same verb and arguments, and EncodeOk of
 //            it parses back as the same result.
