@@ -233,10 +233,10 @@ CLI::Validator PositiveInteger(int64_t max) {
 
 // What a tool's command line sets.
 struct ToolArgs {
-  std::string model;  // MODEL_DIR of tokenize, inspect and check
-  int64_t batch_size = 8;
-  int64_t seq_len = 128;
-  TrainArgs train;
+  std::string model;       // MODEL_DIR of tokenize, inspect and check
+  int64_t batch_size = 8;  // inspect's
+  int64_t seq_len = 128;   // inspect's
+  TrainArgs train;         // train's, MODEL_DIR included
 };
 
 CLI::Option* AddModelDir(CLI::App* app, std::string* dir) {
