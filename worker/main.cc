@@ -74,17 +74,8 @@ std::string HelpFooter() {
   return text +
          "\n"
          "tools for a Hugging Face GPT-2 folder (config.json, model.safetensors, vocab.json,\n"
-         "merges.txt):\n"
-         "  trial-worker tokenize MODEL_DIR < text   token ids of stdin as a JSON array\n"
-         "  trial-worker inspect MODEL_DIR [--batch-size B] [--seq-len L]\n"
-         "                                           parameters and planned memory (JSON),\n"
-         "                                           without allocating the model\n"
-         "  trial-worker check MODEL_DIR             load the checkpoint; name every missing,\n"
-         "                                           unexpected or mismatched tensor\n"
-         "  trial-worker train MODEL_DIR TRAIN_FILE EVAL_FILE [--steps N] [--seq-len L]\n"
-         "      [--eval-every N] [--device D] [--params JSON] [--save OUT_DIR] [--batches]\n"
-         "      [--no-initial-eval]                 train as a trial would; JSON lines per step;\n"
-         "                                           --save writes the trained model folder";
+         "merges.txt); `trial-worker TOOL --help` for a tool's options:\n" +
+         triald::worker::ToolsHelp();
 }
 
 // Prints `status` to stderr and, when possible, tells the daemon too; returns the exit code.

@@ -1,11 +1,15 @@
 #include "worker/tools.h"
 
+#include <CLI/CLI.hpp>
 #include <boost/json.hpp>
+#include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <iterator>
+#include <memory>
 #include <sstream>
 
 #include "config/sweep.h"
@@ -25,19 +29,6 @@ using common::Result;
 int Problem(const std::string& message) {
   std::fprintf(stderr, "trial-worker: %s\n", message.c_str());
   return 1;
-}
-
-int Usage(const std::string& message) {
-  std::fprintf(
-      stderr,
-      "trial-worker: %s\nusage: trial-worker tokenize MODEL_DIR < text\n"
-      "       trial-worker inspect MODEL_DIR [--batch-size B] [--seq-len L]\n"
-      "       trial-worker check MODEL_DIR\n"
-      "       trial-worker train MODEL_DIR TRAIN_FILE EVAL_FILE [--steps N] [--seq-len L]\n"
-      "           [--eval-every N] [--device D] [--params JSON] [--save OUT_DIR]\n"
-      "           [--batches] [--no-initial-eval]\n",
-      message.c_str());
-  return 2;
 }
 
 std::string Dir(const std::string& d) { return d.empty() || d.back() == '/' ? d : d + "/"; }
@@ -216,83 +207,202 @@ int Train(const TrainArgs& args) {
   return 0;
 }
 
-bool ParseInt(const std::string& s, int64_t* out) {
-  char* end = nullptr;
-  long long v = std::strtoll(s.c_str(), &end, 10);
-  if (s.empty() || *end != '\0' || v < 1) return false;
-  *out = v;
-  return true;
+// ---- The tools' command lines, declared once with CLI11 ------------------------------------
+// The declarations give the parse (`--opt value` and `--opt=value`; an option given twice keeps
+// its last value), `trial-worker TOOL --help`, the errors (which name the option) and the
+// synopses in `trial-worker --help` (ToolsHelp).
+
+// An integer from 1 to `max`, the whole text ("12x", "" and " 1" are not numbers). A failed check
+// reads "--OPTION: \"0\": expected a positive integer (at most 2147483647)".
+CLI::Validator PositiveInteger(int64_t max) {
+  const std::string expected =
+      "expected a positive integer" +
+      (max < INT64_MAX ? " (at most " + std::to_string(max) + ")" : std::string());
+  return CLI::Validator(
+      [max, expected](std::string& text) {
+        char* end = nullptr;
+        errno = 0;
+        const long long n = text.empty() ? 0 : std::strtoll(text.c_str(), &end, 10);
+        if (text.empty() || *end != '\0' || errno != 0 || n < 1 || n > max) {
+          return "\"" + text + "\": " + expected;
+        }
+        return std::string();
+      },
+      "");
 }
 
-// `trial-worker train`'s command line.
-int RunTrain(const std::vector<std::string>& args) {
-  if (args.size() < 3) return Usage("train needs MODEL_DIR TRAIN_FILE EVAL_FILE");
-  TrainArgs train;
-  train.config.model = args[0];
-  train.config.train_file = args[1];
-  train.config.eval_file = args[2];
-  for (size_t i = 3; i < args.size(); ++i) {
-    const std::string& flag = args[i];
-    if (flag == "--batches") {
-      train.batches = true;
-      continue;
-    }
-    if (flag == "--no-initial-eval") {
-      train.initial_eval = false;
-      continue;
-    }
-    if (i + 1 >= args.size()) return Usage(flag + " needs a value");
-    const std::string& value = args[++i];
-    int64_t number = 0;
-    if (flag == "--steps" || flag == "--seq-len" || flag == "--eval-every") {
-      if (!ParseInt(value, &number) || number > INT32_MAX) {
-        return Usage(flag + " needs a positive integer, got '" + value + "'");
-      }
-      int& target = flag == "--steps"     ? train.config.max_steps
-                    : flag == "--seq-len" ? train.config.seq_len
-                                          : train.config.eval_every;
-      target = static_cast<int>(number);
-    } else if (flag == "--device") {
-      train.config.device = value;
-    } else if (flag == "--params") {
-      train.params = value;
-    } else if (flag == "--save") {
-      train.save = value;
+// What a tool's command line sets.
+struct ToolArgs {
+  std::string model;       // MODEL_DIR of tokenize, inspect and check
+  int64_t batch_size = 8;  // inspect's
+  int64_t seq_len = 128;   // inspect's
+  TrainArgs train;         // train's, MODEL_DIR included
+};
+
+CLI::Option* AddModelDir(CLI::App* app, std::string* dir) {
+  return app->add_option("MODEL_DIR", *dir, "the model folder")->type_name("")->required();
+}
+
+struct ToolSpec {
+  const char* name;
+  const char* synopsis_tail;  // after the declared arguments in the synopsis, e.g. "< text"
+  const char* summary;        // for `trial-worker --help`, '\n'-separated lines
+  const char* description;    // for `trial-worker TOOL --help`
+  void (*declare)(CLI::App* app, ToolArgs* a);
+  int (*run)(const ToolArgs& a);
+};
+
+const std::vector<ToolSpec>& ToolSpecs() {
+  static const std::vector<ToolSpec> kTools = {
+      {"tokenize", "< text", "token ids of stdin as a JSON array",
+       "Reads text on stdin and prints its token ids (the model's GPT-2 tokenizer:\n"
+       "vocab.json, merges.txt) as one JSON array.",
+       [](CLI::App* app, ToolArgs* a) { AddModelDir(app, &a->model); },
+       [](const ToolArgs& a) { return Tokenize(Dir(a.model)); }},
+      {"inspect", "", "parameters and planned memory (JSON), without allocating the model",
+       "Prints the parameter count and the planned training memory as JSON, from\n"
+       "config.json alone: the model is built on the meta device only.",
+       [](CLI::App* app, ToolArgs* a) {
+         AddModelDir(app, &a->model);
+         app->add_option("--batch-size", a->batch_size, "sequences per step (default 8)")
+             ->type_name("B")
+             ->check(PositiveInteger(INT64_MAX));
+         app->add_option("--seq-len", a->seq_len, "tokens per sequence (default 128)")
+             ->type_name("L")
+             ->check(PositiveInteger(INT64_MAX));
+       },
+       [](const ToolArgs& a) { return Inspect(Dir(a.model), a.batch_size, a.seq_len); }},
+      {"check", "", "load the checkpoint; name every missing, unexpected or mismatched tensor",
+       "Loads model.safetensors for real (on the CPU) and reports every missing,\n"
+       "unexpected or mismatched tensor by name.",
+       [](CLI::App* app, ToolArgs* a) { AddModelDir(app, &a->model); },
+       [](const ToolArgs& a) { return Check(Dir(a.model)); }},
+      {"train", "",
+       "train as a trial would; JSON lines per step;\n"
+       "--save writes the trained model folder",
+       "Trains exactly as a trial with these [objective] settings and TRIALD_PARAMS =\n"
+       "--params would, printing JSON lines: attributes, every step (learning rate,\n"
+       "training loss, elapsed time), every evaluation and a summary.",
+       [](CLI::App* app, ToolArgs* a) {
+         config::LmObjectiveConfig& c = a->train.config;
+         AddModelDir(app, &c.model);
+         app->add_option("TRAIN_FILE", c.train_file, "the training text")
+             ->type_name("")
+             ->required();
+         app->add_option("EVAL_FILE", c.eval_file, "the evaluation text")
+             ->type_name("")
+             ->required();
+         const CLI::Validator up_to_int32 = PositiveInteger(INT32_MAX);
+         app->add_option("--steps", c.max_steps, "training steps ([objective] max_steps)")
+             ->type_name("N")
+             ->check(up_to_int32);
+         app->add_option("--seq-len", c.seq_len, "tokens per sequence ([objective] seq_len)")
+             ->type_name("L")
+             ->check(up_to_int32);
+         app->add_option("--eval-every", c.eval_every,
+                         "steps between evaluations ([objective] eval_every)")
+             ->type_name("N")
+             ->check(up_to_int32);
+         app->add_option("--device", c.device, "auto, cpu or cuda ([objective] device)")
+             ->type_name("D");
+         app->add_option("--params", a->train.params,
+                         "the trial's parameters, as TRIALD_PARAMS (default {})")
+             ->type_name("JSON");
+         app->add_option("--save", a->train.save,
+                         "write the trained model as a new Hugging Face folder")
+             ->type_name("OUT_DIR");
+         app->add_flag("--batches", a->train.batches,
+                       "also print each step's token ids, and the evaluation's in the summary");
+         app->add_flag_callback(
+             "--no-initial-eval", [a] { a->train.initial_eval = false; },
+             "skip the evaluation before the first step");
+       },
+       [](const ToolArgs& a) { return Train(a.train); }},
+  };
+  return kTools;
+}
+
+const ToolSpec* FindTool(const std::string& name) {
+  for (const ToolSpec& spec : ToolSpecs()) {
+    if (name == spec.name) return &spec;
+  }
+  return nullptr;
+}
+
+// `spec`'s command line; the app writes into `a`.
+std::unique_ptr<CLI::App> MakeToolParser(const ToolSpec& spec, ToolArgs* a) {
+  auto app = std::make_unique<CLI::App>(
+      std::string(spec.description) +
+          "\nMODEL_DIR is a Hugging Face GPT-2 folder (config.json, model.safetensors,\n"
+          "vocab.json, merges.txt). Exit codes: 0 ok, 1 a problem, 2 a bad command line.\n",
+      std::string("trial-worker ") + spec.name);
+  app->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  spec.declare(app.get(), a);
+  return app;
+}
+
+// "trial-worker inspect MODEL_DIR [--batch-size B] [--seq-len L]", from the declarations.
+std::vector<std::string> SynopsisWords(const ToolSpec& spec) {
+  ToolArgs unused;
+  std::unique_ptr<CLI::App> app = MakeToolParser(spec, &unused);
+  std::vector<std::string> words = {"trial-worker", spec.name};
+  for (const CLI::Option* o : app->get_options()) {
+    if (o == app->get_help_ptr()) continue;
+    if (!o->nonpositional()) {
+      words.push_back(o->get_name());
+    } else if (o->get_type_name().empty()) {  // a flag
+      words.push_back("[" + o->get_name() + "]");
     } else {
-      return Usage("unexpected argument '" + flag + "'");
+      words.push_back("[" + o->get_name() + " " + o->get_type_name() + "]");
     }
   }
-  return Train(train);
+  if (*spec.synopsis_tail != '\0') words.push_back(spec.synopsis_tail);
+  return words;
 }
 
 }  // namespace
 
-bool IsTool(const std::string& name) {
-  return name == "tokenize" || name == "inspect" || name == "check" || name == "train";
+bool IsTool(const std::string& name) { return FindTool(name) != nullptr; }
+
+std::string ToolsHelp() {
+  constexpr size_t kWidth = 80;
+  std::string text;
+  for (const ToolSpec& spec : ToolSpecs()) {
+    std::string line = " ";
+    for (const std::string& word : SynopsisWords(spec)) {
+      if (line.size() + 1 + word.size() > kWidth && line.size() > 6) {
+        text += line + "\n";
+        line = "     ";
+      }
+      line += " " + word;
+    }
+    text += line + "\n";
+    std::istringstream summary(spec.summary);
+    for (std::string s; std::getline(summary, s);) text += "      " + s + "\n";
+  }
+  text.pop_back();  // the last '\n'
+  return text;
 }
 
 int RunTool(const std::string& tool, const std::vector<std::string>& args) {
-  if (args.empty()) return Usage(tool + " needs MODEL_DIR");
-  const std::string dir = Dir(args[0]);
-  Result<int> code = TorchCall(tool, [&]() -> Result<int> {
-    if (tool == "train") return RunTrain(args);
-    if (tool == "tokenize" || tool == "check") {
-      if (args.size() != 1) return Usage("unexpected argument '" + args[1] + "'");
-      return tool == "tokenize" ? Tokenize(dir) : Check(dir);
-    }
-    int64_t batch_size = 8, seq_len = 128;
-    for (size_t i = 1; i < args.size(); ++i) {
-      int64_t* target = args[i] == "--batch-size" ? &batch_size
-                        : args[i] == "--seq-len"  ? &seq_len
-                                                  : nullptr;
-      if (target == nullptr) return Usage("unexpected argument '" + args[i] + "'");
-      if (i + 1 >= args.size() || !ParseInt(args[i + 1], target)) {
-        return Usage(args[i] + " needs a positive integer");
-      }
-      ++i;
-    }
-    return Inspect(dir, batch_size, seq_len);
-  });
+  const ToolSpec* spec = FindTool(tool);
+  if (spec == nullptr) {
+    std::fprintf(stderr, "trial-worker: unknown tool \"%s\"\n", tool.c_str());
+    return 2;
+  }
+  ToolArgs parsed;
+  std::unique_ptr<CLI::App> app = MakeToolParser(*spec, &parsed);
+  std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 pops from the back
+  try {
+    app->parse(reversed);
+  } catch (const CLI::Success&) {  // -h, --help
+    std::fputs(app->help().c_str(), stdout);
+    return 0;
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "trial-worker: %s\n%s", e.what(), app->help().c_str());
+    return 2;
+  }
+  Result<int> code = TorchCall(tool, [&]() -> Result<int> { return spec->run(parsed); });
   return code.ok() ? *code : Problem(code.status().message());
 }
 

@@ -15,8 +15,11 @@
 //                        a summary (with --batches also the evaluation token ids), so another
 //                        implementation can replay the run; --save writes the trained model as
 //                        a new Hugging Face folder (how the demo's pretrained fixture is made)
-// They use exactly the code a trial uses. Each returns the process exit code: 0 success, 1 a
-// problem (printed on stderr), 2 a bad command line.
+// They use exactly the code a trial uses. Each returns the process exit code: 0 success (also
+// for `trial-worker TOOL --help`), 1 a problem (printed on stderr), 2 a bad command line.
+// Their command lines are declared once with CLI11: an option takes `--opt value` or
+// `--opt=value`, an option given twice keeps its last value, and an error names the option
+// (e.g. `trial-worker: --steps: "0": expected a positive integer (at most 2147483647)`).
 //
 // Thread-safety: run from main() only.
 
@@ -29,5 +32,9 @@ namespace triald::worker {
 int RunTool(const std::string& tool, const std::vector<std::string>& args);
 
 bool IsTool(const std::string& name);
+
+// The tools' synopses (made from their declarations) and summaries for `trial-worker --help`,
+// lines joined by '\n': "  trial-worker inspect MODEL_DIR [--batch-size B] [--seq-len L]\n"...
+std::string ToolsHelp();
 
 }  // namespace triald::worker

@@ -64,7 +64,81 @@ TEST_CASE("trial-worker inspect plans memory from config.json alone", "[worker][
   ChildResult too_long = Run({"inspect", model, "--seq-len", "999"});
   CHECK(too_long.exit_code == 1);
   CHECK_THAT(too_long.err, Catch::Contains("n_positions 128"));
-  CHECK(Run({"inspect", model, "--batch-size", "zero"}).exit_code == 2);
+  ChildResult zero = Run({"inspect", model, "--batch-size", "zero"});
+  CHECK(zero.exit_code == 2);
+  CHECK_THAT(zero.err, Catch::StartsWith("trial-worker: --batch-size: \"zero\": expected a "
+                                         "positive integer"));
+}
+
+TEST_CASE("trial-worker inspect takes --opt=value as well as --opt value", "[worker][tools]") {
+  const std::string model = FixtureDir() + "/tiny-gpt2";
+  ChildResult spaced = Run({"inspect", model, "--batch-size", "4", "--seq-len", "32"});
+  ChildResult joined = Run({"inspect", model, "--batch-size=4", "--seq-len=32"});
+  INFO(joined.err);
+  REQUIRE(spaced.exit_code == 0);
+  REQUIRE(joined.exit_code == 0);
+  CHECK(joined.out == spaced.out);
+  boost::json::object o = boost::json::parse(joined.out).as_object();
+  CHECK(o.at("batch_size").as_int64() == 4);
+  CHECK(o.at("seq_len").as_int64() == 32);
+  // Given twice, an option keeps its last value.
+  ChildResult twice = Run({"inspect", model, "--seq-len=999", "--batch-size", "4", "--seq-len=32"});
+  CHECK(twice.out == spaced.out);
+
+  ChildResult bad = Run({"inspect", model, "--seq-len=0"});
+  CHECK(bad.exit_code == 2);
+  CHECK_THAT(bad.err, Catch::StartsWith("trial-worker: --seq-len: \"0\": expected a positive "
+                                        "integer"));
+  CHECK(bad.out.empty());
+  ChildResult no_value = Run({"inspect", model, "--batch-size"});
+  CHECK(no_value.exit_code == 2);
+  CHECK_THAT(no_value.err, Catch::StartsWith("trial-worker: --batch-size"));
+}
+
+TEST_CASE("trial-worker's tools refuse what they do not declare, naming it", "[worker][tools]") {
+  const std::string model = FixtureDir() + "/tiny-gpt2";
+  for (const char* tool : {"tokenize", "inspect", "check"}) {
+    INFO(tool);
+    ChildResult unknown = Run({tool, model, "--bogus=1"});
+    CHECK(unknown.exit_code == 2);
+    CHECK_THAT(unknown.err, Catch::StartsWith("trial-worker: ") && Catch::Contains("--bogus"));
+    ChildResult extra = Run({tool, model, "surplus"});
+    CHECK(extra.exit_code == 2);
+    CHECK_THAT(extra.err, Catch::StartsWith("trial-worker: ") && Catch::Contains("surplus"));
+    ChildResult no_model = Run({tool});
+    CHECK(no_model.exit_code == 2);
+    CHECK_THAT(no_model.err, Catch::StartsWith("trial-worker: ") && Catch::Contains("MODEL_DIR"));
+  }
+}
+
+TEST_CASE("trial-worker TOOL --help comes from the tool's declarations", "[worker][tools]") {
+  std::map<std::string, std::vector<std::string>> expected = {
+      {"tokenize", {"trial-worker tokenize", "MODEL_DIR"}},
+      {"inspect", {"trial-worker inspect", "MODEL_DIR", "--batch-size B", "--seq-len L"}},
+      {"check", {"trial-worker check", "MODEL_DIR"}},
+      {"train",
+       {"trial-worker train", "MODEL_DIR", "TRAIN_FILE", "EVAL_FILE", "--steps N", "--seq-len L",
+        "--eval-every N", "--device D", "--params JSON", "--save OUT_DIR", "--batches",
+        "--no-initial-eval"}},
+  };
+  for (const auto& [tool, parts] : expected) {
+    INFO(tool);
+    for (const char* flag : {"--help", "-h"}) {
+      ChildResult help = Run({tool, flag});
+      CHECK(help.exit_code == 0);
+      CHECK(help.err.empty());
+      for (const std::string& part : parts) CHECK_THAT(help.out, Catch::Contains(part));
+    }
+  }
+  // trial-worker --help lists each tool's synopsis, made from the same declarations.
+  ChildResult top = Run({"--help"});
+  CHECK(top.exit_code == 0);
+  CHECK_THAT(top.out, Catch::Contains("trial-worker inspect MODEL_DIR [--batch-size B] "
+                                      "[--seq-len L]") &&
+                          Catch::Contains("trial-worker train MODEL_DIR TRAIN_FILE EVAL_FILE "
+                                          "[--steps N]") &&
+                          Catch::Contains("[--no-initial-eval]") &&
+                          Catch::Contains("trial-worker tokenize MODEL_DIR < text"));
 }
 
 TEST_CASE("trial-worker check loads the checkpoint and names what is missing", "[worker][tools]") {
@@ -164,14 +238,74 @@ TEST_CASE("trial-worker train refuses bad arguments by name", "[worker][tools]")
   const std::string model = fixtures + "/tiny-gpt2";
   const std::string train = fixtures + "/licenses/train.txt";
   const std::string eval = fixtures + "/licenses/eval.txt";
-  CHECK(Run({"train", model}).exit_code == 2);
-  CHECK(Run({"train", model, train, eval, "--steps", "0"}).exit_code == 2);
+  ChildResult positionals = Run({"train", model});
+  CHECK(positionals.exit_code == 2);
+  CHECK_THAT(positionals.err, Catch::StartsWith("trial-worker: ") && Catch::Contains("TRAIN_FILE"));
+  // A bad value names its option, in both forms; the numbers are 1 to 2147483647.
+  const std::vector<std::vector<std::string>> bad = {
+      {"--steps", "0"},       {"--steps=0"},
+      {"--steps=2147483648"}, {"--seq-len", "x"},
+      {"--seq-len=-1"},       {"--eval-every=1.5"},
+      {"--eval-every", ""},   {"--steps=99999999999999999999"}};
+  for (const std::vector<std::string>& option : bad) {
+    std::vector<std::string> argv = {"train", model, train, eval};
+    argv.insert(argv.end(), option.begin(), option.end());
+    const std::string name = option[0].substr(0, option[0].find('='));
+    INFO(option[0]);
+    ChildResult r = Run(argv);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.err, Catch::StartsWith("trial-worker: " + name + ": ") &&
+                          Catch::Contains("expected a positive integer (at most 2147483647)"));
+    CHECK(r.out.empty());  // nothing ran
+  }
+  ChildResult no_value = Run({"train", model, train, eval, "--save"});
+  CHECK(no_value.exit_code == 2);
+  CHECK_THAT(no_value.err, Catch::StartsWith("trial-worker: --save"));
+  ChildResult unknown = Run({"train", model, train, eval, "--step=3"});
+  CHECK(unknown.exit_code == 2);
+  CHECK_THAT(unknown.err, Catch::StartsWith("trial-worker: ") && Catch::Contains("--step"));
   ChildResult typo = Run({"train", model, train, eval, "--params", R"({"learning_rat":1})"});
   CHECK(typo.exit_code == 1);
   CHECK_THAT(typo.err, Catch::Contains("learning_rat"));
   ChildResult onto_itself = Run({"train", model, train, eval, "--steps", "1", "--save", model});
   CHECK(onto_itself.exit_code == 1);
   CHECK_THAT(onto_itself.err, Catch::Contains("is the model folder itself"));
+}
+
+TEST_CASE("trial-worker train takes --opt=value as well as --opt value", "[worker][tools]") {
+  const std::string fixtures = FixtureDir();
+  const std::string model = fixtures + "/tiny-gpt2";
+  const std::string train = fixtures + "/licenses/train.txt";
+  const std::string eval = fixtures + "/licenses/eval.txt";
+  triald::testing::TempDir dir;
+  const std::string out = dir.File("trained");
+  // Options before, between and after the positional arguments.
+  ChildResult r = Run({"train", "--steps=2", model, "--seq-len=16", train, "--eval-every=1", eval,
+                       "--device=cpu", R"(--params={"learning_rate":0.01,"batch_size":2})",
+                       "--save=" + out, "--batches", "--no-initial-eval"});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  auto lines = TrainLines(r.out);
+  REQUIRE(lines["step"].size() == 2);                            // --steps=2
+  CHECK(lines["step"][0].at("lr").to_number<double>() == 0.01);  // --params=
+  REQUIRE(lines["step"][0].contains("windows"));                 // --batches
+  const boost::json::array& rows = lines["step"][0].at("windows").as_array();
+  REQUIRE(rows.size() == 2);               // batch_size 2
+  CHECK(rows[0].as_array().size() == 17);  // --seq-len=16, + 1 target
+  CHECK(lines["eval"].size() == 2);        // --eval-every=1
+  REQUIRE(lines["summary"].size() == 1);
+  const boost::json::object& summary = lines["summary"][0];
+  CHECK(summary.at("seq_len").as_int64() == 16);
+  CHECK(summary.at("tokens_seen").as_int64() == 2 * 2 * 16);
+  CHECK_FALSE(summary.contains("initial_eval_loss"));  // --no-initial-eval
+  CHECK(summary.contains("eval_tokens"));
+  CHECK(summary.at("saved").as_string() == out + "/");  // --save=
+  CHECK(fs::exists(out + "/model.safetensors"));
+  for (const auto& attr : lines["attr"]) CHECK(attr.at("key") != "initial_eval_loss");
+  // --device= reaches the trial's device selection: a device it does not know is refused.
+  ChildResult device = Run({"train", model, train, eval, "--steps=1", "--device=tpu"});
+  CHECK(device.exit_code == 1);
+  CHECK_THAT(device.err, Catch::Contains("tpu"));
 }
 
 }  // namespace triald::worker::testing
