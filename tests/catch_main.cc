@@ -25,7 +25,9 @@ void RecordSkip(const std::string& reason) {
 }  // namespace triald::testing
 
 int main(int argc, char* argv[]) {
-  const int failed = Catch::Session().run(argc, argv);
+  int failed = Catch::Session().run(argc, argv);  // failed test cases, at most 255
+  // 77 failures must not read as a skip.
+  if (failed == triald::testing::kSkipExitCode) ++failed;
   const std::vector<std::string>& skips = triald::testing::Skips();
   if (failed != 0 || skips.empty()) return failed;
   for (const std::string& s : skips) std::fprintf(stderr, "SKIPPED %s\n", s.c_str());
