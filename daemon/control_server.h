@@ -149,6 +149,6 @@ boost::json::object StudyExportJson(const model::StudyRecord& study,
                                     const std::vector<model::TrialRecord>& trials);
 // The best COMPLETE trial for the direction, or nullptr.
 const model::TrialRecord* BestTrial(const model::StudyRecord& study,
-                                      const std::vector<model::TrialRecord>& trials);
+                                    const std::vector<model::TrialRecord>& trials);
 
 }  // namespace triald::daemon

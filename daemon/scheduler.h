@@ -135,7 +135,7 @@ class Scheduler {
   // or a value its distribution does not contain; the message names it and what was
   // expected), kUnavailable (shutting down).
   common::Result<model::TrialRecord> Enqueue(const std::string& study_name,
-                                               const std::map<std::string, std::string>& params);
+                                             const std::map<std::string, std::string>& params);
 
   // Starts as many trials as the limits allow.
   void Pump();

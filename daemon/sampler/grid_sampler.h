@@ -21,8 +21,8 @@
 
 #include "common/status.h"
 #include "config/space.h"
-#include "daemon/sampler/sampler.h"
 #include "daemon/model/records.h"
+#include "daemon/sampler/sampler.h"
 
 namespace triald::sampler {
 

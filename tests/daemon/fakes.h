@@ -32,8 +32,8 @@
 #include "common/status.h"
 #include "daemon/devices/gpu_probe.h"
 #include "daemon/launcher/launcher.h"
-#include "daemon/pruner/pruner.h"
 #include "daemon/model/records.h"
+#include "daemon/pruner/pruner.h"
 #include "proto/report.h"
 
 namespace triald::testing {

@@ -74,7 +74,7 @@ class Harness {
   storage::Storage& storage() { return *storage_; }
 
   common::Result<model::StudyRecord> Submit(const std::string& name, int n, int par,
-                                              const std::string& extra) {
+                                            const std::string& extra) {
     return scheduler_->Submit({SweepToml(name, n, par, extra), "/tmp/" + name + ".toml"});
   }
   void SubmitOk(const std::string& name, int n, int par, const std::string& extra) {

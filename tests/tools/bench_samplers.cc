@@ -33,8 +33,8 @@
 
 #include "config/space.h"
 #include "config/sweep.h"
-#include "daemon/sampler/sampler.h"
 #include "daemon/model/records.h"
+#include "daemon/sampler/sampler.h"
 
 namespace triald::bench {
 namespace {
@@ -189,7 +189,7 @@ std::unique_ptr<sampler::Sampler> MakeOrDie(const std::string& kind, const Searc
 }
 
 model::TrialRecord Complete(int number, const SearchSpace& space, const ParamValues& values,
-                              double value) {
+                            double value) {
   model::TrialRecord t;
   t.number = number;
   t.state = model::TrialState::kComplete;
