@@ -20,6 +20,7 @@ PACKAGES=(
   procps psmisc
   chromium  # headless, renders trialctl's HTML report in tests/integration/report_test.cc
   clang-14 libclang-rt-14-dev
+  clang-format-14  # scripts/test.sh checks that every C++ file is formatted (.clang-format)
 )
 # node and npm run the tokenizer's reference implementation (npm's gpt-3-encoder) in the tests.
 # A machine whose Node.js came from elsewhere (e.g. NodeSource's nodejs, which bundles npm and

@@ -24,10 +24,10 @@
 #include <vector>
 
 #include "config/sweep.h"
+#include "daemon/model/records.h"
 #include "daemon/pruner/hyperband_pruner.h"
 #include "daemon/pruner/percentile_pruner.h"
 #include "daemon/pruner/successive_halving_pruner.h"
-#include "daemon/model/records.h"
 
 namespace triald::pruner {
 namespace {

@@ -16,11 +16,11 @@
 
 #include "config/space.h"
 #include "config/sweep.h"
+#include "daemon/model/records.h"
 #include "daemon/sampler/grid_sampler.h"
 #include "daemon/sampler/qmc_sampler.h"
 #include "daemon/sampler/random_sampler.h"
 #include "daemon/sampler/sampler.h"
-#include "daemon/model/records.h"
 #include "tests/support/distributions.h"
 
 namespace triald::sampler {

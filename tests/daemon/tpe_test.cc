@@ -16,10 +16,10 @@
 
 #include "config/space.h"
 #include "config/sweep.h"
+#include "daemon/model/records.h"
 #include "daemon/sampler/random_sampler.h"
 #include "daemon/sampler/sampler.h"
 #include "daemon/sampler/tpe_sampler.h"
-#include "daemon/model/records.h"
 #include "tests/support/distributions.h"
 
 namespace triald::sampler {

@@ -3,7 +3,7 @@
 // once. Every case checks that the daemon kept serving other clients.
 //
 // The permission cases need root (the test forks a child that drops to uid 65534, "nobody");
-// without root they are skipped with a message.
+// without root they are skipped (TRIALD_SKIP: CTest reports them as skipped).
 #include <grp.h>
 #include <poll.h>
 #include <signal.h>
@@ -24,6 +24,7 @@
 #include "common/fd.h"
 #include "proto/control.h"
 #include "tests/integration/harness.h"
+#include "tests/support/skip.h"
 
 namespace triald::testing {
 namespace json = boost::json;
@@ -164,10 +165,7 @@ struct SecDaemon {
 
 TEST_CASE("control socket: a uid outside the allowed set may read (read-open) but not change",
           "[control][security][integration]") {
-  if (!IsRoot()) {
-    WARN("skipped: needs root to run a client as uid 65534");
-    return;
-  }
+  if (!IsRoot()) TRIALD_SKIP("needs root to run a client as uid 65534");
   SecDaemon s({"--socket-read-open"});
   struct stat st {};
   REQUIRE(::stat(s.daemon.socket().c_str(), &st) == 0);
@@ -192,10 +190,7 @@ TEST_CASE("control socket: a uid outside the allowed set may read (read-open) bu
 
 TEST_CASE("control socket: without read-open, others cannot even connect (mode 0660)",
           "[control][security][integration]") {
-  if (!IsRoot()) {
-    WARN("skipped: needs root to run a client as uid 65534");
-    return;
-  }
+  if (!IsRoot()) TRIALD_SKIP("needs root to run a client as uid 65534");
   SecDaemon s;
   struct stat st {};
   REQUIRE(::stat(s.daemon.socket().c_str(), &st) == 0);
@@ -209,10 +204,7 @@ TEST_CASE("control socket: without read-open, others cannot even connect (mode 0
 
 TEST_CASE("control socket: members of --socket-group may submit and cancel",
           "[control][security][integration]") {
-  if (!IsRoot()) {
-    WARN("skipped: needs root to run a client as uid 65534");
-    return;
-  }
+  if (!IsRoot()) TRIALD_SKIP("needs root to run a client as uid 65534");
   SecDaemon s({"--socket-group", std::to_string(kTestGroup)});
   struct stat st {};
   REQUIRE(::stat(s.daemon.socket().c_str(), &st) == 0);

@@ -1,8 +1,8 @@
 // trialctl report against a real triald, rendered by a real browser: headless Chromium (Debian's
 // chromium package) loads the file with the network out of reach, its DOM after the page's
 // script ran must hold one history point per finished trial (and the other plots' elements),
-// and its screenshot must show a drawn page. Without chromium installed the browser part is
-// skipped with a warning (CI installs it: scripts/install-deps.sh).
+// and its screenshot must show a drawn page. Chromium is required (scripts/install-deps.sh
+// installs it): without it the case fails, naming the package.
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -108,10 +108,9 @@ TEST_CASE("trialctl report: one self-contained HTML file a browser draws",
 
   const std::string chromium = FindChromium();
   if (chromium.empty()) {
-    WARN(
-        "chromium is not installed: skipping the browser checks of trialctl report "
-        "(apt-get install chromium; scripts/install-deps.sh does)");
-    return;
+    FAIL(
+        "chromium is not installed: the browser checks of trialctl report need it (apt-get "
+        "install chromium; scripts/install-deps.sh does)");
   }
   // No network, no profile, no background services: the page must draw from the file alone.
   const std::string flags =
