@@ -325,21 +325,28 @@ Status ParseBody(const json::object& obj, ReportMessage& m) {
                          "should_prune or pruned");
 }
 
-}  // namespace
-
-Result<ReportMessage> ParseReportLine(std::string_view line) {
-  if (line.size() > kMaxReportLineBytes) {
-    return InvalidArgument("report line of " + std::to_string(line.size()) +
-                           " bytes exceeds the limit of " + std::to_string(kMaxReportLineBytes));
+// One line of either direction: at most `limit` bytes, one JSON object, decoded by `body`.
+// Errors quote the line. Exact number conversion: a stored objective must be the worker's
+// double, bit for bit.
+template <class Message, class Body>
+Result<Message> ParseObjectLine(std::string_view line, const char* what, size_t limit, Body body) {
+  if (line.size() > limit) {
+    return InvalidArgument(std::string(what) + " line of " + std::to_string(line.size()) +
+                           " bytes exceeds the limit of " + std::to_string(limit));
   }
-  // Exact number conversion: the stored objective must be the worker's double, bit for bit.
   Result<json::value> v = common::ParseJsonExact(line, /*max_depth=*/16);
   if (!v.ok()) return InvalidArgument("not JSON (" + v.status().message() + "): " + Quote(line));
   if (!v->is_object()) return InvalidArgument("not a JSON object: " + Quote(line));
-  ReportMessage m;
-  Status st = ParseBody(v->get_object(), m);
+  Message m;
+  Status st = body(v->get_object(), m);
   if (!st.ok()) return InvalidArgument(st.message() + ": " + Quote(line));
   return m;
+}
+
+}  // namespace
+
+Result<ReportMessage> ParseReportLine(std::string_view line) {
+  return ParseObjectLine<ReportMessage>(line, "report", kMaxReportLineBytes, ParseBody);
 }
 
 std::string EncodeReportLine(const ReportMessage& m) {
@@ -502,17 +509,7 @@ Status ParseAnswerBody(const json::object& obj, AnswerMessage& m) {
 }  // namespace
 
 Result<AnswerMessage> ParseAnswerLine(std::string_view line) {
-  if (line.size() > kMaxAnswerLineBytes) {
-    return InvalidArgument("answer line of " + std::to_string(line.size()) +
-                           " bytes exceeds the limit of " + std::to_string(kMaxAnswerLineBytes));
-  }
-  Result<json::value> v = common::ParseJsonExact(line, /*max_depth=*/16);
-  if (!v.ok()) return InvalidArgument("not JSON (" + v.status().message() + "): " + Quote(line));
-  if (!v->is_object()) return InvalidArgument("not a JSON object: " + Quote(line));
-  AnswerMessage m;
-  Status st = ParseAnswerBody(v->get_object(), m);
-  if (!st.ok()) return InvalidArgument(st.message() + ": " + Quote(line));
-  return m;
+  return ParseObjectLine<AnswerMessage>(line, "answer", kMaxAnswerLineBytes, ParseAnswerBody);
 }
 
 }  // namespace triald::proto

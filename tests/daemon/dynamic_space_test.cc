@@ -21,6 +21,7 @@
 #include "daemon/sampler/qmc_sampler.h"
 #include "daemon/sampler/random_sampler.h"
 #include "daemon/sampler/sampler.h"
+#include "tests/daemon/sampler_test_util.h"
 #include "tests/support/distributions.h"
 
 namespace triald::sampler {
@@ -41,15 +42,7 @@ using triald::testing::Strings;
 
 std::unique_ptr<Sampler> Make(const std::string& kind, const SearchSpace& space, uint64_t seed,
                               const config::TpeConfig& tpe = {}) {
-  config::SamplerConfig config;
-  config.kind = kind;
-  config.seed = seed;
-  config.seed_given = true;
-  config.tpe = tpe;
-  auto sampler = MakeSampler(config, space);
-  INFO(sampler.status().message());
-  REQUIRE(sampler.ok());
-  return std::move(sampler).value();
+  return triald::testing::MakeSeededSampler(kind, space, seed, tpe);
 }
 
 config::TpeConfig Tpe(bool group, int n_startup_trials = 10) {

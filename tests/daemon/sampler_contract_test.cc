@@ -21,6 +21,7 @@
 #include "daemon/sampler/qmc_sampler.h"
 #include "daemon/sampler/random_sampler.h"
 #include "daemon/sampler/sampler.h"
+#include "tests/daemon/sampler_test_util.h"
 #include "tests/support/distributions.h"
 
 namespace triald::sampler {
@@ -66,14 +67,7 @@ SearchSpace ContractSpace(const SamplerKind& kind) {
 }
 
 std::unique_ptr<Sampler> Make(const std::string& kind, const SearchSpace& space, uint64_t seed) {
-  config::SamplerConfig config;
-  config.kind = kind;
-  config.seed = seed;
-  config.seed_given = true;
-  auto sampler = MakeSampler(config, space);
-  INFO(sampler.status().message());
-  REQUIRE(sampler.ok());
-  return std::move(sampler).value();
+  return triald::testing::MakeSeededSampler(kind, space, seed);
 }
 
 TrialRecord MakeTrial(int number, TrialState state, const SearchSpace& space,

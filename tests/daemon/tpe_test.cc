@@ -20,6 +20,7 @@
 #include "daemon/sampler/random_sampler.h"
 #include "daemon/sampler/sampler.h"
 #include "daemon/sampler/tpe_sampler.h"
+#include "tests/daemon/sampler_test_util.h"
 #include "tests/support/distributions.h"
 
 namespace triald::sampler {
@@ -39,15 +40,7 @@ using triald::testing::Int;
 
 std::unique_ptr<Sampler> Make(const std::string& kind, const SearchSpace& space, uint64_t seed,
                               const config::TpeConfig& tpe = {}) {
-  config::SamplerConfig config;
-  config.kind = kind;
-  config.seed = seed;
-  config.seed_given = true;
-  config.tpe = tpe;
-  auto sampler = MakeSampler(config, space);
-  INFO(sampler.status().message());
-  REQUIRE(sampler.ok());
-  return std::move(sampler).value();
+  return triald::testing::MakeSeededSampler(kind, space, seed, tpe);
 }
 
 TrialRecord MakeTrial(int number, TrialState state, const SearchSpace& space,
