@@ -213,6 +213,17 @@ Status ParseDistribution(const json::value& v, SuggestDistribution& d) {
   return Status::Ok();
 }
 
+// The body of an "error" line, either direction: {"type":"error","message":"..."}.
+Status ErrorMessage(const json::object& obj, std::string& message) {
+  TRIALD_RETURN_IF_ERROR(OnlyFields(obj, {"type", "message"}));
+  const json::value* msg = obj.if_contains("message");
+  if (msg == nullptr || !msg->is_string()) {
+    return InvalidArgument("error needs a string field \"message\"");
+  }
+  message = std::string(msg->get_string());
+  return Status::Ok();
+}
+
 Status ParseBody(const json::object& obj, ReportMessage& m) {
   const json::value* type = obj.if_contains("type");
   if (type == nullptr || !type->is_string()) {
@@ -284,13 +295,7 @@ Status ParseBody(const json::object& obj, ReportMessage& m) {
   }
   if (t == "error") {
     m.type = ReportType::kError;
-    TRIALD_RETURN_IF_ERROR(OnlyFields(obj, {"type", "message"}));
-    const json::value* msg = obj.if_contains("message");
-    if (msg == nullptr || !msg->is_string()) {
-      return InvalidArgument("error needs a string field \"message\"");
-    }
-    m.message = std::string(msg->get_string());
-    return Status::Ok();
+    return ErrorMessage(obj, m.message);
   }
   if (t == "heartbeat") {
     m.type = ReportType::kHeartbeat;
@@ -494,13 +499,7 @@ Status ParseAnswerBody(const json::object& obj, AnswerMessage& m) {
   }
   if (t == "error") {
     m.type = AnswerType::kError;
-    TRIALD_RETURN_IF_ERROR(OnlyFields(obj, {"type", "message"}));
-    const json::value* msg = obj.if_contains("message");
-    if (msg == nullptr || !msg->is_string()) {
-      return InvalidArgument("error needs a string field \"message\"");
-    }
-    m.message = std::string(msg->get_string());
-    return Status::Ok();
+    return ErrorMessage(obj, m.message);
   }
   return InvalidArgument("unknown type \"" + std::string(t) +
                          "\"; expected suggestion, should_prune or error");
