@@ -3,7 +3,7 @@
 PostgreSQL database, and one daemon on its embedded SQLite, side by side.
 
 Every daemon has its own state directory and node name and runs `--parallelism` trials at once
-(one fork+exec of build/bin/triald-noop-worker per trial); the study is submitted through the
+(one vfork+exec of build/bin/triald-noop-worker per trial); the study is submitted through the
 first daemon and the others join it at their next heartbeat. PostgreSQL is a private server
 started by scripts/pg_test_server.sh with fsync on (PG_TEST_DURABLE=1), so that its commits are
 as durable as SQLite's synchronous=FULL. The time is the study's own record: created_at (submit)

@@ -2,7 +2,7 @@
 """Throughput benchmark: no-op trials per second through triald's full path, side by side with
 Optuna 3.1 on SQLite.
 
-triald: one fork+exec of build/bin/triald-noop-worker per trial, parallelism 2, reports over the
+triald: one vfork+exec of build/bin/triald-noop-worker per trial, parallelism 2, reports over the
 pipe, every state change committed to SQLite with synchronous=FULL. The time is the study's own
 record: created_at (submit) to finished_at (last trial committed), as stored by the daemon.
 

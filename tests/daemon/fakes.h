@@ -134,7 +134,7 @@ class FakeLauncher final : public launcher::Launcher {
     return std::unique_ptr<launcher::TrialProcess>(new Process(raw));
   }
 
-  // The next Launch() (only that one) fails with `message`, as a failed fork/exec would.
+  // The next Launch() (only that one) fails with `message`, as a failed vfork+exec would.
   void FailNextLaunch(std::string message = "exec /bin/true: Permission denied") {
     fail_next_ = true;
     fail_message_ = std::move(message);

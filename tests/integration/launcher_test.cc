@@ -1,4 +1,4 @@
-// ProcessLauncher and Reaper in-process: real fork+exec, no daemon around them.
+// ProcessLauncher and Reaper in-process: real vfork+exec, no daemon around them.
 #include <signal.h>
 #include <unistd.h>
 
