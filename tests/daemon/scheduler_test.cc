@@ -1556,6 +1556,27 @@ TEST_CASE("bad suggests end the trial FAIL(protocol) with a message naming the f
   CHECK(t.stops == std::vector<StopReason>{StopReason::kProtocol});
 }
 
+TEST_CASE("a trial may ask for at most 1,000 distinct parameters", "[scheduler][suggest]") {
+  Harness h;
+  FakeLauncher& l = h.launcher();
+  Sweep sweep;
+  sweep.name = "many";
+  sweep.n_trials = 1;
+  sweep.space = "\n[space.p0]\ntype = \"int\"\nlow = 0\nhigh = 1\n";
+  h.SubmitOk(sweep);
+  Launched& t = l.launch(0);
+  // p0 is the [space] parameter; 999 more fill the trial up.
+  for (int i = 0; i < 1000; ++i) l.Suggest(t, "p" + std::to_string(i), IntDist(0, 1));
+  CHECK(t.stops.empty());
+  l.Suggest(t, "p5", IntDist(0, 1));  // asked again: no new name
+  CHECK(t.stops.empty());
+  l.Suggest(t, "p1000", IntDist(0, 1));
+  REQUIRE(t.answers.size() == 1002);
+  CHECK(AnswerJson(t.answers.back()).at("type").as_string() == "error");
+  CHECK_THAT(t.protocol_error, Catch::Contains("more than 1000 distinct parameters"));
+  CHECK(t.stops == std::vector<StopReason>{StopReason::kProtocol});
+}
+
 TEST_CASE("should_prune answers what the pruner decided at the trial's reports",
           "[scheduler][prune][suggest]") {
   auto log = std::make_shared<std::vector<ScriptedPruner::Question>>();
