@@ -4,6 +4,7 @@
 
 #include <boost/json.hpp>
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -136,6 +137,55 @@ python = "/usr/bin/python3"
     const double x = t.at("params").at("x").to_number<double>();
     CHECK(t.at("value").to_number<double>() == x + 1.0);  // the last intermediate value
   }
+}
+
+TEST_CASE("kind = python: a trial told to stop through should_prune ends PRUNED without a signal",
+          "[python][prune][integration]") {
+  TempDir dir;
+  TestDaemon d(dir.File("state"));
+  d.Start();
+  // Later trials report worse values at every step: from trial 2 on the median pruner stops
+  // them at step 0. kill_grace is long, so a trial that had to be signalled would take 30 s.
+  dir.Write("coop.py",
+            "import triald\n\n\n"
+            "def objective(trial):\n"
+            "    trial.suggest_float(\"x\", 0.0, 1.0)\n"
+            "    for step in range(3):\n"
+            "        trial.report(float(trial.number), step)\n"
+            "        if trial.should_prune():\n"
+            "            raise triald.TrialPruned()\n"
+            "    return float(trial.number)\n");
+  const std::string toml = R"([study]
+name = "coop"
+n_trials = 4
+parallelism = 1
+kill_grace = 30
+
+[objective]
+kind = "python"
+function = "coop.py:objective"
+
+[pruner]
+kind = "median"
+n_startup_trials = 2
+)";
+  const auto start = std::chrono::steady_clock::now();
+  const std::string study = d.Submit(toml, dir.Write("coop.toml", toml));
+  d.WaitStudy(study, 120);
+  const double took =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  json::array trials = d.Trials(study);
+  REQUIRE(trials.size() == 4);
+  INFO(d.log());
+  for (const json::value& v : trials) {
+    const json::object& t = v.as_object();
+    INFO(json::serialize(t));
+    const int64_t n = t.at("number").as_int64();
+    CHECK(t.at("state").as_string() == (n < 2 ? "COMPLETE" : "PRUNED"));
+    CHECK(t.at("value").to_number<double>() == static_cast<double>(n));
+    if (n >= 2) CHECK(t.at("intermediate").as_array().size() == 1);  // stopped at step 0
+  }
+  CHECK(took < 25);  // no trial waited out kill_grace
 }
 
 }  // namespace triald::testing
