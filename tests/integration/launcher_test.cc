@@ -266,6 +266,28 @@ echo '{"type":"final","value":1}' >&3)SH")));
   CHECK(run.messages[4].type == proto::ReportType::kFinal);
 }
 
+TEST_CASE("a worker that asks and exits without reading its answers ends as it exited",
+          "[launcher][integration]") {
+  LauncherFixture f;
+  int answered = 0;
+  f.answer = [&answered](launcher::TrialProcess& p, const proto::ReportMessage& m) {
+    if (m.type != proto::ReportType::kShouldPrune) return;
+    ++answered;
+    // Whether the answer reaches the socket before the worker closes its end or not (then it
+    // is dropped), nothing of it reaches the outcome.
+    p.Answer(R"({"type":"should_prune","value":false})");
+  };
+  auto run = f.Go(f.Spec(Sh(R"SH(
+echo '{"type":"should_prune"}' >&3
+echo '{"type":"should_prune"}' >&3
+exec 3>&-
+sleep 0.2
+exit 4)SH")));
+  CHECK(answered == 2);
+  CHECK(run.outcome.exit.code == 4);
+  CHECK(run.outcome.protocol_error.empty());
+}
+
 TEST_CASE("a worker that never reads its answers is stopped once they pile up",
           "[launcher][integration]") {
   LauncherFixture f;
