@@ -91,7 +91,9 @@ const std::vector<KindKeys>& ObjectiveKinds() {
     for (const char* name : LmFieldNames(false)) lm.push_back(name);
     lm.push_back("env");
     lm.push_back("workdir");
-    return std::vector<KindKeys>{{"exec", {"kind", "command", "env", "workdir"}}, {"lm", lm}};
+    return std::vector<KindKeys>{{"exec", {"kind", "command", "env", "workdir"}},
+                                 {"lm", lm},
+                                 {"python", {"kind", "function", "python", "env", "workdir"}}};
   }();
   return kKinds;
 }
@@ -101,8 +103,8 @@ const std::vector<KindKeys>& SamplerKinds() {
       {"random", {"kind", "seed"}},
       {"grid", {"kind", "seed"}},
       {"tpe",
-       {"kind", "seed", "n_startup_trials", "n_ei_candidates", "multivariate", "constant_liar",
-        "prior_weight", "consider_endpoints", "consider_magic_clip", "gamma_max",
+       {"kind", "seed", "n_startup_trials", "n_ei_candidates", "multivariate", "group",
+        "constant_liar", "prior_weight", "consider_endpoints", "consider_magic_clip", "gamma_max",
         "gamma_fraction"}},
       {"qmc", {"kind", "seed", "scramble"}},
   };
@@ -224,6 +226,8 @@ class SweepParser {
   Status ParseEnv(const Field& f, std::map<std::string, std::string>* out) const;
   Status ResolvePath(const Field* f, const std::string& expected, std::string* out) const;
   Status ParseLm(const toml::table& t, LmObjectiveConfig* out) const;
+  // kind = "python": function (file or module form) and python.
+  Status ParsePythonFunction(const toml::table& t, ObjectiveConfig* out) const;
   // With kind = "lm", [space] may only override the worker's tunable hyperparameters, with
   // values each of them accepts.
   Status CheckLmParam(const Entry& e, const ParamSpec& spec) const;
@@ -532,7 +536,8 @@ Status SweepParser::ParseObjective(const toml::table& t, ObjectiveConfig* out) c
   const std::string tn = "[objective]";
   const std::vector<KindKeys>& kinds = ObjectiveKinds();
   const toml::node* kind_node = t.get("kind");
-  TRIALD_RETURN_IF_ERROR(ReadKind(tn, t, kinds, "objective", "\"exec\" or \"lm\"", &out->kind));
+  TRIALD_RETURN_IF_ERROR(
+      ReadKind(tn, t, kinds, "objective", "\"exec\", \"lm\" or \"python\"", &out->kind));
   if (kind_node != nullptr && out->kind == "lm") {
     // Said outright rather than as "an option of kind = exec": a user adding `command` to an lm
     // objective wants to know that the worker is chosen for them.
@@ -546,8 +551,9 @@ Status SweepParser::ParseObjective(const toml::table& t, ObjectiveConfig* out) c
   TRIALD_RETURN_IF_ERROR(CheckKindKeys(tn, t, kinds, kind_node != nullptr ? &out->kind : nullptr));
   if (kind_node == nullptr) {
     return MissingKey(tn, t, "kind",
-                      "kind = \"exec\" (run a command) or kind = \"lm\" (the built-in "
-                      "language-model worker)");
+                      "kind = \"exec\" (run a command), kind = \"lm\" (the built-in "
+                      "language-model worker) or kind = \"python\" (an Optuna-style objective "
+                      "function)");
   }
   if (out->kind == "exec") {
     if (const toml::node* n = t.get("command")) {
@@ -556,6 +562,8 @@ Status SweepParser::ParseObjective(const toml::table& t, ObjectiveConfig* out) c
       return MissingKey(tn, t, "command",
                         "a non-empty array of strings, e.g. command = [\"python3\", \"train.py\"]");
     }
+  } else if (out->kind == "python") {
+    TRIALD_RETURN_IF_ERROR(ParsePythonFunction(t, out));
   } else {
     TRIALD_RETURN_IF_ERROR(ParseLm(t, &out->lm));
   }
@@ -568,6 +576,72 @@ Status SweepParser::ParseObjective(const toml::table& t, ObjectiveConfig* out) c
     return ResolvePath(&f, workdir_expected, &out->workdir);
   }
   return ResolvePath(nullptr, workdir_expected, &out->workdir);
+}
+
+Status SweepParser::ParsePythonFunction(const toml::table& t, ObjectiveConfig* out) const {
+  const std::string tn = "[objective]";
+  const std::string expected =
+      "\"PATH.py:NAME\" (a file, relative to the sweep file's folder) or "
+      "\"package.module:NAME\", NAME the objective function";
+  const toml::node* n = t.get("function");
+  if (n == nullptr) return MissingKey(tn, t, "function", expected);
+  Field f{tn, "function", n};
+  TRIALD_RETURN_IF_ERROR(ReadString(f, expected, &out->function));
+  const std::string& spec = out->function;
+  if (spec.find('\0') != std::string::npos) {
+    return ValueError(f, "contains a NUL character", expected);
+  }
+  const size_t colon = spec.rfind(':');
+  if (colon == std::string::npos) return ValueError(f, "no \":NAME\"", expected);
+  const std::string target = spec.substr(0, colon);
+  out->function_name = spec.substr(colon + 1);
+  auto identifier = [](std::string_view s) {
+    if (s.empty() || std::isdigit(static_cast<unsigned char>(s[0]))) return false;
+    return std::all_of(s.begin(), s.end(), [](char c) {
+      return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+    });
+  };
+  if (!identifier(out->function_name)) {
+    return ValueError(f, Quoted(out->function_name) + " is not a Python name", expected);
+  }
+  if (target.empty()) return ValueError(f, "no file or module before \":\"", expected);
+  const bool is_file = target.size() > 3 && target.compare(target.size() - 3, 3, ".py") == 0;
+  if (is_file) {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    fs::path base = fs::path(source_.path).parent_path();
+    base = base.empty() ? fs::current_path(ec) : fs::absolute(base, ec);
+    if (ec) {
+      return common::IoError("cannot resolve the directory of " + diag_.path() + ": " +
+                             ec.message());
+    }
+    out->function_file = (base / fs::path(target)).lexically_normal().string();
+  } else {
+    size_t start = 0;
+    while (true) {
+      const size_t dot = target.find('.', start);
+      const std::string part =
+          target.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+      if (!identifier(part)) {
+        return ValueError(f, Quoted(target) + " is neither a .py file nor a dotted module name",
+                          expected);
+      }
+      if (dot == std::string::npos) break;
+      start = dot + 1;
+    }
+    out->function_module = target;
+  }
+  out->function_at = Where(n->source());
+  if (const toml::node* p = t.get("python")) {
+    Field pf{tn, "python", p};
+    const std::string python_expected = "an interpreter, e.g. \"python3\" or \"/usr/bin/python3\"";
+    TRIALD_RETURN_IF_ERROR(ReadString(pf, python_expected, &out->python));
+    if (out->python.empty()) return ValueError(pf, "empty", python_expected);
+    if (out->python.find('\0') != std::string::npos) {
+      return ValueError(pf, "contains a NUL character", python_expected);
+    }
+  }
+  return Status::Ok();
 }
 
 Status SweepParser::ParseLm(const toml::table& t, LmObjectiveConfig* out) const {
@@ -798,6 +872,12 @@ Status SweepParser::ParseSampler(const toml::table& t, SamplerConfig* out) const
     TRIALD_RETURN_IF_ERROR(
         ReadOptionalInt(tn, t, "n_ei_candidates", 1, "an integer >= 1", &c.n_ei_candidates));
     TRIALD_RETURN_IF_ERROR(ReadOptionalBool(tn, t, "multivariate", &c.multivariate));
+    TRIALD_RETURN_IF_ERROR(ReadOptionalBool(tn, t, "group", &c.group));
+    if (c.group && !c.multivariate) {
+      return ValueError({tn, "group", t.get("group")},
+                        "group decomposition refines the multivariate estimator",
+                        "group = true only with multivariate = true (as in Optuna)");
+    }
     TRIALD_RETURN_IF_ERROR(ReadOptionalBool(tn, t, "constant_liar", &c.constant_liar));
     TRIALD_RETURN_IF_ERROR(
         ReadOptionalNumber(tn, t, "prior_weight", Above(0), "a number > 0", &c.prior_weight));
@@ -915,9 +995,12 @@ Result<SweepSpec> SweepParser::Parse() {
                            "each trial sees only the GPUs triald gives it (CUDA_VISIBLE_DEVICES); "
                            "use device = \"auto\" to fall back to the CPU");
   }
-  TRIALD_ASSIGN_OR_RETURN(const toml::table* space,
-                          required("space", "at least one [space.NAME] parameter table"));
-  TRIALD_RETURN_IF_ERROR(ParseSpace(*space, spec.objective.kind == "lm", &spec.space));
+  // kind = "python": the objective suggests its own parameters; [space] adds ones drawn up front.
+  if (spec.objective.kind != "python" || root.get("space") != nullptr) {
+    TRIALD_ASSIGN_OR_RETURN(const toml::table* space,
+                            required("space", "at least one [space.NAME] parameter table"));
+    TRIALD_RETURN_IF_ERROR(ParseSpace(*space, spec.objective.kind == "lm", &spec.space));
+  }
   if (const toml::table* t = root.get_as<toml::table>("sampler")) {
     TRIALD_RETURN_IF_ERROR(ParseSampler(*t, &spec.sampler));
   }

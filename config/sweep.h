@@ -79,13 +79,21 @@ struct LmObjectiveConfig {
 };
 
 struct ObjectiveConfig {
-  std::string kind = "exec";               // "exec" | "lm"
+  std::string kind = "exec";               // "exec" | "lm" | "python"
   std::vector<std::string> command;        // argv; command[0] looked up in PATH if no '/'
-                                           // (kind = "lm": filled in by the daemon with
-                                           // trial-worker --objective lm)
+                                           // (kind = "lm", "python": filled in by the daemon)
   std::map<std::string, std::string> env;  // added to the worker's environment
   std::string workdir;                     // absolute after parsing; default: sweep file dir
   LmObjectiveConfig lm;                    // kind = "lm" only
+  // kind = "python": a define-by-run objective, `function = "PATH.py:NAME"` (PATH relative to
+  // the sweep file's folder) or `function = "package.module:NAME"` (importable from workdir or
+  // PYTHONPATH), run by `python -m triald run SPEC` (daemon/objective_command.h).
+  std::string function;            // as written
+  std::string function_file;       // PATH.py form: the file, absolute; empty for the module form
+  std::string function_module;     // module form: "package.module"; empty for the file form
+  std::string function_name;       // NAME
+  std::string function_at;         // "PATH:L:C" of the function value, for errors found at submit
+  std::string python = "python3";  // the interpreter: looked up in PATH if no '/'
 };
 
 // TPE as Optuna defines it (optuna.samplers.TPESampler), with Optuna's current defaults.
@@ -98,7 +106,7 @@ struct TpeConfig {
   // by the trials that hold that group; so conditional branches of a define-by-run objective are
   // modelled per branch. Without it the joint estimator covers the intersection of the finished
   // trials' parameters and the rest is sampled independently.
-  bool group = false;
+  bool group = false;         // needs multivariate (as Optuna)
   bool constant_liar = true;  // running trials count as bad results, so parallel trials differ
   double prior_weight = 1.0;
   bool consider_endpoints = false;

@@ -3,6 +3,10 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <regex>
+#include <sstream>
+
+#include "common/fd.h"
 
 namespace triald::daemon {
 namespace fs = std::filesystem;
@@ -17,11 +21,138 @@ common::Status NeedFile(const std::string& where, const std::string& key, const 
                                  "\": no such file; expected " + what);
 }
 
+std::string EnvValue(const std::vector<std::string>& env, const std::string& name) {
+  for (const std::string& kv : env) {
+    if (kv.size() > name.size() && kv.compare(0, name.size(), name) == 0 &&
+        kv[name.size()] == '=') {
+      return kv.substr(name.size() + 1);
+    }
+  }
+  return "";
+}
+
+std::vector<std::string> SplitPath(const std::string& value) {
+  std::vector<std::string> out;
+  std::string part;
+  std::istringstream in(value);
+  while (std::getline(in, part, ':')) {
+    if (!part.empty()) out.push_back(part);
+  }
+  return out;
+}
+
+common::Status PreparePython(config::ObjectiveConfig& obj, const std::vector<std::string>& base_env,
+                             std::string runner_dir) {
+  auto refuse = [&](const std::string& problem, const std::string& expected) {
+    return common::InvalidArgument(obj.function_at + ": [objective] function = \"" + obj.function +
+                                   "\": " + problem + "; expected " + expected);
+  };
+  const std::string user_pythonpath =
+      obj.env.count("PYTHONPATH") ? obj.env.at("PYTHONPATH") : EnvValue(base_env, "PYTHONPATH");
+  std::string file = obj.function_file;
+  if (file.empty()) {
+    // package.module -> package/module.py or package/module/__init__.py, where Python would look
+    // first: the working folder, then PYTHONPATH.
+    std::string rel = obj.function_module;
+    for (char& c : rel) c = c == '.' ? '/' : c;
+    std::vector<std::string> roots = {obj.workdir};
+    for (const std::string& p : SplitPath(user_pythonpath)) {
+      roots.push_back(fs::path(p).is_absolute() ? p : (fs::path(obj.workdir) / p).string());
+    }
+    std::error_code ec;
+    for (const std::string& root : roots) {
+      for (const std::string& cand :
+           {root + "/" + rel + ".py", root + "/" + rel + "/__init__.py"}) {
+        if (fs::is_regular_file(cand, ec)) {
+          file = cand;
+          break;
+        }
+      }
+      if (!file.empty()) break;
+    }
+    if (file.empty()) {
+      std::string looked;
+      for (const std::string& root : roots) looked += (looked.empty() ? "" : ", ") + root;
+      return refuse("module \"" + obj.function_module + "\" not found (as " + rel + ".py or " +
+                        rel + "/__init__.py) under " + looked,
+                    "a module importable from workdir or PYTHONPATH");
+    }
+  }
+  std::error_code ec;
+  if (!fs::is_regular_file(file, ec)) {
+    return refuse(file + ": no such file", "a Python file, relative to the sweep file's folder");
+  }
+  common::Result<std::string> text = common::ReadFile(file);
+  if (!text.ok()) return refuse(text.status().message(), "a readable Python file");
+  const std::string why = CheckPythonBinding(*text, obj.function_name);
+  if (!why.empty()) {
+    return refuse(why + " in " + file,
+                  "a function defined at top level, e.g. def " + obj.function_name + "(trial):");
+  }
+  if (runner_dir.empty()) runner_dir = DefaultPythonRunnerDir();
+  if (runner_dir.empty()) {
+    return common::FailedPrecondition(
+        "kind = \"python\" needs the triald Python runner, but it was found neither in the "
+        "install prefix nor in the build's source tree (install triald, or build it from its "
+        "source tree)");
+  }
+  obj.env["PYTHONPATH"] = runner_dir + (user_pythonpath.empty() ? "" : ":" + user_pythonpath);
+  const std::string target = obj.function_file.empty() ? obj.function_module : obj.function_file;
+  obj.command = {obj.python, "-m", "triald", "run", target + ":" + obj.function_name};
+  return common::Status::Ok();
+}
+
 }  // namespace
 
+std::string CheckPythonBinding(const std::string& source, const std::string& name) {
+  // Top-level statements start at column 0. Only the binding forms a user writes for an
+  // objective are recognised; the last binding counts, as in Python.
+  const std::string n = name;
+  const std::regex def("^(async[ \\t]+)?def[ \\t]+" + n + "[ \\t]*\\(");
+  const std::regex cls("^class[ \\t]+" + n + "[ \\t]*[(:]");
+  const std::regex assign("^" + n + "[ \\t]*(:[^=]*)?=(?!=)[ \\t]*(.*)$");
+  const std::regex import_as("^(from[ \\t]+\\S+[ \\t]+)?import[ \\t].*\\b" + n + "\\b");
+  const std::regex literal(
+      "^([-+]?[0-9][0-9_.eE+-]*|[rRbBuUfF]*(\"[^\"]*\"|'[^']*')|True|False|None)[ \\t]*(#.*)?$");
+  std::istringstream in(source);
+  std::string line;
+  std::optional<bool> callable;
+  while (std::getline(in, line)) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    std::smatch m;
+    if (std::regex_search(line, def) || std::regex_search(line, cls) ||
+        std::regex_search(line, import_as)) {
+      callable = true;
+    } else if (std::regex_search(line, m, assign)) {
+      callable = !std::regex_match(m[2].str(), literal);
+    }
+  }
+  if (!callable) return "no top-level def, class, assignment or import of " + name;
+  if (!*callable) return name + " is bound to a literal, which is not callable";
+  return "";
+}
+
+std::string DefaultPythonRunnerDir() {
+  std::error_code ec;
+  fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  if (ec) return "";
+  const fs::path bin = self.parent_path();
+  std::vector<fs::path> candidates = {(bin / ".." / TRIALD_PYTHON_DIR).lexically_normal()};
+  // An executable of the build tree (build/bin) runs the source tree's runner.
+  if (fs::equivalent(bin, fs::path(TRIALD_BUILD_BIN_DIR), ec)) {
+    candidates.push_back(fs::path(TRIALD_SOURCE_PYTHON_DIR));
+  }
+  for (const fs::path& dir : candidates) {
+    if (fs::is_regular_file(dir / "triald" / "__main__.py", ec)) return dir.string();
+  }
+  return "";
+}
+
 common::Status PrepareObjective(config::SweepSpec& spec, const std::string& trial_worker,
-                                const std::string& where) {
+                                const std::string& where, const std::vector<std::string>& base_env,
+                                const std::string& python_runner_dir) {
   config::ObjectiveConfig& obj = spec.objective;
+  if (obj.kind == "python") return PreparePython(obj, base_env, python_runner_dir);
   if (obj.kind != "lm") return common::Status::Ok();
   const config::LmObjectiveConfig& lm = obj.lm;
   std::error_code ec;

@@ -7,9 +7,19 @@
 // model folder and text files are checked here, at submit, so a typo fails the submission with
 // the key's name rather than every trial.
 //
+// kind = "python" runs `PYTHON -m triald run SPEC` (proto/client/python: the define-by-run
+// runner), SPEC being the absolute file form "/abs/PATH.py:NAME" or "package.module:NAME". The
+// runner's folder is put first on the trial's PYTHONPATH (before [objective] env's PYTHONPATH,
+// else the daemon's), so users set nothing for it. The function is checked WITHOUT running any
+// of the user's code (the daemon may run as root): the file (or the module's file under workdir
+// and the PYTHONPATH entries) must exist and bind NAME at top level (def, async def, class, an
+// assignment or an import); a name bound only to a number or string literal is not callable.
+// Errors carry the line:col of the function key.
+//
 // Thread-safety: pure functions (they read the file system).
 
 #include <string>
+#include <vector>
 
 #include "common/status.h"
 #include "config/sweep.h"
@@ -17,11 +27,26 @@
 namespace triald::daemon {
 
 // Fills spec.objective.command for kind = "lm" (from `trial_worker`, an absolute path) and
-// checks the files it names. `where` prefixes error messages (the sweep file's path).
+// kind = "python" (with `python_runner_dir`, the folder holding the triald package; empty:
+// DefaultPythonRunnerDir(); `base_env`: the environment trials inherit, for its PYTHONPATH) and
+// checks the files they name. `where` prefixes error messages (the sweep file's path).
 common::Status PrepareObjective(config::SweepSpec& spec, const std::string& trial_worker,
-                                const std::string& where);
+                                const std::string& where,
+                                const std::vector<std::string>& base_env = {},
+                                const std::string& python_runner_dir = "");
 
 // trial-worker beside the running executable (build/bin or the install's bin folder).
 std::string DefaultTrialWorkerPath();
+
+// The folder holding the Python runner's package (triald/__main__.py), found relative to the
+// running executable as trial-worker is: the install prefix's Python folder
+// (bin/../TRIALD_PYTHON_DIR), else, for an executable of the build tree, the source tree's
+// proto/client/python. Empty when neither holds it.
+std::string DefaultPythonRunnerDir();
+
+// Whether `source` (a Python file's text) binds `name` at top level, without running it: "" when
+// it binds it to something that may be callable, else why not ("no top-level def, class or
+// assignment of NAME", "NAME is bound to a literal, which is not callable").
+std::string CheckPythonBinding(const std::string& source, const std::string& name);
 
 }  // namespace triald::daemon

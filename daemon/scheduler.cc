@@ -5,6 +5,7 @@
 #include <set>
 
 #include "common/process_util.h"
+#include "config/suggest.h"
 #include "daemon/objective_command.h"
 #include "daemon/scheduler/enqueued_params.h"
 #include "daemon/scheduler/gpu_drains.h"
@@ -36,7 +37,18 @@ struct Scheduler::RunningTrial {
   std::vector<devices::GpuSlot> gpu_slots;  // held until the trial ends, then drained
   std::set<pid_t> pids;                     // its processes seen holding GPU memory
   bool taken_over = false;  // shared: another node ended it (this node was silent); stopping
+  // The trial channel's requests (define-by-run trials).
+  std::optional<sampler::TrialSample> sample;  // from the first suggest (kind = "python": launch)
+  bool final_seen = false;                     // a "final" line came; suggests are refused
+  bool worker_pruned = false;                  // a "pruned" line came (the objective raised)
+  int64_t requests = 0;                        // suggest and should_prune lines so far
 };
+
+namespace {
+// Limits on what one trial may ask (DEFINE_BY_RUN.md).
+constexpr size_t kMaxTrialParams = 1000;
+constexpr int64_t kMaxTrialRequests = 1'000'000;
+}  // namespace
 
 // What the coordinator may ask of the scheduler (node_coordinator.h). Every StudyCache it is
 // given is a StudyRuntime of this scheduler.
@@ -133,12 +145,17 @@ Result<model::StudyRecord> Scheduler::Submit(const config::SweepSource& source) 
   if (shutting_down_) return common::Unavailable("triald is shutting down");
   TRIALD_ASSIGN_OR_RETURN(config::SweepSpec spec, config::ParseSweep(source));
   const std::string where = source.path.empty() ? "<sweep>" : source.path;
-  TRIALD_RETURN_IF_ERROR(PrepareObjective(spec, options_.trial_worker, where));
+  TRIALD_RETURN_IF_ERROR(PrepareObjective(spec, options_.trial_worker, where, options_.base_env));
   TRIALD_RETURN_IF_ERROR(CheckGpus(spec, where));
 
   Result<std::string> exe = common::FindExecutable(spec.objective.command[0],
                                                    CommandPath(options_.base_env, spec.objective),
                                                    spec.objective.workdir);
+  if (!exe.ok() && spec.objective.kind == "python") {
+    return common::InvalidArgument(where + ": [objective] python = \"" + spec.objective.python +
+                                   "\": " + exe.status().message() +
+                                   "; expected a Python 3 interpreter");
+  }
   if (!exe.ok()) {
     return common::InvalidArgument(where + ": [objective] command[0] = \"" +
                                    spec.objective.command[0] + "\": " + exe.status().message() +
@@ -196,7 +213,8 @@ Result<std::unique_ptr<Scheduler::StudyRuntime>> Scheduler::LoadStudy(
     const model::StudyRecord& rec) {
   TRIALD_ASSIGN_OR_RETURN(config::SweepSpec spec,
                           config::ParseSweep({rec.spec_toml, rec.spec_path}));
-  TRIALD_RETURN_IF_ERROR(PrepareObjective(spec, options_.trial_worker, rec.spec_path));
+  TRIALD_RETURN_IF_ERROR(
+      PrepareObjective(spec, options_.trial_worker, rec.spec_path, options_.base_env));
   TRIALD_RETURN_IF_ERROR(CheckGpus(spec, rec.spec_path));
   TRIALD_ASSIGN_OR_RETURN(std::unique_ptr<StudyRuntime> rt, BuildRuntime(rec, std::move(spec)));
   TRIALD_ASSIGN_OR_RETURN(rt->trials, options_.storage->GetTrials(rec.id));
@@ -479,6 +497,7 @@ bool Scheduler::StartTrial(StudyRuntime& study, std::vector<devices::GpuSlot> gp
   rt->process = std::move(proc).value();
   rt->gpu_slots.swap(gpu_slots);  // the trial holds them now
   rt->pids.insert(id.pid);
+  if (study.spec.objective.kind == "python") StartSample(*rt);
   running_[tid] = std::move(rt);
   ++study.running;
   options_.logger->debug("study {} trial {} started (pid {})", study.record.name, number, id.pid);
@@ -502,18 +521,23 @@ void Scheduler::OnMessage(int64_t trial_id, const proto::ReportMessage& m) {
       if (rt.taken_over) break;
       TrialRecord& trial = study.trials[rt.number];
       trial.intermediate[m.step] = m.value;
-      pruner::PruneContext ctx{study.spec.study.direction, &study.trials, &trial,
-                               study.record.name};
-      if (study.pruner->ShouldPrune(ctx)) {
+      if (DecidePrune(study, trial)) {
         rt.pruned = true;
         options_.logger->info("study {} trial {}: pruned at step {} (value {})", study.record.name,
                               rt.number, m.step, m.value);
-        rt.process->Stop(StopReason::kPrune);
+        if (study.spec.objective.kind == "python") {
+          // Cooperative first: the objective learns it through should_prune and raises; it is
+          // stopped as for other kinds only if it has not ended within kill_grace.
+          rt.process->StopAfterGrace(StopReason::kPrune);
+        } else {
+          rt.process->Stop(StopReason::kPrune);
+        }
       }
       break;
     }
     case proto::ReportType::kFinal:
       rt.final_values = m.values;
+      rt.final_seen = true;
       break;
     case proto::ReportType::kAttr: {
       if (rt.taken_over) break;
@@ -528,10 +552,104 @@ void Scheduler::OnMessage(int64_t trial_id, const proto::ReportMessage& m) {
     case proto::ReportType::kHeartbeat:
       break;
     case proto::ReportType::kSuggest:
+      if (CountRequest(rt)) AnswerSuggest(trial_id, rt, m);
+      break;
     case proto::ReportType::kShouldPrune:
+      if (CountRequest(rt)) rt.process->Answer(proto::EncodeShouldPruneAnswer(rt.pruned));
+      break;
     case proto::ReportType::kPruned:
-      break;  // the launcher refuses these lines until the two-way channel is served
+      rt.worker_pruned = true;
+      break;
   }
+}
+
+bool Scheduler::DecidePrune(StudyRuntime& study, TrialRecord& trial) {
+  pruner::PruneContext ctx{study.spec.study.direction, &study.trials, &trial, study.record.name};
+  return study.pruner->ShouldPrune(ctx);
+}
+
+void Scheduler::RefuseRequest(RunningTrial& rt, const std::string& message) {
+  // The answer first, so a worker waiting for one learns why it is stopped.
+  rt.process->Answer(proto::EncodeErrorAnswer(message));
+  rt.process->FailProtocol(message);
+}
+
+bool Scheduler::CountRequest(RunningTrial& rt) {
+  if (++rt.requests <= kMaxTrialRequests) return true;
+  if (rt.requests == kMaxTrialRequests + 1) {
+    RefuseRequest(rt, "more than " + std::to_string(kMaxTrialRequests) +
+                          " requests (suggest, should_prune) in one trial");
+  }
+  return false;
+}
+
+void Scheduler::StartSample(RunningTrial& rt) {
+  StudyRuntime& study = *rt.study;
+  const TrialRecord& trial = study.trials[rt.number];
+  sampler::StudyView view{study.spec.study.direction, &study.spec.space, &study.trials};
+  sampler::TrialSample sample;
+  sample.trial_number = rt.number;
+  sample.relative_space = study.sampler->InferRelativeSearchSpace(view, rt.number);
+  Result<config::ParamValues> relative =
+      study.sampler->SampleRelative(view, rt.number, sample.relative_space);
+  if (relative.ok()) {
+    sample.relative = std::move(*relative);
+  } else {
+    // Every suggest is then sampled independently, which is always valid.
+    options_.logger->warn("study {} trial {}: relative sampling failed: {}", study.record.name,
+                          rt.number, relative.status().message());
+  }
+  // The parameters the trial already holds (its [space] values, drawn up front, or enqueued
+  // ones) answer suggests for their names.
+  for (const auto& [name, value] : trial.params) {
+    sample.fixed[name] = value.internal;
+    sample.answered[name] =
+        sampler::TrialSample::Answer{value.internal, value.dist, /*from_space=*/true};
+  }
+  rt.sample = std::move(sample);
+}
+
+void Scheduler::AnswerSuggest(int64_t trial_id, RunningTrial& rt, const proto::ReportMessage& m) {
+  StudyRuntime& study = *rt.study;
+  if (rt.final_seen) {
+    RefuseRequest(rt, "suggest \"" + m.name + "\" after the final value; suggests come before it");
+    return;
+  }
+  Result<config::Distribution> dist = config::DistributionFromSuggest(m.name, m.distribution);
+  if (!dist.ok()) {
+    RefuseRequest(rt, dist.status().message());
+    return;
+  }
+  if (!rt.sample) StartSample(rt);
+  sampler::TrialSample& sample = *rt.sample;
+  auto known = sample.answered.find(m.name);
+  if (known != sample.answered.end() && !(known->second.dist == *dist)) {
+    RefuseRequest(rt, config::DistributionConflictMessage(m.name, known->second.dist, *dist));
+    return;
+  }
+  if (known == sample.answered.end() && sample.answered.size() >= kMaxTrialParams) {
+    RefuseRequest(rt, "suggest \"" + m.name + "\": more than " + std::to_string(kMaxTrialParams) +
+                          " distinct parameters in one trial");
+    return;
+  }
+  sampler::StudyView view{study.spec.study.direction, &study.spec.space, &study.trials};
+  Result<double> value = sampler::Suggest(*study.sampler, view, sample, {m.name, *dist});
+  if (!value.ok()) {
+    options_.logger->warn("study {} trial {}: suggest \"{}\": {}", study.record.name, rt.number,
+                          m.name, value.status().message());
+    RefuseRequest(rt, "suggest \"" + m.name + "\": " + value.status().message());
+    return;
+  }
+  TrialRecord& trial = study.trials[rt.number];
+  if (known == sample.answered.end() || trial.params.count(m.name) == 0) {
+    model::ParamValue pv{*value, *dist};
+    if (!rt.taken_over) {
+      Status st = options_.storage->AddTrialParam(trial_id, m.name, pv);
+      if (!st.ok()) options_.logger->error("storing parameter {}: {}", m.name, st.message());
+    }
+    trial.params[m.name] = pv;
+  }
+  rt.process->Answer(proto::EncodeSuggestionAnswer(m.name, config::ExternalJson(*dist, *value)));
 }
 
 void Scheduler::OnExit(int64_t trial_id, const launcher::ProcessOutcome& o) {
@@ -546,6 +664,7 @@ void Scheduler::OnExit(int64_t trial_id, const launcher::ProcessOutcome& o) {
   seen.process = o;
   seen.final_values = rt->final_values;
   seen.worker_error = rt->worker_error;
+  seen.worker_pruned = rt->worker_pruned;
   if (!trial.intermediate.empty()) seen.last_intermediate = trial.intermediate.rbegin()->second;
   seen.trial_timeout_s = study.spec.study.trial_timeout;
   FinishTrial(study, rt->number, ClassifyExit(seen));

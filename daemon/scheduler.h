@@ -187,6 +187,17 @@ class Scheduler {
   void MaybeRetry(StudyRuntime& study, int number);
   void OnMessage(int64_t trial_id, const proto::ReportMessage& message);
   void OnExit(int64_t trial_id, const launcher::ProcessOutcome& outcome);
+  // The pruner's decision at a report: the one piece of code behind stopping a trial (other
+  // kinds) and the should_prune answer (kind = "python", which then stops cooperatively).
+  bool DecidePrune(StudyRuntime& study, model::TrialRecord& trial);
+  // The trial channel's requests: a refused one is answered with an error line and ends the
+  // trial FAIL(protocol); CountRequest enforces the per-trial request limit.
+  void RefuseRequest(RunningTrial& rt, const std::string& message);
+  bool CountRequest(RunningTrial& rt);
+  // The trial's define-by-run sampling state: the parameters it holds (drawn up front) and the
+  // sampler's relative sample for it.
+  void StartSample(RunningTrial& rt);
+  void AnswerSuggest(int64_t trial_id, RunningTrial& rt, const proto::ReportMessage& m);
   // `own`: the trial is this node's (shared storage: dropped when another node has ended or
   // taken it over); false when ending another node's trial (a dead node's, or a cancelled
   // study's WAITING ones).

@@ -5,6 +5,8 @@
 //
 // Life of a TrialProcess:
 //   Launch() ─▶ on_message(...)* ─▶ on_exit(outcome) exactly once.
+// The trial channel is two-way: a worker's request (suggest, should_prune) reaches on_message
+// like any report line, and the receiver answers it with Answer().
 // on_exit comes only when the trial is over: its main process has been reaped, its process
 // group (and, in cgroup mode, its cgroup) is empty (strays left by a finished main process are
 // stopped first), and its output has been drained. After on_exit the TrialProcess may be destroyed;
@@ -49,8 +51,8 @@ struct ProcessOutcome {
   StopReason stop_reason = StopReason::kNone;  // why the daemon stopped it, if it did
   bool killed = false;                         // SIGKILL was needed after the grace period
   bool strays = false;                         // the main process left others in its group
-  std::string protocol_error;                  // set when the report pipe carried something invalid
-  std::string stderr_tail;                     // last few KiB of stderr
+  std::string protocol_error;  // set when the trial channel carried something invalid
+  std::string stderr_tail;     // last few KiB of stderr
   // The trial ran out of its memory limit, as far as the launcher can tell: the cgroup's
   // memory.events counted an oom_kill, or (under RLIMIT_AS) it failed and its stderr tail shows
   // a failed allocation. oom_detail says which evidence.
@@ -70,7 +72,23 @@ class TrialProcess {
   // SIGTERM to the group, then SIGKILL after the grace period. The first reason given is the
   // one reported; later calls do nothing.
   virtual void Stop(StopReason reason) = 0;
+  // Leaves the worker kill_grace seconds to end by itself (a cooperative prune: it was told to
+  // stop through should_prune), then Stop(reason). If it ends first, the outcome names no stop
+  // reason. Only the first call counts; a Stop() meanwhile takes over.
+  virtual void StopAfterGrace(StopReason reason) = 0;
+  // Queues one answer line (a JSON object, as proto/report.h encodes it; a missing newline is
+  // added) to the worker on its trial channel, in order, without blocking: what the socket does
+  // not take now is sent when it can. A worker that lets more than kMaxAnswerBacklogBytes pile up
+  // unread is stopped (FAIL(protocol)). Answers to a trial that is over, or whose channel is
+  // closed, are dropped.
+  virtual void Answer(const std::string& line) = 0;
+  // Ends the trial FAIL(protocol) with `message` (the first message given is the one kept):
+  // for a request the worker made that the daemon refuses. SIGTERM and grace as Stop().
+  virtual void FailProtocol(const std::string& message) = 0;
 };
+
+// The most answer bytes a worker may leave unread before it is stopped.
+inline constexpr size_t kMaxAnswerBacklogBytes = 1 << 20;
 
 class Launcher {
  public:

@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <array>
@@ -142,10 +143,14 @@ class Session : public std::enable_shared_from_this<Session> {
         grace_timer_(io),
         poll_timer_(io),
         eof_timer_(io),
+        cooperative_timer_(io),
         reports_(proto::kMaxReportLineBytes) {}
 
   Status Start();
   void Stop(StopReason reason);
+  void StopAfterGrace(StopReason reason);
+  void Answer(const std::string& line);
+  void FailProtocol(const std::string& message);
   // Kills the group at once and forgets the trial (its TrialProcess was destroyed).
   void Abandon();
   const model::ProcessIdentity& identity() const { return identity_; }
@@ -170,6 +175,8 @@ class Session : public std::enable_shared_from_this<Session> {
   void Finish();
   void FinishReports();
   void DrainAndClose(Stream s);
+  // Sends what the socket takes of the answers queued; waits for room for the rest.
+  void FlushAnswers();
 
   asio::io_context& io_;
   Reaper& reaper_;
@@ -182,7 +189,7 @@ class Session : public std::enable_shared_from_this<Session> {
   model::ProcessIdentity identity_;
   std::unique_ptr<CappedLog> stdout_log_, stderr_log_;
   asio::posix::stream_descriptor stdout_sd_, stderr_sd_, report_sd_;
-  asio::steady_timer timeout_timer_, grace_timer_, poll_timer_, eof_timer_;
+  asio::steady_timer timeout_timer_, grace_timer_, poll_timer_, eof_timer_, cooperative_timer_;
   std::array<std::array<char, kReadChunk>, 3> buffers_;
   proto::LineReader reports_;
   ProcessOutcome outcome_;
@@ -191,7 +198,10 @@ class Session : public std::enable_shared_from_this<Session> {
   bool terminating_ = false;
   bool finished_ = false;
   bool abandoned_ = false;
+  bool cooperative_stop_ = false;  // StopAfterGrace() was called
   int poll_ms_ = 2;
+  std::string answers_;       // queued answer bytes the socket has not taken yet
+  bool answer_wait_ = false;  // waiting for the socket to take more
 };
 
 class Handle final : public TrialProcess {
@@ -200,6 +210,9 @@ class Handle final : public TrialProcess {
   ~Handle() override { session_->Abandon(); }
   const model::ProcessIdentity& identity() const override { return session_->identity(); }
   void Stop(StopReason reason) override { session_->Stop(reason); }
+  void StopAfterGrace(StopReason reason) override { session_->StopAfterGrace(reason); }
+  void Answer(const std::string& line) override { session_->Answer(line); }
+  void FailProtocol(const std::string& message) override { session_->FailProtocol(message); }
 
  private:
   std::shared_ptr<Session> session_;
@@ -215,7 +228,15 @@ Status Session::Start() {
 
   TRIALD_ASSIGN_OR_RETURN(common::Pipe out, common::MakePipe(true));
   TRIALD_ASSIGN_OR_RETURN(common::Pipe err, common::MakePipe(true));
-  TRIALD_ASSIGN_OR_RETURN(common::Pipe rep, common::MakePipe(true));
+  // The trial channel: a stream socketpair, both ends close-on-exec (the child's end loses it
+  // when the hook places it at fd 3), the daemon's end non-blocking.
+  int channel[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, channel) != 0) {
+    return common::ErrnoError("socketpair for the trial channel", errno);
+  }
+  common::UniqueFd channel_daemon(channel[0]);
+  common::UniqueFd channel_worker(channel[1]);
+  TRIALD_RETURN_IF_ERROR(common::SetNonBlocking(channel_daemon.get(), true));
   common::UniqueFd devnull(::open("/dev/null", O_RDONLY | O_CLOEXEC));
   if (!devnull.valid()) return common::ErrnoError("open /dev/null", errno);
 
@@ -239,7 +260,7 @@ Status Session::Start() {
   }
   ChildSetup setup{envp.data(),
                    spec_.workdir.c_str(),
-                   rep.write.get(),
+                   channel_worker.get(),
                    ::getpid(),
                    cgroup_ ? cgroup_->procs_fd() : -1,
                    cgroup_ ? cgroup_->pids_v1_procs_fd() : -1,
@@ -269,9 +290,9 @@ Status Session::Start() {
 
   stdout_sd_.assign(out.read.Release());
   stderr_sd_.assign(err.read.Release());
-  report_sd_.assign(rep.read.Release());
-  // The child-side ends (out.write, err.write, rep.write, devnull) close here, so EOF on a
-  // pipe means every process holding it has closed it.
+  report_sd_.assign(channel_daemon.Release());
+  // The child-side ends (out.write, err.write, channel_worker, devnull) close here, so EOF on
+  // a pipe or the channel means every process holding it has closed it.
   Read(Stream::kStdout);
   Read(Stream::kStderr);
   Read(Stream::kReport);
@@ -342,19 +363,57 @@ Status Session::OnReportLine(std::string_view line) {
   if (line.empty()) return Status::Ok();  // tolerate blank lines
   Result<proto::ReportMessage> msg = proto::ParseReportLine(line);
   if (!msg.ok()) return msg.status();
-  if (msg->type == proto::ReportType::kSuggest || msg->type == proto::ReportType::kShouldPrune ||
-      msg->type == proto::ReportType::kPruned) {
-    // The two-way channel's lines decode (proto/report.h) but nothing answers them yet: refused
-    // as before they were decoded, with the same message, until the channel is served.
-    constexpr size_t kQuoted = 200;
-    std::string quoted(line.substr(0, kQuoted));
-    if (line.size() > kQuoted) quoted += "...";
-    return common::InvalidArgument(
-        std::string("unknown type \"") + proto::ReportTypeName(msg->type) +
-        "\"; expected report, final, attr, error or heartbeat: `" + quoted + "`");
-  }
   if (callbacks_.on_message && !abandoned_) callbacks_.on_message(*msg);
   return Status::Ok();
+}
+
+void Session::Answer(const std::string& line) {
+  if (finished_ || abandoned_ || !report_sd_.is_open() || !outcome_.protocol_error.empty()) {
+    return;
+  }
+  answers_ += line;
+  if (line.empty() || line.back() != '\n') answers_ += '\n';
+  FlushAnswers();
+  if (answers_.size() > kMaxAnswerBacklogBytes) {
+    const size_t unread = answers_.size();
+    answers_.clear();
+    FailProtocol("the worker left " + std::to_string(unread) +
+                 " bytes of answers unread on the trial channel (at most " +
+                 std::to_string(kMaxAnswerBacklogBytes) + "); it must read each answer");
+  }
+}
+
+void Session::FlushAnswers() {
+  while (!answers_.empty() && report_sd_.is_open()) {
+    ssize_t n = ::send(report_sd_.native_handle(), answers_.data(), answers_.size(),
+                       MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n > 0) {
+      answers_.erase(0, static_cast<size_t>(n));
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      if (answer_wait_) return;
+      answer_wait_ = true;
+      auto self = shared_from_this();
+      report_sd_.async_wait(asio::posix::stream_descriptor::wait_write,
+                            [self](const boost::system::error_code& ec) {
+                              self->answer_wait_ = false;
+                              if (ec || self->finished_) return;
+                              self->FlushAnswers();
+                            });
+      return;
+    }
+    // The worker closed its end (or is gone): nobody reads the answers.
+    answers_.clear();
+    return;
+  }
+}
+
+void Session::FailProtocol(const std::string& message) {
+  if (finished_) return;
+  if (outcome_.protocol_error.empty()) outcome_.protocol_error = message;
+  Stop(StopReason::kProtocol);
 }
 
 void Session::SignalGroup(int sig) {
@@ -393,6 +452,20 @@ void Session::Stop(StopReason reason) {
     }
   });
   // A main process that already exited leaves only strays; CheckGroup keeps polling.
+}
+
+void Session::StopAfterGrace(StopReason reason) {
+  if (finished_ || terminating_ || cooperative_stop_) return;
+  cooperative_stop_ = true;
+  auto self = shared_from_this();
+  cooperative_timer_.expires_after(std::chrono::duration_cast<std::chrono::nanoseconds>(
+      std::chrono::duration<double>(spec_.kill_grace_s)));
+  cooperative_timer_.async_wait([self, reason](const boost::system::error_code& ec) {
+    if (ec || self->finished_ || self->main_exited_) return;
+    self->logger_->debug("trial pid {}: did not end within the grace period after being told to",
+                         self->identity_.pid);
+    self->Stop(reason);
+  });
 }
 
 void Session::Abandon() {
@@ -521,6 +594,7 @@ void Session::Finish() {
   grace_timer_.cancel();
   poll_timer_.cancel();
   eof_timer_.cancel();
+  cooperative_timer_.cancel();
   reaper_.Unwatch(identity_.pid);
   outcome_.stderr_tail = stderr_log_->Tail(kStderrTailBytes);
   JudgeOom();

@@ -7,7 +7,7 @@
 //   - restores default signal dispositions and an empty signal mask (the daemon blocks or
 //     ignores some signals; exec would keep the mask and ignored signals);
 //   - installs an explicit environment and working directory;
-//   - places the report pipe's write end at fd 3 (TRIALD_REPORT_FD=3).
+//   - places the worker's end of the trial channel at fd 3 (TRIALD_REPORT_FD=3).
 //   - closes every other descriptor.
 // The worker sees exactly 0, 1, 2 and 3. Two layers make sure of it: every descriptor the
 // daemon opens is O_CLOEXEC (Asio's sockets are marked by hand), and the hook closes the rest,
@@ -15,8 +15,11 @@
 // a descriptor inherited from whoever started the daemon may lack close-on-exec.
 // tests/integration/launcher_test.cc and daemon_test.cc prove it with a probe worker.
 //
-// stdout and stderr are pipes drained continuously into CappedLogs; the report pipe is split
-// into lines (at most proto::kMaxReportLineBytes) and parsed strictly. Stopping is SIGTERM to
+// stdout and stderr are pipes drained continuously into CappedLogs. The trial channel is a Unix
+// stream socketpair (the daemon's end non-blocking, both close-on-exec): what the worker writes
+// is split into lines (at most proto::kMaxReportLineBytes) and parsed strictly; answers go back
+// on the same socket through a bounded queue (TrialProcess::Answer), never blocking the loop. A
+// worker that only writes sees it as it would a pipe. Stopping is SIGTERM to
 // the group, a grace timer, then SIGKILL to the group. The Reaper delivers the main process's
 // exit; the trial is over once its group is empty too.
 //
@@ -48,7 +51,7 @@
 
 namespace triald::launcher {
 
-// The descriptor number the report pipe gets in every worker.
+// The descriptor number the worker's end of the trial channel gets in every worker.
 inline constexpr int kReportFd = 3;
 
 class ProcessLauncher final : public Launcher {

@@ -66,6 +66,9 @@ TrialOutcome ClassifyExit(const TrialObservation& seen) {
         fail("signal", how);
       } else if (o.exit.code != 0) {
         fail("exit", how);
+      } else if (seen.final_values.empty() && seen.worker_pruned) {
+        out.state = TrialState::kPruned;
+        out.value = seen.last_intermediate;
       } else if (seen.final_values.empty()) {
         fail("protocol", "exited with code 0 without reporting a final value");
       } else if (seen.final_values.size() != 1) {

@@ -36,6 +36,9 @@ struct TrialObservation {
   std::string worker_error;          // from its last "error" line (empty: none)
   // Its intermediate value at its largest step (the value of a pruned trial).
   std::optional<double> last_intermediate;
+  // The worker said "pruned" (its objective raised TrialPruned): with a clean exit and no final
+  // value the trial ends PRUNED with its last intermediate value, as in Optuna.
+  bool worker_pruned = false;
   double trial_timeout_s = 0;  // [study] trial_timeout, for the timeout message
 };
 

@@ -261,14 +261,14 @@ TEST_CASE("kind = \"lm\" takes no command, and kind = \"exec\" no lm setting", "
         "memory_budget_gb, gpu_memory_fraction, learning_rate, weight_decay, warmup_steps, "
         "batch_size, dropout, adam_beta1, adam_beta2, grad_clip, lr_schedule, seed, env, workdir");
   CHECK(ErrorOf(With("kind = \"lm\"", "kind = \"llm\"", kLm)) ==
-        "sweep.toml:6:8: [objective] kind = \"llm\": unknown objective kind; expected \"exec\" or "
-        "\"lm\"");
+        "sweep.toml:6:8: [objective] kind = \"llm\": unknown objective kind; expected \"exec\", "
+        "\"lm\" or \"python\"");
   // Without kind, a misspelt key is reported first (it may be the kind), then the missing kind.
   CHECK_THAT(ErrorOf(With("kind = \"lm\"", "knd = \"lm\"", kLm)),
              StartsWith("sweep.toml:6:1: [objective] unknown key \"knd\"; expected one of kind,"));
   CHECK_THAT(ErrorOf(With("kind = \"lm\"\n", "", kLm)),
              StartsWith("sweep.toml:5:1: [objective] missing required key \"kind\"; expected kind "
-                        "= \"exec\" (run a command) or kind = \"lm\""));
+                        "= \"exec\" (run a command), kind = \"lm\""));
 }
 
 TEST_CASE("with kind = \"lm\", [space] tunes the worker's hyperparameters", "[config][lm]") {

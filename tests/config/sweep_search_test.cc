@@ -107,7 +107,7 @@ TEST_CASE("unknown sampler kinds and keys list what is allowed", "[config]") {
              StartsWith("sweep.toml:14:8: [sampler] kind = 3: expected one of random, grid"));
   CHECK(ErrorOf(WithSampler("kind = \"tpe\"\nn_startup = 3\n")) ==
         "sweep.toml:15:1: [sampler] unknown key \"n_startup\" for kind = \"tpe\"; expected one "
-        "of kind, seed, n_startup_trials, n_ei_candidates, multivariate, constant_liar, "
+        "of kind, seed, n_startup_trials, n_ei_candidates, multivariate, group, constant_liar, "
         "prior_weight, consider_endpoints, consider_magic_clip, gamma_max, gamma_fraction");
   CHECK(ErrorOf(WithSampler("kind = \"qmc\"\nscrambled = true\n")) ==
         "sweep.toml:15:1: [sampler] unknown key \"scrambled\" for kind = \"qmc\"; expected one "

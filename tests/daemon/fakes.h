@@ -92,11 +92,14 @@ class FakeLauncher final : public launcher::Launcher {
     launcher::LaunchSpec spec;
     launcher::TrialCallbacks callbacks;
     model::ProcessIdentity identity;
-    std::string study;                        // TRIALD_STUDY of the spec
-    int trial = -1;                           // TRIALD_TRIAL of the spec
-    std::vector<launcher::StopReason> stops;  // every Stop() the scheduler made, in order
-    bool exited = false;                      // on_exit was delivered
-    bool destroyed = false;                   // the scheduler destroyed its TrialProcess
+    std::string study;                                 // TRIALD_STUDY of the spec
+    int trial = -1;                                    // TRIALD_TRIAL of the spec
+    std::vector<launcher::StopReason> stops;           // every Stop() the scheduler made, in order
+    std::vector<std::string> answers;                  // every Answer() line, in order
+    std::vector<launcher::StopReason> deferred_stops;  // every StopAfterGrace(), in order
+    std::string protocol_error;                        // the first FailProtocol() message
+    bool exited = false;                               // on_exit was delivered
+    bool destroyed = false;                            // the scheduler destroyed its TrialProcess
 
     bool live() const { return !exited && !destroyed; }
     std::map<std::string, std::string> env() const { return EnvMap(spec.env); }
@@ -204,6 +207,23 @@ class FakeLauncher final : public launcher::Launcher {
     m.json_value = json_value;
     Message(l, m);
   }
+  void Suggest(Launched& l, const std::string& name, const proto::SuggestDistribution& d) {
+    proto::ReportMessage m;
+    m.type = proto::ReportType::kSuggest;
+    m.name = name;
+    m.distribution = d;
+    Message(l, m);
+  }
+  void ShouldPrune(Launched& l) {
+    proto::ReportMessage m;
+    m.type = proto::ReportType::kShouldPrune;
+    Message(l, m);
+  }
+  void Pruned(Launched& l) {
+    proto::ReportMessage m;
+    m.type = proto::ReportType::kPruned;
+    Message(l, m);
+  }
   void Error(Launched& l, const std::string& message) {
     proto::ReportMessage m;
     m.type = proto::ReportType::kError;
@@ -212,7 +232,8 @@ class FakeLauncher final : public launcher::Launcher {
   }
 
   // Delivers on_exit. As the real launcher does, the outcome carries the first reason the
-  // scheduler gave to Stop(), unless `outcome` names a stop reason itself. The scheduler may
+  // scheduler gave to Stop() (and the first FailProtocol() message), unless `outcome` names a
+  // stop reason (a protocol error) itself. The scheduler may
   // destroy the TrialProcess and launch others from inside on_exit; nothing here touches the
   // process afterwards.
   void Exit(Launched& l, launcher::ProcessOutcome outcome) {
@@ -220,6 +241,7 @@ class FakeLauncher final : public launcher::Launcher {
     if (outcome.stop_reason == launcher::StopReason::kNone && !l.stops.empty()) {
       outcome.stop_reason = l.stops.front();
     }
+    if (outcome.protocol_error.empty()) outcome.protocol_error = l.protocol_error;
     l.exited = true;
     auto on_exit = l.callbacks.on_exit;
     on_exit(outcome);
@@ -250,6 +272,14 @@ class FakeLauncher final : public launcher::Launcher {
     ~Process() override { launch_->destroyed = true; }
     const model::ProcessIdentity& identity() const override { return launch_->identity; }
     void Stop(launcher::StopReason reason) override { launch_->stops.push_back(reason); }
+    void StopAfterGrace(launcher::StopReason reason) override {
+      launch_->deferred_stops.push_back(reason);
+    }
+    void Answer(const std::string& line) override { launch_->answers.push_back(line); }
+    void FailProtocol(const std::string& message) override {
+      if (launch_->protocol_error.empty()) launch_->protocol_error = message;
+      launch_->stops.push_back(launcher::StopReason::kProtocol);
+    }
 
    private:
     Launched* launch_;  // owned by the FakeLauncher

@@ -24,9 +24,11 @@
 #include <utility>
 #include <vector>
 
+#include "daemon/objective_command.h"
 #include "daemon/storage/sqlite_storage.h"
 #include "daemon/storage/storage.h"
 #include "tests/daemon/fakes.h"
+#include "tests/support/temp_dir.h"
 
 namespace triald::daemon {
 namespace {
@@ -1395,6 +1397,317 @@ TEST_CASE("a refused submission says why and stores nothing", "[scheduler]") {
   CHECK(l.launch_count() == 1);
   CHECK(l.failed().empty());
   CHECK(h.scheduler().active_study_count() == 1);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The two-way trial channel: suggest, should_prune, pruned
+
+proto::SuggestDistribution FloatDist(double low, double high, bool log = false) {
+  proto::SuggestDistribution d;
+  d.type = "float";
+  d.low = proto::SuggestNumber{low, false, 0};
+  d.high = proto::SuggestNumber{high, false, 0};
+  if (log) d.log = true;
+  return d;
+}
+
+proto::SuggestDistribution IntDist(int64_t low, int64_t high) {
+  proto::SuggestDistribution d;
+  d.type = "int";
+  d.low = proto::SuggestNumber{static_cast<double>(low), true, low};
+  d.high = proto::SuggestNumber{static_cast<double>(high), true, high};
+  return d;
+}
+
+// A decoded answer line.
+boost::json::object AnswerJson(const std::string& line) {
+  return boost::json::parse(line).as_object();
+}
+
+TEST_CASE(
+    "a suggest is answered, stored with its distribution, and the same name gives the same "
+    "value",
+    "[scheduler][suggest]") {
+  Harness h;
+  FakeLauncher& l = h.launcher();
+  Sweep sweep;
+  sweep.name = "dyn";
+  sweep.n_trials = 1;
+  sweep.sampler = "seed = 3";
+  h.SubmitOk(sweep);
+  Launched& t = l.launch(0);
+  l.Suggest(t, "momentum", FloatDist(0.5, 0.99));
+  l.Suggest(t, "units", IntDist(16, 64));
+  l.Suggest(t, "momentum", FloatDist(0.5, 0.99));
+  REQUIRE(t.answers.size() == 3);
+  boost::json::object a0 = AnswerJson(t.answers[0]);
+  CHECK(a0.at("type").as_string() == "suggestion");
+  CHECK(a0.at("name").as_string() == "momentum");
+  const double momentum = a0.at("value").to_number<double>();
+  CHECK(momentum >= 0.5);
+  CHECK(momentum <= 0.99);
+  boost::json::object a1 = AnswerJson(t.answers[1]);
+  REQUIRE(a1.at("value").is_int64());
+  CHECK(a1.at("value").as_int64() >= 16);
+  CHECK(a1.at("value").as_int64() <= 64);
+  CHECK(t.answers[2] == t.answers[0]);  // Optuna's semantics
+  CHECK(t.stops.empty());
+
+  // A [space] parameter is answered with its drawn value when the distribution matches.
+  proto::SuggestDistribution layers = IntDist(1, 8);
+  l.Suggest(t, "layers", layers);
+  REQUIRE(t.answers.size() == 4);
+  TrialRecord running = h.Trials("dyn")[0];
+  CHECK(AnswerJson(t.answers[3]).at("value").as_int64() ==
+        static_cast<int64_t>(running.params.at("layers").internal));
+
+  l.Complete(t, 1.0);
+  TrialRecord done = h.Trials("dyn")[0];
+  INFO(Describe(done));
+  CHECK(done.state == TrialState::kComplete);
+  REQUIRE(done.params.count("momentum") == 1);
+  CHECK(done.params.at("momentum").internal == Approx(momentum).epsilon(1e-15));
+  CHECK(done.params.at("momentum").dist.type == config::ParamType::kFloat);
+  REQUIRE(done.params.count("units") == 1);
+  CHECK(done.params.at("units").dist.type == config::ParamType::kInt);
+  CHECK(done.params.size() == 5);  // lr, layers, opt from [space]; momentum, units suggested
+}
+
+TEST_CASE("suggests are reproducible: the same seed and order of suggests give the same values",
+          "[scheduler][suggest]") {
+  std::vector<std::string> runs[2];
+  for (auto& answers : runs) {
+    Harness h;
+    FakeLauncher& l = h.launcher();
+    Sweep sweep;
+    sweep.name = "again";
+    sweep.n_trials = 1;
+    sweep.sampler = "seed = 11";
+    h.SubmitOk(sweep);
+    Launched& t = l.launch(0);
+    l.Suggest(t, "a", FloatDist(1e-5, 1, true));
+    l.Suggest(t, "b", IntDist(0, 1000));
+    answers = t.answers;
+  }
+  CHECK(runs[0] == runs[1]);
+  CHECK(runs[0].size() == 2);
+}
+
+TEST_CASE("a name asked with another distribution ends the trial FAIL(protocol) naming both",
+          "[scheduler][suggest]") {
+  Harness h;
+  FakeLauncher& l = h.launcher();
+  Sweep sweep;
+  sweep.name = "conflict";
+  sweep.n_trials = 1;
+  h.SubmitOk(sweep);
+  Launched& t = l.launch(0);
+  l.Suggest(t, "x", FloatDist(0, 1));
+  l.Suggest(t, "x", FloatDist(0, 2));
+  REQUIRE(t.answers.size() == 2);
+  boost::json::object err = AnswerJson(t.answers[1]);
+  CHECK(err.at("type").as_string() == "error");
+  const std::string message(err.at("message").as_string());
+  CHECK_THAT(message, Catch::Contains("\"x\""));
+  CHECK_THAT(message, Catch::Contains("float [0.0, 2.0]"));
+  CHECK_THAT(message, Catch::Contains("float [0.0, 1.0]"));
+  CHECK(t.stops == std::vector<StopReason>{StopReason::kProtocol});
+  CHECK(t.protocol_error == message);
+  // It ends FAIL(protocol) with the message.
+  l.ExitSignal(t, SIGTERM);
+  TrialRecord rec = h.Trials("conflict")[0];
+  CHECK(rec.state == TrialState::kFail);
+  CHECK(rec.fail.reason == "protocol");
+  CHECK(rec.fail.detail == message);
+}
+
+TEST_CASE("bad suggests end the trial FAIL(protocol) with a message naming the field",
+          "[scheduler][suggest]") {
+  Harness h;
+  FakeLauncher& l = h.launcher();
+  Sweep sweep;
+  sweep.name = "bad";
+  sweep.n_trials = 1;
+  h.SubmitOk(sweep);
+  Launched& t = l.launch(0);
+  std::string expect;
+  SECTION("low > high") {
+    l.Suggest(t, "x", FloatDist(2, 1));
+    expect = "low";
+  }
+  SECTION("log with low <= 0") {
+    l.Suggest(t, "x", FloatDist(0, 1, true));
+    expect = "log";
+  }
+  SECTION("an unknown distribution type") {
+    proto::SuggestDistribution d = FloatDist(0, 1);
+    d.type = "gaussian";
+    l.Suggest(t, "x", d);
+    expect = "gaussian";
+  }
+  SECTION("a suggest after the final value") {
+    l.Final(t, 1.0);
+    l.Suggest(t, "x", FloatDist(0, 1));
+    expect = "after the final value";
+  }
+  REQUIRE(t.answers.size() == 1);
+  CHECK(AnswerJson(t.answers[0]).at("type").as_string() == "error");
+  CHECK_THAT(t.protocol_error, Catch::Contains(expect));
+  CHECK(t.stops == std::vector<StopReason>{StopReason::kProtocol});
+}
+
+TEST_CASE("a trial may ask for at most 1,000 distinct parameters", "[scheduler][suggest]") {
+  Harness h;
+  FakeLauncher& l = h.launcher();
+  Sweep sweep;
+  sweep.name = "many";
+  sweep.n_trials = 1;
+  sweep.space = "\n[space.p0]\ntype = \"int\"\nlow = 0\nhigh = 1\n";
+  h.SubmitOk(sweep);
+  Launched& t = l.launch(0);
+  // p0 is the [space] parameter; 999 more fill the trial up.
+  for (int i = 0; i < 1000; ++i) l.Suggest(t, "p" + std::to_string(i), IntDist(0, 1));
+  CHECK(t.stops.empty());
+  l.Suggest(t, "p5", IntDist(0, 1));  // asked again: no new name
+  CHECK(t.stops.empty());
+  l.Suggest(t, "p1000", IntDist(0, 1));
+  REQUIRE(t.answers.size() == 1002);
+  CHECK(AnswerJson(t.answers.back()).at("type").as_string() == "error");
+  CHECK_THAT(t.protocol_error, Catch::Contains("more than 1000 distinct parameters"));
+  CHECK(t.stops == std::vector<StopReason>{StopReason::kProtocol});
+}
+
+TEST_CASE("should_prune answers what the pruner decided at the trial's reports",
+          "[scheduler][prune][suggest]") {
+  auto log = std::make_shared<std::vector<ScriptedPruner::Question>>();
+  Harness h(WithPruner(
+      [](const pruner::PruneContext& c) { return c.trial->intermediate.count(2) > 0; }, log));
+  FakeLauncher& l = h.launcher();
+  Sweep sweep;
+  sweep.name = "ask";
+  sweep.n_trials = 1;
+  h.SubmitOk(sweep);
+  Launched& t = l.launch(0);
+  l.ShouldPrune(t);
+  l.Report(t, 1, 5.0);
+  l.ShouldPrune(t);
+  CHECK(t.stops.empty());
+  l.Report(t, 2, 4.0);
+  l.ShouldPrune(t);
+  REQUIRE(log->size() == 2);  // one decision per report, none per question
+  CHECK(log->back().answer);
+  REQUIRE(t.answers.size() == 3);
+  CHECK(AnswerJson(t.answers[0]).at("value").as_bool() == false);
+  CHECK(AnswerJson(t.answers[1]).at("value").as_bool() == false);
+  CHECK(AnswerJson(t.answers[2]).at("value").as_bool() == true);
+  // kind = "exec": stopped at once, as before the channel was two-way.
+  CHECK(t.stops == std::vector<StopReason>{StopReason::kPrune});
+  CHECK(t.deferred_stops.empty());
+}
+
+TEST_CASE("a worker that says pruned and exits 0 ends PRUNED with its last intermediate value",
+          "[scheduler][prune][suggest]") {
+  Harness h;
+  FakeLauncher& l = h.launcher();
+  Sweep sweep;
+  sweep.name = "raised";
+  sweep.n_trials = 1;
+  h.SubmitOk(sweep);
+  Launched& t = l.launch(0);
+  l.Report(t, 0, 3.0);
+  l.Report(t, 1, 2.5);
+  l.Pruned(t);
+  l.ExitCode(t, 0);
+  TrialRecord rec = h.Trials("raised")[0];
+  INFO(Describe(rec));
+  CHECK(rec.state == TrialState::kPruned);
+  REQUIRE(rec.value.has_value());
+  CHECK(*rec.value == 2.5);
+}
+
+TEST_CASE("kind = python: the runner is launched, and pruning is cooperative first",
+          "[scheduler][prune][suggest]") {
+  auto log = std::make_shared<std::vector<ScriptedPruner::Question>>();
+  Harness h(WithPruner(
+      [](const pruner::PruneContext& c) { return c.trial->intermediate.count(1) > 0; }, log));
+  FakeLauncher& l = h.launcher();
+  testing::TempDir dir;
+  dir.Write("obj.py", "def objective(trial):\n    return trial.suggest_float('x', 0, 1)\n");
+  const std::string toml =
+      "[study]\nname = \"coop\"\nn_trials = 1\nkill_grace = 4\n\n[objective]\nkind = "
+      "\"python\"\nfunction = \"obj.py:objective\"\n";
+  common::Result<StudyRecord> submitted = h.scheduler().Submit({toml, dir.File("coop.toml")});
+  INFO(submitted.status().ToString());
+  REQUIRE(submitted.ok());
+  REQUIRE(l.launch_count() == 1);
+  Launched& t = l.launch(0);
+  REQUIRE(t.spec.argv.size() == 5);
+  CHECK(t.spec.argv[1] == "-m");
+  CHECK(t.spec.argv[2] == "triald");
+  CHECK(t.spec.argv[3] == "run");
+  CHECK(t.spec.argv[4] == dir.File("obj.py") + ":objective");
+  CHECK(t.env().at("PYTHONPATH").rfind(DefaultPythonRunnerDir(), 0) == 0);
+  CHECK(t.spec.kill_grace_s == 4);
+
+  l.Suggest(t, "x", FloatDist(0, 1));
+  REQUIRE(t.answers.size() == 1);
+  const double x = AnswerJson(t.answers[0]).at("value").to_number<double>();
+  l.Report(t, 0, 2.0);
+  l.ShouldPrune(t);
+  l.Report(t, 1, 1.5);
+  // The decision is made at the report; the trial learns it from should_prune and has
+  // kill_grace to end by itself before it is stopped as other kinds are.
+  CHECK(t.stops.empty());
+  CHECK(t.deferred_stops == std::vector<StopReason>{StopReason::kPrune});
+  l.ShouldPrune(t);
+  REQUIRE(t.answers.size() == 3);
+  CHECK(AnswerJson(t.answers[1]).at("value").as_bool() == false);
+  CHECK(AnswerJson(t.answers[2]).at("value").as_bool() == true);
+  REQUIRE(log->size() == 2);
+
+  TrialRecord rec;
+  SECTION("it raises TrialPruned: PRUNED with its last intermediate value") {
+    l.Pruned(t);
+    l.ExitCode(t, 0);
+    rec = h.Trials("coop")[0];
+    CHECK(rec.state == TrialState::kPruned);
+    REQUIRE(rec.value.has_value());
+    CHECK(*rec.value == 1.5);
+  }
+  SECTION("it returns a value instead: COMPLETE with that value, as in Optuna") {
+    l.Complete(t, 0.25);
+    rec = h.Trials("coop")[0];
+    CHECK(rec.state == TrialState::kComplete);
+    REQUIRE(rec.value.has_value());
+    CHECK(*rec.value == 0.25);
+  }
+  SECTION("it does not end within kill_grace: stopped, PRUNED") {
+    launcher::ProcessOutcome o;
+    o.stop_reason = StopReason::kPrune;  // the launcher's grace timer stopped it
+    o.exit.signaled = true;
+    o.exit.signal = SIGTERM;
+    l.Exit(t, o);
+    rec = h.Trials("coop")[0];
+    CHECK(rec.state == TrialState::kPruned);
+    REQUIRE(rec.value.has_value());
+    CHECK(*rec.value == 1.5);
+  }
+  INFO(Describe(rec));
+  REQUIRE(rec.params.count("x") == 1);
+  CHECK(rec.params.at("x").internal == Approx(x).epsilon(1e-15));
+}
+
+TEST_CASE("kind = python with grid and no [space] is refused at submit", "[scheduler][suggest]") {
+  Harness h;
+  testing::TempDir dir;
+  dir.Write("obj.py", "def objective(trial):\n    return 1.0\n");
+  const std::string toml =
+      "[study]\nname = \"g\"\nn_trials = 1\n\n[objective]\nkind = \"python\"\nfunction = "
+      "\"obj.py:objective\"\n\n[sampler]\nkind = \"grid\"\n";
+  common::Result<StudyRecord> r = h.scheduler().Submit({toml, dir.File("g.toml")});
+  REQUIRE_FALSE(r.ok());
+  CHECK_THAT(r.status().message(), Catch::Contains(sampler::FixedSpaceRequiredMessage("grid")));
+  CHECK(h.StudyNames().empty());
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <boost/asio/io_context.hpp>
+#include <boost/json.hpp>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <filesystem>
@@ -53,8 +54,12 @@ class LauncherFixture {
   Run Go(const LaunchSpec& spec, std::function<void(launcher::TrialProcess&)> during = nullptr,
          double limit_s = 30) {
     Run run;
+    launcher::TrialProcess* process = nullptr;
     launcher::TrialCallbacks cb;
-    cb.on_message = [&](const proto::ReportMessage& m) { run.messages.push_back(m); };
+    cb.on_message = [&](const proto::ReportMessage& m) {
+      run.messages.push_back(m);
+      if (answer && process != nullptr) answer(*process, m);
+    };
     cb.on_exit = [&](const ProcessOutcome& o) {
       run.outcome = o;
       run.exited = true;
@@ -65,6 +70,7 @@ class LauncherFixture {
     INFO(proc.status().message());
     REQUIRE(proc.ok());
     run.identity = (*proc)->identity();
+    process = proc->get();
     if (during) during(**proc);
     io_.restart();
     io_.run_for(std::chrono::milliseconds(static_cast<int>(limit_s * 1000)));
@@ -77,6 +83,9 @@ class LauncherFixture {
     std::ifstream in(dir_.path() + "/logs/" + stream + ".log");
     return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   }
+
+  // Called with each message the worker sends, to answer it (unset: nothing is answered).
+  std::function<void(launcher::TrialProcess&, const proto::ReportMessage&)> answer;
 
   TempDir dir_;
   boost::asio::io_context io_;
@@ -222,6 +231,88 @@ TEST_CASE("garbage and oversized lines on the report pipe are protocol errors",
     auto run = f.Go(f.Spec(Sh("printf '{\"type\":\"nope\"}' >&3")));
     CHECK_THAT(run.outcome.protocol_error, Catch::Contains("unknown type"));
   }
+}
+
+TEST_CASE("a worker that asks on the trial channel reads the answer from the same descriptor",
+          "[launcher][integration]") {
+  LauncherFixture f;
+  f.answer = [](launcher::TrialProcess& p, const proto::ReportMessage& m) {
+    if (m.type == proto::ReportType::kShouldPrune)
+      p.Answer(R"({"type":"should_prune","value":true})");
+    if (m.type == proto::ReportType::kSuggest) {
+      p.Answer(R"({"type":"suggestion","name":")" + m.name + R"(","value":0.5})");
+    }
+  };
+  // The worker asks twice, reads both answers in order and hands them back as attributes.
+  auto run = f.Go(f.Spec(Sh(R"SH(
+echo '{"type":"should_prune"}' >&3; read a <&3
+echo '{"type":"suggest","name":"lr","distribution":{"type":"float","low":0,"high":1}}' >&3
+read b <&3
+printf '{"type":"attr","key":"a","value":%s}\n' "$a" >&3
+printf '{"type":"attr","key":"b","value":%s}\n' "$b" >&3
+echo '{"type":"final","value":1}' >&3)SH")));
+  INFO(run.outcome.protocol_error << " / " << run.outcome.stderr_tail);
+  CHECK(run.outcome.exit.code == 0);
+  CHECK(run.outcome.protocol_error.empty());
+  std::map<std::string, std::string> attrs;
+  for (const auto& m : run.messages) {
+    if (m.type == proto::ReportType::kAttr) attrs[m.key] = m.json_value;
+  }
+  CHECK(attrs["a"] == R"({"type":"should_prune","value":true})");
+  // (attribute values are re-encoded by the daemon: 0.5 comes back as 5E-1)
+  CHECK_THAT(attrs["b"], Catch::StartsWith(R"({"type":"suggestion","name":"lr","value":)"));
+  CHECK(boost::json::parse(attrs["b"]).at("value").as_double() == 0.5);
+  REQUIRE(run.messages.size() == 5);
+  CHECK(run.messages[4].type == proto::ReportType::kFinal);
+}
+
+TEST_CASE("a worker that asks and exits without reading its answers ends as it exited",
+          "[launcher][integration]") {
+  LauncherFixture f;
+  int answered = 0;
+  f.answer = [&answered](launcher::TrialProcess& p, const proto::ReportMessage& m) {
+    if (m.type != proto::ReportType::kShouldPrune) return;
+    ++answered;
+    // Whether the answer reaches the socket before the worker closes its end or not (then it
+    // is dropped), nothing of it reaches the outcome.
+    p.Answer(R"({"type":"should_prune","value":false})");
+  };
+  auto run = f.Go(f.Spec(Sh(R"SH(
+echo '{"type":"should_prune"}' >&3
+echo '{"type":"should_prune"}' >&3
+exec 3>&-
+sleep 0.2
+exit 4)SH")));
+  CHECK(answered == 2);
+  CHECK(run.outcome.exit.code == 4);
+  CHECK(run.outcome.protocol_error.empty());
+}
+
+TEST_CASE("a worker that never reads its answers is stopped once they pile up",
+          "[launcher][integration]") {
+  LauncherFixture f;
+  f.answer = [](launcher::TrialProcess& p, const proto::ReportMessage& m) {
+    if (m.type == proto::ReportType::kShouldPrune)
+      p.Answer(R"({"type":"should_prune","value":false})");
+  };
+  // 200,000 questions, about 7 MB of answers: past the socket's buffer and the daemon's cap.
+  auto run = f.Go(f.Spec(Sh("yes '{\"type\":\"should_prune\"}' | head -n 200000 >&3; sleep 1000")));
+  CHECK(run.outcome.stop_reason == StopReason::kProtocol);
+  CHECK_THAT(run.outcome.protocol_error, Catch::Contains("answers unread"));
+  CHECK(run.elapsed < std::chrono::seconds(20));
+}
+
+TEST_CASE("the scheduler's refusal of a request ends the trial FAIL(protocol) with its message",
+          "[launcher][integration]") {
+  LauncherFixture f;
+  f.answer = [](launcher::TrialProcess& p, const proto::ReportMessage& m) {
+    if (m.type == proto::ReportType::kSuggest) p.FailProtocol("suggest \"x\": refused");
+  };
+  auto run =
+      f.Go(f.Spec(Sh("echo '{\"type\":\"suggest\",\"name\":\"x\",\"distribution\":"
+                     "{\"type\":\"int\",\"low\":0,\"high\":1}}' >&3; read a <&3; sleep 1000")));
+  CHECK(run.outcome.stop_reason == StopReason::kProtocol);
+  CHECK(run.outcome.protocol_error == "suggest \"x\": refused");
 }
 
 TEST_CASE("flooding stdout neither blocks the worker nor grows the log past its cap",

@@ -1,0 +1,130 @@
+// [objective] kind = "python": define-by-run objectives named by a function, [space] optional,
+// and [sampler] group for TPE. What is checked on disk at submit is tested in
+// tests/daemon/objective_command_test.cc.
+#include <catch2/catch.hpp>
+#include <string>
+
+#include "config/sweep.h"
+#include "tests/config/sweep_test_util.h"
+
+namespace triald::config {
+namespace {
+
+using Catch::Matchers::Contains;
+using Catch::Matchers::StartsWith;
+using testing::ErrorOf;
+using testing::Parsed;
+
+// [objective] starts on line 5; function is on line 7.
+const char* const kPython = R"([study]
+name = "s"
+n_trials = 10
+
+[objective]
+kind = "python"
+function = "objective.py:objective"
+)";
+
+std::string Python(const std::string& more) { return std::string(kPython) + more; }
+
+TEST_CASE("kind = python parses without [space], the file anchored at the sweep file",
+          "[config][python]") {
+  SweepSpec s = Parsed(kPython, "/srv/sweeps/conditional.toml");
+  CHECK(s.objective.kind == "python");
+  CHECK(s.objective.function == "objective.py:objective");
+  CHECK(s.objective.function_file == "/srv/sweeps/objective.py");
+  CHECK(s.objective.function_module.empty());
+  CHECK(s.objective.function_name == "objective");
+  CHECK(s.objective.function_at == "/srv/sweeps/conditional.toml:7:12");
+  CHECK(s.objective.python == "python3");
+  CHECK(s.objective.workdir == "/srv/sweeps");
+  CHECK(s.objective.command.empty());  // the daemon fills it in at submit
+  CHECK(s.space.empty());
+}
+
+TEST_CASE("kind = python: module form, python, env, workdir and a [space] drawn up front",
+          "[config][python]") {
+  SweepSpec s = Parsed(std::string(R"([study]
+name = "s"
+n_trials = 10
+
+[objective]
+kind = "python"
+function = "pkg.models.train:objective"
+python = "/usr/bin/python3"
+env = { OMP_NUM_THREADS = "1" }
+workdir = "src"
+
+[space.lr]
+type = "float"
+low = 0.001
+high = 0.1
+)"),
+                       "/srv/sweeps/s.toml");
+  CHECK(s.objective.function_file.empty());
+  CHECK(s.objective.function_module == "pkg.models.train");
+  CHECK(s.objective.function_name == "objective");
+  CHECK(s.objective.python == "/usr/bin/python3");
+  CHECK(s.objective.env.at("OMP_NUM_THREADS") == "1");
+  CHECK(s.objective.workdir == "/srv/sweeps/src");
+  REQUIRE(s.space.size() == 1);
+  CHECK(s.space[0].name == "lr");
+}
+
+TEST_CASE("kind = python: a bad function names the key and its place", "[config][python]") {
+  auto with_function = [](const std::string& value) {
+    std::string doc = kPython;
+    const std::string from = "\"objective.py:objective\"";
+    return doc.replace(doc.find(from), from.size(), value);
+  };
+  std::string e = ErrorOf(with_function("\"objective.py\""));
+  CHECK_THAT(e, StartsWith("sweep.toml:7:12: [objective] function = \"objective.py\": no "
+                           "\":NAME\""));
+  CHECK_THAT(e, Contains("PATH.py:NAME"));
+  CHECK_THAT(ErrorOf(with_function("\"objective.py:1st\"")),
+             Contains("\"1st\" is not a Python name"));
+  CHECK_THAT(ErrorOf(with_function("\"my-module:f\"")),
+             Contains("is neither a .py file nor a dotted module name"));
+  CHECK_THAT(ErrorOf(with_function("\":f\"")), Contains("no file or module before"));
+  CHECK_THAT(ErrorOf(with_function("3")), StartsWith("sweep.toml:7:12: [objective] function = 3"));
+  std::string missing = ErrorOf(R"([study]
+name = "s"
+n_trials = 10
+
+[objective]
+kind = "python"
+)");
+  CHECK_THAT(missing, Contains("missing required key \"function\""));
+  CHECK_THAT(ErrorOf(Python("python = \"\"\n")), Contains("[objective] python = \"\": empty"));
+  CHECK_THAT(ErrorOf(Python("command = [\"x\"]\n")),
+             Contains("[objective] command = [\"x\"]: an option of kind = \"exec\", not of kind = "
+                      "\"python\""));
+}
+
+TEST_CASE("other kinds still need [space]; the kinds are listed", "[config][python]") {
+  std::string e = ErrorOf(R"([study]
+name = "s"
+n_trials = 10
+
+[objective]
+kind = "exec"
+command = ["true"]
+)");
+  CHECK_THAT(e, Contains("missing required table [space]"));
+  std::string k = ErrorOf(testing::With("kind = \"exec\"", "kind = \"julia\""));
+  CHECK_THAT(k, Contains("\"exec\", \"lm\" or \"python\""));
+}
+
+TEST_CASE("[sampler] group = true is read for TPE, and needs multivariate", "[config][python]") {
+  SweepSpec s = Parsed(Python("\n[sampler]\nkind = \"tpe\"\ngroup = true\n"));
+  CHECK(s.sampler.tpe.group);
+  CHECK(s.sampler.tpe.multivariate);
+  CHECK_FALSE(Parsed(Python("\n[sampler]\nkind = \"tpe\"\n")).sampler.tpe.group);
+  CHECK_THAT(ErrorOf(Python("\n[sampler]\nkind = \"tpe\"\nmultivariate = false\ngroup = true\n")),
+             Contains("group = true only with multivariate = true"));
+  CHECK_THAT(ErrorOf(Python("\n[sampler]\nkind = \"random\"\ngroup = true\n")),
+             Contains("group = true: an option of kind = \"tpe\", not of kind = \"random\""));
+}
+
+}  // namespace
+}  // namespace triald::config
