@@ -1424,18 +1424,27 @@ boost::json::object AnswerJson(const std::string& line) {
   return boost::json::parse(line).as_object();
 }
 
+// Submits a one-trial sweep named `name` (with the [sampler] lines `sampler`, if any) and
+// returns its launched trial.
+Launched& LaunchOneTrial(Harness& h, const std::string& name, const std::string& sampler = "",
+                         const std::string& space = kDefaultSpace) {
+  Sweep sweep;
+  sweep.name = name;
+  sweep.n_trials = 1;
+  sweep.sampler = sampler;
+  sweep.space = space;
+  h.SubmitOk(sweep);
+  REQUIRE(h.launcher().launch_count() == 1);
+  return h.launcher().launch(0);
+}
+
 TEST_CASE(
     "a suggest is answered, stored with its distribution, and the same name gives the same "
     "value",
     "[scheduler][suggest]") {
   Harness h;
   FakeLauncher& l = h.launcher();
-  Sweep sweep;
-  sweep.name = "dyn";
-  sweep.n_trials = 1;
-  sweep.sampler = "seed = 3";
-  h.SubmitOk(sweep);
-  Launched& t = l.launch(0);
+  Launched& t = LaunchOneTrial(h, "dyn", "seed = 3");
   l.Suggest(t, "momentum", FloatDist(0.5, 0.99));
   l.Suggest(t, "units", IntDist(16, 64));
   l.Suggest(t, "momentum", FloatDist(0.5, 0.99));
@@ -1479,12 +1488,7 @@ TEST_CASE("suggests are reproducible: the same seed and order of suggests give t
   for (auto& answers : runs) {
     Harness h;
     FakeLauncher& l = h.launcher();
-    Sweep sweep;
-    sweep.name = "again";
-    sweep.n_trials = 1;
-    sweep.sampler = "seed = 11";
-    h.SubmitOk(sweep);
-    Launched& t = l.launch(0);
+    Launched& t = LaunchOneTrial(h, "again", "seed = 11");
     l.Suggest(t, "a", FloatDist(1e-5, 1, true));
     l.Suggest(t, "b", IntDist(0, 1000));
     answers = t.answers;
@@ -1497,11 +1501,7 @@ TEST_CASE("a name asked with another distribution ends the trial FAIL(protocol) 
           "[scheduler][suggest]") {
   Harness h;
   FakeLauncher& l = h.launcher();
-  Sweep sweep;
-  sweep.name = "conflict";
-  sweep.n_trials = 1;
-  h.SubmitOk(sweep);
-  Launched& t = l.launch(0);
+  Launched& t = LaunchOneTrial(h, "conflict");
   l.Suggest(t, "x", FloatDist(0, 1));
   l.Suggest(t, "x", FloatDist(0, 2));
   REQUIRE(t.answers.size() == 2);
@@ -1525,11 +1525,7 @@ TEST_CASE("bad suggests end the trial FAIL(protocol) with a message naming the f
           "[scheduler][suggest]") {
   Harness h;
   FakeLauncher& l = h.launcher();
-  Sweep sweep;
-  sweep.name = "bad";
-  sweep.n_trials = 1;
-  h.SubmitOk(sweep);
-  Launched& t = l.launch(0);
+  Launched& t = LaunchOneTrial(h, "bad");
   std::string expect;
   SECTION("low > high") {
     l.Suggest(t, "x", FloatDist(2, 1));
@@ -1559,12 +1555,7 @@ TEST_CASE("bad suggests end the trial FAIL(protocol) with a message naming the f
 TEST_CASE("a trial may ask for at most 1,000 distinct parameters", "[scheduler][suggest]") {
   Harness h;
   FakeLauncher& l = h.launcher();
-  Sweep sweep;
-  sweep.name = "many";
-  sweep.n_trials = 1;
-  sweep.space = "\n[space.p0]\ntype = \"int\"\nlow = 0\nhigh = 1\n";
-  h.SubmitOk(sweep);
-  Launched& t = l.launch(0);
+  Launched& t = LaunchOneTrial(h, "many", "", "\n[space.p0]\ntype = \"int\"\nlow = 0\nhigh = 1\n");
   // p0 is the [space] parameter; 999 more fill the trial up.
   for (int i = 0; i < 1000; ++i) l.Suggest(t, "p" + std::to_string(i), IntDist(0, 1));
   CHECK(t.stops.empty());
@@ -1583,11 +1574,7 @@ TEST_CASE("should_prune answers what the pruner decided at the trial's reports",
   Harness h(WithPruner(
       [](const pruner::PruneContext& c) { return c.trial->intermediate.count(2) > 0; }, log));
   FakeLauncher& l = h.launcher();
-  Sweep sweep;
-  sweep.name = "ask";
-  sweep.n_trials = 1;
-  h.SubmitOk(sweep);
-  Launched& t = l.launch(0);
+  Launched& t = LaunchOneTrial(h, "ask");
   l.ShouldPrune(t);
   l.Report(t, 1, 5.0);
   l.ShouldPrune(t);
@@ -1609,11 +1596,7 @@ TEST_CASE("a worker that says pruned and exits 0 ends PRUNED with its last inter
           "[scheduler][prune][suggest]") {
   Harness h;
   FakeLauncher& l = h.launcher();
-  Sweep sweep;
-  sweep.name = "raised";
-  sweep.n_trials = 1;
-  h.SubmitOk(sweep);
-  Launched& t = l.launch(0);
+  Launched& t = LaunchOneTrial(h, "raised");
   l.Report(t, 0, 3.0);
   l.Report(t, 1, 2.5);
   l.Pruned(t);

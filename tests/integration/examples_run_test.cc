@@ -19,23 +19,7 @@ namespace {
 
 namespace json = boost::json;
 
-const std::string kExamples = std::string(TRIALD_SOURCE_DIR) + "/config/examples";
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  REQUIRE(in.good());
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-// Replaces the first "key = ..." line of `toml` with "key = value".
-std::string SetKey(std::string toml, const std::string& key, const std::string& value) {
-  const size_t at = toml.find("\n" + key + " = ");
-  REQUIRE(at != std::string::npos);
-  const size_t end = toml.find('\n', at + 1);
-  return toml.replace(at + 1, end - at - 1, key + " = " + value);
-}
+const std::string kExamples = ExamplesDir();
 
 // The examples run "python3"; the one with PyTorch needs the system's (Debian's python3-torch),
 // so the daemon, and through it every trial, sees /usr/bin first.
@@ -74,13 +58,13 @@ TEST_CASE("example quadratic.toml and tpe.toml: complete, TPE gets close to the 
   TestDaemon d(dir.path() + "/state", 2);
   d.Start();
   const std::string quadratic =
-      d.Submit(ReadFile(kExamples + "/quadratic.toml"), kExamples + "/quadratic.toml");
+      d.Submit(ReadTextFile(kExamples + "/quadratic.toml"), kExamples + "/quadratic.toml");
   json::object st = d.WaitStudy(quadratic, 300);
   CHECK(st.at("state").as_string() == "COMPLETE");
   json::array trials = d.Trials(quadratic);
   CHECK(Count(trials, "COMPLETE") == 20);
 
-  const std::string tpe = d.Submit(ReadFile(kExamples + "/tpe.toml"), kExamples + "/tpe.toml");
+  const std::string tpe = d.Submit(ReadTextFile(kExamples + "/tpe.toml"), kExamples + "/tpe.toml");
   st = d.WaitStudy(tpe, 600);
   CHECK(st.at("state").as_string() == "COMPLETE");
   trials = d.Trials(tpe);
@@ -102,7 +86,8 @@ TEST_CASE("example torch_mlp.toml: a PyTorch script with the Python helper, prun
   d.Start();
   // As shipped, except one trial at a time: the pruner then sees the same history on every run,
   // so which trials it stops does not depend on timing.
-  const std::string toml = SetKey(ReadFile(kExamples + "/torch_mlp.toml"), "parallelism", "1");
+  const std::string toml =
+      SetTomlKey(ReadTextFile(kExamples + "/torch_mlp.toml"), "parallelism", "1");
   const std::string study = d.Submit(toml, kExamples + "/torch_mlp.toml");
   json::object st = d.WaitStudy(study, 900);
   CHECK(st.at("state").as_string() == "COMPLETE");

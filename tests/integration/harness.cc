@@ -24,6 +24,25 @@ namespace fs = std::filesystem;
 
 std::string BinDir() { return TRIALD_BIN_DIR; }
 
+std::string ExamplesDir() { return std::string(TRIALD_SOURCE_DIR) + "/config/examples"; }
+
+std::string ReadTextFile(const std::string& path) {
+  std::ifstream in(path);
+  INFO(path);
+  REQUIRE(in.good());
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::string SetTomlKey(std::string toml, const std::string& key, const std::string& value) {
+  const size_t at = toml.find("\n" + key + " = ");
+  INFO(key);
+  REQUIRE(at != std::string::npos);
+  const size_t end = toml.find('\n', at + 1);
+  return toml.replace(at + 1, end - at - 1, key + " = " + value);
+}
+
 TestDaemon::TestDaemon(std::string state_dir, int max_workers)
     : state_dir_(std::move(state_dir)), max_workers_(max_workers) {}
 

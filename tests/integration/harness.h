@@ -73,5 +73,13 @@ std::string ExecSweep(const std::string& study, const std::string& command, int 
 int CountState(const boost::json::array& trials, const std::string& state);
 
 std::string BinDir();
+// The example sweeps and objectives (config/examples).
+std::string ExamplesDir();
+
+// A file's whole text; fails the test case when it cannot be read.
+std::string ReadTextFile(const std::string& path);
+// Replaces the first "key = ..." line of `toml` with "key = value"; fails the test case when
+// there is none.
+std::string SetTomlKey(std::string toml, const std::string& key, const std::string& value);
 
 }  // namespace triald::testing

@@ -16,23 +16,7 @@ namespace {
 
 namespace json = boost::json;
 
-const std::string kExamples = std::string(TRIALD_SOURCE_DIR) + "/config/examples";
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  REQUIRE(in.good());
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-// Replaces the first "key = ..." line of `toml` with "key = value".
-std::string SetKey(std::string toml, const std::string& key, const std::string& value) {
-  const size_t at = toml.find("\n" + key + " = ");
-  REQUIRE(at != std::string::npos);
-  const size_t end = toml.find('\n', at + 1);
-  return toml.replace(at + 1, end - at - 1, key + " = " + value);
-}
+const std::string kExamples = ExamplesDir();
 
 }  // namespace
 
@@ -43,7 +27,8 @@ TEST_CASE("example conditional.toml: an Optuna-style objective with a conditiona
   d.Start();
   // The example as it stands, shorter; submitted from the examples folder so that its
   // function = "conditional.py:objective" resolves there.
-  const std::string toml = SetKey(ReadFile(kExamples + "/conditional.toml"), "n_trials", "14");
+  const std::string toml =
+      SetTomlKey(ReadTextFile(kExamples + "/conditional.toml"), "n_trials", "14");
   const std::string study = d.Submit(toml, kExamples + "/conditional.toml");
   json::object status = d.WaitStudy(study, 120);
   CHECK(status.at("state").as_string() == "COMPLETE");
