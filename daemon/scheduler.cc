@@ -587,26 +587,20 @@ void Scheduler::StartSample(RunningTrial& rt) {
   StudyRuntime& study = *rt.study;
   const TrialRecord& trial = study.trials[rt.number];
   sampler::StudyView view{study.spec.study.direction, &study.spec.space, &study.trials};
-  sampler::TrialSample sample;
-  sample.trial_number = rt.number;
-  sample.relative_space = study.sampler->InferRelativeSearchSpace(view, rt.number);
-  Result<config::ParamValues> relative =
-      study.sampler->SampleRelative(view, rt.number, sample.relative_space);
-  if (relative.ok()) {
-    sample.relative = std::move(*relative);
-  } else {
+  Result<sampler::TrialSample> sample = sampler::StartRelative(*study.sampler, view, rt.number);
+  if (!sample.ok()) {
     // Every suggest is then sampled independently, which is always valid.
     options_.logger->warn("study {} trial {}: relative sampling failed: {}", study.record.name,
-                          rt.number, relative.status().message());
+                          rt.number, sample.status().message());
+    sample = sampler::TrialSample{};
+    sample->trial_number = rt.number;
   }
   // The parameters the trial already holds (its [space] values, drawn up front, or enqueued
   // ones) answer suggests for their names.
   for (const auto& [name, value] : trial.params) {
-    sample.fixed[name] = value.internal;
-    sample.answered[name] =
-        sampler::TrialSample::Answer{value.internal, value.dist, /*from_space=*/true};
+    sampler::Hold(*sample, name, value.internal, value.dist);
   }
-  rt.sample = std::move(sample);
+  rt.sample = std::move(sample).value();
 }
 
 void Scheduler::AnswerSuggest(int64_t trial_id, RunningTrial& rt, const proto::ReportMessage& m) {

@@ -47,14 +47,26 @@ common::Result<config::ParamValues> SampleParams(Sampler& sampler, const StudyVi
   return std::move(trial.fixed);
 }
 
-common::Result<TrialSample> StartTrial(Sampler& sampler, const StudyView& study, int trial_number) {
-  static const config::SearchSpace kNoSpace;
-  const config::SearchSpace& space = study.space != nullptr ? *study.space : kNoSpace;
+common::Result<TrialSample> StartRelative(Sampler& sampler, const StudyView& study,
+                                          int trial_number) {
   TrialSample trial;
   trial.trial_number = trial_number;
   trial.relative_space = sampler.InferRelativeSearchSpace(study, trial_number);
   TRIALD_ASSIGN_OR_RETURN(trial.relative,
                           sampler.SampleRelative(study, trial_number, trial.relative_space));
+  return trial;
+}
+
+void Hold(TrialSample& trial, const std::string& name, double internal,
+          const config::Distribution& dist) {
+  trial.fixed[name] = internal;
+  trial.answered[name] = TrialSample::Answer{internal, dist, /*from_space=*/true};
+}
+
+common::Result<TrialSample> StartTrial(Sampler& sampler, const StudyView& study, int trial_number) {
+  static const config::SearchSpace kNoSpace;
+  const config::SearchSpace& space = study.space != nullptr ? *study.space : kNoSpace;
+  TRIALD_ASSIGN_OR_RETURN(TrialSample trial, StartRelative(sampler, study, trial_number));
 
   for (const config::ParamSpec& param : space) {
     double v;
@@ -68,8 +80,7 @@ common::Result<TrialSample> StartTrial(Sampler& sampler, const StudyView& study,
     TRIALD_RETURN_IF_ERROR(CheckValue(param, v));
     // Relative samplers may cover parameters the study no longer declares; those stay out of
     // `fixed`, so the trial carries exactly the study's parameters.
-    trial.fixed[param.name] = v;
-    trial.answered[param.name] = TrialSample::Answer{v, param.dist, /*from_space=*/true};
+    Hold(trial, param.name, v, param.dist);
   }
   return trial;
 }

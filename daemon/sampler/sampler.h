@@ -112,6 +112,15 @@ struct TrialSample {
 // (e.g. grid exhausted) is returned as it is.
 common::Result<TrialSample> StartTrial(Sampler& sampler, const StudyView& study, int trial_number);
 
+// The relative half of StartTrial(): the inferred relative search space and its joint sample,
+// nothing drawn for [space]. For a trial whose parameters were drawn when it was created (or
+// given by Enqueue): Hold() then adds them.
+common::Result<TrialSample> StartRelative(Sampler& sampler, const StudyView& study,
+                                          int trial_number);
+// Records a parameter the trial already holds: it answers suggests for its name.
+void Hold(TrialSample& trial, const std::string& name, double internal,
+          const config::Distribution& dist);
+
 // Answers the objective's request for `param` in `trial` (internal value, see config/space.h):
 //   - a name already answered with an equal distribution: the same value (Optuna's semantics);
 //   - a name already answered, or declared in [space], with another distribution:
