@@ -110,6 +110,58 @@ TEST_CASE("example torch_mlp.toml: a PyTorch script with the Python helper, prun
   CHECK(d.Stop() == 0);
 }
 
+TEST_CASE("example torch_objective.toml: an Optuna-style PyTorch loop, conditional and pruned",
+          "[examples][python]") {
+  SystemPythonFirst path;
+  TempDir dir;
+  TestDaemon d(dir.path() + "/state", 2);
+  d.Start();
+  // As shipped, except one trial at a time: the pruner then sees the same history on every run,
+  // so which trials it stops does not depend on timing.
+  const std::string toml =
+      SetTomlKey(ReadTextFile(kExamples + "/torch_objective.toml"), "parallelism", "1");
+  const std::string study = d.Submit(toml, kExamples + "/torch_objective.toml");
+  json::object st = d.WaitStudy(study, 900);
+  INFO(d.log());
+  CHECK(st.at("state").as_string() == "COMPLETE");
+  json::array trials = d.Trials(study);
+  REQUIRE(trials.size() == 16);
+  int sgd = 0, adam = 0, deep = 0;
+  for (const json::value& v : trials) {
+    const json::object& t = v.as_object();
+    INFO(json::serialize(t));
+    const std::string state(t.at("state").as_string());
+    REQUIRE((state == "COMPLETE" || state == "PRUNED"));
+    const json::array& curve = t.at("intermediate").as_array();
+    REQUIRE(!curve.empty());
+    // A pruned trial raised TrialPruned after a report: it keeps that last value, as in Optuna.
+    CHECK(t.at("value").to_number<double>() == curve.back().as_array().at(1).to_number<double>());
+    if (state == "COMPLETE") CHECK(curve.size() == 12);
+    if (state == "PRUNED") CHECK(curve.size() < 12);
+    // The branch not taken leaves its parameters out, not at zero.
+    const json::object& p = t.at("params").as_object();
+    const std::string optimizer(p.at("optimizer").as_string());
+    CHECK(p.contains("momentum") == (optimizer == "sgd"));
+    CHECK(p.contains("beta2") == (optimizer == "adam"));
+    (optimizer == "sgd" ? sgd : adam)++;
+    const int64_t layers = p.at("n_layers").as_int64();
+    deep += layers == 3;
+    for (int i = 0; i < 3; ++i) CHECK(p.contains("width_" + std::to_string(i)) == (i < layers));
+    CHECK(p.size() == 3 + static_cast<size_t>(layers));
+    CHECK(t.at("attrs").as_object().contains("n_weights"));
+  }
+  CHECK(sgd > 0);
+  CHECK(adam > 0);
+  CHECK(deep > 0);
+  CHECK(Count(trials, "PRUNED") >= 1);
+  CHECK(Count(trials, "COMPLETE") >= 4);
+  // The target's variance is about 0.3; the best of 16 short trainings explains most of it.
+  CHECK(Best(trials).at("value").to_number<double>() < 0.15);
+  CHECK(WaitNoProcessesOfStudy(study).empty());
+  CHECK(ZombieChildren(d.pid()).empty());
+  CHECK(d.Stop() == 0);
+}
+
 TEST_CASE("a C++ objective on the header-only client: values exact, pruned ones stop promptly",
           "[examples]") {
   TempDir dir;
