@@ -3,7 +3,6 @@
 #include <unistd.h>
 
 #include <filesystem>
-#include <regex>
 #include <sstream>
 
 #include "common/fd.h"
@@ -103,34 +102,6 @@ common::Status PreparePython(config::ObjectiveConfig& obj, const std::vector<std
 }
 
 }  // namespace
-
-std::string CheckPythonBinding(const std::string& source, const std::string& name) {
-  // Top-level statements start at column 0. Only the binding forms a user writes for an
-  // objective are recognised; the last binding counts, as in Python.
-  const std::string n = name;
-  const std::regex def("^(async[ \\t]+)?def[ \\t]+" + n + "[ \\t]*\\(");
-  const std::regex cls("^class[ \\t]+" + n + "[ \\t]*[(:]");
-  const std::regex assign("^" + n + "[ \\t]*(:[^=]*)?=(?!=)[ \\t]*(.*)$");
-  const std::regex import_as("^(from[ \\t]+\\S+[ \\t]+)?import[ \\t].*\\b" + n + "\\b");
-  const std::regex literal(
-      "^([-+]?[0-9][0-9_.eE+-]*|[rRbBuUfF]*(\"[^\"]*\"|'[^']*')|True|False|None)[ \\t]*(#.*)?$");
-  std::istringstream in(source);
-  std::string line;
-  std::optional<bool> callable;
-  while (std::getline(in, line)) {
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    std::smatch m;
-    if (std::regex_search(line, def) || std::regex_search(line, cls) ||
-        std::regex_search(line, import_as)) {
-      callable = true;
-    } else if (std::regex_search(line, m, assign)) {
-      callable = !std::regex_match(m[2].str(), literal);
-    }
-  }
-  if (!callable) return "no top-level def, class, assignment or import of " + name;
-  if (!*callable) return name + " is bound to a literal, which is not callable";
-  return "";
-}
 
 std::string DefaultPythonRunnerDir() {
   std::error_code ec;

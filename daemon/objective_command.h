@@ -12,8 +12,8 @@
 // runner's folder is put first on the trial's PYTHONPATH (before [objective] env's PYTHONPATH,
 // else the daemon's), so users set nothing for it. The function is checked WITHOUT running any
 // of the user's code (the daemon may run as root): the file (or the module's file under workdir
-// and the PYTHONPATH entries) must exist and bind NAME at top level (def, async def, class, an
-// assignment or an import); a name bound only to a number or string literal is not callable.
+// and the PYTHONPATH entries) must exist and bind NAME at module level, as CheckPythonBinding
+// (python_binding.h) reads it; a name bound only to a literal or a module is not callable.
 // Errors carry the line:col of the function key.
 //
 // Thread-safety: pure functions (they read the file system).
@@ -23,6 +23,7 @@
 
 #include "common/status.h"
 #include "config/sweep.h"
+#include "daemon/python_binding.h"  // CheckPythonBinding
 
 namespace triald::daemon {
 
@@ -43,10 +44,5 @@ std::string DefaultTrialWorkerPath();
 // (bin/../TRIALD_PYTHON_DIR), else, for an executable of the build tree, the source tree's
 // proto/client/python. Empty when neither holds it.
 std::string DefaultPythonRunnerDir();
-
-// Whether `source` (a Python file's text) binds `name` at top level, without running it: "" when
-// it binds it to something that may be callable, else why not ("no top-level def, class or
-// assignment of NAME", "NAME is bound to a literal, which is not callable").
-std::string CheckPythonBinding(const std::string& source, const std::string& name);
 
 }  // namespace triald::daemon

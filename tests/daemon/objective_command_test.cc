@@ -65,13 +65,82 @@ TEST_CASE("a top-level binding is found without running the file", "[objective][
              Contains("no top-level def, class, assignment or import of objective"));
   CHECK_THAT(CheckPythonBinding("def objective_v2(t): pass\n", "objective"),
              Contains("no top-level"));
-  CHECK_THAT(CheckPythonBinding("objective = 3\n", "objective"),
-             Contains("objective is bound to a literal, which is not callable"));
+  CHECK_THAT(
+      CheckPythonBinding("objective = 3\n", "objective"),
+      Contains("objective is bound to a literal at line 1, column 1, which is not callable"));
   CHECK_THAT(CheckPythonBinding("objective = 'train'  # the name\n", "objective"),
              Contains("not callable"));
   CHECK_THAT(CheckPythonBinding("objective: float = 1.5e-3\n", "objective"),
              Contains("not callable"));
   CHECK(CheckPythonBinding("objective == 3\ndef objective(t): pass\n", "objective") == "");
+}
+
+TEST_CASE("a binding inside a module-level block counts; one in a string, def or main guard not",
+          "[objective][python]") {
+  // Defined in a top-level if / else / try / except / with block, at any depth of those.
+  CHECK(CheckPythonBinding("import os\nif os.environ.get('FAST'):\n    def objective(t):\n"
+                           "        return 0.0\nelse:\n    def objective(t):\n        return 1.0\n",
+                           "objective") == "");
+  CHECK(CheckPythonBinding("try:\n    from fast import objective\nexcept ImportError:\n"
+                           "    def objective(trial):\n        return 1.0\n",
+                           "objective") == "");
+  CHECK(CheckPythonBinding("with open('x') as f:\n    if True:\n\tobjective = make(f)\n",
+                           "objective") == "");
+  CHECK(CheckPythonBinding("if X: objective = make()\n", "objective") == "");
+  CHECK(CheckPythonBinding("import torch; objective = torch.compile(f)\n", "objective") == "");
+  CHECK(CheckPythonBinding("a = objective = make()\n", "objective") == "");
+  CHECK(CheckPythonBinding("train, objective = build()\n", "objective") == "");
+  CHECK(CheckPythonBinding("from lib import (\n    train,\n    objective,\n)\n", "objective") ==
+        "");
+  CHECK(CheckPythonBinding("from lib import *\n", "objective") == "");
+  CHECK(CheckPythonBinding("objective = lambda t, k=3: k\n", "objective") == "");
+  CHECK(CheckPythonBinding("@decorate(x=1)\ndef objective(t):\n    pass\n", "objective") == "");
+  CHECK(CheckPythonBinding("x = 1 \\\n    + 2\nobjective = f\n", "objective") == "");
+  CHECK(CheckPythonBinding("class Objective:\n    def __call__(self, t): pass\n",
+                           "Objective.__call__") == "");
+  // A conditional literal does not hide a callable binding before it; an unconditional one does.
+  CHECK(CheckPythonBinding("def objective(t): pass\nif X:\n    objective = None\n", "objective") ==
+        "");
+  CHECK_THAT(CheckPythonBinding("def objective(t): pass\nobjective = None\n", "objective"),
+             Contains("bound to a literal at line 2, column 1"));
+
+  // Text that only looks like a binding: in a string, a comment, a def, a class or the
+  // `if __name__ == "__main__":` block (the runner does not run it).
+  const std::string no_binding = "no top-level def, class, assignment or import of objective";
+  CHECK_THAT(CheckPythonBinding("DOC = '''\ndef objective(trial):\n'''\n", "objective"),
+             Contains(no_binding));
+  CHECK_THAT(CheckPythonBinding("x = f(r\"\"\"\\\nobjective = g\n\"\"\")\n", "objective"),
+             Contains(no_binding));
+  CHECK_THAT(CheckPythonBinding("s = 'it\\'s'  # def objective(t):\n", "objective"),
+             Contains(no_binding));
+  CHECK_THAT(CheckPythonBinding("x = [\n1,\n2]\n# objective = f\n", "objective"),
+             Contains(no_binding));
+  CHECK_THAT(CheckPythonBinding("def main():\n    def objective(t):\n        pass\n", "objective"),
+             Contains(no_binding));
+  CHECK_THAT(CheckPythonBinding("class C:\n    objective = staticmethod(f)\n", "objective"),
+             Contains(no_binding));
+  CHECK_THAT(CheckPythonBinding("if __name__ == \"__main__\":\n    def objective(t):\n"
+                                "        pass\n",
+                                "objective"),
+             Contains(no_binding));
+  CHECK_THAT(CheckPythonBinding("f(objective=g)\nobj.objective = g\nobjective == g\n"
+                                "objective += g\nd[objective] = g\n",
+                                "objective"),
+             Contains(no_binding));
+  // The code after the main guard's block is module level again.
+  CHECK(CheckPythonBinding("if __name__ == '__main__':\n    main()\ndef objective(t): pass\n",
+                           "objective") == "");
+
+  // Bindings that cannot be called, with where they are.
+  CHECK_THAT(CheckPythonBinding("import objective\n", "objective"),
+             Contains("objective is bound to a module (import at line 1, column 8), which is not "
+                      "callable"));
+  CHECK_THAT(CheckPythonBinding("import numpy as objective\n", "objective"),
+             Contains("bound to a module"));
+  CHECK_THAT(CheckPythonBinding("\n\nobjective = [f for f in fs]\n", "objective"),
+             Contains("bound to a literal at line 3, column 1"));
+  CHECK_THAT(CheckPythonBinding("if X:\n  objective = -1e-3\n", "objective"),
+             Contains("bound to a literal at line 2, column 3"));
 }
 
 TEST_CASE("kind = python at submit: the command and the runner on PYTHONPATH",
