@@ -244,6 +244,8 @@ TEST_CASE("a define-by-run study: trials, best, watch, exports and report show a
       CHECK(std::count(path.begin(), path.end(), 'L') == 2);
     }
     CHECK(lines == kTrials);
+    // Branch b's objective point stands between the frame and a gap: a dot, not a line.
+    CHECK(count("<circle [^>]*class=\"pc-dot\"") == kTrials - n_a);
     // The table: one dash per trial, in the column of the parameter it does not have.
     CHECK(count("<td class=\"absent num\" title=\"not in this trial\">\u2014</td>") == kTrials);
   }
