@@ -358,11 +358,10 @@ Status SweepParser::CheckKindKeys(const std::string& table_name, const toml::tab
 
 Status SweepParser::ParseStudy(const toml::table& t, StudyConfig* out) const {
   const std::string tn = "[study]";
-  TRIALD_RETURN_IF_ERROR(
-      CheckKeys(tn, t,
-                {"name", "direction", "n_trials", "parallelism", "trial_timeout", "kill_grace",
-                 "stall_timeout", "gpus_per_trial", "retries", "retry_on", "memory_limit",
-                 "pids_limit"}));
+  TRIALD_RETURN_IF_ERROR(CheckKeys(
+      tn, t,
+      {"name", "direction", "n_trials", "parallelism", "trial_timeout", "kill_grace",
+       "stall_timeout", "gpus_per_trial", "retries", "retry_on", "memory_limit", "pids_limit"}));
   const std::string name_expected = "1 to 128 characters from A-Z a-z 0-9 _ . -";
   if (const toml::node* n = t.get("name")) {
     Field f{tn, "name", n};

@@ -35,7 +35,7 @@ struct StudyConfig {
   // valid line) before it is stopped as FAIL(stalled); 0 = no stall timeout (the key absent).
   // When given: > 0 and at most kMaxStallTimeout.
   double stall_timeout = 0;
-  int gpus_per_trial = 0;    // GPU slots (each on a different GPU) every trial holds; 0 = CPU
+  int gpus_per_trial = 0;  // GPU slots (each on a different GPU) every trial holds; 0 = CPU
   // Retries: a trial that FAILs for a reason in retry_on is run again as a new trial with the
   // same parameters, up to `retries` times per configuration. Retries do not count toward
   // n_trials (n_trials counts configurations).

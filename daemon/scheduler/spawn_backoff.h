@@ -39,9 +39,9 @@ class SpawnBackoff {
   // What a failure changed.
   struct Failure {
     SpawnCause cause = SpawnCause::kTransient;
-    int failures = 0;          // in a row, this one included
-    double delay_s = 0;        // until the next attempt
-    bool held_now = false;     // this failure put the study on hold
+    int failures = 0;       // in a row, this one included
+    double delay_s = 0;     // until the next attempt
+    bool held_now = false;  // this failure put the study on hold
   };
   // Records a failed start at `now`; `message` is what the launcher said.
   Failure OnFailure(const launcher::SpawnError& error, const std::string& message, double now);

@@ -18,9 +18,8 @@
 
 #include <sys/types.h>
 
-#include <cerrno>
-
 #include <algorithm>
+#include <cerrno>
 #include <functional>
 #include <map>
 #include <memory>

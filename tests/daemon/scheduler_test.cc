@@ -608,8 +608,8 @@ void RetryAfterWait(Harness& h) {
 // Counts the events of `kind`.
 int CountEvents(const std::vector<std::pair<std::string, std::string>>& events,
                 const std::string& kind) {
-  return static_cast<int>(std::count_if(events.begin(), events.end(),
-                                        [&](const auto& e) { return e.first == kind; }));
+  return static_cast<int>(
+      std::count_if(events.begin(), events.end(), [&](const auto& e) { return e.first == kind; }));
 }
 
 TEST_CASE("a trial that cannot be started stays WAITING and the study backs off",
@@ -620,8 +620,7 @@ TEST_CASE("a trial that cannot be started stays WAITING and the study backs off"
   sweep.name = "spawny";
   sweep.n_trials = 3;
   sweep.parallelism = 2;
-  l.FailAllLaunches("fork: Resource temporarily unavailable",
-                    {launcher::SpawnStep::kFork, EAGAIN});
+  l.FailAllLaunches("fork: Resource temporarily unavailable", {launcher::SpawnStep::kFork, EAGAIN});
   h.SubmitOk(sweep);
 
   // One attempt, then the study waits 0.1 s: trial 0 is WAITING, no other trial was drawn.

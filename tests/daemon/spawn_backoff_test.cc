@@ -91,8 +91,7 @@ TEST_CASE("three persistent failures in a row hold the study until a trial start
   CHECK_FALSE(b.held());
 }
 
-TEST_CASE("a transient failure between persistent ones restarts the count to holding",
-          "[spawn]") {
+TEST_CASE("a transient failure between persistent ones restarts the count to holding", "[spawn]") {
   SpawnBackoff b;
   const SpawnError denied{SpawnStep::kExec, EACCES};
   b.OnFailure(denied, "denied", 0);
