@@ -99,7 +99,7 @@ inline constexpr size_t kMaxAnswerBacklogBytes = 1 << 20;
 // about it (wait, hold the study) is the scheduler's policy (scheduler/spawn_backoff.h).
 enum class SpawnStep {
   kPrepare,  // the daemon's side: the trial folder, its log files, pipes, the trial channel
-  kCgroup,   // creating the trial's cgroup
+  kCgroup,   // creating the trial's cgroup, or (in the child) joining it
   kFork,     // vfork (clone) itself
   kChild,    // the child's setup before exec: joining the cgroup, limits, process group
   kWorkdir,  // the child's chdir to the workdir

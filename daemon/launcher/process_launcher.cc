@@ -100,7 +100,7 @@ struct ChildSetup {
   template <typename Launcher>
   bp::error_code on_exec_setup(Launcher& launcher, const bp::filesystem::path&,
                                const char* const*&) {
-    *step = SpawnStep::kChild;
+    *step = SpawnStep::kCgroup;
     // Into the trial's cgroup before anything else, so nothing the worker forks escapes it.
     if (cgroup_procs_fd >= 0 && ::write(cgroup_procs_fd, "0", 1) != 1) {
       return {errno, bp::system_category()};
@@ -108,6 +108,7 @@ struct ChildSetup {
     if (pids_v1_procs_fd >= 0 && ::write(pids_v1_procs_fd, "0", 1) != 1) {
       return {errno, bp::system_category()};
     }
+    *step = SpawnStep::kChild;
     if (address_space > 0) {
       struct rlimit limit = {address_space, address_space};
       if (::setrlimit(RLIMIT_AS, &limit) != 0) return {errno, bp::system_category()};
@@ -291,7 +292,9 @@ Status Session::Start() {
   }
   common::UniqueFd channel_daemon(channel[0]);
   common::UniqueFd channel_worker(channel[1]);
-  TRIALD_RETURN_IF_ERROR(common::SetNonBlocking(channel_daemon.get(), true));
+  if (Status nb = common::SetNonBlocking(channel_daemon.get(), true); !nb.ok()) {
+    return failed(nb, errno);
+  }
   common::UniqueFd devnull(::open("/dev/null", O_RDONLY | O_CLOEXEC));
   if (!devnull.valid()) {
     const int e = errno;
@@ -337,6 +340,7 @@ Status Session::Start() {
     if (cgroup_) (void)cgroup_->Remove();
     std::string what = "exec " + spec_.executable;
     if (spawn_step_ == SpawnStep::kFork) what = "fork";
+    if (spawn_step_ == SpawnStep::kCgroup) what = "joining the trial's cgroup";
     if (spawn_step_ == SpawnStep::kChild) what = "setting up the trial process";
     if (spawn_step_ == SpawnStep::kWorkdir) what = "workdir " + spec_.workdir;
     spawn_errno_ = ec.value();
@@ -384,7 +388,10 @@ void Session::ArmStallTimer() {
   stall_timer_.expires_at(deadline);
   stall_timer_.async_wait([weak](const boost::system::error_code& e) {
     auto self = weak.lock();
-    if (e || !self || self->finished_ || self->terminating_ || self->main_exited_) return;
+    if (e || !self || self->finished_ || self->terminating_ || self->main_exited_ ||
+        self->cooperative_stop_) {
+      return;  // over, or being stopped for another reason
+    }
     if (std::chrono::steady_clock::now() - self->last_line_ <
         std::chrono::duration<double>(self->spec_.stall_timeout_s)) {
       self->ArmStallTimer();  // a line came meanwhile

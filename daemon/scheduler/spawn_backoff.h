@@ -7,7 +7,7 @@
 // Causes (ClassifySpawnError, from the launcher's step and errno):
 //   transient   EAGAIN, EMFILE, ENFILE, ENOMEM (a process or descriptor limit, memory), ETXTBSY
 //               (the command is being written, as in a deploy), and a cgroup that cannot be
-//               created, whatever its errno: these go away by themselves.
+//               created or joined, whatever its errno: these go away by themselves.
 //   persistent  everything else, ENOENT, EACCES, ENOTDIR, ENOEXEC first (the command or the
 //               workdir is missing or not executable): a person has to act.
 // Both wait: kInitialDelay after the first failure in a row, doubling up to kMaxDelay. After
