@@ -358,10 +358,10 @@ Status SweepParser::CheckKindKeys(const std::string& table_name, const toml::tab
 
 Status SweepParser::ParseStudy(const toml::table& t, StudyConfig* out) const {
   const std::string tn = "[study]";
-  TRIALD_RETURN_IF_ERROR(
-      CheckKeys(tn, t,
-                {"name", "direction", "n_trials", "parallelism", "trial_timeout", "kill_grace",
-                 "gpus_per_trial", "retries", "retry_on", "memory_limit", "pids_limit"}));
+  TRIALD_RETURN_IF_ERROR(CheckKeys(
+      tn, t,
+      {"name", "direction", "n_trials", "parallelism", "trial_timeout", "kill_grace",
+       "stall_timeout", "gpus_per_trial", "retries", "retry_on", "memory_limit", "pids_limit"}));
   const std::string name_expected = "1 to 128 characters from A-Z a-z 0-9 _ . -";
   if (const toml::node* n = t.get("name")) {
     Field f{tn, "name", n};
@@ -399,6 +399,14 @@ Status SweepParser::ParseStudy(const toml::table& t, StudyConfig* out) const {
   }
   if (const toml::node* n = t.get("kill_grace")) {
     TRIALD_RETURN_IF_ERROR(ReadSeconds({tn, "kill_grace", n}, &out->kill_grace));
+  }
+  if (const toml::node* n = t.get("stall_timeout")) {
+    TRIALD_RETURN_IF_ERROR(ReadNumber({tn, "stall_timeout", n},
+                                      Within(0, true, kMaxStallTimeout, false),
+                                      "a number of seconds > 0 and at most " +
+                                          std::to_string(static_cast<int>(kMaxStallTimeout)) +
+                                          " (7 days); leave it out for no stall timeout",
+                                      &out->stall_timeout));
   }
   if (const toml::node* n = t.get("gpus_per_trial")) {
     TRIALD_RETURN_IF_ERROR(
@@ -1023,8 +1031,8 @@ const char* DirectionName(Direction d) {
 }
 
 const std::vector<const char*>& RetryableReasons() {
-  static const std::vector<const char*> kReasons = {"lost",    "signal", "oom",
-                                                    "timeout", "exit",   "shutdown"};
+  static const std::vector<const char*> kReasons = {"lost", "signal",   "oom",    "timeout",
+                                                    "exit", "shutdown", "stalled"};
   return kReasons;
 }
 

@@ -21,6 +21,9 @@ namespace triald::config {
 enum class Direction { kMinimize, kMaximize };
 const char* DirectionName(Direction d);
 
+// The largest [study] stall_timeout accepted: 7 days.
+inline constexpr double kMaxStallTimeout = 7 * 24 * 3600;
+
 struct StudyConfig {
   std::string name;
   Direction direction = Direction::kMinimize;
@@ -28,7 +31,11 @@ struct StudyConfig {
   int parallelism = 1;       // >= 1: trials of this study running at once
   double trial_timeout = 0;  // seconds; 0 = no timeout
   double kill_grace = 10.0;  // seconds between SIGTERM and SIGKILL
-  int gpus_per_trial = 0;    // GPU slots (each on a different GPU) every trial holds; 0 = CPU
+  // Seconds a trial may go without a line on its trial channel (report, heartbeat, attr, any
+  // valid line) before it is stopped as FAIL(stalled); 0 = no stall timeout (the key absent).
+  // When given: > 0 and at most kMaxStallTimeout.
+  double stall_timeout = 0;
+  int gpus_per_trial = 0;  // GPU slots (each on a different GPU) every trial holds; 0 = CPU
   // Retries: a trial that FAILs for a reason in retry_on is run again as a new trial with the
   // same parameters, up to `retries` times per configuration. Retries do not count toward
   // n_trials (n_trials counts configurations).
@@ -42,7 +49,8 @@ struct StudyConfig {
 };
 
 // The FAIL reasons [study] retry_on may name: "lost", "signal", "oom", "timeout", "exit",
-// "shutdown" (not "protocol", "spawn" or "cancelled": those do not go away by running again).
+// "shutdown", "stalled" (not "protocol", "spawn" or "cancelled": those do not go away by running
+// again).
 const std::vector<const char*>& RetryableReasons();
 // retry_on when a sweep sets retries but not retry_on.
 inline const std::vector<std::string>& DefaultRetryOn() {

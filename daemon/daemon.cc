@@ -470,7 +470,18 @@ int RunDaemon(const DaemonOptions& opts) {
     std::random_device rd;
     return (static_cast<uint64_t>(rd()) << 32) ^ rd();
   };
+  // A study waiting after a failed start is pumped again once its wait is over
+  // (daemon/scheduler/spawn_backoff.h); each request replaces the previous one.
+  asio::steady_timer spawn_retry(io);
+  Scheduler* pump_target = nullptr;  // set once the scheduler exists
+  so.wake_after = [&spawn_retry, &pump_target](double delay_s) {
+    spawn_retry.expires_after(Seconds(delay_s));
+    spawn_retry.async_wait([&pump_target](const boost::system::error_code& ec) {
+      if (!ec && pump_target != nullptr) pump_target->Pump();
+    });
+  };
   Scheduler scheduler(so);
+  pump_target = &scheduler;
   st = scheduler.Recover();
   if (!st.ok()) {
     log->critical("recovery failed: {}", st.message());

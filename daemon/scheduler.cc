@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <optional>
 #include <set>
+#include <sstream>
 
 #include "common/process_util.h"
 #include "config/suggest.h"
@@ -25,6 +26,7 @@ struct Scheduler::StudyRuntime : StudyCache {
   config::SweepSpec spec;
   std::unique_ptr<sampler::Sampler> sampler;
   std::unique_ptr<pruner::Pruner> pruner;
+  SpawnBackoff spawn;  // after trials failed to start
 };
 
 struct Scheduler::RunningTrial {
@@ -205,7 +207,7 @@ Result<model::StudyRecord> Scheduler::Submit(const config::SweepSource& source) 
     studies_.erase(result.id);
     return committed.WithContext("storing study \"" + ns.name + "\"");
   }
-  Pump();  // may finish the study at once (every spawn failing) and drop `raw`
+  Pump();  // may finish the study at once (a sampler with nothing to give) and drop `raw`
   return result;
 }
 
@@ -377,6 +379,7 @@ void Scheduler::SharedTick() {
 bool Scheduler::CanStart(const StudyRuntime& s) const {
   if (shutting_down_ || s.record.state != model::StudyState::kRunning) return false;
   if (s.running >= s.spec.study.parallelism) return false;
+  if (!s.spawn.Ready(options_.clock->MonotonicSeconds())) return false;
   if (!s.waiting.empty()) return true;
   return !s.exhausted && s.configurations() < s.record.n_trials;
 }
@@ -392,9 +395,9 @@ void Scheduler::Pump() {
     if (held == studies_.end() || !CanStart(*held->second)) gpu_reserved_for_ = 0;
   }
   // Round-robin over studies, one trial each per turn, resuming after the study served last,
-  // so one big study cannot starve the others. Every StartTrial either starts a trial or uses
-  // up part of its study's budget (a spawn failure is a finished trial; an exhausted sampler
-  // stops the study), so this ends.
+  // so one big study cannot starve the others. Every StartTrial either starts a trial or stops
+  // its study for now (a spawn failure starts its back-off; an exhausted sampler stops it), so
+  // this ends.
   for (bool started = true; started && running_count() < options_.max_workers;) {
     started = false;
     std::vector<StudyRuntime*> order;
@@ -440,6 +443,7 @@ void Scheduler::Pump() {
       ++it;
     }
   }
+  WakeForBackoff();
   if (options_.on_change) options_.on_change();
   if (shutting_down_ && running_.empty() && on_idle_) {
     auto fn = std::move(on_idle_);
@@ -470,14 +474,14 @@ bool Scheduler::StartTrial(StudyRuntime& study, std::vector<devices::GpuSlot> gp
   launcher::TrialCallbacks cb;
   cb.on_message = [this, tid](const proto::ReportMessage& m) { OnMessage(tid, m); };
   cb.on_exit = [this, tid](const launcher::ProcessOutcome& o) { OnExit(tid, o); };
-  Result<std::unique_ptr<launcher::TrialProcess>> proc =
-      options_.launcher->Launch(ls, std::move(cb));
+  launcher::LaunchResult proc = options_.launcher->Launch(ls, std::move(cb));
   if (!proc.ok()) {
-    model::TrialOutcome out = SpawnFailed(proc.status().message());
-    options_.logger->warn("study {} trial {}: spawn failed: {}", study.record.name, number,
-                          out.fail.detail);
-    FinishTrial(study, number, out);
+    OnSpawnFailure(study, number, proc);
     return false;
+  }
+  if (study.spawn.OnStart()) {
+    options_.logger->info("study {}: trials start again", study.record.name);
+    RecordEvent(&study, &trial, "spawn_recovered", "trial " + std::to_string(number) + " started");
   }
   model::ProcessIdentity id = (*proc)->identity();
   Status st = options_.storage->MarkRunning(tid, id, now);
@@ -502,6 +506,56 @@ bool Scheduler::StartTrial(StudyRuntime& study, std::vector<devices::GpuSlot> gp
   ++study.running;
   options_.logger->debug("study {} trial {} started (pid {})", study.record.name, number, id.pid);
   return true;
+}
+
+void Scheduler::OnSpawnFailure(StudyRuntime& study, int number,
+                               const launcher::LaunchResult& failed) {
+  const std::string& message = failed.status().message();
+  const bool was_held = study.spawn.held();
+  SpawnBackoff::Failure f =
+      study.spawn.OnFailure(failed.spawn_error(), message, options_.clock->MonotonicSeconds());
+  // The trial never ran: it waits again, first in line, with its parameters (enqueued ones
+  // included); storage still has it WAITING.
+  study.waiting.push_front(number);
+  std::ostringstream delay;
+  delay << f.delay_s;
+  const std::string what = "trial " + std::to_string(number) + " could not start (" +
+                           SpawnCauseName(f.cause) + ", " + std::to_string(f.failures) +
+                           " in a row): " + message + "; next attempt in " + delay.str() + " s";
+  if (was_held) {
+    options_.logger->debug("study {}: {}", study.record.name, what);
+  } else {
+    options_.logger->warn("study {}: {}", study.record.name, what);
+  }
+  RecordEvent(&study, &study.trials[number], "spawn_failed", what);
+  if (f.held_now) {
+    options_.logger->error(
+        "study {}: held: trials cannot start: {} (retried every {} s at most until they do)",
+        study.record.name, message, SpawnBackoff::kMaxDelay);
+    RecordEvent(&study, nullptr, "study_held",
+                "trials cannot start: " + message + " (" + std::to_string(f.failures) +
+                    " failures in a row; retried with back-off until one starts)");
+  }
+}
+
+void Scheduler::WakeForBackoff() {
+  if (!options_.wake_after || shutting_down_) return;
+  std::optional<double> earliest;
+  for (const auto& [id, study] : studies_) {
+    if (!study->spawn.backing_off() || study->record.state != model::StudyState::kRunning) {
+      continue;
+    }
+    if (!earliest || study->spawn.retry_at() < *earliest) earliest = study->spawn.retry_at();
+  }
+  if (earliest) {
+    options_.wake_after(std::max(0.0, *earliest - options_.clock->MonotonicSeconds()));
+  }
+}
+
+std::optional<SpawnBackoff::Snapshot> Scheduler::spawn_status(int64_t study_id) const {
+  auto it = studies_.find(study_id);
+  if (it == studies_.end() || !it->second->spawn.backing_off()) return std::nullopt;
+  return it->second->spawn.Take(options_.clock->MonotonicSeconds());
 }
 
 void Scheduler::OnMessage(int64_t trial_id, const proto::ReportMessage& m) {
@@ -661,6 +715,7 @@ void Scheduler::OnExit(int64_t trial_id, const launcher::ProcessOutcome& o) {
   seen.worker_pruned = rt->worker_pruned;
   if (!trial.intermediate.empty()) seen.last_intermediate = trial.intermediate.rbegin()->second;
   seen.trial_timeout_s = study.spec.study.trial_timeout;
+  seen.stall_timeout_s = study.spec.study.stall_timeout;
   FinishTrial(study, rt->number, ClassifyExit(seen));
   if (!rt->gpu_slots.empty() && gpu_drains_) {
     // Its slots drain: free again once the driver shows none of its processes holding memory.

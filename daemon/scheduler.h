@@ -12,8 +12,15 @@
 //             that one; a yes stops it like a timeout (SIGTERM to its group, kill_grace, then
 //             SIGKILL), its later reports are dropped, and its slot goes to the next trial as
 //             soon as its processes are gone
-//   FAIL      reason exit | signal | oom | timeout | protocol | spawn | lost | cancelled | shutdown
-//             (oom: the launcher saw the trial fail after running out of its memory limit)
+//   FAIL      reason exit | signal | oom | timeout | stalled | protocol | spawn | lost | cancelled
+//             | shutdown (oom: the launcher saw the trial fail after running out of its memory
+//             limit; stalled: no line on its channel for [study] stall_timeout; spawn: only when
+//             a started trial could not be recorded as RUNNING)
+// A trial that cannot be started (Launcher::Launch fails) does not end: it stays WAITING, first
+// in its study's line, and the study backs off (scheduler/spawn_backoff.h: 0.1 s doubling to
+// 30 s, a `spawn_failed` event each time; held, with the reason in `status` and a `study_held`
+// event, after 3 persistent failures in a row; a `spawn_recovered` event when a trial starts
+// again). So n_trials is never used up by failures to start.
 // A study of n_trials ends with exactly n_trials finished configurations (fewer only when a grid
 // runs out or the study is cancelled).
 //
@@ -49,6 +56,7 @@
 //   node_coordinator.h    the questions asked of the node protocol; shared_coordinator.h
 //   study_cache.h         a study's trials and counts, shared with the coordinator
 //   leftover_processes.h  the recovery-time kill of a previous daemon's processes
+//   spawn_backoff.h       the wait after a trial could not be started
 //
 // The scheduler never forks, sleeps, reads /proc or the clock directly: Launcher, Storage,
 // Clock and LeftoverProcesses are injected, so tests/daemon/scheduler_test.cc drives it with fakes.
@@ -75,6 +83,7 @@
 #include "daemon/sampler/sampler.h"
 #include "daemon/scheduler/leftover_processes.h"
 #include "daemon/scheduler/node_coordinator.h"
+#include "daemon/scheduler/spawn_backoff.h"
 #include "daemon/storage/storage.h"
 
 namespace triald::daemon {
@@ -109,6 +118,10 @@ struct SchedulerOptions {
   // Runs after each Pump(), i.e. whenever running_count() or queued_count() may have changed
   // (the daemon's systemd STATUS= line). Must not call back into the scheduler.
   std::function<void()> on_change;
+  // Asks for Pump() to be called after `delay_s` seconds (a study waits after a failed start);
+  // each call replaces the previous request. Must not call back into the scheduler. Empty: the
+  // caller pumps by other means (tests: advance the clock, then Pump()).
+  std::function<void(double delay_s)> wake_after;
 };
 
 class GpuDrains;
@@ -159,6 +172,9 @@ class Scheduler {
   int running_count() const { return static_cast<int>(running_.size()); }
   int queued_count() const;
   int active_study_count() const { return static_cast<int>(studies_.size()); }
+  // An active study whose trials could not be started lately (still backing off, or held);
+  // nullopt otherwise.
+  std::optional<SpawnBackoff::Snapshot> spawn_status(int64_t study_id) const;
 
  private:
   struct StudyRuntime;
@@ -181,6 +197,10 @@ class Scheduler {
   // Starts the study's next trial on `gpu_slots` (acquired for it; given back if no trial
   // starts). Returns whether the slots were used by a running trial.
   bool StartTrial(StudyRuntime& study, std::vector<devices::GpuSlot> gpu_slots = {});
+  // Trial `number` could not be started: it waits again, first in line, and the study backs off.
+  void OnSpawnFailure(StudyRuntime& study, int number, const launcher::LaunchResult& failed);
+  // Asks options_.wake_after for the earliest end of a study's back-off.
+  void WakeForBackoff();
   // Checks a sweep's gpus_per_trial against the pool; errors name `where`.
   common::Status CheckGpus(const config::SweepSpec& spec, const std::string& where) const;
   // Queues a retry of the finished trial `number` when the study's policy asks for one.

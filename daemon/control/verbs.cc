@@ -48,10 +48,24 @@ Result<json::value> StudiesVerb(const VerbContext& c, const json::object&) {
   return json::value(std::move(a));
 }
 
+// A study whose trials could not be started lately: {held, failures, cause, reason,
+// retry_in_s}; null otherwise.
+json::value SpawnStatusJson(const VerbContext& c, int64_t study_id) {
+  std::optional<SpawnBackoff::Snapshot> st = c.scheduler->spawn_status(study_id);
+  if (!st) return nullptr;
+  return json::object{{"held", st->held},
+                      {"failures", st->failures},
+                      {"cause", SpawnCauseName(st->cause)},
+                      {"reason", common::SanitizeUtf8(st->reason)},
+                      {"retry_in_s", st->retry_in_s}};
+}
+
 Result<json::value> StatusVerb(const VerbContext& c, const json::object& args) {
   TRIALD_ASSIGN_OR_RETURN(model::StudyRecord s, LookUpStudy(*c.storage, args));
   TRIALD_ASSIGN_OR_RETURN(std::vector<TrialRecord> trials, c.storage->GetTrials(s.id));
-  return json::value(StudySummaryJson(s, trials));
+  json::object o = StudySummaryJson(s, trials);
+  o["spawn"] = SpawnStatusJson(c, s.id);
+  return json::value(std::move(o));
 }
 
 Result<json::value> TrialsVerb(const VerbContext& c, const json::object& args) {

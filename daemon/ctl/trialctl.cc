@@ -54,6 +54,16 @@ void PrintStatus(std::ostream& out, const json::object& s) {
     out << ", " << Str(s, "retried") << " retried";
   }
   out << "\n";
+  // Trials that could not be started lately (daemon/scheduler/spawn_backoff.h).
+  if (s.contains("spawn") && s.at("spawn").is_object()) {
+    const json::object& sp = s.at("spawn").get_object();
+    std::ostringstream retry;
+    retry << std::fixed << std::setprecision(1) << sp.at("retry_in_s").to_number<double>();
+    out << (sp.at("held").as_bool() ? "  HELD: trials cannot start: "
+                                    : "  waiting to start trials: ")
+        << Str(sp, "reason") << " (" << Str(sp, "cause") << ", " << Str(sp, "failures")
+        << " failures in a row; next attempt in " << retry.str() << " s)\n";
+  }
   const json::value& best = s.at("best");
   if (best.is_object()) {
     out << "  best: trial " << Str(best.get_object(), "number") << " value "

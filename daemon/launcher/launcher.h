@@ -26,7 +26,8 @@
 
 namespace triald::launcher {
 
-enum class StopReason { kNone, kTimeout, kPrune, kCancel, kShutdown, kProtocol };
+// kStall: the trial sent no line on its channel for stall_timeout_s (LaunchSpec).
+enum class StopReason { kNone, kTimeout, kPrune, kCancel, kShutdown, kProtocol, kStall };
 const char* StopReasonName(StopReason reason);
 
 struct LaunchSpec {
@@ -39,6 +40,10 @@ struct LaunchSpec {
   size_t log_tail_bytes = 1 << 20;  // kept from the end of each stream
   double timeout_s = 0;             // 0: none
   double kill_grace_s = 10;         // SIGTERM → SIGKILL
+  // 0: none. Otherwise the trial is stopped (StopReason::kStall) once its main process has been
+  // running this long without a valid line on the trial channel (any type: report, heartbeat,
+  // attr, a request); each line restarts the count.
+  double stall_timeout_s = 0;
   // Resource limits (0: none). Memory: memory.max of the trial's cgroup where the memory
   // controller is on, else RLIMIT_AS of the main process. Pids: pids.max where a pids
   // controller is available, else not enforced.
@@ -90,13 +95,49 @@ class TrialProcess {
 // The most answer bytes a worker may leave unread before it is stopped.
 inline constexpr size_t kMaxAnswerBacklogBytes = 1 << 20;
 
+// The step of Launch() that failed. The launcher reports it with the step's errno; what to do
+// about it (wait, hold the study) is the scheduler's policy (scheduler/spawn_backoff.h).
+enum class SpawnStep {
+  kPrepare,  // the daemon's side: the trial folder, its log files, pipes, the trial channel
+  kCgroup,   // creating the trial's cgroup, or (in the child) joining it
+  kFork,     // vfork (clone) itself
+  kChild,    // the child's setup before exec: joining the cgroup, limits, process group
+  kWorkdir,  // the child's chdir to the workdir
+  kExec,     // execve of the command
+};
+const char* SpawnStepName(SpawnStep step);
+
+// Why no process was started: the step and its errno (0: not known).
+struct SpawnError {
+  SpawnStep step = SpawnStep::kPrepare;
+  int error_number = 0;
+};
+
+// What Launch() returns: the TrialProcess, or the Status a user reads ("exec /x/train.py:
+// Permission denied") with spawn_error() saying which step failed and why. A plain Status
+// converts with step kPrepare and no errno.
+class LaunchResult : public common::Result<std::unique_ptr<TrialProcess>> {
+ public:
+  LaunchResult(std::unique_ptr<TrialProcess> process)  // NOLINT(runtime/explicit)
+      : Result(std::move(process)) {}
+  LaunchResult(common::Status status)  // NOLINT(runtime/explicit)
+      : Result(std::move(status)) {}
+  LaunchResult(common::Status status, SpawnError error)
+      : Result(std::move(status)), error_(error) {}
+
+  // Meaningful only when !ok().
+  const SpawnError& spawn_error() const { return error_; }
+
+ private:
+  SpawnError error_;
+};
+
 class Launcher {
  public:
   virtual ~Launcher() = default;
-  // Starts the process. An error means no process runs (FAIL(spawn)); the message says why
-  // (e.g. "exec /x/train.py: Permission denied").
-  virtual common::Result<std::unique_ptr<TrialProcess>> Launch(const LaunchSpec& spec,
-                                                               TrialCallbacks callbacks) = 0;
+  // Starts the process. An error means no process runs; the scheduler then keeps the trial
+  // waiting and backs off (scheduler/spawn_backoff.h).
+  virtual LaunchResult Launch(const LaunchSpec& spec, TrialCallbacks callbacks) = 0;
 };
 
 }  // namespace triald::launcher

@@ -40,6 +40,26 @@ const char* StopReasonName(StopReason reason) {
       return "shutdown";
     case StopReason::kProtocol:
       return "protocol";
+    case StopReason::kStall:
+      return "stall";
+  }
+  return "?";
+}
+
+const char* SpawnStepName(SpawnStep step) {
+  switch (step) {
+    case SpawnStep::kPrepare:
+      return "prepare";
+    case SpawnStep::kCgroup:
+      return "cgroup";
+    case SpawnStep::kFork:
+      return "fork";
+    case SpawnStep::kChild:
+      return "child";
+    case SpawnStep::kWorkdir:
+      return "workdir";
+    case SpawnStep::kExec:
+      return "exec";
   }
   return "?";
 }
@@ -57,7 +77,7 @@ constexpr auto kEofWait = std::chrono::seconds(1);
 
 // The Boost.Process initializer that runs in the child between vfork and exec. The child
 // shares the daemon's memory until exec, so the hook makes system calls only: it allocates
-// nothing and writes no shared state.
+// nothing and writes no shared state but `*step`.
 struct ChildSetup {
   const char* const* envp;
   const char* workdir;
@@ -66,6 +86,9 @@ struct ChildSetup {
   int cgroup_procs_fd;   // -1: no cgroup
   int pids_v1_procs_fd;  // -1: no v1 pids leaf
   rlim_t address_space;  // 0: no RLIMIT_AS
+  // The step the child is at, in the daemon's memory (the vfork child shares it, as Boost's
+  // error code does): after a failure it says whether setup, chdir or exec failed.
+  SpawnStep* step;
 
   template <typename Launcher>
   bp::error_code on_setup(Launcher& launcher, const bp::filesystem::path&, const char* const*&) {
@@ -77,6 +100,7 @@ struct ChildSetup {
   template <typename Launcher>
   bp::error_code on_exec_setup(Launcher& launcher, const bp::filesystem::path&,
                                const char* const*&) {
+    *step = SpawnStep::kCgroup;
     // Into the trial's cgroup before anything else, so nothing the worker forks escapes it.
     if (cgroup_procs_fd >= 0 && ::write(cgroup_procs_fd, "0", 1) != 1) {
       return {errno, bp::system_category()};
@@ -84,6 +108,7 @@ struct ChildSetup {
     if (pids_v1_procs_fd >= 0 && ::write(pids_v1_procs_fd, "0", 1) != 1) {
       return {errno, bp::system_category()};
     }
+    *step = SpawnStep::kChild;
     if (address_space > 0) {
       struct rlimit limit = {address_space, address_space};
       if (::setrlimit(RLIMIT_AS, &limit) != 0) return {errno, bp::system_category()};
@@ -105,7 +130,9 @@ struct ChildSetup {
     } else if (::dup2(report_fd, kReportFd) < 0) {  // dup2 clears FD_CLOEXEC on the copy
       return {errno, bp::system_category()};
     }
+    *step = SpawnStep::kWorkdir;
     if (::chdir(workdir) != 0) return {errno, bp::system_category()};
+    *step = SpawnStep::kChild;
     // Close every other descriptor ourselves. The daemon opens everything close-on-exec, but a
     // library may not (Asio's sockets are not), and Boost 1.81's own close loop skips the
     // descriptors between whitelisted ones. What must stay: 0-3 and the launcher's pipe that
@@ -114,6 +141,7 @@ struct ChildSetup {
     for (int fd : launcher.fd_whitelist) keep = fd > kReportFd ? fd : keep;
     if (keep > kReportFd + 1) ::close_range(kReportFd + 1, keep - 1, 0);
     ::close_range((keep > kReportFd ? keep : kReportFd) + 1, ~0U, 0);
+    *step = SpawnStep::kExec;
     return {};
   }
 
@@ -144,9 +172,12 @@ class Session : public std::enable_shared_from_this<Session> {
         poll_timer_(io),
         eof_timer_(io),
         cooperative_timer_(io),
+        stall_timer_(io),
         reports_(proto::kMaxReportLineBytes) {}
 
+  // A failure leaves spawn_error() naming the step that failed and its errno.
   Status Start();
+  SpawnError spawn_error() const { return {spawn_step_, spawn_errno_}; }
   void Stop(StopReason reason);
   void StopAfterGrace(StopReason reason);
   void Answer(const std::string& line);
@@ -164,6 +195,8 @@ class Session : public std::enable_shared_from_this<Session> {
   void Consume(Stream s, std::string_view data);
   Status OnReportLine(std::string_view line);
   void OnMainExit(int wait_status);
+  // stall_timeout: fires at the last line's time plus the timeout; re-arms when a line came since.
+  void ArmStallTimer();
   void CheckGroup();
   void SignalGroup(int sig);
   // No process of the trial is left: its group is empty and so is its cgroup, if it has one.
@@ -189,7 +222,11 @@ class Session : public std::enable_shared_from_this<Session> {
   model::ProcessIdentity identity_;
   std::unique_ptr<CappedLog> stdout_log_, stderr_log_;
   asio::posix::stream_descriptor stdout_sd_, stderr_sd_, report_sd_;
-  asio::steady_timer timeout_timer_, grace_timer_, poll_timer_, eof_timer_, cooperative_timer_;
+  asio::steady_timer timeout_timer_, grace_timer_, poll_timer_, eof_timer_, cooperative_timer_,
+      stall_timer_;
+  std::chrono::steady_clock::time_point last_line_;  // the last valid trial-channel line (or start)
+  SpawnStep spawn_step_ = SpawnStep::kPrepare;
+  int spawn_errno_ = 0;
   std::array<std::array<char, kReadChunk>, 3> buffers_;
   proto::LineReader reports_;
   ProcessOutcome outcome_;
@@ -219,26 +256,50 @@ class Handle final : public TrialProcess {
 };
 
 Status Session::Start() {
+  spawn_step_ = SpawnStep::kPrepare;
+  // Each failure keeps its errno for the scheduler's policy (EMFILE, ENFILE, ENOMEM, ...). The
+  // common:: helpers below return ErrnoError of their one failed system call; errno is read at
+  // once, before anything else can change it.
+  auto failed = [this](Status st, int err) {
+    spawn_errno_ = err;
+    return st;
+  };
   std::error_code fs_ec;
   std::filesystem::create_directories(spec_.log_dir, fs_ec);
-  if (fs_ec) return common::IoError("create " + spec_.log_dir + ": " + fs_ec.message());
+  if (fs_ec) {
+    return failed(common::IoError("create " + spec_.log_dir + ": " + fs_ec.message()),
+                  fs_ec.value());
+  }
   CappedLog::Options log_opts{spec_.log_head_bytes, spec_.log_tail_bytes};
-  TRIALD_ASSIGN_OR_RETURN(stdout_log_, CappedLog::Open(spec_.log_dir + "/stdout.log", log_opts));
-  TRIALD_ASSIGN_OR_RETURN(stderr_log_, CappedLog::Open(spec_.log_dir + "/stderr.log", log_opts));
-
-  TRIALD_ASSIGN_OR_RETURN(common::Pipe out, common::MakePipe(true));
-  TRIALD_ASSIGN_OR_RETURN(common::Pipe err, common::MakePipe(true));
+  Result<std::unique_ptr<CappedLog>> out_log =
+      CappedLog::Open(spec_.log_dir + "/stdout.log", log_opts);
+  if (!out_log.ok()) return failed(out_log.status(), errno);
+  stdout_log_ = std::move(out_log).value();
+  Result<std::unique_ptr<CappedLog>> err_log =
+      CappedLog::Open(spec_.log_dir + "/stderr.log", log_opts);
+  if (!err_log.ok()) return failed(err_log.status(), errno);
+  stderr_log_ = std::move(err_log).value();
+  Result<common::Pipe> out = common::MakePipe(true);
+  if (!out.ok()) return failed(out.status(), errno);
+  Result<common::Pipe> err = common::MakePipe(true);
+  if (!err.ok()) return failed(err.status(), errno);
   // The trial channel: a stream socketpair, both ends close-on-exec (the child's end loses it
   // when the hook places it at fd 3), the daemon's end non-blocking.
   int channel[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, channel) != 0) {
-    return common::ErrnoError("socketpair for the trial channel", errno);
+    const int e = errno;
+    return failed(common::ErrnoError("socketpair for the trial channel", e), e);
   }
   common::UniqueFd channel_daemon(channel[0]);
   common::UniqueFd channel_worker(channel[1]);
-  TRIALD_RETURN_IF_ERROR(common::SetNonBlocking(channel_daemon.get(), true));
+  if (Status nb = common::SetNonBlocking(channel_daemon.get(), true); !nb.ok()) {
+    return failed(nb, errno);
+  }
   common::UniqueFd devnull(::open("/dev/null", O_RDONLY | O_CLOEXEC));
-  if (!devnull.valid()) return common::ErrnoError("open /dev/null", errno);
+  if (!devnull.valid()) {
+    const int e = errno;
+    return failed(common::ErrnoError("open /dev/null", e), e);
+  }
 
   std::vector<const char*> envp;
   envp.reserve(spec_.env.size() + 1);
@@ -248,11 +309,12 @@ Status Session::Start() {
                                 spec_.argv.end());
 
   if (cgroups_ != nullptr) {
+    spawn_step_ = SpawnStep::kCgroup;
     CgroupLimits limits;
     limits.memory_max_bytes = spec_.memory_limit_bytes;
     limits.pids_max = spec_.pids_limit;
     Result<std::unique_ptr<TrialCgroup>> cg = cgroups_->CreateTrial(limits);
-    if (!cg.ok()) return cg.status().WithContext("creating the trial's cgroup");
+    if (!cg.ok()) return failed(cg.status().WithContext("creating the trial's cgroup"), errno);
     cgroup_ = std::move(cg).value();
   }
   if (spec_.memory_limit_bytes > 0 && (cgroup_ == nullptr || !cgroup_->memory_limited())) {
@@ -264,17 +326,25 @@ Status Session::Start() {
                    ::getpid(),
                    cgroup_ ? cgroup_->procs_fd() : -1,
                    cgroup_ ? cgroup_->pids_v1_procs_fd() : -1,
-                   address_space_};
+                   address_space_,
+                   &spawn_step_};
   // A fresh context per launch, never run: see process_launcher.h on vfork and notify_fork.
   asio::io_context spawn_io(1);
   bp::posix::vfork_launcher launcher;
   bp::error_code ec;
+  spawn_step_ = SpawnStep::kFork;  // the child moves it on
   bp::process proc =
       launcher(spawn_io.get_executor(), ec, bp::filesystem::path(spec_.executable), args,
-               bp::process_stdio{devnull.get(), out.write.get(), err.write.get()}, setup);
+               bp::process_stdio{devnull.get(), out->write.get(), err->write.get()}, setup);
   if (ec) {
     if (cgroup_) (void)cgroup_->Remove();
-    return common::IoError("exec " + spec_.executable + ": " + ec.message());
+    std::string what = "exec " + spec_.executable;
+    if (spawn_step_ == SpawnStep::kFork) what = "fork";
+    if (spawn_step_ == SpawnStep::kCgroup) what = "joining the trial's cgroup";
+    if (spawn_step_ == SpawnStep::kChild) what = "setting up the trial process";
+    if (spawn_step_ == SpawnStep::kWorkdir) what = "workdir " + spec_.workdir;
+    spawn_errno_ = ec.value();
+    return common::IoError(what + ": " + ec.message());
   }
   identity_.pid = proc.id();
   proc.detach();  // the Reaper, not Boost.Process, waits for it
@@ -288,8 +358,8 @@ Status Session::Start() {
     if (auto self = weak.lock()) self->OnMainExit(status);
   });
 
-  stdout_sd_.assign(out.read.Release());
-  stderr_sd_.assign(err.read.Release());
+  stdout_sd_.assign(out->read.Release());
+  stderr_sd_.assign(err->read.Release());
   report_sd_.assign(channel_daemon.Release());
   // The child-side ends (out.write, err.write, channel_worker, devnull) close here, so EOF on
   // a pipe or the channel means every process holding it has closed it.
@@ -305,7 +375,32 @@ Status Session::Start() {
       if (!e && self) self->Stop(StopReason::kTimeout);
     });
   }
+  last_line_ = std::chrono::steady_clock::now();
+  if (spec_.stall_timeout_s > 0) ArmStallTimer();
   return Status::Ok();
+}
+
+void Session::ArmStallTimer() {
+  const auto deadline =
+      last_line_ + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                       std::chrono::duration<double>(spec_.stall_timeout_s));
+  std::weak_ptr<Session> weak = weak_from_this();
+  stall_timer_.expires_at(deadline);
+  stall_timer_.async_wait([weak](const boost::system::error_code& e) {
+    auto self = weak.lock();
+    if (e || !self || self->finished_ || self->terminating_ || self->main_exited_ ||
+        self->cooperative_stop_) {
+      return;  // over, or being stopped for another reason
+    }
+    if (std::chrono::steady_clock::now() - self->last_line_ <
+        std::chrono::duration<double>(self->spec_.stall_timeout_s)) {
+      self->ArmStallTimer();  // a line came meanwhile
+      return;
+    }
+    self->logger_->debug("trial pid {}: no line on the trial channel for {} s", self->identity_.pid,
+                         self->spec_.stall_timeout_s);
+    self->Stop(StopReason::kStall);
+  });
 }
 
 void Session::Read(Stream s) {
@@ -363,6 +458,7 @@ Status Session::OnReportLine(std::string_view line) {
   if (line.empty()) return Status::Ok();  // tolerate blank lines
   Result<proto::ReportMessage> msg = proto::ParseReportLine(line);
   if (!msg.ok()) return msg.status();
+  last_line_ = std::chrono::steady_clock::now();  // a sign of life (stall_timeout)
   if (callbacks_.on_message && !abandoned_) callbacks_.on_message(*msg);
   return Status::Ok();
 }
@@ -438,6 +534,7 @@ void Session::Stop(StopReason reason) {
   if (terminating_) return;
   terminating_ = true;
   timeout_timer_.cancel();
+  stall_timer_.cancel();
   logger_->debug("trial pid {}: SIGTERM to group ({})", identity_.pid, StopReasonName(reason));
   SignalGroup(SIGTERM);
   auto self = shared_from_this();
@@ -479,6 +576,7 @@ void Session::OnMainExit(int wait_status) {
   main_exited_ = true;
   outcome_.exit = common::ExitStatus::FromWaitStatus(wait_status);
   timeout_timer_.cancel();
+  stall_timer_.cancel();
   CheckGroup();
 }
 
@@ -595,6 +693,7 @@ void Session::Finish() {
   poll_timer_.cancel();
   eof_timer_.cancel();
   cooperative_timer_.cancel();
+  stall_timer_.cancel();
   reaper_.Unwatch(identity_.pid);
   outcome_.stderr_tail = stderr_log_->Tail(kStderrTailBytes);
   JudgeOom();
@@ -618,11 +717,13 @@ void Session::Finish() {
 
 ProcessLauncher::ProcessLauncher(Options options) : options_(std::move(options)) {}
 
-Result<std::unique_ptr<TrialProcess>> ProcessLauncher::Launch(const LaunchSpec& spec,
-                                                              TrialCallbacks callbacks) {
+LaunchResult ProcessLauncher::Launch(const LaunchSpec& spec, TrialCallbacks callbacks) {
   auto session = std::make_shared<Session>(*options_.io, *options_.reaper, options_.cgroups,
                                            options_.logger, spec, std::move(callbacks));
-  TRIALD_RETURN_IF_ERROR(session->Start());
+  Status started = session->Start();
+  if (!started.ok()) {
+    return LaunchResult(started, session->spawn_error());
+  }
   return std::unique_ptr<TrialProcess>(new Handle(std::move(session)));
 }
 

@@ -64,8 +64,11 @@ class ProcessLauncher final : public Launcher {
   };
   explicit ProcessLauncher(Options options);
 
-  common::Result<std::unique_ptr<TrialProcess>> Launch(const LaunchSpec& spec,
-                                                       TrialCallbacks callbacks) override;
+  // A failure's spawn_error() names the step: the trial folder and descriptors (kPrepare, with
+  // the errno of the call that failed, e.g. EMFILE), the cgroup, vfork (EAGAIN, ENOMEM), the
+  // child's setup, its chdir to the workdir, or execve (ENOENT, EACCES, ENOEXEC), whose errno
+  // the vfork child leaves in the daemon's memory.
+  LaunchResult Launch(const LaunchSpec& spec, TrialCallbacks callbacks) override;
 
  private:
   Options options_;

@@ -30,6 +30,7 @@ launcher::LaunchSpec MakeLaunchSpec(const LaunchSettings& settings, const std::s
   ls.log_tail_bytes = settings.log_tail_bytes;
   ls.timeout_s = spec.study.trial_timeout;
   ls.kill_grace_s = spec.study.kill_grace;
+  ls.stall_timeout_s = spec.study.stall_timeout;
   ls.memory_limit_bytes = spec.study.memory_limit;
   ls.pids_limit = spec.study.pids_limit;
 

@@ -97,9 +97,9 @@ class NodeCoordinator {
   // nullopt also when the lease lapsed meanwhile (the claim stays this node's).
   virtual std::optional<int> ClaimNext(StudyCache& study,
                                        const std::function<std::optional<int>()>& pick) = 0;
-  // Whether a trial that failed to start ends Pump's pass. Local: no, every attempt used up
-  // part of its study's budget (a spawn failure is a finished trial; an exhausted sampler ends
-  // the study). Shared: yes, a claim can find the study full or the storage failing.
+  // Whether a trial that failed to start ends Pump's pass. Local: no, every failed attempt stops
+  // its study for the pass (a spawn failure starts its back-off; an exhausted sampler ends the
+  // study). Shared: yes, a claim can find the study full or the storage failing.
   virtual bool FailedStartEndsPass() const = 0;
   // Whether a write the storage refused may succeed later (shared: the database may be away
   // for a while) rather than being final (local: a failing storage stops the study).

@@ -17,6 +17,17 @@ std::string Seconds(double s) {
   return o.str() + " s";
 }
 
+// The last non-empty line of a stderr tail, at most kMaxBytes of it (its end).
+std::string LastLine(const std::string& tail) {
+  constexpr size_t kMaxBytes = 300;
+  size_t end = tail.find_last_not_of("\r\n");
+  if (end == std::string::npos) return "";
+  size_t begin = tail.find_last_of('\n', end);
+  begin = begin == std::string::npos ? 0 : begin + 1;
+  if (end + 1 - begin > kMaxBytes) begin = end + 1 - kMaxBytes;
+  return tail.substr(begin, end + 1 - begin);
+}
+
 TrialOutcome Fail(const std::string& reason, const std::string& detail) {
   TrialOutcome out;
   out.state = TrialState::kFail;
@@ -50,6 +61,13 @@ TrialOutcome ClassifyExit(const TrialObservation& seen) {
     case StopReason::kTimeout:
       fail("timeout", "exceeded trial_timeout of " + Seconds(seen.trial_timeout_s) + "; " + how);
       break;
+    case StopReason::kStall: {
+      const std::string last = LastLine(out.fail.stderr_tail);
+      fail("stalled", "sent no line on the trial channel for stall_timeout of " +
+                          Seconds(seen.stall_timeout_s) + "; " + how +
+                          (last.empty() ? "; stderr is empty" : "; stderr ends: " + last));
+      break;
+    }
     case StopReason::kCancel:
       fail("cancelled", "study cancelled; " + how);
       break;

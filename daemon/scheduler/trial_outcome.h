@@ -5,9 +5,11 @@
 // model::TrialOutcome that is stored:
 //   COMPLETE  the main process exited 0 after reporting exactly one final value
 //   PRUNED    the pruner stopped it; value = its last intermediate value (none if it had none)
-//   FAIL      timeout | cancelled | protocol | oom | signal | exit | shutdown, with the detail
-//             messages users see in `trialctl trials` (the worker's last "error" line is appended
-//             as "; worker said: ...")
+//   FAIL      timeout | stalled | cancelled | protocol | oom | signal | exit | shutdown, with the
+//             detail
+//             messages users see in `trialctl trials` (the worker's last "error" line is
+//             appended as "; worker said: ..."; a stalled trial's detail ends with the last
+//             line of its stderr)
 // A trial the daemon stopped for its own shutdown is judged like any other when it finished on
 // its own terms (a result, or a broken protocol); otherwise it is FAIL(shutdown).
 // The other FAIL reasons are decided without a process exit: SpawnFailed (spawn),
@@ -40,6 +42,7 @@ struct TrialObservation {
   // value the trial ends PRUNED with its last intermediate value, as in Optuna.
   bool worker_pruned = false;
   double trial_timeout_s = 0;  // [study] trial_timeout, for the timeout message
+  double stall_timeout_s = 0;  // [study] stall_timeout, for the stalled message
 };
 
 model::TrialOutcome ClassifyExit(const TrialObservation& seen);

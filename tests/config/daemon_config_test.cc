@@ -136,7 +136,8 @@ TEST_CASE("[study] gpus_per_trial, retries and retry_on", "[config][retry]") {
   };
   CHECK(msg("retries = 1\nretry_on = [\"signal\", \"protocol\"]\n") ==
         "s.toml:5:23: [study] retry_on[1] = \"protocol\": not a retryable failure reason; "
-        "expected one of \"lost\", \"signal\", \"oom\", \"timeout\", \"exit\" or \"shutdown\"");
+        "expected one of \"lost\", \"signal\", \"oom\", \"timeout\", \"exit\", \"shutdown\" "
+        "or \"stalled\"");
   CHECK_THAT(msg("retry_on = [\"lost\"]\n"),
              Catch::Contains("retry_on = [\"lost\"]: has no effect while retries = 0"));
   CHECK_THAT(msg("retries = -1\n"), Catch::Contains("[study] retries = -1:"));

@@ -228,6 +228,34 @@ TEST_CASE("an unknown table or top-level key is rejected", "[config]") {
              StartsWith("sweep.toml:1:11: sampler = \"tpe\": expected a [sampler] table"));
 }
 
+TEST_CASE("stall_timeout: seconds > 0 up to 7 days; absent means none", "[config]") {
+  CHECK(Parse(kMinimal, "sweep.toml")->study.stall_timeout == 0);
+  common::Result<SweepSpec> r =
+      Parse(With("n_trials = 10", "n_trials = 10\nstall_timeout = 2.5"), "sweep.toml");
+  REQUIRE(r.ok());
+  CHECK(r->study.stall_timeout == 2.5);
+  r = Parse(With("n_trials = 10", "n_trials = 10\nstall_timeout = 604800"), "sweep.toml");
+  REQUIRE(r.ok());
+  CHECK(r->study.stall_timeout == 604800);
+  const std::string expected =
+      "expected a number of seconds > 0 and at most 604800 (7 days); leave it out for no stall "
+      "timeout";
+  for (const char* bad : {"0", "-1", "604801", "1e300", "inf", "nan", "\"10s\"", "true"}) {
+    INFO(bad);
+    const std::string error =
+        ErrorOf(With("n_trials = 10", std::string("n_trials = 10\nstall_timeout = ") + bad));
+    CHECK_THAT(error, StartsWith("sweep.toml:4:17: [study] stall_timeout = ") &&
+                          Catch::EndsWith(": " + expected));
+  }
+  // A stalled trial may be retried.
+  r = Parse(With("n_trials = 10",
+                 "n_trials = 10\nstall_timeout = 60\nretries = 1\nretry_on = [\"stalled\"]"),
+            "sweep.toml");
+  INFO(r.status().ToString());
+  REQUIRE(r.ok());
+  CHECK(r->study.retry_on == std::vector<std::string>{"stalled"});
+}
+
 TEST_CASE("a value of the wrong type names the value and the type expected", "[config]") {
   CHECK(ErrorOf(With("n_trials = 10", "n_trials = \"ten\"")) ==
         "sweep.toml:3:12: [study] n_trials = \"ten\": expected an integer >= 1");

@@ -19,6 +19,7 @@
 #include <sys/types.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <functional>
 #include <map>
 #include <memory>
@@ -112,8 +113,8 @@ class FakeLauncher final : public launcher::Launcher {
   // The first pid this launcher hands out (launchers of different nodes can be told apart).
   pid_t first_pid = kFirstFakePid;
 
-  common::Result<std::unique_ptr<launcher::TrialProcess>> Launch(
-      const launcher::LaunchSpec& spec, launcher::TrialCallbacks callbacks) override {
+  launcher::LaunchResult Launch(const launcher::LaunchSpec& spec,
+                                launcher::TrialCallbacks callbacks) override {
     auto launch = std::make_unique<Launched>();
     launch->index = launches_.size();
     launch->spec = spec;
@@ -125,7 +126,7 @@ class FakeLauncher final : public launcher::Launcher {
       std::string message = fail_message_;
       fail_next_ = false;
       failed_.push_back(spec);
-      return common::IoError(message);
+      return launcher::LaunchResult(common::IoError(message), fail_error_);
     }
     const pid_t pid = first_pid + static_cast<pid_t>(launches_.size());
     launch->identity = model::ProcessIdentity{pid, pid, 1'000'000u + launches_.size()};
@@ -137,15 +138,24 @@ class FakeLauncher final : public launcher::Launcher {
     return std::unique_ptr<launcher::TrialProcess>(new Process(raw));
   }
 
-  // The next Launch() (only that one) fails with `message`, as a failed vfork+exec would.
-  void FailNextLaunch(std::string message = "exec /bin/true: Permission denied") {
+  // The next Launch() (only that one) fails with `message` and `error`, as a failed vfork+exec
+  // would.
+  void FailNextLaunch(std::string message = "exec /bin/true: Permission denied",
+                      launcher::SpawnError error = {launcher::SpawnStep::kExec, EACCES}) {
     fail_next_ = true;
     fail_message_ = std::move(message);
+    fail_error_ = error;
   }
-  // Every Launch() from now on fails.
-  void FailAllLaunches(std::string message = "fork: Resource temporarily unavailable") {
+  // Every Launch() from now on fails, until StopFailing().
+  void FailAllLaunches(std::string message = "fork: Resource temporarily unavailable",
+                       launcher::SpawnError error = {launcher::SpawnStep::kFork, EAGAIN}) {
     fail_all_ = true;
     fail_message_ = std::move(message);
+    fail_error_ = error;
+  }
+  void StopFailing() {
+    fail_all_ = false;
+    fail_next_ = false;
   }
 
   // Successful launches, in order.
@@ -290,6 +300,7 @@ class FakeLauncher final : public launcher::Launcher {
   bool fail_next_ = false;
   bool fail_all_ = false;
   std::string fail_message_;
+  launcher::SpawnError fail_error_;
   int max_live_ = 0;
   std::map<std::string, int> max_live_by_study_;
 };

@@ -124,6 +124,16 @@ class Harness {
   storage::Storage& storage() { return *storage_; }
   testing::FakeClock& clock() { return clock_; }
   testing::FakeLeftovers& leftovers() { return leftovers_; }
+  // Every delay the scheduler asked to be pumped after (SchedulerOptions::wake_after).
+  const std::vector<double>& wakes() const { return wakes_; }
+  // The kinds and details of the study's events, oldest first.
+  std::vector<std::pair<std::string, std::string>> Events(const std::string& name) {
+    common::Result<std::vector<model::EventRecord>> r = storage_->GetEvents(Study(name).id);
+    REQUIRE(r.ok());
+    std::vector<std::pair<std::string, std::string>> out;
+    for (const model::EventRecord& e : *r) out.emplace_back(e.kind, e.detail);
+    return out;
+  }
 
   StudyRecord SubmitOk(const Sweep& sweep) {
     common::Result<StudyRecord> r = scheduler_->Submit(sweep.Source());
@@ -166,6 +176,7 @@ class Harness {
     so.seed_source = [seed] { return seed; };
     so.make_pruner = options_.make_pruner;
     so.leftovers = &leftovers_;
+    so.wake_after = [this](double delay_s) { wakes_.push_back(delay_s); };
     scheduler_ = std::make_unique<Scheduler>(std::move(so));
   }
 
@@ -177,6 +188,7 @@ class Harness {
   testing::FakeLeftovers leftovers_;
   std::unique_ptr<FakeLauncher> launcher_ = std::make_unique<FakeLauncher>();
   std::unique_ptr<Scheduler> scheduler_;
+  std::vector<double> wakes_;
 };
 
 // Completes live trials of `study` (all studies when empty), oldest first, until none is left;
@@ -586,83 +598,201 @@ TEST_CASE("how a trial ended is classified and stored", "[scheduler]") {
   }
 }
 
-TEST_CASE("a trial that cannot be spawned fails as FAIL(spawn) and the study goes on",
-          "[scheduler]") {
+// Lets the wait the scheduler asked for pass, then pumps (as the daemon's timer does).
+void RetryAfterWait(Harness& h) {
+  REQUIRE_FALSE(h.wakes().empty());
+  h.clock().Advance(h.wakes().back() + 1e-6);
+  h.scheduler().Pump();
+}
+
+// Counts the events of `kind`.
+int CountEvents(const std::vector<std::pair<std::string, std::string>>& events,
+                const std::string& kind) {
+  return static_cast<int>(
+      std::count_if(events.begin(), events.end(), [&](const auto& e) { return e.first == kind; }));
+}
+
+TEST_CASE("a trial that cannot be started stays WAITING and the study backs off",
+          "[scheduler][spawn]") {
   Harness h;
   FakeLauncher& l = h.launcher();
   Sweep sweep;
   sweep.name = "spawny";
-  sweep.n_trials = 4;
-  l.FailNextLaunch("exec /bin/true: Permission denied");
+  sweep.n_trials = 3;
+  sweep.parallelism = 2;
+  l.FailAllLaunches("fork: Resource temporarily unavailable", {launcher::SpawnStep::kFork, EAGAIN});
   h.SubmitOk(sweep);
 
-  // Trial 0 could not start; trial 1 took its place at once.
+  // One attempt, then the study waits 0.1 s: trial 0 is WAITING, no other trial was drawn.
   REQUIRE(l.failed().size() == 1);
-  REQUIRE(l.launch_count() == 1);
-  CHECK(l.launch(0).trial == 1);
+  CHECK(l.launch_count() == 0);
   std::vector<TrialRecord> trials = h.Trials("spawny");
-  REQUIRE(trials.size() == 2);
-  CHECK(trials[0].state == TrialState::kFail);
-  CHECK(trials[0].fail.reason == "spawn");
-  CHECK_THAT(trials[0].fail.detail, Catch::Contains("Permission denied"));
+  REQUIRE(trials.size() == 1);
+  CHECK(trials[0].state == TrialState::kWaiting);
+  REQUIRE_FALSE(h.wakes().empty());
+  CHECK(h.wakes().back() == Approx(0.1));
+  CHECK(h.scheduler().queued_count() == 1);
 
-  // A failure in the middle of the study: trial 2 fails to start, trial 3 runs.
-  l.FailNextLaunch("fork: Cannot allocate memory");
-  l.Complete(l.launch(0), 1.0);
-  CHECK(l.failed().size() == 2);
+  // Pumped too early: nothing is tried.
+  h.clock().Advance(0.05);
+  h.scheduler().Pump();
+  CHECK(l.failed().size() == 1);
+
+  // Each failure doubles the wait, and each one is an event; the study never completes.
+  std::vector<double> waits;
+  for (int i = 0; i < 12; ++i) {
+    RetryAfterWait(h);
+    waits.push_back(h.wakes().back());
+  }
+  CHECK(l.failed().size() == 13);
+  CHECK(waits[0] == Approx(0.2));
+  CHECK(waits[1] == Approx(0.4));
+  CHECK(waits[2] == Approx(0.8));
+  CHECK(waits.back() == Approx(SpawnBackoff::kMaxDelay));  // 0.1 * 2^12 is past the cap
+  CHECK(h.Trials("spawny").size() == 1);
+  CHECK(h.Study("spawny").state == StudyState::kRunning);
+  auto events = h.Events("spawny");
+  CHECK(CountEvents(events, "spawn_failed") == 13);
+  CHECK(CountEvents(events, "study_held") == 0);  // EAGAIN is transient: never held
+  std::optional<SpawnBackoff::Snapshot> st = h.scheduler().spawn_status(h.Study("spawny").id);
+  REQUIRE(st.has_value());
+  CHECK_FALSE(st->held);
+  CHECK(st->failures == 13);
+  CHECK(st->cause == SpawnCause::kTransient);
+  CHECK_THAT(st->reason, Catch::Contains("Resource temporarily unavailable"));
+
+  // The cause goes away: the same trial starts, then the others, and the study completes with
+  // n_trials COMPLETE trials and no failure.
+  l.StopFailing();
+  RetryAfterWait(h);
   REQUIRE(l.launch_count() == 2);
-  CHECK(l.launch(1).trial == 3);
-  l.Complete(l.launch(1), 2.0);
-
+  CHECK(l.launch(0).trial == 0);
+  CHECK(l.launch(1).trial == 1);
+  CHECK_FALSE(h.scheduler().spawn_status(h.Study("spawny").id).has_value());
+  CHECK(CountEvents(h.Events("spawny"), "spawn_recovered") == 1);
+  CompleteAll(h, "spawny", 2);
   trials = h.Trials("spawny");
-  REQUIRE(trials.size() == 4);
-  CHECK(trials[0].fail.reason == "spawn");
-  CHECK(trials[1].state == TrialState::kComplete);
-  CHECK(trials[2].fail.reason == "spawn");
-  CHECK_THAT(trials[2].fail.detail, Catch::Contains("Cannot allocate memory"));
-  CHECK(trials[3].state == TrialState::kComplete);
+  REQUIRE(trials.size() == 3);
+  for (const TrialRecord& t : trials) CHECK(t.state == TrialState::kComplete);
   CHECK(h.Study("spawny").state == StudyState::kComplete);
-  CHECK(h.scheduler().active_study_count() == 0);
 }
 
-// When every launch fails, Pump finishes the new study before Submit returns (and drops its
-// in-memory state); Submit must still return the stored record. The scenario runs in a forked
-// child so that a crash (this once was a use-after-free) fails this test instead of the run.
-TEST_CASE("Submit of a study whose every launch fails returns the study and stores n_trials fails",
-          "[scheduler]") {
-  const pid_t child = ::fork();
-  REQUIRE(child >= 0);
-  if (child == 0) {
-    // A crash must end the child quietly, not run Catch's fatal-signal reporter in it.
-    for (int sig : {SIGSEGV, SIGBUS, SIGABRT, SIGILL, SIGFPE}) ::signal(sig, SIG_DFL);
-    int code = 2;
-    try {
-      Harness h;
-      h.launcher().FailAllLaunches();
-      Sweep sweep;
-      sweep.name = "never-starts";
-      sweep.n_trials = 3;
-      common::Result<StudyRecord> r = h.scheduler().Submit(sweep.Source());
-      bool ok = r.ok() && r->name == "never-starts" && r->n_trials == 3;
-      common::Result<StudyRecord> stored = h.storage().GetStudy("never-starts");
-      ok = ok && stored.ok() && stored->state == StudyState::kComplete;
-      auto trials = stored.ok() ? h.storage().GetTrials(stored->id)
-                                : common::Result<std::vector<TrialRecord>>(stored.status());
-      ok = ok && trials.ok() && trials->size() == 3;
-      if (trials.ok()) {
-        for (const TrialRecord& t : *trials) ok = ok && t.fail.reason == "spawn";
-      }
-      code = ok ? 0 : 1;
-    } catch (...) {
-      code = 3;
-    }
-    ::_exit(code);
+TEST_CASE("a missing command holds the study after three failures and it resumes by itself",
+          "[scheduler][spawn]") {
+  Harness h;
+  FakeLauncher& l = h.launcher();
+  Sweep sweep;
+  sweep.name = "deploying";
+  sweep.n_trials = 2;
+  l.FailAllLaunches("exec /opt/train: No such file or directory",
+                    {launcher::SpawnStep::kExec, ENOENT});
+  h.SubmitOk(sweep);
+  const int64_t id = h.Study("deploying").id;
+  for (int i = 0; i < 2; ++i) {
+    RetryAfterWait(h);
   }
-  int status = 0;
-  REQUIRE(::waitpid(child, &status, 0) == child);
-  INFO("child " << common::ExitStatus::FromWaitStatus(status).Describe());
-  CHECK(WIFEXITED(status));
-  CHECK(WEXITSTATUS(status) == 0);
+  REQUIRE(l.failed().size() == 3);
+  std::optional<SpawnBackoff::Snapshot> st = h.scheduler().spawn_status(id);
+  REQUIRE(st.has_value());
+  CHECK(st->held);
+  CHECK(st->cause == SpawnCause::kPersistent);
+  CHECK_THAT(st->reason, Catch::Contains("exec /opt/train: No such file or directory"));
+  auto events = h.Events("deploying");
+  REQUIRE(CountEvents(events, "study_held") == 1);
+  for (const auto& [kind, detail] : events) {
+    if (kind == "study_held") CHECK_THAT(detail, Catch::Contains("No such file or directory"));
+  }
+  // Held, it is still retried (one event of holding, not one per attempt), and n_trials is
+  // untouched: one WAITING trial, the study RUNNING.
+  for (int i = 0; i < 5; ++i) {
+    RetryAfterWait(h);
+  }
+  CHECK(l.failed().size() == 8);
+  CHECK(CountEvents(h.Events("deploying"), "study_held") == 1);
+  std::vector<TrialRecord> trials = h.Trials("deploying");
+  REQUIRE(trials.size() == 1);
+  CHECK(trials[0].state == TrialState::kWaiting);
+  CHECK(h.Study("deploying").state == StudyState::kRunning);
+
+  l.StopFailing();
+  RetryAfterWait(h);
+  CHECK_FALSE(h.scheduler().spawn_status(id).has_value());
+  CompleteAll(h, "deploying", 1);
+  trials = h.Trials("deploying");
+  REQUIRE(trials.size() == 2);
+  for (const TrialRecord& t : trials) CHECK(t.state == TrialState::kComplete);
+  CHECK(h.Study("deploying").state == StudyState::kComplete);
+}
+
+TEST_CASE("an enqueued trial that cannot be started keeps its parameters and its place",
+          "[scheduler][spawn]") {
+  Harness h;
+  FakeLauncher& l = h.launcher();
+  Sweep sweep;
+  sweep.name = "queued";
+  sweep.n_trials = 2;
+  // The first trial runs, so the enqueued one waits behind it.
+  h.SubmitOk(sweep);
+  REQUIRE(l.launch_count() == 1);
+  common::Result<TrialRecord> q =
+      h.scheduler().Enqueue("queued", {{"lr", "0.01"}, {"layers", "3"}, {"opt", "sgd"}});
+  REQUIRE(q.ok());
+  l.FailNextLaunch("fork: Cannot allocate memory", {launcher::SpawnStep::kFork, ENOMEM});
+  l.Complete(l.launch(0), 1.0);
+  REQUIRE(l.failed().size() == 1);
+  CHECK(l.launch_count() == 1);
+  RetryAfterWait(h);
+  REQUIRE(l.launch_count() == 2);
+  CHECK(l.launch(1).trial == q->number);
+  CHECK(l.launch(1).env()["TRIALD_PARAMS"].find("\"sgd\"") != std::string::npos);
+  l.Complete(l.launch(1), 2.0);
+  std::vector<TrialRecord> trials = h.Trials("queued");
+  REQUIRE(trials.size() == 2);
+  CHECK(trials[1].state == TrialState::kComplete);
+  CHECK(trials[1].params.at("opt").internal == 1);  // "sgd"
+  CHECK(h.Study("queued").state == StudyState::kComplete);
+}
+
+TEST_CASE("a study whose launches fail while another's succeed does not hold the other back",
+          "[scheduler][spawn]") {
+  Harness h;
+  FakeLauncher& l = h.launcher();
+  Sweep broken, fine;
+  broken.name = "broken";
+  broken.n_trials = 3;
+  broken.command = R"(["/bin/false"])";
+  fine.name = "fine";
+  fine.n_trials = 3;
+  l.FailAllLaunches("exec /bin/false: Permission denied", {launcher::SpawnStep::kExec, EACCES});
+  h.SubmitOk(broken);
+  l.StopFailing();
+  h.SubmitOk(fine);
+  // The clock stands still: "broken" stays in its back-off while "fine" runs to its end.
+  for (int guard = 0; !l.Live("fine").empty(); ++guard) {
+    REQUIRE(guard < 10);
+    l.Complete(*l.Live("fine").front(), 1.0);
+  }
+  CHECK(h.Study("fine").state == StudyState::kComplete);
+  CHECK(h.Study("broken").state == StudyState::kRunning);
+  CHECK(h.Trials("broken").size() == 1);
+  CHECK(h.Trials("broken")[0].state == TrialState::kWaiting);
+}
+
+TEST_CASE("cancelling a study that backs off ends its waiting trial as cancelled",
+          "[scheduler][spawn]") {
+  Harness h;
+  FakeLauncher& l = h.launcher();
+  Sweep sweep;
+  sweep.name = "giveup";
+  sweep.n_trials = 4;
+  l.FailAllLaunches();
+  h.SubmitOk(sweep);
+  REQUIRE(h.scheduler().Cancel("giveup").ok());
+  std::vector<TrialRecord> trials = h.Trials("giveup");
+  REQUIRE(trials.size() == 1);
+  CHECK(trials[0].fail.reason == "cancelled");
+  CHECK(h.Study("giveup").state == StudyState::kCancelled);
+  CHECK(h.scheduler().active_study_count() == 0);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -211,6 +211,31 @@ TEST_CASE("a trial's stderr tail and detail are stored as valid UTF-8", "[outcom
         common::SanitizeUtf8("out of memory: " + seen.process.oom_detail + "; exited with code 1"));
 }
 
+TEST_CASE("a stalled trial is FAIL(stalled) naming the timeout and its last stderr line",
+          "[outcome]") {
+  TrialObservation seen;
+  seen.process.stop_reason = StopReason::kStall;
+  seen.process.exit.signaled = true;
+  seen.process.exit.signal = SIGTERM;
+  seen.process.stderr_tail = "epoch 1\nwaiting for the data loader\n\n";
+  seen.stall_timeout_s = 2.5;
+  model::TrialOutcome out = ClassifyExit(seen);
+  CHECK(out.state == TrialState::kFail);
+  CHECK(out.fail.reason == "stalled");
+  CHECK_THAT(out.fail.detail, Catch::StartsWith("sent no line on the trial channel for "
+                                                "stall_timeout of 2.5 s; killed by SIGTERM"));
+  CHECK_THAT(out.fail.detail, Catch::EndsWith("; stderr ends: waiting for the data loader"));
+  CHECK(out.fail.stderr_tail == seen.process.stderr_tail);
+
+  seen.process.stderr_tail.clear();
+  CHECK_THAT(ClassifyExit(seen).fail.detail, Catch::EndsWith("; stderr is empty"));
+  // A long last line is cut to its end.
+  seen.process.stderr_tail = "x\n" + std::string(1000, 'y') + "END";
+  const std::string detail = ClassifyExit(seen).fail.detail;
+  CHECK_THAT(detail, Catch::EndsWith("yyyEND"));
+  CHECK(detail.size() < 500);
+}
+
 TEST_CASE("the reasons decided without a process exit", "[outcome]") {
   struct Case {
     const char* name;

@@ -169,12 +169,68 @@ TEST_CASE("a command that cannot be executed is a spawn error, not a trial",
   auto proc2 = f.launcher_.Launch(bad_dir, {});
   REQUIRE_FALSE(proc2.ok());
   CHECK_THAT(proc2.status().message(), Catch::Contains("No such file or directory"));
+  // Each failure names its step and errno, for the scheduler's policy (spawn_backoff.h).
+  CHECK(proc.spawn_error().step == launcher::SpawnStep::kExec);
+  CHECK(proc.spawn_error().error_number == ENOENT);
+  CHECK(proc2.spawn_error().step == launcher::SpawnStep::kWorkdir);
+  CHECK(proc2.spawn_error().error_number == ENOENT);
+  CHECK(proc2.status().message() == "workdir /nonexistent/dir: No such file or directory");
+  // Not executable: EACCES at exec. A file that is no program: ENOEXEC.
+  const std::string plain = f.dir_.Write("plain.txt", "not a program\n", 0644);
+  auto proc3 = f.launcher_.Launch(f.Spec({plain}), {});
+  REQUIRE_FALSE(proc3.ok());
+  CHECK(proc3.spawn_error().step == launcher::SpawnStep::kExec);
+  CHECK(proc3.spawn_error().error_number == EACCES);
+  const std::string garbage = f.dir_.Write("garbage",
+                                           std::string("\x7f"
+                                                       "ELF garbage"),
+                                           0755);
+  auto proc4 = f.launcher_.Launch(f.Spec({garbage}), {});
+  REQUIRE_FALSE(proc4.ok());
+  CHECK(proc4.spawn_error().step == launcher::SpawnStep::kExec);
+  CHECK(proc4.spawn_error().error_number == ENOEXEC);
+  // A log folder that cannot be created: the daemon's side, with its errno.
+  LaunchSpec no_logs = f.Spec({"/bin/true"});
+  no_logs.log_dir = plain + "/logs";
+  auto proc5 = f.launcher_.Launch(no_logs, {});
+  REQUIRE_FALSE(proc5.ok());
+  CHECK(proc5.spawn_error().step == launcher::SpawnStep::kPrepare);
+  CHECK(proc5.spawn_error().error_number == ENOTDIR);
   // The failed children exit right after reporting; the reaper collects them on SIGCHLD.
   for (int i = 0; i < 100 && !ZombieChildren(::getpid()).empty(); ++i) {
     f.io_.restart();
     f.io_.run_for(std::chrono::milliseconds(20));
   }
   CHECK(ZombieChildren(::getpid()).empty());
+}
+
+TEST_CASE("stall_timeout stops a worker that sends no line; each line restarts the count",
+          "[launcher][integration]") {
+  LauncherFixture f;
+  SECTION("silent after one report") {
+    LaunchSpec s =
+        f.Spec(Sh("echo '{\"type\":\"report\",\"step\":0,\"value\":1}' >&3; "
+                  "echo 'loading shard 7' >&2; exec sleep 1000"));
+    s.stall_timeout_s = 0.5;
+    auto run = f.Go(s);
+    CHECK(run.outcome.stop_reason == StopReason::kStall);
+    CHECK(run.outcome.exit.signal == SIGTERM);
+    CHECK(run.messages.size() == 1);
+    CHECK_THAT(run.outcome.stderr_tail, Catch::Contains("loading shard 7"));
+    CHECK(run.elapsed.count() >= 0.5);
+    CHECK(run.elapsed.count() < 5);
+  }
+  SECTION("heartbeats every 0.1 s for 1.5 s outlive a 0.5 s stall_timeout") {
+    LaunchSpec s =
+        f.Spec(Sh("i=0; while [ $i -lt 15 ]; do echo '{\"type\":\"heartbeat\"}' >&3; sleep 0.1; "
+                  "i=$((i+1)); done; echo '{\"type\":\"final\",\"value\":1}' >&3"));
+    s.stall_timeout_s = 0.5;
+    auto run = f.Go(s);
+    CHECK(run.outcome.stop_reason == StopReason::kNone);
+    CHECK(run.outcome.exit.code == 0);
+    CHECK_FALSE(run.outcome.exit.signaled);
+    CHECK(run.elapsed.count() >= 1.5);
+  }
 }
 
 TEST_CASE("timeout stops the group with SIGTERM; a worker ignoring it gets SIGKILL",

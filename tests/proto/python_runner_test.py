@@ -374,6 +374,11 @@ class OptunaSemanticsTest(unittest.TestCase):
         self.assertEqual(sent(out), [{"type": "report", "step": 3, "value": 0.5}])
         self.assertFalse(ours.should_prune())  # replay: never pruned
 
+    def test_heartbeat_sends_a_heartbeat_line(self):
+        ours, out = replay_trial({})
+        ours.heartbeat()
+        self.assertEqual(sent(out), [{"type": "heartbeat"}])
+
     def test_user_attrs_params_distributions_are_copies(self):
         ours, out = replay_trial({"x": 0.5})
         ours.set_user_attr("meta", {"a": [1, 2]})

@@ -145,6 +145,8 @@ class Trial:
         self._send({"type": "attr", "key": key, "value": _plain(value, f"attribute {key!r}")})
 
     def heartbeat(self):
+        """Says the trial is alive: under [study] stall_timeout, a trial that sends no line for
+        that long ends FAIL(stalled)."""
         self._send({"type": "heartbeat"})
 
     def error(self, message):

@@ -381,6 +381,12 @@ class OptunaTrial:
 
     # -- attributes -----------------------------------------------------------------------------
 
+    def heartbeat(self):
+        """Says the trial is alive (triald's own; Optuna has none): under [study] stall_timeout a
+        trial that sends no line for that long ends FAIL(stalled), so an objective with long
+        silent phases calls this from its loop."""
+        self._writer.send({"type": "heartbeat"})
+
     def set_user_attr(self, key, value):
         """A user attribute (a JSON value), stored with the trial."""
         check_attr_key(key)
