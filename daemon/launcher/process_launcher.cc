@@ -219,9 +219,12 @@ class Handle final : public TrialProcess {
 };
 
 Status Session::Start() {
-  std::error_code fs_ec;
-  std::filesystem::create_directories(spec_.log_dir, fs_ec);
-  if (fs_ec) return common::IoError("create " + spec_.log_dir + ": " + fs_ec.message());
+  if (!spec_.trial_dir.empty()) {
+    std::error_code fs_ec;
+    std::filesystem::create_directories(spec_.trial_dir, fs_ec);
+    if (fs_ec) return common::IoError("create " + spec_.trial_dir + ": " + fs_ec.message());
+  }
+  TRIALD_RETURN_IF_ERROR(MakeLogDir(spec_.log_dir));
   CappedLog::Options log_opts{spec_.log_head_bytes, spec_.log_tail_bytes};
   TRIALD_ASSIGN_OR_RETURN(stdout_log_, CappedLog::Open(spec_.log_dir + "/stdout.log", log_opts));
   TRIALD_ASSIGN_OR_RETURN(stderr_log_, CappedLog::Open(spec_.log_dir + "/stderr.log", log_opts));
@@ -417,7 +420,16 @@ void Session::FailProtocol(const std::string& message) {
 }
 
 void Session::SignalGroup(int sig) {
-  if (identity_.pgid > 1) ::kill(-identity_.pgid, sig);
+  // A process group id names our trial only while the group exists: until the main process
+  // (its leader) is reaped its pid is held, and after that only while a member is left. Once the
+  // group is known empty, or found empty now, the number may belong to someone else's group, so
+  // it is never signalled again (the cgroup, which is ours alone, still is).
+  // With a cgroup, that alone reaches the members once the leader is gone.
+  bool by_pgid = identity_.pgid > 1 && !group_empty_;
+  if (by_pgid && main_exited_) {
+    by_pgid = cgroup_ == nullptr && common::ProcessGroupExists(identity_.pgid);
+  }
+  if (by_pgid) ::kill(-identity_.pgid, sig);
   if (cgroup_) {
     if (sig == SIGKILL) {
       cgroup_->Kill();

@@ -204,7 +204,9 @@ TEST_CASE("fault: a worker ignoring SIGTERM is killed after the grace period", "
   CHECK(t.at("state").as_string() == "FAIL");
   CHECK(Reason(t) == "timeout");
   CHECK(t.at("signal").as_int64() == SIGKILL);
-  CHECK(std::string(t.at("fail_detail").as_string()).find("after SIGKILL") != std::string::npos);
+  CHECK(std::string(t.at("fail_detail").as_string())
+            .find("still running when the grace period after SIGTERM ran out") !=
+        std::string::npos);
   f.CheckDaemonFine();
 }
 
