@@ -258,7 +258,7 @@ TEST_CASE(
     }
   });
   int listened = 0;
-  for (int i = 0; i < 300; ++i) {
+  for (int i = 0; i < 1500; ++i) {
     ::unlink(path.c_str());
     common::Result<common::UniqueFd> fd = ListenControlSocket(path, 0666, ::getegid());
     if (fd.ok()) ++listened;

@@ -131,11 +131,14 @@ void Fifo(const std::string& p) { REQUIRE(::mkfifo(p.c_str(), 0644) == 0); }
 // A one-trial study whose worker prints `hello`, then runs `then` (a shell line) in its folder.
 std::string OneTrial(TestDaemon& d, TempDir& dir, const std::string& study,
                      const std::string& then) {
-  std::string cmd = "[\"/bin/sh\", \"-c\", 'echo hello; echo oops >&2; " + then + "']";
+  std::string cmd =
+      "[\"/bin/sh\", \"-c\", 'echo hello; echo oops >&2; " + then +
+      "; echo \"{\\\"type\\\":\\\"final\\\",\\\"value\\\":1}\" >&3']";
   std::string toml = ExecSweep(study, cmd, 1, 1);
   d.Submit(toml, dir.Write(study + ".toml", toml));
   json::object st = d.WaitStudy(study);
   REQUIRE(st.at("state").as_string() == "COMPLETE");
+  REQUIRE(CountState(d.Trials(study), "COMPLETE") == 1);
   return d.state_dir() + "/studies/" + study;
 }
 
