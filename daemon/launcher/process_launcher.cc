@@ -424,10 +424,13 @@ void Session::SignalGroup(int sig) {
   // (its leader) is reaped its pid is held, and after that only while a member is left. Once the
   // group is known empty, or found empty now, the number may belong to someone else's group, so
   // it is never signalled again (the cgroup, which is ours alone, still is).
-  // With a cgroup, that alone reaches the members once the leader is gone.
+  // With a cgroup, that alone reaches the members once the leader is gone. Without one, a
+  // process that now holds the reaped leader's pid is someone else's, and so is the group named
+  // by it (a new group takes its creator's pid as id).
   bool by_pgid = identity_.pgid > 1 && !group_empty_;
   if (by_pgid && main_exited_) {
-    by_pgid = cgroup_ == nullptr && common::ProcessGroupExists(identity_.pgid);
+    const bool pid_reused = ::kill(identity_.pgid, 0) == 0 || errno == EPERM;
+    by_pgid = cgroup_ == nullptr && !pid_reused && common::ProcessGroupExists(identity_.pgid);
   }
   if (by_pgid) ::kill(-identity_.pgid, sig);
   if (cgroup_) {
