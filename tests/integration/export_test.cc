@@ -80,7 +80,7 @@ TEST_CASE("export CSV neutralises text cells a spreadsheet would run as formulas
           "[export][security]"){
   // String parameter values starting with '=', '+', '-', '@' (or a tab) get a leading
   // apostrophe; numbers, negative ones included, stay numbers.
-  const char* reply = R"({"study":{"name":"f","state":"COMPLETE","direction":"minimize",
+  const char* reply = R"J({"study":{"name":"f","state":"COMPLETE","direction":"minimize",
     "n_trials":5,"best":null},"trials":[
     {"number":0,"state":"COMPLETE","value":-0.5,"fail_reason":null,
      "params":{"s":"=HYPERLINK(\"http://x\")",
@@ -118,7 +118,7 @@ TEST_CASE("export CSV neutralises text cells a spreadsheet would run as formulas
      "distributions":{"s":{"type":"categorical","choices":["plain"]},
                       "x":{"type":"float","low":-1.0,"high":1.0,"log":false,"step":0.0}},
      "intermediate":[],"attrs":{},"created_at":1.0,"started_at":null,"finished_at":null}]
-})";
+})J";
   common::Result<exports::StudyData> data = exports::ParseStudyExport(json::parse(reply));
 REQUIRE(data.ok());
 std::vector<std::vector<std::string>> rows = ParseCsv(exports::ToCsv(*data));

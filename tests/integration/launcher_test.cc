@@ -395,8 +395,6 @@ TEST_CASE("destroying a TrialProcess kills its whole group at once", "[launcher]
   CHECK_FALSE(exited);  // nobody is told about an abandoned trial
 }
 
-}  // namespace triald::testing
-
 TEST_CASE("a trial's process group id is never signalled once the group is empty",
           "[launcher][integration]") {
   if (::geteuid() != 0) TRIALD_SKIP("needs root to place a process at a chosen pid");
@@ -438,3 +436,5 @@ TEST_CASE("a trial's process group id is never signalled once the group is empty
   CHECK(n != 1);  // the victim got no SIGTERM
   CHECK(run.outcome.exit.code == 0);
 }
+
+}  // namespace triald::testing
