@@ -105,7 +105,7 @@ std::vector<std::string> Sh(const std::string& script) { return {"/bin/sh", "-c"
 // first every time.
 int g_victim_report_fd = -1;
 pid_t ForkAtPid(pid_t pgid, int report_fd) {
-  for (int attempt = 0; attempt < 50; ++attempt) {
+  for (int attempt = 0; attempt < 200; ++attempt) {
     int f = ::open("/proc/sys/kernel/ns_last_pid", O_WRONLY | O_CLOEXEC);
     if (f < 0) return -1;
     std::string last = std::to_string(pgid - 1);
