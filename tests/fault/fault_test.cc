@@ -270,7 +270,7 @@ TEST_CASE("fault: 100 MB on stdout completes with a capped log", "[fault]") {
   for (const auto& e : fs::recursive_directory_iterator(f.dir.File("state/studies/flood"))) {
     if (e.is_regular_file()) total += e.file_size();
   }
-  uintmax_t stdout_size = fs::file_size(f.dir.File("state/studies/flood/trials/0/stdout.log"));
+  uintmax_t stdout_size = fs::file_size(f.dir.File("state/studies/flood/logs/0/stdout.log"));
   CHECK(stdout_size > (2u << 20) - 4096);
   CHECK(stdout_size < (2u << 20) + 4096);
   CHECK(total < (2u << 20) + 64 * 1024);
