@@ -77,7 +77,7 @@ TEST_CASE("trialctl export: bad command lines exit 2", "[trialctl][export][integ
 }
 
 TEST_CASE("export CSV neutralises text cells a spreadsheet would run as formulas",
-          "[export][security]"){
+          "[export][security]") {
   // String parameter values starting with '=', '+', '-', '@' (or a tab) get a leading
   // apostrophe; numbers, negative ones included, stay numbers.
   const char* reply = R"J({"study":{"name":"f","state":"COMPLETE","direction":"minimize",
@@ -120,19 +120,19 @@ TEST_CASE("export CSV neutralises text cells a spreadsheet would run as formulas
      "intermediate":[],"attrs":{},"created_at":1.0,"started_at":null,"finished_at":null}]
 })J";
   common::Result<exports::StudyData> data = exports::ParseStudyExport(json::parse(reply));
-REQUIRE(data.ok());
-std::vector<std::vector<std::string>> rows = ParseCsv(exports::ToCsv(*data));
-REQUIRE(rows.size() == 6);
-REQUIRE(rows[0][4] == "params_s");
-REQUIRE(rows[0][5] == "params_x");
-CHECK(rows[1][4] == "'=HYPERLINK(\"http://x\")");
-CHECK(rows[2][4] == "'+1");
-CHECK(rows[3][4] == "'-2+3");
-CHECK(rows[4][4] == "'@SUM(A1)");
-CHECK(rows[5][4] == "plain");
-CHECK(rows[1][2] == "-0.5");  // the value column: a number
-CHECK(rows[1][5] == "-0.5");  // a float parameter: a number
-CHECK(rows[2][5] == "-1e-05");
+  REQUIRE(data.ok());
+  std::vector<std::vector<std::string>> rows = ParseCsv(exports::ToCsv(*data));
+  REQUIRE(rows.size() == 6);
+  REQUIRE(rows[0][4] == "params_s");
+  REQUIRE(rows[0][5] == "params_x");
+  CHECK(rows[1][4] == "'=HYPERLINK(\"http://x\")");
+  CHECK(rows[2][4] == "'+1");
+  CHECK(rows[3][4] == "'-2+3");
+  CHECK(rows[4][4] == "'@SUM(A1)");
+  CHECK(rows[5][4] == "plain");
+  CHECK(rows[1][2] == "-0.5");  // the value column: a number
+  CHECK(rows[1][5] == "-0.5");  // a float parameter: a number
+  CHECK(rows[2][5] == "-1e-05");
 }
 
 TEST_CASE("export CSV quotes fields and JSON writes numbers as Python does", "[export]") {

@@ -131,9 +131,8 @@ void Fifo(const std::string& p) { REQUIRE(::mkfifo(p.c_str(), 0644) == 0); }
 // A one-trial study whose worker prints `hello`, then runs `then` (a shell line) in its folder.
 std::string OneTrial(TestDaemon& d, TempDir& dir, const std::string& study,
                      const std::string& then) {
-  std::string cmd =
-      "[\"/bin/sh\", \"-c\", 'echo hello; echo oops >&2; " + then +
-      "; echo \"{\\\"type\\\":\\\"final\\\",\\\"value\\\":1}\" >&3']";
+  std::string cmd = "[\"/bin/sh\", \"-c\", 'echo hello; echo oops >&2; " + then +
+                    "; echo \"{\\\"type\\\":\\\"final\\\",\\\"value\\\":1}\" >&3']";
   std::string toml = ExecSweep(study, cmd, 1, 1);
   d.Submit(toml, dir.Write(study + ".toml", toml));
   json::object st = d.WaitStudy(study);
