@@ -25,6 +25,7 @@
 #include "daemon/launcher/reaper.h"
 #include "daemon/objective_command.h"
 #include "daemon/scheduler.h"
+#include "daemon/state_dir_modes.h"
 #include "daemon/storage/postgres_storage.h"
 #include "daemon/storage/sqlite_storage.h"
 
@@ -410,6 +411,24 @@ int RunDaemon(const DaemonOptions& opts) {
     return 1;
   }
   const std::string state_dir = dir->path;
+  {
+    StateDirAccess access;
+    if (!opts.socket_group.empty()) {
+      common::Result<gid_t> gid = ResolveGroup(opts.socket_group);
+      if (!gid.ok()) {
+        log->critical("--socket-group: {}", gid.status().message());
+        return 1;
+      }
+      access.group = *gid;
+    }
+    access.others_traverse = opts.socket_read_open && opts.socket_path.empty();
+    access.sqlite = opts.storage_url.empty();
+    Status secured = SecureStateDir(state_dir, access, log);
+    if (!secured.ok()) {
+      log->critical("state directory {}: {}", state_dir, secured.message());
+      return 1;
+    }
+  }
   auto storage = OpenStorage(opts, state_dir, log);
   if (!storage.ok()) {
     log->critical("{}", storage.status().message());

@@ -142,38 +142,87 @@ Result<common::UniqueFd> ListenControlSocket(const std::string& path, mode_t mod
     return common::InvalidArgument("socket path \"" + path + "\" is longer than " +
                                    std::to_string(sizeof(addr.sun_path) - 1) + " bytes");
   }
-  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
-  common::UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  if (!fd.valid()) return common::ErrnoError("socket for " + path, errno);
+  const size_t slash = path.rfind('/');
+  const std::string parent =
+      slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
+  const std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
+  if (base.empty()) return common::InvalidArgument("socket path \"" + path + "\" names a folder");
+  common::UniqueFd parent_fd(::open(parent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!parent_fd.valid()) return common::ErrnoError("open the socket's folder " + parent, errno);
   struct stat st {};
-  if (::lstat(path.c_str(), &st) == 0) {
-    if (!S_ISSOCK(st.st_mode)) {
-      return common::FailedPrecondition("control socket path " + path +
-                                        " exists and is not a socket; refusing to replace it");
-    }
-    ::unlink(path.c_str());  // a stale socket from a previous run (the state-dir lock is ours)
+  if (::fstatat(parent_fd.get(), base.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+      !S_ISSOCK(st.st_mode)) {
+    return common::FailedPrecondition("control socket path " + path +
+                                      " exists and is not a socket; refusing to replace it");
   }
-  // Created 0600 (umask), then given its group and final mode: never looser than asked.
+  // The socket is bound, given its group and mode inside a private folder (0700, ours) that
+  // nobody else can enter, then renamed into place: its owner and mode are never set through a
+  // path someone could swap for a link, and it never appears at `path` with other permissions.
+  // (A stale socket from a previous run is replaced by the rename; the state-dir lock is ours.)
+  std::string private_dir = parent + "/.triald-sock-XXXXXX";
+  if (::mkdtemp(private_dir.data()) == nullptr) {
+    return common::ErrnoError("create a private folder beside " + path, errno);
+  }
+  const std::string private_name = private_dir.substr(private_dir.rfind('/') + 1);
+  common::UniqueFd private_fd(::openat(parent_fd.get(), private_name.c_str(),
+                                       O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  auto cleanup = [&] {
+    if (private_fd.valid()) ::unlinkat(private_fd.get(), "s", 0);
+    ::unlinkat(parent_fd.get(), private_name.c_str(), AT_REMOVEDIR);
+  };
+  if (!private_fd.valid()) {
+    int e = errno;
+    cleanup();
+    return common::ErrnoError("open " + private_dir, e);
+  }
+  // bind() takes a path; /proc/self/fd/N/s reaches the private folder by its descriptor and is
+  // short whatever `path` is.
+  std::string bind_path = "/proc/self/fd/" + std::to_string(private_fd.get()) + "/s";
+  if (::access(bind_path.substr(0, bind_path.size() - 2).c_str(), F_OK) != 0) {
+    bind_path = private_dir + "/s";
+  }
+  if (bind_path.size() >= sizeof(addr.sun_path)) {
+    cleanup();
+    return common::InvalidArgument("socket path \"" + path + "\": its folder's path is too long");
+  }
+  std::memcpy(addr.sun_path, bind_path.c_str(), bind_path.size() + 1);
+  common::UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!fd.valid()) {
+    int e = errno;
+    cleanup();
+    return common::ErrnoError("socket for " + path, e);
+  }
   mode_t old_mask = ::umask(0177);
   int rc = ::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
   int bind_errno = errno;
   ::umask(old_mask);
-  if (rc != 0) return common::ErrnoError("bind control socket " + path, bind_errno);
-  if (::chown(path.c_str(), static_cast<uid_t>(-1), gid) != 0) {
+  if (rc != 0) {
+    cleanup();
+    return common::ErrnoError("bind control socket " + path, bind_errno);
+  }
+  if (::fchownat(private_fd.get(), "s", static_cast<uid_t>(-1), gid, AT_SYMLINK_NOFOLLOW) != 0) {
     int e = errno;
-    ::unlink(path.c_str());
+    cleanup();
     return common::ErrnoError("give control socket " + path + " to group " + GroupLabel(gid) +
                                   " (the daemon must be root or a member of that group)",
                               e);
   }
-  if (::chmod(path.c_str(), mode) != 0) {
+  if (::fchmodat(private_fd.get(), "s", mode, 0) != 0) {
     int e = errno;
-    ::unlink(path.c_str());
+    cleanup();
     return common::ErrnoError("chmod control socket " + path, e);
   }
   if (::listen(fd.get(), SOMAXCONN) != 0) {
-    return common::ErrnoError("listen on control socket " + path, errno);
+    int e = errno;
+    cleanup();
+    return common::ErrnoError("listen on control socket " + path, e);
   }
+  if (::renameat(private_fd.get(), "s", parent_fd.get(), base.c_str()) != 0) {
+    int e = errno;
+    cleanup();
+    return common::ErrnoError("move control socket into place at " + path, e);
+  }
+  cleanup();
   return fd;
 }
 

@@ -59,9 +59,11 @@ common::Result<gid_t> ResolveGroup(const std::string& name_or_gid);
 // "name (gid N)" or "gid N" when the group has no name.
 std::string GroupLabel(gid_t gid);
 
-// Creates the control socket at `path` and listens on it: a stale socket file is replaced (the
-// state-directory lock is ours), the file is created 0600, given to `gid` and then set to
-// `mode`, so it is never reachable with looser permissions than asked. Close-on-exec.
+// Creates the control socket at `path` and listens on it: the socket is bound in a private
+// folder (0700) beside `path`, given to `gid` and set to `mode` there, then renamed onto `path`
+// (replacing a stale socket; the state-directory lock is ours). So it is never reachable with
+// looser permissions than asked, and its mode and owner are never set through a path that
+// someone else could swap for a link. Close-on-exec.
 common::Result<common::UniqueFd> ListenControlSocket(const std::string& path, mode_t mode,
                                                      gid_t gid);
 

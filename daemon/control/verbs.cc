@@ -8,6 +8,7 @@
 #include "common/utf8.h"
 #include "daemon/control/requests.h"
 #include "daemon/control/study_json.h"
+#include "daemon/control/trial_log.h"
 #include "proto/control.h"
 
 namespace triald::daemon {
@@ -116,14 +117,33 @@ Result<json::value> LogsVerb(const VerbContext& c, const json::object& args) {
         "triald there); this is node " +
         st.node());
   }
-  std::string path = model::TrialDir(c.state_dir, s.name, t.number) + "/" + stream + ".log";
-  Result<std::string> content = common::ReadFile(path);
+  // The daemon's own log folder; trials from before logs moved there kept theirs in the trial
+  // folder, read the same careful way (ReadTrialLog: no links, no FIFOs, bounded).
+  const std::string number_s = std::to_string(t.number);
+  const std::string file = stream + ".log";
+  std::string relative = "studies/" + s.name + "/logs/" + number_s + "/" + file;
+  Result<TrialLogContent> content = ReadTrialLog(c.state_dir, relative, TrialLogLimits{});
+  if (!content.ok() && content.status().code() == common::Code::kNotFound) {
+    const std::string legacy = "studies/" + s.name + "/trials/" + number_s + "/" + file;
+    Result<TrialLogContent> old = ReadTrialLog(c.state_dir, legacy, TrialLogLimits{});
+    if (old.ok()) {
+      relative = legacy;
+      content = std::move(old);
+    }
+  }
   json::object o;
-  o["path"] = path;
+  o["path"] = c.state_dir + "/" + relative;
   o["state"] = model::TrialStateName(t.state);
   // Logs hold whatever the worker wrote; JSON needs valid UTF-8.
-  o["content"] = content.ok() ? common::SanitizeUtf8(*content) : std::string();
+  o["content"] = content.ok() ? common::SanitizeUtf8(content->content) : std::string();
   o["exists"] = content.ok();
+  if (content.ok()) {
+    o["size"] = content->size;
+    o["omitted"] = content->omitted;
+  } else if (content.status().code() != common::Code::kNotFound) {
+    // Present but refused (a link, a FIFO, not triald's): say why instead of "no log".
+    o["refused"] = content.status().message();
+  }
   return json::value(std::move(o));
 }
 

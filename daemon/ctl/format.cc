@@ -7,9 +7,41 @@
 namespace triald::ctl {
 namespace json = boost::json;
 
+std::string EscapeForTerminal(std::string_view text, bool keep_lines) {
+  static const char kHex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(text[i]);
+    if (keep_lines && (c == '\n' || c == '\t')) {
+      out += static_cast<char>(c);
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (c < 0x20 || c == 0x7f) {
+      out += "\\x";
+      out += kHex[c >> 4];
+      out += kHex[c & 0xf];
+    } else if (c == 0xc2 && i + 1 < text.size() &&
+               static_cast<unsigned char>(text[i + 1]) >= 0x80 &&
+               static_cast<unsigned char>(text[i + 1]) <= 0x9f) {
+      const unsigned char d = static_cast<unsigned char>(text[++i]);
+      out += "\\u00";
+      out += kHex[d >> 4];
+      out += kHex[d & 0xf];
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out;
+}
+
 std::string FormatValue(const json::value& v) {
   if (v.is_null()) return "-";
-  if (v.is_string()) return std::string(v.get_string());
+  if (v.is_string()) return EscapeForTerminal(v.get_string());
   if (v.is_double() || v.is_int64() || v.is_uint64()) {
     double d = v.to_number<double>();
     std::ostringstream o;
@@ -24,7 +56,7 @@ std::string FormatParams(const json::value& params) {
   if (!params.is_object()) return s;
   for (const auto& kv : params.get_object()) {
     if (!s.empty()) s += " ";
-    s += std::string(kv.key()) + "=" + FormatValue(kv.value());
+    s += EscapeForTerminal(kv.key()) + "=" + FormatValue(kv.value());
   }
   return s;
 }

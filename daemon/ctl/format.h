@@ -6,10 +6,19 @@
 #include <boost/json.hpp>
 #include <iosfwd>
 #include <string>
+#include <string_view>
 
 namespace triald::ctl {
 
-// A scalar as a person reads it: "-" for null, numbers to 6 significant digits.
+// `text` with every control character made visible, so that what a worker or a sweep file put
+// in a string (an escape sequence, a carriage return, a bell) cannot drive the terminal: \n,
+// \r and \t as in C, other C0 controls and DEL as \xHH, C1 controls (U+0080..U+009F, which
+// some terminals take as CSI and friends) as \u00HH. Everything else, UTF-8 included, is kept.
+// `keep_lines`: newlines and tabs pass (an error message's own layout).
+std::string EscapeForTerminal(std::string_view text, bool keep_lines = false);
+
+// A scalar as a person reads it: "-" for null, numbers to 6 significant digits, strings with
+// EscapeForTerminal.
 std::string FormatValue(const boost::json::value& v);
 // "name=value name=value" of a params object.
 std::string FormatParams(const boost::json::value& params);

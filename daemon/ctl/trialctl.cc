@@ -75,7 +75,7 @@ void PrintStatus(std::ostream& out, const json::object& s) {
 }
 
 int Fail(std::ostream& err, const common::Status& st) {
-  err << "trialctl: " << st.message() << "\n";
+  err << "trialctl: " << EscapeForTerminal(st.message(), true) << "\n";
   return st.code() == common::Code::kUnavailable ? kExitUnavailable : kExitError;
 }
 
@@ -242,6 +242,10 @@ int RunTrialctl(const std::vector<std::string>& argv, std::ostream& out, std::os
   } else if (verb == "logs") {
     const json::object& o = r->get_object();
     if (!o.at("exists").get_bool()) {
+      if (const json::value* why = o.if_contains("refused")) {
+        err << "trialctl: log not shown: " << FormatValue(*why) << "\n";
+        return kExitError;
+      }
       err << "trialctl: no " << (a.stderr_stream ? "stderr" : "stdout") << " log for trial "
           << a.trial << " (state " << Str(o, "state") << ")\n";
       return kExitError;

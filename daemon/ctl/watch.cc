@@ -130,7 +130,7 @@ int WatchStudy(Client& client, const std::string& study, const WatchOptions& o, 
     Result<json::value> r = client.Call("status", {{"study", study}});
     if (!r.ok()) {
       if (tty && drawn > 0) view << "\n";
-      err << "trialctl: " << r.status().message() << "\n";
+      err << "trialctl: " << EscapeForTerminal(r.status().message(), true) << "\n";
       return r.status().code() == common::Code::kUnavailable ? kExitUnavailable : kExitError;
     }
     const json::object& s = r->get_object();

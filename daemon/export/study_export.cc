@@ -128,6 +128,17 @@ std::string CsvField(const std::string& s) {
   return out + "\"";
 }
 
+// A text cell (a string parameter value, a fail reason): one that a spreadsheet would take for a
+// formula (starting with '=', '+', '-' or '@', or a tab or carriage return before one) gets a
+// leading apostrophe, so opening the export never runs what a sweep file or a worker put there.
+// Numbers are written as numbers, -0.5 included: only text cells are changed.
+std::string CsvText(const std::string& s) {
+  if (!s.empty() && std::string_view("=+-@\t\r").find(s.front()) != std::string_view::npos) {
+    return CsvField("'" + s);
+  }
+  return CsvField(s);
+}
+
 std::string CsvNumber(std::optional<double> v) {
   if (!v) return "";
   if (std::isnan(*v)) return "nan";
@@ -269,15 +280,17 @@ Result<StudyData> ParseStudyExport(json::value reply) {
 
 std::string ToCsv(const StudyData& study) {
   std::string out = "number,state,value,reason";
-  for (const std::string& n : study.param_names) out += "," + CsvField("params_" + n);
+  for (const std::string& n : study.param_names) out += "," + CsvText("params_" + n);
   out += ",datetime_start,datetime_complete,duration\n";
   for (const ExportTrial& t : study.trials) {
     out += std::to_string(t.number) + "," + t.state + "," + CsvNumber(t.value) + "," +
-           CsvField(t.fail_reason);
+           CsvText(t.fail_reason);
     for (const std::string& n : study.param_names) {
       out += ",";
       for (const ExportParam& p : t.params) {
-        if (p.name == n) out += CsvField(CsvValue(p.external));
+        if (p.name != n) continue;
+        out += p.external.is_string() ? CsvText(std::string(p.external.get_string()))
+                                      : CsvField(CsvValue(p.external));
       }
     }
     out += "," + IsoLocal(t.started_at) + "," + IsoLocal(t.finished_at) + ",";

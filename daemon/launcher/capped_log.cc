@@ -1,9 +1,12 @@
 #include "daemon/launcher/capped_log.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <filesystem>
 
 namespace triald::launcher {
 
@@ -12,10 +15,39 @@ namespace {
 constexpr size_t kMinTailBytes = 8 * 1024;
 }  // namespace
 
+common::Status MakeLogDir(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return common::IoError("create " + dir + ": " + ec.message());
+  struct stat st {};
+  if (::lstat(dir.c_str(), &st) != 0) return common::ErrnoError("stat " + dir, errno);
+  if (!S_ISDIR(st.st_mode) || st.st_uid != ::geteuid()) {
+    return common::FailedPrecondition(
+        "log folder " + dir + " is not a directory owned by uid " + std::to_string(::geteuid()) +
+        " (a symlink, or someone else's); refusing to write trial logs there");
+  }
+  if ((st.st_mode & 07777) != 0750 && ::chmod(dir.c_str(), 0750) != 0) {
+    return common::ErrnoError("chmod 0750 " + dir, errno);
+  }
+  return common::Status::Ok();
+}
+
 common::Result<std::unique_ptr<CappedLog>> CappedLog::Open(const std::string& path,
                                                            const Options& options) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640);
+  // Never follows a link; O_NONBLOCK so that a FIFO without a reader fails (ENXIO) instead of
+  // blocking; writes then block as usual (a regular file never waits).
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC,
+                  0640);
   if (fd < 0) return common::ErrnoError("open " + path, errno);
+  common::UniqueFd owned(fd);
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) return common::ErrnoError("stat " + path, errno);
+  // 0640 whatever the umask (a device such as /dev/null keeps its mode).
+  if (S_ISREG(st.st_mode) && (st.st_mode & 07777) != 0640 && ::fchmod(fd, 0640) != 0) {
+    return common::ErrnoError("chmod " + path, errno);
+  }
+  TRIALD_RETURN_IF_ERROR(common::SetNonBlocking(fd, false));
+  fd = owned.Release();
   return std::unique_ptr<CappedLog>(new CappedLog(common::UniqueFd(fd), options));
 }
 

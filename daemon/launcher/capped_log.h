@@ -16,6 +16,12 @@
 
 namespace triald::launcher {
 
+// Creates `dir` (and missing parents) as a folder of the daemon's: it must end up a real
+// directory (not a symlink) owned by the daemon's uid, and is set to 0750 whatever the umask, so
+// that nobody else (a trial running as another user included) can add, rename or replace files
+// in it. Errors name the folder and what was wrong.
+common::Status MakeLogDir(const std::string& dir);
+
 class CappedLog {
  public:
   struct Options {
@@ -23,6 +29,7 @@ class CappedLog {
     size_t tail_bytes = 1 << 20;
   };
 
+  // Creates or truncates `path` (a link is never followed), mode 0640 whatever the umask.
   static common::Result<std::unique_ptr<CappedLog>> Open(const std::string& path,
                                                          const Options& options);
   ~CappedLog();

@@ -31,11 +31,15 @@ enum class StopReason { kNone, kTimeout, kPrune, kCancel, kShutdown, kProtocol, 
 const char* StopReasonName(StopReason reason);
 
 struct LaunchSpec {
-  std::string executable;           // absolute path (resolved by the caller)
-  std::vector<std::string> argv;    // argv[0] included
-  std::vector<std::string> env;     // the complete environment, "KEY=VALUE"
-  std::string workdir;              // the child's cwd
-  std::string log_dir;              // stdout.log and stderr.log go here
+  std::string executable;         // absolute path (resolved by the caller)
+  std::vector<std::string> argv;  // argv[0] included
+  std::vector<std::string> env;   // the complete environment, "KEY=VALUE"
+  std::string workdir;            // the child's cwd
+  // The trial's own folder (TRIALD_TRIAL_DIR), created if missing; empty: none.
+  std::string trial_dir;
+  // stdout.log and stderr.log go here: a folder of the daemon's (created 0750, owned by the
+  // daemon), never the trial's folder, so the trial cannot replace the files the daemon reads.
+  std::string log_dir;
   size_t log_head_bytes = 1 << 20;  // kept from the start of each stream
   size_t log_tail_bytes = 1 << 20;  // kept from the end of each stream
   double timeout_s = 0;             // 0: none

@@ -264,12 +264,17 @@ Status Session::Start() {
     spawn_errno_ = err;
     return st;
   };
-  std::error_code fs_ec;
-  std::filesystem::create_directories(spec_.log_dir, fs_ec);
-  if (fs_ec) {
-    return failed(common::IoError("create " + spec_.log_dir + ": " + fs_ec.message()),
-                  fs_ec.value());
+  if (!spec_.trial_dir.empty()) {
+    std::error_code fs_ec;
+    std::filesystem::create_directories(spec_.trial_dir, fs_ec);
+    if (fs_ec) {
+      return failed(common::IoError("create " + spec_.trial_dir + ": " + fs_ec.message()),
+                    fs_ec.value());
+    }
   }
+  errno = 0;  // MakeLogDir's refusals (a link, someone else's folder) set none: persistent
+  Status log_dir = MakeLogDir(spec_.log_dir);
+  if (!log_dir.ok()) return failed(log_dir, errno);
   CappedLog::Options log_opts{spec_.log_head_bytes, spec_.log_tail_bytes};
   Result<std::unique_ptr<CappedLog>> out_log =
       CappedLog::Open(spec_.log_dir + "/stdout.log", log_opts);
@@ -513,7 +518,19 @@ void Session::FailProtocol(const std::string& message) {
 }
 
 void Session::SignalGroup(int sig) {
-  if (identity_.pgid > 1) ::kill(-identity_.pgid, sig);
+  // A process group id names our trial only while the group exists: until the main process
+  // (its leader) is reaped its pid is held, and after that only while a member is left. Once the
+  // group is known empty, or found empty now, the number may belong to someone else's group, so
+  // it is never signalled again (the cgroup, which is ours alone, still is).
+  // With a cgroup, that alone reaches the members once the leader is gone. Without one, a
+  // process that now holds the reaped leader's pid is someone else's, and so is the group named
+  // by it (a new group takes its creator's pid as id).
+  bool by_pgid = identity_.pgid > 1 && !group_empty_;
+  if (by_pgid && main_exited_) {
+    const bool pid_reused = ::kill(identity_.pgid, 0) == 0 || errno == EPERM;
+    by_pgid = cgroup_ == nullptr && !pid_reused && common::ProcessGroupExists(identity_.pgid);
+  }
+  if (by_pgid) ::kill(-identity_.pgid, sig);
   if (cgroup_) {
     if (sig == SIGKILL) {
       cgroup_->Kill();

@@ -54,4 +54,8 @@ std::string TrialDir(const std::string& state_dir, const std::string& study, int
   return StudiesDir(state_dir) + study + "/trials/" + std::to_string(number);
 }
 
+std::string TrialLogDir(const std::string& state_dir, const std::string& study, int number) {
+  return StudiesDir(state_dir) + study + "/logs/" + std::to_string(number);
+}
+
 }  // namespace triald::model

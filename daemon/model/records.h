@@ -131,9 +131,14 @@ struct EventRecord {
   std::string detail;
 };
 
-// Where a trial's folder is: STATE_DIR/studies/STUDY/trials/NUMBER (its logs, its working files,
-// TRIALD_TRIAL_DIR). The one place that spells the layout.
+// Where a trial's folder is: STATE_DIR/studies/STUDY/trials/NUMBER (its working files,
+// TRIALD_TRIAL_DIR; the trial's to write). The one place that spells the layout.
 std::string TrialDir(const std::string& state_dir, const std::string& study, int number);
+// Where the daemon keeps a trial's captured stdout.log and stderr.log:
+// STATE_DIR/studies/STUDY/logs/NUMBER, beside the trial folders and out of the trial's reach
+// (created by the daemon, never writable by the trial), so that a trial cannot replace its logs
+// with a FIFO or a link that `trialctl logs` would then follow.
+std::string TrialLogDir(const std::string& state_dir, const std::string& study, int number);
 // STATE_DIR/studies/: every trial folder is below it.
 std::string StudiesDir(const std::string& state_dir);
 

@@ -25,7 +25,8 @@ launcher::LaunchSpec MakeLaunchSpec(const LaunchSettings& settings, const std::s
   const config::ObjectiveConfig& obj = spec.objective;
   ls.argv = obj.command;
   ls.workdir = obj.workdir;
-  ls.log_dir = model::TrialDir(settings.state_dir, study_name, trial.number);
+  ls.trial_dir = model::TrialDir(settings.state_dir, study_name, trial.number);
+  ls.log_dir = model::TrialLogDir(settings.state_dir, study_name, trial.number);
   ls.log_head_bytes = settings.log_head_bytes;
   ls.log_tail_bytes = settings.log_tail_bytes;
   ls.timeout_s = spec.study.trial_timeout;
@@ -54,7 +55,7 @@ launcher::LaunchSpec MakeLaunchSpec(const LaunchSettings& settings, const std::s
   env["TRIALD_PARAMS"] = boost::json::serialize(params);
   env["TRIALD_STUDY"] = study_name;
   env["TRIALD_TRIAL"] = std::to_string(trial.number);
-  env["TRIALD_TRIAL_DIR"] = ls.log_dir;
+  env["TRIALD_TRIAL_DIR"] = ls.trial_dir;
   env["TRIALD_REPORT_FD"] = "3";
   env["TRIALD_NODE"] = settings.node;
   // The trial's GPUs by NVML index; NVML counts in PCI bus order, so CUDA must too. Empty on a

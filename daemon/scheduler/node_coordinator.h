@@ -68,9 +68,10 @@ class NodeCoordinator {
   // Whether storage refusing to end a lost trial (`st`) means another node ended it first.
   virtual bool EndedElsewhere(const common::Status& st) const = 0;
   // A stored RUNNING study this node cannot run (`why`): true when it is left to the other
-  // nodes (shared: remembered, logged, not tried again); false when the caller must stop it.
+  // nodes (shared: logged, and tried again after a back-off, since the cause may pass); false
+  // when the caller must stop it.
   virtual bool LeaveToOthers(const model::StudyRecord& study, const common::Status& why) = 0;
-  // Whether LeaveToOthers() took the study of that name.
+  // Whether LeaveToOthers() took the study of that name and its retry is not due yet.
   virtual bool LeftToOthers(const std::string& study_name) const = 0;
 
   // ---- Decisions about a study's trials ----

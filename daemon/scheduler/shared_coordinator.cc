@@ -56,13 +56,26 @@ bool SharedCoordinator::EndedElsewhere(const Status& st) const {
 }
 
 bool SharedCoordinator::LeaveToOthers(const model::StudyRecord& study, const Status& why) {
-  not_loaded_[study.name] = why.message();
-  options_.logger->warn("study {}: not run on this node: {}", study.name, why.message());
+  const double now = options_.clock->MonotonicSeconds();
+  auto [it, first] = not_loaded_.try_emplace(study.name);
+  NotLoaded& n = it->second;
+  const bool same = !first && n.why == why.message();
+  n.delay = first ? kLoadRetryFirstSeconds : std::min(n.delay * 2, kLoadRetryMaxSeconds);
+  n.retry_at = now + n.delay;
+  n.why = why.message();
+  if (!same) {
+    options_.logger->warn("study {}: not run on this node for now: {}; trying again in {} s",
+                          study.name, n.why, n.delay);
+  } else {
+    options_.logger->debug("study {}: still not loadable: {}; trying again in {} s", study.name,
+                           n.why, n.delay);
+  }
   return true;
 }
 
 bool SharedCoordinator::LeftToOthers(const std::string& study_name) const {
-  return not_loaded_.count(study_name) > 0;
+  auto it = not_loaded_.find(study_name);
+  return it != not_loaded_.end() && options_.clock->MonotonicSeconds() < it->second.retry_at;
 }
 
 Status SharedCoordinator::Sync(StudyCache& study) {

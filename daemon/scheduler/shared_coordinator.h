@@ -36,6 +36,11 @@
 
 namespace triald::daemon {
 
+// A study this node failed to load is tried again after this long, doubling each time it fails
+// again, up to the maximum.
+constexpr double kLoadRetryFirstSeconds = 10;
+constexpr double kLoadRetryMaxSeconds = 300;
+
 // Pruning decisions use other nodes' intermediate values at most this old.
 constexpr double kPruneSyncSeconds = 0.5;
 // A node claims and starts trials only while its last heartbeat is younger than this fraction
@@ -109,10 +114,18 @@ class SharedCoordinator final : public NodeCoordinator {
     model::TrialOutcome outcome;
     bool own = true;
   };
-  std::vector<PendingFinish> pending_finishes_;    // trial ends not yet stored
-  std::set<std::string> dead_nodes_;               // nodes found silent at the last look
-  double lease_from_ = -1e300;                     // monotonic time before the last heartbeat
-  std::map<std::string, std::string> not_loaded_;  // studies this node cannot run: why
+  std::vector<PendingFinish> pending_finishes_;  // trial ends not yet stored
+  std::set<std::string> dead_nodes_;             // nodes found silent at the last look
+  double lease_from_ = -1e300;                   // monotonic time before the last heartbeat
+  // Studies this node could not load: why, and when to try again. A failure may be passing (the
+  // database, a file being deployed), so each is retried after kLoadRetryFirstSeconds, doubling
+  // up to kLoadRetryMaxSeconds while it keeps failing.
+  struct NotLoaded {
+    std::string why;
+    double retry_at = 0;  // monotonic
+    double delay = 0;
+  };
+  std::map<std::string, NotLoaded> not_loaded_;
 };
 
 }  // namespace triald::daemon

@@ -1,5 +1,6 @@
 #include "daemon/scheduler/trial_outcome.h"
 
+#include <csignal>
 #include <sstream>
 
 #include "common/utf8.h"
@@ -45,7 +46,14 @@ TrialOutcome ClassifyExit(const TrialObservation& seen) {
   out.fail.exit_code = o.exit.signaled ? -1 : o.exit.code;
   out.fail.signal = o.exit.signaled ? o.exit.signal : 0;
   out.fail.core_dumped = o.exit.core_dumped;
-  const std::string how = o.exit.Describe() + (o.killed ? " after SIGKILL" : "");
+  // `killed`: the group was still there when the grace period after SIGTERM ran out, and got
+  // SIGKILL. Say so, whether the main process died of it or had already ended another way.
+  std::string how = o.exit.Describe();
+  if (o.killed) {
+    how += o.exit.signaled && o.exit.signal == SIGKILL
+               ? " (still running when the grace period after SIGTERM ran out)"
+               : "; its process group got SIGKILL when the grace period after SIGTERM ran out";
+  }
   auto fail = [&](const std::string& reason, const std::string& detail) {
     out.state = TrialState::kFail;
     out.fail.reason = reason;

@@ -5,6 +5,7 @@
 
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <catch2/catch.hpp>
 #include <cstdint>
@@ -309,4 +310,44 @@ TEST_CASE("a write failure is reported by Close", "[capped_log]") {
 }
 
 }  // namespace
+TEST_CASE("Open never follows a link and never waits on a FIFO at the log path",
+          "[capped_log][security]") {
+  TempDir dir;
+  const std::string target = dir.Write("target", "keep me\n");
+  const std::string link = dir.File("stdout.log");
+  REQUIRE(::symlink(target.c_str(), link.c_str()) == 0);
+  Result<std::unique_ptr<CappedLog>> log = CappedLog::Open(link, CappedLog::Options{});
+  CHECK_FALSE(log.ok());
+  CHECK(Slurp(target) == "keep me\n");  // not truncated through the link
+
+  const std::string fifo = dir.File("stderr.log");
+  REQUIRE(::mkfifo(fifo.c_str(), 0644) == 0);
+  Result<std::unique_ptr<CappedLog>> on_fifo = CappedLog::Open(fifo, CappedLog::Options{});
+  CHECK_FALSE(on_fifo.ok());  // ENXIO at once (no reader), instead of blocking the daemon
+  CHECK_THAT(on_fifo.status().message(), Catch::Contains(fifo));
+}
+
+TEST_CASE("MakeLogDir: a folder of the daemon's, 0750 whatever the umask",
+          "[capped_log][security]") {
+  TempDir dir;
+  const mode_t old_mask = ::umask(0);
+  common::Status made = MakeLogDir(dir.File("studies/s/logs/3"));
+  Result<std::unique_ptr<CappedLog>> log =
+      CappedLog::Open(dir.File("studies/s/logs/3/stdout.log"), CappedLog::Options{});
+  ::umask(old_mask);
+  REQUIRE(made.ok());
+  REQUIRE(log.ok());
+  struct stat st {};
+  REQUIRE(::stat(dir.File("studies/s/logs/3").c_str(), &st) == 0);
+  CHECK((st.st_mode & 07777) == 0750);
+  REQUIRE(::stat(dir.File("studies/s/logs/3/stdout.log").c_str(), &st) == 0);
+  CHECK((st.st_mode & 07777) == 0640);
+
+  // A link where the folder should be is refused, not followed.
+  REQUIRE(::symlink(dir.path().c_str(), dir.File("studies/s/logs/4").c_str()) == 0);
+  common::Status linked = MakeLogDir(dir.File("studies/s/logs/4"));
+  CHECK(linked.code() == Code::kFailedPrecondition);
+  CHECK_THAT(linked.message(), Catch::Contains("logs/4"));
+}
+
 }  // namespace triald::launcher

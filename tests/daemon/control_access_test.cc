@@ -9,14 +9,18 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <catch2/catch.hpp>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
+#include <thread>
 
 #include "daemon/control/access.h"
 #include "daemon/control/requests.h"
 #include "daemon/control/verbs.h"
+#include "tests/support/skip.h"
 #include "tests/support/temp_dir.h"
 
 namespace triald::daemon {
@@ -223,6 +227,53 @@ TEST_CASE("ListenControlSocket: mode and group as asked, stale sockets replaced"
     REQUIRE(grouped.ok());
     REQUIRE(::stat(path.c_str(), &st) == 0);
     CHECK(st.st_gid == 42424u);
+  }
+}
+
+TEST_CASE(
+    "ListenControlSocket: a path swapped for a link while the socket is set up is not "
+    "followed",
+    "[control][security]") {
+  // Someone who can write in the socket's folder swaps the new socket for a symlink to a file
+  // of theirs the moment it appears, hoping that the mode and group meant for the socket land
+  // on that file. The socket must only appear at its path with its final mode, never be set
+  // up through the path; a racing attacker may win on some tries, so there are many.
+  TempDir dir;
+  const std::string path = dir.File("ctl.sock");
+  const std::string victim = dir.Write("victim", "secret");
+  REQUIRE(::chmod(victim.c_str(), 0600) == 0);
+  const std::string link = dir.File("link");
+  std::atomic<bool> stop{false};
+  std::atomic<int> swapped{0};
+  std::thread attacker([&] {
+    while (!stop.load()) {
+      struct stat st {};
+      if (::lstat(path.c_str(), &st) == 0 && S_ISSOCK(st.st_mode)) {
+        ::unlink(link.c_str());
+        if (::symlink(victim.c_str(), link.c_str()) == 0 &&
+            ::rename(link.c_str(), path.c_str()) == 0) {
+          swapped.fetch_add(1);
+        }
+      }
+    }
+  });
+  int listened = 0;
+  for (int i = 0; i < 1500; ++i) {
+    ::unlink(path.c_str());
+    common::Result<common::UniqueFd> fd = ListenControlSocket(path, 0666, ::getegid());
+    if (fd.ok()) ++listened;
+    struct stat st {};
+    REQUIRE(::stat(victim.c_str(), &st) == 0);
+    INFO("try " << i);
+    REQUIRE((st.st_mode & 07777) == 0600);
+  }
+  stop = true;
+  attacker.join();
+  CHECK(listened > 0);
+  CHECK(swapped.load() > 0);  // the attacker did act
+  // No private folder is left behind.
+  for (const auto& e : std::filesystem::directory_iterator(dir.path())) {
+    CHECK(e.path().filename().string().rfind(".triald-sock-", 0) == std::string::npos);
   }
 }
 

@@ -18,6 +18,7 @@ class FlakyStorage final : public storage::Storage {
  public:
   explicit FlakyStorage(std::unique_ptr<storage::Storage> inner) : inner_(std::move(inner)) {}
   bool down = false;
+  bool get_trials_down = false;  // only GetTrials fails (a study cannot be loaded)
 
   common::Status BeginBatch() override { return down ? Away() : inner_->BeginBatch(); }
   common::Status CommitBatch() override { return down ? Away() : inner_->CommitBatch(); }
@@ -66,7 +67,7 @@ class FlakyStorage final : public storage::Storage {
     return down ? Away() : inner_->FinishTrial(id, o, at);
   }
   common::Result<std::vector<model::TrialRecord>> GetTrials(int64_t id) override {
-    if (down) return Away();
+    if (down || get_trials_down) return Away();
     return inner_->GetTrials(id);
   }
   common::Result<model::TrialRecord> GetTrial(int64_t id, int number) override {

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "daemon/scheduler.h"
+#include "daemon/scheduler/shared_coordinator.h"
 #include "daemon/storage/sqlite_storage.h"
 #include "tests/daemon/fakes.h"
 #include "tests/daemon/flaky_storage.h"
@@ -359,6 +360,24 @@ TEST_CASE("a trial that ends while the database is away is recorded when it is b
   RunToEnd(c);
   CHECK(c.Trials("away").size() == 3);
   CHECK(c.Study("away").state == StudyState::kComplete);
+}
+
+TEST_CASE("a study a node failed to load is tried again later, not left for ever",
+          "[scheduler][shared]") {
+  Cluster c({"alpha", "beta"});
+  c[1].flaky->get_trials_down = true;  // beta cannot load the study for now
+  REQUIRE(c[0].scheduler->Submit({SweepToml("later", 40, 40), "/tmp/later.toml"}).ok());
+  c.TickAll();
+  CHECK(c[1].launcher->launch_count() == 0);
+  c[1].flaky->get_trials_down = false;
+  c.TickAll();  // the retry is not due yet
+  CHECK(c[1].launcher->launch_count() == 0);
+  c.clock().Advance(kLoadRetryFirstSeconds + 1);
+  c.TickAll();  // due: beta loads it and takes part
+  CHECK(c[1].launcher->launch_count() > 0);
+  std::map<std::string, int> ran = RunToEnd(c);
+  CHECK(ran["alpha"] + ran["beta"] == 40);
+  CHECK(c.Study("later").state == StudyState::kComplete);
 }
 
 TEST_CASE("a restarted node asks to kill only its own trials' processes", "[scheduler][shared]") {

@@ -395,7 +395,8 @@ TEST_CASE("a trial's launch spec carries its params, identity, limits and enviro
     CHECK(std::filesystem::path(spec.executable).filename() == "sh");
     CHECK(::access(spec.executable.c_str(), X_OK) == 0);
     CHECK(spec.workdir == kSweepDir + "/run");
-    CHECK(spec.log_dir == trial_dir);
+    CHECK(spec.trial_dir == trial_dir);
+    CHECK(spec.log_dir == "/srv/triald/studies/spec-check/logs/" + std::to_string(n));
     CHECK(spec.timeout_s == 30);
     CHECK(spec.kill_grace_s == 2.5);
     CHECK(spec.log_head_bytes == 4096);

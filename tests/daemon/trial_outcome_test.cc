@@ -80,8 +80,16 @@ std::vector<Row> Rows() {
   r.stop = StopReason::kTimeout, r.exit = Killed(SIGKILL), r.killed = true;
   r.worker_error = "stuck in a collective", r.state = TrialState::kFail, r.reason = "timeout";
   r.detail =
-      "exceeded trial_timeout of 2.5 s; killed by SIGKILL after SIGKILL; worker said: stuck in a "
-      "collective";
+      "exceeded trial_timeout of 2.5 s; killed by SIGKILL (still running when the grace period "
+      "after SIGTERM ran out); worker said: stuck in a collective";
+  add(r);
+
+  r = Row("timeout whose main process exited but whose group needed SIGKILL");
+  r.stop = StopReason::kTimeout, r.exit = Exited(0), r.killed = true;
+  r.state = TrialState::kFail, r.reason = "timeout";
+  r.detail =
+      "exceeded trial_timeout of 2.5 s; exited with code 0; its process group got SIGKILL when "
+      "the grace period after SIGTERM ran out";
   add(r);
 
   r = Row("cancelled while running");

@@ -204,7 +204,9 @@ TEST_CASE("fault: a worker ignoring SIGTERM is killed after the grace period", "
   CHECK(t.at("state").as_string() == "FAIL");
   CHECK(Reason(t) == "timeout");
   CHECK(t.at("signal").as_int64() == SIGKILL);
-  CHECK(std::string(t.at("fail_detail").as_string()).find("after SIGKILL") != std::string::npos);
+  CHECK(std::string(t.at("fail_detail").as_string())
+            .find("still running when the grace period after SIGTERM ran out") !=
+        std::string::npos);
   f.CheckDaemonFine();
 }
 
@@ -268,7 +270,7 @@ TEST_CASE("fault: 100 MB on stdout completes with a capped log", "[fault]") {
   for (const auto& e : fs::recursive_directory_iterator(f.dir.File("state/studies/flood"))) {
     if (e.is_regular_file()) total += e.file_size();
   }
-  uintmax_t stdout_size = fs::file_size(f.dir.File("state/studies/flood/trials/0/stdout.log"));
+  uintmax_t stdout_size = fs::file_size(f.dir.File("state/studies/flood/logs/0/stdout.log"));
   CHECK(stdout_size > (2u << 20) - 4096);
   CHECK(stdout_size < (2u << 20) + 4096);
   CHECK(total < (2u << 20) + 64 * 1024);

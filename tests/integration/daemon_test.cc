@@ -137,8 +137,7 @@ TEST_CASE("a trial flooding stdout completes and its log stays capped",
   Sweep s;
   auto trials = s.Run("flood", "head -c 100000000 /dev/zero\n" + std::string(kFinal), 1, 1);
   CHECK(CountState(trials, "COMPLETE") == 1);
-  auto size =
-      std::filesystem::file_size(s.daemon.state_dir() + "/studies/flood/trials/0/stdout.log");
+  auto size = std::filesystem::file_size(s.daemon.state_dir() + "/studies/flood/logs/0/stdout.log");
   CHECK(size <= (2u << 20) + 100);
   // The daemon's memory stayed bounded while it drained 100 MB.
   std::ifstream st("/proc/" + std::to_string(s.daemon.pid()) + "/status");

@@ -76,6 +76,65 @@ TEST_CASE("trialctl export: bad command lines exit 2", "[trialctl][export][integ
   CHECK(Trialctl("/x", {"export", "--format", "csv"}).code == ctl::kExitUsage);
 }
 
+TEST_CASE("export CSV neutralises text cells a spreadsheet would run as formulas",
+          "[export][security]") {
+  // String parameter values starting with '=', '+', '-', '@' (or a tab) get a leading
+  // apostrophe; numbers, negative ones included, stay numbers.
+  const char* reply = R"J({"study":{"name":"f","state":"COMPLETE","direction":"minimize",
+    "n_trials":5,"best":null},"trials":[
+    {"number":0,"state":"COMPLETE","value":-0.5,"fail_reason":null,
+     "params":{"s":"=HYPERLINK(\"http://x\")",
+  "x" : -0.5
+},
+    "params_internal" : {"s" : 0, "x" : -0.5},
+                        "distributions"
+    : {
+      "s" : {"type" : "categorical", "choices" : ["=HYPERLINK(\"http://x\")"]},
+      "x" : {"type" : "float", "low" : -1.0, "high" : 1.0, "log" : false, "step" : 0.0}
+    },
+      "intermediate" : [],
+                       "attrs" : {},
+                                 "created_at" : 1.0,
+                                 "started_at" : null,
+                                                "finished_at" : null
+},
+    {"number":1,"state":"COMPLETE","value":1.0,"fail_reason":null,
+     "params":{"s":"+1","x":-1e-05},"params_internal":{"s":0,"x":-1e-05},
+     "distributions":{"s":{"type":"categorical","choices":["+1"]},
+                      "x":{"type":"float","low":-1.0,"high":1.0,"log":false,"step":0.0}},
+     "intermediate":[],"attrs":{},"created_at":1.0,"started_at":null,"finished_at":null},
+    {"number":2,"state":"COMPLETE","value":1.0,"fail_reason":null,
+     "params":{"s":"-2+3","x":0.5},"params_internal":{"s":0,"x":0.5},
+     "distributions":{"s":{"type":"categorical","choices":["-2+3"]},
+                      "x":{"type":"float","low":-1.0,"high":1.0,"log":false,"step":0.0}},
+     "intermediate":[],"attrs":{},"created_at":1.0,"started_at":null,"finished_at":null},
+    {"number":3,"state":"COMPLETE","value":1.0,"fail_reason":null,
+     "params":{"s":"@SUM(A1)","x":0.5},"params_internal":{"s":0,"x":0.5},
+     "distributions":{"s":{"type":"categorical","choices":["@SUM(A1)"]},
+                      "x":{"type":"float","low":-1.0,"high":1.0,"log":false,"step":0.0}},
+     "intermediate":[],"attrs":{},"created_at":1.0,"started_at":null,"finished_at":null},
+    {"number":4,"state":"COMPLETE","value":1.0,"fail_reason":null,
+     "params":{"s":"plain","x":0.5},"params_internal":{"s":0,"x":0.5},
+     "distributions":{"s":{"type":"categorical","choices":["plain"]},
+                      "x":{"type":"float","low":-1.0,"high":1.0,"log":false,"step":0.0}},
+     "intermediate":[],"attrs":{},"created_at":1.0,"started_at":null,"finished_at":null}]
+})J";
+  common::Result<exports::StudyData> data = exports::ParseStudyExport(json::parse(reply));
+  REQUIRE(data.ok());
+  std::vector<std::vector<std::string>> rows = ParseCsv(exports::ToCsv(*data));
+  REQUIRE(rows.size() == 6);
+  REQUIRE(rows[0][4] == "params_s");
+  REQUIRE(rows[0][5] == "params_x");
+  CHECK(rows[1][4] == "'=HYPERLINK(\"http://x\")");
+  CHECK(rows[2][4] == "'+1");
+  CHECK(rows[3][4] == "'-2+3");
+  CHECK(rows[4][4] == "'@SUM(A1)");
+  CHECK(rows[5][4] == "plain");
+  CHECK(rows[1][2] == "-0.5");  // the value column: a number
+  CHECK(rows[1][5] == "-0.5");  // a float parameter: a number
+  CHECK(rows[2][5] == "-1e-05");
+}
+
 TEST_CASE("export CSV quotes fields and JSON writes numbers as Python does", "[export]") {
   // An export reply as the daemon sends it, with text that needs quoting.
   const char* reply = R"({"study":{"name":"q","state":"COMPLETE","direction":"maximize",

@@ -1,8 +1,11 @@
 // ProcessLauncher and Reaper in-process: real vfork+exec, no daemon around them.
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/json.hpp>
 #include <catch2/catch.hpp>
 #include <chrono>
@@ -14,6 +17,7 @@
 #include "daemon/launcher/process_launcher.h"
 #include "daemon/launcher/reaper.h"
 #include "tests/integration/harness.h"
+#include "tests/support/skip.h"
 
 namespace triald::testing {
 namespace {
@@ -94,6 +98,38 @@ class LauncherFixture {
 };
 
 std::vector<std::string> Sh(const std::string& script) { return {"/bin/sh", "-c", script}; }
+
+// A process of the test's own, alone in a new process group whose id is `pgid`: placed there
+// with /proc/sys/kernel/ns_last_pid (root), as the kernel would when it reuses a number. On
+// SIGTERM it writes 'T' to `report_fd` and exits. Returns -1 when another process took the pid
+// first every time.
+int g_victim_report_fd = -1;
+pid_t ForkAtPid(pid_t pgid, int report_fd) {
+  for (int attempt = 0; attempt < 200; ++attempt) {
+    int f = ::open("/proc/sys/kernel/ns_last_pid", O_WRONLY | O_CLOEXEC);
+    if (f < 0) return -1;
+    std::string last = std::to_string(pgid - 1);
+    bool wrote = ::write(f, last.data(), last.size()) == static_cast<ssize_t>(last.size());
+    ::close(f);
+    if (!wrote) return -1;
+    pid_t pid = ::fork();
+    if (pid == 0) {
+      g_victim_report_fd = report_fd;
+      ::signal(SIGTERM, [](int) {
+        (void)!::write(g_victim_report_fd, "T", 1);
+        ::_exit(0);
+      });
+      ::setpgid(0, 0);
+      for (;;) ::pause();
+    }
+    if (pid == pgid) {
+      ::setpgid(pid, pid);
+      return pid;
+    }
+    if (pid > 0) ::kill(pid, SIGKILL);
+  }
+  return -1;
+}
 
 }  // namespace
 
@@ -413,6 +449,48 @@ TEST_CASE("destroying a TrialProcess kills its whole group at once", "[launcher]
   }
   CHECK_FALSE(common::ProcessGroupExists(pgid));
   CHECK_FALSE(exited);  // nobody is told about an abandoned trial
+}
+
+TEST_CASE("a trial's process group id is never signalled once the group is empty",
+          "[launcher][integration]") {
+  if (::geteuid() != 0) TRIALD_SKIP("needs root to place a process at a chosen pid");
+  if (::access("/proc/sys/kernel/ns_last_pid", W_OK) != 0) {
+    TRIALD_SKIP("/proc/sys/kernel/ns_last_pid is not writable here");
+  }
+  LauncherFixture f;
+  common::Result<common::Pipe> report = common::MakePipe(true);
+  REQUIRE(report.ok());
+  // The main process exits at once; a process that left the group keeps the output pipes open
+  // for a while, so the trial is not over when its group is already empty. Its group id is
+  // then given to a process of ours (as the kernel may reuse it), and the trial is stopped.
+  boost::asio::steady_timer poll(f.io_);
+  pid_t victim = -1;
+  std::function<void()> wait_empty;
+  auto run = f.Go(f.Spec(Sh("setsid sleep 3 </dev/null & exit 0")), [&](launcher::TrialProcess& p) {
+    const pid_t pgid = p.identity().pgid;
+    wait_empty = [&, pgid] {
+      poll.expires_after(std::chrono::milliseconds(20));
+      poll.async_wait([&, pgid](const boost::system::error_code& ec) {
+        if (ec) return;
+        if (common::ProcessGroupExists(pgid)) {
+          wait_empty();
+          return;
+        }
+        // Empty and reaped; the launcher's own check runs every few milliseconds.
+        ::usleep(100 * 1000);
+        victim = ForkAtPid(pgid, report->write.get());
+        p.Stop(StopReason::kCancel);
+      });
+    };
+    wait_empty();
+  });
+  if (victim < 0) TRIALD_SKIP("could not place a process at the freed pid (a busy machine)");
+  ::usleep(200 * 1000);
+  char c = 0;
+  ssize_t n = ::read(report->read.get(), &c, 1);
+  ::kill(victim, SIGKILL);
+  CHECK(n != 1);  // the victim got no SIGTERM
+  CHECK(run.outcome.exit.code == 0);
 }
 
 }  // namespace triald::testing

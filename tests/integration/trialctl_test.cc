@@ -212,4 +212,34 @@ TEST_CASE("trialctl enqueue queues trials that run next with the given params",
   CHECK_THAT(done.err, Catch::Contains("COMPLETE"));
 }
 
+TEST_CASE("trialctl escapes control characters a worker sent before they reach the terminal",
+          "[trialctl][security][integration]") {
+  TempDir dir;
+  TestDaemon d(dir.File("state"));
+  d.Start();
+  // An error message with a title-setting OSC sequence, a bell, a clear-screen CSI, a carriage
+  // return and a C1 CSI (U+009B).
+  dir.Write("w.sh",
+            "printf '%s\\n' '{\"type\":\"error\",\"message\":\"\\u001b]0;pwned\\u0007\\u001b[2J "
+            "bad\\rX\\u009b31m\"}' >&3\nexit 1\n",
+            0755);
+  std::string sweep = dir.Write("e.toml", ExecSweep("esc", "[\"sh\", \"w.sh\"]", 1, 1));
+  REQUIRE(Trialctl(d.socket(), {"submit", sweep, "--wait"}).code == ctl::kExitError);
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"trials", "esc"}, {"best", "esc"}, {"status", "esc"}}) {
+    Ctl c = Trialctl(d.socket(), args);
+    INFO(args[0] << ": " << c.out << c.err);
+    const std::string all = c.out + c.err;
+    for (char bad : {'\x1b', '\x07', '\r'}) CHECK(all.find(bad) == std::string::npos);
+    CHECK(all.find("\xc2\x9b") == std::string::npos);
+  }
+  Ctl trials = Trialctl(d.socket(), {"trials", "esc"});
+  CHECK_THAT(trials.out,
+             Catch::Contains("worker said: \\x1b]0;pwned\\x07\\x1b[2J bad\\rX\\u009b31m"));
+  // --json stays exact: it is JSON, with the characters escaped as JSON does.
+  Ctl json_out = Trialctl(d.socket(), {"trials", "esc", "--json"});
+  CHECK_THAT(std::string(json::parse(json_out.out).as_array()[0].at("fail_detail").as_string()),
+             Catch::Contains("\x1b]0;pwned\x07"));
+}
+
 }  // namespace triald::testing
