@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/post.hpp>
@@ -17,6 +18,7 @@
 
 #include "common/boost_process.h"
 #include "common/fd.h"
+#include "daemon/launcher/adopted.h"
 #include "daemon/launcher/capped_log.h"
 #include "proto/line_reader.h"
 
@@ -166,8 +168,12 @@ class Session : public std::enable_shared_from_this<Session> {
   void OnMainExit(int wait_status);
   void CheckGroup();
   void SignalGroup(int sig);
-  // No process of the trial is left: its group is empty and so is its cgroup, if it has one.
+  // No process of the trial is left: its group is empty and so is its cgroup, if it has one;
+  // without a cgroup, no process that left the group is among the daemon's adopted children.
   bool GroupEmpty() const;
+  // Without a cgroup: the trial's processes that left its group (setsid) and were re-parented
+  // to the daemon, a child subreaper (adopted.h). Empty with a cgroup, which holds them.
+  std::vector<pid_t> Escaped() const;
   void JudgeOom();
   // The trial is over when its main process is reaped, its group is empty and its pipes have
   // reached EOF (the reads deliver everything in order, the last final line included).
@@ -199,6 +205,9 @@ class Session : public std::enable_shared_from_this<Session> {
   bool finished_ = false;
   bool abandoned_ = false;
   bool cooperative_stop_ = false;  // StopAfterGrace() was called
+  bool grace_over_ = false;        // the grace period after SIGTERM has run out
+  bool escapes_logged_ = false;
+  std::string trial_dir_;  // TRIALD_TRIAL_DIR of its environment ("" when not set)
   int poll_ms_ = 2;
   std::string answers_;       // queued answer bytes the socket has not taken yet
   bool answer_wait_ = false;  // waiting for the socket to take more
@@ -219,6 +228,9 @@ class Handle final : public TrialProcess {
 };
 
 Status Session::Start() {
+  for (const std::string& kv : spec_.env) {
+    if (kv.rfind("TRIALD_TRIAL_DIR=", 0) == 0) trial_dir_ = kv.substr(17);
+  }
   std::error_code fs_ec;
   std::filesystem::create_directories(spec_.log_dir, fs_ec);
   if (fs_ec) return common::IoError("create " + spec_.log_dir + ": " + fs_ec.message());
@@ -424,12 +436,32 @@ void Session::SignalGroup(int sig) {
     } else {
       cgroup_->Signal(sig);
     }
+    return;
+  }
+  for (pid_t pid : Escaped()) {
+    if (!escapes_logged_) {
+      escapes_logged_ = true;
+      logger_->info(
+          "trial pid {}: process {} left its group (setsid) and lives on; stopping it "
+          "with the trial",
+          identity_.pid, pid);
+    }
+    ::kill(pid, sig);
+    if (::getpgid(pid) == pid) ::kill(-pid, sig);  // the group it leads, if it made one
   }
 }
 
 bool Session::GroupEmpty() const {
   if (common::ProcessGroupExists(identity_.pgid)) return false;
-  return cgroup_ == nullptr || !cgroup_->Populated();
+  if (cgroup_ != nullptr) return !cgroup_->Populated();
+  return Escaped().empty();
+}
+
+std::vector<pid_t> Session::Escaped() const {
+  if (cgroup_ != nullptr) return {};
+  std::vector<pid_t> out = AdoptedProcessesOf(trial_dir_);
+  out.erase(std::remove(out.begin(), out.end(), identity_.pid), out.end());  // the main process
+  return out;
 }
 
 void Session::Stop(StopReason reason) {
@@ -445,6 +477,7 @@ void Session::Stop(StopReason reason) {
       std::chrono::duration<double>(spec_.kill_grace_s)));
   grace_timer_.async_wait([self](const boost::system::error_code& ec) {
     if (ec || self->finished_) return;
+    self->grace_over_ = true;
     if (!self->GroupEmpty()) {
       self->logger_->info("trial pid {}: grace period over, SIGKILL to group", self->identity_.pid);
       self->outcome_.killed = true;
@@ -517,9 +550,12 @@ void Session::CheckGroup() {
     grace_timer_.expires_after(std::chrono::duration_cast<std::chrono::nanoseconds>(
         std::chrono::duration<double>(spec_.kill_grace_s)));
     grace_timer_.async_wait([self](const boost::system::error_code& ec) {
-      if (!ec && !self->finished_) self->SignalGroup(SIGKILL);
+      if (ec || self->finished_) return;
+      self->grace_over_ = true;
+      self->SignalGroup(SIGKILL);
     });
-  } else if (abandoned_) {
+  } else if (abandoned_ || grace_over_) {
+    // Also what left the group and was adopted after the group's SIGKILL.
     SignalGroup(SIGKILL);
   }
   // Group members may be children of other members (not ours to reap), so poll as well as
