@@ -489,6 +489,13 @@ class EndingsTest(unittest.TestCase):
                       result.stderr)
 
 
+class ForkTest(unittest.TestCase):
+    def test_a_forked_child_gets_the_default_sigterm_action(self):
+        result = run_with_daemon(objective_file("forks.py") + ":terminated_child", FakeDaemon())
+        self.assertEqual((result.returncode, result.lines),
+                         (0, [{"type": "final", "value": -float(signal.SIGTERM)}]), result.stderr)
+
+
 class SpecTest(unittest.TestCase):
     BAD = [
         ("no-such-file.py:objective", "no such file"),

@@ -13,6 +13,7 @@ import json
 import math
 import numbers
 import os
+import signal
 import sys
 import threading
 
@@ -125,6 +126,21 @@ def open_report_fd(fd_text):
 
 class TrialStopped(Exception):
     """Raised by report() / check_stop() once triald has asked the trial to stop (SIGTERM)."""
+
+
+def handle_sigterm(handler):
+    """Installs `handler` for SIGTERM in this process only: a process the objective forks
+    (multiprocessing's and joblib's fork start method, PyTorch's DataLoader workers) gets the
+    default action back, so that Process.terminate(), a pool's shutdown and the daemon's own
+    SIGTERM still end it. Inherited, the handler would keep such a child alive (and the parent's
+    exit, which joins its multiprocessing children, waiting for it)."""
+    signal.signal(signal.SIGTERM, handler)
+
+    def in_child():
+        if signal.getsignal(signal.SIGTERM) == handler:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+    os.register_at_fork(after_in_child=in_child)
 
 
 class ChannelError(RuntimeError):
