@@ -9,6 +9,7 @@
 #include <boost/json.hpp>
 #include <catch2/catch.hpp>
 #include <cstdio>
+#include <filesystem>
 #include <string>
 #include <utility>
 #include <vector>
@@ -44,7 +45,7 @@ const std::vector<BadRequest> kBadRequests = {
      {"distribution.type", "normal"}},
     {"float low > high",
      R"({"type":"suggest","name":"a","distribution":{"type":"float","low":2,"high":1}})",
-     {"\"a\"", "distribution.low = 2 is greater than distribution.high = 1"}},
+     {"\"a\"", "distribution.low = 2.0 is greater than distribution.high = 1.0"}},
     {"int low > high",
      R"({"type":"suggest","name":"n","distribution":{"type":"int","low":5,"high":1}})",
      {"\"n\"", "distribution.low = 5 is greater than distribution.high = 1"}},
@@ -76,15 +77,16 @@ TEST_CASE("bad suggest requests from an exec worker end its trial FAIL(protocol)
   d.Start();
   // One request file per trial number; the worker writes its own and then waits, so that it is
   // the daemon that ends the trial.
+  std::filesystem::create_directories(dir.File("requests"));
   for (size_t i = 0; i < kBadRequests.size(); ++i) {
     dir.Write("requests/" + std::to_string(i), std::string(kBadRequests[i].lines) + "\n");
   }
   dir.Write("bad.sh",
-            "cat \"requests/$TRIALD_TRIAL\" >&\"$TRIALD_REPORT_FD\"\n"
+            "cat \"requests/$TRIALD_TRIAL\" >&\"$TRIALD_REPORT_FD\" || exit 3\n"
             "exec sleep 30\n",
             0755);
   const int n = static_cast<int>(kBadRequests.size());
-  const std::string toml = ExecSweep("bad", "[\"sh\", \"bad.sh\"]", n, 4, 20, 1, dir.path());
+  const std::string toml = ExecSweep("bad", "[\"sh\", \"bad.sh\"]", n, 4, 10, 1, dir.path());
   d.Submit(toml, dir.Write("bad.toml", toml));
   json::object status = d.WaitStudy("bad", 60);
   CHECK(status.at("state").as_string() == "COMPLETE");
