@@ -1,18 +1,36 @@
 #include "daemon/launcher/adopted.h"
 
 #include <dirent.h>
+#include <fcntl.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
-#include <fstream>
-#include <iterator>
-#include <sstream>
 
 namespace triald::launcher {
+namespace {
+
+// The whole of a small /proc file ("" when it cannot be read). Plain read(2): this runs on the
+// event loop at every trial's end without cgroups, so it avoids iostreams' overhead.
+std::string ReadProcFile(const std::string& path) {
+  std::string out;
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return out;
+  char buf[4096];
+  while (true) {
+    ssize_t n = ::read(fd, buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    out.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return out;
+}
+
+}  // namespace
 
 std::string EnvironValue(pid_t pid, std::string_view key) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/environ", std::ios::binary);
-  if (!in) return "";
-  std::string env((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string env = ReadProcFile("/proc/" + std::to_string(pid) + "/environ");
   for (size_t pos = 0; pos < env.size();) {
     size_t end = env.find('\0', pos);
     if (end == std::string::npos) end = env.size();
@@ -26,7 +44,8 @@ std::string EnvironValue(pid_t pid, std::string_view key) {
   return "";
 }
 
-std::vector<pid_t> AdoptedProcessesOf(const std::string& trial_dir) {
+std::vector<pid_t> AdoptedProcessesOf(const std::string& trial_dir,
+                                      const std::function<bool(pid_t)>& known) {
   std::vector<pid_t> out;
   if (trial_dir.empty()) return out;
   // An orphan is re-parented to one of the subreaper's threads: every thread's list counts.
@@ -34,10 +53,16 @@ std::vector<pid_t> AdoptedProcessesOf(const std::string& trial_dir) {
   if (tasks == nullptr) return out;
   while (dirent* ent = ::readdir(tasks)) {
     if (ent->d_name[0] == '.') continue;
-    std::ifstream in(std::string("/proc/self/task/") + ent->d_name + "/children");
-    long pid = 0;
-    while (in >> pid) {
-      if (pid > 0 && EnvironValue(static_cast<pid_t>(pid), "TRIALD_TRIAL_DIR") == trial_dir) {
+    const std::string children =
+        ReadProcFile(std::string("/proc/self/task/") + ent->d_name + "/children");
+    const char* p = children.c_str();
+    while (*p != '\0') {
+      char* end = nullptr;
+      const long pid = std::strtol(p, &end, 10);
+      if (end == p) break;
+      p = end;
+      if (pid > 0 && !known(static_cast<pid_t>(pid)) &&
+          EnvironValue(static_cast<pid_t>(pid), "TRIALD_TRIAL_DIR") == trial_dir) {
         out.push_back(static_cast<pid_t>(pid));
       }
     }

@@ -7,7 +7,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <array>
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/post.hpp>
@@ -459,9 +458,10 @@ bool Session::GroupEmpty() const {
 
 std::vector<pid_t> Session::Escaped() const {
   if (cgroup_ != nullptr) return {};
-  std::vector<pid_t> out = AdoptedProcessesOf(trial_dir_);
-  out.erase(std::remove(out.begin(), out.end(), identity_.pid), out.end());  // the main process
-  return out;
+  const pid_t main_pid = identity_.pid;
+  return AdoptedProcessesOf(trial_dir_, [this, main_pid](pid_t pid) {
+    return pid == main_pid || reaper_.Watching(pid);  // a main process, its own or another's
+  });
 }
 
 void Session::Stop(StopReason reason) {
