@@ -17,6 +17,7 @@
 
 #include "common/boost_process.h"
 #include "common/fd.h"
+#include "daemon/launcher/adopted.h"
 #include "daemon/launcher/capped_log.h"
 #include "proto/line_reader.h"
 
@@ -199,8 +200,12 @@ class Session : public std::enable_shared_from_this<Session> {
   void ArmStallTimer();
   void CheckGroup();
   void SignalGroup(int sig);
-  // No process of the trial is left: its group is empty and so is its cgroup, if it has one.
+  // No process of the trial is left: its group is empty and so is its cgroup, if it has one;
+  // without a cgroup, no process that left the group is among the daemon's adopted children.
   bool GroupEmpty() const;
+  // Without a cgroup: the trial's processes that left its group (setsid) and were re-parented
+  // to the daemon, a child subreaper (adopted.h). Empty with a cgroup, which holds them.
+  std::vector<pid_t> Escaped() const;
   void JudgeOom();
   // The trial is over when its main process is reaped, its group is empty and its pipes have
   // reached EOF (the reads deliver everything in order, the last final line included).
@@ -236,6 +241,9 @@ class Session : public std::enable_shared_from_this<Session> {
   bool finished_ = false;
   bool abandoned_ = false;
   bool cooperative_stop_ = false;  // StopAfterGrace() was called
+  bool grace_over_ = false;        // the grace period after SIGTERM has run out
+  bool escapes_logged_ = false;
+  std::string trial_dir_;  // TRIALD_TRIAL_DIR of its environment ("" when not set)
   int poll_ms_ = 2;
   std::string answers_;       // queued answer bytes the socket has not taken yet
   bool answer_wait_ = false;  // waiting for the socket to take more
@@ -256,6 +264,9 @@ class Handle final : public TrialProcess {
 };
 
 Status Session::Start() {
+  for (const std::string& kv : spec_.env) {
+    if (kv.rfind("TRIALD_TRIAL_DIR=", 0) == 0) trial_dir_ = kv.substr(17);
+  }
   spawn_step_ = SpawnStep::kPrepare;
   // Each failure keeps its errno for the scheduler's policy (EMFILE, ENFILE, ENOMEM, ...). The
   // common:: helpers below return ErrnoError of their one failed system call; errno is read at
@@ -537,12 +548,33 @@ void Session::SignalGroup(int sig) {
     } else {
       cgroup_->Signal(sig);
     }
+    return;
+  }
+  for (pid_t pid : Escaped()) {
+    if (!escapes_logged_) {
+      escapes_logged_ = true;
+      logger_->info(
+          "trial pid {}: process {} left its group (setsid) and lives on; stopping it "
+          "with the trial",
+          identity_.pid, pid);
+    }
+    ::kill(pid, sig);
+    if (::getpgid(pid) == pid) ::kill(-pid, sig);  // the group it leads, if it made one
   }
 }
 
 bool Session::GroupEmpty() const {
   if (common::ProcessGroupExists(identity_.pgid)) return false;
-  return cgroup_ == nullptr || !cgroup_->Populated();
+  if (cgroup_ != nullptr) return !cgroup_->Populated();
+  return Escaped().empty();
+}
+
+std::vector<pid_t> Session::Escaped() const {
+  if (cgroup_ != nullptr) return {};
+  const pid_t main_pid = identity_.pid;
+  return AdoptedProcessesOf(trial_dir_, [this, main_pid](pid_t pid) {
+    return pid == main_pid || reaper_.Watching(pid);  // a main process, its own or another's
+  });
 }
 
 void Session::Stop(StopReason reason) {
@@ -559,6 +591,7 @@ void Session::Stop(StopReason reason) {
       std::chrono::duration<double>(spec_.kill_grace_s)));
   grace_timer_.async_wait([self](const boost::system::error_code& ec) {
     if (ec || self->finished_) return;
+    self->grace_over_ = true;
     if (!self->GroupEmpty()) {
       self->logger_->info("trial pid {}: grace period over, SIGKILL to group", self->identity_.pid);
       self->outcome_.killed = true;
@@ -632,9 +665,12 @@ void Session::CheckGroup() {
     grace_timer_.expires_after(std::chrono::duration_cast<std::chrono::nanoseconds>(
         std::chrono::duration<double>(spec_.kill_grace_s)));
     grace_timer_.async_wait([self](const boost::system::error_code& ec) {
-      if (!ec && !self->finished_) self->SignalGroup(SIGKILL);
+      if (ec || self->finished_) return;
+      self->grace_over_ = true;
+      self->SignalGroup(SIGKILL);
     });
-  } else if (abandoned_) {
+  } else if (abandoned_ || grace_over_) {
+    // Also what left the group and was adopted after the group's SIGKILL.
     SignalGroup(SIGKILL);
   }
   // Group members may be children of other members (not ours to reap), so poll as well as

@@ -35,6 +35,8 @@ class Reaper {
   // `on_exit` runs (on the event loop) when `pid` is reaped. At most one watcher per pid.
   void Watch(pid_t pid, ExitFn on_exit);
   void Unwatch(pid_t pid);
+  // Whether `pid` is watched (a trial's main process not yet reaped).
+  bool Watching(pid_t pid) const { return watchers_.count(pid) != 0; }
 
   // One waitpid loop; returns how many children were reaped. Called on SIGCHLD, and usable
   // directly (e.g. at shutdown).

@@ -494,6 +494,27 @@ class EndingsTest(unittest.TestCase):
                       result.stderr)
 
 
+class ForkTest(unittest.TestCase):
+    def test_a_forked_child_gets_the_default_sigterm_action(self):
+        result = run_with_daemon(objective_file("forks.py") + ":terminated_child", FakeDaemon())
+        self.assertEqual((result.returncode, result.lines),
+                         (0, [{"type": "final", "value": -float(signal.SIGTERM)}]), result.stderr)
+
+    def test_the_helpers_trial_leaves_forked_children_the_default_sigterm_action(self):
+        code = ("import multiprocessing, time, triald\n"
+                "trial = triald.Trial()\n"
+                "child = multiprocessing.get_context('fork').Process(target=time.sleep, "
+                "args=(60,))\n"
+                "child.start()\n"
+                "child.terminate()\n"
+                "child.join(10)\n"
+                "print(child.exitcode)\n")
+        completed = subprocess.run([sys.executable, "-c", code], capture_output=True,
+                                   env=runner_env(), timeout=TIMEOUT_S)
+        self.assertEqual((completed.returncode, completed.stdout.decode().strip()),
+                         (0, str(-signal.SIGTERM)), completed.stderr.decode())
+
+
 class SpecTest(unittest.TestCase):
     BAD = [
         ("no-such-file.py:objective", "no such file"),

@@ -56,8 +56,9 @@ import sys
 from triald._optuna import (CategoricalDistribution, FloatDistribution, IntDistribution,
                             OptunaTrial, TrialPruned)
 from triald._wire import (MAX_ATTR_KEY_BYTES, MAX_LINE_BYTES, ChannelError, LineWriter,
-                          TrialStopped, check_attr_key, finite as _finite, open_report_fd,
-                          plain as _plain, shortened_error)
+                          TrialStopped, check_attr_key, finite as _finite,
+                          handle_sigterm as _handle_sigterm,
+                          open_report_fd, plain as _plain, shortened_error)
 
 __all__ = ["Trial", "TrialStopped", "run", "MAX_LINE_BYTES", "MAX_ATTR_KEY_BYTES",
            "OptunaTrial", "TrialPruned", "FloatDistribution", "IntDistribution",
@@ -109,7 +110,7 @@ class Trial:
         self._writer = LineWriter(open_report_fd(fd_text) if fd_text is not None else None)
 
         if handle_sigterm:
-            signal.signal(signal.SIGTERM, self._on_sigterm)
+            _handle_sigterm(self._on_sigterm)
 
     # -- parameters ---------------------------------------------------------------------------
 

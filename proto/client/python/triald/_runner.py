@@ -35,7 +35,7 @@ import sys
 import traceback
 
 from triald._optuna import OptunaTrial, ReplayAnswers, is_trial_pruned
-from triald._wire import (DaemonAnswers, LineWriter, TrialStopped, open_report_fd,
+from triald._wire import (DaemonAnswers, LineWriter, TrialStopped, handle_sigterm, open_report_fd,
                           shortened_error)
 
 EXIT_OK = 0
@@ -271,7 +271,7 @@ def run(spec, params_json=None):
     number = os.environ.get("TRIALD_TRIAL")
     trial = OptunaTrial(writer, answers, number=int(number) if number else 0,
                         replay=params_json is not None)
-    signal.signal(signal.SIGTERM, trial.on_sigterm)
+    handle_sigterm(trial.on_sigterm)
 
     try:
         result = objective(trial)

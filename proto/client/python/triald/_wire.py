@@ -13,6 +13,7 @@ import json
 import math
 import numbers
 import os
+import signal
 import sys
 import threading
 
@@ -125,6 +126,44 @@ def open_report_fd(fd_text):
 
 class TrialStopped(Exception):
     """Raised by report() / check_stop() once triald has asked the trial to stop (SIGTERM)."""
+
+
+def handle_sigterm(handler):
+    """Installs `handler` for SIGTERM in this process only. A process the objective forks
+    (multiprocessing's and joblib's fork start method, PyTorch's DataLoader workers) gets
+    SIGTERM's default action back, so that Process.terminate(), a pool's shutdown and the
+    daemon's SIGTERM end it as they would without triald; inherited, the handler would keep such
+    a child alive (and its parent's exit, which joins its multiprocessing children, waiting).
+
+    The forking thread blocks SIGTERM across the fork, and the child unblocks it only once the
+    default action is back: a SIGTERM sent meanwhile stays pending in the kernel instead of
+    reaching Python's handler, whose pending signals a child forgets (CPython clears them after
+    fork). A child forked behind Python's back (a C library's fork()) still has the handler,
+    which then restores the default action and dies of the signal."""
+    owner = os.getpid()
+
+    def on_sigterm(signum, frame):
+        if os.getpid() != owner:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGTERM)
+            return
+        handler(signum, frame)
+
+    saved = threading.local()  # the forking thread's signal mask before the fork
+
+    def before():
+        saved.mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+
+    def in_parent():
+        signal.pthread_sigmask(signal.SIG_SETMASK, saved.mask)
+
+    def in_child():
+        if signal.getsignal(signal.SIGTERM) is on_sigterm:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_SETMASK, saved.mask)
+
+    signal.signal(signal.SIGTERM, on_sigterm)
+    os.register_at_fork(before=before, after_in_parent=in_parent, after_in_child=in_child)
 
 
 class ChannelError(RuntimeError):

@@ -1,0 +1,354 @@
+// Faults around define-by-run trials ([objective] kind = "python"): a real triald runs
+// Optuna-style objectives through the Python runner while they ask on the two-way trial channel.
+// A worker SIGKILLed or stuck while it asks, triald SIGKILLed while several workers ask, and the
+// processes an objective starts (as joblib/loky and multiprocessing do, and a double-forked
+// setsid daemon): each case checks the trial states, that the study goes on, and which
+// processes are left, in both isolation modes where the mode matters.
+#include <signal.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/integration/harness.h"
+#include "tests/support/skip.h"
+
+namespace triald::testing {
+namespace json = boost::json;
+
+namespace {
+
+enum class Isolation { kCgroups, kProcessGroups };
+
+const char* IsolationName(Isolation i) {
+  return i == Isolation::kCgroups ? "cgroups" : "process groups (--no-cgroups)";
+}
+
+// Starts `d` in `mode`. The cgroup half needs a writable cgroup v2 hierarchy: as root (CI) its
+// absence fails the case; as another user it is skipped. Returns the daemon's isolation line.
+std::string StartIn(TestDaemon& d, Isolation mode, bool* skip) {
+  if (mode == Isolation::kProcessGroups) d.AddArgs({"--no-cgroups"});
+  d.Start();
+  const std::string log = d.log();
+  const size_t at = log.find("trial isolation: ");
+  REQUIRE(at != std::string::npos);
+  const std::string line = log.substr(at, log.find('\n', at) - at);
+  const bool cgroups = line.find("trial isolation: cgroup v2") != std::string::npos;
+  *skip = false;
+  if (mode == Isolation::kProcessGroups) {
+    REQUIRE_FALSE(cgroups);
+  } else if (!cgroups) {
+    INFO("the daemon says: " << line);
+    if (::geteuid() == 0) FAIL("no writable cgroup v2 hierarchy although running as root");
+    *skip = true;
+  }
+  return line;
+}
+
+// A kind = "python" sweep of `function` ("FILE.py:NAME", relative to the sweep file's folder).
+std::string PythonSweep(const std::string& study, const std::string& function, int n_trials,
+                        int parallelism, double timeout_s, const std::string& study_lines = "") {
+  return "[study]\nname = \"" + study + "\"\nn_trials = " + std::to_string(n_trials) +
+         "\nparallelism = " + std::to_string(parallelism) +
+         "\ntrial_timeout = " + std::to_string(timeout_s) + "\nkill_grace = 1\n" + study_lines +
+         "\n[objective]\nkind = \"python\"\nfunction = \"" + function +
+         "\"\n\n[sampler]\nkind = \"random\"\nseed = 3\n";
+}
+
+bool Alive(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(in, line)) return false;
+  size_t close = line.rfind(')');
+  return close != std::string::npos && line.substr(close + 2, 1) != "Z";
+}
+
+// Waits (bounded) until none of `pids` is alive; returns those still alive.
+std::vector<pid_t> WaitAllDead(const std::vector<pid_t>& pids, double timeout_s = 10) {
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::milliseconds(static_cast<int>(timeout_s * 1000));
+  std::vector<pid_t> alive;
+  do {
+    alive.clear();
+    for (pid_t p : pids) {
+      if (Alive(p)) alive.push_back(p);
+    }
+    if (alive.empty()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  } while (std::chrono::steady_clock::now() < deadline);
+  return alive;
+}
+
+// The pid in `path`, waiting (bounded) for the file; 0 when it never came.
+pid_t WaitPidFile(const std::string& path, double timeout_s = 30) {
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::milliseconds(static_cast<int>(timeout_s * 1000));
+  while (std::chrono::steady_clock::now() < deadline) {
+    std::ifstream in(path);
+    pid_t pid = 0;
+    if (in >> pid && pid > 0) return pid;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return 0;
+}
+
+std::string Reason(const json::object& t) {
+  return t.at("fail_reason").is_string() ? std::string(t.at("fail_reason").as_string()) : "";
+}
+
+// Python source: writes this process's pid to PIDS/<name>.pid atomically (the test polls it).
+const char* kWritePid =
+    "import os\n\n\n"
+    "def write_pid(pids, name, pid=None):\n"
+    "    tmp = os.path.join(pids, name + '.tmp')\n"
+    "    with open(tmp, 'w') as f:\n"
+    "        f.write(str(pid or os.getpid()))\n"
+    "    os.rename(tmp, os.path.join(pids, name + '.pid'))\n\n\n";
+
+}  // namespace
+
+TEST_CASE("fault: kind = python: a worker SIGKILLed while it asks is FAIL(signal) SIGKILL",
+          "[fault][python]") {
+  TempDir dir;
+  TestDaemon d(dir.File("state"));
+  bool skip = false;
+  StartIn(d, Isolation::kCgroups, &skip);
+  if (skip) TRIALD_SKIP("no writable cgroup v2 hierarchy");
+  std::filesystem::create_directories(dir.File("pids"));
+  // Trial 0 asks without end (each suggest and should_prune waits for its answer), so the
+  // SIGKILL from outside finds it waiting for an answer or about to.
+  dir.Write("asker.py", std::string(kWritePid) +
+                            "def objective(trial):\n"
+                            "    x = trial.suggest_float('x', 0.0, 1.0)\n"
+                            "    if trial.number == 0:\n"
+                            "        write_pid('" +
+                            dir.File("pids") +
+                            "', 'asker')\n"
+                            "        while True:\n"
+                            "            assert trial.suggest_float('x', 0.0, 1.0) == x\n"
+                            "            trial.should_prune()\n"
+                            "    return x\n");
+  const std::string toml = PythonSweep("asker", "asker.py:objective", 3, 1, 30);
+  d.Submit(toml, dir.Write("asker.toml", toml));
+  const pid_t asker = WaitPidFile(dir.File("pids/asker.pid"));
+  REQUIRE(asker > 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // a few thousand requests in
+  REQUIRE(::kill(asker, SIGKILL) == 0);
+  json::object status = d.WaitStudy("asker", 60);
+  CHECK(status.at("state").as_string() == "COMPLETE");
+  json::array trials = d.Trials("asker");
+  REQUIRE(trials.size() == 3);
+  INFO(d.log());
+  for (const json::value& v : trials) {
+    const json::object& t = v.as_object();
+    INFO(json::serialize(t));
+    if (t.at("number").as_int64() == 0) {
+      CHECK(t.at("state").as_string() == "FAIL");
+      CHECK(Reason(t) == "signal");
+      CHECK(t.at("signal").as_int64() == SIGKILL);
+      CHECK(t.at("params").as_object().contains("x"));
+    } else {
+      CHECK(t.at("state").as_string() == "COMPLETE");
+    }
+  }
+  CHECK(WaitNoProcessesOfStudy("asker").empty());
+  CHECK(ZombieChildren(d.pid()).empty());
+  d.Call("ping");
+}
+
+TEST_CASE("fault: kind = python: a worker blocked after asking ends by trial_timeout",
+          "[fault][python]") {
+  TempDir dir;
+  TestDaemon d(dir.File("state"));
+  bool skip = false;
+  StartIn(d, Isolation::kCgroups, &skip);
+  if (skip) TRIALD_SKIP("no writable cgroup v2 hierarchy");
+  // After its answer it waits on the channel for a second answer that never comes (nothing
+  // was asked): only the timeout ends it. The runner's SIGTERM handler cannot interrupt a read
+  // that is not its own, so it takes the SIGKILL after kill_grace.
+  dir.Write("stuck.py",
+            "import os\n\n\n"
+            "def objective(trial):\n"
+            "    x = trial.suggest_float('x', 0.0, 1.0)\n"
+            "    if trial.number == 0:\n"
+            "        os.read(int(os.environ['TRIALD_REPORT_FD']), 1)\n"
+            "    return x\n");
+  const std::string toml = PythonSweep("stuck", "stuck.py:objective", 2, 1, 3);
+  const auto start = std::chrono::steady_clock::now();
+  d.Submit(toml, dir.Write("stuck.toml", toml));
+  json::object status = d.WaitStudy("stuck", 60);
+  const double took =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  CHECK(status.at("state").as_string() == "COMPLETE");
+  json::array trials = d.Trials("stuck");
+  REQUIRE(trials.size() == 2);
+  INFO(d.log());
+  INFO(json::serialize(trials));
+  CHECK(trials[0].at("state").as_string() == "FAIL");
+  CHECK(Reason(trials[0].as_object()) == "timeout");
+  CHECK(trials[1].at("state").as_string() == "COMPLETE");
+  CHECK(took < 20);  // 3 s timeout + 1 s grace + two interpreter starts
+  CHECK(WaitNoProcessesOfStudy("stuck").empty());
+  CHECK(ZombieChildren(d.pid()).empty());
+}
+
+TEST_CASE("fault: triald SIGKILLed while kind = python workers ask: they exit, FAIL(lost), retried",
+          "[fault][python]") {
+  Isolation mode = GENERATE(Isolation::kCgroups, Isolation::kProcessGroups);
+  INFO(IsolationName(mode));
+  TempDir dir;
+  auto d = std::make_unique<TestDaemon>(dir.File("state"));
+  bool skip = false;
+  StartIn(*d, mode, &skip);
+  if (skip) TRIALD_SKIP("no writable cgroup v2 hierarchy");
+  std::filesystem::create_directories(dir.File("pids"));
+  // Each worker asks, sleeps, asks again, until the release file exists: at the kill some are
+  // inside a request, some between two. The retries after the restart find the file and finish.
+  const std::string release = dir.File("release");
+  dir.Write("waiter.py", std::string(kWritePid) +
+                             "import time\n\n\n"
+                             "def objective(trial):\n"
+                             "    x = trial.suggest_float('x', 0.0, 1.0)\n"
+                             "    write_pid('" +
+                             dir.File("pids") +
+                             "', str(trial.number))\n"
+                             "    i = 0\n"
+                             "    while not os.path.exists('" +
+                             release +
+                             "'):\n"
+                             "        trial.suggest_int('n%d' % (i % 3), 1, 9)\n"
+                             "        time.sleep(0.01 * (trial.number + 1))\n"
+                             "        trial.should_prune()\n"
+                             "        i += 1\n"
+                             "    return x\n");
+  const int n = 3;
+  const std::string toml = PythonSweep("waiters", "waiter.py:objective", n, n, 60, "retries = 1\n");
+  d->Submit(toml, dir.Write("waiters.toml", toml));
+  std::vector<pid_t> workers;
+  for (int i = 0; i < n; ++i) {
+    pid_t pid = WaitPidFile(dir.File("pids/" + std::to_string(i) + ".pid"));
+    REQUIRE(pid > 0);
+    workers.push_back(pid);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(150));
+  d->Kill();
+  // Nothing answers them now: each sees the channel's EOF (or its parent-death signal) and
+  // exits; none hangs until the next start.
+  CHECK(WaitAllDead(workers, 10).empty());
+
+  dir.Write("release", "");
+  d = std::make_unique<TestDaemon>(dir.File("state"));
+  StartIn(*d, mode, &skip);
+  json::object status = d->WaitStudy("waiters", 60);
+  CHECK(status.at("state").as_string() == "COMPLETE");
+  json::array trials = d->Trials("waiters");
+  INFO(d->log());
+  INFO(json::serialize(trials));
+  REQUIRE(trials.size() == 2 * n);
+  std::map<int64_t, const json::object*> by_number;
+  for (const json::value& v : trials) by_number[v.at("number").as_int64()] = &v.as_object();
+  int lost = 0, retries = 0;
+  for (const json::value& v : trials) {
+    const json::object& t = v.as_object();
+    INFO(json::serialize(t));
+    if (t.at("retry_of").is_null()) {
+      ++lost;
+      CHECK(t.at("state").as_string() == "FAIL");
+      CHECK(Reason(t) == "lost");
+      continue;
+    }
+    ++retries;
+    CHECK(t.at("state").as_string() == "COMPLETE");
+    const json::object& first = *by_number.at(t.at("retry_of").as_int64());
+    // The retry holds what the lost trial was given, and its answers come from there.
+    CHECK(t.at("params").at("x") == first.at("params").at("x"));
+    CHECK(t.at("value").to_number<double>() == first.at("params").at("x").to_number<double>());
+  }
+  CHECK(lost == n);
+  CHECK(retries == n);
+  CHECK(WaitNoProcessesOfStudy("waiters").empty());
+  CHECK(ZombieChildren(d->pid()).empty());
+}
+
+TEST_CASE("fault: kind = python: processes the objective starts end with its trial",
+          "[fault][python]") {
+  Isolation mode = GENERATE(Isolation::kCgroups, Isolation::kProcessGroups);
+  const bool timeout = GENERATE(false, true);
+  INFO(IsolationName(mode) << (timeout ? ", trial stopped by its timeout" : ", trial COMPLETE"));
+  TempDir dir;
+  TestDaemon d(dir.File("state"));
+  bool skip = false;
+  const std::string isolation = StartIn(d, mode, &skip);
+  if (skip) TRIALD_SKIP("no writable cgroup v2 hierarchy");
+  INFO(isolation);
+  std::filesystem::create_directories(dir.File("pids"));
+  // Children as training libraries start them: a multiprocessing worker (fork, as loky's and
+  // joblib's are forked processes in the trial's group), a subprocess, a forked child, and a
+  // double-forked setsid daemon; none ends by itself within the test. The objective then
+  // returns (COMPLETE) or hangs past trial_timeout.
+  dir.Write("parent.py", std::string(kWritePid) +
+                             "import multiprocessing\nimport subprocess\nimport time\n\n\n"
+                             "PIDS = '" +
+                             dir.File("pids") +
+                             "'\n\n\n"
+                             "def objective(trial):\n"
+                             "    x = trial.suggest_float('x', 0.0, 1.0)\n"
+                             "    mp = multiprocessing.get_context('fork').Process(\n"
+                             "        target=time.sleep, args=(300,), daemon=True)\n"
+                             "    mp.start()\n"
+                             "    write_pid(PIDS, 'multiprocessing', mp.pid)\n"
+                             "    sub = subprocess.Popen(['sleep', '300'])\n"
+                             "    write_pid(PIDS, 'subprocess', sub.pid)\n"
+                             "    child = os.fork()\n"
+                             "    if child == 0:\n"
+                             "        time.sleep(300)\n"
+                             "        os._exit(0)\n"
+                             "    write_pid(PIDS, 'fork', child)\n"
+                             "    middle = os.fork()\n"
+                             "    if middle == 0:\n"
+                             "        os.setsid()\n"
+                             "        if os.fork() == 0:\n"
+                             "            write_pid(PIDS, 'setsid')\n"
+                             "            time.sleep(300)\n"
+                             "        os._exit(0)\n"
+                             "    os.waitpid(middle, 0)\n"
+                             "    while not os.path.exists(os.path.join(PIDS, 'setsid.pid')):\n"
+                             "        time.sleep(0.01)\n"
+                             "    if trial.number == 0 and " +
+                             std::string(timeout ? "True" : "False") +
+                             ":\n"
+                             "        time.sleep(300)\n"
+                             "    return x\n");
+  const std::string toml = PythonSweep("parent", "parent.py:objective", 1, 1, timeout ? 4 : 30);
+  d.Submit(toml, dir.Write("parent.toml", toml));
+  json::object status = d.WaitStudy("parent", 60);
+  CHECK(status.at("state").as_string() == "COMPLETE");
+  json::array trials = d.Trials("parent");
+  REQUIRE(trials.size() == 1);
+  INFO(d.log());
+  INFO(json::serialize(trials[0]));
+  CHECK(trials[0].at("state").as_string() == (timeout ? "FAIL" : "COMPLETE"));
+  if (timeout) CHECK(Reason(trials[0].as_object()) == "timeout");
+  std::map<std::string, pid_t> children;
+  for (const char* name : {"multiprocessing", "subprocess", "fork", "setsid"}) {
+    children[name] = WaitPidFile(dir.File(std::string("pids/") + name + ".pid"), 1);
+    CHECK(children[name] > 0);
+  }
+  // Once the trial is over, its children are gone. The cgroup holds every one of them; without
+  // one, the setsid daemon left the process group but, its parent gone, became the daemon's
+  // child (a subreaper) with the trial's TRIALD_TRIAL_DIR, and was stopped with the trial.
+  for (const auto& [name, pid] : children) {
+    INFO(name << " " << pid);
+    CHECK_FALSE(Alive(pid));
+  }
+  CHECK(WaitNoProcessesOfStudy("parent", 1).empty());
+  CHECK(ZombieChildren(d.pid()).empty());
+}
+
+}  // namespace triald::testing
