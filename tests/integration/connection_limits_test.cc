@@ -253,7 +253,7 @@ TEST_CASE("connections: slots are kept for root and triald's user when others fi
   std::string last;
   for (int i = 0; i < 40; ++i) {
     mine.push_back(ConnectRaw(s.daemon.socket()));
-    REQUIRE(SendAll(mine.back().get(), Ping()));
+    SendAll(mine.back().get(), Ping());  // a refused one may already be closed
     last = ReadLine(mine.back().get());
     ok += ReplyCode(last) == "ok";
   }
