@@ -287,8 +287,19 @@ void ControlServer::Accept() {
             ec.message());
       }
       out_of_fds_ = out_of_fds_ || no_fds;
-      if (no_fds && ShedWithSpare()) {
+      // Linux reports EMFILE before it looks at the backlog, so it says nothing about whether
+      // a connection waits: the spare tells. Then accept again at once (another may wait), or
+      // wait for one to arrive, never retrying accept() on an empty backlog without end.
+      const Shed shed = no_fds ? ShedWithSpare() : Shed::kNoSpare;
+      if (shed == Shed::kRefusedOne) {
         Accept();
+        return;
+      }
+      if (shed == Shed::kNonePending) {
+        acceptor_.async_wait(asio::socket_base::wait_read,
+                             [this](const boost::system::error_code& e) {
+                               if (!e && !stopped_) Accept();
+                             });
         return;
       }
       // No spare, or another failure: the pending connection stays in the backlog; try again
@@ -347,8 +358,8 @@ Status ControlServer::Admit(const PeerCredentials& peer) const {
   return Status::Ok();
 }
 
-bool ControlServer::ShedWithSpare() {
-  if (!spare_fd_.valid()) return false;
+ControlServer::Shed ControlServer::ShedWithSpare() {
+  if (!spare_fd_.valid()) return Shed::kNoSpare;
   spare_fd_.Reset();
   const int fd = ::accept4(acceptor_.native_handle(), nullptr, nullptr, SOCK_CLOEXEC);
   const int accept_errno = errno;
@@ -359,10 +370,10 @@ bool ControlServer::ShedWithSpare() {
     ::close(fd);
   }
   spare_fd_ = common::UniqueFd(::open("/dev/null", O_RDONLY | O_CLOEXEC));
-  // Accepting again at once is safe only if this accept took a connection off the backlog or
-  // found it empty; any other failure would repeat without end.
-  const bool progressed = fd >= 0 || accept_errno == EAGAIN || accept_errno == EWOULDBLOCK;
-  return progressed && spare_fd_.valid();
+  if (!spare_fd_.valid()) return Shed::kNoSpare;
+  if (fd >= 0) return Shed::kRefusedOne;
+  if (accept_errno == EAGAIN || accept_errno == EWOULDBLOCK) return Shed::kNonePending;
+  return Shed::kNoSpare;  // any other failure: pause
 }
 
 Result<json::value> ControlServer::Handle(const std::string& verb, const json::object& args) {

@@ -97,8 +97,10 @@ class ControlServer {
   // Why a connection from `peer` may not be opened now (Unavailable), or Ok.
   common::Status Admit(const PeerCredentials& peer) const;
   // accept() failed with EMFILE/ENFILE: sheds one pending connection through the spare
-  // descriptor. False when there is no spare (the caller pauses instead).
-  bool ShedWithSpare();
+  // descriptor: kRefusedOne (accept again), kNonePending (the backlog was empty: wait until it
+  // is not), kNoSpare (no spare, or accept failed otherwise: pause).
+  enum class Shed { kRefusedOne, kNonePending, kNoSpare };
+  Shed ShedWithSpare();
 
   ControlServerOptions options_;
   boost::asio::local::stream_protocol::acceptor acceptor_;
