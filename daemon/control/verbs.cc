@@ -68,7 +68,7 @@ Result<json::value> StatusVerb(const VerbContext& c, const json::object& args) {
 }
 
 // An optional count argument (offset, limit): `fallback` when missing or null, else an
-// integer from 0 up.
+// integer from 0 up (at most INT_MAX).
 Result<int64_t> OptionalCount(const json::object& args, const char* key, int64_t fallback) {
   const json::value* v = args.if_contains(key);
   if (v == nullptr || v->is_null()) return fallback;
@@ -77,7 +77,8 @@ Result<int64_t> OptionalCount(const json::object& args, const char* key, int64_t
     return common::InvalidArgument("argument \"" + std::string(key) + "\" must be 0 or more; got " +
                                    std::to_string(n));
   }
-  return n;
+  // Trial numbers are ints: more is the same as all (and offset + limit cannot overflow).
+  return std::min<int64_t>(n, std::numeric_limits<int>::max());
 }
 
 // The trials of a study from a number on, a page (kTrialsPerPiece) per piece, between `head`

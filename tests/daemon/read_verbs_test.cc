@@ -86,6 +86,11 @@ TEST_CASE("read verbs: trials is streamed in pages and pages by offset and limit
   CHECK(Numbers(f.Call("trials", {{"offset", 256}})) == Range(256, kTrials));
   CHECK(f.Call("trials", {{"limit", 0}}).as_array().empty());
   CHECK(f.Call("trials", {{"offset", 5000000000LL}}).as_array().empty());
+  CHECK(f.Call("trials", {{"offset", 9223372036854775807LL}, {"limit", 9223372036854775807LL}})
+            .as_array()
+            .empty());
+  CHECK(Numbers(f.Call("trials", {{"offset", 599}, {"limit", 9223372036854775807LL}})) ==
+        Range(599, kTrials));
   // Full records, as a whole reply had them.
   json::value page = f.Call("trials", {{"offset", 3}, {"limit", 1}});
   const json::object& t3 = page.as_array()[0].as_object();
