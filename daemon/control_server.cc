@@ -18,7 +18,7 @@ using Socket = asio::local::stream_protocol::socket;
 
 // One client connection: reads request lines into a capped buffer and answers each in order.
 // Only one request is handled at a time and nothing more is read until its reply is written,
-// so a client cannot make the daemon buffer more than one request and one reply.
+// so a client cannot make the daemon buffer more than one request and one piece of a reply.
 class ControlServer::Connection : public std::enable_shared_from_this<Connection> {
  public:
   Connection(ControlServer* server, Socket socket, PeerCredentials peer)
@@ -29,12 +29,17 @@ class ControlServer::Connection : public std::enable_shared_from_this<Connection
         deadline_(socket_.get_executor()) {}
 
   void Start() {
-    live_ = server_->live_connections_;
-    ++*live_;
+    slots_ = server_->slots_;
+    ++slots_->total;
+    ++slots_->per_uid[peer_.uid];
+    waiting_since_ = Clock::now();
     Pump();
   }
   ~Connection() {
-    if (live_) --*live_;
+    if (!slots_) return;
+    --slots_->total;
+    auto it = slots_->per_uid.find(peer_.uid);
+    if (it != slots_->per_uid.end() && --it->second <= 0) slots_->per_uid.erase(it);
   }
 
  private:
@@ -51,10 +56,7 @@ class ControlServer::Connection : public std::enable_shared_from_this<Connection
       std::string line = pending_.substr(0, nl);
       pending_.erase(0, nl + 1);
       scanned_ = 0;
-      if (!pending_.empty()) request_started_ = Clock::now();
-      bool close_after = false;
-      std::string reply = Dispatch(line, &close_after);
-      Reply(std::move(reply), close_after);
+      Answer(line);
       return;
     }
     scanned_ = pending_.size();
@@ -82,12 +84,12 @@ class ControlServer::Connection : public std::enable_shared_from_this<Connection
   void ReadSome() {
     auto self = shared_from_this();
     const ControlServerOptions& o = server_->options_;
-    if (pending_.empty()) {
-      Arm(Clock::now() + Seconds(o.idle_timeout_s), "");
-    } else {
-      Arm(request_started_ + Seconds(o.request_timeout_s),
-          "request not completed (no newline) within " + FormatSeconds(o.request_timeout_s));
-    }
+    // One deadline from the moment the daemon waits for a request: an idle connection and a
+    // half-sent request are both closed request_timeout_s later.
+    Arm(waiting_since_ + Seconds(o.request_timeout_s),
+        pending_.empty()
+            ? std::string()
+            : "request not completed (no newline) within " + FormatSeconds(o.request_timeout_s));
     socket_.async_read_some(asio::buffer(chunk_),
                             [self](const boost::system::error_code& ec, size_t n) {
                               self->Disarm();
@@ -97,40 +99,80 @@ class ControlServer::Connection : public std::enable_shared_from_this<Connection
                                 self->Close();  // reset, or closed by the deadline
                                 return;
                               } else {
-                                if (self->pending_.empty()) self->request_started_ = Clock::now();
                                 self->pending_.append(self->chunk_.data(), n);
                               }
                               self->Pump();
                             });
   }
 
-  std::string Dispatch(const std::string& line, bool* close_after) {
+  // Checks and runs one request line; its reply is written piece by piece.
+  void Answer(const std::string& line) {
     Result<proto::Request> req = proto::ParseRequest(line);
-    if (!req.ok()) return proto::EncodeError(req.status());
+    if (!req.ok()) return Reply(proto::EncodeError(req.status()), false);
     if (!Permits(access_, IsReadVerb(req->verb))) {
-      *close_after = access_ == Access::kNone;
       server_->options_.logger->warn(
           "control socket: denied \"{}\" to uid {} gid {} pid {} (access {})", req->verb, peer_.uid,
           peer_.gid, peer_.pid, AccessName(access_));
-      return proto::EncodeError(DenialFor(server_->options_.access, peer_, access_, req->verb));
+      return Reply(
+          proto::EncodeError(DenialFor(server_->options_.access, peer_, access_, req->verb)),
+          /*close_after=*/access_ == Access::kNone);
     }
-    Result<json::value> res = server_->Handle(req->verb, req->args);
-    if (!res.ok()) return proto::EncodeError(res.status());
-    return proto::EncodeOk(std::move(res).value());
+    Result<std::unique_ptr<ReplyStream>> stream = StartVerb(server_->verbs_, req->verb, req->args);
+    if (!stream.ok()) return Reply(proto::EncodeError(stream.status()), false);
+    // An error before the first piece is still an ordinary error reply.
+    Result<std::string> first = (*stream)->Next();
+    if (!first.ok()) return Reply(proto::EncodeError(first.status()), false);
+    stream_ = std::move(*stream);
+    verb_ = req->verb;
+    Write("{\"ok\":true,\"result\":" + std::move(*first));
   }
 
+  // Writes one piece of a streamed reply, then asks for the next.
+  void Write(std::string piece) {
+    Send(std::move(piece), [this] {
+      Result<std::string> next = stream_->Next();
+      if (!next.ok()) {
+        // Part of the reply is out: the client gets it cut short, never a wrong ending.
+        server_->options_.logger->warn("control socket: \"{}\" reply to pid {} cut short: {}",
+                                       verb_, peer_.pid, next.status().message());
+        Close();
+        return;
+      }
+      if (next->empty()) {
+        stream_.reset();
+        Reply("}\n", false);
+        return;
+      }
+      Write(std::move(*next));
+    });
+  }
+
+  // Writes the end of a reply, then serves the next request (or closes).
   void Reply(std::string text, bool close_after) {
+    Send(std::move(text), [this, close_after] {
+      if (close_after || server_->stopped_) {
+        Close();
+        return;
+      }
+      waiting_since_ = Clock::now();
+      Pump();
+    });
+  }
+
+  // Writes `text` within request_timeout_s, then runs `then`; closes on an error.
+  template <typename Then>
+  void Send(std::string text, Then then) {
     auto self = shared_from_this();
     auto data = std::make_shared<std::string>(std::move(text));
     Arm(Clock::now() + Seconds(server_->options_.request_timeout_s), "");
     asio::async_write(socket_, asio::buffer(*data),
-                      [self, data, close_after](const boost::system::error_code& ec, size_t) {
+                      [self, data, then](const boost::system::error_code& ec, size_t) {
                         self->Disarm();
-                        if (ec || close_after || self->server_->stopped_) {
+                        if (ec) {
                           self->Close();
                           return;
                         }
-                        self->Pump();
+                        then();
                       });
   }
 
@@ -169,6 +211,7 @@ class ControlServer::Connection : public std::enable_shared_from_this<Connection
   void Close() {
     boost::system::error_code ignored;
     Disarm();
+    stream_.reset();
     socket_.shutdown(Socket::shutdown_both, ignored);
     socket_.close(ignored);
   }
@@ -182,16 +225,18 @@ class ControlServer::Connection : public std::enable_shared_from_this<Connection
   std::array<char, 64 * 1024> chunk_;
   std::string pending_;  // bytes read but not yet answered; at most one chunk past the cap
   size_t scanned_ = 0;   // pending_[0, scanned_) holds no newline
-  Clock::time_point request_started_;
+  Clock::time_point waiting_since_;  // accepted, or the previous reply written
   bool eof_ = false;
-  std::shared_ptr<int> live_;
+  std::unique_ptr<ReplyStream> stream_;  // the reply being written, if streamed
+  std::string verb_;                     // its verb, for the log
+  std::shared_ptr<Slots> slots_;
 };
 
 ControlServer::ControlServer(ControlServerOptions options)
     : options_(std::move(options)),
       acceptor_(*options_.io),
       accept_retry_(*options_.io),
-      live_connections_(std::make_shared<int>(0)),
+      slots_(std::make_shared<Slots>()),
       verbs_{options_.scheduler, options_.storage, options_.state_dir, options_.node_timeout_s} {
   if (!options_.logger) options_.logger = common::MakeNullLogger();
 }
@@ -214,6 +259,10 @@ Status ControlServer::Start(common::UniqueFd listening_fd) {
     return common::IoError("control socket " + options_.socket_path + ": " + ec.message());
   }
   listening_fd.Release();
+  // Accepting never blocks (ShedWithSpare calls accept4 directly).
+  const int flags = ::fcntl(acceptor_.native_handle(), F_GETFL);
+  if (flags >= 0) ::fcntl(acceptor_.native_handle(), F_SETFL, flags | O_NONBLOCK);
+  spare_fd_ = common::UniqueFd(::open("/dev/null", O_RDONLY | O_CLOEXEC));
   Accept();
   return Status::Ok();
 }
@@ -230,15 +279,42 @@ void ControlServer::Accept() {
   acceptor_.async_accept([this](const boost::system::error_code& ec, Socket socket) {
     if (ec == asio::error::operation_aborted || stopped_) return;
     if (ec) {
-      // Typically EMFILE/ENFILE: the pending connection stays in the backlog; try again after
-      // a pause rather than spinning on the event loop.
-      options_.logger->warn("control socket: accept failed: {}; retrying in 100 ms", ec.message());
+      const bool no_fds = ec == asio::error::no_descriptors || ec.value() == ENFILE;
+      if (no_fds && !out_of_fds_) {
+        options_.logger->warn(
+            "control socket: out of file descriptors ({}); refusing new connections until some "
+            "close",
+            ec.message());
+      }
+      out_of_fds_ = out_of_fds_ || no_fds;
+      // Linux reports EMFILE before it looks at the backlog, so it says nothing about whether
+      // a connection waits: the spare tells. Then accept again at once (another may wait), or
+      // wait for one to arrive, never retrying accept() on an empty backlog without end.
+      const Shed shed = no_fds ? ShedWithSpare() : Shed::kNoSpare;
+      if (shed == Shed::kRefusedOne) {
+        Accept();
+        return;
+      }
+      if (shed == Shed::kNonePending) {
+        acceptor_.async_wait(asio::socket_base::wait_read,
+                             [this](const boost::system::error_code& e) {
+                               if (!e && !stopped_) Accept();
+                             });
+        return;
+      }
+      // No spare, or another failure: the pending connection stays in the backlog; try again
+      // after a pause rather than spinning on the event loop.
+      if (!no_fds) {
+        options_.logger->warn("control socket: accept failed: {}; retrying in 100 ms",
+                              ec.message());
+      }
       accept_retry_.expires_after(std::chrono::milliseconds(100));
       accept_retry_.async_wait([this](const boost::system::error_code& e) {
         if (!e && !stopped_) Accept();
       });
       return;
     }
+    out_of_fds_ = false;
     ::fcntl(socket.native_handle(), F_SETFD, FD_CLOEXEC);
     auto refuse = [&socket](const Status& why) {
       std::string msg = proto::EncodeError(why);
@@ -246,19 +322,58 @@ void ControlServer::Accept() {
       boost::system::error_code ignored;
       socket.close(ignored);
     };
-    if (*live_connections_ >= options_.max_connections) {
-      refuse(common::Unavailable("too many connections (" +
-                                 std::to_string(options_.max_connections) +
-                                 " open); try again later"));
-    } else if (Result<PeerCredentials> peer = ReadPeerCredentials(socket.native_handle());
-               !peer.ok()) {
+    if (Result<PeerCredentials> peer = ReadPeerCredentials(socket.native_handle()); !peer.ok()) {
       options_.logger->warn("control socket: {}", peer.status().message());
       refuse(peer.status());
+    } else if (Status admit = Admit(*peer); !admit.ok()) {
+      options_.logger->debug("control socket: refused pid {} uid {}: {}", peer->pid, peer->uid,
+                             admit.message());
+      refuse(admit);
     } else {
       std::make_shared<Connection>(this, std::move(socket), std::move(*peer))->Start();
     }
     Accept();
   });
+}
+
+Status ControlServer::Admit(const PeerCredentials& peer) const {
+  const ControlServerOptions& o = options_;
+  if (slots_->total >= o.max_connections) {
+    return common::Unavailable("too many connections (" + std::to_string(o.max_connections) +
+                               " open); try again later");
+  }
+  if (peer.uid == 0 || peer.uid == o.access.daemon_uid) return Status::Ok();
+  const int others = o.max_connections - o.reserved_connections;
+  if (slots_->total >= others) {
+    return common::Unavailable("too many connections (" + std::to_string(others) +
+                               " open; the other " + std::to_string(o.reserved_connections) +
+                               " are kept for root and triald's user); try again later");
+  }
+  auto it = slots_->per_uid.find(peer.uid);
+  if (it != slots_->per_uid.end() && it->second >= o.max_connections_per_uid) {
+    return common::Unavailable("uid " + std::to_string(peer.uid) + " has " +
+                               std::to_string(it->second) +
+                               " connections open, the most one user may; close one first");
+  }
+  return Status::Ok();
+}
+
+ControlServer::Shed ControlServer::ShedWithSpare() {
+  if (!spare_fd_.valid()) return Shed::kNoSpare;
+  spare_fd_.Reset();
+  const int fd = ::accept4(acceptor_.native_handle(), nullptr, nullptr, SOCK_CLOEXEC);
+  const int accept_errno = errno;
+  if (fd >= 0) {
+    const std::string msg = proto::EncodeError(common::Unavailable(
+        "triald is out of file descriptors; try again when other connections or trials end"));
+    (void)::send(fd, msg.data(), msg.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+    ::close(fd);
+  }
+  spare_fd_ = common::UniqueFd(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+  if (!spare_fd_.valid()) return Shed::kNoSpare;
+  if (fd >= 0) return Shed::kRefusedOne;
+  if (accept_errno == EAGAIN || accept_errno == EWOULDBLOCK) return Shed::kNonePending;
+  return Shed::kNoSpare;  // any other failure: pause
 }
 
 Result<json::value> ControlServer::Handle(const std::string& verb, const json::object& args) {

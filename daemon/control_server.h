@@ -7,14 +7,22 @@
 // stalls the daemon or other clients:
 //   - a line over the cap: an invalid_argument reply, then the connection is closed;
 //   - malformed JSON or an invalid request: an error reply, the connection stays usable;
-//   - a request started but not finished (no newline) within request_timeout_s, or a reply
-//     the client does not read within request_timeout_s: an error reply (best effort) and the
-//     connection is closed; an idle connection (no partial request) is closed after
-//     idle_timeout_s;
+//   - no complete request (up to its newline) within request_timeout_s of the connection being
+//     accepted or of its previous reply: closed, with an error reply (best effort) when part of
+//     a request had arrived; so an idle connection holds a slot for seconds, not minutes;
+//   - a piece of a reply the client does not read within request_timeout_s: closed;
 //   - end of stream in the middle of a request: an error reply, then close.
-// At most max_connections are open at once; one more gets an "unavailable" reply and is
-// closed. A failing accept (e.g. out of descriptors) is retried after a short pause instead of
-// spinning.
+// Replies are written as the verb produces them (ReplyStream, daemon/control/verbs.h): a large
+// `trials` or `export` reply is read from Storage and written a page at a time.
+//
+// Connection slots (decided at accept from SO_PEERCRED, before anything is read): at most
+// max_connections are open at once; reserved_connections of them are kept for root and the
+// daemon's own uid, and any other uid may hold at most max_connections_per_uid. One more gets
+// an "unavailable" reply naming the limit and is closed. So no other user can lock the owner
+// out by holding connections. When the daemon runs out of descriptors, accept() fails with
+// EMFILE: a spare descriptor kept for that moment is released to accept the pending
+// connection, tell it "out of file descriptors" and close it, so clients get an answer and the
+// event loop does not spin; without the spare, accepting pauses for 100 ms.
 //
 // Who may use which verb: daemon/control/access.h (decided once per connection from the peer's
 // credentials). What each verb does: the verb table in daemon/control/verbs.h. The JSON shapes
@@ -28,6 +36,7 @@
 #include <boost/json.hpp>
 #include <memory>
 #include <string>
+#include <unordered_map>
 
 #include "common/fd.h"
 #include "common/logging.h"
@@ -48,10 +57,14 @@ struct ControlServerOptions {
   std::string socket_path;
   std::string state_dir;
   AccessPolicy access;
-  int max_connections = 512;
-  double idle_timeout_s = 300;    // no request in progress
-  double request_timeout_s = 10;  // to finish a request once started, or to read a reply
-  double node_timeout_s = 30;     // shared storage: `nodes` calls a node silent longer dead
+  int max_connections = 512;         // all clients together
+  int reserved_connections = 32;     // of those, kept for root and the daemon's own uid (must
+                                     // be fewer than max_connections)
+  int max_connections_per_uid = 32;  // for any other uid
+  // To send a complete request (from connecting, or from the previous reply), or to read a
+  // piece of a reply.
+  double request_timeout_s = 5;
+  double node_timeout_s = 30;  // shared storage: `nodes` calls a node silent longer dead
 };
 
 class ControlServer {
@@ -75,12 +88,26 @@ class ControlServer {
 
  private:
   class Connection;
+  // Open connections, all together and per uid (root's and the daemon's uid's included).
+  struct Slots {
+    int total = 0;
+    std::unordered_map<uid_t, int> per_uid;
+  };
   void Accept();
+  // Why a connection from `peer` may not be opened now (Unavailable), or Ok.
+  common::Status Admit(const PeerCredentials& peer) const;
+  // accept() failed with EMFILE/ENFILE: sheds one pending connection through the spare
+  // descriptor: kRefusedOne (accept again), kNonePending (the backlog was empty: wait until it
+  // is not), kNoSpare (no spare, or accept failed otherwise: pause).
+  enum class Shed { kRefusedOne, kNonePending, kNoSpare };
+  Shed ShedWithSpare();
 
   ControlServerOptions options_;
   boost::asio::local::stream_protocol::acceptor acceptor_;
   boost::asio::steady_timer accept_retry_;
-  std::shared_ptr<int> live_connections_;
+  std::shared_ptr<Slots> slots_;
+  common::UniqueFd spare_fd_;  // /dev/null, released when accept() runs out of descriptors
+  bool out_of_fds_ = false;    // logged once per episode
   VerbContext verbs_;
   bool stopped_ = false;
 };

@@ -18,6 +18,7 @@
 #include "common/clock.h"
 #include "common/fd.h"
 #include "daemon/control_server.h"
+#include "daemon/descriptor_limit.h"
 #include "daemon/devices/gpu_pool.h"
 #include "daemon/devices/nvml_probe.h"
 #include "daemon/launcher/cgroup.h"
@@ -317,6 +318,8 @@ common::Result<ControlServerOptions> ControlOptions(const DaemonOptions& opts,
   co.access.allowed_gid = ::getegid();
   co.access.read_open = opts.socket_read_open;
   co.request_timeout_s = opts.request_timeout_s;
+  co.max_connections = opts.max_connections;
+  co.max_connections_per_uid = opts.max_user_connections;
   co.node_timeout_s = opts.node_timeout_s;
   if (!opts.socket_group.empty()) {
     common::Result<gid_t> gid = ResolveGroup(opts.socket_group);
@@ -404,6 +407,9 @@ int RunDaemon(const DaemonOptions& opts) {
   common::Logger log = opts.logger ? opts.logger : common::MakeNullLogger();
   SanitizeDescriptors();
   ::signal(SIGPIPE, SIG_IGN);  // a client that hangs up must not kill the daemon
+  // Trials and clients each hold descriptors: the soft limit (often 1024) goes up to the hard.
+  if (auto limit = RaiseDescriptorLimit(log); !limit.ok())
+    log->warn("{}", limit.status().message());
 
   common::Result<StateDir> dir = LockStateDir(opts.state_dir);
   if (!dir.ok()) {

@@ -25,8 +25,14 @@ struct DaemonOptions {
   // socket is 0666 and anyone may use the read verbs.
   std::string socket_group;
   bool socket_read_open = false;
-  double request_timeout_s = 10;  // to finish a request once started, or to read a reply
-  int max_workers = 0;            // 0: one per CPU
+  // A client's time to send a complete request (from connecting or its previous reply), or to
+  // read a piece of a reply.
+  double request_timeout_s = 5;
+  // Control connections (ControlServerOptions): all together, 32 of them kept for root and the
+  // daemon's uid; and per other uid.
+  int max_connections = 512;
+  int max_user_connections = 32;
+  int max_workers = 0;  // 0: one per CPU
   // Run each trial in its own cgroup where a writable cgroup v2 hierarchy is found
   // (daemon/launcher/cgroup.h); false (--no-cgroups): process groups only.
   bool use_cgroups = true;

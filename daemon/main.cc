@@ -81,11 +81,24 @@ int main(int argc, char** argv) {
                           "socket mode 0666: anyone may use the read verbs"),
              &DaemonOptions::socket_read_open);
   overriding(app.add_option("--request-timeout", given.request_timeout_s,
-                            "a client's time to finish a started request or\n"
-                            "read a reply (seconds, default 10)"),
+                            "a client's time to send a complete request (from\n"
+                            "connecting or its previous reply) or to read a\n"
+                            "reply (seconds, default 5)"),
              &DaemonOptions::request_timeout_s)
       ->type_name("S")
       ->check(cli::PositiveSeconds(86400));
+  overriding(app.add_option("--max-connections", given.max_connections,
+                            "control connections open at once, 32 of them kept\n"
+                            "for root and triald's user (default 512)"),
+             &DaemonOptions::max_connections)
+      ->type_name("N")
+      ->check(cli::IntegerFrom(64, 1048576));
+  overriding(app.add_option("--max-user-connections", given.max_user_connections,
+                            "control connections one user other than root and\n"
+                            "triald's own may hold at once (default 32)"),
+             &DaemonOptions::max_user_connections)
+      ->type_name("N")
+      ->check(cli::IntegerFrom(1, 1048576));
   overriding(app.add_option("--max-workers", given.max_workers,
                             "trials running at once, all studies together\n"
                             "(default: CPUs)"),

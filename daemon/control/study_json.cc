@@ -60,71 +60,42 @@ json::object TrialToJson(const TrialRecord& t) {
   return o;
 }
 
-json::object StudyExportJson(const model::StudyRecord& s, const std::vector<TrialRecord>& trials) {
-  json::object o;
-  o["study"] = StudySummaryJson(s, trials);
-  json::array out;
-  for (const TrialRecord& t : trials) {
-    json::object j = TrialToJson(t);
-    json::object internal, dists;
-    for (const auto& [name, pv] : t.params) {
-      internal[name] = JsonNumber(pv.internal);
-      Result<json::value> d = common::ParseJsonExact(pv.dist.ToJson());
-      dists[name] = d.ok() ? std::move(*d) : json::value(nullptr);
-    }
-    j["params_internal"] = std::move(internal);
-    j["distributions"] = std::move(dists);
-    out.push_back(std::move(j));
+json::object ExportTrialJson(const TrialRecord& t) {
+  json::object j = TrialToJson(t);
+  json::object internal, dists;
+  for (const auto& [name, pv] : t.params) {
+    internal[name] = JsonNumber(pv.internal);
+    Result<json::value> d = common::ParseJsonExact(pv.dist.ToJson());
+    dists[name] = d.ok() ? std::move(*d) : json::value(nullptr);
   }
-  o["trials"] = std::move(out);
-  return o;
+  j["params_internal"] = std::move(internal);
+  j["distributions"] = std::move(dists);
+  return j;
 }
 
-const TrialRecord* BestTrial(const model::StudyRecord& study,
-                             const std::vector<TrialRecord>& trials) {
-  const TrialRecord* best = nullptr;
-  const bool max = study.direction == config::Direction::kMaximize;
-  for (const TrialRecord& t : trials) {
-    if (t.state != TrialState::kComplete || !t.value || std::isnan(*t.value)) continue;
-    if (best == nullptr || (max ? *t.value > *best->value : *t.value < *best->value)) best = &t;
-  }
-  return best;
-}
-
-json::object StudySummaryJson(const model::StudyRecord& s, const std::vector<TrialRecord>& trials) {
+json::object StudySummaryJson(const model::StudyRecord& s, const storage::TrialCounts& c,
+                              const TrialRecord* best) {
   json::object o;
   o["name"] = s.name;
   o["state"] = model::StudyStateName(s.state);
   o["direction"] = config::DirectionName(s.direction);
   o["n_trials"] = s.n_trials;
-  int counts[5] = {0, 0, 0, 0, 0};
-  for (const TrialRecord& t : trials) ++counts[static_cast<int>(t.state)];
-  o["waiting"] = counts[static_cast<int>(TrialState::kWaiting)];
-  o["running"] = counts[static_cast<int>(TrialState::kRunning)];
-  o["complete"] = counts[static_cast<int>(TrialState::kComplete)];
-  o["pruned"] = counts[static_cast<int>(TrialState::kPruned)];
-  o["failed"] = counts[static_cast<int>(TrialState::kFail)];
+  o["waiting"] = c.waiting;
+  o["running"] = c.running;
+  o["complete"] = c.complete;
+  o["pruned"] = c.pruned;
+  o["failed"] = c.failed;
   // A failed trial that a retry replaced does not count toward n_trials: "finished" counts
   // configurations, "retried" the attempts replaced.
-  int retried = 0;
-  for (const TrialRecord& t : trials) retried += t.retry_of.has_value();
-  o["retried"] = retried;
-  o["finished"] = counts[2] + counts[3] + counts[4] - retried;
+  o["retried"] = c.retries;
+  o["finished"] = c.complete + c.pruned + c.failed - c.retries;
   // Mean run time of the finished trials that ran (trialctl watch's ETA); null before any.
-  double ran_s = 0;
-  int ran = 0;
-  for (const TrialRecord& t : trials) {
-    if (model::IsFinished(t.state) && t.started_at > 0) {
-      ran_s += t.DurationSeconds();
-      ++ran;
-    }
-  }
-  o["mean_duration_s"] = ran > 0 ? json::value(ran_s / ran) : json::value(nullptr);
+  o["mean_duration_s"] =
+      c.ran > 0 ? json::value(c.ran_seconds / static_cast<double>(c.ran)) : json::value(nullptr);
   o["seed"] = std::to_string(s.seed);
   o["created_at"] = s.created_at;
   o["finished_at"] = s.finished_at > 0 ? json::value(s.finished_at) : json::value(nullptr);
   o["spec_path"] = s.spec_path;
-  const TrialRecord* best = BestTrial(s, trials);
   o["best"] = best ? json::value(TrialToJson(*best)) : json::value(nullptr);
   return o;
 }

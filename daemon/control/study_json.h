@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "daemon/model/records.h"
+#include "daemon/storage/storage.h"
 
 namespace triald::daemon {
 
@@ -17,15 +18,16 @@ namespace triald::daemon {
 boost::json::value JsonNumber(std::optional<double> v);
 
 boost::json::object TrialToJson(const model::TrialRecord& trial);
+// A study with its progress (trial counts, mean run time) and best trial (null when none), as
+// `studies` and `status` show it; built from Storage::CountTrials and GetBestTrial, so its cost
+// does not grow with the study.
 boost::json::object StudySummaryJson(const model::StudyRecord& study,
-                                     const std::vector<model::TrialRecord>& trials);
-// The "export" reply: {study: StudySummaryJson, trials: [TrialToJson plus params_internal
-// {name: internal value (a categorical's choice index)} and distributions {name:
-// Distribution::ToJson as an object}]}; everything trialctl's report and exports need.
-boost::json::object StudyExportJson(const model::StudyRecord& study,
-                                    const std::vector<model::TrialRecord>& trials);
-// The best COMPLETE trial for the direction, or nullptr.
-const model::TrialRecord* BestTrial(const model::StudyRecord& study,
-                                    const std::vector<model::TrialRecord>& trials);
+                                     const storage::TrialCounts& counts,
+                                     const model::TrialRecord* best);
+// One trial of the "export" reply: TrialToJson plus params_internal {name: internal value (a
+// categorical's choice index)} and distributions {name: Distribution::ToJson as an object}.
+// The reply is {study: StudySummaryJson, trials: [ExportTrialJson]}: everything trialctl's
+// report and exports need.
+boost::json::object ExportTrialJson(const model::TrialRecord& trial);
 
 }  // namespace triald::daemon

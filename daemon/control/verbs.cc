@@ -2,9 +2,14 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <limits>
+#include <optional>
+#include <utility>
 
 #include "common/fd.h"
+#include "common/json.h"
 #include "common/utf8.h"
 #include "daemon/control/requests.h"
 #include "daemon/control/study_json.h"
@@ -39,12 +44,20 @@ Result<json::value> SubmitVerb(const VerbContext& c, const json::object& args) {
   return json::value(std::move(o));
 }
 
+// A study's summary from Storage's counting and best-trial queries.
+Result<json::object> Summary(const VerbContext& c, const model::StudyRecord& s) {
+  TRIALD_ASSIGN_OR_RETURN(storage::TrialCounts counts, c.storage->CountTrials(s.id));
+  TRIALD_ASSIGN_OR_RETURN(std::optional<TrialRecord> best,
+                          c.storage->GetBestTrial(s.id, s.direction));
+  return StudySummaryJson(s, counts, best ? &*best : nullptr);
+}
+
 Result<json::value> StudiesVerb(const VerbContext& c, const json::object&) {
   TRIALD_ASSIGN_OR_RETURN(std::vector<model::StudyRecord> all, c.storage->ListStudies());
   json::array a;
   for (const auto& s : all) {
-    TRIALD_ASSIGN_OR_RETURN(std::vector<TrialRecord> trials, c.storage->GetTrials(s.id));
-    a.push_back(StudySummaryJson(s, trials));
+    TRIALD_ASSIGN_OR_RETURN(json::object summary, Summary(c, s));
+    a.push_back(std::move(summary));
   }
   return json::value(std::move(a));
 }
@@ -63,27 +76,103 @@ json::value SpawnStatusJson(const VerbContext& c, int64_t study_id) {
 
 Result<json::value> StatusVerb(const VerbContext& c, const json::object& args) {
   TRIALD_ASSIGN_OR_RETURN(model::StudyRecord s, LookUpStudy(*c.storage, args));
-  TRIALD_ASSIGN_OR_RETURN(std::vector<TrialRecord> trials, c.storage->GetTrials(s.id));
-  json::object o = StudySummaryJson(s, trials);
-  o["spawn"] = SpawnStatusJson(c, s.id);
-  return json::value(std::move(o));
+  TRIALD_ASSIGN_OR_RETURN(json::object summary, Summary(c, s));
+  summary["spawn"] = SpawnStatusJson(c, s.id);
+  return json::value(std::move(summary));
 }
 
-Result<json::value> TrialsVerb(const VerbContext& c, const json::object& args) {
+// An optional count argument (offset, limit): `fallback` when missing or null, else an
+// integer from 0 up (at most INT_MAX).
+Result<int64_t> OptionalCount(const json::object& args, const char* key, int64_t fallback) {
+  const json::value* v = args.if_contains(key);
+  if (v == nullptr || v->is_null()) return fallback;
+  TRIALD_ASSIGN_OR_RETURN(int64_t n, proto::GetInt(args, key));
+  if (n < 0) {
+    return common::InvalidArgument("argument \"" + std::string(key) + "\" must be 0 or more; got " +
+                                   std::to_string(n));
+  }
+  // Trial numbers are ints: more is the same as all (and offset + limit cannot overflow).
+  return std::min<int64_t>(n, std::numeric_limits<int>::max());
+}
+
+// The trials of a study from a number on, a page (kTrialsPerPiece) per piece, between `head`
+// and `tail`, each as `to_json` makes it, separated by commas.
+class TrialPages final : public ReplyStream {
+ public:
+  using ToJson = json::object (*)(const TrialRecord&);
+  TrialPages(storage::Storage* storage, int64_t study_id, int64_t offset,
+             std::optional<int64_t> limit, ToJson to_json, std::string head, std::string tail)
+      : storage_(storage),
+        study_id_(study_id),
+        next_(offset),
+        end_(limit ? std::optional<int64_t>(offset + *limit) : std::nullopt),
+        to_json_(to_json),
+        head_(std::move(head)),
+        tail_(std::move(tail)) {}
+
+  Result<std::string> Next() override {
+    if (done_) return std::string();
+    std::string piece = std::move(head_);
+    head_.clear();
+    int64_t want = kTrialsPerPiece;
+    if (end_) want = std::min(want, *end_ - next_);
+    bool last = want <= 0 || next_ > std::numeric_limits<int>::max();
+    if (!last) {
+      TRIALD_ASSIGN_OR_RETURN(
+          std::vector<TrialRecord> page,
+          storage_->GetTrialPage(study_id_, static_cast<int>(next_), static_cast<int>(want)));
+      for (const TrialRecord& t : page) {
+        if (!first_) piece += ',';
+        first_ = false;
+        piece += json::serialize(to_json_(t));
+      }
+      next_ += static_cast<int64_t>(page.size());
+      last = static_cast<int64_t>(page.size()) < want;
+    }
+    if (last) {
+      piece += tail_;
+      done_ = true;
+    }
+    return piece;
+  }
+
+ private:
+  storage::Storage* storage_;
+  int64_t study_id_;
+  int64_t next_;
+  std::optional<int64_t> end_;  // one past the last number wanted
+  ToJson to_json_;
+  std::string head_;
+  std::string tail_;
+  bool first_ = true;
+  bool done_ = false;
+};
+
+// A result known whole: one piece.
+class WholeReply final : public ReplyStream {
+ public:
+  explicit WholeReply(std::string text) : text_(std::move(text)) {}
+  Result<std::string> Next() override { return std::exchange(text_, std::string()); }
+
+ private:
+  std::string text_;
+};
+
+Result<std::unique_ptr<ReplyStream>> TrialsStreamer(const VerbContext& c,
+                                                    const json::object& args) {
   TRIALD_ASSIGN_OR_RETURN(model::StudyRecord s, LookUpStudy(*c.storage, args));
-  TRIALD_ASSIGN_OR_RETURN(std::vector<TrialRecord> trials, c.storage->GetTrials(s.id));
-  json::array a;
-  for (const TrialRecord& t : trials) a.push_back(TrialToJson(t));
-  return json::value(std::move(a));
+  TRIALD_ASSIGN_OR_RETURN(int64_t offset, OptionalCount(args, "offset", 0));
+  TRIALD_ASSIGN_OR_RETURN(int64_t limit, OptionalCount(args, "limit", -1));
+  return std::unique_ptr<ReplyStream>(std::make_unique<TrialPages>(
+      c.storage, s.id, offset, limit >= 0 ? std::optional<int64_t>(limit) : std::nullopt,
+      &TrialToJson, "[", "]"));
 }
 
 Result<json::value> BestVerb(const VerbContext& c, const json::object& args) {
   TRIALD_ASSIGN_OR_RETURN(model::StudyRecord s, LookUpStudy(*c.storage, args));
-  TRIALD_ASSIGN_OR_RETURN(std::vector<TrialRecord> trials, c.storage->GetTrials(s.id));
-  const TrialRecord* best = BestTrial(s, trials);
-  if (best == nullptr) {
-    return common::NotFound("study \"" + s.name + "\" has no COMPLETE trial yet");
-  }
+  TRIALD_ASSIGN_OR_RETURN(std::optional<TrialRecord> best,
+                          c.storage->GetBestTrial(s.id, s.direction));
+  if (!best) return common::NotFound("study \"" + s.name + "\" has no COMPLETE trial yet");
   return json::value(TrialToJson(*best));
 }
 
@@ -147,10 +236,13 @@ Result<json::value> LogsVerb(const VerbContext& c, const json::object& args) {
   return json::value(std::move(o));
 }
 
-Result<json::value> ExportVerb(const VerbContext& c, const json::object& args) {
+Result<std::unique_ptr<ReplyStream>> ExportStreamer(const VerbContext& c,
+                                                    const json::object& args) {
   TRIALD_ASSIGN_OR_RETURN(model::StudyRecord s, LookUpStudy(*c.storage, args));
-  TRIALD_ASSIGN_OR_RETURN(std::vector<TrialRecord> trials, c.storage->GetTrials(s.id));
-  return json::value(StudyExportJson(s, trials));
+  TRIALD_ASSIGN_OR_RETURN(json::object summary, Summary(c, s));
+  return std::unique_ptr<ReplyStream>(std::make_unique<TrialPages>(
+      c.storage, s.id, 0, std::nullopt, &ExportTrialJson,
+      "{\"study\":" + json::serialize(summary) + ",\"trials\":[", "]}"));
 }
 
 // The daemons sharing this storage, with their heartbeats and running trials; on a storage of
@@ -190,11 +282,16 @@ Result<json::value> NodesVerb(const VerbContext& c, const json::object&) {
 
 const std::vector<Verb>& Verbs() {
   static const std::vector<Verb> kVerbs = {
-      {"ping", VerbKind::kRead, PingVerb},         {"submit", VerbKind::kMutating, SubmitVerb},
-      {"studies", VerbKind::kRead, StudiesVerb},   {"status", VerbKind::kRead, StatusVerb},
-      {"trials", VerbKind::kRead, TrialsVerb},     {"best", VerbKind::kRead, BestVerb},
-      {"cancel", VerbKind::kMutating, CancelVerb}, {"enqueue", VerbKind::kMutating, EnqueueVerb},
-      {"logs", VerbKind::kRead, LogsVerb},         {"export", VerbKind::kRead, ExportVerb},
+      {"ping", VerbKind::kRead, PingVerb},
+      {"submit", VerbKind::kMutating, SubmitVerb},
+      {"studies", VerbKind::kRead, StudiesVerb},
+      {"status", VerbKind::kRead, StatusVerb},
+      {"trials", VerbKind::kRead, nullptr, TrialsStreamer},
+      {"best", VerbKind::kRead, BestVerb},
+      {"cancel", VerbKind::kMutating, CancelVerb},
+      {"enqueue", VerbKind::kMutating, EnqueueVerb},
+      {"logs", VerbKind::kRead, LogsVerb},
+      {"export", VerbKind::kRead, nullptr, ExportStreamer},
       {"nodes", VerbKind::kRead, NodesVerb},
   };
   return kVerbs;
@@ -212,12 +309,40 @@ bool IsReadVerb(std::string_view verb) {
   return v != nullptr && v->kind == VerbKind::kRead;
 }
 
-Result<json::value> HandleVerb(const VerbContext& context, const std::string& verb,
-                               const json::object& args) {
-  if (const Verb* v = FindVerb(verb)) return v->handler(context, args);
+namespace {
+
+common::Status UnknownVerb(const std::string& verb) {
   std::string known;
   for (const Verb& v : Verbs()) known += (known.empty() ? "" : ", ") + std::string(v.name);
   return common::InvalidArgument("unknown verb \"" + verb + "\"; expected one of " + known);
+}
+
+}  // namespace
+
+Result<json::value> HandleVerb(const VerbContext& context, const std::string& verb,
+                               const json::object& args) {
+  const Verb* v = FindVerb(verb);
+  if (v == nullptr) return UnknownVerb(verb);
+  if (v->handler != nullptr) return v->handler(context, args);
+  TRIALD_ASSIGN_OR_RETURN(std::unique_ptr<ReplyStream> stream, v->streamer(context, args));
+  std::string text;
+  for (;;) {
+    TRIALD_ASSIGN_OR_RETURN(std::string piece, stream->Next());
+    if (piece.empty()) break;
+    text += piece;
+  }
+  Result<json::value> parsed = common::ParseJsonExact(text);
+  if (!parsed.ok()) return common::Internal("\"" + verb + "\" reply: " + parsed.status().message());
+  return parsed;
+}
+
+Result<std::unique_ptr<ReplyStream>> StartVerb(const VerbContext& context, const std::string& verb,
+                                               const json::object& args) {
+  const Verb* v = FindVerb(verb);
+  if (v == nullptr) return UnknownVerb(verb);
+  if (v->streamer != nullptr) return v->streamer(context, args);
+  TRIALD_ASSIGN_OR_RETURN(json::value result, v->handler(context, args));
+  return std::unique_ptr<ReplyStream>(std::make_unique<WholeReply>(json::serialize(result)));
 }
 
 }  // namespace triald::daemon

@@ -8,24 +8,30 @@
 //   submit   {sweep, path} -> {study, n_trials, seed}                       (mutating)
 //   studies  {} -> [StudySummaryJson]
 //   status   {study} -> StudySummaryJson
-//   trials   {study} -> [TrialToJson]
+//   trials   {study, offset?, limit?} -> [TrialToJson]: the trials numbered offset (default 0)
+//            on, at most limit of them (default: all)                       (streamed)
 //   best     {study} -> TrialToJson of the best COMPLETE trial
 //   cancel   {study} -> {study, state: "CANCELLED"}                        (mutating)
 //   enqueue  {study, params: {name: "value text"}} -> {study, trial, params}: a trial with fixed
 //            parameters that runs next (Scheduler::Enqueue); a JSON number or boolean value is
 //            taken as its text.                                             (mutating)
 //   logs     {study, trial, stream} -> {path, state, content, exists}
-//   export   {study} -> StudyExportJson: the study and every trial with its parameters'
-//            internal values and distributions (trialctl report / export).
+//   export   {study} -> {study: StudySummaryJson, trials: [ExportTrialJson]}: the study and
+//            every trial with its parameters' internal values and distributions (trialctl
+//            report / export).                                              (streamed)
 //   nodes    {} -> [{name, self, alive, silent_for, first_beat, last_beat, running}]: the
 //            daemons sharing the storage (this one alone on a storage of its own).
 // Reads come straight from Storage (the scheduler writes through), so finished and active
-// studies look the same; writes go through the Scheduler.
+// studies look the same; writes go through the Scheduler. A read costs what it returns:
+// `studies`, `status` and `best` use Storage's counting and best-trial queries and never load a
+// study's trials; `trials` and `export` are streamed (ReplyStream), a page of
+// kTrialsPerPiece trials at a time, so a study of any size never sits in memory whole.
 //
 // Thread-safety: the table is immutable and may be read from any thread; handlers run on the
 // event-loop thread (they use the Scheduler and Storage).
 
 #include <boost/json.hpp>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -51,10 +57,32 @@ struct VerbContext {
 using VerbHandler = common::Result<boost::json::value> (*)(const VerbContext& context,
                                                            const boost::json::object& args);
 
+// The trials a streamed reply reads from Storage and writes at a time.
+inline constexpr int kTrialsPerPiece = 256;
+
+// A reply produced in pieces: the JSON text of the result, cut anywhere. The control server
+// asks for the next piece only once the previous one is written, so a large reply costs the
+// daemon one piece of memory at a time and the event loop one page of reads at a time.
+// Not thread-safe; the context it was made from must outlive it.
+class ReplyStream {
+ public:
+  virtual ~ReplyStream() = default;
+  // The next piece of the result, or "" once the result is complete. An error before any piece
+  // is the reply; an error after one ends the reply unfinished (the client sees a reply cut
+  // short, never a wrong one).
+  virtual common::Result<std::string> Next() = 0;
+};
+
+// Starts a streamed reply; an error (bad arguments, unknown study) is the reply.
+using VerbStreamer = common::Result<std::unique_ptr<ReplyStream>> (*)(
+    const VerbContext& context, const boost::json::object& args);
+
+// One verb: a handler that returns its whole result, or a streamer (exactly one is set).
 struct Verb {
   std::string_view name;
   VerbKind kind;
   VerbHandler handler;
+  VerbStreamer streamer = nullptr;
 };
 
 // Every verb, in the order the "unknown verb" error lists them.
@@ -65,8 +93,16 @@ const Verb* FindVerb(std::string_view name);
 // later without a kind, counts as mutating, so access fails closed.
 bool IsReadVerb(std::string_view verb);
 
-// Runs `verb` with `args`; an unknown verb is invalid_argument listing the known ones.
+// Runs `verb` with `args`; an unknown verb is invalid_argument listing the known ones. A
+// streamed verb's pieces are put together and parsed (for tests and in-process callers; the
+// control server writes them as they come, StartVerb).
 common::Result<boost::json::value> HandleVerb(const VerbContext& context, const std::string& verb,
                                               const boost::json::object& args);
+
+// Runs `verb` with `args` as a stream: a streamed verb's own, or one piece holding a handled
+// verb's whole result. Errors as HandleVerb.
+common::Result<std::unique_ptr<ReplyStream>> StartVerb(const VerbContext& context,
+                                                       const std::string& verb,
+                                                       const boost::json::object& args);
 
 }  // namespace triald::daemon

@@ -1,5 +1,6 @@
 #include "daemon/ctl/client.h"
 
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -36,7 +37,18 @@ Result<Client> Client::Connect(const std::string& path) {
   return Client(std::move(fd), path);
 }
 
+bool Client::ClosedByDaemon() const {
+  // Between requests the daemon sends nothing unasked: anything readable (end of stream, an
+  // error) means it closed the connection, e.g. idle past --request-timeout.
+  pollfd p{fd_.get(), POLLIN | POLLRDHUP, 0};
+  return pending_.empty() && ::poll(&p, 1, 0) > 0;
+}
+
 Result<boost::json::value> Client::Call(const std::string& verb, boost::json::object args) {
+  if (ClosedByDaemon()) {
+    TRIALD_ASSIGN_OR_RETURN(Client fresh, Connect(path_));
+    *this = std::move(fresh);
+  }
   std::string req = proto::EncodeRequest(verb, std::move(args));
   common::Status st = common::WriteAll(fd_.get(), req.data(), req.size());
   if (!st.ok()) return common::Unavailable("sending to triald at " + path_ + ": " + st.message());

@@ -17,9 +17,13 @@ class Client {
   static common::Result<Client> Connect(const std::string& socket_path);
 
   // Sends one request and waits for its reply; a daemon-side error comes back as its Status.
+  // A connection the daemon closed while it was idle (it closes connections that send no
+  // request within its --request-timeout) is replaced by a new one first, so a client may wait
+  // between calls as long as it likes.
   common::Result<boost::json::value> Call(const std::string& verb, boost::json::object args = {});
 
  private:
+  bool ClosedByDaemon() const;
   explicit Client(common::UniqueFd fd, std::string path) : fd_(std::move(fd)), path_(path) {}
   common::UniqueFd fd_;
   std::string path_;

@@ -110,10 +110,16 @@ const std::vector<VerbSpec>& VerbSpecs() {
          AddJson(v, c);
        }},
       {"trials",
-       "every trial of a study",
+       "a study's trials (all, or a page with --offset/--limit)",
        {},
        [](CLI::App* v, CommandLine* c) {
          AddStudy(v, c);
+         v->add_option("--offset", c->offset, "start at trial number N (default 0)")
+             ->type_name("N")
+             ->check(cli::IntegerFrom(0, 2147483647));
+         v->add_option("--limit", c->limit, "at most N trials (default: all)")
+             ->type_name("N")
+             ->check(cli::IntegerFrom(1, 2147483647));
          AddJson(v, c);
        }},
       {"best",

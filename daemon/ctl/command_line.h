@@ -30,6 +30,8 @@ struct CommandLine {
   std::string file;                                         // submit FILE
   std::string study;                                        // STUDY
   std::string trial;                                        // logs TRIAL (digits)
+  long offset = 0;                                          // trials --offset
+  long limit = 0;                                           // trials --limit (0: all)
 };
 
 // A parse: the command line to run, or text to print and the exit code to return (help on

@@ -161,6 +161,8 @@ int RunTrialctl(const std::vector<std::string>& argv, std::ostream& out, std::os
   json::object args;
   if (verb == "status" || verb == "trials" || verb == "best" || verb == "cancel") {
     args["study"] = a.study;
+    if (verb == "trials" && a.offset > 0) args["offset"] = a.offset;
+    if (verb == "trials" && a.limit > 0) args["limit"] = a.limit;
   } else if (verb == "enqueue") {
     args["study"] = a.study;
     json::object params;

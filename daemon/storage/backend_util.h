@@ -10,6 +10,8 @@
 
 #include "common/status.h"
 #include "config/sweep.h"
+#include "daemon/model/records.h"
+#include "daemon/storage/storage.h"
 
 namespace triald::storage::backend {
 
@@ -34,6 +36,53 @@ auto Guarded(const char* op, F&& body) -> decltype(body()) {
   } catch (...) {
     return common::Internal(std::string(op) + ": unexpected non-standard exception");
   }
+}
+
+// A trial state read back from a GROUP BY state row; kInternal naming the text if unknown.
+inline common::Result<model::TrialState> ParseTrialStateColumn(const std::string& text,
+                                                               const std::string& op) {
+  std::optional<model::TrialState> state = model::ParseTrialState(text);
+  if (!state) return common::Internal(op + ": stored trial state \"" + text + "\" is unknown");
+  return *state;
+}
+
+// Adds one GROUP BY state row of CountTrials: `count` trials in `state`, `retries` of them
+// retries, `started` of them started, `run_seconds` their run time together. Only finished
+// trials count toward TrialCounts::ran and ran_seconds.
+inline void AddStateCount(TrialCounts* c, model::TrialState state, int64_t count, int64_t retries,
+                          int64_t started, double run_seconds) {
+  switch (state) {
+    case model::TrialState::kWaiting:
+      c->waiting += count;
+      break;
+    case model::TrialState::kRunning:
+      c->running += count;
+      break;
+    case model::TrialState::kComplete:
+      c->complete += count;
+      break;
+    case model::TrialState::kPruned:
+      c->pruned += count;
+      break;
+    case model::TrialState::kFail:
+      c->failed += count;
+      break;
+  }
+  c->retries += retries;
+  if (model::IsFinished(state)) {
+    c->ran += started;
+    c->ran_seconds += run_seconds;
+  }
+}
+
+// GetTrialPage's arguments: a first number from 0 and a positive limit.
+inline common::Status CheckPageArguments(int from_number, int limit, const std::string& op) {
+  if (from_number < 0 || limit <= 0) {
+    return common::InvalidArgument(op + ": a page starts at a trial number >= 0 (got " +
+                                   std::to_string(from_number) + ") and holds at least one trial " +
+                                   "(got a limit of " + std::to_string(limit) + ")");
+  }
+  return common::Status::Ok();
 }
 
 }  // namespace triald::storage::backend

@@ -22,8 +22,11 @@
 namespace triald::storage {
 namespace {
 
+using backend::AddStateCount;
+using backend::CheckPageArguments;
 using backend::DirectionText;
 using backend::Guarded;
+using backend::ParseTrialStateColumn;
 using backend::StudyIdLabel;
 using backend::TrialIdLabel;
 using common::Result;
@@ -333,6 +336,11 @@ class PostgresStorage final : public Storage {
   Result<std::vector<model::TrialRecord>> GetTrialsSince(int64_t study_id, int from_number,
                                                          const std::vector<int>& numbers) override;
   Result<std::vector<model::TrialRecord>> GetRunningTrials() override;
+  Result<TrialCounts> CountTrials(int64_t study_id) override;
+  Result<std::optional<model::TrialRecord>> GetBestTrial(int64_t study_id,
+                                                         config::Direction direction) override;
+  Result<std::vector<model::TrialRecord>> GetTrialPage(int64_t study_id, int from_number,
+                                                       int limit) override;
 
   Status Heartbeat(double at) override;
   Result<std::vector<model::NodeRecord>> GetNodes(double now) override;
@@ -349,7 +357,7 @@ class PostgresStorage final : public Storage {
   //   fraction of a second, or with the next durable commit (storage.h allows this for
   //   intermediate values, attributes and heartbeats).
   enum class Txn { kNone, kWrite, kLazyWrite };
-  enum class TrialFilter { kStudy, kStudyNumber, kRunning, kSince };
+  enum class TrialFilter { kStudy, kStudyNumber, kRunning, kSince, kRange };
 
   PostgresStorage() = default;
 
@@ -397,9 +405,10 @@ class PostgresStorage final : public Storage {
   void LoseBatch(const Status& why);
 
   Status TrialNotMutable(int64_t trial_id, const std::string& op, bool require_waiting);
+  // kSince: number >= `number` or in `numbers`; kRange: `number` <= number < `end_number`.
   Result<std::vector<model::TrialRecord>> LoadTrials(TrialFilter filter, int64_t study_id,
                                                      int number, const std::vector<int>& numbers,
-                                                     const std::string& op);
+                                                     const std::string& op, int64_t end_number = 0);
   Result<model::StudyRecord> ReadStudyRow(const Rows& rows, int row) const;
   Result<model::TrialRecord> ReadTrialRow(const Rows& rows, int row) const;
 
@@ -1277,7 +1286,8 @@ Status PostgresStorage::FinishTrial(int64_t trial_id, const model::TrialOutcome&
 Result<std::vector<model::TrialRecord>> PostgresStorage::LoadTrials(TrialFilter filter,
                                                                     int64_t study_id, int number,
                                                                     const std::vector<int>& numbers,
-                                                                    const std::string& op) {
+                                                                    const std::string& op,
+                                                                    int64_t end_number) {
   // One query per table for the whole selection, joined through trials with the same filter,
   // instead of one per trial.
   const char* where = "";
@@ -1297,6 +1307,10 @@ Result<std::vector<model::TrialRecord>> PostgresStorage::LoadTrials(TrialFilter 
     case TrialFilter::kSince:
       where = " WHERE t.study_id = $1 AND (t.number >= $2 OR t.number = ANY($3))";
       params.Int8(study_id).Int4(number).Int4Array(numbers);
+      break;
+    case TrialFilter::kRange:
+      where = " WHERE t.study_id = $1 AND t.number >= $2 AND t.number < $3";
+      params.Int8(study_id).Int4(number).Int8(end_number);
       break;
   }
 
@@ -1420,6 +1434,77 @@ Result<std::vector<model::TrialRecord>> PostgresStorage::GetRunningTrials() {
     const std::string op = "GetRunningTrials";
     return Call(op, Txn::kNone, [&]() -> Result<std::vector<model::TrialRecord>> {
       return LoadTrials(TrialFilter::kRunning, 0, 0, {}, op);
+    });
+  });
+}
+
+Result<TrialCounts> PostgresStorage::CountTrials(int64_t study_id) {
+  return Guarded("CountTrials", [&]() -> Result<TrialCounts> {
+    const std::string op = "CountTrials(" + StudyIdLabel(study_id) + ")";
+    return Call(op, Txn::kNone, [&]() -> Result<TrialCounts> {
+      Params params;
+      params.Int8(study_id);
+      // One round trip: the counts per state (no trial is read) and the study's existence.
+      TRIALD_ASSIGN_OR_RETURN(
+          std::vector<Rows> rows,
+          Run({},
+              {{"SELECT state, COUNT(*), COUNT(retry_of), COUNT(*) FILTER (WHERE started_at > 0), "
+                "COALESCE(SUM(finished_at - started_at) FILTER (WHERE started_at > 0 AND "
+                "finished_at > 0), 0)::double precision FROM trials WHERE study_id = $1 "
+                "GROUP BY state",
+                &params},
+               {"SELECT 1 FROM studies WHERE id = $1", &params}},
+              op));
+      if (rows[1].size() == 0) return common::NotFound(StudyIdLabel(study_id) + " not found");
+      TrialCounts c;
+      const Rows& r = rows[0];
+      for (int i = 0; i < r.size(); ++i) {
+        TRIALD_ASSIGN_OR_RETURN(model::TrialState state, ParseTrialStateColumn(r.Str(i, 0), op));
+        AddStateCount(&c, state, r.Int(i, 1), r.Int(i, 2), r.Int(i, 3), r.Double(i, 4));
+      }
+      return c;
+    });
+  });
+}
+
+Result<std::optional<model::TrialRecord>> PostgresStorage::GetBestTrial(
+    int64_t study_id, config::Direction direction) {
+  return Guarded("GetBestTrial", [&]() -> Result<std::optional<model::TrialRecord>> {
+    const std::string op = "GetBestTrial(" + StudyIdLabel(study_id) + ")";
+    return Call(op, Txn::kNone, [&]() -> Result<std::optional<model::TrialRecord>> {
+      Params params;
+      params.Int8(study_id);
+      // NaN is a value in PostgreSQL (above every number): left out, as BestTrial does.
+      const bool max = direction == config::Direction::kMaximize;
+      TRIALD_ASSIGN_OR_RETURN(
+          std::vector<Rows> rows,
+          Run({},
+              {{std::string("SELECT number FROM trials WHERE study_id = $1 AND state = "
+                            "'COMPLETE' AND value IS NOT NULL AND value <> 'NaN'::float8 "
+                            "ORDER BY value ") +
+                    (max ? "DESC" : "ASC") + ", number ASC LIMIT 1",
+                &params},
+               {"SELECT 1 FROM studies WHERE id = $1", &params}},
+              op));
+      if (rows[1].size() == 0) return common::NotFound(StudyIdLabel(study_id) + " not found");
+      if (rows[0].size() == 0) return std::optional<model::TrialRecord>();
+      const int number = static_cast<int>(rows[0].Int(0, 0));
+      TRIALD_ASSIGN_OR_RETURN(std::vector<model::TrialRecord> trials,
+                              LoadTrials(TrialFilter::kStudyNumber, study_id, number, {}, op));
+      if (trials.empty()) return std::optional<model::TrialRecord>();
+      return std::optional<model::TrialRecord>(std::move(trials.front()));
+    });
+  });
+}
+
+Result<std::vector<model::TrialRecord>> PostgresStorage::GetTrialPage(int64_t study_id,
+                                                                      int from_number, int limit) {
+  return Guarded("GetTrialPage", [&]() -> Result<std::vector<model::TrialRecord>> {
+    const std::string op = "GetTrialPage(" + StudyIdLabel(study_id) + ")";
+    TRIALD_RETURN_IF_ERROR(CheckPageArguments(from_number, limit, op));
+    return Call(op, Txn::kNone, [&]() -> Result<std::vector<model::TrialRecord>> {
+      return LoadTrials(TrialFilter::kRange, study_id, from_number, {}, op,
+                        int64_t{from_number} + limit);
     });
   });
 }

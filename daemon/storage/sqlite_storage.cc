@@ -15,8 +15,11 @@
 namespace triald::storage {
 namespace {
 
+using backend::AddStateCount;
+using backend::CheckPageArguments;
 using backend::DirectionText;
 using backend::Guarded;
+using backend::ParseTrialStateColumn;
 using backend::StudyIdLabel;
 using backend::TrialIdLabel;
 using common::Result;
@@ -220,6 +223,11 @@ class SqliteStorage final : public Storage {
   Result<std::vector<model::TrialRecord>> GetTrialsSince(int64_t study_id, int from_number,
                                                          const std::vector<int>& numbers) override;
   Result<std::vector<model::TrialRecord>> GetRunningTrials() override;
+  Result<TrialCounts> CountTrials(int64_t study_id) override;
+  Result<std::optional<model::TrialRecord>> GetBestTrial(int64_t study_id,
+                                                         config::Direction direction) override;
+  Result<std::vector<model::TrialRecord>> GetTrialPage(int64_t study_id, int from_number,
+                                                       int limit) override;
 
   bool shared() const override { return shared_; }
   const std::string& node() const override { return node_; }
@@ -239,7 +247,7 @@ class SqliteStorage final : public Storage {
   enum class Sync { kUnknown, kNormal, kFull };
 
   // Which trials a load covers; each has its own cached statements.
-  enum class TrialFilter { kStudy, kStudyNumber, kRunning, kSince };
+  enum class TrialFilter { kStudy, kStudyNumber, kRunning, kSince, kRange };
 
   explicit SqliteStorage(sqlite3* db) : db_(db) {}
 
@@ -279,10 +287,12 @@ class SqliteStorage final : public Storage {
   // Explains why a mutation guarded by the trial's state touched no row.
   Status TrialNotMutable(int64_t trial_id, const std::string& op, bool require_waiting);
 
-  // kSince: number >= `number`, or listed in `numbers_json` (a JSON array).
+  // kSince: number >= `number`, or listed in `numbers_json` (a JSON array). kRange: `number`
+  // <= number < `end_number`.
   Result<std::vector<model::TrialRecord>> LoadTrials(TrialFilter filter, int64_t study_id,
                                                      int number, const std::string& op,
-                                                     const std::string& numbers_json = "[]");
+                                                     const std::string& numbers_json = "[]",
+                                                     int64_t end_number = 0);
   Result<model::StudyRecord> ReadStudyRow(const Stmt& st) const;
   Result<model::TrialRecord> ReadTrialRow(const Stmt& st) const;
 
@@ -920,7 +930,8 @@ Status SqliteStorage::FinishTrial(int64_t trial_id, const model::TrialOutcome& o
 Result<std::vector<model::TrialRecord>> SqliteStorage::LoadTrials(TrialFilter filter,
                                                                   int64_t study_id, int number,
                                                                   const std::string& op,
-                                                                  const std::string& numbers_json) {
+                                                                  const std::string& numbers_json,
+                                                                  int64_t end_number) {
   // One query per table for the whole selection, joined through trials with the same filter,
   // instead of one query per trial: a study of thousands of trials loads in four statements.
   const char* where = "";
@@ -939,11 +950,18 @@ Result<std::vector<model::TrialRecord>> SqliteStorage::LoadTrials(TrialFilter fi
           " WHERE t.study_id = ?1 AND (t.number >= ?2 OR t.number IN "
           "(SELECT value FROM json_each(?3)))";
       break;
+    case TrialFilter::kRange:
+      where = " WHERE t.study_id = ?1 AND t.number >= ?2 AND t.number < ?3";
+      break;
   }
   auto bind = [&](Stmt& st) {
     if (filter != TrialFilter::kRunning) st.Int(1, study_id);
-    if (filter == TrialFilter::kStudyNumber || filter == TrialFilter::kSince) st.Int(2, number);
+    if (filter == TrialFilter::kStudyNumber || filter == TrialFilter::kSince ||
+        filter == TrialFilter::kRange) {
+      st.Int(2, number);
+    }
     if (filter == TrialFilter::kSince) st.Text(3, numbers_json);
+    if (filter == TrialFilter::kRange) st.Int(3, end_number);
   };
 
   std::vector<model::TrialRecord> trials;
@@ -1072,6 +1090,67 @@ Result<std::vector<model::TrialRecord>> SqliteStorage::GetTrialsSince(
     }
     list += "]";
     return LoadTrials(TrialFilter::kSince, study_id, from_number, op, list);
+  });
+}
+
+Result<TrialCounts> SqliteStorage::CountTrials(int64_t study_id) {
+  return Guarded("CountTrials", [&]() -> Result<TrialCounts> {
+    const std::string op = "CountTrials(" + StudyIdLabel(study_id) + ")";
+    TRIALD_RETURN_IF_ERROR(RequireStudy(study_id, op));
+    // One pass over the study's rows (through its (study_id, number) index); no trial is read.
+    TRIALD_ASSIGN_OR_RETURN(
+        Stmt st, Prepare("SELECT state, COUNT(*), SUM(retry_of IS NOT NULL), SUM(started_at > 0), "
+                         "TOTAL(CASE WHEN started_at > 0 AND finished_at > 0 "
+                         "THEN finished_at - started_at ELSE 0 END) "
+                         "FROM trials WHERE study_id = ?1 GROUP BY state",
+                         op));
+    st.Int(1, study_id);
+    TrialCounts c;
+    int rc;
+    while ((rc = st.Step()) == SQLITE_ROW) {
+      TRIALD_ASSIGN_OR_RETURN(model::TrialState state, ParseTrialStateColumn(st.ColText(0), op));
+      AddStateCount(&c, state, st.ColInt(1), st.ColInt(2), st.ColInt(3), st.ColReal(4));
+    }
+    if (rc != SQLITE_DONE) return Err(rc, op + ": count trials");
+    return c;
+  });
+}
+
+Result<std::optional<model::TrialRecord>> SqliteStorage::GetBestTrial(int64_t study_id,
+                                                                      config::Direction direction) {
+  return Guarded("GetBestTrial", [&]() -> Result<std::optional<model::TrialRecord>> {
+    const std::string op = "GetBestTrial(" + StudyIdLabel(study_id) + ")";
+    TRIALD_RETURN_IF_ERROR(RequireStudy(study_id, op));
+    // NaN is stored as NULL (value_is_nan set); infinities order as numbers. "+state" keeps
+    // SQLite from using trials_by_state, which would visit every study's COMPLETE trials.
+    const bool max = direction == config::Direction::kMaximize;
+    TRIALD_ASSIGN_OR_RETURN(
+        Stmt st, Prepare(std::string("SELECT number FROM trials WHERE study_id = ?1 AND +state = "
+                                     "'COMPLETE' AND value IS NOT NULL AND value_is_nan = 0 "
+                                     "ORDER BY value ") +
+                             (max ? "DESC" : "ASC") + ", number ASC LIMIT 1",
+                         op));
+    st.Int(1, study_id);
+    int rc = st.Step();
+    if (rc == SQLITE_DONE) return std::optional<model::TrialRecord>();
+    if (rc != SQLITE_ROW) return Err(rc, op + ": find the best trial");
+    const int number = static_cast<int>(st.ColInt(0));
+    st.Reset();
+    TRIALD_ASSIGN_OR_RETURN(std::vector<model::TrialRecord> trials,
+                            LoadTrials(TrialFilter::kStudyNumber, study_id, number, op));
+    if (trials.empty()) return std::optional<model::TrialRecord>();
+    return std::optional<model::TrialRecord>(std::move(trials.front()));
+  });
+}
+
+Result<std::vector<model::TrialRecord>> SqliteStorage::GetTrialPage(int64_t study_id,
+                                                                    int from_number, int limit) {
+  return Guarded("GetTrialPage", [&]() -> Result<std::vector<model::TrialRecord>> {
+    const std::string op = "GetTrialPage(" + StudyIdLabel(study_id) + ")";
+    TRIALD_RETURN_IF_ERROR(CheckPageArguments(from_number, limit, op));
+    TRIALD_RETURN_IF_ERROR(RequireStudy(study_id, op));
+    return LoadTrials(TrialFilter::kRange, study_id, from_number, op, "[]",
+                      int64_t{from_number} + limit);
   });
 }
 

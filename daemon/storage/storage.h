@@ -47,6 +47,19 @@
 
 namespace triald::storage {
 
+// A study's trials counted by state, and the totals a summary shows (Storage::CountTrials).
+struct TrialCounts {
+  int64_t waiting = 0;
+  int64_t running = 0;
+  int64_t complete = 0;
+  int64_t pruned = 0;
+  int64_t failed = 0;
+  int64_t retries = 0;     // trials that retry an earlier one (retry_of set), any state
+  int64_t ran = 0;         // finished trials that started (started_at > 0)
+  double ran_seconds = 0;  // their run time in total (model::TrialRecord::DurationSeconds)
+  int64_t total() const { return waiting + running + complete + pruned + failed; }
+};
+
 class Storage {
  public:
   virtual ~Storage() = default;
@@ -109,6 +122,21 @@ class Storage {
       int64_t study_id, int from_number, const std::vector<int>& numbers) = 0;
   // Every trial in state RUNNING, of any study and node (recovery after a crash).
   virtual common::Result<std::vector<model::TrialRecord>> GetRunningTrials() = 0;
+
+  // What a study summary needs, counted by the storage without loading any trial (read verbs
+  // such as `studies` and `status` cost the same for ten trials as for a million). Unknown
+  // study: kNotFound.
+  virtual common::Result<TrialCounts> CountTrials(int64_t study_id) = 0;
+  // The best COMPLETE trial whose value is not NaN for `direction` (the lowest number among
+  // equal values), or nullopt when there is none. Unknown study: kNotFound.
+  virtual common::Result<std::optional<model::TrialRecord>> GetBestTrial(
+      int64_t study_id, config::Direction direction) = 0;
+  // The study's trials numbered from_number to from_number + limit - 1 (numbers are dense, so
+  // this is a page of at most `limit`), by number. limit must be positive (else
+  // kInvalidArgument). Unknown study: kNotFound.
+  virtual common::Result<std::vector<model::TrialRecord>> GetTrialPage(int64_t study_id,
+                                                                       int from_number,
+                                                                       int limit) = 0;
 
   // Records that this node is alive (creating its row on first use), with the storage's
   // instance (see model::NodeRecord), at `at` (SQLite) or at the server's time (PostgreSQL).

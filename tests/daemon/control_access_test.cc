@@ -72,7 +72,8 @@ TEST_CASE("The verb table: unique names, the read verbs as documented, unknown v
           "[control][security]") {
   std::vector<std::string> names, reads;
   for (const Verb& v : Verbs()) {
-    CHECK(v.handler != nullptr);
+    // Exactly one way to answer: a whole result or a stream.
+    CHECK((v.handler != nullptr) != (v.streamer != nullptr));
     CHECK(FindVerb(v.name) == &v);
     names.emplace_back(v.name);
     if (v.kind == VerbKind::kRead) reads.emplace_back(v.name);
@@ -81,6 +82,9 @@ TEST_CASE("The verb table: unique names, the read verbs as documented, unknown v
   // daemon/README.md, "Control socket and security", lists exactly these as read verbs.
   CHECK(reads == std::vector<std::string>{"ping", "studies", "status", "trials", "best", "logs",
                                           "export", "nodes"});
+  // The large replies are the streamed ones.
+  CHECK(FindVerb("trials")->streamer != nullptr);
+  CHECK(FindVerb("export")->streamer != nullptr);
   CHECK(FindVerb("delete") == nullptr);
   // An unknown verb is refused before any handler runs, so no scheduler or storage is needed.
   common::Result<boost::json::value> unknown = HandleVerb(VerbContext{}, "delete", {});

@@ -83,6 +83,20 @@ class FlakyStorage final : public storage::Storage {
     if (down) return Away();
     return inner_->GetRunningTrials();
   }
+  common::Result<storage::TrialCounts> CountTrials(int64_t id) override {
+    if (down) return Away();
+    return inner_->CountTrials(id);
+  }
+  common::Result<std::optional<model::TrialRecord>> GetBestTrial(int64_t id,
+                                                                 config::Direction d) override {
+    if (down) return Away();
+    return inner_->GetBestTrial(id, d);
+  }
+  common::Result<std::vector<model::TrialRecord>> GetTrialPage(int64_t id, int from,
+                                                               int limit) override {
+    if (down) return Away();
+    return inner_->GetTrialPage(id, from, limit);
+  }
   common::Status Heartbeat(double at) override { return down ? Away() : inner_->Heartbeat(at); }
   common::Result<std::vector<model::NodeRecord>> GetNodes(double now) override {
     if (down) return Away();

@@ -970,6 +970,170 @@ TEMPLATE_TEST_CASE("GetTrialsSince returns the trials from a number on plus the 
   CHECK_THAT(missing.status().message(), Catch::Contains("987654"));
 }
 
+// What a summary shows, computed from the full records (as the read verbs once did): the
+// reference CountTrials and GetBestTrial are checked against.
+storage::TrialCounts CountFromRecords(const std::vector<TrialRecord>& trials) {
+  storage::TrialCounts c;
+  for (const TrialRecord& t : trials) {
+    switch (t.state) {
+      case TrialState::kWaiting:
+        ++c.waiting;
+        break;
+      case TrialState::kRunning:
+        ++c.running;
+        break;
+      case TrialState::kComplete:
+        ++c.complete;
+        break;
+      case TrialState::kPruned:
+        ++c.pruned;
+        break;
+      case TrialState::kFail:
+        ++c.failed;
+        break;
+    }
+    c.retries += t.retry_of.has_value();
+    if (model::IsFinished(t.state) && t.started_at > 0) {
+      ++c.ran;
+      c.ran_seconds += t.DurationSeconds();
+    }
+  }
+  return c;
+}
+
+void RequireSameCounts(const storage::TrialCounts& got, const storage::TrialCounts& want) {
+  CHECK(got.waiting == want.waiting);
+  CHECK(got.running == want.running);
+  CHECK(got.complete == want.complete);
+  CHECK(got.pruned == want.pruned);
+  CHECK(got.failed == want.failed);
+  CHECK(got.retries == want.retries);
+  CHECK(got.ran == want.ran);
+  CHECK(got.ran_seconds == Approx(want.ran_seconds));
+}
+
+TEMPLATE_TEST_CASE("CountTrials and GetBestTrial answer a summary without loading the trials",
+                   "[storage]", TRIALD_STORAGE_BACKENDS) {
+  TestType backend;
+  auto s = backend.Open();
+  NewStudy max_spec = MakeStudy("max");
+  max_spec.direction = config::Direction::kMaximize;
+  NewStudy min_spec = MakeStudy("min");
+  min_spec.direction = config::Direction::kMinimize;
+  int64_t max = Unwrap(s->CreateStudy(max_spec, 1)).id;
+  int64_t min = Unwrap(s->CreateStudy(min_spec, 1)).id;
+  int64_t empty = Unwrap(s->CreateStudy(MakeStudy("empty"), 1)).id;
+
+  // Both studies get the same trials: every state, a retry, NaN and infinite values, and two
+  // trials tied for the best value of the maximizing study (the lower number wins).
+  struct Plan {
+    TrialState state;
+    std::optional<double> value;
+    bool start;
+  };
+  const std::vector<Plan> plans = {
+      {TrialState::kComplete, 1.0, true},          {TrialState::kComplete, 3.0, true},
+      {TrialState::kComplete, std::nan(""), true}, {TrialState::kPruned, 2.0, true},
+      {TrialState::kFail, std::nullopt, true},     {TrialState::kRunning, std::nullopt, true},
+      {TrialState::kWaiting, std::nullopt, false}, {TrialState::kComplete, 3.0, true},
+      {TrialState::kComplete, -kInf, true},        {TrialState::kFail, std::nullopt, false},
+      {TrialState::kComplete, std::nullopt, true},
+  };
+  for (int64_t study : {max, min}) {
+    int64_t failed_id = 0;
+    for (size_t i = 0; i < plans.size(); ++i) {
+      const Plan& p = plans[i];
+      TrialRecord t = Unwrap(s->CreateTrial(study, OneParam(static_cast<double>(i)), 10));
+      if (p.state == TrialState::kFail && failed_id == 0) failed_id = t.id;
+      if (p.start) REQUIRE_OK(s->MarkRunning(t.id, {100, 100, 7}, 20 + static_cast<double>(i)));
+      if (p.state == TrialState::kRunning) REQUIRE_OK(s->AddIntermediate(t.id, 1, 0.5));
+      if (model::IsFinished(p.state)) {
+        REQUIRE_OK(
+            s->FinishTrial(t.id, Outcome(p.state, p.value), 30 + 2 * static_cast<double>(i)));
+      }
+    }
+    Unwrap(s->CreateTrial(study, OneParam(0), 40, failed_id));  // a retry, WAITING
+  }
+
+  for (int64_t study : {max, min}) {
+    INFO("study id " << study);
+    auto all = Unwrap(s->GetTrials(study));
+    storage::TrialCounts counts = Unwrap(s->CountTrials(study));
+    RequireSameCounts(counts, CountFromRecords(all));
+    CHECK(counts.complete == 6);
+    CHECK(counts.waiting == 2);
+    CHECK(counts.retries == 1);
+    CHECK(counts.total() == static_cast<int64_t>(all.size()));
+  }
+  // The best: the highest value (3.0 at numbers 1 and 7: the first), the lowest (-inf); NaN
+  // and a missing value never win.
+  auto best_max = Unwrap(s->GetBestTrial(max, config::Direction::kMaximize));
+  REQUIRE(best_max.has_value());
+  CHECK(best_max->number == 1);
+  RequireSameTrial(*best_max, Unwrap(s->GetTrial(max, 1)));
+  auto best_min = Unwrap(s->GetBestTrial(min, config::Direction::kMinimize));
+  REQUIRE(best_min.has_value());
+  CHECK(best_min->number == 8);
+  CHECK(*best_min->value == -kInf);
+
+  // A study without trials; one with only NaN and valueless COMPLETE trials has no best.
+  RequireSameCounts(Unwrap(s->CountTrials(empty)), storage::TrialCounts{});
+  CHECK_FALSE(Unwrap(s->GetBestTrial(empty, config::Direction::kMaximize)).has_value());
+  int64_t nan_only = Unwrap(s->CreateStudy(MakeStudy("nan-only"), 1)).id;
+  for (std::optional<double> v : {std::optional<double>(std::nan("")), std::optional<double>()}) {
+    TrialRecord t = Unwrap(s->CreateTrial(nan_only, OneParam(0), 1));
+    REQUIRE_OK(s->FinishTrial(t.id, Outcome(TrialState::kComplete, v), 2));
+  }
+  CHECK_FALSE(Unwrap(s->GetBestTrial(nan_only, config::Direction::kMinimize)).has_value());
+
+  auto missing = s->CountTrials(987654);
+  REQUIRE_CODE(missing, Code::kNotFound);
+  CHECK_THAT(missing.status().message(), Catch::Contains("987654"));
+  REQUIRE_CODE(s->GetBestTrial(987654, config::Direction::kMinimize), Code::kNotFound);
+}
+
+TEMPLATE_TEST_CASE("GetTrialPage returns a page of full records by number", "[storage]",
+                   TRIALD_STORAGE_BACKENDS) {
+  TestType backend;
+  auto s = backend.Open();
+  int64_t study = Unwrap(s->CreateStudy(MakeStudy("paged"), 1)).id;
+  int64_t other = Unwrap(s->CreateStudy(MakeStudy("other"), 1)).id;
+  for (int i = 0; i < 7; ++i) Unwrap(s->CreateTrial(study, AllKindsOfParams(), i));
+  for (int i = 0; i < 3; ++i) Unwrap(s->CreateTrial(other, OneParam(i), i));
+  auto all = Unwrap(s->GetTrials(study));
+  REQUIRE_OK(s->MarkRunning(all[3].id, {5, 5, 5}, 7));
+  REQUIRE_OK(s->AddIntermediate(all[3].id, 2, 0.5));
+  REQUIRE_OK(s->SetAttr(all[3].id, "k", "1"));
+  all = Unwrap(s->GetTrials(study));
+
+  auto numbers = [](const std::vector<TrialRecord>& ts) {
+    std::vector<int> out;
+    for (const auto& t : ts) out.push_back(t.number);
+    return out;
+  };
+  auto page = Unwrap(s->GetTrialPage(study, 2, 3));
+  CHECK(numbers(page) == std::vector<int>{2, 3, 4});
+  for (const auto& t : page) RequireSameTrial(t, all[t.number]);
+  CHECK(numbers(Unwrap(s->GetTrialPage(study, 5, 100))) == std::vector<int>{5, 6});
+  CHECK(numbers(Unwrap(s->GetTrialPage(study, 0, 1))) == std::vector<int>{0});
+  CHECK(Unwrap(s->GetTrialPage(study, 7, 10)).empty());
+  CHECK(numbers(Unwrap(s->GetTrialPage(other, 0, 1000))) == std::vector<int>{0, 1, 2});
+  // The pages of a study put together are GetTrials.
+  std::vector<int> joined;
+  for (int from = 0; from < 7; from += 2) {
+    for (int n : numbers(Unwrap(s->GetTrialPage(study, from, 2)))) joined.push_back(n);
+  }
+  CHECK(joined == numbers(all));
+
+  auto bad = s->GetTrialPage(study, 0, 0);
+  REQUIRE_CODE(bad, Code::kInvalidArgument);
+  CHECK_THAT(bad.status().message(), Catch::Contains("limit of 0"));
+  REQUIRE_CODE(s->GetTrialPage(study, -1, 5), Code::kInvalidArgument);
+  auto missing = s->GetTrialPage(987654, 0, 5);
+  REQUIRE_CODE(missing, Code::kNotFound);
+  CHECK_THAT(missing.status().message(), Catch::Contains("987654"));
+}
+
 TEMPLATE_TEST_CASE("Heartbeat records this node and GetNodes how long it has been silent",
                    "[storage]", TRIALD_STORAGE_BACKENDS) {
   TestType backend;

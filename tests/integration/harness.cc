@@ -76,6 +76,7 @@ void TestDaemon::Start() {
       ::dup2(fd, 2);
       ::close(fd);
     }
+    if (set_nofile_ && ::setrlimit(RLIMIT_NOFILE, &nofile_) != 0) ::_exit(126);
     ::execv(exe.c_str(), argv.data());
     ::_exit(127);
   }

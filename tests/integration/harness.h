@@ -2,6 +2,7 @@
 // Test harness for the integration suites: a real triald on a temporary state directory, a
 // control-socket client, and process-table checks (zombies, leftover trial processes).
 
+#include <sys/resource.h>
 #include <sys/types.h>
 
 #include <boost/json.hpp>
@@ -22,6 +23,11 @@ class TestDaemon {
     extra_args_.insert(extra_args_.end(), args.begin(), args.end());
   }
 
+  // The descriptor limit (RLIMIT_NOFILE) the next Start() gives triald; unchanged by default.
+  void SetDescriptorLimit(rlim_t soft, rlim_t hard) {
+    nofile_ = {soft, hard};
+    set_nofile_ = true;
+  }
   // Starts triald and waits until it answers a ping.
   void Start();
   // SIGTERM and wait for exit; returns the exit status (waitpid form).
@@ -48,6 +54,8 @@ class TestDaemon {
   int max_workers_;
   std::vector<std::string> extra_args_;
   pid_t pid_ = -1;
+  struct rlimit nofile_ {};
+  bool set_nofile_ = false;
 };
 
 // trialctl run in-process (ctl::RunTrialctl) against `socket`: its exit code and output.

@@ -1,0 +1,154 @@
+// The read verbs on a study larger than one page: `trials` and `export` are streamed a page at a
+// time (and `trials` pages by offset and limit), `studies`, `status` and `best` come from the
+// storage's counting and best-trial queries. Runs the verb table in-process on SQLite in memory.
+#include <catch2/catch.hpp>
+#include <string>
+#include <vector>
+
+#include "daemon/control/verbs.h"
+#include "daemon/storage/sqlite_storage.h"
+
+namespace triald::daemon {
+namespace {
+
+namespace json = boost::json;
+using model::TrialState;
+
+constexpr int kTrials = 600;  // more than two pages (kTrialsPerPiece)
+
+struct Fixture {
+  std::unique_ptr<storage::Storage> storage;
+  VerbContext context;
+  int64_t study_id = 0;
+
+  Fixture() {
+    auto opened = storage::OpenSqliteStorage({":memory:"});
+    REQUIRE(opened.ok());
+    storage = std::move(*opened);
+    context.storage = storage.get();
+    context.state_dir = "/nonexistent";
+    model::NewStudy ns;
+    ns.name = "big";
+    ns.direction = config::Direction::kMinimize;
+    ns.n_trials = kTrials;
+    ns.spec_toml = "[study]\n";
+    ns.spec_path = "/big.toml";
+    auto study = storage->CreateStudy(ns, 1);
+    REQUIRE(study.ok());
+    study_id = study->id;
+    config::Distribution d;
+    d.type = config::ParamType::kFloat;
+    d.low = 0;
+    d.high = 1000;
+    REQUIRE(storage->BeginBatch().ok());
+    for (int i = 0; i < kTrials; ++i) {
+      auto t = storage->CreateTrial(study_id, {{"x", {static_cast<double>(i), d}}}, 10);
+      REQUIRE(t.ok());
+      if (i % 3 == 2) continue;  // WAITING
+      REQUIRE(storage->MarkRunning(t->id, {100, 100, 1}, 20).ok());
+      REQUIRE(storage->AddIntermediate(t->id, 0, 1.0).ok());
+      model::TrialOutcome o;
+      o.state = i % 3 == 0 ? TrialState::kComplete : TrialState::kPruned;
+      o.value = 1000.0 - i;  // the best (lowest) is the last COMPLETE trial
+      REQUIRE(storage->FinishTrial(t->id, o, 22).ok());
+    }
+    REQUIRE(storage->CommitBatch().ok());
+  }
+
+  json::value Call(const std::string& verb, json::object args = {}) {
+    args["study"] = "big";
+    auto r = HandleVerb(context, verb, args);
+    INFO(verb << ": " << r.status().ToString());
+    REQUIRE(r.ok());
+    return std::move(*r);
+  }
+};
+
+std::vector<int64_t> Numbers(const json::value& trials) {
+  std::vector<int64_t> out;
+  for (const json::value& t : trials.as_array()) out.push_back(t.at("number").as_int64());
+  return out;
+}
+
+std::vector<int64_t> Range(int64_t from, int64_t to) {
+  std::vector<int64_t> out;
+  for (int64_t i = from; i < to; ++i) out.push_back(i);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("read verbs: trials is streamed in pages and pages by offset and limit", "[control]") {
+  Fixture f;
+  CHECK(Numbers(f.Call("trials")) == Range(0, kTrials));
+  CHECK(Numbers(f.Call("trials", {{"offset", 250}, {"limit", 300}})) == Range(250, 550));
+  CHECK(Numbers(f.Call("trials", {{"offset", 590}, {"limit", 100}})) == Range(590, kTrials));
+  CHECK(Numbers(f.Call("trials", {{"offset", 256}})) == Range(256, kTrials));
+  CHECK(f.Call("trials", {{"limit", 0}}).as_array().empty());
+  CHECK(f.Call("trials", {{"offset", 5000000000LL}}).as_array().empty());
+  CHECK(f.Call("trials", {{"offset", 9223372036854775807LL}, {"limit", 9223372036854775807LL}})
+            .as_array()
+            .empty());
+  CHECK(Numbers(f.Call("trials", {{"offset", 599}, {"limit", 9223372036854775807LL}})) ==
+        Range(599, kTrials));
+  // Full records, as a whole reply had them.
+  json::value page = f.Call("trials", {{"offset", 3}, {"limit", 1}});
+  const json::object& t3 = page.as_array()[0].as_object();
+  CHECK(t3.at("state").as_string() == "COMPLETE");
+  CHECK(t3.at("intermediate").as_array().size() == 1);
+
+  for (const json::object& bad : {json::object{{"limit", -1}}, json::object{{"offset", "x"}}}) {
+    json::object args = bad;
+    args["study"] = "big";
+    auto r = HandleVerb(f.context, "trials", args);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.status().code() == common::Code::kInvalidArgument);
+    CHECK_THAT(r.status().message(), Catch::Contains(args.contains("limit") ? "limit" : "offset"));
+  }
+
+  // On the wire: one piece per page, put together one JSON value.
+  auto stream = StartVerb(f.context, "trials", {{"study", "big"}});
+  REQUIRE(stream.ok());
+  std::vector<std::string> pieces;
+  for (;;) {
+    auto piece = (*stream)->Next();
+    REQUIRE(piece.ok());
+    if (piece->empty()) break;
+    pieces.push_back(*piece);
+  }
+  // 256 + 256 + 88 trials: the short last page carries the closing bracket.
+  CHECK(pieces.size() == 3);
+  std::string text;
+  for (const std::string& p : pieces) text += p;
+  CHECK(Numbers(json::parse(text)) == Range(0, kTrials));
+}
+
+TEST_CASE("read verbs: export streams every trial after the summary", "[control]") {
+  Fixture f;
+  json::value e = f.Call("export");
+  CHECK(Numbers(e.at("trials")) == Range(0, kTrials));
+  CHECK(e.at("study").at("complete").as_int64() == kTrials / 3);
+  const json::object& t0 = e.at("trials").as_array()[0].as_object();
+  CHECK(t0.contains("distributions"));
+  CHECK(t0.at("params_internal").at("x").as_double() == 0.0);
+}
+
+TEST_CASE("read verbs: studies, status and best from counts and the best-trial query",
+          "[control]") {
+  Fixture f;
+  json::object s = f.Call("status").as_object();
+  CHECK(s.at("complete").as_int64() == kTrials / 3);
+  CHECK(s.at("pruned").as_int64() == kTrials / 3);
+  CHECK(s.at("waiting").as_int64() == kTrials / 3);
+  CHECK(s.at("running").as_int64() == 0);
+  CHECK(s.at("finished").as_int64() == 2 * kTrials / 3);
+  CHECK(s.at("mean_duration_s").as_double() == Approx(2.0));
+  CHECK(s.at("best").at("number").as_int64() == kTrials - 3);  // the last COMPLETE one
+  CHECK(f.Call("best").at("number").as_int64() == kTrials - 3);
+  auto studies = HandleVerb(f.context, "studies", {});
+  REQUIRE(studies.ok());
+  REQUIRE(studies->as_array().size() == 1);
+  CHECK(studies->as_array()[0].as_object() == s);
+}
+
+}  // namespace triald::daemon
