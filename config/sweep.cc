@@ -40,8 +40,11 @@ const char* const kTopLevelTables = "[study], [objective], [space], [sampler], [
 bool IsAsciiAlpha(char c) { return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z'); }
 bool IsAsciiDigit(char c) { return c >= '0' && c <= '9'; }
 
+// The first character is a letter or digit: a name is a folder under studies/ ("." and ".."
+// are not) and a command-line argument ("-rf" is not).
 bool IsStudyName(std::string_view s) {
   if (s.empty() || s.size() > kMaxStudyNameChars) return false;
+  if (!IsAsciiAlpha(s[0]) && !IsAsciiDigit(s[0])) return false;
   return std::all_of(s.begin(), s.end(), [](char c) {
     return IsAsciiAlpha(c) || IsAsciiDigit(c) || c == '_' || c == '.' || c == '-';
   });
@@ -259,7 +262,10 @@ Status SweepParser::ReadInt(const Field& f, int64_t min, int64_t max, const std:
 }
 
 Status SweepParser::ReadSeconds(const Field& f, double* out) const {
-  return ReadNumber(f, AtLeast(0), "a number of seconds >= 0", out);
+  return ReadNumber(f, Within(0, false, kMaxSeconds, false),
+                    "a number of seconds from 0 to " + std::to_string(kMaxSecondsWhole) +
+                        " (365 days)",
+                    out);
 }
 
 Status SweepParser::ReadBool(const Field& f, bool* out) const {
@@ -362,7 +368,8 @@ Status SweepParser::ParseStudy(const toml::table& t, StudyConfig* out) const {
       CheckKeys(tn, t,
                 {"name", "direction", "n_trials", "parallelism", "trial_timeout", "kill_grace",
                  "gpus_per_trial", "retries", "retry_on", "memory_limit", "pids_limit"}));
-  const std::string name_expected = "1 to 128 characters from A-Z a-z 0-9 _ . -";
+  const std::string name_expected =
+      "1 to 128 characters from A-Z a-z 0-9 _ . -, starting with a letter or digit";
   if (const toml::node* n = t.get("name")) {
     Field f{tn, "name", n};
     TRIALD_RETURN_IF_ERROR(ReadString(f, "a string of " + name_expected, &out->name));
@@ -785,11 +792,37 @@ Status SweepParser::CheckLmParam(const Entry& e, const ParamSpec& spec) const {
     want = ParamType::kInt;
     takes = "integers";
   }
-  if (spec.dist.type != want) {
+  // A numeric hyperparameter may also be tuned over a list of values of its kind
+  // (type = "categorical", choices = [1e-5, 3e-4]); each choice is checked below.
+  const bool numeric_choices = want != ParamType::kCategorical &&
+                               spec.dist.type == ParamType::kCategorical;
+  if (spec.dist.type != want && !numeric_choices) {
     std::string expected = std::string("type = \"") + ParamTypeName(want) + "\"";
-    if (want == ParamType::kCategorical) expected += " with choices among " + field->expected;
+    if (want == ParamType::kCategorical) {
+      expected += " with choices among " + field->expected;
+    } else {
+      expected += ", or \"categorical\" with " + takes + " as choices";
+    }
     return ValueError({tn, "type", param.get("type")},
                       spec.name + " takes " + takes + " with kind = \"lm\"", expected);
+  }
+  if (numeric_choices) {
+    for (const Choice& c : spec.dist.choices) {
+      const auto* i = std::get_if<int64_t>(&c);
+      const auto* d = std::get_if<double>(&c);
+      const bool ok = want == ParamType::kInt
+                          ? i != nullptr && field->AcceptsInt(*i)
+                          : (i != nullptr && field->number.Accepts(static_cast<double>(*i))) ||
+                                (d != nullptr && field->number.Accepts(*d));
+      if (!ok) {
+        const auto* str = std::get_if<std::string>(&c);
+        return ValueError({tn, "choices", param.get("choices")},
+                          (str != nullptr ? Quoted(*str) : ChoiceToString(c)) +
+                              " is not a value of " + spec.name,
+                          "choices that are each " + field->expected);
+      }
+    }
+    return Status::Ok();
   }
   const std::string outside = "outside the values " + spec.name + " accepts";
   switch (want) {

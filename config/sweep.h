@@ -21,6 +21,11 @@ namespace triald::config {
 enum class Direction { kMinimize, kMaximize };
 const char* DirectionName(Direction d);
 
+// The longest duration a sweep file may give (trial_timeout, kill_grace): 365 days. Larger
+// values would overflow the clocks they are converted to.
+inline constexpr double kMaxSeconds = 365.0 * 24 * 3600;
+inline constexpr long kMaxSecondsWhole = 365L * 24 * 3600;
+
 struct StudyConfig {
   std::string name;
   Direction direction = Direction::kMinimize;

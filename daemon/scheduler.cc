@@ -145,6 +145,7 @@ Result<model::StudyRecord> Scheduler::Submit(const config::SweepSource& source) 
   if (shutting_down_) return common::Unavailable("triald is shutting down");
   TRIALD_ASSIGN_OR_RETURN(config::SweepSpec spec, config::ParseSweep(source));
   const std::string where = source.path.empty() ? "<sweep>" : source.path;
+  TRIALD_RETURN_IF_ERROR(CheckWorkdir(spec.objective, where));
   TRIALD_RETURN_IF_ERROR(PrepareObjective(spec, options_.trial_worker, where, options_.base_env));
   TRIALD_RETURN_IF_ERROR(CheckGpus(spec, where));
 

@@ -5,6 +5,7 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <array>
@@ -274,6 +275,14 @@ Status Session::Start() {
                bp::process_stdio{devnull.get(), out.write.get(), err.write.get()}, setup);
   if (ec) {
     if (cgroup_) (void)cgroup_->Remove();
+    // The child reports only an errno, from chdir or from exec: a workdir that is not an
+    // enterable folder is the likelier cause of ENOENT/ENOTDIR/EACCES, so name it.
+    struct stat wd {};
+    if (::stat(spec_.workdir.c_str(), &wd) != 0 || !S_ISDIR(wd.st_mode) ||
+        ::access(spec_.workdir.c_str(), X_OK) != 0) {
+      return common::IoError("workdir " + spec_.workdir + ": " + ec.message() +
+                             " (cannot enter the trial's working directory)");
+    }
     return common::IoError("exec " + spec_.executable + ": " + ec.message());
   }
   identity_.pid = proc.id();

@@ -18,6 +18,7 @@
 
 #include "common/utf8.h"
 #include "daemon/storage/backend_util.h"
+#include "daemon/storage/distribution_cache.h"
 
 namespace triald::storage {
 namespace {
@@ -412,6 +413,7 @@ class PostgresStorage final : public Storage {
   // the server.
   uint64_t deferred_sent_ = 0;
   std::string masked_url_;
+  DistributionCache distributions_;  // stored distributions, parsed once
   std::string node_;
   std::string instance_;
   double idle_in_transaction_timeout_s_ = 60;
@@ -1346,25 +1348,21 @@ Result<std::vector<model::TrialRecord>> PostgresStorage::LoadTrials(TrialFilter 
   }
   {
     const Rows& r = rows[1];
-    // Every trial of a study carries the same few distributions: parse each text once.
-    std::unordered_map<std::string, config::Distribution> parsed;
     for (int i = 0; i < r.size(); ++i) {
       int64_t trial_id = r.Int(i, 0);
       std::string name = r.Str(i, 1);
       std::string json = r.Str(i, 3);
-      auto it = parsed.find(json);
-      if (it == parsed.end()) {
-        auto dist = config::DistributionFromJson(json);
-        if (!dist.ok()) {
-          return common::Internal(op + ": " + TrialIdLabel(trial_id) + " parameter \"" + name +
-                                  "\": stored distribution " + json +
-                                  " does not parse: " + dist.status().message());
-        }
-        it = parsed.emplace(json, std::move(dist).value()).first;
+      // Every trial of a study carries the same few distributions: each text is parsed once
+      // per daemon, not per read (distribution_cache.h).
+      auto dist = distributions_.Parse(json);
+      if (!dist.ok()) {
+        return common::Internal(op + ": " + TrialIdLabel(trial_id) + " parameter \"" + name +
+                                "\": stored distribution " + json +
+                                " does not parse: " + dist.status().message());
       }
       auto pos = index.find(trial_id);
       if (pos == index.end()) continue;
-      trials[pos->second].params[name] = model::ParamValue{r.Double(i, 2), it->second};
+      trials[pos->second].params[name] = model::ParamValue{r.Double(i, 2), **dist};
     }
   }
   for (int i = 0; i < rows[2].size(); ++i) {

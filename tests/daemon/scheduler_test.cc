@@ -43,7 +43,8 @@ using testing::FakeLauncher;
 using testing::ScriptedPruner;
 using Launched = FakeLauncher::Launched;
 
-// Sweep files claim to live here; nothing is read from or written to it.
+// Sweep files claim to live here; the harness creates it and its "run" folder (submit checks
+// that workdir is a directory), and nothing is written to them.
 const std::string kSweepDir = "/tmp/triald-scheduler-test";
 const std::vector<std::string> kOptChoices = {"adam", "sgd", "adamw"};
 
@@ -103,6 +104,7 @@ struct HarnessOptions {
 class Harness {
  public:
   explicit Harness(HarnessOptions options = {}) : options_(std::move(options)) {
+    std::filesystem::create_directories(kSweepDir + "/run");
     auto opened = storage::OpenSqliteStorage({":memory:"});
     INFO(opened.status().ToString());
     REQUIRE(opened.ok());
@@ -440,6 +442,27 @@ TEST_CASE("a sweep without workdir runs in the sweep file's folder", "[scheduler
   CHECK(spec.executable == "/bin/true");
   CHECK(spec.argv == std::vector<std::string>{"/bin/true"});
   CHECK(spec.timeout_s == 0);  // no trial_timeout given: none
+}
+
+TEST_CASE("submit refuses a workdir that is missing or not a directory, naming workdir",
+          "[scheduler]") {
+  Harness h;
+  testing::TempDir dir;
+  const std::string file = dir.Write("file", "x");
+  for (const std::string& workdir : {dir.path() + "/missing", file}) {
+    INFO(workdir);
+    Sweep sweep;
+    sweep.name = "nowhere";
+    sweep.objective_extra = "workdir = \"" + workdir + "\"\n";
+    common::Result<StudyRecord> r = h.scheduler().Submit(sweep.Source());
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.status().code() == common::Code::kInvalidArgument);
+    CHECK_THAT(r.status().message(),
+               Catch::Contains("[objective] workdir = \"" + workdir + "\"") &&
+                   Catch::Contains("expected an existing directory"));
+    CHECK(h.launcher().launch_count() == 0);
+  }
+  CHECK(h.storage().ListStudies()->empty());
 }
 
 // ---------------------------------------------------------------------------------------------
