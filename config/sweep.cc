@@ -367,7 +367,8 @@ Status SweepParser::ParseStudy(const toml::table& t, StudyConfig* out) const {
   TRIALD_RETURN_IF_ERROR(
       CheckKeys(tn, t,
                 {"name", "direction", "n_trials", "parallelism", "trial_timeout", "kill_grace",
-                 "gpus_per_trial", "retries", "retry_on", "memory_limit", "pids_limit"}));
+                 "gpus_per_trial", "retries", "retry_on", "memory_limit", "pids_limit",
+                 "max_intermediate_steps", "max_attrs", "max_attr_bytes", "max_report_bytes"}));
   const std::string name_expected =
       "1 to 128 characters from A-Z a-z 0-9 _ . -, starting with a letter or digit";
   if (const toml::node* n = t.get("name")) {
@@ -443,19 +444,50 @@ Status SweepParser::ParseStudy(const toml::table& t, StudyConfig* out) const {
   } else if (out->retries > 0) {
     out->retry_on = DefaultRetryOn();
   }
-  if (const toml::node* n = t.get("memory_limit")) {
-    Field f{tn, "memory_limit", n};
-    const std::string expected =
-        "a size in bytes >= 1048576, as an integer or a string such as \"512M\" or \"2G\"";
+  // A size: an integer number of bytes or a string such as "512M", within [min, max].
+  auto read_size = [&](const char* key, uint64_t min, uint64_t max, const std::string& expected,
+                       uint64_t* size) -> Status {
+    const toml::node* n = t.get(key);
+    if (n == nullptr) return Status::Ok();
     std::optional<uint64_t> bytes;
     if (const auto* i = n->as_integer()) {
       if (i->get() > 0) bytes = static_cast<uint64_t>(i->get());
     } else if (const auto* s = n->as_string()) {
       bytes = ParseByteSize(s->get());
     }
-    if (!bytes || *bytes < (1u << 20)) return ValueError(f, "", expected);
-    out->memory_limit = *bytes;
+    if (!bytes || *bytes < min || *bytes > max) return ValueError({tn, key, n}, "", expected);
+    *size = *bytes;
+    return Status::Ok();
+  };
+  TRIALD_RETURN_IF_ERROR(read_size(
+      "memory_limit", 1u << 20, UINT64_MAX,
+      "a size in bytes >= 1048576, as an integer or a string such as \"512M\" or \"2G\"",
+      &out->memory_limit));
+  // What one trial may report (config/README.md, "Per-trial caps").
+  if (const toml::node* n = t.get("max_intermediate_steps")) {
+    TRIALD_RETURN_IF_ERROR(ReadInt({tn, "max_intermediate_steps", n}, 1, kMaxCapSteps,
+                                   "an integer from 1 to " + std::to_string(kMaxCapSteps) +
+                                       " (distinct steps with an intermediate value per trial)",
+                                   &v));
+    out->max_intermediate_steps = v;
   }
+  if (const toml::node* n = t.get("max_attrs")) {
+    TRIALD_RETURN_IF_ERROR(ReadInt({tn, "max_attrs", n}, 1, kMaxCapAttrs,
+                                   "an integer from 1 to " + std::to_string(kMaxCapAttrs) +
+                                       " (distinct attribute keys per trial)",
+                                   &v));
+    out->max_attrs = v;
+  }
+  TRIALD_RETURN_IF_ERROR(read_size(
+      "max_attr_bytes", 1024, kMaxCapAttrBytes,
+      "a size from 1024 to " + std::to_string(kMaxCapAttrBytes) +
+          " bytes (\"64M\"), as an integer or a string such as \"1M\"",
+      &out->max_attr_bytes));
+  TRIALD_RETURN_IF_ERROR(read_size(
+      "max_report_bytes", 1024, kMaxCapReportBytes,
+      "a size from 1024 to " + std::to_string(kMaxCapReportBytes) +
+          " bytes (\"64G\"), as an integer or a string such as \"256M\"",
+      &out->max_report_bytes));
   if (const toml::node* n = t.get("pids_limit")) {
     TRIALD_RETURN_IF_ERROR(ReadInt({tn, "pids_limit", n}, 1, INT32_MAX,
                                    "an integer >= 1 (processes and threads per trial)", &v));

@@ -1,5 +1,7 @@
 #include "daemon/scheduler.h"
 
+#include <malloc.h>
+
 #include <algorithm>
 #include <optional>
 #include <set>
@@ -10,6 +12,7 @@
 #include "daemon/scheduler/enqueued_params.h"
 #include "daemon/scheduler/gpu_drains.h"
 #include "daemon/scheduler/launch_spec.h"
+#include "daemon/scheduler/report_caps.h"
 #include "daemon/scheduler/storage_batch.h"
 #include "daemon/scheduler/trial_outcome.h"
 
@@ -42,6 +45,7 @@ struct Scheduler::RunningTrial {
   bool final_seen = false;                     // a "final" line came; suggests are refused
   bool worker_pruned = false;                  // a "pruned" line came (the objective raised)
   int64_t requests = 0;                        // suggest and should_prune lines so far
+  std::optional<ReportCaps> caps;              // [study] max_intermediate_steps, max_attrs...
 };
 
 namespace {
@@ -433,14 +437,21 @@ void Scheduler::Pump() {
   pass.reset();
   pumping_ = false;
   // Completed studies leave the active set.
+  bool dropped = false;
   for (auto it = studies_.begin(); it != studies_.end();) {
     if (it->second->record.state != model::StudyState::kRunning && it->second->running == 0 &&
         it->second->pending_finishes == 0) {
       it = studies_.erase(it);
+      dropped = true;
     } else {
       ++it;
     }
   }
+#ifdef __GLIBC__
+  // A study's trials (every intermediate value and attribute) are many small blocks; glibc keeps
+  // freed ones for reuse, so without this the daemon's RSS stays at its peak after a large study.
+  if (dropped) ::malloc_trim(0);
+#endif
   if (options_.on_change) options_.on_change();
   if (shutting_down_ && running_.empty() && on_idle_) {
     auto fn = std::move(on_idle_);
@@ -498,6 +509,7 @@ bool Scheduler::StartTrial(StudyRuntime& study, std::vector<devices::GpuSlot> gp
   rt->process = std::move(proc).value();
   rt->gpu_slots.swap(gpu_slots);  // the trial holds them now
   rt->pids.insert(id.pid);
+  rt->caps.emplace(study.spec.study, trial);
   if (study.spec.objective.kind == "python") StartSample(*rt);
   running_[tid] = std::move(rt);
   ++study.running;
@@ -516,6 +528,10 @@ void Scheduler::OnMessage(int64_t trial_id, const proto::ReportMessage& m) {
       // raises TrialPruned and reports nothing more): what it sends during its grace period
       // would otherwise change its value and the other trials' pruning decisions.
       if (rt.pruned || rt.taken_over) break;
+      if (auto over = rt.caps->Admit(study.trials[rt.number], m)) {
+        rt.process->FailProtocol(*over);
+        break;
+      }
       Status st = options_.storage->AddIntermediate(trial_id, m.step, m.value);
       if (!st.ok()) options_.logger->error("storing intermediate value: {}", st.message());
       coordinator_->RefreshForPruning(study);  // the other nodes' values, for the pruner
@@ -542,6 +558,10 @@ void Scheduler::OnMessage(int64_t trial_id, const proto::ReportMessage& m) {
       break;
     case proto::ReportType::kAttr: {
       if (rt.taken_over) break;
+      if (auto over = rt.caps->Admit(study.trials[rt.number], m)) {
+        rt.process->FailProtocol(*over);
+        break;
+      }
       Status st = options_.storage->SetAttr(trial_id, m.key, m.json_value);
       if (!st.ok()) options_.logger->error("storing attribute: {}", st.message());
       study.trials[rt.number].attrs[m.key] = m.json_value;

@@ -397,6 +397,34 @@ TEST_CASE("durations above 365 days are refused at submit", "[config]") {
   }
 }
 
+TEST_CASE("per-trial report caps have defaults, take overrides and are checked", "[config]") {
+  const SweepSpec d = Parsed(kMinimal);
+  CHECK(d.study.max_intermediate_steps == 10000);
+  CHECK(d.study.max_attrs == 1000);
+  CHECK(d.study.max_attr_bytes == 1048576);
+  CHECK(d.study.max_report_bytes == 67108864);
+
+  const SweepSpec s = Parsed(With("n_trials = 10",
+                                  "n_trials = 10\nmax_intermediate_steps = 200000\nmax_attrs = 5\n"
+                                  "max_attr_bytes = \"2M\"\nmax_report_bytes = 4096"));
+  CHECK(s.study.max_intermediate_steps == 200000);
+  CHECK(s.study.max_attrs == 5);
+  CHECK(s.study.max_attr_bytes == 2097152);
+  CHECK(s.study.max_report_bytes == 4096);
+
+  CHECK(ErrorOf(With("n_trials = 10", "n_trials = 10\nmax_intermediate_steps = 0")) ==
+        "sweep.toml:4:26: [study] max_intermediate_steps = 0: expected an integer from 1 to "
+        "10000000 (distinct steps with an intermediate value per trial)");
+  CHECK_THAT(ErrorOf(With("n_trials = 10", "n_trials = 10\nmax_attrs = 100001")),
+             StartsWith("sweep.toml:4:13: [study] max_attrs = 100001: "));
+  CHECK_THAT(ErrorOf(With("n_trials = 10", "n_trials = 10\nmax_attr_bytes = \"1T\"")),
+             StartsWith("sweep.toml:4:18: [study] max_attr_bytes = \"1T\": expected a size "
+                        "from 1024 to 67108864 bytes"));
+  CHECK_THAT(ErrorOf(With("n_trials = 10", "n_trials = 10\nmax_report_bytes = 10")),
+             StartsWith("sweep.toml:4:20: [study] max_report_bytes = 10: expected a size from "
+                        "1024"));
+}
+
 TEST_CASE("the daemon's own environment variables cannot be set", "[config]") {
   const std::string base = With("command = [\"true\"]",
                                 "command = [\"true\"]\n[objective.env]\nOK = \"1\"\nNAME = \"x\"");
