@@ -239,7 +239,7 @@ TEST_CASE("garbage and oversized lines on the report pipe are protocol errors",
 TEST_CASE("a worker that sends more than max_report_bytes ends as a protocol error",
           "[launcher][integration]") {
   LauncherFixture f;
-  LaunchSpec spec = f.Spec(Sh("i=0; while :; do echo '{\"type\":\"heartbeat\"}' >&3 || exit 9; "
+  LaunchSpec spec = f.Spec(Sh("while :; do echo '{\"type\":\"heartbeat\"}' >&3 || exit 9; "
                               "done"));
   spec.max_report_bytes = 4096;
   auto run = f.Go(spec);
