@@ -139,9 +139,9 @@ class DaemonConfigParser {
     if (const auto* i = n.as_integer()) x = static_cast<double>(i->get());
     if (const auto* f = n.as_floating_point()) x = f->get();
     if (!std::isfinite(x) || x <= 0 || x > kMaxSeconds) {
-      return Bad(table, key, n,
-                 "a number of seconds > 0 and <= " + std::to_string(kMaxSecondsWhole) +
-                     " (365 days)");
+      return Bad(
+          table, key, n,
+          "a number of seconds > 0 and <= " + std::to_string(kMaxSecondsWhole) + " (365 days)");
     }
     *out = x;
     return Status::Ok();

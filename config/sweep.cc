@@ -262,10 +262,9 @@ Status SweepParser::ReadInt(const Field& f, int64_t min, int64_t max, const std:
 }
 
 Status SweepParser::ReadSeconds(const Field& f, double* out) const {
-  return ReadNumber(f, Within(0, false, kMaxSeconds, false),
-                    "a number of seconds from 0 to " + std::to_string(kMaxSecondsWhole) +
-                        " (365 days)",
-                    out);
+  return ReadNumber(
+      f, Within(0, false, kMaxSeconds, false),
+      "a number of seconds from 0 to " + std::to_string(kMaxSecondsWhole) + " (365 days)", out);
 }
 
 Status SweepParser::ReadBool(const Field& f, bool* out) const {
@@ -459,10 +458,10 @@ Status SweepParser::ParseStudy(const toml::table& t, StudyConfig* out) const {
     *size = *bytes;
     return Status::Ok();
   };
-  TRIALD_RETURN_IF_ERROR(read_size(
-      "memory_limit", 1u << 20, UINT64_MAX,
-      "a size in bytes >= 1048576, as an integer or a string such as \"512M\" or \"2G\"",
-      &out->memory_limit));
+  TRIALD_RETURN_IF_ERROR(
+      read_size("memory_limit", 1u << 20, UINT64_MAX,
+                "a size in bytes >= 1048576, as an integer or a string such as \"512M\" or \"2G\"",
+                &out->memory_limit));
   // What one trial may report (config/README.md, "Per-trial caps").
   if (const toml::node* n = t.get("max_intermediate_steps")) {
     TRIALD_RETURN_IF_ERROR(ReadInt({tn, "max_intermediate_steps", n}, 1, kMaxCapSteps,
@@ -478,16 +477,15 @@ Status SweepParser::ParseStudy(const toml::table& t, StudyConfig* out) const {
                                    &v));
     out->max_attrs = v;
   }
-  TRIALD_RETURN_IF_ERROR(read_size(
-      "max_attr_bytes", 1024, kMaxCapAttrBytes,
-      "a size from 1024 to " + std::to_string(kMaxCapAttrBytes) +
-          " bytes (\"64M\"), as an integer or a string such as \"1M\"",
-      &out->max_attr_bytes));
-  TRIALD_RETURN_IF_ERROR(read_size(
-      "max_report_bytes", 1024, kMaxCapReportBytes,
-      "a size from 1024 to " + std::to_string(kMaxCapReportBytes) +
-          " bytes (\"64G\"), as an integer or a string such as \"256M\"",
-      &out->max_report_bytes));
+  TRIALD_RETURN_IF_ERROR(read_size("max_attr_bytes", 1024, kMaxCapAttrBytes,
+                                   "a size from 1024 to " + std::to_string(kMaxCapAttrBytes) +
+                                       " bytes (\"64M\"), as an integer or a string such as \"1M\"",
+                                   &out->max_attr_bytes));
+  TRIALD_RETURN_IF_ERROR(
+      read_size("max_report_bytes", 1024, kMaxCapReportBytes,
+                "a size from 1024 to " + std::to_string(kMaxCapReportBytes) +
+                    " bytes (\"64G\"), as an integer or a string such as \"256M\"",
+                &out->max_report_bytes));
   if (const toml::node* n = t.get("pids_limit")) {
     TRIALD_RETURN_IF_ERROR(ReadInt({tn, "pids_limit", n}, 1, INT32_MAX,
                                    "an integer >= 1 (processes and threads per trial)", &v));
@@ -826,8 +824,8 @@ Status SweepParser::CheckLmParam(const Entry& e, const ParamSpec& spec) const {
   }
   // A numeric hyperparameter may also be tuned over a list of values of its kind
   // (type = "categorical", choices = [1e-5, 3e-4]); each choice is checked below.
-  const bool numeric_choices = want != ParamType::kCategorical &&
-                               spec.dist.type == ParamType::kCategorical;
+  const bool numeric_choices =
+      want != ParamType::kCategorical && spec.dist.type == ParamType::kCategorical;
   if (spec.dist.type != want && !numeric_choices) {
     std::string expected = std::string("type = \"") + ParamTypeName(want) + "\"";
     if (want == ParamType::kCategorical) {
@@ -848,10 +846,10 @@ Status SweepParser::CheckLmParam(const Entry& e, const ParamSpec& spec) const {
                                 (d != nullptr && field->number.Accepts(*d));
       if (!ok) {
         const auto* str = std::get_if<std::string>(&c);
-        return ValueError({tn, "choices", param.get("choices")},
-                          (str != nullptr ? Quoted(*str) : ChoiceToString(c)) +
-                              " is not a value of " + spec.name,
-                          "choices that are each " + field->expected);
+        return ValueError(
+            {tn, "choices", param.get("choices")},
+            (str != nullptr ? Quoted(*str) : ChoiceToString(c)) + " is not a value of " + spec.name,
+            "choices that are each " + field->expected);
       }
     }
     return Status::Ok();

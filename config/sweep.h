@@ -51,15 +51,15 @@ struct StudyConfig {
   // memory while its study runs, so these bound that memory.
   int64_t max_intermediate_steps = 10'000;
   int64_t max_attrs = 1'000;
-  uint64_t max_attr_bytes = 1u << 20;          // 1 MiB
-  uint64_t max_report_bytes = 64u << 20;       // 64 MiB
+  uint64_t max_attr_bytes = 1u << 20;     // 1 MiB
+  uint64_t max_report_bytes = 64u << 20;  // 64 MiB
 };
 
 // The largest values the caps above may be raised to.
 inline constexpr int64_t kMaxCapSteps = 10'000'000;
 inline constexpr int64_t kMaxCapAttrs = 100'000;
-inline constexpr uint64_t kMaxCapAttrBytes = uint64_t{64} << 20;      // 64 MiB
-inline constexpr uint64_t kMaxCapReportBytes = uint64_t{64} << 30;    // 64 GiB
+inline constexpr uint64_t kMaxCapAttrBytes = uint64_t{64} << 20;    // 64 MiB
+inline constexpr uint64_t kMaxCapReportBytes = uint64_t{64} << 30;  // 64 GiB
 
 // The FAIL reasons [study] retry_on may name: "lost", "signal", "oom", "timeout", "exit",
 // "shutdown" (not "protocol", "spawn" or "cancelled": those do not go away by running again).

@@ -5,7 +5,6 @@
 
 #include <cerrno>
 #include <cstring>
-
 #include <filesystem>
 #include <regex>
 #include <sstream>

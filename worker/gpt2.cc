@@ -56,10 +56,10 @@ class CheckedInt64 {
 // moments), with every shape product checked.
 CheckedInt64 Gpt2ShapeCheck(const Gpt2Config& c) {
   const int64_t e = c.n_embd;
-  CheckedInt64 layer = CheckedInt64(e).Mul(3).Mul(e);  // c_attn weight
-  layer.Add(CheckedInt64(e).Mul(e));                              // attn c_proj weight
-  layer.Add(CheckedInt64(e).Mul(c.n_inner).Mul(2));               // mlp c_fc, c_proj weights
-  layer.Add(CheckedInt64(e).Mul(9)).Add(CheckedInt64(c.n_inner)); // biases and layer norms
+  CheckedInt64 layer = CheckedInt64(e).Mul(3).Mul(e);              // c_attn weight
+  layer.Add(CheckedInt64(e).Mul(e));                               // attn c_proj weight
+  layer.Add(CheckedInt64(e).Mul(c.n_inner).Mul(2));                // mlp c_fc, c_proj weights
+  layer.Add(CheckedInt64(e).Mul(9)).Add(CheckedInt64(c.n_inner));  // biases and layer norms
   CheckedInt64 total = layer.Mul(c.n_layer);
   total.Add(CheckedInt64(c.vocab_size).Mul(e)).Add(CheckedInt64(c.n_positions).Mul(e));
   total.Add(CheckedInt64(e).Mul(2));
@@ -195,8 +195,7 @@ Result<Gpt2Config> ParseGpt2Config(std::string_view json_text, const std::string
   TRIALD_ASSIGN_OR_RETURN(config.n_positions,
                           PositiveInt(object, "n_positions", n_ctx > 0 ? n_ctx : -1, source));
   // 4 * n_embd by default; an n_embd so large that this overflows is refused below.
-  const int64_t default_inner =
-      config.n_embd <= INT64_MAX / 4 ? 4 * config.n_embd : INT64_MAX;
+  const int64_t default_inner = config.n_embd <= INT64_MAX / 4 ? 4 * config.n_embd : INT64_MAX;
   TRIALD_ASSIGN_OR_RETURN(config.n_inner, PositiveInt(object, "n_inner", default_inner, source));
   if (const boost::json::value* eps = object.if_contains("layer_norm_epsilon")) {
     if (!eps->is_number() || !(eps->to_number<double>() > 0)) {
@@ -210,13 +209,12 @@ Result<Gpt2Config> ParseGpt2Config(std::string_view json_text, const std::string
   // memory never overflow.
   const auto sizes = Gpt2ShapeCheck(config);
   if (sizes.overflow()) {
-    return InvalidArgument(source + ": the model's dimensions (n_layer " +
-                           std::to_string(config.n_layer) + ", n_embd " +
-                           std::to_string(config.n_embd) + ", n_inner " +
-                           std::to_string(config.n_inner) + ", vocab_size " +
-                           std::to_string(config.vocab_size) + ", n_positions " +
-                           std::to_string(config.n_positions) +
-                           ") give more parameters than 64-bit byte counts hold");
+    return InvalidArgument(
+        source + ": the model's dimensions (n_layer " + std::to_string(config.n_layer) +
+        ", n_embd " + std::to_string(config.n_embd) + ", n_inner " +
+        std::to_string(config.n_inner) + ", vocab_size " + std::to_string(config.vocab_size) +
+        ", n_positions " + std::to_string(config.n_positions) +
+        ") give more parameters than 64-bit byte counts hold");
   }
   if (config.n_embd % config.n_head != 0) {
     return InvalidArgument(source + ": \"n_embd\" " + std::to_string(config.n_embd) +
@@ -379,12 +377,10 @@ std::shared_ptr<Gpt2Model> BuildGpt2Skeleton(const Gpt2Config& config, double dr
 
 // ---- planning ----------------------------------------------------------------------------
 
-Result<Gpt2MemoryPlan> PlanGpt2Memory(const Gpt2Model& model, int64_t batch_size,
-                                      int64_t seq_len) {
+Result<Gpt2MemoryPlan> PlanGpt2Memory(const Gpt2Model& model, int64_t batch_size, int64_t seq_len) {
   if (batch_size < 1 || seq_len < 1) {
     return Status(InvalidArgument("lm: cannot plan batch_size " + std::to_string(batch_size) +
-                                  " x seq_len " + std::to_string(seq_len) +
-                                  "; both must be >= 1"));
+                                  " x seq_len " + std::to_string(seq_len) + "; both must be >= 1"));
   }
   // Every product and sum is checked: batch_size and seq_len come from the sweep, the shapes
   // from the checkpoint's config.json.
@@ -406,7 +402,8 @@ Result<Gpt2MemoryPlan> PlanGpt2Memory(const Gpt2Model& model, int64_t batch_size
         "lm: the memory plan for batch_size " + std::to_string(batch_size) + " x seq_len " +
         std::to_string(seq_len) + " (n_layer " + std::to_string(c.n_layer) + ", n_embd " +
         std::to_string(c.n_embd) + ", n_inner " + std::to_string(c.n_inner) + ", vocab_size " +
-        std::to_string(c.vocab_size) + ") does not fit 64-bit byte counts; expected a smaller "
+        std::to_string(c.vocab_size) +
+        ") does not fit 64-bit byte counts; expected a smaller "
         "batch, sequence or model"));
   }
   Gpt2MemoryPlan plan;

@@ -26,8 +26,7 @@ std::optional<std::string> ReportCaps::Admit(const model::TrialRecord& trial,
       const bool known = it != trial.attrs.end();
       if (!known && static_cast<int64_t>(trial.attrs.size()) >= max_attrs_) {
         return "more than " + std::to_string(max_attrs_) + " attributes (key \"" +
-               m.key.substr(0, 64) + "\"; [study] max_attrs = " + std::to_string(max_attrs_) +
-               ")";
+               m.key.substr(0, 64) + "\"; [study] max_attrs = " + std::to_string(max_attrs_) + ")";
       }
       const uint64_t old_bytes = known ? it->first.size() + it->second.size() : 0;
       const uint64_t bytes = attr_bytes_ - old_bytes + m.key.size() + m.json_value.size();

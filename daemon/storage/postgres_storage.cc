@@ -552,8 +552,9 @@ Status PostgresStorage::Open(const std::string& op) {
     std::string why = TrimRight(PQerrorMessage(conn_));
     PQfinish(conn_);
     conn_ = nullptr;
-    return common::Unavailable((op == "connect" ? std::string("cannot connect") : op + ": cannot reconnect") +
-                               " to PostgreSQL at " + masked_url_ + ": " + why);
+    return common::Unavailable(
+        (op == "connect" ? std::string("cannot connect") : op + ": cannot reconnect") +
+        " to PostgreSQL at " + masked_url_ + ": " + why);
   }
   if (op != "connect") return AfterConnect();
   return Status::Ok();
@@ -645,8 +646,8 @@ Status PostgresStorage::Await(const std::string& op) {
   while (PQisBusy(conn_) == 1) {
     if (!PollUntilDeadline(POLLIN)) {
       timed_out_ = true;
-      return Abandon(op, "did not answer within " + FormatSeconds(call_timeout_s_) +
-                             " s (call timeout)");
+      return Abandon(
+          op, "did not answer within " + FormatSeconds(call_timeout_s_) + " s (call timeout)");
     }
     if (PQconsumeInput(conn_) != 1) return Error(nullptr, op + ": receive");
   }

@@ -122,8 +122,7 @@ TEST_CASE("Validate names the first repeated choice in file order", "[config]") 
              Contains("false appears more than once"));
 }
 
-TEST_CASE("Validate checks a long list of choices in O(n log n) with a short message",
-          "[config]") {
+TEST_CASE("Validate checks a long list of choices in O(n log n) with a short message", "[config]") {
   // 300,000 choices took 80 s with a pairwise check, on every read of the stored distribution.
   // Sorted, it takes well under a second; the bound leaves room for a loaded machine.
   std::vector<Choice> choices;

@@ -390,10 +390,10 @@ TEST_CASE("durations above 365 days are refused at submit", "[config]") {
                           Catch::EndsWith(": expected a number of seconds from 0 to 31536000 "
                                           "(365 days)"));
     }
-    SweepSpec at_max = Parsed(With("n_trials = 10", "n_trials = 10\n" + std::string(key) +
-                                                         " = 31536000"));
+    SweepSpec at_max =
+        Parsed(With("n_trials = 10", "n_trials = 10\n" + std::string(key) + " = 31536000"));
     CHECK((key == std::string("kill_grace") ? at_max.study.kill_grace
-                                             : at_max.study.trial_timeout) == 31536000.0);
+                                            : at_max.study.trial_timeout) == 31536000.0);
   }
 }
 

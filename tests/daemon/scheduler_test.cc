@@ -512,9 +512,8 @@ TEST_CASE("submit refuses a workdir that is missing or not a directory, naming w
     common::Result<StudyRecord> r = h.scheduler().Submit(sweep.Source());
     REQUIRE_FALSE(r.ok());
     CHECK(r.status().code() == common::Code::kInvalidArgument);
-    CHECK_THAT(r.status().message(),
-               Catch::Contains("[objective] workdir = \"" + workdir + "\"") &&
-                   Catch::Contains("expected an existing directory"));
+    CHECK_THAT(r.status().message(), Catch::Contains("[objective] workdir = \"" + workdir + "\"") &&
+                                         Catch::Contains("expected an existing directory"));
     CHECK(h.launcher().launch_count() == 0);
   }
   CHECK(h.storage().ListStudies()->empty());

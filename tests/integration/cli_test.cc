@@ -174,8 +174,8 @@ TEST_CASE("trialctl refuses a sweep file over the size limit before connecting",
   const std::string big = dir.Write("big.toml", std::string(3 * 1024 * 1024, '#'));
   Run r = RunCtl({"--socket", dir.File("none.sock"), "submit", big});
   CHECK(r.code == ctl::kExitError);
-  CHECK(r.err == "trialctl: sweep file " + big +
-                     " is 3145728 bytes; the limit is 2097152 bytes (2 MiB)\n");
+  CHECK(r.err ==
+        "trialctl: sweep file " + big + " is 3145728 bytes; the limit is 2097152 bytes (2 MiB)\n");
 }
 
 TEST_CASE("trialctl reports a connection closed while sending instead of dying of SIGPIPE",

@@ -239,8 +239,9 @@ TEST_CASE("garbage and oversized lines on the report pipe are protocol errors",
 TEST_CASE("a worker that sends more than max_report_bytes ends as a protocol error",
           "[launcher][integration]") {
   LauncherFixture f;
-  LaunchSpec spec = f.Spec(Sh("while :; do echo '{\"type\":\"heartbeat\"}' >&3 || exit 9; "
-                              "done"));
+  LaunchSpec spec =
+      f.Spec(Sh("while :; do echo '{\"type\":\"heartbeat\"}' >&3 || exit 9; "
+                "done"));
   spec.max_report_bytes = 4096;
   auto run = f.Go(spec);
   CHECK(run.outcome.stop_reason == StopReason::kProtocol);

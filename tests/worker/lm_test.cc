@@ -444,8 +444,7 @@ TEST_CASE("config.json is parsed with its defaults and checked", "[worker][lm]")
   CHECK(error("{").find("/m/config.json: not valid JSON") == 0);
 }
 
-TEST_CASE("config.json dimensions whose products overflow 64 bits are refused",
-          "[worker][lm]") {
+TEST_CASE("config.json dimensions whose products overflow 64 bits are refused", "[worker][lm]") {
   // Each would overflow a shape product (building the skeleton) or the 16 bytes per parameter
   // of the memory plan.
   const char* const overflowing[] = {

@@ -311,8 +311,9 @@ TEST_CASE("Tokenizer errors name the file and the line or entry", "[worker][toke
       const std::string bad =
           dir.Write("huge-id.json", std::string("{\"a\": 0, \"hello\": ") + id + "}");
       CHECK_THAT(message(Gpt2Tokenizer::Load(bad, good_merges)),
-                 Contains(bad + ": entry \"hello\": the id must be an integer from 0 to 4194303, "
-                                "got " +
+                 Contains(bad +
+                          ": entry \"hello\": the id must be an integer from 0 to 4194303, "
+                          "got " +
                           id));
     }
   }
