@@ -114,6 +114,10 @@ TEST_CASE("triald's command-line errors name the option and exit 2", "[cli][inte
   CHECK(timeout.code == 2);
   CHECK_THAT(timeout.err, Catch::StartsWith("triald: --request-timeout: expected a positive "
                                             "number of seconds (at most 86400)\n"));
+  Run shutdown = RunTriald(dir, {state, "--shutdown-timeout", "1e10"});
+  CHECK(shutdown.code == 2);
+  CHECK_THAT(shutdown.err, Catch::StartsWith("triald: --shutdown-timeout: expected a positive "
+                                             "number of seconds (at most 31536000)\n"));
   Run unknown = RunTriald(dir, {state, "--bogus"});
   CHECK(unknown.code == 2);
   CHECK_THAT(unknown.err, Catch::StartsWith("triald: ") && Catch::Contains("--bogus"));
