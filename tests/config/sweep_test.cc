@@ -15,6 +15,7 @@ using Catch::Matchers::StartsWith;
 using testing::ErrorOf;
 using testing::kMinimal;
 using testing::Parse;
+using testing::Parsed;
 using testing::With;
 
 TEST_CASE("the minimal sweep parses", "[config]") {
