@@ -1,11 +1,10 @@
 #include "daemon/scheduler.h"
 
-#include <malloc.h>
-
 #include <algorithm>
 #include <optional>
 #include <set>
 
+#include "common/memory.h"
 #include "common/process_util.h"
 #include "config/suggest.h"
 #include "daemon/objective_command.h"
@@ -447,11 +446,9 @@ void Scheduler::Pump() {
       ++it;
     }
   }
-#ifdef __GLIBC__
-  // A study's trials (every intermediate value and attribute) are many small blocks; glibc keeps
-  // freed ones for reuse, so without this the daemon's RSS stays at its peak after a large study.
-  if (dropped) ::malloc_trim(0);
-#endif
+  // A study's trials (every intermediate value and attribute) are many small blocks: give them
+  // back, or the daemon's RSS stays at its peak after a large study.
+  if (dropped) common::ReturnFreedMemory();
   if (options_.on_change) options_.on_change();
   if (shutting_down_ && running_.empty() && on_idle_) {
     auto fn = std::move(on_idle_);
