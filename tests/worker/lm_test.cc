@@ -472,11 +472,12 @@ TEST_CASE("the memory plan refuses a batch whose byte counts overflow 64 bits", 
   auto skeleton = BuildGpt2Skeleton(*config, 0.0);
   // batch_size can be any int the sweep allows; times seq_len and the activations per token it
   // wrapped around to a small or negative plan before.
-  auto plan = PlanGpt2Memory(*skeleton, int64_t{1} << 40, 16);
+  auto plan = PlanGpt2Memory(*skeleton, int64_t{1} << 50, 16);
   REQUIRE_FALSE(plan.ok());
-  CHECK_THAT(plan.status().message(),
-             Catch::StartsWith("lm: the memory plan for batch_size 1099511627776 x seq_len 16") &&
-                 Catch::Contains("does not fit 64-bit byte counts"));
+  CHECK_THAT(
+      plan.status().message(),
+      Catch::StartsWith("lm: the memory plan for batch_size 1125899906842624 x seq_len 16") &&
+          Catch::Contains("does not fit 64-bit byte counts"));
   CHECK_FALSE(PlanGpt2Memory(*skeleton, 0, 16).ok());
   CHECK_FALSE(PlanGpt2Memory(*skeleton, 2, -1).ok());
   // The largest batch the sweep allows (INT_MAX) plans without overflow on a tiny model.
