@@ -24,6 +24,9 @@ class Client {
 
  private:
   bool ClosedByDaemon() const;
+  // Reads one reply line; *answered says whether triald's reply (ok or not) was read.
+  common::Result<boost::json::value> ReadReply(bool* answered);
+
   explicit Client(common::UniqueFd fd, std::string path) : fd_(std::move(fd)), path_(path) {}
   common::UniqueFd fd_;
   std::string path_;

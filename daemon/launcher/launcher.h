@@ -53,6 +53,9 @@ struct LaunchSpec {
   // controller is available, else not enforced.
   uint64_t memory_limit_bytes = 0;
   int64_t pids_limit = 0;
+  // Bytes the worker may send on the trial channel in all ([study] max_report_bytes); past it
+  // the trial ends FAIL(protocol) naming the cap. 0: no cap.
+  uint64_t max_report_bytes = 0;
 };
 
 struct ProcessOutcome {
