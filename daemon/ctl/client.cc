@@ -39,9 +39,11 @@ Result<Client> Client::Connect(const std::string& path) {
 
 bool Client::ClosedByDaemon() const {
   // Between requests the daemon sends nothing unasked: anything readable (end of stream, an
-  // error) means it closed the connection, e.g. idle past --request-timeout.
+  // error) means it closed the connection, e.g. idle past --request-timeout. Only a connection
+  // that has served a request is re-opened: one closed before its first request was refused
+  // (or is not triald's), and a new one would not fare better.
   pollfd p{fd_.get(), POLLIN | POLLRDHUP, 0};
-  return pending_.empty() && ::poll(&p, 1, 0) > 0;
+  return answered_once_ && pending_.empty() && ::poll(&p, 1, 0) > 0;
 }
 
 Result<boost::json::value> Client::Call(const std::string& verb, boost::json::object args) {
@@ -89,6 +91,7 @@ Result<boost::json::value> Client::ReadReply(bool* answered) {
   }
   TRIALD_ASSIGN_OR_RETURN(proto::Response resp, proto::ParseResponse(line));
   *answered = true;
+  answered_once_ = true;
   if (!resp.ok) return resp.error;
   return resp.result;
 }

@@ -30,7 +30,8 @@ class Client {
   explicit Client(common::UniqueFd fd, std::string path) : fd_(std::move(fd)), path_(path) {}
   common::UniqueFd fd_;
   std::string path_;
-  std::string pending_;  // bytes read past the last reply
+  std::string pending_;         // bytes read past the last reply
+  bool answered_once_ = false;  // a reply came on this connection (it may since have idled out)
 };
 
 // The socket trialctl talks to: --socket, else $TRIALD_SOCKET, else ./.triald/triald.sock.
