@@ -114,7 +114,14 @@ class ControlServer::Connection : public std::enable_shared_from_this<Connection
           peer_.gid, peer_.pid, AccessName(access_));
       return proto::EncodeError(DenialFor(server_->options_.access, peer_, access_, req->verb));
     }
-    Result<json::value> res = server_->Handle(req->verb, req->args);
+    if (Status owner = AuthorizeStudyVerb(*server_->options_.storage, server_->options_.access,
+                                          peer_, req->verb, req->args);
+        !owner.ok()) {
+      server_->options_.logger->warn("control socket: denied \"{}\" to uid {} pid {}: {}",
+                                     req->verb, peer_.uid, peer_.pid, owner.message());
+      return proto::EncodeError(owner);
+    }
+    Result<json::value> res = server_->Handle(req->verb, req->args, &peer_);
     if (!res.ok()) return proto::EncodeError(res.status());
     return proto::EncodeOk(std::move(res).value());
   }
@@ -261,8 +268,11 @@ void ControlServer::Accept() {
   });
 }
 
-Result<json::value> ControlServer::Handle(const std::string& verb, const json::object& args) {
-  return HandleVerb(verbs_, verb, args);
+Result<json::value> ControlServer::Handle(const std::string& verb, const json::object& args,
+                                          const PeerCredentials* caller) {
+  VerbContext context = verbs_;
+  context.caller = caller;
+  return HandleVerb(context, verb, args);
 }
 
 }  // namespace triald::daemon

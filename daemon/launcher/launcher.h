@@ -44,6 +44,10 @@ struct LaunchSpec {
   // controller is available, else not enforced.
   uint64_t memory_limit_bytes = 0;
   int64_t pids_limit = 0;
+  // Who submitted the study. A launcher that runs trials as their submitters (a root daemon:
+  // ProcessLauncher::Options::run_as_submitter) runs this one as that user; an unknown
+  // submitter runs as the daemon's user.
+  model::Submitter submitter;
 };
 
 struct ProcessOutcome {

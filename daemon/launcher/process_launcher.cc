@@ -5,6 +5,7 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <array>
@@ -14,10 +15,12 @@
 #include <cerrno>
 #include <chrono>
 #include <filesystem>
+#include <optional>
 
 #include "common/boost_process.h"
 #include "common/fd.h"
 #include "daemon/launcher/capped_log.h"
+#include "daemon/launcher/run_as.h"
 #include "proto/line_reader.h"
 
 namespace triald::launcher {
@@ -66,6 +69,17 @@ struct ChildSetup {
   int cgroup_procs_fd;   // -1: no cgroup
   int pids_v1_procs_fd;  // -1: no v1 pids leaf
   rlim_t address_space;  // 0: no RLIMIT_AS
+  // The user to become (run_as): setgroups, setgid, setuid, in that order. Raw system calls:
+  // glibc's wrappers would try to change the credentials of every thread of the daemon (whose
+  // memory the vfork child shares), while the child has one thread and the call is per thread.
+  bool switch_user;
+  uid_t uid;
+  gid_t gid;
+  const gid_t* groups;
+  size_t n_groups;
+  // Which step failed, written for the parent to read (the vfork child shares its memory):
+  // Boost reports only the errno.
+  const char** failed_step;
 
   template <typename Launcher>
   bp::error_code on_setup(Launcher& launcher, const bp::filesystem::path&, const char* const*&) {
@@ -89,6 +103,13 @@ struct ChildSetup {
       if (::setrlimit(RLIMIT_AS, &limit) != 0) return {errno, bp::system_category()};
     }
     if (::setpgid(0, 0) != 0) return {errno, bp::system_category()};
+    // Become the trial's user before PR_SET_PDEATHSIG: the kernel clears the parent-death
+    // signal whenever the credentials change.
+    if (switch_user) {
+      if (::syscall(SYS_setgroups, n_groups, groups) != 0) return Failed("setgroups");
+      if (::syscall(SYS_setgid, gid) != 0) return Failed("setgid");
+      if (::syscall(SYS_setuid, uid) != 0) return Failed("setuid");
+    }
     if (::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0) return {errno, bp::system_category()};
     // The daemon may have died between vfork and prctl; then nobody would ever stop us.
     if (::getppid() != parent) ::_exit(127);
@@ -105,7 +126,7 @@ struct ChildSetup {
     } else if (::dup2(report_fd, kReportFd) < 0) {  // dup2 clears FD_CLOEXEC on the copy
       return {errno, bp::system_category()};
     }
-    if (::chdir(workdir) != 0) return {errno, bp::system_category()};
+    if (::chdir(workdir) != 0) return Failed("chdir to the workdir");
     // Close every other descriptor ourselves. The daemon opens everything close-on-exec, but a
     // library may not (Asio's sockets are not), and Boost 1.81's own close loop skips the
     // descriptors between whitelisted ones. What must stay: 0-3 and the launcher's pipe that
@@ -115,6 +136,12 @@ struct ChildSetup {
     if (keep > kReportFd + 1) ::close_range(kReportFd + 1, keep - 1, 0);
     ::close_range((keep > kReportFd ? keep : kReportFd) + 1, ~0U, 0);
     return {};
+  }
+
+  bp::error_code Failed(const char* step) {
+    const int e = errno;
+    *failed_step = step;
+    return {e, bp::system_category()};
   }
 
   // Boost 1.81 checks for this hook with a five-argument signature and calls it with four;
@@ -129,10 +156,13 @@ struct ChildSetup {
 class Session : public std::enable_shared_from_this<Session> {
  public:
   Session(asio::io_context& io, Reaper& reaper, CgroupTree* cgroups, common::Logger logger,
-          const LaunchSpec& spec, TrialCallbacks callbacks)
+          const LaunchSpec& spec, TrialCallbacks callbacks, std::optional<RunAs> run_as,
+          std::string trial_root)
       : io_(io),
         reaper_(reaper),
         cgroups_(cgroups),
+        run_as_(std::move(run_as)),
+        trial_root_(std::move(trial_root)),
         logger_(std::move(logger)),
         spec_(spec),
         callbacks_(std::move(callbacks)),
@@ -181,6 +211,8 @@ class Session : public std::enable_shared_from_this<Session> {
   asio::io_context& io_;
   Reaper& reaper_;
   CgroupTree* cgroups_;
+  std::optional<RunAs> run_as_;  // the user the trial runs as; none: the daemon's
+  std::string trial_root_;       // PrepareTrialFolder's root
   std::unique_ptr<TrialCgroup> cgroup_;
   rlim_t address_space_ = 0;
   common::Logger logger_;
@@ -225,6 +257,18 @@ Status Session::Start() {
   CappedLog::Options log_opts{spec_.log_head_bytes, spec_.log_tail_bytes};
   TRIALD_ASSIGN_OR_RETURN(stdout_log_, CappedLog::Open(spec_.log_dir + "/stdout.log", log_opts));
   TRIALD_ASSIGN_OR_RETURN(stderr_log_, CappedLog::Open(spec_.log_dir + "/stderr.log", log_opts));
+  if (run_as_) {
+    // The logs stay the daemon's, readable by the user's group; then the folder becomes theirs.
+    for (const char* name : {"/stdout.log", "/stderr.log"}) {
+      const std::string path = spec_.log_dir + name;
+      if (::lchown(path.c_str(), static_cast<uid_t>(-1), run_as_->gid) != 0) {
+        return common::ErrnoError("give " + path + " to group " + std::to_string(run_as_->gid),
+                                  errno);
+      }
+    }
+    TRIALD_RETURN_IF_ERROR(PrepareTrialFolder(trial_root_, spec_.log_dir, *run_as_));
+    spec_.env = WithUserEnvironment(std::move(spec_.env), *run_as_);
+  }
 
   TRIALD_ASSIGN_OR_RETURN(common::Pipe out, common::MakePipe(true));
   TRIALD_ASSIGN_OR_RETURN(common::Pipe err, common::MakePipe(true));
@@ -258,13 +302,20 @@ Status Session::Start() {
   if (spec_.memory_limit_bytes > 0 && (cgroup_ == nullptr || !cgroup_->memory_limited())) {
     address_space_ = static_cast<rlim_t>(spec_.memory_limit_bytes);
   }
+  const char* failed_step = nullptr;
   ChildSetup setup{envp.data(),
                    spec_.workdir.c_str(),
                    channel_worker.get(),
                    ::getpid(),
                    cgroup_ ? cgroup_->procs_fd() : -1,
                    cgroup_ ? cgroup_->pids_v1_procs_fd() : -1,
-                   address_space_};
+                   address_space_,
+                   run_as_.has_value(),
+                   run_as_ ? run_as_->uid : 0,
+                   run_as_ ? run_as_->gid : 0,
+                   run_as_ ? run_as_->groups.data() : nullptr,
+                   run_as_ ? run_as_->groups.size() : 0,
+                   &failed_step};
   // A fresh context per launch, never run: see process_launcher.h on vfork and notify_fork.
   asio::io_context spawn_io(1);
   bp::posix::vfork_launcher launcher;
@@ -274,6 +325,13 @@ Status Session::Start() {
                bp::process_stdio{devnull.get(), out.write.get(), err.write.get()}, setup);
   if (ec) {
     if (cgroup_) (void)cgroup_->Remove();
+    if (failed_step != nullptr) {
+      return common::IoError(
+          "exec " + spec_.executable + ": " + failed_step +
+          (run_as_ ? " as " + run_as_->Describe() : std::string()) +
+          (std::string(failed_step) == "chdir to the workdir" ? " " + spec_.workdir : "") +
+          " failed: " + ec.message());
+    }
     return common::IoError("exec " + spec_.executable + ": " + ec.message());
   }
   identity_.pid = proc.id();
@@ -620,8 +678,14 @@ ProcessLauncher::ProcessLauncher(Options options) : options_(std::move(options))
 
 Result<std::unique_ptr<TrialProcess>> ProcessLauncher::Launch(const LaunchSpec& spec,
                                                               TrialCallbacks callbacks) {
-  auto session = std::make_shared<Session>(*options_.io, *options_.reaper, options_.cgroups,
-                                           options_.logger, spec, std::move(callbacks));
+  std::optional<RunAs> run_as;
+  if (options_.run_as_submitter && spec.submitter.known()) {
+    TRIALD_ASSIGN_OR_RETURN(RunAs user, LookUpRunAs(spec.submitter));
+    run_as = std::move(user);
+  }
+  auto session =
+      std::make_shared<Session>(*options_.io, *options_.reaper, options_.cgroups, options_.logger,
+                                spec, std::move(callbacks), std::move(run_as), options_.trial_root);
   TRIALD_RETURN_IF_ERROR(session->Start());
   return std::unique_ptr<TrialProcess>(new Handle(std::move(session)));
 }

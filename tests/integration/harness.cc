@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -75,6 +76,11 @@ void TestDaemon::Start() {
       ::dup2(fd, 1);
       ::dup2(fd, 2);
       ::close(fd);
+    }
+    if (run_as_uid_ != static_cast<uid_t>(-1) &&
+        (::setgroups(0, nullptr) != 0 || ::setgid(run_as_gid_) != 0 ||
+         ::setuid(run_as_uid_) != 0)) {
+      ::_exit(126);
     }
     ::execv(exe.c_str(), argv.data());
     ::_exit(127);

@@ -22,6 +22,13 @@ class TestDaemon {
     extra_args_.insert(extra_args_.end(), args.begin(), args.end());
   }
 
+  // Runs the next Start()'s triald as `uid` and `gid` (no supplementary groups) instead of as
+  // this process's user; needs root.
+  void RunAs(uid_t uid, gid_t gid) {
+    run_as_uid_ = uid;
+    run_as_gid_ = gid;
+  }
+
   // Starts triald and waits until it answers a ping.
   void Start();
   // SIGTERM and wait for exit; returns the exit status (waitpid form).
@@ -47,6 +54,8 @@ class TestDaemon {
   std::string state_dir_;
   int max_workers_;
   std::vector<std::string> extra_args_;
+  uid_t run_as_uid_ = static_cast<uid_t>(-1);  // -1: this process's user
+  gid_t run_as_gid_ = static_cast<gid_t>(-1);
   pid_t pid_ = -1;
 };
 

@@ -169,11 +169,29 @@ TEST_CASE("a command that cannot be executed is a spawn error, not a trial",
   auto proc2 = f.launcher_.Launch(bad_dir, {});
   REQUIRE_FALSE(proc2.ok());
   CHECK_THAT(proc2.status().message(), Catch::Contains("No such file or directory"));
+  CHECK_THAT(proc2.status().message(), Catch::Contains("chdir to the workdir /nonexistent/dir"));
   // The failed children exit right after reporting; the reaper collects them on SIGCHLD.
   for (int i = 0; i < 100 && !ZombieChildren(::getpid()).empty(); ++i) {
     f.io_.restart();
     f.io_.run_for(std::chrono::milliseconds(20));
   }
+  CHECK(ZombieChildren(::getpid()).empty());
+}
+
+TEST_CASE("a submitter with no account on this host is a spawn error naming the user",
+          "[launcher][integration][run-as]") {
+  LauncherFixture f;
+  launcher::ProcessLauncher::Options options{&f.io_, &f.reaper_, common::MakeNullLogger()};
+  options.run_as_submitter = true;
+  launcher::ProcessLauncher run_as(options);
+  LaunchSpec spec = f.Spec({"/bin/true"});
+  spec.submitter = {4242424, "triald-no-such-user"};
+  auto proc = run_as.Launch(spec, {});
+  REQUIRE_FALSE(proc.ok());
+  CHECK(proc.status().message() ==
+        "cannot run the trial as its submitter: user \"triald-no-such-user\" (uid 4242424 when "
+        "it submitted) has no passwd entry on this host");
+  // Nothing was started, and no trial folder given away.
   CHECK(ZombieChildren(::getpid()).empty());
 }
 
