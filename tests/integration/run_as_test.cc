@@ -346,7 +346,8 @@ TEST_CASE("run as submitter: a non-root triald changes only for its uid and root
 
   {
     TestDaemon daemon(state);
-    daemon.RunAs(service.uid(), service.gid());
+    // Primary group: the team, so the daemon may give the socket to it.
+    daemon.RunAs(service.uid(), team.gid());
     daemon.AddArgs({"--socket-group", std::to_string(team.gid()), "--no-cgroups"});
     daemon.Start();
     // The socket group may read, not submit: its trials would run as the daemon's user.
@@ -369,7 +370,7 @@ TEST_CASE("run as submitter: a non-root triald changes only for its uid and root
   }
 
   TestDaemon daemon(state);
-  daemon.RunAs(service.uid(), service.gid());
+  daemon.RunAs(service.uid(), team.gid());
   daemon.AddArgs({"--socket-group", team.name(), "--trust-group", team.name(), "--no-cgroups"});
   daemon.Start();
   std::vector<Reply> r =
