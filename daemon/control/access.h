@@ -40,7 +40,7 @@ struct AccessPolicy {
   bool read_open = false;  // anyone who can connect may use the read verbs
   // --trust-group: members (primary or supplementary) get full access; on a non-root daemon
   // their trials run as triald's user.
-  std::optional<gid_t> trust_gid;
+  std::optional<gid_t> trust_gid = {};
   // The daemon runs each trial as its submitter (it is root); socket-group members then get
   // full access.
   bool runs_as_submitter = false;

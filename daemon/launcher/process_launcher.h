@@ -69,7 +69,7 @@ class ProcessLauncher final : public Launcher {
     bool run_as_submitter = false;
     // Where trial folders live (the state directory): with run_as_submitter, the folders from
     // here down to a trial folder are made searchable so its user can reach it.
-    std::string trial_root;
+    std::string trial_root = {};
   };
   explicit ProcessLauncher(Options options);
 

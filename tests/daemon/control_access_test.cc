@@ -34,12 +34,20 @@ PeerCredentials Peer(uid_t uid, gid_t gid, std::vector<gid_t> groups = {}) {
   return p;
 }
 
+AccessPolicy Policy(uid_t daemon_uid, gid_t allowed_gid, bool read_open) {
+  AccessPolicy p;
+  p.daemon_uid = daemon_uid;
+  p.allowed_gid = allowed_gid;
+  p.read_open = read_open;
+  return p;
+}
+
 }  // namespace
 
 TEST_CASE("DecideAccess: who gets full access, read access or none", "[control][security]") {
   // A non-root daemon (uid 1000): its socket group may only read, since its members' trials
   // would run as uid 1000.
-  AccessPolicy closed{/*daemon_uid=*/1000, /*allowed_gid=*/2000, /*read_open=*/false};
+  AccessPolicy closed = Policy(/*daemon_uid=*/1000, /*allowed_gid=*/2000, /*read_open=*/false);
   CHECK(DecideAccess(closed, Peer(0, 5)) == Access::kFull);
   CHECK(DecideAccess(closed, Peer(1000, 5)) == Access::kFull);
   CHECK(DecideAccess(closed, Peer(1001, 2000)) == Access::kRead);             // primary group
@@ -62,7 +70,7 @@ TEST_CASE("DecideAccess: who gets full access, read access or none", "[control][
   CHECK(DecideAccess(trusted, Peer(1001, 5)) == Access::kNone);
 
   // A root daemon runs trials as their submitters: its socket group may submit.
-  AccessPolicy root{/*daemon_uid=*/0, /*allowed_gid=*/2000, /*read_open=*/true};
+  AccessPolicy root = Policy(/*daemon_uid=*/0, /*allowed_gid=*/2000, /*read_open=*/true);
   root.runs_as_submitter = true;
   CHECK(DecideAccess(root, Peer(1001, 2000)) == Access::kFull);
   CHECK(DecideAccess(root, Peer(1001, 5, {2000})) == Access::kFull);
@@ -74,7 +82,7 @@ TEST_CASE("DecideAccess: who gets full access, read access or none", "[control][
 
 TEST_CASE("MayChangeStudy: the submitter, root and triald's uid; nobody for others",
           "[control][security]") {
-  AccessPolicy policy{/*daemon_uid=*/1000, /*allowed_gid=*/2000, /*read_open=*/true};
+  AccessPolicy policy = Policy(/*daemon_uid=*/1000, /*allowed_gid=*/2000, /*read_open=*/true);
   policy.trust_gid = 2000;
   // Submitted by uid 1001.
   CHECK(MayChangeStudy(policy, Peer(1001, 2000), 1001));
@@ -112,7 +120,7 @@ TEST_CASE("AuthorizeStudyVerb: mutating verbs need the study's submitter, root o
   old.submitter = {};
   REQUIRE(st.CreateStudy(old, 1).ok());
 
-  AccessPolicy policy{/*daemon_uid=*/1000, /*allowed_gid=*/2000, /*read_open=*/false};
+  AccessPolicy policy = Policy(/*daemon_uid=*/1000, /*allowed_gid=*/2000, /*read_open=*/false);
   namespace json = boost::json;
   auto check = [&](uid_t uid, const std::string& verb, json::object args) {
     return AuthorizeStudyVerb(st, policy, Peer(uid, 5), verb, args).code();
@@ -216,7 +224,7 @@ TEST_CASE("Permits and DenialFor: read access reads, full access does anything",
   CHECK_FALSE(Permits(Access::kNone, true));
   CHECK_FALSE(Permits(Access::kNone, false));
 
-  AccessPolicy policy{/*daemon_uid=*/1000, /*allowed_gid=*/0, /*read_open=*/true};
+  AccessPolicy policy = Policy(/*daemon_uid=*/1000, /*allowed_gid=*/0, /*read_open=*/true);
   common::Status read_only = DenialFor(policy, Peer(1001, 5), Access::kRead, "submit");
   CHECK(read_only.code() == common::Code::kPermissionDenied);
   CHECK(read_only.message() ==
