@@ -113,9 +113,10 @@ std::vector<Reply> AsUser(const ScratchUser& user, const std::string& socket,
       common::Result<ctl::Client> c = ctl::Client::Connect(socket);
       common::Result<json::value> r =
           c.ok() ? c->Call(verb, args) : common::Result<json::value>(c.status());
-      out.push_back(r.ok() ? json::value(json::array{"ok", json::serialize(*r)})
-                           : json::value(json::array{common::CodeName(r.status().code()),
-                                                     r.status().message()}));
+      json::object reply;
+      reply["code"] = r.ok() ? "ok" : common::CodeName(r.status().code());
+      reply["text"] = r.ok() ? json::serialize(*r) : r.status().message();
+      out.push_back(std::move(reply));
     }
     std::string text = json::serialize(out);
     (void)common::WriteAll(pipe->write.get(), text.data(), text.size());
@@ -131,9 +132,10 @@ std::vector<Reply> AsUser(const ScratchUser& user, const std::string& socket,
   REQUIRE(WIFEXITED(status));
   REQUIRE(WEXITSTATUS(status) == 0);
   std::vector<Reply> replies;
-  for (const json::value& v : json::parse(all).as_array()) {
+  const json::value parsed = json::parse(all);
+  for (const json::value& v : parsed.as_array()) {
     replies.push_back(
-        {std::string(v.as_array()[0].as_string()), std::string(v.as_array()[1].as_string())});
+        {std::string(v.at("code").as_string()), std::string(v.at("text").as_string())});
   }
   REQUIRE(replies.size() == requests.size());
   return replies;
@@ -142,26 +144,19 @@ std::vector<Reply> AsUser(const ScratchUser& user, const std::string& socket,
 // What a trial saw of itself, written to id.txt in its trial folder by the probe script:
 // "uid gid groups...", HOME|USER|LOGNAME, and whether it could write triald's database, its
 // state directory and its own cgroup's control files.
-constexpr const char kProbe[] = R"(#!/bin/sh
+constexpr const char kProbe[] = R"sh(#!/bin/sh
 state="$1"
 {
-  echo "$(id -u) $(id -g) $(id -G)" echo "$HOME|$USER|$LOGNAME" if
-    : >>
-      "$state/triald.db" 2 > / dev / null;
-then echo db = writable;
-else echo db = denied;
-fi if touch "$state/planted" 2 > / dev / null;
-then echo state = writable;
-else echo state = denied;
-fi cg = $(sed - n 's/^0:://p' / proc / self / cgroup) if echo 0 >
-        "/sys/fs/cgroup$cg/cgroup.procs" 2 > / dev / null;
-then echo cg = writable;
-else echo cg = denied;
-fi
+  echo "$(id -u) $(id -g) $(id -G)"
+  echo "$HOME|$USER|$LOGNAME"
+  if true >> "$state/triald.db" 2>/dev/null; then echo db=writable; else echo db=denied; fi
+  if touch "$state/planted" 2>/dev/null; then echo state=writable; else echo state=denied; fi
+  cg=$(sed -n 's/^0:://p' /proc/self/cgroup)
+  if echo 0 > "/sys/fs/cgroup$cg/cgroup.procs" 2>/dev/null; then echo cg=writable; else echo cg=denied; fi
 } > "$TRIALD_TRIAL_DIR/id.txt"
 echo '{"type":"final","value":1}' >&3
 exec sleep "${2:-0}"
-)";
+)sh";
 
 // A test folder every scratch user can reach, with the probe in it.
 struct Site {
