@@ -9,6 +9,7 @@
 #include <set>
 #include <sstream>
 
+#include "config/sweep.h"
 #include "config/toml_diag.h"
 
 namespace triald::config {
@@ -137,7 +138,11 @@ class DaemonConfigParser {
     double x = -1;
     if (const auto* i = n.as_integer()) x = static_cast<double>(i->get());
     if (const auto* f = n.as_floating_point()) x = f->get();
-    if (!std::isfinite(x) || x <= 0) return Bad(table, key, n, "a number of seconds > 0");
+    if (!std::isfinite(x) || x <= 0 || x > kMaxSeconds) {
+      return Bad(
+          table, key, n,
+          "a number of seconds > 0 and <= " + std::to_string(kMaxSecondsWhole) + " (365 days)");
+    }
     *out = x;
     return Status::Ok();
   }

@@ -83,10 +83,17 @@ std::string ChoiceJson(const Choice& c) {
 }
 
 // Choices for messages: like JSON, but a non-finite float shows as what it is.
-std::string ChoicesText(const std::vector<Choice>& choices) {
+// At most `max_shown` choices (then the count), so that a message about a long list stays
+// readable; DistributionText shows them all (two distributions that differ must read apart).
+std::string ChoicesText(const std::vector<Choice>& choices,
+                        size_t max_shown = std::numeric_limits<size_t>::max()) {
   std::string out = "[";
   for (size_t i = 0; i < choices.size(); ++i) {
     if (i > 0) out += ", ";
+    if (i == max_shown) {
+      out += "... (" + std::to_string(choices.size()) + " choices)";
+      break;
+    }
     const auto* d = std::get_if<double>(&choices[i]);
     out += d != nullptr ? FormatDouble(*d) : ChoiceJson(choices[i]);
   }
@@ -192,21 +199,34 @@ Status CheckInt(const Distribution& d) {
 }
 
 Status CheckCategorical(const Distribution& d) {
+  constexpr size_t kChoicesShown = 20;
   if (d.choices.empty()) {
     return InvalidArgument("choices = []: expected at least one choice");
   }
-  for (size_t i = 0; i < d.choices.size(); ++i) {
-    if (const auto* x = std::get_if<double>(&d.choices[i]); x && !std::isfinite(*x)) {
-      return InvalidArgument("choices = " + ChoicesText(d.choices) + ": choice " +
+  for (const Choice& c : d.choices) {
+    if (const auto* x = std::get_if<double>(&c); x && !std::isfinite(*x)) {
+      return InvalidArgument("choices = " + ChoicesText(d.choices, kChoicesShown) + ": choice " +
                              FormatDouble(*x) + " is not a finite number; expected finite numbers");
     }
-    for (size_t j = 0; j < i; ++j) {
-      if (d.choices[j] == d.choices[i]) {
-        return InvalidArgument("choices = " + ChoicesText(d.choices) + ": " +
-                               ChoiceJson(d.choices[i]) +
-                               " appears more than once; expected distinct choices");
-      }
+  }
+  // Duplicates by sorting positions (O(n log n): a sweep may list many choices). The message
+  // names the first choice, in file order, that repeats an earlier one.
+  std::vector<size_t> order(d.choices.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&d](size_t a, size_t b) { return d.choices[a] < d.choices[b]; });
+  size_t first_repeat = d.choices.size();
+  for (size_t k = 1; k < order.size(); ++k) {
+    // Equal neighbours: the stable sort keeps the earlier position first.
+    if (d.choices[order[k - 1]] == d.choices[order[k]] && order[k] < first_repeat &&
+        (k < 2 || !(d.choices[order[k - 2]] == d.choices[order[k]]))) {
+      first_repeat = order[k];
     }
+  }
+  if (first_repeat < d.choices.size()) {
+    return InvalidArgument("choices = " + ChoicesText(d.choices, kChoicesShown) + ": " +
+                           ChoiceJson(d.choices[first_repeat]) +
+                           " appears more than once; expected distinct choices");
   }
   return Status::Ok();
 }

@@ -40,8 +40,11 @@ const char* const kTopLevelTables = "[study], [objective], [space], [sampler], [
 bool IsAsciiAlpha(char c) { return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z'); }
 bool IsAsciiDigit(char c) { return c >= '0' && c <= '9'; }
 
+// The first character is a letter or digit: a name is a folder under studies/ ("." and ".."
+// are not) and a command-line argument ("-rf" is not).
 bool IsStudyName(std::string_view s) {
   if (s.empty() || s.size() > kMaxStudyNameChars) return false;
+  if (!IsAsciiAlpha(s[0]) && !IsAsciiDigit(s[0])) return false;
   return std::all_of(s.begin(), s.end(), [](char c) {
     return IsAsciiAlpha(c) || IsAsciiDigit(c) || c == '_' || c == '.' || c == '-';
   });
@@ -259,7 +262,9 @@ Status SweepParser::ReadInt(const Field& f, int64_t min, int64_t max, const std:
 }
 
 Status SweepParser::ReadSeconds(const Field& f, double* out) const {
-  return ReadNumber(f, AtLeast(0), "a number of seconds >= 0", out);
+  return ReadNumber(
+      f, Within(0, false, kMaxSeconds, false),
+      "a number of seconds from 0 to " + std::to_string(kMaxSecondsWhole) + " (365 days)", out);
 }
 
 Status SweepParser::ReadBool(const Field& f, bool* out) const {
@@ -361,8 +366,10 @@ Status SweepParser::ParseStudy(const toml::table& t, StudyConfig* out) const {
   TRIALD_RETURN_IF_ERROR(CheckKeys(
       tn, t,
       {"name", "direction", "n_trials", "parallelism", "trial_timeout", "kill_grace",
-       "stall_timeout", "gpus_per_trial", "retries", "retry_on", "memory_limit", "pids_limit"}));
-  const std::string name_expected = "1 to 128 characters from A-Z a-z 0-9 _ . -";
+       "stall_timeout", "gpus_per_trial", "retries", "retry_on", "memory_limit", "pids_limit",
+       "max_intermediate_steps", "max_attrs", "max_attr_bytes", "max_report_bytes"}));
+  const std::string name_expected =
+      "1 to 128 characters from A-Z a-z 0-9 _ . -, starting with a letter or digit";
   if (const toml::node* n = t.get("name")) {
     Field f{tn, "name", n};
     TRIALD_RETURN_IF_ERROR(ReadString(f, "a string of " + name_expected, &out->name));
@@ -444,19 +451,49 @@ Status SweepParser::ParseStudy(const toml::table& t, StudyConfig* out) const {
   } else if (out->retries > 0) {
     out->retry_on = DefaultRetryOn();
   }
-  if (const toml::node* n = t.get("memory_limit")) {
-    Field f{tn, "memory_limit", n};
-    const std::string expected =
-        "a size in bytes >= 1048576, as an integer or a string such as \"512M\" or \"2G\"";
+  // A size: an integer number of bytes or a string such as "512M", within [min, max].
+  auto read_size = [&](const char* key, uint64_t min, uint64_t max, const std::string& expected,
+                       uint64_t* size) -> Status {
+    const toml::node* n = t.get(key);
+    if (n == nullptr) return Status::Ok();
     std::optional<uint64_t> bytes;
     if (const auto* i = n->as_integer()) {
       if (i->get() > 0) bytes = static_cast<uint64_t>(i->get());
     } else if (const auto* s = n->as_string()) {
       bytes = ParseByteSize(s->get());
     }
-    if (!bytes || *bytes < (1u << 20)) return ValueError(f, "", expected);
-    out->memory_limit = *bytes;
+    if (!bytes || *bytes < min || *bytes > max) return ValueError({tn, key, n}, "", expected);
+    *size = *bytes;
+    return Status::Ok();
+  };
+  TRIALD_RETURN_IF_ERROR(
+      read_size("memory_limit", 1u << 20, UINT64_MAX,
+                "a size in bytes >= 1048576, as an integer or a string such as \"512M\" or \"2G\"",
+                &out->memory_limit));
+  // What one trial may report (config/README.md, "Per-trial caps").
+  if (const toml::node* n = t.get("max_intermediate_steps")) {
+    TRIALD_RETURN_IF_ERROR(ReadInt({tn, "max_intermediate_steps", n}, 1, kMaxCapSteps,
+                                   "an integer from 1 to " + std::to_string(kMaxCapSteps) +
+                                       " (distinct steps with an intermediate value per trial)",
+                                   &v));
+    out->max_intermediate_steps = v;
   }
+  if (const toml::node* n = t.get("max_attrs")) {
+    TRIALD_RETURN_IF_ERROR(ReadInt({tn, "max_attrs", n}, 1, kMaxCapAttrs,
+                                   "an integer from 1 to " + std::to_string(kMaxCapAttrs) +
+                                       " (distinct attribute keys per trial)",
+                                   &v));
+    out->max_attrs = v;
+  }
+  TRIALD_RETURN_IF_ERROR(read_size("max_attr_bytes", 1024, kMaxCapAttrBytes,
+                                   "a size from 1024 to " + std::to_string(kMaxCapAttrBytes) +
+                                       " bytes (\"64M\"), as an integer or a string such as \"1M\"",
+                                   &out->max_attr_bytes));
+  TRIALD_RETURN_IF_ERROR(
+      read_size("max_report_bytes", 1024, kMaxCapReportBytes,
+                "a size from 1024 to " + std::to_string(kMaxCapReportBytes) +
+                    " bytes (\"64G\"), as an integer or a string such as \"256M\"",
+                &out->max_report_bytes));
   if (const toml::node* n = t.get("pids_limit")) {
     TRIALD_RETURN_IF_ERROR(ReadInt({tn, "pids_limit", n}, 1, INT32_MAX,
                                    "an integer >= 1 (processes and threads per trial)", &v));
@@ -793,11 +830,37 @@ Status SweepParser::CheckLmParam(const Entry& e, const ParamSpec& spec) const {
     want = ParamType::kInt;
     takes = "integers";
   }
-  if (spec.dist.type != want) {
+  // A numeric hyperparameter may also be tuned over a list of values of its kind
+  // (type = "categorical", choices = [1e-5, 3e-4]); each choice is checked below.
+  const bool numeric_choices =
+      want != ParamType::kCategorical && spec.dist.type == ParamType::kCategorical;
+  if (spec.dist.type != want && !numeric_choices) {
     std::string expected = std::string("type = \"") + ParamTypeName(want) + "\"";
-    if (want == ParamType::kCategorical) expected += " with choices among " + field->expected;
+    if (want == ParamType::kCategorical) {
+      expected += " with choices among " + field->expected;
+    } else {
+      expected += ", or \"categorical\" with " + takes + " as choices";
+    }
     return ValueError({tn, "type", param.get("type")},
                       spec.name + " takes " + takes + " with kind = \"lm\"", expected);
+  }
+  if (numeric_choices) {
+    for (const Choice& c : spec.dist.choices) {
+      const auto* i = std::get_if<int64_t>(&c);
+      const auto* d = std::get_if<double>(&c);
+      const bool ok = want == ParamType::kInt
+                          ? i != nullptr && field->AcceptsInt(*i)
+                          : (i != nullptr && field->number.Accepts(static_cast<double>(*i))) ||
+                                (d != nullptr && field->number.Accepts(*d));
+      if (!ok) {
+        const auto* str = std::get_if<std::string>(&c);
+        return ValueError(
+            {tn, "choices", param.get("choices")},
+            (str != nullptr ? Quoted(*str) : ChoiceToString(c)) + " is not a value of " + spec.name,
+            "choices that are each " + field->expected);
+      }
+    }
+    return Status::Ok();
   }
   const std::string outside = "outside the values " + spec.name + " accepts";
   switch (want) {

@@ -23,6 +23,10 @@ const char* DirectionName(Direction d);
 
 // The largest [study] stall_timeout accepted: 7 days.
 inline constexpr double kMaxStallTimeout = 7 * 24 * 3600;
+// The longest duration a sweep file may give (trial_timeout, kill_grace): 365 days. Larger
+// values would overflow the clocks they are converted to.
+inline constexpr double kMaxSeconds = 365.0 * 24 * 3600;
+inline constexpr long kMaxSecondsWhole = 365L * 24 * 3600;
 
 struct StudyConfig {
   std::string name;
@@ -46,7 +50,22 @@ struct StudyConfig {
   // pids_limit: the trial cgroup's pids.max (its processes and threads), where available.
   uint64_t memory_limit = 0;
   int64_t pids_limit = 0;
+  // Per-trial caps on what a trial reports (config/README.md, "Per-trial caps"): distinct steps
+  // with an intermediate value; distinct attribute keys; the bytes of its attributes (keys and
+  // values as stored); every byte it sends on the trial channel. Past one, the trial ends
+  // FAIL(protocol) naming the cap. Each is >= 1; the daemon keeps what a trial reported in
+  // memory while its study runs, so these bound that memory.
+  int64_t max_intermediate_steps = 10'000;
+  int64_t max_attrs = 1'000;
+  uint64_t max_attr_bytes = 1u << 20;     // 1 MiB
+  uint64_t max_report_bytes = 64u << 20;  // 64 MiB
 };
+
+// The largest values the caps above may be raised to.
+inline constexpr int64_t kMaxCapSteps = 10'000'000;
+inline constexpr int64_t kMaxCapAttrs = 100'000;
+inline constexpr uint64_t kMaxCapAttrBytes = uint64_t{64} << 20;    // 64 MiB
+inline constexpr uint64_t kMaxCapReportBytes = uint64_t{64} << 30;  // 64 GiB
 
 // The FAIL reasons [study] retry_on may name: "lost", "signal", "oom", "timeout", "exit",
 // "shutdown", "stalled" (not "protocol", "spawn" or "cancelled": those do not go away by running

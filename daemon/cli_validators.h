@@ -28,8 +28,9 @@ inline bool ParseLong(const std::string& text, long* out) {
   return *end == '\0' && errno == 0;
 }
 
-// Seconds > 0, and at most `max` when `max` > 0.
-inline CLI::Validator PositiveSeconds(double max = 0) {
+// Seconds > 0 and at most `max` (default 365 days: longer ones overflow the clocks they are
+// converted to).
+inline CLI::Validator PositiveSeconds(double max = 365.0 * 24 * 3600) {
   const std::string expected = max > 0 ? "expected a positive number of seconds (at most " +
                                              std::to_string(static_cast<long>(max)) + ")"
                                        : "expected a positive number of seconds";

@@ -5,8 +5,10 @@
 #include <unistd.h>
 
 #include <array>
+#include <boost/asio/post.hpp>
 #include <boost/asio/write.hpp>
 
+#include "common/memory.h"
 #include "proto/control.h"
 
 namespace triald::daemon {
@@ -15,6 +17,9 @@ namespace json = boost::json;
 using common::Result;
 using common::Status;
 using Socket = asio::local::stream_protocol::socket;
+
+// Replies larger than this are followed by common::ReturnFreedMemory().
+constexpr size_t kLargeReplyBytes = 1 << 20;
 
 // One client connection: reads request lines into a capped buffer and answers each in order.
 // Only one request is handled at a time and nothing more is read until its reply is written,
@@ -177,6 +182,12 @@ class ControlServer::Connection : public std::enable_shared_from_this<Connection
     Arm(Clock::now() + Seconds(server_->options_.request_timeout_s), "");
     asio::async_write(socket_, asio::buffer(*data),
                       [self, data, then](const boost::system::error_code& ec, size_t) {
+                        // A large reply (and what it was built from) is freed once this handler
+                        // is done: give the memory back then.
+                        if (data->size() > kLargeReplyBytes) {
+                          asio::post(self->socket_.get_executor(),
+                                     [] { common::ReturnFreedMemory(); });
+                        }
                         self->Disarm();
                         if (ec) {
                           self->Close();

@@ -5,9 +5,11 @@
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
@@ -153,6 +155,11 @@ common::Result<std::unique_ptr<storage::Storage>> OpenStorage(const DaemonOption
   postgres_options.instance = instance;
   postgres_options.idle_in_transaction_timeout_s = opts.node_timeout_s / 2;
   postgres_options.lock_timeout_s = std::min(2.0, opts.node_timeout_s / 4);
+  // A database that stops answering fails a call within a third of the node timeout (and a
+  // reconnect within the same), so the event loop keeps beating well inside it.
+  postgres_options.call_timeout_s = opts.node_timeout_s / 3;
+  postgres_options.connect_timeout_s =
+      std::max(2, static_cast<int>(std::lround(opts.node_timeout_s / 3)));
   auto storage = postgres ? storage::OpenPostgresStorage(postgres_options)
                           : storage::OpenSqliteStorage(sqlite_options);
   if (!storage.ok()) return storage.status();

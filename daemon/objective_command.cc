@@ -1,7 +1,10 @@
 #include "daemon/objective_command.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <sstream>
 
@@ -117,6 +120,19 @@ std::string DefaultPythonRunnerDir() {
     if (fs::is_regular_file(dir / "triald" / "__main__.py", ec)) return dir.string();
   }
   return "";
+}
+
+common::Status CheckWorkdir(const config::ObjectiveConfig& objective, const std::string& where) {
+  const std::string& dir = objective.workdir;
+  auto bad = [&](const std::string& why) {
+    return common::InvalidArgument(where + ": [objective] workdir = \"" + dir + "\": " + why +
+                                   "; expected an existing directory");
+  };
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) != 0) return bad(std::strerror(errno));
+  if (!S_ISDIR(st.st_mode)) return bad("not a directory");
+  if (::access(dir.c_str(), X_OK) != 0) return bad(std::strerror(errno));
+  return common::Status::Ok();
 }
 
 common::Status PrepareObjective(config::SweepSpec& spec, const std::string& trial_worker,

@@ -36,6 +36,11 @@ common::Status PrepareObjective(config::SweepSpec& spec, const std::string& tria
                                 const std::vector<std::string>& base_env = {},
                                 const std::string& python_runner_dir = "");
 
+// Checks that [objective] workdir names an existing directory the daemon can enter, so a typo
+// fails the submission naming workdir rather than every trial's start. Called at submit only: a
+// folder that goes missing later is a failure to start the trial.
+common::Status CheckWorkdir(const config::ObjectiveConfig& objective, const std::string& where);
+
 // trial-worker beside the running executable (build/bin or the install's bin folder).
 std::string DefaultTrialWorkerPath();
 

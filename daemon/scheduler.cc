@@ -5,12 +5,14 @@
 #include <set>
 #include <sstream>
 
+#include "common/memory.h"
 #include "common/process_util.h"
 #include "config/suggest.h"
 #include "daemon/objective_command.h"
 #include "daemon/scheduler/enqueued_params.h"
 #include "daemon/scheduler/gpu_drains.h"
 #include "daemon/scheduler/launch_spec.h"
+#include "daemon/scheduler/report_caps.h"
 #include "daemon/scheduler/storage_batch.h"
 #include "daemon/scheduler/trial_outcome.h"
 
@@ -44,6 +46,7 @@ struct Scheduler::RunningTrial {
   bool final_seen = false;                     // a "final" line came; suggests are refused
   bool worker_pruned = false;                  // a "pruned" line came (the objective raised)
   int64_t requests = 0;                        // suggest and should_prune lines so far
+  std::optional<ReportCaps> caps;              // [study] max_intermediate_steps, max_attrs...
 };
 
 namespace {
@@ -148,6 +151,7 @@ Result<model::StudyRecord> Scheduler::Submit(const config::SweepSource& source,
   if (shutting_down_) return common::Unavailable("triald is shutting down");
   TRIALD_ASSIGN_OR_RETURN(config::SweepSpec spec, config::ParseSweep(source));
   const std::string where = source.path.empty() ? "<sweep>" : source.path;
+  TRIALD_RETURN_IF_ERROR(CheckWorkdir(spec.objective, where));
   TRIALD_RETURN_IF_ERROR(PrepareObjective(spec, options_.trial_worker, where, options_.base_env));
   TRIALD_RETURN_IF_ERROR(CheckGpus(spec, where));
 
@@ -437,15 +441,20 @@ void Scheduler::Pump() {
   pass.reset();
   pumping_ = false;
   // Completed studies leave the active set.
+  bool dropped = false;
   for (auto it = studies_.begin(); it != studies_.end();) {
     if (it->second->record.state != model::StudyState::kRunning && it->second->running == 0 &&
         it->second->pending_finishes == 0) {
       it = studies_.erase(it);
+      dropped = true;
     } else {
       ++it;
     }
   }
   WakeForBackoff();
+  // A study's trials (every intermediate value and attribute) are many small blocks: give them
+  // back, or the daemon's RSS stays at its peak after a large study.
+  if (dropped) common::ReturnFreedMemory();
   if (options_.on_change) options_.on_change();
   if (shutting_down_ && running_.empty() && on_idle_) {
     auto fn = std::move(on_idle_);
@@ -504,6 +513,7 @@ bool Scheduler::StartTrial(StudyRuntime& study, std::vector<devices::GpuSlot> gp
   rt->process = std::move(proc).value();
   rt->gpu_slots.swap(gpu_slots);  // the trial holds them now
   rt->pids.insert(id.pid);
+  rt->caps.emplace(study.spec.study, trial);
   if (study.spec.objective.kind == "python") StartSample(*rt);
   running_[tid] = std::move(rt);
   ++study.running;
@@ -572,6 +582,10 @@ void Scheduler::OnMessage(int64_t trial_id, const proto::ReportMessage& m) {
       // raises TrialPruned and reports nothing more): what it sends during its grace period
       // would otherwise change its value and the other trials' pruning decisions.
       if (rt.pruned || rt.taken_over) break;
+      if (auto over = rt.caps->Admit(study.trials[rt.number], m)) {
+        rt.process->FailProtocol(*over);
+        break;
+      }
       Status st = options_.storage->AddIntermediate(trial_id, m.step, m.value);
       if (!st.ok()) options_.logger->error("storing intermediate value: {}", st.message());
       coordinator_->RefreshForPruning(study);  // the other nodes' values, for the pruner
@@ -598,6 +612,10 @@ void Scheduler::OnMessage(int64_t trial_id, const proto::ReportMessage& m) {
       break;
     case proto::ReportType::kAttr: {
       if (rt.taken_over) break;
+      if (auto over = rt.caps->Admit(study.trials[rt.number], m)) {
+        rt.process->FailProtocol(*over);
+        break;
+      }
       Status st = options_.storage->SetAttr(trial_id, m.key, m.json_value);
       if (!st.ok()) options_.logger->error("storing attribute: {}", st.message());
       study.trials[rt.number].attrs[m.key] = m.json_value;

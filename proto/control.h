@@ -24,6 +24,9 @@
 namespace triald::proto {
 
 inline constexpr size_t kMaxRequestBytes = 4 * 1024 * 1024;
+// The largest sweep file "submit" takes (its text, before JSON escaping, which may grow it; the
+// request as a whole must still fit kMaxRequestBytes).
+inline constexpr size_t kMaxSweepBytes = 2 * 1024 * 1024;
 inline constexpr size_t kMaxResponseBytes = 256 * 1024 * 1024;
 
 struct Request {

@@ -26,6 +26,46 @@ using common::Status;
 constexpr std::string_view kPrefix = "transformer.";
 
 // A positive integer field of config.json; `fallback` is used when it is absent (-1: required).
+// An int64_t that remembers overflow (__builtin_*_overflow) through a chain of operations.
+class CheckedInt64 {
+ public:
+  CheckedInt64() = default;
+  explicit CheckedInt64(int64_t v) : value_(v) {}
+  CheckedInt64& Add(int64_t x) {
+    overflow_ |= __builtin_add_overflow(value_, x, &value_);
+    return *this;
+  }
+  CheckedInt64& Add(const CheckedInt64& x) {
+    overflow_ |= x.overflow_;
+    return Add(x.value_);
+  }
+  CheckedInt64 Mul(int64_t x) const {
+    CheckedInt64 r = *this;
+    r.overflow_ |= __builtin_mul_overflow(value_, x, &r.value_);
+    return r;
+  }
+  bool overflow() const { return overflow_; }
+  int64_t value() const { return value_; }
+
+ private:
+  int64_t value_ = 0;
+  bool overflow_ = false;
+};
+
+// The parameter count of a GPT-2 of `c`'s shape times 16 bytes (weights, gradients, AdamW's
+// moments), with every shape product checked.
+CheckedInt64 Gpt2ShapeCheck(const Gpt2Config& c) {
+  const int64_t e = c.n_embd;
+  CheckedInt64 layer = CheckedInt64(e).Mul(3).Mul(e);              // c_attn weight
+  layer.Add(CheckedInt64(e).Mul(e));                               // attn c_proj weight
+  layer.Add(CheckedInt64(e).Mul(c.n_inner).Mul(2));                // mlp c_fc, c_proj weights
+  layer.Add(CheckedInt64(e).Mul(9)).Add(CheckedInt64(c.n_inner));  // biases and layer norms
+  CheckedInt64 total = layer.Mul(c.n_layer);
+  total.Add(CheckedInt64(c.vocab_size).Mul(e)).Add(CheckedInt64(c.n_positions).Mul(e));
+  total.Add(CheckedInt64(e).Mul(2));
+  return total.Mul(16);
+}
+
 Result<int64_t> PositiveInt(const boost::json::object& object, const char* key, int64_t fallback,
                             const std::string& source) {
   const boost::json::value* value = object.if_contains(key);
@@ -154,14 +194,27 @@ Result<Gpt2Config> ParseGpt2Config(std::string_view json_text, const std::string
   TRIALD_ASSIGN_OR_RETURN(int64_t n_ctx, PositiveInt(object, "n_ctx", 0, source));
   TRIALD_ASSIGN_OR_RETURN(config.n_positions,
                           PositiveInt(object, "n_positions", n_ctx > 0 ? n_ctx : -1, source));
-  TRIALD_ASSIGN_OR_RETURN(config.n_inner,
-                          PositiveInt(object, "n_inner", 4 * config.n_embd, source));
+  // 4 * n_embd by default; an n_embd so large that this overflows is refused below.
+  const int64_t default_inner = config.n_embd <= INT64_MAX / 4 ? 4 * config.n_embd : INT64_MAX;
+  TRIALD_ASSIGN_OR_RETURN(config.n_inner, PositiveInt(object, "n_inner", default_inner, source));
   if (const boost::json::value* eps = object.if_contains("layer_norm_epsilon")) {
     if (!eps->is_number() || !(eps->to_number<double>() > 0)) {
       return InvalidArgument(source + ": \"layer_norm_epsilon\" must be a positive number, got " +
                              boost::json::serialize(*eps));
     }
     config.layer_norm_epsilon = eps->to_number<double>();
+  }
+  // Every tensor's shape product, and the parameter count times 16 bytes (weights, gradients,
+  // AdamW's two moments), must fit in 64 bits, so that building the model and planning its
+  // memory never overflow.
+  const auto sizes = Gpt2ShapeCheck(config);
+  if (sizes.overflow()) {
+    return InvalidArgument(
+        source + ": the model's dimensions (n_layer " + std::to_string(config.n_layer) +
+        ", n_embd " + std::to_string(config.n_embd) + ", n_inner " +
+        std::to_string(config.n_inner) + ", vocab_size " + std::to_string(config.vocab_size) +
+        ", n_positions " + std::to_string(config.n_positions) +
+        ") give more parameters than 64-bit byte counts hold");
   }
   if (config.n_embd % config.n_head != 0) {
     return InvalidArgument(source + ": \"n_embd\" " + std::to_string(config.n_embd) +
@@ -324,19 +377,42 @@ std::shared_ptr<Gpt2Model> BuildGpt2Skeleton(const Gpt2Config& config, double dr
 
 // ---- planning ----------------------------------------------------------------------------
 
-Gpt2MemoryPlan PlanGpt2Memory(const Gpt2Model& model, int64_t batch_size, int64_t seq_len) {
-  Gpt2MemoryPlan plan;
-  for (const torch::Tensor& p : model.parameters()) plan.params += p.numel();
+Result<Gpt2MemoryPlan> PlanGpt2Memory(const Gpt2Model& model, int64_t batch_size, int64_t seq_len) {
+  if (batch_size < 1 || seq_len < 1) {
+    return Status(InvalidArgument("lm: cannot plan batch_size " + std::to_string(batch_size) +
+                                  " x seq_len " + std::to_string(seq_len) + "; both must be >= 1"));
+  }
+  // Every product and sum is checked: batch_size and seq_len come from the sweep, the shapes
+  // from the checkpoint's config.json.
+  CheckedInt64 params;
+  for (const torch::Tensor& p : model.parameters()) params.Add(p.numel());
   const Gpt2Config& c = model.config();
   constexpr int64_t kF32 = 4;
-  plan.parameter_bytes = kF32 * plan.params;
-  plan.gradient_bytes = kF32 * plan.params;
-  plan.optimizer_bytes = 2 * kF32 * plan.params;
-  const int64_t per_token = c.n_layer * (10 * c.n_embd + 2 * c.n_inner + 3 * c.n_head * seq_len) +
-                            2 * c.n_embd + 3 * c.vocab_size;
-  plan.activation_bytes = kF32 * batch_size * seq_len * per_token;
-  plan.total_bytes =
-      plan.parameter_bytes + plan.gradient_bytes + plan.optimizer_bytes + plan.activation_bytes;
+  // Per token: n_layer * (10 C + 2 I + 3 H T) + 2 C + 3 V.
+  CheckedInt64 per_layer = CheckedInt64(c.n_head).Mul(3).Mul(seq_len);
+  per_layer.Add(CheckedInt64(c.n_embd).Mul(10)).Add(CheckedInt64(c.n_inner).Mul(2));
+  CheckedInt64 per_token = per_layer.Mul(c.n_layer);
+  per_token.Add(CheckedInt64(c.n_embd).Mul(2)).Add(CheckedInt64(c.vocab_size).Mul(3));
+  const CheckedInt64 activation = per_token.Mul(seq_len).Mul(batch_size).Mul(kF32);
+  const CheckedInt64 parameter = CheckedInt64(params).Mul(kF32);
+  CheckedInt64 total = CheckedInt64(params).Mul(4 * kF32);  // parameters, gradients, AdamW's two
+  total.Add(activation);
+  if (total.overflow()) {
+    return Status(InvalidArgument(
+        "lm: the memory plan for batch_size " + std::to_string(batch_size) + " x seq_len " +
+        std::to_string(seq_len) + " (n_layer " + std::to_string(c.n_layer) + ", n_embd " +
+        std::to_string(c.n_embd) + ", n_inner " + std::to_string(c.n_inner) + ", vocab_size " +
+        std::to_string(c.vocab_size) +
+        ") does not fit 64-bit byte counts; expected a smaller "
+        "batch, sequence or model"));
+  }
+  Gpt2MemoryPlan plan;
+  plan.params = params.value();
+  plan.parameter_bytes = parameter.value();
+  plan.gradient_bytes = parameter.value();
+  plan.optimizer_bytes = 2 * parameter.value();
+  plan.activation_bytes = activation.value();
+  plan.total_bytes = total.value();
   return plan;
 }
 

@@ -184,8 +184,11 @@ struct Gpt2MemoryPlan {
   int64_t total_bytes = 0;
 };
 
-// `model` may be a skeleton; only shapes are read.
-Gpt2MemoryPlan PlanGpt2Memory(const Gpt2Model& model, int64_t batch_size, int64_t seq_len);
+// `model` may be a skeleton; only shapes are read. batch_size and seq_len must be >= 1; every
+// product is overflow-checked, and a plan whose byte counts do not fit in 64 bits is an
+// InvalidArgument naming the batch, the sequence length and the model's dimensions.
+common::Result<Gpt2MemoryPlan> PlanGpt2Memory(const Gpt2Model& model, int64_t batch_size,
+                                              int64_t seq_len);
 
 // Names (with shapes) of every parameter and buffer of `module` still on the meta device.
 std::vector<std::string> MetaTensorNames(const torch::nn::Module& module);

@@ -129,7 +129,8 @@ Result<PreparedLm> Prepare(const config::LmObjectiveConfig& config, const Params
                            std::to_string(model_config.n_positions) + " (" + dir + "config.json)");
   }
   std::shared_ptr<Gpt2Model> model = BuildGpt2Skeleton(model_config, hp.dropout);
-  Gpt2MemoryPlan plan = PlanGpt2Memory(*model, hp.batch_size, config.seq_len);
+  TRIALD_ASSIGN_OR_RETURN(Gpt2MemoryPlan plan,
+                          PlanGpt2Memory(*model, hp.batch_size, config.seq_len));
   TRIALD_RETURN_IF_ERROR(ctx.OnAttr("params", plan.params));
   TRIALD_RETURN_IF_ERROR(ctx.OnAttr("planned_memory_bytes", plan.total_bytes));
   if (config.memory_budget_gb > 0 && plan.total_bytes > config.memory_budget_gb * kBytesPerGb) {

@@ -32,6 +32,13 @@ constexpr size_t kMaxCachedPieceBytes = 64;
 constexpr size_t kMaxCacheEntries = 1 << 17;
 // Scratch space of BPE kept per thread between pieces, in symbols (bytes of a piece).
 constexpr size_t kMaxKeptScratch = 1 << 16;
+// Bounds on what vocab.json and merges.txt may hold (tokenizer.h): the tables are sized by the
+// largest id, so one entry with id 2^31 - 2 would otherwise ask for tens of GB.
+constexpr int64_t kMaxVocabularySize = int64_t{1} << 22;
+constexpr size_t kMaxTokenBytes = 1024;
+// BPE indexes a piece's bytes with int32_t: a longer piece is encoded in chunks of this many
+// bytes, each on its own (only a run of over a GiB of one character class is ever that long).
+constexpr size_t kMaxBpePieceBytes = size_t{1} << 30;
 
 // ---------------------------------------------------------------------------------------------
 // UTF-8 and character classes
@@ -277,7 +284,7 @@ common::Result<Vocabulary> ReadVocabulary(const std::string& path) {
     const std::string_view spelled(entry.key().data(), entry.key().size());
     const std::string where = path + ": entry " + Quote(spelled) + ": ";
     const boost::json::value& value = entry.value();
-    constexpr int64_t kMaxId = std::numeric_limits<int32_t>::max() - 1;  // so that size fits
+    constexpr int64_t kMaxId = kMaxVocabularySize - 1;
     const bool is_id = (value.is_int64() && value.as_int64() >= 0 && value.as_int64() <= kMaxId) ||
                        (value.is_uint64() && value.as_uint64() <= static_cast<uint64_t>(kMaxId));
     if (!is_id) {
@@ -289,6 +296,11 @@ common::Result<Vocabulary> ReadVocabulary(const std::string& path) {
     if (spelled.empty()) return common::InvalidArgument(where + "the token is empty");
     common::Result<std::string> bytes = SpelledToBytes(spelled);
     if (!bytes.ok()) return common::InvalidArgument(where + bytes.status().message());
+    if (bytes->size() > kMaxTokenBytes) {
+      return common::InvalidArgument(where + "the token is " + std::to_string(bytes->size()) +
+                                     " bytes long; expected at most " +
+                                     std::to_string(kMaxTokenBytes));
+    }
     if (static_cast<size_t>(id) >= spelled_by_id.size()) spelled_by_id.resize(id + 1);
     if (!spelled_by_id[id].empty()) {
       return common::InvalidArgument(where + "id " + std::to_string(id) +
@@ -377,6 +389,10 @@ common::Result<std::unordered_map<uint64_t, MergeRule>> ReadMerges(const std::st
                                      ", which is not in the vocabulary " + vocab_path);
     }
     // A pair listed twice keeps its last rank, as the reference's dict(zip(merges, ranks)) does.
+    if (rank == std::numeric_limits<int32_t>::max()) {
+      return common::InvalidArgument(where + "more than " + std::to_string(rank) +
+                                     " merges; ranks are 32-bit");
+    }
     merges[PairKey(part_ids[0], part_ids[1])] = MergeRule{rank, it->second};
     ++rank;
   }
@@ -427,6 +443,10 @@ std::vector<int32_t> Gpt2Tokenizer::Encode(std::string_view text) const {
 }
 
 void Gpt2Tokenizer::EncodePiece(std::string_view piece, std::vector<int32_t>* ids) const {
+  while (piece.size() > kMaxBpePieceBytes) {
+    EncodePiece(piece.substr(0, kMaxBpePieceBytes), ids);
+    piece.remove_prefix(kMaxBpePieceBytes);
+  }
   const Tables& t = *tables_;
   if (piece.size() == 1) {
     ids->push_back(t.byte_ids[static_cast<unsigned char>(piece[0])]);

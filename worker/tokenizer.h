@@ -17,8 +17,10 @@
 //
 // The files are those of any GPT-2-family checkpoint (Hugging Face vocab.json and merges.txt,
 // or OpenAI's encoder.json and vocab.bpe). Load checks them: every one of the 256 bytes must be
-// a token, and every merge must join two tokens into a token of the vocabulary. Errors name the
-// file and the line (merges) or entry (vocab).
+// a token, every merge must join two tokens into a token of the vocabulary, ids are below 2^22
+// (4194304; the tables are sized by the largest id) and tokens at most 1024 bytes long. Errors
+// name the file and the line (merges) or entry (vocab). A piece longer than 1 GiB (a run of one
+// character class) is encoded in 1 GiB chunks, where the reference would merge across them.
 //
 // Thread-safety: immutable after Load; const methods may be called from several threads at once
 // (the BPE cache they share is guarded by a mutex). Copies share the tables and the cache.

@@ -51,7 +51,9 @@ int Inspect(const std::string& dir, int64_t batch_size, int64_t seq_len) {
                    std::to_string(config->n_positions));
   }
   std::shared_ptr<Gpt2Model> model = BuildGpt2Skeleton(*config, 0.0);  // meta: nothing allocated
-  Gpt2MemoryPlan plan = PlanGpt2Memory(*model, batch_size, seq_len);
+  auto planned = PlanGpt2Memory(*model, batch_size, seq_len);
+  if (!planned.ok()) return Problem(planned.status().message());
+  const Gpt2MemoryPlan& plan = *planned;
   boost::json::object o;
   o["params"] = plan.params;
   o["batch_size"] = batch_size;
@@ -76,7 +78,7 @@ int Check(const std::string& dir) {
   if (st.ok()) st = CheckNoMetaTensors(*model, file->path());
   if (!st.ok()) return Problem(st.message());
   std::printf("ok: %zu tensors in %s match the model (%lld parameters)\n", file->tensors().size(),
-              file->path().c_str(), static_cast<long long>(PlanGpt2Memory(*model, 1, 1).params));
+              file->path().c_str(), static_cast<long long>(PlanGpt2Memory(*model, 1, 1)->params));
   return 0;
 }
 

@@ -21,6 +21,12 @@ Result<config::SweepSource> DecodeSubmit(const json::object& args) {
   if (const json::value* p = args.if_contains("path"); p && p->is_string()) {
     path = std::string(p->get_string());
   }
+  if (text.size() > proto::kMaxSweepBytes) {
+    return common::InvalidArgument("sweep " + (path.empty() ? std::string("<sweep>") : path) +
+                                   " is " + std::to_string(text.size()) +
+                                   " bytes; expected at most " +
+                                   std::to_string(proto::kMaxSweepBytes) + " bytes (2 MiB)");
+  }
   return config::SweepSource{text, path};
 }
 

@@ -70,6 +70,7 @@ Result<json::value> StudiesVerb(const VerbContext& c, const json::object&) {
 // A study whose trials could not be started lately: {held, failures, cause, reason,
 // retry_in_s}; null otherwise.
 json::value SpawnStatusJson(const VerbContext& c, int64_t study_id) {
+  if (c.scheduler == nullptr) return nullptr;  // read verbs served from storage alone
   std::optional<SpawnBackoff::Snapshot> st = c.scheduler->spawn_status(study_id);
   if (!st) return nullptr;
   return json::object{{"held", st->held},

@@ -39,9 +39,11 @@ Result<Client> Client::Connect(const std::string& path) {
 
 bool Client::ClosedByDaemon() const {
   // Between requests the daemon sends nothing unasked: anything readable (end of stream, an
-  // error) means it closed the connection, e.g. idle past --request-timeout.
+  // error) means it closed the connection, e.g. idle past --request-timeout. Only a connection
+  // that has served a request is re-opened: one closed before its first request was refused
+  // (or is not triald's), and a new one would not fare better.
   pollfd p{fd_.get(), POLLIN | POLLRDHUP, 0};
-  return pending_.empty() && ::poll(&p, 1, 0) > 0;
+  return answered_once_ && pending_.empty() && ::poll(&p, 1, 0) > 0;
 }
 
 Result<boost::json::value> Client::Call(const std::string& verb, boost::json::object args) {
@@ -50,8 +52,25 @@ Result<boost::json::value> Client::Call(const std::string& verb, boost::json::ob
     *this = std::move(fresh);
   }
   std::string req = proto::EncodeRequest(verb, std::move(args));
+  if (req.size() > proto::kMaxRequestBytes) {
+    return common::InvalidArgument("the " + verb + " request is " + std::to_string(req.size()) +
+                                   " bytes; triald takes at most " +
+                                   std::to_string(proto::kMaxRequestBytes));
+  }
   common::Status st = common::WriteAll(fd_.get(), req.data(), req.size());
-  if (!st.ok()) return common::Unavailable("sending to triald at " + path_ + ": " + st.message());
+  if (!st.ok()) {
+    // triald may have refused the request and closed (EPIPE, with SIGPIPE ignored): its reply,
+    // if one came, says why.
+    bool answered = false;
+    Result<boost::json::value> reply = ReadReply(&answered);
+    if (answered && !reply.ok()) return reply;
+    return common::Unavailable("sending to triald at " + path_ + ": " + st.message());
+  }
+  bool answered = false;
+  return ReadReply(&answered);
+}
+
+Result<boost::json::value> Client::ReadReply(bool* answered) {
   std::string line;
   for (;;) {
     size_t nl = pending_.find('\n');
@@ -71,6 +90,8 @@ Result<boost::json::value> Client::Call(const std::string& verb, boost::json::ob
     pending_.append(buf, static_cast<size_t>(n));
   }
   TRIALD_ASSIGN_OR_RETURN(proto::Response resp, proto::ParseResponse(line));
+  *answered = true;
+  answered_once_ = true;
   if (!resp.ok) return resp.error;
   return resp.result;
 }

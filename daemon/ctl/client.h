@@ -24,10 +24,14 @@ class Client {
 
  private:
   bool ClosedByDaemon() const;
+  // Reads one reply line; *answered says whether triald's reply (ok or not) was read.
+  common::Result<boost::json::value> ReadReply(bool* answered);
+
   explicit Client(common::UniqueFd fd, std::string path) : fd_(std::move(fd)), path_(path) {}
   common::UniqueFd fd_;
   std::string path_;
-  std::string pending_;  // bytes read past the last reply
+  std::string pending_;         // bytes read past the last reply
+  bool answered_once_ = false;  // a reply came on this connection (it may since have idled out)
 };
 
 // The socket trialctl talks to: --socket, else $TRIALD_SOCKET, else ./.triald/triald.sock.

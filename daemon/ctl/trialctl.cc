@@ -19,6 +19,7 @@
 #include "daemon/ctl/report.h"
 #include "daemon/ctl/watch.h"
 #include "daemon/export/study_export.h"
+#include "proto/control.h"
 
 namespace triald::ctl {
 namespace json = boost::json;
@@ -124,8 +125,18 @@ int RunTrialctl(const std::vector<std::string>& argv, std::ostream& out, std::os
 
   if (verb == "submit") {
     const std::string& file = a.file;
+    // Refused here, before anything is read or sent: triald would refuse it anyway.
+    std::error_code size_ec;
+    const uintmax_t size = std::filesystem::file_size(file, size_ec);
+    auto too_large = [&](uintmax_t bytes) {
+      err << "trialctl: sweep file " << file << " is " << bytes << " bytes; the limit is "
+          << proto::kMaxSweepBytes << " bytes (2 MiB)\n";
+      return kExitError;
+    };
+    if (!size_ec && size > proto::kMaxSweepBytes) return too_large(size);
     Result<std::string> text = common::ReadFile(file);
     if (!text.ok()) return Fail(err, text.status());
+    if (text->size() > proto::kMaxSweepBytes) return too_large(text->size());
     Result<Client> client = Client::Connect(a.socket);
     if (!client.ok()) return Fail(err, client.status());
     std::string abs = std::filesystem::absolute(file).lexically_normal().string();

@@ -57,6 +57,9 @@ struct LaunchSpec {
   // ProcessLauncher::Options::run_as_submitter) runs this one as that user; an unknown
   // submitter runs as the daemon's user.
   model::Submitter submitter;
+  // Bytes the worker may send on the trial channel in all ([study] max_report_bytes); past it
+  // the trial ends FAIL(protocol) naming the cap. 0: no cap.
+  uint64_t max_report_bytes = 0;
 };
 
 struct ProcessOutcome {

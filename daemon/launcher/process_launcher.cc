@@ -5,6 +5,7 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -262,6 +263,7 @@ class Session : public std::enable_shared_from_this<Session> {
   int spawn_errno_ = 0;
   std::array<std::array<char, kReadChunk>, 3> buffers_;
   proto::LineReader reports_;
+  uint64_t report_bytes_ = 0;  // read from the trial channel so far
   ProcessOutcome outcome_;
   bool main_exited_ = false;
   bool group_empty_ = false;
@@ -509,6 +511,15 @@ void Session::Consume(Stream s, std::string_view data) {
       break;
     case Stream::kReport: {
       if (!outcome_.protocol_error.empty()) return;  // already failed; discard the rest
+      report_bytes_ += data.size();
+      if (spec_.max_report_bytes > 0 && report_bytes_ > spec_.max_report_bytes) {
+        boost::system::error_code ignored;
+        report_sd_.close(ignored);
+        FailProtocol("the trial sent more than " + std::to_string(spec_.max_report_bytes) +
+                     " bytes on the trial channel ([study] max_report_bytes = " +
+                     std::to_string(spec_.max_report_bytes) + ")");
+        return;
+      }
       Status st = reports_.Feed(data, [this](std::string_view l) { return OnReportLine(l); });
       if (!st.ok()) {
         outcome_.protocol_error = "report pipe: " + st.message();

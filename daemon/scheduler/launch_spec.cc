@@ -34,6 +34,7 @@ launcher::LaunchSpec MakeLaunchSpec(const LaunchSettings& settings, const std::s
   ls.stall_timeout_s = spec.study.stall_timeout;
   ls.memory_limit_bytes = spec.study.memory_limit;
   ls.pids_limit = spec.study.pids_limit;
+  ls.max_report_bytes = spec.study.max_report_bytes;
 
   std::map<std::string, std::string> env;
   for (const std::string& kv : settings.base_env) {

@@ -2,10 +2,14 @@
 
 #include <fcntl.h>
 #include <libpq-fe.h>
+#include <poll.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
@@ -18,12 +22,20 @@
 
 #include "common/utf8.h"
 #include "daemon/storage/backend_util.h"
+#include "daemon/storage/distribution_cache.h"
 
 namespace triald::storage {
 namespace {
 
 using backend::AddStateCount;
 using backend::CheckPageArguments;
+// Seconds for messages: "10", "2.5".
+std::string FormatSeconds(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%g", s);
+  return buf;
+}
+
 using backend::DirectionText;
 using backend::Guarded;
 using backend::ParseTrialStateColumn;
@@ -373,11 +385,26 @@ class PostgresStorage final : public Storage {
   PostgresStorage() = default;
 
   Status Connect(const PostgresOptions& options);
+  // Opens conn_ from the saved connection parameters (the first connect and after a dropped
+  // connection); kUnavailable naming the URL when the server cannot be reached.
+  Status Open(const std::string& op);
   // Per-connection setup, after the first connect and every reset.
   Status AfterConnect();
+  // The client-side bound on one round trip (PostgresOptions::call_timeout_s): StartRoundTrip
+  // sets the deadline; Flush sends what libpq buffered and Await waits until a result can be
+  // read without blocking, both until the deadline. Past it, or when the socket fails, the
+  // connection is dropped (Abandon) and they return kUnavailable.
+  void StartRoundTrip();
+  Status Flush(const std::string& op);
+  Status Await(const std::string& op);
+  // Polls the connection's socket for `events` until the deadline; false when it passed.
+  bool PollUntilDeadline(short events);
+  Status Abandon(const std::string& op, const std::string& why);
   // Resets a broken connection; kUnavailable naming the URL when the server cannot be reached.
   Status EnsureConnected(const std::string& op);
-  bool ConnectionLost() const { return session_ended_ || PQstatus(conn_) != CONNECTION_OK; }
+  bool ConnectionLost() const {
+    return conn_ == nullptr || session_ended_ || PQstatus(conn_) != CONNECTION_OK;
+  }
   Status InitSchema();
 
   // The status for a failed statement (or connection failure when `res` is null); sets
@@ -432,10 +459,18 @@ class PostgresStorage final : public Storage {
   // the server.
   uint64_t deferred_sent_ = 0;
   std::string masked_url_;
+  DistributionCache distributions_;  // stored distributions, parsed once
   std::string node_;
   std::string instance_;
   double idle_in_transaction_timeout_s_ = 60;
   double lock_timeout_s_ = 2;
+  double call_timeout_s_ = 10;
+  // The connection parameters (keyword, value), kept for reconnecting after Abandon().
+  std::vector<std::pair<std::string, std::string>> conninfo_;
+  std::chrono::steady_clock::time_point deadline_;  // of the current round trip
+  // The last round trip ran out of time: the call is not retried on a new connection (the
+  // server may be stopped; a retry would double the wait).
+  bool timed_out_ = false;
   // SQL text -> name of the statement prepared on the current connection.
   std::unordered_map<std::string, std::string> prepared_;
   int next_statement_ = 0;
@@ -463,6 +498,7 @@ Result<std::unique_ptr<Storage>> PostgresStorage::Open(const PostgresOptions& op
   s->instance_ = options.instance;
   s->idle_in_transaction_timeout_s_ = options.idle_in_transaction_timeout_s;
   s->lock_timeout_s_ = options.lock_timeout_s;
+  s->call_timeout_s_ = options.call_timeout_s > 0 ? options.call_timeout_s : 10;
   TRIALD_RETURN_IF_ERROR(s->Connect(options));
   Status st = s->InitSchema();
   if (!st.ok()) return st.WithContext("PostgreSQL database " + s->masked_url_);
@@ -488,19 +524,23 @@ Status PostgresStorage::Connect(const PostgresOptions& options) {
     return common::InvalidArgument("node name is not valid UTF-8 text or contains a NUL byte");
   }
 
-  // Keywords are applied in order: the URL (dbname, expanded) overrides the connect_timeout
-  // before it; application_name and client_encoding after it are always ours.
-  const std::string timeout = std::to_string(options.connect_timeout_s);
-  const std::string app = "triald:" + options.node;
-  const char* keywords[] = {"connect_timeout", "dbname", "application_name", "client_encoding",
-                            nullptr};
-  const char* values[] = {timeout.c_str(), url.c_str(), app.c_str(), "UTF8", nullptr};
-  conn_ = PQconnectdbParams(keywords, values, /*expand_dbname=*/1);
-  if (conn_ == nullptr) return common::Internal("PQconnectdbParams: out of memory");
-  if (PQstatus(conn_) != CONNECTION_OK) {
-    return common::Unavailable("cannot connect to PostgreSQL at " + masked_url_ + ": " +
-                               TrimRight(PQerrorMessage(conn_)));
-  }
+  // Keywords are applied in order: the URL (dbname, expanded) overrides the timeouts and
+  // keepalives before it; application_name and client_encoding after it are always ours.
+  // tcp_user_timeout bounds how long sent data may stay unacknowledged before the kernel drops
+  // the connection; the keepalives find a peer gone while the connection is idle.
+  const long user_timeout_ms = std::max<long>(1000, std::lround(call_timeout_s_ * 1000));
+  conninfo_ = {
+      {"connect_timeout", std::to_string(std::max(2, options.connect_timeout_s))},
+      {"keepalives", "1"},
+      {"keepalives_idle", std::to_string(std::max(1, options.keepalives_idle_s))},
+      {"keepalives_interval", std::to_string(std::max(1, options.keepalives_interval_s))},
+      {"keepalives_count", std::to_string(std::max(1, options.keepalives_count))},
+      {"tcp_user_timeout", std::to_string(user_timeout_ms)},
+      {"dbname", url},
+      {"application_name", "triald:" + options.node},
+      {"client_encoding", "UTF8"},
+  };
+  TRIALD_RETURN_IF_ERROR(Open("connect"));
   if (PQserverVersion(conn_) < 100000) {
     return common::FailedPrecondition("PostgreSQL at " + masked_url_ + " is version " +
                                       std::to_string(PQserverVersion(conn_)) +
@@ -514,6 +554,30 @@ Status PostgresStorage::Connect(const PostgresOptions& options) {
         "; triald needs a UTF8 database (CREATE DATABASE ... ENCODING 'UTF8' TEMPLATE template0)");
   }
   return AfterConnect();
+}
+
+Status PostgresStorage::Open(const std::string& op) {
+  if (conn_ != nullptr) PQfinish(conn_);
+  std::vector<const char*> keywords, values;
+  for (const auto& [k, v] : conninfo_) {
+    keywords.push_back(k.c_str());
+    values.push_back(v.c_str());
+  }
+  keywords.push_back(nullptr);
+  values.push_back(nullptr);
+  // Blocking, bounded by connect_timeout (libpq's own clock).
+  conn_ = PQconnectdbParams(keywords.data(), values.data(), /*expand_dbname=*/1);
+  if (conn_ == nullptr) return common::Internal("PQconnectdbParams: out of memory");
+  if (PQstatus(conn_) != CONNECTION_OK) {
+    std::string why = TrimRight(PQerrorMessage(conn_));
+    PQfinish(conn_);
+    conn_ = nullptr;
+    return common::Unavailable(
+        (op == "connect" ? std::string("cannot connect") : op + ": cannot reconnect") +
+        " to PostgreSQL at " + masked_url_ + ": " + why);
+  }
+  if (op != "connect") return AfterConnect();
+  return Status::Ok();
 }
 
 Status PostgresStorage::AfterConnect() {
@@ -532,10 +596,14 @@ Status PostgresStorage::AfterConnect() {
   // ends a session idle in a transaction, and probes an idle peer's TCP connection. A daemon
   // waiting for such a lock gives up after lock_timeout (its event loop goes on; the scheduler
   // tries again later) instead of stalling until the holder's session ends.
+  // The client waits for at most call_timeout per round trip (Await); the server cancels a
+  // statement a little before that, so a merely slow statement fails with its own error.
+  if (PQsetnonblocking(conn_, 1) != 0) return Error(nullptr, "configure session: nonblocking");
   auto ms = [](double s) { return std::to_string(std::max<int64_t>(1, std::llround(s * 1000))); };
   const std::string settings =
       "SET idle_in_transaction_session_timeout = " + ms(idle_in_transaction_timeout_s_) +
       "; SET lock_timeout = " + ms(lock_timeout_s_) +
+      "; SET statement_timeout = " + ms(call_timeout_s_ * 0.9) +
       "; SET tcp_keepalives_idle = 30; SET tcp_keepalives_interval = 10; "
       "SET tcp_keepalives_count = 3";
   return Simple(settings.c_str(), "configure session");
@@ -544,12 +612,66 @@ Status PostgresStorage::AfterConnect() {
 Status PostgresStorage::EnsureConnected(const std::string& op) {
   if (!ConnectionLost()) return Status::Ok();
   session_ended_ = false;
-  PQreset(conn_);
-  if (PQstatus(conn_) != CONNECTION_OK) {
-    return common::Unavailable(op + ": cannot reconnect to PostgreSQL at " + masked_url_ + ": " +
-                               TrimRight(PQerrorMessage(conn_)));
+  timed_out_ = false;
+  prepared_.clear();
+  deferred_.clear();
+  return Open(op);
+}
+
+void PostgresStorage::StartRoundTrip() {
+  timed_out_ = false;
+  deadline_ = std::chrono::steady_clock::now() +
+              std::chrono::microseconds(std::llround(call_timeout_s_ * 1e6));
+}
+
+bool PostgresStorage::PollUntilDeadline(short events) {
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline_ - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return false;
+    pollfd pfd{PQsocket(conn_), events, 0};
+    int n = ::poll(&pfd, 1, static_cast<int>(std::min<int64_t>(left.count() + 1, 60'000)));
+    if (n > 0) return true;
+    if (n < 0 && errno != EINTR) return true;  // let libpq find the socket's error
   }
-  return AfterConnect();
+}
+
+Status PostgresStorage::Abandon(const std::string& op, const std::string& why) {
+  // Mid-round-trip, the connection's state is unknown: drop it. The server rolls back whatever
+  // transaction it held; the next call connects anew.
+  if (conn_ != nullptr) PQfinish(conn_);
+  conn_ = nullptr;
+  prepared_.clear();
+  deferred_.clear();
+  return common::Unavailable(op + ": PostgreSQL at " + masked_url_ + " " + why +
+                             "; the connection was dropped");
+}
+
+Status PostgresStorage::Flush(const std::string& op) {
+  for (;;) {
+    int r = PQflush(conn_);
+    if (r == 0) return Status::Ok();
+    if (r < 0) return Error(nullptr, op + ": send");
+    // The server may be sending while it reads (a long pipeline): read too, or both sides wait.
+    if (!PollUntilDeadline(POLLOUT | POLLIN)) {
+      timed_out_ = true;
+      return Abandon(op, "did not take the request within " + FormatSeconds(call_timeout_s_) +
+                             " s (call timeout)");
+    }
+    if (PQconsumeInput(conn_) != 1) return Error(nullptr, op + ": receive");
+  }
+}
+
+Status PostgresStorage::Await(const std::string& op) {
+  while (PQisBusy(conn_) == 1) {
+    if (!PollUntilDeadline(POLLIN)) {
+      timed_out_ = true;
+      return Abandon(
+          op, "did not answer within " + FormatSeconds(call_timeout_s_) + " s (call timeout)");
+    }
+    if (PQconsumeInput(conn_) != 1) return Error(nullptr, op + ": receive");
+  }
+  return Status::Ok();
 }
 
 Status PostgresStorage::InitSchema() {
@@ -597,7 +719,8 @@ Status PostgresStorage::Error(const PGresult* res, const std::string& op) {
     session_ended_ = true;
   }
   std::string msg = TrimRight(res != nullptr ? PQresultErrorMessage(res) : "");
-  if (msg.empty()) msg = TrimRight(PQerrorMessage(conn_));
+  if (msg.empty() && conn_ != nullptr) msg = TrimRight(PQerrorMessage(conn_));
+  if (msg.empty()) msg = "no connection";
   if (ConnectionLost()) {
     return common::Unavailable(op + ": connection to PostgreSQL at " + masked_url_ +
                                " lost: " + msg);
@@ -619,11 +742,23 @@ Status PostgresStorage::Error(const PGresult* res, const std::string& op) {
 }
 
 Status PostgresStorage::Simple(const char* sql, const std::string& op) {
-  std::unique_ptr<PGresult, decltype(&PQclear)> res(PQexec(conn_, sql), &PQclear);
-  // With several statements PQexec returns the last result, or the first error.
-  ExecStatusType st = PQresultStatus(res.get());  // PGRES_FATAL_ERROR for a null result
-  if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK) return Status::Ok();
-  return Error(res.get(), op);
+  // PQexec would block without a bound: send, then read every result (one per statement)
+  // within the round trip's deadline. The first error wins.
+  StartRoundTrip();
+  if (PQsendQuery(conn_, sql) != 1) return Error(nullptr, op);
+  TRIALD_RETURN_IF_ERROR(Flush(op));
+  Status first;
+  bool any = false;
+  for (;;) {
+    TRIALD_RETURN_IF_ERROR(Await(op));
+    std::unique_ptr<PGresult, decltype(&PQclear)> res(PQgetResult(conn_), &PQclear);
+    if (res == nullptr) break;
+    any = true;
+    ExecStatusType st = PQresultStatus(res.get());
+    if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK && first.ok()) first = Error(res.get(), op);
+  }
+  if (!any && first.ok()) first = Error(nullptr, op);  // the connection went away
+  return first;
 }
 
 Result<std::vector<Rows>> PostgresStorage::Run(const std::vector<std::string>& commands,
@@ -633,6 +768,8 @@ Result<std::vector<Rows>> PostgresStorage::Run(const std::vector<std::string>& c
   for (const auto& st : statements) {
     if (!st.params->error().empty()) return common::InvalidArgument(op + ": " + st.params->error());
   }
+  if (conn_ == nullptr) return Error(nullptr, op);
+  StartRoundTrip();
   if (PQenterPipelineMode(conn_) != 1) return Error(nullptr, op + ": enter pipeline mode");
   std::vector<std::string> controls = std::move(deferred_);
   deferred_.clear();
@@ -676,6 +813,7 @@ Result<std::vector<Rows>> PostgresStorage::Run(const std::vector<std::string>& c
   }
   for (size_t i = before_statements; i < controls.size() && sending; ++i) send_command(i);
   if (sending) sending = PQpipelineSync(conn_) == 1;
+  if (sending) TRIALD_RETURN_IF_ERROR(Flush(op));
 
   std::vector<Rows> rows(statements.size());
   Status first;
@@ -684,11 +822,17 @@ Result<std::vector<Rows>> PostgresStorage::Run(const std::vector<std::string>& c
   };
   if (!sending) note(nullptr, op + ": send");
   for (const Sent& item : sent) {
+    TRIALD_RETURN_IF_ERROR(Await(op));
     PGresult* res = PQgetResult(conn_);
     Rows keep(res);
     // Each command's results end with a null; a lost connection ends them early.
     if (res != nullptr) {
-      while (PGresult* extra = PQgetResult(conn_)) PQclear(extra);
+      for (;;) {
+        TRIALD_RETURN_IF_ERROR(Await(op));
+        PGresult* extra = PQgetResult(conn_);
+        if (extra == nullptr) break;
+        PQclear(extra);
+      }
     }
     ExecStatusType st = PQresultStatus(res);
     bool ok = st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK;
@@ -713,7 +857,10 @@ Result<std::vector<Rows>> PostgresStorage::Run(const std::vector<std::string>& c
   }
   if (sending) {
     // The pipeline's end (PGRES_PIPELINE_SYNC), unless the connection is gone.
-    while (PGresult* res = PQgetResult(conn_)) {
+    for (;;) {
+      TRIALD_RETURN_IF_ERROR(Await(op));
+      PGresult* res = PQgetResult(conn_);
+      if (res == nullptr) break;
       bool sync = PQresultStatus(res) == PGRES_PIPELINE_SYNC;
       PQclear(res);
       if (sync) break;
@@ -766,7 +913,7 @@ auto PostgresStorage::Call(const std::string& op, Txn txn, F&& body) -> decltype
     bool lost = ConnectionLost();
     // The server rolls back a transaction whose connection died, so a call that lost its
     // connection before COMMIT changed nothing and may run again (once) on a new connection.
-    if (lost && attempt == 0 && !commit_sent_) continue;
+    if (lost && attempt == 0 && !commit_sent_ && !timed_out_) continue;
     if (!lost) RollbackIfOpen();
     return r;
   }
@@ -830,7 +977,7 @@ Status PostgresStorage::BeginBatch() {
         batch_lost_.reset();
         return st;
       }
-      if (attempt == 0 && ConnectionLost()) continue;
+      if (attempt == 0 && ConnectionLost() && !timed_out_) continue;
       return st;
     }
   });
@@ -1377,25 +1524,21 @@ Result<std::vector<model::TrialRecord>> PostgresStorage::LoadTrials(TrialFilter 
   }
   {
     const Rows& r = rows[1];
-    // Every trial of a study carries the same few distributions: parse each text once.
-    std::unordered_map<std::string, config::Distribution> parsed;
     for (int i = 0; i < r.size(); ++i) {
       int64_t trial_id = r.Int(i, 0);
       std::string name = r.Str(i, 1);
       std::string json = r.Str(i, 3);
-      auto it = parsed.find(json);
-      if (it == parsed.end()) {
-        auto dist = config::DistributionFromJson(json);
-        if (!dist.ok()) {
-          return common::Internal(op + ": " + TrialIdLabel(trial_id) + " parameter \"" + name +
-                                  "\": stored distribution " + json +
-                                  " does not parse: " + dist.status().message());
-        }
-        it = parsed.emplace(json, std::move(dist).value()).first;
+      // Every trial of a study carries the same few distributions: each text is parsed once
+      // per daemon, not per read (distribution_cache.h).
+      auto dist = distributions_.Parse(json);
+      if (!dist.ok()) {
+        return common::Internal(op + ": " + TrialIdLabel(trial_id) + " parameter \"" + name +
+                                "\": stored distribution " + json +
+                                " does not parse: " + dist.status().message());
       }
       auto pos = index.find(trial_id);
       if (pos == index.end()) continue;
-      trials[pos->second].params[name] = model::ParamValue{r.Double(i, 2), it->second};
+      trials[pos->second].params[name] = model::ParamValue{r.Double(i, 2), **dist};
     }
   }
   for (int i = 0; i < rows[2].size(); ++i) {

@@ -61,6 +61,20 @@ struct PostgresOptions {
   // The longest wait for a lock another session holds (lock_timeout); then the call fails with
   // kUnavailable and the daemon tries again later.
   double lock_timeout_s = 2;
+  // The longest the client waits for the server in one round trip (sending and receiving), on
+  // the client's own clock: a server that stops answering (stopped, or behind a network path
+  // that drops packets while the kernel still acknowledges them) fails the call with
+  // kUnavailable instead of blocking the daemon's event loop. The connection is then dropped
+  // (the server rolls back what it had not committed) and the next call reconnects. The daemon
+  // sets it to a third of its node timeout. The session's statement_timeout is set a little
+  // below it, so a slow statement is cancelled by the server first.
+  double call_timeout_s = 10;
+  // TCP keepalive probes on the client's socket (libpq keepalives_idle, keepalives_interval,
+  // keepalives_count) and tcp_user_timeout: a peer gone from the network is noticed by the
+  // kernel even while the connection is idle. Settings in the URL win over these.
+  int keepalives_idle_s = 10;
+  int keepalives_interval_s = 5;
+  int keepalives_count = 3;
 };
 
 // Connects, creating the schema if the database has none. Errors name the URL (password

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "daemon/storage/backend_util.h"
+#include "daemon/storage/distribution_cache.h"
 
 namespace triald::storage {
 namespace {
@@ -305,6 +306,7 @@ class SqliteStorage final : public Storage {
   Result<model::StudyRecord> ReadStudyRow(const Stmt& st) const;
   Result<model::TrialRecord> ReadTrialRow(const Stmt& st) const;
 
+  DistributionCache distributions_;  // stored distributions, parsed once
   sqlite3* db_;
   std::string path_;
   std::string node_;
@@ -1008,26 +1010,22 @@ Result<std::vector<model::TrialRecord>> SqliteStorage::LoadTrials(TrialFilter fi
                                         where,
                                     op));
     bind(st);
-    // Every trial of a study carries the same few distributions: parse each text once.
-    std::unordered_map<std::string, config::Distribution> parsed;
     int rc;
     while ((rc = st.Step()) == SQLITE_ROW) {
       int64_t trial_id = st.ColInt(0);
       std::string name = st.ColText(1);
       std::string json = st.ColText(3);
-      auto it = parsed.find(json);
-      if (it == parsed.end()) {
-        auto dist = config::DistributionFromJson(json);
-        if (!dist.ok()) {
-          return common::Internal(op + ": " + TrialIdLabel(trial_id) + " parameter \"" + name +
-                                  "\": stored distribution " + json +
-                                  " does not parse: " + dist.status().message());
-        }
-        it = parsed.emplace(json, std::move(dist).value()).first;
+      // Every trial of a study carries the same few distributions: each text is parsed once
+      // per daemon, not per read (distribution_cache.h).
+      auto dist = distributions_.Parse(json);
+      if (!dist.ok()) {
+        return common::Internal(op + ": " + TrialIdLabel(trial_id) + " parameter \"" + name +
+                                "\": stored distribution " + json +
+                                " does not parse: " + dist.status().message());
       }
       auto pos = index.find(trial_id);
       if (pos == index.end()) continue;  // cannot happen: same filter as the trial query
-      trials[pos->second].params[name] = model::ParamValue{st.ColReal(2), it->second};
+      trials[pos->second].params[name] = model::ParamValue{st.ColReal(2), **dist};
     }
     if (rc != SQLITE_DONE) return Err(rc, op + ": read parameters");
   }

@@ -92,6 +92,13 @@ TEST_CASE("the daemon config names a shared storage and this node", "[config][cl
              Catch::Contains("expected a non-empty node name"));
   CHECK_THAT(msg("[daemon]\nnode_timeout = 0\n"),
              Catch::Contains("node_timeout = 0: expected a number of seconds > 0"));
+  // Durations past 365 days would overflow the clocks they are converted to.
+  for (const char* line :
+       {"node_timeout = 1e10", "shutdown_timeout = 31536001", "heartbeat_interval = 1e300"}) {
+    INFO(line);
+    CHECK_THAT(msg(std::string("[daemon]\n") + line + "\n"),
+               Catch::EndsWith("expected a number of seconds > 0 and <= 31536000 (365 days)"));
+  }
 }
 
 TEST_CASE("the --gpus list takes distinct indices", "[config][devices]") {

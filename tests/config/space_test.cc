@@ -1,6 +1,7 @@
 #include "config/space.h"
 
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -108,6 +109,36 @@ TEST_CASE("Validate rejects empty, duplicate and non-finite choices", "[config]"
   // Different types are different choices: the worker sees 1, 1.0 and "1" as different JSON.
   CHECK(Categorical({int64_t{1}, 1.0, std::string("1")}).Validate().ok());
   CHECK_THAT(Categorical({std::nan("")}).Validate().message(), Contains("finite"));
+}
+
+TEST_CASE("Validate names the first repeated choice in file order", "[config]") {
+  // "b" repeats before "a" does: the message names "b", as a reader scanning the list would.
+  Status st = Categorical({std::string("a"), std::string("b"), std::string("b"), std::string("a")})
+                  .Validate();
+  CHECK_THAT(st.message(), Contains("\"b\" appears more than once"));
+  CHECK_THAT(Categorical({0.5, int64_t{2}, true, 0.5}).Validate().message(),
+             Contains("0.5 appears more than once"));
+  CHECK_THAT(Categorical({false, true, false}).Validate().message(),
+             Contains("false appears more than once"));
+}
+
+TEST_CASE("Validate checks a long list of choices in O(n log n) with a short message", "[config]") {
+  // 300,000 choices took 80 s with a pairwise check, on every read of the stored distribution.
+  // Sorted, it takes well under a second; the bound leaves room for a loaded machine.
+  std::vector<Choice> choices;
+  for (int64_t i = 0; i < 300000; ++i) choices.emplace_back(std::to_string(i));
+  Distribution d = Categorical(choices);
+  auto start = std::chrono::steady_clock::now();
+  CHECK(d.Validate().ok());
+  d.choices.emplace_back(std::string("123456"));
+  Status st = d.Validate();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  CHECK(seconds < 10);
+  CHECK_THAT(st.message(), Contains("\"123456\" appears more than once"));
+  // The message shows the first choices and the count, not all 300,001.
+  CHECK_THAT(st.message(), Contains("\"19\", ... (300001 choices)]"));
+  CHECK(st.message().size() < 400);
 }
 
 TEST_CASE("Contains follows bounds, grids and indexes", "[config]") {

@@ -333,6 +333,30 @@ high = 3
   CHECK(Parsed(With("[space.x]", "[space.hidden_size]")).space[0].name == "hidden_size");
 }
 
+TEST_CASE("with kind = \"lm\", a numeric hyperparameter may be tuned over a list of values",
+          "[config][lm]") {
+  const SweepSpec s = Parsed(LmSpace(R"([space.learning_rate]
+type = "categorical"
+choices = [1e-5, 3e-4, 3e-3]
+
+[space.batch_size]
+type = "categorical"
+choices = [8, 16, 32]
+
+[space.grad_clip]
+type = "categorical"
+choices = [0, 0.5, 1]
+)"));
+  REQUIRE(s.space.size() == 3);
+  CHECK(s.space[0].dist.type == ParamType::kCategorical);
+  CHECK(s.space[0].dist.choices == std::vector<Choice>{1e-5, 3e-4, 3e-3});
+  CHECK(s.space[1].dist.choices == std::vector<Choice>{int64_t{8}, int64_t{16}, int64_t{32}});
+  CHECK(s.space[2].dist.choices == std::vector<Choice>{int64_t{0}, 0.5, int64_t{1}});
+  // What the worker is given: the choice as a JSON number, which it reads as the setting.
+  CHECK(ExternalJson(s.space[0].dist, 1) == "0.0003");
+  CHECK(ExternalJson(s.space[1].dist, 2) == "32");
+}
+
 TEST_CASE("with kind = \"lm\", a [space] parameter must fit its setting", "[config][lm]") {
   CHECK(ErrorOf(LmSpace("[space.hidden_size]\ntype = \"int\"\nlow = 64\nhigh = 256\n")) ==
         "sweep.toml:11:8: [space.hidden_size] kind = \"lm\" tunes only: learning_rate, "
@@ -354,16 +378,22 @@ TEST_CASE("with kind = \"lm\", a [space] parameter must fit its setting", "[conf
   const Case cases[] = {
       {"[space.batch_size]\ntype = \"float\"\nlow = 1.0\nhigh = 8.0\n",
        "sweep.toml:12:8: [space.batch_size] type = \"float\": batch_size takes integers with kind "
-       "= \"lm\"; expected type = \"int\""},
+       "= \"lm\"; expected type = \"int\", or \"categorical\" with integers as choices"},
       {"[space.learning_rate]\ntype = \"int\"\nlow = 1\nhigh = 8\n",
        "sweep.toml:12:8: [space.learning_rate] type = \"int\": learning_rate takes numbers with "
-       "kind = \"lm\"; expected type = \"float\""},
-      {"[space.dropout]\ntype = \"categorical\"\nchoices = [0.0, 0.1]\n",
-       "sweep.toml:12:8: [space.dropout] type = \"categorical\": dropout takes numbers with kind = "
-       "\"lm\"; expected type = \"float\""},
-      {"[space.seed]\ntype = \"categorical\"\nchoices = [1, 2]\n",
-       "sweep.toml:12:8: [space.seed] type = \"categorical\": seed takes integers with kind = "
-       "\"lm\"; expected type = \"int\""},
+       "kind = \"lm\"; expected type = \"float\", or \"categorical\" with numbers as choices"},
+      {"[space.dropout]\ntype = \"categorical\"\nchoices = [0.0, 1.5]\n",
+       "sweep.toml:13:11: [space.dropout] choices = [0.0, 1.5]: 1.5 is not a value of dropout; "
+       "expected choices that are each a number in [0, 1)"},
+      {"[space.dropout]\ntype = \"categorical\"\nchoices = [0.0, \"high\"]\n",
+       "sweep.toml:13:11: [space.dropout] choices = [0.0, \"high\"]: \"high\" is not a value of "
+       "dropout; expected choices that are each a number in [0, 1)"},
+      {"[space.seed]\ntype = \"categorical\"\nchoices = [1, 2.5]\n",
+       "sweep.toml:13:11: [space.seed] choices = [1, 2.5]: 2.5 is not a value of seed; expected "
+       "choices that are each an integer >= 0"},
+      {"[space.batch_size]\ntype = \"categorical\"\nchoices = [8, true]\n",
+       "sweep.toml:13:11: [space.batch_size] choices = [8, true]: true is not a value of "
+       "batch_size; expected choices that are each an integer >= 1"},
       {"[space.lr_schedule]\ntype = \"int\"\nlow = 0\nhigh = 2\n",
        "sweep.toml:12:8: [space.lr_schedule] type = \"int\": lr_schedule takes one of "
        "\"constant\", \"linear\" or \"cosine\" with kind = \"lm\"; expected type = \"categorical\" "

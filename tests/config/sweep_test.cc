@@ -15,6 +15,7 @@ using Catch::Matchers::StartsWith;
 using testing::ErrorOf;
 using testing::kMinimal;
 using testing::Parse;
+using testing::Parsed;
 using testing::With;
 
 TEST_CASE("the minimal sweep parses", "[config]") {
@@ -265,7 +266,7 @@ TEST_CASE("a value of the wrong type names the value and the type expected", "[c
              StartsWith("sweep.toml:4:15: [study] parallelism = 0: expected an integer >= 1"));
   CHECK_THAT(ErrorOf(With("n_trials = 10", "n_trials = 10\ntrial_timeout = -1")),
              StartsWith("sweep.toml:4:17: [study] trial_timeout = -1: expected a number of "
-                        "seconds >= 0"));
+                        "seconds from 0 to 31536000 (365 days)"));
   CHECK_THAT(ErrorOf(With("n_trials = 10", "n_trials = 10\nkill_grace = \"5s\"")),
              StartsWith("sweep.toml:4:14: [study] kill_grace = \"5s\": expected a number"));
   CHECK_THAT(ErrorOf(With("n_trials = 10", "n_trials = 99999999999")),
@@ -381,6 +382,19 @@ TEST_CASE("study names, directions and parameter names are checked", "[config]")
   CHECK_THAT(ErrorOf(With("name = \"s\"", "name = \"" + std::string(129, 'a') + "\"")),
              StartsWith("sweep.toml:2:8: [study] name"));
   CHECK(Parse(With("name = \"s\"", "name = \"" + std::string(128, 'a') + "\"")).ok());
+  // A name is a folder under studies/ and a command-line argument: it starts with a letter or
+  // digit, so ".", ".." and "-rf" are refused with the rule.
+  for (const char* bad : {".", "..", "-rf", "_x", ".hidden"}) {
+    INFO(bad);
+    CHECK(ErrorOf(With("name = \"s\"", std::string("name = \"") + bad + "\"")) ==
+          std::string("sweep.toml:2:8: [study] name = \"") + bad +
+              "\": not a valid study name; expected 1 to 128 characters from A-Z a-z 0-9 _ . -, "
+              "starting with a letter or digit");
+  }
+  for (const char* good : {"a..b", "7-up", "Z_.-"}) {
+    INFO(good);
+    CHECK(Parse(With("name = \"s\"", std::string("name = \"") + good + "\"")).ok());
+  }
 
   CHECK(ErrorOf(With("n_trials = 10", "n_trials = 10\ndirection = \"max\"")) ==
         "sweep.toml:4:13: [study] direction = \"max\": expected \"minimize\" or \"maximize\"");
@@ -391,6 +405,53 @@ TEST_CASE("study names, directions and parameter names are checked", "[config]")
   CHECK_THAT(ErrorOf(With("[space.x]", "[space.\"a b\"]")),
              StartsWith("sweep.toml:9:8: [space] parameter name \"a b\" is not valid"));
   CHECK(Parse(With("[space.x]", "[space.\"model.lr\"]"))->space[0].name == "model.lr");
+}
+
+TEST_CASE("durations above 365 days are refused at submit", "[config]") {
+  // 1e10 s overflowed the clock a timeout is converted to: every trial ended FAIL(timeout) at once.
+  for (const char* key : {"trial_timeout", "kill_grace"}) {
+    for (const char* value : {"1e10", "1e300", "31536001"}) {
+      INFO(key << " = " << value);
+      const std::string line = std::string(key) + " = " + value;
+      const std::string err = ErrorOf(With("n_trials = 10", "n_trials = 10\n" + line));
+      CHECK_THAT(err, StartsWith("sweep.toml:4:" + std::to_string(std::string(key).size() + 4) +
+                                 ": [study] " + key + " = ") &&
+                          Catch::EndsWith(": expected a number of seconds from 0 to 31536000 "
+                                          "(365 days)"));
+    }
+    SweepSpec at_max =
+        Parsed(With("n_trials = 10", "n_trials = 10\n" + std::string(key) + " = 31536000"));
+    CHECK((key == std::string("kill_grace") ? at_max.study.kill_grace
+                                            : at_max.study.trial_timeout) == 31536000.0);
+  }
+}
+
+TEST_CASE("per-trial report caps have defaults, take overrides and are checked", "[config]") {
+  const SweepSpec d = Parsed(kMinimal);
+  CHECK(d.study.max_intermediate_steps == 10000);
+  CHECK(d.study.max_attrs == 1000);
+  CHECK(d.study.max_attr_bytes == 1048576);
+  CHECK(d.study.max_report_bytes == 67108864);
+
+  const SweepSpec s = Parsed(With("n_trials = 10",
+                                  "n_trials = 10\nmax_intermediate_steps = 200000\nmax_attrs = 5\n"
+                                  "max_attr_bytes = \"2M\"\nmax_report_bytes = 4096"));
+  CHECK(s.study.max_intermediate_steps == 200000);
+  CHECK(s.study.max_attrs == 5);
+  CHECK(s.study.max_attr_bytes == 2097152);
+  CHECK(s.study.max_report_bytes == 4096);
+
+  CHECK(ErrorOf(With("n_trials = 10", "n_trials = 10\nmax_intermediate_steps = 0")) ==
+        "sweep.toml:4:26: [study] max_intermediate_steps = 0: expected an integer from 1 to "
+        "10000000 (distinct steps with an intermediate value per trial)");
+  CHECK_THAT(ErrorOf(With("n_trials = 10", "n_trials = 10\nmax_attrs = 100001")),
+             StartsWith("sweep.toml:4:13: [study] max_attrs = 100001: "));
+  CHECK_THAT(ErrorOf(With("n_trials = 10", "n_trials = 10\nmax_attr_bytes = \"1T\"")),
+             StartsWith("sweep.toml:4:18: [study] max_attr_bytes = \"1T\": expected a size "
+                        "from 1024 to 67108864 bytes"));
+  CHECK_THAT(ErrorOf(With("n_trials = 10", "n_trials = 10\nmax_report_bytes = 10")),
+             StartsWith("sweep.toml:4:20: [study] max_report_bytes = 10: expected a size from "
+                        "1024"));
 }
 
 TEST_CASE("the daemon's own environment variables cannot be set", "[config]") {

@@ -21,6 +21,7 @@
 #include "daemon/control/requests.h"
 #include "daemon/control/verbs.h"
 #include "daemon/storage/sqlite_storage.h"
+#include "proto/control.h"
 #include "tests/support/skip.h"
 #include "tests/support/temp_dir.h"
 
@@ -221,6 +222,13 @@ TEST_CASE("Request decoding: enqueue params as text, log streams, submit", "[con
   CHECK(submit->text == "[study]");
   CHECK(submit->path == "/s.toml");
   CHECK(DecodeSubmit(json::object{}).status().code() == common::Code::kInvalidArgument);
+  // A sweep over the size limit is refused before it is parsed, with the limit in the message.
+  json::object big{{"sweep", std::string(proto::kMaxSweepBytes + 1, '#')}, {"path", "/big.toml"}};
+  auto refused = DecodeSubmit(big);
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.status().code() == common::Code::kInvalidArgument);
+  CHECK_THAT(refused.status().message(),
+             Catch::StartsWith("sweep /big.toml is 2097153 bytes; expected at most 2097152"));
 }
 
 TEST_CASE("Permits and DenialFor: read access reads, full access does anything",

@@ -43,7 +43,8 @@ using testing::FakeLauncher;
 using testing::ScriptedPruner;
 using Launched = FakeLauncher::Launched;
 
-// Sweep files claim to live here; nothing is read from or written to it.
+// Sweep files claim to live here; the harness creates it and its "run" folder (submit checks
+// that workdir is a directory), and nothing is written to them.
 const std::string kSweepDir = "/tmp/triald-scheduler-test";
 const std::vector<std::string> kOptChoices = {"adam", "sgd", "adamw"};
 
@@ -103,6 +104,7 @@ struct HarnessOptions {
 class Harness {
  public:
   explicit Harness(HarnessOptions options = {}) : options_(std::move(options)) {
+    std::filesystem::create_directories(kSweepDir + "/run");
     auto opened = storage::OpenSqliteStorage({":memory:"});
     INFO(opened.status().ToString());
     REQUIRE(opened.ok());
@@ -458,6 +460,81 @@ TEST_CASE("a sweep without workdir runs in the sweep file's folder", "[scheduler
   CHECK(spec.executable == "/bin/true");
   CHECK(spec.argv == std::vector<std::string>{"/bin/true"});
   CHECK(spec.timeout_s == 0);  // no trial_timeout given: none
+}
+
+TEST_CASE("a trial past a report cap ends FAIL(protocol) naming the cap", "[scheduler]") {
+  Harness h;
+  Sweep sweep;
+  sweep.name = "caps";
+  sweep.n_trials = 3;
+  sweep.parallelism = 3;
+  sweep.study_extra = "max_intermediate_steps = 3\nmax_attrs = 2\nmax_attr_bytes = 1024\n";
+  h.SubmitOk(sweep);
+  FakeLauncher& l = h.launcher();
+  REQUIRE(l.launch_count() == 3);
+  Launched& steps = l.launch(0);
+  Launched& attrs = l.launch(1);
+  Launched& bytes = l.launch(2);
+
+  for (int step = 0; step < 3; ++step) l.Report(steps, step, 1.0);
+  l.Report(steps, 2, 0.5);  // a step reported again replaces its value: no new step
+  CHECK(steps.protocol_error.empty());
+  l.Report(steps, 3, 1.0);
+  CHECK(steps.protocol_error ==
+        "more than 3 distinct steps with an intermediate value (step 3; [study] "
+        "max_intermediate_steps = 3)");
+  l.Report(steps, 4, 1.0);  // after the cap nothing more is kept
+
+  l.Attr(attrs, "a", "1");
+  l.Attr(attrs, "b", "2");
+  l.Attr(attrs, "a", "3");  // a key set again is not a new attribute
+  CHECK(attrs.protocol_error.empty());
+  l.Attr(attrs, "c", "4");
+  CHECK(attrs.protocol_error == "more than 2 attributes (key \"c\"; [study] max_attrs = 2)");
+
+  l.Attr(bytes, "big", "\"" + std::string(1000, 'x') + "\"");  // 3 + 1002 bytes: fits
+  l.Attr(bytes, "big", "\"" + std::string(1010, 'x') + "\"");  // replaced: 3 + 1012 fits
+  CHECK(bytes.protocol_error.empty());
+  l.Attr(bytes, "more", "\"" + std::string(20, 'x') + "\"");
+  CHECK(bytes.protocol_error ==
+        "more than 1024 bytes of attributes (key \"more\" brings them to 1041; [study] "
+        "max_attr_bytes = 1024)");
+
+  for (Launched* p : {&steps, &attrs, &bytes}) l.ExitSignal(*p, SIGTERM);
+  std::vector<TrialRecord> trials = h.Trials("caps");
+  REQUIRE(trials.size() == 3);
+  for (const TrialRecord& t : trials) {
+    INFO("trial " << t.number << ": " << t.fail.detail);
+    CHECK(t.state == TrialState::kFail);
+    CHECK(t.fail.reason == "protocol");
+  }
+  CHECK_THAT(trials[0].fail.detail, Catch::Contains("max_intermediate_steps = 3"));
+  CHECK(trials[0].intermediate.size() == 3);
+  CHECK(trials[0].intermediate.at(2) == 0.5);
+  CHECK_THAT(trials[1].fail.detail, Catch::Contains("max_attrs = 2"));
+  CHECK(trials[1].attrs.size() == 2);
+  CHECK_THAT(trials[2].fail.detail, Catch::Contains("max_attr_bytes = 1024"));
+  CHECK(trials[2].attrs.count("more") == 0);
+}
+
+TEST_CASE("submit refuses a workdir that is missing or not a directory, naming workdir",
+          "[scheduler]") {
+  Harness h;
+  testing::TempDir dir;
+  const std::string file = dir.Write("file", "x");
+  for (const std::string& workdir : {dir.path() + "/missing", file}) {
+    INFO(workdir);
+    Sweep sweep;
+    sweep.name = "nowhere";
+    sweep.objective_extra = "workdir = \"" + workdir + "\"\n";
+    common::Result<StudyRecord> r = h.scheduler().Submit(sweep.Source());
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.status().code() == common::Code::kInvalidArgument);
+    CHECK_THAT(r.status().message(), Catch::Contains("[objective] workdir = \"" + workdir + "\"") &&
+                                         Catch::Contains("expected an existing directory"));
+    CHECK(h.launcher().launch_count() == 0);
+  }
+  CHECK(h.storage().ListStudies()->empty());
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -11,6 +11,7 @@
 // registers them apart from the others, with that fixture.
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sqlite3.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -1836,6 +1837,50 @@ TEST_CASE("postgres: a daemon frozen inside a batch holds its study lock only fo
   REQUIRE_OK(a->BeginBatch());
   Unwrap(a->LockStudy(study.id));
   REQUIRE_OK(a->CommitBatch());
+}
+
+TEST_CASE("postgres: a server that stops answering fails a call within call_timeout",
+          "[storage][postgres]") {
+  TestDatabase db;
+  PostgresOptions o;
+  o.url = db.url();
+  o.node = "stopped";
+  o.call_timeout_s = 1;
+  auto s = Unwrap(OpenPostgresStorage(o));
+  Unwrap(s->CreateStudy(MakeStudy("stop"), 1));
+  // The server process serving this connection, stopped: the kernel still accepts and
+  // acknowledges what the client sends, so neither TCP nor a server-side timeout ends the wait
+  // (the same as a database host whose network drops replies). Only the client's own deadline
+  // does.
+  const std::string pid_text = PostgresQuery(
+      db.url(), "SELECT pid FROM pg_stat_activity WHERE application_name = 'triald:stopped'");
+  REQUIRE_FALSE(pid_text.empty());
+  const pid_t backend = static_cast<pid_t>(std::stol(pid_text));
+  REQUIRE(::kill(backend, SIGSTOP) == 0);
+  struct Resume {
+    pid_t pid;
+    ~Resume() { ::kill(pid, SIGCONT); }
+  } resume{backend};
+
+  const auto start = std::chrono::steady_clock::now();
+  auto stalled = s->ListStudies();
+  const double took =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  REQUIRE_FALSE(stalled.ok());
+  CHECK(stalled.status().code() == Code::kUnavailable);
+  CHECK_THAT(stalled.status().message(),
+             Catch::Contains("did not answer within 1 s (call timeout)") &&
+                 Catch::Contains("the connection was dropped"));
+  CHECK(took >= 0.9);
+  CHECK(took < 10);  // one call timeout, no retry; generous for a loaded machine
+
+  // The next calls run on a new connection (a new server process, not stopped).
+  REQUIRE_OK(s->BeginBatch());
+  CHECK(s->ListStudies().ok());
+  REQUIRE_OK(s->CommitBatch());
+  std::vector<StudyRecord> studies = Unwrap(s->ListStudies());
+  REQUIRE(studies.size() == 1);
+  CHECK(studies[0].name == "stop");
 }
 
 TEST_CASE("postgres: the connection's socket is close-on-exec", "[storage][postgres]") {

@@ -2,15 +2,19 @@
 // and --opt=value), errors that name the option with exit code 2, and the installed bash
 // completion files offering every verb and option the parsers declare.
 #include <fcntl.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <cstdio>
 #include <fstream>
 #include <regex>
 #include <set>
 #include <sstream>
 
+#include "common/fd.h"
 #include "daemon/ctl/command_line.h"
 #include "daemon/ctl/trialctl.h"
 #include "tests/integration/harness.h"
@@ -110,6 +114,10 @@ TEST_CASE("triald's command-line errors name the option and exit 2", "[cli][inte
   CHECK(timeout.code == 2);
   CHECK_THAT(timeout.err, Catch::StartsWith("triald: --request-timeout: expected a positive "
                                             "number of seconds (at most 86400)\n"));
+  Run shutdown = RunTriald(dir, {state, "--shutdown-timeout", "1e10"});
+  CHECK(shutdown.code == 2);
+  CHECK_THAT(shutdown.err, Catch::StartsWith("triald: --shutdown-timeout: expected a positive "
+                                             "number of seconds (at most 31536000)\n"));
   Run unknown = RunTriald(dir, {state, "--bogus"});
   CHECK(unknown.code == 2);
   CHECK_THAT(unknown.err, Catch::StartsWith("triald: ") && Catch::Contains("--bogus"));
@@ -162,6 +170,52 @@ TEST_CASE("trialctl's errors name the option or verb and exit 2", "[cli][trialct
   Run extra = RunCtl({"ping", "extra"});
   CHECK(extra.code == ctl::kExitUsage);
   CHECK_THAT(extra.err, Catch::Contains("extra"));
+}
+
+TEST_CASE("trialctl refuses a sweep file over the size limit before connecting",
+          "[cli][trialctl]") {
+  TempDir dir;
+  const std::string big = dir.Write("big.toml", std::string(3 * 1024 * 1024, '#'));
+  Run r = RunCtl({"--socket", dir.File("none.sock"), "submit", big});
+  CHECK(r.code == ctl::kExitError);
+  CHECK(r.err ==
+        "trialctl: sweep file " + big + " is 3145728 bytes; the limit is 2097152 bytes (2 MiB)\n");
+}
+
+TEST_CASE("trialctl reports a connection closed while sending instead of dying of SIGPIPE",
+          "[cli][trialctl][integration]") {
+  TempDir dir;
+  // A peer that accepts and hangs up without reading: the 2 MiB request cannot fit the socket
+  // buffer, so trialctl's write fails with EPIPE.
+  const std::string sock = dir.File("hangup.sock");
+  common::UniqueFd listener(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::snprintf(addr.sun_path, sizeof(addr.sun_path), "%s", sock.c_str());
+  REQUIRE(::bind(listener.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
+  REQUIRE(::listen(listener.get(), 4) == 0);
+  const std::string sweep = dir.Write("s.toml", std::string(2 * 1024 * 1024 - 16, '#'));
+  const std::string err_path = dir.File("ctl.err");
+  pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    int err = ::open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ::dup2(err, 2);
+    std::string exe = BinDir() + "/trialctl";
+    ::execl(exe.c_str(), exe.c_str(), "--socket", sock.c_str(), "submit", sweep.c_str(),
+            static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  int conn = ::accept(listener.get(), nullptr, nullptr);
+  REQUIRE(conn >= 0);
+  ::close(conn);
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  const std::string err = ReadAll(err_path);
+  INFO(err);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == ctl::kExitUnavailable);
+  CHECK_THAT(err, Catch::StartsWith("trialctl: sending to triald at " + sock));
 }
 
 TEST_CASE("trialctl VERB --help lists the verb's own options from its declarations",

@@ -240,9 +240,9 @@ TEST_CASE("control socket: an oversized request gets an error and a closed conne
   CHECK_THAT(reply, Catch::Contains("larger than " + std::to_string(proto::kMaxRequestBytes)));
   CHECK(ReadLine(fd.get()) == "<eof>");
 
-  // A request just under the cap (a 3 MiB sweep file) is served.
-  std::string toml =
-      "# " + std::string(3 * 1024 * 1024, 'x') + "\n" + ExecSweep("big", "[\"true\"]", 1, 1);
+  // A large request under the cap (a sweep file just under its own 2 MiB limit) is served.
+  std::string toml = "# " + std::string(proto::kMaxSweepBytes - 4096, 'x') + "\n" +
+                     ExecSweep("big", "[\"true\"]", 1, 1);
   json::value r = s.daemon.Call("submit", {{"sweep", toml}, {"path", s.dir.File("big.toml")}});
   CHECK(r.at("study").as_string() == "big");
   s.daemon.Call("ping");

@@ -405,6 +405,22 @@ TEST_CASE("garbage and oversized lines on the report pipe are protocol errors",
   }
 }
 
+TEST_CASE("a worker that sends more than max_report_bytes ends as a protocol error",
+          "[launcher][integration]") {
+  LauncherFixture f;
+  LaunchSpec spec =
+      f.Spec(Sh("while :; do echo '{\"type\":\"heartbeat\"}' >&3 || exit 9; "
+                "done"));
+  spec.max_report_bytes = 4096;
+  auto run = f.Go(spec);
+  CHECK(run.outcome.stop_reason == StopReason::kProtocol);
+  CHECK(run.outcome.protocol_error ==
+        "the trial sent more than 4096 bytes on the trial channel ([study] max_report_bytes = "
+        "4096)");
+  // Lines are delivered up to the cap, not past it.
+  CHECK(run.messages.size() <= 4096 / 20);
+}
+
 TEST_CASE("a worker that asks on the trial channel reads the answer from the same descriptor",
           "[launcher][integration]") {
   LauncherFixture f;

@@ -390,7 +390,7 @@ TEST_CASE("The skeleton lives on the meta device and the plan matches a hand cou
   const int64_t per_layer = 32 + (768 + 48) + (256 + 16) + 32 + (1024 + 64) + (1024 + 16);
   const int64_t params = 1024 + 256 + 2 * per_layer + 32;
   CHECK(params == 7872);
-  Gpt2MemoryPlan plan = PlanGpt2Memory(*skeleton, /*batch_size=*/2, /*seq_len=*/8);
+  Gpt2MemoryPlan plan = PlanGpt2Memory(*skeleton, /*batch_size=*/2, /*seq_len=*/8).value();
   CHECK(plan.params == params);
   CHECK(plan.parameter_bytes == 4 * params);
   CHECK(plan.gradient_bytes == 4 * params);
@@ -402,7 +402,7 @@ TEST_CASE("The skeleton lives on the meta device and the plan matches a hand cou
   // GPT-2 small, planned without allocating its half a gigabyte: the well-known 124,439,808.
   Gpt2Config small;
   auto gpt2_small = BuildGpt2Skeleton(small, 0.1);
-  Gpt2MemoryPlan small_plan = PlanGpt2Memory(*gpt2_small, 8, 1024);
+  Gpt2MemoryPlan small_plan = PlanGpt2Memory(*gpt2_small, 8, 1024).value();
   CHECK(small_plan.params == 124439808);
   CHECK(small_plan.parameter_bytes == 4 * 124439808LL);
   CHECK(MetaTensorNames(*gpt2_small).size() == gpt2_small->parameters().size());
@@ -442,6 +442,49 @@ TEST_CASE("config.json is parsed with its defaults and checked", "[worker][lm]")
   CHECK(error(R"({"tie_word_embeddings": false})")
             .find("\"tie_word_embeddings\": false is not supported") != std::string::npos);
   CHECK(error("{").find("/m/config.json: not valid JSON") == 0);
+}
+
+TEST_CASE("config.json dimensions whose products overflow 64 bits are refused", "[worker][lm]") {
+  // Each would overflow a shape product (building the skeleton) or the 16 bytes per parameter
+  // of the memory plan.
+  const char* const overflowing[] = {
+      R"({"n_layer": 1, "n_head": 1, "n_embd": 4294967296, "n_positions": 16, "vocab_size": 64})",
+      R"({"n_layer": 1, "n_head": 1, "n_embd": 4611686018427387904, "n_positions": 16,
+          "vocab_size": 64})",
+      R"({"n_layer": 1, "n_head": 1, "n_embd": 16, "n_positions": 16,
+          "vocab_size": 1152921504606846976})",
+      R"({"n_layer": 9223372036854775807, "n_head": 1, "n_embd": 16, "n_positions": 16,
+          "vocab_size": 64})",
+  };
+  for (const char* text : overflowing) {
+    INFO(text);
+    auto parsed = ParseGpt2Config(text, "/m/config.json");
+    REQUIRE_FALSE(parsed.ok());
+    CHECK_THAT(parsed.status().message(),
+               Catch::StartsWith("/m/config.json: the model's dimensions (n_layer ") &&
+                   Catch::EndsWith("give more parameters than 64-bit byte counts hold"));
+  }
+}
+
+TEST_CASE("the memory plan refuses a batch whose byte counts overflow 64 bits", "[worker][lm]") {
+  auto config = ParseGpt2Config(kTinyConfigJson, "config.json");
+  REQUIRE(config.ok());
+  auto skeleton = BuildGpt2Skeleton(*config, 0.0);
+  // batch_size can be any int the sweep allows; times seq_len and the activations per token it
+  // wrapped around to a small or negative plan before.
+  auto plan = PlanGpt2Memory(*skeleton, int64_t{1} << 50, 16);
+  REQUIRE_FALSE(plan.ok());
+  CHECK_THAT(
+      plan.status().message(),
+      Catch::StartsWith("lm: the memory plan for batch_size 1125899906842624 x seq_len 16") &&
+          Catch::Contains("does not fit 64-bit byte counts"));
+  CHECK_FALSE(PlanGpt2Memory(*skeleton, 0, 16).ok());
+  CHECK_FALSE(PlanGpt2Memory(*skeleton, 2, -1).ok());
+  // The largest batch the sweep allows (INT_MAX) plans without overflow on a tiny model.
+  auto big = PlanGpt2Memory(*skeleton, INT32_MAX, 16);
+  REQUIRE(big.ok());
+  CHECK(big->activation_bytes > 0);
+  CHECK(big->total_bytes > big->activation_bytes);
 }
 
 // ---- loading errors ----------------------------------------------------------------------

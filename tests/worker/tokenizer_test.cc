@@ -305,6 +305,29 @@ TEST_CASE("Tokenizer errors name the file and the line or entry", "[worker][toke
     CHECK_THAT(message(Gpt2Tokenizer::Load(bad, good_merges)),
                Contains(bad) && Contains("byte 0x00"));
   }
+  SECTION("an id past the vocabulary's bound (the tables are sized by the largest id)") {
+    // Accepted before, and then the tables asked for 2^31 entries (tens of GB) for one token.
+    for (const char* id : {"2147483646", "4194304"}) {
+      const std::string bad =
+          dir.Write("huge-id.json", std::string("{\"a\": 0, \"hello\": ") + id + "}");
+      CHECK_THAT(message(Gpt2Tokenizer::Load(bad, good_merges)),
+                 Contains(bad +
+                          ": entry \"hello\": the id must be an integer from 0 to 4194303, "
+                          "got " +
+                          id));
+    }
+  }
+  SECTION("a token longer than 1024 bytes") {
+    json::object vocab = json::parse(ReadFile(good_vocab)).as_object();
+    vocab[std::string(1025, 'a')] = 300;
+    const std::string bad = dir.Write("long.json", json::serialize(vocab));
+    CHECK_THAT(message(Gpt2Tokenizer::Load(bad, good_merges)),
+               Contains(bad) && Contains("the token is 1025 bytes long; expected at most 1024"));
+    vocab.erase(std::string(1025, 'a'));
+    vocab[std::string(1024, 'a')] = 300;  // at the bound: fine
+    const std::string ok = dir.Write("ok.json", json::serialize(vocab));
+    CHECK(Gpt2Tokenizer::Load(ok, good_merges).ok());
+  }
   SECTION("malformed merges line") {
     const std::string bad = dir.Write("merges.txt", "#version: 0.2\na b\nab\n");
     CHECK_THAT(message(Gpt2Tokenizer::Load(good_vocab, bad)),

@@ -54,7 +54,7 @@ TEST_CASE("trial-worker inspect plans memory from config.json alone", "[worker][
   boost::json::object o = boost::json::parse(r.out).as_object();
   auto config = LoadGpt2Config(model + "/config.json");
   REQUIRE(config.ok());
-  Gpt2MemoryPlan plan = PlanGpt2Memory(*BuildGpt2Skeleton(*config, 0.0), 4, 32);
+  Gpt2MemoryPlan plan = PlanGpt2Memory(*BuildGpt2Skeleton(*config, 0.0), 4, 32).value();
   CHECK(o.at("params").as_int64() == plan.params);
   CHECK(o.at("planned_memory_bytes").as_int64() == plan.total_bytes);
   // 2 layers x 32 wide, GPT-2's 50257-token vocabulary, 128 positions.
