@@ -31,7 +31,10 @@ class ControlServer::Connection : public std::enable_shared_from_this<Connection
         socket_(std::move(socket)),
         peer_(std::move(peer)),
         access_(DecideAccess(server_->options_.access, peer_)),
-        deadline_(socket_.get_executor()) {}
+        deadline_(socket_.get_executor()) {
+    context_ = server_->verbs_;
+    context_.caller = &peer_;  // submit records it as the study's submitter
+  }
 
   void Start() {
     slots_ = server_->slots_;
@@ -122,7 +125,14 @@ class ControlServer::Connection : public std::enable_shared_from_this<Connection
           proto::EncodeError(DenialFor(server_->options_.access, peer_, access_, req->verb)),
           /*close_after=*/access_ == Access::kNone);
     }
-    Result<std::unique_ptr<ReplyStream>> stream = StartVerb(server_->verbs_, req->verb, req->args);
+    if (Status owner = AuthorizeStudyVerb(*server_->options_.storage, server_->options_.access,
+                                          peer_, req->verb, req->args);
+        !owner.ok()) {
+      server_->options_.logger->warn("control socket: denied \"{}\" to uid {} pid {}: {}",
+                                     req->verb, peer_.uid, peer_.pid, owner.message());
+      return Reply(proto::EncodeError(owner), false);
+    }
+    Result<std::unique_ptr<ReplyStream>> stream = StartVerb(context_, req->verb, req->args);
     if (!stream.ok()) return Reply(proto::EncodeError(stream.status()), false);
     // An error before the first piece is still an ordinary error reply.
     Result<std::string> first = (*stream)->Next();
@@ -238,7 +248,8 @@ class ControlServer::Connection : public std::enable_shared_from_this<Connection
   size_t scanned_ = 0;   // pending_[0, scanned_) holds no newline
   Clock::time_point waiting_since_;  // accepted, or the previous reply written
   bool eof_ = false;
-  std::unique_ptr<ReplyStream> stream_;  // the reply being written, if streamed
+  VerbContext context_;                  // the server's, with this peer as the caller
+  std::unique_ptr<ReplyStream> stream_;  // the reply being written, if streamed; uses context_
   std::string verb_;                     // its verb, for the log
   std::shared_ptr<Slots> slots_;
 };
@@ -387,8 +398,11 @@ ControlServer::Shed ControlServer::ShedWithSpare() {
   return Shed::kNoSpare;  // any other failure: pause
 }
 
-Result<json::value> ControlServer::Handle(const std::string& verb, const json::object& args) {
-  return HandleVerb(verbs_, verb, args);
+Result<json::value> ControlServer::Handle(const std::string& verb, const json::object& args,
+                                          const PeerCredentials* caller) {
+  VerbContext context = verbs_;
+  context.caller = caller;
+  return HandleVerb(context, verb, args);
 }
 
 }  // namespace triald::daemon

@@ -81,10 +81,11 @@ class ControlServer {
   // Stops accepting; open connections are closed after their next reply.
   void Stop();
 
-  // Handles one request (HandleVerb, no access check); exposed for tests. Returns the JSON
-  // result or an error.
+  // Handles one request from `caller` (null: unknown; submit then records no submitter) with
+  // HandleVerb, no access check; exposed for tests. Returns the JSON result or an error.
   common::Result<boost::json::value> Handle(const std::string& verb,
-                                            const boost::json::object& args);
+                                            const boost::json::object& args,
+                                            const PeerCredentials* caller = nullptr);
 
  private:
   class Connection;

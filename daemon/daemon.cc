@@ -323,6 +323,7 @@ common::Result<ControlServerOptions> ControlOptions(const DaemonOptions& opts,
   co.state_dir = state_dir;
   co.access.daemon_uid = ::geteuid();
   co.access.allowed_gid = ::getegid();
+  co.access.runs_as_submitter = ::geteuid() == 0;
   co.access.read_open = opts.socket_read_open;
   co.request_timeout_s = opts.request_timeout_s;
   co.max_connections = opts.max_connections;
@@ -334,6 +335,15 @@ common::Result<ControlServerOptions> ControlOptions(const DaemonOptions& opts,
       return common::Status(gid.status().code(), "--socket-group: " + gid.status().message());
     }
     co.access.allowed_gid = *gid;
+  }
+  if (!opts.trust_group.empty()) {
+    common::Result<gid_t> gid = ResolveGroup(opts.trust_group);
+    if (!gid.ok()) {
+      return common::Status(gid.status().code(), "--trust-group: " + gid.status().message());
+    }
+    co.access.trust_gid = *gid;
+    // Trusted users must be able to connect: the socket's group is theirs unless given.
+    if (opts.socket_group.empty()) co.access.allowed_gid = *gid;
   }
   return co;
 }
@@ -435,6 +445,8 @@ int RunDaemon(const DaemonOptions& opts) {
       access.group = *gid;
     }
     access.others_traverse = opts.socket_read_open && opts.socket_path.empty();
+    // A root daemon runs trials as their submitters (run_as_submitter below).
+    access.trials_as_users = ::geteuid() == 0;
     access.sqlite = opts.storage_url.empty();
     Status secured = SecureStateDir(state_dir, access, log);
     if (!secured.ok()) {
@@ -456,7 +468,10 @@ int RunDaemon(const DaemonOptions& opts) {
     return 1;
   }
   std::unique_ptr<launcher::CgroupTree> cgroups = OpenCgroups(opts, state_dir, log);
-  launcher::ProcessLauncher process_launcher({&io, &reaper, log, cgroups.get()});
+  // A root daemon runs each trial as its submitter (daemon/launcher/run_as.h).
+  const bool run_as_submitter = ::geteuid() == 0;
+  launcher::ProcessLauncher process_launcher(
+      {&io, &reaper, log, cgroups.get(), run_as_submitter, state_dir});
   common::SystemClock clock;
 
   common::Result<Gpus> found_gpus = FindGpus(opts, log);
@@ -535,9 +550,14 @@ int RunDaemon(const DaemonOptions& opts) {
     log->critical("{}", st.message());
     return 1;
   }
-  log->info("control socket {}: every verb for root, uid {} and group {}; read verbs for {}",
-            co->socket_path, co->access.daemon_uid, GroupLabel(co->access.allowed_gid),
-            co->access.read_open ? "anyone" : "no one else");
+  log->info(
+      "control socket {}: group {}; submit for root, uid {}{}{}; changes to a study for its "
+      "submitter, root and uid {}; read verbs for {}; trials run as {}",
+      co->socket_path, GroupLabel(co->access.allowed_gid), co->access.daemon_uid,
+      co->access.runs_as_submitter ? ", the socket group" : "",
+      co->access.trust_gid ? ", --trust-group " + GroupLabel(*co->access.trust_gid) : "",
+      co->access.daemon_uid, co->access.read_open ? "anyone" : "the socket group",
+      run_as_submitter ? "their submitters" : "uid " + std::to_string(co->access.daemon_uid));
   (void)(*storage)->AppendEvent({}, {}, "daemon_started", "pid " + std::to_string(::getpid()),
                                 clock.WallSeconds());
   log->info("triald ready: state {}, socket {}, {} worker slot(s)", state_dir, co->socket_path,

@@ -20,10 +20,13 @@ namespace triald::daemon {
 struct DaemonOptions {
   std::string state_dir;
   std::string socket_path;  // default: state_dir/triald.sock
-  // Control-socket access (daemon/control/access.h): members of this group (name or gid;
-  // empty: the daemon's primary group) may submit, cancel and enqueue; with read_open the
-  // socket is 0666 and anyone may use the read verbs.
+  // Control-socket access (daemon/control/access.h, daemon/README.md "Security"): members of
+  // socket_group (name or gid; empty: the daemon's primary group) may connect, and submit when
+  // the daemon is root (their trials then run as themselves); members of trust_group (empty:
+  // none) may submit to a non-root daemon too, their trials running as its user. With
+  // read_open the socket is 0666 and anyone may use the read verbs.
   std::string socket_group;
+  std::string trust_group;
   bool socket_read_open = false;
   // A client's time to send a complete request (from connecting or its previous reply), or to
   // read a piece of a reply.

@@ -71,10 +71,19 @@ int main(int argc, char** argv) {
              &DaemonOptions::socket_path)
       ->type_name("PATH");
   overriding(app.add_option("--socket-group", given.socket_group,
-                            "group (name or gid) whose members may submit,\n"
-                            "cancel and enqueue besides root and triald's user\n"
+                            "group (name or gid) whose members may connect; they\n"
+                            "may also submit when triald runs as root (trials\n"
+                            "run as their submitters), else only read\n"
                             "(default: triald's primary group)"),
              &DaemonOptions::socket_group)
+      ->type_name("GROUP")
+      ->check(cli::NotEmpty("a group name or gid"));
+  overriding(app.add_option("--trust-group", given.trust_group,
+                            "group (name or gid) whose members may submit and\n"
+                            "change their own studies; on a non-root triald\n"
+                            "their trials run as triald's user, with all its\n"
+                            "rights (daemon/README.md, Security)"),
+             &DaemonOptions::trust_group)
       ->type_name("GROUP")
       ->check(cli::NotEmpty("a group name or gid"));
   overriding(app.add_flag("--socket-read-open", given.socket_read_open,

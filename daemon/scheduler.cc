@@ -146,7 +146,8 @@ Result<std::unique_ptr<Scheduler::StudyRuntime>> Scheduler::BuildRuntime(
   return rt;
 }
 
-Result<model::StudyRecord> Scheduler::Submit(const config::SweepSource& source) {
+Result<model::StudyRecord> Scheduler::Submit(const config::SweepSource& source,
+                                             const model::Submitter& submitter) {
   if (shutting_down_) return common::Unavailable("triald is shutting down");
   TRIALD_ASSIGN_OR_RETURN(config::SweepSpec spec, config::ParseSweep(source));
   const std::string where = source.path.empty() ? "<sweep>" : source.path;
@@ -174,6 +175,7 @@ Result<model::StudyRecord> Scheduler::Submit(const config::SweepSource& source) 
   ns.n_trials = spec.study.n_trials;
   ns.spec_toml = source.text;
   ns.spec_path = source.path;
+  ns.submitter = submitter;
   ns.seed = spec.sampler.seed_given ? spec.sampler.seed
                                     : (options_.seed_source ? options_.seed_source() : 0);
 
@@ -479,6 +481,7 @@ bool Scheduler::StartTrial(StudyRuntime& study, std::vector<devices::GpuSlot> gp
                           options_.base_env, options_.storage->node()};
   launcher::LaunchSpec ls =
       MakeLaunchSpec(settings, study.record.name, study.spec, trial, gpu_slots);
+  ls.submitter = study.record.submitter;
   int64_t tid = trial.id;
   launcher::TrialCallbacks cb;
   cb.on_message = [this, tid](const proto::ReportMessage& m) { OnMessage(tid, m); };

@@ -135,8 +135,10 @@ class Scheduler {
   // RUNNING as FAIL(lost), killing any of their processes still alive. Call before Pump().
   common::Status Recover();
 
-  // Validates and stores a sweep, then starts its trials. Errors name the file and key.
-  common::Result<model::StudyRecord> Submit(const config::SweepSource& source);
+  // Validates and stores a sweep submitted by `submitter`, then starts its trials. Errors name
+  // the file and key.
+  common::Result<model::StudyRecord> Submit(const config::SweepSource& source,
+                                            const model::Submitter& submitter = {});
 
   // Stops the study's running trials (FAIL(cancelled)) and starts no more.
   common::Status Cancel(const std::string& study_name);

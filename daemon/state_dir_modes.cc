@@ -49,7 +49,7 @@ int OpenNoFollow(int dir, const std::string& name, int flags) {
 
 mode_t StateDirMode(const StateDirAccess& access) {
   mode_t mode = access.group ? 0750 : 0700;
-  if (access.others_traverse) mode |= 0001;
+  if (access.others_traverse || access.trials_as_users) mode |= 0001;
   return mode;
 }
 
@@ -67,7 +67,7 @@ Status SecureStateDir(const std::string& state_dir, const StateDirAccess& access
   if (!dir.valid()) return common::ErrnoError("open state directory " + state_dir, errno);
   TRIALD_RETURN_IF_ERROR(Fix(dir.get(), state_dir, StateDirMode(access), access.group, log));
 
-  const mode_t folder_mode = access.group ? 0750 : 0700;
+  const mode_t folder_mode = (access.group ? 0750 : 0700) | (access.trials_as_users ? 0001 : 0);
   const std::string studies = state_dir + "/studies";
   if (::mkdirat(dir.get(), "studies", folder_mode) != 0 && errno != EEXIST) {
     return common::ErrnoError("create " + studies, errno);

@@ -9,6 +9,8 @@
 //   - the state directory and its studies/ folder to 0700, or 0750 and the group `group` when
 //     one is given (--socket-group), plus o+x on the state directory alone when `others_traverse`
 //     (--socket-read-open with the socket inside it: others may reach the socket, not list),
+//     and o+x on both when `trials_as_users` (a root daemon runs trials as their submitters,
+//     who must reach their trial folders below studies/; search only, never list or read),
 //   - triald.db and its -wal, -shm and -journal files to 0600, creating an empty triald.db 0600
 //     when there is none (SQLite gives the WAL and SHM files the database's mode).
 // A mode that was looser (or just different) is fixed with a log line naming the path, the old
@@ -29,6 +31,7 @@ namespace triald::daemon {
 struct StateDirAccess {
   std::optional<gid_t> group;    // --socket-group: the folders are 0750 and this group's
   bool others_traverse = false;  // o+x on the state directory (the socket is inside it)
+  bool trials_as_users = false;  // o+x on the state directory and studies/ (run_as.h)
   bool sqlite = true;            // the database is STATE_DIR/triald.db
 };
 

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <grp.h>
+#include <pwd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -25,14 +26,75 @@ const char* AccessName(Access access) {
   return "none";
 }
 
-Access DecideAccess(const AccessPolicy& policy, const PeerCredentials& peer) {
-  if (peer.uid == 0 || peer.uid == policy.daemon_uid || peer.gid == policy.allowed_gid) {
-    return Access::kFull;
-  }
+namespace {
+
+bool InGroup(const PeerCredentials& peer, gid_t gid) {
+  if (peer.gid == gid) return true;
   for (gid_t g : peer.groups) {
-    if (g == policy.allowed_gid) return Access::kFull;
+    if (g == gid) return true;
+  }
+  return false;
+}
+
+// Root or triald's own uid: may change every study.
+bool IsAdmin(const AccessPolicy& policy, const PeerCredentials& peer) {
+  return peer.uid == 0 || peer.uid == policy.daemon_uid;
+}
+
+// Who gets full access, for messages.
+std::string FullAccessHolders(const AccessPolicy& policy) {
+  std::string who = "root, triald's user (uid " + std::to_string(policy.daemon_uid) + ")";
+  if (policy.trust_gid) who += ", members of --trust-group " + GroupLabel(*policy.trust_gid);
+  if (policy.runs_as_submitter) {
+    who += ", members of the socket group " + GroupLabel(policy.allowed_gid);
+  }
+  return who;
+}
+
+}  // namespace
+
+Access DecideAccess(const AccessPolicy& policy, const PeerCredentials& peer) {
+  if (IsAdmin(policy, peer)) return Access::kFull;
+  if (policy.trust_gid && InGroup(peer, *policy.trust_gid)) return Access::kFull;
+  if (InGroup(peer, policy.allowed_gid)) {
+    // A non-root daemon would run a member's trials as triald's user: reads only.
+    return policy.runs_as_submitter ? Access::kFull : Access::kRead;
   }
   return policy.read_open ? Access::kRead : Access::kNone;
+}
+
+bool MayChangeStudy(const AccessPolicy& policy, const PeerCredentials& peer,
+                    int64_t submitter_uid) {
+  return IsAdmin(policy, peer) ||
+         (submitter_uid >= 0 && static_cast<int64_t>(peer.uid) == submitter_uid);
+}
+
+common::Status StudyDenialFor(const AccessPolicy& policy, const PeerCredentials& peer,
+                              std::string_view verb, std::string_view study, int64_t submitter_uid,
+                              std::string_view submitter_name) {
+  std::string owner =
+      submitter_uid < 0
+          ? std::string(
+                "its submitter is unknown (stored before submitters were recorded), so "
+                "only root and triald's user (uid ") +
+                std::to_string(policy.daemon_uid) + ") may"
+          : "only its submitter (" +
+                (submitter_name.empty() ? std::string() : std::string(submitter_name) + ", ") +
+                "uid " + std::to_string(submitter_uid) + "), root and triald's user (uid " +
+                std::to_string(policy.daemon_uid) + ") may";
+  return common::PermissionDenied("uid " + std::to_string(peer.uid) + " may not use \"" +
+                                  std::string(verb) + "\" on study \"" + std::string(study) +
+                                  "\": " + owner);
+}
+
+std::string UserName(uid_t uid) {
+  std::vector<char> buf(16384);
+  passwd pw{};
+  passwd* found = nullptr;
+  if (::getpwuid_r(uid, &pw, buf.data(), buf.size(), &found) == 0 && found != nullptr) {
+    return found->pw_name;
+  }
+  return "";
 }
 
 bool Permits(Access access, bool read_verb) {
@@ -41,11 +103,14 @@ bool Permits(Access access, bool read_verb) {
 
 common::Status DenialFor(const AccessPolicy& policy, const PeerCredentials& peer, Access access,
                          std::string_view verb) {
-  return common::PermissionDenied(
-      "uid " + std::to_string(peer.uid) + " may not use \"" + std::string(verb) +
-      "\": only root, triald's user (uid " + std::to_string(policy.daemon_uid) +
-      ") and members of group " + GroupLabel(policy.allowed_gid) + " may" +
-      (access == Access::kRead ? " change anything (others may only read)" : ""));
+  std::string msg = "uid " + std::to_string(peer.uid) + " may not use \"" + std::string(verb) +
+                    "\": only " + FullAccessHolders(policy) + " may" +
+                    (access == Access::kRead ? " change anything (others may only read)" : "");
+  if (!policy.runs_as_submitter && !policy.trust_gid && InGroup(peer, policy.allowed_gid)) {
+    msg += "; triald runs as uid " + std::to_string(policy.daemon_uid) +
+           ", not root, so its socket group may only read (see --trust-group)";
+  }
+  return common::PermissionDenied(msg);
 }
 
 std::vector<gid_t> ParseStatusGroups(std::string_view text) {

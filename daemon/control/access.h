@@ -2,18 +2,28 @@
 // Who may use the control socket, and the socket file itself.
 //
 // The peer's credentials are read once per connection with SO_PEERCRED (uid, gid) and
-// SO_PEERGROUPS (supplementary groups; /proc/PID/status on kernels without it). Root, the
-// daemon's own uid and members of the allowed group get full access (every verb); anyone else
-// who could connect (the socket file is 0660, or 0666 with read_open) may use the read verbs
-// (VerbKind::kRead in daemon/control/verbs.h) only when read_open is set, and nothing
-// otherwise. Denied requests get the reply DenialFor builds.
+// SO_PEERGROUPS (supplementary groups; /proc/PID/status on kernels without it). Two groups
+// matter (daemon/README.md, "Security", has the whole table):
+//   - the socket group (--socket-group, default triald's primary group) decides who may
+//     connect: the socket file is 0660 and owned by it (0666 with read_open);
+//   - full access (submit, and change one's own studies) is for root, triald's own uid, members
+//     of --trust-group when given, and, on a daemon running as root, members of the socket
+//     group: a root daemon runs each trial as its submitter, so submitting grants nothing the
+//     submitter did not have. A non-root daemon runs every trial as its own user, so there the
+//     socket group gets only the read verbs: full access would let a member run code as
+//     triald's user.
+// Anyone else who could connect may use the read verbs (VerbKind::kRead in
+// daemon/control/verbs.h) only when read_open is set, and nothing otherwise. A mutating verb on
+// an existing study is further limited to its submitter, triald's uid and root
+// (MayChangeStudy). Denied requests get the reply DenialFor / StudyDenialFor builds.
 //
-// Thread-safety: pure functions, except that ReadPeerCredentials, ResolveGroup, GroupLabel and
-// ListenControlSocket read the system (sockets, /proc, the group database); all are safe to
-// call from any thread.
+// Thread-safety: pure functions, except that ReadPeerCredentials, ResolveGroup, GroupLabel,
+// UserName and ListenControlSocket read the system (sockets, /proc, the user and group
+// databases); all are safe to call from any thread.
 
 #include <sys/types.h>
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -26,8 +36,14 @@ namespace triald::daemon {
 // Who may use the control socket. Mutating verbs need full access.
 struct AccessPolicy {
   uid_t daemon_uid = 0;    // the daemon's own (effective) uid
-  gid_t allowed_gid = 0;   // members (primary or supplementary) get full access
+  gid_t allowed_gid = 0;   // the socket's group: members may connect (full access: see above)
   bool read_open = false;  // anyone who can connect may use the read verbs
+  // --trust-group: members (primary or supplementary) get full access; on a non-root daemon
+  // their trials run as triald's user.
+  std::optional<gid_t> trust_gid = {};
+  // The daemon runs each trial as its submitter (it is root); socket-group members then get
+  // full access.
+  bool runs_as_submitter = false;
 };
 
 // The peer of a connection, as the kernel recorded it at connect time.
@@ -48,13 +64,24 @@ bool Permits(Access access, bool read_verb);
 common::Status DenialFor(const AccessPolicy& policy, const PeerCredentials& peer, Access access,
                          std::string_view verb);
 
+// Whether `peer` may use a mutating verb on a study submitted by uid `submitter_uid` (-1:
+// unknown): its submitter, root and triald's own uid may; nobody else, whatever their access.
+bool MayChangeStudy(const AccessPolicy& policy, const PeerCredentials& peer, int64_t submitter_uid);
+// The permission_denied error for a peer refused `verb` on `study` by MayChangeStudy.
+common::Status StudyDenialFor(const AccessPolicy& policy, const PeerCredentials& peer,
+                              std::string_view verb, std::string_view study, int64_t submitter_uid,
+                              std::string_view submitter_name);
+
+// The passwd name of `uid`, "" when it has none.
+std::string UserName(uid_t uid);
+
 // The supplementary groups listed on the "Groups:" line of /proc/PID/status text; empty when
 // the line is missing.
 std::vector<gid_t> ParseStatusGroups(std::string_view status_text);
 // SO_PEERCRED plus the peer's supplementary groups.
 common::Result<PeerCredentials> ReadPeerCredentials(int socket_fd);
 
-// A group given by name or number (--socket-group); errors name the group.
+// A group given by name or number (--socket-group, --trust-group); errors name the group.
 common::Result<gid_t> ResolveGroup(const std::string& name_or_gid);
 // "name (gid N)" or "gid N" when the group has no name.
 std::string GroupLabel(gid_t gid);

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "common/json.h"
+#include "common/utf8.h"
 
 namespace triald::daemon {
 namespace json = boost::json;
@@ -96,6 +97,15 @@ json::object StudySummaryJson(const model::StudyRecord& s, const storage::TrialC
   o["created_at"] = s.created_at;
   o["finished_at"] = s.finished_at > 0 ? json::value(s.finished_at) : json::value(nullptr);
   o["spec_path"] = s.spec_path;
+  // Who submitted it (SO_PEERCRED at submit); null when unknown (stored before submitters were
+  // recorded). name is null when the uid had no passwd entry.
+  o["submitter"] = s.submitter.known()
+                       ? json::value(json::object{
+                             {"uid", s.submitter.uid},
+                             {"name", s.submitter.name.empty()
+                                          ? json::value(nullptr)
+                                          : json::value(common::SanitizeUtf8(s.submitter.name))}})
+                       : json::value(nullptr);
   o["best"] = best ? json::value(TrialToJson(*best)) : json::value(nullptr);
   return o;
 }

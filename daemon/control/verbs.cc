@@ -36,7 +36,12 @@ Result<json::value> PingVerb(const VerbContext& c, const json::object&) {
 
 Result<json::value> SubmitVerb(const VerbContext& c, const json::object& args) {
   TRIALD_ASSIGN_OR_RETURN(config::SweepSource source, DecodeSubmit(args));
-  TRIALD_ASSIGN_OR_RETURN(model::StudyRecord rec, c.scheduler->Submit(source));
+  model::Submitter submitter;
+  if (c.caller != nullptr) {
+    submitter.uid = c.caller->uid;
+    submitter.name = UserName(c.caller->uid);
+  }
+  TRIALD_ASSIGN_OR_RETURN(model::StudyRecord rec, c.scheduler->Submit(source, submitter));
   json::object o;
   o["study"] = rec.name;
   o["n_trials"] = rec.n_trials;
@@ -284,7 +289,7 @@ Result<json::value> NodesVerb(const VerbContext& c, const json::object&) {
 const std::vector<Verb>& Verbs() {
   static const std::vector<Verb> kVerbs = {
       {"ping", VerbKind::kRead, PingVerb},
-      {"submit", VerbKind::kMutating, SubmitVerb},
+      {"submit", VerbKind::kCreate, SubmitVerb},
       {"studies", VerbKind::kRead, StudiesVerb},
       {"status", VerbKind::kRead, StatusVerb},
       {"trials", VerbKind::kRead, nullptr, TrialsStreamer},
@@ -308,6 +313,29 @@ const Verb* FindVerb(std::string_view name) {
 bool IsReadVerb(std::string_view verb) {
   const Verb* v = FindVerb(verb);
   return v != nullptr && v->kind == VerbKind::kRead;
+}
+
+common::Status AuthorizeStudyVerb(storage::Storage& storage, const AccessPolicy& policy,
+                                  const PeerCredentials& caller, const std::string& verb,
+                                  const json::object& args) {
+  const Verb* v = FindVerb(verb);
+  if (v != nullptr && v->kind != VerbKind::kMutating) return common::Status::Ok();
+  if (MayChangeStudy(policy, caller, /*submitter_uid=*/-1)) return common::Status::Ok();
+  const json::value* study = args.if_contains("study");
+  if (study == nullptr || !study->is_string()) {
+    return common::PermissionDenied("uid " + std::to_string(caller.uid) + " may not use \"" + verb +
+                                    "\" without a \"study\" argument: only root and "
+                                    "triald's user (uid " +
+                                    std::to_string(policy.daemon_uid) + ") may");
+  }
+  const std::string name(study->get_string());
+  Result<model::StudyRecord> rec = storage.GetStudy(name);
+  if (!rec.ok()) {
+    // The verb reports a missing study itself; any other error is an error here too.
+    return rec.status().code() == common::Code::kNotFound ? common::Status::Ok() : rec.status();
+  }
+  if (MayChangeStudy(policy, caller, rec->submitter.uid)) return common::Status::Ok();
+  return StudyDenialFor(policy, caller, verb, name, rec->submitter.uid, rec->submitter.name);
 }
 
 namespace {

@@ -5,7 +5,8 @@
 //
 // Verbs (arguments -> result; the wire format is in proto/control.h):
 //   ping     {} -> {pid, running, queued, state_dir, node, shared}
-//   submit   {sweep, path} -> {study, n_trials, seed}                       (mutating)
+//   submit   {sweep, path} -> {study, n_trials, seed}: the caller becomes the study's
+//            submitter                                                  (creating)
 //   studies  {} -> [StudySummaryJson]
 //   status   {study} -> StudySummaryJson
 //   trials   {study, offset?, limit?} -> [TrialToJson]: the trials numbered offset (default 0)
@@ -21,6 +22,9 @@
 //            report / export).                                              (streamed)
 //   nodes    {} -> [{name, self, alive, silent_for, first_beat, last_beat, running}]: the
 //            daemons sharing the storage (this one alone on a storage of its own).
+// A mutating verb acts on the study named by its "study" argument and is allowed only to that
+// study's submitter, triald's own uid and root (AuthorizeStudyVerb); without a "study" argument
+// only root and triald's uid may use it, so a verb added later fails closed.
 // Reads come straight from Storage (the scheduler writes through), so finished and active
 // studies look the same; writes go through the Scheduler. A read costs what it returns:
 // `studies`, `status` and `best` use Storage's counting and best-trial queries and never load a
@@ -37,14 +41,16 @@
 #include <vector>
 
 #include "common/status.h"
+#include "daemon/control/access.h"
 #include "daemon/scheduler.h"
 #include "daemon/storage/storage.h"
 
 namespace triald::daemon {
 
 // What a verb does to the daemon: read verbs are open to read-only clients
-// (AccessPolicy::read_open); mutating verbs need full access.
-enum class VerbKind { kRead, kMutating };
+// (AccessPolicy::read_open); creating (submit) and mutating verbs need full access, and a
+// mutating verb also ownership of its study (AuthorizeStudyVerb).
+enum class VerbKind { kRead, kCreate, kMutating };
 
 // What the handlers work on; the pointers are not owned and outlive every call.
 struct VerbContext {
@@ -52,6 +58,8 @@ struct VerbContext {
   storage::Storage* storage = nullptr;
   std::string state_dir;       // trial folders (and their logs) live under it
   double node_timeout_s = 30;  // shared storage: `nodes` calls a node silent longer dead
+  // Who sent the request (submit records it as the study's submitter); null: unknown.
+  const PeerCredentials* caller = nullptr;
 };
 
 using VerbHandler = common::Result<boost::json::value> (*)(const VerbContext& context,
@@ -92,6 +100,14 @@ const Verb* FindVerb(std::string_view name);
 // True for the verbs of kind kRead. Anything else, including unknown verbs and ones added
 // later without a kind, counts as mutating, so access fails closed.
 bool IsReadVerb(std::string_view verb);
+
+// Whether `caller` may use `verb` with `args` as far as study ownership goes: Ok for read and
+// creating verbs and for root and `policy.daemon_uid`; for a mutating verb, Ok when the caller
+// submitted the study named by args["study"] (a study that does not exist is left to the verb
+// to report), permission_denied otherwise, and when that argument is missing or not a string.
+common::Status AuthorizeStudyVerb(storage::Storage& storage, const AccessPolicy& policy,
+                                  const PeerCredentials& caller, const std::string& verb,
+                                  const boost::json::object& args);
 
 // Runs `verb` with `args`; an unknown verb is invalid_argument listing the known ones. A
 // streamed verb's pieces are put together and parsed (for tests and in-process callers; the

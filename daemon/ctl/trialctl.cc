@@ -45,6 +45,18 @@ void PrintTable(std::ostream& out, const std::vector<std::vector<std::string>>& 
   }
 }
 
+// "alice (uid 1001)", "uid 1001" without a name, "unknown" for a study stored before
+// submitters were recorded (or a daemon that does not report them).
+std::string SubmitterText(const json::object& s) {
+  const json::value* sub = s.if_contains("submitter");
+  if (sub == nullptr || !sub->is_object()) return "unknown";
+  const json::object& o = sub->get_object();
+  std::string uid = "uid " + Str(o, "uid");
+  const json::value* name = o.if_contains("name");
+  return name != nullptr && name->is_string() ? std::string(name->get_string()) + " (" + uid + ")"
+                                              : uid;
+}
+
 void PrintStatus(std::ostream& out, const json::object& s) {
   out << "study " << Str(s, "name") << ": " << Str(s, "state") << ", " << Str(s, "direction")
       << "\n";
@@ -55,6 +67,7 @@ void PrintStatus(std::ostream& out, const json::object& s) {
     out << ", " << Str(s, "retried") << " retried";
   }
   out << "\n";
+  out << "  submitted by " << SubmitterText(s) << "\n";
   // Trials that could not be started lately (daemon/scheduler/spawn_backoff.h).
   if (s.contains("spawn") && s.at("spawn").is_object()) {
     const json::object& sp = s.at("spawn").get_object();
@@ -209,13 +222,14 @@ int RunTrialctl(const std::vector<std::string>& argv, std::ostream& out, std::os
     PrintTable(out, rows);
   } else if (verb == "studies") {
     std::vector<std::vector<std::string>> rows = {
-        {"STUDY", "STATE", "DIRECTION", "FINISHED", "RUNNING", "FAILED", "BEST"}};
+        {"STUDY", "STATE", "DIRECTION", "FINISHED", "RUNNING", "FAILED", "BEST", "SUBMITTER"}};
     for (const json::value& v : r->get_array()) {
       const json::object& s = v.get_object();
       rows.push_back({Str(s, "name"), Str(s, "state"), Str(s, "direction"),
                       Str(s, "finished") + "/" + Str(s, "n_trials"), Str(s, "running"),
                       Str(s, "failed"),
-                      s.at("best").is_object() ? Str(s.at("best").get_object(), "value") : "-"});
+                      s.at("best").is_object() ? Str(s.at("best").get_object(), "value") : "-",
+                      SubmitterText(s)});
     }
     PrintTable(out, rows);
   } else if (verb == "status") {

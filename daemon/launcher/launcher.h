@@ -53,6 +53,10 @@ struct LaunchSpec {
   // controller is available, else not enforced.
   uint64_t memory_limit_bytes = 0;
   int64_t pids_limit = 0;
+  // Who submitted the study. A launcher that runs trials as their submitters (a root daemon:
+  // ProcessLauncher::Options::run_as_submitter) runs this one as that user; an unknown
+  // submitter runs as the daemon's user.
+  model::Submitter submitter;
   // Bytes the worker may send on the trial channel in all ([study] max_report_bytes); past it
   // the trial ends FAIL(protocol) naming the cap. 0: no cap.
   uint64_t max_report_bytes = 0;
@@ -109,6 +113,9 @@ enum class SpawnStep {
   kCgroup,   // creating the trial's cgroup, or (in the child) joining it
   kFork,     // vfork (clone) itself
   kChild,    // the child's setup before exec: joining the cgroup, limits, process group
+  // Becoming the study's submitter (run_as.h): its passwd entry, then, in the child,
+  // setgroups, setgid and setuid.
+  kCredentials,
   kWorkdir,  // the child's chdir to the workdir
   kExec,     // execve of the command
 };

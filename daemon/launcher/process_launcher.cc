@@ -6,6 +6,7 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <array>
@@ -15,11 +16,13 @@
 #include <cerrno>
 #include <chrono>
 #include <filesystem>
+#include <optional>
 
 #include "common/boost_process.h"
 #include "common/fd.h"
 #include "daemon/launcher/adopted.h"
 #include "daemon/launcher/capped_log.h"
+#include "daemon/launcher/run_as.h"
 #include "proto/line_reader.h"
 
 namespace triald::launcher {
@@ -58,6 +61,8 @@ const char* SpawnStepName(SpawnStep step) {
       return "fork";
     case SpawnStep::kChild:
       return "child";
+    case SpawnStep::kCredentials:
+      return "credentials";
     case SpawnStep::kWorkdir:
       return "workdir";
     case SpawnStep::kExec:
@@ -88,8 +93,17 @@ struct ChildSetup {
   int cgroup_procs_fd;   // -1: no cgroup
   int pids_v1_procs_fd;  // -1: no v1 pids leaf
   rlim_t address_space;  // 0: no RLIMIT_AS
+  // The user to become (run_as): setgroups, setgid, setuid, in that order. Raw system calls:
+  // glibc's wrappers would try to change the credentials of every thread of the daemon (whose
+  // memory the vfork child shares), while the child has one thread and the call is per thread.
+  bool switch_user;
+  uid_t uid;
+  gid_t gid;
+  const gid_t* groups;
+  size_t n_groups;
   // The step the child is at, in the daemon's memory (the vfork child shares it, as Boost's
-  // error code does): after a failure it says whether setup, chdir or exec failed.
+  // error code does): after a failure it says whether setup, the user switch, chdir or exec
+  // failed.
   SpawnStep* step;
 
   template <typename Launcher>
@@ -116,6 +130,15 @@ struct ChildSetup {
       if (::setrlimit(RLIMIT_AS, &limit) != 0) return {errno, bp::system_category()};
     }
     if (::setpgid(0, 0) != 0) return {errno, bp::system_category()};
+    // Become the trial's user before PR_SET_PDEATHSIG: the kernel clears the parent-death
+    // signal whenever the credentials change.
+    if (switch_user) {
+      *step = SpawnStep::kCredentials;
+      if (::syscall(SYS_setgroups, n_groups, groups) != 0) return {errno, bp::system_category()};
+      if (::syscall(SYS_setgid, gid) != 0) return {errno, bp::system_category()};
+      if (::syscall(SYS_setuid, uid) != 0) return {errno, bp::system_category()};
+      *step = SpawnStep::kChild;
+    }
     if (::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0) return {errno, bp::system_category()};
     // The daemon may have died between vfork and prctl; then nobody would ever stop us.
     if (::getppid() != parent) ::_exit(127);
@@ -159,10 +182,13 @@ struct ChildSetup {
 class Session : public std::enable_shared_from_this<Session> {
  public:
   Session(asio::io_context& io, Reaper& reaper, CgroupTree* cgroups, common::Logger logger,
-          const LaunchSpec& spec, TrialCallbacks callbacks)
+          const LaunchSpec& spec, TrialCallbacks callbacks, std::optional<RunAs> run_as,
+          std::string trial_root)
       : io_(io),
         reaper_(reaper),
         cgroups_(cgroups),
+        run_as_(std::move(run_as)),
+        trial_root_(std::move(trial_root)),
         logger_(std::move(logger)),
         spec_(spec),
         callbacks_(std::move(callbacks)),
@@ -220,6 +246,8 @@ class Session : public std::enable_shared_from_this<Session> {
   asio::io_context& io_;
   Reaper& reaper_;
   CgroupTree* cgroups_;
+  std::optional<RunAs> run_as_;  // the user the trial runs as; none: the daemon's
+  std::string trial_root_;       // PrepareTrialFolder's root
   std::unique_ptr<TrialCgroup> cgroup_;
   rlim_t address_space_ = 0;
   common::Logger logger_;
@@ -297,6 +325,19 @@ Status Session::Start() {
       CappedLog::Open(spec_.log_dir + "/stderr.log", log_opts);
   if (!err_log.ok()) return failed(err_log.status(), errno);
   stderr_log_ = std::move(err_log).value();
+  if (run_as_) {
+    // The trial folder becomes the user's; the log folder stays the daemon's, readable by the
+    // user's group (run_as.h).
+    errno = 0;
+    if (!spec_.trial_dir.empty()) {
+      Status own = PrepareTrialFolder(trial_root_, spec_.trial_dir, *run_as_);
+      if (!own.ok()) return failed(own, errno);
+    }
+    Status logs =
+        ShareLogFolder(trial_root_, spec_.log_dir, {"stdout.log", "stderr.log"}, *run_as_);
+    if (!logs.ok()) return failed(logs, errno);
+    spec_.env = WithUserEnvironment(std::move(spec_.env), *run_as_);
+  }
   Result<common::Pipe> out = common::MakePipe(true);
   if (!out.ok()) return failed(out.status(), errno);
   Result<common::Pipe> err = common::MakePipe(true);
@@ -345,6 +386,11 @@ Status Session::Start() {
                    cgroup_ ? cgroup_->procs_fd() : -1,
                    cgroup_ ? cgroup_->pids_v1_procs_fd() : -1,
                    address_space_,
+                   run_as_.has_value(),
+                   run_as_ ? run_as_->uid : 0,
+                   run_as_ ? run_as_->gid : 0,
+                   run_as_ ? run_as_->groups.data() : nullptr,
+                   run_as_ ? run_as_->groups.size() : 0,
                    &spawn_step_};
   // A fresh context per launch, never run: see process_launcher.h on vfork and notify_fork.
   asio::io_context spawn_io(1);
@@ -360,7 +406,12 @@ Status Session::Start() {
     if (spawn_step_ == SpawnStep::kFork) what = "fork";
     if (spawn_step_ == SpawnStep::kCgroup) what = "joining the trial's cgroup";
     if (spawn_step_ == SpawnStep::kChild) what = "setting up the trial process";
-    if (spawn_step_ == SpawnStep::kWorkdir) what = "workdir " + spec_.workdir;
+    if (spawn_step_ == SpawnStep::kCredentials && run_as_) {
+      what = "becoming " + run_as_->Describe() + " to run " + spec_.executable;
+    }
+    if (spawn_step_ == SpawnStep::kWorkdir) {
+      what = "workdir " + spec_.workdir + (run_as_ ? " (as " + run_as_->name + ")" : "");
+    }
     spawn_errno_ = ec.value();
     return common::IoError(what + ": " + ec.message());
   }
@@ -782,8 +833,16 @@ void Session::Finish() {
 ProcessLauncher::ProcessLauncher(Options options) : options_(std::move(options)) {}
 
 LaunchResult ProcessLauncher::Launch(const LaunchSpec& spec, TrialCallbacks callbacks) {
-  auto session = std::make_shared<Session>(*options_.io, *options_.reaper, options_.cgroups,
-                                           options_.logger, spec, std::move(callbacks));
+  std::optional<RunAs> run_as;
+  if (options_.run_as_submitter && spec.submitter.known()) {
+    // No account for the submitter on this host: a person has to act (persistent, no errno).
+    Result<RunAs> user = LookUpRunAs(spec.submitter);
+    if (!user.ok()) return LaunchResult(user.status(), SpawnError{SpawnStep::kCredentials, 0});
+    run_as = std::move(user).value();
+  }
+  auto session =
+      std::make_shared<Session>(*options_.io, *options_.reaper, options_.cgroups, options_.logger,
+                                spec, std::move(callbacks), std::move(run_as), options_.trial_root);
   Status started = session->Start();
   if (!started.ok()) {
     return LaunchResult(started, session->spawn_error());

@@ -7,6 +7,9 @@
 //   - restores default signal dispositions and an empty signal mask (the daemon blocks or
 //     ignores some signals; exec would keep the mask and ignored signals);
 //   - installs an explicit environment and working directory;
+//   - with Options::run_as_submitter, becomes the study's submitter (setgroups, setgid, setuid:
+//     run_as.h), after joining the cgroup and before PR_SET_PDEATHSIG, which a credential
+//     change would clear; the working directory is then entered as that user;
 //   - places the worker's end of the trial channel at fd 3 (TRIALD_REPORT_FD=3).
 //   - closes every other descriptor.
 // The worker sees exactly 0, 1, 2 and 3. Two layers make sure of it: every descriptor the
@@ -61,6 +64,12 @@ class ProcessLauncher final : public Launcher {
     Reaper* reaper = nullptr;
     common::Logger logger;
     CgroupTree* cgroups = nullptr;  // null: process groups only
+    // Run each trial whose submitter is known as that user (run_as.h); the daemon must be
+    // root. A trial with an unknown submitter runs as the daemon's user.
+    bool run_as_submitter = false;
+    // Where trial folders live (the state directory): with run_as_submitter, the folders from
+    // here down to a trial folder are made searchable so its user can reach it.
+    std::string trial_root = {};
   };
   explicit ProcessLauncher(Options options);
 

@@ -28,6 +28,17 @@ inline bool IsFinished(TrialState s) {
   return s == TrialState::kComplete || s == TrialState::kPruned || s == TrialState::kFail;
 }
 
+// Who submitted a study: the uid the kernel reported for the control-socket client
+// (SO_PEERCRED) and its passwd name at submit time. uid -1: unknown (a study stored before
+// submitters were recorded, or created without a client, as tests do). Only the submitter,
+// triald's own uid and root may change a study (daemon/README.md, "Security"); a root daemon
+// runs its trials as the submitter.
+struct Submitter {
+  int64_t uid = -1;
+  std::string name;  // "" when the uid had no passwd entry
+  bool known() const { return uid >= 0; }
+};
+
 struct NewStudy {
   std::string name;
   config::Direction direction = config::Direction::kMinimize;
@@ -35,6 +46,7 @@ struct NewStudy {
   std::string spec_toml;  // the sweep file as submitted; re-parsed after a restart
   std::string spec_path;  // where it came from (absolute), for messages and relative paths
   uint64_t seed = 0;      // the sampler seed actually used
+  Submitter submitter;
 };
 
 struct StudyRecord {
@@ -48,6 +60,7 @@ struct StudyRecord {
   uint64_t seed = 0;
   double created_at = 0;   // unix seconds
   double finished_at = 0;  // 0 while running
+  Submitter submitter;
 };
 
 // One parameter value with the distribution it was drawn from (as Optuna stores it).

@@ -9,7 +9,9 @@
 //               (the command is being written, as in a deploy), and a cgroup that cannot be
 //               created or joined, whatever its errno: these go away by themselves.
 //   persistent  everything else, ENOENT, EACCES, ENOTDIR, ENOEXEC first (the command or the
-//               workdir is missing or not executable): a person has to act.
+//               workdir is missing or not executable), and a failure to become the study's
+//               submitter (SpawnStep::kCredentials: EPERM, or no account on this host): a
+//               person has to act.
 // Both wait: kInitialDelay after the first failure in a row, doubling up to kMaxDelay. After
 // kHoldAfter persistent failures in a row the study is held: `trialctl status` shows the reason
 // until a trial starts again; it is still retried at the capped back-off and continues by

@@ -44,7 +44,7 @@ using backend::TrialIdLabel;
 using common::Result;
 using common::Status;
 
-constexpr int kSchemaVersion = 1;
+constexpr int kSchemaVersion = 2;
 // pg_advisory_xact_lock key that serialises schema creation: "triald" in ASCII.
 constexpr int64_t kSchemaLockKey = 0x747269616c64;
 
@@ -60,7 +60,8 @@ constexpr Oid kInt4ArrayOid = 1007;
 constexpr Oid kTextArrayOid = 1009;
 constexpr Oid kFloat8ArrayOid = 1022;
 
-// The schema, version 1. Encodings that the column types do not make obvious:
+// The schema as version 1 created it; kSchemaV2 brings it to version 2. Encodings that the column
+// types do not make obvious:
 // - studies.seed and trials.pid_start_time hold uint64 values bit-cast to bigint.
 // - trials.value is NULL for "no value"; NaN and infinities are stored as themselves
 //   (double precision has them), as is a NaN intermediate value.
@@ -145,8 +146,18 @@ CREATE TABLE nodes (
 INSERT INTO schema_version (version) VALUES (1);
 )sql";
 
+// Version 2: who submitted each study (model::Submitter). Studies stored by version 1 get uid -1
+// and name '': submitter unknown, so only root and triald's own uid may change them. The name is
+// bytea: a passwd name is bytes, not necessarily UTF-8.
+constexpr const char* kSchemaV2 = R"sql(
+ALTER TABLE studies ADD COLUMN submitter_uid bigint NOT NULL DEFAULT -1,
+                    ADD COLUMN submitter_name bytea NOT NULL DEFAULT '';
+UPDATE schema_version SET version = 2;
+)sql";
+
 constexpr const char* kStudyColumns =
-    "id, name, direction, n_trials, state, spec_toml, spec_path, seed, created_at, finished_at";
+    "id, name, direction, n_trials, state, spec_toml, spec_path, seed, created_at, finished_at, "
+    "submitter_uid, submitter_name";
 
 // Column list of every trial query; ReadTrialRow reads them by these positions.
 #define TRIALD_PG_TRIAL_COLUMNS                                                      \
@@ -686,6 +697,7 @@ Status PostgresStorage::InitSchema() {
                                         std::to_string(kSchemaVersion) + ")");
     }
     if (version == 0) TRIALD_RETURN_IF_ERROR(Simple(kSchemaSql, "create schema"));
+    if (version < 2) TRIALD_RETURN_IF_ERROR(Simple(kSchemaV2, "upgrade schema to version 2"));
     return Simple("COMMIT", "create schema");
   }();
   if (!st.ok()) RollbackIfOpen();
@@ -1051,6 +1063,8 @@ Result<model::StudyRecord> PostgresStorage::ReadStudyRow(const Rows& r, int row)
   s.seed = static_cast<uint64_t>(r.Int(row, 7));
   s.created_at = r.Double(row, 8);
   s.finished_at = r.Double(row, 9);
+  s.submitter.uid = r.Int(row, 10);
+  s.submitter.name = r.Str(row, 11);
   return s;
 }
 
@@ -1114,8 +1128,8 @@ Result<model::StudyRecord> PostgresStorage::CreateStudy(const model::NewStudy& s
     return Call(op, Txn::kWrite, [&]() -> Result<model::StudyRecord> {
       auto inserted = Exec(
           "INSERT INTO studies (name, direction, n_trials, state, spec_toml, spec_path, "
-          "seed, created_at, finished_at) "
-          "VALUES ($1, $2, $3, 'RUNNING', $4, $5, $6, $7, 0) RETURNING id",
+          "seed, created_at, finished_at, submitter_uid, submitter_name) "
+          "VALUES ($1, $2, $3, 'RUNNING', $4, $5, $6, $7, 0, $8, $9) RETURNING id",
           Params()
               .Text(study.name, "study name")
               .Text(DirectionText(study.direction), "direction")
@@ -1123,7 +1137,9 @@ Result<model::StudyRecord> PostgresStorage::CreateStudy(const model::NewStudy& s
               .Text(study.spec_toml, "sweep file")
               .Bytes(study.spec_path)
               .Int8(static_cast<int64_t>(study.seed))
-              .Float8(at),
+              .Float8(at)
+              .Int8(study.submitter.uid)
+              .Bytes(study.submitter.name),
           op + ": insert");
       if (!inserted.ok()) {
         if (last_sqlstate_ == "23505") {
@@ -1141,6 +1157,7 @@ Result<model::StudyRecord> PostgresStorage::CreateStudy(const model::NewStudy& s
       r.spec_path = study.spec_path;
       r.seed = study.seed;
       r.created_at = at;
+      r.submitter = study.submitter;
       return r;
     });
   });

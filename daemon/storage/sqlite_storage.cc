@@ -26,7 +26,7 @@ using backend::TrialIdLabel;
 using common::Result;
 using common::Status;
 
-constexpr int kSchemaVersion = 2;
+constexpr int kSchemaVersion = 3;
 
 // The schema as version 1 created it (PRAGMA user_version); kSchemaV2 brings it to version 2.
 // Encodings that the column types do not make obvious:
@@ -120,8 +120,17 @@ CREATE TABLE IF NOT EXISTS nodes (
 PRAGMA user_version = 2;
 )sql";
 
+// Version 3: who submitted each study (model::Submitter). Studies stored by version 2 get uid -1
+// and name "": submitter unknown, so only root and triald's own uid may change them.
+constexpr const char* kSchemaV3 = R"sql(
+ALTER TABLE studies ADD COLUMN submitter_uid INTEGER NOT NULL DEFAULT -1;
+ALTER TABLE studies ADD COLUMN submitter_name TEXT NOT NULL DEFAULT '';
+PRAGMA user_version = 3;
+)sql";
+
 constexpr const char* kStudyColumns =
-    "id, name, direction, n_trials, state, spec_toml, spec_path, seed, created_at, finished_at";
+    "id, name, direction, n_trials, state, spec_toml, spec_path, seed, created_at, finished_at, "
+    "submitter_uid, submitter_name";
 
 // Column list of every trial query; ReadTrialRow reads them by these positions.
 #define TRIALD_TRIAL_COLUMNS                                                                   \
@@ -378,7 +387,10 @@ Status SqliteStorage::Init(const SqliteOptions& options) {
     TRIALD_RETURN_IF_ERROR(Begin("create schema"));
     TxnGuard guard(this);
     if (version < 1) TRIALD_RETURN_IF_ERROR(ExecUncached(kSchemaSql, "create schema"));
-    TRIALD_RETURN_IF_ERROR(ExecUncached(kSchemaV2, "upgrade schema to version 2"));
+    if (version < 2) {
+      TRIALD_RETURN_IF_ERROR(ExecUncached(kSchemaV2, "upgrade schema to version 2"));
+    }
+    TRIALD_RETURN_IF_ERROR(ExecUncached(kSchemaV3, "upgrade schema to version 3"));
     TRIALD_RETURN_IF_ERROR(Commit("create schema"));
   }
   return Status::Ok();
@@ -569,6 +581,8 @@ Result<model::StudyRecord> SqliteStorage::ReadStudyRow(const Stmt& st) const {
   s.seed = static_cast<uint64_t>(st.ColInt(7));
   s.created_at = st.ColReal(8);
   s.finished_at = st.ColReal(9);
+  s.submitter.uid = st.ColInt(10);
+  s.submitter.name = st.ColText(11);
   return s;
 }
 
@@ -615,8 +629,9 @@ Result<model::StudyRecord> SqliteStorage::CreateStudy(const model::NewStudy& stu
     TRIALD_RETURN_IF_ERROR(SetSync(Sync::kFull));
     TRIALD_ASSIGN_OR_RETURN(
         Stmt st, Prepare("INSERT INTO studies (name, direction, n_trials, state, spec_toml, "
-                         "spec_path, seed, created_at, finished_at) "
-                         "VALUES (?1, ?2, ?3, 'RUNNING', ?4, ?5, ?6, ?7, 0)",
+                         "spec_path, seed, created_at, finished_at, submitter_uid, "
+                         "submitter_name) "
+                         "VALUES (?1, ?2, ?3, 'RUNNING', ?4, ?5, ?6, ?7, 0, ?8, ?9)",
                          op));
     st.Text(1, study.name)
         .Text(2, DirectionText(study.direction))
@@ -624,7 +639,9 @@ Result<model::StudyRecord> SqliteStorage::CreateStudy(const model::NewStudy& stu
         .Text(4, study.spec_toml)
         .Text(5, study.spec_path)
         .Int(6, static_cast<int64_t>(study.seed))
-        .Real(7, at);
+        .Real(7, at)
+        .Int(8, study.submitter.uid)
+        .Text(9, study.submitter.name);
     int rc = st.Step();
     if (rc == SQLITE_CONSTRAINT_UNIQUE) {
       return common::AlreadyExists("study \"" + study.name + "\" already exists");
@@ -640,6 +657,7 @@ Result<model::StudyRecord> SqliteStorage::CreateStudy(const model::NewStudy& stu
     r.spec_path = study.spec_path;
     r.seed = study.seed;
     r.created_at = at;
+    r.submitter = study.submitter;
     return r;
   });
 }

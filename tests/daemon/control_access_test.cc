@@ -20,6 +20,7 @@
 #include "daemon/control/access.h"
 #include "daemon/control/requests.h"
 #include "daemon/control/verbs.h"
+#include "daemon/storage/sqlite_storage.h"
 #include "proto/control.h"
 #include "tests/support/skip.h"
 #include "tests/support/temp_dir.h"
@@ -38,23 +39,124 @@ PeerCredentials Peer(uid_t uid, gid_t gid, std::vector<gid_t> groups = {}) {
   return p;
 }
 
+AccessPolicy Policy(uid_t daemon_uid, gid_t allowed_gid, bool read_open) {
+  AccessPolicy p;
+  p.daemon_uid = daemon_uid;
+  p.allowed_gid = allowed_gid;
+  p.read_open = read_open;
+  return p;
+}
+
 }  // namespace
 
-TEST_CASE("DecideAccess: root, the daemon's uid and the allowed group get full access",
-          "[control][security]") {
-  AccessPolicy closed{/*daemon_uid=*/1000, /*allowed_gid=*/2000, /*read_open=*/false};
+TEST_CASE("DecideAccess: who gets full access, read access or none", "[control][security]") {
+  // A non-root daemon (uid 1000): its socket group may only read, since its members' trials
+  // would run as uid 1000.
+  AccessPolicy closed = Policy(/*daemon_uid=*/1000, /*allowed_gid=*/2000, /*read_open=*/false);
   CHECK(DecideAccess(closed, Peer(0, 5)) == Access::kFull);
   CHECK(DecideAccess(closed, Peer(1000, 5)) == Access::kFull);
-  CHECK(DecideAccess(closed, Peer(1001, 2000)) == Access::kFull);             // primary group
-  CHECK(DecideAccess(closed, Peer(1001, 5, {7, 2000, 9})) == Access::kFull);  // supplementary
+  CHECK(DecideAccess(closed, Peer(1001, 2000)) == Access::kRead);             // primary group
+  CHECK(DecideAccess(closed, Peer(1001, 5, {7, 2000, 9})) == Access::kRead);  // supplementary
   CHECK(DecideAccess(closed, Peer(1001, 5, {7, 9})) == Access::kNone);
   CHECK(DecideAccess(closed, Peer(65534, 65534)) == Access::kNone);
 
   AccessPolicy open = closed;
   open.read_open = true;
   CHECK(DecideAccess(open, Peer(65534, 65534)) == Access::kRead);
-  CHECK(DecideAccess(open, Peer(65534, 65534, {2000})) == Access::kFull);
+  CHECK(DecideAccess(open, Peer(65534, 65534, {2000})) == Access::kRead);
   CHECK(DecideAccess(open, Peer(0, 0)) == Access::kFull);
+
+  // --trust-group: its members get full access (primary or supplementary), nobody else does.
+  AccessPolicy trusted = closed;
+  trusted.trust_gid = 3000;
+  CHECK(DecideAccess(trusted, Peer(1001, 3000)) == Access::kFull);
+  CHECK(DecideAccess(trusted, Peer(1001, 5, {3000})) == Access::kFull);
+  CHECK(DecideAccess(trusted, Peer(1001, 5, {2000})) == Access::kRead);
+  CHECK(DecideAccess(trusted, Peer(1001, 5)) == Access::kNone);
+
+  // A root daemon runs trials as their submitters: its socket group may submit.
+  AccessPolicy root = Policy(/*daemon_uid=*/0, /*allowed_gid=*/2000, /*read_open=*/true);
+  root.runs_as_submitter = true;
+  CHECK(DecideAccess(root, Peer(1001, 2000)) == Access::kFull);
+  CHECK(DecideAccess(root, Peer(1001, 5, {2000})) == Access::kFull);
+  CHECK(DecideAccess(root, Peer(1001, 5)) == Access::kRead);  // read_open only
+  root.read_open = false;
+  CHECK(DecideAccess(root, Peer(1001, 5)) == Access::kNone);
+  CHECK(DecideAccess(root, Peer(0, 0)) == Access::kFull);
+}
+
+TEST_CASE("MayChangeStudy: the submitter, root and triald's uid; nobody for others",
+          "[control][security]") {
+  AccessPolicy policy = Policy(/*daemon_uid=*/1000, /*allowed_gid=*/2000, /*read_open=*/true);
+  policy.trust_gid = 2000;
+  // Submitted by uid 1001.
+  CHECK(MayChangeStudy(policy, Peer(1001, 2000), 1001));
+  CHECK(MayChangeStudy(policy, Peer(0, 0), 1001));
+  CHECK(MayChangeStudy(policy, Peer(1000, 5), 1001));
+  CHECK_FALSE(MayChangeStudy(policy, Peer(1002, 2000), 1001));  // trusted, but not its owner
+  CHECK_FALSE(MayChangeStudy(policy, Peer(1002, 1001, {1001}), 1001));  // gid 1001 is not uid
+  // Unknown submitter (a study stored before submitters were recorded): root and triald only.
+  CHECK(MayChangeStudy(policy, Peer(0, 0), -1));
+  CHECK(MayChangeStudy(policy, Peer(1000, 5), -1));
+  CHECK_FALSE(MayChangeStudy(policy, Peer(1001, 2000), -1));
+  // uid 4294967295 (-1 as a uid_t) is not "unknown".
+  CHECK_FALSE(MayChangeStudy(policy, Peer(static_cast<uid_t>(-1), 5), -1));
+
+  CHECK(StudyDenialFor(policy, Peer(1002, 5), "cancel", "s", 1001, "alice").message() ==
+        "uid 1002 may not use \"cancel\" on study \"s\": only its submitter (alice, uid 1001), "
+        "root and triald's user (uid 1000) may");
+  CHECK(StudyDenialFor(policy, Peer(1002, 5), "enqueue", "old", -1, "").message() ==
+        "uid 1002 may not use \"enqueue\" on study \"old\": its submitter is unknown (stored "
+        "before submitters were recorded), so only root and triald's user (uid 1000) may");
+}
+
+TEST_CASE("AuthorizeStudyVerb: mutating verbs need the study's submitter, root or triald",
+          "[control][security]") {
+  auto opened = storage::OpenSqliteStorage({":memory:"});
+  REQUIRE(opened.ok());
+  storage::Storage& st = **opened;
+  model::NewStudy mine;
+  mine.name = "mine";
+  mine.n_trials = 1;
+  mine.submitter = {1001, "alice"};
+  REQUIRE(st.CreateStudy(mine, 1).ok());
+  model::NewStudy old = mine;
+  old.name = "old";
+  old.submitter = {};
+  REQUIRE(st.CreateStudy(old, 1).ok());
+
+  AccessPolicy policy = Policy(/*daemon_uid=*/1000, /*allowed_gid=*/2000, /*read_open=*/false);
+  namespace json = boost::json;
+  auto check = [&](uid_t uid, const std::string& verb, json::object args) {
+    return AuthorizeStudyVerb(st, policy, Peer(uid, 5), verb, args).code();
+  };
+  using common::Code;
+  for (const char* verb : {"cancel", "enqueue"}) {
+    INFO(verb);
+    CHECK(check(1001, verb, {{"study", "mine"}}) == Code::kOk);
+    CHECK(check(0, verb, {{"study", "mine"}}) == Code::kOk);
+    CHECK(check(1000, verb, {{"study", "mine"}}) == Code::kOk);
+    CHECK(check(1002, verb, {{"study", "mine"}}) == Code::kPermissionDenied);
+    CHECK(check(1001, verb, {{"study", "old"}}) == Code::kPermissionDenied);
+    CHECK(check(0, verb, {{"study", "old"}}) == Code::kOk);
+    // No such study: the verb itself reports it.
+    CHECK(check(1002, verb, {{"study", "none"}}) == Code::kOk);
+    // No study named: fails closed for everyone but root and triald.
+    CHECK(check(1001, verb, {}) == Code::kPermissionDenied);
+    CHECK(check(1001, verb, {{"study", 7}}) == Code::kPermissionDenied);
+    CHECK(check(0, verb, {}) == Code::kOk);
+  }
+  // Reads and submit are not about an existing study; an unknown verb counts as mutating.
+  CHECK(check(1002, "status", {{"study", "mine"}}) == Code::kOk);
+  CHECK(check(1002, "submit", {}) == Code::kOk);
+  CHECK(check(1002, "delete", {{"study", "mine"}}) == Code::kPermissionDenied);
+  CHECK(check(1002, "delete", {}) == Code::kPermissionDenied);
+  // Every mutating verb of the table is covered by the rule (none is exempt by kind).
+  for (const Verb& v : Verbs()) {
+    if (v.kind != VerbKind::kMutating) continue;
+    INFO(v.name);
+    CHECK(check(1002, std::string(v.name), {{"study", "mine"}}) == Code::kPermissionDenied);
+  }
 }
 
 TEST_CASE("IsReadVerb: only the read verbs, anything else counts as mutating",
@@ -138,15 +240,25 @@ TEST_CASE("Permits and DenialFor: read access reads, full access does anything",
   CHECK_FALSE(Permits(Access::kNone, true));
   CHECK_FALSE(Permits(Access::kNone, false));
 
-  AccessPolicy policy{/*daemon_uid=*/1000, /*allowed_gid=*/0, /*read_open=*/true};
+  AccessPolicy policy = Policy(/*daemon_uid=*/1000, /*allowed_gid=*/0, /*read_open=*/true);
   common::Status read_only = DenialFor(policy, Peer(1001, 5), Access::kRead, "submit");
   CHECK(read_only.code() == common::Code::kPermissionDenied);
   CHECK(read_only.message() ==
-        "uid 1001 may not use \"submit\": only root, triald's user (uid 1000) and members of "
-        "group root (gid 0) may change anything (others may only read)");
+        "uid 1001 may not use \"submit\": only root, triald's user (uid 1000) may change "
+        "anything (others may only read)");
   CHECK(DenialFor(policy, Peer(1001, 5), Access::kNone, "ping").message() ==
-        "uid 1001 may not use \"ping\": only root, triald's user (uid 1000) and members of "
-        "group root (gid 0) may");
+        "uid 1001 may not use \"ping\": only root, triald's user (uid 1000) may");
+  // A socket-group member of a non-root daemon is told why it may only read.
+  CHECK(DenialFor(policy, Peer(1001, 0), Access::kRead, "submit").message() ==
+        "uid 1001 may not use \"submit\": only root, triald's user (uid 1000) may change "
+        "anything (others may only read); triald runs as uid 1000, not root, so its socket "
+        "group may only read (see --trust-group)");
+  policy.trust_gid = 0;
+  policy.runs_as_submitter = true;
+  CHECK(DenialFor(policy, Peer(1001, 5), Access::kRead, "submit").message() ==
+        "uid 1001 may not use \"submit\": only root, triald's user (uid 1000), members of "
+        "--trust-group root (gid 0), members of the socket group root (gid 0) may change "
+        "anything (others may only read)");
 }
 
 TEST_CASE("ParseStatusGroups reads the Groups: line of /proc/PID/status", "[control][security]") {

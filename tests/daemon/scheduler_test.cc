@@ -137,8 +137,8 @@ class Harness {
     return out;
   }
 
-  StudyRecord SubmitOk(const Sweep& sweep) {
-    common::Result<StudyRecord> r = scheduler_->Submit(sweep.Source());
+  StudyRecord SubmitOk(const Sweep& sweep, const model::Submitter& submitter = {}) {
+    common::Result<StudyRecord> r = scheduler_->Submit(sweep.Source(), submitter);
     INFO("Submit(" << sweep.name << "): " << r.status().ToString());
     REQUIRE(r.ok());
     return *r;
@@ -377,8 +377,11 @@ TEST_CASE("a trial's launch spec carries its params, identity, limits and enviro
   sweep.objective_extra =
       "workdir = \"run\"\nenv = { OMP_NUM_THREADS = \"2\", LANG = \"en_US\" }\n";
   sweep.sampler = "seed = 3";
-  h.SubmitOk(sweep);
+  StudyRecord submitted = h.SubmitOk(sweep, {1001, "alice"});
   ::unsetenv("TRIALD_SCHEDULER_TEST_LEAK");
+  // Who submitted it is stored, and each trial is launched for that user.
+  CHECK(submitted.submitter.uid == 1001);
+  CHECK(h.Study("spec-check").submitter.name == "alice");
 
   REQUIRE(l.launch_count() == 2);
   std::vector<TrialRecord> trials = h.Trials("spec-check");
@@ -403,6 +406,8 @@ TEST_CASE("a trial's launch spec carries its params, identity, limits and enviro
     CHECK(spec.kill_grace_s == 2.5);
     CHECK(spec.log_head_bytes == 4096);
     CHECK(spec.log_tail_bytes == 8192);
+    CHECK(spec.submitter.uid == 1001);
+    CHECK(spec.submitter.name == "alice");
 
     CHECK(testing::DuplicateEnvKeys(spec.env).empty());
     std::map<std::string, std::string> env = testing::EnvMap(spec.env);

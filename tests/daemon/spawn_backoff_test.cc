@@ -25,6 +25,11 @@ TEST_CASE("spawn errors: resource shortages and cgroups are transient, the rest 
     CHECK(ClassifySpawnError({SpawnStep::kExec, err}) == SpawnCause::kPersistent);
     CHECK(ClassifySpawnError({SpawnStep::kWorkdir, err}) == SpawnCause::kPersistent);
   }
+  // Not allowed to become the submitter, or no account for it: a person has to act.
+  for (int err : {EPERM, EINVAL, 0}) {
+    INFO("errno " << err);
+    CHECK(ClassifySpawnError({SpawnStep::kCredentials, err}) == SpawnCause::kPersistent);
+  }
   // A cgroup that cannot be created is transient whatever its errno.
   for (int err : {ENOENT, EACCES, ENOSPC, 0}) {
     CHECK(ClassifySpawnError({SpawnStep::kCgroup, err}) == SpawnCause::kTransient);

@@ -235,6 +235,8 @@ void RequireSameStudy(const StudyRecord& got, const StudyRecord& want) {
   CHECK(got.seed == want.seed);
   CHECK(got.created_at == want.created_at);
   CHECK(got.finished_at == want.finished_at);
+  CHECK(got.submitter.uid == want.submitter.uid);
+  CHECK(got.submitter.name == want.submitter.name);
 }
 
 TrialOutcome Outcome(TrialState state, std::optional<double> value = {}) {
@@ -254,11 +256,15 @@ TEMPLATE_TEST_CASE("studies are created, read back and listed", "[storage]",
   auto s = backend.Open();
 
   NewStudy a = MakeStudy("alpha");
+  a.submitter = {4294967294, "ålice"};  // the largest uid besides (uid_t)-1, a non-ASCII name
   NewStudy b = MakeStudy("beta");
   b.direction = config::Direction::kMinimize;
   b.seed = 42;
   StudyRecord ra = Unwrap(s->CreateStudy(a, 1000.5));
   StudyRecord rb = Unwrap(s->CreateStudy(b, 1001.25));
+  CHECK(ra.submitter.uid == 4294967294);
+  CHECK(ra.submitter.name == "ålice");
+  CHECK_FALSE(rb.submitter.known());  // none given: unknown
 
   CHECK(ra.id != rb.id);
   CHECK(ra.name == "alpha");
@@ -1450,6 +1456,7 @@ TEST_CASE("sqlite: a version-1 database is upgraded in place", "[storage][sqlite
 
   {
     auto s = OpenSqliteOrFail(path);
+    CHECK_FALSE(Unwrap(s->GetStudy("old")).submitter.known());
     auto trials = Unwrap(s->GetTrials(1));
     REQUIRE(trials.size() == 2);
     // Trials from before the upgrade ran on an unknown node.
@@ -1475,6 +1482,49 @@ TEST_CASE("sqlite: a version-1 database is upgraded in place", "[storage][sqlite
   auto trials = Unwrap(s->GetTrials(1));
   REQUIRE(trials.size() == 3);
   CHECK(trials[1].node == kNode);
+  CHECK(Unwrap(SqliteIntegrityCheck(path)) == "ok");
+}
+
+// What version 2 added to version 1, as the daemons of version 2 applied it: a database they
+// wrote is kSqliteSchemaV1 followed by this.
+constexpr const char* kSqliteSchemaV2Upgrade = R"sql(
+ALTER TABLE trials ADD COLUMN node TEXT NOT NULL DEFAULT '';
+CREATE TABLE IF NOT EXISTS nodes (
+  name       TEXT PRIMARY KEY,
+  instance   TEXT NOT NULL,
+  first_beat REAL NOT NULL,
+  last_beat  REAL NOT NULL
+) WITHOUT ROWID;
+PRAGMA user_version = 2;
+)sql";
+
+TEST_CASE("sqlite: a version-2 database gets submitters, unknown for its studies",
+          "[storage][sqlite]") {
+  TempDir dir;
+  const std::string path = dir.path() + "/triald.db";
+  SqliteExecOrFail(path, std::string(kSqliteSchemaV1) + kSqliteSchemaV2Upgrade +
+                             "INSERT INTO studies (id, name, direction, n_trials, state, "
+                             "spec_toml, spec_path, seed, created_at) VALUES (1, 'old', "
+                             "'MINIMIZE', 5, 'RUNNING', '', '/old.toml', 7, 10);"
+                             "INSERT INTO trials (id, study_id, number, state, created_at, node) "
+                             "VALUES (1, 1, 0, 'WAITING', 11, 'n1');");
+  {
+    auto s = OpenSqliteOrFail(path);
+    StudyRecord old = Unwrap(s->GetStudy("old"));
+    CHECK_FALSE(old.submitter.known());
+    CHECK(old.submitter.name.empty());
+    CHECK(old.spec_path == "/old.toml");
+    CHECK(Unwrap(s->GetTrial(1, 0)).node == "n1");
+    NewStudy fresh = MakeStudy("new");
+    fresh.submitter = {1001, "alice"};
+    REQUIRE_OK(s->CreateStudy(fresh, 20).status());
+  }
+  // Reopened at version 3: nothing is upgraded twice, nothing is lost.
+  auto s = OpenSqliteOrFail(path);
+  CHECK_FALSE(Unwrap(s->GetStudy("old")).submitter.known());
+  StudyRecord fresh = Unwrap(s->GetStudy("new"));
+  CHECK(fresh.submitter.uid == 1001);
+  CHECK(fresh.submitter.name == "alice");
   CHECK(Unwrap(SqliteIntegrityCheck(path)) == "ok");
 }
 
@@ -2012,7 +2062,34 @@ TEST_CASE("postgres: daemons opening an empty database together create the schem
   close(go[1]);
   for (pid_t pid : children) RequireExitsZero(pid);
   CHECK(PostgresQuery(db.url(), "SELECT count(*) FROM schema_version") == "1");
-  CHECK(PostgresQuery(db.url(), "SELECT max(version) FROM schema_version") == "1");
+  CHECK(PostgresQuery(db.url(), "SELECT max(version) FROM schema_version") == "2");
+}
+
+TEST_CASE("postgres: a version-1 database gets submitters, unknown for its studies",
+          "[storage][postgres]") {
+  TestDatabase db;
+  OpenPostgresOrFail(db.url());
+  // Version 1 is the current schema without version 2's columns.
+  PostgresQuery(db.url(),
+                "ALTER TABLE studies DROP COLUMN submitter_uid, DROP COLUMN submitter_name; "
+                "UPDATE schema_version SET version = 1; "
+                "INSERT INTO studies (name, direction, n_trials, state, spec_toml, spec_path, "
+                "seed, created_at) VALUES ('old', 'MINIMIZE', 5, 'RUNNING', '', "
+                "'/old.toml'::bytea, 7, 10)");
+  {
+    auto s = OpenPostgresOrFail(db.url());
+    StudyRecord old = Unwrap(s->GetStudy("old"));
+    CHECK_FALSE(old.submitter.known());
+    CHECK(old.spec_path == "/old.toml");
+    NewStudy fresh = MakeStudy("new");
+    fresh.submitter = {1001, "alice"};
+    REQUIRE_OK(s->CreateStudy(fresh, 20).status());
+  }
+  CHECK(PostgresQuery(db.url(), "SELECT max(version) FROM schema_version") == "2");
+  auto s = OpenPostgresOrFail(db.url());
+  CHECK_FALSE(Unwrap(s->GetStudy("old")).submitter.known());
+  CHECK(Unwrap(s->GetStudy("new")).submitter.uid == 1001);
+  CHECK(Unwrap(s->GetStudy("new")).submitter.name == "alice");
 }
 
 TEST_CASE("postgres: a schema newer than this triald is refused", "[storage][postgres]") {

@@ -78,33 +78,6 @@ std::string ReplyCode(const std::string& line) {
 
 std::string Ping() { return proto::EncodeRequest("ping", {}); }
 
-// A local user made for one test case and removed when it ends.
-class ScratchUser {
- public:
-  ScratchUser() {
-    name_ = "trialdc" + std::to_string(::getpid() % 100000);
-    (void)std::system(("userdel " + name_ + " >/dev/null 2>&1").c_str());  // a crashed run's
-    std::string cmd = "useradd --no-create-home --shell /usr/sbin/nologin --user-group " + name_ +
-                      " >/dev/null 2>&1";
-    REQUIRE(std::system(cmd.c_str()) == 0);
-    passwd* pw = ::getpwnam(name_.c_str());
-    REQUIRE(pw != nullptr);
-    uid_ = pw->pw_uid;
-    gid_ = pw->pw_gid;
-  }
-  ~ScratchUser() {
-    std::string cmd = "userdel " + name_ + " >/dev/null 2>&1";
-    (void)std::system(cmd.c_str());
-  }
-  uid_t uid() const { return uid_; }
-  gid_t gid() const { return gid_; }
-
- private:
-  std::string name_;
-  uid_t uid_ = 0;
-  gid_t gid_ = 0;
-};
-
 // A child running as `user` that opens `count` connections, pings on each, and holds them all
 // open until Release(). Replies() tells how each ping was answered.
 class HeldConnections {

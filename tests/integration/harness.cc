@@ -2,6 +2,8 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <grp.h>
+#include <pwd.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -77,6 +79,11 @@ void TestDaemon::Start() {
       ::close(fd);
     }
     if (set_nofile_ && ::setrlimit(RLIMIT_NOFILE, &nofile_) != 0) ::_exit(126);
+    if (run_as_uid_ != static_cast<uid_t>(-1) &&
+        (::setgroups(0, nullptr) != 0 || ::setgid(run_as_gid_) != 0 ||
+         ::setuid(run_as_uid_) != 0)) {
+      ::_exit(126);
+    }
     ::execv(exe.c_str(), argv.data());
     ::_exit(127);
   }
@@ -237,6 +244,56 @@ int CountState(const json::array& trials, const std::string& state) {
   int n = 0;
   for (const json::value& t : trials) n += t.at("state").as_string() == state;
   return n;
+}
+
+namespace {
+
+// A name no account has: the test's pid and a counter (at most 32 characters).
+std::string UniqueAccountName(const char* prefix) {
+  static int counter = 0;
+  return std::string(prefix) + std::to_string(::getpid()) + "x" + std::to_string(counter++);
+}
+
+void RunOrFail(const std::string& command) {
+  INFO(command);
+  REQUIRE(std::system((command + " >/dev/null 2>&1").c_str()) == 0);
+}
+
+}  // namespace
+
+ScratchGroup::ScratchGroup() : name_(UniqueAccountName("tdg")) {
+  RunOrFail("groupadd " + name_);
+  group* g = ::getgrnam(name_.c_str());
+  REQUIRE(g != nullptr);
+  gid_ = g->gr_gid;
+}
+
+ScratchGroup::~ScratchGroup() {
+  (void)std::system(("groupdel " + name_ + " >/dev/null 2>&1").c_str());
+}
+
+ScratchUser::ScratchUser(const std::string& home_root,
+                         const std::vector<const ScratchGroup*>& groups)
+    : name_(UniqueAccountName("tdu")) {
+  std::string list;
+  for (const ScratchGroup* g : groups) list += (list.empty() ? "" : ",") + g->name();
+  std::string cmd = "useradd -U";
+  if (home_root.empty()) {
+    cmd += " -M -s /usr/sbin/nologin";
+  } else {
+    home_ = home_root + "/" + name_;
+    cmd += " -m -d " + home_ + " -s /bin/sh";
+  }
+  RunOrFail(cmd + (list.empty() ? "" : " -G " + list) + " " + name_);
+  passwd* pw = ::getpwnam(name_.c_str());
+  REQUIRE(pw != nullptr);
+  uid_ = pw->pw_uid;
+  gid_ = pw->pw_gid;
+}
+
+ScratchUser::~ScratchUser() {
+  const std::string remove_home = home_.empty() ? "" : " -r";
+  (void)std::system(("userdel -f" + remove_home + " " + name_ + " >/dev/null 2>&1").c_str());
 }
 
 }  // namespace triald::testing

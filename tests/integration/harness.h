@@ -28,6 +28,14 @@ class TestDaemon {
     nofile_ = {soft, hard};
     set_nofile_ = true;
   }
+
+  // Runs the next Start()'s triald as `uid` and `gid` (no supplementary groups) instead of as
+  // this process's user; needs root.
+  void RunAs(uid_t uid, gid_t gid) {
+    run_as_uid_ = uid;
+    run_as_gid_ = gid;
+  }
+
   // Starts triald and waits until it answers a ping.
   void Start();
   // SIGTERM and wait for exit; returns the exit status (waitpid form).
@@ -53,6 +61,8 @@ class TestDaemon {
   std::string state_dir_;
   int max_workers_;
   std::vector<std::string> extra_args_;
+  uid_t run_as_uid_ = static_cast<uid_t>(-1);  // -1: this process's user
+  gid_t run_as_gid_ = static_cast<gid_t>(-1);
   pid_t pid_ = -1;
   struct rlimit nofile_ {};
   bool set_nofile_ = false;
@@ -89,5 +99,42 @@ std::string ReadTextFile(const std::string& path);
 // Replaces the first "key = ..." line of `toml` with "key = value"; fails the test case when
 // there is none.
 std::string SetTomlKey(std::string toml, const std::string& key, const std::string& value);
+
+// A local group made for one test case, removed when it ends; needs root (groupadd).
+class ScratchGroup {
+ public:
+  ScratchGroup();
+  ~ScratchGroup();
+  ScratchGroup(const ScratchGroup&) = delete;
+  ScratchGroup& operator=(const ScratchGroup&) = delete;
+  const std::string& name() const { return name_; }
+  gid_t gid() const { return gid_; }
+
+ private:
+  std::string name_;
+  gid_t gid_ = 0;
+};
+
+// A local user made for one test case (a unique name, its own primary group, the given
+// supplementary groups), removed with its home when it ends; needs root (useradd). With a
+// `home_root`, its home is created there and its shell is /bin/sh; without one it has neither
+// (a client or daemon identity only).
+class ScratchUser {
+ public:
+  explicit ScratchUser(const std::string& home_root = "",
+                       const std::vector<const ScratchGroup*>& groups = {});
+  ~ScratchUser();
+  ScratchUser(const ScratchUser&) = delete;
+  ScratchUser& operator=(const ScratchUser&) = delete;
+  const std::string& name() const { return name_; }
+  const std::string& home() const { return home_; }
+  uid_t uid() const { return uid_; }
+  gid_t gid() const { return gid_; }
+
+ private:
+  std::string name_, home_;
+  uid_t uid_ = 0;
+  gid_t gid_ = 0;
+};
 
 }  // namespace triald::testing

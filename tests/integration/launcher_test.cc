@@ -1,7 +1,10 @@
 // ProcessLauncher and Reaper in-process: real vfork+exec, no daemon around them.
 #include <fcntl.h>
+#include <grp.h>
+#include <pwd.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <boost/asio/io_context.hpp>
@@ -267,6 +270,83 @@ TEST_CASE("stall_timeout stops a worker that sends no line; each line restarts t
     CHECK_FALSE(run.outcome.exit.signaled);
     CHECK(run.elapsed.count() >= 1.5);
   }
+}
+
+TEST_CASE("a submitter with no account on this host is a spawn error naming the user",
+          "[launcher][integration][run-as]") {
+  LauncherFixture f;
+  launcher::ProcessLauncher::Options options{&f.io_, &f.reaper_, common::MakeNullLogger()};
+  options.run_as_submitter = true;
+  launcher::ProcessLauncher run_as(options);
+  LaunchSpec spec = f.Spec({"/bin/true"});
+  spec.submitter = {4242424, "triald-no-such-user"};
+  auto proc = run_as.Launch(spec, {});
+  REQUIRE_FALSE(proc.ok());
+  CHECK(proc.status().message() ==
+        "cannot run the trial as its submitter: user \"triald-no-such-user\" (uid 4242424 when "
+        "it submitted) has no passwd entry on this host");
+  // A person has to act: the scheduler holds the study (spawn_backoff.h), not spins.
+  CHECK(proc.spawn_error().step == launcher::SpawnStep::kCredentials);
+  CHECK(proc.spawn_error().error_number == 0);
+  // Nothing was started, and no trial folder given away.
+  CHECK(ZombieChildren(::getpid()).empty());
+}
+
+TEST_CASE("a user switch the kernel refuses is a credentials spawn error, persistent",
+          "[launcher][integration][run-as]") {
+  if (::geteuid() != 0) TRIALD_SKIP("needs root to become nobody first");
+  passwd* pw = ::getpwnam("nobody");
+  if (pw == nullptr) TRIALD_SKIP("no user nobody on this host");
+  const uid_t uid = pw->pw_uid;
+  const gid_t gid = pw->pw_gid;
+  // A launcher that cannot switch users (it runs as nobody, without CAP_SETGID) is asked to run
+  // a trial as nobody: everything on the daemon's side works (nobody may give its own folders
+  // to itself), and setgroups in the child fails with EPERM. Run in a child process, which can
+  // drop root for good; its exit code is the answer.
+  pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    if (::setgroups(0, nullptr) != 0 || ::setgid(gid) != 0 || ::setuid(uid) != 0) ::_exit(10);
+    char tmpl[] = "/tmp/triald-credsXXXXXX";
+    if (::mkdtemp(tmpl) == nullptr) ::_exit(11);
+    const std::string root = tmpl;
+    int code = 0;
+    {
+      boost::asio::io_context io;
+      launcher::Reaper reaper(io, common::MakeNullLogger());
+      launcher::ProcessLauncher::Options options{&io, &reaper, common::MakeNullLogger()};
+      options.run_as_submitter = true;
+      options.trial_root = root;
+      launcher::ProcessLauncher run_as(options);
+      LaunchSpec spec;
+      spec.executable = "/bin/true";
+      spec.argv = {"/bin/true"};
+      spec.env = {"PATH=/usr/bin:/bin"};
+      spec.workdir = root;
+      spec.trial_dir = root + "/trials/0";
+      spec.log_dir = root + "/logs/0";
+      spec.submitter = {static_cast<int64_t>(uid), "nobody"};
+      launcher::LaunchResult r = run_as.Launch(spec, {});
+      if (r.ok()) {
+        code = 12;
+      } else if (r.spawn_error().step != launcher::SpawnStep::kCredentials) {
+        code = 13;
+      } else if (r.spawn_error().error_number != EPERM) {
+        code = 14;
+      } else if (r.status().message().rfind("becoming nobody (uid ", 0) != 0) {
+        code = 15;
+      }
+    }
+    std::error_code ec;
+    std::filesystem::remove_all(root, ec);
+    ::_exit(code);
+  }
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  REQUIRE(WIFEXITED(status));
+  // 13: another step failed; 14: another errno; 15: the message does not name the user.
+  CHECK(WEXITSTATUS(status) == 0);
+  // The scheduler's policy holds the study after a few of these (spawn_backoff.h).
 }
 
 TEST_CASE("timeout stops the group with SIGTERM; a worker ignoring it gets SIGKILL",

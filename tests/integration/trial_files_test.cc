@@ -260,8 +260,11 @@ TEST_CASE("state directory, database and logs stay private under umask 000",
   d.Start();  // triald inherits umask 000
   ::umask(old_mask);
   OneTrial(d, dir, "modes", "true");
-  CHECK(ModeOf(state) == 0700);
-  CHECK(ModeOf(state + "/studies") == 0700);
+  // A root daemon runs trials as their submitters, who must reach their folders: search
+  // only, never list (daemon/README.md, "Files and modes").
+  const mode_t traverse = ::geteuid() == 0 ? 0001 : 0;
+  CHECK(ModeOf(state) == (0700 | traverse));
+  CHECK(ModeOf(state + "/studies") == (0700 | traverse));
   CHECK(ModeOf(state + "/triald.db") == 0600);
   for (const char* suffix : {"-wal", "-shm"}) {
     const std::string p = state + "/triald.db" + suffix;
@@ -283,15 +286,18 @@ TEST_CASE("state directory, database and logs stay private under umask 000",
   REQUIRE(::chmod(state.c_str(), 0777) == 0);
   REQUIRE(::chmod((state + "/triald.db").c_str(), 0644) == 0);
   d.Start();
-  CHECK(ModeOf(state) == 0700);
+  CHECK(ModeOf(state) == (0700 | traverse));
   CHECK(ModeOf(state + "/triald.db") == 0600);
-  CHECK_THAT(d.log(), Catch::Contains(state + ": mode 0777 fixed to 0700"));
+  CHECK_THAT(d.log(),
+             Catch::Contains(state + ": mode 0777 fixed to " + (traverse != 0 ? "0701" : "0700")));
   CHECK_THAT(d.log(), Catch::Contains(state + "/triald.db: mode 0644 fixed to 0600"));
 }
 
 TEST_CASE("state directory: 0750 and the group's with --socket-group, o+x with read-open",
           "[state][security][integration]") {
   if (::geteuid() != 0) TRIALD_SKIP("needs root to give the folders to any group");
+  // triald runs as root here, so trials run as their submitters: o+x on the state directory
+  // and studies/ in every case, so they reach their folders (search only, never list).
   TempDir dir;
   {
     TestDaemon d(dir.File("grouped"));
@@ -299,8 +305,9 @@ TEST_CASE("state directory: 0750 and the group's with --socket-group, o+x with r
     d.Start();
     struct stat st {};
     REQUIRE(::stat(d.state_dir().c_str(), &st) == 0);
-    CHECK((st.st_mode & 07777) == 0750);
+    CHECK((st.st_mode & 07777) == 0751);
     CHECK(st.st_gid == kTestGroup);
+    CHECK(ModeOf(d.state_dir() + "/studies") == 0751);
     CHECK(ModeOf(d.state_dir() + "/triald.db") == 0600);
   }
   {
@@ -309,7 +316,7 @@ TEST_CASE("state directory: 0750 and the group's with --socket-group, o+x with r
     d.AddArgs({"--socket-read-open"});
     d.Start();
     CHECK(ModeOf(d.state_dir()) == 0701);
-    CHECK(ModeOf(d.state_dir() + "/studies") == 0700);
+    CHECK(ModeOf(d.state_dir() + "/studies") == 0701);
   }
 }
 

@@ -1,0 +1,356 @@
+// Trials run as their submitters, and only a study's submitter, triald's uid and root may
+// change it (daemon/README.md, "Security"), against a real triald and clients that really are
+// other users: scratch users and groups made with useradd/groupadd for one case and removed
+// after it, each client a child process that has become one of them (initgroups, setgid,
+// setuid), so the daemon sees them through SO_PEERCRED like any other local user. A root
+// daemon, and a daemon run as a scratch user with and without --trust-group.
+//
+// Every case needs root (to add users and switch to them); without it they are skipped
+// (TRIALD_SKIP: CTest reports them as skipped).
+#include <grp.h>
+#include <pwd.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <cstdlib>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/fd.h"
+#include "daemon/ctl/client.h"
+#include "tests/integration/harness.h"
+#include "tests/support/skip.h"
+
+namespace triald::testing {
+namespace json = boost::json;
+
+namespace {
+
+bool IsRoot() { return ::geteuid() == 0; }
+
+// One request's answer: "ok" or the error code's name, and the reply or error text.
+struct Reply {
+  std::string code;
+  std::string text;
+};
+
+// Sends each request (verb, args) on its own connection from a child process that has become
+// `user` (all its groups, from the group database); returns one Reply per request.
+std::vector<Reply> AsUser(const ScratchUser& user, const std::string& socket,
+                          const std::vector<std::pair<std::string, json::object>>& requests) {
+  common::Result<common::Pipe> pipe = common::MakePipe(false);
+  REQUIRE(pipe.ok());
+  pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    pipe->read.Reset();
+    if (::initgroups(user.name().c_str(), user.gid()) != 0 || ::setgid(user.gid()) != 0 ||
+        ::setuid(user.uid()) != 0) {
+      ::_exit(3);
+    }
+    json::array out;
+    for (const auto& [verb, args] : requests) {
+      common::Result<ctl::Client> c = ctl::Client::Connect(socket);
+      common::Result<json::value> r =
+          c.ok() ? c->Call(verb, args) : common::Result<json::value>(c.status());
+      json::object reply;
+      reply["code"] = r.ok() ? "ok" : common::CodeName(r.status().code());
+      reply["text"] = r.ok() ? json::serialize(*r) : r.status().message();
+      out.push_back(std::move(reply));
+    }
+    std::string text = json::serialize(out);
+    (void)common::WriteAll(pipe->write.get(), text.data(), text.size());
+    ::_exit(0);
+  }
+  pipe->write.Reset();
+  std::string all;
+  char buf[4096];
+  ssize_t n;
+  while ((n = ::read(pipe->read.get(), buf, sizeof(buf))) > 0) all.append(buf, n);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  REQUIRE(WIFEXITED(status));
+  REQUIRE(WEXITSTATUS(status) == 0);
+  std::vector<Reply> replies;
+  const json::value parsed = json::parse(all);
+  for (const json::value& v : parsed.as_array()) {
+    replies.push_back(
+        {std::string(v.at("code").as_string()), std::string(v.at("text").as_string())});
+  }
+  REQUIRE(replies.size() == requests.size());
+  return replies;
+}
+
+// What a trial saw of itself, written to id.txt in its trial folder by the probe script:
+// "uid gid groups...", HOME|USER|LOGNAME, whether it could write triald's database, its
+// state directory and its own cgroup's control files, and whether it could read and write its
+// stdout.log in the daemon's log folder (studies/S/logs/N beside studies/S/trials/N).
+constexpr const char kProbe[] = R"sh(#!/bin/sh
+state="$1"
+{
+  echo "$(id -u) $(id -g) $(id -G)"
+  echo "$HOME|$USER|$LOGNAME"
+  if true >> "$state/triald.db" 2>/dev/null; then echo db=writable; else echo db=denied; fi
+  if touch "$state/planted" 2>/dev/null; then echo state=writable; else echo state=denied; fi
+  cg=$(sed -n 's/^0:://p' /proc/self/cgroup)
+  if echo 0 > "/sys/fs/cgroup$cg/cgroup.procs" 2>/dev/null; then echo cg=writable; else echo cg=denied; fi
+  log="$(dirname "$(dirname "$TRIALD_TRIAL_DIR")")/logs/$(basename "$TRIALD_TRIAL_DIR")/stdout.log"
+  if cat "$log" >/dev/null 2>&1; then r=readable; else r=unreadable; fi
+  if true >> "$log" 2>/dev/null; then w=writable; else w=denied; fi
+  echo "log=$r,$w"
+} > "$TRIALD_TRIAL_DIR/id.txt"
+echo '{"type":"final","value":1}' >&3
+exec sleep "${2:-0}"
+)sh";
+
+// A test folder every scratch user can reach, with the probe in it.
+struct Site {
+  TempDir dir;
+  std::string probe;
+  Site() {
+    ::chmod(dir.path().c_str(), 0755);
+    probe = dir.Write("probe.sh", kProbe, 0755);
+  }
+  // A submit request's arguments: `n_trials` probe trials, each sleeping `sleep_s` after it
+  // wrote id.txt.
+  json::object Sweep(const std::string& study, const std::string& state_dir, int n_trials = 1,
+                     int sleep_s = 0) {
+    std::string toml = ExecSweep(study,
+                                 "[\"/bin/sh\", \"" + probe + "\", \"" + state_dir + "\", \"" +
+                                     std::to_string(sleep_s) + "\"]",
+                                 n_trials, 1);
+    std::string path = dir.Write(study + ".toml", toml);
+    return {{"sweep", toml}, {"path", path}};
+  }
+};
+
+std::vector<std::string> Lines(const std::string& text) {
+  std::vector<std::string> out;
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t nl = text.find('\n', pos);
+    if (nl == std::string::npos) nl = text.size();
+    out.push_back(text.substr(pos, nl - pos));
+    pos = nl + 1;
+  }
+  return out;
+}
+
+// Waits (bounded) for a file to appear; its content.
+std::string WaitForFile(const std::string& path, double timeout_s = 30) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (::access(path.c_str(), F_OK) == 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));  // let the writer finish
+      return ReadTextFile(path);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  FAIL("no " << path << " after " << timeout_s << " s");
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("run as submitter: a root triald runs each trial as the user who submitted it",
+          "[security][run-as][integration]") {
+  if (!IsRoot()) TRIALD_SKIP("needs root to add scratch users and switch to them");
+  Site site;
+  ScratchGroup team, extra;
+  ScratchUser alice(site.dir.path(), {&team, &extra});
+  TestDaemon daemon(site.dir.File("state"));
+  daemon.AddArgs({"--socket-group", team.name()});
+  daemon.Start();
+  const std::string state = daemon.state_dir();
+
+  std::vector<Reply> r = AsUser(alice, daemon.socket(), {{"submit", site.Sweep("mine", state)}});
+  INFO(r[0].text);
+  REQUIRE(r[0].code == "ok");
+  json::object done = daemon.WaitStudy("mine");
+  CHECK(done.at("complete").as_int64() == 1);
+
+  const std::string trial_dir = state + "/studies/mine/trials/0";
+  std::vector<std::string> seen = Lines(ReadTextFile(trial_dir + "/id.txt"));
+  REQUIRE(seen.size() == 6);
+  // uid, gid, then every group of the user: its own, the team and the extra group.
+  const std::string ids = seen[0] + " ";
+  CHECK(ids.rfind(std::to_string(alice.uid()) + " " + std::to_string(alice.gid()) + " ", 0) == 0);
+  CHECK_THAT(ids, Catch::Contains(" " + std::to_string(team.gid()) + " "));
+  CHECK_THAT(ids, Catch::Contains(" " + std::to_string(extra.gid()) + " "));
+  CHECK_THAT(ids, !Catch::Contains(" 0 "));  // root's group is not among them
+  CHECK(seen[1] == alice.home() + "|" + alice.name() + "|" + alice.name());
+  // triald's database, state directory and the trial's cgroup are not the trial's to write.
+  CHECK(seen[2] == "db=denied");
+  CHECK(seen[3] == "state=denied");
+  CHECK(seen[4] == "cg=denied");
+  // Its log files are the daemon's: it may read them, never write or replace them.
+  CHECK(seen[5] == "log=readable,denied");
+  CHECK(::access((state + "/planted").c_str(), F_OK) != 0);
+
+  // The trial folder is the user's; the log folder beside it stays the daemon's, readable by
+  // the user's group.
+  struct stat st {};
+  REQUIRE(::stat(trial_dir.c_str(), &st) == 0);
+  CHECK(st.st_uid == alice.uid());
+  CHECK(st.st_gid == alice.gid());
+  CHECK((st.st_mode & 07777) == 0750);
+  const std::string log_dir = state + "/studies/mine/logs/0";
+  REQUIRE(::lstat(log_dir.c_str(), &st) == 0);
+  CHECK(st.st_uid == 0);
+  CHECK(st.st_gid == alice.gid());
+  CHECK((st.st_mode & 07777) == 0750);
+  for (const char* name : {"/stdout.log", "/stderr.log"}) {
+    INFO(name);
+    REQUIRE(::lstat((log_dir + name).c_str(), &st) == 0);
+    CHECK(st.st_uid == 0);
+    CHECK(st.st_gid == alice.gid());
+    CHECK((st.st_mode & 07777) == 0640);
+  }
+  // The state directory: others may pass through it, never list it.
+  REQUIRE(::stat(state.c_str(), &st) == 0);
+  CHECK((st.st_mode & 0007) == 0001);
+  REQUIRE(::stat((state + "/triald.db").c_str(), &st) == 0);
+  CHECK(st.st_uid == 0);
+
+  // `studies` and `status` name the submitter, in JSON and as text.
+  json::value status = daemon.Call("status", {{"study", "mine"}});
+  CHECK(status.at("submitter").at("uid").as_int64() == alice.uid());
+  CHECK(status.at("submitter").at("name").as_string() == alice.name());
+  json::value studies = daemon.Call("studies");
+  CHECK(studies.as_array()[0].at("submitter").at("name").as_string() == alice.name());
+  Ctl text = Trialctl(daemon.socket(), {"studies"});
+  CHECK(text.code == 0);
+  CHECK_THAT(text.out, Catch::Contains("SUBMITTER"));
+  CHECK_THAT(text.out,
+             Catch::Contains(alice.name() + " (uid " + std::to_string(alice.uid()) + ")"));
+  text = Trialctl(daemon.socket(), {"status", "mine"});
+  CHECK_THAT(text.out, Catch::Contains("submitted by " + alice.name() + " (uid " +
+                                       std::to_string(alice.uid()) + ")"));
+
+  // A study root submits runs as root, as before.
+  daemon.Call("submit", site.Sweep("roots", state));
+  daemon.WaitStudy("roots");
+  CHECK(Lines(ReadTextFile(state + "/studies/roots/trials/0/id.txt"))[0].rfind("0 0 ", 0) == 0);
+  CHECK(daemon.Call("status", {{"study", "roots"}}).at("submitter").at("uid").as_int64() == 0);
+}
+
+TEST_CASE("run as submitter: only a study's submitter and root may cancel or enqueue on it",
+          "[security][run-as][integration]") {
+  if (!IsRoot()) TRIALD_SKIP("needs root to add scratch users and switch to them");
+  Site site;
+  ScratchGroup team;
+  ScratchUser alice(site.dir.path(), {&team});
+  ScratchUser bob(site.dir.path(), {&team});
+  TestDaemon daemon(site.dir.File("state"));
+  daemon.AddArgs({"--socket-group", team.name()});
+  daemon.Start();
+  const std::string state = daemon.state_dir();
+
+  std::vector<Reply> r = AsUser(
+      alice, daemon.socket(),
+      {{"submit", site.Sweep("a1", state, 3, 60)}, {"submit", site.Sweep("a2", state, 3, 60)}});
+  REQUIRE(r[0].code == "ok");
+  REQUIRE(r[1].code == "ok");
+  WaitForFile(state + "/studies/a1/trials/0/id.txt");
+  const size_t trials_before = daemon.Trials("a1").size();
+
+  // Bob may read alice's studies and submit his own, but not change hers.
+  r = AsUser(bob, daemon.socket(),
+             {{"status", {{"study", "a1"}}},
+              {"cancel", {{"study", "a1"}}},
+              {"enqueue", {{"study", "a1"}, {"params", json::object{{"x", "0.5"}}}}},
+              {"cancel", {}}});
+  CHECK(r[0].code == "ok");
+  for (size_t i = 1; i < r.size(); ++i) {
+    INFO(r[i].text);
+    CHECK(r[i].code == "permission_denied");
+  }
+  CHECK_THAT(r[1].text, Catch::Contains("uid " + std::to_string(bob.uid()) +
+                                        " may not use \"cancel\" on study \"a1\": only its "
+                                        "submitter (" +
+                                        alice.name() + ", uid " + std::to_string(alice.uid())));
+  json::value a1 = daemon.Call("status", {{"study", "a1"}});
+  CHECK(a1.at("state").as_string() == "RUNNING");
+  CHECK(daemon.Trials("a1").size() == trials_before);  // nothing enqueued
+
+  // Alice may, and so may root (here triald's own uid as well).
+  r = AsUser(alice, daemon.socket(),
+             {{"enqueue", {{"study", "a1"}, {"params", json::object{{"x", "0.5"}}}}},
+              {"cancel", {{"study", "a2"}}}});
+  for (const Reply& reply : r) {
+    INFO(reply.text);
+    CHECK(reply.code == "ok");
+  }
+  daemon.Call("enqueue", {{"study", "a1"}, {"params", json::object{{"x", "0.25"}}}});
+  daemon.Call("cancel", {{"study", "a1"}});
+  CHECK(daemon.Call("status", {{"study", "a1"}}).at("state").as_string() == "CANCELLED");
+  CHECK(daemon.Call("status", {{"study", "a2"}}).at("state").as_string() == "CANCELLED");
+  CHECK(daemon.Trials("a1").size() == trials_before + 2);
+}
+
+TEST_CASE("run as submitter: a non-root triald changes only for its uid and root, or --trust-group",
+          "[security][run-as][integration]") {
+  if (!IsRoot()) TRIALD_SKIP("needs root to add scratch users and switch to them");
+  Site site;
+  ScratchGroup team;
+  ScratchUser service(site.dir.path(), {});
+  ScratchUser eve(site.dir.path(), {&team});
+  ScratchUser frank(site.dir.path(), {&team});
+  const std::string state = site.dir.File("state");
+  REQUIRE(::mkdir(state.c_str(), 0750) == 0);
+  REQUIRE(::chown(state.c_str(), service.uid(), team.gid()) == 0);
+
+  {
+    TestDaemon daemon(state);
+    // Primary group: the team, so the daemon may give the socket to it.
+    daemon.RunAs(service.uid(), team.gid());
+    daemon.AddArgs({"--socket-group", std::to_string(team.gid()), "--no-cgroups"});
+    daemon.Start();
+    // The socket group may read, not submit: its trials would run as the daemon's user.
+    std::vector<Reply> r =
+        AsUser(eve, daemon.socket(), {{"ping", {}}, {"submit", site.Sweep("eves", state)}});
+    CHECK(r[0].code == "ok");
+    INFO(r[1].text);
+    CHECK(r[1].code == "permission_denied");
+    CHECK_THAT(r[1].text, Catch::Contains("not root, so its socket group may only read"));
+    // triald's own uid and root may.
+    r = AsUser(service, daemon.socket(), {{"submit", site.Sweep("own", state, 1, 60)}});
+    INFO(r[0].text);
+    CHECK(r[0].code == "ok");
+    WaitForFile(state + "/studies/own/trials/0/id.txt");
+    r = AsUser(eve, daemon.socket(), {{"cancel", {{"study", "own"}}}});
+    CHECK(r[0].code == "permission_denied");
+    daemon.Call("cancel", {{"study", "own"}});
+    CHECK(daemon.Call("studies").as_array().size() == 1);
+    CHECK(daemon.Stop() == 0);
+  }
+
+  TestDaemon daemon(state);
+  daemon.RunAs(service.uid(), team.gid());
+  daemon.AddArgs({"--socket-group", team.name(), "--trust-group", team.name(), "--no-cgroups"});
+  daemon.Start();
+  std::vector<Reply> r =
+      AsUser(eve, daemon.socket(), {{"submit", site.Sweep("trusted", state, 2, 60)}});
+  INFO(r[0].text);
+  REQUIRE(r[0].code == "ok");
+  // Trusted, but the daemon cannot switch users: the trial runs as triald's user.
+  std::vector<std::string> seen = Lines(WaitForFile(state + "/studies/trusted/trials/0/id.txt"));
+  REQUIRE(!seen.empty());
+  CHECK(seen[0].rfind(std::to_string(service.uid()) + " ", 0) == 0);
+  CHECK(daemon.Call("status", {{"study", "trusted"}}).at("submitter").at("uid").as_int64() ==
+        eve.uid());
+  // Another trusted member may not change eve's study; triald's own uid may.
+  r = AsUser(frank, daemon.socket(), {{"cancel", {{"study", "trusted"}}}});
+  CHECK(r[0].code == "permission_denied");
+  r = AsUser(service, daemon.socket(), {{"cancel", {{"study", "trusted"}}}});
+  INFO(r[0].text);
+  CHECK(r[0].code == "ok");
+  CHECK(daemon.Call("status", {{"study", "trusted"}}).at("state").as_string() == "CANCELLED");
+  CHECK(daemon.Stop() == 0);
+}
+
+}  // namespace triald::testing
