@@ -37,6 +37,9 @@ import time
 import warnings
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+from bench_throughput import running_triald, submit_and_wait  # noqa: E402
+
 NAMES = [f"x{i}" for i in range(5)]
 FENCE = 2  # = parallelism: enough fence trials that no timed trial overlaps a history trial
 
@@ -108,32 +111,10 @@ env = {{ BENCH_HISTORY = "{history}", BENCH_FENCE = "{FENCE}", BENCH_OUT = "{out
 kind = "tpe"
 seed = 1
 {sampler_toml(mode)}""")
-    bindir = os.path.join(build, "bin")
-    ctl = [os.path.join(bindir, "trialctl"), "--socket", os.path.join(state, "triald.sock")]
-    log = open(state + ".log", "w")
-    daemon = subprocess.Popen([os.path.join(bindir, "triald"), "--state-dir", state,
-                               "--max-workers", str(FENCE), "--log-level", "warn"],
-                              stdout=log, stderr=log)
-    try:
-        for _ in range(600):
-            if subprocess.run(ctl + ["ping"], capture_output=True).returncode == 0:
-                break
-            time.sleep(0.05)
-        else:
-            raise RuntimeError("triald did not start; see " + state + ".log")
-        subprocess.run(ctl + ["submit", sweep], check=True, capture_output=True)
-        while True:
-            st = json.loads(subprocess.run(ctl + ["status", "suggest", "--json"], check=True,
-                                           capture_output=True, text=True).stdout)
-            if st["state"] != "RUNNING" and st["running"] == 0:
-                break
-            time.sleep(0.2)
+    with running_triald(build, state, FENCE, start_tries=600) as ctl:
+        submit_and_wait(ctl, sweep, "suggest", poll_s=0.2)
         data = json.loads(subprocess.run(ctl + ["export", "suggest", "--format", "json"],
                                          check=True, capture_output=True, text=True).stdout)
-    finally:
-        daemon.terminate()
-        daemon.wait(timeout=60)
-        log.close()
     complete = [t for t in data["trials"] if t["state"] == "COMPLETE"]
     if len(complete) != history:
         raise RuntimeError(f"{len(complete)} of {history} history trials completed; "

@@ -13,6 +13,7 @@ Prints one line per system and the ratio. Not a test: nothing here asserts a spe
 """
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -49,39 +50,55 @@ seed = 1
     return path
 
 
-def run_triald(build: str, trials: int, parallelism: int, workdir: str) -> dict:
-    state = os.path.join(workdir, "state")
+@contextlib.contextmanager
+def running_triald(build: str, state: str, max_workers: int, start_tries: int = 300):
+    """Starts build/bin/triald on `state` (log in `state`.log) and waits until it answers a
+    ping (`start_tries` tries, 50 ms apart); yields the trialctl command line for its socket,
+    and stops the daemon on the way out."""
     bindir = os.path.join(build, "bin")
     ctl = [os.path.join(bindir, "trialctl"), "--socket", os.path.join(state, "triald.sock")]
-    sweep = write_noop_sweep(os.path.join(workdir, "noop.toml"), "noop", bindir, trials,
-                             parallelism)
     log = open(state + ".log", "w")
     daemon = subprocess.Popen([os.path.join(bindir, "triald"), "--state-dir", state,
-                               "--max-workers", str(parallelism), "--log-level", "warn"],
+                               "--max-workers", str(max_workers), "--log-level", "warn"],
                               stdout=log, stderr=log)
     try:
-        for _ in range(300):
+        for _ in range(start_tries):
             if subprocess.run(ctl + ["ping"], capture_output=True).returncode == 0:
                 break
             time.sleep(0.05)
         else:
             raise RuntimeError("triald did not start; see " + state + ".log")
-        subprocess.run(ctl + ["submit", sweep], check=True, capture_output=True)
-        while True:
-            st = json.loads(subprocess.run(ctl + ["status", "noop", "--json"], check=True,
-                                           capture_output=True, text=True).stdout)
-            if st["state"] != "RUNNING" and st["running"] == 0:
-                break
-            time.sleep(0.05)
+        yield ctl
+    finally:
+        daemon.terminate()
+        daemon.wait(timeout=60)
+        log.close()
+
+
+def submit_and_wait(ctl: list, sweep: str, study: str, poll_s: float = 0.05) -> dict:
+    """Submits `sweep` and polls `trialctl status` every `poll_s` until the study is no longer
+    RUNNING and none of its trials runs; returns that last status."""
+    subprocess.run(ctl + ["submit", sweep], check=True, capture_output=True)
+    while True:
+        st = json.loads(subprocess.run(ctl + ["status", study, "--json"], check=True,
+                                       capture_output=True, text=True).stdout)
+        if st["state"] != "RUNNING" and st["running"] == 0:
+            return st
+        time.sleep(poll_s)
+
+
+def run_triald(build: str, trials: int, parallelism: int, workdir: str) -> dict:
+    state = os.path.join(workdir, "state")
+    bindir = os.path.join(build, "bin")
+    sweep = write_noop_sweep(os.path.join(workdir, "noop.toml"), "noop", bindir, trials,
+                             parallelism)
+    with running_triald(build, state, parallelism) as ctl:
+        st = submit_and_wait(ctl, sweep, "noop")
         if st["complete"] != trials:
             raise RuntimeError(f"only {st['complete']} of {trials} trials completed: {st}")
         seconds = st["finished_at"] - st["created_at"]
         return {"system": "triald", "trials": trials, "seconds": round(seconds, 4),
                 "trials_per_s": round(trials / seconds, 1)}
-    finally:
-        daemon.terminate()
-        daemon.wait(timeout=60)
-        log.close()
 
 
 def run_optuna(trials: int, jobs: int, workdir: str) -> dict:

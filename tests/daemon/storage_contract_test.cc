@@ -939,36 +939,49 @@ TEMPLATE_TEST_CASE("MarkRunning records the storage's node", "[storage]", TRIALD
   CHECK(Unwrap(s->GetRunningTrials()).empty());
 }
 
+// A study `name` with `n` trials of every parameter kind, trial 3 RUNNING with an intermediate
+// value and an attr, beside a study "other" with 3 trials; returns both ids and the first
+// study's trials as GetTrials reads them.
+struct NumberedStudy {
+  int64_t study = 0, other = 0;
+  std::vector<TrialRecord> trials;
+};
+NumberedStudy NumberedTrials(Storage& s, const std::string& name, int n) {
+  int64_t study = Unwrap(s.CreateStudy(MakeStudy(name), 1)).id;
+  int64_t other = Unwrap(s.CreateStudy(MakeStudy("other"), 1)).id;
+  for (int i = 0; i < n; ++i) Unwrap(s.CreateTrial(study, AllKindsOfParams(), i));
+  for (int i = 0; i < 3; ++i) Unwrap(s.CreateTrial(other, OneParam(i), i));
+  auto all = Unwrap(s.GetTrials(study));
+  REQUIRE_OK(s.MarkRunning(all[3].id, {5, 5, 5}, 7));
+  REQUIRE_OK(s.AddIntermediate(all[3].id, 2, 0.5));
+  REQUIRE_OK(s.SetAttr(all[3].id, "k", "1"));
+  return {study, other, Unwrap(s.GetTrials(study))};
+}
+
+// The trials' numbers, in order.
+std::vector<int> TrialNumbers(const std::vector<TrialRecord>& ts) {
+  std::vector<int> out;
+  for (const auto& t : ts) out.push_back(t.number);
+  return out;
+}
+
 TEMPLATE_TEST_CASE("GetTrialsSince returns the trials from a number on plus the listed ones",
                    "[storage]", TRIALD_STORAGE_BACKENDS) {
   TestType backend;
   auto s = backend.Open();
-  int64_t study = Unwrap(s->CreateStudy(MakeStudy("since"), 1)).id;
-  int64_t other = Unwrap(s->CreateStudy(MakeStudy("other"), 1)).id;
-  for (int i = 0; i < 6; ++i) Unwrap(s->CreateTrial(study, AllKindsOfParams(), i));
-  for (int i = 0; i < 3; ++i) Unwrap(s->CreateTrial(other, OneParam(i), i));
-  auto all = Unwrap(s->GetTrials(study));
-  REQUIRE_OK(s->MarkRunning(all[3].id, {5, 5, 5}, 7));
-  REQUIRE_OK(s->AddIntermediate(all[3].id, 2, 0.5));
-  REQUIRE_OK(s->SetAttr(all[3].id, "k", "1"));
-  all = Unwrap(s->GetTrials(study));
-
-  auto numbers = [](const std::vector<TrialRecord>& ts) {
-    std::vector<int> out;
-    for (const auto& t : ts) out.push_back(t.number);
-    return out;
-  };
+  auto [study, other, all] = NumberedTrials(*s, "since", 6);
   auto since = Unwrap(s->GetTrialsSince(study, 4, {1, 3}));
-  CHECK(numbers(since) == std::vector<int>{1, 3, 4, 5});
+  CHECK(TrialNumbers(since) == std::vector<int>{1, 3, 4, 5});
   // Full records, as GetTrials returns them.
   for (const auto& t : since) RequireSameTrial(t, all[t.number]);
 
-  CHECK(numbers(Unwrap(s->GetTrialsSince(study, 0, {}))) == std::vector<int>{0, 1, 2, 3, 4, 5});
+  CHECK(TrialNumbers(Unwrap(s->GetTrialsSince(study, 0, {}))) ==
+        std::vector<int>{0, 1, 2, 3, 4, 5});
   CHECK(Unwrap(s->GetTrialsSince(study, 6, {})).empty());
   // Listed numbers below from_number, unknown or repeated, are each returned at most once.
-  CHECK(numbers(Unwrap(s->GetTrialsSince(study, 5, {2, 2, 99, 5, 0}))) ==
+  CHECK(TrialNumbers(Unwrap(s->GetTrialsSince(study, 5, {2, 2, 99, 5, 0}))) ==
         std::vector<int>{0, 2, 5});
-  CHECK(numbers(Unwrap(s->GetTrialsSince(other, 2, {0}))) == std::vector<int>{0, 2});
+  CHECK(TrialNumbers(Unwrap(s->GetTrialsSince(other, 2, {0}))) == std::vector<int>{0, 2});
   // A study without trials, and an unknown study.
   int64_t empty = Unwrap(s->CreateStudy(MakeStudy("empty"), 1)).id;
   CHECK(Unwrap(s->GetTrialsSince(empty, 0, {1})).empty());
@@ -1103,34 +1116,20 @@ TEMPLATE_TEST_CASE("GetTrialPage returns a page of full records by number", "[st
                    TRIALD_STORAGE_BACKENDS) {
   TestType backend;
   auto s = backend.Open();
-  int64_t study = Unwrap(s->CreateStudy(MakeStudy("paged"), 1)).id;
-  int64_t other = Unwrap(s->CreateStudy(MakeStudy("other"), 1)).id;
-  for (int i = 0; i < 7; ++i) Unwrap(s->CreateTrial(study, AllKindsOfParams(), i));
-  for (int i = 0; i < 3; ++i) Unwrap(s->CreateTrial(other, OneParam(i), i));
-  auto all = Unwrap(s->GetTrials(study));
-  REQUIRE_OK(s->MarkRunning(all[3].id, {5, 5, 5}, 7));
-  REQUIRE_OK(s->AddIntermediate(all[3].id, 2, 0.5));
-  REQUIRE_OK(s->SetAttr(all[3].id, "k", "1"));
-  all = Unwrap(s->GetTrials(study));
-
-  auto numbers = [](const std::vector<TrialRecord>& ts) {
-    std::vector<int> out;
-    for (const auto& t : ts) out.push_back(t.number);
-    return out;
-  };
+  auto [study, other, all] = NumberedTrials(*s, "paged", 7);
   auto page = Unwrap(s->GetTrialPage(study, 2, 3));
-  CHECK(numbers(page) == std::vector<int>{2, 3, 4});
+  CHECK(TrialNumbers(page) == std::vector<int>{2, 3, 4});
   for (const auto& t : page) RequireSameTrial(t, all[t.number]);
-  CHECK(numbers(Unwrap(s->GetTrialPage(study, 5, 100))) == std::vector<int>{5, 6});
-  CHECK(numbers(Unwrap(s->GetTrialPage(study, 0, 1))) == std::vector<int>{0});
+  CHECK(TrialNumbers(Unwrap(s->GetTrialPage(study, 5, 100))) == std::vector<int>{5, 6});
+  CHECK(TrialNumbers(Unwrap(s->GetTrialPage(study, 0, 1))) == std::vector<int>{0});
   CHECK(Unwrap(s->GetTrialPage(study, 7, 10)).empty());
-  CHECK(numbers(Unwrap(s->GetTrialPage(other, 0, 1000))) == std::vector<int>{0, 1, 2});
+  CHECK(TrialNumbers(Unwrap(s->GetTrialPage(other, 0, 1000))) == std::vector<int>{0, 1, 2});
   // The pages of a study put together are GetTrials.
   std::vector<int> joined;
   for (int from = 0; from < 7; from += 2) {
-    for (int n : numbers(Unwrap(s->GetTrialPage(study, from, 2)))) joined.push_back(n);
+    for (int n : TrialNumbers(Unwrap(s->GetTrialPage(study, from, 2)))) joined.push_back(n);
   }
-  CHECK(joined == numbers(all));
+  CHECK(joined == TrialNumbers(all));
 
   auto bad = s->GetTrialPage(study, 0, 0);
   REQUIRE_CODE(bad, Code::kInvalidArgument);

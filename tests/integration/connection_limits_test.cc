@@ -6,12 +6,10 @@
 // The cases with a second user need root: they create a scratch user (useradd) and remove it
 // at the end; without root they are skipped (TRIALD_SKIP).
 #include <grp.h>
-#include <poll.h>
 #include <pwd.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -30,6 +28,7 @@
 #include "daemon/ctl/client.h"
 #include "proto/control.h"
 #include "tests/integration/harness.h"
+#include "tests/integration/raw_socket.h"
 #include "tests/support/skip.h"
 
 namespace triald::testing {
@@ -38,43 +37,8 @@ namespace {
 using common::UniqueFd;
 using Clock = std::chrono::steady_clock;
 
-UniqueFd ConnectRaw(const std::string& path) {
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
-  UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) return {};
-  return fd;
-}
-
-bool SendAll(int fd, const std::string& data) {
-  return ::send(fd, data.data(), data.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(data.size());
-}
-
-// One line without its '\n'; "<eof>" when the peer closed first, "<timeout>" after timeout_s.
-std::string ReadLine(int fd, double timeout_s = 20) {
-  std::string line;
-  const auto deadline = Clock::now() + std::chrono::milliseconds(static_cast<int>(timeout_s * 1e3));
-  for (;;) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-    if (left.count() <= 0) return "<timeout>";
-    pollfd p{fd, POLLIN, 0};
-    if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
-    char c;
-    ssize_t n = ::read(fd, &c, 1);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return line.empty() ? "<eof>" : line;
-    if (c == '\n') return line;
-    line.push_back(c);
-  }
-}
-
-// The reply's error code ("ok" for a success), and its message.
-std::string ReplyCode(const std::string& line) {
-  auto r = proto::ParseResponse(line);
-  if (!r.ok()) return "<unparsable: " + line.substr(0, 200) + ">";
-  return r->ok ? "ok" : common::CodeName(r->error.code());
-}
+// How long a reply may take before the case fails.
+constexpr double kReplyTimeout = 20;
 
 std::string Ping() { return proto::EncodeRequest("ping", {}); }
 
@@ -104,7 +68,7 @@ class HeldConnections {
           continue;
         }
         SendAll(fds.back().get(), Ping());
-        replies += ReadLine(fds.back().get()) + "\n";
+        replies += ReadLine(fds.back().get(), kReplyTimeout) + "\n";
       }
       (void)common::WriteAll(out->write.get(), replies.data(), replies.size());
       out->write.Reset();
@@ -189,7 +153,7 @@ TEST_CASE("connections: a user holding many connections cannot lock the owner ou
   for (int i = 0; i < 100; ++i) {
     mine.push_back(ConnectRaw(s.daemon.socket()));
     REQUIRE(SendAll(mine.back().get(), Ping()));
-    CHECK(ReplyCode(ReadLine(mine.back().get())) == "ok");
+    CHECK(ReplyCode(ReadLine(mine.back().get(), kReplyTimeout)) == "ok");
   }
   mine.clear();
 
@@ -227,7 +191,7 @@ TEST_CASE("connections: slots are kept for root and triald's user when others fi
   for (int i = 0; i < 40; ++i) {
     mine.push_back(ConnectRaw(s.daemon.socket()));
     SendAll(mine.back().get(), Ping());  // a refused one may already be closed
-    last = ReadLine(mine.back().get());
+    last = ReadLine(mine.back().get(), kReplyTimeout);
     ok += ReplyCode(last) == "ok";
   }
   CHECK(ok >= 31);  // 31 if trialctl's connection was still counted
@@ -264,7 +228,7 @@ TEST_CASE("connections: one that sends no complete request is closed after --req
   UniqueFd busy = ConnectRaw(daemon.socket());
   for (int i = 0; i < 4; ++i) {
     REQUIRE(SendAll(busy.get(), Ping()));
-    CHECK(ReplyCode(ReadLine(busy.get())) == "ok");
+    CHECK(ReplyCode(ReadLine(busy.get(), kReplyTimeout)) == "ok");
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
   }
 

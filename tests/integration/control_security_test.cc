@@ -5,11 +5,9 @@
 // The permission cases need root (the test forks a child that drops to uid 65534, "nobody");
 // without root they are skipped (TRIALD_SKIP: CTest reports them as skipped).
 #include <grp.h>
-#include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -24,6 +22,7 @@
 #include "common/fd.h"
 #include "proto/control.h"
 #include "tests/integration/harness.h"
+#include "tests/integration/raw_socket.h"
 #include "tests/support/skip.h"
 
 namespace triald::testing {
@@ -36,58 +35,6 @@ constexpr uid_t kNobody = 65534;
 constexpr gid_t kNogroup = 65534;
 // A gid no account on the test machine has (the socket's group in the group tests).
 constexpr gid_t kTestGroup = 42424;
-
-UniqueFd ConnectRaw(const std::string& path, int* err = nullptr) {
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
-  UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    if (err) *err = errno;
-    return UniqueFd();
-  }
-  if (err) *err = 0;
-  return fd;
-}
-
-bool SendAll(int fd, const std::string& data) {
-  size_t off = 0;
-  while (off < data.size()) {
-    ssize_t n = ::send(fd, data.data() + off, data.size() - off, MSG_NOSIGNAL);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    off += static_cast<size_t>(n);
-  }
-  return true;
-}
-
-// Reads one line (without '\n'); "<eof>" when the peer closed first, "<timeout>" after
-// `timeout_s` without a full line (so a broken daemon fails the test instead of hanging it).
-std::string ReadLine(int fd, double timeout_s = 30) {
-  std::string line;
-  auto deadline = std::chrono::steady_clock::now() +
-                  std::chrono::milliseconds(static_cast<int>(timeout_s * 1000));
-  for (;;) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) return "<timeout>";
-    pollfd p{fd, POLLIN, 0};
-    if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
-    char c;
-    ssize_t n = ::read(fd, &c, 1);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return line.empty() ? "<eof>" : line;
-    if (c == '\n') return line;
-    line.push_back(c);
-  }
-}
-
-// The reply's error code ("ok" for a success).
-std::string ReplyCode(const std::string& line) {
-  auto r = proto::ParseResponse(line);
-  if (!r.ok()) return "<unparsable: " + line.substr(0, 200) + ">";
-  return r->ok ? "ok" : common::CodeName(r->error.code());
-}
 
 std::string Request(const std::string& verb, json::object args = {}) {
   return proto::EncodeRequest(verb, std::move(args));

@@ -56,17 +56,6 @@ seed = 3
 
 constexpr int kTrials = 10;
 
-std::pair<int, std::string> Shell(const std::string& cmd) {
-  std::string output;
-  FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
-  REQUIRE(p != nullptr);
-  char buf[65536];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) output.append(buf, n);
-  const int status = ::pclose(p);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
-}
-
 std::vector<std::string> Split(const std::string& text, char sep) {
   std::vector<std::string> out;
   std::string part;
@@ -186,15 +175,8 @@ TEST_CASE("a define-by-run study: trials, best, watch, exports and report show a
 
     const std::string db = dir.File("views.db");
     const std::string exported = dir.Write("views.json", js.out);
-    Ctl opt = Trialctl(d.socket(), {"export", "views", "--format", "optuna", "--out", db});
-    INFO(opt.err);
-    REQUIRE(opt.code == 0);
     // Trial by trial, Optuna sees the same parameter names, values and distributions.
-    auto [code, output] = Shell("/usr/bin/python3 " + std::string(TRIALD_SOURCE_DIR) +
-                                "/tests/integration/check_optuna_export.py " + db + " " + exported);
-    INFO(output);
-    CHECK(code == 0);
-    CHECK_THAT(output, Catch::Contains(std::to_string(kTrials) + " trials match"));
+    CheckOptunaExport(d.socket(), "views", db, exported, kTrials);
     // And through Optuna's own Trial objects: the branch not taken is in neither params nor
     // distributions.
     auto [df_code, df] = Shell(

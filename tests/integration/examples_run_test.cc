@@ -51,6 +51,27 @@ json::object Best(const json::array& trials) {
   return best;
 }
 
+// An example sweep's study name and its trials once it has ended.
+struct ExampleRun {
+  std::string study;
+  json::array trials;
+};
+
+// Runs config/examples/`file` as shipped, except one trial at a time: the pruner then sees the
+// same history on every run, so which trials it stops does not depend on timing. Checks that the
+// study ends COMPLETE with `n_trials` trials.
+ExampleRun RunOneAtATime(TestDaemon& d, const std::string& file, size_t n_trials) {
+  const std::string toml = SetTomlKey(ReadTextFile(kExamples + "/" + file), "parallelism", "1");
+  ExampleRun run;
+  run.study = d.Submit(toml, kExamples + "/" + file);
+  json::object st = d.WaitStudy(run.study, 900);
+  INFO(d.log());
+  CHECK(st.at("state").as_string() == "COMPLETE");
+  run.trials = d.Trials(run.study);
+  REQUIRE(run.trials.size() == n_trials);
+  return run;
+}
+
 TEST_CASE("example quadratic.toml and tpe.toml: complete, TPE gets close to the minimum",
           "[examples]") {
   SystemPythonFirst path;
@@ -84,15 +105,7 @@ TEST_CASE("example torch_mlp.toml: a PyTorch script with the Python helper, prun
   TempDir dir;
   TestDaemon d(dir.path() + "/state", 2);
   d.Start();
-  // As shipped, except one trial at a time: the pruner then sees the same history on every run,
-  // so which trials it stops does not depend on timing.
-  const std::string toml =
-      SetTomlKey(ReadTextFile(kExamples + "/torch_mlp.toml"), "parallelism", "1");
-  const std::string study = d.Submit(toml, kExamples + "/torch_mlp.toml");
-  json::object st = d.WaitStudy(study, 900);
-  CHECK(st.at("state").as_string() == "COMPLETE");
-  json::array trials = d.Trials(study);
-  REQUIRE(trials.size() == 16);
+  const auto [study, trials] = RunOneAtATime(d, "torch_mlp.toml", 16);
   for (const json::value& v : trials) {
     const json::object& t = v.as_object();
     INFO(json::serialize(t));
@@ -116,16 +129,8 @@ TEST_CASE("example torch_objective.toml: an Optuna-style PyTorch loop, condition
   TempDir dir;
   TestDaemon d(dir.path() + "/state", 2);
   d.Start();
-  // As shipped, except one trial at a time: the pruner then sees the same history on every run,
-  // so which trials it stops does not depend on timing.
-  const std::string toml =
-      SetTomlKey(ReadTextFile(kExamples + "/torch_objective.toml"), "parallelism", "1");
-  const std::string study = d.Submit(toml, kExamples + "/torch_objective.toml");
-  json::object st = d.WaitStudy(study, 900);
+  const auto [study, trials] = RunOneAtATime(d, "torch_objective.toml", 16);
   INFO(d.log());
-  CHECK(st.at("state").as_string() == "COMPLETE");
-  json::array trials = d.Trials(study);
-  REQUIRE(trials.size() == 16);
   int sgd = 0, adam = 0, deep = 0;
   for (const json::value& v : trials) {
     const json::object& t = v.as_object();

@@ -11,6 +11,7 @@
 
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -43,6 +44,30 @@ std::string SetTomlKey(std::string toml, const std::string& key, const std::stri
   REQUIRE(at != std::string::npos);
   const size_t end = toml.find('\n', at + 1);
   return toml.replace(at + 1, end - at - 1, key + " = " + value);
+}
+
+std::pair<int, std::string> Shell(const std::string& cmd, bool with_stderr) {
+  std::string output;
+  FILE* p = ::popen((cmd + (with_stderr ? " 2>&1" : " 2>/dev/null")).c_str(), "r");
+  REQUIRE(p != nullptr);
+  char buf[65536];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) output.append(buf, n);
+  const int status = ::pclose(p);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
+}
+
+void CheckOptunaExport(const std::string& socket, const std::string& study, const std::string& db,
+                       const std::string& exported_json, int n_trials) {
+  Ctl opt = Trialctl(socket, {"export", study, "--format", "optuna", "--out", db});
+  INFO(opt.err);
+  REQUIRE(opt.code == 0);
+  auto [code, output] =
+      Shell("/usr/bin/python3 " + std::string(TRIALD_SOURCE_DIR) +
+            "/tests/integration/check_optuna_export.py " + db + " " + exported_json);
+  INFO(output);
+  CHECK(code == 0);
+  CHECK_THAT(output, Catch::Contains(std::to_string(n_trials) + " trials match"));
 }
 
 TestDaemon::TestDaemon(std::string state_dir, int max_workers)

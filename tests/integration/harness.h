@@ -7,6 +7,7 @@
 
 #include <boost/json.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tests/support/temp_dir.h"
@@ -136,5 +137,15 @@ class ScratchUser {
   uid_t uid_ = 0;
   gid_t gid_ = 0;
 };
+
+// Runs a shell command; its exit status (-1 when it did not exit) and its stdout, with stderr
+// too unless `with_stderr` is false (then stderr is dropped).
+std::pair<int, std::string> Shell(const std::string& cmd, bool with_stderr = true);
+
+// Exports `study` to a new Optuna SQLite database `db` (trialctl export --format optuna) and
+// checks with tests/integration/check_optuna_export.py that Optuna loads the same `n_trials`
+// trials as the JSON export in the file `exported_json`.
+void CheckOptunaExport(const std::string& socket, const std::string& study, const std::string& db,
+                       const std::string& exported_json, int n_trials);
 
 }  // namespace triald::testing

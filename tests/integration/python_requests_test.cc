@@ -21,18 +21,6 @@ namespace {
 
 namespace json = boost::json;
 
-// Runs a command, returning its exit status and combined output.
-std::pair<int, std::string> Shell(const std::string& cmd) {
-  std::string output;
-  FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
-  REQUIRE(p != nullptr);
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) output.append(buf, n);
-  int status = ::pclose(p);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
-}
-
 struct BadRequest {
   const char* what;
   const char* lines;                // written to the trial channel, one request a line

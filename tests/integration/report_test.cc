@@ -23,17 +23,6 @@ namespace json = boost::json;
 
 namespace {
 
-std::pair<int, std::string> Shell(const std::string& cmd, bool with_stderr = true) {
-  std::string output;
-  FILE* p = ::popen((cmd + (with_stderr ? " 2>&1" : " 2>/dev/null")).c_str(), "r");
-  REQUIRE(p != nullptr);
-  char buf[65536];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) output.append(buf, n);
-  int status = ::pclose(p);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
-}
-
 std::string FindChromium() {
   for (const char* p : {"/usr/bin/chromium", "/usr/bin/chromium-browser"}) {
     if (::access(p, X_OK) == 0) return p;
