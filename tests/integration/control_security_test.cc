@@ -45,39 +45,25 @@ std::string Request(const std::string& verb, json::object args = {}) {
 // "<connect: strerror>" when the connection was refused.
 std::vector<std::string> AsNobody(const std::string& socket, std::vector<gid_t> groups,
                                   const std::vector<std::string>& requests) {
-  common::Result<common::Pipe> pipe = common::MakePipe(false);
-  REQUIRE(pipe.ok());
-  pid_t pid = ::fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
-    pipe->read.Reset();
-    if (::setgroups(groups.size(), groups.data()) != 0 || ::setgid(kNogroup) != 0 ||
-        ::setuid(kNobody) != 0) {
-      ::_exit(3);
-    }
-    std::string out;
-    for (const std::string& req : requests) {
-      int err = 0;
-      UniqueFd fd = ConnectRaw(socket, &err);
-      if (!fd.valid()) {
-        out += std::string("<connect: ") + std::strerror(err) + ">\n";
-        continue;
-      }
-      SendAll(fd.get(), req);
-      out += ReadLine(fd.get()) + "\n";
-    }
-    (void)common::WriteAll(pipe->write.get(), out.data(), out.size());
-    ::_exit(0);
-  }
-  pipe->write.Reset();
-  std::string all;
-  char buf[4096];
-  ssize_t n;
-  while ((n = ::read(pipe->read.get(), buf, sizeof(buf))) > 0) all.append(buf, n);
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  REQUIRE(WIFEXITED(status));
-  REQUIRE(WEXITSTATUS(status) == 0);
+  const std::string all = OutputOfChild(
+      [&] {
+        return ::setgroups(groups.size(), groups.data()) == 0 && ::setgid(kNogroup) == 0 &&
+               ::setuid(kNobody) == 0;
+      },
+      [&] {
+        std::string out;
+        for (const std::string& req : requests) {
+          int err = 0;
+          UniqueFd fd = ConnectRaw(socket, &err);
+          if (!fd.valid()) {
+            out += std::string("<connect: ") + std::strerror(err) + ">\n";
+            continue;
+          }
+          SendAll(fd.get(), req);
+          out += ReadLine(fd.get()) + "\n";
+        }
+        return out;
+      });
   std::vector<std::string> lines;
   size_t pos = 0;
   while (pos < all.size()) {

@@ -18,6 +18,7 @@
 #include <sstream>
 #include <thread>
 
+#include "common/fd.h"
 #include "daemon/ctl/client.h"
 #include "daemon/ctl/trialctl.h"
 
@@ -319,6 +320,31 @@ ScratchUser::ScratchUser(const std::string& home_root,
 ScratchUser::~ScratchUser() {
   const std::string remove_home = home_.empty() ? "" : " -r";
   (void)std::system(("userdel -f" + remove_home + " " + name_ + " >/dev/null 2>&1").c_str());
+}
+
+std::string OutputOfChild(const std::function<bool()>& become,
+                          const std::function<std::string()>& body) {
+  common::Result<common::Pipe> pipe = common::MakePipe(false);
+  REQUIRE(pipe.ok());
+  pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    pipe->read.Reset();
+    if (!become()) ::_exit(3);
+    std::string out = body();
+    (void)common::WriteAll(pipe->write.get(), out.data(), out.size());
+    ::_exit(0);
+  }
+  pipe->write.Reset();
+  std::string all;
+  char buf[4096];
+  ssize_t n;
+  while ((n = ::read(pipe->read.get(), buf, sizeof(buf))) > 0) all.append(buf, n);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  REQUIRE(WIFEXITED(status));
+  REQUIRE(WEXITSTATUS(status) == 0);
+  return all;
 }
 
 }  // namespace triald::testing

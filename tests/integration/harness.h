@@ -6,6 +6,7 @@
 #include <sys/types.h>
 
 #include <boost/json.hpp>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -137,6 +138,12 @@ class ScratchUser {
   uid_t uid_ = 0;
   gid_t gid_ = 0;
 };
+
+// Runs `body` in a forked child once `become` (e.g. setgroups/setgid/setuid) has succeeded, and
+// returns the text `body` returned; the child exits 3 when `become` fails, and the caller's test
+// fails on any exit but 0.
+std::string OutputOfChild(const std::function<bool()>& become,
+                          const std::function<std::string()>& body);
 
 // Runs a shell command; its exit status (-1 when it did not exit) and its stdout, with stderr
 // too unless `with_stderr` is false (then stderr is dropped).

@@ -42,39 +42,24 @@ struct Reply {
 // `user` (all its groups, from the group database); returns one Reply per request.
 std::vector<Reply> AsUser(const ScratchUser& user, const std::string& socket,
                           const std::vector<std::pair<std::string, json::object>>& requests) {
-  common::Result<common::Pipe> pipe = common::MakePipe(false);
-  REQUIRE(pipe.ok());
-  pid_t pid = ::fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
-    pipe->read.Reset();
-    if (::initgroups(user.name().c_str(), user.gid()) != 0 || ::setgid(user.gid()) != 0 ||
-        ::setuid(user.uid()) != 0) {
-      ::_exit(3);
-    }
-    json::array out;
-    for (const auto& [verb, args] : requests) {
-      common::Result<ctl::Client> c = ctl::Client::Connect(socket);
-      common::Result<json::value> r =
-          c.ok() ? c->Call(verb, args) : common::Result<json::value>(c.status());
-      json::object reply;
-      reply["code"] = r.ok() ? "ok" : common::CodeName(r.status().code());
-      reply["text"] = r.ok() ? json::serialize(*r) : r.status().message();
-      out.push_back(std::move(reply));
-    }
-    std::string text = json::serialize(out);
-    (void)common::WriteAll(pipe->write.get(), text.data(), text.size());
-    ::_exit(0);
-  }
-  pipe->write.Reset();
-  std::string all;
-  char buf[4096];
-  ssize_t n;
-  while ((n = ::read(pipe->read.get(), buf, sizeof(buf))) > 0) all.append(buf, n);
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  REQUIRE(WIFEXITED(status));
-  REQUIRE(WEXITSTATUS(status) == 0);
+  const std::string all = OutputOfChild(
+      [&] {
+        return ::initgroups(user.name().c_str(), user.gid()) == 0 && ::setgid(user.gid()) == 0 &&
+               ::setuid(user.uid()) == 0;
+      },
+      [&] {
+        json::array out;
+        for (const auto& [verb, args] : requests) {
+          common::Result<ctl::Client> c = ctl::Client::Connect(socket);
+          common::Result<json::value> r =
+              c.ok() ? c->Call(verb, args) : common::Result<json::value>(c.status());
+          json::object reply;
+          reply["code"] = r.ok() ? "ok" : common::CodeName(r.status().code());
+          reply["text"] = r.ok() ? json::serialize(*r) : r.status().message();
+          out.push_back(std::move(reply));
+        }
+        return json::serialize(out);
+      });
   std::vector<Reply> replies;
   const json::value parsed = json::parse(all);
   for (const json::value& v : parsed.as_array()) {
