@@ -30,7 +30,10 @@ inline constexpr long kMaxSecondsWhole = 365L * 24 * 3600;
 
 struct StudyConfig {
   std::string name;
-  Direction direction = Direction::kMinimize;
+  Direction direction = Direction::kMinimize;  // directions[0]
+  // [study] directions = ["minimize", "maximize", ...] (two or more) for a multi-objective
+  // study, or the single `direction`: after parsing always one entry per objective.
+  std::vector<Direction> directions = {Direction::kMinimize};
   int n_trials = 0;          // >= 1
   int parallelism = 1;       // >= 1: trials of this study running at once
   double trial_timeout = 0;  // seconds; 0 = no timeout

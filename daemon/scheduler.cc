@@ -299,7 +299,8 @@ void Scheduler::LockedMaybeComplete(StudyRuntime& study) {
 }
 
 std::optional<model::ParamMap> Scheduler::DrawParams(StudyRuntime& study) {
-  sampler::StudyView view{study.spec.study.direction, &study.spec.space, &study.trials};
+  sampler::StudyView view{study.spec.study.direction, &study.spec.space, &study.trials,
+                          study.spec.study.directions};
   if (study.sampler->Exhausted(view)) {
     study.exhausted = true;
     RecordEvent(&study, nullptr, "sampler_exhausted", "no more configurations to try");
@@ -661,7 +662,8 @@ bool Scheduler::CountRequest(RunningTrial& rt) {
 void Scheduler::StartSample(RunningTrial& rt) {
   StudyRuntime& study = *rt.study;
   const TrialRecord& trial = study.trials[rt.number];
-  sampler::StudyView view{study.spec.study.direction, &study.spec.space, &study.trials};
+  sampler::StudyView view{study.spec.study.direction, &study.spec.space, &study.trials,
+                          study.spec.study.directions};
   Result<sampler::TrialSample> sample = sampler::StartRelative(*study.sampler, view, rt.number);
   if (!sample.ok()) {
     // Every suggest is then sampled independently, which is always valid.
@@ -701,7 +703,8 @@ void Scheduler::AnswerSuggest(int64_t trial_id, RunningTrial& rt, const proto::R
                           " distinct parameters in one trial");
     return;
   }
-  sampler::StudyView view{study.spec.study.direction, &study.spec.space, &study.trials};
+  sampler::StudyView view{study.spec.study.direction, &study.spec.space, &study.trials,
+                          study.spec.study.directions};
   Result<double> value = sampler::Suggest(*study.sampler, view, sample, {m.name, *dist});
   if (!value.ok()) {
     options_.logger->warn("study {} trial {}: suggest \"{}\": {}", study.record.name, rt.number,

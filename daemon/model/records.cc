@@ -48,6 +48,13 @@ std::optional<TrialState> ParseTrialState(const std::string& s) {
   return std::nullopt;
 }
 
+bool Feasible(const std::vector<double>& constraints) {
+  for (double c : constraints) {
+    if (!(c <= 0)) return false;  // NaN counts as a violation
+  }
+  return true;
+}
+
 std::string StudiesDir(const std::string& state_dir) { return state_dir + "/studies/"; }
 
 std::string TrialDir(const std::string& state_dir, const std::string& study, int number) {

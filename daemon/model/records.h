@@ -41,7 +41,9 @@ struct Submitter {
 
 struct NewStudy {
   std::string name;
-  config::Direction direction = config::Direction::kMinimize;
+  config::Direction direction = config::Direction::kMinimize;  // directions[0]
+  // One per objective (a multi-objective study has two or more). Empty is read as {direction}.
+  std::vector<config::Direction> directions;
   int n_trials = 0;
   std::string spec_toml;  // the sweep file as submitted; re-parsed after a restart
   std::string spec_path;  // where it came from (absolute), for messages and relative paths
@@ -52,7 +54,8 @@ struct NewStudy {
 struct StudyRecord {
   int64_t id = 0;
   std::string name;
-  config::Direction direction = config::Direction::kMinimize;
+  config::Direction direction = config::Direction::kMinimize;  // directions[0]
+  std::vector<config::Direction> directions;                   // one per objective; >= 1
   int n_trials = 0;
   StudyState state = StudyState::kRunning;
   std::string spec_toml;
@@ -93,15 +96,29 @@ struct ProcessIdentity {
 struct TrialOutcome {
   TrialState state = TrialState::kFail;  // kComplete, kPruned or kFail
   std::optional<double> value;           // COMPLETE: the objective; PRUNED: last intermediate
+                                         // (single-objective studies; unset with several)
+  std::vector<double> values;            // COMPLETE: one per objective (single: {value})
+  std::vector<double> constraints;       // as the trial reported them; empty: none
   FailInfo fail;                         // FAIL only
 };
+
+// Feasible as Optuna defines it: every constraint value <= 0 (no constraints: feasible).
+bool Feasible(const std::vector<double>& constraints);
 
 struct TrialRecord {
   int64_t id = 0;
   int64_t study_id = 0;
   int number = 0;  // 0-based, dense within a study
   TrialState state = TrialState::kWaiting;
+  // Single-objective studies: COMPLETE, the objective; PRUNED, the last intermediate value.
+  // Unset in a study with several objectives (as Optuna's trial.value).
   std::optional<double> value;
+  // COMPLETE: one value per objective, in the study's order of directions; a single-objective
+  // trial has {value}. Empty otherwise.
+  std::vector<double> values;
+  // The constraint values the trial reported (Optuna's system attr "constraints"); feasible
+  // when every one is <= 0. Empty: none reported (feasible).
+  std::vector<double> constraints;
   ParamMap params;
   std::map<int64_t, double> intermediate;    // step -> value
   std::map<std::string, std::string> attrs;  // key -> JSON text
@@ -114,6 +131,7 @@ struct TrialRecord {
   std::optional<int> retry_of_number;  // that trial's number (a retry is in the same study)
   std::string node;                    // the daemon that claimed or ran it; "" while unclaimed
 
+  bool Feasible() const { return model::Feasible(constraints); }
   double DurationSeconds() const {
     if (started_at <= 0) return 0;
     return (finished_at > 0 ? finished_at : started_at) - started_at;

@@ -40,9 +40,12 @@ namespace triald::sampler {
 // included, so a sampler can avoid their points), each parameter with the distribution it was
 // drawn from.
 struct StudyView {
-  config::Direction direction = config::Direction::kMinimize;
+  config::Direction direction = config::Direction::kMinimize;  // directions[0]
   const config::SearchSpace* space = nullptr;
   const std::vector<model::TrialRecord>* trials = nullptr;
+  // One per objective; a single-objective study has {direction}. Samplers that handle one
+  // objective only refuse a view with several (MakeSampler checks the sweep first).
+  std::vector<config::Direction> directions = {config::Direction::kMinimize};
 };
 
 class Sampler {

@@ -25,7 +25,7 @@ common::Result<EnqueuedParams> ResolveEnqueuedParams(
 
   config::ParamValues values;
   if (fixed.size() < spec.space.size()) {
-    sampler::StudyView view{spec.study.direction, &spec.space, &trials};
+    sampler::StudyView view{spec.study.direction, &spec.space, &trials, spec.study.directions};
     common::Result<config::ParamValues> sampled =
         sampler::SampleParams(sampler, view, static_cast<int>(trials.size()));
     if (!sampled.ok()) {

@@ -101,7 +101,7 @@ kind = "python"
                       "\"python\""));
 }
 
-TEST_CASE("other kinds still need [space]; the kinds are listed", "[config][python]") {
+TEST_CASE("other kinds still need [space], the kinds are listed", "[config][python]") {
   std::string e = ErrorOf(R"([study]
 name = "s"
 n_trials = 10

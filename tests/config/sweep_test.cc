@@ -229,7 +229,7 @@ TEST_CASE("an unknown table or top-level key is rejected", "[config]") {
              StartsWith("sweep.toml:1:11: sampler = \"tpe\": expected a [sampler] table"));
 }
 
-TEST_CASE("stall_timeout: seconds > 0 up to 7 days; absent means none", "[config]") {
+TEST_CASE("stall_timeout: seconds > 0 up to 7 days, absent means none", "[config]") {
   CHECK(Parse(kMinimal, "sweep.toml")->study.stall_timeout == 0);
   common::Result<SweepSpec> r =
       Parse(With("n_trials = 10", "n_trials = 10\nstall_timeout = 2.5"), "sweep.toml");

@@ -85,7 +85,7 @@ TEST_CASE("DecideAccess: who gets full access, read access or none", "[control][
   CHECK(DecideAccess(root, Peer(0, 0)) == Access::kFull);
 }
 
-TEST_CASE("MayChangeStudy: the submitter, root and triald's uid; nobody for others",
+TEST_CASE("MayChangeStudy: the submitter, root and triald's uid, nobody for others",
           "[control][security]") {
   AccessPolicy policy = Policy(/*daemon_uid=*/1000, /*allowed_gid=*/2000, /*read_open=*/true);
   policy.trust_gid = 2000;

@@ -440,7 +440,7 @@ TEST_CASE("an independent suggest does not depend on what was suggested before i
   }
 }
 
-TEST_CASE("suggest: the same name and distribution, the same value; another one, an error",
+TEST_CASE("suggest: the same name and distribution, the same value, another one, an error",
           "[sampler][dynamic]") {
   Study study;
   study.space = {{"x", Float(0, 1)}};

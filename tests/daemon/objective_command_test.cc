@@ -75,7 +75,7 @@ TEST_CASE("a top-level binding is found without running the file", "[objective][
   CHECK(CheckPythonBinding("objective == 3\ndef objective(t): pass\n", "objective") == "");
 }
 
-TEST_CASE("a binding inside a module-level block counts; one in a string, def or main guard not",
+TEST_CASE("a binding inside a module-level block counts, one in a string, def or main guard not",
           "[objective][python]") {
   // Defined in a top-level if / else / try / except / with block, at any depth of those.
   CHECK(CheckPythonBinding("import os\nif os.environ.get('FAST'):\n    def objective(t):\n"

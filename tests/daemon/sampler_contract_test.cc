@@ -455,7 +455,7 @@ TEST_CASE("qmc sampler spreads ints, steps and categoricals evenly over their gr
   for (const auto& [value, count] : c) CHECK(count == 4);
 }
 
-TEST_CASE("qmc sampler scrambles from its seed; the plain sequence ignores the seed",
+TEST_CASE("qmc sampler scrambles from its seed, the plain sequence ignores the seed",
           "[sampler][qmc]") {
   FakeStudy study{{{"x", Float(0, 1)}, {"y", Float(0, 1)}}, {}};
   auto a = MakeQmc(study.space, 1, true);

@@ -399,7 +399,7 @@ TEST_CASE("a restarted node asks to kill only its own trials' processes", "[sche
   CHECK(c[2].leftovers.requests[0].lost.size() == 2);
 }
 
-TEST_CASE("a node name in use by a live daemon elsewhere is refused; a silent one is taken over",
+TEST_CASE("a node name in use by a live daemon elsewhere is refused, a silent one is taken over",
           "[scheduler][shared]") {
   Cluster c({"alpha"});
   common::Status twin = c.AddNode("alpha", "other-host:/var/lib/triald");

@@ -243,7 +243,7 @@ TEST_CASE("a command that cannot be executed is a spawn error, not a trial",
   CHECK(ZombieChildren(::getpid()).empty());
 }
 
-TEST_CASE("stall_timeout stops a worker that sends no line; each line restarts the count",
+TEST_CASE("stall_timeout stops a worker that sends no line, each line restarts the count",
           "[launcher][integration]") {
   LauncherFixture f;
   SECTION("silent after one report") {
@@ -349,7 +349,7 @@ TEST_CASE("a user switch the kernel refuses is a credentials spawn error, persis
   // The scheduler's policy holds the study after a few of these (spawn_backoff.h).
 }
 
-TEST_CASE("timeout stops the group with SIGTERM; a worker ignoring it gets SIGKILL",
+TEST_CASE("timeout stops the group with SIGTERM, a worker ignoring it gets SIGKILL",
           "[launcher][integration]") {
   LauncherFixture f;
   SECTION("polite worker") {
@@ -519,7 +519,7 @@ TEST_CASE("flooding stdout neither blocks the worker nor grows the log past its 
   CHECK_THAT(f.Log("stdout"), Catch::Contains("bytes omitted]"));
 }
 
-TEST_CASE("Stop() during a run is reported with its reason; the first reason wins",
+TEST_CASE("Stop() during a run is reported with its reason, the first reason wins",
           "[launcher][integration]") {
   LauncherFixture f;
   auto run = f.Go(f.Spec(Sh("sleep 1000")), [](launcher::TrialProcess& p) {

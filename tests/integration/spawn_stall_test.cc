@@ -26,9 +26,11 @@ namespace {
 namespace json = boost::json;
 
 // The worker of the deploy cases: reports a final value; `rm_self` also deletes its own file,
-// so that the next trial finds its command missing.
+// so that the next trial finds its command missing. It waits 1 s first: with several trials in
+// parallel, one that started with the others must have had its script opened by sh before the
+// file goes, or it fails (exit 127) instead of having run.
 std::string DeployScript(bool rm_self) {
-  return std::string("#!/bin/sh\n") + (rm_self ? "rm -f \"$0\"\n" : "") +
+  return std::string("#!/bin/sh\n") + (rm_self ? "sleep 1\nrm -f \"$0\"\n" : "") +
          "echo '{\"type\":\"final\",\"value\":1}' >&3\n";
 }
 
@@ -174,7 +176,7 @@ TEST_CASE("vfork refused by the process limit is reported as EAGAIN at the fork 
   CHECK(WEXITSTATUS(status) == 0);
 }
 
-TEST_CASE("stall_timeout ends a silent trial FAIL(stalled) with its stderr; heartbeats keep one",
+TEST_CASE("stall_timeout ends a silent trial FAIL(stalled) with its stderr, heartbeats keep one",
           "[integration][stall]") {
   TempDir dir;
   TestDaemon daemon(dir.File("state"));
