@@ -4,6 +4,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <boost/asio/post.hpp>
 #include <boost/asio/write.hpp>
@@ -20,6 +21,8 @@ using Socket = asio::local::stream_protocol::socket;
 
 // Replies larger than this are followed by common::ReturnFreedMemory().
 constexpr size_t kLargeReplyBytes = 1 << 20;
+// A reply is written in pieces of this size, each within request_timeout_s.
+constexpr size_t kSendPieceBytes = 1 << 20;
 
 // One client connection: reads request lines into a capped buffer and answers each in order.
 // Only one request is handled at a time and nothing more is read until its reply is written,
@@ -174,27 +177,39 @@ class ControlServer::Connection : public std::enable_shared_from_this<Connection
     });
   }
 
-  // Writes `text` within request_timeout_s, then runs `then`; closes on an error.
+  // Writes `text`, then runs `then`; closes on an error, or when a piece of kSendPieceBytes is
+  // not taken by the client within request_timeout_s (the deadline restarts with each piece
+  // written, so a slow client that keeps reading gets a large reply, and a stalled one does not
+  // hold it).
   template <typename Then>
   void Send(std::string text, Then then) {
+    SendFrom(std::make_shared<std::string>(std::move(text)), 0, std::move(then));
+  }
+
+  template <typename Then>
+  void SendFrom(std::shared_ptr<std::string> data, size_t offset, Then then) {
     auto self = shared_from_this();
-    auto data = std::make_shared<std::string>(std::move(text));
     Arm(Clock::now() + Seconds(server_->options_.request_timeout_s), "");
-    asio::async_write(socket_, asio::buffer(*data),
-                      [self, data, then](const boost::system::error_code& ec, size_t) {
-                        // A large reply (and what it was built from) is freed once this handler
-                        // is done: give the memory back then.
-                        if (data->size() > kLargeReplyBytes) {
-                          asio::post(self->socket_.get_executor(),
-                                     [] { common::ReturnFreedMemory(); });
-                        }
-                        self->Disarm();
-                        if (ec) {
-                          self->Close();
-                          return;
-                        }
-                        then();
-                      });
+    const size_t n = std::min(kSendPieceBytes, data->size() - offset);
+    asio::async_write(
+        socket_, asio::buffer(data->data() + offset, n),
+        [self, data, offset, then](const boost::system::error_code& ec, size_t written) {
+          self->Disarm();
+          if (ec) {
+            self->Close();
+            return;
+          }
+          if (offset + written < data->size()) {
+            self->SendFrom(data, offset + written, then);
+            return;
+          }
+          // A large reply (and what it was built from) is freed once this handler is done: give
+          // the memory back then.
+          if (data->size() > kLargeReplyBytes) {
+            asio::post(self->socket_.get_executor(), [] { common::ReturnFreedMemory(); });
+          }
+          then();
+        });
   }
 
   // Closes the connection at `when` unless the pending operation finishes first (and re-arms

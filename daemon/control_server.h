@@ -10,7 +10,7 @@
 //   - no complete request (up to its newline) within request_timeout_s of the connection being
 //     accepted or of its previous reply: closed, with an error reply (best effort) when part of
 //     a request had arrived; so an idle connection holds a slot for seconds, not minutes;
-//   - a piece of a reply the client does not read within request_timeout_s: closed;
+//   - a piece of a reply (1 MiB) the client does not read within request_timeout_s: closed;
 //   - end of stream in the middle of a request: an error reply, then close.
 // Replies are written as the verb produces them (ReplyStream, daemon/control/verbs.h): a large
 // `trials` or `export` reply is read from Storage and written a page at a time.

@@ -87,7 +87,8 @@ state="$1"
   if cat "$log" >/dev/null 2>&1; then r=readable; else r=unreadable; fi
   if true >> "$log" 2>/dev/null; then w=writable; else w=denied; fi
   echo "log=$r,$w"
-} > "$TRIALD_TRIAL_DIR/id.txt"
+} > "$TRIALD_TRIAL_DIR/id.tmp"
+mv "$TRIALD_TRIAL_DIR/id.tmp" "$TRIALD_TRIAL_DIR/id.txt"  # appears complete, never half-written
 echo '{"type":"final","value":1}' >&3
 exec sleep "${2:-0}"
 )sh";
@@ -129,10 +130,8 @@ std::vector<std::string> Lines(const std::string& text) {
 std::string WaitForFile(const std::string& path, double timeout_s = 30) {
   auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
   while (std::chrono::steady_clock::now() < deadline) {
-    if (::access(path.c_str(), F_OK) == 0) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));  // let the writer finish
-      return ReadTextFile(path);
-    }
+    // The probe renames a finished file into place: once there, it is complete.
+    if (::access(path.c_str(), F_OK) == 0) return ReadTextFile(path);
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   FAIL("no " << path << " after " << timeout_s << " s");

@@ -53,10 +53,12 @@ std::string RawRequest(const std::string& socket, const std::string& request,
   const auto deadline = std::chrono::steady_clock::now() +
                         std::chrono::milliseconds(static_cast<int>(timeout_s * 1000));
   std::string line;
+  size_t searched = 0;  // no newline in line[0, searched): a reply of megabytes is scanned once
   char buf[65536];
   for (;;) {
-    size_t nl = line.find('\n');
+    size_t nl = line.find('\n', searched);
     if (nl != std::string::npos) return line.substr(0, nl);
+    searched = line.size();
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) return "<timeout>";
@@ -64,7 +66,8 @@ std::string RawRequest(const std::string& socket, const std::string& request,
     if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
     ssize_t n = ::read(fd.get(), buf, sizeof buf);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return line.empty() ? "<eof>" : line;
+    if (n <= 0)
+      return line.empty() ? "<eof>" : "<eof after " + std::to_string(line.size()) + " bytes>";
     line.append(buf, static_cast<size_t>(n));
   }
 }
