@@ -81,8 +81,7 @@ TEST_CASE("tpe split, several objectives: whole ranks first, duplicates all in",
   CHECK(below == std::vector<int>{0, 1, 2, 3});
   SplitOf(TiedFront(), {kMin, kMin}, 5, &below);
   CHECK(below == std::vector<int>{0, 1, 2, 3, 4});
-  // Maximising the second objective turns the order of that objective around: (2,4) and its
-  // duplicate are then dominated by (1,5) only... and (3,3) by all of rank 0.
+  // Maximising the second objective: (1,5) then dominates every other point, alone in rank 0.
   SplitOf(TiedFront(), {kMin, kMax}, 1, &below);
   CHECK(below == std::vector<int>{0});
 }
