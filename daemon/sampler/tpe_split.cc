@@ -245,34 +245,38 @@ Split SplitObservations(const std::vector<Observation>& all, size_t n_below, boo
 
 std::vector<size_t> GreedyHypervolumeSubset(const Points& points, size_t subset_size,
                                             const std::vector<double>& reference) {
-  // Optuna's incremental rule: a point's contribution starts as its own box and loses, each time
-  // a point is chosen, what that choice covers of it.
-  std::vector<double> contribution(points.size());
-  for (size_t j = 0; j < points.size(); ++j) {
-    contribution[j] = pareto::Hypervolume({points[j]}, reference);
-  }
-  std::vector<char> chosen(points.size(), 0);
+  // Optuna's greedy choice: each time, the point adding the most hypervolume to those chosen
+  // (the earlier point of equal gains). A point's gain only shrinks as points are chosen
+  // (hypervolume is submodular), so a gain computed earlier bounds it from above and only the
+  // point on top needs its gain brought up to date (lazy greedy): it is chosen once its current
+  // gain is still the largest bound, which picks what the full recomputation would, ties
+  // included, at a few hypervolume computations per step instead of one per point.
+  const size_t n = points.size();
+  std::vector<double> gain(n);
+  std::vector<size_t> as_of(n, 0);  // the number of chosen points `gain` was computed against
+  for (size_t j = 0; j < n; ++j) gain[j] = pareto::Hypervolume({points[j]}, reference);
+  std::vector<char> chosen(n, 0);
   std::vector<size_t> selected;
   Points selected_points;
   double selected_volume = 0;
-  while (selected.size() < std::min(subset_size, points.size())) {
-    size_t best = points.size();
-    for (size_t j = 0; j < points.size(); ++j) {
-      if (!chosen[j] && (best == points.size() || contribution[j] > contribution[best])) best = j;
-    }
-    chosen[best] = 1;
-    const std::vector<double>& s = points[best];
-    for (size_t j = 0; j < points.size(); ++j) {
-      if (chosen[j]) continue;
-      std::vector<double> p(s.size());
-      for (size_t k = 0; k < p.size(); ++k) p[k] = std::max(s[k], points[j][k]);
-      selected_points.push_back(std::move(p));
-      contribution[j] -= pareto::Hypervolume(selected_points, reference) - selected_volume;
+  while (selected.size() < std::min(subset_size, n)) {
+    for (;;) {
+      size_t best = n;
+      for (size_t j = 0; j < n; ++j) {
+        if (!chosen[j] && (best == n || gain[j] > gain[best])) best = j;
+      }
+      if (as_of[best] == selected.size()) {
+        chosen[best] = 1;
+        selected.push_back(best);
+        selected_points.push_back(points[best]);
+        selected_volume = pareto::Hypervolume(selected_points, reference);
+        break;
+      }
+      selected_points.push_back(points[best]);
+      gain[best] = pareto::Hypervolume(selected_points, reference) - selected_volume;
       selected_points.pop_back();
+      as_of[best] = selected.size();
     }
-    selected.push_back(best);
-    selected_points.push_back(s);
-    selected_volume = pareto::Hypervolume(selected_points, reference);
   }
   return selected;
 }

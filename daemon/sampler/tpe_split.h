@@ -79,8 +79,8 @@ struct Split {
 // loss.
 Split SplitObservations(const std::vector<Observation>& obs, size_t n_below, bool constrained);
 
-// Greedy hypervolume subset selection (Optuna's _solve_hssp): `subset_size` indices into
-// `points` (minimisation), in the order chosen.
+// Greedy hypervolume subset selection (Optuna's _solve_hssp, evaluated lazily): `subset_size`
+// indices into `points` (minimisation), in the order chosen.
 std::vector<size_t> GreedyHypervolumeSubset(const std::vector<std::vector<double>>& points,
                                             size_t subset_size,
                                             const std::vector<double>& reference);

@@ -286,7 +286,7 @@ std::vector<Case> Cases() {
           c.name = "case-" + std::to_string(id++);
           for (int k = 0; k < objectives; ++k) c.directions.push_back(u(rng) < 0.3 ? kMax : kMin);
           c.constant_liar = variant != 2;
-          const double feasible_rate = variant == 0 ? 0.15 : 0.7;
+          const double feasible_rate = variant == 0 ? 0.05 : 0.7;
           for (int i = 0; i < n; ++i) {
             TrialRecord t;
             t.number = i;
