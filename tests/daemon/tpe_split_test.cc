@@ -107,7 +107,8 @@ TEST_CASE("tpe split, several objectives: the last rank cut by greedy hypervolum
   CHECK(s.weights[2] == Approx(0.3).margin(1e-9));
 }
 
-TEST_CASE("tpe split greedy hypervolume subset follows Optuna's incremental rule", "[tpe][split]") {
+TEST_CASE("tpe split greedy hypervolume subset makes Optuna's choices, ties to the earlier point",
+          "[tpe][split]") {
   const std::vector<std::vector<double>> points = {{1, 5}, {2, 4}, {3, 3}, {2, 4}};
   const std::vector<double> reference = tpe_split::ReferencePoint(points);
   CHECK(reference[0] == Approx(3.3));
