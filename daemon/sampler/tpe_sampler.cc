@@ -729,6 +729,9 @@ common::Result<std::optional<std::vector<double>>> TpeSampler::Suggest(
   const bool constrained =
       study.trials != nullptr && tpe_split::Constrained(*study.trials, trial_number);
   const bool split_here = multi || constrained;
+  // One objective: its direction is the view's `direction`, as for the split below.
+  const std::vector<config::Direction> split_directions =
+      multi ? study.directions : std::vector<config::Direction>{study.direction};
   std::vector<tpe_split::Observation> split_obs;
   std::vector<int> split_rows;
   if (study.trials != nullptr) {
@@ -741,7 +744,7 @@ common::Result<std::optional<std::vector<double>>> TpeSampler::Suggest(
       std::vector<Ranked>* group = nullptr;
       std::optional<tpe_split::Observation> split;
       if (split_here) {
-        split = tpe_split::Observe(trial, study.directions, constrained, config_.constant_liar);
+        split = tpe_split::Observe(trial, split_directions, constrained, config_.constant_liar);
         if (!split) continue;
       }
       switch (trial.state) {
