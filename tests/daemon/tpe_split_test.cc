@@ -310,9 +310,9 @@ TEST_CASE("tpe with several objectives and constraints, univariate, with every t
       REQUIRE(x <= 1);
       REQUIRE(k == std::round(k));
       if (n >= 35) late.push_back(x);
-      TrialRecord t =
-          Multi(n, {std::abs(x - 0.5) + k / 10, -std::abs(x - 0.5) - k / 10}, {0.5 - x});
-      t.values[1] = 1 - t.values[0];  // maximise 1 - f1: the same order as minimising f1
+      // Maximising 1 - f1 orders the trials as minimising f1 does.
+      const double f1 = std::abs(x - 0.5) + k / 10;
+      TrialRecord t = Multi(n, {f1, 1 - f1}, {0.5 - x});
       if (n % 7 == 3) {
         t.state = TrialState::kPruned;
         t.values.clear();
