@@ -867,9 +867,12 @@ common::Result<std::optional<std::vector<double>>> TpeSampler::Suggest(
     // there are.
     options.bandwidth_n = below_rows.size() + above_rows.size();
     above_options = options;
-    const double below_sum = multi
-                                 ? std::accumulate(below_weights.begin(), below_weights.end(), 0.0)
-                                 : SumOfWeights(below_rows.size());
+    // Several objectives: the "below" weights (hypervolume contributions, the largest 1). With
+    // no feasible trial among them all are 1e-12 and l is its prior alone; g then gets the
+    // prior share of a one-trial l rather than a prior that drowns its observations.
+    const double below_sum =
+        multi ? std::max(1.0, std::accumulate(below_weights.begin(), below_weights.end(), 0.0))
+              : SumOfWeights(below_rows.size());
     const double above_sum = SumOfWeights(above_rows.size());
     if (below_sum > 0 && above_sum > 0) {
       above_options.prior_kernel_weight = config_.prior_weight * above_sum / below_sum;
