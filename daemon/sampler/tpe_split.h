@@ -72,11 +72,11 @@ struct Split {
   std::vector<double> weights;  // several objectives: the kernel weight of each below[i]
 };
 
-// Optuna's split of `obs` (in trial order) with gamma(n) = n_below, the number of observations
-// that are not pending when at most that (pending observations are "above" with several
-// objectives, and with one objective unless a constrained split runs short of trials with a
-// finite violation, as in Optuna). Several objectives when an observation holds more than one
-// loss.
+// Optuna's split of `obs` (in trial order) with n_below = gamma(n), n counting the observations
+// that are not pending. Several objectives when the observations hold more than one loss; their
+// pending observations are always "above". With one objective a pending observation is "above"
+// too, except in Optuna's corner case of a constrained split short of trials with a finite
+// violation (pending ones count as violating infinitely and keep their trial order).
 Split SplitObservations(const std::vector<Observation>& obs, size_t n_below, bool constrained);
 
 // Greedy hypervolume subset selection (Optuna's _solve_hssp, evaluated lazily): `subset_size`
