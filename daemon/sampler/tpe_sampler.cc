@@ -4,11 +4,13 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <numeric>
 #include <random>
 #include <string>
 #include <utility>
 
 #include "daemon/sampler/random_sampler.h"
+#include "daemon/sampler/tpe_split.h"
 
 namespace triald::sampler {
 namespace {
@@ -155,6 +157,9 @@ struct EstimatorOptions {
   // Multivariate: the number of observations Scott's rule and the magic clip count, so that l and
   // g can share one bandwidth; 0 counts this estimator's own.
   size_t bandwidth_n = 0;
+  // One weight per row (Optuna's predetermined weights: "below" with several objectives, see
+  // tpe_split.h); null: DefaultWeights.
+  const std::vector<double>* weights = nullptr;
 };
 
 // Candidate points, one row of `dims.size()` entries per candidate.
@@ -226,7 +231,9 @@ ParzenEstimator::ParzenEstimator(const std::vector<Dim>& dims,
                                  const std::vector<int>& rows, const EstimatorOptions& options)
     : dims_(dims), n_obs_(rows.size()), n_kernels_(rows.size() + 1) {
   const size_t n_dims = dims.size();
-  std::vector<double> weights = tpe_internal::DefaultWeights(static_cast<int>(n_obs_));
+  std::vector<double> weights = options.weights != nullptr
+                                    ? *options.weights
+                                    : tpe_internal::DefaultWeights(static_cast<int>(n_obs_));
   weights.push_back(options.prior_kernel_weight);
   double total = 0;
   for (double w : weights) total += w;
@@ -715,6 +722,18 @@ common::Result<std::optional<std::vector<double>>> TpeSampler::Suggest(
   // Conditional: the finished trials do not all hold the same parameter names.
   const model::ParamMap* first_finished = nullptr;
   bool conditional = false;
+  // Several objectives or constraints: Optuna's split of tpe_split.h, over these observations
+  // (split_rows: each one's row, or -1). A single-objective study without constraints keeps the
+  // split below.
+  const bool multi = study.directions.size() > 1;
+  const bool constrained =
+      study.trials != nullptr && tpe_split::Constrained(*study.trials, trial_number);
+  const bool split_here = multi || constrained;
+  // One objective: its direction is the view's `direction`, as for the split below.
+  const std::vector<config::Direction> split_directions =
+      multi ? study.directions : std::vector<config::Direction>{study.direction};
+  std::vector<tpe_split::Observation> split_obs;
+  std::vector<int> split_rows;
   if (study.trials != nullptr) {
     observations.reserve(study.trials->size() * n_dims);
     for (const TrialRecord& trial : *study.trials) {
@@ -723,10 +742,15 @@ common::Result<std::optional<std::vector<double>>> TpeSampler::Suggest(
       if (trial.number >= trial_number) continue;
       Ranked r{trial.number, -1, 0, 0};
       std::vector<Ranked>* group = nullptr;
+      std::optional<tpe_split::Observation> split;
+      if (split_here) {
+        split = tpe_split::Observe(trial, split_directions, constrained, config_.constant_liar);
+        if (!split) continue;
+      }
       switch (trial.state) {
         case TrialState::kComplete:
-          if (!trial.value) continue;
-          r.loss = sign * *trial.value;
+          if (!split && !trial.value) continue;
+          r.loss = trial.value ? sign * *trial.value : 0;
           group = &complete;
           break;
         case TrialState::kPruned:
@@ -766,10 +790,14 @@ common::Result<std::optional<std::vector<double>>> TpeSampler::Suggest(
       if (usable) {
         r.row = static_cast<int>(observations.size() / std::max<size_t>(n_dims, 1));
         observations.insert(observations.end(), row.begin(), row.end());
-      } else if (group == &pending) {
+      } else if (group == &pending && !split) {
         continue;  // a pending trial only ever joins "above": without a row it adds nothing
       }
       group->push_back(r);
+      if (split) {
+        split_obs.push_back(std::move(*split));
+        split_rows.push_back(r.row);
+      }
     }
   }
 
@@ -791,8 +819,20 @@ common::Result<std::optional<std::vector<double>>> TpeSampler::Suggest(
     }
     return n;
   };
-  n_below -= take_best(complete, n_below, ByLoss);
-  take_best(pruned, n_below, ByStepThenLoss);
+  std::vector<double> row_weight;  // several objectives: each "below" row's kernel weight
+  if (split_here) {
+    const tpe_split::Split s = tpe_split::SplitObservations(split_obs, n_below, constrained);
+    if (multi) row_weight.assign(n_rows, 0);
+    for (size_t i = 0; i < s.below.size(); ++i) {
+      const int r = split_rows[s.below[i]];
+      if (r < 0) continue;
+      is_below[r] = 1;
+      if (multi) row_weight[r] = s.weights[i];
+    }
+  } else {
+    n_below -= take_best(complete, n_below, ByLoss);
+    take_best(pruned, n_below, ByStepThenLoss);
+  }
 
   // Both groups in trial order: the kernel weights ramp down the oldest trials.
   std::vector<std::pair<int, int>> by_number;  // (number, row)
@@ -806,6 +846,10 @@ common::Result<std::optional<std::vector<double>>> TpeSampler::Suggest(
   std::vector<int> below_rows, above_rows;
   for (const auto& [number, r] : by_number) {
     (is_below[r] ? below_rows : above_rows).push_back(r);
+  }
+  std::vector<double> below_weights;
+  for (int r : below_rows) {
+    if (multi) below_weights.push_back(row_weight[r]);
   }
 
   EstimatorOptions options;
@@ -823,7 +867,12 @@ common::Result<std::optional<std::vector<double>>> TpeSampler::Suggest(
     // there are.
     options.bandwidth_n = below_rows.size() + above_rows.size();
     above_options = options;
-    const double below_sum = SumOfWeights(below_rows.size());
+    // Several objectives: the "below" weights (hypervolume contributions, the largest 1). With
+    // no feasible trial among them all are 1e-12 and l is its prior alone; g then gets the
+    // prior share of a one-trial l rather than a prior that drowns its observations.
+    const double below_sum =
+        multi ? std::max(1.0, std::accumulate(below_weights.begin(), below_weights.end(), 0.0))
+              : SumOfWeights(below_rows.size());
     const double above_sum = SumOfWeights(above_rows.size());
     if (below_sum > 0 && above_sum > 0) {
       above_options.prior_kernel_weight = config_.prior_weight * above_sum / below_sum;
@@ -831,6 +880,7 @@ common::Result<std::optional<std::vector<double>>> TpeSampler::Suggest(
   }
   // A conditional study keeps Optuna's footing (each estimator its own bandwidth count and
   // prior_weight): see the header.
+  if (multi) options.weights = &below_weights;
   const ParzenEstimator below(dims, observations, below_rows, options);
   const ParzenEstimator above(dims, observations, above_rows, above_options);
 

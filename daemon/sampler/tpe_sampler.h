@@ -48,6 +48,12 @@
 //
 // Parameters with a single possible value are set to it and left out of the estimator.
 //
+// Several objectives (StudyView::directions) and constraints (a trial numbered below N reported
+// them): the split into "below" and "above" and, with several objectives, the "below" kernel
+// weights are Optuna 3.1's multi-objective and constrained TPE (non-domination ranks, greedy
+// hypervolume subset selection, hypervolume-contribution weights; feasible trials first, then by
+// total violation): see tpe_split.h. The estimators are the same as for one objective.
+//
 // Define-by-run studies (trials holding different parameters; see sampler.h), as Optuna 3.1's
 // TPESampler does it:
 //   - Relative search space (multivariate): the [space] parameters plus Optuna's intersection

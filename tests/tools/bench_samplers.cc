@@ -29,7 +29,22 @@
 //     one define-by-run trial (StartTrial() plus 5 Suggest() calls) with n random COMPLETE trials
 //     of 5 suggested floats as history: the sampler's share of an answered suggest.
 //
-// The objective functions are defined identically in scripts/bench_search.py; keep them in step.
+//   triald-bench-samplers constrained [--seeds N] [--trials N] [--checkpoints 30,100]
+//                                     [--functions cquadratic4,cbranin]
+//     {"mode":"constrained","function":F,"sampler":"tpe","seed":s,"best":{"30":v,"100":v},
+//      "feasible":{"30":k,"100":k}}
+//     scripts/bench_constrained.py: TPE (default options) on two constrained functions, each
+//     trial reporting its constraints as a worker would; best feasible value so far (null while
+//     none) and the number of feasible trials at each checkpoint.
+//
+//   triald-bench-samplers mo-speed [--history 1000] [--repeats N] [--objectives 2,3]
+//     {"mode":"mo-speed","sampler":"tpe","objectives":m,"history":n,"params":5,"repeats":r,
+//      "ms_per_suggestion":x,"cpu_ms_per_suggestion":y}
+//     one SampleParams() of multi-objective TPE with n COMPLETE trials of 5 floats (random
+//     points of DTLZ2 with m objectives) as history.
+//
+// The objective functions are defined identically in scripts/bench_search.py (and the
+// constrained ones in scripts/bench_constrained.py); keep them in step.
 
 #include <time.h>
 
@@ -482,6 +497,160 @@ int DynamicSpeed(const std::map<std::string, std::string>& flags) {
   return 0;
 }
 
+// ---------------------------------------------------------------------------------------------
+// Constraints and several objectives.
+
+// A constrained function: value and constraint values (feasible when all <= 0). Defined
+// identically in scripts/bench_constrained.py.
+struct ConstrainedFunction {
+  std::string name;
+  SearchSpace space;
+  std::function<double(const ParamValues&, std::vector<double>*)> f;
+};
+
+std::vector<ConstrainedFunction> ConstrainedFunctions() {
+  std::vector<ConstrainedFunction> fs;
+  // sum (x_i - 1)^2 on [-3, 3]^4 with sum x_i <= 1 and x3 >= 0.5: best 7/3 at
+  // (1/6, 1/6, 1/6, 1/2); about a quarter of the box is feasible.
+  fs.push_back(
+      {"cquadratic4", Box("x", 4, -3, 3), [](const ParamValues& v, std::vector<double>* c) {
+         const std::vector<double> x = Coords(v, "x", 4);
+         double f = 0, sum = 0;
+         for (double xi : x) {
+           f += (xi - 1) * (xi - 1);
+           sum += xi;
+         }
+         *c = {sum - 1, 0.5 - x[3]};
+         return f;
+       }});
+  // Branin with x0 x1 >= 40 and x0 + x1 <= 18: every global minimum of Branin is infeasible;
+  // best 2.6849 near (9.78, 4.09); about 15% of the box is feasible.
+  fs.push_back({"cbranin",
+                {{"x0", Float(-5, 10)}, {"x1", Float(0, 15)}},
+                [](const ParamValues& v, std::vector<double>* c) {
+                  const double x1 = v.at("x0"), x2 = v.at("x1");
+                  const double b = 5.1 / (4 * kPi * kPi), cc = 5 / kPi, t = 1 / (8 * kPi);
+                  const double q = x2 - b * x1 * x1 + cc * x1 - 6;
+                  *c = {(40 - x1 * x2) / 40, (x1 + x2 - 18) / 10};
+                  return q * q + 10 * (1 - t) * std::cos(x1) + 10;
+                }});
+  return fs;
+}
+
+int Constrained(const std::map<std::string, std::string>& flags) {
+  const int seeds = IntList("--seeds", flags.at("--seeds")).at(0);
+  const std::vector<int> checkpoints = IntList("--checkpoints", flags.at("--checkpoints"));
+  int trials = IntList("--trials", flags.at("--trials")).at(0);
+  for (int c : checkpoints) trials = std::max(trials, c);
+  const std::vector<std::string> wanted = SplitList(flags.at("--functions"));
+  for (const ConstrainedFunction& fn : ConstrainedFunctions()) {
+    if (!wanted.empty() && std::find(wanted.begin(), wanted.end(), fn.name) == wanted.end()) {
+      continue;
+    }
+    for (int seed = 0; seed < seeds; ++seed) {
+      auto s = MakeOrDie("tpe", fn.space, static_cast<uint64_t>(seed));
+      std::vector<model::TrialRecord> history;
+      sampler::StudyView view{config::Direction::kMinimize, &fn.space, &history};
+      std::vector<double> best_so_far;
+      std::vector<int> feasible_so_far;
+      double best = INFINITY;
+      int feasible = 0;
+      for (int n = 0; n < trials; ++n) {
+        auto values = sampler::SampleParams(*s, view, n);
+        if (!values.ok()) {
+          std::fprintf(stderr, "triald-bench-samplers: trial %d: %s\n", n,
+                       values.status().message().c_str());
+          return 1;
+        }
+        std::vector<double> constraints;
+        const double v = fn.f(*values, &constraints);
+        model::TrialRecord t = Complete(n, fn.space, *values, v);
+        t.values = {v};
+        t.constraints = constraints;
+        if (t.Feasible()) {
+          ++feasible;
+          best = std::min(best, v);
+        }
+        history.push_back(std::move(t));
+        best_so_far.push_back(best);
+        feasible_so_far.push_back(feasible);
+      }
+      std::printf(
+          "{\"mode\":\"constrained\",\"function\":\"%s\",\"sampler\":\"tpe\","
+          "\"seed\":%d,\"best\":{",
+          fn.name.c_str(), seed);
+      for (size_t i = 0; i < checkpoints.size(); ++i) {
+        const double b = best_so_far[static_cast<size_t>(checkpoints[i] - 1)];
+        if (std::isfinite(b)) {
+          std::printf("%s\"%d\":%.17g", i ? "," : "", checkpoints[i], b);
+        } else {
+          std::printf("%s\"%d\":null", i ? "," : "", checkpoints[i]);
+        }
+      }
+      std::printf("},\"feasible\":{");
+      for (size_t i = 0; i < checkpoints.size(); ++i) {
+        std::printf("%s\"%d\":%d", i ? "," : "", checkpoints[i],
+                    feasible_so_far[static_cast<size_t>(checkpoints[i] - 1)]);
+      }
+      std::printf("}}\n");
+      std::fflush(stdout);
+    }
+  }
+  return 0;
+}
+
+// DTLZ2 with m objectives over n variables in [0, 1] (minimised).
+std::vector<double> Dtlz2(const std::vector<double>& x, int m) {
+  double g = 0;
+  for (size_t i = static_cast<size_t>(m - 1); i < x.size(); ++i) g += (x[i] - 0.5) * (x[i] - 0.5);
+  std::vector<double> f(static_cast<size_t>(m), 1 + g);
+  for (int k = 0; k < m; ++k) {
+    for (int i = 0; i < m - 1 - k; ++i) f[k] *= std::cos(x[i] * kPi / 2);
+    if (k > 0) f[k] *= std::sin(x[m - 1 - k] * kPi / 2);
+  }
+  return f;
+}
+
+int MoSpeed(const std::map<std::string, std::string>& flags) {
+  const std::vector<int> sizes = IntList("--history", flags.at("--history"));
+  const int repeats = IntList("--repeats", flags.at("--repeats")).at(0);
+  const int n_params = 5;
+  SearchSpace space = Box("x", n_params, 0, 1);
+  for (int m : IntList("--objectives", flags.at("--objectives"))) {
+    const std::vector<config::Direction> directions(static_cast<size_t>(m),
+                                                    config::Direction::kMinimize);
+    for (int n : sizes) {
+      std::vector<model::TrialRecord> history;
+      sampler::StudyView view{config::Direction::kMinimize, &space, &history, directions};
+      auto random = MakeOrDie("random", space, 12345);
+      for (int i = 0; i < n; ++i) {
+        ParamValues v = *sampler::SampleParams(*random, view, i);
+        model::TrialRecord t = Complete(i, space, v, 0);
+        t.value.reset();
+        t.values = Dtlz2(Coords(v, "x", n_params), m);
+        history.push_back(std::move(t));
+      }
+      auto s = MakeOrDie("tpe", space, 7);
+      if (!sampler::SampleParams(*s, view, n).ok()) return 1;  // untimed warm-up
+      const auto start = std::chrono::steady_clock::now();
+      const double cpu_start = CpuSeconds();
+      for (int r = 0; r < repeats; ++r) {
+        if (!sampler::SampleParams(*s, view, n + r).ok()) return 1;
+      }
+      const double cpu = CpuSeconds() - cpu_start;
+      const double seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      std::printf(
+          "{\"mode\":\"mo-speed\",\"sampler\":\"tpe\",\"objectives\":%d,\"history\":%d,"
+          "\"params\":%d,\"repeats\":%d,\"ms_per_suggestion\":%.6g,"
+          "\"cpu_ms_per_suggestion\":%.6g}\n",
+          m, n, n_params, repeats, 1e3 * seconds / repeats, 1e3 * cpu / repeats);
+      std::fflush(stdout);
+    }
+  }
+  return 0;
+}
+
 int Usage() {
   std::fprintf(stderr,
                "usage: triald-bench-samplers quality [--seeds N] [--trials N] [--checkpoints A,B]"
@@ -490,7 +659,11 @@ int Usage() {
                " [--samplers S,...]\n"
                "       triald-bench-samplers conditional [--seeds N] [--trials N]"
                " [--checkpoints A,B] [--samplers tpe-group,tpe,random]\n"
-               "       triald-bench-samplers dynamic-speed [--history N,...] [--repeats N]\n");
+               "       triald-bench-samplers dynamic-speed [--history N,...] [--repeats N]\n"
+               "       triald-bench-samplers constrained [--seeds N] [--trials N]"
+               " [--checkpoints A,B] [--functions F,...]\n"
+               "       triald-bench-samplers mo-speed [--history N,...] [--repeats N]"
+               " [--objectives M,...]\n");
   return 2;
 }
 
@@ -498,9 +671,9 @@ int Main(int argc, char** argv) {
   if (argc < 2) return Usage();
   const std::string mode = argv[1];
   std::map<std::string, std::string> flags = {
-      {"--seeds", "10"},   {"--trials", "100"}, {"--checkpoints", "30,100"},
-      {"--functions", ""}, {"--samplers", ""},  {"--history", "100,1000,5000"},
-      {"--repeats", "20"},
+      {"--seeds", "10"},   {"--trials", "100"},     {"--checkpoints", "30,100"},
+      {"--functions", ""}, {"--samplers", ""},      {"--history", "100,1000,5000"},
+      {"--repeats", "20"}, {"--objectives", "2,3"},
   };
   for (int i = 2; i < argc; ++i) {
     const std::string flag = argv[i];
@@ -522,6 +695,11 @@ int Main(int argc, char** argv) {
   if (mode == "dynamic-speed") {
     if (flags["--history"] == "100,1000,5000") flags["--history"] = "100,1000";
     return DynamicSpeed(flags);
+  }
+  if (mode == "constrained") return Constrained(flags);
+  if (mode == "mo-speed") {
+    if (flags["--history"] == "100,1000,5000") flags["--history"] = "1000";
+    return MoSpeed(flags);
   }
   if (mode == "speed") {
     if (flags["--samplers"].empty()) flags["--samplers"] = "tpe";
