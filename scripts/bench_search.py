@@ -109,8 +109,53 @@ def conditional(t):
     return 0.1 + (lr + 2.5) ** 2 / 4 + 4 * (rho - 0.9) ** 2 + (units - 6) ** 2 / 20
 
 
+def rastrigin8(t):
+    x = [t.suggest_float(f"x{i}", -5.12, 5.12) for i in range(8)]
+    return 10.0 * 8 + sum(v * v - 10 * math.cos(2 * math.pi * v) for v in x)
+
+
+def schwefel4(t):
+    x = [t.suggest_float(f"x{i}", -500, 500) for i in range(4)]
+    return 418.9828872724338 * 4 - sum(v * math.sin(math.sqrt(abs(v))) for v in x)
+
+
+def valley_rotation(i, j):
+    # Householder reflection about u = (1, ..., 6) / |u|: I - 2 u u^T.
+    return (1.0 if i == j else 0.0) - 2.0 * (i + 1) * (j + 1) / 91.0
+
+
+def valley6(t):
+    x = [t.suggest_float(f"x{i}", -2, 2) for i in range(6)]
+    y = [sum(valley_rotation(i, j) * x[j] for j in range(6)) for i in range(6)]
+    return y[0] * y[0] + sum(100 * (y[i] - 0.5 * y[0] * y[0]) ** 2 for i in range(1, 6))
+
+
+PLATEAU_CENTRE = [0.7, 0.2, 0.6, 0.35]
+
+
+def plateau4(t):
+    x = [t.suggest_float(f"x{i}", 0, 1) for i in range(4)]
+    r2 = sum((x[i] - PLATEAU_CENTRE[i]) ** 2 for i in range(4))
+    return min(1.0, r2 / (0.25 * 0.25))
+
+
+def logscale5(t):
+    lr = math.log10(t.suggest_float("lr", 1e-6, 1, log=True)) + 2.7
+    wd = math.log10(t.suggest_float("wd", 1e-8, 1e-1, log=True)) + 4.5
+    eps = math.log10(t.suggest_float("eps", 1e-10, 1e-3, log=True)) + 8
+    batch = math.log2(t.suggest_int("batch", 8, 1024, log=True)) - 6
+    drop = t.suggest_float("dropout", 0, 0.6) - 0.15
+    return (2 * lr * lr + 0.2 * wd * wd + 0.01 * eps * eps + 0.3 * batch * batch +
+            5 * drop * drop + 0.5 * lr * batch)
+
+
 FUNCTIONS = {"branin": branin, "hartmann6": hartmann6, "rosenbrock5": rosenbrock5,
-             "ackley5": ackley5, "mixed": mixed}
+             "ackley5": ackley5, "mixed": mixed, "rastrigin8": rastrigin8,
+             "schwefel4": schwefel4, "valley6": valley6, "plateau4": plateau4,
+             "logscale5": logscale5}
+# The five development functions (the default set) and the widened set of other characters.
+DEV_FUNCTIONS = ["branin", "hartmann6", "rosenbrock5", "ackley5", "mixed"]
+WIDE_FUNCTIONS = ["rastrigin8", "schwefel4", "valley6", "plateau4", "logscale5"]
 
 SAMPLER_LABELS = [("triald", "tpe"), ("optuna", "tpe"), ("triald", "random"),
                   ("optuna", "random")]
@@ -178,7 +223,7 @@ def optuna_best_so_far(optuna, fn, sampler_kind, seed, trials, checkpoints):
 
 
 def quality(args, optuna):
-    checkpoints = sorted({30, args.trials} if args.trials > 30 else {args.trials})
+    checkpoints = args.checkpoints
     cp_arg = ",".join(str(c) for c in checkpoints)
     results = {}  # (function, system, sampler) -> list of {checkpoint: best}
     t0 = time.perf_counter()
@@ -380,8 +425,14 @@ def main():
     parser.add_argument("--driver", default=os.path.join(REPO, "build", "bin",
                                                          "triald-bench-samplers"),
                         help="path of triald-bench-samplers (default build/bin/...)")
-    parser.add_argument("--functions", default=",".join(FUNCTIONS),
-                        help="comma-separated subset of " + ", ".join(FUNCTIONS))
+    parser.add_argument("--functions", default="dev",
+                        help="comma-separated subset of " + ", ".join(FUNCTIONS) +
+                        "; 'dev' stands for the first five (the default), 'wide' for the "
+                        "other five, 'all' for all ten")
+    parser.add_argument("--checkpoints",
+                        help="comma-separated trial counts at which the quality table shows "
+                        "the best value so far (default 30 and --trials); --trials is raised "
+                        "to the largest")
     parser.add_argument("--samplers", default="tpe,random",
                         help="comma-separated subset of tpe, random (quality table)")
     parser.add_argument("--skip-quality", action="store_true")
@@ -403,7 +454,16 @@ def main():
         parser.error(f"--history: expected comma-separated integers, got {args.history!r}")
     if any(h < 1 for h in args.history):
         parser.error("--history sizes must be >= 1")
-    args.functions = [f for f in args.functions.split(",") if f]
+    sets = {"dev": DEV_FUNCTIONS, "wide": WIDE_FUNCTIONS, "all": list(FUNCTIONS)}
+    args.functions = [g for f in args.functions.split(",") if f for g in sets.get(f, [f])]
+    try:
+        args.checkpoints = sorted({int(c) for c in args.checkpoints.split(",") if c}
+                                  if args.checkpoints else {min(30, args.trials), args.trials})
+    except ValueError:
+        parser.error(f"--checkpoints: expected comma-separated integers, got {args.checkpoints!r}")
+    if not args.checkpoints or args.checkpoints[0] < 1:
+        parser.error("--checkpoints must be >= 1")
+    args.trials = max(args.trials, args.checkpoints[-1])
     args.samplers = [k for k in args.samplers.split(",") if k]
     unknown = [f for f in args.functions if f not in FUNCTIONS]
     unknown += [k for k in args.samplers if k not in ("tpe", "random")]

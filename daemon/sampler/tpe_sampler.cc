@@ -155,6 +155,9 @@ struct EstimatorOptions {
   // Multivariate: the number of observations Scott's rule and the magic clip count, so that l and
   // g can share one bandwidth; 0 counts this estimator's own.
   size_t bandwidth_n = 0;
+  // One factor per row on its DefaultWeights weight (a trial tied at the split counts in part
+  // for each side, see TieShares); null: 1 for every row.
+  const std::vector<double>* share = nullptr;
 };
 
 // Candidate points, one row of `dims.size()` entries per candidate.
@@ -228,6 +231,10 @@ ParzenEstimator::ParzenEstimator(const std::vector<Dim>& dims,
   const size_t n_dims = dims.size();
   std::vector<double> weights = tpe_internal::DefaultWeights(static_cast<int>(n_obs_));
   weights.push_back(options.prior_kernel_weight);
+
+  if (options.share != nullptr) {
+    for (size_t i = 0; i < n_obs_; ++i) weights[i] *= (*options.share)[i];
+  }
   double total = 0;
   for (double w : weights) total += w;
   cum_weights_.resize(n_kernels_);
@@ -468,6 +475,67 @@ double SumOfWeights(size_t n) {
   double sum = 0;
   for (double w : tpe_internal::DefaultWeights(static_cast<int>(n))) sum += w;
   return sum;
+}
+
+// The sum of an estimator's observation weights: DefaultWeights(n), each times its share.
+double SumOfWeights(size_t n, const std::vector<double>& share) {
+  if (share.empty()) return SumOfWeights(n);
+  const std::vector<double> w = tpe_internal::DefaultWeights(static_cast<int>(n));
+  double sum = 0;
+  for (size_t i = 0; i < w.size(); ++i) sum += w[i] * share[i];
+  return sum;
+}
+
+// The estimators' rows when COMPLETE trials tie at the split (see the header): `is_below` is the
+// split, `by_number` every (trial number, row) in trial order. When k of the t COMPLETE trials
+// whose loss equals the worst "below" loss were put "below" and t > k, each of the t goes to
+// both estimators, with a share k / t of its weight in l and (t - k) / t in g; the shares are
+// left empty when nothing ties across the split or `share_ties` is false (the plain split).
+struct EstimatorRows {
+  std::vector<int> below, above;
+  std::vector<double> below_share, above_share;  // per row of below / above, or empty
+};
+
+EstimatorRows TieShares(const std::vector<Ranked>& complete, const std::vector<char>& is_below,
+                        const std::vector<std::pair<int, int>>& by_number, bool share_ties) {
+  EstimatorRows out;
+  bool any_below = false;
+  double boundary = -kInf;
+  for (const Ranked& r : complete) {
+    if (r.row >= 0 && is_below[r.row]) {
+      any_below = true;
+      boundary = std::max(boundary, r.loss);
+    }
+  }
+  std::vector<char> tied(is_below.size(), 0);
+  size_t k = 0, t = 0;
+  for (const Ranked& r : complete) {
+    if (!share_ties || !any_below || r.row < 0 || r.loss != boundary) continue;
+    tied[r.row] = 1;
+    ++t;
+    k += is_below[r.row] ? 1 : 0;
+  }
+  const bool split_ties = t > k;
+  const double share = split_ties ? static_cast<double>(k) / static_cast<double>(t) : 1;
+  for (const auto& [number, r] : by_number) {
+    if (split_ties && tied[r]) {
+      out.below.push_back(r);
+      out.below_share.push_back(share);
+      out.above.push_back(r);
+      out.above_share.push_back(1 - share);
+    } else if (is_below[r]) {
+      out.below.push_back(r);
+      out.below_share.push_back(1);
+    } else {
+      out.above.push_back(r);
+      out.above_share.push_back(1);
+    }
+  }
+  if (!split_ties) {
+    out.below_share.clear();
+    out.above_share.clear();
+  }
+  return out;
 }
 
 std::string OptionError(const char* name, const std::string& value, const char* expected) {
@@ -803,10 +871,11 @@ common::Result<std::optional<std::vector<double>>> TpeSampler::Suggest(
     }
   }
   std::sort(by_number.begin(), by_number.end());
-  std::vector<int> below_rows, above_rows;
-  for (const auto& [number, r] : by_number) {
-    (is_below[r] ? below_rows : above_rows).push_back(r);
-  }
+  // With one objective, trials tied at the split count in part for each side (see TieShares).
+  const EstimatorRows est =
+      TieShares(complete, is_below, by_number, /*share_ties=*/study.directions.size() <= 1);
+  const std::vector<int>& below_rows = est.below;
+  const std::vector<int>& above_rows = est.above;
 
   EstimatorOptions options;
   options.categorical_prior_weight = config_.prior_weight;
@@ -823,14 +892,18 @@ common::Result<std::optional<std::vector<double>>> TpeSampler::Suggest(
     // there are.
     options.bandwidth_n = below_rows.size() + above_rows.size();
     above_options = options;
-    const double below_sum = SumOfWeights(below_rows.size());
-    const double above_sum = SumOfWeights(above_rows.size());
+    const double below_sum = SumOfWeights(below_rows.size(), est.below_share);
+    const double above_sum = SumOfWeights(above_rows.size(), est.above_share);
     if (below_sum > 0 && above_sum > 0) {
       above_options.prior_kernel_weight = config_.prior_weight * above_sum / below_sum;
     }
   }
   // A conditional study keeps Optuna's footing (each estimator its own bandwidth count and
   // prior_weight): see the header.
+  if (!est.below_share.empty()) {
+    options.share = &est.below_share;
+    above_options.share = &est.above_share;
+  }
   const ParzenEstimator below(dims, observations, below_rows, options);
   const ParzenEstimator above(dims, observations, above_rows, above_options);
 
