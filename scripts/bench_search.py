@@ -5,7 +5,12 @@ Quality: Branin (2-d), Hartmann6 (6-d), Rosenbrock (5-d on [-5, 10]), Ackley (5-
 [-32.768, 32.768]) and a mixed space (two floats, an int, a 3-way categorical with per-choice
 offsets), all minimised, N trials (default 100) for each of S seeds (default 10). For every
 (function, sampler) the table shows the median and the interquartile range, over seeds, of the
-best value found after 30 and after N trials. triald's samplers run in-process through the C++
+best value found after 30 and after N trials (--checkpoints: other trial counts). Those are the
+five development functions (--functions dev, the default); --functions wide takes five of other
+characters: Rastrigin (8-d, separable, a grid of local minima), Schwefel (4-d, separable and
+deceptive, the best minimum near the edge), valley6 (6-d, a narrow curved valley along a rotated
+axis), plateau4 (4-d, flat but for a small basin, so most trials tie) and logscale5 (log floats
+and a log int as a training run has them); --functions all takes the ten. triald's samplers run in-process through the C++
 driver (tests/tools/bench_samplers.cc: MakeSampler + SampleParams, exactly as the daemon calls
 them); Optuna runs here, with TPESampler(multivariate=True, seed=s) and RandomSampler(seed=s).
 
@@ -29,6 +34,7 @@ process, same sampler options. Shown per suggest (a trial's time / 5), wall and 
 Figures only: nothing is asserted. Uses Debian's python3-optuna (3.1), hence /usr/bin/python3.
 
     /usr/bin/python3 scripts/bench_search.py [--quick] [--seeds S] [--trials N]
+                                             [--functions dev|wide|all|F,...] [--checkpoints A,B]
                                              [--driver build/bin/triald-bench-samplers]
 """
 
