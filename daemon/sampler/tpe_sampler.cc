@@ -890,7 +890,7 @@ common::Result<std::optional<std::vector<double>>> TpeSampler::Suggest(
     // neighbours), and the same prior share, prior_weight next to l's observation weights, so
     // that a region far from every trial scores l = g, the base rate, instead of the best odds
     // there are.
-    options.bandwidth_n = below_rows.size() + above_rows.size();
+    options.bandwidth_n = by_number.size();  // every observation once, tied ones included
     above_options = options;
     const double below_sum = SumOfWeights(below_rows.size(), est.below_share);
     const double above_sum = SumOfWeights(above_rows.size(), est.above_share);
