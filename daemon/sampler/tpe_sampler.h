@@ -54,7 +54,7 @@
 // all-equal values (a plateau) thus gets l = g, suggestions drawn from all its trials alike,
 // instead of l fitted to its oldest trials and g penalising everything tried since, which
 // kept the search circling the first random trials: on plateau4 of scripts/bench_search.py (flat
-// but for a small basin), 30 seeds, the basin was found within 100 trials in 25 seeds against 14
+// but for a small basin), 30 seeds, the basin was found within 100 trials in 26 seeds against 14
 // (Optuna 3.1: 15; random search: 23). Trials with distinct values are split as before. Scott's
 // rule counts each observation once, tied ones included.
 //
