@@ -5,7 +5,12 @@ Quality: Branin (2-d), Hartmann6 (6-d), Rosenbrock (5-d on [-5, 10]), Ackley (5-
 [-32.768, 32.768]) and a mixed space (two floats, an int, a 3-way categorical with per-choice
 offsets), all minimised, N trials (default 100) for each of S seeds (default 10). For every
 (function, sampler) the table shows the median and the interquartile range, over seeds, of the
-best value found after 30 and after N trials. triald's samplers run in-process through the C++
+best value found after 30 and after N trials (--checkpoints: other trial counts). Those are the
+five development functions (--functions dev, the default); --functions wide takes five of other
+characters: Rastrigin (8-d, separable, a grid of local minima), Schwefel (4-d, separable and
+deceptive, the best minimum near the edge), valley6 (6-d, a narrow curved valley along a rotated
+axis), plateau4 (4-d, flat but for a small basin, so most trials tie) and logscale5 (log floats
+and a log int as a training run has them); --functions all takes the ten. triald's samplers run in-process through the C++
 driver (tests/tools/bench_samplers.cc: MakeSampler + SampleParams, exactly as the daemon calls
 them); Optuna runs here, with TPESampler(multivariate=True, seed=s) and RandomSampler(seed=s).
 
@@ -29,6 +34,7 @@ process, same sampler options. Shown per suggest (a trial's time / 5), wall and 
 Figures only: nothing is asserted. Uses Debian's python3-optuna (3.1), hence /usr/bin/python3.
 
     /usr/bin/python3 scripts/bench_search.py [--quick] [--seeds S] [--trials N]
+                                             [--functions dev|wide|all|F,...] [--checkpoints A,B]
                                              [--driver build/bin/triald-bench-samplers]
 """
 
@@ -109,8 +115,53 @@ def conditional(t):
     return 0.1 + (lr + 2.5) ** 2 / 4 + 4 * (rho - 0.9) ** 2 + (units - 6) ** 2 / 20
 
 
+def rastrigin8(t):
+    x = [t.suggest_float(f"x{i}", -5.12, 5.12) for i in range(8)]
+    return 10.0 * 8 + sum(v * v - 10 * math.cos(2 * math.pi * v) for v in x)
+
+
+def schwefel4(t):
+    x = [t.suggest_float(f"x{i}", -500, 500) for i in range(4)]
+    return 418.9828872724338 * 4 - sum(v * math.sin(math.sqrt(abs(v))) for v in x)
+
+
+def valley_rotation(i, j):
+    # Householder reflection about u = (1, ..., 6) / |u|: I - 2 u u^T.
+    return (1.0 if i == j else 0.0) - 2.0 * (i + 1) * (j + 1) / 91.0
+
+
+def valley6(t):
+    x = [t.suggest_float(f"x{i}", -2, 2) for i in range(6)]
+    y = [sum(valley_rotation(i, j) * x[j] for j in range(6)) for i in range(6)]
+    return y[0] * y[0] + sum(100 * (y[i] - 0.5 * y[0] * y[0]) ** 2 for i in range(1, 6))
+
+
+PLATEAU_CENTRE = [0.7, 0.2, 0.6, 0.35]
+
+
+def plateau4(t):
+    x = [t.suggest_float(f"x{i}", 0, 1) for i in range(4)]
+    r2 = sum((x[i] - PLATEAU_CENTRE[i]) ** 2 for i in range(4))
+    return min(1.0, r2 / (0.25 * 0.25))
+
+
+def logscale5(t):
+    lr = math.log10(t.suggest_float("lr", 1e-6, 1, log=True)) + 2.7
+    wd = math.log10(t.suggest_float("wd", 1e-8, 1e-1, log=True)) + 4.5
+    eps = math.log10(t.suggest_float("eps", 1e-10, 1e-3, log=True)) + 8
+    batch = math.log2(t.suggest_int("batch", 8, 1024, log=True)) - 6
+    drop = t.suggest_float("dropout", 0, 0.6) - 0.15
+    return (2 * lr * lr + 0.2 * wd * wd + 0.01 * eps * eps + 0.3 * batch * batch +
+            5 * drop * drop + 0.5 * lr * batch)
+
+
 FUNCTIONS = {"branin": branin, "hartmann6": hartmann6, "rosenbrock5": rosenbrock5,
-             "ackley5": ackley5, "mixed": mixed}
+             "ackley5": ackley5, "mixed": mixed, "rastrigin8": rastrigin8,
+             "schwefel4": schwefel4, "valley6": valley6, "plateau4": plateau4,
+             "logscale5": logscale5}
+# The five development functions (the default set) and the widened set of other characters.
+DEV_FUNCTIONS = ["branin", "hartmann6", "rosenbrock5", "ackley5", "mixed"]
+WIDE_FUNCTIONS = ["rastrigin8", "schwefel4", "valley6", "plateau4", "logscale5"]
 
 SAMPLER_LABELS = [("triald", "tpe"), ("optuna", "tpe"), ("triald", "random"),
                   ("optuna", "random")]
@@ -178,7 +229,7 @@ def optuna_best_so_far(optuna, fn, sampler_kind, seed, trials, checkpoints):
 
 
 def quality(args, optuna):
-    checkpoints = sorted({30, args.trials} if args.trials > 30 else {args.trials})
+    checkpoints = args.checkpoints
     cp_arg = ",".join(str(c) for c in checkpoints)
     results = {}  # (function, system, sampler) -> list of {checkpoint: best}
     t0 = time.perf_counter()
@@ -380,8 +431,14 @@ def main():
     parser.add_argument("--driver", default=os.path.join(REPO, "build", "bin",
                                                          "triald-bench-samplers"),
                         help="path of triald-bench-samplers (default build/bin/...)")
-    parser.add_argument("--functions", default=",".join(FUNCTIONS),
-                        help="comma-separated subset of " + ", ".join(FUNCTIONS))
+    parser.add_argument("--functions", default="dev",
+                        help="comma-separated subset of " + ", ".join(FUNCTIONS) +
+                        "; 'dev' stands for the first five (the default), 'wide' for the "
+                        "other five, 'all' for all ten")
+    parser.add_argument("--checkpoints",
+                        help="comma-separated trial counts at which the quality table shows "
+                        "the best value so far (default 30 and --trials); --trials is raised "
+                        "to the largest")
     parser.add_argument("--samplers", default="tpe,random",
                         help="comma-separated subset of tpe, random (quality table)")
     parser.add_argument("--skip-quality", action="store_true")
@@ -403,7 +460,16 @@ def main():
         parser.error(f"--history: expected comma-separated integers, got {args.history!r}")
     if any(h < 1 for h in args.history):
         parser.error("--history sizes must be >= 1")
-    args.functions = [f for f in args.functions.split(",") if f]
+    sets = {"dev": DEV_FUNCTIONS, "wide": WIDE_FUNCTIONS, "all": list(FUNCTIONS)}
+    args.functions = [g for f in args.functions.split(",") if f for g in sets.get(f, [f])]
+    try:
+        args.checkpoints = sorted({int(c) for c in args.checkpoints.split(",") if c}
+                                  if args.checkpoints else {min(30, args.trials), args.trials})
+    except ValueError:
+        parser.error(f"--checkpoints: expected comma-separated integers, got {args.checkpoints!r}")
+    if not args.checkpoints or args.checkpoints[0] < 1:
+        parser.error("--checkpoints must be >= 1")
+    args.trials = max(args.trials, args.checkpoints[-1])
     args.samplers = [k for k in args.samplers.split(",") if k]
     unknown = [f for f in args.functions if f not in FUNCTIONS]
     unknown += [k for k in args.samplers if k not in ("tpe", "random")]

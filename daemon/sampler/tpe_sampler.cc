@@ -160,6 +160,9 @@ struct EstimatorOptions {
   // One weight per row (Optuna's predetermined weights: "below" with several objectives, see
   // tpe_split.h); null: DefaultWeights.
   const std::vector<double>* weights = nullptr;
+  // One factor per row on its weight (a trial tied at the split counts in part for each side,
+  // see TieShares); null: 1 for every row.
+  const std::vector<double>* share = nullptr;
 };
 
 // Candidate points, one row of `dims.size()` entries per candidate.
@@ -235,6 +238,10 @@ ParzenEstimator::ParzenEstimator(const std::vector<Dim>& dims,
                                     ? *options.weights
                                     : tpe_internal::DefaultWeights(static_cast<int>(n_obs_));
   weights.push_back(options.prior_kernel_weight);
+
+  if (options.share != nullptr) {
+    for (size_t i = 0; i < n_obs_; ++i) weights[i] *= (*options.share)[i];
+  }
   double total = 0;
   for (double w : weights) total += w;
   cum_weights_.resize(n_kernels_);
@@ -475,6 +482,67 @@ double SumOfWeights(size_t n) {
   double sum = 0;
   for (double w : tpe_internal::DefaultWeights(static_cast<int>(n))) sum += w;
   return sum;
+}
+
+// The sum of an estimator's observation weights: DefaultWeights(n), each times its share.
+double SumOfWeights(size_t n, const std::vector<double>& share) {
+  if (share.empty()) return SumOfWeights(n);
+  const std::vector<double> w = tpe_internal::DefaultWeights(static_cast<int>(n));
+  double sum = 0;
+  for (size_t i = 0; i < w.size(); ++i) sum += w[i] * share[i];
+  return sum;
+}
+
+// The estimators' rows when COMPLETE trials tie at the split (see the header): `is_below` is the
+// split, `by_number` every (trial number, row) in trial order. When k of the t COMPLETE trials
+// whose loss equals the worst "below" loss were put "below" and t > k, each of the t goes to
+// both estimators, with a share k / t of its weight in l and (t - k) / t in g; the shares are
+// left empty when nothing ties across the split or `share_ties` is false (the plain split).
+struct EstimatorRows {
+  std::vector<int> below, above;
+  std::vector<double> below_share, above_share;  // per row of below / above, or empty
+};
+
+EstimatorRows TieShares(const std::vector<Ranked>& complete, const std::vector<char>& is_below,
+                        const std::vector<std::pair<int, int>>& by_number, bool share_ties) {
+  EstimatorRows out;
+  bool any_below = false;
+  double boundary = -kInf;
+  for (const Ranked& r : complete) {
+    if (r.row >= 0 && is_below[r.row]) {
+      any_below = true;
+      boundary = std::max(boundary, r.loss);
+    }
+  }
+  std::vector<char> tied(is_below.size(), 0);
+  size_t k = 0, t = 0;
+  for (const Ranked& r : complete) {
+    if (!share_ties || !any_below || r.row < 0 || r.loss != boundary) continue;
+    tied[r.row] = 1;
+    ++t;
+    k += is_below[r.row] ? 1 : 0;
+  }
+  const bool split_ties = t > k;
+  const double share = split_ties ? static_cast<double>(k) / static_cast<double>(t) : 1;
+  for (const auto& [number, r] : by_number) {
+    if (split_ties && tied[r]) {
+      out.below.push_back(r);
+      out.below_share.push_back(share);
+      out.above.push_back(r);
+      out.above_share.push_back(1 - share);
+    } else if (is_below[r]) {
+      out.below.push_back(r);
+      out.below_share.push_back(1);
+    } else {
+      out.above.push_back(r);
+      out.above_share.push_back(1);
+    }
+  }
+  if (!split_ties) {
+    out.below_share.clear();
+    out.above_share.clear();
+  }
+  return out;
 }
 
 std::string OptionError(const char* name, const std::string& value, const char* expected) {
@@ -843,10 +911,11 @@ common::Result<std::optional<std::vector<double>>> TpeSampler::Suggest(
     }
   }
   std::sort(by_number.begin(), by_number.end());
-  std::vector<int> below_rows, above_rows;
-  for (const auto& [number, r] : by_number) {
-    (is_below[r] ? below_rows : above_rows).push_back(r);
-  }
+  // Unconstrained with one objective, trials tied at the split count in part for each side (see
+  // TieShares); the split of tpe_split.h (several objectives, constraints) keeps its own.
+  const EstimatorRows est = TieShares(complete, is_below, by_number, /*share_ties=*/!split_here);
+  const std::vector<int>& below_rows = est.below;
+  const std::vector<int>& above_rows = est.above;
   std::vector<double> below_weights;
   for (int r : below_rows) {
     if (multi) below_weights.push_back(row_weight[r]);
@@ -865,15 +934,15 @@ common::Result<std::optional<std::vector<double>>> TpeSampler::Suggest(
     // neighbours), and the same prior share, prior_weight next to l's observation weights, so
     // that a region far from every trial scores l = g, the base rate, instead of the best odds
     // there are.
-    options.bandwidth_n = below_rows.size() + above_rows.size();
+    options.bandwidth_n = by_number.size();  // every observation once, tied ones included
     above_options = options;
     // Several objectives: the "below" weights (hypervolume contributions, the largest 1). With
     // no feasible trial among them all are 1e-12 and l is its prior alone; g then gets the
     // prior share of a one-trial l rather than a prior that drowns its observations.
     const double below_sum =
         multi ? std::max(1.0, std::accumulate(below_weights.begin(), below_weights.end(), 0.0))
-              : SumOfWeights(below_rows.size());
-    const double above_sum = SumOfWeights(above_rows.size());
+              : SumOfWeights(below_rows.size(), est.below_share);
+    const double above_sum = SumOfWeights(above_rows.size(), est.above_share);
     if (below_sum > 0 && above_sum > 0) {
       above_options.prior_kernel_weight = config_.prior_weight * above_sum / below_sum;
     }
@@ -881,6 +950,10 @@ common::Result<std::optional<std::vector<double>>> TpeSampler::Suggest(
   // A conditional study keeps Optuna's footing (each estimator its own bandwidth count and
   // prior_weight): see the header.
   if (multi) options.weights = &below_weights;
+  if (!est.below_share.empty()) {
+    options.share = &est.below_share;
+    above_options.share = &est.above_share;
+  }
   const ParzenEstimator below(dims, observations, below_rows, options);
   const ParzenEstimator above(dims, observations, above_rows, above_options);
 

@@ -9,6 +9,11 @@
 //     {"mode":"quality","function":F,"sampler":S,"seed":s,"best":{"30":v,"100":v}}
 //     best-so-far after each checkpoint (minimisation), one line per (function, sampler, seed).
 //
+//   triald-bench-samplers trace [--seeds N] [--trials N] [--functions F,...] [--samplers tpe]
+//     {"mode":"trace","function":F,"sampler":S,"seed":s,"trial":n,"params":{...},"value":v}
+//     every trial of every study (internal values: a categorical's choice index), to look into
+//     a run or to check that the two sides' functions agree.
+//
 //   triald-bench-samplers speed [--history 100,1000,5000] [--repeats N] [--samplers tpe]
 //     {"mode":"speed","sampler":S,"history":n,"params":5,"repeats":r,"ms_per_suggestion":x,
 //      "cpu_ms_per_suggestion":y}
@@ -118,6 +123,25 @@ std::vector<double> Coords(const ParamValues& v, const std::string& prefix, int 
   return x;
 }
 
+Distribution LogFloatDist(double low, double high) {
+  Distribution d = Float(low, high);
+  d.log = true;
+  return d;
+}
+
+Distribution LogIntDist(double low, double high) {
+  Distribution d = Int(low, high);
+  d.log = true;
+  return d;
+}
+
+// valley6's rotation: the orthonormal matrix of a Householder reflection about
+// u = (1, 2, 3, 4, 5, 6) / |u|, I - 2 u u^T (a full rotation of every axis, simple to repeat).
+double ValleyRotation(int i, int j) {
+  const double norm2 = 1 + 4 + 9 + 16 + 25 + 36;
+  return (i == j ? 1.0 : 0.0) - 2.0 * (i + 1) * (j + 1) / norm2;
+}
+
 std::vector<Function> Functions() {
   std::vector<Function> fs;
   fs.push_back({"branin", {{"x0", Float(-5, 10)}, {"x1", Float(0, 15)}}, [](const ParamValues& v) {
@@ -175,6 +199,60 @@ std::vector<Function> Functions() {
                   const double dx = v.at("x") - 1, dy = v.at("y") + 2, dn = (v.at("n") - 7) / 3;
                   return dx * dx + dy * dy + dn * dn + offset[static_cast<int>(v.at("c"))];
                 }});
+  // Widened set: functions of other characters than the five above.
+  fs.push_back({"rastrigin8", Box("x", 8, -5.12, 5.12), [](const ParamValues& v) {
+                  // Separable, a regular grid of local minima; 0 at the origin.
+                  double sum = 10.0 * 8;
+                  for (double xi : Coords(v, "x", 8)) sum += xi * xi - 10 * std::cos(2 * kPi * xi);
+                  return sum;
+                }});
+  fs.push_back({"schwefel4", Box("x", 4, -500, 500), [](const ParamValues& v) {
+                  // Separable and deceptive: the best minimum (0, at x = 420.97 in every
+                  // coordinate) lies far from the second best, near the edge of the box.
+                  double sum = 418.9828872724338 * 4;
+                  for (double xi : Coords(v, "x", 4)) sum -= xi * std::sin(std::sqrt(std::abs(xi)));
+                  return sum;
+                }});
+  fs.push_back({"valley6", Box("x", 6, -2, 2), [](const ParamValues& v) {
+                  // A narrow curved valley along no axis: rotate, then bend the first
+                  // coordinate's axis into a parabola; 0 at the origin.
+                  const std::vector<double> x = Coords(v, "x", 6);
+                  std::vector<double> y(6, 0.0);
+                  for (int i = 0; i < 6; ++i) {
+                    for (int j = 0; j < 6; ++j) y[i] += ValleyRotation(i, j) * x[j];
+                  }
+                  double sum = y[0] * y[0];
+                  for (int i = 1; i < 6; ++i) {
+                    const double d = y[i] - 0.5 * y[0] * y[0];
+                    sum += 100 * d * d;
+                  }
+                  return sum;
+                }});
+  fs.push_back({"plateau4", Box("x", 4, 0, 1), [](const ParamValues& v) {
+                  // Flat (1) everywhere but in a basin of radius 0.25 around c; many trials tie.
+                  static const double c[4] = {0.7, 0.2, 0.6, 0.35};
+                  const std::vector<double> x = Coords(v, "x", 4);
+                  double r2 = 0;
+                  for (int i = 0; i < 4; ++i) r2 += (x[i] - c[i]) * (x[i] - c[i]);
+                  return std::min(1.0, r2 / (0.25 * 0.25));
+                }});
+  fs.push_back({"logscale5",
+                {{"lr", LogFloatDist(1e-6, 1)},
+                 {"wd", LogFloatDist(1e-8, 1e-1)},
+                 {"eps", LogFloatDist(1e-10, 1e-3)},
+                 {"batch", LogIntDist(8, 1024)},
+                 {"dropout", Float(0, 0.6)}},
+                [](const ParamValues& v) {
+                  // Log-scale parameters as a training run has them: a sharp optimum in log lr,
+                  // a broad one in log weight decay, eps that hardly matters, a log int.
+                  const double lr = std::log10(v.at("lr")) + 2.7;
+                  const double wd = std::log10(v.at("wd")) + 4.5;
+                  const double eps = std::log10(v.at("eps")) + 8;
+                  const double batch = std::log2(v.at("batch")) - 6;
+                  const double drop = v.at("dropout") - 0.15;
+                  return 2 * lr * lr + 0.2 * wd * wd + 0.01 * eps * eps + 0.3 * batch * batch +
+                         5 * drop * drop + 0.5 * lr * batch;
+                }});
   return fs;
 }
 
@@ -228,8 +306,9 @@ model::TrialRecord Complete(int number, const SearchSpace& space, const ParamVal
 }
 
 // One study, as the scheduler runs it: sample trial N from trials 0..N-1, evaluate, store.
-std::vector<double> RunStudy(const Function& fn, const std::string& kind, uint64_t seed,
-                             int trials) {
+// With `trace`, every trial is printed as it is evaluated.
+std::vector<double> RunStudy(const Function& fn, const std::string& kind, uint64_t seed, int trials,
+                             bool trace = false) {
   auto s = MakeOrDie(kind, fn.space, seed);
   std::vector<model::TrialRecord> history;
   sampler::StudyView view{config::Direction::kMinimize, &fn.space, &history};
@@ -243,11 +322,41 @@ std::vector<double> RunStudy(const Function& fn, const std::string& kind, uint64
       std::exit(1);
     }
     const double v = fn.f(*values);
+    if (trace) {
+      std::printf(
+          "{\"mode\":\"trace\",\"function\":\"%s\",\"sampler\":\"%s\",\"seed\":%llu,"
+          "\"trial\":%d,\"params\":{",
+          fn.name.c_str(), kind.c_str(), static_cast<unsigned long long>(seed), n);
+      const char* sep = "";
+      for (const ParamSpec& p : fn.space) {
+        std::printf("%s\"%s\":%.17g", sep, p.name.c_str(), values->at(p.name));
+        sep = ",";
+      }
+      std::printf("},\"value\":%.17g}\n", v);
+    }
     history.push_back(Complete(n, fn.space, *values, v));
     best = std::min(best, v);
     best_so_far.push_back(best);
   }
   return best_so_far;
+}
+
+int Trace(const std::map<std::string, std::string>& flags) {
+  const int seeds = IntList("--seeds", flags.at("--seeds")).at(0);
+  const int trials = IntList("--trials", flags.at("--trials")).at(0);
+  const std::vector<std::string> wanted = SplitList(flags.at("--functions"));
+  for (const Function& fn : Functions()) {
+    if (!wanted.empty() && std::find(wanted.begin(), wanted.end(), fn.name) == wanted.end()) {
+      continue;
+    }
+    for (const std::string& kind : SplitList(flags.at("--samplers"))) {
+      for (int seed = 0; seed < seeds; ++seed) {
+        RunStudy(fn, kind, static_cast<uint64_t>(seed), trials, /*trace=*/true);
+      }
+    }
+  }
+  std::fflush(stdout);
+  return 0;
 }
 
 int Quality(const std::map<std::string, std::string>& flags) {
@@ -655,6 +764,8 @@ int Usage() {
   std::fprintf(stderr,
                "usage: triald-bench-samplers quality [--seeds N] [--trials N] [--checkpoints A,B]"
                " [--functions F,...] [--samplers S,...]\n"
+               "       triald-bench-samplers trace [--seeds N] [--trials N]"
+               " [--functions F,...] [--samplers S,...]\n"
                "       triald-bench-samplers speed [--history N,...] [--repeats N]"
                " [--samplers S,...]\n"
                "       triald-bench-samplers conditional [--seeds N] [--trials N]"
@@ -687,6 +798,10 @@ int Main(int argc, char** argv) {
   if (mode == "quality") {
     if (flags["--samplers"].empty()) flags["--samplers"] = "tpe,random";
     return Quality(flags);
+  }
+  if (mode == "trace") {
+    if (flags["--samplers"].empty()) flags["--samplers"] = "tpe";
+    return Trace(flags);
   }
   if (mode == "conditional") {
     if (flags["--samplers"].empty()) flags["--samplers"] = "tpe-group";
