@@ -250,8 +250,9 @@ TEST_CASE("a pruner option of another kind names the kinds it belongs to", "[con
         "n_startup_trials, n_warmup_steps, interval_steps, n_min_trials with kind = \"median\"");
   CHECK_THAT(ErrorOf(WithPruner("kind = \"asha\"\nn_warmup_steps = 2\n")),
              StartsWith("sweep.toml:15:1: [pruner] n_warmup_steps = 2: an option of kind = "
-                        "\"median\" or \"percentile\", not of kind = \"asha\"; expected kind = "
-                        "\"median\" or \"percentile\" to use it, or only kind, min_resource,"));
+                        "\"median\", \"percentile\" or \"threshold\", not of kind = \"asha\"; "
+                        "expected kind = \"median\", \"percentile\" or \"threshold\" to use it, "
+                        "or only kind, min_resource,"));
   CHECK_THAT(ErrorOf(WithPruner("kind = \"median\"\nreduction_factor = 2\n")),
              StartsWith("sweep.toml:15:1: [pruner] reduction_factor = 2: an option of kind = "
                         "\"asha\" or \"hyperband\", not of kind = \"median\""));
@@ -465,7 +466,8 @@ TEST_CASE("threshold, patient and wilcoxon option mistakes name the key and its 
              StartsWith("sweep.toml:15:1: [pruner] n_warmup_steps = 1: an option of kind = "
                         "\"median\", \"percentile\" or \"threshold\", not of kind = \"wilcoxon\""));
   CHECK_THAT(ErrorOf(WithPruner("kind = \"median\"\n[pruner.wrapped]\nkind = \"median\"\n")),
-             StartsWith("sweep.toml:15:1: [pruner] wrapped = "));
+             StartsWith("sweep.toml:15:9: [pruner] wrapped = <table>: an option of kind = "
+                        "\"patient\", not of kind = \"median\""));
 }
 
 }  // namespace

@@ -704,6 +704,10 @@ TEST_CASE("Wilcoxon p-values: the exact distribution without ties or zeros", "[p
   for (double x : d) scaled.push_back(x * 1000 + (x > 0 ? 5 : -5));
   CHECK(WilcoxonPValue(scaled, kLess) == 43.0 / 1024);
   CHECK(std::isnan(WilcoxonPValue({}, kLess)));
+  // The example of SciPy's documentation (Fisher's paired differences, n = 15): one-sided
+  // p = 0.0206298828125, twice that (0.041259765625) two-sided.
+  const std::vector<double> fisher = {6, 8, 14, 16, 23, 24, 28, 29, 41, -48, 49, 56, 60, -67, 75};
+  CHECK(WilcoxonPValue(fisher, kGreater) == 0.0206298828125);
 }
 
 TEST_CASE("Wilcoxon p-values: every sign flip when n <= 13 with ties or zeros (zsplit)",
