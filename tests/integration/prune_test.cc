@@ -61,8 +61,9 @@ std::string PrunedSweep(
 double ParamX(const json::object& t) { return t.at("params").at("x").to_number<double>(); }
 
 // Both workers below note the SIGTERM they get in their trial folder ("term"). With
-// `first_report`, bad trials must have been pruned at their first report (threshold).
-void CheckStudy(TestDaemon& d, const std::string& study, int n_trials, bool first_report = false) {
+// `pruned_at` > 0, bad trials must have been pruned at that report (threshold: the first;
+// wilcoxon: the fourth, the first whose p-value is under 0.1).
+void CheckStudy(TestDaemon& d, const std::string& study, int n_trials, size_t pruned_at = 0) {
   json::object st = d.WaitStudy(study, 120);
   CHECK(st.at("state").as_string() == "COMPLETE");
   json::array trials = d.Trials(study);
@@ -91,7 +92,7 @@ void CheckStudy(TestDaemon& d, const std::string& study, int n_trials, bool firs
     CHECK(t.at("value").to_number<double>() == last.at(1).to_number<double>());
     CHECK(inter.size() < kSteps / 2);
     // Reports sent after the decision are dropped, however many the worker got out first.
-    if (first_report) CHECK(inter.size() == 1);
+    if (pruned_at > 0) CHECK(inter.size() == pruned_at);
     const std::string marker =
         d.state_dir() + "/studies/" + study + "/trials/" + std::to_string(number) + "/term";
     CHECK(::access(marker.c_str(), F_OK) == 0);  // SIGTERM came first
@@ -135,7 +136,20 @@ TEST_CASE("the threshold pruner stops a trial at its first value above upper",
   d.Submit(PrunedSweep("threshold", 8, /*kill_grace=*/5,
                        "kind = \"threshold\"\nupper = 50\nlower = -1\n"),
            dir.File("s.toml"));
-  CheckStudy(d, "threshold", 8, /*first_report=*/true);
+  CheckStudy(d, "threshold", 8, /*pruned_at=*/1);
+}
+
+TEST_CASE("the wilcoxon pruner stops a trial worse than the best one at the same steps",
+          "[integration][prune]") {
+  TempDir dir;
+  TestDaemon d(dir.File("state"));
+  d.Start();
+  dir.Write("w.sh", Worker("echo term > \"$TRIALD_TRIAL_DIR/term\"; exit 143"), 0755);
+  // A bad trial's differences with the best (a good trial: 1.0 at every step) are 99, 100, ...:
+  // the exact one-sided p-value is 1/2^n, under 0.1 from the fourth step on.
+  d.Submit(PrunedSweep("wilcoxon", 8, /*kill_grace=*/5, "kind = \"wilcoxon\"\n"),
+           dir.File("s.toml"));
+  CheckStudy(d, "wilcoxon", 8, /*pruned_at=*/4);
 }
 
 }  // namespace
