@@ -124,6 +124,9 @@ const std::vector<KindKeys>& PrunerKinds() {
       {"asha",
        {"kind", "min_resource", "reduction_factor", "min_early_stopping_rate", "bootstrap_count"}},
       {"hyperband", {"kind", "min_resource", "max_resource", "reduction_factor"}},
+      {"threshold", {"kind", "lower", "upper", "n_warmup_steps", "interval_steps"}},
+      {"patient", {"kind", "patience", "min_delta", "wrapped"}},
+      {"wilcoxon", {"kind", "p_threshold", "n_startup_steps"}},
   };
   return kKinds;
 }
@@ -237,7 +240,10 @@ class SweepParser {
   Status ParseSpace(const toml::table& t, bool lm, SearchSpace* out) const;
   Status ParseParam(const std::string& name, const toml::table& t, Distribution* out) const;
   Status ParseSampler(const toml::table& t, SamplerConfig* out) const;
-  Status ParsePruner(const toml::table& t, PrunerConfig* out) const;
+  // `tn` names the table in messages: "[pruner]", or "[pruner.wrapped]" for the pruner a
+  // patient pruner wraps (parsed by the same function).
+  Status ParsePruner(const toml::table& t, PrunerConfig* out,
+                     const std::string& tn = "[pruner]") const;
 
   const SweepSource& source_;
   TomlDiagnostics diag_;
@@ -963,8 +969,8 @@ Status SweepParser::ParseSampler(const toml::table& t, SamplerConfig* out) const
   return Status::Ok();
 }
 
-Status SweepParser::ParsePruner(const toml::table& t, PrunerConfig* out) const {
-  const std::string tn = "[pruner]";
+Status SweepParser::ParsePruner(const toml::table& t, PrunerConfig* out,
+                                const std::string& tn) const {
   const std::vector<KindKeys>& kinds = PrunerKinds();
   TRIALD_RETURN_IF_ERROR(
       ReadKind(tn, t, kinds, "pruner", "one of " + JoinList(KindNames(kinds)), &out->kind));
@@ -1016,6 +1022,58 @@ Status SweepParser::ParsePruner(const toml::table& t, PrunerConfig* out) const {
       }
       c.max_resource = static_cast<int>(v);
     }
+  } else if (c.kind == "threshold") {
+    TRIALD_RETURN_IF_ERROR(
+        ReadOptionalInt(tn, t, "n_warmup_steps", 0, "an integer >= 0", &c.n_warmup_steps));
+    TRIALD_RETURN_IF_ERROR(
+        ReadOptionalInt(tn, t, "interval_steps", 1, "an integer >= 1", &c.interval_steps));
+    for (const char* key : {"lower", "upper"}) {
+      const toml::node* n = t.get(key);
+      if (n == nullptr) continue;
+      double v = 0;
+      TRIALD_RETURN_IF_ERROR(ReadNumber({tn, key, n}, NumberRule{}, "a finite number", &v));
+      (std::string(key) == "lower" ? c.lower : c.upper) = v;
+    }
+    if (!c.lower && !c.upper) {
+      return InvalidArgument(Where(t.source()) + ": " + tn +
+                             " has neither lower nor upper; expected lower, upper or both with "
+                             "kind = \"threshold\" (a trial is pruned when its latest value is "
+                             "below lower or above upper)");
+    }
+    if (c.lower && c.upper && *c.lower > *c.upper) {
+      return ValueError({tn, "upper", t.get("upper")}, "less than lower = " + Repr(*t.get("lower")),
+                        "upper >= lower");
+    }
+  } else if (c.kind == "patient") {
+    if (const toml::node* n = t.get("patience")) {
+      int64_t v = 0;
+      TRIALD_RETURN_IF_ERROR(ReadInt({tn, "patience", n}, 0, INT_MAX, "an integer >= 0", &v));
+      c.patience = static_cast<int>(v);
+    } else {
+      return MissingKey(tn, t, "patience",
+                        "an integer >= 0 with kind = \"patient\" (steps without improvement "
+                        "before the wrapped pruner decides)");
+    }
+    TRIALD_RETURN_IF_ERROR(
+        ReadOptionalNumber(tn, t, "min_delta", AtLeast(0), "a number >= 0", &c.min_delta));
+    if (const toml::node* n = t.get("wrapped")) {
+      const std::string inner = tn.substr(0, tn.size() - 1) + ".wrapped]";
+      const toml::table* w = n->as_table();
+      if (w == nullptr) {
+        return ValueError({tn, "wrapped", n}, "",
+                          "a table " + inner +
+                              " with the kind and options of the pruner to wrap, e.g. kind = "
+                              "\"median\"; leave it out to prune on patience alone");
+      }
+      auto wrapped = std::make_shared<PrunerConfig>();
+      TRIALD_RETURN_IF_ERROR(ParsePruner(*w, wrapped.get(), inner));
+      c.wrapped = std::move(wrapped);
+    }
+  } else if (c.kind == "wilcoxon") {
+    TRIALD_RETURN_IF_ERROR(ReadOptionalNumber(tn, t, "p_threshold", Within(0, false, 1, false),
+                                              "a number in [0, 1]", &c.p_threshold));
+    TRIALD_RETURN_IF_ERROR(
+        ReadOptionalInt(tn, t, "n_startup_steps", 0, "an integer >= 0", &c.n_startup_steps));
   }
   return Status::Ok();
 }

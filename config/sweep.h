@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -160,7 +161,8 @@ struct SamplerConfig {
 
 // Pruners as Optuna defines them. Only the options of the chosen kind may appear in the file.
 struct PrunerConfig {
-  std::string kind = "nop";  // "nop" | "median" | "percentile" | "asha" | "hyperband"
+  std::string kind = "nop";  // "nop" | "median" | "percentile" | "asha" | "hyperband" |
+                             // "threshold" | "patient" | "wilcoxon"
   // median, percentile
   int n_startup_trials = 5;  // no pruning until this many trials have finished
   int n_warmup_steps = 0;    // no pruning of a trial before this step
@@ -173,6 +175,17 @@ struct PrunerConfig {
   int min_early_stopping_rate = 0;  // asha only
   int max_resource = 0;     // hyperband: steps of a full trial; 0 = the study's max step seen
   int bootstrap_count = 0;  // asha only
+  // threshold (also n_warmup_steps and interval_steps above): at least one of lower and upper
+  std::optional<double> lower;  // prune when the latest value is below it
+  std::optional<double> upper;  // prune when the latest value is above it
+  // patient: `wrapped` decides once the trial has not improved (by more than min_delta) for
+  // `patience` steps; no wrapped pruner prunes then.
+  int patience = -1;  // required (>= 0); -1 until parsed
+  double min_delta = 0;
+  std::shared_ptr<const PrunerConfig> wrapped;  // [pruner.wrapped]; null: none
+  // wilcoxon
+  double p_threshold = 0.1;  // [0, 1]
+  int n_startup_steps = 2;   // steps in common with the best trial before any test
 };
 
 struct SweepSpec {

@@ -12,21 +12,6 @@ using model::TrialState;
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-// Optuna's _is_first_in_interval_step: `step` is checked only if no earlier report of the
-// trial lies at or after the latest pruning step n_warmup + k * interval <= step, so a trial
-// reporting every step is checked every `interval` steps, and one that skips a pruning step is
-// checked at its next report instead.
-bool IsFirstInIntervalStep(int64_t step, const TrialRecord& trial, int64_t n_warmup_steps,
-                           int64_t interval_steps) {
-  const int64_t nearest_lower_pruning_step =
-      (step - n_warmup_steps) / interval_steps * interval_steps + n_warmup_steps;
-  int64_t second_last_step = -1;
-  for (const auto& [s, v] : trial.intermediate) {
-    if (s != step && s > second_last_step) second_last_step = s;
-  }
-  return second_last_step < nearest_lower_pruning_step;
-}
-
 // np.nanmin / np.nanmax over the trial's values: NaN only when every value is NaN.
 double BestIntermediate(const TrialRecord& trial, config::Direction direction) {
   double best = kNaN;
@@ -40,6 +25,17 @@ double BestIntermediate(const TrialRecord& trial, config::Direction direction) {
 }
 
 }  // namespace
+
+bool IsFirstInIntervalStep(int64_t step, const TrialRecord& trial, int64_t n_warmup_steps,
+                           int64_t interval_steps) {
+  const int64_t nearest_lower_pruning_step =
+      (step - n_warmup_steps) / interval_steps * interval_steps + n_warmup_steps;
+  int64_t second_last_step = -1;
+  for (const auto& [s, v] : trial.intermediate) {
+    if (s != step && s > second_last_step) second_last_step = s;
+  }
+  return second_last_step < nearest_lower_pruning_step;
+}
 
 double NanPercentile(std::vector<double> values, double percentile) {
   values.erase(std::remove_if(values.begin(), values.end(), [](double v) { return std::isnan(v); }),

@@ -40,6 +40,14 @@ class PercentilePruner final : public Pruner {
   PercentilePrunerOptions options_;
 };
 
+// Optuna's _is_first_in_interval_step (shared with the threshold pruner): `step` is checked only
+// if no earlier report of the trial lies at or after the latest pruning step
+// n_warmup_steps + k * interval_steps <= step, so a trial reporting every step is checked every
+// `interval_steps` steps, and one that skips a pruning step is checked at its next report.
+// Needs step >= n_warmup_steps and interval_steps >= 1.
+bool IsFirstInIntervalStep(int64_t step, const model::TrialRecord& trial, int64_t n_warmup_steps,
+                           int64_t interval_steps);
+
 // numpy.nanpercentile(values, percentile) with the default "linear" method, reproduced to the
 // last bit (numpy 1.24's interpolation formula), so decisions match Optuna's at ties. NaN when
 // `values` holds no number. Exposed for tests.

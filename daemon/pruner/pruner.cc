@@ -4,8 +4,11 @@
 #include <string>
 
 #include "daemon/pruner/hyperband_pruner.h"
+#include "daemon/pruner/patient_pruner.h"
 #include "daemon/pruner/percentile_pruner.h"
 #include "daemon/pruner/successive_halving_pruner.h"
+#include "daemon/pruner/threshold_pruner.h"
+#include "daemon/pruner/wilcoxon_pruner.h"
 
 namespace triald::pruner {
 namespace {
@@ -31,7 +34,9 @@ common::Status CheckPercentileOptions(const config::PrunerConfig& c, bool check_
 
 }  // namespace
 
-const char* PrunerKinds() { return "nop, median, percentile, asha, hyperband"; }
+const char* PrunerKinds() {
+  return "nop, median, percentile, asha, hyperband, threshold, patient, wilcoxon";
+}
 
 common::Result<std::unique_ptr<Pruner>> MakePruner(const config::PrunerConfig& c) {
   if (c.kind == "nop") return std::unique_ptr<Pruner>(new NopPruner());
@@ -83,6 +88,58 @@ common::Result<std::unique_ptr<Pruner>> MakePruner(const config::PrunerConfig& c
     o.reduction_factor = c.reduction_factor;
     o.bootstrap_count = c.bootstrap_count;
     return std::unique_ptr<Pruner>(new HyperbandPruner(o));
+  }
+  if (c.kind == "threshold") {
+    TRIALD_RETURN_IF_ERROR(AtLeast("n_warmup_steps", c.n_warmup_steps, 0));
+    TRIALD_RETURN_IF_ERROR(AtLeast("interval_steps", c.interval_steps, 1));
+    if (!c.lower && !c.upper) {
+      return common::InvalidArgument(
+          "[pruner] kind = \"threshold\" has neither lower nor upper; expected at least one");
+    }
+    ThresholdPrunerOptions o;
+    if (c.lower) o.lower = *c.lower;
+    if (c.upper) o.upper = *c.upper;
+    // Not `!(lower <= upper)`: Optuna accepts NaN bounds, which then never prune.
+    if (o.lower > o.upper) {
+      std::ostringstream m;
+      m << "[pruner] lower = " << o.lower << " is greater than upper = " << o.upper
+        << "; expected lower <= upper";
+      return common::InvalidArgument(m.str());
+    }
+    o.n_warmup_steps = c.n_warmup_steps;
+    o.interval_steps = c.interval_steps;
+    return std::unique_ptr<Pruner>(new ThresholdPruner(o));
+  }
+  if (c.kind == "patient") {
+    TRIALD_RETURN_IF_ERROR(AtLeast("patience", c.patience, 0));
+    if (!(c.min_delta >= 0)) {
+      std::ostringstream m;
+      m << "[pruner] min_delta = " << c.min_delta << "; expected a number >= 0";
+      return common::InvalidArgument(m.str());
+    }
+    PatientPrunerOptions o;
+    o.patience = c.patience;
+    o.min_delta = c.min_delta;
+    if (c.wrapped != nullptr) {
+      auto wrapped = MakePruner(*c.wrapped);
+      if (!wrapped.ok()) {
+        return common::InvalidArgument("[pruner] wrapped: " + wrapped.status().message());
+      }
+      o.wrapped = std::move(wrapped).value();
+    }
+    return std::unique_ptr<Pruner>(new PatientPruner(std::move(o)));
+  }
+  if (c.kind == "wilcoxon") {
+    if (!(c.p_threshold >= 0 && c.p_threshold <= 1)) {
+      std::ostringstream m;
+      m << "[pruner] p_threshold = " << c.p_threshold << "; expected a number in [0, 1]";
+      return common::InvalidArgument(m.str());
+    }
+    TRIALD_RETURN_IF_ERROR(AtLeast("n_startup_steps", c.n_startup_steps, 0));
+    WilcoxonPrunerOptions o;
+    o.p_threshold = c.p_threshold;
+    o.n_startup_steps = c.n_startup_steps;
+    return std::unique_ptr<Pruner>(new WilcoxonPruner(o));
   }
   return common::InvalidArgument("[pruner] kind = \"" + c.kind + "\" is unknown; expected one of " +
                                  PrunerKinds());

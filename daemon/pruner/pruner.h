@@ -5,10 +5,10 @@
 // dropped, as in Optuna, where a pruned objective reports nothing more.
 //
 // The kinds follow Optuna 3.1's definitions (optuna.pruners): nop, median, percentile, asha
-// (SuccessiveHalvingPruner) and hyperband. Optuna keeps some pruner state in trial system
-// attributes; ours is derived from the trials' intermediate values, so a pruner needs no
-// storage of its own and decides the same after a daemon restart (see each header for where
-// that derivation and Optuna can differ).
+// (SuccessiveHalvingPruner), hyperband, threshold and patient; wilcoxon follows Optuna 4's. Optuna
+// keeps some pruner state in trial system attributes; ours is derived from the trials' intermediate
+// values, so a pruner needs no storage of its own and decides the same after a daemon restart (see
+// each header for where that derivation and Optuna can differ).
 //
 // Contract (tests/daemon/pruner_test.cc runs it against every kind): a trial without
 // intermediate values is never pruned; a decision depends only on the context given.
@@ -48,7 +48,8 @@ class NopPruner final : public Pruner {
   bool ShouldPrune(const PruneContext&) override { return false; }
 };
 
-// The kinds MakePruner builds, for messages: "nop, median, percentile, asha, hyperband".
+// The kinds MakePruner builds, for messages: "nop, median, percentile, asha, hyperband,
+// threshold, patient, wilcoxon".
 const char* PrunerKinds();
 
 // Builds the pruner a sweep asks for. Options outside Optuna's ranges, and an unknown kind,

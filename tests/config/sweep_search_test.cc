@@ -250,8 +250,9 @@ TEST_CASE("a pruner option of another kind names the kinds it belongs to", "[con
         "n_startup_trials, n_warmup_steps, interval_steps, n_min_trials with kind = \"median\"");
   CHECK_THAT(ErrorOf(WithPruner("kind = \"asha\"\nn_warmup_steps = 2\n")),
              StartsWith("sweep.toml:15:1: [pruner] n_warmup_steps = 2: an option of kind = "
-                        "\"median\" or \"percentile\", not of kind = \"asha\"; expected kind = "
-                        "\"median\" or \"percentile\" to use it, or only kind, min_resource,"));
+                        "\"median\", \"percentile\" or \"threshold\", not of kind = \"asha\"; "
+                        "expected kind = \"median\", \"percentile\" or \"threshold\" to use it, "
+                        "or only kind, min_resource,"));
   CHECK_THAT(ErrorOf(WithPruner("kind = \"median\"\nreduction_factor = 2\n")),
              StartsWith("sweep.toml:15:1: [pruner] reduction_factor = 2: an option of kind = "
                         "\"asha\" or \"hyperband\", not of kind = \"median\""));
@@ -271,12 +272,12 @@ TEST_CASE("a pruner option of another kind names the kinds it belongs to", "[con
 TEST_CASE("unknown pruner kinds and keys list what is allowed", "[config]") {
   CHECK(ErrorOf(WithPruner("kind = \"never\"\n")) ==
         "sweep.toml:14:8: [pruner] kind = \"never\": unknown pruner kind; expected one of nop, "
-        "median, percentile, asha, hyperband");
+        "median, percentile, asha, hyperband, threshold, patient, wilcoxon");
   CHECK(ErrorOf(WithPruner("kind = \"hyperband\"\nmax_resources = 9\n")) ==
         "sweep.toml:15:1: [pruner] unknown key \"max_resources\" for kind = \"hyperband\"; "
         "expected one of kind, min_resource, max_resource, reduction_factor");
-  CHECK_THAT(ErrorOf(WithPruner("kind = \"median\"\npatience = 1\n")),
-             StartsWith("sweep.toml:15:1: [pruner] unknown key \"patience\" for kind = "
+  CHECK_THAT(ErrorOf(WithPruner("kind = \"median\"\npatient = 1\n")),
+             StartsWith("sweep.toml:15:1: [pruner] unknown key \"patient\" for kind = "
                         "\"median\"; expected one of kind, n_startup_trials"));
 }
 
@@ -343,6 +344,130 @@ TEST_CASE("pruner option values are checked", "[config]") {
   }
   CHECK(Parsed(WithPruner("kind = \"percentile\"\npercentile = 99.9\n")).pruner.percentile == 99.9);
   CHECK(Parsed(WithPruner("kind = \"percentile\"\npercentile = 0.1\n")).pruner.percentile == 0.1);
+}
+
+TEST_CASE("threshold, patient and wilcoxon pruners parse with their options and defaults",
+          "[config]") {
+  const PrunerConfig th = Parsed(WithPruner(R"(kind = "threshold"
+lower = -1
+upper = 2.5
+n_warmup_steps = 3
+interval_steps = 2
+)"))
+                              .pruner;
+  CHECK(th.kind == "threshold");
+  CHECK(th.lower == -1.0);
+  CHECK(th.upper == 2.5);
+  CHECK(th.n_warmup_steps == 3);
+  CHECK(th.interval_steps == 2);
+  const PrunerConfig upper = Parsed(WithPruner("kind = \"threshold\"\nupper = 1\n")).pruner;
+  CHECK_FALSE(upper.lower.has_value());
+  CHECK(upper.upper == 1.0);
+  CHECK(upper.n_warmup_steps == 0);
+  CHECK(upper.interval_steps == 1);
+  CHECK(Parsed(WithPruner("kind = \"threshold\"\nlower = 2\nupper = 2\n")).pruner.lower == 2.0);
+
+  const PrunerConfig alone = Parsed(WithPruner("kind = \"patient\"\npatience = 0\n")).pruner;
+  CHECK(alone.kind == "patient");
+  CHECK(alone.patience == 0);
+  CHECK(alone.min_delta == 0);
+  CHECK(alone.wrapped == nullptr);
+  const PrunerConfig patient = Parsed(WithPruner(R"(kind = "patient"
+patience = 3
+min_delta = 0.01
+[pruner.wrapped]
+kind = "percentile"
+percentile = 25
+n_warmup_steps = 2
+)"))
+                                   .pruner;
+  CHECK(patient.patience == 3);
+  CHECK(patient.min_delta == 0.01);
+  REQUIRE(patient.wrapped != nullptr);
+  CHECK(patient.wrapped->kind == "percentile");
+  CHECK(patient.wrapped->percentile == 25);
+  CHECK(patient.wrapped->n_warmup_steps == 2);
+  CHECK(patient.wrapped->n_startup_trials == 5);
+  // The inline form, and a patient pruner wrapping another.
+  const PrunerConfig nested = Parsed(WithPruner("kind = \"patient\"\npatience = 1\nwrapped = { "
+                                                "kind = \"patient\", patience = 2, wrapped = "
+                                                "{ kind = \"threshold\", upper = 9 } }\n"))
+                                  .pruner;
+  REQUIRE(nested.wrapped != nullptr);
+  CHECK(nested.wrapped->patience == 2);
+  REQUIRE(nested.wrapped->wrapped != nullptr);
+  CHECK(nested.wrapped->wrapped->upper == 9.0);
+
+  const PrunerConfig w = Parsed(WithPruner("kind = \"wilcoxon\"\n")).pruner;
+  CHECK(w.kind == "wilcoxon");
+  CHECK(w.p_threshold == 0.1);  // Optuna's defaults
+  CHECK(w.n_startup_steps == 2);
+  const PrunerConfig w2 =
+      Parsed(WithPruner("kind = \"wilcoxon\"\np_threshold = 0\nn_startup_steps = 0\n")).pruner;
+  CHECK(w2.p_threshold == 0);
+  CHECK(w2.n_startup_steps == 0);
+  CHECK(Parsed(WithPruner("kind = \"wilcoxon\"\np_threshold = 1\n")).pruner.p_threshold == 1);
+}
+
+TEST_CASE("threshold, patient and wilcoxon option mistakes name the key and its place",
+          "[config]") {
+  const std::pair<const char*, const char*> cases[] = {
+      {"kind = \"threshold\"\n",
+       "sweep.toml:13:1: [pruner] has neither lower nor upper; expected lower, upper or both "
+       "with kind = \"threshold\" (a trial is pruned when its latest value is below lower or "
+       "above upper)"},
+      {"kind = \"threshold\"\nupper = 1\nlower = 2\n",
+       "sweep.toml:15:9: [pruner] upper = 1: less than lower = 2; expected upper >= lower"},
+      {"kind = \"threshold\"\nlower = \"a\"\n",
+       "sweep.toml:15:9: [pruner] lower = \"a\": expected a finite number"},
+      {"kind = \"threshold\"\nupper = nan\n",
+       "sweep.toml:15:9: [pruner] upper = nan: expected a finite number"},
+      {"kind = \"threshold\"\nupper = 1\ninterval_steps = 0\n",
+       "sweep.toml:16:18: [pruner] interval_steps = 0: expected an integer >= 1"},
+      {"kind = \"threshold\"\nupper = 1\nn_warmup_steps = -1\n",
+       "sweep.toml:16:18: [pruner] n_warmup_steps = -1: expected an integer >= 0"},
+      {"kind = \"patient\"\n",
+       "sweep.toml:13:1: [pruner] missing required key \"patience\"; expected an integer >= 0 "
+       "with kind = \"patient\" (steps without improvement before the wrapped pruner decides)"},
+      {"kind = \"patient\"\npatience = -1\n",
+       "sweep.toml:15:12: [pruner] patience = -1: expected an integer >= 0"},
+      {"kind = \"patient\"\npatience = 1\nmin_delta = -0.1\n",
+       "sweep.toml:16:13: [pruner] min_delta = -0.1: expected a number >= 0"},
+      {"kind = \"patient\"\npatience = 1\nwrapped = \"median\"\n",
+       "sweep.toml:16:11: [pruner] wrapped = \"median\": expected a table [pruner.wrapped] with "
+       "the kind and options of the pruner to wrap, e.g. kind = \"median\"; leave it out to "
+       "prune on patience alone"},
+      {"kind = \"patient\"\npatience = 1\n[pruner.wrapped]\nkind = \"median\"\n"
+       "n_warmup_steps = -1\n",
+       "sweep.toml:18:18: [pruner.wrapped] n_warmup_steps = -1: expected an integer >= 0"},
+      {"kind = \"patient\"\npatience = 1\n[pruner.wrapped]\nkind = \"mean\"\n",
+       "sweep.toml:17:8: [pruner.wrapped] kind = \"mean\": unknown pruner kind; expected one of "
+       "nop, median, percentile, asha, hyperband, threshold, patient, wilcoxon"},
+      {"kind = \"patient\"\npatience = 1\n[pruner.wrapped]\nkind = \"patient\"\n",
+       "sweep.toml:16:1: [pruner.wrapped] missing required key \"patience\"; expected an integer "
+       ">= 0 with kind = \"patient\" (steps without improvement before the wrapped pruner "
+       "decides)"},
+      {"kind = \"wilcoxon\"\np_threshold = 1.5\n",
+       "sweep.toml:15:15: [pruner] p_threshold = 1.5: expected a number in [0, 1]"},
+      {"kind = \"wilcoxon\"\np_threshold = -0.1\n",
+       "sweep.toml:15:15: [pruner] p_threshold = -0.1: expected a number in [0, 1]"},
+      {"kind = \"wilcoxon\"\nn_startup_steps = -1\n",
+       "sweep.toml:15:19: [pruner] n_startup_steps = -1: expected an integer >= 0"},
+  };
+  for (const auto& [body, error] : cases) {
+    INFO(body);
+    CHECK(ErrorOf(WithPruner(body)) == error);
+  }
+  // Options of the new kinds on other kinds, and the other way round.
+  CHECK_THAT(ErrorOf(WithPruner("kind = \"median\"\nupper = 1\n")),
+             StartsWith("sweep.toml:15:1: [pruner] upper = 1: an option of kind = "
+                        "\"threshold\", not of kind = \"median\""));
+  CHECK_THAT(ErrorOf(WithPruner("kind = \"wilcoxon\"\nn_warmup_steps = 1\n")),
+             StartsWith("sweep.toml:15:1: [pruner] n_warmup_steps = 1: an option of kind = "
+                        "\"median\", \"percentile\" or \"threshold\", not of kind = \"wilcoxon\""));
+  CHECK_THAT(ErrorOf(WithPruner("kind = \"median\"\n[pruner.wrapped]\nkind = \"median\"\n")),
+             StartsWith("sweep.toml:15:9: [pruner] wrapped = <table>: an option of kind = "
+                        "\"patient\", not of kind = \"median\""));
 }
 
 }  // namespace

@@ -205,8 +205,8 @@ TEST_CASE("an unknown key names the table, the key and the keys allowed", "[conf
   CHECK_THAT(ErrorOf(std::string(kMinimal) + "[sampler]\nkind = \"random\"\nsed = 1\n"),
              StartsWith("sweep.toml:15:1: [sampler] unknown key \"sed\"") &&
                  Contains("expected one of kind, seed"));
-  CHECK_THAT(ErrorOf(std::string(kMinimal) + "[pruner]\npatience = 1\n"),
-             StartsWith("sweep.toml:14:1: [pruner] unknown key \"patience\"") &&
+  CHECK_THAT(ErrorOf(std::string(kMinimal) + "[pruner]\npatiense = 1\n"),
+             StartsWith("sweep.toml:14:1: [pruner] unknown key \"patiense\"") &&
                  Contains("expected one of kind"));
   // A nested table is an unknown key of the parameter, reported before the missing type.
   CHECK_THAT(ErrorOf(With("[space.x]\ntype = \"float\"\nlow = 0.0\nhigh = 1.0\n",

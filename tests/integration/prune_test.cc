@@ -45,7 +45,9 @@ std::string Worker(const std::string& on_term) {
          "echo '{\"type\":\"final\",\"value\":100}' >&3\n";
 }
 
-std::string PrunedSweep(const std::string& study, int n_trials, double kill_grace) {
+std::string PrunedSweep(
+    const std::string& study, int n_trials, double kill_grace,
+    const std::string& pruner = "kind = \"median\"\nn_startup_trials = 2\nn_warmup_steps = 0\n") {
   // Seed 11 gives trials 0 and 1 x <= 0, and trials 3, 4 and 5 x > 0. The median pruner needs
   // two COMPLETE trials before it prunes anything; a bad trial running before that would run to
   // its end (checked below, so that a sampler change shows up as such).
@@ -53,13 +55,15 @@ std::string PrunedSweep(const std::string& study, int n_trials, double kill_grac
                                /*timeout_s=*/0, kill_grace);
   const std::string seed = "seed = 1";
   toml.replace(toml.find(seed), seed.size(), "seed = 11");
-  return toml + "\n[pruner]\nkind = \"median\"\nn_startup_trials = 2\nn_warmup_steps = 0\n";
+  return toml + "\n[pruner]\n" + pruner;
 }
 
 double ParamX(const json::object& t) { return t.at("params").at("x").to_number<double>(); }
 
-// Both workers below note the SIGTERM they get in their trial folder ("term").
-void CheckStudy(TestDaemon& d, const std::string& study, int n_trials) {
+// Both workers below note the SIGTERM they get in their trial folder ("term"). With
+// `pruned_at` > 0, bad trials must have been pruned at that report (threshold: the first;
+// wilcoxon: the fourth, the first whose p-value is under 0.1).
+void CheckStudy(TestDaemon& d, const std::string& study, int n_trials, size_t pruned_at = 0) {
   json::object st = d.WaitStudy(study, 120);
   CHECK(st.at("state").as_string() == "COMPLETE");
   json::array trials = d.Trials(study);
@@ -87,6 +91,8 @@ void CheckStudy(TestDaemon& d, const std::string& study, int n_trials) {
     const json::array& last = inter.back().as_array();
     CHECK(t.at("value").to_number<double>() == last.at(1).to_number<double>());
     CHECK(inter.size() < kSteps / 2);
+    // Reports sent after the decision are dropped, however many the worker got out first.
+    if (pruned_at > 0) CHECK(inter.size() == pruned_at);
     const std::string marker =
         d.state_dir() + "/studies/" + study + "/trials/" + std::to_string(number) + "/term";
     CHECK(::access(marker.c_str(), F_OK) == 0);  // SIGTERM came first
@@ -118,6 +124,32 @@ TEST_CASE("a pruned trial that ignores SIGTERM is killed after kill_grace and st
   d.Submit(PrunedSweep("stubborn", 6, /*kill_grace=*/0.5), dir.File("s.toml"));
   CheckStudy(d, "stubborn", 6);
   CHECK_THAT(d.log(), Catch::Contains("grace period over, SIGKILL to group"));
+}
+
+TEST_CASE("the threshold pruner stops a trial at its first value above upper",
+          "[integration][prune]") {
+  TempDir dir;
+  TestDaemon d(dir.File("state"));
+  d.Start();
+  dir.Write("w.sh", Worker("echo term > \"$TRIALD_TRIAL_DIR/term\"; exit 143"), 0755);
+  // Good trials report 1.0 and bad ones 100 + step: no other trial is needed to judge them.
+  d.Submit(PrunedSweep("threshold", 8, /*kill_grace=*/5,
+                       "kind = \"threshold\"\nupper = 50\nlower = -1\n"),
+           dir.File("s.toml"));
+  CheckStudy(d, "threshold", 8, /*pruned_at=*/1);
+}
+
+TEST_CASE("the wilcoxon pruner stops a trial worse than the best one at the same steps",
+          "[integration][prune]") {
+  TempDir dir;
+  TestDaemon d(dir.File("state"));
+  d.Start();
+  dir.Write("w.sh", Worker("echo term > \"$TRIALD_TRIAL_DIR/term\"; exit 143"), 0755);
+  // A bad trial's differences with the best (a good trial: 1.0 at every step) are 99, 100, ...:
+  // the exact one-sided p-value is 1/2^n, under 0.1 from the fourth step on.
+  d.Submit(PrunedSweep("wilcoxon", 8, /*kill_grace=*/5, "kind = \"wilcoxon\"\n"),
+           dir.File("s.toml"));
+  CheckStudy(d, "wilcoxon", 8, /*pruned_at=*/4);
 }
 
 }  // namespace
