@@ -20,6 +20,8 @@ Samplers (--samplers, comma-separated):
           TPESampler(multivariate=True, seed=s) (MOTPE); the triald row is meaningful only in a
           build whose TPE handles several objectives
   random  triald random  vs  optuna RandomSampler(seed=s)
+Optuna's MOTPE is slow (about 200 s for one 300-trial ZDT1 study on a 2-core VM): --jobs J runs
+J Optuna studies at once.
 triald's samplers run in-process through the C++ driver (tests/tools/bench_samplers.cc, mode
 `multiobjective`: MakeSampler + SampleParams over a StudyView with several directions, exactly as
 the daemon calls them).
@@ -28,10 +30,11 @@ Figures only: nothing is asserted. Uses Debian's python3-optuna (3.1), hence /us
 
     /usr/bin/python3 scripts/bench_multiobjective.py [--quick] [--seeds S] [--trials N]
         [--samplers nsga2,tpe,random] [--functions zdt1,zdt2,dtlz2]
-        [--driver build/bin/triald-bench-samplers]
+        [--jobs J] [--driver build/bin/triald-bench-samplers]
 """
 
 import argparse
+import concurrent.futures
 import json
 import logging
 import math
@@ -113,6 +116,27 @@ def quantiles(values):
     return q(0.5), q(0.25), q(0.75)
 
 
+def rank_sum_p(a, b):
+    """Two-sided p-value of the Mann-Whitney U test (normal approximation, ties averaged): how
+    likely two samples this far apart are when both come from one distribution."""
+    pooled = sorted((v, i) for i, v in enumerate(a + b))
+    ranks = [0.0] * len(pooled)
+    k = 0
+    while k < len(pooled):
+        end = k
+        while end + 1 < len(pooled) and pooled[end + 1][0] == pooled[k][0]:
+            end += 1
+        for j in range(k, end + 1):
+            ranks[pooled[j][1]] = (k + end) / 2 + 1
+        k = end + 1
+    n1, n2 = len(a), len(b)
+    u = sum(ranks[:n1]) - n1 * (n1 + 1) / 2
+    sigma = math.sqrt(n1 * n2 * (n1 + n2 + 1) / 12)
+    if sigma == 0:
+        return 1.0
+    return math.erfc(abs(u - n1 * n2 / 2) / sigma / math.sqrt(2))
+
+
 def non_dominated(points):
     def dominates(a, b):
         return all(x <= y for x, y in zip(a, b)) and any(x < y for x, y in zip(a, b))
@@ -127,6 +151,17 @@ def optuna_sampler(optuna, kind, seed):
     return optuna.samplers.RandomSampler(seed=seed)
 
 
+def optuna_study(run):
+    """One Optuna study (function, sampler, seed, trials); its trials' values in order."""
+    name, kind, seed, trials = run
+    optuna = quiet_optuna()
+    fn, reference = FUNCTIONS[name]
+    study = optuna.create_study(directions=["minimize"] * len(reference),
+                                sampler=optuna_sampler(optuna, kind, seed))
+    study.optimize(fn, n_trials=trials)
+    return [t.values for t in study.trials]
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="3 seeds, 100 trials")
@@ -139,6 +174,8 @@ def main():
     parser.add_argument("--driver", default=os.path.join(REPO, "build", "bin",
                                                          "triald-bench-samplers"),
                         help="path of triald-bench-samplers (default build/bin/...)")
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="Optuna studies run in this many processes at once; default 1")
     args = parser.parse_args()
     seeds = args.seeds if args.seeds is not None else (3 if args.quick else 20)
     trials = args.trials if args.trials is not None else (100 if args.quick else 300)
@@ -180,23 +217,24 @@ def main():
     # Optuna: run every study, then measure every checkpoint's front with the driver.
     t0 = time.perf_counter()
     requests, keys, wfg_checks = [], [], []
-    for name in functions:
-        fn, reference = FUNCTIONS[name]
-        for kind in samplers:
-            for seed in range(seeds):
-                study = optuna.create_study(directions=["minimize"] * len(reference),
-                                            sampler=optuna_sampler(optuna, kind, seed))
-                study.optimize(fn, n_trials=trials)
-                values = [t.values for t in study.trials]
-                for c in checkpoints:
-                    points = values[:c]
-                    requests.append(" ".join(repr(r) for r in reference) + " | " +
-                                    " | ".join(" ".join(repr(v) for v in p) for p in points))
-                    keys.append((name, kind, seed, c))
-                    front = [p for p in non_dominated(points)
-                             if all(v < r for v, r in zip(p, reference))]
-                    wfg = (WFG().compute(np.array(front), np.array(reference)) if front else 0.0)
-                    wfg_checks.append(wfg)
+    runs = [(name, kind, seed, trials) for name in functions for kind in samplers
+            for seed in range(seeds)]
+    if args.jobs > 1:
+        with concurrent.futures.ProcessPoolExecutor(args.jobs) as pool:
+            all_values = list(pool.map(optuna_study, runs))
+    else:
+        all_values = [optuna_study(run) for run in runs]
+    for (name, kind, seed, _), values in zip(runs, all_values):
+        reference = FUNCTIONS[name][1]
+        for c in checkpoints:
+            points = values[:c]
+            requests.append(" ".join(repr(r) for r in reference) + " | " +
+                            " | ".join(" ".join(repr(v) for v in p) for p in points))
+            keys.append((name, kind, seed, c))
+            front = [p for p in non_dominated(points)
+                     if all(v < r for v, r in zip(p, reference))]
+            wfg = (WFG().compute(np.array(front), np.array(reference)) if front else 0.0)
+            wfg_checks.append(wfg)
     timing["optuna"] = time.perf_counter() - t0
     lines, err = run_driver(args.driver, ["hypervolume"], stdin="\n".join(requests) + "\n")
     if lines is None:
@@ -237,11 +275,14 @@ def main():
                 for c in checkpoints:
                     a = quantiles([r[c] for r in ours])[0]
                     b = quantiles([r[c] for r in theirs])[0]
+                    p = rank_sum_p([r[c] for r in ours], [r[c] for r in theirs])
                     word = "better" if a > b else ("equal" if a == b else "worse")
-                    parts.append(f"after {c}: {word} ({a:.5g} vs {b:.5g}, {a / b - 1:+.2%})")
+                    parts.append(f"after {c}: {word} ({a:.5g} vs {b:.5g}, {a / b - 1:+.2%}, "
+                                 f"p = {p:.2f})")
                 verdicts.append(f"  {name:<6} {kind:<7} " + "; ".join(parts))
     if verdicts:
-        print("\ntriald vs Optuna (median hypervolume; larger is better):")
+        print("\ntriald vs Optuna (median hypervolume; larger is better; p: two-sided "
+              "Mann-Whitney U over the seeds, large p = no detectable difference):")
         print("\n".join(verdicts))
     print(f"\nhypervolume check: pareto::Hypervolume vs optuna._hypervolume.WFG on every Optuna "
           f"front, largest relative difference {worst:.2e}")
