@@ -110,6 +110,8 @@ const std::vector<KindKeys>& SamplerKinds() {
         "constant_liar", "prior_weight", "consider_endpoints", "consider_magic_clip", "gamma_max",
         "gamma_fraction"}},
       {"qmc", {"kind", "seed", "scramble"}},
+      {"nsga2",
+       {"kind", "seed", "population_size", "mutation_prob", "crossover_prob", "swapping_prob"}},
   };
   return kKinds;
 }
@@ -965,6 +967,21 @@ Status SweepParser::ParseSampler(const toml::table& t, SamplerConfig* out) const
                                               "a number in (0, 1]", &c.gamma_fraction));
   } else if (out->kind == "qmc") {
     TRIALD_RETURN_IF_ERROR(ReadOptionalBool(tn, t, "scramble", &out->qmc.scramble));
+  } else if (out->kind == "nsga2") {
+    Nsga2Config& c = out->nsga2;
+    TRIALD_RETURN_IF_ERROR(ReadOptionalInt(tn, t, "population_size", 2,
+                                           "an integer >= 2 (a crossover needs two parents)",
+                                           &c.population_size));
+    if (t.get("mutation_prob") != nullptr) {
+      double p = 0;
+      TRIALD_RETURN_IF_ERROR(ReadOptionalNumber(tn, t, "mutation_prob", Within(0, false, 1, false),
+                                                "a number in [0, 1]", &p));
+      c.mutation_prob = p;
+    }
+    TRIALD_RETURN_IF_ERROR(ReadOptionalNumber(tn, t, "crossover_prob", Within(0, false, 1, false),
+                                              "a number in [0, 1]", &c.crossover_prob));
+    TRIALD_RETURN_IF_ERROR(ReadOptionalNumber(tn, t, "swapping_prob", Within(0, false, 1, false),
+                                              "a number in [0, 1]", &c.swapping_prob));
   }
   return Status::Ok();
 }

@@ -151,12 +151,22 @@ struct QmcConfig {
   bool scramble = true;
 };
 
+// NSGA-II as Optuna defines it (optuna.samplers.NSGAIISampler), with its defaults; uniform
+// crossover (Optuna's default crossover).
+struct Nsga2Config {
+  int population_size = 50;             // trials per generation, >= 2
+  std::optional<double> mutation_prob;  // unset: 1 / number of parameters
+  double crossover_prob = 0.9;
+  double swapping_prob = 0.5;
+};
+
 struct SamplerConfig {
-  std::string kind = "random";  // "random" | "grid" | "tpe" | "qmc"
+  std::string kind = "random";  // "random" | "grid" | "tpe" | "qmc" | "nsga2"
   uint64_t seed = 0;
   bool seed_given = false;  // when false the daemon draws a seed and stores it
   TpeConfig tpe;            // kind = "tpe"
   QmcConfig qmc;            // kind = "qmc"
+  Nsga2Config nsga2;        // kind = "nsga2"
 };
 
 // Pruners as Optuna defines them. Only the options of the chosen kind may appear in the file.

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "daemon/sampler/grid_sampler.h"
+#include "daemon/sampler/nsga2_sampler.h"
 #include "daemon/sampler/qmc_sampler.h"
 #include "daemon/sampler/random_sampler.h"
 #include "daemon/sampler/tpe_sampler.h"
@@ -235,8 +236,13 @@ common::Result<std::unique_ptr<Sampler>> MakeSampler(const config::SamplerConfig
                             QmcSampler::Create(space, config.seed, config.qmc));
     return std::unique_ptr<Sampler>(std::move(qmc));
   }
+  if (config.kind == "nsga2") {
+    TRIALD_ASSIGN_OR_RETURN(std::unique_ptr<Nsga2Sampler> nsga2,
+                            Nsga2Sampler::Create(config.seed, config.nsga2));
+    return std::unique_ptr<Sampler>(std::move(nsga2));
+  }
   return common::InvalidArgument("sampler: unknown kind \"" + config.kind +
-                                 "\"; expected one of: random, grid, tpe, qmc");
+                                 "\"; expected one of: random, grid, tpe, qmc, nsga2");
 }
 
 }  // namespace triald::sampler

@@ -102,7 +102,7 @@ TEST_CASE("a sampler option of another kind names the kind it belongs to", "[con
 TEST_CASE("unknown sampler kinds and keys list what is allowed", "[config]") {
   CHECK(ErrorOf(WithSampler("kind = \"bayes\"\n")) ==
         "sweep.toml:14:8: [sampler] kind = \"bayes\": unknown sampler kind; expected one of "
-        "random, grid, tpe, qmc");
+        "random, grid, tpe, qmc, nsga2");
   CHECK_THAT(ErrorOf(WithSampler("kind = 3\n")),
              StartsWith("sweep.toml:14:8: [sampler] kind = 3: expected one of random, grid"));
   CHECK(ErrorOf(WithSampler("kind = \"tpe\"\nn_startup = 3\n")) ==
@@ -170,6 +170,58 @@ TEST_CASE("sampler option values are checked", "[config]") {
   CHECK(s.sampler.tpe.gamma_fraction == 1e-9);
   CHECK(s.sampler.tpe.gamma_max == 1);
   CHECK(s.sampler.tpe.n_ei_candidates == 1);
+}
+
+TEST_CASE("an nsga2 sampler parses with Optuna's defaults and every option", "[config]") {
+  const SweepSpec d = Parsed(WithSampler("kind = \"nsga2\"\n"));
+  CHECK(d.sampler.kind == "nsga2");
+  CHECK(d.sampler.nsga2.population_size == 50);
+  CHECK_FALSE(d.sampler.nsga2.mutation_prob.has_value());
+  CHECK(d.sampler.nsga2.crossover_prob == 0.9);
+  CHECK(d.sampler.nsga2.swapping_prob == 0.5);
+
+  const SweepSpec s = Parsed(WithSampler(R"(kind = "nsga2"
+seed = 5
+population_size = 2
+mutation_prob = 0
+crossover_prob = 1
+swapping_prob = 0.25
+)"));
+  CHECK(s.sampler.seed == 5);
+  CHECK(s.sampler.nsga2.population_size == 2);
+  CHECK(s.sampler.nsga2.mutation_prob == 0.0);
+  CHECK(s.sampler.nsga2.crossover_prob == 1.0);
+  CHECK(s.sampler.nsga2.swapping_prob == 0.25);
+}
+
+TEST_CASE("nsga2 option values are checked", "[config]") {
+  struct Case {
+    const char* line;
+    const char* error;
+  };
+  const Case cases[] = {
+      {"population_size = 1",
+       "sweep.toml:15:19: [sampler] population_size = 1: expected an integer >= 2 (a crossover "
+       "needs two parents)"},
+      {"population_size = 10.5",
+       "sweep.toml:15:19: [sampler] population_size = 10.5: expected an integer >= 2 (a "
+       "crossover needs two parents)"},
+      {"mutation_prob = 1.5",
+       "sweep.toml:15:17: [sampler] mutation_prob = 1.5: expected a number in [0, 1]"},
+      {"mutation_prob = -0.1",
+       "sweep.toml:15:17: [sampler] mutation_prob = -0.1: expected a number in [0, 1]"},
+      {"crossover_prob = nan",
+       "sweep.toml:15:18: [sampler] crossover_prob = nan: expected a number in [0, 1]"},
+      {"swapping_prob = \"half\"",
+       "sweep.toml:15:17: [sampler] swapping_prob = \"half\": expected a number in [0, 1]"},
+  };
+  for (const Case& c : cases) {
+    INFO(c.line);
+    CHECK(ErrorOf(WithSampler("kind = \"nsga2\"\n" + std::string(c.line) + "\n")) == c.error);
+  }
+  CHECK_THAT(ErrorOf(WithSampler("kind = \"tpe\"\npopulation_size = 10\n")),
+             StartsWith("sweep.toml:15:1: [sampler] population_size = 10: an option of kind = "
+                        "\"nsga2\", not of kind = \"tpe\""));
 }
 
 TEST_CASE("every pruner kind parses with its options", "[config]") {

@@ -349,7 +349,8 @@ std::vector<DynamicKind> DynamicKinds() {
   return {{"random", "random", {}},
           {"tpe", "tpe", Tpe(false)},
           {"tpe group", "tpe", Tpe(true)},
-          {"qmc", "qmc", {}}};
+          {"qmc", "qmc", {}},
+          {"nsga2", "nsga2", {}}};
 }
 
 TEST_CASE("every sampler kind answers dynamic suggests within their distributions",

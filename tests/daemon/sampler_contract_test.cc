@@ -45,6 +45,8 @@ const std::vector<SamplerKind> kSamplers = {
     {"grid", false},
     {"tpe", true},
     {"qmc", true},
+    // NSGA-II's own behaviour, with several objectives: nsga2_test.cc.
+    {"nsga2", true},
 };
 
 using triald::testing::Float;

@@ -50,6 +50,20 @@
 //
 // The objective functions are defined identically in scripts/bench_search.py (and the
 // constrained ones in scripts/bench_constrained.py); keep them in step.
+//   triald-bench-samplers multiobjective [--seeds N] [--checkpoints 100,300]
+//                                        [--functions zdt1,zdt2,dtlz2] [--samplers nsga2]
+//     {"mode":"multiobjective","function":F,"sampler":S,"seed":s,"reference":[r...],
+//      "hypervolume":{"100":v,"300":v}}
+//     the hypervolume (pareto::Hypervolume) of the first N trials' objective values at each
+//     checkpoint, the sampler seeing a study with several directions (all minimised).
+//
+//   triald-bench-samplers hypervolume
+//     reads lines "r1 r2 ... | a1 a2 ... | b1 b2 ... | ..." (the reference point, then the
+//     points) from stdin and prints each set's hypervolume (pareto::Hypervolume) on a line: the
+//     same code measures Optuna's fronts in scripts/bench_multiobjective.py.
+//
+// The objective functions are defined identically in scripts/bench_search.py and
+// scripts/bench_multiobjective.py; keep them in step.
 
 #include <time.h>
 
@@ -59,6 +73,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <iostream>
 #include <map>
 #include <memory>
 #include <sstream>
@@ -68,6 +83,7 @@
 #include "config/space.h"
 #include "config/sweep.h"
 #include "daemon/model/records.h"
+#include "daemon/sampler/pareto.h"
 #include "daemon/sampler/sampler.h"
 
 namespace triald::bench {
@@ -78,6 +94,7 @@ using config::ParamSpec;
 using config::ParamType;
 using config::ParamValues;
 using config::SearchSpace;
+namespace pareto = sampler::pareto;
 
 constexpr double kPi = 3.14159265358979323846;
 
@@ -634,14 +651,52 @@ std::vector<ConstrainedFunction> ConstrainedFunctions() {
        }});
   // Branin with x0 x1 >= 40 and x0 + x1 <= 18: every global minimum of Branin is infeasible;
   // best 2.6849 near (9.78, 4.09); about 15% of the box is feasible.
-  fs.push_back({"cbranin",
-                {{"x0", Float(-5, 10)}, {"x1", Float(0, 15)}},
-                [](const ParamValues& v, std::vector<double>* c) {
+  fs.push_back({
+  "cbranin", {{"x0", Float(-5, 10)}, {"x1", Float(0, 15)}},
+      [](const ParamValues& v, std::vector<double>* c) {
                   const double x1 = v.at("x0"), x2 = v.at("x1");
                   const double b = 5.1 / (4 * kPi * kPi), cc = 5 / kPi, t = 1 / (8 * kPi);
                   const double q = x2 - b * x1 * x1 + cc * x1 - 6;
                   *c = {(40 - x1 * x2) / 40, (x1 + x2 - 18) / 10};
                   return q * q + 10 * (1 - t) * std::cos(x1) + 10;
+// Several objectives: ZDT1, ZDT2 (10 variables, 2 objectives) and DTLZ2 (8 variables, 3
+// objectives), all minimised over [0, 1]^n. scripts/bench_multiobjective.py defines them
+// identically. The reference point is 1.1 times the largest value each objective takes on the
+// box (ZDT: f1 <= 1, f2 <= g <= 10; DTLZ2: f <= 1 + g <= 2.5), so every trial counts.
+
+struct MultiFunction {
+  std::string name;
+  SearchSpace space;
+  pareto::Point reference;
+  std::function<std::vector<double>(const ParamValues&)> f;
+};
+
+double ZdtG(const std::vector<double>& x) {
+  double sum = 0;
+  for (size_t i = 1; i < x.size(); ++i) sum += x[i];
+  return 1 + 9 * sum / static_cast<double>(x.size() - 1);
+}
+
+std::vector<MultiFunction> MultiFunctions() {
+  std::vector<MultiFunction> fs;
+  fs.push_back({"zdt1", Box("x", 10, 0, 1), {1.1, 11.0}, [](const ParamValues& v) {
+                  const std::vector<double> x = Coords(v, "x", 10);
+                  const double g = ZdtG(x);
+                  return std::vector<double>{x[0], g * (1 - std::sqrt(x[0] / g))};
+                }});
+  fs.push_back({"zdt2", Box("x", 10, 0, 1), {1.1, 11.0}, [](const ParamValues& v) {
+                  const std::vector<double> x = Coords(v, "x", 10);
+                  const double g = ZdtG(x);
+                  return std::vector<double>{x[0], g * (1 - (x[0] / g) * (x[0] / g))};
+                }});
+  fs.push_back({"dtlz2", Box("x", 8, 0, 1), {2.75, 2.75, 2.75}, [](const ParamValues& v) {
+                  const std::vector<double> x = Coords(v, "x", 8);
+                  double g = 0;
+                  for (size_t i = 2; i < x.size(); ++i) g += (x[i] - 0.5) * (x[i] - 0.5);
+                  const double a = x[0] * kPi / 2, b = x[1] * kPi / 2;
+                  return std::vector<double>{(1 + g) * std::cos(a) * std::cos(b),
+                                             (1 + g) * std::cos(a) * std::sin(b),
+                                             (1 + g) * std::sin(a)};
                 }});
   return fs;
 }
@@ -703,6 +758,56 @@ int Constrained(const std::map<std::string, std::string>& flags) {
       }
       std::printf("}}\n");
       std::fflush(stdout);
+int MultiObjective(const std::map<std::string, std::string>& flags) {
+  const int seeds = IntList("--seeds", flags.at("--seeds")).at(0);
+  const std::vector<int> checkpoints = IntList("--checkpoints", flags.at("--checkpoints"));
+  int trials = 0;
+  for (int c : checkpoints) trials = std::max(trials, c);
+  const std::vector<std::string> wanted = SplitList(flags.at("--functions"));
+  const std::vector<std::string> samplers = SplitList(flags.at("--samplers"));
+  for (const MultiFunction& fn : MultiFunctions()) {
+    if (!wanted.empty() && std::find(wanted.begin(), wanted.end(), fn.name) == wanted.end()) {
+      continue;
+    }
+    for (const std::string& kind : samplers) {
+      for (int seed = 0; seed < seeds; ++seed) {
+        auto s = MakeOrDie(kind, fn.space, static_cast<uint64_t>(seed));
+        std::vector<model::TrialRecord> history;
+        sampler::StudyView view;
+        view.space = &fn.space;
+        view.trials = &history;
+        view.directions.assign(fn.reference.size(), config::Direction::kMinimize);
+        std::vector<pareto::Point> points;
+        std::printf(
+            "{\"mode\":\"multiobjective\",\"function\":\"%s\",\"sampler\":\"%s\","
+            "\"seed\":%d,\"reference\":[",
+            fn.name.c_str(), kind.c_str(), seed);
+        for (size_t k = 0; k < fn.reference.size(); ++k) {
+          std::printf("%s%.17g", k ? "," : "", fn.reference[k]);
+        }
+        std::printf("],\"hypervolume\":{");
+        size_t next = 0;
+        for (int n = 0; n < trials; ++n) {
+          auto values = sampler::SampleParams(*s, view, n);
+          if (!values.ok()) {
+            std::fprintf(stderr, "triald-bench-samplers: %s trial %d: %s\n", kind.c_str(), n,
+                         values.status().message().c_str());
+            std::exit(1);
+          }
+          model::TrialRecord t = Complete(n, fn.space, *values, 0);
+          t.value.reset();
+          t.values = fn.f(*values);
+          points.push_back(t.values);
+          history.push_back(std::move(t));
+          for (size_t i = 0; i < checkpoints.size(); ++i) {
+            if (checkpoints[i] != n + 1) continue;
+            std::printf("%s\"%d\":%.17g", next++ ? "," : "", checkpoints[i],
+                        pareto::Hypervolume(points, fn.reference));
+          }
+        }
+        std::printf("}}\n");
+        std::fflush(stdout);
+      }
     }
   }
   return 0;
@@ -757,6 +862,44 @@ int MoSpeed(const std::map<std::string, std::string>& flags) {
       std::fflush(stdout);
     }
   }
+int HypervolumeOfStdin() {
+  std::string line;
+  while (std::getline(std::cin, line)) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    std::vector<pareto::Point> sets;
+    std::stringstream in(line);
+    std::string part;
+    while (std::getline(in, part, '|')) {
+      std::stringstream numbers(part);
+      pareto::Point p;
+      double x = 0;
+      while (numbers >> x) p.push_back(x);
+      if (!numbers.eof()) {
+        std::fprintf(stderr, "triald-bench-samplers: hypervolume: not a number in \"%s\"\n",
+                     part.c_str());
+        return 1;
+      }
+      sets.push_back(std::move(p));
+    }
+    if (sets.empty() || sets[0].empty()) {
+      std::fprintf(stderr, "triald-bench-samplers: hypervolume: no reference point in \"%s\"\n",
+                   line.c_str());
+      return 1;
+    }
+    const pareto::Point reference = sets[0];
+    sets.erase(sets.begin());
+    for (const pareto::Point& p : sets) {
+      if (p.size() != reference.size()) {
+        std::fprintf(stderr,
+                     "triald-bench-samplers: hypervolume: a point of %zu values for a reference "
+                     "of %zu\n",
+                     p.size(), reference.size());
+        return 1;
+      }
+    }
+    std::printf("%.17g\n", pareto::Hypervolume(sets, reference));
+  }
+  std::fflush(stdout);
   return 0;
 }
 
@@ -774,7 +917,10 @@ int Usage() {
                "       triald-bench-samplers constrained [--seeds N] [--trials N]"
                " [--checkpoints A,B] [--functions F,...]\n"
                "       triald-bench-samplers mo-speed [--history N,...] [--repeats N]"
-               " [--objectives M,...]\n");
+               " [--objectives M,...]\n"
+               "       triald-bench-samplers multiobjective [--seeds N] [--checkpoints A,B]"
+               " [--functions zdt1,zdt2,dtlz2] [--samplers nsga2,...]\n"
+               "       triald-bench-samplers hypervolume < \"REF | POINT | POINT ...\" lines\n");
   return 2;
 }
 
@@ -816,6 +962,12 @@ int Main(int argc, char** argv) {
     if (flags["--history"] == "100,1000,5000") flags["--history"] = "1000";
     return MoSpeed(flags);
   }
+  if (mode == "multiobjective") {
+    if (flags["--samplers"].empty()) flags["--samplers"] = "nsga2";
+    if (flags["--checkpoints"] == "30,100") flags["--checkpoints"] = "100,300";
+    return MultiObjective(flags);
+  }
+  if (mode == "hypervolume") return HypervolumeOfStdin();
   if (mode == "speed") {
     if (flags["--samplers"].empty()) flags["--samplers"] = "tpe";
     return Speed(flags);
