@@ -48,8 +48,6 @@
 //     one SampleParams() of multi-objective TPE with n COMPLETE trials of 5 floats (random
 //     points of DTLZ2 with m objectives) as history.
 //
-// The objective functions are defined identically in scripts/bench_search.py (and the
-// constrained ones in scripts/bench_constrained.py); keep them in step.
 //   triald-bench-samplers multiobjective [--seeds N] [--checkpoints 100,300]
 //                                        [--functions zdt1,zdt2,dtlz2] [--samplers nsga2]
 //     {"mode":"multiobjective","function":F,"sampler":S,"seed":s,"reference":[r...],
@@ -62,8 +60,9 @@
 //     points) from stdin and prints each set's hypervolume (pareto::Hypervolume) on a line: the
 //     same code measures Optuna's fronts in scripts/bench_multiobjective.py.
 //
-// The objective functions are defined identically in scripts/bench_search.py and
-// scripts/bench_multiobjective.py; keep them in step.
+// The objective functions are defined identically in scripts/bench_search.py (the constrained
+// ones in scripts/bench_constrained.py, the multi-objective ones in
+// scripts/bench_multiobjective.py); keep them in step.
 
 #include <time.h>
 
@@ -651,52 +650,14 @@ std::vector<ConstrainedFunction> ConstrainedFunctions() {
        }});
   // Branin with x0 x1 >= 40 and x0 + x1 <= 18: every global minimum of Branin is infeasible;
   // best 2.6849 near (9.78, 4.09); about 15% of the box is feasible.
-  fs.push_back({
-  "cbranin", {{"x0", Float(-5, 10)}, {"x1", Float(0, 15)}},
-      [](const ParamValues& v, std::vector<double>* c) {
+  fs.push_back({"cbranin",
+                {{"x0", Float(-5, 10)}, {"x1", Float(0, 15)}},
+                [](const ParamValues& v, std::vector<double>* c) {
                   const double x1 = v.at("x0"), x2 = v.at("x1");
                   const double b = 5.1 / (4 * kPi * kPi), cc = 5 / kPi, t = 1 / (8 * kPi);
                   const double q = x2 - b * x1 * x1 + cc * x1 - 6;
                   *c = {(40 - x1 * x2) / 40, (x1 + x2 - 18) / 10};
                   return q * q + 10 * (1 - t) * std::cos(x1) + 10;
-// Several objectives: ZDT1, ZDT2 (10 variables, 2 objectives) and DTLZ2 (8 variables, 3
-// objectives), all minimised over [0, 1]^n. scripts/bench_multiobjective.py defines them
-// identically. The reference point is 1.1 times the largest value each objective takes on the
-// box (ZDT: f1 <= 1, f2 <= g <= 10; DTLZ2: f <= 1 + g <= 2.5), so every trial counts.
-
-struct MultiFunction {
-  std::string name;
-  SearchSpace space;
-  pareto::Point reference;
-  std::function<std::vector<double>(const ParamValues&)> f;
-};
-
-double ZdtG(const std::vector<double>& x) {
-  double sum = 0;
-  for (size_t i = 1; i < x.size(); ++i) sum += x[i];
-  return 1 + 9 * sum / static_cast<double>(x.size() - 1);
-}
-
-std::vector<MultiFunction> MultiFunctions() {
-  std::vector<MultiFunction> fs;
-  fs.push_back({"zdt1", Box("x", 10, 0, 1), {1.1, 11.0}, [](const ParamValues& v) {
-                  const std::vector<double> x = Coords(v, "x", 10);
-                  const double g = ZdtG(x);
-                  return std::vector<double>{x[0], g * (1 - std::sqrt(x[0] / g))};
-                }});
-  fs.push_back({"zdt2", Box("x", 10, 0, 1), {1.1, 11.0}, [](const ParamValues& v) {
-                  const std::vector<double> x = Coords(v, "x", 10);
-                  const double g = ZdtG(x);
-                  return std::vector<double>{x[0], g * (1 - (x[0] / g) * (x[0] / g))};
-                }});
-  fs.push_back({"dtlz2", Box("x", 8, 0, 1), {2.75, 2.75, 2.75}, [](const ParamValues& v) {
-                  const std::vector<double> x = Coords(v, "x", 8);
-                  double g = 0;
-                  for (size_t i = 2; i < x.size(); ++i) g += (x[i] - 0.5) * (x[i] - 0.5);
-                  const double a = x[0] * kPi / 2, b = x[1] * kPi / 2;
-                  return std::vector<double>{(1 + g) * std::cos(a) * std::cos(b),
-                                             (1 + g) * std::cos(a) * std::sin(b),
-                                             (1 + g) * std::sin(a)};
                 }});
   return fs;
 }
@@ -758,6 +719,106 @@ int Constrained(const std::map<std::string, std::string>& flags) {
       }
       std::printf("}}\n");
       std::fflush(stdout);
+    }
+  }
+  return 0;
+}
+
+// DTLZ2 with m objectives over n variables in [0, 1] (minimised).
+std::vector<double> Dtlz2(const std::vector<double>& x, int m) {
+  double g = 0;
+  for (size_t i = static_cast<size_t>(m - 1); i < x.size(); ++i) g += (x[i] - 0.5) * (x[i] - 0.5);
+  std::vector<double> f(static_cast<size_t>(m), 1 + g);
+  for (int k = 0; k < m; ++k) {
+    for (int i = 0; i < m - 1 - k; ++i) f[k] *= std::cos(x[i] * kPi / 2);
+    if (k > 0) f[k] *= std::sin(x[m - 1 - k] * kPi / 2);
+  }
+  return f;
+}
+
+int MoSpeed(const std::map<std::string, std::string>& flags) {
+  const std::vector<int> sizes = IntList("--history", flags.at("--history"));
+  const int repeats = IntList("--repeats", flags.at("--repeats")).at(0);
+  const int n_params = 5;
+  SearchSpace space = Box("x", n_params, 0, 1);
+  for (int m : IntList("--objectives", flags.at("--objectives"))) {
+    const std::vector<config::Direction> directions(static_cast<size_t>(m),
+                                                    config::Direction::kMinimize);
+    for (int n : sizes) {
+      std::vector<model::TrialRecord> history;
+      sampler::StudyView view{config::Direction::kMinimize, &space, &history, directions};
+      auto random = MakeOrDie("random", space, 12345);
+      for (int i = 0; i < n; ++i) {
+        ParamValues v = *sampler::SampleParams(*random, view, i);
+        model::TrialRecord t = Complete(i, space, v, 0);
+        t.value.reset();
+        t.values = Dtlz2(Coords(v, "x", n_params), m);
+        history.push_back(std::move(t));
+      }
+      auto s = MakeOrDie("tpe", space, 7);
+      if (!sampler::SampleParams(*s, view, n).ok()) return 1;  // untimed warm-up
+      const auto start = std::chrono::steady_clock::now();
+      const double cpu_start = CpuSeconds();
+      for (int r = 0; r < repeats; ++r) {
+        if (!sampler::SampleParams(*s, view, n + r).ok()) return 1;
+      }
+      const double cpu = CpuSeconds() - cpu_start;
+      const double seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      std::printf(
+          "{\"mode\":\"mo-speed\",\"sampler\":\"tpe\",\"objectives\":%d,\"history\":%d,"
+          "\"params\":%d,\"repeats\":%d,\"ms_per_suggestion\":%.6g,"
+          "\"cpu_ms_per_suggestion\":%.6g}\n",
+          m, n, n_params, repeats, 1e3 * seconds / repeats, 1e3 * cpu / repeats);
+      std::fflush(stdout);
+    }
+  }
+  return 0;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Several objectives: ZDT1, ZDT2 (10 variables, 2 objectives) and DTLZ2 (8 variables, 3
+// objectives), all minimised over [0, 1]^n. scripts/bench_multiobjective.py defines them
+// identically. The reference point is 1.1 times the largest value each objective takes on the
+// box (ZDT: f1 <= 1, f2 <= g <= 10; DTLZ2: f <= 1 + g <= 2.5), so every trial counts.
+
+struct MultiFunction {
+  std::string name;
+  SearchSpace space;
+  pareto::Point reference;
+  std::function<std::vector<double>(const ParamValues&)> f;
+};
+
+double ZdtG(const std::vector<double>& x) {
+  double sum = 0;
+  for (size_t i = 1; i < x.size(); ++i) sum += x[i];
+  return 1 + 9 * sum / static_cast<double>(x.size() - 1);
+}
+
+std::vector<MultiFunction> MultiFunctions() {
+  std::vector<MultiFunction> fs;
+  fs.push_back({"zdt1", Box("x", 10, 0, 1), {1.1, 11.0}, [](const ParamValues& v) {
+                  const std::vector<double> x = Coords(v, "x", 10);
+                  const double g = ZdtG(x);
+                  return std::vector<double>{x[0], g * (1 - std::sqrt(x[0] / g))};
+                }});
+  fs.push_back({"zdt2", Box("x", 10, 0, 1), {1.1, 11.0}, [](const ParamValues& v) {
+                  const std::vector<double> x = Coords(v, "x", 10);
+                  const double g = ZdtG(x);
+                  return std::vector<double>{x[0], g * (1 - (x[0] / g) * (x[0] / g))};
+                }});
+  fs.push_back({"dtlz2", Box("x", 8, 0, 1), {2.75, 2.75, 2.75}, [](const ParamValues& v) {
+                  const std::vector<double> x = Coords(v, "x", 8);
+                  double g = 0;
+                  for (size_t i = 2; i < x.size(); ++i) g += (x[i] - 0.5) * (x[i] - 0.5);
+                  const double a = x[0] * kPi / 2, b = x[1] * kPi / 2;
+                  return std::vector<double>{(1 + g) * std::cos(a) * std::cos(b),
+                                             (1 + g) * std::cos(a) * std::sin(b),
+                                             (1 + g) * std::sin(a)};
+                }});
+  return fs;
+}
+
 int MultiObjective(const std::map<std::string, std::string>& flags) {
   const int seeds = IntList("--seeds", flags.at("--seeds")).at(0);
   const std::vector<int> checkpoints = IntList("--checkpoints", flags.at("--checkpoints"));
@@ -813,55 +874,6 @@ int MultiObjective(const std::map<std::string, std::string>& flags) {
   return 0;
 }
 
-// DTLZ2 with m objectives over n variables in [0, 1] (minimised).
-std::vector<double> Dtlz2(const std::vector<double>& x, int m) {
-  double g = 0;
-  for (size_t i = static_cast<size_t>(m - 1); i < x.size(); ++i) g += (x[i] - 0.5) * (x[i] - 0.5);
-  std::vector<double> f(static_cast<size_t>(m), 1 + g);
-  for (int k = 0; k < m; ++k) {
-    for (int i = 0; i < m - 1 - k; ++i) f[k] *= std::cos(x[i] * kPi / 2);
-    if (k > 0) f[k] *= std::sin(x[m - 1 - k] * kPi / 2);
-  }
-  return f;
-}
-
-int MoSpeed(const std::map<std::string, std::string>& flags) {
-  const std::vector<int> sizes = IntList("--history", flags.at("--history"));
-  const int repeats = IntList("--repeats", flags.at("--repeats")).at(0);
-  const int n_params = 5;
-  SearchSpace space = Box("x", n_params, 0, 1);
-  for (int m : IntList("--objectives", flags.at("--objectives"))) {
-    const std::vector<config::Direction> directions(static_cast<size_t>(m),
-                                                    config::Direction::kMinimize);
-    for (int n : sizes) {
-      std::vector<model::TrialRecord> history;
-      sampler::StudyView view{config::Direction::kMinimize, &space, &history, directions};
-      auto random = MakeOrDie("random", space, 12345);
-      for (int i = 0; i < n; ++i) {
-        ParamValues v = *sampler::SampleParams(*random, view, i);
-        model::TrialRecord t = Complete(i, space, v, 0);
-        t.value.reset();
-        t.values = Dtlz2(Coords(v, "x", n_params), m);
-        history.push_back(std::move(t));
-      }
-      auto s = MakeOrDie("tpe", space, 7);
-      if (!sampler::SampleParams(*s, view, n).ok()) return 1;  // untimed warm-up
-      const auto start = std::chrono::steady_clock::now();
-      const double cpu_start = CpuSeconds();
-      for (int r = 0; r < repeats; ++r) {
-        if (!sampler::SampleParams(*s, view, n + r).ok()) return 1;
-      }
-      const double cpu = CpuSeconds() - cpu_start;
-      const double seconds =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      std::printf(
-          "{\"mode\":\"mo-speed\",\"sampler\":\"tpe\",\"objectives\":%d,\"history\":%d,"
-          "\"params\":%d,\"repeats\":%d,\"ms_per_suggestion\":%.6g,"
-          "\"cpu_ms_per_suggestion\":%.6g}\n",
-          m, n, n_params, repeats, 1e3 * seconds / repeats, 1e3 * cpu / repeats);
-      std::fflush(stdout);
-    }
-  }
 int HypervolumeOfStdin() {
   std::string line;
   while (std::getline(std::cin, line)) {
