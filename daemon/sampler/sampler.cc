@@ -7,6 +7,7 @@
 #include <string>
 #include <utility>
 
+#include "daemon/sampler/cmaes_sampler.h"
 #include "daemon/sampler/grid_sampler.h"
 #include "daemon/sampler/qmc_sampler.h"
 #include "daemon/sampler/random_sampler.h"
@@ -235,8 +236,13 @@ common::Result<std::unique_ptr<Sampler>> MakeSampler(const config::SamplerConfig
                             QmcSampler::Create(space, config.seed, config.qmc));
     return std::unique_ptr<Sampler>(std::move(qmc));
   }
+  if (config.kind == "cmaes") {
+    TRIALD_ASSIGN_OR_RETURN(std::unique_ptr<CmaesSampler> cmaes,
+                            CmaesSampler::Create(space, config.seed, config.cmaes));
+    return std::unique_ptr<Sampler>(std::move(cmaes));
+  }
   return common::InvalidArgument("sampler: unknown kind \"" + config.kind +
-                                 "\"; expected one of: random, grid, tpe, qmc");
+                                 "\"; expected one of: random, grid, tpe, qmc, cmaes");
 }
 
 }  // namespace triald::sampler

@@ -41,10 +41,7 @@ struct SamplerKind {
 };
 
 const std::vector<SamplerKind> kSamplers = {
-    {"random", true},
-    {"grid", false},
-    {"tpe", true},
-    {"qmc", true},
+    {"random", true}, {"grid", false}, {"tpe", true}, {"qmc", true}, {"cmaes", true},
 };
 
 using triald::testing::Float;

@@ -29,6 +29,16 @@
 //     one define-by-run trial (StartTrial() plus 5 Suggest() calls) with n random COMPLETE trials
 //     of 5 suggested floats as history: the sampler's share of an answered suggest.
 //
+//   triald-bench-samplers cmaes [--seeds N] [--trials N] [--functions rosenbrock5,ackley5]
+//                               [--parallel 1,4] [--history 1000] [--repeats N]
+//     {"mode":"cmaes","function":F,"parallel":p,"seed":s,"best":v}
+//     kind = "cmaes" studies of N trials (default 200): with parallel p, p trials are asked at
+//     once and each is told when it finishes (the oldest first), then one more is asked, as the
+//     daemon does with parallelism p. Then, for each history size n:
+//     {"mode":"cmaes-speed","history":n,"params":5,"repeats":r,"ms_per_suggestion":x,
+//      "cpu_ms_per_suggestion":y}
+//     one SampleParams() after n trials of a cmaes study on a 5-d sphere (the replay included).
+//
 // The objective functions are defined identically in scripts/bench_search.py; keep them in step.
 
 #include <time.h>
@@ -482,6 +492,99 @@ int DynamicSpeed(const std::map<std::string, std::string>& flags) {
   return 0;
 }
 
+// ---------------------------------------------------------------------------------------------
+// CMA-ES.
+
+// One cmaes study of `trials` trials with `parallel` of them in flight: the oldest running trial
+// finishes (its value computed then) before the next is asked. Returns the best value.
+double RunCmaesStudy(const Function& fn, uint64_t seed, int trials, int parallel) {
+  auto s = MakeOrDie("cmaes", fn.space, seed);
+  std::vector<model::TrialRecord> history;
+  sampler::StudyView view{config::Direction::kMinimize, &fn.space, &history};
+  double clock = 0, best = INFINITY;
+  size_t oldest = 0;  // trials [oldest, size) are running
+  auto finish_oldest = [&] {
+    model::TrialRecord& t = history[oldest++];
+    ParamValues values;
+    for (const auto& [name, p] : t.params) values[name] = p.internal;
+    const double v = fn.f(values);
+    t.state = model::TrialState::kComplete;
+    t.value = v;
+    t.values = {v};
+    t.finished_at = ++clock;
+    best = std::min(best, v);
+  };
+  for (int n = 0; n < trials; ++n) {
+    if (static_cast<int>(history.size() - oldest) >= parallel) finish_oldest();
+    auto values = sampler::SampleParams(*s, view, n);
+    if (!values.ok()) {
+      std::fprintf(stderr, "triald-bench-samplers: cmaes trial %d: %s\n", n,
+                   values.status().message().c_str());
+      std::exit(1);
+    }
+    model::TrialRecord t = Complete(n, fn.space, *values, 0);
+    t.state = model::TrialState::kRunning;
+    t.value.reset();
+    t.created_at = ++clock;
+    history.push_back(std::move(t));
+  }
+  while (oldest < history.size()) finish_oldest();
+  return best;
+}
+
+int Cmaes(const std::map<std::string, std::string>& flags) {
+  const int seeds = IntList("--seeds", flags.at("--seeds")).at(0);
+  const int trials = IntList("--trials", flags.at("--trials")).at(0);
+  const std::vector<int> parallel = IntList("--parallel", flags.at("--parallel"));
+  std::vector<std::string> wanted = SplitList(flags.at("--functions"));
+  if (wanted.empty()) wanted = {"rosenbrock5", "ackley5"};
+  for (const Function& fn : Functions()) {
+    if (std::find(wanted.begin(), wanted.end(), fn.name) == wanted.end()) continue;
+    for (int p : parallel) {
+      for (int seed = 0; seed < seeds; ++seed) {
+        const double best = RunCmaesStudy(fn, static_cast<uint64_t>(seed), trials, p);
+        std::printf(
+            "{\"mode\":\"cmaes\",\"function\":\"%s\",\"parallel\":%d,\"seed\":%d,"
+            "\"best\":%.17g}\n",
+            fn.name.c_str(), p, seed, best);
+        std::fflush(stdout);
+      }
+    }
+  }
+  const int repeats = IntList("--repeats", flags.at("--repeats")).at(0);
+  const int n_params = 5;
+  const SearchSpace space = Box("x", n_params, 0, 1);
+  for (int n : IntList("--history", flags.at("--history"))) {
+    // History: a sequential cmaes study of n trials on a shifted sphere.
+    auto s = MakeOrDie("cmaes", space, 7);
+    std::vector<model::TrialRecord> history;
+    sampler::StudyView view{config::Direction::kMinimize, &space, &history};
+    for (int i = 0; i < n; ++i) {
+      ParamValues v = *sampler::SampleParams(*s, view, i);
+      double f = 0;
+      for (const auto& [name, x] : v) f += (x - 0.3) * (x - 0.3);
+      history.push_back(Complete(i, space, v, f));
+      history.back().created_at = 2.0 * i;
+      history.back().finished_at = 2.0 * i + 1;
+    }
+    if (!sampler::SampleParams(*s, view, n).ok()) return 1;  // untimed warm-up
+    const auto start = std::chrono::steady_clock::now();
+    const double cpu_start = CpuSeconds();
+    for (int r = 0; r < repeats; ++r) {
+      if (!sampler::SampleParams(*s, view, n).ok()) return 1;
+    }
+    const double cpu = CpuSeconds() - cpu_start;
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::printf(
+        "{\"mode\":\"cmaes-speed\",\"history\":%d,\"params\":%d,\"repeats\":%d,"
+        "\"ms_per_suggestion\":%.6g,\"cpu_ms_per_suggestion\":%.6g}\n",
+        n, n_params, repeats, 1e3 * seconds / repeats, 1e3 * cpu / repeats);
+    std::fflush(stdout);
+  }
+  return 0;
+}
+
 int Usage() {
   std::fprintf(stderr,
                "usage: triald-bench-samplers quality [--seeds N] [--trials N] [--checkpoints A,B]"
@@ -490,7 +593,9 @@ int Usage() {
                " [--samplers S,...]\n"
                "       triald-bench-samplers conditional [--seeds N] [--trials N]"
                " [--checkpoints A,B] [--samplers tpe-group,tpe,random]\n"
-               "       triald-bench-samplers dynamic-speed [--history N,...] [--repeats N]\n");
+               "       triald-bench-samplers dynamic-speed [--history N,...] [--repeats N]\n"
+               "       triald-bench-samplers cmaes [--seeds N] [--trials N] [--functions F,...]"
+               " [--parallel P,...] [--history N,...] [--repeats N]\n");
   return 2;
 }
 
@@ -498,9 +603,9 @@ int Main(int argc, char** argv) {
   if (argc < 2) return Usage();
   const std::string mode = argv[1];
   std::map<std::string, std::string> flags = {
-      {"--seeds", "10"},   {"--trials", "100"}, {"--checkpoints", "30,100"},
-      {"--functions", ""}, {"--samplers", ""},  {"--history", "100,1000,5000"},
-      {"--repeats", "20"},
+      {"--seeds", "10"},   {"--trials", "100"},   {"--checkpoints", "30,100"},
+      {"--functions", ""}, {"--samplers", ""},    {"--history", "100,1000,5000"},
+      {"--repeats", "20"}, {"--parallel", "1,4"},
   };
   for (int i = 2; i < argc; ++i) {
     const std::string flag = argv[i];
@@ -522,6 +627,11 @@ int Main(int argc, char** argv) {
   if (mode == "dynamic-speed") {
     if (flags["--history"] == "100,1000,5000") flags["--history"] = "100,1000";
     return DynamicSpeed(flags);
+  }
+  if (mode == "cmaes") {
+    if (flags["--trials"] == "100") flags["--trials"] = "200";
+    if (flags["--history"] == "100,1000,5000") flags["--history"] = "1000";
+    return Cmaes(flags);
   }
   if (mode == "speed") {
     if (flags["--samplers"].empty()) flags["--samplers"] = "tpe";
