@@ -35,14 +35,19 @@
 // when that trial fails or is still running (a later trial then tells again): here a generation
 // is told exactly once, at the first trial that saw enough of it.
 //
+// With several daemons on one storage, a trial that finished on another node shortly before a
+// trial was created here may not have been visible yet; the replay then counts it as seen. That
+// moves at most which generation such a trial's result is told in, never the determinism below.
+//
 // Reproducibility: the replay depends only on the stored trials (numbers, states, values,
 // parameters, creation and finish times) and the seed; a point is drawn from (seed, trial
 // number), a restart's mean from (seed, restart). So a restarted daemon continues as it would
-// have. Cost per suggestion: O(N log N) for N trials plus O(n^3) per told generation, no I/O.
+// have. Cost per suggestion: O(N log N) for N trials to check the history against the previous
+// call's, plus the replay of the trials created since (O(n^3) per told generation); no I/O.
 //
 // Several objectives: refused (kInvalidArgument), as Optuna's CmaEsSampler refuses them.
 //
-// Thread-safety: immutable after Create(); one thread at a time per the Sampler contract.
+// Thread-safety: one thread at a time (the Sampler contract): calls share the replay's cache.
 
 #include <cstdint>
 #include <map>
@@ -81,21 +86,30 @@ class CmaesSampler final : public Sampler {
     int population_size = 0;
     double sigma = 0;
     std::vector<double> mean;  // transformed space
-    // Every earlier trial's tag: trial number -> (generation, restarts), for the trials the
-    // replay took as sampled by CMA-ES.
-    std::map<int, std::pair<int, int>> tags;
+    // By trial number below trial_number: the (generation, restarts) the trial was asked from,
+    // or (-1, -1) for a trial sampled independently.
+    std::vector<std::pair<int, int>> tags;
     std::vector<double> point;  // the transformed point asked for trial_number
   };
   common::Result<ReplayState> Replay(const StudyView& study, int trial_number,
-                                     const config::SearchSpace& relative_space) const;
+                                     const config::SearchSpace& relative_space);
+
+  ~CmaesSampler() override;
 
  private:
-  CmaesSampler(uint64_t seed, config::CmaesConfig config)
-      : seed_(seed), config_(std::move(config)), random_(seed) {}
+  struct Progress;
+  struct Cache;
+  struct Intersection;
+  CmaesSampler(uint64_t seed, config::CmaesConfig config);
 
   uint64_t seed_;
   config::CmaesConfig config_;
   RandomSampler random_;
+  // The replay's state after the trials of the previous call, reused when the history it read is
+  // unchanged (the next call then replays only the trials created since).
+  std::unique_ptr<Cache> cache_;
+  // The relative search space's intersection, narrowed as trials complete.
+  std::unique_ptr<Intersection> intersection_;
 };
 
 }  // namespace triald::sampler

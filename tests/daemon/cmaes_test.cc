@@ -260,7 +260,7 @@ TEST_CASE("cmaes starts at the centre with Optuna's sigma0 and population", "[sa
   CHECK(s.mean[2] == Approx(4.5));
   CHECK(s.mean[3] == Approx((std::log(1e-5) + std::log(1e-1)) / 2));
   CHECK(s.sigma == Approx(0.5 / 6));  // the narrowest range, dropout's
-  CHECK(s.tags.empty());              // trial 0 was a start-up trial
+  CHECK(s.tags.at(0).first == -1);    // trial 0 was a start-up trial
 
   config::CmaesConfig given;
   given.sigma0 = 0.2;
@@ -304,7 +304,7 @@ TEST_CASE("cmaes waits for n_startup_trials finished trials", "[sampler][cmaes]"
   for (int i = 0; i < 6; ++i) {
     const int n = study.Start(*sampler);
     const bool startup = i < 4;
-    CHECK((ReplayOf(*sampler, study, n + 1).tags.count(n) == 0) == startup);
+    CHECK((ReplayOf(*sampler, study, n + 1).tags.at(n).first < 0) == startup);
     const double first = *random.SampleIndependent(study.View(), n, study.space[0]);
     CHECK((study.Params(n).at("x0") == first) == startup);
     study.Finish(n, TrialState::kComplete, Sphere(study.Params(n)));
@@ -443,6 +443,30 @@ TEST_CASE("cmaes is reproducible across instances, as after a daemon restart", "
   }
   CHECK(same);
   CHECK(differs);
+}
+
+TEST_CASE("cmaes replays again when the history it read has changed", "[sampler][cmaes]") {
+  Study study;
+  study.space = FloatSpace(2);  // population 6
+  auto sampler = MakeCmaes(15);
+  std::vector<int> running;
+  for (int i = 0; i < 30; ++i) {
+    running.push_back(study.Start(*sampler));
+    if (running.size() == 3) {
+      study.Finish(running.front(), TrialState::kComplete, Sphere(study.Params(running.front())));
+      running.erase(running.begin());
+    }
+  }
+  const CmaesSampler::ReplayState before = ReplayOf(*sampler, study, 30);
+  // Trials 10 to 15 now read as finished before trial 12 was created: the steps from 11 on see
+  // other trials, so the reused sampler must agree with a fresh one, not with its cache.
+  for (int n = 10; n < 16; ++n) study.trials[n].finished_at = study.trials[11].created_at;
+  auto fresh = MakeCmaes(15);
+  const CmaesSampler::ReplayState reused = ReplayOf(*sampler, study, 30);
+  const CmaesSampler::ReplayState again = ReplayOf(*fresh, study, 30);
+  CHECK(reused.tags == again.tags);
+  CHECK(reused.point == again.point);
+  CHECK(reused.tags != before.tags);
 }
 
 TEST_CASE("ipop restarts a stopped optimizer with a larger population", "[sampler][cmaes]") {
