@@ -19,6 +19,7 @@ Figures only: nothing is asserted. Uses Debian's python3-optuna (3.1) and python
 /usr/bin/python3.
 
     /usr/bin/python3 scripts/bench_cmaes.py [--seeds S] [--trials N] [--parallel 1,4]
+                                            [--functions rosenbrock5,ackley5] [--history 1000]
                                             [--driver build/bin/triald-bench-samplers]
 """
 
@@ -63,7 +64,7 @@ def quality(args, optuna):
     t0 = time.perf_counter()
     for row in bench_search.run_driver(
             args.driver, ["cmaes", "--seeds", str(args.seeds), "--trials", str(args.trials),
-                          "--functions", ",".join(FUNCTIONS), "--parallel",
+                          "--functions", ",".join(args.functions), "--parallel",
                           ",".join(str(p) for p in args.parallel), "--history",
                           ",".join(str(h) for h in args.history), "--repeats",
                           str(args.speed_repeats)]):
@@ -75,7 +76,7 @@ def quality(args, optuna):
     t_triald = time.perf_counter() - t0
     theirs = {}
     t0 = time.perf_counter()
-    for name in FUNCTIONS:
+    for name in args.functions:
         for p in args.parallel:
             for seed in range(args.seeds):
                 theirs.setdefault((name, p), []).append(
@@ -87,7 +88,7 @@ def quality(args, optuna):
           f"over {args.seeds} seeds ==")
     print(f"{'function':<12} {'parallel':>8} {'triald cmaes':>34} {'Optuna CmaEsSampler':>34}  "
           f"verdict")
-    for name in FUNCTIONS:
+    for name in args.functions:
         for p in args.parallel:
             a = bench_search.quantiles(ours[(name, p)])
             b = bench_search.quantiles(theirs[(name, p)])
@@ -141,6 +142,8 @@ def main():
     parser.add_argument("--trials", type=int, default=200)
     parser.add_argument("--parallel", default="1,4",
                         type=lambda s: [int(x) for x in s.split(",") if x])
+    parser.add_argument("--functions", default=",".join(FUNCTIONS),
+                        type=lambda s: [x for x in s.split(",") if x])
     parser.add_argument("--history", default="1000",
                         type=lambda s: [int(x) for x in s.split(",") if x])
     parser.add_argument("--speed-repeats", type=int, default=50)
