@@ -87,7 +87,8 @@ class CmaesSampler final : public Sampler {
     double sigma = 0;
     std::vector<double> mean;  // transformed space
     // By trial number below trial_number: the (generation, restarts) the trial was asked from,
-    // or (-1, -1) for a trial sampled independently.
+    // or (-1, -1) for a trial sampled independently. Empty when nothing was replayed (a
+    // relative space of fewer than two parameters).
     std::vector<std::pair<int, int>> tags;
     std::vector<double> point;  // the transformed point asked for trial_number
   };
