@@ -38,6 +38,8 @@
 // With several daemons on one storage, a trial that finished on another node shortly before a
 // trial was created here may not have been visible yet; the replay then counts it as seen. That
 // moves at most which generation such a trial's result is told in, never the determinism below.
+// The same holds for a define-by-run trial, whose joint sample is drawn at its first suggest,
+// shortly after its creation.
 //
 // Reproducibility: the replay depends only on the stored trials (numbers, states, values,
 // parameters, creation and finish times) and the seed; a point is drawn from (seed, trial
