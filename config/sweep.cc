@@ -112,6 +112,9 @@ const std::vector<KindKeys>& SamplerKinds() {
       {"qmc", {"kind", "seed", "scramble"}},
       {"nsga2",
        {"kind", "seed", "population_size", "mutation_prob", "crossover_prob", "swapping_prob"}},
+      {"cmaes",
+       {"kind", "seed", "n_startup_trials", "sigma0", "popsize", "x0", "restart_strategy",
+        "inc_popsize", "consider_pruned_trials"}},
   };
   return kKinds;
 }
@@ -251,6 +254,9 @@ class SweepParser {
   // patient pruner wraps (parsed by the same function).
   Status ParsePruner(const toml::table& t, PrunerConfig* out,
                      const std::string& tn = "[pruner]") const;
+  // kind = "cmaes": its options; x0 is checked against [space] by CheckCmaesX0.
+  Status ParseCmaes(const toml::table& t, CmaesConfig* out) const;
+  Status CheckCmaesX0(const toml::table& t, const SweepSpec& spec) const;
 
   const SweepSource& source_;
   TomlDiagnostics diag_;
@@ -1055,6 +1061,72 @@ Status SweepParser::ParseSampler(const toml::table& t, SamplerConfig* out) const
                                               "a number in [0, 1]", &c.crossover_prob));
     TRIALD_RETURN_IF_ERROR(ReadOptionalNumber(tn, t, "swapping_prob", Within(0, false, 1, false),
                                               "a number in [0, 1]", &c.swapping_prob));
+  } else if (out->kind == "cmaes") {
+    TRIALD_RETURN_IF_ERROR(ParseCmaes(t, &out->cmaes));
+  }
+  return Status::Ok();
+}
+
+Status SweepParser::ParseCmaes(const toml::table& t, CmaesConfig* out) const {
+  const std::string tn = "[sampler]";
+  CmaesConfig& c = *out;
+  TRIALD_RETURN_IF_ERROR(
+      ReadOptionalInt(tn, t, "n_startup_trials", 0, "an integer >= 0", &c.n_startup_trials));
+  TRIALD_RETURN_IF_ERROR(ReadOptionalNumber(tn, t, "sigma0", Within(0, true, 1e300, false),
+                                            "a number > 0", &c.sigma0));
+  TRIALD_RETURN_IF_ERROR(ReadOptionalInt(tn, t, "popsize", 2, "an integer >= 2", &c.popsize));
+  TRIALD_RETURN_IF_ERROR(
+      ReadOptionalInt(tn, t, "inc_popsize", 1, "an integer >= 1", &c.inc_popsize));
+  TRIALD_RETURN_IF_ERROR(
+      ReadOptionalBool(tn, t, "consider_pruned_trials", &c.consider_pruned_trials));
+  if (const toml::node* n = t.get("restart_strategy")) {
+    Field f{tn, "restart_strategy", n};
+    const std::string expected = "\"ipop\" (or no restart_strategy for no restarts)";
+    TRIALD_RETURN_IF_ERROR(ReadString(f, expected, &c.restart_strategy));
+    if (c.restart_strategy != "ipop") return ValueError(f, "unknown restart strategy", expected);
+  }
+  if (const toml::node* n = t.get("x0")) {
+    const std::string expected = "a table of initial values such as x0 = { lr = 0.01, layers = 4 }";
+    const toml::table* x0 = n->as_table();
+    if (x0 == nullptr) return ValueError({tn, "x0", n}, "", expected);
+    for (const Entry& e : InFileOrder(*x0)) {
+      const std::string name(e.key->str());
+      TRIALD_RETURN_IF_ERROR(ReadNumber({tn, "x0." + KeyText(name), e.node},
+                                        Within(-1e300, false, 1e300, false), "a number",
+                                        &c.x0[name]));
+    }
+  }
+  return Status::Ok();
+}
+
+Status SweepParser::CheckCmaesX0(const toml::table& t, const SweepSpec& spec) const {
+  const toml::table* x0 = t.get_as<toml::table>("x0");
+  if (x0 == nullptr) return Status::Ok();
+  const std::string tn = "[sampler]";
+  std::string known;
+  for (const ParamSpec& p : spec.space) {
+    if (p.dist.type != ParamType::kCategorical) known += (known.empty() ? "" : ", ") + p.name;
+  }
+  for (const Entry& e : InFileOrder(*x0)) {
+    const std::string name(e.key->str());
+    const Field f{tn, "x0." + KeyText(name), e.node};
+    auto p = std::find_if(spec.space.begin(), spec.space.end(),
+                          [&](const ParamSpec& s) { return s.name == name; });
+    if (p == spec.space.end()) {
+      // A python objective may suggest the parameter at run time.
+      if (spec.objective.kind == "python") continue;
+      return ValueError(f, "no numeric parameter " + Quoted(name) + " in [space]",
+                        "one of: " + (known.empty() ? std::string("(none)") : known));
+    }
+    if (p->dist.type == ParamType::kCategorical) {
+      return ValueError(f, Quoted(name) + " is categorical, which CMA-ES samples independently",
+                        "x0 for float and int parameters only");
+    }
+    const double v = spec.sampler.cmaes.x0.at(name);
+    if (v < p->dist.low || v > p->dist.high) {
+      return ValueError(f, "outside the range of " + Quoted(name),
+                        "a value in " + DistributionText(p->dist));
+    }
   }
   return Status::Ok();
 }
@@ -1222,6 +1294,7 @@ Result<SweepSpec> SweepParser::Parse() {
   }
   if (const toml::table* t = root.get_as<toml::table>("sampler")) {
     TRIALD_RETURN_IF_ERROR(ParseSampler(*t, &spec.sampler));
+    if (spec.sampler.kind == "cmaes") TRIALD_RETURN_IF_ERROR(CheckCmaesX0(*t, spec));
   }
   if (const toml::table* t = root.get_as<toml::table>("pruner")) {
     TRIALD_RETURN_IF_ERROR(ParsePruner(*t, &spec.pruner));

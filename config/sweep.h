@@ -164,13 +164,27 @@ struct Nsga2Config {
   double swapping_prob = 0.5;
 };
 
+// CMA-ES as Optuna defines it (optuna.samplers.CmaEsSampler), with Optuna's defaults.
+struct CmaesConfig {
+  int n_startup_trials = 1;  // independent sampling until this many trials have finished
+  double sigma0 = 0;         // 0: min over the parameters of (high - low) / 6, transformed space
+  int popsize = 0;           // 0: 4 + floor(3 ln n); the first population under "ipop"
+  std::string restart_strategy;         // "" (none) or "ipop"
+  int inc_popsize = 2;                  // "ipop": population multiplier at each restart
+  bool consider_pruned_trials = false;  // PRUNED trials count, valued at their last report
+  // Initial mean by parameter name (internal values of numeric parameters); a parameter not
+  // named starts at the centre of its range.
+  std::map<std::string, double> x0;
+};
+
 struct SamplerConfig {
-  std::string kind = "random";  // "random" | "grid" | "tpe" | "qmc" | "nsga2"
+  std::string kind = "random";  // "random" | "grid" | "tpe" | "qmc" | "nsga2" | "cmaes"
   uint64_t seed = 0;
   bool seed_given = false;  // when false the daemon draws a seed and stores it
   TpeConfig tpe;            // kind = "tpe"
   QmcConfig qmc;            // kind = "qmc"
   Nsga2Config nsga2;        // kind = "nsga2"
+  CmaesConfig cmaes;        // kind = "cmaes"
 };
 
 // Pruners as Optuna defines them. Only the options of the chosen kind may appear in the file.

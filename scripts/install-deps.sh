@@ -16,7 +16,7 @@ PACKAGES=(
   libsystemd-dev
   libcli11-dev  # command-line parsing of triald, trialctl and trial-worker (header-only)
   systemd  # systemd-analyze: tests/integration/systemd_test.cc verifies the unit files
-  python3 python3-optuna python3-torch
+  python3 python3-optuna python3-cmaes python3-torch
   procps psmisc
   chromium  # headless, renders trialctl's HTML report in tests/integration/report_test.cc
   clang-14 libclang-rt-14-dev

@@ -7,6 +7,7 @@
 #include <string>
 #include <utility>
 
+#include "daemon/sampler/cmaes_sampler.h"
 #include "daemon/sampler/grid_sampler.h"
 #include "daemon/sampler/nsga2_sampler.h"
 #include "daemon/sampler/qmc_sampler.h"
@@ -241,8 +242,13 @@ common::Result<std::unique_ptr<Sampler>> MakeSampler(const config::SamplerConfig
                             Nsga2Sampler::Create(config.seed, config.nsga2));
     return std::unique_ptr<Sampler>(std::move(nsga2));
   }
+  if (config.kind == "cmaes") {
+    TRIALD_ASSIGN_OR_RETURN(std::unique_ptr<CmaesSampler> cmaes,
+                            CmaesSampler::Create(space, config.seed, config.cmaes));
+    return std::unique_ptr<Sampler>(std::move(cmaes));
+  }
   return common::InvalidArgument("sampler: unknown kind \"" + config.kind +
-                                 "\"; expected one of: random, grid, tpe, qmc, nsga2");
+                                 "\"; expected one of: random, grid, tpe, qmc, nsga2, cmaes");
 }
 
 }  // namespace triald::sampler

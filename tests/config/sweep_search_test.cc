@@ -80,9 +80,9 @@ TEST_CASE("sampler options left out take Optuna's defaults", "[config]") {
 
 TEST_CASE("a sampler option of another kind names the kind it belongs to", "[config]") {
   CHECK(ErrorOf(WithSampler("kind = \"random\"\nn_startup_trials = 5\n")) ==
-        "sweep.toml:15:1: [sampler] n_startup_trials = 5: an option of kind = \"tpe\", not of "
-        "kind = \"random\"; expected kind = \"tpe\" to use it, or only kind, seed with kind = "
-        "\"random\"");
+        "sweep.toml:15:1: [sampler] n_startup_trials = 5: an option of kind = \"tpe\" or "
+        "\"cmaes\", not of kind = \"random\"; expected kind = \"tpe\" or \"cmaes\" to use it, "
+        "or only kind, seed with kind = \"random\"");
   // Without kind the sampler is random, so the same holds.
   CHECK_THAT(ErrorOf(WithSampler("gamma_max = 3\n")),
              StartsWith("sweep.toml:14:1: [sampler] gamma_max = 3: an option of kind = \"tpe\", "
@@ -102,7 +102,7 @@ TEST_CASE("a sampler option of another kind names the kind it belongs to", "[con
 TEST_CASE("unknown sampler kinds and keys list what is allowed", "[config]") {
   CHECK(ErrorOf(WithSampler("kind = \"bayes\"\n")) ==
         "sweep.toml:14:8: [sampler] kind = \"bayes\": unknown sampler kind; expected one of "
-        "random, grid, tpe, qmc, nsga2");
+        "random, grid, tpe, qmc, nsga2, cmaes");
   CHECK_THAT(ErrorOf(WithSampler("kind = 3\n")),
              StartsWith("sweep.toml:14:8: [sampler] kind = 3: expected one of random, grid"));
   CHECK(ErrorOf(WithSampler("kind = \"tpe\"\nn_startup = 3\n")) ==

@@ -40,6 +40,8 @@ struct SamplerKind {
   bool continuous;  // accepts floats without a step
 };
 
+// One row per line (clang-format would pack them), so that adding a sampler adds a line.
+// clang-format off
 const std::vector<SamplerKind> kSamplers = {
     {"random", true},
     {"grid", false},
@@ -47,7 +49,9 @@ const std::vector<SamplerKind> kSamplers = {
     {"qmc", true},
     // NSGA-II's own behaviour, with several objectives: nsga2_test.cc.
     {"nsga2", true},
+    {"cmaes", true},
 };
+// clang-format on
 
 using triald::testing::Float;
 using triald::testing::Int;
