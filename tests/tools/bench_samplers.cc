@@ -877,223 +877,227 @@ int MultiObjective(const std::map<std::string, std::string>& flags) {
           }
         }
         std::printf("}}\n");
-        // CMA-ES.
+        std::fflush(stdout);
+      }
+    }
+  }
+  return 0;
+}
 
-        // One cmaes study of `trials` trials with `parallel` of them in flight: the oldest running
-        // trial finishes (its value computed then) before the next is asked. Returns the best
-        // value.
-        double RunCmaesStudy(const Function& fn, uint64_t seed, int trials, int parallel) {
-          auto s = MakeOrDie("cmaes", fn.space, seed);
-          std::vector<model::TrialRecord> history;
-          sampler::StudyView view{config::Direction::kMinimize, &fn.space, &history};
-          double clock = 0, best = INFINITY;
-          size_t oldest = 0;  // trials [oldest, size) are running
-          auto finish_oldest = [&] {
-            model::TrialRecord& t = history[oldest++];
-            ParamValues values;
-            for (const auto& [name, p] : t.params) values[name] = p.internal;
-            const double v = fn.f(values);
-            t.state = model::TrialState::kComplete;
-            t.value = v;
-            t.values = {v};
-            t.finished_at = ++clock;
-            best = std::min(best, v);
-          };
-          for (int n = 0; n < trials; ++n) {
-            if (static_cast<int>(history.size() - oldest) >= parallel) finish_oldest();
-            auto values = sampler::SampleParams(*s, view, n);
-            if (!values.ok()) {
-              std::fprintf(stderr, "triald-bench-samplers: cmaes trial %d: %s\n", n,
-                           values.status().message().c_str());
-              std::exit(1);
-            }
-            model::TrialRecord t = Complete(n, fn.space, *values, 0);
-            t.state = model::TrialState::kRunning;
-            t.value.reset();
-            t.created_at = ++clock;
-            history.push_back(std::move(t));
-          }
-          while (oldest < history.size()) finish_oldest();
-          return best;
-        }
+int HypervolumeOfStdin() {
+  std::string line;
+  while (std::getline(std::cin, line)) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    std::vector<pareto::Point> sets;
+    std::stringstream in(line);
+    std::string part;
+    while (std::getline(in, part, '|')) {
+      std::stringstream numbers(part);
+      pareto::Point p;
+      double x = 0;
+      while (numbers >> x) p.push_back(x);
+      if (!numbers.eof()) {
+        std::fprintf(stderr, "triald-bench-samplers: hypervolume: not a number in \"%s\"\n",
+                     part.c_str());
+        return 1;
+      }
+      sets.push_back(std::move(p));
+    }
+    if (sets.empty() || sets[0].empty()) {
+      std::fprintf(stderr, "triald-bench-samplers: hypervolume: no reference point in \"%s\"\n",
+                   line.c_str());
+      return 1;
+    }
+    const pareto::Point reference = sets[0];
+    sets.erase(sets.begin());
+    for (const pareto::Point& p : sets) {
+      if (p.size() != reference.size()) {
+        std::fprintf(stderr,
+                     "triald-bench-samplers: hypervolume: a point of %zu values for a reference "
+                     "of %zu\n",
+                     p.size(), reference.size());
+        return 1;
+      }
+    }
+    std::printf("%.17g\n", pareto::Hypervolume(sets, reference));
+  }
+  std::fflush(stdout);
+  return 0;
+}
 
-        int Cmaes(const std::map<std::string, std::string>& flags) {
-          const int seeds = IntList("--seeds", flags.at("--seeds")).at(0);
-          const int trials = IntList("--trials", flags.at("--trials")).at(0);
-          const std::vector<int> parallel = IntList("--parallel", flags.at("--parallel"));
-          std::vector<std::string> wanted = SplitList(flags.at("--functions"));
-          if (wanted.empty()) wanted = {"rosenbrock5", "ackley5"};
-          for (const Function& fn : Functions()) {
-            if (std::find(wanted.begin(), wanted.end(), fn.name) == wanted.end()) continue;
-            for (int p : parallel) {
-              for (int seed = 0; seed < seeds; ++seed) {
-                const double best = RunCmaesStudy(fn, static_cast<uint64_t>(seed), trials, p);
-                std::printf(
-                    "{\"mode\":\"cmaes\",\"function\":\"%s\",\"parallel\":%d,\"seed\":%d,"
-                    "\"best\":%.17g}\n",
-                    fn.name.c_str(), p, seed, best);
-                std::fflush(stdout);
-              }
-            }
-          }
-          return 0;
-        }
+// ---------------------------------------------------------------------------------------------
+// CMA-ES.
 
-        int HypervolumeOfStdin() {
-          std::string line;
-          while (std::getline(std::cin, line)) {
-            if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-            std::vector<pareto::Point> sets;
-            std::stringstream in(line);
-            std::string part;
-            while (std::getline(in, part, '|')) {
-              std::stringstream numbers(part);
-              pareto::Point p;
-              double x = 0;
-              while (numbers >> x) p.push_back(x);
-              if (!numbers.eof()) {
-                std::fprintf(stderr, "triald-bench-samplers: hypervolume: not a number in \"%s\"\n",
-                             part.c_str());
-                return 1;
-              }
-              sets.push_back(std::move(p));
-            }
-            if (sets.empty() || sets[0].empty()) {
-              std::fprintf(stderr,
-                           "triald-bench-samplers: hypervolume: no reference point in \"%s\"\n",
-                           line.c_str());
-              return 1;
-            }
-            const pareto::Point reference = sets[0];
-            sets.erase(sets.begin());
-            for (const pareto::Point& p : sets) {
-              if (p.size() != reference.size()) {
-                std::fprintf(
-                    stderr,
-                    "triald-bench-samplers: hypervolume: a point of %zu values for a reference "
-                    "of %zu\n",
-                    p.size(), reference.size());
-                return 1;
-              }
-            }
-            std::printf("%.17g\n", pareto::Hypervolume(sets, reference));
-          }
-          std::fflush(stdout);
-          const int repeats = IntList("--repeats", flags.at("--repeats")).at(0);
-          const int n_params = 5;
-          const SearchSpace space = Box("x", n_params, 0, 1);
-          for (int n : IntList("--history", flags.at("--history"))) {
-            // History: a sequential cmaes study of n trials on a shifted sphere.
-            auto s = MakeOrDie("cmaes", space, 7);
-            std::vector<model::TrialRecord> history;
-            sampler::StudyView view{config::Direction::kMinimize, &space, &history};
-            for (int i = 0; i < n; ++i) {
-              ParamValues v = *sampler::SampleParams(*s, view, i);
-              double f = 0;
-              for (const auto& [name, x] : v) f += (x - 0.3) * (x - 0.3);
-              history.push_back(Complete(i, space, v, f));
-              history.back().created_at = 2.0 * i;
-              history.back().finished_at = 2.0 * i + 1;
-            }
-            if (!sampler::SampleParams(*s, view, n).ok()) return 1;  // untimed warm-up
-            const auto start = std::chrono::steady_clock::now();
-            const double cpu_start = CpuSeconds();
-            for (int r = 0; r < repeats; ++r) {
-              if (!sampler::SampleParams(*s, view, n).ok()) return 1;
-            }
-            const double cpu = CpuSeconds() - cpu_start;
-            const double seconds =
-                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-            std::printf(
-                "{\"mode\":\"cmaes-speed\",\"history\":%d,\"params\":%d,\"repeats\":%d,"
-                "\"ms_per_suggestion\":%.6g,\"cpu_ms_per_suggestion\":%.6g}\n",
-                n, n_params, repeats, 1e3 * seconds / repeats, 1e3 * cpu / repeats);
-            std::fflush(stdout);
-          }
-          return 0;
-        }
+// One cmaes study of `trials` trials with `parallel` of them in flight: the oldest running trial
+// finishes (its value computed then) before the next is asked. Returns the best value.
+double RunCmaesStudy(const Function& fn, uint64_t seed, int trials, int parallel) {
+  auto s = MakeOrDie("cmaes", fn.space, seed);
+  std::vector<model::TrialRecord> history;
+  sampler::StudyView view{config::Direction::kMinimize, &fn.space, &history};
+  double clock = 0, best = INFINITY;
+  size_t oldest = 0;  // trials [oldest, size) are running
+  auto finish_oldest = [&] {
+    model::TrialRecord& t = history[oldest++];
+    ParamValues values;
+    for (const auto& [name, p] : t.params) values[name] = p.internal;
+    const double v = fn.f(values);
+    t.state = model::TrialState::kComplete;
+    t.value = v;
+    t.values = {v};
+    t.finished_at = ++clock;
+    best = std::min(best, v);
+  };
+  for (int n = 0; n < trials; ++n) {
+    if (static_cast<int>(history.size() - oldest) >= parallel) finish_oldest();
+    auto values = sampler::SampleParams(*s, view, n);
+    if (!values.ok()) {
+      std::fprintf(stderr, "triald-bench-samplers: cmaes trial %d: %s\n", n,
+                   values.status().message().c_str());
+      std::exit(1);
+    }
+    model::TrialRecord t = Complete(n, fn.space, *values, 0);
+    t.state = model::TrialState::kRunning;
+    t.value.reset();
+    t.created_at = ++clock;
+    history.push_back(std::move(t));
+  }
+  while (oldest < history.size()) finish_oldest();
+  return best;
+}
 
-        int Usage() {
-          std::fprintf(
-              stderr,
-              "usage: triald-bench-samplers quality [--seeds N] [--trials N] [--checkpoints A,B]"
-              " [--functions F,...] [--samplers S,...]\n"
-              "       triald-bench-samplers trace [--seeds N] [--trials N]"
-              " [--functions F,...] [--samplers S,...]\n"
-              "       triald-bench-samplers speed [--history N,...] [--repeats N]"
-              " [--samplers S,...]\n"
-              "       triald-bench-samplers conditional [--seeds N] [--trials N]"
-              " [--checkpoints A,B] [--samplers tpe-group,tpe,random]\n"
-              "       triald-bench-samplers dynamic-speed [--history N,...] [--repeats N]\n"
-              "       triald-bench-samplers constrained [--seeds N] [--trials N]"
-              " [--checkpoints A,B] [--functions F,...]\n"
-              "       triald-bench-samplers mo-speed [--history N,...] [--repeats N]"
-              " [--objectives M,...]\n"
-              "       triald-bench-samplers multiobjective [--seeds N] [--checkpoints A,B]"
-              " [--functions zdt1,zdt2,dtlz2] [--samplers nsga2,...]\n"
-              "       triald-bench-samplers hypervolume < \"REF | POINT | POINT ...\" lines\n"
-              "       triald-bench-samplers cmaes [--seeds N] [--trials N] [--functions F,...]"
-              " [--parallel P,...] [--history N,...] [--repeats N]\n");
-          return 2;
-        }
+int Cmaes(const std::map<std::string, std::string>& flags) {
+  const int seeds = IntList("--seeds", flags.at("--seeds")).at(0);
+  const int trials = IntList("--trials", flags.at("--trials")).at(0);
+  const std::vector<int> parallel = IntList("--parallel", flags.at("--parallel"));
+  std::vector<std::string> wanted = SplitList(flags.at("--functions"));
+  if (wanted.empty()) wanted = {"rosenbrock5", "ackley5"};
+  for (const Function& fn : Functions()) {
+    if (std::find(wanted.begin(), wanted.end(), fn.name) == wanted.end()) continue;
+    for (int p : parallel) {
+      for (int seed = 0; seed < seeds; ++seed) {
+        const double best = RunCmaesStudy(fn, static_cast<uint64_t>(seed), trials, p);
+        std::printf(
+            "{\"mode\":\"cmaes\",\"function\":\"%s\",\"parallel\":%d,\"seed\":%d,"
+            "\"best\":%.17g}\n",
+            fn.name.c_str(), p, seed, best);
+        std::fflush(stdout);
+      }
+    }
+  }
+  const int repeats = IntList("--repeats", flags.at("--repeats")).at(0);
+  const int n_params = 5;
+  const SearchSpace space = Box("x", n_params, 0, 1);
+  for (int n : IntList("--history", flags.at("--history"))) {
+    // History: a sequential cmaes study of n trials on a shifted sphere.
+    auto s = MakeOrDie("cmaes", space, 7);
+    std::vector<model::TrialRecord> history;
+    sampler::StudyView view{config::Direction::kMinimize, &space, &history};
+    for (int i = 0; i < n; ++i) {
+      ParamValues v = *sampler::SampleParams(*s, view, i);
+      double f = 0;
+      for (const auto& [name, x] : v) f += (x - 0.3) * (x - 0.3);
+      history.push_back(Complete(i, space, v, f));
+      history.back().created_at = 2.0 * i;
+      history.back().finished_at = 2.0 * i + 1;
+    }
+    if (!sampler::SampleParams(*s, view, n).ok()) return 1;  // untimed warm-up
+    const auto start = std::chrono::steady_clock::now();
+    const double cpu_start = CpuSeconds();
+    for (int r = 0; r < repeats; ++r) {
+      if (!sampler::SampleParams(*s, view, n).ok()) return 1;
+    }
+    const double cpu = CpuSeconds() - cpu_start;
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::printf(
+        "{\"mode\":\"cmaes-speed\",\"history\":%d,\"params\":%d,\"repeats\":%d,"
+        "\"ms_per_suggestion\":%.6g,\"cpu_ms_per_suggestion\":%.6g}\n",
+        n, n_params, repeats, 1e3 * seconds / repeats, 1e3 * cpu / repeats);
+    std::fflush(stdout);
+  }
+  return 0;
+}
 
-        int Main(int argc, char** argv) {
-          if (argc < 2) return Usage();
-          const std::string mode = argv[1];
-          std::map<std::string, std::string> flags = {
-              {"--seeds", "10"},   {"--trials", "100"},     {"--checkpoints", "30,100"},
-              {"--functions", ""}, {"--samplers", ""},      {"--history", "100,1000,5000"},
-              {"--repeats", "20"}, {"--objectives", "2,3"}, {"--parallel", "1,4"},
-          };
-          for (int i = 2; i < argc; ++i) {
-            const std::string flag = argv[i];
-            if (flags.count(flag) == 0 || i + 1 >= argc) {
-              std::fprintf(stderr, "triald-bench-samplers: unknown flag or missing value: %s\n",
-                           flag.c_str());
-              return Usage();
-            }
-            flags[flag] = argv[++i];
-          }
-          if (mode == "quality") {
-            if (flags["--samplers"].empty()) flags["--samplers"] = "tpe,random";
-            return Quality(flags);
-          }
-          if (mode == "trace") {
-            if (flags["--samplers"].empty()) flags["--samplers"] = "tpe";
-            return Trace(flags);
-          }
-          if (mode == "conditional") {
-            if (flags["--samplers"].empty()) flags["--samplers"] = "tpe-group";
-            return Conditional(flags);
-          }
-          if (mode == "dynamic-speed") {
-            if (flags["--history"] == "100,1000,5000") flags["--history"] = "100,1000";
-            return DynamicSpeed(flags);
-          }
-          if (mode == "constrained") return Constrained(flags);
-          if (mode == "mo-speed") {
-            if (flags["--history"] == "100,1000,5000") flags["--history"] = "1000";
-            return MoSpeed(flags);
-          }
-          if (mode == "multiobjective") {
-            if (flags["--samplers"].empty()) flags["--samplers"] = "nsga2";
-            if (flags["--checkpoints"] == "30,100") flags["--checkpoints"] = "100,300";
-            return MultiObjective(flags);
-          }
-          if (mode == "hypervolume") return HypervolumeOfStdin();
-          if (mode == "cmaes") {
-            if (flags["--trials"] == "100") flags["--trials"] = "200";
-            if (flags["--history"] == "100,1000,5000") flags["--history"] = "1000";
-            return Cmaes(flags);
-          }
-          if (mode == "speed") {
-            if (flags["--samplers"].empty()) flags["--samplers"] = "tpe";
-            return Speed(flags);
-          }
-          return Usage();
-        }
+int Usage() {
+  std::fprintf(stderr,
+               "usage: triald-bench-samplers quality [--seeds N] [--trials N] [--checkpoints A,B]"
+               " [--functions F,...] [--samplers S,...]\n"
+               "       triald-bench-samplers trace [--seeds N] [--trials N]"
+               " [--functions F,...] [--samplers S,...]\n"
+               "       triald-bench-samplers speed [--history N,...] [--repeats N]"
+               " [--samplers S,...]\n"
+               "       triald-bench-samplers conditional [--seeds N] [--trials N]"
+               " [--checkpoints A,B] [--samplers tpe-group,tpe,random]\n"
+               "       triald-bench-samplers dynamic-speed [--history N,...] [--repeats N]\n"
+               "       triald-bench-samplers constrained [--seeds N] [--trials N]"
+               " [--checkpoints A,B] [--functions F,...]\n"
+               "       triald-bench-samplers mo-speed [--history N,...] [--repeats N]"
+               " [--objectives M,...]\n"
+               "       triald-bench-samplers multiobjective [--seeds N] [--checkpoints A,B]"
+               " [--functions zdt1,zdt2,dtlz2] [--samplers nsga2,...]\n"
+               "       triald-bench-samplers hypervolume < \"REF | POINT | POINT ...\" lines\n"
+               "       triald-bench-samplers cmaes [--seeds N] [--trials N] [--functions F,...]"
+               " [--parallel P,...] [--history N,...] [--repeats N]\n");
+  return 2;
+}
 
-      }  // namespace
-    }    // namespace triald::bench
+int Main(int argc, char** argv) {
+  if (argc < 2) return Usage();
+  const std::string mode = argv[1];
+  std::map<std::string, std::string> flags = {
+      {"--seeds", "10"},   {"--trials", "100"},     {"--checkpoints", "30,100"},
+      {"--functions", ""}, {"--samplers", ""},      {"--history", "100,1000,5000"},
+      {"--repeats", "20"}, {"--objectives", "2,3"}, {"--parallel", "1,4"},
+  };
+  for (int i = 2; i < argc; ++i) {
+    const std::string flag = argv[i];
+    if (flags.count(flag) == 0 || i + 1 >= argc) {
+      std::fprintf(stderr, "triald-bench-samplers: unknown flag or missing value: %s\n",
+                   flag.c_str());
+      return Usage();
+    }
+    flags[flag] = argv[++i];
+  }
+  if (mode == "quality") {
+    if (flags["--samplers"].empty()) flags["--samplers"] = "tpe,random";
+    return Quality(flags);
+  }
+  if (mode == "trace") {
+    if (flags["--samplers"].empty()) flags["--samplers"] = "tpe";
+    return Trace(flags);
+  }
+  if (mode == "conditional") {
+    if (flags["--samplers"].empty()) flags["--samplers"] = "tpe-group";
+    return Conditional(flags);
+  }
+  if (mode == "dynamic-speed") {
+    if (flags["--history"] == "100,1000,5000") flags["--history"] = "100,1000";
+    return DynamicSpeed(flags);
+  }
+  if (mode == "constrained") return Constrained(flags);
+  if (mode == "mo-speed") {
+    if (flags["--history"] == "100,1000,5000") flags["--history"] = "1000";
+    return MoSpeed(flags);
+  }
+  if (mode == "multiobjective") {
+    if (flags["--samplers"].empty()) flags["--samplers"] = "nsga2";
+    if (flags["--checkpoints"] == "30,100") flags["--checkpoints"] = "100,300";
+    return MultiObjective(flags);
+  }
+  if (mode == "hypervolume") return HypervolumeOfStdin();
+  if (mode == "cmaes") {
+    if (flags["--trials"] == "100") flags["--trials"] = "200";
+    if (flags["--history"] == "100,1000,5000") flags["--history"] = "1000";
+    return Cmaes(flags);
+  }
+  if (mode == "speed") {
+    if (flags["--samplers"].empty()) flags["--samplers"] = "tpe";
+    return Speed(flags);
+  }
+  return Usage();
+}
 
-    int main(int argc, char** argv) { return triald::bench::Main(argc, argv); }
+}  // namespace
+}  // namespace triald::bench
+
+int main(int argc, char** argv) { return triald::bench::Main(argc, argv); }
