@@ -43,7 +43,8 @@ objective function written for Optuna runs unchanged, one process per trial, und
 which passes it an OptunaTrial (Optuna's Trial API: suggest_float, suggest_int,
 suggest_categorical, report(value, step), should_prune, set_user_attr, ...) whose suggestions the
 daemon answers over the same descriptor. Raising TrialPruned (or optuna.TrialPruned) ends the
-trial PRUNED. Trial above keeps its own argument order, report(step, value); the two classes are
+trial PRUNED. Returning a tuple or list gives a study with several objectives its values;
+trial.set_constraints([...]) (or a sweep's `[objective] constraints` function) its constraints. Trial above keeps its own argument order, report(step, value); the two classes are
 separate (triald._runner and triald._optuna; proto/README.md, "Define-by-run objectives").
 """
 
@@ -56,7 +57,8 @@ import sys
 from triald._optuna import (CategoricalDistribution, FloatDistribution, IntDistribution,
                             OptunaTrial, TrialPruned)
 from triald._wire import (MAX_ATTR_KEY_BYTES, MAX_LINE_BYTES, ChannelError, LineWriter,
-                          TrialStopped, check_attr_key, finite as _finite,
+                          TrialStopped, check_attr_key, constraint_values as _constraint_values,
+                          finite as _finite,
                           handle_sigterm as _handle_sigterm,
                           open_report_fd, plain as _plain, shortened_error)
 
@@ -156,6 +158,14 @@ class Trial:
         Never refused: a message too long for one line is shortened.
         """
         self._send(shortened_error(message))
+
+    def constraints(self, values):
+        """The trial's constraint values (feasible when every one is <= 0, as Optuna defines
+        it): one line, sent before finish(). NaN, infinities and non-numbers are refused with a
+        ValueError."""
+        if self._finished:
+            raise RuntimeError("constraints() must come before finish()")
+        self._send({"type": "constraints", "values": _constraint_values(values, "constraints()")})
 
     def finish(self, value=None, *, values=None):
         """The objective: `value`, or `values` (a list) for several objectives. Once only."""
