@@ -30,7 +30,7 @@ TRIALD_PARAMS if set (else from the `params` given to Trial, else none), and the
 go to stderr, so you can see what triald would receive.
 
 Environment read: TRIALD_PARAMS (a JSON object), TRIALD_REPORT_FD, TRIALD_STUDY, TRIALD_TRIAL,
-TRIALD_TRIAL_DIR. Every message is one compact JSON line written with a single os.write (a line
+TRIALD_TRIAL_DIR, TRIALD_N_OBJECTIVES (run(): how many values the objective returns). Every message is one compact JSON line written with a single os.write (a line
 is never split by buffering, and lines from several threads never interleave); lines longer than
 the daemon's limit, non-finite numbers and malformed attributes are refused here with a
 ValueError naming the problem, instead of ending the trial as FAIL(protocol) later.
@@ -161,11 +161,13 @@ class Trial:
 
     def constraints(self, values):
         """The trial's constraint values (feasible when every one is <= 0, as Optuna defines
-        it): one line, sent before finish(). NaN, infinities and non-numbers are refused with a
-        ValueError."""
+        it): one line, sent before finish() (none for an empty sequence). NaN, infinities and
+        non-numbers are refused with a ValueError."""
         if self._finished:
             raise RuntimeError("constraints() must come before finish()")
-        self._send({"type": "constraints", "values": _constraint_values(values, "constraints()")})
+        found = _constraint_values(values, "constraints()")
+        if found:  # an empty sequence: no constraints, feasible
+            self._send({"type": "constraints", "values": found})
 
     def finish(self, value=None, *, values=None):
         """The objective: `value`, or `values` (a list) for several objectives. Once only."""
@@ -202,7 +204,8 @@ class Trial:
 def run(objective, trial=None):
     """Runs objective(trial) as one triald trial and exits the process.
 
-    The returned number (or list of numbers) is sent as the final value and the process exits 0.
+    The returned number (or list of numbers, one per objective: TRIALD_N_OBJECTIVES of them, 1
+    when unset) is sent as the final value and the process exits 0.
     If triald stopped the trial (TrialStopped), it exits with 143 without a traceback. Any other
     exception is sent as the trial's error message, then re-raised (a traceback on stderr, which
     triald keeps in the trial's log, and exit status 1).
@@ -221,9 +224,19 @@ def run(objective, trial=None):
         raise
     if result is None:
         raise ValueError("the objective returned None; return the value to minimise/maximise")
-    if isinstance(result, (list, tuple)):
-        trial.finish(values=list(result))
+    values = list(result) if isinstance(result, (list, tuple)) else [result]
+    n_text = os.environ.get("TRIALD_N_OBJECTIVES", "1")
+    n_objectives = int(n_text) if n_text.isdigit() and int(n_text) >= 1 else None
+    if n_objectives is None:
+        raise ValueError(f"TRIALD_N_OBJECTIVES={n_text!r} is not a positive integer")
+    if len(values) != n_objectives:
+        message = (f"The number of the values {len(values)} did not match the number of the "
+                   f"objectives {n_objectives}.")
+        trial.error(message)
+        raise ValueError(message)
+    if len(values) == 1:
+        trial.finish(values[0])
     else:
-        trial.finish(result)
+        trial.finish(values=values)
     sys.stdout.flush()
     sys.exit(0)
