@@ -637,6 +637,23 @@ TEST_CASE("lm objectives name measured metrics, one per direction", "[config][lm
                         "1 direction; expected one metric per direction, in the same order"));
 }
 
+TEST_CASE("a multi-objective lm study needs one metric per direction", "[config][lm]") {
+  const std::string two =
+      With("n_trials = 4\n", "n_trials = 4\ndirections = [\"minimize\", \"minimize\"]\n", kLm);
+  // [objective] moves one line down: the free line is 11.
+  auto two_with = [&](const std::string& line) {
+    return With("eval_file = \"/abs/eval.txt\"\n", "eval_file = \"/abs/eval.txt\"\n" + line, two);
+  };
+  CHECK(Parsed(two_with("objectives = [\"eval_loss\", \"planned_memory_bytes\"]\n"))
+            .objective.lm.objectives ==
+        std::vector<std::string>{"eval_loss", "planned_memory_bytes"});
+  CHECK_THAT(ErrorOf(two_with("objectives = [\"eval_loss\"]\n")),
+             StartsWith("sweep.toml:11:14: [objective] objectives names 1 metric but [study] has "
+                        "2 directions"));
+  CHECK_THAT(ErrorOf(two), Contains("missing required key \"objectives\""));
+  CHECK_THAT(ErrorOf(two), Contains("one metric per [study] directions entry (2)"));
+}
+
 TEST_CASE("the LM objective's JSON carries objectives when there are some", "[config][lm]") {
   LmObjectiveConfig c;
   c.model = "/m";
