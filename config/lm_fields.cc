@@ -108,4 +108,10 @@ std::vector<const char*> LmFieldNames(bool tunable_only) {
   return names;
 }
 
+const std::vector<const char*>& LmObjectiveMetrics() {
+  static const std::vector<const char*> kMetrics = {
+      "eval_loss", "perplexity", "planned_memory_bytes", "train_seconds", "tokens_per_second"};
+  return kMetrics;
+}
+
 }  // namespace triald::config

@@ -79,4 +79,11 @@ const LmField* FindLmField(std::string_view name);
 // The settings' names (only the tunable ones when tunable_only), in LmFields() order.
 std::vector<const char*> LmFieldNames(bool tunable_only);
 
+// The metrics an lm trial measures, which [objective] objectives may name (worker/lm_objective.h
+// says how each is measured): "eval_loss" (the last evaluation loss, the single objective's
+// value), "perplexity" (its exp), "planned_memory_bytes" (the memory plan of parameters,
+// gradients, AdamW state and activations), "train_seconds" (the training loop's wall time) and
+// "tokens_per_second" (training tokens over train_seconds).
+const std::vector<const char*>& LmObjectiveMetrics();
+
 }  // namespace triald::config

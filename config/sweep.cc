@@ -94,9 +94,11 @@ const std::vector<KindKeys>& ObjectiveKinds() {
     for (const char* name : LmFieldNames(false)) lm.push_back(name);
     lm.push_back("env");
     lm.push_back("workdir");
-    return std::vector<KindKeys>{{"exec", {"kind", "command", "env", "workdir"}},
-                                 {"lm", lm},
-                                 {"python", {"kind", "function", "python", "env", "workdir"}}};
+    lm.push_back("objectives");
+    return std::vector<KindKeys>{
+        {"exec", {"kind", "command", "env", "workdir"}},
+        {"lm", lm},
+        {"python", {"kind", "function", "python", "env", "workdir", "constraints"}}};
   }();
   return kKinds;
 }
@@ -244,6 +246,13 @@ class SweepParser {
   Status ParseLm(const toml::table& t, LmObjectiveConfig* out) const;
   // kind = "python": function (file or module form) and python.
   Status ParsePythonFunction(const toml::table& t, ObjectiveConfig* out) const;
+  // A "PATH.py:NAME" or "package.module:NAME" value (function, constraints): the spec as written,
+  // the absolute file or the module, NAME and where the value is.
+  Status ParsePythonSpec(const Field& f, const std::string& expected, std::string* spec,
+                         std::string* file, std::string* module, std::string* name,
+                         std::string* at) const;
+  // kind = "lm": objectives, the metrics sent as the trial's values.
+  Status ParseLmObjectives(const toml::table& t, LmObjectiveConfig* out) const;
   // With kind = "lm", [space] may only override the worker's tunable hyperparameters, with
   // values each of them accepts.
   Status CheckLmParam(const Entry& e, const ParamSpec& spec) const;
@@ -698,6 +707,7 @@ Status SweepParser::ParseObjective(const toml::table& t, ObjectiveConfig* out) c
     TRIALD_RETURN_IF_ERROR(ParsePythonFunction(t, out));
   } else {
     TRIALD_RETURN_IF_ERROR(ParseLm(t, &out->lm));
+    TRIALD_RETURN_IF_ERROR(ParseLmObjectives(t, &out->lm));
   }
   if (const toml::node* n = t.get("env")) {
     TRIALD_RETURN_IF_ERROR(ParseEnv({tn, "env", n}, &out->env));
@@ -717,24 +727,51 @@ Status SweepParser::ParsePythonFunction(const toml::table& t, ObjectiveConfig* o
       "\"package.module:NAME\", NAME the objective function";
   const toml::node* n = t.get("function");
   if (n == nullptr) return MissingKey(tn, t, "function", expected);
-  Field f{tn, "function", n};
-  TRIALD_RETURN_IF_ERROR(ReadString(f, expected, &out->function));
-  const std::string& spec = out->function;
+  TRIALD_RETURN_IF_ERROR(ParsePythonSpec({tn, "function", n}, expected, &out->function,
+                                         &out->function_file, &out->function_module,
+                                         &out->function_name, &out->function_at));
+  if (const toml::node* c = t.get("constraints")) {
+    const std::string constraints_expected =
+        "\"PATH.py:NAME\" (a file, relative to the sweep file's folder) or "
+        "\"package.module:NAME\", NAME a function of the finished trial returning its "
+        "constraint values";
+    TRIALD_RETURN_IF_ERROR(ParsePythonSpec(
+        {tn, "constraints", c}, constraints_expected, &out->constraints, &out->constraints_file,
+        &out->constraints_module, &out->constraints_name, &out->constraints_at));
+  }
+  if (const toml::node* p = t.get("python")) {
+    Field pf{tn, "python", p};
+    const std::string python_expected = "an interpreter, e.g. \"python3\" or \"/usr/bin/python3\"";
+    TRIALD_RETURN_IF_ERROR(ReadString(pf, python_expected, &out->python));
+    if (out->python.empty()) return ValueError(pf, "empty", python_expected);
+    if (out->python.find('\0') != std::string::npos) {
+      return ValueError(pf, "contains a NUL character", python_expected);
+    }
+  }
+  return Status::Ok();
+}
+
+Status SweepParser::ParsePythonSpec(const Field& f, const std::string& expected,
+                                    std::string* spec_out, std::string* file_out,
+                                    std::string* module_out, std::string* name_out,
+                                    std::string* at_out) const {
+  TRIALD_RETURN_IF_ERROR(ReadString(f, expected, spec_out));
+  const std::string& spec = *spec_out;
   if (spec.find('\0') != std::string::npos) {
     return ValueError(f, "contains a NUL character", expected);
   }
   const size_t colon = spec.rfind(':');
   if (colon == std::string::npos) return ValueError(f, "no \":NAME\"", expected);
   const std::string target = spec.substr(0, colon);
-  out->function_name = spec.substr(colon + 1);
+  *name_out = spec.substr(colon + 1);
   auto identifier = [](std::string_view s) {
     if (s.empty() || std::isdigit(static_cast<unsigned char>(s[0]))) return false;
     return std::all_of(s.begin(), s.end(), [](char c) {
       return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
     });
   };
-  if (!identifier(out->function_name)) {
-    return ValueError(f, Quoted(out->function_name) + " is not a Python name", expected);
+  if (!identifier(*name_out)) {
+    return ValueError(f, Quoted(*name_out) + " is not a Python name", expected);
   }
   if (target.empty()) return ValueError(f, "no file or module before \":\"", expected);
   const bool is_file = target.size() > 3 && target.compare(target.size() - 3, 3, ".py") == 0;
@@ -747,7 +784,7 @@ Status SweepParser::ParsePythonFunction(const toml::table& t, ObjectiveConfig* o
       return common::IoError("cannot resolve the directory of " + diag_.path() + ": " +
                              ec.message());
     }
-    out->function_file = (base / fs::path(target)).lexically_normal().string();
+    *file_out = (base / fs::path(target)).lexically_normal().string();
   } else {
     size_t start = 0;
     while (true) {
@@ -761,17 +798,37 @@ Status SweepParser::ParsePythonFunction(const toml::table& t, ObjectiveConfig* o
       if (dot == std::string::npos) break;
       start = dot + 1;
     }
-    out->function_module = target;
+    *module_out = target;
   }
-  out->function_at = Where(n->source());
-  if (const toml::node* p = t.get("python")) {
-    Field pf{tn, "python", p};
-    const std::string python_expected = "an interpreter, e.g. \"python3\" or \"/usr/bin/python3\"";
-    TRIALD_RETURN_IF_ERROR(ReadString(pf, python_expected, &out->python));
-    if (out->python.empty()) return ValueError(pf, "empty", python_expected);
-    if (out->python.find('\0') != std::string::npos) {
-      return ValueError(pf, "contains a NUL character", python_expected);
+  *at_out = Where(f.node->source());
+  return Status::Ok();
+}
+
+Status SweepParser::ParseLmObjectives(const toml::table& t, LmObjectiveConfig* out) const {
+  const toml::node* n = t.get("objectives");
+  if (n == nullptr) return Status::Ok();
+  const std::string tn = "[objective]";
+  const std::string metrics = JoinList(LmObjectiveMetrics());
+  const std::string expected =
+      "an array of the metrics the worker measures, one per [study] directions entry, e.g. "
+      "[\"eval_loss\", \"planned_memory_bytes\"]; metrics: " +
+      metrics;
+  const toml::array* a = n->as_array();
+  if (a == nullptr || a->empty()) return ValueError({tn, "objectives", n}, "", expected);
+  for (size_t i = 0; i < a->size(); ++i) {
+    const toml::node& e = *a->get(i);
+    const Field ef{tn, "objectives[" + std::to_string(i) + "]", &e};
+    std::string name;
+    TRIALD_RETURN_IF_ERROR(ReadString(ef, "one of " + metrics, &name));
+    const auto& known = LmObjectiveMetrics();
+    if (std::none_of(known.begin(), known.end(), [&](const char* m) { return name == m; })) {
+      return ValueError(ef, "not a metric the lm worker measures", "one of " + metrics);
     }
+    if (std::find(out->objectives.begin(), out->objectives.end(), name) != out->objectives.end()) {
+      return ValueError(ef, Quoted(name) + " is already in objectives",
+                        "each metric once (its direction is in [study] directions)");
+    }
+    out->objectives.push_back(name);
   }
   return Status::Ok();
 }
@@ -1286,6 +1343,27 @@ Result<SweepSpec> SweepParser::Parse() {
                            "each trial sees only the GPUs triald gives it (CUDA_VISIBLE_DEVICES); "
                            "use device = \"auto\" to fall back to the CPU");
   }
+  // kind = "lm": one metric per direction, in their order.
+  if (spec.objective.kind == "lm") {
+    const size_t n_directions = spec.study.directions.size();
+    const std::vector<std::string>& objectives = spec.objective.lm.objectives;
+    if (!objectives.empty() && objectives.size() != n_directions) {
+      const toml::node* n = objective->get("objectives");
+      return InvalidArgument(Where(n->source()) + ": [objective] objectives names " +
+                             std::to_string(objectives.size()) + " metric" +
+                             (objectives.size() == 1 ? "" : "s") + " but [study] has " +
+                             std::to_string(n_directions) + " direction" +
+                             (n_directions == 1 ? "" : "s") +
+                             "; expected one metric per direction, in the same order");
+    }
+    if (objectives.empty() && n_directions > 1) {
+      return MissingKey("[objective]", *objective, "objectives",
+                        "one metric per [study] directions entry (" + std::to_string(n_directions) +
+                            "), e.g. objectives = [\"eval_loss\", \"planned_memory_bytes\"]; "
+                            "metrics: " +
+                            JoinList(LmObjectiveMetrics()));
+    }
+  }
   // kind = "python": the objective suggests its own parameters; [space] adds ones drawn up front.
   if (spec.objective.kind != "python" || root.get("space") != nullptr) {
     TRIALD_ASSIGN_OR_RETURN(const toml::table* space,
@@ -1380,6 +1458,13 @@ std::string LmObjectiveToJson(const LmObjectiveConfig& config) {
         },
         field.member);
   }
+  if (!config.objectives.empty()) {
+    out += ",\"objectives\":[";
+    for (size_t i = 0; i < config.objectives.size(); ++i) {
+      out += (i ? "," : "") + JsonString(config.objectives[i]);
+    }
+    out += "]";
+  }
   return out + "}";
 }
 
@@ -1395,11 +1480,26 @@ Result<LmObjectiveConfig> LmObjectiveFromJson(std::string_view json) {
   }
   const boost::json::object& obj = parsed->get_object();
   for (const auto& kv : obj) {
-    if (FindLmField(kv.key()) == nullptr) {
+    if (FindLmField(kv.key()) == nullptr && kv.key() != "objectives") {
       return fail("unknown field " + JsonString(kv.key()) + "; expected one of " + all_fields);
     }
   }
   LmObjectiveConfig config;
+  // Optional (absent: the evaluation loss alone): the metrics sent as the trial's values.
+  if (const boost::json::value* v = obj.if_contains("objectives")) {
+    const std::string expected = "a non-empty array of " + JoinList(LmObjectiveMetrics());
+    if (!v->is_array() || v->get_array().empty()) {
+      return fail("\"objectives\" = " + JsonRepr(*v) + ": expected " + expected);
+    }
+    const auto& known = LmObjectiveMetrics();
+    for (const boost::json::value& e : v->get_array()) {
+      if (!e.is_string() || std::none_of(known.begin(), known.end(),
+                                         [&](const char* m) { return e.get_string() == m; })) {
+        return fail("\"objectives\" holds " + JsonRepr(e) + ": expected " + expected);
+      }
+      config.objectives.emplace_back(e.get_string());
+    }
+  }
   for (const LmField& field : LmFields()) {
     const boost::json::value* v = obj.if_contains(field.name);
     if (v == nullptr) {

@@ -111,6 +111,10 @@ struct LmObjectiveConfig {
   double grad_clip = 1.0;              // max gradient norm; 0 = no clipping
   std::string lr_schedule = "linear";  // "constant" | "linear" | "cosine"
   int64_t seed = 0;
+  // `objectives = ["eval_loss", "planned_memory_bytes"]`: the metrics the worker sends as the
+  // trial's values, in the order of [study] directions (LmObjectiveMetrics()); empty: the
+  // evaluation loss alone, as a single-objective study has it.
+  std::vector<std::string> objectives;
 };
 
 struct ObjectiveConfig {
@@ -129,6 +133,14 @@ struct ObjectiveConfig {
   std::string function_name;       // NAME
   std::string function_at;         // "PATH:L:C" of the function value, for errors found at submit
   std::string python = "python3";  // the interpreter: looked up in PATH if no '/'
+  // kind = "python", optional: `constraints = "PATH.py:NAME"` (or "package.module:NAME"), a
+  // function the runner calls with the finished trial (params, values, user_attrs); it returns
+  // the constraint values (feasible when every one is <= 0). Resolved and checked as function.
+  std::string constraints;         // as written; empty: none
+  std::string constraints_file;    // PATH.py form: the file, absolute
+  std::string constraints_module;  // module form: "package.module"
+  std::string constraints_name;    // NAME
+  std::string constraints_at;      // "PATH:L:C" of the constraints value
 };
 
 // TPE as Optuna defines it (optuna.samplers.TPESampler), with Optuna's current defaults.

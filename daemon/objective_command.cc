@@ -43,19 +43,23 @@ std::vector<std::string> SplitPath(const std::string& value) {
   return out;
 }
 
-common::Status PreparePython(config::ObjectiveConfig& obj, const std::vector<std::string>& base_env,
-                             std::string runner_dir) {
+// The file a function-valued key (function, constraints) names, checked to exist and to bind
+// NAME at module level, without running it. `key` is the key's name, `spec` its value as written,
+// `file` / `module` / `name` / `at` as the sweep parser resolved them.
+common::Status CheckPythonSpec(const config::ObjectiveConfig& obj, const std::string& key,
+                               const std::string& spec, const std::string& spec_file,
+                               const std::string& module, const std::string& name,
+                               const std::string& at, const std::string& user_pythonpath,
+                               const std::string& example) {
   auto refuse = [&](const std::string& problem, const std::string& expected) {
-    return common::InvalidArgument(obj.function_at + ": [objective] function = \"" + obj.function +
-                                   "\": " + problem + "; expected " + expected);
+    return common::InvalidArgument(at + ": [objective] " + key + " = \"" + spec + "\": " + problem +
+                                   "; expected " + expected);
   };
-  const std::string user_pythonpath =
-      obj.env.count("PYTHONPATH") ? obj.env.at("PYTHONPATH") : EnvValue(base_env, "PYTHONPATH");
-  std::string file = obj.function_file;
+  std::string file = spec_file;
   if (file.empty()) {
     // package.module -> package/module.py or package/module/__init__.py, where Python would look
     // first: the working folder, then PYTHONPATH.
-    std::string rel = obj.function_module;
+    std::string rel = module;
     for (char& c : rel) c = c == '.' ? '/' : c;
     std::vector<std::string> roots = {obj.workdir};
     for (const std::string& p : SplitPath(user_pythonpath)) {
@@ -75,8 +79,8 @@ common::Status PreparePython(config::ObjectiveConfig& obj, const std::vector<std
     if (file.empty()) {
       std::string looked;
       for (const std::string& root : roots) looked += (looked.empty() ? "" : ", ") + root;
-      return refuse("module \"" + obj.function_module + "\" not found (as " + rel + ".py or " +
-                        rel + "/__init__.py) under " + looked,
+      return refuse("module \"" + module + "\" not found (as " + rel + ".py or " + rel +
+                        "/__init__.py) under " + looked,
                     "a module importable from workdir or PYTHONPATH");
     }
   }
@@ -86,10 +90,25 @@ common::Status PreparePython(config::ObjectiveConfig& obj, const std::vector<std
   }
   common::Result<std::string> text = common::ReadFile(file);
   if (!text.ok()) return refuse(text.status().message(), "a readable Python file");
-  const std::string why = CheckPythonBinding(*text, obj.function_name);
+  const std::string why = CheckPythonBinding(*text, name);
   if (!why.empty()) {
     return refuse(why + " in " + file,
-                  "a function defined at top level, e.g. def " + obj.function_name + "(trial):");
+                  "a function defined at top level, e.g. def " + name + "(" + example + "):");
+  }
+  return common::Status::Ok();
+}
+
+common::Status PreparePython(config::ObjectiveConfig& obj, const std::vector<std::string>& base_env,
+                             std::string runner_dir) {
+  const std::string user_pythonpath =
+      obj.env.count("PYTHONPATH") ? obj.env.at("PYTHONPATH") : EnvValue(base_env, "PYTHONPATH");
+  TRIALD_RETURN_IF_ERROR(CheckPythonSpec(obj, "function", obj.function, obj.function_file,
+                                         obj.function_module, obj.function_name, obj.function_at,
+                                         user_pythonpath, "trial"));
+  if (!obj.constraints.empty()) {
+    TRIALD_RETURN_IF_ERROR(CheckPythonSpec(
+        obj, "constraints", obj.constraints, obj.constraints_file, obj.constraints_module,
+        obj.constraints_name, obj.constraints_at, user_pythonpath, "frozen_trial"));
   }
   if (runner_dir.empty()) runner_dir = DefaultPythonRunnerDir();
   if (runner_dir.empty()) {
@@ -101,6 +120,12 @@ common::Status PreparePython(config::ObjectiveConfig& obj, const std::vector<std
   obj.env["PYTHONPATH"] = runner_dir + (user_pythonpath.empty() ? "" : ":" + user_pythonpath);
   const std::string target = obj.function_file.empty() ? obj.function_module : obj.function_file;
   obj.command = {obj.python, "-m", "triald", "run", target + ":" + obj.function_name};
+  if (!obj.constraints.empty()) {
+    const std::string c_target =
+        obj.constraints_file.empty() ? obj.constraints_module : obj.constraints_file;
+    obj.command.push_back("--constraints");
+    obj.command.push_back(c_target + ":" + obj.constraints_name);
+  }
   return common::Status::Ok();
 }
 

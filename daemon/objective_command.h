@@ -14,7 +14,8 @@
 // of the user's code (the daemon may run as root): the file (or the module's file under workdir
 // and the PYTHONPATH entries) must exist and bind NAME at module level, as CheckPythonBinding
 // (python_binding.h) reads it; a name bound only to a literal or a module is not callable.
-// Errors carry the line:col of the function key.
+// Errors carry the line:col of the function key. An optional `constraints = "PATH.py:NAME"` is
+// resolved and checked the same way and passed to the runner as `--constraints SPEC`.
 //
 // Thread-safety: pure functions (they read the file system).
 

@@ -171,15 +171,28 @@ Result<double> RunObjective(std::string_view name, const Params& params, Objecti
 
 Result<double> RunObjective(std::string_view name, const Params& params, std::string_view config,
                             ObjectiveContext& ctx) {
+  TRIALD_ASSIGN_OR_RETURN(std::vector<double> values,
+                          RunObjectiveValues(name, params, config, ctx));
+  return values.front();
+}
+
+Result<std::vector<double>> RunObjectiveValues(std::string_view name, const Params& params,
+                                               std::string_view config, ObjectiveContext& ctx) {
   const bool is_known = std::any_of(Objectives().begin(), Objectives().end(),
                                     [&](const ObjectiveInfo& info) { return info.name == name; });
   if (is_known && name != "lm" && !config.empty()) {
     return InvalidArgument("objective " + std::string(name) + " takes no --config");
   }
   if (is_known) {
-    return TorchCall("objective " + std::string(name), [&]() -> Result<double> {
-      if (name == "quadratic-sgd") return RunQuadraticSgd(params, ctx);
-      if (name == "echo") return RunEcho(params, ctx);
+    return TorchCall("objective " + std::string(name), [&]() -> Result<std::vector<double>> {
+      if (name == "quadratic-sgd") {
+        TRIALD_ASSIGN_OR_RETURN(double value, RunQuadraticSgd(params, ctx));
+        return std::vector<double>{value};
+      }
+      if (name == "echo") {
+        TRIALD_ASSIGN_OR_RETURN(double value, RunEcho(params, ctx));
+        return std::vector<double>{value};
+      }
       if (config.empty()) {
         return InvalidArgument(
             "objective lm needs --config '<JSON>': the [objective] settings of the sweep (model, "
@@ -187,7 +200,7 @@ Result<double> RunObjective(std::string_view name, const Params& params, std::st
       }
       Result<config::LmObjectiveConfig> lm = config::LmObjectiveFromJson(config);
       if (!lm.ok()) return lm.status().WithContext("--config");
-      return RunLmObjective(*lm, params, ctx);
+      return RunLmObjectiveValues(*lm, params, ctx);
     });
   }
   std::string known;

@@ -63,6 +63,12 @@ common::Result<double> RunObjective(std::string_view name, const Params& params,
 // The same without --config.
 common::Result<double> RunObjective(std::string_view name, const Params& params,
                                     ObjectiveContext& ctx);
+// The objective's values, what trial-worker sends as final: one for quadratic-sgd and echo; for
+// lm, the metrics its config's objectives name (the evaluation loss alone when it names none).
+// RunObjective returns the first of them.
+common::Result<std::vector<double>> RunObjectiveValues(std::string_view name, const Params& params,
+                                                       std::string_view config,
+                                                       ObjectiveContext& ctx);
 
 // Fails when `params` holds a name no Get* call has read, i.e. one the objective does not know:
 // a typo ("learning_rat") would otherwise run the whole trial with the default and look like a

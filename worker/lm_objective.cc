@@ -198,21 +198,46 @@ Result<PreparedLm> Prepare(const config::LmObjectiveConfig& config, const Params
   prepared.train = std::move(train);
   prepared.eval = std::move(eval);
   prepared.device = device.device;
+  prepared.planned_memory_bytes = static_cast<double>(plan.total_bytes);
   return prepared;
 }
 
-Result<double> RunLm(const config::LmObjectiveConfig& config, const Params& params,
-                     ObjectiveContext& ctx) {
+Result<std::vector<double>> RunLm(const config::LmObjectiveConfig& config, const Params& params,
+                                  ObjectiveContext& ctx) {
   TRIALD_ASSIGN_OR_RETURN(PreparedLm run, Prepare(config, params, ctx));
   TRIALD_ASSIGN_OR_RETURN(LmTrainResult result,
                           TrainLm(*run.model, run.train, run.eval,
                                   LmTrainOptionsFor(config, run.hyperparams), run.device, ctx));
   TRIALD_RETURN_IF_ERROR(ctx.OnAttr("tokens_seen", result.tokens_seen));
   TRIALD_RETURN_IF_ERROR(ctx.OnAttr("train_seconds", result.train_seconds));
+  const double tokens_per_second =
+      result.train_seconds > 0 ? static_cast<double>(result.tokens_seen) / result.train_seconds : 0;
+  TRIALD_RETURN_IF_ERROR(ctx.OnAttr("tokens_per_second", tokens_per_second));
   // exp overflows to infinity for a hopeless loss; JSON cannot carry that.
   double perplexity = std::exp(result.eval_loss);
   if (std::isfinite(perplexity)) TRIALD_RETURN_IF_ERROR(ctx.OnAttr("perplexity", perplexity));
-  return result.eval_loss;
+  if (config.objectives.empty()) return std::vector<double>{result.eval_loss};
+  std::vector<double> values;
+  for (const std::string& metric : config.objectives) {
+    if (metric == "eval_loss") {
+      values.push_back(result.eval_loss);
+    } else if (metric == "perplexity") {
+      if (!std::isfinite(perplexity)) {
+        return InvalidArgument("lm: the perplexity exp(" + FormatDouble(result.eval_loss) +
+                               ") is not finite; it cannot be an objective value");
+      }
+      values.push_back(perplexity);
+    } else if (metric == "planned_memory_bytes") {
+      values.push_back(run.planned_memory_bytes);
+    } else if (metric == "train_seconds") {
+      values.push_back(result.train_seconds);
+    } else if (metric == "tokens_per_second") {
+      values.push_back(tokens_per_second);
+    } else {
+      return InvalidArgument("lm: unknown objective metric \"" + metric + "\"");
+    }
+  }
+  return values;
 }
 
 }  // namespace
@@ -452,10 +477,16 @@ Result<LmTrainResult> TrainLm(Gpt2Model& model, const std::vector<int32_t>& trai
   return result;
 }
 
-Result<double> RunLmObjective(const config::LmObjectiveConfig& config, const Params& params,
-                              ObjectiveContext& ctx) {
+Result<std::vector<double>> RunLmObjectiveValues(const config::LmObjectiveConfig& config,
+                                                 const Params& params, ObjectiveContext& ctx) {
   // LibTorch reports failures (CUDA out of memory included) as exceptions; none leaves here.
   return TorchCall("lm", [&] { return RunLm(config, params, ctx); });
+}
+
+Result<double> RunLmObjective(const config::LmObjectiveConfig& config, const Params& params,
+                              ObjectiveContext& ctx) {
+  TRIALD_ASSIGN_OR_RETURN(std::vector<double> values, RunLmObjectiveValues(config, params, ctx));
+  return values.front();
 }
 
 }  // namespace triald::worker

@@ -14,7 +14,8 @@
 //   5. training (TrainLm): the evaluation loss before the first step as the attribute
 //      initial_eval_loss, then as an intermediate value every eval_every steps and at the end.
 //      The final value is the last evaluation loss; the attributes device, tokens_seen,
-//      train_seconds and perplexity (exp of that loss) go with it.
+//      train_seconds, tokens_per_second and perplexity (exp of that loss) go with it. With
+//      [objective] objectives (several objectives), the values are those metrics, in that order.
 //
 // Thread-safety: RunLmObjective and TrainLm set process-wide LibTorch state (the seed, the CUDA
 // allocator's fraction); run one per process, as trial-worker does.
@@ -125,6 +126,7 @@ struct PreparedLm {
   std::shared_ptr<Gpt2Model> model;
   std::vector<int32_t> train, eval;
   c10::Device device = c10::Device(c10::kCPU);
+  double planned_memory_bytes = 0;  // the memory plan's total (the attribute of that name)
 };
 common::Result<PreparedLm> PrepareLm(const config::LmObjectiveConfig& config, const Params& params,
                                      ObjectiveContext& ctx);
@@ -133,7 +135,17 @@ common::Result<PreparedLm> PrepareLm(const config::LmObjectiveConfig& config, co
 LmTrainOptions LmTrainOptionsFor(const config::LmObjectiveConfig& config, const LmHyperparams& hp);
 
 // The whole trial as described at the top. LibTorch exceptions are converted to Status here.
+// The value is the last evaluation loss (with config.objectives: the first metric's value).
 common::Result<double> RunLmObjective(const config::LmObjectiveConfig& config, const Params& params,
                                       ObjectiveContext& ctx);
+
+// The same, returning the trial's values: config.objectives' metrics in their order
+// (config::LmObjectiveMetrics()), or the evaluation loss alone when it is empty. The metrics:
+// eval_loss, perplexity (its exp; a loss too large for a finite perplexity fails the trial
+// rather than send infinity), planned_memory_bytes (as sent before training), train_seconds and
+// tokens_per_second (tokens_seen / train_seconds, also sent as an attribute).
+common::Result<std::vector<double>> RunLmObjectiveValues(const config::LmObjectiveConfig& config,
+                                                         const Params& params,
+                                                         ObjectiveContext& ctx);
 
 }  // namespace triald::worker

@@ -144,13 +144,16 @@ int main(int argc, char** argv) {
   if (!env.ok()) return Fail(&*reporter, env.status());
 
   WorkerContext ctx(*reporter);
-  auto result = triald::worker::RunObjective(objective, env->params, config, ctx);
+  auto result = triald::worker::RunObjectiveValues(objective, env->params, config, ctx);
   // The stop wins even over a finished objective: the daemon has already decided this trial's
   // fate (pruned, cancelled, timed out) and a late final would contradict it.
   if (g_stop_requested.load()) return Stopped(*reporter);
   if (!result.ok()) return Fail(&*reporter, result.status());
 
-  std::printf("final value %.17g\n", *result);
+  for (size_t i = 0; i < result->size(); ++i) {
+    std::printf(i == 0 ? "final value %.17g" : " %.17g", (*result)[i]);
+  }
+  std::printf("\n");
   Status sent = reporter->Final(*result);
   if (!sent.ok()) {
     // Final has already sent an error line for a non-finite value, and a broken pipe takes no

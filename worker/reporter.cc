@@ -134,6 +134,19 @@ Status Reporter::Final(double value) {
   return WriteObject({{"type", "final"}, {"value", value}});
 }
 
+Status Reporter::Final(const std::vector<double>& values) {
+  if (values.size() == 1) return Final(values.front());
+  if (values.empty()) return InvalidArgument("final values: none given; not sent");
+  boost::json::array array;
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (!std::isfinite(values[i])) {
+      return SendNonFinite(("final values[" + std::to_string(i) + "]").c_str(), values[i]);
+    }
+    array.push_back(values[i]);
+  }
+  return WriteObject({{"type", "final"}, {"values", std::move(array)}});
+}
+
 Status Reporter::Attr(std::string_view key, const boost::json::value& value) {
   if (!common::IsValidUtf8(key)) return InvalidArgument("attr key is not valid UTF-8; not sent");
   std::string why = Unsendable(value);

@@ -16,6 +16,7 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "common/status.h"
 
@@ -43,6 +44,9 @@ class Reporter {
   common::Status Report(int64_t step, double value);
   // {"type":"final","value":V}, with the same rule for non-finite values.
   common::Status Final(double value);
+  // {"type":"final","values":[V1, V2, ...]} for several objectives (one value: as Final(double)),
+  // with the same rule for non-finite values.
+  common::Status Final(const std::vector<double>& values);
   // {"type":"attr","key":K,"value":V}. V is any JSON value; one holding a non-finite number or
   // a string that is not UTF-8 is refused (InvalidArgument, nothing sent), as is a line over
   // kMaxLineBytes.

@@ -259,7 +259,8 @@ TEST_CASE("kind = \"lm\" takes no command, and kind = \"exec\" no lm setting", "
         "sweep.toml:10:1: [objective] unknown key \"max_step\" for kind = \"lm\"; expected one of "
         "kind, model, train_file, eval_file, max_steps, seq_len, eval_every, device, "
         "memory_budget_gb, gpu_memory_fraction, learning_rate, weight_decay, warmup_steps, "
-        "batch_size, dropout, adam_beta1, adam_beta2, grad_clip, lr_schedule, seed, env, workdir");
+        "batch_size, dropout, adam_beta1, adam_beta2, grad_clip, lr_schedule, seed, env, workdir, "
+        "objectives");
   CHECK(ErrorOf(With("kind = \"lm\"", "kind = \"llm\"", kLm)) ==
         "sweep.toml:6:8: [objective] kind = \"llm\": unknown objective kind; expected \"exec\", "
         "\"lm\" or \"python\"");
@@ -455,6 +456,7 @@ void CheckSame(const LmObjectiveConfig& a, const LmObjectiveConfig& b) {
   CHECK(SameDouble(a.grad_clip, b.grad_clip));
   CHECK(a.lr_schedule == b.lr_schedule);
   CHECK(a.seed == b.seed);
+  CHECK(a.objectives == b.objectives);
 }
 
 LmObjectiveConfig RoundTrip(const LmObjectiveConfig& c) {
@@ -612,6 +614,63 @@ TEST_CASE("a non-finite double is written as null and refused on reading", "[con
   common::Result<LmObjectiveConfig> r = LmObjectiveFromJson(json);
   REQUIRE_FALSE(r.ok());
   CHECK_THAT(r.status().message(), Contains("\"memory_budget_gb\" = null"));
+}
+
+TEST_CASE("lm objectives name measured metrics, one per direction", "[config][lm]") {
+  CHECK(Parsed(kLm).objective.lm.objectives.empty());
+  // One direction (the default): one metric.
+  CHECK(Parsed(LmWith("objectives = [\"planned_memory_bytes\"]\n")).objective.lm.objectives ==
+        std::vector<std::string>{"planned_memory_bytes"});
+  CHECK_THAT(ErrorOf(LmWith("objectives = [\"eval_loss\", \"nope\"]\n")),
+             StartsWith("sweep.toml:10:28: [objective] objectives[1] = \"nope\": not a metric the "
+                        "lm worker measures; expected one of eval_loss, perplexity, "
+                        "planned_memory_bytes, train_seconds, tokens_per_second"));
+  CHECK_THAT(ErrorOf(LmWith("objectives = [\"eval_loss\", \"eval_loss\"]\n")),
+             StartsWith("sweep.toml:10:28: [objective] objectives[1] = \"eval_loss\": "
+                        "\"eval_loss\" is already in objectives"));
+  CHECK_THAT(ErrorOf(LmWith("objectives = []\n")),
+             StartsWith("sweep.toml:10:14: [objective] objectives = []"));
+  CHECK_THAT(ErrorOf(LmWith("objectives = \"eval_loss\"\n")),
+             StartsWith("sweep.toml:10:14: [objective] objectives = \"eval_loss\""));
+  CHECK_THAT(ErrorOf(LmWith("objectives = [\"eval_loss\", \"train_seconds\"]\n")),
+             StartsWith("sweep.toml:10:14: [objective] objectives names 2 metrics but [study] has "
+                        "1 direction; expected one metric per direction, in the same order"));
+}
+
+TEST_CASE("a multi-objective lm study needs one metric per direction", "[config][lm]") {
+  const std::string two =
+      With("n_trials = 4\n", "n_trials = 4\ndirections = [\"minimize\", \"minimize\"]\n", kLm);
+  // [objective] moves one line down: the free line is 11.
+  auto two_with = [&](const std::string& line) {
+    return With("eval_file = \"/abs/eval.txt\"\n", "eval_file = \"/abs/eval.txt\"\n" + line, two);
+  };
+  CHECK(Parsed(two_with("objectives = [\"eval_loss\", \"planned_memory_bytes\"]\n"))
+            .objective.lm.objectives ==
+        std::vector<std::string>{"eval_loss", "planned_memory_bytes"});
+  CHECK_THAT(ErrorOf(two_with("objectives = [\"eval_loss\"]\n")),
+             StartsWith("sweep.toml:11:14: [objective] objectives names 1 metric but [study] has "
+                        "2 directions"));
+  CHECK_THAT(ErrorOf(two), Contains("missing required key \"objectives\""));
+  CHECK_THAT(ErrorOf(two), Contains("one metric per [study] directions entry (2)"));
+}
+
+TEST_CASE("the LM objective's JSON carries objectives when there are some", "[config][lm]") {
+  LmObjectiveConfig c;
+  c.model = "/m";
+  c.train_file = "/t";
+  c.eval_file = "/e";
+  c.objectives = {"eval_loss", "tokens_per_second"};
+  const std::string json = LmObjectiveToJson(c);
+  CHECK_THAT(json, Contains(R"("seed":0,"objectives":["eval_loss","tokens_per_second"]})"));
+  common::Result<LmObjectiveConfig> back = LmObjectiveFromJson(json);
+  REQUIRE(back.ok());
+  CHECK(back->objectives == c.objectives);
+  CheckSame(*back, c);
+  std::string bad = json;
+  bad.replace(bad.find("tokens_per_second"), 17, "gpu_hours");
+  CHECK(LmObjectiveFromJson(bad).status().message() ==
+        "invalid LM objective JSON: \"objectives\" holds \"gpu_hours\": expected a non-empty array "
+        "of eval_loss, perplexity, planned_memory_bytes, train_seconds, tokens_per_second");
 }
 
 }  // namespace

@@ -126,5 +126,43 @@ TEST_CASE("[sampler] group = true is read for TPE, and needs multivariate", "[co
              Contains("group = true: an option of kind = \"tpe\", not of kind = \"random\""));
 }
 
+TEST_CASE("kind = python: constraints names a function like function does", "[config][python]") {
+  SweepSpec s = Parsed(Python("constraints = \"limits.py:memory_ok\"\n"), "/srv/sweeps/s.toml");
+  CHECK(s.objective.constraints == "limits.py:memory_ok");
+  CHECK(s.objective.constraints_file == "/srv/sweeps/limits.py");
+  CHECK(s.objective.constraints_module.empty());
+  CHECK(s.objective.constraints_name == "memory_ok");
+  CHECK(s.objective.constraints_at == "/srv/sweeps/s.toml:8:15");
+  SweepSpec m = Parsed(Python("constraints = \"pkg.limits:ok\"\n"), "/srv/sweeps/s.toml");
+  CHECK(m.objective.constraints_file.empty());
+  CHECK(m.objective.constraints_module == "pkg.limits");
+  CHECK(m.objective.constraints_name == "ok");
+  CHECK(Parsed(kPython).objective.constraints.empty());
+
+  CHECK_THAT(ErrorOf(Python("constraints = \"limits.py\"\n")),
+             StartsWith("sweep.toml:8:15: [objective] constraints = \"limits.py\": no \":NAME\""));
+  CHECK_THAT(ErrorOf(Python("constraints = \"limits.py:2x\"\n")),
+             Contains("\"2x\" is not a Python name"));
+  CHECK_THAT(ErrorOf(Python("constraints = [\"a.py:f\"]\n")),
+             StartsWith("sweep.toml:8:15: [objective] constraints = [\"a.py:f\"]"));
+  CHECK_THAT(
+      ErrorOf(R"([study]
+name = "s"
+n_trials = 10
+
+[objective]
+kind = "exec"
+command = ["x"]
+constraints = "a.py:f"
+
+[space.x]
+type = "float"
+low = 0.0
+high = 1.0
+)"),
+      Contains("[objective] constraints = \"a.py:f\": an option of kind = \"python\", not of "
+               "kind = \"exec\""));
+}
+
 }  // namespace
 }  // namespace triald::config

@@ -224,5 +224,49 @@ TEST_CASE("kind = python at submit: a module is found under workdir or PYTHONPAT
   }
 }
 
+TEST_CASE("kind = python at submit: constraints is checked like function and passed to the runner",
+          "[objective][python]") {
+  TempDir dir;
+  dir.Write("obj.py", "LIMIT = 8\n\ndef objective(trial):\n    return 1.0\n");
+  dir.Write("limits.py", "def memory_ok(frozen):\n    return [frozen.user_attrs['gb'] - 8]\n");
+  const std::string at = dir.path() + "/sweep.toml:8:15: [objective] constraints = ";
+  SECTION("a file") {
+    config::SweepSpec spec =
+        PythonSweep(dir, "obj.py:objective", "constraints = \"limits.py:memory_ok\"\n");
+    common::Status st = PrepareObjective(spec, "", "sweep.toml", {}, "/r");
+    INFO(st.message());
+    REQUIRE(st.ok());
+    CHECK(spec.objective.command == std::vector<std::string>{"python3", "-m", "triald", "run",
+                                                             dir.path() + "/obj.py:objective",
+                                                             "--constraints",
+                                                             dir.path() + "/limits.py:memory_ok"});
+  }
+  SECTION("a module") {
+    config::SweepSpec spec =
+        PythonSweep(dir, "obj.py:objective", "constraints = \"limits:memory_ok\"\n");
+    REQUIRE(PrepareObjective(spec, "", "sweep.toml", {}, "/r").ok());
+    CHECK(spec.objective.command.back() == "limits:memory_ok");
+  }
+  SECTION("no such file") {
+    config::SweepSpec spec =
+        PythonSweep(dir, "obj.py:objective", "constraints = \"nope.py:memory_ok\"\n");
+    CHECK_THAT(PrepareObjective(spec, "", "sweep.toml", {}, "/r").message(),
+               StartsWith(at + "\"nope.py:memory_ok\": " + dir.path() + "/nope.py: no such file"));
+  }
+  SECTION("no such function") {
+    config::SweepSpec spec =
+        PythonSweep(dir, "obj.py:objective", "constraints = \"limits.py:fits\"\n");
+    common::Status st = PrepareObjective(spec, "", "sweep.toml", {}, "/r");
+    CHECK_THAT(st.message(), StartsWith(at + "\"limits.py:fits\": no top-level def"));
+    CHECK_THAT(st.message(), Contains("def fits(frozen_trial):"));
+  }
+  SECTION("not callable") {
+    config::SweepSpec spec =
+        PythonSweep(dir, "obj.py:objective", "constraints = \"obj.py:LIMIT\"\n");
+    CHECK_THAT(PrepareObjective(spec, "", "sweep.toml", {}, "/r").message(),
+               StartsWith(at + "\"obj.py:LIMIT\": LIMIT is bound to a literal"));
+  }
+}
+
 }  // namespace
 }  // namespace triald::daemon

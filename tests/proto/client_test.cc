@@ -119,6 +119,70 @@ TEST_CASE("C++ client: refuses what the daemon would reject, before writing anyt
   CHECK(Decode(lines[0]).value == 1.0);
 }
 
+TEST_CASE("C++ client: constraints before the final line, one value in a vector stays value") {
+  Pipe pipe;
+  const std::string fd = pipe.write_fd();
+  {
+    triald::Trial trial("{}", fd.c_str(), {}, false);
+    CHECK(trial.n_objectives() == 1);  // TRIALD_N_OBJECTIVES is unset in the test's environment
+    CHECK_THROWS_WITH(trial.Constraints({0.0, std::nan("")}), Catch::Contains("finite"));
+    trial.Constraints({});  // nothing to send: feasible
+    trial.Constraints({-1.0, std::nextafter(0.5, 1.0)});
+    trial.Final(std::vector<double>{2.5});
+    CHECK_THROWS_AS(trial.Constraints({1.0}), std::logic_error);
+  }
+  const std::vector<std::string> lines = pipe.Lines();
+  REQUIRE(lines.size() == 2);
+  CHECK(lines[0] == R"({"type":"constraints","values":[-1,0.50000000000000011]})");
+  CHECK(lines[1] == R"({"type":"final","value":2.5})");
+  CHECK(Decode(lines[1]).values == std::vector<double>{2.5});
+}
+
+namespace {
+std::vector<std::string> HeaderObjectiveEnv(const std::string& params, const char* n_objectives) {
+  std::vector<std::string> env = {"TRIALD_PARAMS=" + params, "PATH=/usr/bin:/bin"};
+  if (n_objectives != nullptr) env.push_back(std::string("TRIALD_N_OBJECTIVES=") + n_objectives);
+  return env;
+}
+}  // namespace
+
+TEST_CASE("C++ client: Run() sends one value per objective and refuses another count") {
+  const std::string objective = TRIALD_BIN_DIR "/triald-header-objective";
+  SECTION("one objective: value, as before") {
+    auto r = RunChild({objective}, HeaderObjectiveEnv(R"({"x": 3, "steps": 0})", nullptr));
+    INFO(r.err);
+    CHECK(r.exit_code == 0);
+    const std::vector<std::string> lines = Pipe::SplitLines(r.report);
+    REQUIRE(lines.size() == 2);
+    CHECK(lines[1] == R"({"type":"final","value":4})");
+  }
+  SECTION("two objectives, with a constraint") {
+    auto r =
+        RunChild({objective}, HeaderObjectiveEnv(R"({"x": 0.5, "steps": 1, "max_x": 0.25})", "2"));
+    INFO(r.err);
+    CHECK(r.exit_code == 0);
+    const std::vector<std::string> lines = Pipe::SplitLines(r.report);
+    REQUIRE(lines.size() == 4);
+    CHECK(Decode(lines[1]).type == ReportType::kReport);
+    CHECK(lines[2] == R"({"type":"constraints","values":[0.25]})");
+    CHECK(lines[3] == R"({"type":"final","values":[0.25,2.25]})");
+    CHECK(Decode(lines[3]).values == std::vector<double>{0.25, 2.25});
+  }
+  SECTION("three objectives, two values: the trial fails with Optuna's message") {
+    auto r = RunChild({objective}, HeaderObjectiveEnv(R"({"x": 0.5, "steps": 0})", "3"));
+    CHECK(r.exit_code == 1);
+    const std::vector<std::string> lines = Pipe::SplitLines(r.report);
+    REQUIRE(lines.size() == 2);
+    CHECK(Decode(lines[1]).message ==
+          "The number of the values 2 did not match the number of the objectives 3.");
+  }
+  SECTION("a malformed count is refused") {
+    auto r = RunChild({objective}, HeaderObjectiveEnv(R"({"x": 0.5})", "two"));
+    CHECK(r.exit_code == 1);
+    CHECK(r.err.find("TRIALD_N_OBJECTIVES=two is not a positive integer") != std::string::npos);
+  }
+}
+
 TEST_CASE("C++ client: parameters from TRIALD_PARAMS, typed, with errors that name them") {
   triald::Trial trial(
       R"({"lr": 0.001, "layers": 4, "big": 9007199254740993, "opt": "adam\u00e9\ud83d\ude00",)"
@@ -217,6 +281,28 @@ t.finish(values=[1.5, 1e300])
   CHECK(m[4].type == ReportType::kError);
   CHECK(m[4].message.size() < kMaxReportLineBytes);
   CHECK(m[5].values == std::vector<double>{1.5, 1e300});
+}
+
+TEST_CASE("Python client: run() sends one value per objective and refuses another count") {
+  const std::string script = R"py(
+import triald
+triald.run(lambda trial: (0.25, 812))
+)py";
+  std::vector<std::string> env = PythonEnv("{}");
+  env.push_back("TRIALD_N_OBJECTIVES=2");
+  auto r = RunChild({"/usr/bin/python3", "-c", script}, env);
+  INFO(r.err);
+  CHECK(r.exit_code == 0);
+  std::vector<std::string> lines = Pipe::SplitLines(r.report);
+  REQUIRE(lines.size() == 1);
+  CHECK(Decode(lines[0]).values == std::vector<double>{0.25, 812});
+
+  r = RunChild({"/usr/bin/python3", "-c", script}, PythonEnv("{}"));  // one objective
+  CHECK(r.exit_code == 1);
+  lines = Pipe::SplitLines(r.report);
+  REQUIRE(lines.size() == 1);
+  CHECK(Decode(lines[0]).message ==
+        "The number of the values 2 did not match the number of the objectives 1.");
 }
 
 TEST_CASE("Python client: run() stops at the next report on SIGTERM and exits 143") {

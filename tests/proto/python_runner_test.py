@@ -98,14 +98,15 @@ def runner_env(extra=None):
     return env
 
 
-def run_with_daemon(spec, daemon, cwd=None, env=None):
-    """Runs `python3 -m triald run SPEC` with `daemon` on the other end of its channel."""
+def run_with_daemon(spec, daemon, cwd=None, env=None, args=()):
+    """Runs `python3 -m triald run SPEC [ARGS]` with `daemon` on the other end of its
+    channel."""
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     ours.settimeout(TIMEOUT_S)
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         env = runner_env(dict({"TRIALD_TRIAL": "7"}, **(env or {}),
                               TRIALD_REPORT_FD=str(theirs.fileno())))
-        process = subprocess.Popen([sys.executable, "-m", "triald", "run", spec],
+        process = subprocess.Popen([sys.executable, "-m", "triald", "run", spec] + list(args),
                                    pass_fds=[theirs.fileno()], stdout=out, stderr=err,
                                    env=env, cwd=cwd or tempfile.gettempdir())
         theirs.close()
@@ -412,6 +413,31 @@ class OptunaSemanticsTest(unittest.TestCase):
         self.assertEqual(lines, [{"type": "report", "step": 2, "value": 0.5},
                                  {"type": "final", "value": 0.25}])
 
+    def test_the_legacy_trial_sends_constraints_and_several_values(self):
+        read_end, write_end = os.pipe()
+        try:
+            legacy = triald.Trial(handle_sigterm=False,
+                                  environ={"TRIALD_REPORT_FD": str(write_end)})
+            with self.assertRaisesRegex(ValueError, "^Constraint values cannot be NaN.$"):
+                legacy.constraints([0.0, math.nan])
+            with self.assertRaisesRegex(ValueError, "constraints\\[0\\] is a bool"):
+                legacy.constraints([True])
+            legacy.constraints((-1, 0.5))
+            legacy.finish(values=[0.25, 812])
+            with self.assertRaisesRegex(RuntimeError, "must come before finish"):
+                legacy.constraints([1.0])
+            os.close(write_end)
+            write_end = None
+            with os.fdopen(read_end, "rb") as f:
+                read_end = None
+                lines = [json.loads(line) for line in f]
+        finally:
+            for fd in (read_end, write_end):
+                if fd is not None:
+                    os.close(fd)
+        self.assertEqual(lines, [{"type": "constraints", "values": [-1.0, 0.5]},
+                                 {"type": "final", "values": [0.25, 812.0]}])
+
 
 class EndingsTest(unittest.TestCase):
     def run_ending(self, name, values=None):
@@ -599,6 +625,246 @@ class ReplayTest(unittest.TestCase):
             result = run_by_hand(["run", spec, "--params", bad])
             self.assertEqual(result.returncode, 2)
             self.assertIn("--params", result.stderr)
+
+
+def optuna_values_message(directions, value_or_values):
+    """Optuna 3.1's message for objective values it refuses in a study with `directions`."""
+    study = optuna.create_study(directions=directions)
+    trial = study.ask()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        study.tell(trial, value_or_values)
+    assert study.trials[0].state == optuna.trial.TrialState.FAIL
+    return str(caught[-1].message)
+
+
+def optuna_constraints_calls(objective, constraints_func):
+    """Which trials' states Optuna 3.1 calls a constraints_func for, and the system attr it
+    stores for each trial: [(state name, called, constraints attr or None)]."""
+    called = []
+
+    def recording(frozen):
+        called.append(frozen.number)
+        return constraints_func(frozen)
+
+    study = optuna.create_study(sampler=optuna.samplers.TPESampler(constraints_func=recording))
+    study.optimize(objective, n_trials=1, catch=(Exception,))
+    return [(t.state.name, t.number in called, t.system_attrs.get("constraints"))
+            for t in study.trials]
+
+
+class MultiObjectiveTest(unittest.TestCase):
+    SPEC = objective_file("objectives.py")
+
+    def run_objective(self, name, n, values=None, args=()):
+        env = {} if n is None else {"TRIALD_N_OBJECTIVES": str(n)}
+        return run_with_daemon(f"{self.SPEC}:{name}", FakeDaemon(values), env=env, args=args)
+
+    def test_a_tuple_or_list_sends_values_in_order(self):
+        result = self.run_objective("two_values", 2, {"x": 0.5})
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertEqual(result.lines[-1], {"type": "final", "values": [0.25, 2.25]})
+        result = self.run_objective("two_values_list", 2)
+        self.assertEqual(result.lines, [{"type": "final", "values": [0.5, 3.0]}])
+        result = self.run_objective("three_values", 3)
+        self.assertEqual(result.lines, [{"type": "final", "values": [1.0, 2.0, 3.0]}])
+
+    def test_one_objective_stays_value_whatever_the_shape(self):
+        for n in (None, 1):
+            with self.subTest(n=n):
+                self.assertEqual(self.run_objective("scalar", n).lines,
+                                 [{"type": "final", "value": 1.5}])
+                self.assertEqual(self.run_objective("one_value_in_a_list", n).lines,
+                                 [{"type": "final", "value": 0.25}])
+
+    def test_a_wrong_count_fails_with_optunas_message(self):
+        cases = [("scalar", 2, 1.5), ("two_values_list", 3, [0.5, 3]),
+                 ("three_values", 2, (1.0, 2.0, 3.0)), ("two_values_list", None, [0.5, 3])]
+        for name, n, returned in cases:
+            with self.subTest(name=name, n=n):
+                message = optuna_values_message(["minimize"] * (n or 1), returned)
+                self.assertIn("did not match the number of the objectives", message)
+                result = self.run_objective(name, n)
+                self.assertEqual(result.returncode, 1)
+                self.assertEqual(result.lines, [{"type": "error", "message": message}])
+                self.assertIn(message, result.stderr)
+
+    def test_none_nan_and_non_numbers_inside_fail_with_optunas_message(self):
+        cases = [("none_inside", (1.0, None)), ("nan_inside", (math.nan, 1.0)),
+                 ("str_inside", (1.0, "abc"))]
+        for name, returned in cases:
+            with self.subTest(name=name):
+                message = optuna_values_message(["minimize", "maximize"], returned)
+                result = self.run_objective(name, 2)
+                self.assertEqual(result.returncode, 1)
+                self.assertEqual(result.lines, [{"type": "error", "message": message}])
+        message = optuna_values_message(["minimize", "maximize"], None)
+        result = run_with_daemon(objective_file("endings.py") + ":returns_none",
+                                 FakeDaemon({"x": 0.5}), env={"TRIALD_N_OBJECTIVES": "2"})
+        self.assertEqual(result.lines[-1], {"type": "error", "message": message})
+
+    def test_a_malformed_objective_count_is_refused(self):
+        for bad in ("0", "two", "-1"):
+            with self.subTest(bad=bad):
+                result = run_with_daemon(f"{self.SPEC}:scalar", FakeDaemon(),
+                                         env={"TRIALD_N_OBJECTIVES": bad})
+                self.assertEqual(result.returncode, 2)
+                self.assertIn(f"TRIALD_N_OBJECTIVES={bad!r} is not a positive integer",
+                              result.lines[-1]["message"])
+
+    def test_replay_prints_values_and_takes_the_count_returned(self):
+        spec = f"{self.SPEC}:two_values"
+        replayed = run_by_hand(["run", spec, "--params", '{"x": 0.5}'])
+        self.assertEqual(replayed.returncode, 0, replayed.stderr)
+        self.assertEqual(replayed.lines[-1], {"type": "final", "values": [0.25, 2.25]})
+        replayed = run_by_hand(["run", spec, "--params", '{"x": 0.5}'],
+                               env={"TRIALD_N_OBJECTIVES": "3"})
+        self.assertEqual(replayed.returncode, 1)
+        self.assertEqual(replayed.lines[-1]["message"], "The number of the values 2 did not "
+                         "match the number of the objectives 3.")
+
+
+class ConstraintsTest(unittest.TestCase):
+    SPEC = objective_file("objectives.py")
+
+    def run_objective(self, name, constraints=None, values=None, n=2):
+        args = ["--constraints", f"{self.SPEC}:{constraints}"] if constraints else []
+        return run_with_daemon(f"{self.SPEC}:{name}", FakeDaemon(values),
+                               env={"TRIALD_N_OBJECTIVES": str(n)}, args=args)
+
+    def test_set_constraints_sends_the_last_values_just_before_final(self):
+        result = self.run_objective("with_set_constraints", values={"x": 0.75})
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertEqual(result.lines[-2:], [{"type": "constraints", "values": [0.5, -1.0]},
+                                             {"type": "final", "values": [0.75, 0.25]}])
+
+    def test_set_constraints_of_a_pruned_trial_go_before_pruned(self):
+        result = self.run_objective("set_constraints_then_pruned")
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertEqual(result.types(), ["report", "constraints", "pruned"])
+
+    def test_set_constraints_refuses_nan_at_the_call(self):
+        result = self.run_objective("bad_set_constraints", n=1)
+        self.assertEqual(result.returncode, 1)
+        self.assertIn("ValueError: Constraint values cannot be NaN.", result.lines[-1]["message"])
+        self.assertNotIn("final", result.types())
+
+    def test_the_function_sees_the_finished_trial_and_its_values(self):
+        result = self.run_objective("two_values", "seen_constraint", {"x": 0.5})
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertEqual(result.lines[-2:], [{"type": "constraints", "values": [-1.0, 0.5]},
+                                             {"type": "final", "values": [0.25, 2.25]}])
+        seen = [line for line in result.stdout.splitlines() if line.startswith("SEEN ")]
+        self.assertEqual(seen, ["SEEN " + repr((
+            7, {"x": 0.5}, [0.25, 2.25],
+            "This attribute is not available during multi-objective optimization.",
+            {"memory": 812.0}, ["x"], None, 1))])
+        # Optuna's FrozenTrial says the same for `value` with several objectives.
+        frozen = optuna.trial.create_trial(values=[0.25, 2.25], params={},
+                                           distributions={})
+        with self.assertRaisesRegex(RuntimeError, "^This attribute is not available during "
+                                                  "multi-objective optimization.$"):
+            frozen.value
+
+    def test_one_objective_reads_value(self):
+        result = self.run_objective("single_with_memory", "memory_constraint", {"x": 0.5}, n=1)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertEqual(result.lines[-2:], [{"type": "constraints", "values": [1.5]},
+                                             {"type": "final", "value": 0.5}])
+        result = self.run_objective("scalar", "seen_constraint", n=1)
+        seen = [line for line in result.stdout.splitlines() if line.startswith("SEEN ")]
+        self.assertEqual(seen, ["SEEN " + repr((7, {}, [1.5], 1.5, {}, [], None, 1))])
+
+    def test_called_for_pruned_trials_and_not_for_failed_ones_as_optuna(self):
+        def pruned(trial):
+            trial.suggest_float("x", 0.0, 1.0)
+            trial.report(0.75, 3)
+            raise optuna.TrialPruned()
+
+        def failed(trial):
+            raise RuntimeError("the objective broke")
+
+        def constraint(frozen):
+            return (-1.0, 0.5)
+
+        self.assertEqual(optuna_constraints_calls(pruned, constraint),
+                         [("PRUNED", True, (-1.0, 0.5))])
+        self.assertEqual(optuna_constraints_calls(failed, constraint), [("FAIL", False, None)])
+        result = self.run_objective("reports_then_pruned", "seen_constraint", {"x": 0.5})
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertEqual(result.types(), ["suggest", "report", "constraints", "pruned"])
+        self.assertIn("SEEN " + repr((7, {"x": 0.5}, None, None, {}, ["x"], 3, 1)),
+                      result.stdout)
+        result = self.run_objective("raises", "seen_constraint")
+        self.assertEqual((result.returncode, result.types()), (1, ["error"]))
+        self.assertNotIn("SEEN", result.stdout)
+        # Values Optuna refuses fail the trial before any constraints are computed.
+        result = self.run_objective("scalar", "seen_constraint")
+        self.assertEqual((result.returncode, result.types()), (1, ["error"]))
+        self.assertNotIn("SEEN", result.stdout)
+
+    def test_an_empty_sequence_sends_no_line(self):
+        result = self.run_objective("two_values_list", "empty_constraints")
+        self.assertEqual(result.lines, [{"type": "final", "values": [0.5, 3.0]}])
+
+    def test_bad_results_fail_the_trial_naming_the_function(self):
+        where = f"the constraints function {self.SPEC}:"
+        cases = [("constraints_scalar", where + "constraints_scalar must return a sequence of "
+                  "floats (e.g. [c1, c2]), got float 0.5"),
+                 ("constraints_nan", "Constraint values cannot be NaN."),
+                 ("constraints_inf", where + "constraints_inf: constraints[1] = inf is not "
+                  "finite (triald records finite values only)"),
+                 ("constraints_str", where + "constraints_str: constraints[1] = 'x' could not "
+                  "be cast to float")]
+        for name, message in cases:
+            with self.subTest(name=name):
+                result = self.run_objective("two_values_list", name)
+                self.assertEqual(result.returncode, 1)
+                self.assertEqual(result.lines, [{"type": "error", "message": message}])
+        result = self.run_objective("two_values_list", "constraints_raise")
+        self.assertEqual(result.returncode, 1)
+        message = result.lines[-1]["message"]
+        self.assertTrue(message.startswith(where + "constraints_raise raised:\nTraceback"),
+                        message)
+        self.assertTrue(message.endswith("KeyError: 'memory_gb'"), message)
+
+    def test_set_constraints_and_a_function_together_are_refused(self):
+        result = self.run_objective("with_set_constraints", "empty_constraints", {"x": 0.5})
+        self.assertEqual(result.returncode, 1)
+        self.assertIn("called set_constraints() and the sweep names a constraints function",
+                      result.lines[-1]["message"])
+
+    def test_a_bad_constraints_spec_exits_2_naming_it(self):
+        for name, what in (("no_such", "objectives.py has no attribute 'no_such'"),
+                           ("NOT_CALLABLE", "'NOT_CALLABLE' is not callable (it is a int)")):
+            spec = f"{self.SPEC}:{name}"
+            with self.subTest(name=name):
+                checked = run_by_hand(["check", f"{self.SPEC}:scalar", "--constraints", spec])
+                self.assertEqual(checked.returncode, 2)
+                self.assertIn(f"constraints {spec!r}: {what}", checked.stderr)
+                result = self.run_objective("scalar", name)
+                self.assertEqual((result.returncode, result.types()), (2, ["error"]))
+                self.assertIn(what, result.lines[0]["message"])
+        missing = "/nonexistent/c.py:fn"
+        result = run_with_daemon(f"{self.SPEC}:scalar", FakeDaemon(),
+                                 args=["--constraints", missing])
+        self.assertEqual(result.returncode, 2)
+        self.assertIn(f"constraints {missing!r}: no such file", result.lines[0]["message"])
+
+    def test_a_module_spec_works_and_shares_nothing_it_should_not(self):
+        result = run_with_daemon("objectives:scalar", FakeDaemon(), cwd=OBJECTIVES,
+                                 env={"TRIALD_N_OBJECTIVES": "1"},
+                                 args=["--constraints", "objectives:seen_constraint"])
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertEqual(result.lines[-2]["type"], "constraints")
+        self.assertIn("SEEN " + repr((7, {}, [1.5], 1.5, {}, [], None, 1)), result.stdout)
+
+    def test_replay_prints_the_constraints_line(self):
+        replayed = run_by_hand(["run", f"{self.SPEC}:single_with_memory", "--constraints",
+                                f"{self.SPEC}:memory_constraint", "--params", '{"x": 0.5}'])
+        self.assertEqual(replayed.returncode, 0, replayed.stderr)
+        self.assertEqual(replayed.lines[-2:], [{"type": "constraints", "values": [1.5]},
+                                               {"type": "final", "value": 0.5}])
 
 
 if __name__ == "__main__":

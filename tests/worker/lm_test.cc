@@ -958,6 +958,57 @@ TEST_CASE("trial-worker --objective lm reports eval losses, attributes and a fin
   CHECK(attrs.at("perplexity").to_number<double>() == Approx(std::exp(final_value)));
 }
 
+TEST_CASE("trial-worker --objective lm with objectives sends those metrics as its values",
+          "[worker][lm][integration]") {
+  config::LmObjectiveConfig config = FixtureConfig();
+  config.objectives = {"planned_memory_bytes", "eval_loss", "tokens_per_second", "perplexity"};
+  testing::ChildResult run = testing::RunChild(
+      {kWorker, "--objective", "lm", "--config", config::LmObjectiveToJson(config)},
+      {R"(TRIALD_PARAMS={"learning_rate": 0.003, "seed": 4})", "TRIALD_STUDY=lm",
+       "TRIALD_TRIAL=0"});
+  INFO("stderr: " << run.err);
+  CHECK(run.exit_code == 0);
+  std::vector<json::object> lines = ParseLines(run.report);
+  std::map<std::string, json::value> attrs;
+  double last_report = -1;
+  for (const json::object& line : lines) {
+    const std::string type(line.at("type").as_string());
+    if (type == "attr") attrs[std::string(line.at("key").as_string())] = line.at("value");
+    if (type == "report") last_report = line.at("value").to_number<double>();
+  }
+  const json::object& final_line = lines.back();
+  REQUIRE(final_line.at("type").as_string() == "final");
+  REQUIRE_FALSE(final_line.contains("value"));
+  const json::array& values = final_line.at("values").as_array();
+  REQUIRE(values.size() == 4);
+  CHECK(values[0].to_number<double>() == attrs.at("planned_memory_bytes").to_number<double>());
+  CHECK(values[1].to_number<double>() == last_report);  // the last evaluation loss
+  const double tokens_per_second =
+      attrs.at("tokens_seen").to_number<double>() / attrs.at("train_seconds").to_number<double>();
+  CHECK(attrs.at("tokens_per_second").to_number<double>() == Approx(tokens_per_second));
+  CHECK(values[2].to_number<double>() == attrs.at("tokens_per_second").to_number<double>());
+  CHECK(values[3].to_number<double>() == attrs.at("perplexity").to_number<double>());
+  CHECK(values[3].to_number<double>() == Approx(std::exp(last_report)));
+  CHECK(run.out.find("final value ") != std::string::npos);
+
+  // One metric: a single value, sent as "value" as without objectives.
+  config.objectives = {"train_seconds"};
+  run = testing::RunChild(
+      {kWorker, "--objective", "lm", "--config", config::LmObjectiveToJson(config)},
+      {R"(TRIALD_PARAMS={"seed": 4})", "TRIALD_STUDY=lm", "TRIALD_TRIAL=0"});
+  CHECK(run.exit_code == 0);
+  lines = ParseLines(run.report);
+  attrs.clear();
+  for (const json::object& line : lines) {
+    if (line.at("type").as_string() == "attr") {
+      attrs[std::string(line.at("key").as_string())] = line.at("value");
+    }
+  }
+  REQUIRE(lines.back().contains("value"));
+  CHECK(lines.back().at("value").to_number<double>() ==
+        attrs.at("train_seconds").to_number<double>());
+}
+
 TEST_CASE("trial-worker --objective lm fails cleanly on a bad checkpoint or config",
           "[worker][lm][integration]") {
   TempDir dir;

@@ -36,7 +36,12 @@
 // non-finite numbers, negative steps, over-long lines and attribute keys. Numbers are written
 // with 17 significant digits, so the stored value is the program's double, bit for bit.
 //
-// Thread-safety: Report/Attr/Error/Heartbeat/Final may be called from several threads.
+// Several objectives: return a std::vector<double> (one value per [study] directions entry,
+// n_objectives() of them) from the objective, or call Final(values). Constraints (feasible when
+// every value is <= 0): trial.Constraints({c1, c2}) before the final line.
+//
+// Thread-safety: Report/Attr/Error/Heartbeat/Constraints/Final may be called from several
+// threads.
 
 #include <errno.h>
 #include <fcntl.h>
@@ -362,6 +367,15 @@ class Trial {
     if (const char* number = std::getenv("TRIALD_TRIAL")) number_ = std::atoll(number);
     if (const char* study = std::getenv("TRIALD_STUDY")) study_ = study;
     if (const char* dir = std::getenv("TRIALD_TRIAL_DIR")) dir_ = dir;
+    if (const char* n = std::getenv("TRIALD_N_OBJECTIVES")) {
+      char* end = nullptr;
+      const long v = std::strtol(n, &end, 10);
+      if (end == n || *end != '\0' || v < 1 || v > 1000000) {
+        throw std::invalid_argument(std::string("TRIALD_N_OBJECTIVES=") + n +
+                                    " is not a positive integer");
+      }
+      n_objectives_ = static_cast<int>(v);
+    }
     if (report_fd != nullptr) {
       char* end = nullptr;
       const long fd = std::strtol(report_fd, &end, 10);
@@ -432,18 +446,27 @@ class Trial {
     Send("{\"type\":\"report\",\"step\":" + std::to_string(step) +
          ",\"value\":" + detail::FormatNumber(value, "value") + "}");
   }
-  // The objective (once).
+  // The objective (once): one value, or one per objective of the study (n_objectives(), in
+  // the order of [study] directions). One value in a vector is sent as "value".
   void Final(double value) {
     Finish("{\"type\":\"final\",\"value\":" + detail::FormatNumber(value, "value") + "}");
   }
   void Final(const std::vector<double>& values) {
     if (values.empty()) throw std::invalid_argument("values must not be empty");
-    std::string line = "{\"type\":\"final\",\"values\":[";
-    for (size_t i = 0; i < values.size(); ++i) {
-      line += (i ? "," : "") + detail::FormatNumber(values[i], "values");
-    }
-    Finish(line + "]}");
+    if (values.size() == 1) return Final(values.front());
+    Finish("{\"type\":\"final\",\"values\":" + NumberArray(values, "values") + "}");
   }
+  // The trial's constraint values, before Final(): feasible when every one is <= 0 (Optuna's
+  // definition). An empty vector sends nothing (no constraints: feasible). Throws
+  // std::invalid_argument for a non-finite value, std::logic_error after Final().
+  void Constraints(const std::vector<double>& values) {
+    const std::string array = NumberArray(values, "constraint value");
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (finished_) throw std::logic_error("Constraints() must come before Final()");
+    if (!values.empty()) WriteLocked("{\"type\":\"constraints\",\"values\":" + array + "}");
+  }
+  // The study's number of objectives (TRIALD_N_OBJECTIVES; 1 when unset, as when run by hand).
+  int n_objectives() const { return n_objectives_; }
   // A named attribute (a number, a string or a bool).
   void Attr(std::string_view key, double value) {
     SendAttr(key, detail::FormatNumber(value, "attribute value"));
@@ -497,6 +520,14 @@ class Trial {
     }
   }
 
+  static std::string NumberArray(const std::vector<double>& values, const char* what) {
+    std::string out = "[";
+    for (size_t i = 0; i < values.size(); ++i) {
+      out += (i ? "," : "") + detail::FormatNumber(values[i], what);
+    }
+    return out + "]";
+  }
+
   void SendAttr(std::string_view key, const std::string& json_value) {
     if (key.empty() || key.size() > kMaxAttrKeyBytes) {
       throw std::invalid_argument("attribute key must be 1 to " + std::to_string(kMaxAttrKeyBytes) +
@@ -544,20 +575,38 @@ class Trial {
   std::string study_;
   std::string dir_;
   int fd_ = -1;  // -1: run by hand, lines go to stderr
+  int n_objectives_ = 1;
   bool finished_ = false;
   std::mutex mutex_;
 };
 
+namespace detail {
+
+// Throws std::invalid_argument (Optuna 3.1's message) unless `count` values fit the study.
+inline void CheckObjectiveCount(size_t count, int n_objectives) {
+  if (count != static_cast<size_t>(n_objectives)) {
+    throw std::invalid_argument("The number of the values " + std::to_string(count) +
+                                " did not match the number of the objectives " +
+                                std::to_string(n_objectives) + ".");
+  }
+}
+inline size_t ValueCount(double) { return 1; }
+inline size_t ValueCount(const std::vector<double>& values) { return values.size(); }
+
+}  // namespace detail
+
 // Runs objective(trial) as one triald trial and returns the process's exit status, for
 // `return triald::Run(...)` in main(): 0 after sending the returned value (a double, or a
 // std::vector<double> for several objectives) as final; 143 when triald stopped the trial; 1
-// after sending an exception's message as the trial's error (also printed on stderr).
+// after sending an exception's message as the trial's error (also printed on stderr), or when
+// the number of values returned is not the study's number of objectives (n_objectives()).
 template <typename Objective>
 int Run(Objective&& objective) {
   try {
     Trial trial;
     try {
       auto result = objective(trial);
+      detail::CheckObjectiveCount(detail::ValueCount(result), trial.n_objectives());
       trial.Final(result);
       return 0;
     } catch (const TrialStopped&) {

@@ -30,7 +30,7 @@ TRIALD_PARAMS if set (else from the `params` given to Trial, else none), and the
 go to stderr, so you can see what triald would receive.
 
 Environment read: TRIALD_PARAMS (a JSON object), TRIALD_REPORT_FD, TRIALD_STUDY, TRIALD_TRIAL,
-TRIALD_TRIAL_DIR. Every message is one compact JSON line written with a single os.write (a line
+TRIALD_TRIAL_DIR, TRIALD_N_OBJECTIVES (run(): how many values the objective returns). Every message is one compact JSON line written with a single os.write (a line
 is never split by buffering, and lines from several threads never interleave); lines longer than
 the daemon's limit, non-finite numbers and malformed attributes are refused here with a
 ValueError naming the problem, instead of ending the trial as FAIL(protocol) later.
@@ -43,7 +43,8 @@ objective function written for Optuna runs unchanged, one process per trial, und
 which passes it an OptunaTrial (Optuna's Trial API: suggest_float, suggest_int,
 suggest_categorical, report(value, step), should_prune, set_user_attr, ...) whose suggestions the
 daemon answers over the same descriptor. Raising TrialPruned (or optuna.TrialPruned) ends the
-trial PRUNED. Trial above keeps its own argument order, report(step, value); the two classes are
+trial PRUNED. Returning a tuple or list gives a study with several objectives its values;
+trial.set_constraints([...]) (or a sweep's `[objective] constraints` function) its constraints. Trial above keeps its own argument order, report(step, value); the two classes are
 separate (triald._runner and triald._optuna; proto/README.md, "Define-by-run objectives").
 """
 
@@ -56,7 +57,8 @@ import sys
 from triald._optuna import (CategoricalDistribution, FloatDistribution, IntDistribution,
                             OptunaTrial, TrialPruned)
 from triald._wire import (MAX_ATTR_KEY_BYTES, MAX_LINE_BYTES, ChannelError, LineWriter,
-                          TrialStopped, check_attr_key, finite as _finite,
+                          TrialStopped, check_attr_key, constraint_values as _constraint_values,
+                          finite as _finite,
                           handle_sigterm as _handle_sigterm,
                           open_report_fd, plain as _plain, shortened_error)
 
@@ -157,6 +159,16 @@ class Trial:
         """
         self._send(shortened_error(message))
 
+    def constraints(self, values):
+        """The trial's constraint values (feasible when every one is <= 0, as Optuna defines
+        it): one line, sent before finish() (none for an empty sequence). NaN, infinities and
+        non-numbers are refused with a ValueError."""
+        if self._finished:
+            raise RuntimeError("constraints() must come before finish()")
+        found = _constraint_values(values, "constraints()")
+        if found:  # an empty sequence: no constraints, feasible
+            self._send({"type": "constraints", "values": found})
+
     def finish(self, value=None, *, values=None):
         """The objective: `value`, or `values` (a list) for several objectives. Once only."""
         if (value is None) == (values is None):
@@ -192,7 +204,8 @@ class Trial:
 def run(objective, trial=None):
     """Runs objective(trial) as one triald trial and exits the process.
 
-    The returned number (or list of numbers) is sent as the final value and the process exits 0.
+    The returned number (or list of numbers, one per objective: TRIALD_N_OBJECTIVES of them, 1
+    when unset) is sent as the final value and the process exits 0.
     If triald stopped the trial (TrialStopped), it exits with 143 without a traceback. Any other
     exception is sent as the trial's error message, then re-raised (a traceback on stderr, which
     triald keeps in the trial's log, and exit status 1).
@@ -211,9 +224,19 @@ def run(objective, trial=None):
         raise
     if result is None:
         raise ValueError("the objective returned None; return the value to minimise/maximise")
-    if isinstance(result, (list, tuple)):
-        trial.finish(values=list(result))
+    values = list(result) if isinstance(result, (list, tuple)) else [result]
+    n_text = os.environ.get("TRIALD_N_OBJECTIVES", "1")
+    n_objectives = int(n_text) if n_text.isdigit() and int(n_text) >= 1 else None
+    if n_objectives is None:
+        raise ValueError(f"TRIALD_N_OBJECTIVES={n_text!r} is not a positive integer")
+    if len(values) != n_objectives:
+        message = (f"The number of the values {len(values)} did not match the number of the "
+                   f"objectives {n_objectives}.")
+        trial.error(message)
+        raise ValueError(message)
+    if len(values) == 1:
+        trial.finish(values[0])
     else:
-        trial.finish(result)
+        trial.finish(values=values)
     sys.stdout.flush()
     sys.exit(0)

@@ -25,7 +25,8 @@ import numbers
 import operator
 import warnings
 
-from triald._wire import ChannelError, TrialStopped, check_attr_key, finite, plain
+from triald._wire import (ChannelError, TrialStopped, check_attr_key, constraint_values, finite,
+                          plain)
 
 # The daemon's per-trial limits on the define-by-run exchange (proto/README.md).
 MAX_PARAMS = 1000
@@ -237,6 +238,70 @@ class CategoricalDistribution(_Distribution):
 # -- the trial ----------------------------------------------------------------------------------
 
 
+class FrozenTrial:
+    """A finished trial as a constraints function sees it (`[objective] constraints`), like the
+    FrozenTrial Optuna passes to a sampler's constraints_func: number, params, distributions,
+    user_attrs, intermediate_values, datetime_start, and the objective's values (None for a
+    pruned trial). `value` is the single objective's value; with several objectives reading it
+    raises RuntimeError, as in Optuna. Every property returns a copy.
+    """
+
+    def __init__(self, *, number, params, distributions, user_attrs, intermediate_values,
+                 values, datetime_start):
+        self._number = number
+        self._params = copy.deepcopy(params)
+        self._distributions = copy.deepcopy(distributions)
+        self._user_attrs = copy.deepcopy(user_attrs)
+        self._intermediate_values = dict(intermediate_values)
+        self._values = None if values is None else [float(v) for v in values]
+        self._datetime_start = datetime_start
+
+    @property
+    def number(self):
+        return self._number
+
+    @property
+    def params(self):
+        return copy.deepcopy(self._params)
+
+    @property
+    def distributions(self):
+        return copy.deepcopy(self._distributions)
+
+    @property
+    def user_attrs(self):
+        return copy.deepcopy(self._user_attrs)
+
+    @property
+    def intermediate_values(self):
+        return dict(self._intermediate_values)
+
+    @property
+    def last_step(self):
+        return max(self._intermediate_values) if self._intermediate_values else None
+
+    @property
+    def datetime_start(self):
+        return self._datetime_start
+
+    @property
+    def values(self):
+        return None if self._values is None else list(self._values)
+
+    @property
+    def value(self):
+        if self._values is None:
+            return None
+        if len(self._values) > 1:
+            raise RuntimeError(
+                "This attribute is not available during multi-objective optimization.")
+        return self._values[0]
+
+    def __repr__(self):
+        return (f"FrozenTrial(number={self._number!r}, values={self._values!r}, "
+                f"params={self._params!r}, user_attrs={self._user_attrs!r})")
+
+
 class ReplayAnswers:
     """Answers requests from fixed values (`--params`), as a daemon would: no daemon needed."""
 
@@ -279,8 +344,9 @@ class OptunaTrial:
         self._params = {}
         self._distributions = {}
         self._user_attrs = {}
-        self._reported_steps = set()
+        self._intermediate_values = {}
         self._requests = 0
+        self._constraints = None
         self.stop_requested = False
 
     # -- suggestions ----------------------------------------------------------------------------
@@ -363,12 +429,12 @@ class OptunaTrial:
             raise ValueError(f"step must be an integer, got {step!r}") from None
         if step < 0:
             raise ValueError(f"The `step` argument is {step} but cannot be negative.")
-        if step in self._reported_steps:
+        if step in self._intermediate_values:
             warnings.warn(f"The reported value is ignored because this `step` {step} is already "
                           "reported.")
             return
         self._writer.send({"type": "report", "step": step, "value": finite(number, "value")})
-        self._reported_steps.add(step)
+        self._intermediate_values[step] = number
 
     def should_prune(self):
         """Whether triald's pruner has decided to stop this trial, judged on the values reported
@@ -396,6 +462,28 @@ class OptunaTrial:
     @property
     def user_attrs(self):
         return copy.deepcopy(self._user_attrs)
+
+    # -- constraints (triald's own; Optuna takes them from a sampler's constraints_func) --------
+
+    def set_constraints(self, values):
+        """The trial's constraint values (a sequence of numbers; the trial is feasible when every
+        one is <= 0, as Optuna defines it). Sent just before the trial's final (or pruned) line;
+        a later call replaces an earlier one. Refused with a ValueError here: NaN, infinities,
+        non-numbers."""
+        self._constraints = constraint_values(values, "set_constraints()")
+
+    @property
+    def constraints(self):
+        """What set_constraints() was given (a list of floats), or None."""
+        return None if self._constraints is None else list(self._constraints)
+
+    def frozen(self, values):
+        """A read-only view of this trial once its objective has returned `values` (a list of
+        floats, or None for a pruned trial): what a constraints function receives."""
+        return FrozenTrial(number=self._number, params=self._params,
+                           distributions=self._distributions, user_attrs=self._user_attrs,
+                           intermediate_values=self._intermediate_values, values=values,
+                           datetime_start=self._datetime_start)
 
     @property
     def params(self):

@@ -9,6 +9,7 @@ Thread-safety: LineWriter.send and DaemonAnswers.ask are safe to call from sever
 ask holds the lock from its request to its answer, so answers cannot be taken by another thread.
 """
 
+import collections.abc
 import json
 import math
 import numbers
@@ -54,6 +55,41 @@ def plain(value, what):
     if isinstance(value, (list, tuple)):
         return [plain(item, f"{what}[{i}]") for i, item in enumerate(value)]
     raise ValueError(f"{what}: {type(value).__name__} is not a JSON value")
+
+
+def constraint_values(result, what="the constraints function"):
+    """`result` (what a constraints function returned, or set_constraints was given) as a list
+    of finite floats; ValueError naming the problem. Like Optuna's constraints_func it is a
+    sequence of numbers (a tuple, a list, a 1-D array), NaN refused with Optuna's message;
+    infinities are refused too (the wire carries finite numbers)."""
+    if isinstance(result, (str, bytes, dict)) or result is None or \
+            not isinstance(result, collections.abc.Iterable):
+        raise ValueError(f"{what} must return a sequence of floats (e.g. [c1, c2]), got "
+                         f"{type(result).__name__} {result!r}")
+    try:
+        items = list(result)
+    except TypeError:  # a 0-d array is Iterable but not iterable
+        raise ValueError(f"{what} must return a sequence of floats (e.g. [c1, c2]), got "
+                         f"{type(result).__name__} {result!r}") from None
+    values = []
+    for i, item in enumerate(items):
+        if isinstance(item, bool):
+            raise ValueError(f"{what}: constraints[{i}] is a bool ({item}); a constraint is a "
+                             f"number, satisfied when <= 0")
+        try:
+            if isinstance(item, (str, bytes)):
+                raise TypeError
+            number = float(item)
+        except (TypeError, ValueError):
+            raise ValueError(f"{what}: constraints[{i}] = {item!r} could not be cast to "
+                             f"float") from None
+        if math.isnan(number):
+            raise ValueError("Constraint values cannot be NaN.")
+        if math.isinf(number):
+            raise ValueError(f"{what}: constraints[{i}] = {number} is not finite (triald "
+                             f"records finite values only)")
+        values.append(number)
+    return values
 
 
 def check_attr_key(key):
