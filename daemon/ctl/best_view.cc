@@ -65,8 +65,8 @@ bool PrintBest(std::ostream& out, const json::value& reply) {
     if (complete == 0) {
       out << "no COMPLETE trial yet\n";
     } else if (feasible == 0) {
-      out << "none of its " << Trials(complete)
-          << " COMPLETE is feasible (each violates a constraint: a value above 0)\n";
+      out << "none of its " << complete << (complete == 1 ? " COMPLETE trial" : " COMPLETE trials")
+          << " is feasible (each violates a constraint: a value above 0)\n";
     } else {
       out << "no COMPLETE trial has a value for every objective\n";
     }

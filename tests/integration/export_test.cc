@@ -166,8 +166,7 @@ TEST_CASE("export CSV quotes fields and JSON writes numbers as Python does", "[e
         "\"high\": 1.0, \"log\": true}}");
 }
 
-TEST_CASE("export of several objectives and constraints: CSV columns and best trials",
-          "[export]") {
+TEST_CASE("export of several objectives and constraints: CSV columns and best trials", "[export]") {
   common::Result<exports::StudyData> data =
       exports::ParseStudyExport(json::parse(MultiObjectiveReply(true)));
   INFO(data.status().ToString());
@@ -180,8 +179,8 @@ TEST_CASE("export of several objectives and constraints: CSV columns and best tr
   std::vector<std::vector<std::string>> rows = ParseCsv(exports::ToCsv(*data));
   REQUIRE(rows.size() == 8);
   CHECK(rows[0] == std::vector<std::string>{"number", "state", "values_0", "values_1",
-                                            "constraints_0", "constraints_1", "feasible",
-                                            "reason", "params_s", "params_x", "datetime_start",
+                                            "constraints_0", "constraints_1", "feasible", "reason",
+                                            "params_s", "params_x", "datetime_start",
                                             "datetime_complete", "duration"});
   CHECK(rows[2][2] == "0.0");
   CHECK(rows[2][3] == "9.0");
@@ -225,9 +224,10 @@ TEST_CASE("export of several objectives and constraints: CSV columns and best tr
   CHECK_THAT(refused.status().message(), Catch::Contains("trial 2: constraints"));
 }
 
-TEST_CASE("Optuna export of several objectives and constraints: Optuna reads directions, "
-          "values, constraints and the same front",
-          "[export][optuna]") {
+TEST_CASE(
+    "Optuna export of several objectives and constraints: Optuna reads directions, "
+    "values, constraints and the same front",
+    "[export][optuna]") {
   TempDir dir;
   for (bool with_constraints : {true, false}) {
     INFO("constraints " << with_constraints);
@@ -242,14 +242,14 @@ TEST_CASE("Optuna export of several objectives and constraints: Optuna reads dir
       front.push_back(json::parse(reply).at("trials").at(static_cast<size_t>(n)));
     }
     int64_t feasible = 0;
-    for (const exports::ExportTrial& t : data->trials) feasible += t.state == "COMPLETE" && t.feasible;
-    const std::string best =
-        dir.Write("best.json", json::serialize(json::object{{"best_trials", front},
-                                                            {"feasible", feasible}}));
+    for (const exports::ExportTrial& t : data->trials)
+      feasible += t.state == "COMPLETE" && t.feasible;
+    const std::string best = dir.Write(
+        "best.json", json::serialize(json::object{{"best_trials", front}, {"feasible", feasible}}));
     const std::string exported = dir.Write("mo.json", exports::ToJson(*data));
-    auto [code, output] = Shell("/usr/bin/python3 " + std::string(TRIALD_SOURCE_DIR) +
-                                "/tests/integration/check_optuna_export.py " + db + " " + exported +
-                                " " + best);
+    auto [code, output] =
+        Shell("/usr/bin/python3 " + std::string(TRIALD_SOURCE_DIR) +
+              "/tests/integration/check_optuna_export.py " + db + " " + exported + " " + best);
     INFO(output);
     CHECK(code == 0);
     CHECK_THAT(output, Catch::Contains("7 trials match"));

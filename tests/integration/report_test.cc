@@ -3,6 +3,8 @@
 // script ran must hold one history point per finished trial (and the other plots' elements),
 // and its screenshot must show a drawn page. Chromium is required (scripts/install-deps.sh
 // installs it): without it the case fails, naming the package.
+#include "daemon/ctl/report.h"
+
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -14,7 +16,6 @@
 #include <set>
 #include <sstream>
 
-#include "daemon/ctl/report.h"
 #include "daemon/ctl/trialctl.h"
 #include "daemon/export/study_export.h"
 #include "tests/integration/harness.h"
@@ -67,9 +68,9 @@ std::string RenderedDom(TempDir& dir, const std::string& html, const std::string
         "chromium is not installed: the browser checks of trialctl report need it (apt-get "
         "install chromium; scripts/install-deps.sh does)");
   }
-  auto [code, dom] = Shell("timeout 120 " + chromium + kChromiumFlags + dir.File(profile) +
-                               " --dump-dom file://" + html,
-                           /*with_stderr=*/false);
+  auto [code, dom] = Shell(
+      "timeout 120 " + chromium + kChromiumFlags + dir.File(profile) + " --dump-dom file://" + html,
+      /*with_stderr=*/false);
   REQUIRE(code == 0);
   return dom;
 }
@@ -209,12 +210,10 @@ TEST_CASE("report of three objectives: one front plot per pair of objectives",
   TempDir dir;
   // Minimise all three; trial 3 would beat every trial but is infeasible; 4 is dominated by 0
   // in every pair and overall.
-  std::vector<ReplyTrial> trials = {{0, "COMPLETE", "[1.0, 1.0, 1.0]"},
-                                    {1, "COMPLETE", "[0.0, 5.0, 2.0]"},
-                                    {2, "COMPLETE", "[3.0, 0.5, 0.0]"},
-                                    {3, "COMPLETE", "[-1.0, -1.0, -1.0]", "[2.0]"},
-                                    {4, "COMPLETE", "[4.0, 4.0, 4.0]", "[-1.0]"},
-                                    {5, "FAIL", "null"}};
+  std::vector<ReplyTrial> trials = {
+      {0, "COMPLETE", "[1.0, 1.0, 1.0]"},           {1, "COMPLETE", "[0.0, 5.0, 2.0]"},
+      {2, "COMPLETE", "[3.0, 0.5, 0.0]"},           {3, "COMPLETE", "[-1.0, -1.0, -1.0]", "[2.0]"},
+      {4, "COMPLETE", "[4.0, 4.0, 4.0]", "[-1.0]"}, {5, "FAIL", "null"}};
   common::Result<exports::StudyData> data = exports::ParseStudyExport(
       json::parse(ExportReply("tri", "[\"minimize\",\"minimize\",\"minimize\"]", trials)));
   REQUIRE(data.ok());
