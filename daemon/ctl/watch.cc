@@ -43,7 +43,7 @@ std::string Best(const json::object& s) {
 
 // "minimize" or "minimize, maximize".
 std::string Directions(const json::object& s) {
-  if (!SeveralObjectives(s)) return Str(s, "direction");
+  if (!IsMultiObjective(s)) return Str(s, "direction");
   std::string out;
   for (const json::value& d : s.at("directions").get_array()) {
     out += (out.empty() ? "" : ", ") + FormatValue(d);
@@ -93,7 +93,7 @@ int Columns(int fd) {
 
 }  // namespace
 
-bool SeveralObjectives(const json::object& s) {
+bool IsMultiObjective(const json::object& s) {
   const json::value* d = s.if_contains("directions");
   return d != nullptr && d->is_array() && d->get_array().size() > 1;
 }
@@ -136,7 +136,7 @@ std::vector<std::string> WatchLines(const json::object& s, const WatchState& w, 
   lines.push_back("study " + Str(s, "name") + ": " + Str(s, "state") + ", " + Directions(s) +
                   "   watching " + FormatSeconds(elapsed_s));
   lines.push_back("  trials: " + Counts(s));
-  if (SeveralObjectives(s)) {
+  if (IsMultiObjective(s)) {
     if (w.front.is_object()) {
       for (const std::string& l : FrontLines(w.front.get_object(), 5)) lines.push_back("  " + l);
     } else {
@@ -154,7 +154,7 @@ std::vector<std::string> WatchLines(const json::object& s, const WatchState& w, 
 
 std::string WatchLine(const json::object& s, const WatchState& w) {
   std::string line = Str(s, "name") + ": " + Counts(s) + "; " +
-                     (SeveralObjectives(s) ? FrontSummary(w.front) : "best " + Best(s));
+                     (IsMultiObjective(s) ? FrontSummary(w.front) : "best " + Best(s));
   std::optional<double> eta = EstimateSeconds(s, w, nullptr);
   if (eta) line += "; ETA ~" + FormatSeconds(*eta);
   return line;
@@ -177,7 +177,7 @@ int WatchStudy(Client& client, const std::string& study, const WatchOptions& o, 
     }
     const json::object& s = r->get_object();
     w.max_running = std::max<int>(w.max_running, static_cast<int>(Count(s, "running")));
-    if (SeveralObjectives(s) && Count(s, "complete") != w.front_complete) {
+    if (IsMultiObjective(s) && Count(s, "complete") != w.front_complete) {
       // The front changes only when a trial completes: asked again only then.
       Result<json::value> front = client.Call("best", {{"study", study}});
       if (!front.ok()) {
@@ -216,7 +216,7 @@ int WatchStudy(Client& client, const std::string& study, const WatchOptions& o, 
     }
     if (Ended(s)) {
       if (!o.json) out << "study " << study << " " << Str(s, "state") << "\n";
-      if (SeveralObjectives(s)) {
+      if (IsMultiObjective(s)) {
         if (o.json) return FrontEmpty(w.front) ? kExitError : kExitOk;
         if (!PrintBest(out, w.front)) {
           err << "trialctl: study \"" << study << "\" ended with an empty Pareto front\n";

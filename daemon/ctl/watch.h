@@ -52,7 +52,7 @@ struct WatchState {
   int64_t front_complete = -1;  // the COMPLETE count when `front` was asked for
 };
 // True when the status reply is of a study with several objectives.
-bool SeveralObjectives(const boost::json::object& status);
+bool IsMultiObjective(const boost::json::object& status);
 // The ETA in seconds per the rule above, or nullopt when there is none yet.
 std::optional<double> EstimateSeconds(const boost::json::object& status, const WatchState& s,
                                       std::string* how);

@@ -239,7 +239,7 @@ TEST_CASE("watch and best text of a front", "[best][watch]") {
                             .as_object();
   ctl::WatchState w;
   w.front = front;
-  CHECK(ctl::SeveralObjectives(status));
+  CHECK(ctl::IsMultiObjective(status));
   CHECK(ctl::WatchLine(status, w) ==
         "s: 7/10 finished (7 complete, 0 pruned, 0 failed), 1 running, 2 waiting; front 2 trials "
         "(5 of 7 complete feasible)");
