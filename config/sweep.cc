@@ -224,6 +224,11 @@ class SweepParser {
                        const std::vector<KindKeys>& kinds, const std::string* kind) const;
 
   Status ParseStudy(const toml::table& t, StudyConfig* out) const;
+  // [study] directions = ["minimize", "maximize", ...]: two or more, exclusive with direction.
+  Status ParseDirections(const toml::table& t, const toml::node& n, StudyConfig* out) const;
+  // A study with several objectives: its [sampler] kind must be one of
+  // MultiObjectiveSamplerKinds() and it may have no pruner (as in Optuna).
+  Status CheckMultiObjective(const toml::table& root, const SweepSpec& spec) const;
   Status ParseObjective(const toml::table& t, ObjectiveConfig* out) const;
   Status ParseCommand(const Field& f, std::vector<std::string>* out) const;
   Status ParseEnv(const Field& f, std::map<std::string, std::string>* out) const;
@@ -361,13 +366,77 @@ Status SweepParser::CheckKindKeys(const std::string& table_name, const toml::tab
   return Status::Ok();
 }
 
+Status SweepParser::ParseDirections(const toml::table& t, const toml::node& n,
+                                    StudyConfig* out) const {
+  const std::string tn = "[study]";
+  Field f{tn, "directions", &n};
+  if (const toml::node* d = t.get("direction")) {
+    return InvalidArgument(Where(n.source()) + ": [study] directions = " + Repr(n) +
+                           " and direction = " + Repr(*d) + " (at " + Where(d->source()) +
+                           ") are both given; expected one of them: direction for one "
+                           "objective, directions for two or more");
+  }
+  const std::string expected =
+      "an array of two or more of \"minimize\" and \"maximize\", one per objective";
+  const toml::array* arr = n.as_array();
+  if (arr == nullptr) return ValueError(f, "", expected);
+  if (arr->size() < 2) {
+    return ValueError(f, arr->empty() ? "no objectives" : "a single objective",
+                      expected +
+                          " (for one objective write direction = \"minimize\" or "
+                          "\"maximize\")");
+  }
+  std::vector<Direction> dirs;
+  for (size_t i = 0; i < arr->size(); ++i) {
+    Field ef{tn, "directions[" + std::to_string(i) + "]", arr->get(i)};
+    std::string dir;
+    const std::string one = "\"minimize\" or \"maximize\"";
+    TRIALD_RETURN_IF_ERROR(ReadString(ef, one, &dir));
+    if (dir == "minimize") {
+      dirs.push_back(Direction::kMinimize);
+    } else if (dir == "maximize") {
+      dirs.push_back(Direction::kMaximize);
+    } else {
+      return ValueError(ef, "", one);
+    }
+  }
+  out->directions = std::move(dirs);
+  out->direction = out->directions.front();
+  return Status::Ok();
+}
+
+Status SweepParser::CheckMultiObjective(const toml::table& root, const SweepSpec& spec) const {
+  if (spec.study.directions.size() < 2) return Status::Ok();
+  const std::string count = std::to_string(spec.study.directions.size()) + " objectives";
+  const toml::table* sampler = root.get_as<toml::table>("sampler");
+  if (!Contains(MultiObjectiveSamplerKinds(), spec.sampler.kind)) {
+    const toml::node* kind = sampler != nullptr ? sampler->get("kind") : nullptr;
+    return InvalidArgument(Where(kind != nullptr ? kind->source() : root.source()) +
+                           ": [sampler] kind = " + Quoted(spec.sampler.kind) +
+                           ": does not handle several objectives ([study] directions has " + count +
+                           "); expected one of " + JoinList(MultiObjectiveSamplerKinds()));
+  }
+  const toml::table* pruner = root.get_as<toml::table>("pruner");
+  if (pruner != nullptr && spec.pruner.kind != "nop") {
+    const toml::node* kind = pruner->get("kind");
+    return InvalidArgument(Where(kind != nullptr ? kind->source() : pruner->source()) +
+                           ": [pruner] kind = " + Quoted(spec.pruner.kind) +
+                           ": pruning is not supported for a study with several "
+                           "objectives ([study] directions has " +
+                           count +
+                           "), as in Optuna; expected no [pruner] "
+                           "table (or kind = \"nop\")");
+  }
+  return Status::Ok();
+}
+
 Status SweepParser::ParseStudy(const toml::table& t, StudyConfig* out) const {
   const std::string tn = "[study]";
   TRIALD_RETURN_IF_ERROR(CheckKeys(
       tn, t,
       {"name", "direction", "n_trials", "parallelism", "trial_timeout", "kill_grace",
        "stall_timeout", "gpus_per_trial", "retries", "retry_on", "memory_limit", "pids_limit",
-       "max_intermediate_steps", "max_attrs", "max_attr_bytes", "max_report_bytes"}));
+       "max_intermediate_steps", "max_attrs", "max_attr_bytes", "max_report_bytes", "directions"}));
   const std::string name_expected =
       "1 to 128 characters from A-Z a-z 0-9 _ . -, starting with a letter or digit";
   if (const toml::node* n = t.get("name")) {
@@ -389,6 +458,10 @@ Status SweepParser::ParseStudy(const toml::table& t, StudyConfig* out) const {
     } else {
       return ValueError(f, "", expected);
     }
+  }
+  out->directions = {out->direction};
+  if (const toml::node* n = t.get("directions")) {
+    TRIALD_RETURN_IF_ERROR(ParseDirections(t, *n, out));
   }
   int64_t v = 0;
   if (const toml::node* n = t.get("n_trials")) {
@@ -1078,6 +1151,7 @@ Result<SweepSpec> SweepParser::Parse() {
   if (const toml::table* t = root.get_as<toml::table>("pruner")) {
     TRIALD_RETURN_IF_ERROR(ParsePruner(*t, &spec.pruner));
   }
+  TRIALD_RETURN_IF_ERROR(CheckMultiObjective(root, spec));
   return spec;
 }
 
@@ -1091,6 +1165,11 @@ const char* DirectionName(Direction d) {
       return "maximize";
   }
   return "unknown";
+}
+
+const std::vector<const char*>& MultiObjectiveSamplerKinds() {
+  static const std::vector<const char*> kKinds = {"random", "qmc", "grid", "tpe", "nsga2"};
+  return kKinds;
 }
 
 const std::vector<const char*>& RetryableReasons() {

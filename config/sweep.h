@@ -70,6 +70,10 @@ inline constexpr int64_t kMaxCapAttrs = 100'000;
 inline constexpr uint64_t kMaxCapAttrBytes = uint64_t{64} << 20;    // 64 MiB
 inline constexpr uint64_t kMaxCapReportBytes = uint64_t{64} << 30;  // 64 GiB
 
+// The [sampler] kinds that accept a study with several objectives ([study] directions):
+// "random", "qmc", "grid", "tpe", "nsga2". A multi-objective sweep with another kind is refused.
+const std::vector<const char*>& MultiObjectiveSamplerKinds();
+
 // The FAIL reasons [study] retry_on may name: "lost", "signal", "oom", "timeout", "exit",
 // "shutdown", "stalled" (not "protocol", "spawn" or "cancelled": those do not go away by running
 // again).
