@@ -36,6 +36,7 @@ struct Scheduler::RunningTrial {
   int number = 0;
   std::unique_ptr<launcher::TrialProcess> process;
   std::vector<double> final_values;         // from the last "final" line
+  std::vector<double> constraints;          // from the last "constraints" line
   std::string worker_error;                 // from the last "error" line
   bool pruned = false;                      // the pruner said stop; later reports are dropped
   std::vector<devices::GpuSlot> gpu_slots;  // held until the trial ends, then drained
@@ -172,6 +173,7 @@ Result<model::StudyRecord> Scheduler::Submit(const config::SweepSource& source,
   model::NewStudy ns;
   ns.name = spec.study.name;
   ns.direction = spec.study.direction;
+  ns.directions = spec.study.directions;
   ns.n_trials = spec.study.n_trials;
   ns.spec_toml = source.text;
   ns.spec_path = source.path;
@@ -636,6 +638,16 @@ void Scheduler::OnMessage(int64_t trial_id, const proto::ReportMessage& m) {
     case proto::ReportType::kPruned:
       rt.worker_pruned = true;
       break;
+    case proto::ReportType::kConstraints:
+      // Constraints describe the result: they come before it (the last such line counts).
+      if (rt.final_seen) {
+        rt.process->FailProtocol(
+            "a constraints line after the final line; send constraints "
+            "before final");
+        break;
+      }
+      rt.constraints = m.values;
+      break;
   }
 }
 
@@ -735,6 +747,8 @@ void Scheduler::OnExit(int64_t trial_id, const launcher::ProcessOutcome& o) {
   TrialObservation seen;
   seen.process = o;
   seen.final_values = rt->final_values;
+  seen.n_objectives = study.spec.study.directions.size();
+  seen.constraints = rt->constraints;
   seen.worker_error = rt->worker_error;
   seen.worker_pruned = rt->worker_pruned;
   if (!trial.intermediate.empty()) seen.last_intermediate = trial.intermediate.rbegin()->second;
@@ -840,12 +854,23 @@ void Scheduler::FinishTrial(StudyRuntime& study, int number, const model::TrialO
   }
   trial.state = out.state;
   trial.value = out.value;
+  trial.values = out.values;
+  trial.constraints = out.constraints;
   trial.fail = out.fail;
   trial.finished_at = now;
   ++study.finished;
   std::string what = model::TrialStateName(out.state);
   if (out.state == TrialState::kFail) what += "(" + out.fail.reason + "): " + out.fail.detail;
-  if (out.value) what += " value=" + std::to_string(*out.value);
+  if (out.value) {
+    what += " value=" + std::to_string(*out.value);
+  } else if (!out.values.empty()) {
+    what += " values=";
+    for (size_t i = 0; i < out.values.size(); ++i) {
+      what += (i > 0 ? "," : "") + std::to_string(out.values[i]);
+    }
+  }
+  if (!out.constraints.empty())
+    what += model::Feasible(out.constraints) ? " feasible" : " infeasible";
   options_.logger->info("study {} trial {}: {}", study.record.name, number, what);
   RecordEvent(&study, &trial, "trial_finished", what);
   MaybeRetry(study, number);  // may grow study.trials: `trial` is not used after this

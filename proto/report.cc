@@ -31,6 +31,8 @@ const char* ReportTypeName(ReportType type) {
       return "should_prune";
     case ReportType::kPruned:
       return "pruned";
+    case ReportType::kConstraints:
+      return "constraints";
   }
   return "?";
 }
@@ -275,6 +277,28 @@ Status ParseBody(const json::object& obj, ReportMessage& m) {
     m.value = m.values.front();
     return Status::Ok();
   }
+  if (t == "constraints") {
+    m.type = ReportType::kConstraints;
+    TRIALD_RETURN_IF_ERROR(OnlyFields(obj, {"type", "values"}));
+    const json::value* values = obj.if_contains("values");
+    const std::string expected = "an array of 1 to " + std::to_string(kMaxConstraints) +
+                                 " finite numbers (feasible when every one is <= 0)";
+    if (values == nullptr)
+      return InvalidArgument("constraints needs a field \"values\": " + expected);
+    if (!values->is_array() || values->get_array().empty() ||
+        values->get_array().size() > kMaxConstraints) {
+      const std::string got = values->is_array()
+                                  ? std::to_string(values->get_array().size()) + " values"
+                                  : json::serialize(*values).substr(0, 40);
+      return InvalidArgument("field \"values\" must be " + expected + ", not " + got);
+    }
+    for (const json::value& e : values->get_array()) {
+      Result<double> v = Number(e, "values");
+      if (!v.ok()) return v.status();
+      m.values.push_back(*v);
+    }
+    return Status::Ok();
+  }
   if (t == "attr") {
     m.type = ReportType::kAttr;
     TRIALD_RETURN_IF_ERROR(OnlyFields(obj, {"type", "key", "value"}));
@@ -326,8 +350,8 @@ Status ParseBody(const json::object& obj, ReportMessage& m) {
     return OnlyFields(obj, {"type"});
   }
   return InvalidArgument("unknown type \"" + std::string(t) +
-                         "\"; expected report, final, attr, error, heartbeat, suggest, "
-                         "should_prune or pruned");
+                         "\"; expected report, final, constraints, attr, error, heartbeat, "
+                         "suggest, should_prune or pruned");
 }
 
 // One line of either direction: at most `limit` bytes, one JSON object, decoded by `body`.
@@ -382,6 +406,12 @@ std::string EncodeReportLine(const ReportMessage& m) {
     case ReportType::kError:
       o["message"] = m.message;
       break;
+    case ReportType::kConstraints: {
+      json::array a;
+      for (double d : m.values) a.push_back(d);
+      o["values"] = std::move(a);
+      break;
+    }
     case ReportType::kHeartbeat:
     case ReportType::kShouldPrune:
     case ReportType::kPruned:

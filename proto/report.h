@@ -6,6 +6,7 @@
 //   {"type":"attr","key":"tokens_seen","value":123456}
 //   {"type":"error","message":"CUDA out of memory ..."}
 //   {"type":"heartbeat"}
+//   {"type":"constraints","values":[-0.5, 1.2]}   (before final; the last one counts)
 // and, on the two-way trial channel of define-by-run objectives (proto/README.md, "The two-way
 // trial channel"), the requests the daemon answers and the line that ends a pruned trial:
 //   {"type":"suggest","name":"lr","distribution":{"type":"float","low":1e-05,"high":0.1,"log":true}}
@@ -34,6 +35,8 @@ inline constexpr size_t kMaxReportLineBytes = 64 * 1024;
 inline constexpr size_t kMaxAttrKeyBytes = 256;
 // A suggested parameter's name: non-empty, at most this many bytes (as an attr key).
 inline constexpr size_t kMaxParamNameBytes = 256;
+// A "constraints" line holds 1 to this many values.
+inline constexpr size_t kMaxConstraints = 64;
 // An answer line, without its newline, is at most this long (a client may refuse a longer one):
 // an answer carries at most the request's name and one of its choices, and an error message is
 // cut to fit kMaxReportLineBytes.
@@ -48,6 +51,7 @@ enum class ReportType {
   kSuggest,      // asks for a parameter's value; answered with a suggestion (or an error)
   kShouldPrune,  // asks whether the pruner stopped the trial; answered with should_prune
   kPruned,       // the objective raised TrialPruned: sent instead of final, no answer
+  kConstraints,  // the trial's constraint values (feasible when all <= 0), before final
 };
 const char* ReportTypeName(ReportType type);
 
@@ -87,7 +91,8 @@ struct ReportMessage {
   ReportType type = ReportType::kHeartbeat;
   int64_t step = 0;                  // report
   double value = 0;                  // report, final (single objective)
-  std::vector<double> values;        // final: every objective (size 1 for "value")
+  std::vector<double> values;        // final: every objective (size 1 for "value");
+                                     // constraints: the constraint values
   std::string key;                   // attr
   std::string json_value;            // attr: the value as compact JSON text
   std::string message;               // error

@@ -4,7 +4,8 @@
 // limits (trial_timeout, kill_grace, memory_limit, pids_limit), and its environment: the
 // daemon's base environment, PYTHONUNBUFFERED=1, the sweep's [objective] env on top, then the
 // TRIALD_* variables (TRIALD_PARAMS as JSON, each value exactly as stored; TRIALD_STUDY,
-// TRIALD_TRIAL, TRIALD_TRIAL_DIR, TRIALD_REPORT_FD=3, TRIALD_NODE) and the GPU variables
+// TRIALD_TRIAL, TRIALD_TRIAL_DIR, TRIALD_REPORT_FD=3, TRIALD_NODE, TRIALD_N_OBJECTIVES: how many
+// values its final line must carry) and the GPU variables
 // (CUDA_VISIBLE_DEVICES, empty on a CPU trial; CUDA_DEVICE_ORDER and TRIALD_GPU_SLOTS with GPUs).
 // The executable is command[0] looked up in that environment's PATH.
 //

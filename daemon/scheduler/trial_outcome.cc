@@ -64,7 +64,7 @@ TrialOutcome ClassifyExit(const TrialObservation& seen) {
   switch (o.stop_reason) {
     case StopReason::kPrune:
       out.state = TrialState::kPruned;
-      out.value = seen.last_intermediate;
+      if (seen.n_objectives == 1) out.value = seen.last_intermediate;
       break;
     case StopReason::kTimeout:
       fail("timeout", "exceeded trial_timeout of " + Seconds(seen.trial_timeout_s) + "; " + how);
@@ -94,23 +94,32 @@ TrialOutcome ClassifyExit(const TrialObservation& seen) {
         fail("exit", how);
       } else if (seen.final_values.empty() && seen.worker_pruned) {
         out.state = TrialState::kPruned;
-        out.value = seen.last_intermediate;
+        if (seen.n_objectives == 1) out.value = seen.last_intermediate;
       } else if (seen.final_values.empty()) {
         fail("protocol", "exited with code 0 without reporting a final value");
-      } else if (seen.final_values.size() != 1) {
-        fail("protocol", "reported " + std::to_string(seen.final_values.size()) +
-                             " objective values; this study has one objective");
+      } else if (seen.final_values.size() != seen.n_objectives) {
+        const size_t n = seen.n_objectives;
+        fail("protocol", "final line carried " + std::to_string(seen.final_values.size()) +
+                             " objective value" + (seen.final_values.size() == 1 ? "" : "s") +
+                             "; this study has " + std::to_string(n) + " objective" +
+                             (n == 1 ? "" : "s") + ", so expected " + std::to_string(n) + " value" +
+                             (n == 1 ? "" : "s"));
       } else {
         out.state = TrialState::kComplete;
-        out.value = seen.final_values.front();
+        out.values = seen.final_values;
+        if (seen.n_objectives == 1) out.value = seen.final_values.front();
       }
       if (o.stop_reason == StopReason::kShutdown && out.state == TrialState::kFail &&
-          o.protocol_error.empty() && seen.final_values.size() <= 1) {
+          o.protocol_error.empty() &&
+          (seen.final_values.empty() || seen.final_values.size() == seen.n_objectives)) {
         fail("shutdown", "triald was stopped while the trial ran; " + how);
       }
       break;
   }
-  if (out.state != TrialState::kFail) out.fail = model::FailInfo{};
+  if (out.state != TrialState::kFail) {
+    out.fail = model::FailInfo{};
+    out.constraints = seen.constraints;
+  }
   return out;
 }
 

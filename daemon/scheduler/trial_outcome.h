@@ -3,7 +3,8 @@
 //
 // ClassifyExit() turns the launcher's ProcessOutcome and what the worker reported into the
 // model::TrialOutcome that is stored:
-//   COMPLETE  the main process exited 0 after reporting exactly one final value
+//   COMPLETE  the main process exited 0 after a final line with one value per objective
+//             (values; value too with one objective, unset with several), and constraints
 //   PRUNED    the pruner stopped it; value = its last intermediate value (none if it had none)
 //   FAIL      timeout | stalled | cancelled | protocol | oom | signal | exit | shutdown, with the
 //             detail
@@ -35,7 +36,12 @@ namespace triald::daemon {
 struct TrialObservation {
   launcher::ProcessOutcome process;  // from the launcher's on_exit
   std::vector<double> final_values;  // from the trial's last "final" line (empty: none)
-  std::string worker_error;          // from its last "error" line (empty: none)
+  // The study's number of objectives ([study] directions): a final line must carry exactly as
+  // many values, else the trial ends FAIL(protocol) naming both counts.
+  size_t n_objectives = 1;
+  // From its last "constraints" line (empty: none); kept on a COMPLETE or PRUNED trial.
+  std::vector<double> constraints;
+  std::string worker_error;  // from its last "error" line (empty: none)
   // Its intermediate value at its largest step (the value of a pruned trial).
   std::optional<double> last_intermediate;
   // The worker said "pruned" (its objective raised TrialPruned): with a clean exit and no final

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <exception>
 #include <string>
+#include <vector>
 
 #include "common/status.h"
 #include "config/sweep.h"
@@ -19,6 +20,33 @@ namespace triald::storage::backend {
 inline const char* DirectionText(config::Direction d) {
   return d == config::Direction::kMaximize ? "MAXIMIZE" : "MINIMIZE";
 }
+
+// A study's directions as stored beside `direction` (which holds directions[0]): "" for a
+// single objective, else the names joined by commas ("MINIMIZE,MAXIMIZE").
+std::string DirectionsText(const std::vector<config::Direction>& directions);
+// Reads DirectionsText back: "" gives {first}. kInternal naming the text if a name is unknown.
+common::Result<std::vector<config::Direction>> ParseDirectionsText(const std::string& text,
+                                                                   config::Direction first,
+                                                                   const std::string& op);
+
+// The directions a new study is stored with: study.directions, or {direction} when empty.
+// kInvalidArgument when directions[0] is not `direction`.
+common::Result<std::vector<config::Direction>> NewStudyDirections(const model::NewStudy& study,
+                                                                  const std::string& op);
+
+// A trial's objective values or constraints as stored: "" for none, else a JSON array of
+// numbers, each the double's shortest exact form (NaN and infinities, which reported values
+// never are, as null).
+std::string DoublesText(const std::vector<double>& values);
+// Reads DoublesText back (null as NaN). kInternal naming the text if it is not such an array.
+common::Result<std::vector<double>> ParseDoublesText(const std::string& text,
+                                                     const std::string& op);
+// What FinishTrial stores as a trial's values: "" when they are just {value} (a single-objective
+// trial, whose value column holds them), else DoublesText(values).
+std::string StoredValuesText(const model::TrialOutcome& outcome);
+// A trial's values as read: those stored, else {value} for a COMPLETE trial with a value (so
+// trials stored before values existed read as single-objective ones), else none.
+std::vector<double> TrialValues(const model::TrialRecord& t, std::vector<double> stored);
 
 // How messages name a trial or study known only by its id: "trial id 7", "study id 3".
 inline std::string TrialIdLabel(int64_t trial_id) { return "trial id " + std::to_string(trial_id); }

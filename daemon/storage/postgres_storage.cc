@@ -44,7 +44,7 @@ using backend::TrialIdLabel;
 using common::Result;
 using common::Status;
 
-constexpr int kSchemaVersion = 2;
+constexpr int kSchemaVersion = 3;
 // pg_advisory_xact_lock key that serialises schema creation: "triald" in ASCII.
 constexpr int64_t kSchemaLockKey = 0x747269616c64;
 
@@ -155,16 +155,30 @@ ALTER TABLE studies ADD COLUMN submitter_uid bigint NOT NULL DEFAULT -1,
 UPDATE schema_version SET version = 2;
 )sql";
 
+// Version 3: studies with several objectives and constraints, encoded as in SQLite's version 4:
+// studies.directions every direction when there are two or more (backend::DirectionsText; ''
+// for one, which `direction` holds); trials.values_json a multi-objective trial's values and
+// trials.constraints_json the constraints a trial reported (backend::DoublesText; '' for
+// none). A single-objective trial's values are its `value`, so what version 2 stored reads as
+// it did.
+constexpr const char* kSchemaV3 = R"sql(
+ALTER TABLE studies ADD COLUMN directions text NOT NULL DEFAULT '';
+ALTER TABLE trials ADD COLUMN values_json text NOT NULL DEFAULT '',
+                   ADD COLUMN constraints_json text NOT NULL DEFAULT '';
+UPDATE schema_version SET version = 3;
+)sql";
+
 constexpr const char* kStudyColumns =
     "id, name, direction, n_trials, state, spec_toml, spec_path, seed, created_at, finished_at, "
-    "submitter_uid, submitter_name";
+    "submitter_uid, submitter_name, directions";
 
 // Column list of every trial query; ReadTrialRow reads them by these positions.
 #define TRIALD_PG_TRIAL_COLUMNS                                                      \
   "t.id, t.study_id, t.number, t.state, t.value, t.fail_reason, t.fail_exit_code, "  \
   "t.fail_signal, t.fail_core_dumped, t.fail_detail, t.stderr_tail, t.pid, t.pgid, " \
   "t.pid_start_time, t.created_at, t.started_at, t.finished_at, t.retry_of, "        \
-  "(SELECT r.number FROM trials r WHERE r.id = t.retry_of), t.node"
+  "(SELECT r.number FROM trials r WHERE r.id = t.retry_of), t.node, t.values_json, " \
+  "t.constraints_json"
 
 std::string TrimRight(std::string s) {
   while (!s.empty() && (s.back() == '\n' || s.back() == ' ' || s.back() == '\r')) s.pop_back();
@@ -698,6 +712,7 @@ Status PostgresStorage::InitSchema() {
     }
     if (version == 0) TRIALD_RETURN_IF_ERROR(Simple(kSchemaSql, "create schema"));
     if (version < 2) TRIALD_RETURN_IF_ERROR(Simple(kSchemaV2, "upgrade schema to version 2"));
+    if (version < 3) TRIALD_RETURN_IF_ERROR(Simple(kSchemaV3, "upgrade schema to version 3"));
     return Simple("COMMIT", "create schema");
   }();
   if (!st.ok()) RollbackIfOpen();
@@ -1065,6 +1080,9 @@ Result<model::StudyRecord> PostgresStorage::ReadStudyRow(const Rows& r, int row)
   s.finished_at = r.Double(row, 9);
   s.submitter.uid = r.Int(row, 10);
   s.submitter.name = r.Str(row, 11);
+  TRIALD_ASSIGN_OR_RETURN(
+      s.directions, backend::ParseDirectionsText(r.Str(row, 12), s.direction,
+                                                 "study \"" + s.name + "\" in " + masked_url_));
   return s;
 }
 
@@ -1096,6 +1114,11 @@ Result<model::TrialRecord> PostgresStorage::ReadTrialRow(const Rows& r, int row)
   if (!r.IsNull(row, 17)) t.retry_of = r.Int(row, 17);
   if (!r.IsNull(row, 18)) t.retry_of_number = static_cast<int>(r.Int(row, 18));
   t.node = r.Str(row, 19);
+  const std::string where = TrialIdLabel(t.id) + " in " + masked_url_;
+  TRIALD_ASSIGN_OR_RETURN(std::vector<double> values,
+                          backend::ParseDoublesText(r.Str(row, 20), where));
+  t.values = backend::TrialValues(t, std::move(values));
+  TRIALD_ASSIGN_OR_RETURN(t.constraints, backend::ParseDoublesText(r.Str(row, 21), where));
   return t;
 }
 
@@ -1125,11 +1148,13 @@ Result<model::StudyRecord> PostgresStorage::LockStudy(int64_t study_id) {
 Result<model::StudyRecord> PostgresStorage::CreateStudy(const model::NewStudy& study, double at) {
   return Guarded("CreateStudy", [&]() -> Result<model::StudyRecord> {
     const std::string op = "CreateStudy(\"" + study.name + "\")";
+    TRIALD_ASSIGN_OR_RETURN(const std::vector<config::Direction> directions,
+                            backend::NewStudyDirections(study, op));
     return Call(op, Txn::kWrite, [&]() -> Result<model::StudyRecord> {
       auto inserted = Exec(
           "INSERT INTO studies (name, direction, n_trials, state, spec_toml, spec_path, "
-          "seed, created_at, finished_at, submitter_uid, submitter_name) "
-          "VALUES ($1, $2, $3, 'RUNNING', $4, $5, $6, $7, 0, $8, $9) RETURNING id",
+          "seed, created_at, finished_at, submitter_uid, submitter_name, directions) "
+          "VALUES ($1, $2, $3, 'RUNNING', $4, $5, $6, $7, 0, $8, $9, $10) RETURNING id",
           Params()
               .Text(study.name, "study name")
               .Text(DirectionText(study.direction), "direction")
@@ -1139,7 +1164,8 @@ Result<model::StudyRecord> PostgresStorage::CreateStudy(const model::NewStudy& s
               .Int8(static_cast<int64_t>(study.seed))
               .Float8(at)
               .Int8(study.submitter.uid)
-              .Bytes(study.submitter.name),
+              .Bytes(study.submitter.name)
+              .Text(backend::DirectionsText(directions), "directions"),
           op + ": insert");
       if (!inserted.ok()) {
         if (last_sqlstate_ == "23505") {
@@ -1151,6 +1177,7 @@ Result<model::StudyRecord> PostgresStorage::CreateStudy(const model::NewStudy& s
       r.id = inserted->Int(0, 0);
       r.name = study.name;
       r.direction = study.direction;
+      r.directions = directions;
       r.n_trials = study.n_trials;
       r.state = model::StudyState::kRunning;
       r.spec_toml = study.spec_toml;
@@ -1432,11 +1459,14 @@ Status PostgresStorage::FinishTrial(int64_t trial_id, const model::TrialOutcome&
           .Bool(outcome.fail.core_dumped)
           .Bytes(outcome.fail.detail)
           .Bytes(outcome.fail.stderr_tail)
-          .Float8(at);
+          .Float8(at)
+          .Text(backend::StoredValuesText(outcome), "values")
+          .Text(backend::DoublesText(outcome.constraints), "constraints");
       TRIALD_ASSIGN_OR_RETURN(Rows r,
                               Exec("UPDATE trials SET state = $2, value = $3, fail_reason = $4, "
                                    "fail_exit_code = $5, fail_signal = $6, fail_core_dumped = $7, "
-                                   "fail_detail = $8, stderr_tail = $9, finished_at = $10 "
+                                   "fail_detail = $8, stderr_tail = $9, finished_at = $10, "
+                                   "values_json = $11, constraints_json = $12 "
                                    "WHERE id = $1 AND state IN ('WAITING', 'RUNNING')",
                                    p, op));
       if (r.affected() == 0) return TrialNotMutable(trial_id, op, false);

@@ -26,7 +26,7 @@ using backend::TrialIdLabel;
 using common::Result;
 using common::Status;
 
-constexpr int kSchemaVersion = 3;
+constexpr int kSchemaVersion = 4;
 
 // The schema as version 1 created it (PRAGMA user_version); kSchemaV2 brings it to version 2.
 // Encodings that the column types do not make obvious:
@@ -128,16 +128,29 @@ ALTER TABLE studies ADD COLUMN submitter_name TEXT NOT NULL DEFAULT '';
 PRAGMA user_version = 3;
 )sql";
 
+// Version 4: studies with several objectives and constraints. studies.directions holds every
+// direction when there are two or more (backend::DirectionsText; "" for one, which `direction`
+// holds); trials.values_json a multi-objective trial's values and trials.constraints_json the
+// constraints a trial reported (backend::DoublesText; "" for none). A single-objective trial's
+// values are its `value`, so studies and trials stored by version 3 read as they did.
+constexpr const char* kSchemaV4 = R"sql(
+ALTER TABLE studies ADD COLUMN directions TEXT NOT NULL DEFAULT '';
+ALTER TABLE trials ADD COLUMN values_json TEXT NOT NULL DEFAULT '';
+ALTER TABLE trials ADD COLUMN constraints_json TEXT NOT NULL DEFAULT '';
+PRAGMA user_version = 4;
+)sql";
+
 constexpr const char* kStudyColumns =
     "id, name, direction, n_trials, state, spec_toml, spec_path, seed, created_at, finished_at, "
-    "submitter_uid, submitter_name";
+    "submitter_uid, submitter_name, directions";
 
 // Column list of every trial query; ReadTrialRow reads them by these positions.
 #define TRIALD_TRIAL_COLUMNS                                                                   \
   "t.id, t.study_id, t.number, t.state, t.value, t.value_is_nan, t.fail_reason, "              \
   "t.fail_exit_code, t.fail_signal, t.fail_core_dumped, t.fail_detail, t.stderr_tail, t.pid, " \
   "t.pgid, t.pid_start_time, t.created_at, t.started_at, t.finished_at, t.retry_of, "          \
-  "(SELECT r.number FROM trials r WHERE r.id = t.retry_of), t.node"
+  "(SELECT r.number FROM trials r WHERE r.id = t.retry_of), t.node, t.values_json, "           \
+  "t.constraints_json"
 
 // A cached statement checked out for one use. Resetting on scope exit matters: a SELECT left
 // mid-step keeps its read transaction open (blocking WAL checkpoints), and stale bindings
@@ -390,7 +403,10 @@ Status SqliteStorage::Init(const SqliteOptions& options) {
     if (version < 2) {
       TRIALD_RETURN_IF_ERROR(ExecUncached(kSchemaV2, "upgrade schema to version 2"));
     }
-    TRIALD_RETURN_IF_ERROR(ExecUncached(kSchemaV3, "upgrade schema to version 3"));
+    if (version < 3) {
+      TRIALD_RETURN_IF_ERROR(ExecUncached(kSchemaV3, "upgrade schema to version 3"));
+    }
+    TRIALD_RETURN_IF_ERROR(ExecUncached(kSchemaV4, "upgrade schema to version 4"));
     TRIALD_RETURN_IF_ERROR(Commit("create schema"));
   }
   return Status::Ok();
@@ -583,6 +599,9 @@ Result<model::StudyRecord> SqliteStorage::ReadStudyRow(const Stmt& st) const {
   s.finished_at = st.ColReal(9);
   s.submitter.uid = st.ColInt(10);
   s.submitter.name = st.ColText(11);
+  TRIALD_ASSIGN_OR_RETURN(s.directions,
+                          backend::ParseDirectionsText(st.ColText(12), s.direction,
+                                                       "study \"" + s.name + "\" in " + path_));
   return s;
 }
 
@@ -618,6 +637,11 @@ Result<model::TrialRecord> SqliteStorage::ReadTrialRow(const Stmt& st) const {
   if (!st.ColIsNull(18)) t.retry_of = st.ColInt(18);
   if (!st.ColIsNull(19)) t.retry_of_number = static_cast<int>(st.ColInt(19));
   t.node = st.ColText(20);
+  const std::string where = TrialIdLabel(t.id) + " in " + path_;
+  TRIALD_ASSIGN_OR_RETURN(std::vector<double> values,
+                          backend::ParseDoublesText(st.ColText(21), where));
+  t.values = backend::TrialValues(t, std::move(values));
+  TRIALD_ASSIGN_OR_RETURN(t.constraints, backend::ParseDoublesText(st.ColText(22), where));
   return t;
 }
 
@@ -626,12 +650,14 @@ Result<model::TrialRecord> SqliteStorage::ReadTrialRow(const Stmt& st) const {
 Result<model::StudyRecord> SqliteStorage::CreateStudy(const model::NewStudy& study, double at) {
   return Guarded("CreateStudy", [&]() -> Result<model::StudyRecord> {
     const std::string op = "CreateStudy(\"" + study.name + "\")";
+    TRIALD_ASSIGN_OR_RETURN(const std::vector<config::Direction> directions,
+                            backend::NewStudyDirections(study, op));
     TRIALD_RETURN_IF_ERROR(SetSync(Sync::kFull));
     TRIALD_ASSIGN_OR_RETURN(
         Stmt st, Prepare("INSERT INTO studies (name, direction, n_trials, state, spec_toml, "
                          "spec_path, seed, created_at, finished_at, submitter_uid, "
-                         "submitter_name) "
-                         "VALUES (?1, ?2, ?3, 'RUNNING', ?4, ?5, ?6, ?7, 0, ?8, ?9)",
+                         "submitter_name, directions) "
+                         "VALUES (?1, ?2, ?3, 'RUNNING', ?4, ?5, ?6, ?7, 0, ?8, ?9, ?10)",
                          op));
     st.Text(1, study.name)
         .Text(2, DirectionText(study.direction))
@@ -641,7 +667,8 @@ Result<model::StudyRecord> SqliteStorage::CreateStudy(const model::NewStudy& stu
         .Int(6, static_cast<int64_t>(study.seed))
         .Real(7, at)
         .Int(8, study.submitter.uid)
-        .Text(9, study.submitter.name);
+        .Text(9, study.submitter.name)
+        .Text(10, backend::DirectionsText(directions));
     int rc = st.Step();
     if (rc == SQLITE_CONSTRAINT_UNIQUE) {
       return common::AlreadyExists("study \"" + study.name + "\" already exists");
@@ -651,6 +678,7 @@ Result<model::StudyRecord> SqliteStorage::CreateStudy(const model::NewStudy& stu
     r.id = sqlite3_last_insert_rowid(db_);
     r.name = study.name;
     r.direction = study.direction;
+    r.directions = directions;
     r.n_trials = study.n_trials;
     r.state = model::StudyState::kRunning;
     r.spec_toml = study.spec_toml;
@@ -918,7 +946,8 @@ Status SqliteStorage::FinishTrial(int64_t trial_id, const model::TrialOutcome& o
           Stmt st,
           Prepare("UPDATE trials SET state = ?2, value = ?3, value_is_nan = ?4, "
                   "fail_reason = ?5, fail_exit_code = ?6, fail_signal = ?7, "
-                  "fail_core_dumped = ?8, fail_detail = ?9, stderr_tail = ?10, finished_at = ?11 "
+                  "fail_core_dumped = ?8, fail_detail = ?9, stderr_tail = ?10, finished_at = ?11, "
+                  "values_json = ?12, constraints_json = ?13 "
                   "WHERE id = ?1 AND state IN ('WAITING', 'RUNNING')",
                   op));
       st.Int(1, trial_id).Text(2, model::TrialStateName(outcome.state));
@@ -937,7 +966,9 @@ Status SqliteStorage::FinishTrial(int64_t trial_id, const model::TrialOutcome& o
           .Int(8, outcome.fail.core_dumped ? 1 : 0)
           .Text(9, outcome.fail.detail)
           .Text(10, outcome.fail.stderr_tail)
-          .Real(11, at);
+          .Real(11, at)
+          .Text(12, backend::StoredValuesText(outcome))
+          .Text(13, backend::DoublesText(outcome.constraints));
       TRIALD_RETURN_IF_ERROR(Run(st, op));
     }
     if (sqlite3_changes(db_) == 0) return TrialNotMutable(trial_id, op, false);

@@ -210,6 +210,12 @@ class FakeLauncher final : public launcher::Launcher {
     m.values = std::move(values);
     Message(l, m);
   }
+  void Constraints(Launched& l, std::vector<double> values) {
+    proto::ReportMessage m;
+    m.type = proto::ReportType::kConstraints;
+    m.values = std::move(values);
+    Message(l, m);
+  }
   void Attr(Launched& l, const std::string& key, const std::string& json_value) {
     proto::ReportMessage m;
     m.type = proto::ReportType::kAttr;

@@ -1906,5 +1906,83 @@ TEST_CASE("kind = python with grid and no [space] is refused at submit", "[sched
   CHECK(h.StudyNames().empty());
 }
 
+// ---------------------------------------------------------------------------------------------
+// Several objectives and constraints
+
+TEST_CASE("every trial is told how many objectives its study has", "[scheduler][objectives]") {
+  Harness h;
+  Sweep one;
+  one.name = "single";
+  one.n_trials = 1;
+  Sweep two = one;
+  two.name = "pair";
+  two.study_extra = "directions = [\"minimize\", \"maximize\"]\n";
+  Sweep three = one;
+  three.name = "triple";
+  three.study_extra = "directions = [\"minimize\", \"maximize\", \"minimize\"]\n";
+  h.SubmitOk(one);
+  h.SubmitOk(two);
+  h.SubmitOk(three);
+  FakeLauncher& l = h.launcher();
+  REQUIRE(l.Find("single", 0) != nullptr);
+  REQUIRE(l.Find("pair", 0) != nullptr);
+  REQUIRE(l.Find("triple", 0) != nullptr);
+  CHECK(testing::EnvMap(l.Find("single", 0)->spec.env)["TRIALD_N_OBJECTIVES"] == "1");
+  CHECK(testing::EnvMap(l.Find("pair", 0)->spec.env)["TRIALD_N_OBJECTIVES"] == "2");
+  CHECK(testing::EnvMap(l.Find("triple", 0)->spec.env)["TRIALD_N_OBJECTIVES"] == "3");
+}
+
+TEST_CASE("a final line with the wrong number of values ends FAIL(protocol) naming both counts",
+          "[scheduler][objectives]") {
+  Harness h;
+  Sweep sweep;
+  sweep.name = "pair";
+  sweep.n_trials = 3;
+  sweep.study_extra = "directions = [\"minimize\", \"maximize\"]\n";
+  h.SubmitOk(sweep);
+  FakeLauncher& l = h.launcher();
+  Launched& one = LiveAt(l, "pair");
+  l.Final(one, 0.5);
+  l.ExitCode(one, 0);
+  Launched& three = LiveAt(l, "pair");
+  l.FinalValues(three, {1, 2, 3});
+  l.ExitCode(three, 0);
+  Launched& two = LiveAt(l, "pair");
+  l.FinalValues(two, {0.25, 9.5});
+  l.ExitCode(two, 0);
+  std::vector<TrialRecord> trials = h.Trials("pair");
+  REQUIRE(trials.size() == 3);
+  CHECK(trials[0].state == TrialState::kFail);
+  CHECK(trials[0].fail.reason == "protocol");
+  CHECK(trials[0].fail.detail ==
+        "final line carried 1 objective value; this study has 2 objectives, so expected 2 values");
+  CHECK(trials[1].fail.reason == "protocol");
+  CHECK_THAT(trials[1].fail.detail, Catch::StartsWith("final line carried 3 objective values"));
+  CHECK(trials[2].state == TrialState::kComplete);
+  CHECK_FALSE(trials[2].value.has_value());
+}
+
+TEST_CASE("constraints after the final line end the trial FAIL(protocol)",
+          "[scheduler][objectives]") {
+  TrialRecord late = RunOneTrial([](FakeLauncher& l, Launched& p) {
+    l.Final(p, 1.0);
+    l.Constraints(p, {0.5});
+    l.ExitCode(p, 0);
+  });
+  CHECK(late.state == TrialState::kFail);
+  CHECK(late.fail.reason == "protocol");
+  CHECK(late.fail.detail ==
+        "a constraints line after the final line; send constraints before final");
+  TrialRecord early = RunOneTrial([](FakeLauncher& l, Launched& p) {
+    l.Constraints(p, {0.5});
+    l.Constraints(p, {-0.5, -1});  // the last one counts
+    l.Final(p, 1.0);
+    l.ExitCode(p, 0);
+  });
+  CHECK(early.state == TrialState::kComplete);
+  REQUIRE(early.value.has_value());
+  CHECK(*early.value == 1.0);
+}
+
 }  // namespace
 }  // namespace triald::daemon

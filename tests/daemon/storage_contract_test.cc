@@ -664,6 +664,100 @@ TEMPLATE_TEST_CASE("trial values round-trip including infinities and NaN", "[sto
   CHECK_FALSE(trials[3].value.has_value());
 }
 
+TEMPLATE_TEST_CASE("directions, objective values and constraints round-trip",
+                   "[storage][objectives]", TRIALD_STORAGE_BACKENDS) {
+  TestType backend;
+  auto s = backend.Open();
+  using config::Direction;
+  NewStudy mo = MakeStudy("mo");
+  mo.direction = Direction::kMinimize;
+  mo.directions = {Direction::kMinimize, Direction::kMaximize, Direction::kMinimize};
+  StudyRecord created = Unwrap(s->CreateStudy(mo, 1));
+  CHECK(created.directions == mo.directions);
+  CHECK(Unwrap(s->GetStudy("mo")).directions == mo.directions);
+  CHECK(Unwrap(s->GetStudy("mo")).direction == Direction::kMinimize);
+  // A single-objective study: one direction, whether or not `directions` was given.
+  NewStudy single = MakeStudy("single");
+  CHECK(Unwrap(s->CreateStudy(single, 1)).directions ==
+        std::vector<Direction>{Direction::kMaximize});
+  NewStudy single2 = MakeStudy("single2");
+  single2.directions = {Direction::kMaximize};
+  Unwrap(s->CreateStudy(single2, 1));
+  std::vector<StudyRecord> all = Unwrap(s->ListStudies());
+  REQUIRE(all.size() == 3);
+  CHECK(all[0].directions == mo.directions);
+  CHECK(all[1].directions == std::vector<Direction>{Direction::kMaximize});
+  CHECK(all[2].directions == std::vector<Direction>{Direction::kMaximize});
+  // directions[0] must be the direction.
+  NewStudy bad = MakeStudy("bad");
+  bad.directions = {Direction::kMinimize, Direction::kMinimize};
+  REQUIRE_CODE(s->CreateStudy(bad, 1), Code::kInvalidArgument);
+
+  const int64_t study = created.id;
+  auto finish = [&](TrialOutcome o) {
+    TrialRecord t = Unwrap(s->CreateTrial(study, OneParam(0), 1));
+    REQUIRE_OK(s->FinishTrial(t.id, o, 2));
+  };
+  TrialOutcome complete = Outcome(TrialState::kComplete);
+  complete.values = {0.31, 812.0, -0.0};
+  complete.constraints = {-1.5, 0.25};
+  finish(complete);
+  TrialOutcome feasible = Outcome(TrialState::kComplete);
+  feasible.values = {5e-324, -1e308, 0.1};
+  feasible.constraints = {0.0, -2.0};
+  finish(feasible);
+  TrialOutcome pruned = Outcome(TrialState::kPruned);
+  pruned.constraints = {3.0};
+  finish(pruned);
+  finish(Outcome(TrialState::kFail));
+
+  std::vector<TrialRecord> trials = Unwrap(s->GetTrials(study));
+  REQUIRE(trials.size() == 4);
+  CHECK_FALSE(trials[0].value.has_value());
+  CHECK(trials[0].values == complete.values);
+  CHECK(std::signbit(trials[0].values[2]));
+  CHECK(trials[0].constraints == complete.constraints);
+  CHECK_FALSE(trials[0].Feasible());
+  CHECK(trials[1].values == feasible.values);
+  CHECK(trials[1].constraints == feasible.constraints);
+  CHECK(trials[1].Feasible());
+  CHECK(trials[2].values.empty());
+  CHECK(trials[2].constraints == std::vector<double>{3.0});
+  CHECK(trials[3].values.empty());
+  CHECK(trials[3].constraints.empty());
+  CHECK(trials[3].Feasible());
+  // Every read gives the same.
+  CHECK(Unwrap(s->GetTrial(study, 0)).values == complete.values);
+  CHECK(Unwrap(s->GetTrial(study, 1)).constraints == feasible.constraints);
+  CHECK(Unwrap(s->GetTrialPage(study, 0, 10))[0].constraints == complete.constraints);
+  CHECK(Unwrap(s->GetTrialsSince(study, 1, {}))[0].values == feasible.values);
+
+  // A single-objective trial: values are {value}, constraints as given.
+  const int64_t one = Unwrap(s->GetStudy("single")).id;
+  TrialRecord t = Unwrap(s->CreateTrial(one, OneParam(0), 1));
+  TrialOutcome o = Outcome(TrialState::kComplete, 2.5);
+  o.values = {2.5};
+  o.constraints = {0.5};
+  REQUIRE_OK(s->FinishTrial(t.id, o, 2));
+  TrialRecord u = Unwrap(s->CreateTrial(one, OneParam(0), 1));
+  REQUIRE_OK(s->FinishTrial(u.id, Outcome(TrialState::kComplete, -1.0), 2));  // values not given
+  TrialRecord v = Unwrap(s->CreateTrial(one, OneParam(0), 1));
+  REQUIRE_OK(s->FinishTrial(v.id, Outcome(TrialState::kPruned, 4.0), 2));
+  std::vector<TrialRecord> ones = Unwrap(s->GetTrials(one));
+  REQUIRE(ones.size() == 3);
+  CHECK(ones[0].value == 2.5);
+  CHECK(ones[0].values == std::vector<double>{2.5});
+  CHECK(ones[0].constraints == std::vector<double>{0.5});
+  CHECK(ones[1].values == std::vector<double>{-1.0});
+  CHECK(ones[2].value == 4.0);
+  CHECK(ones[2].values.empty());  // a pruned trial's value is not an objective value
+  // The best trial of a single-objective study is unchanged by all this.
+  std::optional<TrialRecord> best = Unwrap(s->GetBestTrial(one, Direction::kMaximize));
+  REQUIRE(best.has_value());
+  CHECK(best->number == 0);
+  CHECK(best->values == std::vector<double>{2.5});
+}
+
 TEMPLATE_TEST_CASE("finished trials are immutable", "[storage]", TRIALD_STORAGE_BACKENDS) {
   TestType backend;
   auto s = backend.Open();
@@ -1518,12 +1612,87 @@ TEST_CASE("sqlite: a version-2 database gets submitters, unknown for its studies
     fresh.submitter = {1001, "alice"};
     REQUIRE_OK(s->CreateStudy(fresh, 20).status());
   }
-  // Reopened at version 3: nothing is upgraded twice, nothing is lost.
+  // Reopened at the current version: nothing is upgraded twice, nothing is lost.
   auto s = OpenSqliteOrFail(path);
   CHECK_FALSE(Unwrap(s->GetStudy("old")).submitter.known());
   StudyRecord fresh = Unwrap(s->GetStudy("new"));
   CHECK(fresh.submitter.uid == 1001);
   CHECK(fresh.submitter.name == "alice");
+  CHECK(Unwrap(SqliteIntegrityCheck(path)) == "ok");
+}
+
+// What version 3 added to version 2, as the daemons of version 3 applied it: a database they
+// wrote is kSqliteSchemaV1, kSqliteSchemaV2Upgrade and this.
+constexpr const char* kSqliteSchemaV3Upgrade = R"sql(
+ALTER TABLE studies ADD COLUMN submitter_uid INTEGER NOT NULL DEFAULT -1;
+ALTER TABLE studies ADD COLUMN submitter_name TEXT NOT NULL DEFAULT '';
+PRAGMA user_version = 3;
+)sql";
+
+TEST_CASE("sqlite: a version-3 database keeps its studies and values and takes several objectives",
+          "[storage][sqlite][objectives]") {
+  TempDir dir;
+  const std::string path = dir.path() + "/triald.db";
+  const std::string dist = FloatDist(0, 1, false, 0).ToJson();
+  SqliteExecOrFail(
+      path, std::string(kSqliteSchemaV1) + kSqliteSchemaV2Upgrade + kSqliteSchemaV3Upgrade +
+                "INSERT INTO studies (id, name, direction, n_trials, state, spec_toml, spec_path, "
+                "seed, created_at, finished_at, submitter_uid, submitter_name) VALUES (1, 'old', "
+                "'MAXIMIZE', 3, 'COMPLETE', 'spec', '/old.toml', 7, 10, 20, 1001, 'alice');"
+                "INSERT INTO trials (id, study_id, number, state, value, created_at, started_at, "
+                "finished_at, node) VALUES (1, 1, 0, 'COMPLETE', 0.75, 11, 12, 13, 'n1');"
+                "INSERT INTO trials (id, study_id, number, state, value, created_at, "
+                "finished_at) VALUES (2, 1, 1, 'PRUNED', 0.5, 14, 15);"
+                "INSERT INTO trials (id, study_id, number, state, fail_reason, fail_detail, "
+                "created_at, finished_at) VALUES (3, 1, 2, 'FAIL', 'exit', 'exited with code 1', "
+                "16, 17);"
+                "INSERT INTO trial_params VALUES (1, 'x', 0.5, '" +
+                dist +
+                "');"
+                "INSERT INTO trial_intermediate VALUES (1, 3, 0.25);");
+  {
+    auto s = OpenSqliteOrFail(path);
+    StudyRecord old = Unwrap(s->GetStudy("old"));
+    CHECK(old.direction == config::Direction::kMaximize);
+    CHECK(old.directions == std::vector<config::Direction>{config::Direction::kMaximize});
+    CHECK(old.state == StudyState::kComplete);
+    CHECK(old.submitter.uid == 1001);
+    std::vector<TrialRecord> trials = Unwrap(s->GetTrials(1));
+    REQUIRE(trials.size() == 3);
+    CHECK(trials[0].value == 0.75);
+    CHECK(trials[0].values == std::vector<double>{0.75});
+    CHECK(trials[0].constraints.empty());
+    CHECK(trials[0].Feasible());
+    CHECK(trials[0].params.at("x").internal == 0.5);
+    CHECK(trials[0].intermediate == std::map<int64_t, double>{{3, 0.25}});
+    CHECK(trials[0].node == "n1");
+    CHECK(trials[1].value == 0.5);
+    CHECK(trials[1].values.empty());
+    CHECK(trials[2].fail.detail == "exited with code 1");
+    std::optional<TrialRecord> best = Unwrap(s->GetBestTrial(1, config::Direction::kMaximize));
+    REQUIRE(best.has_value());
+    CHECK(best->number == 0);
+
+    NewStudy mo = MakeStudy("mo");
+    mo.direction = config::Direction::kMinimize;
+    mo.directions = {config::Direction::kMinimize, config::Direction::kMaximize};
+    int64_t id = Unwrap(s->CreateStudy(mo, 30)).id;
+    TrialRecord t = Unwrap(s->CreateTrial(id, OneParam(1), 31));
+    TrialOutcome o = Outcome(TrialState::kComplete);
+    o.values = {0.31, 812.0};
+    o.constraints = {-1.0};
+    REQUIRE_OK(s->FinishTrial(t.id, o, 32));
+  }
+  // Reopened at the current version: nothing is upgraded twice, nothing is lost.
+  auto s = OpenSqliteOrFail(path);
+  CHECK(Unwrap(s->GetTrial(1, 0)).values == std::vector<double>{0.75});
+  StudyRecord mo = Unwrap(s->GetStudy("mo"));
+  CHECK(mo.directions ==
+        std::vector<config::Direction>{config::Direction::kMinimize, config::Direction::kMaximize});
+  TrialRecord t = Unwrap(s->GetTrial(mo.id, 0));
+  CHECK(t.values == std::vector<double>{0.31, 812.0});
+  CHECK(t.constraints == std::vector<double>{-1.0});
+  CHECK_FALSE(t.value.has_value());
   CHECK(Unwrap(SqliteIntegrityCheck(path)) == "ok");
 }
 
@@ -2061,16 +2230,18 @@ TEST_CASE("postgres: daemons opening an empty database together create the schem
   close(go[1]);
   for (pid_t pid : children) RequireExitsZero(pid);
   CHECK(PostgresQuery(db.url(), "SELECT count(*) FROM schema_version") == "1");
-  CHECK(PostgresQuery(db.url(), "SELECT max(version) FROM schema_version") == "2");
+  CHECK(PostgresQuery(db.url(), "SELECT max(version) FROM schema_version") == "3");
 }
 
 TEST_CASE("postgres: a version-1 database gets submitters, unknown for its studies",
           "[storage][postgres]") {
   TestDatabase db;
   OpenPostgresOrFail(db.url());
-  // Version 1 is the current schema without version 2's columns.
+  // Version 1 is the current schema without the columns of versions 2 and 3.
   PostgresQuery(db.url(),
-                "ALTER TABLE studies DROP COLUMN submitter_uid, DROP COLUMN submitter_name; "
+                "ALTER TABLE studies DROP COLUMN submitter_uid, DROP COLUMN submitter_name, "
+                "DROP COLUMN directions; "
+                "ALTER TABLE trials DROP COLUMN values_json, DROP COLUMN constraints_json; "
                 "UPDATE schema_version SET version = 1; "
                 "INSERT INTO studies (name, direction, n_trials, state, spec_toml, spec_path, "
                 "seed, created_at) VALUES ('old', 'MINIMIZE', 5, 'RUNNING', '', "
@@ -2084,11 +2255,59 @@ TEST_CASE("postgres: a version-1 database gets submitters, unknown for its studi
     fresh.submitter = {1001, "alice"};
     REQUIRE_OK(s->CreateStudy(fresh, 20).status());
   }
-  CHECK(PostgresQuery(db.url(), "SELECT max(version) FROM schema_version") == "2");
+  CHECK(PostgresQuery(db.url(), "SELECT max(version) FROM schema_version") == "3");
   auto s = OpenPostgresOrFail(db.url());
   CHECK_FALSE(Unwrap(s->GetStudy("old")).submitter.known());
   CHECK(Unwrap(s->GetStudy("new")).submitter.uid == 1001);
   CHECK(Unwrap(s->GetStudy("new")).submitter.name == "alice");
+}
+
+TEST_CASE(
+    "postgres: a version-2 database keeps its studies and values and takes several "
+    "objectives",
+    "[storage][postgres][objectives]") {
+  TestDatabase db;
+  OpenPostgresOrFail(db.url());
+  // Version 2 is the current schema without version 3's columns.
+  PostgresQuery(db.url(),
+                "ALTER TABLE studies DROP COLUMN directions; "
+                "ALTER TABLE trials DROP COLUMN values_json, DROP COLUMN constraints_json; "
+                "UPDATE schema_version SET version = 2; "
+                "INSERT INTO studies (name, direction, n_trials, state, spec_toml, spec_path, "
+                "seed, created_at) VALUES ('old', 'MAXIMIZE', 5, 'COMPLETE', '', "
+                "'/old.toml'::bytea, 7, 10); "
+                "INSERT INTO trials (study_id, number, state, value, created_at, finished_at) "
+                "SELECT id, 0, 'COMPLETE', 0.75, 11, 12 FROM studies WHERE name = 'old'; "
+                "INSERT INTO trials (study_id, number, state, value, created_at, finished_at) "
+                "SELECT id, 1, 'PRUNED', 0.5, 13, 14 FROM studies WHERE name = 'old'");
+  {
+    auto s = OpenPostgresOrFail(db.url());
+    StudyRecord old = Unwrap(s->GetStudy("old"));
+    CHECK(old.directions == std::vector<config::Direction>{config::Direction::kMaximize});
+    std::vector<TrialRecord> trials = Unwrap(s->GetTrials(old.id));
+    REQUIRE(trials.size() == 2);
+    CHECK(trials[0].value == 0.75);
+    CHECK(trials[0].values == std::vector<double>{0.75});
+    CHECK(trials[0].constraints.empty());
+    CHECK(trials[1].values.empty());
+    NewStudy mo = MakeStudy("mo");
+    mo.direction = config::Direction::kMinimize;
+    mo.directions = {config::Direction::kMinimize, config::Direction::kMaximize};
+    int64_t id = Unwrap(s->CreateStudy(mo, 30)).id;
+    TrialRecord t = Unwrap(s->CreateTrial(id, OneParam(1), 31));
+    TrialOutcome o = Outcome(TrialState::kComplete);
+    o.values = {0.31, 812.0};
+    o.constraints = {-1.0, 2.0};
+    REQUIRE_OK(s->FinishTrial(t.id, o, 32));
+  }
+  CHECK(PostgresQuery(db.url(), "SELECT max(version) FROM schema_version") == "3");
+  auto s = OpenPostgresOrFail(db.url());
+  CHECK(Unwrap(s->GetTrial(Unwrap(s->GetStudy("old")).id, 0)).values == std::vector<double>{0.75});
+  StudyRecord mo = Unwrap(s->GetStudy("mo"));
+  CHECK(mo.directions.size() == 2);
+  TrialRecord t = Unwrap(s->GetTrial(mo.id, 0));
+  CHECK(t.values == std::vector<double>{0.31, 812.0});
+  CHECK(t.constraints == std::vector<double>{-1.0, 2.0});
 }
 
 TEST_CASE("postgres: a schema newer than this triald is refused", "[storage][postgres]") {

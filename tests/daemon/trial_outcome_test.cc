@@ -45,9 +45,13 @@ struct Row {
   std::vector<double> finals;
   std::string worker_error;
   std::optional<double> last_intermediate;
+  size_t n_objectives = 1;
+  std::vector<double> constraints;
   // What is stored.
   TrialState state = TrialState::kWaiting;
   std::optional<double> value;
+  std::optional<std::vector<double>> values;  // unset: {value} when value is set, else none
+  std::vector<double> stored_constraints;
   std::string reason;  // FAIL only
   std::string detail;  // FAIL only
 };
@@ -138,7 +142,8 @@ std::vector<Row> Rows() {
 
   r = Row("exit 0 with two final values");
   r.exit = Exited(0), r.finals = {1.0, 2.0}, r.state = TrialState::kFail, r.reason = "protocol";
-  r.detail = "reported 2 objective values; this study has one objective";
+  r.detail =
+      "final line carried 2 objective values; this study has 1 objective, so expected 1 value";
   add(r);
 
   r = Row("stopped by the daemon's shutdown");
@@ -164,7 +169,64 @@ std::vector<Row> Rows() {
   r = Row("stopped by shutdown after reporting two values");
   r.stop = StopReason::kShutdown, r.exit = Exited(0), r.finals = {1.0, 2.0};
   r.state = TrialState::kFail, r.reason = "protocol";
-  r.detail = "reported 2 objective values; this study has one objective";
+  r.detail =
+      "final line carried 2 objective values; this study has 1 objective, so expected 1 value";
+  add(r);
+
+  // Several objectives: values, never a single value.
+  r = Row("two objectives, two final values");
+  r.exit = Exited(0), r.finals = {0.31, 812.0}, r.n_objectives = 2;
+  r.state = TrialState::kComplete, r.values = std::vector<double>{0.31, 812.0};
+  add(r);
+
+  r = Row("two objectives, one final value");
+  r.exit = Exited(0), r.finals = {0.31}, r.n_objectives = 2;
+  r.state = TrialState::kFail, r.reason = "protocol";
+  r.detail =
+      "final line carried 1 objective value; this study has 2 objectives, so expected 2 "
+      "values";
+  add(r);
+
+  r = Row("three objectives, four final values, stopped by shutdown");
+  r.stop = StopReason::kShutdown, r.exit = Exited(0), r.finals = {1, 2, 3, 4}, r.n_objectives = 3;
+  r.state = TrialState::kFail, r.reason = "protocol";
+  r.detail =
+      "final line carried 4 objective values; this study has 3 objectives, so expected 3 "
+      "values";
+  add(r);
+
+  r = Row("two objectives, finished before the daemon's shutdown");
+  r.stop = StopReason::kShutdown, r.exit = Exited(0), r.finals = {1, 2}, r.n_objectives = 2;
+  r.state = TrialState::kComplete, r.values = std::vector<double>{1, 2};
+  add(r);
+
+  r = Row("two objectives, stopped for pruning: no value");
+  r.stop = StopReason::kPrune, r.exit = Killed(SIGTERM), r.n_objectives = 2;
+  r.last_intermediate = 0.5;
+  r.state = TrialState::kPruned;
+  add(r);
+
+  // Constraints are kept on COMPLETE and PRUNED trials, dropped on FAIL.
+  r = Row("constraints with one objective");
+  r.exit = Exited(0), r.finals = {2.5}, r.constraints = {-1.0, 0.5};
+  r.state = TrialState::kComplete, r.value = 2.5, r.stored_constraints = {-1.0, 0.5};
+  add(r);
+
+  r = Row("constraints with two objectives");
+  r.exit = Exited(0), r.finals = {1, 2}, r.n_objectives = 2, r.constraints = {0.0};
+  r.state = TrialState::kComplete, r.values = std::vector<double>{1, 2};
+  r.stored_constraints = {0.0};
+  add(r);
+
+  r = Row("constraints of a pruned trial");
+  r.stop = StopReason::kPrune, r.exit = Killed(SIGTERM), r.last_intermediate = 3.0;
+  r.constraints = {1.0};
+  r.state = TrialState::kPruned, r.value = 3.0, r.stored_constraints = {1.0};
+  add(r);
+
+  r = Row("constraints of a failed trial are dropped");
+  r.exit = Exited(1), r.constraints = {1.0};
+  r.state = TrialState::kFail, r.reason = "exit", r.detail = "exited with code 1";
   add(r);
 
   return rows;
@@ -185,10 +247,18 @@ TEST_CASE("how a trial ended, from what was observed", "[outcome]") {
     seen.worker_error = row.worker_error;
     seen.last_intermediate = row.last_intermediate;
     seen.trial_timeout_s = 2.5;
+    seen.n_objectives = row.n_objectives;
+    seen.constraints = row.constraints;
 
     model::TrialOutcome out = ClassifyExit(seen);
     CHECK(out.state == row.state);
     CHECK(out.value == row.value);
+    const std::vector<double> values = row.values ? *row.values
+                                                  : (row.value && row.state == TrialState::kComplete
+                                                         ? std::vector<double>{*row.value}
+                                                         : std::vector<double>{});
+    CHECK(out.values == values);
+    CHECK(out.constraints == row.stored_constraints);
     CHECK(out.fail.reason == row.reason);
     CHECK(out.fail.detail == row.detail);
     if (row.state == TrialState::kFail) {

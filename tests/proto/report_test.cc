@@ -253,6 +253,7 @@ TEST_CASE("an unknown type is rejected, naming it and the known ones", "[proto]"
   CHECK_THAT(msg, Catch::Contains("report"));
   CHECK_THAT(msg, Catch::Contains("heartbeat"));
   CHECK_THAT(msg, Catch::Contains("suggest, should_prune or pruned"));
+  CHECK_THAT(msg, Catch::Contains("constraints"));
 }
 
 TEST_CASE("an unknown field is rejected, naming it", "[proto]") {
@@ -753,4 +754,41 @@ TEST_CASE("ParseAnswerLine is strict", "[proto]") {
 }
 
 }  // namespace
+
+TEST_CASE("constraints: values as written", "[proto][objectives]") {
+  ReportMessage m = MustParse(R"({"type":"constraints","values":[-0.5,1,0]})");
+  CHECK(m.type == ReportType::kConstraints);
+  CHECK(m.values == std::vector<double>{-0.5, 1.0, 0.0});
+  CHECK(std::string(ReportTypeName(ReportType::kConstraints)) == "constraints");
+
+  ReportMessage in;
+  in.type = ReportType::kConstraints;
+  in.values = {0.1, -2.25};
+  ReportMessage out = MustParse(OneLine(EncodeReportLine(in)));
+  CHECK(out.type == ReportType::kConstraints);
+  CHECK(out.values == in.values);
+}
+
+TEST_CASE("constraints: 1 to kMaxConstraints finite numbers and nothing else",
+          "[proto][objectives]") {
+  CHECK_THAT(ErrorOf(R"({"type":"constraints"})"),
+             Catch::Contains("constraints needs a field \"values\""));
+  CHECK_THAT(ErrorOf(R"({"type":"constraints","values":[]})"),
+             Catch::Contains("must be an array of 1 to 64 finite numbers") &&
+                 Catch::Contains("not 0 values"));
+  CHECK_THAT(ErrorOf(R"({"type":"constraints","values":0.5})"),
+             Catch::Contains("must be an array of 1 to 64"));
+  CHECK_THAT(ErrorOf(R"({"type":"constraints","values":[1,"x"]})"),
+             Catch::Contains("\"values\" must be a number"));
+  CHECK_THAT(ErrorOf(R"({"type":"constraints","values":[1,1e999]})"), Catch::Contains("finite"));
+  CHECK_THAT(ErrorOf(R"({"type":"constraints","values":[1],"value":2})"),
+             Catch::Contains("unknown field \"value\""));
+  std::string many = "[0";
+  for (size_t i = 1; i < kMaxConstraints; ++i) many += ",0";
+  CHECK(MustParse(R"({"type":"constraints","values":)" + many + "]}").values.size() ==
+        kMaxConstraints);
+  CHECK_THAT(ErrorOf(R"({"type":"constraints","values":)" + many + ",1]}"),
+             Catch::Contains("not 65 values"));
+}
+
 }  // namespace triald::proto

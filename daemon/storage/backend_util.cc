@@ -1,0 +1,109 @@
+#include "daemon/storage/backend_util.h"
+
+#include <boost/json.hpp>
+#include <cmath>
+#include <limits>
+
+#include "common/json.h"
+#include "config/space.h"
+
+namespace triald::storage::backend {
+
+std::string DirectionsText(const std::vector<config::Direction>& directions) {
+  if (directions.size() <= 1) return "";
+  std::string out;
+  for (config::Direction d : directions) {
+    if (!out.empty()) out += ",";
+    out += DirectionText(d);
+  }
+  return out;
+}
+
+common::Result<std::vector<config::Direction>> ParseDirectionsText(const std::string& text,
+                                                                   config::Direction first,
+                                                                   const std::string& op) {
+  if (text.empty()) return std::vector<config::Direction>{first};
+  std::vector<config::Direction> out;
+  size_t begin = 0;
+  while (begin <= text.size()) {
+    size_t end = text.find(',', begin);
+    if (end == std::string::npos) end = text.size();
+    const std::string name = text.substr(begin, end - begin);
+    if (name == "MINIMIZE") {
+      out.push_back(config::Direction::kMinimize);
+    } else if (name == "MAXIMIZE") {
+      out.push_back(config::Direction::kMaximize);
+    } else {
+      return common::Internal(op + ": stored directions \"" + text + "\" name an unknown one");
+    }
+    begin = end + 1;
+  }
+  if (out.size() < 2 || out.front() != first) {
+    return common::Internal(op + ": stored directions \"" + text +
+                            "\" disagree with the study's direction");
+  }
+  return out;
+}
+
+common::Result<std::vector<config::Direction>> NewStudyDirections(const model::NewStudy& study,
+                                                                  const std::string& op) {
+  if (study.directions.empty()) return std::vector<config::Direction>{study.direction};
+  if (study.directions.front() != study.direction) {
+    return common::InvalidArgument(op + ": direction is not directions[0]");
+  }
+  return study.directions;
+}
+
+std::string DoublesText(const std::vector<double>& values) {
+  if (values.empty()) return "";
+  std::string out = "[";
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (i > 0) out += ",";
+    out += std::isfinite(values[i]) ? config::DoubleRepr(values[i]) : "null";
+  }
+  return out + "]";
+}
+
+common::Result<std::vector<double>> ParseDoublesText(const std::string& text,
+                                                     const std::string& op) {
+  std::vector<double> out;
+  if (text.empty()) return out;
+  auto bad = [&] {
+    return common::Internal(op + ": stored numbers \"" + text.substr(0, 200) +
+                            "\" are not a JSON array of numbers");
+  };
+  common::Result<boost::json::value> v = common::ParseJsonExact(text, /*max_depth=*/2);
+  if (!v.ok() || !v->is_array()) return bad();
+  for (const boost::json::value& e : v->get_array()) {
+    if (e.is_double()) {
+      out.push_back(e.get_double());
+    } else if (e.is_int64()) {
+      out.push_back(static_cast<double>(e.get_int64()));
+    } else if (e.is_uint64()) {
+      out.push_back(static_cast<double>(e.get_uint64()));
+    } else if (e.is_null()) {
+      out.push_back(std::numeric_limits<double>::quiet_NaN());
+    } else {
+      return bad();
+    }
+  }
+  return out;
+}
+
+std::string StoredValuesText(const model::TrialOutcome& outcome) {
+  if (outcome.values.empty()) return "";
+  if (outcome.value && outcome.values.size() == 1 &&
+      (outcome.values[0] == *outcome.value ||
+       (std::isnan(outcome.values[0]) && std::isnan(*outcome.value)))) {
+    return "";
+  }
+  return DoublesText(outcome.values);
+}
+
+std::vector<double> TrialValues(const model::TrialRecord& t, std::vector<double> stored) {
+  if (!stored.empty()) return stored;
+  if (t.state == model::TrialState::kComplete && t.value) return {*t.value};
+  return {};
+}
+
+}  // namespace triald::storage::backend
