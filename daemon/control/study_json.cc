@@ -23,6 +23,16 @@ json::object TrialToJson(const TrialRecord& t) {
   o["number"] = t.number;
   o["state"] = model::TrialStateName(t.state);
   o["value"] = JsonNumber(t.value);
+  // One value per objective (a COMPLETE trial; a single-objective one has [value]), the
+  // constraints it reported, and whether they hold (every one <= 0; true without any).
+  json::array values;
+  for (double v : t.values) values.push_back(JsonNumber(v));
+  o["values"] = t.values.empty() ? json::value(nullptr) : json::value(std::move(values));
+  json::array constraints;
+  for (double v : t.constraints) constraints.push_back(JsonNumber(v));
+  o["constraints"] =
+      t.constraints.empty() ? json::value(nullptr) : json::value(std::move(constraints));
+  o["feasible"] = t.Feasible();
   json::object params;
   for (const auto& [name, pv] : t.params) {
     // Exact parsing: boost::json::parse may be one ulp off (common/json.h).
@@ -80,6 +90,12 @@ json::object StudySummaryJson(const model::StudyRecord& s, const storage::TrialC
   o["name"] = s.name;
   o["state"] = model::StudyStateName(s.state);
   o["direction"] = config::DirectionName(s.direction);
+  json::array directions;
+  for (config::Direction d :
+       s.directions.empty() ? std::vector<config::Direction>{s.direction} : s.directions) {
+    directions.push_back(json::string(config::DirectionName(d)));
+  }
+  o["directions"] = std::move(directions);
   o["n_trials"] = s.n_trials;
   o["waiting"] = c.waiting;
   o["running"] = c.running;

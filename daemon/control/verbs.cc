@@ -15,6 +15,7 @@
 #include "daemon/control/requests.h"
 #include "daemon/control/study_json.h"
 #include "daemon/control/trial_log.h"
+#include "daemon/sampler/pareto.h"
 #include "proto/control.h"
 
 namespace triald::daemon {
@@ -89,6 +90,14 @@ Result<json::value> StatusVerb(const VerbContext& c, const json::object& args) {
   TRIALD_ASSIGN_OR_RETURN(model::StudyRecord s, LookUpStudy(*c.storage, args));
   TRIALD_ASSIGN_OR_RETURN(json::object summary, Summary(c, s));
   summary["spawn"] = SpawnStatusJson(c, s.id);
+  // Several objectives: no single best; the size of the Pareto front of feasible COMPLETE
+  // trials instead (this reads the study's trials). null with one objective.
+  summary["pareto_front_size"] = nullptr;
+  if (s.directions.size() > 1) {
+    TRIALD_ASSIGN_OR_RETURN(std::vector<TrialRecord> trials, c.storage->GetTrials(s.id));
+    summary["pareto_front_size"] =
+        static_cast<int64_t>(sampler::pareto::ParetoFront(trials, s.directions).size());
+  }
   return json::value(std::move(summary));
 }
 

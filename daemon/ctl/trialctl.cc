@@ -58,9 +58,31 @@ std::string SubmitterText(const json::object& s) {
                                               : uid;
 }
 
+// The study's directions, "minimize, maximize"; its direction when the reply has none.
+std::string DirectionsText(const json::object& s) {
+  const json::value* d = s.if_contains("directions");
+  if (d == nullptr || !d->is_array() || d->get_array().empty()) return Str(s, "direction");
+  std::string text;
+  for (const json::value& v : d->get_array()) text += (text.empty() ? "" : ", ") + FormatValue(v);
+  return text;
+}
+
+bool SeveralObjectives(const json::object& s) {
+  const json::value* d = s.if_contains("directions");
+  return d != nullptr && d->is_array() && d->get_array().size() > 1;
+}
+
+// A trial's values as a cell: "0.31, 812"; "-" when it has none.
+std::string ValuesText(const json::object& t) {
+  const json::value* v = t.if_contains("values");
+  if (v == nullptr || !v->is_array() || v->get_array().empty()) return "-";
+  std::string text;
+  for (const json::value& x : v->get_array()) text += (text.empty() ? "" : ", ") + FormatValue(x);
+  return text;
+}
+
 void PrintStatus(std::ostream& out, const json::object& s) {
-  out << "study " << Str(s, "name") << ": " << Str(s, "state") << ", " << Str(s, "direction")
-      << "\n";
+  out << "study " << Str(s, "name") << ": " << Str(s, "state") << ", " << DirectionsText(s) << "\n";
   out << "  trials: " << Str(s, "finished") << "/" << Str(s, "n_trials") << " finished ("
       << Str(s, "complete") << " complete, " << Str(s, "pruned") << " pruned, " << Str(s, "failed")
       << " failed), " << Str(s, "running") << " running, " << Str(s, "waiting") << " waiting";
@@ -80,7 +102,19 @@ void PrintStatus(std::ostream& out, const json::object& s) {
         << " failures in a row; next attempt in " << retry.str() << " s)\n";
   }
   const json::value& best = s.at("best");
-  if (best.is_object()) {
+  const json::value* front = s.if_contains("pareto_front_size");
+  if (SeveralObjectives(s)) {
+    // Several objectives: the Pareto front of feasible COMPLETE trials (`trialctl best`).
+    const bool known = front != nullptr && front->is_number();
+    const int64_t n = known ? front->to_number<int64_t>() : 0;
+    if (!known) {
+      out << "  pareto front: -\n";
+    } else if (n == 0) {
+      out << "  pareto front: none yet\n";
+    } else {
+      out << "  pareto front: " << n << (n == 1 ? " trial" : " trials") << "\n";
+    }
+  } else if (best.is_object()) {
     out << "  best: trial " << Str(best.get_object(), "number") << " value "
         << Str(best.get_object(), "value") << "  " << FormatParams(best.get_object().at("params"))
         << "\n";
@@ -243,20 +277,42 @@ int RunTrialctl(const std::vector<std::string>& argv, std::ostream& out, std::os
       if (t.contains("node") && t.at("node").is_string()) nodes.insert(Str(t, "node"));
     }
     const bool show_node = nodes.size() > 1;
+    // Several objectives: a VALUES column ("0.31, 812") instead of VALUE. Constraints: a
+    // FEASIBLE column (yes, no, or - for a trial that reported none).
+    bool several = false;
+    bool constrained = false;
+    for (const json::value& v : r->get_array()) {
+      const json::object& t = v.get_object();
+      const json::value* values = t.if_contains("values");
+      several =
+          several || (values != nullptr && values->is_array() && values->get_array().size() > 1);
+      const json::value* c = t.if_contains("constraints");
+      constrained = constrained || (c != nullptr && c->is_array());
+    }
     std::vector<std::vector<std::string>> rows = {
-        {"#", "STATE", "VALUE", "DURATION", "PARAMS", "RETRY OF", "REASON"}};
-    if (show_node) rows[0].insert(rows[0].begin() + 4, "NODE");
+        {"#", "STATE", several ? "VALUES" : "VALUE", "DURATION", "PARAMS", "RETRY OF", "REASON"}};
+    if (constrained) rows[0].insert(rows[0].begin() + 3, "FEASIBLE");
+    if (show_node) rows[0].insert(rows[0].begin() + 4 + (constrained ? 1 : 0), "NODE");
     for (const json::value& v : r->get_array()) {
       const json::object& t = v.get_object();
       std::string reason =
           t.at("fail_reason").is_null() ? "" : Str(t, "fail_reason") + ": " + Str(t, "fail_detail");
       rows.push_back(
-          {Str(t, "number"), Str(t, "state"), Str(t, "value"), FormatDuration(t.at("duration_s")),
-           FormatParams(t.at("params")),
+          {Str(t, "number"), Str(t, "state"), several ? ValuesText(t) : Str(t, "value"),
+           FormatDuration(t.at("duration_s")), FormatParams(t.at("params")),
            t.contains("retry_of") && !t.at("retry_of").is_null() ? Str(t, "retry_of") : "",
            reason});
+      if (constrained) {
+        const json::value* c = t.if_contains("constraints");
+        const json::value* f = t.if_contains("feasible");
+        const bool has = c != nullptr && c->is_array();
+        rows.back().insert(
+            rows.back().begin() + 3,
+            std::string(!has ? "-"
+                             : (f != nullptr && f->is_bool() && f->get_bool() ? "yes" : "no")));
+      }
       if (show_node) {
-        rows.back().insert(rows.back().begin() + 4,
+        rows.back().insert(rows.back().begin() + 4 + (constrained ? 1 : 0),
                            t.contains("node") && t.at("node").is_string() ? Str(t, "node") : "-");
       }
     }
