@@ -11,6 +11,7 @@
 #include "common/fd.h"
 #include "common/json.h"
 #include "common/utf8.h"
+#include "daemon/control/best.h"
 #include "daemon/control/requests.h"
 #include "daemon/control/study_json.h"
 #include "daemon/control/trial_log.h"
@@ -50,11 +51,15 @@ Result<json::value> SubmitVerb(const VerbContext& c, const json::object& args) {
   return json::value(std::move(o));
 }
 
-// A study's summary from Storage's counting and best-trial queries.
+// A study's summary from Storage's counting and best-trial queries; its best is the best
+// feasible trial (daemon/control/best.h), none for a study with several objectives (`best`
+// gives their front).
 Result<json::object> Summary(const VerbContext& c, const model::StudyRecord& s) {
   TRIALD_ASSIGN_OR_RETURN(storage::TrialCounts counts, c.storage->CountTrials(s.id));
-  TRIALD_ASSIGN_OR_RETURN(std::optional<TrialRecord> best,
-                          c.storage->GetBestTrial(s.id, s.direction));
+  std::optional<TrialRecord> best;
+  if (StudyDirections(s).size() == 1) {
+    TRIALD_ASSIGN_OR_RETURN(best, BestFeasibleTrial(*c.storage, s));
+  }
   return StudySummaryJson(s, counts, best ? &*best : nullptr);
 }
 
@@ -183,14 +188,6 @@ Result<std::unique_ptr<ReplyStream>> TrialsStreamer(const VerbContext& c,
       &TrialToJson, "[", "]"));
 }
 
-Result<json::value> BestVerb(const VerbContext& c, const json::object& args) {
-  TRIALD_ASSIGN_OR_RETURN(model::StudyRecord s, LookUpStudy(*c.storage, args));
-  TRIALD_ASSIGN_OR_RETURN(std::optional<TrialRecord> best,
-                          c.storage->GetBestTrial(s.id, s.direction));
-  if (!best) return common::NotFound("study \"" + s.name + "\" has no COMPLETE trial yet");
-  return json::value(TrialToJson(*best));
-}
-
 Result<json::value> CancelVerb(const VerbContext& c, const json::object& args) {
   TRIALD_ASSIGN_OR_RETURN(std::string name, proto::GetString(args, "study"));
   TRIALD_RETURN_IF_ERROR(c.scheduler->Cancel(name));
@@ -302,7 +299,7 @@ const std::vector<Verb>& Verbs() {
       {"studies", VerbKind::kRead, StudiesVerb},
       {"status", VerbKind::kRead, StatusVerb},
       {"trials", VerbKind::kRead, nullptr, TrialsStreamer},
-      {"best", VerbKind::kRead, BestVerb},
+      {"best", VerbKind::kRead, nullptr, BestStreamer},
       {"cancel", VerbKind::kMutating, CancelVerb},
       {"enqueue", VerbKind::kMutating, EnqueueVerb},
       {"logs", VerbKind::kRead, LogsVerb},

@@ -11,7 +11,9 @@
 //   status   {study} -> StudySummaryJson
 //   trials   {study, offset?, limit?} -> [TrialToJson]: the trials numbered offset (default 0)
 //            on, at most limit of them (default: all)                       (streamed)
-//   best     {study} -> TrialToJson of the best COMPLETE trial
+//   best     {study} -> one objective: TrialToJson of the best feasible COMPLETE trial;
+//            several: {study, directions, complete, feasible, best_trials: [TrialToJson]}, the
+//            Pareto front of the feasible COMPLETE trials (daemon/control/best.h) (streamed)
 //   cancel   {study} -> {study, state: "CANCELLED"}                        (mutating)
 //   enqueue  {study, params: {name: "value text"}} -> {study, trial, params}: a trial with fixed
 //            parameters that runs next (Scheduler::Enqueue); a JSON number or boolean value is
@@ -28,8 +30,10 @@
 // Reads come straight from Storage (the scheduler writes through), so finished and active
 // studies look the same; writes go through the Scheduler. A read costs what it returns:
 // `studies`, `status` and `best` use Storage's counting and best-trial queries and never load a
-// study's trials; `trials` and `export` are streamed (ReplyStream), a page of
-// kTrialsPerPiece trials at a time, so a study of any size never sits in memory whole.
+// study's trials (a study with constraints whose best-valued trial is infeasible, and `best` of
+// a study with several objectives, scan it a page at a time, keeping one page and the best or
+// the front so far: daemon/control/best.h); `trials` and `export` are streamed (ReplyStream),
+// a page of kTrialsPerPiece trials at a time, so a study of any size never sits in memory whole.
 //
 // Thread-safety: the table is immutable and may be read from any thread; handlers run on the
 // event-loop thread (they use the Scheduler and Storage).

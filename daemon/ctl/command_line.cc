@@ -123,7 +123,8 @@ const std::vector<VerbSpec>& VerbSpecs() {
          AddJson(v, c);
        }},
       {"best",
-       "the best COMPLETE trial",
+       "the best feasible COMPLETE trial; with several objectives,\n"
+       "the Pareto front of the feasible COMPLETE trials",
        {},
        [](CLI::App* v, CommandLine* c) {
          AddStudy(v, c);

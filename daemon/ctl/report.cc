@@ -10,6 +10,7 @@
 
 namespace triald::ctl {
 namespace json = boost::json;
+using exports::PairwiseFront;
 
 extern const std::string_view kReportTemplate;  // generated from report_template.html
 
@@ -26,6 +27,22 @@ std::string RenderReport(const exports::StudyData& study) {
       if (json::object* o = t.if_object()) o->erase("stderr_tail");
     }
   }
+  // The best trials by `trialctl best`'s rule, so that the page and `best` agree, and for three
+  // or more objectives the front of every pair of objectives.
+  json::object& o = data.as_object();
+  json::array best;
+  for (int n : study.best) best.push_back(n);
+  o["triald_best"] = std::move(best);
+  o["directions"] = json::array(study.directions.begin(), study.directions.end());
+  json::array pairs;
+  for (size_t a = 0; study.directions.size() > 1 && a < study.directions.size(); ++a) {
+    for (size_t b = a + 1; b < study.directions.size(); ++b) {
+      json::array front;
+      for (int n : PairwiseFront(study, a, b)) front.push_back(n);
+      pairs.push_back(json::object{{"x", a}, {"y", b}, {"front", std::move(front)}});
+    }
+  }
+  o["pareto_pairs"] = std::move(pairs);
   const std::string text = exports::WriteJson(data, {.html_safe = true});
   std::string page(kReportTemplate);
   const size_t at = page.find(kDataMarker);

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "common/fd.h"
+#include "daemon/ctl/best_view.h"
 #include "daemon/ctl/client.h"
 #include "daemon/ctl/command_line.h"
 #include "daemon/ctl/format.h"
@@ -317,7 +318,7 @@ int RunTrialctl(const std::vector<std::string>& argv, std::ostream& out, std::os
     }
     PrintTable(out, rows);
   } else if (verb == "best") {
-    PrintTrial(out, r->get_object());
+    if (!PrintBest(out, *r)) return kExitError;  // an empty Pareto front: no best trial
   } else if (verb == "cancel") {
     out << "study " << a.study << " cancelled\n";
   } else if (verb == "enqueue") {

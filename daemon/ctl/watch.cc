@@ -9,6 +9,7 @@
 #include <ostream>
 #include <thread>
 
+#include "daemon/ctl/best_view.h"
 #include "daemon/ctl/format.h"
 #include "daemon/ctl/trialctl.h"
 
@@ -40,6 +41,33 @@ std::string Best(const json::object& s) {
          ")";
 }
 
+// "minimize" or "minimize, maximize".
+std::string Directions(const json::object& s) {
+  if (!IsMultiObjective(s)) return Str(s, "direction");
+  std::string out;
+  for (const json::value& d : s.at("directions").get_array()) {
+    out += (out.empty() ? "" : ", ") + FormatValue(d);
+  }
+  return out;
+}
+
+// The plain line's account of the front: "front 3 trials (35 of 40 complete feasible)".
+std::string FrontSummary(const json::value& front) {
+  if (!front.is_object()) return "front: none yet";
+  const json::object& f = front.get_object();
+  const json::value* trials = f.if_contains("best_trials");
+  const size_t n = trials != nullptr && trials->is_array() ? trials->get_array().size() : 0;
+  return "front " + std::to_string(n) + (n == 1 ? " trial" : " trials") + " (" +
+         std::to_string(Count(f, "feasible")) + " of " + std::to_string(Count(f, "complete")) +
+         " complete feasible)";
+}
+
+bool FrontEmpty(const json::value& front) {
+  const json::value* trials =
+      front.is_object() ? front.get_object().if_contains("best_trials") : nullptr;
+  return trials == nullptr || !trials->is_array() || trials->get_array().empty();
+}
+
 bool Ended(const json::object& s) {
   // A cancelled study may still be stopping its trials: wait for them too.
   return Str(s, "state") != "RUNNING" && Count(s, "running") == 0;
@@ -64,6 +92,11 @@ int Columns(int fd) {
 }
 
 }  // namespace
+
+bool IsMultiObjective(const json::object& s) {
+  const json::value* d = s.if_contains("directions");
+  return d != nullptr && d->is_array() && d->get_array().size() > 1;
+}
 
 std::string FormatSeconds(double s) {
   if (!(s >= 0) || !std::isfinite(s)) return "?";
@@ -100,10 +133,18 @@ std::optional<double> EstimateSeconds(const json::object& s, const WatchState& w
 
 std::vector<std::string> WatchLines(const json::object& s, const WatchState& w, double elapsed_s) {
   std::vector<std::string> lines;
-  lines.push_back("study " + Str(s, "name") + ": " + Str(s, "state") + ", " + Str(s, "direction") +
+  lines.push_back("study " + Str(s, "name") + ": " + Str(s, "state") + ", " + Directions(s) +
                   "   watching " + FormatSeconds(elapsed_s));
   lines.push_back("  trials: " + Counts(s));
-  lines.push_back("  best:   " + Best(s));
+  if (IsMultiObjective(s)) {
+    if (w.front.is_object()) {
+      for (const std::string& l : FrontLines(w.front.get_object(), 5)) lines.push_back("  " + l);
+    } else {
+      lines.push_back("  front:  none yet");
+    }
+  } else {
+    lines.push_back("  best:   " + Best(s));
+  }
   std::string how;
   std::optional<double> eta = EstimateSeconds(s, w, &how);
   lines.push_back("  ETA:    " + (eta ? "~" + FormatSeconds(*eta) + " (" + how + ")"
@@ -112,7 +153,8 @@ std::vector<std::string> WatchLines(const json::object& s, const WatchState& w, 
 }
 
 std::string WatchLine(const json::object& s, const WatchState& w) {
-  std::string line = Str(s, "name") + ": " + Counts(s) + "; best " + Best(s);
+  std::string line = Str(s, "name") + ": " + Counts(s) + "; " +
+                     (IsMultiObjective(s) ? FrontSummary(w.front) : "best " + Best(s));
   std::optional<double> eta = EstimateSeconds(s, w, nullptr);
   if (eta) line += "; ETA ~" + FormatSeconds(*eta);
   return line;
@@ -135,6 +177,17 @@ int WatchStudy(Client& client, const std::string& study, const WatchOptions& o, 
     }
     const json::object& s = r->get_object();
     w.max_running = std::max<int>(w.max_running, static_cast<int>(Count(s, "running")));
+    if (IsMultiObjective(s) && Count(s, "complete") != w.front_complete) {
+      // The front changes only when a trial completes: asked again only then.
+      Result<json::value> front = client.Call("best", {{"study", study}});
+      if (!front.ok()) {
+        if (tty && drawn > 0) view << "\n";
+        err << "trialctl: " << EscapeForTerminal(front.status().message(), true) << "\n";
+        return front.status().code() == common::Code::kUnavailable ? kExitUnavailable : kExitError;
+      }
+      w.front = std::move(*front);
+      w.front_complete = Count(s, "complete");
+    }
     if (tty) {
       const double elapsed =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -147,7 +200,15 @@ int WatchStudy(Client& client, const std::string& study, const WatchOptions& o, 
       view << frame << std::flush;
       drawn = lines.size();
     } else {
-      std::string line = o.json ? json::serialize(s) : WatchLine(s, w);
+      std::string line;
+      if (o.json && w.front.is_object()) {
+        json::object with_front = s;  // several objectives: the front rides along
+        with_front["best_trials"] = w.front.at("best_trials");
+        with_front["feasible"] = w.front.at("feasible");
+        line = json::serialize(with_front);
+      } else {
+        line = o.json ? json::serialize(s) : WatchLine(s, w);
+      }
       if (line != last) {
         view << line << "\n" << std::flush;
         last = std::move(line);
@@ -155,7 +216,21 @@ int WatchStudy(Client& client, const std::string& study, const WatchOptions& o, 
     }
     if (Ended(s)) {
       if (!o.json) out << "study " << study << " " << Str(s, "state") << "\n";
+      if (IsMultiObjective(s)) {
+        if (o.json) return FrontEmpty(w.front) ? kExitError : kExitOk;
+        if (!PrintBest(out, w.front)) {
+          err << "trialctl: study \"" << study << "\" ended with an empty Pareto front\n";
+          return kExitError;
+        }
+        return kExitOk;
+      }
       if (!s.at("best").is_object()) {
+        if (Count(s, "complete") > 0) {
+          err << "trialctl: study \"" << study
+              << "\" ended without a feasible COMPLETE trial (every COMPLETE trial violates a "
+                 "constraint)\n";
+          return kExitError;
+        }
         err << "trialctl: study \"" << study << "\" ended without a COMPLETE trial\n";
         return kExitError;
       }

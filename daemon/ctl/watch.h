@@ -11,6 +11,12 @@
 // trials running at once (the most seen running during this watch, at most the trials left).
 // No ETA before a trial has finished.
 //
+// A study with several objectives (its status lists two or more "directions") has no single
+// best: the view shows its Pareto front instead (the `best` reply, asked again only when the
+// count of COMPLETE trials changed), with how many COMPLETE trials are feasible; the closing
+// summary prints the front, and the exit code is 1 when the front is empty. With `json`, each
+// line is the status reply with the front's "best_trials" and "feasible" added.
+//
 // Thread-safety: one call per thread; shares no state.
 
 #include <boost/json.hpp>
@@ -41,7 +47,12 @@ int WatchStudy(Client& client, const std::string& study, const WatchOptions& opt
 // The pieces, exposed for tests.
 struct WatchState {
   int max_running = 0;  // most trials seen running at once
+  // Several objectives: the latest `best` reply (the front); null otherwise.
+  boost::json::value front;
+  int64_t front_complete = -1;  // the COMPLETE count when `front` was asked for
 };
+// True when the status reply is of a study with several objectives.
+bool IsMultiObjective(const boost::json::object& status);
 // The ETA in seconds per the rule above, or nullopt when there is none yet.
 std::optional<double> EstimateSeconds(const boost::json::object& status, const WatchState& s,
                                       std::string* how);

@@ -217,13 +217,35 @@ std::pair<std::optional<double>, const char*> OptunaValue(double v) {
   return {v, "FINITE"};
 }
 
+// A list of numbers as Python's json.dumps writes it (Optuna stores system attributes so):
+// "[0.5, -1.0]", NaN and Infinity as Python writes them.
+std::string PythonNumberList(const std::vector<double>& xs) {
+  std::string out = "[";
+  for (size_t i = 0; i < xs.size(); ++i) {
+    if (i > 0) out += ", ";
+    const double x = xs[i];
+    if (std::isnan(x)) {
+      out += "NaN";
+    } else if (std::isinf(x)) {
+      out += x > 0 ? "Infinity" : "-Infinity";
+    } else {
+      out += config::DoubleRepr(x);
+    }
+  }
+  return out + "]";
+}
+
 Status WriteRows(Writer& w, const StudyData& study) {
   TRIALD_RETURN_IF_ERROR(w.Exec("BEGIN"));
   TRIALD_RETURN_IF_ERROR(w.Exec(kOptunaSchema));
   TRIALD_ASSIGN_OR_RETURN(Stmt st, w.Prepare("INSERT INTO studies VALUES (1, ?)"));
   TRIALD_RETURN_IF_ERROR(w.Insert(st, study.name));
-  TRIALD_ASSIGN_OR_RETURN(Stmt dir, w.Prepare("INSERT INTO study_directions VALUES (1, ?, 1, 0)"));
-  TRIALD_RETURN_IF_ERROR(w.Insert(dir, study.direction == "maximize" ? "MAXIMIZE" : "MINIMIZE"));
+  TRIALD_ASSIGN_OR_RETURN(Stmt dir, w.Prepare("INSERT INTO study_directions (direction, "
+                                              "study_id, objective) VALUES (?, 1, ?)"));
+  for (size_t k = 0; k < study.directions.size(); ++k) {
+    TRIALD_RETURN_IF_ERROR(w.Insert(
+        dir, study.directions[k] == "maximize" ? "MAXIMIZE" : "MINIMIZE", static_cast<int>(k)));
+  }
 
   TRIALD_ASSIGN_OR_RETURN(
       Stmt trial, w.Prepare("INSERT INTO trials (trial_id, number, study_id, state, "
@@ -232,7 +254,10 @@ Status WriteRows(Writer& w, const StudyData& study) {
                                                 "param_value, distribution_json) VALUES "
                                                 "(?, ?, ?, ?)"));
   TRIALD_ASSIGN_OR_RETURN(Stmt value, w.Prepare("INSERT INTO trial_values (trial_id, objective, "
-                                                "value, value_type) VALUES (?, 0, ?, ?)"));
+                                                "value, value_type) VALUES (?, ?, ?, ?)"));
+  TRIALD_ASSIGN_OR_RETURN(Stmt sys_attr, w.Prepare("INSERT INTO trial_system_attributes "
+                                                   "(trial_id, \"key\", value_json) VALUES "
+                                                   "(?, ?, ?)"));
   TRIALD_ASSIGN_OR_RETURN(Stmt inter,
                           w.Prepare("INSERT INTO trial_intermediate_values (trial_id, step, "
                                     "intermediate_value, intermediate_value_type) VALUES "
@@ -251,10 +276,24 @@ Status WriteRows(Writer& w, const StudyData& study) {
           w.Insert(param, id, p.name, p.internal, OptunaDistributionJson(p.dist)));
     }
     // Optuna keeps a value for COMPLETE trials and, as triald does, the last intermediate value
-    // of a PRUNED one; a NaN objective is not a value Optuna can hold.
-    if ((t.state == "COMPLETE" || t.state == "PRUNED") && t.value && !std::isnan(*t.value)) {
+    // of a PRUNED one; a NaN objective is not a value Optuna can hold. With several
+    // objectives, a COMPLETE trial has one row per objective (all of them, or none).
+    if (study.directions.size() > 1) {
+      bool storable = t.state == "COMPLETE" && t.values.size() == study.directions.size();
+      for (double x : t.values) storable = storable && !std::isnan(x);
+      for (size_t k = 0; storable && k < t.values.size(); ++k) {
+        auto [v, kind] = OptunaValue(t.values[k]);
+        TRIALD_RETURN_IF_ERROR(w.Insert(value, id, static_cast<int>(k), v, kind));
+      }
+    } else if ((t.state == "COMPLETE" || t.state == "PRUNED") && t.value && !std::isnan(*t.value)) {
       auto [v, kind] = OptunaValue(*t.value);
-      TRIALD_RETURN_IF_ERROR(w.Insert(value, id, v, kind));
+      TRIALD_RETURN_IF_ERROR(w.Insert(value, id, 0, v, kind));
+    }
+    // Where Optuna 3.1 keeps a trial's constraints (optuna/samplers/_base.py _CONSTRAINTS_KEY,
+    // read by NSGAIISampler and TPESampler), as its samplers' after_trial stores them.
+    if (!t.constraints.empty()) {
+      TRIALD_RETURN_IF_ERROR(
+          w.Insert(sys_attr, id, "constraints", PythonNumberList(t.constraints)));
     }
     for (const auto& [step, x] : t.intermediate) {
       auto [v, kind] = OptunaValue(x);

@@ -7,6 +7,9 @@
 #include <limits>
 #include <set>
 
+#include "daemon/model/records.h"
+#include "daemon/sampler/pareto.h"
+
 namespace triald::exports {
 namespace json = boost::json;
 using common::InvalidArgument;
@@ -24,6 +27,21 @@ std::optional<double> Number(const json::value& v) {
     if (v.get_string() == "-inf") return -std::numeric_limits<double>::infinity();
   }
   return std::nullopt;
+}
+
+// An array of numbers as the daemon sends them ("nan" / "inf" / "-inf" as strings); a missing
+// or null field is empty. False when it is anything else.
+bool NumberList(const json::object& o, const char* key, std::vector<double>* out) {
+  out->clear();
+  const json::value* v = o.if_contains(key);
+  if (v == nullptr || v->is_null()) return true;
+  if (!v->is_array()) return false;
+  for (const json::value& e : v->get_array()) {
+    std::optional<double> x = Number(e);
+    if (!x) return false;
+    out->push_back(*x);
+  }
+  return true;
 }
 
 double TimeField(const json::object& o, const char* key) {
@@ -204,9 +222,20 @@ Result<StudyData> ParseStudyExport(json::value reply) {
   if (const json::value* n = study.if_contains("n_trials"); n != nullptr && n->is_number()) {
     s.n_trials = static_cast<int>(n->to_number<double>());
   }
+  if (const json::value* dirs = study.if_contains("directions"); dirs && dirs->is_array()) {
+    for (const json::value& d : dirs->get_array()) {
+      if (!d.is_string() || (d.get_string() != "minimize" && d.get_string() != "maximize")) {
+        return InvalidArgument(
+            "export reply from triald: directions must be \"minimize\" or \"maximize\"");
+      }
+      s.directions.emplace_back(d.get_string());
+    }
+    if (!s.directions.empty() && s.direction.empty()) s.direction = s.directions[0];
+  }
   if (s.name.empty() || (s.direction != "minimize" && s.direction != "maximize")) {
     return InvalidArgument("export reply from triald: study without a name or direction");
   }
+  if (s.directions.empty()) s.directions = {s.direction};
   std::set<std::string> names;
   for (const json::value& tv : reply.at("trials").get_array()) {
     if (!tv.is_object())
@@ -224,6 +253,14 @@ Result<StudyData> ParseStudyExport(json::value reply) {
       t.value = Number(*v);
       if (!t.value) return InvalidArgument(where + ": value is not a number");
     }
+    if (!NumberList(o, "values", &t.values)) {
+      return InvalidArgument(where + ": values is not a list of numbers");
+    }
+    if (t.values.empty() && t.state == "COMPLETE" && t.value) t.values = {*t.value};
+    if (!NumberList(o, "constraints", &t.constraints)) {
+      return InvalidArgument(where + ": constraints is not a list of numbers");
+    }
+    t.feasible = model::Feasible(t.constraints);
     t.fail_reason = StringField(o, "fail_reason");
     t.fail_detail = StringField(o, "fail_detail");
     t.created_at = TimeField(o, "created_at");
@@ -275,16 +312,102 @@ Result<StudyData> ParseStudyExport(json::value reply) {
             [](const ExportTrial& a, const ExportTrial& b) { return a.number < b.number; });
   s.param_names.assign(names.begin(), names.end());
   s.reply = std::move(reply);
+  s.best = BestTrialNumbers(s);
   return s;
 }
 
+namespace {
+
+std::vector<config::Direction> Directions(const std::vector<std::string>& names) {
+  std::vector<config::Direction> out;
+  for (const std::string& n : names) {
+    out.push_back(n == "maximize" ? config::Direction::kMaximize : config::Direction::kMinimize);
+  }
+  return out;
+}
+
+// The study's trials as the records sampler::pareto reads, with the objectives `objectives`.
+std::vector<model::TrialRecord> Records(const StudyData& study,
+                                        const std::vector<size_t>& objectives) {
+  std::vector<model::TrialRecord> out;
+  for (const ExportTrial& t : study.trials) {
+    model::TrialRecord r;
+    r.number = t.number;
+    r.state = t.state == "COMPLETE" ? model::TrialState::kComplete : model::TrialState::kFail;
+    if (t.values.size() == study.directions.size()) {
+      for (size_t k : objectives) r.values.push_back(t.values[k]);
+    }
+    r.constraints = t.constraints;
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+std::vector<int> FrontNumbers(const StudyData& study, const std::vector<size_t>& objectives) {
+  std::vector<config::Direction> all = Directions(study.directions), dirs;
+  for (size_t k : objectives) dirs.push_back(all[k]);
+  const std::vector<model::TrialRecord> records = Records(study, objectives);
+  std::vector<int> out;
+  for (size_t i : sampler::pareto::ParetoFront(records, dirs)) out.push_back(records[i].number);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+}  // namespace
+
+std::vector<int> BestTrialNumbers(const StudyData& study) {
+  if (study.directions.size() > 1) {
+    std::vector<size_t> all(study.directions.size());
+    for (size_t k = 0; k < all.size(); ++k) all[k] = k;
+    return FrontNumbers(study, all);
+  }
+  const bool max = study.direction == "maximize";
+  const ExportTrial* best = nullptr;
+  for (const ExportTrial& t : study.trials) {  // by number: the first of equal values wins
+    if (t.state != "COMPLETE" || !t.value || std::isnan(*t.value) || !t.feasible) continue;
+    if (best == nullptr || (max ? *t.value > *best->value : *t.value < *best->value)) best = &t;
+  }
+  return best != nullptr ? std::vector<int>{best->number} : std::vector<int>{};
+}
+
+std::vector<int> PairwiseFront(const StudyData& study, size_t a, size_t b) {
+  if (a >= study.directions.size() || b >= study.directions.size() || a == b) return {};
+  return FrontNumbers(study, {a, b});
+}
+
 std::string ToCsv(const StudyData& study) {
-  std::string out = "number,state,value,reason";
+  const size_t n_values = study.directions.size();
+  size_t n_constraints = 0;
+  bool any_constraints = false;
+  for (const ExportTrial& t : study.trials) {
+    n_constraints = std::max(n_constraints, t.constraints.size());
+    any_constraints = any_constraints || !t.constraints.empty();
+  }
+  std::string out = "number,state";
+  if (n_values > 1) {
+    for (size_t k = 0; k < n_values; ++k) out += ",values_" + std::to_string(k);
+  } else {
+    out += ",value";
+  }
+  for (size_t k = 0; k < n_constraints; ++k) out += ",constraints_" + std::to_string(k);
+  if (any_constraints) out += ",feasible";
+  out += ",reason";
   for (const std::string& n : study.param_names) out += "," + CsvText("params_" + n);
   out += ",datetime_start,datetime_complete,duration\n";
   for (const ExportTrial& t : study.trials) {
-    out += std::to_string(t.number) + "," + t.state + "," + CsvNumber(t.value) + "," +
-           CsvText(t.fail_reason);
+    out += std::to_string(t.number) + "," + t.state;
+    if (n_values > 1) {
+      for (size_t k = 0; k < n_values; ++k) {
+        out += "," + (k < t.values.size() ? CsvNumber(t.values[k]) : std::string());
+      }
+    } else {
+      out += "," + CsvNumber(t.value);
+    }
+    for (size_t k = 0; k < n_constraints; ++k) {
+      out += "," + (k < t.constraints.size() ? CsvNumber(t.constraints[k]) : std::string());
+    }
+    if (any_constraints) out += t.feasible ? ",True" : ",False";
+    out += "," + CsvText(t.fail_reason);
     for (const std::string& n : study.param_names) {
       out += ",";
       for (const ExportParam& p : t.params) {

@@ -3,10 +3,16 @@
 // (daemon/control/study_json.h, StudyExportJson), and the exports written from it:
 //   - CSV: one row per trial, columns number,state,value,reason,params_<name>... (parameter
 //     names sorted, as Optuna's trials_dataframe does),datetime_start,datetime_complete,duration
-//     (seconds); RFC 4180 quoting; datetimes in local time with their UTC offset.
+//     (seconds); RFC 4180 quoting; datetimes in local time with their UTC offset. A study with
+//     several objectives has values_0..values_{n-1} in place of value (as trials_dataframe
+//     names them); a study where any trial reported constraints has constraints_0..
+//     constraints_{k-1} (k: the most any trial reported) and feasible (True/False) after them.
 //   - JSON: the reply itself, with numbers written as Python writes them (shortest exact form).
 //   - Optuna: an SQLite file with Optuna 3.1's schema (alembic head v3.0.0.d, version_info
-//     schema 12), so optuna.load_study and optuna-dashboard read it as one of their own.
+//     schema 12), so optuna.load_study and optuna-dashboard read it as one of their own: every
+//     direction, every objective's value, and constraints in the trial system attribute
+//     "constraints", where Optuna 3.1's samplers read them (optuna.samplers._base
+//     _CONSTRAINTS_KEY).
 //
 // Trialctl reads everything through the control socket, so exports work wherever trialctl
 // reaches the daemon; only this target links SQLite on the client side.
@@ -35,8 +41,12 @@ struct ExportParam {
 struct ExportTrial {
   int number = 0;
   std::string state;            // WAITING RUNNING COMPLETE PRUNED FAIL
-  std::optional<double> value;  // may be NaN or infinite
-  std::string fail_reason;      // FAIL only
+  std::optional<double> value;  // may be NaN or infinite; unset with several objectives
+  // COMPLETE: one per objective ({value} for one objective); empty otherwise.
+  std::vector<double> values;
+  std::vector<double> constraints;  // as reported; empty: none
+  bool feasible = true;             // every constraint <= 0 (model::Feasible)
+  std::string fail_reason;          // FAIL only
   std::string fail_detail;
   std::vector<ExportParam> params;                       // sorted by name
   std::vector<std::pair<int64_t, double>> intermediate;  // by step
@@ -49,13 +59,24 @@ struct ExportTrial {
 
 struct StudyData {
   std::string name;
-  std::string state;      // RUNNING COMPLETE CANCELLED
-  std::string direction;  // minimize | maximize
+  std::string state;                    // RUNNING COMPLETE CANCELLED
+  std::string direction;                // minimize | maximize (directions[0])
+  std::vector<std::string> directions;  // one per objective
   int n_trials = 0;
   std::vector<std::string> param_names;  // every trial's parameters, sorted
   std::vector<ExportTrial> trials;       // by number
   boost::json::value reply;              // the reply as received
+  // The best trials by `trialctl best`'s rule (daemon/control/best.h): one objective, the best
+  // feasible COMPLETE trial (none or one number); several, the Pareto front of the feasible
+  // COMPLETE trials. Trial numbers, ascending.
+  std::vector<int> best;
 };
+
+// StudyData::best of `study`'s trials (ParseStudyExport fills it in).
+std::vector<int> BestTrialNumbers(const StudyData& study);
+// The Pareto front of the feasible COMPLETE trials over the objectives `a` and `b` alone (trial
+// numbers, ascending): the report's pairwise plots for three or more objectives.
+std::vector<int> PairwiseFront(const StudyData& study, size_t a, size_t b);
 
 // Checks and reads an "export" reply; errors name the trial and field that is wrong.
 common::Result<StudyData> ParseStudyExport(boost::json::value reply);

@@ -1,13 +1,21 @@
 #!/usr/bin/python3
 """Checks an Optuna storage written by `trialctl export --format optuna` with Optuna itself.
 
-usage: check_optuna_export.py STORAGE.db EXPORT.json
+usage: check_optuna_export.py STORAGE.db EXPORT.json [BEST.json]
 
 EXPORT.json is `trialctl export STUDY --format json` of the same study. Optuna (python3-optuna,
-3.1 on Debian 12) must load the study from the storage without complaint and see every trial
-with the same state, parameters (values and distributions), value, intermediate values,
-attributes and datetimes. Run by tests/integration/export_test.cc; exits 0 when everything
-matches, 1 with one line per difference otherwise.
+3.1 on Debian 12) must load the study from the storage without complaint and see its directions
+and every trial with the same state, parameters (values and distributions), value or values,
+constraints (system attribute "constraints", where Optuna's samplers read them), intermediate
+values, attributes and datetimes.
+
+BEST.json is `trialctl best STUDY --json`: its trials must be the ones Optuna's own code finds
+best among the feasible COMPLETE trials (for several objectives the Pareto front, Optuna's
+_get_pareto_front_trials_by_trials); where every COMPLETE trial is feasible, exactly
+study.best_trial / study.best_trials (Optuna 3.1 does not filter those by feasibility).
+
+Run by tests/integration/export_test.cc; exits 0 when everything matches, 1 with one line per
+difference otherwise.
 """
 
 import datetime
@@ -18,6 +26,7 @@ import sys
 import optuna
 from optuna.distributions import (CategoricalDistribution, FloatDistribution,
                                   IntDistribution)
+from optuna.study._multi_objective import _get_pareto_front_trials_by_trials
 from optuna.trial import TrialState
 
 
@@ -43,6 +52,43 @@ def distribution(d):
     return CategoricalDistribution(d["choices"])
 
 
+def feasible(trial):
+    """Optuna's definition: every value of the "constraints" system attribute <= 0."""
+    return all(c <= 0 for c in trial.system_attrs.get("constraints") or [])
+
+
+def check_best(study, best, check):
+    """`trialctl best --json` against what Optuna computes from the storage."""
+    trials = study.get_trials(deepcopy=False)
+    complete = [t for t in trials if t.state == TrialState.COMPLETE]
+    ok = [t for t in complete if feasible(t)]
+    if len(study.directions) > 1:
+        got = [t["number"] for t in best["best_trials"]]
+        front = sorted(t.number for t in _get_pareto_front_trials_by_trials(ok, study.directions))
+        check(got == front, "best_trials %s, Optuna's front of the feasible trials %s"
+              % (got, front))
+        if len(ok) == len(complete):
+            optuna_best = sorted(t.number for t in study.best_trials)
+            check(got == optuna_best, "best_trials %s, study.best_trials %s" % (got, optuna_best))
+        by_number = {t.number: t for t in trials}
+        for t in best["best_trials"]:
+            values = [number(v) for v in t["values"]]
+            check(by_number[t["number"]].values == values,
+                  "best trial %d: values %r in Optuna, %r from trialctl best"
+                  % (t["number"], by_number[t["number"]].values, values))
+        check(best.get("feasible") == len(ok),
+              "best: %r feasible, Optuna's storage has %d" % (best.get("feasible"), len(ok)))
+        return
+    sign = -1 if study.direction.name == "MAXIMIZE" else 1
+    values = [t for t in ok if not math.isnan(t.value)]
+    want = min(values, key=lambda t: (sign * t.value, t.number)).number if values else None
+    got = best["number"] if best is not None else None
+    check(got == want, "best trial %r, Optuna's best feasible trial %r" % (got, want))
+    if len(ok) == len(complete) and complete:
+        check(got == study.best_trial.number,
+              "best trial %r, study.best_trial %d" % (got, study.best_trial.number))
+
+
 def main():
     db, exported = sys.argv[1], sys.argv[2]
     with open(exported) as f:
@@ -60,8 +106,10 @@ def main():
           "schema version %s, Optuna's head is %s" % (storage.get_current_version(),
                                                       storage.get_head_version()))
     study = optuna.load_study(study_name=name, storage=storage)
-    check(study.direction.name == data["study"]["direction"].upper(),
-          "direction %s, expected %s" % (study.direction.name, data["study"]["direction"]))
+    directions = data["study"].get("directions") or [data["study"]["direction"]]
+    check([d.name for d in study.directions] == [d.upper() for d in directions],
+          "directions %s, expected %s" % ([d.name for d in study.directions], directions))
+    multi = len(directions) > 1
     trials = study.get_trials(deepcopy=False)
     check(len(trials) == len(data["trials"]),
           "%d trials in Optuna, %d exported" % (len(trials), len(data["trials"])))
@@ -94,10 +142,20 @@ def main():
                   where + "%s internal value differs" % pname)
         # The objective: COMPLETE and PRUNED trials keep theirs (a pruned trial's is its last
         # intermediate value, in Optuna as in triald); failed trials have none.
-        value = number(want["value"]) if want["value"] is not None else None
-        if want["state"] == "FAIL":
-            value = None
-        check(same(got.value, value), where + "value %r, expected %r" % (got.value, value))
+        if multi:
+            values = None
+            if want["state"] == "COMPLETE":
+                values = [number(v) for v in want["values"]]
+            check(got.values == values, where + "values %r, expected %r" % (got.values, values))
+        else:
+            value = number(want["value"]) if want["value"] is not None else None
+            if want["state"] == "FAIL":
+                value = None
+            check(same(got.value, value), where + "value %r, expected %r" % (got.value, value))
+        constraints = [number(c) for c in want.get("constraints") or []] or None
+        check(got.system_attrs.get("constraints") == constraints,
+              where + "system attr constraints %r, expected %r"
+              % (got.system_attrs.get("constraints"), constraints))
         inter = {int(s): number(v) for s, v in want["intermediate"]}
         check(len(got.intermediate_values) == len(inter)
               and all(same(got.intermediate_values.get(s), v) for s, v in inter.items()),
@@ -119,10 +177,11 @@ def main():
             check(t is not None and abs((t - expected).total_seconds()) < 2e-6,
                   where + "%s %s, expected %s" % (attr, t, expected))
 
-    best = data["study"]["best"]
-    if best is not None:
-        check(study.best_trial.number == best["number"],
-              "best trial %d, expected %d" % (study.best_trial.number, best["number"]))
+    if len(sys.argv) > 3:
+        with open(sys.argv[3]) as f:
+            check_best(study, json.load(f), check)
+    elif not multi:  # the study summary's best, by the same rule as `trialctl best`
+        check_best(study, data["study"]["best"], check)
     # What optuna-dashboard lists first: the study summaries of the storage.
     summaries = optuna.get_all_study_summaries(storage, include_best_trial=True)
     check([s.study_name for s in summaries] == [name],

@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <sstream>
 
 #include "common/json.h"
@@ -163,6 +164,96 @@ TEST_CASE("export CSV quotes fields and JSON writes numbers as Python does", "[e
   CHECK(exports::OptunaDistributionJson(d) ==
         "{\"name\": \"FloatDistribution\", \"attributes\": {\"step\": null, \"low\": 1e-05, "
         "\"high\": 1.0, \"log\": true}}");
+}
+
+TEST_CASE("export of several objectives and constraints: CSV columns and best trials", "[export]") {
+  common::Result<exports::StudyData> data =
+      exports::ParseStudyExport(json::parse(MultiObjectiveReply(true)));
+  INFO(data.status().ToString());
+  REQUIRE(data.ok());
+  CHECK(data->directions == std::vector<std::string>{"minimize", "maximize"});
+  CHECK(data->best == std::vector<int>{0, 2, 4});
+  CHECK(!data->trials[1].feasible);
+  CHECK(data->trials[4].feasible);
+  CHECK(exports::PairwiseFront(*data, 0, 1) == data->best);
+  std::vector<std::vector<std::string>> rows = ParseCsv(exports::ToCsv(*data));
+  REQUIRE(rows.size() == 8);
+  CHECK(rows[0] == std::vector<std::string>{"number", "state", "values_0", "values_1",
+                                            "constraints_0", "constraints_1", "feasible", "reason",
+                                            "params_s", "params_x", "datetime_start",
+                                            "datetime_complete", "duration"});
+  CHECK(rows[2][2] == "0.0");
+  CHECK(rows[2][3] == "9.0");
+  CHECK(rows[2][4] == "0.25");
+  CHECK(rows[2][5] == "-3.0");
+  CHECK(rows[2][6] == "False");
+  CHECK(rows[3][5].empty());  // trial 2 reported one constraint
+  CHECK(rows[3][6] == "True");
+  CHECK(rows[4][4].empty());  // trial 3 none: feasible
+  CHECK(rows[4][6] == "True");
+  CHECK(rows[5][5] == "-1e-05");
+  CHECK(rows[6][2].empty());  // PRUNED: no values
+  CHECK(rows[7][7] == "exit");
+  CHECK(rows[1][8] == "'=1");  // text cells neutralised as for one objective
+
+  // No constraints at all: no constraint or feasible columns.
+  common::Result<exports::StudyData> plain =
+      exports::ParseStudyExport(json::parse(MultiObjectiveReply(false)));
+  REQUIRE(plain.ok());
+  CHECK(plain->best == std::vector<int>{1});  // feasible now, 1 dominates every other trial
+  std::vector<std::vector<std::string>> plain_rows = ParseCsv(exports::ToCsv(*plain));
+  CHECK(plain_rows[0][4] == "reason");
+
+  // Every trial infeasible: an empty front.
+  std::string all_bad = MultiObjectiveReply(true);
+  for (size_t at; (at = all_bad.find("\"constraints\":[]")) != std::string::npos;) {
+    all_bad.replace(at, 16, "\"constraints\":[7]");
+  }
+  for (const char* c : {"[-1.0, 0.0]", "[-0.5]", "[-2.0, -1e-05]"}) {
+    all_bad.replace(all_bad.find(c), std::strlen(c), "[1.0]");
+  }
+  common::Result<exports::StudyData> none = exports::ParseStudyExport(json::parse(all_bad));
+  REQUIRE(none.ok());
+  CHECK(none->best.empty());
+
+  // A reply with constraints that are not numbers names the trial.
+  std::string bad = MultiObjectiveReply(true);
+  bad.replace(bad.find("[-0.5]"), 6, "[\"x\"]");
+  common::Result<exports::StudyData> refused = exports::ParseStudyExport(json::parse(bad));
+  REQUIRE(!refused.ok());
+  CHECK_THAT(refused.status().message(), Catch::Contains("trial 2: constraints"));
+}
+
+TEST_CASE(
+    "Optuna export of several objectives and constraints: Optuna reads directions, "
+    "values, constraints and the same front",
+    "[export][optuna]") {
+  TempDir dir;
+  for (bool with_constraints : {true, false}) {
+    INFO("constraints " << with_constraints);
+    const std::string reply = MultiObjectiveReply(with_constraints);
+    common::Result<exports::StudyData> data = exports::ParseStudyExport(json::parse(reply));
+    REQUIRE(data.ok());
+    const std::string db = dir.File(with_constraints ? "c.db" : "p.db");
+    REQUIRE(exports::WriteOptunaStorage(*data, db, false).ok());
+    // `trialctl best --json` as the daemon would answer, from the export's own rule.
+    json::array front;
+    for (int n : data->best) {
+      front.push_back(json::parse(reply).at("trials").at(static_cast<size_t>(n)));
+    }
+    int64_t feasible = 0;
+    for (const exports::ExportTrial& t : data->trials)
+      feasible += t.state == "COMPLETE" && t.feasible;
+    const std::string best = dir.Write(
+        "best.json", json::serialize(json::object{{"best_trials", front}, {"feasible", feasible}}));
+    const std::string exported = dir.Write("mo.json", exports::ToJson(*data));
+    auto [code, output] =
+        Shell("/usr/bin/python3 " + std::string(TRIALD_SOURCE_DIR) +
+              "/tests/integration/check_optuna_export.py " + db + " " + exported + " " + best);
+    INFO(output);
+    CHECK(code == 0);
+    CHECK_THAT(output, Catch::Contains("7 trials match"));
+  }
 }
 
 TEST_CASE("trialctl export csv, json and an Optuna storage Optuna loads",

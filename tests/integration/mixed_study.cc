@@ -44,4 +44,39 @@ send({'type': 'final', 'value': v})
   return dir.Write("mixed.toml", toml);
 }
 
+std::string ExportReply(const std::string& name, const std::string& directions,
+                        const std::vector<ReplyTrial>& trials) {
+  std::string text;
+  for (const ReplyTrial& t : trials) {
+    const std::string n = std::to_string(t.number);
+    if (!text.empty()) text += ",";
+    text += "{\"number\":" + n + ",\"state\":\"" + t.state +
+            "\",\"value\":null,\"values\":" + t.values + ",\"constraints\":" + t.constraints +
+            ",\"fail_reason\":" + (t.state == "FAIL" ? "\"exit\"" : "null") +
+            ",\"params\":{\"x\":" + n + ".5,\"s\":\"=1\"},\"params_internal\":{\"x\":" + n +
+            ".5,\"s\":0},\"distributions\":{\"x\":{\"type\":\"float\",\"low\":0.0,"
+            "\"high\":100.0,\"log\":false,\"step\":0.0},\"s\":{\"type\":\"categorical\","
+            "\"choices\":[\"=1\"]}},\"intermediate\":[],\"attrs\":{},\"created_at\":1.0,"
+            "\"started_at\":2.0,\"finished_at\":3.5,\"duration_s\":1.5}";
+  }
+  return "{\"study\":{\"name\":\"" + name +
+         "\",\"state\":\"COMPLETE\",\"direction\":\"minimize\",\"directions\":" + directions +
+         ",\"n_trials\":" + std::to_string(trials.size()) +
+         ",\"seed\":\"1\",\"created_at\":1.0,\"spec_path\":\"/x.toml\",\"best\":null},"
+         "\"trials\":[" +
+         text + "]}";
+}
+
+std::string MultiObjectiveReply(bool with_constraints) {
+  auto c = [&](const char* text) { return std::string(with_constraints ? text : "[]"); };
+  return ExportReply("mo", "[\"minimize\",\"maximize\"]",
+                     {{0, "COMPLETE", "[1.0, 1.0]", c("[-1.0, 0.0]")},
+                      {1, "COMPLETE", "[0.0, 9.0]", c("[0.25, -3.0]")},
+                      {2, "COMPLETE", "[2.0, 5.0]", c("[-0.5]")},
+                      {3, "COMPLETE", "[2.5, 4.0]", "[]"},
+                      {4, "COMPLETE", "[2.0, 5.0]", c("[-2.0, -1e-05]")},
+                      {5, "PRUNED", "null", "[]"},
+                      {6, "FAIL", "null", "[]"}});
+}
+
 }  // namespace triald::testing

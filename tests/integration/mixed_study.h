@@ -9,6 +9,7 @@
 // attribute "note" whose text needs escaping in JSON, CSV and HTML.
 
 #include <string>
+#include <vector>
 
 #include "tests/integration/harness.h"
 
@@ -19,5 +20,23 @@ inline constexpr int kMixedSteps = 60;
 
 // Writes the worker and the sweep into `dir`; returns the sweep file's path.
 std::string WriteMixedStudy(TempDir& dir, const std::string& study);
+
+// One trial of an "export" reply written by hand: its values and constraints as JSON arrays
+// ("null" for none).
+struct ReplyTrial {
+  int number = 0;
+  std::string state;
+  std::string values;
+  std::string constraints = "[]";
+};
+// An "export" reply as the daemon sends it, of a study `name` with `directions` (JSON array)
+// and `trials`, each with a float parameter x and a categorical s whose choice "=1" a
+// spreadsheet would take for a formula.
+std::string ExportReply(const std::string& name, const std::string& directions,
+                        const std::vector<ReplyTrial>& trials);
+// Two objectives (minimize, maximize) and constraints: trials 0, 2 and 4 are on the front (2
+// and 4 tie in both objectives); trial 1 would dominate them all but is infeasible; 3 is
+// dominated by 2; 5 is PRUNED, 6 FAILED. Without constraints, trial 1 alone is the front.
+std::string MultiObjectiveReply(bool with_constraints);
 
 }  // namespace triald::testing

@@ -3,6 +3,8 @@
 // script ran must hold one history point per finished trial (and the other plots' elements),
 // and its screenshot must show a drawn page. Chromium is required (scripts/install-deps.sh
 // installs it): without it the case fails, naming the package.
+#include "daemon/ctl/report.h"
+
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -15,6 +17,7 @@
 #include <sstream>
 
 #include "daemon/ctl/trialctl.h"
+#include "daemon/export/study_export.h"
 #include "tests/integration/harness.h"
 #include "tests/integration/mixed_study.h"
 
@@ -49,6 +52,37 @@ size_t Count(const std::string& text, const std::string& what) {
   size_t n = 0;
   for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
   return n;
+}
+
+// No network, no profile, no background services: the page must draw from the file alone.
+const char* const kChromiumFlags =
+    " --headless --no-sandbox --disable-gpu --disable-quic --no-first-run"
+    " --disable-background-networking --disable-component-update --disable-sync"
+    " --disable-dev-shm-usage --user-data-dir=";
+
+// The DOM of `html` after its script ran in headless Chromium.
+std::string RenderedDom(TempDir& dir, const std::string& html, const std::string& profile) {
+  const std::string chromium = FindChromium();
+  if (chromium.empty()) {
+    FAIL(
+        "chromium is not installed: the browser checks of trialctl report need it (apt-get "
+        "install chromium; scripts/install-deps.sh does)");
+  }
+  auto [code, dom] = Shell(
+      "timeout 120 " + chromium + kChromiumFlags + dir.File(profile) + " --dump-dom file://" + html,
+      /*with_stderr=*/false);
+  REQUIRE(code == 0);
+  return dom;
+}
+
+// The data-trial numbers of the elements of `cls` inside the element whose aria-label is
+// `label` (one plot).
+std::multiset<int> TrialsIn(const std::string& dom, const std::string& label,
+                            const std::string& cls) {
+  const size_t at = dom.find("aria-label=\"" + label + "\"");
+  if (at == std::string::npos) return {};
+  const size_t end = dom.find("</svg>", at);
+  return TrialsOf(dom.substr(at, end - at), cls);
 }
 
 }  // namespace
@@ -101,11 +135,7 @@ TEST_CASE("trialctl report: one self-contained HTML file a browser draws",
         "chromium is not installed: the browser checks of trialctl report need it (apt-get "
         "install chromium; scripts/install-deps.sh does)");
   }
-  // No network, no profile, no background services: the page must draw from the file alone.
-  const std::string flags =
-      " --headless --no-sandbox --disable-gpu --disable-quic --no-first-run"
-      " --disable-background-networking --disable-component-update --disable-sync"
-      " --disable-dev-shm-usage --user-data-dir=";
+  const std::string flags = kChromiumFlags;
   auto [dom_code, dom] = Shell(
       "timeout 120 " + chromium + flags + dir.File("profile-dom") + " --dump-dom file://" + html,
       /*with_stderr=*/false);
@@ -144,6 +174,66 @@ TEST_CASE("trialctl report: one self-contained HTML file a browser draws",
   // scales and text have hundreds.
   CHECK(colours > 100);
   CHECK(non_white > 0.03);
+}
+
+TEST_CASE("report of several objectives: the Pareto front plot with infeasible trials marked",
+          "[report][integration]") {
+  TempDir dir;
+  common::Result<exports::StudyData> data =
+      exports::ParseStudyExport(json::parse(MultiObjectiveReply(true)));
+  REQUIRE(data.ok());
+  const std::string html = dir.File("mo.html");
+  REQUIRE(ctl::WriteReport(*data, html).ok());
+  const std::string dom = RenderedDom(dir, html, "profile-mo");
+  INFO(dom.substr(0, 3000));
+  // One plot of objective 0 against 1: the front highlighted, the infeasible trial a cross, the
+  // dominated one plain; PRUNED and FAIL trials have no values to plot.
+  CHECK(TrialsIn(dom, "Pareto front 0-1", "pareto-point") == std::multiset<int>{0, 2, 4});
+  CHECK(TrialsIn(dom, "Pareto front 0-1", "infeasible-point") == std::multiset<int>{1});
+  CHECK(TrialsIn(dom, "Pareto front 0-1", "dominated-point") == std::multiset<int>{3});
+  CHECK(Count(dom, "class=\"pareto-line\"") == 1);
+  CHECK(Count(dom, "aria-label=\"Pareto front") == 1);
+  // History: one plot per objective, every finished trial in each.
+  CHECK(TrialsIn(dom, "optimisation history 0", "hist-point") ==
+        std::multiset<int>{0, 1, 2, 3, 4, 5, 6});
+  CHECK(TrialsIn(dom, "optimisation history 1", "hist-point") ==
+        std::multiset<int>{0, 1, 2, 3, 4, 5, 6});
+  CHECK(Count(dom, "class=\"best-line\"") == 2);
+  // The table marks the front's rows; the summary names the front and the infeasible count.
+  CHECK(Count(dom, "<tr class=\"best\" data-trial=") == 3);
+  CHECK_THAT(dom, Catch::Contains("Pareto front: 3 trials (#0, #2, #4); 1 of 5 COMPLETE trials "
+                                  "infeasible"));
+}
+
+TEST_CASE("report of three objectives: one front plot per pair of objectives",
+          "[report][integration]") {
+  TempDir dir;
+  // Minimise all three; trial 3 would beat every trial but is infeasible; 4 is dominated by 0
+  // in every pair and overall.
+  std::vector<ReplyTrial> trials = {
+      {0, "COMPLETE", "[1.0, 1.0, 1.0]"},           {1, "COMPLETE", "[0.0, 5.0, 2.0]"},
+      {2, "COMPLETE", "[3.0, 0.5, 0.0]"},           {3, "COMPLETE", "[-1.0, -1.0, -1.0]", "[2.0]"},
+      {4, "COMPLETE", "[4.0, 4.0, 4.0]", "[-1.0]"}, {5, "FAIL", "null"}};
+  common::Result<exports::StudyData> data = exports::ParseStudyExport(
+      json::parse(ExportReply("tri", "[\"minimize\",\"minimize\",\"minimize\"]", trials)));
+  REQUIRE(data.ok());
+  CHECK(data->best == std::vector<int>{0, 1, 2});
+  const std::string html = dir.File("tri.html");
+  REQUIRE(ctl::WriteReport(*data, html).ok());
+  const std::string dom = RenderedDom(dir, html, "profile-tri");
+  INFO(dom.substr(0, 3000));
+  CHECK(Count(dom, "aria-label=\"Pareto front") == 3);
+  for (auto [a, b] : {std::pair<size_t, size_t>{0, 1}, {0, 2}, {1, 2}}) {
+    const std::string label = "Pareto front " + std::to_string(a) + "-" + std::to_string(b);
+    INFO(label);
+    const std::vector<int> pair = exports::PairwiseFront(*data, a, b);
+    CHECK(TrialsIn(dom, label, "pareto-point") == std::multiset<int>(pair.begin(), pair.end()));
+    CHECK(TrialsIn(dom, label, "infeasible-point") == std::multiset<int>{3});
+  }
+  // Hand-computed: in objectives 1 and 2, trial 2 (0.5, 0) beats 0 (1, 1), 1 (5, 2) and 4.
+  CHECK(exports::PairwiseFront(*data, 0, 1) == std::vector<int>{0, 1, 2});
+  CHECK(exports::PairwiseFront(*data, 0, 2) == std::vector<int>{0, 1, 2});
+  CHECK(exports::PairwiseFront(*data, 1, 2) == std::vector<int>{2});
 }
 
 }  // namespace triald::testing
