@@ -9,6 +9,7 @@
 #include "common/process_util.h"
 #include "config/suggest.h"
 #include "daemon/objective_command.h"
+#include "daemon/sampler/pareto.h"
 #include "daemon/scheduler/enqueued_params.h"
 #include "daemon/scheduler/gpu_drains.h"
 #include "daemon/scheduler/launch_spec.h"
@@ -29,6 +30,9 @@ struct Scheduler::StudyRuntime : StudyCache {
   std::unique_ptr<sampler::Sampler> sampler;
   std::unique_ptr<pruner::Pruner> pruner;
   SpawnBackoff spawn;  // after trials failed to start
+  // pareto_front_size(): the size last computed, and the number of finished trials then.
+  int64_t front_size = 0;
+  int64_t front_finished = -1;
 };
 
 struct Scheduler::RunningTrial {
@@ -572,6 +576,26 @@ std::optional<SpawnBackoff::Snapshot> Scheduler::spawn_status(int64_t study_id) 
   auto it = studies_.find(study_id);
   if (it == studies_.end() || !it->second->spawn.backing_off()) return std::nullopt;
   return it->second->spawn.Take(options_.clock->MonotonicSeconds());
+}
+
+std::optional<int64_t> Scheduler::pareto_front_size(int64_t study_id) {
+  auto it = studies_.find(study_id);
+  if (it == studies_.end()) return std::nullopt;
+  StudyRuntime& study = *it->second;
+  if (study.spec.study.directions.size() < 2) return std::nullopt;
+  int64_t finished = 0;
+  for (const TrialRecord& t : study.trials) {
+    if (t.state == TrialState::kComplete || t.state == TrialState::kPruned ||
+        t.state == TrialState::kFail) {
+      ++finished;
+    }
+  }
+  if (finished != study.front_finished) {
+    study.front_size = static_cast<int64_t>(
+        sampler::pareto::ParetoFront(study.trials, study.spec.study.directions).size());
+    study.front_finished = finished;
+  }
+  return study.front_size;
 }
 
 void Scheduler::OnMessage(int64_t trial_id, const proto::ReportMessage& m) {

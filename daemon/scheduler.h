@@ -177,6 +177,11 @@ class Scheduler {
   // An active study whose trials could not be started lately (still backing off, or held);
   // nullopt otherwise.
   std::optional<SpawnBackoff::Snapshot> spawn_status(int64_t study_id) const;
+  // An active study with several objectives: the size of the Pareto front of its feasible
+  // COMPLETE trials, from the trials the scheduler holds (no storage read), recomputed only
+  // when a trial has finished since the last call; nullopt for a study that is not active or
+  // has one objective.
+  std::optional<int64_t> pareto_front_size(int64_t study_id);
 
  private:
   struct StudyRuntime;

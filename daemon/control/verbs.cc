@@ -15,7 +15,6 @@
 #include "daemon/control/requests.h"
 #include "daemon/control/study_json.h"
 #include "daemon/control/trial_log.h"
-#include "daemon/sampler/pareto.h"
 #include "proto/control.h"
 
 namespace triald::daemon {
@@ -91,12 +90,25 @@ Result<json::value> StatusVerb(const VerbContext& c, const json::object& args) {
   TRIALD_ASSIGN_OR_RETURN(json::object summary, Summary(c, s));
   summary["spawn"] = SpawnStatusJson(c, s.id);
   // Several objectives: no single best; the size of the Pareto front of feasible COMPLETE
-  // trials instead (this reads the study's trials). null with one objective.
+  // trials instead. An active study's comes from the scheduler's trials (no storage read, so
+  // `watch` polling a running sweep costs no more than with one objective); a finished one's
+  // from its trials read a page at a time (FrontBuilder), once per request. null with one
+  // objective.
   summary["pareto_front_size"] = nullptr;
   if (s.directions.size() > 1) {
-    TRIALD_ASSIGN_OR_RETURN(std::vector<TrialRecord> trials, c.storage->GetTrials(s.id));
-    summary["pareto_front_size"] =
-        static_cast<int64_t>(sampler::pareto::ParetoFront(trials, s.directions).size());
+    std::optional<int64_t> size;
+    if (c.scheduler != nullptr) size = c.scheduler->pareto_front_size(s.id);
+    if (!size) {
+      FrontBuilder front(StudyDirections(s));
+      for (int from = 0;; from += kTrialsPerPiece) {
+        TRIALD_ASSIGN_OR_RETURN(std::vector<TrialRecord> page,
+                                c.storage->GetTrialPage(s.id, from, kTrialsPerPiece));
+        front.Add(page);
+        if (static_cast<int>(page.size()) < kTrialsPerPiece) break;
+      }
+      size = static_cast<int64_t>(front.front().size());
+    }
+    summary["pareto_front_size"] = *size;
   }
   return json::value(std::move(summary));
 }

@@ -1984,5 +1984,41 @@ TEST_CASE("constraints after the final line end the trial FAIL(protocol)",
   CHECK(*early.value == 1.0);
 }
 
+TEST_CASE("the Pareto front size of an active study follows its finished trials",
+          "[scheduler][objectives]") {
+  Harness h;
+  Sweep sweep;
+  sweep.name = "pair";
+  sweep.n_trials = 6;  // one more than finished below: the study stays active
+  sweep.study_extra = "directions = [\"minimize\", \"maximize\"]\n";
+  const StudyRecord pair = h.SubmitOk(sweep);
+  Sweep single;
+  single.name = "single";
+  single.n_trials = 1;
+  const StudyRecord one = h.SubmitOk(single);
+  CHECK_FALSE(h.scheduler().pareto_front_size(one.id).has_value());
+  CHECK_FALSE(h.scheduler().pareto_front_size(pair.id + one.id + 100).has_value());
+  CHECK(h.scheduler().pareto_front_size(pair.id) == 0);
+  FakeLauncher& l = h.launcher();
+  auto finish = [&](std::vector<double> values, std::vector<double> constraints) {
+    Launched& p = LiveAt(l, "pair");
+    if (!constraints.empty()) l.Constraints(p, constraints);
+    l.FinalValues(p, values);
+    l.ExitCode(p, 0);
+  };
+  finish({1, 1}, {});
+  CHECK(h.scheduler().pareto_front_size(pair.id) == 1);
+  finish({0, 2}, {});  // dominates (1, 1)
+  CHECK(h.scheduler().pareto_front_size(pair.id) == 1);
+  finish({2, 3}, {});  // worse in the first, better in the second
+  CHECK(h.scheduler().pareto_front_size(pair.id) == 2);
+  finish({-1, 10}, {0.5});  // would dominate both, but infeasible
+  CHECK(h.scheduler().pareto_front_size(pair.id) == 2);
+  finish({-1, 10}, {-0.5});  // feasible: the whole front
+  CHECK(h.scheduler().pareto_front_size(pair.id) == 1);
+  finish({5, 0}, {});  // the last trial: the study completes and is no longer the scheduler's
+  CHECK_FALSE(h.scheduler().pareto_front_size(pair.id).has_value());
+}
+
 }  // namespace
 }  // namespace triald::daemon
