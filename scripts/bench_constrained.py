@@ -27,15 +27,14 @@ Figures only: nothing is asserted. Uses Debian's python3-optuna (3.1), hence /us
 """
 
 import argparse
-import json
-import logging
 import math
 import os
 import random
-import subprocess
 import sys
 import time
-import warnings
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_search import quiet_optuna, run_driver, quantiles  # noqa: E402  (shared with the other sampler benchmarks)
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -74,42 +73,6 @@ def dtlz2(x, m):
 
 
 # ------------------------------------------------------------------------------------------------
-
-def quiet_optuna():
-    import optuna
-    optuna.logging.set_verbosity(optuna.logging.ERROR)
-    optuna.logging.disable_default_handler()
-    warnings.filterwarnings("ignore")
-    logging.getLogger("optuna").setLevel(logging.ERROR)
-    return optuna
-
-
-def run_driver(driver, args):
-    try:
-        out = subprocess.run([driver] + args, check=True, capture_output=True, text=True)
-    except FileNotFoundError:
-        sys.exit(f"bench_constrained: driver {driver} not found; build it first "
-                 "(cmake --build build --target triald-bench-samplers) or pass --driver")
-    except subprocess.CalledProcessError as e:
-        sys.exit(f"bench_constrained: {driver} {' '.join(args)} failed (exit {e.returncode}): "
-                 f"{e.stderr.strip()}")
-    return [json.loads(line) for line in out.stdout.splitlines() if line.strip()]
-
-
-def quantiles(values):
-    """Median, first and third quartiles (linear interpolation, as numpy.percentile)."""
-    v = sorted(values)
-
-    def q(p):
-        pos = p * (len(v) - 1)
-        lo = math.floor(pos)
-        hi = min(lo + 1, len(v) - 1)
-        if math.isinf(v[lo]) or math.isinf(v[hi]):
-            return v[hi] if pos > lo else v[lo]
-        return v[lo] + (v[hi] - v[lo]) * (pos - lo)
-
-    return q(0.5), q(0.25), q(0.75)
-
 
 def fmt(x):
     if math.isinf(x):

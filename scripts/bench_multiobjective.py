@@ -36,13 +36,14 @@ Figures only: nothing is asserted. Uses Debian's python3-optuna (3.1), hence /us
 import argparse
 import concurrent.futures
 import json
-import logging
 import math
 import os
 import subprocess
 import sys
 import time
-import warnings
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_search import quiet_optuna, quantiles  # noqa: E402  (shared with the other sampler benchmarks)
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -82,15 +83,6 @@ SAMPLERS = ("nsga2", "tpe", "random")
 # ------------------------------------------------------------------------------------------------
 
 
-def quiet_optuna():
-    import optuna
-    optuna.logging.set_verbosity(optuna.logging.ERROR)
-    optuna.logging.disable_default_handler()
-    warnings.filterwarnings("ignore")
-    logging.getLogger("optuna").setLevel(logging.ERROR)
-    return optuna
-
-
 def run_driver(driver, args, stdin=None):
     try:
         out = subprocess.run([driver] + args, check=True, capture_output=True, text=True,
@@ -101,19 +93,6 @@ def run_driver(driver, args, stdin=None):
     except subprocess.CalledProcessError as e:
         return None, e.stderr.strip()
     return out.stdout.splitlines(), None
-
-
-def quantiles(values):
-    """Median, first and third quartiles (linear interpolation, as numpy.percentile)."""
-    v = sorted(values)
-
-    def q(p):
-        pos = p * (len(v) - 1)
-        lo = math.floor(pos)
-        hi = min(lo + 1, len(v) - 1)
-        return v[lo] + (v[hi] - v[lo]) * (pos - lo)
-
-    return q(0.5), q(0.25), q(0.75)
 
 
 def rank_sum_p(a, b):

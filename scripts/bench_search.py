@@ -184,10 +184,11 @@ def run_driver(driver, args):
     try:
         out = subprocess.run([driver] + args, check=True, capture_output=True, text=True)
     except FileNotFoundError:
-        sys.exit(f"bench_search: driver {driver} not found; build it first "
+        sys.exit(f"{os.path.basename(sys.argv[0])}: driver {driver} not found; build it first "
                  "(cmake --build build --target triald-bench-samplers) or pass --driver")
     except subprocess.CalledProcessError as e:
-        sys.exit(f"bench_search: {driver} {' '.join(args)} failed (exit {e.returncode}): "
+        sys.exit(f"{os.path.basename(sys.argv[0])}: {driver} {' '.join(args)} failed "
+                 f"(exit {e.returncode}): "
                  f"{e.stderr.strip()}")
     return [json.loads(line) for line in out.stdout.splitlines() if line.strip()]
 
