@@ -44,6 +44,15 @@ std::string Sweep(const std::string& name, const std::string& function,
          function + "\"\npython = \"/usr/bin/python3\"\n" + more;
 }
 
+// Writes objectives.py, submits Sweep(name, function, more) to `d` and waits for the study;
+// returns its final status.
+json::object RunStudy(TestDaemon& d, TempDir& dir, const std::string& name,
+                      const std::string& function, const std::string& more = "") {
+  dir.Write("objectives.py", kObjectives);
+  const std::string toml = Sweep(name, function, more);
+  return d.WaitStudy(d.Submit(toml, dir.Write("two.toml", toml)), 120);
+}
+
 }  // namespace
 
 TEST_CASE("kind = python: a tuple is the trial's values, constraints from a function",
@@ -51,10 +60,9 @@ TEST_CASE("kind = python: a tuple is the trial's values, constraints from a func
   TempDir dir;
   TestDaemon d(dir.File("state"));
   d.Start();
-  dir.Write("objectives.py", kObjectives);
-  const std::string toml = Sweep("two-fn", "two", "constraints = \"objectives.py:fits_in_8gb\"\n");
-  const std::string study = d.Submit(toml, dir.Write("two.toml", toml));
-  json::object status = d.WaitStudy(study, 120);
+  const std::string study = "two-fn";
+  json::object status =
+      RunStudy(d, dir, study, "two", "constraints = \"objectives.py:fits_in_8gb\"\n");
   INFO(d.log());
   CHECK(status.at("state").as_string() == "COMPLETE");
   json::array trials = d.Trials(study);
@@ -80,10 +88,8 @@ TEST_CASE("kind = python: set_constraints() is stored with the trial's values",
   TempDir dir;
   TestDaemon d(dir.File("state"));
   d.Start();
-  dir.Write("objectives.py", kObjectives);
-  const std::string toml = Sweep("two-set", "two_set_constraints");
-  const std::string study = d.Submit(toml, dir.Write("two.toml", toml));
-  d.WaitStudy(study, 120);
+  const std::string study = "two-set";
+  RunStudy(d, dir, study, "two_set_constraints");
   INFO(d.log());
   json::array trials = d.Trials(study);
   REQUIRE(trials.size() == 6);
@@ -102,10 +108,8 @@ TEST_CASE("kind = python: one value for two objectives fails with Optuna's messa
   TempDir dir;
   TestDaemon d(dir.File("state"));
   d.Start();
-  dir.Write("objectives.py", kObjectives);
-  const std::string toml = Sweep("two-wrong", "one");
-  const std::string study = d.Submit(toml, dir.Write("two.toml", toml));
-  d.WaitStudy(study, 120);
+  const std::string study = "two-wrong";
+  RunStudy(d, dir, study, "one");
   INFO(d.log());
   json::array trials = d.Trials(study);
   REQUIRE(trials.size() == 6);
