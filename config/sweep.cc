@@ -1398,6 +1398,19 @@ const std::vector<const char*>& MultiObjectiveSamplerKinds() {
   return kKinds;
 }
 
+const std::vector<const char*>& ResourceMetrics() {
+  static const std::vector<const char*> kMetrics = {"peak_memory", "peak_gpu_memory", "cpu_time",
+                                                    "wall"};
+  return kMetrics;
+}
+
+size_t StudyConfig::worker_objectives() const {
+  if (objectives.empty()) return directions.size();
+  size_t n = 0;
+  for (const std::string& o : objectives) n += o == "value" ? 1 : 0;
+  return n;
+}
+
 const std::vector<const char*>& RetryableReasons() {
   static const std::vector<const char*> kReasons = {"lost", "signal",   "oom",    "timeout",
                                                     "exit", "shutdown", "stalled"};

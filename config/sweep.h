@@ -29,6 +29,27 @@ inline constexpr double kMaxStallTimeout = 7 * 24 * 3600;
 inline constexpr double kMaxSeconds = 365.0 * 24 * 3600;
 inline constexpr long kMaxSecondsWhole = 365L * 24 * 3600;
 
+// The metrics the daemon measures of every trial, by the names sweep files use:
+// "peak_memory" (bytes), "peak_gpu_memory" (bytes; trials on GPU slots), "cpu_time" (seconds),
+// "wall" (seconds).
+const std::vector<const char*>& ResourceMetrics();
+inline bool IsResourceMetric(const std::string& name) {
+  for (const char* m : ResourceMetrics()) {
+    if (name == m) return true;
+  }
+  return false;
+}
+
+// One [study] resource_constraints entry, "METRIC <= LIMIT" or "METRIC >= LIMIT". Its
+// constraint value (Optuna's convention: <= 0 holds) is measured - limit for <=, limit -
+// measured for >=.
+struct ResourceConstraint {
+  std::string metric;   // one of ResourceMetrics()
+  bool at_most = true;  // "<=" (else ">=")
+  double limit = 0;     // bytes for memory metrics, seconds for the others
+  std::string text;     // as written, for messages
+};
+
 struct StudyConfig {
   std::string name;
   Direction direction = Direction::kMinimize;  // directions[0]
@@ -63,6 +84,18 @@ struct StudyConfig {
   int64_t max_attrs = 1'000;
   uint64_t max_attr_bytes = 1u << 20;     // 1 MiB
   uint64_t max_report_bytes = 64u << 20;  // 64 MiB
+  // [study] resource_constraints = ["peak_memory <= 8G", "cpu_time <= 3600"]: constraints on
+  // what the daemon measured of each trial (kResourceMetrics), appended to those the objective
+  // reports; a trial is feasible when all hold.
+  std::vector<ResourceConstraint> resource_constraints;
+  // [study] objectives = ["value", "peak_gpu_memory"]: what each direction optimizes. "value"
+  // entries (the worker's own values, in the order it sends them) come first, then measured
+  // metrics. Empty (the key absent): every direction is one of the worker's values.
+  std::vector<std::string> objectives;
+
+  // How many values the worker sends in its final line: the "value" entries of `objectives`,
+  // or one per direction when `objectives` is empty.
+  size_t worker_objectives() const;
 };
 
 // The largest values the caps above may be raised to.

@@ -74,6 +74,9 @@ struct ProcessOutcome {
   // a failed allocation. oom_detail says which evidence.
   bool oom = false;
   std::string oom_detail;
+  // What the trial's process tree consumed (model::TrialResources says how each is measured).
+  // The launcher fills memory, CPU and wall time; peak_gpu_memory_bytes is the scheduler's.
+  model::TrialResources resources;
 };
 
 struct TrialCallbacks {

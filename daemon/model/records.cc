@@ -55,6 +55,18 @@ bool Feasible(const std::vector<double>& constraints) {
   return true;
 }
 
+std::optional<double> MeasuredMetric(const TrialResources& r, const std::string& name) {
+  auto bytes = [](const std::optional<uint64_t>& v) -> std::optional<double> {
+    if (!v) return std::nullopt;
+    return static_cast<double>(*v);
+  };
+  if (name == "peak_memory") return bytes(r.peak_memory_bytes);
+  if (name == "peak_gpu_memory") return bytes(r.peak_gpu_memory_bytes);
+  if (name == "cpu_time") return r.cpu_time_s;
+  if (name == "wall") return r.wall_s;
+  return std::nullopt;
+}
+
 std::string StudiesDir(const std::string& state_dir) { return state_dir + "/studies/"; }
 
 std::string TrialDir(const std::string& state_dir, const std::string& study, int number) {

@@ -93,13 +93,53 @@ struct ProcessIdentity {
   uint64_t start_time = 0;
 };
 
+// What a trial consumed, measured by the daemon for its whole process tree (no user code is
+// involved). A field that could not be measured is unset. Sources (recorded with the values):
+//   memory_source  "cgroup2 memory.peak"                 the trial's cgroup v2 leaf (exact)
+//                  "cgroup1 memory.max_usage_in_bytes"   a parallel v1 memory leaf (exact)
+//                  "getrusage ru_maxrss"                 the largest single process of the main
+//                                                        process and the descendants it waited
+//                                                        for (a lower bound for a tree)
+//   cpu_source     "cgroup2 cpu.stat"                    usage_usec of the leaf (exact)
+//                  "getrusage"                           user + system of the main process and
+//                                                        the descendants it waited for
+// peak_gpu_memory_bytes: trials on GPU slots only; the largest sum, over the trial's
+// processes, of the memory NVML shows them holding, sampled at the daemon's GPU sample
+// interval and once more when the trial ends.
+struct TrialResources {
+  std::optional<uint64_t> peak_memory_bytes;
+  std::string memory_source;  // "" when peak_memory_bytes is unset
+  std::optional<uint64_t> peak_gpu_memory_bytes;
+  std::optional<double> cpu_time_s;
+  std::string cpu_source;        // "" when cpu_time_s is unset
+  std::optional<double> wall_s;  // from the start of the main process to the end of the tree
+
+  bool empty() const {
+    return !peak_memory_bytes && !peak_gpu_memory_bytes && !cpu_time_s && !wall_s;
+  }
+  bool operator==(const TrialResources& o) const {
+    return peak_memory_bytes == o.peak_memory_bytes && memory_source == o.memory_source &&
+           peak_gpu_memory_bytes == o.peak_gpu_memory_bytes && cpu_time_s == o.cpu_time_s &&
+           cpu_source == o.cpu_source && wall_s == o.wall_s;
+  }
+};
+
+// A measured metric by the name sweep files use (config::kResourceMetrics): "peak_memory"
+// (bytes), "peak_gpu_memory" (bytes), "cpu_time" (seconds), "wall" (seconds). Unset when it was
+// not measured or the name is unknown.
+std::optional<double> MeasuredMetric(const TrialResources& resources, const std::string& name);
+
 struct TrialOutcome {
   TrialState state = TrialState::kFail;  // kComplete, kPruned or kFail
   std::optional<double> value;           // COMPLETE: the objective; PRUNED: last intermediate
                                          // (single-objective studies; unset with several)
   std::vector<double> values;            // COMPLETE: one per objective (single: {value})
-  std::vector<double> constraints;       // as the trial reported them; empty: none
-  FailInfo fail;                         // FAIL only
+  // As the trial reported them, then one per [study] resource_constraints entry (COMPLETE and
+  // PRUNED); empty: none.
+  std::vector<double> constraints;
+  FailInfo fail;  // FAIL only
+  // What the trial consumed (every state); unset when it never ran as a process of this daemon.
+  std::optional<TrialResources> resources;
 };
 
 // Feasible as Optuna defines it: every constraint value <= 0 (no constraints: feasible).
@@ -116,8 +156,8 @@ struct TrialRecord {
   // COMPLETE: one value per objective, in the study's order of directions; a single-objective
   // trial has {value}. Empty otherwise.
   std::vector<double> values;
-  // The constraint values the trial reported (Optuna's system attr "constraints"); feasible
-  // when every one is <= 0. Empty: none reported (feasible).
+  // The constraint values the trial reported (Optuna's system attr "constraints"), then one per
+  // [study] resource_constraints entry; feasible when every one is <= 0. Empty: none (feasible).
   std::vector<double> constraints;
   ParamMap params;
   std::map<int64_t, double> intermediate;    // step -> value
@@ -130,6 +170,8 @@ struct TrialRecord {
   std::optional<int64_t> retry_of;     // trial id this one retries
   std::optional<int> retry_of_number;  // that trial's number (a retry is in the same study)
   std::string node;                    // the daemon that claimed or ran it; "" while unclaimed
+  // What it consumed; unset while it runs and for trials stored before accounting existed.
+  std::optional<TrialResources> resources;
 
   bool Feasible() const { return model::Feasible(constraints); }
   double DurationSeconds() const {
