@@ -3,6 +3,7 @@
 #include <ostream>
 
 #include "daemon/ctl/format.h"
+#include "daemon/ctl/resources_view.h"
 
 namespace triald::ctl {
 namespace json = boost::json;
@@ -56,6 +57,7 @@ bool PrintBest(std::ostream& out, const json::value& reply) {
         << "  (" << FormatDuration(r.contains("duration_s") ? r.at("duration_s") : nullptr)
         << ")\n";
     out << "  params: " << (r.contains("params") ? FormatParams(r.at("params")) : "") << "\n";
+    if (std::string res = ResourcesLine(r); !res.empty()) out << "  " << res << "\n";
     return true;
   }
   const std::string dirs = r.contains("directions") ? List(r.at("directions")) : "";
@@ -81,6 +83,7 @@ bool PrintBest(std::ostream& out, const json::value& reply) {
     out << "trial " << Str(t, "number") << ": " << TrialValuesText(t) << "  ("
         << FormatDuration(t.contains("duration_s") ? t.at("duration_s") : nullptr) << ")\n";
     out << "  params: " << (t.contains("params") ? FormatParams(t.at("params")) : "") << "\n";
+    if (std::string res = ResourcesLine(t); !res.empty()) out << "  " << res << "\n";
   }
   return true;
 }

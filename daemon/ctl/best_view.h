@@ -17,7 +17,8 @@ namespace triald::ctl {
 std::string TrialValuesText(const boost::json::object& trial);
 
 // Prints the `best` reply: one trial (one objective) or the Pareto front {study, directions,
-// complete, feasible, best_trials}. Returns false when the front is empty (it then says why:
+// complete, feasible, best_trials}; each trial with its resources line (ResourcesLine) when the
+// reply carries resources. Returns false when the front is empty (it then says why:
 // no COMPLETE trial yet, or none of them feasible), true otherwise.
 bool PrintBest(std::ostream& out, const boost::json::value& reply);
 

@@ -120,6 +120,10 @@ const std::vector<VerbSpec>& VerbSpecs() {
          v->add_option("--limit", c->limit, "at most N trials (default: all)")
              ->type_name("N")
              ->check(cli::IntegerFrom(1, 2147483647));
+         v->add_flag("--resources", c->resources,
+                     "add what each trial used: PEAK_MEM, PEAK_GPU (peak\n"
+                     "memory, peak GPU memory; K/M/G/T = 1024^n), CPU_S,\n"
+                     "WALL_S (seconds); - where not measured");
          AddJson(v, c);
        }},
       {"best",

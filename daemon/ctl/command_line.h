@@ -32,6 +32,7 @@ struct CommandLine {
   std::string trial;                                        // logs TRIAL (digits)
   long offset = 0;                                          // trials --offset
   long limit = 0;                                           // trials --limit (0: all)
+  bool resources = false;                                   // trials --resources
 };
 
 // A parse: the command line to run, or text to print and the exit code to return (help on

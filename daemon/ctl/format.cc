@@ -4,6 +4,8 @@
 #include <ostream>
 #include <sstream>
 
+#include "daemon/ctl/resources_view.h"
+
 namespace triald::ctl {
 namespace json = boost::json;
 
@@ -80,6 +82,7 @@ void PrintTrial(std::ostream& out, const json::object& t) {
   if (t.contains("fail_reason") && !t.at("fail_reason").is_null()) {
     out << "  failed: " << Str(t, "fail_reason") << ": " << Str(t, "fail_detail") << "\n";
   }
+  if (std::string res = ResourcesLine(t); !res.empty()) out << "  " << res << "\n";
 }
 
 }  // namespace triald::ctl

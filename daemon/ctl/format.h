@@ -26,7 +26,8 @@ std::string FormatParams(const boost::json::value& params);
 std::string FormatDuration(const boost::json::value& v);
 // FormatValue of o[key], "-" when missing.
 std::string Str(const boost::json::object& o, const char* key);
-// A trial's state, value, duration, parameters and failure, on two or three lines.
+// A trial's state, value, duration, parameters, failure and resources (ResourcesLine, when the
+// trial's JSON has them), on two to four lines.
 void PrintTrial(std::ostream& out, const boost::json::object& t);
 
 }  // namespace triald::ctl

@@ -7,7 +7,9 @@
 // Plots: optimisation history (one point per finished trial, data-trial=N; COMPLETE values,
 // PRUNED at their last intermediate value, FAIL trials in a band below the axis; the best-so-far
 // line), learning curves (intermediate values per trial, pruned trials marked), a slice plot
-// per parameter, parallel coordinates, and a table of trials sortable by any column.
+// per parameter, parallel coordinates, the resources triald measured (peak memory, peak GPU
+// memory and CPU time per trial, class res-mem-point, res-gpu-point, res-cpu-point; objective 0
+// against peak memory, res-scatter-point), and a table of trials sortable by any column.
 //
 // Thread-safety: pure functions.
 

@@ -18,6 +18,7 @@
 #include "daemon/ctl/command_line.h"
 #include "daemon/ctl/format.h"
 #include "daemon/ctl/report.h"
+#include "daemon/ctl/resources_view.h"
 #include "daemon/ctl/watch.h"
 #include "daemon/export/study_export.h"
 #include "proto/control.h"
@@ -121,6 +122,26 @@ void PrintStatus(std::ostream& out, const json::object& s) {
   } else {
     out << "  best: none yet\n";
   }
+}
+
+// The resources line of `status`: the study's trials read a page (kResourcePage trials) at a
+// time, keeping only the numbers ResourceSummary needs. Empty when the daemon reports no
+// resources.
+constexpr int64_t kResourcePage = 1000;
+
+Result<std::string> StudyResourcesLine(Client& client, const std::string& study) {
+  ResourceSummary summary;
+  for (int64_t offset = 0;; offset += kResourcePage) {
+    TRIALD_ASSIGN_OR_RETURN(
+        json::value page,
+        client.Call("trials", {{"study", study}, {"offset", offset}, {"limit", kResourcePage}}));
+    if (!page.is_array()) return common::IoError("trials reply from triald: expected a list");
+    for (const json::value& t : page.get_array()) {
+      if (t.is_object()) summary.Add(t.get_object());
+    }
+    if (static_cast<int64_t>(page.get_array().size()) < kResourcePage) break;
+  }
+  return summary.reported() ? summary.Line() : std::string();
 }
 
 int Fail(std::ostream& err, const common::Status& st) {
@@ -268,7 +289,10 @@ int RunTrialctl(const std::vector<std::string>& argv, std::ostream& out, std::os
     }
     PrintTable(out, rows);
   } else if (verb == "status") {
+    Result<std::string> resources = StudyResourcesLine(*client, a.study);
+    if (!resources.ok()) return Fail(err, resources.status());
     PrintStatus(out, r->get_object());
+    if (!resources->empty()) out << "  " << *resources << "\n";
   } else if (verb == "trials") {
     // A NODE column when the trials ran on several daemons (a shared PostgreSQL storage).
     std::set<std::string> nodes;
@@ -293,6 +317,7 @@ int RunTrialctl(const std::vector<std::string>& argv, std::ostream& out, std::os
         {"#", "STATE", several ? "VALUES" : "VALUE", "DURATION", "PARAMS", "RETRY OF", "REASON"}};
     if (constrained) rows[0].insert(rows[0].begin() + 3, "FEASIBLE");
     if (show_node) rows[0].insert(rows[0].begin() + 4 + (constrained ? 1 : 0), "NODE");
+    const long params_at = 4 + (constrained ? 1 : 0) + (show_node ? 1 : 0);
     for (const json::value& v : r->get_array()) {
       const json::object& t = v.get_object();
       std::string reason =
@@ -315,6 +340,14 @@ int RunTrialctl(const std::vector<std::string>& argv, std::ostream& out, std::os
         rows.back().insert(rows.back().begin() + 4 + (constrained ? 1 : 0),
                            t.contains("node") && t.at("node").is_string() ? Str(t, "node") : "-");
       }
+      if (a.resources) {  // before PARAMS, the longest column
+        const std::vector<std::string> cells = ResourceCells(t);
+        rows.back().insert(rows.back().begin() + params_at, cells.begin(), cells.end());
+      }
+    }
+    if (a.resources) {
+      const std::vector<std::string> heads = ResourceHeaders();
+      rows[0].insert(rows[0].begin() + params_at, heads.begin(), heads.end());
     }
     PrintTable(out, rows);
   } else if (verb == "best") {

@@ -311,6 +311,33 @@ Status WriteRows(Writer& w, const StudyData& study) {
     if (t.retry_of) {
       TRIALD_RETURN_IF_ERROR(w.Insert(attr, id, "triald_retry_of", std::to_string(*t.retry_of)));
     }
+    // What triald measured, one user attribute per measured value (study_export.h names them).
+    if (t.resources) {
+      const model::TrialResources& r = *t.resources;
+      auto seconds = [](double x) { return WriteJson(json::value(x)); };
+      if (r.peak_memory_bytes) {
+        TRIALD_RETURN_IF_ERROR(
+            w.Insert(attr, id, "triald_peak_memory_bytes", std::to_string(*r.peak_memory_bytes)));
+      }
+      if (r.peak_gpu_memory_bytes) {
+        TRIALD_RETURN_IF_ERROR(w.Insert(attr, id, "triald_peak_gpu_memory_bytes",
+                                        std::to_string(*r.peak_gpu_memory_bytes)));
+      }
+      if (r.cpu_time_s) {
+        TRIALD_RETURN_IF_ERROR(w.Insert(attr, id, "triald_cpu_time_s", seconds(*r.cpu_time_s)));
+      }
+      if (r.wall_s) {
+        TRIALD_RETURN_IF_ERROR(w.Insert(attr, id, "triald_wall_s", seconds(*r.wall_s)));
+      }
+      if (!r.memory_source.empty()) {
+        TRIALD_RETURN_IF_ERROR(w.Insert(attr, id, "triald_memory_source",
+                                        WriteJson(json::value(r.memory_source), py)));
+      }
+      if (!r.cpu_source.empty()) {
+        TRIALD_RETURN_IF_ERROR(
+            w.Insert(attr, id, "triald_cpu_source", WriteJson(json::value(r.cpu_source), py)));
+      }
+    }
   }
   return w.Exec("COMMIT");
 }

@@ -54,6 +54,52 @@ std::string StringField(const json::object& o, const char* key) {
   return v != nullptr && v->is_string() ? std::string(v->get_string()) : std::string();
 }
 
+// The "resources" object of a trial's JSON (daemon/control/study_json.h): nothing for null or
+// missing; an error naming the field that has the wrong type.
+Result<std::optional<model::TrialResources>> ParseResources(const json::object& o,
+                                                            const std::string& where) {
+  const json::value* v = o.if_contains("resources");
+  if (v == nullptr || v->is_null()) return std::optional<model::TrialResources>();
+  if (!v->is_object()) return InvalidArgument(where + ": resources is not an object or null");
+  const json::object& r = v->get_object();
+  model::TrialResources out;
+  auto bytes = [&](const char* key, std::optional<uint64_t>* field) -> Status {
+    const json::value* b = r.if_contains(key);
+    if (b == nullptr || b->is_null()) return Status::Ok();
+    if (b->is_uint64()) {
+      *field = b->get_uint64();
+    } else if (b->is_int64() && b->get_int64() >= 0) {
+      *field = static_cast<uint64_t>(b->get_int64());
+    } else {
+      return InvalidArgument(where + ": resources." + key + " is not a byte count");
+    }
+    return Status::Ok();
+  };
+  auto seconds = [&](const char* key, std::optional<double>* field) -> Status {
+    const json::value* x = r.if_contains(key);
+    if (x == nullptr || x->is_null()) return Status::Ok();
+    if (!x->is_number()) return InvalidArgument(where + ": resources." + key + " is not a number");
+    *field = x->to_number<double>();
+    return Status::Ok();
+  };
+  auto text = [&](const char* key, std::string* field) -> Status {
+    const json::value* x = r.if_contains(key);
+    if (x == nullptr || x->is_null()) return Status::Ok();
+    if (!x->is_string()) return InvalidArgument(where + ": resources." + key + " is not a string");
+    *field = std::string(x->get_string());
+    return Status::Ok();
+  };
+  TRIALD_RETURN_IF_ERROR(bytes("peak_memory_bytes", &out.peak_memory_bytes));
+  TRIALD_RETURN_IF_ERROR(bytes("peak_gpu_memory_bytes", &out.peak_gpu_memory_bytes));
+  TRIALD_RETURN_IF_ERROR(seconds("cpu_time_s", &out.cpu_time_s));
+  TRIALD_RETURN_IF_ERROR(seconds("wall_s", &out.wall_s));
+  TRIALD_RETURN_IF_ERROR(text("memory_source", &out.memory_source));
+  TRIALD_RETURN_IF_ERROR(text("cpu_source", &out.cpu_source));
+  std::optional<uint64_t> planned;  // checked; the worker's attribute carries it to the exports
+  TRIALD_RETURN_IF_ERROR(bytes("planned_memory_bytes", &planned));
+  return std::optional<model::TrialResources>(std::move(out));
+}
+
 void AppendEscaped(std::string& out, std::string_view s, bool html_safe) {
   out += '"';
   for (unsigned char c : s) {
@@ -269,6 +315,7 @@ Result<StudyData> ParseStudyExport(json::value reply) {
     if (const json::value* r = o.if_contains("retry_of"); r != nullptr && r->is_int64()) {
       t.retry_of = r->get_int64();
     }
+    TRIALD_ASSIGN_OR_RETURN(t.resources, ParseResources(o, where));
     if (const json::value* a = o.if_contains("attrs"); a != nullptr && a->is_object()) {
       t.attrs = a->get_object();
     }
@@ -393,7 +440,8 @@ std::string ToCsv(const StudyData& study) {
   if (any_constraints) out += ",feasible";
   out += ",reason";
   for (const std::string& n : study.param_names) out += "," + CsvText("params_" + n);
-  out += ",datetime_start,datetime_complete,duration\n";
+  out += ",datetime_start,datetime_complete,duration";
+  out += ",peak_memory_bytes,peak_gpu_memory_bytes,cpu_time_s,wall_s,memory_source,cpu_source\n";
   for (const ExportTrial& t : study.trials) {
     out += std::to_string(t.number) + "," + t.state;
     if (n_values > 1) {
@@ -420,6 +468,12 @@ std::string ToCsv(const StudyData& study) {
     if (t.started_at > 0 && t.finished_at > 0) {
       out += config::DoubleRepr(t.finished_at - t.started_at);
     }
+    // Measured resources: empty cells where not measured (never 0).
+    const model::TrialResources r = t.resources.value_or(model::TrialResources{});
+    auto count = [](std::optional<uint64_t> b) { return b ? std::to_string(*b) : std::string(); };
+    out += "," + count(r.peak_memory_bytes) + "," + count(r.peak_gpu_memory_bytes) + "," +
+           CsvNumber(r.cpu_time_s) + "," + CsvNumber(r.wall_s) + "," + CsvText(r.memory_source) +
+           "," + CsvText(r.cpu_source);
     out += "\n";
   }
   return out;

@@ -7,6 +7,8 @@
 //     several objectives has values_0..values_{n-1} in place of value (as trials_dataframe
 //     names them); a study where any trial reported constraints has constraints_0..
 //     constraints_{k-1} (k: the most any trial reported) and feasible (True/False) after them.
+//     After duration, what triald measured: peak_memory_bytes, peak_gpu_memory_bytes,
+//     cpu_time_s, wall_s, memory_source, cpu_source (empty cells where not measured).
 //   - JSON: the reply itself, with numbers written as Python writes them (shortest exact form).
 //   - Optuna: an SQLite file with Optuna 3.1's schema (alembic head v3.0.0.d, version_info
 //     schema 12), so optuna.load_study and optuna-dashboard read it as one of their own: every
@@ -28,6 +30,7 @@
 
 #include "common/status.h"
 #include "config/space.h"
+#include "daemon/model/records.h"
 
 namespace triald::exports {
 
@@ -55,6 +58,9 @@ struct ExportTrial {
   double started_at = 0;                                 // 0: never started
   double finished_at = 0;                                // 0: not finished
   std::optional<int64_t> retry_of;
+  // What triald measured ("resources" of the trial's JSON); unset when nothing was (a trial
+  // not yet run, or stored before triald measured resources).
+  std::optional<model::TrialResources> resources;
 };
 
 struct StudyData {
@@ -100,7 +106,10 @@ std::string OptunaDatetime(double unix_seconds);
 // Writes the study as a new Optuna 3.1 SQLite storage at `path` (built beside it and renamed
 // into place, so a failure leaves no half-written file). An existing file is an error unless
 // `overwrite`. Trial ids are number + 1; failed trials carry triald_fail_reason and
-// triald_fail_detail, retries triald_retry_of, as user attributes.
+// triald_fail_detail, retries triald_retry_of, as user attributes; measured resources are the
+// user attributes triald_peak_memory_bytes, triald_peak_gpu_memory_bytes (integers),
+// triald_cpu_time_s, triald_wall_s (floats), triald_memory_source and triald_cpu_source
+// (strings), each present only when measured.
 common::Status WriteOptunaStorage(const StudyData& study, const std::string& path, bool overwrite);
 
 }  // namespace triald::exports

@@ -7,7 +7,10 @@ EXPORT.json is `trialctl export STUDY --format json` of the same study. Optuna (
 3.1 on Debian 12) must load the study from the storage without complaint and see its directions
 and every trial with the same state, parameters (values and distributions), value or values,
 constraints (system attribute "constraints", where Optuna's samplers read them), intermediate
-values, attributes and datetimes.
+values, attributes, datetimes, and the resources triald measured as the user attributes
+triald_peak_memory_bytes, triald_peak_gpu_memory_bytes (ints), triald_cpu_time_s,
+triald_wall_s (floats), triald_memory_source, triald_cpu_source (strings): each present exactly
+when the trial's "resources" has that value.
 
 BEST.json is `trialctl best STUDY --json`: its trials must be the ones Optuna's own code finds
 best among the feasible COMPLETE trials (for several objectives the Pareto front, Optuna's
@@ -50,6 +53,31 @@ def distribution(d):
         return IntDistribution(int(d["low"]), int(d["high"]), log=d["log"],
                                step=int(d["step"]) if d["step"] else 1)
     return CategoricalDistribution(d["choices"])
+
+
+# The trial's "resources" key -> the Optuna user attribute that carries it (study_export.h).
+RESOURCE_ATTRS = (("peak_memory_bytes", "triald_peak_memory_bytes", int),
+                  ("peak_gpu_memory_bytes", "triald_peak_gpu_memory_bytes", int),
+                  ("cpu_time_s", "triald_cpu_time_s", float),
+                  ("wall_s", "triald_wall_s", float),
+                  ("memory_source", "triald_memory_source", str),
+                  ("cpu_source", "triald_cpu_source", str))
+
+
+def check_resources(got, want, where, check):
+    """The measured resources as user attributes: present when measured, absent (never 0)
+    otherwise."""
+    resources = want.get("resources") or {}
+    for key, attr, kind in RESOURCE_ATTRS:
+        expected = resources.get(key)
+        if expected is None or expected == "":
+            check(attr not in got.user_attrs,
+                  where + "user attr %s = %r for a value not measured"
+                  % (attr, got.user_attrs.get(attr)))
+            continue
+        value = got.user_attrs.get(attr)
+        check(isinstance(value, kind) and value == expected,
+              where + "user attr %s = %r, expected %r" % (attr, value, expected))
 
 
 def feasible(trial):
@@ -164,6 +192,7 @@ def main():
         for key, v in want["attrs"].items():
             check(got.user_attrs.get(key) == v,
                   where + "user attr %s = %r, expected %r" % (key, got.user_attrs.get(key), v))
+        check_resources(got, want, where, check)
         if want["state"] == "FAIL":
             check(got.user_attrs.get("triald_fail_reason") == want["fail_reason"],
                   where + "triald_fail_reason %r" % got.user_attrs.get("triald_fail_reason"))

@@ -57,7 +57,8 @@ std::string ExportReply(const std::string& name, const std::string& directions,
             ".5,\"s\":0},\"distributions\":{\"x\":{\"type\":\"float\",\"low\":0.0,"
             "\"high\":100.0,\"log\":false,\"step\":0.0},\"s\":{\"type\":\"categorical\","
             "\"choices\":[\"=1\"]}},\"intermediate\":[],\"attrs\":{},\"created_at\":1.0,"
-            "\"started_at\":2.0,\"finished_at\":3.5,\"duration_s\":1.5}";
+            "\"started_at\":2.0,\"finished_at\":3.5,\"duration_s\":1.5,\"resources\":" +
+            t.resources + "}";
   }
   return "{\"study\":{\"name\":\"" + name +
          "\",\"state\":\"COMPLETE\",\"direction\":\"minimize\",\"directions\":" + directions +
@@ -77,6 +78,39 @@ std::string MultiObjectiveReply(bool with_constraints) {
                       {4, "COMPLETE", "[2.0, 5.0]", c("[-2.0, -1e-05]")},
                       {5, "PRUNED", "null", "[]"},
                       {6, "FAIL", "null", "[]"}});
+}
+
+std::string MeasuredResources(int n) {
+  switch (n) {
+    case 0:
+      return "{\"peak_memory_bytes\":209715200,\"memory_source\":\"cgroup2 memory.peak\","
+             "\"peak_gpu_memory_bytes\":null,\"cpu_time_s\":2.5,\"cpu_source\":\"cgroup2 "
+             "cpu.stat\",\"wall_s\":3.0}";
+    case 1:
+      return "{\"peak_memory_bytes\":524288000,\"memory_source\":\"cgroup2 memory.peak\","
+             "\"peak_gpu_memory_bytes\":1073741824,\"cpu_time_s\":10.0,\"cpu_source\":\"cgroup2 "
+             "cpu.stat\",\"wall_s\":4.0,\"planned_memory_bytes\":402653184}";
+    case 3:
+      return "{\"peak_memory_bytes\":104857600,\"memory_source\":\"cgroup2 memory.peak\","
+             "\"peak_gpu_memory_bytes\":null,\"cpu_time_s\":1.0,\"cpu_source\":\"cgroup2 "
+             "cpu.stat\",\"wall_s\":1.0}";
+    case 4:
+      return "{\"peak_memory_bytes\":314572800,\"memory_source\":\"getrusage ru_maxrss\","
+             "\"peak_gpu_memory_bytes\":null,\"cpu_time_s\":0.5,\"cpu_source\":\"getrusage\","
+             "\"wall_s\":0.6}";
+    default:
+      return "null";
+  }
+}
+
+std::string ResourcesReply() {
+  return ExportReply("res", "[\"minimize\",\"minimize\"]",
+                     {{0, "COMPLETE", "[1.0, 1.0]", "[]", MeasuredResources(0)},
+                      {1, "COMPLETE", "[0.5, 2.0]", "[]", MeasuredResources(1)},
+                      {2, "COMPLETE", "[2.0, 0.5]", "[]", MeasuredResources(2)},
+                      {3, "PRUNED", "null", "[]", MeasuredResources(3)},
+                      {4, "FAIL", "null", "[]", MeasuredResources(4)},
+                      {5, "WAITING", "null", "[]", MeasuredResources(5)}});
 }
 
 }  // namespace triald::testing

@@ -28,6 +28,7 @@ struct ReplyTrial {
   std::string state;
   std::string values;
   std::string constraints = "[]";
+  std::string resources = "null";  // the trial's "resources" JSON
 };
 // An "export" reply as the daemon sends it, of a study `name` with `directions` (JSON array)
 // and `trials`, each with a float parameter x and a categorical s whose choice "=1" a
@@ -38,5 +39,11 @@ std::string ExportReply(const std::string& name, const std::string& directions,
 // and 4 tie in both objectives); trial 1 would dominate them all but is infeasible; 3 is
 // dominated by 2; 5 is PRUNED, 6 FAILED. Without constraints, trial 1 alone is the front.
 std::string MultiObjectiveReply(bool with_constraints);
+// Two objectives (minimize, minimize) and measured resources: trials 0 (200M peak memory), 1
+// (500M, 1G of GPU memory, a planned_memory_bytes), 3 (PRUNED, 100M) and 4 (FAIL, 300M, getrusage
+// sources) measured; 2 COMPLETE but stored before resources were measured; 5 WAITING.
+std::string ResourcesReply();
+// The "resources" JSON of trial `n` of ResourcesReply ("null" for 2 and 5).
+std::string MeasuredResources(int n);
 
 }  // namespace triald::testing

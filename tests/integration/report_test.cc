@@ -236,4 +236,45 @@ TEST_CASE("report of three objectives: one front plot per pair of objectives",
   CHECK(exports::PairwiseFront(*data, 1, 2) == std::vector<int>{2});
 }
 
+TEST_CASE("report resource panel: one point per measured trial, value against peak memory",
+          "[resources][report][integration]") {
+  TempDir dir;
+  common::Result<exports::StudyData> data =
+      exports::ParseStudyExport(json::parse(ResourcesReply()));
+  REQUIRE(data.ok());
+  const std::string html = dir.File("res.html");
+  REQUIRE(ctl::WriteReport(*data, html).ok());
+  const std::string dom = RenderedDom(dir, html, "profile-res");
+  INFO(dom.substr(0, 3000));
+  CHECK(TrialsOf(dom, "res-mem-point") == std::multiset<int>{0, 1, 3, 4});
+  CHECK(TrialsOf(dom, "res-gpu-point") == std::multiset<int>{1});
+  CHECK(TrialsOf(dom, "res-cpu-point") == std::multiset<int>{0, 1, 3, 4});
+  // Objective 0 against peak memory: the measured trials with values (COMPLETE here).
+  CHECK(TrialsOf(dom, "res-scatter-point") == std::multiset<int>{0, 1});
+  CHECK_THAT(dom, Catch::Contains("aria-label=\"objective against peak memory\""));
+  CHECK_THAT(dom, Catch::Contains("Peak memory max 500.0M (trial 1), median 250.0M; peak GPU "
+                                  "memory max 1.0G (trial 1), median 1.0G; CPU 14 s total over 4 "
+                                  "finished trials; 4 of 6 trials measured"));
+  // The table: sizes as trialctl writes them, blank (not 0) where not measured.
+  CHECK_THAT(dom, Catch::Contains("<th class=\"num\" data-col="));
+  CHECK_THAT(dom, Catch::Contains(">peak memory</th>"));
+  CHECK_THAT(dom, Catch::Contains("<td class=\"num\">200.0M</td>"));
+  const size_t row2 = dom.find("<tr class=\"\" data-trial=\"2\">");
+  REQUIRE(row2 != std::string::npos);
+  const std::string cells2 = dom.substr(row2, dom.find("</tr>", row2) - row2);
+  CHECK(cells2.find(">0<") == std::string::npos);
+  CHECK(cells2.find("<td class=\"num\"></td>") != std::string::npos);
+
+  // No trial measured: the panel says so, with no points.
+  common::Result<exports::StudyData> none =
+      exports::ParseStudyExport(json::parse(MultiObjectiveReply(false)));
+  REQUIRE(none.ok());
+  const std::string empty_html = dir.File("none.html");
+  REQUIRE(ctl::WriteReport(*none, empty_html).ok());
+  const std::string empty_dom = RenderedDom(dir, empty_html, "profile-none");
+  CHECK(TrialsOf(empty_dom, "res-mem-point").empty());
+  CHECK_THAT(empty_dom, Catch::Contains("No trial has measured resources"));
+  CHECK(empty_dom.find(">peak memory</th>") == std::string::npos);
+}
+
 }  // namespace triald::testing
