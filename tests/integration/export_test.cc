@@ -181,7 +181,9 @@ TEST_CASE("export of several objectives and constraints: CSV columns and best tr
   CHECK(rows[0] == std::vector<std::string>{"number", "state", "values_0", "values_1",
                                             "constraints_0", "constraints_1", "feasible", "reason",
                                             "params_s", "params_x", "datetime_start",
-                                            "datetime_complete", "duration"});
+                                            "datetime_complete", "duration", "peak_memory_bytes",
+                                            "peak_gpu_memory_bytes", "cpu_time_s", "wall_s",
+                                            "memory_source", "cpu_source"});
   CHECK(rows[2][2] == "0.0");
   CHECK(rows[2][3] == "9.0");
   CHECK(rows[2][4] == "0.25");
@@ -298,7 +300,9 @@ TEST_CASE("trialctl export csv, json and an Optuna storage Optuna loads",
   CHECK(rows[0] == std::vector<std::string>{"number", "state", "value", "reason", "params_batch",
                                             "params_dropout", "params_layers", "params_lr",
                                             "params_opt", "params_width", "datetime_start",
-                                            "datetime_complete", "duration"});
+                                            "datetime_complete", "duration", "peak_memory_bytes",
+                                            "peak_gpu_memory_bytes", "cpu_time_s", "wall_s",
+                                            "memory_source", "cpu_source"});
   for (size_t i = 0; i < trials.size(); ++i) {
     const json::object& t = trials[i].as_object();
     const std::vector<std::string>& r = rows[i + 1];
@@ -318,6 +322,19 @@ TEST_CASE("trialctl export csv, json and an Optuna storage Optuna loads",
     CHECK(r[10].size() == 32);  // 2026-01-02T03:04:05.678901+00:00
     CHECK(std::strtod(r[12].c_str(), nullptr) ==
           Approx(t.at("duration_s").to_number<double>()).margin(1e-6));
+    // Measured resources: the JSON's numbers; empty cells where not measured, never 0.
+    const json::value* res = t.if_contains("resources");
+    const json::value* peak = res != nullptr && res->is_object()
+                                  ? res->as_object().if_contains("peak_memory_bytes")
+                                  : nullptr;
+    if (peak != nullptr && peak->is_number()) {
+      CHECK(r[13] == std::to_string(peak->to_number<uint64_t>()));
+      CHECK(r[17] == std::string(res->at("memory_source").as_string()));
+    } else {
+      CHECK(r[13].empty());
+    }
+    // Every COMPLETE trial was measured (the launcher's accounting).
+    if (t.at("state").as_string() == "COMPLETE") CHECK(!r[13].empty());
   }
 
   const std::string db = dir.File("mixed.db");

@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <boost/json.hpp>
 #include <catch2/catch.hpp>
 #include <cstdio>
@@ -96,10 +97,15 @@ TEST_CASE("trialctl report: one self-contained HTML file a browser draws",
   d.WaitStudy("rep", 120);
   json::array trials = d.Trials("rep");
   REQUIRE(trials.size() == kMixedTrials);
-  std::set<int> finished, complete, pruned, curves;
+  std::set<int> finished, complete, pruned, curves, measured;
   for (const json::value& v : trials) {
     const int n = static_cast<int>(v.at("number").as_int64());
     const std::string state(v.at("state").as_string());
+    const json::value* res = v.as_object().if_contains("resources");
+    if (res != nullptr && res->is_object() && res->as_object().contains("peak_memory_bytes") &&
+        res->at("peak_memory_bytes").is_number()) {
+      measured.insert(n);
+    }
     if (state == "COMPLETE" || state == "PRUNED" || state == "FAIL") finished.insert(n);
     if (state == "COMPLETE") complete.insert(n);
     if (state == "PRUNED") pruned.insert(n);
@@ -149,6 +155,11 @@ TEST_CASE("trialctl report: one self-contained HTML file a browser draws",
   CHECK(TrialsOf(dom, "pc-line") == std::multiset<int>(complete.begin(), complete.end()));
   CHECK(TrialsOf(dom, "slice-point").size() == complete.size() * 6);  // 6 parameters
   CHECK(Count(dom, "class=\"best-line\"") == 1);
+  // The resource panel: one peak memory point per measured trial, every COMPLETE one among
+  // them, and COMPLETE trials against their value.
+  CHECK(TrialsOf(dom, "res-mem-point") == std::multiset<int>(measured.begin(), measured.end()));
+  CHECK(std::includes(measured.begin(), measured.end(), complete.begin(), complete.end()));
+  for (int n : complete) CHECK(TrialsOf(dom, "res-scatter-point").count(n) == 1);
   CHECK(Count(dom, "<tr data-trial=") + Count(dom, "<tr class=\"best\" data-trial=") +
             Count(dom, "<tr class=\"\" data-trial=") ==
         kMixedTrials);
