@@ -50,15 +50,18 @@ std::string ExportReply(const std::string& name, const std::string& directions,
   for (const ReplyTrial& t : trials) {
     const std::string n = std::to_string(t.number);
     if (!text.empty()) text += ",";
-    text += "{\"number\":" + n + ",\"state\":\"" + t.state +
-            "\",\"value\":null,\"values\":" + t.values + ",\"constraints\":" + t.constraints +
-            ",\"fail_reason\":" + (t.state == "FAIL" ? "\"exit\"" : "null") +
-            ",\"params\":{\"x\":" + n + ".5,\"s\":\"=1\"},\"params_internal\":{\"x\":" + n +
-            ".5,\"s\":0},\"distributions\":{\"x\":{\"type\":\"float\",\"low\":0.0,"
-            "\"high\":100.0,\"log\":false,\"step\":0.0},\"s\":{\"type\":\"categorical\","
-            "\"choices\":[\"=1\"]}},\"intermediate\":[],\"attrs\":{},\"created_at\":1.0,"
-            "\"started_at\":2.0,\"finished_at\":3.5,\"duration_s\":1.5,\"resources\":" +
-            t.resources + "}";
+    text +=
+        "{\"number\":" + n + ",\"state\":\"" + t.state +
+        "\",\"value\":null,\"values\":" + t.values + ",\"constraints\":" + t.constraints +
+        ",\"fail_reason\":" + (t.state == "FAIL" ? "\"exit\"" : "null") +
+        ",\"params\":{\"x\":" + n + ".5,\"s\":\"=1\"},\"params_internal\":{\"x\":" + n +
+        ".5,\"s\":0},\"distributions\":{\"x\":{\"type\":\"float\",\"low\":0.0,"
+        "\"high\":100.0,\"log\":false,\"step\":0.0},\"s\":{\"type\":\"categorical\","
+        "\"choices\":[\"=1\"]}},\"intermediate\":[],\"attrs\":{},\"created_at\":1.0," +
+        (t.state == "WAITING" ? "\"started_at\":null," : "\"started_at\":2.0,") +
+        (t.state == "WAITING" || t.state == "RUNNING" ? "\"finished_at\":null,\"duration_s\":null"
+                                                      : "\"finished_at\":3.5,\"duration_s\":1.5") +
+        ",\"resources\":" + t.resources + "}";
   }
   return "{\"study\":{\"name\":\"" + name +
          "\",\"state\":\"COMPLETE\",\"direction\":\"minimize\",\"directions\":" + directions +

@@ -91,9 +91,10 @@ TEST_CASE("trialctl trials --resources cells, best and watch lines: - where not 
                      {"best_trials", json::array{trials[1], trials[2]}}};
   std::ostringstream pareto;
   CHECK(ctl::PrintBest(pareto, front));
-  CHECK_THAT(pareto.str(), Catch::Contains("trial 1: values 0.5, 2\n  params: s==1 x=1.5\n  "
-                                           "resources: peak memory 500.0M"));
-  CHECK_THAT(pareto.str(), Catch::EndsWith("x=2.5\n  resources: not measured\n"));
+  CHECK_THAT(pareto.str(),
+             Catch::Contains("trial 1: values 0.5, 2  (1.50s)\n  params: x=1.5 s==1\n  "
+                             "resources: peak memory 500.0M"));
+  CHECK_THAT(pareto.str(), Catch::EndsWith("x=2.5 s==1\n  resources: not measured\n"));
   // watch's closing summary (PrintTrial).
   std::ostringstream watched;
   ctl::PrintTrial(watched, one);
