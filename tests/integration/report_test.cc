@@ -86,6 +86,21 @@ std::multiset<int> TrialsIn(const std::string& dom, const std::string& label,
   return TrialsOf(dom.substr(at, end - at), cls);
 }
 
+// The texts of the table cells (th or td) from `start` in `dom` up to `end`.
+std::vector<std::string> CellTexts(const std::string& dom, const std::string& start,
+                                   const std::string& end = "</tr>") {
+  const size_t from = dom.find(start);
+  if (from == std::string::npos) return {};
+  const std::string part = dom.substr(from, dom.find(end, from) - from);
+  std::vector<std::string> out;
+  const std::regex cell("<t[hd][^>]*>([^<]*)</t[hd]>");
+  for (auto it = std::sregex_iterator(part.begin(), part.end(), cell); it != std::sregex_iterator();
+       ++it) {
+    out.push_back((*it)[1].str());
+  }
+  return out;
+}
+
 }  // namespace
 
 TEST_CASE("trialctl report: one self-contained HTML file a browser draws",
@@ -264,17 +279,28 @@ TEST_CASE("report resource panel: one point per measured trial, value against pe
   CHECK(TrialsOf(dom, "res-scatter-point") == std::multiset<int>{0, 1});
   CHECK_THAT(dom, Catch::Contains("aria-label=\"objective against peak memory\""));
   CHECK_THAT(dom, Catch::Contains("Peak memory max 500.0M (trial 1), median 250.0M; peak GPU "
-                                  "memory max 1.0G (trial 1), median 1.0G; CPU 14 s total over 4 "
+                                  "memory max 1.0G (trial 1), median 1.0G; CPU 14.00s total over 4 "
                                   "finished trials; 4 of 6 trials measured"));
   // The table: sizes as trialctl writes them, blank (not 0) where not measured.
-  CHECK_THAT(dom, Catch::Contains("<th class=\"num\" data-col="));
-  CHECK_THAT(dom, Catch::Contains(">peak memory</th>"));
-  CHECK_THAT(dom, Catch::Contains("<td class=\"num\">200.0M</td>"));
-  const size_t row2 = dom.find("<tr class=\"\" data-trial=\"2\">");
-  REQUIRE(row2 != std::string::npos);
-  const std::string cells2 = dom.substr(row2, dom.find("</tr>", row2) - row2);
-  CHECK(cells2.find(">0<") == std::string::npos);
-  CHECK(cells2.find("<td class=\"num\"></td>") != std::string::npos);
+  const std::vector<std::string> heads = CellTexts(dom, "<thead>", "</thead>");
+  auto column = [&](const std::string& name) {
+    return static_cast<size_t>(std::find(heads.begin(), heads.end(), name) - heads.begin());
+  };
+  const std::vector<std::string> measured = CellTexts(dom, "data-trial=\"4\"><td");
+  const std::vector<std::string> old = CellTexts(dom, "data-trial=\"2\"><td");
+  const std::vector<std::string> waiting = CellTexts(dom, "data-trial=\"5\"><td");
+  REQUIRE(column("wall (s)") < heads.size());
+  REQUIRE(measured.size() == heads.size());
+  REQUIRE(old.size() == heads.size());
+  REQUIRE(waiting.size() == heads.size());
+  CHECK(measured[column("peak memory")] == "300.0M");
+  CHECK(measured[column("peak GPU memory")].empty());
+  CHECK(measured[column("CPU (s)")] == "0.5");
+  CHECK(measured[column("wall (s)")] == "0.6");
+  for (const char* name : {"peak memory", "peak GPU memory", "CPU (s)", "wall (s)"}) {
+    CHECK(old[column(name)].empty());
+    CHECK(waiting[column(name)].empty());
+  }
 
   // No trial measured: the panel says so, with no points.
   common::Result<exports::StudyData> none =
