@@ -145,7 +145,9 @@ TEST_CASE("export CSV quotes fields and JSON writes numbers as Python does", "[e
   REQUIRE(rows.size() == 3);
   CHECK(rows[0] == std::vector<std::string>{"number", "state", "value", "reason", "params_lr",
                                             "params_opt", "datetime_start", "datetime_complete",
-                                            "duration"});
+                                            "duration", "peak_memory_bytes",
+                                            "peak_gpu_memory_bytes", "cpu_time_s", "wall_s",
+                                            "memory_source", "cpu_source"});
   CHECK(rows[1][0] == "0");  // rows by trial number
   CHECK(rows[1][2] == "inf");
   CHECK(rows[1][4] == "1.0");
