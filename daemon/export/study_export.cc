@@ -8,6 +8,7 @@
 #include <set>
 
 #include "daemon/model/records.h"
+#include "daemon/model/resources_json.h"
 #include "daemon/sampler/pareto.h"
 
 namespace triald::exports {
@@ -54,50 +55,14 @@ std::string StringField(const json::object& o, const char* key) {
   return v != nullptr && v->is_string() ? std::string(v->get_string()) : std::string();
 }
 
-// The "resources" object of a trial's JSON (daemon/control/study_json.h): nothing for null or
-// missing; an error naming the field that has the wrong type.
+// The "resources" object of a trial's JSON (model/resources_json.h): nothing for null or
+// missing; an error naming the trial and the field that has the wrong type.
 Result<std::optional<model::TrialResources>> ParseResources(const json::object& o,
                                                             const std::string& where) {
   const json::value* v = o.if_contains("resources");
   if (v == nullptr || v->is_null()) return std::optional<model::TrialResources>();
-  if (!v->is_object()) return InvalidArgument(where + ": resources is not an object or null");
-  const json::object& r = v->get_object();
-  model::TrialResources out;
-  auto bytes = [&](const char* key, std::optional<uint64_t>* field) -> Status {
-    const json::value* b = r.if_contains(key);
-    if (b == nullptr || b->is_null()) return Status::Ok();
-    if (b->is_uint64()) {
-      *field = b->get_uint64();
-    } else if (b->is_int64() && b->get_int64() >= 0) {
-      *field = static_cast<uint64_t>(b->get_int64());
-    } else {
-      return InvalidArgument(where + ": resources." + key + " is not a byte count");
-    }
-    return Status::Ok();
-  };
-  auto seconds = [&](const char* key, std::optional<double>* field) -> Status {
-    const json::value* x = r.if_contains(key);
-    if (x == nullptr || x->is_null()) return Status::Ok();
-    if (!x->is_number()) return InvalidArgument(where + ": resources." + key + " is not a number");
-    *field = x->to_number<double>();
-    return Status::Ok();
-  };
-  auto text = [&](const char* key, std::string* field) -> Status {
-    const json::value* x = r.if_contains(key);
-    if (x == nullptr || x->is_null()) return Status::Ok();
-    if (!x->is_string()) return InvalidArgument(where + ": resources." + key + " is not a string");
-    *field = std::string(x->get_string());
-    return Status::Ok();
-  };
-  TRIALD_RETURN_IF_ERROR(bytes("peak_memory_bytes", &out.peak_memory_bytes));
-  TRIALD_RETURN_IF_ERROR(bytes("peak_gpu_memory_bytes", &out.peak_gpu_memory_bytes));
-  TRIALD_RETURN_IF_ERROR(seconds("cpu_time_s", &out.cpu_time_s));
-  TRIALD_RETURN_IF_ERROR(seconds("wall_s", &out.wall_s));
-  TRIALD_RETURN_IF_ERROR(text("memory_source", &out.memory_source));
-  TRIALD_RETURN_IF_ERROR(text("cpu_source", &out.cpu_source));
-  std::optional<uint64_t> planned;  // checked; the worker's attribute carries it to the exports
-  TRIALD_RETURN_IF_ERROR(bytes("planned_memory_bytes", &planned));
-  return std::optional<model::TrialResources>(std::move(out));
+  TRIALD_ASSIGN_OR_RETURN(model::TrialResources r, model::ResourcesFromJson(*v, where));
+  return std::optional<model::TrialResources>(std::move(r));
 }
 
 void AppendEscaped(std::string& out, std::string_view s, bool html_safe) {

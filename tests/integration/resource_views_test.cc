@@ -208,7 +208,7 @@ TEST_CASE("exports of measured resources: CSV columns, JSON, and errors naming t
   common::Result<exports::StudyData> refused = exports::ParseStudyExport(json::parse(not_object));
   REQUIRE(!refused.ok());
   CHECK_THAT(refused.status().message(),
-             Catch::Contains("trial 0: resources is not an object or null"));
+             Catch::Contains("trial 0: resources are not a JSON object"));
 }
 
 TEST_CASE("Optuna export of measured resources: user attributes Optuna loads",

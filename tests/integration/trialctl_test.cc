@@ -54,7 +54,8 @@ TEST_CASE("trialctl submit --wait, trials --json, best --json, logs, studies, st
   REQUIRE(arr.size() == 4);
   for (const json::value& v : arr) {
     const json::object& t = v.as_object();
-    for (const char* key : {"number", "state", "value", "params", "fail_reason", "duration_s"}) {
+    for (const char* key :
+         {"number", "state", "value", "params", "fail_reason", "duration_s", "resources"}) {
       CHECK(t.contains(key));
     }
     CHECK(t.at("state").as_string() == "COMPLETE");
