@@ -328,4 +328,26 @@ TEST_CASE("trialctl trials --resources, status, best and export show what triald
   CheckOptunaExport(d.socket(), "acct", db, dir.Write("acct.json", j.out), 4);
 }
 
+TEST_CASE("trialctl status reads a study larger than one page for its resources line",
+          "[resources][trialctl][integration]") {
+  TempDir dir;
+  TestDaemon d(dir.File("state"), 8);
+  d.Start();
+  // 1001 trials: status reads them in two pages (1000, then 1) and counts every one.
+  const std::string sweep =
+      dir.Write("s.toml", ExecSweep("big", "[\"" + BinDir() + "/triald-noop-worker\"]", 1001, 8));
+  REQUIRE(Trialctl(d.socket(), {"submit", sweep}).code == 0);
+  d.WaitStudy("big", 300);
+  json::array trials = d.Trials("big");
+  REQUIRE(trials.size() == 1001);
+  ctl::ResourceSummary all;
+  for (const json::value& t : trials) all.Add(t.as_object());
+  Ctl status = Trialctl(d.socket(), {"status", "big"});
+  INFO(status.out);
+  REQUIRE(status.code == 0);
+  CHECK(all.measured() == 1001);
+  CHECK_THAT(status.out, Catch::EndsWith("  " + all.Line() + "\n"));
+  CHECK_THAT(status.out, Catch::Contains(" total over 1001 finished trials; 1001 trials measured"));
+}
+
 }  // namespace triald::testing
