@@ -147,18 +147,21 @@ TEST_CASE("trialctl watch without a terminal: one line per change, then the best
   REQUIRE(lines.size() >= 4);
   for (size_t i = 1; i < lines.size(); ++i) CHECK(lines[i] != lines[i - 1]);
   CHECK(lines.size() < 40);
-  const std::string& last_progress = lines[lines.size() - 4];
+  // The end: the last progress line, the study's state, and the best trial on three lines (its
+  // value, its parameters, its resources).
+  const std::string& last_progress = lines[lines.size() - 5];
   CHECK_THAT(last_progress,
              Catch::StartsWith("w: 8/8 finished (4 complete, 2 pruned, 2 failed), 0 running"));
   CHECK_THAT(last_progress, Catch::Contains("; best "));
   CHECK_THAT(c.out, Catch::Contains("; ETA ~"));  // once a trial had finished
-  CHECK(lines[lines.size() - 3] == "study w COMPLETE");
-  CHECK_THAT(lines[lines.size() - 2], Catch::StartsWith("best trial "));
+  CHECK(lines[lines.size() - 4] == "study w COMPLETE");
+  CHECK_THAT(lines[lines.size() - 3], Catch::StartsWith("best trial "));
+  CHECK_THAT(lines[lines.size() - 1], Catch::StartsWith("  resources: "));
   CHECK(c.out.find('\x1b') == std::string::npos);
   // The same study again: it has ended, so one line and the result.
   Ctl again = Trialctl(d.socket(), {"watch", "w"});
   CHECK(again.code == 0);
-  CHECK(Lines(again.out).size() == 4);
+  CHECK(Lines(again.out).size() == 5);
   // --json: the status as one JSON line per change, nothing else.
   Ctl js = Trialctl(d.socket(), {"watch", "w", "--json"});
   CHECK(js.code == 0);
@@ -209,12 +212,13 @@ TEST_CASE("trialctl watch on a terminal redraws in place", "[trialctl][watch][in
             return s;
           }());
   // Many frames were drawn, but the screen holds one view and the result below it.
-  REQUIRE(screen.size() == 7);
+  REQUIRE(screen.size() == 8);
   CHECK_THAT(screen[0], Catch::StartsWith("study tty: COMPLETE, minimize"));
   CHECK_THAT(screen[1], Catch::StartsWith("  trials: 8/8 finished (4 complete, 2 pruned, 2 f"));
   CHECK_THAT(screen[2], Catch::StartsWith("  best:   "));
   CHECK(screen[4] == "study tty COMPLETE");
   CHECK_THAT(screen[5], Catch::StartsWith("best trial "));
+  CHECK_THAT(screen[7], Catch::StartsWith("  resources: "));
   // No view line wraps: each is cut to the terminal's width.
   for (size_t i = 0; i < 4; ++i) CHECK(screen[i].size() < static_cast<size_t>(cols));
   const std::regex up("\x1b\\[4A");
