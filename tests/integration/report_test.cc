@@ -295,6 +295,8 @@ TEST_CASE("report resource panel: one point per measured trial, value against pe
   REQUIRE(waiting.size() == heads.size());
   CHECK(measured[column("peak memory")] == "300.0M");
   CHECK(measured[column("peak GPU memory")].empty());
+  CHECK(measured[column("planned memory")].empty());
+  CHECK(CellTexts(dom, "data-trial=\"1\"><td")[column("planned memory")] == "384.0M");
   CHECK(measured[column("CPU (s)")] == "0.5");
   CHECK(measured[column("wall (s)")] == "0.6");
   for (const char* name : {"peak memory", "peak GPU memory", "CPU (s)", "wall (s)"}) {
