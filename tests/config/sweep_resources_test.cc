@@ -116,7 +116,7 @@ TEST_CASE("bad objectives are refused with their line and column", "[config]") {
     return ErrorOf(StudyWith(dirs2 + "objectives = [" + entries + "]\n"));
   };
   CHECK_THAT(error("\"value\", \"peak_rss\""),
-             StartsWith("sweep.toml:5:25: [study] objectives[1] = \"peak_rss\": \"peak_rss\" is "
+             StartsWith("sweep.toml:5:24: [study] objectives[1] = \"peak_rss\": \"peak_rss\" is "
                         "not a metric triald measures; expected one of peak_memory, "
                         "peak_gpu_memory, cpu_time, wall"));
   CHECK_THAT(error("\"peak_memory\", \"value\""),
@@ -124,14 +124,14 @@ TEST_CASE("bad objectives are refused with their line and column", "[config]") {
                         "objective is a measured metric; expected \"value\" first"));
   CHECK_THAT(ErrorOf(StudyWith("directions = [\"minimize\", \"minimize\", \"minimize\"]\n"
                                "objectives = [\"value\", \"wall\", \"value\"]\n")),
-             StartsWith("sweep.toml:5:33: [study] objectives[2] = \"value\": \"value\" after the "
+             StartsWith("sweep.toml:5:32: [study] objectives[2] = \"value\": \"value\" after the "
                         "measured metric \"wall\"; expected the objective's values first"));
   CHECK_THAT(ErrorOf(StudyWith("directions = [\"minimize\", \"minimize\", \"minimize\"]\n"
                                "objectives = [\"value\", \"wall\", \"wall\"]\n")),
-             StartsWith("sweep.toml:5:33: [study] objectives[2] = \"wall\": \"wall\" is already in "
+             StartsWith("sweep.toml:5:32: [study] objectives[2] = \"wall\": \"wall\" is already in "
                         "objectives; expected each measured metric once"));
   CHECK_THAT(error("\"value\", \"peak_gpu_memory\""),
-             StartsWith("sweep.toml:5:25: [study] objectives[1] = \"peak_gpu_memory\": "
+             StartsWith("sweep.toml:5:24: [study] objectives[1] = \"peak_gpu_memory\": "
                         "peak_gpu_memory is measured on GPU slots only"));
   CHECK_THAT(error("\"value\""),
              StartsWith("sweep.toml:5:14: [study] objectives = [\"value\"]: names 1 objective "
