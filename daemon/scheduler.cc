@@ -916,6 +916,7 @@ void Scheduler::FinishTrial(StudyRuntime& study, int number, const model::TrialO
   trial.value = out.value;
   trial.values = out.values;
   trial.constraints = out.constraints;
+  trial.resources = out.resources;
   trial.fail = out.fail;
   trial.resources = out.resources;
   trial.finished_at = now;

@@ -4,6 +4,7 @@
 
 #include "common/json.h"
 #include "common/utf8.h"
+#include "daemon/model/resources_json.h"
 
 namespace triald::daemon {
 namespace json = boost::json;
@@ -49,6 +50,20 @@ json::object TrialToJson(const TrialRecord& t) {
     attrs[k] = parsed.ok() ? std::move(*parsed) : json::value(v);
   }
   o["attrs"] = std::move(attrs);
+  // What the daemon measured of the trial (model/resources_json.h); null while it runs and for
+  // trials stored before accounting. A trial that reported a planned_memory_bytes attribute (the
+  // LM worker's memory plan) has it beside the measured peak.
+  if (t.resources) {
+    json::object r = model::ResourcesToJson(*t.resources);
+    auto planned = t.attrs.find("planned_memory_bytes");
+    if (planned != t.attrs.end()) {
+      Result<json::value> v = common::ParseJsonExact(planned->second);
+      if (v.ok() && v->is_number()) r["planned_memory_bytes"] = *v;
+    }
+    o["resources"] = std::move(r);
+  } else {
+    o["resources"] = nullptr;
+  }
   if (t.state == TrialState::kFail) {
     o["fail_reason"] = t.fail.reason;
     o["fail_detail"] = t.fail.detail;

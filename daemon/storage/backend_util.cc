@@ -6,6 +6,7 @@
 
 #include "common/json.h"
 #include "config/space.h"
+#include "daemon/model/resources_json.h"
 
 namespace triald::storage::backend {
 
@@ -98,6 +99,24 @@ std::string StoredValuesText(const model::TrialOutcome& outcome) {
     return "";
   }
   return DoublesText(outcome.values);
+}
+
+std::string ResourcesText(const std::optional<model::TrialResources>& resources) {
+  if (!resources || resources->empty()) return "";
+  return boost::json::serialize(model::ResourcesToJson(*resources));
+}
+
+common::Result<std::optional<model::TrialResources>> ParseResourcesText(const std::string& text,
+                                                                        const std::string& op) {
+  if (text.empty()) return std::optional<model::TrialResources>();
+  common::Result<boost::json::value> v = common::ParseJsonExact(text, /*max_depth=*/2);
+  if (!v.ok()) {
+    return common::Internal(op + ": stored resources \"" + text.substr(0, 200) +
+                            "\" are not JSON: " + v.status().message());
+  }
+  common::Result<model::TrialResources> r = model::ResourcesFromJson(*v, op);
+  if (!r.ok()) return common::Internal(r.status().message());
+  return std::optional<model::TrialResources>(std::move(r).value());
 }
 
 std::vector<double> TrialValues(const model::TrialRecord& t, std::vector<double> stored) {

@@ -48,6 +48,13 @@ std::string StoredValuesText(const model::TrialOutcome& outcome);
 // trials stored before values existed read as single-objective ones), else none.
 std::vector<double> TrialValues(const model::TrialRecord& t, std::vector<double> stored);
 
+// A trial's resources as stored (trials.resources_json): "" for none, else
+// model::ResourcesToJson serialized. ParseResourcesText reads it back (kInternal naming the
+// text when it is not such an object).
+std::string ResourcesText(const std::optional<model::TrialResources>& resources);
+common::Result<std::optional<model::TrialResources>> ParseResourcesText(const std::string& text,
+                                                                        const std::string& op);
+
 // How messages name a trial or study known only by its id: "trial id 7", "study id 3".
 inline std::string TrialIdLabel(int64_t trial_id) { return "trial id " + std::to_string(trial_id); }
 inline std::string StudyIdLabel(int64_t study_id) { return "study id " + std::to_string(study_id); }

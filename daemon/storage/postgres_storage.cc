@@ -44,7 +44,7 @@ using backend::TrialIdLabel;
 using common::Result;
 using common::Status;
 
-constexpr int kSchemaVersion = 3;
+constexpr int kSchemaVersion = 4;
 // pg_advisory_xact_lock key that serialises schema creation: "triald" in ASCII.
 constexpr int64_t kSchemaLockKey = 0x747269616c64;
 
@@ -168,6 +168,13 @@ ALTER TABLE trials ADD COLUMN values_json text NOT NULL DEFAULT '',
 UPDATE schema_version SET version = 3;
 )sql";
 
+// Version 4: what each trial consumed, as in SQLite's version 5 (backend::ResourcesText; '' for
+// none).
+constexpr const char* kSchemaV4 = R"sql(
+ALTER TABLE trials ADD COLUMN resources_json text NOT NULL DEFAULT '';
+UPDATE schema_version SET version = 4;
+)sql";
+
 constexpr const char* kStudyColumns =
     "id, name, direction, n_trials, state, spec_toml, spec_path, seed, created_at, finished_at, "
     "submitter_uid, submitter_name, directions";
@@ -178,7 +185,7 @@ constexpr const char* kStudyColumns =
   "t.fail_signal, t.fail_core_dumped, t.fail_detail, t.stderr_tail, t.pid, t.pgid, " \
   "t.pid_start_time, t.created_at, t.started_at, t.finished_at, t.retry_of, "        \
   "(SELECT r.number FROM trials r WHERE r.id = t.retry_of), t.node, t.values_json, " \
-  "t.constraints_json"
+  "t.constraints_json, t.resources_json"
 
 std::string TrimRight(std::string s) {
   while (!s.empty() && (s.back() == '\n' || s.back() == ' ' || s.back() == '\r')) s.pop_back();
@@ -713,6 +720,7 @@ Status PostgresStorage::InitSchema() {
     if (version == 0) TRIALD_RETURN_IF_ERROR(Simple(kSchemaSql, "create schema"));
     if (version < 2) TRIALD_RETURN_IF_ERROR(Simple(kSchemaV2, "upgrade schema to version 2"));
     if (version < 3) TRIALD_RETURN_IF_ERROR(Simple(kSchemaV3, "upgrade schema to version 3"));
+    if (version < 4) TRIALD_RETURN_IF_ERROR(Simple(kSchemaV4, "upgrade schema to version 4"));
     return Simple("COMMIT", "create schema");
   }();
   if (!st.ok()) RollbackIfOpen();
@@ -1119,6 +1127,7 @@ Result<model::TrialRecord> PostgresStorage::ReadTrialRow(const Rows& r, int row)
                           backend::ParseDoublesText(r.Str(row, 20), where));
   t.values = backend::TrialValues(t, std::move(values));
   TRIALD_ASSIGN_OR_RETURN(t.constraints, backend::ParseDoublesText(r.Str(row, 21), where));
+  TRIALD_ASSIGN_OR_RETURN(t.resources, backend::ParseResourcesText(r.Str(row, 22), where));
   return t;
 }
 
@@ -1461,14 +1470,15 @@ Status PostgresStorage::FinishTrial(int64_t trial_id, const model::TrialOutcome&
           .Bytes(outcome.fail.stderr_tail)
           .Float8(at)
           .Text(backend::StoredValuesText(outcome), "values")
-          .Text(backend::DoublesText(outcome.constraints), "constraints");
-      TRIALD_ASSIGN_OR_RETURN(Rows r,
-                              Exec("UPDATE trials SET state = $2, value = $3, fail_reason = $4, "
-                                   "fail_exit_code = $5, fail_signal = $6, fail_core_dumped = $7, "
-                                   "fail_detail = $8, stderr_tail = $9, finished_at = $10, "
-                                   "values_json = $11, constraints_json = $12 "
-                                   "WHERE id = $1 AND state IN ('WAITING', 'RUNNING')",
-                                   p, op));
+          .Text(backend::DoublesText(outcome.constraints), "constraints")
+          .Text(backend::ResourcesText(outcome.resources), "resources");
+      TRIALD_ASSIGN_OR_RETURN(
+          Rows r, Exec("UPDATE trials SET state = $2, value = $3, fail_reason = $4, "
+                       "fail_exit_code = $5, fail_signal = $6, fail_core_dumped = $7, "
+                       "fail_detail = $8, stderr_tail = $9, finished_at = $10, "
+                       "values_json = $11, constraints_json = $12, resources_json = $13 "
+                       "WHERE id = $1 AND state IN ('WAITING', 'RUNNING')",
+                       p, op));
       if (r.affected() == 0) return TrialNotMutable(trial_id, op, false);
       return Status::Ok();
     });

@@ -26,7 +26,7 @@ using backend::TrialIdLabel;
 using common::Result;
 using common::Status;
 
-constexpr int kSchemaVersion = 4;
+constexpr int kSchemaVersion = 5;
 
 // The schema as version 1 created it (PRAGMA user_version); kSchemaV2 brings it to version 2.
 // Encodings that the column types do not make obvious:
@@ -140,6 +140,13 @@ ALTER TABLE trials ADD COLUMN constraints_json TEXT NOT NULL DEFAULT '';
 PRAGMA user_version = 4;
 )sql";
 
+// Version 5: what each trial consumed, measured by the daemon (backend::ResourcesText; "" for
+// none: trials stored before, and trials that never ran).
+constexpr const char* kSchemaV5 = R"sql(
+ALTER TABLE trials ADD COLUMN resources_json TEXT NOT NULL DEFAULT '';
+PRAGMA user_version = 5;
+)sql";
+
 constexpr const char* kStudyColumns =
     "id, name, direction, n_trials, state, spec_toml, spec_path, seed, created_at, finished_at, "
     "submitter_uid, submitter_name, directions";
@@ -150,7 +157,7 @@ constexpr const char* kStudyColumns =
   "t.fail_exit_code, t.fail_signal, t.fail_core_dumped, t.fail_detail, t.stderr_tail, t.pid, " \
   "t.pgid, t.pid_start_time, t.created_at, t.started_at, t.finished_at, t.retry_of, "          \
   "(SELECT r.number FROM trials r WHERE r.id = t.retry_of), t.node, t.values_json, "           \
-  "t.constraints_json"
+  "t.constraints_json, t.resources_json"
 
 // A cached statement checked out for one use. Resetting on scope exit matters: a SELECT left
 // mid-step keeps its read transaction open (blocking WAL checkpoints), and stale bindings
@@ -406,7 +413,10 @@ Status SqliteStorage::Init(const SqliteOptions& options) {
     if (version < 3) {
       TRIALD_RETURN_IF_ERROR(ExecUncached(kSchemaV3, "upgrade schema to version 3"));
     }
-    TRIALD_RETURN_IF_ERROR(ExecUncached(kSchemaV4, "upgrade schema to version 4"));
+    if (version < 4) {
+      TRIALD_RETURN_IF_ERROR(ExecUncached(kSchemaV4, "upgrade schema to version 4"));
+    }
+    TRIALD_RETURN_IF_ERROR(ExecUncached(kSchemaV5, "upgrade schema to version 5"));
     TRIALD_RETURN_IF_ERROR(Commit("create schema"));
   }
   return Status::Ok();
@@ -642,6 +652,7 @@ Result<model::TrialRecord> SqliteStorage::ReadTrialRow(const Stmt& st) const {
                           backend::ParseDoublesText(st.ColText(21), where));
   t.values = backend::TrialValues(t, std::move(values));
   TRIALD_ASSIGN_OR_RETURN(t.constraints, backend::ParseDoublesText(st.ColText(22), where));
+  TRIALD_ASSIGN_OR_RETURN(t.resources, backend::ParseResourcesText(st.ColText(23), where));
   return t;
 }
 
@@ -947,7 +958,7 @@ Status SqliteStorage::FinishTrial(int64_t trial_id, const model::TrialOutcome& o
           Prepare("UPDATE trials SET state = ?2, value = ?3, value_is_nan = ?4, "
                   "fail_reason = ?5, fail_exit_code = ?6, fail_signal = ?7, "
                   "fail_core_dumped = ?8, fail_detail = ?9, stderr_tail = ?10, finished_at = ?11, "
-                  "values_json = ?12, constraints_json = ?13 "
+                  "values_json = ?12, constraints_json = ?13, resources_json = ?14 "
                   "WHERE id = ?1 AND state IN ('WAITING', 'RUNNING')",
                   op));
       st.Int(1, trial_id).Text(2, model::TrialStateName(outcome.state));
@@ -968,7 +979,8 @@ Status SqliteStorage::FinishTrial(int64_t trial_id, const model::TrialOutcome& o
           .Text(10, outcome.fail.stderr_tail)
           .Real(11, at)
           .Text(12, backend::StoredValuesText(outcome))
-          .Text(13, backend::DoublesText(outcome.constraints));
+          .Text(13, backend::DoublesText(outcome.constraints))
+          .Text(14, backend::ResourcesText(outcome.resources));
       TRIALD_RETURN_IF_ERROR(Run(st, op));
     }
     if (sqlite3_changes(db_) == 0) return TrialNotMutable(trial_id, op, false);

@@ -664,6 +664,58 @@ TEMPLATE_TEST_CASE("trial values round-trip including infinities and NaN", "[sto
   CHECK_FALSE(trials[3].value.has_value());
 }
 
+// Resources as a trial on a GPU slot measured them, with exact binary fractions and the
+// largest byte count a uint64 holds.
+model::TrialResources MeasuredResources() {
+  model::TrialResources r;
+  r.peak_memory_bytes = 212'000'768;
+  r.memory_source = "cgroup1 memory.max_usage_in_bytes";
+  r.peak_gpu_memory_bytes = ~uint64_t{0} - 1;
+  r.cpu_time_s = 1.0 / 3.0;
+  r.cpu_source = "cgroup2 cpu.stat";
+  r.wall_s = 12.125;
+  return r;
+}
+
+TEMPLATE_TEST_CASE("what a trial consumed round-trips, in every state; unmeasured stays unset",
+                   "[storage][resources]", TRIALD_STORAGE_BACKENDS) {
+  TestType backend;
+  auto s = backend.Open();
+  const int64_t study = Unwrap(s->CreateStudy(MakeStudy("r"), 1)).id;
+  auto finish = [&](TrialOutcome o) {
+    TrialRecord t = Unwrap(s->CreateTrial(study, OneParam(0), 1));
+    REQUIRE_OK(s->FinishTrial(t.id, o, 2));
+  };
+  TrialOutcome complete = Outcome(TrialState::kComplete, 1.0);
+  complete.resources = MeasuredResources();
+  finish(complete);
+  TrialOutcome failed = Outcome(TrialState::kFail);
+  failed.resources = model::TrialResources{};
+  failed.resources->peak_memory_bytes = 0;  // measured as nothing: not the same as unmeasured
+  failed.resources->memory_source = "getrusage ru_maxrss";
+  finish(failed);
+  finish(Outcome(TrialState::kPruned, 2.0));      // no resources (e.g. it never ran)
+  Unwrap(s->CreateTrial(study, OneParam(0), 1));  // still WAITING
+
+  std::vector<TrialRecord> trials = Unwrap(s->GetTrials(study));
+  REQUIRE(trials.size() == 4);
+  REQUIRE(trials[0].resources.has_value());
+  CHECK(*trials[0].resources == MeasuredResources());
+  REQUIRE(trials[1].resources.has_value());
+  CHECK(trials[1].resources->peak_memory_bytes == uint64_t{0});
+  CHECK_FALSE(trials[1].resources->cpu_time_s.has_value());
+  CHECK_FALSE(trials[1].resources->peak_gpu_memory_bytes.has_value());
+  CHECK_FALSE(trials[2].resources.has_value());
+  CHECK_FALSE(trials[3].resources.has_value());
+  // Every read gives the same.
+  CHECK(Unwrap(s->GetTrial(study, 0)).resources == MeasuredResources());
+  CHECK(Unwrap(s->GetTrialPage(study, 0, 10))[0].resources == MeasuredResources());
+  CHECK(Unwrap(s->GetTrialsSince(study, 0, {}))[0].resources == MeasuredResources());
+  std::optional<TrialRecord> best = Unwrap(s->GetBestTrial(study, config::Direction::kMaximize));
+  REQUIRE(best.has_value());
+  CHECK(best->resources == MeasuredResources());
+}
+
 TEMPLATE_TEST_CASE("directions, objective values and constraints round-trip",
                    "[storage][objectives]", TRIALD_STORAGE_BACKENDS) {
   TestType backend;
@@ -1696,6 +1748,52 @@ TEST_CASE("sqlite: a version-3 database keeps its studies and values and takes s
   CHECK(Unwrap(SqliteIntegrityCheck(path)) == "ok");
 }
 
+// What version 4 added to version 3: a database it wrote is kSqliteSchemaV1, the upgrades to
+// version 3 and this.
+constexpr const char* kSqliteSchemaV4Upgrade = R"sql(
+ALTER TABLE studies ADD COLUMN directions TEXT NOT NULL DEFAULT '';
+ALTER TABLE trials ADD COLUMN values_json TEXT NOT NULL DEFAULT '';
+ALTER TABLE trials ADD COLUMN constraints_json TEXT NOT NULL DEFAULT '';
+PRAGMA user_version = 4;
+)sql";
+
+TEST_CASE("sqlite: a version-4 database keeps its trials, which have no resources",
+          "[storage][sqlite][resources]") {
+  TempDir dir;
+  const std::string path = dir.path() + "/triald.db";
+  SqliteExecOrFail(
+      path, std::string(kSqliteSchemaV1) + kSqliteSchemaV2Upgrade + kSqliteSchemaV3Upgrade +
+                kSqliteSchemaV4Upgrade +
+                "INSERT INTO studies (id, name, direction, n_trials, state, spec_toml, spec_path, "
+                "seed, created_at, finished_at) VALUES (1, 'old', 'MINIMIZE', 3, 'COMPLETE', "
+                "'spec', '/old.toml', 7, 10, 20);"
+                "INSERT INTO trials (id, study_id, number, state, value, created_at, started_at, "
+                "finished_at, constraints_json) VALUES (1, 1, 0, 'COMPLETE', 0.75, 11, 12, 13, "
+                "'[-1]');"
+                "INSERT INTO trials (id, study_id, number, state, fail_reason, created_at, "
+                "finished_at) VALUES (2, 1, 1, 'FAIL', 'oom', 14, 15);");
+  {
+    auto s = OpenSqliteOrFail(path);
+    std::vector<TrialRecord> trials = Unwrap(s->GetTrials(1));
+    REQUIRE(trials.size() == 2);
+    CHECK(trials[0].value == 0.75);
+    CHECK(trials[0].constraints == std::vector<double>{-1.0});
+    CHECK_FALSE(trials[0].resources.has_value());
+    CHECK(trials[1].fail.reason == "oom");
+    CHECK_FALSE(trials[1].resources.has_value());
+    int64_t id = Unwrap(s->CreateStudy(MakeStudy("new"), 30)).id;
+    TrialRecord t = Unwrap(s->CreateTrial(id, OneParam(1), 31));
+    TrialOutcome o = Outcome(TrialState::kComplete);
+    o.resources = MeasuredResources();
+    REQUIRE_OK(s->FinishTrial(t.id, o, 32));
+  }
+  // Reopened at the current version: nothing is upgraded twice, nothing is lost.
+  auto s = OpenSqliteOrFail(path);
+  CHECK_FALSE(Unwrap(s->GetTrial(1, 0)).resources.has_value());
+  CHECK(Unwrap(s->GetTrial(Unwrap(s->GetStudy("new")).id, 0)).resources == MeasuredResources());
+  CHECK(Unwrap(SqliteIntegrityCheck(path)) == "ok");
+}
+
 // fd -> symlink target, for every descriptor of this process.
 std::map<int, std::string> OpenFds() {
   std::map<int, std::string> fds;
@@ -2230,7 +2328,7 @@ TEST_CASE("postgres: daemons opening an empty database together create the schem
   close(go[1]);
   for (pid_t pid : children) RequireExitsZero(pid);
   CHECK(PostgresQuery(db.url(), "SELECT count(*) FROM schema_version") == "1");
-  CHECK(PostgresQuery(db.url(), "SELECT max(version) FROM schema_version") == "3");
+  CHECK(PostgresQuery(db.url(), "SELECT max(version) FROM schema_version") == "4");
 }
 
 TEST_CASE("postgres: a version-1 database gets submitters, unknown for its studies",
@@ -2241,7 +2339,8 @@ TEST_CASE("postgres: a version-1 database gets submitters, unknown for its studi
   PostgresQuery(db.url(),
                 "ALTER TABLE studies DROP COLUMN submitter_uid, DROP COLUMN submitter_name, "
                 "DROP COLUMN directions; "
-                "ALTER TABLE trials DROP COLUMN values_json, DROP COLUMN constraints_json; "
+                "ALTER TABLE trials DROP COLUMN values_json, DROP COLUMN constraints_json, "
+                "DROP COLUMN resources_json; "
                 "UPDATE schema_version SET version = 1; "
                 "INSERT INTO studies (name, direction, n_trials, state, spec_toml, spec_path, "
                 "seed, created_at) VALUES ('old', 'MINIMIZE', 5, 'RUNNING', '', "
@@ -2255,7 +2354,7 @@ TEST_CASE("postgres: a version-1 database gets submitters, unknown for its studi
     fresh.submitter = {1001, "alice"};
     REQUIRE_OK(s->CreateStudy(fresh, 20).status());
   }
-  CHECK(PostgresQuery(db.url(), "SELECT max(version) FROM schema_version") == "3");
+  CHECK(PostgresQuery(db.url(), "SELECT max(version) FROM schema_version") == "4");
   auto s = OpenPostgresOrFail(db.url());
   CHECK_FALSE(Unwrap(s->GetStudy("old")).submitter.known());
   CHECK(Unwrap(s->GetStudy("new")).submitter.uid == 1001);
@@ -2268,10 +2367,11 @@ TEST_CASE(
     "[storage][postgres][objectives]") {
   TestDatabase db;
   OpenPostgresOrFail(db.url());
-  // Version 2 is the current schema without version 3's columns.
+  // Version 2 is the current schema without the columns of versions 3 and 4.
   PostgresQuery(db.url(),
                 "ALTER TABLE studies DROP COLUMN directions; "
-                "ALTER TABLE trials DROP COLUMN values_json, DROP COLUMN constraints_json; "
+                "ALTER TABLE trials DROP COLUMN values_json, DROP COLUMN constraints_json, "
+                "DROP COLUMN resources_json; "
                 "UPDATE schema_version SET version = 2; "
                 "INSERT INTO studies (name, direction, n_trials, state, spec_toml, spec_path, "
                 "seed, created_at) VALUES ('old', 'MAXIMIZE', 5, 'COMPLETE', '', "
@@ -2300,7 +2400,7 @@ TEST_CASE(
     o.constraints = {-1.0, 2.0};
     REQUIRE_OK(s->FinishTrial(t.id, o, 32));
   }
-  CHECK(PostgresQuery(db.url(), "SELECT max(version) FROM schema_version") == "3");
+  CHECK(PostgresQuery(db.url(), "SELECT max(version) FROM schema_version") == "4");
   auto s = OpenPostgresOrFail(db.url());
   CHECK(Unwrap(s->GetTrial(Unwrap(s->GetStudy("old")).id, 0)).values == std::vector<double>{0.75});
   StudyRecord mo = Unwrap(s->GetStudy("mo"));
@@ -2308,6 +2408,38 @@ TEST_CASE(
   TrialRecord t = Unwrap(s->GetTrial(mo.id, 0));
   CHECK(t.values == std::vector<double>{0.31, 812.0});
   CHECK(t.constraints == std::vector<double>{-1.0, 2.0});
+}
+
+TEST_CASE("postgres: a version-3 database keeps its trials, which have no resources",
+          "[storage][postgres][resources]") {
+  TestDatabase db;
+  OpenPostgresOrFail(db.url());
+  // Version 3 is the current schema without version 4's column.
+  PostgresQuery(db.url(),
+                "ALTER TABLE trials DROP COLUMN resources_json; "
+                "UPDATE schema_version SET version = 3; "
+                "INSERT INTO studies (name, direction, n_trials, state, spec_toml, spec_path, "
+                "seed, created_at) VALUES ('old', 'MINIMIZE', 5, 'COMPLETE', '', "
+                "'/old.toml'::bytea, 7, 10); "
+                "INSERT INTO trials (study_id, number, state, value, created_at, finished_at, "
+                "constraints_json) SELECT id, 0, 'COMPLETE', 0.75, 11, 12, '[-1]' FROM studies "
+                "WHERE name = 'old'");
+  {
+    auto s = OpenPostgresOrFail(db.url());
+    TrialRecord old = Unwrap(s->GetTrial(Unwrap(s->GetStudy("old")).id, 0));
+    CHECK(old.value == 0.75);
+    CHECK(old.constraints == std::vector<double>{-1.0});
+    CHECK_FALSE(old.resources.has_value());
+    int64_t id = Unwrap(s->CreateStudy(MakeStudy("new"), 30)).id;
+    TrialRecord t = Unwrap(s->CreateTrial(id, OneParam(1), 31));
+    TrialOutcome o = Outcome(TrialState::kComplete);
+    o.resources = MeasuredResources();
+    REQUIRE_OK(s->FinishTrial(t.id, o, 32));
+  }
+  CHECK(PostgresQuery(db.url(), "SELECT max(version) FROM schema_version") == "4");
+  auto s = OpenPostgresOrFail(db.url());
+  CHECK_FALSE(Unwrap(s->GetTrial(Unwrap(s->GetStudy("old")).id, 0)).resources.has_value());
+  CHECK(Unwrap(s->GetTrial(Unwrap(s->GetStudy("new")).id, 0)).resources == MeasuredResources());
 }
 
 TEST_CASE("postgres: a schema newer than this triald is refused", "[storage][postgres]") {
