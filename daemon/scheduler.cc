@@ -918,7 +918,6 @@ void Scheduler::FinishTrial(StudyRuntime& study, int number, const model::TrialO
   trial.constraints = out.constraints;
   trial.resources = out.resources;
   trial.fail = out.fail;
-  trial.resources = out.resources;
   trial.finished_at = now;
   ++study.finished;
   std::string what = model::TrialStateName(out.state);
