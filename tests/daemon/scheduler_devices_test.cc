@@ -398,6 +398,9 @@ TEST_CASE("resource_constraints judge the measured resources; infeasible trials 
   CHECK(trials[1].constraints == std::vector<double>{-50.0 * kMiB, 0.5});
   CHECK_FALSE(trials[1].Feasible());
   CHECK(trials[2].constraints == std::vector<double>{1.0, 1.0});
+  // The measurement is stored with the trial.
+  REQUIRE(trials[0].resources.has_value());
+  CHECK(*trials[0].resources == Memory(150 * kMiB, 5));
   CHECK(h.State("mem") == StudyState::kComplete);
 }
 
@@ -465,6 +468,8 @@ TEST_CASE(
   REQUIRE(trials.size() == 1);
   REQUIRE(trials[0].state == TrialState::kComplete);
   CHECK(trials[0].values == std::vector<double>{1.0, 1400.0 * kMiB});
+  REQUIRE(trials[0].resources.has_value());
+  CHECK(trials[0].resources->peak_gpu_memory_bytes == 1400 * kMiB);
 
   // Its processes all seen holding nothing: a peak of 0.
   h.probe().Hold(0, leader, 0);
@@ -480,6 +485,8 @@ TEST_CASE(
   zero.launcher().Complete(z, 1.0);
   std::vector<TrialRecord> zt = zero.Trials("gpu");
   CHECK(zt[0].constraints == std::vector<double>{-1.0 * kMiB});
+  REQUIRE(zt[0].resources.has_value());
+  CHECK(zt[0].resources->peak_gpu_memory_bytes == uint64_t{0});
 
   // The probe failing throughout: not measured, so the constraint counts as violated.
   Harness failing(o2);
@@ -489,7 +496,10 @@ TEST_CASE(
   Launched& f = *failing.launcher().Live().front();
   failing.scheduler().PollDevices();
   failing.launcher().Complete(f, 1.0);
-  CHECK(failing.Trials("gpu")[0].constraints == std::vector<double>{1.0});
+  std::vector<TrialRecord> ft = failing.Trials("gpu");
+  CHECK(ft[0].constraints == std::vector<double>{1.0});
+  // Nothing measured at all here (the fake launcher measures nothing either): no resources.
+  CHECK_FALSE(ft[0].resources.has_value());
 }
 
 TEST_CASE("a study measuring GPU memory is refused when triald cannot measure it",
