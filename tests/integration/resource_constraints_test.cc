@@ -134,6 +134,36 @@ TEST_CASE("a measured metric as a second objective: values carry the measured pe
   d.Stop();
 }
 
+TEST_CASE("kind = python with a measured objective: the runner expects only the value entries",
+          "[integration][resources][python]") {
+  TempDir dir;
+  dir.Write("objective.py",
+            "def one(trial):\n"
+            "    return trial.suggest_float(\"x\", 0.0, 1.0)\n");
+  TestDaemon d(dir.File("state"));
+  d.Start();
+  const std::string toml =
+      "[study]\nname = \"py\"\ndirections = [\"minimize\", \"minimize\"]\n"
+      "objectives = [\"value\", \"wall\"]\nn_trials = 2\nparallelism = 2\n\n"
+      "[objective]\nkind = \"python\"\nfunction = \"objective.py:one\"\n"
+      "python = \"/usr/bin/python3\"\n";
+  d.WaitStudy(d.Submit(toml, dir.Write("py.toml", toml)), 120);
+  json::array trials = d.Trials("py");
+  REQUIRE(trials.size() == 2);
+  for (const json::value& v : trials) {
+    const json::object& t = v.as_object();
+    INFO(json::serialize(t));
+    // The objective returned one number for a study of two directions, as it should.
+    REQUIRE(t.at("state").as_string() == "COMPLETE");
+    const json::array& values = t.at("values").as_array();
+    REQUIRE(values.size() == 2);
+    CHECK(values[0].to_number<double>() == t.at("params").at("x").to_number<double>());
+    CHECK(values[1].to_number<double>() == t.at("resources").at("wall_s").to_number<double>());
+    CHECK(values[1].to_number<double>() > 0);
+  }
+  d.Stop();
+}
+
 TEST_CASE("a GPU trial's peak GPU memory is what its processes held on the (fake) driver",
           "[integration][resources][devices]") {
   TempDir dir;
