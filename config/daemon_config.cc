@@ -75,9 +75,9 @@ class DaemonConfigParser {
     }
     if (const toml::table* t = root.get_as<toml::table>("devices")) {
       DevicesConfig& d = out.devices;
-      TRIALD_RETURN_IF_ERROR(
-          CheckKeys("[devices]", *t,
-                    {"cpu", "gpus", "slots_per_gpu", "nvml_library", "gpu_release_timeout"}));
+      TRIALD_RETURN_IF_ERROR(CheckKeys("[devices]", *t,
+                                       {"cpu", "gpus", "slots_per_gpu", "nvml_library",
+                                        "gpu_release_timeout", "gpu_sample_interval"}));
       if (const toml::node* n = t->get("cpu")) {
         TRIALD_RETURN_IF_ERROR(ReadInt("[devices]", "cpu", *n, 1, 4096, &d.cpu));
       }
@@ -109,6 +109,15 @@ class DaemonConfigParser {
       if (const toml::node* n = t->get("gpu_release_timeout")) {
         TRIALD_RETURN_IF_ERROR(
             ReadPositive("[devices]", "gpu_release_timeout", *n, &d.gpu_release_timeout));
+      }
+      if (const toml::node* n = t->get("gpu_sample_interval")) {
+        double x = -1;
+        if (const auto* i = n->as_integer()) x = static_cast<double>(i->get());
+        if (const auto* f = n->as_floating_point()) x = f->get();
+        if (!std::isfinite(x) || x <= 0 || x > kMaxGpuSampleInterval) {
+          return Bad("[devices]", "gpu_sample_interval", *n, "a number of seconds > 0 and <= 60");
+        }
+        d.gpu_sample_interval = x;
       }
     }
     return out;

@@ -20,6 +20,8 @@
 //   nvml_library = "libnvidia-ml.so.1"   # --nvml-library
 //   gpu_release_timeout = 60             # --gpu-release-timeout: longest wait (seconds) for an
 //                                        # ended trial's GPU memory to be freed
+//   gpu_sample_interval = 0.5            # --gpu-sample-interval: seconds between the samples of
+//                                        # running GPU trials' memory (and draining slots)
 //
 // Errors name the file, line and column, the key, the value and what was expected, as sweep
 // files do. Parsing is pure; safe from any thread.
@@ -32,12 +34,16 @@
 
 namespace triald::config {
 
+// The longest [devices] gpu_sample_interval (--gpu-sample-interval): 60 seconds.
+inline constexpr double kMaxGpuSampleInterval = 60;
+
 struct DevicesConfig {
   int cpu = 0;                           // 0: not set (the daemon uses the CPU count)
   std::optional<std::vector<int>> gpus;  // not set: every GPU NVML reports (none without)
   int slots_per_gpu = 1;                 // >= 1
   std::string nvml_library;              // "": libnvidia-ml.so.1
   double gpu_release_timeout = 60;       // seconds, > 0
+  double gpu_sample_interval = 0.5;      // seconds, > 0 and <= 60
 };
 
 struct DaemonConfig {

@@ -234,6 +234,14 @@ class SweepParser {
                        const std::vector<KindKeys>& kinds, const std::string* kind) const;
 
   Status ParseStudy(const toml::table& t, StudyConfig* out) const;
+  // [study] resource_constraints = ["peak_memory <= 8G", ...] and objectives = ["value",
+  // "peak_gpu_memory"]: measured metrics as constraints and as objectives. Read after
+  // directions and gpus_per_trial, which they are checked against.
+  Status ParseResourceConstraints(const toml::table& t, StudyConfig* out) const;
+  Status ParseStudyObjectives(const toml::table& t, StudyConfig* out) const;
+  // A measured metric named in `f` (an entry of one of the keys above): known, and not a GPU
+  // metric in a study without GPUs.
+  Status CheckMetricName(const Field& f, const std::string& name, int gpus_per_trial) const;
   // [study] directions = ["minimize", "maximize", ...]: two or more, exclusive with direction.
   Status ParseDirections(const toml::table& t, const toml::node& n, StudyConfig* out) const;
   // A study with several objectives: its [sampler] kind must be one of
@@ -455,11 +463,12 @@ Status SweepParser::CheckMultiObjective(const toml::table& root, const SweepSpec
 
 Status SweepParser::ParseStudy(const toml::table& t, StudyConfig* out) const {
   const std::string tn = "[study]";
-  TRIALD_RETURN_IF_ERROR(CheckKeys(
-      tn, t,
-      {"name", "direction", "n_trials", "parallelism", "trial_timeout", "kill_grace",
-       "stall_timeout", "gpus_per_trial", "retries", "retry_on", "memory_limit", "pids_limit",
-       "max_intermediate_steps", "max_attrs", "max_attr_bytes", "max_report_bytes", "directions"}));
+  TRIALD_RETURN_IF_ERROR(
+      CheckKeys(tn, t,
+                {"name", "direction", "n_trials", "parallelism", "trial_timeout", "kill_grace",
+                 "stall_timeout", "gpus_per_trial", "retries", "retry_on", "memory_limit",
+                 "pids_limit", "max_intermediate_steps", "max_attrs", "max_attr_bytes",
+                 "max_report_bytes", "directions", "resource_constraints", "objectives"}));
   const std::string name_expected =
       "1 to 128 characters from A-Z a-z 0-9 _ . -, starting with a letter or digit";
   if (const toml::node* n = t.get("name")) {
@@ -595,6 +604,157 @@ Status SweepParser::ParseStudy(const toml::table& t, StudyConfig* out) const {
                                    "an integer >= 1 (processes and threads per trial)", &v));
     out->pids_limit = v;
   }
+  TRIALD_RETURN_IF_ERROR(ParseResourceConstraints(t, out));
+  TRIALD_RETURN_IF_ERROR(ParseStudyObjectives(t, out));
+  return Status::Ok();
+}
+
+namespace {
+
+std::string TrimSpaces(const std::string& s) {
+  const size_t b = s.find_first_not_of(" \t");
+  if (b == std::string::npos) return "";
+  const size_t e = s.find_last_not_of(" \t");
+  return s.substr(b, e + 1 - b);
+}
+
+bool IsMemoryMetric(const std::string& metric) {
+  return metric == "peak_memory" || metric == "peak_gpu_memory";
+}
+
+// A plain number of seconds in [0, kMaxSeconds] ("3600", "90.5"); nothing otherwise.
+std::optional<double> ParsePlainSeconds(const std::string& text) {
+  if (text.empty() || !(std::isdigit(static_cast<unsigned char>(text[0])) || text[0] == '.')) {
+    return std::nullopt;
+  }
+  char* end = nullptr;
+  errno = 0;
+  const double x = std::strtod(text.c_str(), &end);
+  if (errno != 0 || end != text.c_str() + text.size() || !std::isfinite(x) || x < 0 ||
+      x > kMaxSeconds) {
+    return std::nullopt;
+  }
+  return x;
+}
+
+}  // namespace
+
+Status SweepParser::CheckMetricName(const Field& f, const std::string& name,
+                                    int gpus_per_trial) const {
+  if (!IsResourceMetric(name)) {
+    return ValueError(f, Quoted(name) + " is not a metric triald measures",
+                      "one of " + JoinList(ResourceMetrics()));
+  }
+  if (name == "peak_gpu_memory" && gpus_per_trial == 0) {
+    return ValueError(f,
+                      "peak_gpu_memory is measured on GPU slots only and [study] has no "
+                      "gpus_per_trial",
+                      "[study] gpus_per_trial >= 1 with peak_gpu_memory, or another metric");
+  }
+  return Status::Ok();
+}
+
+Status SweepParser::ParseResourceConstraints(const toml::table& t, StudyConfig* out) const {
+  const toml::node* n = t.get("resource_constraints");
+  if (n == nullptr) return Status::Ok();
+  const std::string tn = "[study]";
+  const std::string expected =
+      "an array of constraints \"METRIC <= LIMIT\" or \"METRIC >= LIMIT\", e.g. "
+      "[\"peak_memory <= 8G\", \"cpu_time <= 3600\"]; metrics: " +
+      JoinList(ResourceMetrics());
+  const toml::array* arr = n->as_array();
+  if (arr == nullptr || arr->empty())
+    return ValueError({tn, "resource_constraints", n}, "", expected);
+  for (size_t i = 0; i < arr->size(); ++i) {
+    const Field ef{tn, "resource_constraints[" + std::to_string(i) + "]", arr->get(i)};
+    const std::string one = "\"METRIC <= LIMIT\" or \"METRIC >= LIMIT\" with METRIC one of " +
+                            JoinList(ResourceMetrics()) + ", e.g. \"peak_memory <= 8G\"";
+    std::string text;
+    TRIALD_RETURN_IF_ERROR(ReadString(ef, one, &text));
+    ResourceConstraint c;
+    c.text = text;
+    size_t op = text.find("<=");
+    const size_t ge = text.find(">=");
+    if (op == std::string::npos || (ge != std::string::npos && ge < op)) op = ge;
+    if (op == std::string::npos) {
+      return ValueError(ef, "no operator (<= or >=)", one);
+    }
+    c.at_most = text[op] == '<';
+    c.metric = TrimSpaces(text.substr(0, op));
+    const std::string limit = TrimSpaces(text.substr(op + 2));
+    if (c.metric.empty()) return ValueError(ef, "no metric before " + text.substr(op, 2), one);
+    TRIALD_RETURN_IF_ERROR(CheckMetricName(ef, c.metric, out->gpus_per_trial));
+    if (IsMemoryMetric(c.metric)) {
+      std::optional<uint64_t> bytes = ParseByteSize(limit);
+      if (!bytes) {
+        return ValueError(ef, "the limit " + Quoted(limit) + " is not a size",
+                          "a size in bytes >= 1 after " + text.substr(op, 2) +
+                              ", as a number or with K/M/G/T (powers of 1024), e.g. \"" + c.metric +
+                              " <= 8G\"");
+      }
+      c.limit = static_cast<double>(*bytes);
+    } else {
+      std::optional<double> seconds = ParsePlainSeconds(limit);
+      if (!seconds) {
+        return ValueError(ef, "the limit " + Quoted(limit) + " is not a number of seconds",
+                          "a number of seconds from 0 to " + std::to_string(kMaxSecondsWhole) +
+                              " after " + text.substr(op, 2) + ", e.g. \"" + c.metric +
+                              " <= 3600\"");
+      }
+      c.limit = *seconds;
+    }
+    out->resource_constraints.push_back(std::move(c));
+  }
+  return Status::Ok();
+}
+
+Status SweepParser::ParseStudyObjectives(const toml::table& t, StudyConfig* out) const {
+  const toml::node* n = t.get("objectives");
+  if (n == nullptr) return Status::Ok();
+  const std::string tn = "[study]";
+  const size_t n_directions = out->directions.size();
+  const std::string expected =
+      "an array with one entry per direction: \"value\" for each value the objective reports "
+      "(first), then measured metrics from " +
+      JoinList(ResourceMetrics()) + ", e.g. [\"value\", \"peak_gpu_memory\"]";
+  const toml::array* arr = n->as_array();
+  const Field f{tn, "objectives", n};
+  if (arr == nullptr || arr->empty()) return ValueError(f, "", expected);
+  if (arr->size() != n_directions) {
+    return ValueError(f,
+                      "names " + std::to_string(arr->size()) + " objective" +
+                          (arr->size() == 1 ? "" : "s") + " but [study] has " +
+                          std::to_string(n_directions) + " direction" +
+                          (n_directions == 1 ? "" : "s"),
+                      "one entry per direction, in the same order (directions = [...] for two "
+                      "or more)");
+  }
+  std::vector<std::string> names;
+  for (size_t i = 0; i < arr->size(); ++i) {
+    const Field ef{tn, "objectives[" + std::to_string(i) + "]", arr->get(i)};
+    const std::string one = "\"value\" or one of " + JoinList(ResourceMetrics());
+    std::string name;
+    TRIALD_RETURN_IF_ERROR(ReadString(ef, one, &name));
+    if (name == "value") {
+      if (!names.empty() && names.back() != "value") {
+        return ValueError(ef, "\"value\" after the measured metric " + Quoted(names.back()),
+                          "the objective's values first, then measured metrics");
+      }
+    } else {
+      if (names.empty()) {
+        return ValueError(ef, "the first objective is a measured metric",
+                          "\"value\" first (at least one value the objective reports), then "
+                          "measured metrics");
+      }
+      TRIALD_RETURN_IF_ERROR(CheckMetricName(ef, name, out->gpus_per_trial));
+      if (std::find(names.begin(), names.end(), name) != names.end()) {
+        return ValueError(ef, Quoted(name) + " is already in objectives",
+                          "each measured metric once");
+      }
+    }
+    names.push_back(std::move(name));
+  }
+  out->objectives = std::move(names);
   return Status::Ok();
 }
 
@@ -1345,15 +1505,19 @@ Result<SweepSpec> SweepParser::Parse() {
   }
   // kind = "lm": one metric per direction, in their order.
   if (spec.objective.kind == "lm") {
-    const size_t n_directions = spec.study.directions.size();
+    // With [study] objectives, measured metrics are not the worker's to send.
+    const size_t n_directions = spec.study.worker_objectives();
     const std::vector<std::string>& objectives = spec.objective.lm.objectives;
     if (!objectives.empty() && objectives.size() != n_directions) {
       const toml::node* n = objective->get("objectives");
       return InvalidArgument(Where(n->source()) + ": [objective] objectives names " +
                              std::to_string(objectives.size()) + " metric" +
                              (objectives.size() == 1 ? "" : "s") + " but [study] has " +
-                             std::to_string(n_directions) + " direction" +
-                             (n_directions == 1 ? "" : "s") +
+                             std::to_string(n_directions) +
+                             (spec.study.objectives.empty()
+                                  ? std::string(" direction") + (n_directions == 1 ? "" : "s")
+                                  : std::string(" \"value\" objective") +
+                                        (n_directions == 1 ? "" : "s") + " in objectives") +
                              "; expected one metric per direction, in the same order");
     }
     if (objectives.empty() && n_directions > 1) {

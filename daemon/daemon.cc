@@ -567,8 +567,9 @@ int RunDaemon(const DaemonOptions& opts) {
   scheduler.Pump();
   notifier.StartWatchdog();
 
-  // GPU slots drain and running GPU trials' processes are tracked by polling the driver.
-  PeriodicTimer gpu_poll(io, std::chrono::milliseconds(250), [&scheduler]() {
+  // GPU slots drain and running GPU trials' processes (and the GPU memory they hold) are
+  // tracked by polling the driver every --gpu-sample-interval.
+  PeriodicTimer gpu_poll(io, Seconds(opts.gpu_sample_interval_s), [&scheduler]() {
     if (scheduler.gpu_work()) scheduler.PollDevices();
   });
   if (!gpus.empty()) gpu_poll.Start();

@@ -51,6 +51,10 @@ struct DaemonOptions {
   int slots_per_gpu = 1;
   std::string nvml_library;
   double gpu_release_timeout_s = 60;
+  // How often the driver is asked about running GPU trials (their processes and the GPU memory
+  // they hold: peak_gpu_memory_bytes is the largest sum seen, plus one sample at exit) and about
+  // draining slots. Seconds, > 0.
+  double gpu_sample_interval_s = 0.5;
   // Storage: "" for SQLite in state_dir (the default), or "postgresql://USER@HOST:PORT/DB" to
   // share studies with the other daemons on that database (daemon/scheduler.h). Node name: ""
   // for the host name. A node silent for node_timeout_s is dead; heartbeats (and the reading

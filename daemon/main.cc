@@ -38,6 +38,7 @@ void ApplyConfig(const triald::config::DaemonConfig& cfg, DaemonOptions* opts, s
   opts->slots_per_gpu = cfg.devices.slots_per_gpu;
   opts->nvml_library = cfg.devices.nvml_library;
   opts->gpu_release_timeout_s = cfg.devices.gpu_release_timeout;
+  opts->gpu_sample_interval_s = cfg.devices.gpu_sample_interval;
   if (!cfg.storage.empty()) opts->storage_url = cfg.storage;
   if (!cfg.node_name.empty()) opts->node_name = cfg.node_name;
   if (cfg.heartbeat_interval > 0) opts->heartbeat_interval_s = cfg.heartbeat_interval;
@@ -153,6 +154,13 @@ int main(int argc, char** argv) {
              &DaemonOptions::gpu_release_timeout_s)
       ->type_name("S")
       ->check(cli::PositiveSeconds());
+  overriding(app.add_option("--gpu-sample-interval", given.gpu_sample_interval_s,
+                            "seconds between the samples of running GPU\n"
+                            "trials' memory (peak_gpu_memory) and of\n"
+                            "draining slots (default 0.5, at most 60)"),
+             &DaemonOptions::gpu_sample_interval_s)
+      ->type_name("S")
+      ->check(cli::PositiveSeconds(triald::config::kMaxGpuSampleInterval));
   overriding(app.add_option("--storage", given.storage_url,
                             "postgresql://USER@HOST:PORT/DB: share studies\n"
                             "with every triald using that database (default:\n"

@@ -13,6 +13,7 @@
 #include "daemon/scheduler/enqueued_params.h"
 #include "daemon/scheduler/gpu_drains.h"
 #include "daemon/scheduler/launch_spec.h"
+#include "daemon/scheduler/measured_metrics.h"
 #include "daemon/scheduler/report_caps.h"
 #include "daemon/scheduler/storage_batch.h"
 #include "daemon/scheduler/trial_outcome.h"
@@ -45,6 +46,9 @@ struct Scheduler::RunningTrial {
   bool pruned = false;                      // the pruner said stop; later reports are dropped
   std::vector<devices::GpuSlot> gpu_slots;  // held until the trial ends, then drained
   std::set<pid_t> pids;                     // its processes seen holding GPU memory
+  // GPU trials: the largest sum of the GPU memory its processes held, over the samples taken
+  // (PollDevices, and once more at exit); unset until a sample succeeded.
+  std::optional<uint64_t> gpu_peak;
   bool taken_over = false;  // shared: another node ended it (this node was silent); stopping
   // The trial channel's requests (define-by-run trials).
   std::optional<sampler::TrialSample> sample;  // from the first suggest (kind = "python": launch)
@@ -770,15 +774,24 @@ void Scheduler::OnExit(int64_t trial_id, const launcher::ProcessOutcome& o) {
   const TrialRecord& trial = study.trials[rt->number];
   TrialObservation seen;
   seen.process = o;
+  if (!rt->gpu_slots.empty()) {
+    // The driver still shows the just-exited processes' memory for a while: one more sample,
+    // of the pids seen so far. Unset when no sample of the trial ever succeeded.
+    SampleGpuMemory(*rt, /*pgid=*/0);
+    seen.process.resources.peak_gpu_memory_bytes = rt->gpu_peak;
+  }
   seen.final_values = rt->final_values;
-  seen.n_objectives = study.spec.study.directions.size();
+  // The values the worker sends: measured objectives are added below.
+  seen.n_objectives = study.spec.study.worker_objectives();
   seen.constraints = rt->constraints;
   seen.worker_error = rt->worker_error;
   seen.worker_pruned = rt->worker_pruned;
   if (!trial.intermediate.empty()) seen.last_intermediate = trial.intermediate.rbegin()->second;
   seen.trial_timeout_s = study.spec.study.trial_timeout;
   seen.stall_timeout_s = study.spec.study.stall_timeout;
-  FinishTrial(study, rt->number, ClassifyExit(seen));
+  model::TrialOutcome outcome = ClassifyExit(seen);
+  ApplyMeasured(study.spec.study, &outcome);
+  FinishTrial(study, rt->number, outcome);
   if (!rt->gpu_slots.empty() && gpu_drains_) {
     // Its slots drain: free again once the driver shows none of its processes holding memory.
     gpu_drains_->Start(trial_id, study.record.id, rt->gpu_slots, rt->pids);
@@ -790,12 +803,31 @@ void Scheduler::OnExit(int64_t trial_id, const launcher::ProcessOutcome& o) {
 Status Scheduler::CheckGpus(const config::SweepSpec& spec, const std::string& where) const {
   const int want = spec.study.gpus_per_trial;
   const int have = options_.gpus != nullptr ? options_.gpus->gpu_count() : 0;
-  if (want <= have) return Status::Ok();
+  if (want <= have) return CheckGpuMetrics(spec, where);
   return common::InvalidArgument(
       where + ": [study] gpus_per_trial = " + std::to_string(want) + ": triald has " +
       (have == 0 ? std::string("no GPUs (see triald --gpus, or [devices] gpus in its config)")
                  : std::to_string(have) + " GPU(s)") +
       "; expected at most " + std::to_string(have));
+}
+
+Status Scheduler::CheckGpuMetrics(const config::SweepSpec& spec, const std::string& where) const {
+  if (options_.gpus != nullptr && options_.gpus->measures_memory()) return Status::Ok();
+  std::string uses;
+  for (const config::ResourceConstraint& c : spec.study.resource_constraints) {
+    if (c.metric == "peak_gpu_memory") {
+      uses = "resource_constraints entry \"" + c.text + "\"";
+      break;
+    }
+  }
+  for (const std::string& o : spec.study.objectives) {
+    if (uses.empty() && o == "peak_gpu_memory") uses = "objectives entry \"peak_gpu_memory\"";
+  }
+  if (uses.empty()) return Status::Ok();
+  return common::InvalidArgument(
+      where + ": [study] " + uses +
+      ": triald cannot measure GPU memory (no NVML to report each process's memory; GPUs "
+      "given by hand are not watched); expected a daemon with NVML, or no peak_gpu_memory");
 }
 
 void Scheduler::MaybeRetry(StudyRuntime& study, int number) {
@@ -854,11 +886,15 @@ bool Scheduler::gpu_work() const {
 void Scheduler::PollDevices() {
   if (options_.gpus == nullptr) return;
   for (auto& [tid, rt] : running_) {
-    if (!rt->gpu_slots.empty()) {
-      options_.gpus->CollectPids(rt->gpu_slots, rt->process->identity().pgid, &rt->pids);
-    }
+    if (!rt->gpu_slots.empty()) SampleGpuMemory(*rt, rt->process->identity().pgid);
   }
   if (gpu_drains_->Collect()) Pump();
+}
+
+void Scheduler::SampleGpuMemory(RunningTrial& rt, pid_t pgid) {
+  if (options_.gpus == nullptr) return;
+  std::optional<uint64_t> bytes = options_.gpus->SampleMemory(rt.gpu_slots, pgid, &rt.pids);
+  if (bytes && (!rt.gpu_peak || *bytes > *rt.gpu_peak)) rt.gpu_peak = bytes;
 }
 
 void Scheduler::FinishTrial(StudyRuntime& study, int number, const model::TrialOutcome& out,

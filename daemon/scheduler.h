@@ -38,7 +38,14 @@
 // study in that order whose trial does not fit in the free GPUs holds a reservation, and no other
 // GPU trial starts until it has started (CPU trials are never held back), so a trial that needs
 // many GPUs is not starved by a stream of smaller ones. A sweep asking for more GPUs than the pool
-// has is refused at submit.
+// has is refused at submit. Peak GPU memory: every PollDevices sums, per running GPU trial, the
+// GPU memory the probe shows its processes holding (pids matched by process group), keeps the
+// largest sum, and samples once more at exit; a sweep measuring peak_gpu_memory is refused at
+// submit when the pool has no probe.
+//
+// Measured metrics ([study] resource_constraints, objectives): after ClassifyExit, the trial's
+// measured resources become constraint values and extra objective values
+// (scheduler/measured_metrics.h).
 //
 // Shared storage (several daemons, one PostgreSQL database): each daemon is a node, and every
 // node runs every study it can. What makes them agree (claims under the study's lock, leases,
@@ -57,6 +64,7 @@
 //   study_cache.h         a study's trials and counts, shared with the coordinator
 //   leftover_processes.h  the recovery-time kill of a previous daemon's processes
 //   spawn_backoff.h       the wait after a trial could not be started
+//   measured_metrics.h    measured resources as constraints and objectives (a pure function)
 //
 // The scheduler never forks, sleeps, reads /proc or the clock directly: Launcher, Storage,
 // Clock and LeftoverProcesses are injected, so tests/daemon/scheduler_test.cc drives it with fakes.
@@ -166,8 +174,10 @@ class Scheduler {
   void SharedTick();
 
   // GPU bookkeeping, called periodically by the daemon while gpu_work() is true: records the
-  // processes of running GPU trials that hold GPU memory, hands back drained slots (recording
-  // leaks) and starts trials that were waiting for them.
+  // processes of running GPU trials that hold GPU memory (matched by process group) and the
+  // largest sum of their memory so far (the trial's peak_gpu_memory_bytes, sampled once more
+  // when it ends), hands back drained slots (recording leaks) and starts trials that were
+  // waiting for them.
   void PollDevices();
   bool gpu_work() const;
 
@@ -210,6 +220,12 @@ class Scheduler {
   void WakeForBackoff();
   // Checks a sweep's gpus_per_trial against the pool; errors name `where`.
   common::Status CheckGpus(const config::SweepSpec& spec, const std::string& where) const;
+  // A sweep measuring peak_gpu_memory (resource_constraints, objectives) needs a GPU probe
+  // that reports per-process memory; errors name `where`.
+  common::Status CheckGpuMetrics(const config::SweepSpec& spec, const std::string& where) const;
+  // One GPU memory sample of a GPU trial (GpuPool::SampleMemory with its process group `pgid`;
+  // 0 at exit: only the pids seen so far), kept in its gpu_peak when larger.
+  void SampleGpuMemory(RunningTrial& rt, pid_t pgid);
   // Queues a retry of the finished trial `number` when the study's policy asks for one.
   void MaybeRetry(StudyRuntime& study, int number);
   void OnMessage(int64_t trial_id, const proto::ReportMessage& message);

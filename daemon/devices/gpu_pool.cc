@@ -76,6 +76,27 @@ void GpuPool::CollectPids(const std::vector<GpuSlot>& slots, pid_t pgid, std::se
   }
 }
 
+std::optional<uint64_t> GpuPool::SampleMemory(const std::vector<GpuSlot>& slots, pid_t pgid,
+                                              std::set<pid_t>* pids) {
+  if (options_.probe == nullptr) return std::nullopt;
+  std::set<int> gpus;
+  for (const GpuSlot& s : slots) gpus.insert(s.gpu);
+  std::optional<uint64_t> total;
+  for (int gpu : gpus) {
+    common::Result<ProcessMemory> procs = options_.probe->Processes(gpu);
+    if (!procs.ok()) continue;
+    if (!total) total = 0;
+    for (const auto& [pid, bytes] : *procs) {
+      if (pids->count(pid) == 0) {
+        if (pgid <= 1 || options_.process_group_of(pid) != pgid) continue;
+        pids->insert(pid);
+      }
+      if (bytes != kUnknownBytes) *total += bytes;
+    }
+  }
+  return total;
+}
+
 void GpuPool::StartDraining(const std::vector<GpuSlot>& slots, std::set<pid_t> pids,
                             std::string owner, double now) {
   if (slots.empty()) return;

@@ -68,6 +68,16 @@ class GpuPool {
   // are ignored (the main pid is recorded anyway).
   void CollectPids(const std::vector<GpuSlot>& slots, pid_t pgid, std::set<pid_t>* pids);
 
+  // One sample of the GPU memory a trial holds: CollectPids (none added when pgid <= 1, as for
+  // a trial whose processes are gone), then the sum of the bytes the probe shows for every pid
+  // in `pids` on `slots`' GPUs (kUnknownBytes counts as 0; a GPU shared by several slots is
+  // counted once). One probe question per GPU. nullopt without a probe, or when it failed for
+  // every GPU (a GPU that failed adds nothing to the sum).
+  std::optional<uint64_t> SampleMemory(const std::vector<GpuSlot>& slots, pid_t pgid,
+                                       std::set<pid_t>* pids);
+  // Whether SampleMemory can measure anything: a probe that reports per-process memory.
+  bool measures_memory() const { return options_.probe != nullptr; }
+
   // Starts draining the slots of a trial that ended: Poll() frees them once none of its
   // processes holds memory on them, or after the timeout. `pids` are its processes (main pid,
   // and those CollectPids found), `owner` names it in reports. `now` is monotonic seconds.

@@ -59,7 +59,8 @@ launcher::LaunchSpec MakeLaunchSpec(const LaunchSettings& settings, const std::s
   env["TRIALD_TRIAL_DIR"] = ls.trial_dir;
   env["TRIALD_REPORT_FD"] = "3";
   env["TRIALD_NODE"] = settings.node;
-  env["TRIALD_N_OBJECTIVES"] = std::to_string(spec.study.directions.size());
+  // The values the worker sends: [study] objectives' measured metrics are the daemon's.
+  env["TRIALD_N_OBJECTIVES"] = std::to_string(spec.study.worker_objectives());
   // The trial's GPUs by NVML index; NVML counts in PCI bus order, so CUDA must too. Empty on a
   // CPU slot: the trial sees no GPU.
   env["CUDA_VISIBLE_DEVICES"] = devices::GpuPool::CudaVisibleDevices(gpu_slots);

@@ -120,6 +120,9 @@ TrialOutcome ClassifyExit(const TrialObservation& seen) {
     out.fail = model::FailInfo{};
     out.constraints = seen.constraints;
   }
+  // What the process tree consumed is kept whatever the ending (a failed trial's peak memory is
+  // what users look at first).
+  out.resources = o.resources;
   return out;
 }
 

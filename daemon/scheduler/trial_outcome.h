@@ -11,6 +11,7 @@
 //             messages users see in `trialctl trials` (the worker's last "error" line is
 //             appended as "; worker said: ..."; a stalled trial's detail ends with the last
 //             line of its stderr)
+// Every outcome of a process exit carries the process's resources (ProcessOutcome::resources).
 // A trial the daemon stopped for its own shutdown is judged like any other when it finished on
 // its own terms (a result, or a broken protocol); otherwise it is FAIL(shutdown).
 // The other FAIL reasons are decided without a process exit: SpawnFailed (spawn),
@@ -36,8 +37,9 @@ namespace triald::daemon {
 struct TrialObservation {
   launcher::ProcessOutcome process;  // from the launcher's on_exit
   std::vector<double> final_values;  // from the trial's last "final" line (empty: none)
-  // The study's number of objectives ([study] directions): a final line must carry exactly as
-  // many values, else the trial ends FAIL(protocol) naming both counts.
+  // The number of values the worker sends (StudyConfig::worker_objectives(): [study]
+  // directions, less the measured metrics of [study] objectives): a final line must carry
+  // exactly as many values, else the trial ends FAIL(protocol) naming both counts.
   size_t n_objectives = 1;
   // From its last "constraints" line (empty: none); kept on a COMPLETE or PRUNED trial.
   std::vector<double> constraints;

@@ -69,6 +69,24 @@ TEST_CASE("daemon config mistakes name the place, the key and what was expected"
              Catch::Contains("gpu_release_timeout = -1: expected a number of seconds > 0"));
 }
 
+TEST_CASE("[devices] gpu_sample_interval is the GPU sampling interval", "[config][devices]") {
+  auto absent = ParseDaemonConfig("", "x.toml");
+  REQUIRE(absent.ok());
+  CHECK(absent->devices.gpu_sample_interval == 0.5);
+  auto given = ParseDaemonConfig("[devices]\ngpu_sample_interval = 0.1\n", "x.toml");
+  INFO(given.status().ToString());
+  REQUIRE(given.ok());
+  CHECK(given->devices.gpu_sample_interval == 0.1);
+  for (const char* bad : {"0", "-1", "61", "\"1s\""}) {
+    auto c =
+        ParseDaemonConfig(std::string("[devices]\ngpu_sample_interval = ") + bad + "\n", "x.toml");
+    REQUIRE_FALSE(c.ok());
+    CHECK_THAT(c.status().message(),
+               Catch::StartsWith(std::string("x.toml:2:23: [devices] gpu_sample_interval = ") +
+                                 bad + ": expected a number of seconds > 0 and <= 60"));
+  }
+}
+
 TEST_CASE("the daemon config names a shared storage and this node", "[config][cluster]") {
   auto c = ParseDaemonConfig(
       "[daemon]\nstorage = \"postgresql://triald@db:5432/triald\"\nnode_name = \"box-1\"\n"

@@ -112,6 +112,42 @@ TEST_CASE("an ended trial's slot drains until the probe shows its processes' mem
   CHECK(pool.Acquire(1).has_value());
 }
 
+TEST_CASE("SampleMemory sums the memory of a trial's processes on its GPUs", "[devices]") {
+  FakeGpuProbe probe(3);
+  // 500 leads the trial's group; 501 is its child; 900 is a stranger.
+  GpuPool pool = MakePool({0, 1, 2}, 2, &probe, 10, {{500, 500}, {501, 500}, {900, 900}});
+  auto slots = pool.Acquire(2);  // GPUs 0 and 1
+  REQUIRE(slots.has_value());
+  REQUIRE((*slots)[0].gpu == 0);
+  REQUIRE((*slots)[1].gpu == 1);
+  probe.Hold(0, 500, 1000);
+  probe.Hold(1, 501, 20);
+  probe.Hold(1, 900, 1 << 30);  // not the trial's
+  probe.Hold(2, 500, 1 << 30);  // not on the trial's GPUs
+  std::set<pid_t> pids = {500};
+  CHECK(pool.SampleMemory(*slots, 500, &pids) == uint64_t{1020});
+  CHECK(pids == std::set<pid_t>{500, 501});
+  // Memory the driver cannot quantify counts as 0, but the process is the trial's.
+  probe.Hold(0, 500, kUnknownBytes);
+  CHECK(pool.SampleMemory(*slots, 500, &pids) == uint64_t{20});
+  // After the trial ended (group 0): only the pids seen so far count, nobody is added.
+  pool = MakePool({0, 1, 2}, 2, &probe, 10, {{502, 500}});
+  probe.Hold(0, 500, 7);
+  probe.Hold(0, 502, 5);
+  CHECK(pool.SampleMemory(*slots, 0, &pids) == uint64_t{27});
+  CHECK(pids == std::set<pid_t>{500, 501});
+  // Nothing of the trial's on its GPUs: 0, a measurement.
+  std::set<pid_t> other = {12345};
+  CHECK(pool.SampleMemory(*slots, 0, &other) == uint64_t{0});
+  // The probe failing: no measurement; no probe: none either.
+  probe.Fail("GPU is lost");
+  CHECK_FALSE(pool.SampleMemory(*slots, 500, &pids).has_value());
+  GpuPool blind = MakePool({0}, 1);
+  CHECK_FALSE(blind.measures_memory());
+  CHECK(pool.measures_memory());
+  CHECK_FALSE(blind.SampleMemory({{0, 0}}, 500, &pids).has_value());
+}
+
 TEST_CASE("a slot whose memory is never freed is given out after the timeout, as a leak",
           "[devices]") {
   FakeGpuProbe probe(2);

@@ -355,5 +355,178 @@ TEST_CASE("after a daemon crash, lost trials are retried per the policy", "[sche
   CHECK(h.State("lost") == StudyState::kComplete);
 }
 
+// Measured metrics ([study] resource_constraints, objectives) and the GPU peak.
+
+constexpr uint64_t kMiB = 1 << 20;
+
+// The worker reports `value`, then its process tree ends with `resources` measured.
+void CompleteMeasured(FakeLauncher& l, Launched& t, double value,
+                      const model::TrialResources& resources) {
+  l.Final(t, value);
+  launcher::ProcessOutcome o;
+  o.exit.code = 0;
+  o.resources = resources;
+  l.Exit(t, o);
+}
+
+model::TrialResources Memory(uint64_t peak_bytes, double wall_s) {
+  model::TrialResources r;
+  r.peak_memory_bytes = peak_bytes;
+  r.memory_source = "cgroup2 memory.peak";
+  r.wall_s = wall_s;
+  return r;
+}
+
+TEST_CASE("resource_constraints judge the measured resources; infeasible trials still finish",
+          "[scheduler][resources]") {
+  Harness h;
+  FakeLauncher& l = h.launcher();
+  h.SubmitOk("mem", 3, 3, "resource_constraints = [\"peak_memory <= 100M\", \"wall >= 1\"]\n");
+  REQUIRE(l.live_count() == 3);
+  std::vector<Launched*> live = l.Live();
+  l.Constraints(*live[0], {-2});
+  CompleteMeasured(l, *live[0], 1.0, Memory(150 * kMiB, 5));
+  CompleteMeasured(l, *live[1], 2.0, Memory(50 * kMiB, 0.5));
+  // Not measured at all (resources empty): its constraints count as violated.
+  l.Complete(*live[2], 3.0);
+  std::vector<TrialRecord> trials = h.Trials("mem");
+  REQUIRE(trials.size() == 3);
+  for (const TrialRecord& t : trials) REQUIRE(t.state == TrialState::kComplete);
+  CHECK(trials[0].constraints == std::vector<double>{-2, 50.0 * kMiB, -4});
+  CHECK_FALSE(trials[0].Feasible());
+  CHECK(trials[0].value == 1.0);
+  CHECK(trials[1].constraints == std::vector<double>{-50.0 * kMiB, 0.5});
+  CHECK_FALSE(trials[1].Feasible());
+  CHECK(trials[2].constraints == std::vector<double>{1.0, 1.0});
+  // The measurement is stored with the trial.
+  REQUIRE(trials[0].resources.has_value());
+  CHECK(*trials[0].resources == Memory(150 * kMiB, 5));
+  CHECK(h.State("mem") == StudyState::kComplete);
+}
+
+TEST_CASE("a measured objective follows the worker's value; the worker is told to send one",
+          "[scheduler][resources]") {
+  Harness h;
+  FakeLauncher& l = h.launcher();
+  h.SubmitOk("two", 2, 2,
+             "directions = [\"minimize\", \"minimize\"]\n"
+             "objectives = [\"value\", \"peak_memory\"]\n");
+  REQUIRE(l.live_count() == 2);
+  std::vector<Launched*> live = l.Live();
+  CHECK(live[0]->env()["TRIALD_N_OBJECTIVES"] == "1");
+  CompleteMeasured(l, *live[0], 0.25, Memory(64 * kMiB, 2));
+  l.Complete(*live[1], 0.5);  // nothing measured
+  std::vector<TrialRecord> trials = h.Trials("two");
+  REQUIRE(trials.size() == 2);
+  CHECK(trials[0].state == TrialState::kComplete);
+  CHECK(trials[0].values == std::vector<double>{0.25, 64.0 * kMiB});
+  CHECK_FALSE(trials[0].value.has_value());
+  CHECK(trials[1].state == TrialState::kFail);
+  CHECK(trials[1].fail.reason == "protocol");
+  CHECK_THAT(trials[1].fail.detail, Catch::StartsWith("objective peak_memory was not measured"));
+  // Two values from the worker would break the protocol: it was told to send one.
+  Harness h2;
+  h2.SubmitOk("two", 1, 1,
+              "directions = [\"minimize\", \"minimize\"]\n"
+              "objectives = [\"value\", \"wall\"]\n");
+  Launched& t = *h2.launcher().Live().front();
+  h2.launcher().FinalValues(t, {1, 2});
+  h2.launcher().ExitCode(t, 0);
+  std::vector<TrialRecord> t2 = h2.Trials("two");
+  CHECK(t2[0].state == TrialState::kFail);
+  CHECK_THAT(t2[0].fail.detail, Catch::Contains("final line carried 2 objective values"));
+}
+
+TEST_CASE(
+    "a GPU trial's peak GPU memory is the largest sum of its processes' memory, sampled "
+    "at each poll and at exit",
+    "[scheduler][devices][resources]") {
+  Options o = GpuOptions({0, 1}, 1, /*probe=*/true, 30);
+  const pid_t leader = FakeLauncher::kFirstFakePid;
+  // The trial's child on GPU 1, and a stranger (another process group) on GPU 0.
+  o.groups = {{leader, leader}, {leader + 100, leader}, {leader + 200, leader}, {7, 7}};
+  Harness h(o);
+  FakeLauncher& l = h.launcher();
+  h.SubmitOk("gpu", 1, 1,
+             "gpus_per_trial = 2\ndirections = [\"minimize\", \"minimize\"]\n"
+             "objectives = [\"value\", \"peak_gpu_memory\"]\n");
+  REQUIRE(l.live_count() == 1);
+  Launched& t = *l.Live().front();
+  h.probe().Hold(0, 7, 8000 * kMiB);  // not the trial's
+  h.probe().Hold(1, leader + 100, 1000 * kMiB);
+  h.probe().Hold(0, leader + 200, devices::kUnknownBytes);  // counts as 0
+  h.scheduler().PollDevices();                              // 1000 MiB
+  h.probe().Hold(1, leader + 100, 500 * kMiB);
+  h.probe().Hold(0, leader, 100 * kMiB);
+  h.scheduler().PollDevices();  // 600 MiB: the peak stays 1000
+  // Past the last poll the trial grows; the sample at exit sees it (the driver still shows the
+  // exited processes' memory).
+  h.probe().Hold(0, leader, 900 * kMiB);
+  l.Final(t, 1.0);
+  l.ExitCode(t, 0);
+  std::vector<TrialRecord> trials = h.Trials("gpu");
+  REQUIRE(trials.size() == 1);
+  REQUIRE(trials[0].state == TrialState::kComplete);
+  CHECK(trials[0].values == std::vector<double>{1.0, 1400.0 * kMiB});
+  REQUIRE(trials[0].resources.has_value());
+  CHECK(trials[0].resources->peak_gpu_memory_bytes == 1400 * kMiB);
+
+  // Its processes all seen holding nothing: a peak of 0.
+  h.probe().Hold(0, leader, 0);
+  h.probe().Hold(1, leader + 100, 0);
+  h.probe().Hold(0, leader + 200, 0);
+  h.scheduler().PollDevices();  // the slots drain
+  Options o2 = GpuOptions({0}, 1, /*probe=*/true, 30);
+  Harness zero(o2);
+  zero.SubmitOk("gpu", 1, 1,
+                "gpus_per_trial = 1\nresource_constraints = [\"peak_gpu_memory <= 1M\"]\n");
+  Launched& z = *zero.launcher().Live().front();
+  zero.scheduler().PollDevices();
+  zero.launcher().Complete(z, 1.0);
+  std::vector<TrialRecord> zt = zero.Trials("gpu");
+  CHECK(zt[0].constraints == std::vector<double>{-1.0 * kMiB});
+  REQUIRE(zt[0].resources.has_value());
+  CHECK(zt[0].resources->peak_gpu_memory_bytes == uint64_t{0});
+
+  // The probe failing throughout: not measured, so the constraint counts as violated.
+  Harness failing(o2);
+  failing.probe().Fail("NVML: GPU is lost");
+  failing.SubmitOk("gpu", 1, 1,
+                   "gpus_per_trial = 1\nresource_constraints = [\"peak_gpu_memory <= 1M\"]\n");
+  Launched& f = *failing.launcher().Live().front();
+  failing.scheduler().PollDevices();
+  failing.launcher().Complete(f, 1.0);
+  std::vector<TrialRecord> ft = failing.Trials("gpu");
+  CHECK(ft[0].constraints == std::vector<double>{1.0});
+  // Nothing measured at all here (the fake launcher measures nothing either): no resources.
+  CHECK_FALSE(ft[0].resources.has_value());
+}
+
+TEST_CASE("a study measuring GPU memory is refused when triald cannot measure it",
+          "[scheduler][devices][resources]") {
+  // GPUs given by hand, no NVML.
+  Harness by_hand(GpuOptions({0}, 1, /*probe=*/false));
+  auto r = by_hand.Submit("g", 1, 1,
+                          "gpus_per_trial = 1\n"
+                          "resource_constraints = [\"peak_gpu_memory <= 20G\"]\n");
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.status().message() ==
+        "/tmp/g.toml: [study] resource_constraints entry \"peak_gpu_memory <= 20G\": triald "
+        "cannot measure GPU memory (no NVML to report each process's memory; GPUs given by hand "
+        "are not watched); expected a daemon with NVML, or no peak_gpu_memory");
+  r = by_hand.Submit("g", 1, 1,
+                     "gpus_per_trial = 1\ndirections = [\"minimize\", \"minimize\"]\n"
+                     "objectives = [\"value\", \"peak_gpu_memory\"]\n");
+  REQUIRE_FALSE(r.ok());
+  CHECK_THAT(r.status().message(),
+             Catch::StartsWith("/tmp/g.toml: [study] objectives entry \"peak_gpu_memory\": "
+                               "triald cannot measure GPU memory"));
+  // Other metrics need no probe; the study was not stored by the refusals.
+  by_hand.SubmitOk("g", 1, 1, "gpus_per_trial = 1\nresource_constraints = [\"wall <= 9\"]\n");
+  Harness with_probe(GpuOptions({0}, 1, /*probe=*/true));
+  with_probe.SubmitOk("g", 1, 1,
+                      "gpus_per_trial = 1\nresource_constraints = [\"peak_gpu_memory <= 20G\"]\n");
+}
+
 }  // namespace
 }  // namespace triald::daemon
