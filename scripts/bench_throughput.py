@@ -10,6 +10,9 @@ Optuna: scripts/bench_optuna.py, the same number of trials with n_jobs=2 threads
 interpreter on SQLite storage (no isolation at all).
 
 Prints one line per system and the ratio. Not a test: nothing here asserts a speed.
+
+--accounting-cost: instead of Optuna, the same triald run with and without per-trial resource
+accounting (`triald --no-resource-accounting`), alternating, and the cost of accounting in %.
 """
 
 import argparse
@@ -51,15 +54,17 @@ seed = 1
 
 
 @contextlib.contextmanager
-def running_triald(build: str, state: str, max_workers: int, start_tries: int = 300):
-    """Starts build/bin/triald on `state` (log in `state`.log) and waits until it answers a
-    ping (`start_tries` tries, 50 ms apart); yields the trialctl command line for its socket,
-    and stops the daemon on the way out."""
+def running_triald(build: str, state: str, max_workers: int, start_tries: int = 300,
+                   extra_args: tuple = ()):
+    """Starts build/bin/triald on `state` (log in `state`.log; `extra_args` added to its command
+    line) and waits until it answers a ping (`start_tries` tries, 50 ms apart); yields the
+    trialctl command line for its socket, and stops the daemon on the way out."""
     bindir = os.path.join(build, "bin")
     ctl = [os.path.join(bindir, "trialctl"), "--socket", os.path.join(state, "triald.sock")]
     log = open(state + ".log", "w")
     daemon = subprocess.Popen([os.path.join(bindir, "triald"), "--state-dir", state,
-                               "--max-workers", str(max_workers), "--log-level", "warn"],
+                               "--max-workers", str(max_workers), "--log-level", "warn",
+                               *extra_args],
                               stdout=log, stderr=log)
     try:
         for _ in range(start_tries):
@@ -87,12 +92,13 @@ def submit_and_wait(ctl: list, sweep: str, study: str, poll_s: float = 0.05) -> 
         time.sleep(poll_s)
 
 
-def run_triald(build: str, trials: int, parallelism: int, workdir: str) -> dict:
+def run_triald(build: str, trials: int, parallelism: int, workdir: str,
+               extra_args: tuple = ()) -> dict:
     state = os.path.join(workdir, "state")
     bindir = os.path.join(build, "bin")
     sweep = write_noop_sweep(os.path.join(workdir, "noop.toml"), "noop", bindir, trials,
                              parallelism)
-    with running_triald(build, state, parallelism) as ctl:
+    with running_triald(build, state, parallelism, extra_args=extra_args) as ctl:
         st = submit_and_wait(ctl, sweep, "noop")
         if st["complete"] != trials:
             raise RuntimeError(f"only {st['complete']} of {trials} trials completed: {st}")
@@ -109,12 +115,39 @@ def run_optuna(trials: int, jobs: int, workdir: str) -> dict:
     return json.loads(out.strip().splitlines()[-1])
 
 
+def accounting_cost(a) -> int:
+    """triald with and without resource accounting, alternating (which goes first alternates
+    too); prints the best of each and the cost of accounting in %."""
+    variants = {"accounting": (), "none": ("--no-resource-accounting",)}
+    results = {k: [] for k in variants}
+    for r in range(a.repeats):
+        order = list(variants) if r % 2 == 0 else list(reversed(list(variants)))
+        for k in order:
+            with tempfile.TemporaryDirectory(prefix="triald-bench-") as d:
+                results[k].append(run_triald(a.build, a.trials, a.parallelism, d, variants[k]))
+        print(f"run {r + 1}: with accounting {results['accounting'][-1]['trials_per_s']} "
+              f"trials/s, without {results['none'][-1]['trials_per_s']} trials/s", flush=True)
+    best = {k: max(v, key=lambda x: x["trials_per_s"]) for k, v in results.items()}
+    cost = 100 * (1 - best["accounting"]["trials_per_s"] / best["none"]["trials_per_s"])
+    print()
+    print(f"{'triald':<20} {'trials':>7} {'seconds':>9} {'trials/s':>10}")
+    for k, label in (("accounting", "with accounting"), ("none", "without accounting")):
+        print(f"{label:<20} {a.trials:>7} {best[k]['seconds']:>9.3f} "
+              f"{best[k]['trials_per_s']:>10.1f}")
+    print(f"\ncost of resource accounting: {cost:.1f}% of trials/s (target < 5%)")
+    print(json.dumps({"accounting": best["accounting"], "none": best["none"],
+                      "cost_percent": round(cost, 2)}))
+    return 0
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--trials", type=int, default=1000)
     p.add_argument("--parallelism", type=int, default=2)
     p.add_argument("--repeats", type=int, default=3, help="runs of each system; best is kept")
     p.add_argument("--build", default=os.path.join(ROOT, "build"))
+    p.add_argument("--accounting-cost", action="store_true",
+                   help="compare triald with and without resource accounting (no Optuna)")
     a = p.parse_args()
     a.build = os.path.abspath(a.build)  # the sweep names the worker by an absolute path
     for exe in ("triald", "trialctl", "triald-noop-worker"):
@@ -122,6 +155,8 @@ def main() -> int:
             print(f"bench: {a.build}/bin/{exe} is missing; build first (scripts/test.sh or "
                   "cmake --build build)", file=sys.stderr)
             return 1
+    if a.accounting_cost:
+        return accounting_cost(a)
     results = {"triald": [], "optuna": []}
     for r in range(a.repeats):
         # Alternate the two so that machine noise hits both alike.

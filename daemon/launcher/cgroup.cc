@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <sstream>
 #include <thread>
@@ -82,6 +83,27 @@ bool KeyValue(const std::string& text, const std::string& key, uint64_t* value) 
     }
   }
   return false;
+}
+
+// A file holding one unsigned number, such as memory.peak ("123456\n").
+bool ReadNumber(const std::string& path, uint64_t* value) {
+  std::string text;
+  if (!ReadSmall(path, &text)) return false;
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+  if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos) return false;
+  errno = 0;
+  *value = std::strtoull(text.c_str(), nullptr, 10);
+  return errno == 0;
+}
+
+// rmdir of a v1 leaf. It may briefly stay busy while exiting tasks are released; a few
+// retries, then the next daemon start removes it.
+void RemoveV1Leaf(const std::string& path) {
+  for (int i = 0; !path.empty() && i < 50; ++i) {
+    if (::rmdir(path.c_str()) == 0 || errno == ENOENT) break;
+    if (errno != EBUSY) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
 }
 
 std::vector<pid_t> ListProcs(const std::string& dir) {
@@ -223,20 +245,42 @@ uint64_t TrialCgroup::OomKills() const {
   return KeyValue(text, "oom_kill", &n) ? n : 0;
 }
 
+model::TrialResources ReadLeafResources(const std::string& v2_dir,
+                                        const std::string& memory_v1_dir) {
+  model::TrialResources r;
+  uint64_t n = 0;
+  std::string text;
+  if (!v2_dir.empty() && ReadNumber(v2_dir + "/memory.peak", &n)) {
+    r.peak_memory_bytes = n;
+    r.memory_source = "cgroup2 memory.peak";
+  } else if (!memory_v1_dir.empty() &&
+             ReadNumber(memory_v1_dir + "/memory.max_usage_in_bytes", &n)) {
+    r.peak_memory_bytes = n;
+    r.memory_source = "cgroup1 memory.max_usage_in_bytes";
+  }
+  if (!v2_dir.empty() && ReadSmall(v2_dir + "/cpu.stat", &text) &&
+      KeyValue(text, "usage_usec", &n)) {
+    r.cpu_time_s = static_cast<double>(n) / 1e6;
+    r.cpu_source = "cgroup2 cpu.stat";
+  }
+  return r;
+}
+
+model::TrialResources TrialCgroup::ReadResources() const {
+  if (!accounting_ || removed_) return {};
+  return ReadLeafResources(path_, memory_v1_path_);
+}
+
 Status TrialCgroup::Remove() {
   if (removed_) return Status::Ok();
   procs_fd_.Reset();
   pids_v1_procs_fd_.Reset();
+  memory_v1_procs_fd_.Reset();
   if (::rmdir(path_.c_str()) != 0 && errno != ENOENT) {
     return common::ErrnoError("rmdir " + path_, errno);
   }
-  // A v1 leaf may briefly stay busy while exiting tasks are released; a few retries, then the
-  // next daemon start removes it.
-  for (int i = 0; !pids_v1_path_.empty() && i < 50; ++i) {
-    if (::rmdir(pids_v1_path_.c_str()) == 0 || errno == ENOENT) break;
-    if (errno != EBUSY) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
+  RemoveV1Leaf(pids_v1_path_);
+  RemoveV1Leaf(memory_v1_path_);
   removed_ = true;
   return Status::Ok();
 }
@@ -313,22 +357,28 @@ Result<std::unique_ptr<CgroupTree>> CgroupTree::Open(const Options& options) {
     if (std::string(controller) == "pids") tree->has_pids_ = on;
   }
 
-  if (!tree->has_pids_) {
-    // Hybrid hosts keep pids in v1; a parallel leaf there still bounds a fork bomb.
-    std::string mount1 = FindCgroup1Mount(mountinfo, "pids");
-    std::string own1 = OwnCgroupPath(self, "pids");
-    if (!mount1.empty() && !own1.empty()) {
-      std::string mount1_root = "/";
-      for (const MountLine& m : ParseMountinfo(mountinfo)) {
-        if (m.mount_point == mount1) mount1_root = m.root;
-      }
-      std::string dir = CgroupDir(mount1, mount1_root, own1);
-      std::string probe1 = dir + "/" + tree->prefix_ + "probe-" + std::to_string(::getpid());
-      if (::mkdir(probe1.c_str(), 0755) == 0 || errno == EEXIST) {
-        if (Exists(probe1 + "/pids.max")) tree->pids_v1_parent_ = dir;
-        ::rmdir(probe1.c_str());
-      }
+  // The own v1 cgroup of `controller` when a leaf with `file` can be made there ("" if not).
+  auto writable_v1 = [&](const char* controller, const char* file) -> std::string {
+    std::string mount1 = FindCgroup1Mount(mountinfo, controller);
+    std::string own1 = OwnCgroupPath(self, controller);
+    if (mount1.empty() || own1.empty()) return "";
+    std::string mount1_root = "/";
+    for (const MountLine& m : ParseMountinfo(mountinfo)) {
+      if (m.mount_point == mount1) mount1_root = m.root;
     }
+    std::string dir = CgroupDir(mount1, mount1_root, own1);
+    std::string probe1 = dir + "/" + tree->prefix_ + "probe-" + std::to_string(::getpid());
+    if (::mkdir(probe1.c_str(), 0755) != 0 && errno != EEXIST) return "";
+    bool ok = Exists(probe1 + "/" + file);
+    ::rmdir(probe1.c_str());
+    return ok ? dir : "";
+  };
+  // Hybrid hosts keep pids in v1; a parallel leaf there still bounds a fork bomb.
+  if (!tree->has_pids_) tree->pids_v1_parent_ = writable_v1("pids", "pids.max");
+  tree->accounting_ = options.resource_accounting;
+  // And memory: a parallel leaf there measures the trial's peak (accounting only).
+  if (tree->accounting_ && !tree->has_memory_) {
+    tree->memory_v1_parent_ = writable_v1("memory", "memory.max_usage_in_bytes");
   }
   return tree;
 }
@@ -340,6 +390,8 @@ std::string CgroupTree::Describe() const {
   if (!has_memory_ && !has_pids_) s += " none";
   s += has_kill_ ? "; cgroup.kill" : "; no cgroup.kill (SIGKILL to each process)";
   if (!pids_v1_parent_.empty()) s += "; pids limit through v1 at " + pids_v1_parent_;
+  if (!memory_v1_parent_.empty()) s += "; memory accounting through v1 at " + memory_v1_parent_;
+  if (!accounting_) s += "; no resource accounting";
   if (!has_memory_) s += "; memory limits through RLIMIT_AS";
   return s + ")";
 }
@@ -389,8 +441,9 @@ int CgroupTree::CleanLeftovers() {
       logger_->warn("cgroups: cannot remove leftover {}: {}", dir, std::strerror(errno));
     }
   }
-  if (!pids_v1_parent_.empty()) {
-    for (const std::string& dir : ChildDirs(pids_v1_parent_)) {
+  for (const std::string& parent1 : {pids_v1_parent_, memory_v1_parent_}) {
+    if (parent1.empty()) continue;
+    for (const std::string& dir : ChildDirs(parent1)) {
       const std::string name = dir.substr(dir.rfind('/') + 1);
       pid_t owner = DaemonPidOf(name);
       bool ours = name.rfind(prefix_, 0) == 0;
@@ -410,6 +463,7 @@ Result<std::unique_ptr<TrialCgroup>> CgroupTree::CreateTrial(const CgroupLimits&
   auto cg = std::unique_ptr<TrialCgroup>(new TrialCgroup());
   cg->path_ = parent_ + "/" + leaf;
   cg->has_kill_ = has_kill_;
+  cg->accounting_ = accounting_;
   if (::mkdir(cg->path_.c_str(), 0755) != 0) return common::ErrnoError("mkdir " + cg->path_, errno);
   auto fail = [&cg](Status st) {
     (void)cg->Remove();
@@ -451,6 +505,19 @@ Result<std::unique_ptr<TrialCgroup>> CgroupTree::CreateTrial(const CgroupLimits&
       return fail(common::ErrnoError("open " + cg->pids_v1_path_ + "/cgroup.procs", errno));
     }
     cg->pids_limited_ = true;
+  }
+  if (!memory_v1_parent_.empty()) {
+    cg->memory_v1_path_ = memory_v1_parent_ + "/" + leaf;
+    if (::mkdir(cg->memory_v1_path_.c_str(), 0755) != 0) {
+      int err = errno;
+      cg->memory_v1_path_.clear();
+      return fail(common::ErrnoError("mkdir " + memory_v1_parent_ + "/" + leaf, err));
+    }
+    cg->memory_v1_procs_fd_.Reset(
+        ::open((cg->memory_v1_path_ + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC));
+    if (!cg->memory_v1_procs_fd_.valid()) {
+      return fail(common::ErrnoError("open " + cg->memory_v1_path_ + "/cgroup.procs", errno));
+    }
   }
   return cg;
 }
