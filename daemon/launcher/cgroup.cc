@@ -2,15 +2,21 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
+#include <mutex>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -105,6 +111,111 @@ void RemoveV1Leaf(const std::string& path) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
 }
+
+}  // namespace
+
+// Makes the v1 memory leaves of trials ahead and removes them after, on a thread of its own
+// (see cgroup.h). Leaf n is PARENT/PREFIXn, n the trial's sequence number, which only grows.
+class V1LeafMaker {
+ public:
+  static constexpr uint64_t kAhead = 2;  // leaves made ahead of the last trial's
+
+  V1LeafMaker(std::string parent, std::string prefix)
+      : parent_(std::move(parent)), prefix_(std::move(prefix)) {
+    // The thread takes no signal: the daemon's signal_set is served by its event loop.
+    sigset_t all, old;
+    sigfillset(&all);
+    ::pthread_sigmask(SIG_SETMASK, &all, &old);
+    thread_ = std::thread([this] { Run(); });
+    ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  }
+
+  // Stops the thread, then removes what is queued and the leaves made ahead and never taken.
+  ~V1LeafMaker() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_one();
+    thread_.join();
+    for (const std::string& path : remove_) RemoveV1Leaf(path);
+    for (uint64_t n : ready_) ::rmdir(Path(n).c_str());
+  }
+
+  // The leaf of trial `n`: made ahead, or made now.
+  Result<std::string> Take(uint64_t n) {
+    bool ready = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ready = ready_.erase(n) > 0;
+      // Made for a trial that never got this far (its v2 leaf failed): not needed any more.
+      while (!ready_.empty() && *ready_.begin() < n) {
+        remove_.push_back(Path(*ready_.begin()));
+        ready_.erase(ready_.begin());
+      }
+      taken_ = std::max(taken_, n);
+      last_ = std::max(last_, n);
+      want_ = n + kAhead;
+    }
+    cv_.notify_one();
+    const std::string path = Path(n);
+    // EEXIST: the thread was making this one just now.
+    if (!ready && ::mkdir(path.c_str(), 0755) != 0 && errno != EEXIST) {
+      return common::ErrnoError("mkdir " + path, errno);
+    }
+    return path;
+  }
+
+  // Removes the leaf (retrying while it is busy) on the thread.
+  void Remove(std::string path) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      remove_.push_back(std::move(path));
+    }
+    cv_.notify_one();
+  }
+
+ private:
+  std::string Path(uint64_t n) const { return parent_ + "/" + prefix_ + std::to_string(n); }
+
+  void Run() {
+    std::unique_lock<std::mutex> lock(mu_);
+    for (;;) {
+      cv_.wait(lock, [this] { return stop_ || !remove_.empty() || last_ < want_; });
+      if (stop_) return;
+      if (!remove_.empty()) {
+        std::string path = std::move(remove_.front());
+        remove_.pop_front();
+        lock.unlock();
+        RemoveV1Leaf(path);
+        lock.lock();
+        continue;
+      }
+      const uint64_t n = ++last_;  // claimed: Take makes it itself if it comes first
+      lock.unlock();
+      const bool made = ::mkdir(Path(n).c_str(), 0755) == 0;
+      lock.lock();
+      if (!made) {
+        want_ = last_;  // e.g. EEXIST from Take, or no more cgroups: Take reports its own error
+        continue;
+      }
+      if (n > taken_) ready_.insert(n);
+    }
+  }
+
+  const std::string parent_, prefix_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::set<uint64_t> ready_;  // made ahead, not taken yet
+  uint64_t taken_ = 0;        // the highest number taken
+  uint64_t last_ = 0;         // the highest number made, being made, or taken
+  uint64_t want_ = 0;         // make leaves up to this number
+  std::deque<std::string> remove_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+namespace {
 
 std::vector<pid_t> ListProcs(const std::string& dir) {
   std::string text;
@@ -280,7 +391,11 @@ Status TrialCgroup::Remove() {
     return common::ErrnoError("rmdir " + path_, errno);
   }
   RemoveV1Leaf(pids_v1_path_);
-  RemoveV1Leaf(memory_v1_path_);
+  if (memory_v1_maker_ && !memory_v1_path_.empty()) {
+    memory_v1_maker_->Remove(memory_v1_path_);
+  } else {
+    RemoveV1Leaf(memory_v1_path_);
+  }
   removed_ = true;
   return Status::Ok();
 }
@@ -379,6 +494,10 @@ Result<std::unique_ptr<CgroupTree>> CgroupTree::Open(const Options& options) {
   // And memory: a parallel leaf there measures the trial's peak (accounting only).
   if (tree->accounting_ && !tree->has_memory_) {
     tree->memory_v1_parent_ = writable_v1("memory", "memory.max_usage_in_bytes");
+    if (!tree->memory_v1_parent_.empty()) {
+      tree->memory_v1_maker_ = std::make_shared<V1LeafMaker>(
+          tree->memory_v1_parent_, tree->prefix_ + std::to_string(::getpid()) + "-");
+    }
   }
   return tree;
 }
@@ -506,13 +625,12 @@ Result<std::unique_ptr<TrialCgroup>> CgroupTree::CreateTrial(const CgroupLimits&
     }
     cg->pids_limited_ = true;
   }
-  if (!memory_v1_parent_.empty()) {
-    cg->memory_v1_path_ = memory_v1_parent_ + "/" + leaf;
-    if (::mkdir(cg->memory_v1_path_.c_str(), 0755) != 0) {
-      int err = errno;
-      cg->memory_v1_path_.clear();
-      return fail(common::ErrnoError("mkdir " + memory_v1_parent_ + "/" + leaf, err));
-    }
+  if (memory_v1_maker_) {
+    // Named like the v2 leaf: the maker's prefix and this trial's sequence number.
+    Result<std::string> path = memory_v1_maker_->Take(sequence_);
+    if (!path.ok()) return fail(path.status());
+    cg->memory_v1_path_ = *path;
+    cg->memory_v1_maker_ = memory_v1_maker_;
     cg->memory_v1_procs_fd_.Reset(
         ::open((cg->memory_v1_path_ + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC));
     if (!cg->memory_v1_procs_fd_.valid()) {

@@ -18,7 +18,10 @@
 // controller but a v1 memory hierarchy is mounted and writable (hybrid hosts), each trial also
 // gets a parallel v1 memory leaf of the same name, for its memory.max_usage_in_bytes only (no
 // limit is set there; memory_limit stays RLIMIT_AS). ReadResources() reads what the leaves
-// counted once the trial is over: ReadLeafResources below says which file gives what.
+// counted once the trial is over: ReadLeafResources below says which file gives what. Making and
+// removing a v1 memory cgroup costs the kernel tens of microseconds each, so a thread of the
+// tree's own makes these leaves a few trials ahead and removes them after (V1LeafMaker in
+// cgroup.cc), off the event loop; only the child's join stays on the trial's path.
 //
 // Trial cgroups are named triald-<hash of the state directory>-<daemon pid>-<sequence>, flat
 // under the parent (no per-daemon folder that a SIGKILLed daemon would leave behind): a
@@ -33,7 +36,8 @@
 // Populated() is false; Kill() writes cgroup.kill (Linux >= 5.14; SIGKILL to every listed pid
 // before that). Remove() deletes the leaf once it is empty.
 //
-// Thread-safety: none; the daemon uses it from its event-loop thread.
+// Thread-safety: none; the daemon uses it from its event-loop thread (the leaf maker's thread
+// touches only the v1 memory leaves, through its own lock).
 
 #include <sys/types.h>
 
@@ -48,6 +52,8 @@
 #include "daemon/model/records.h"
 
 namespace triald::launcher {
+
+class V1LeafMaker;
 
 struct CgroupLimits {
   uint64_t memory_max_bytes = 0;  // 0: none
@@ -96,6 +102,7 @@ class TrialCgroup {
   common::UniqueFd procs_fd_;
   common::UniqueFd pids_v1_procs_fd_;
   common::UniqueFd memory_v1_procs_fd_;
+  std::shared_ptr<V1LeafMaker> memory_v1_maker_;  // removes the v1 memory leaf
   bool accounting_ = false;
   bool has_kill_ = false;
   bool memory_limited_ = false;
@@ -146,6 +153,7 @@ class CgroupTree {
   std::string prefix_;            // "triald-<hash>-"
   std::string pids_v1_parent_;    // v1 pids cgroup holding the v1 leaves, "" when none
   std::string memory_v1_parent_;  // v1 memory cgroup holding the accounting leaves, "" when none
+  std::shared_ptr<V1LeafMaker> memory_v1_maker_;  // set with memory_v1_parent_
   bool accounting_ = false;
   bool has_memory_ = false;
   bool has_pids_ = false;

@@ -13,9 +13,11 @@
 #include <boost/asio/io_context.hpp>
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <sstream>
+#include <thread>
 
 #include "daemon/launcher/cgroup.h"
 #include "daemon/launcher/process_launcher.h"
@@ -290,7 +292,33 @@ TEST_CASE("a trial runs in its v1 memory leaf, which is removed when the trial e
   const std::string up = leaf.substr(0, leaf.rfind('/'));
   CHECK(parent.size() >= up.size());
   CHECK(parent.compare(parent.size() - up.size(), up.size(), up) == 0);
+  // The leaf maker's thread removes it: within a second.
+  for (int i = 0; i < 100 && Exists(parent + "/" + name); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
   CHECK_FALSE(Exists(parent + "/" + name));
+}
+
+TEST_CASE("the v1 memory leaves made ahead of trials are gone with the tree",
+          "[launcher][integration][resources]") {
+  std::string parent, prefix;
+  {
+    Accounting a(true, true);
+    parent = a.tree() ? a.tree()->memory_v1_parent() : "";
+    if (parent.empty()) TRIALD_SKIP("no v1 memory accounting on this host");
+    for (int i = 0; i < 3; ++i) a.Go({"/bin/true"});
+    // Describe() names the leaves: ".../triald-<hash>-*".
+    const std::string d = a.tree()->Describe();
+    const size_t at = d.find("/triald-");
+    REQUIRE(at != std::string::npos);
+    prefix = d.substr(at + 1, d.find('*', at) - at - 1);
+  }
+  INFO("leaves " << parent << "/" << prefix << "*");
+  int left = 0;
+  for (const auto& e : std::filesystem::directory_iterator(parent)) {
+    left += e.path().filename().string().rfind(prefix, 0) == 0 ? 1 : 0;
+  }
+  CHECK(left == 0);
 }
 
 }  // namespace triald::testing
