@@ -114,11 +114,22 @@ void RemoveV1Leaf(const std::string& path) {
 
 }  // namespace
 
-// Makes the v1 memory leaves of trials ahead and removes them after, on a thread of its own
-// (see cgroup.h). Leaf n is PARENT/PREFIXn, n the trial's sequence number, which only grows.
+// The v1 memory leaves of trials, made ahead and recycled on a thread of its own (see cgroup.h):
+// creating and destroying a v1 memory cgroup costs the kernel far more than resetting one. A
+// leaf whose trial is over is reused when what stays charged to it (page cache its trial left)
+// is at most kMaxLeftoverBytes: its watermark is reset (memory.max_usage_in_bytes := usage) and
+// that usage becomes the next trial's baseline, subtracted from its peak. Otherwise it is
+// removed (the kernel moves its charges to the parent) and a fresh one takes its place.
+// Leaves are named PARENT/PREFIXm<n>.
 class V1LeafMaker {
  public:
-  static constexpr uint64_t kAhead = 2;  // leaves made ahead of the last trial's
+  static constexpr size_t kAhead = 2;                      // idle leaves kept ready
+  static constexpr uint64_t kMaxLeftoverBytes = 16 << 20;  // reuse bound
+
+  struct Leaf {
+    std::string path;
+    uint64_t baseline = 0;  // bytes charged to it when it was handed out
+  };
 
   V1LeafMaker(std::string parent, std::string prefix)
       : parent_(std::move(parent)), prefix_(std::move(prefix)) {
@@ -130,7 +141,7 @@ class V1LeafMaker {
     ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
   }
 
-  // Stops the thread, then removes what is queued and the leaves made ahead and never taken.
+  // Stops the thread, then removes every leaf it holds.
   ~V1LeafMaker() {
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -138,79 +149,92 @@ class V1LeafMaker {
     }
     cv_.notify_one();
     thread_.join();
-    for (const std::string& path : remove_) RemoveV1Leaf(path);
-    for (uint64_t n : ready_) ::rmdir(Path(n).c_str());
+    for (const std::string& path : returned_) RemoveV1Leaf(path);
+    for (const Leaf& leaf : ready_) RemoveV1Leaf(leaf.path);
   }
 
-  // The leaf of trial `n`: made ahead, or made now.
-  Result<std::string> Take(uint64_t n) {
+  // A leaf for a trial: one made or recycled ahead, else one made now.
+  Result<Leaf> Take() {
+    Leaf leaf;
     bool ready = false;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      ready = ready_.erase(n) > 0;
-      // Made for a trial that never got this far (its v2 leaf failed): not needed any more.
-      while (!ready_.empty() && *ready_.begin() < n) {
-        remove_.push_back(Path(*ready_.begin()));
-        ready_.erase(ready_.begin());
+      making_stopped_ = false;
+      if (!ready_.empty()) {
+        leaf = std::move(ready_.front());
+        ready_.pop_front();
+        ready = true;
+      } else {
+        leaf.path = Path(++made_);
       }
-      taken_ = std::max(taken_, n);
-      last_ = std::max(last_, n);
-      want_ = n + kAhead;
     }
     cv_.notify_one();
-    const std::string path = Path(n);
-    // EEXIST: the thread was making this one just now.
-    if (!ready && ::mkdir(path.c_str(), 0755) != 0 && errno != EEXIST) {
-      return common::ErrnoError("mkdir " + path, errno);
+    if (!ready && ::mkdir(leaf.path.c_str(), 0755) != 0) {
+      return common::ErrnoError("mkdir " + leaf.path, errno);
     }
-    return path;
+    return leaf;
   }
 
-  // Removes the leaf (retrying while it is busy) on the thread.
-  void Remove(std::string path) {
+  // Gives back the leaf of a trial that is over (no process left in it), to recycle.
+  void Return(std::string path) {
     {
       std::lock_guard<std::mutex> lock(mu_);
-      remove_.push_back(std::move(path));
+      returned_.push_back(std::move(path));
     }
     cv_.notify_one();
   }
 
  private:
-  std::string Path(uint64_t n) const { return parent_ + "/" + prefix_ + std::to_string(n); }
+  std::string Path(uint64_t n) const { return parent_ + "/" + prefix_ + "m" + std::to_string(n); }
+
+  // Ready for the next trial: watermark reset, baseline read. False: to be removed.
+  static bool Recycle(const std::string& path, uint64_t* baseline) {
+    uint64_t usage = 0;
+    if (!ReadNumber(path + "/memory.usage_in_bytes", &usage) || usage > kMaxLeftoverBytes) {
+      return false;
+    }
+    if (!WriteSmall(path + "/memory.max_usage_in_bytes", "0").ok()) return false;
+    return ReadNumber(path + "/memory.usage_in_bytes", baseline);
+  }
 
   void Run() {
     std::unique_lock<std::mutex> lock(mu_);
     for (;;) {
-      cv_.wait(lock, [this] { return stop_ || !remove_.empty() || last_ < want_; });
+      cv_.wait(lock, [this] {
+        return stop_ || !returned_.empty() || (ready_.size() < kAhead && !making_stopped_);
+      });
       if (stop_) return;
-      if (!remove_.empty()) {
-        std::string path = std::move(remove_.front());
-        remove_.pop_front();
+      if (!returned_.empty()) {
+        Leaf leaf;
+        leaf.path = std::move(returned_.front());
+        returned_.pop_front();
         lock.unlock();
-        RemoveV1Leaf(path);
+        const bool reuse = Recycle(leaf.path, &leaf.baseline);
+        if (!reuse) RemoveV1Leaf(leaf.path);
         lock.lock();
+        if (reuse) ready_.push_back(std::move(leaf));
         continue;
       }
-      const uint64_t n = ++last_;  // claimed: Take makes it itself if it comes first
+      Leaf leaf;
+      leaf.path = Path(++made_);
       lock.unlock();
-      const bool made = ::mkdir(Path(n).c_str(), 0755) == 0;
+      const bool made = ::mkdir(leaf.path.c_str(), 0755) == 0;
       lock.lock();
-      if (!made) {
-        want_ = last_;  // e.g. EEXIST from Take, or no more cgroups: Take reports its own error
-        continue;
+      if (made) {
+        ready_.push_back(std::move(leaf));
+      } else {
+        making_stopped_ = true;  // e.g. no more cgroups: Take() reports its own error
       }
-      if (n > taken_) ready_.insert(n);
     }
   }
 
   const std::string parent_, prefix_;
   std::mutex mu_;
   std::condition_variable cv_;
-  std::set<uint64_t> ready_;  // made ahead, not taken yet
-  uint64_t taken_ = 0;        // the highest number taken
-  uint64_t last_ = 0;         // the highest number made, being made, or taken
-  uint64_t want_ = 0;         // make leaves up to this number
-  std::deque<std::string> remove_;
+  std::deque<Leaf> ready_;            // idle, watermark reset
+  std::deque<std::string> returned_;  // their trials are over
+  uint64_t made_ = 0;                 // leaves named so far
+  bool making_stopped_ = false;       // mkdir failed; until the next Take()
   bool stop_ = false;
   std::thread thread_;
 };
@@ -356,8 +380,8 @@ uint64_t TrialCgroup::OomKills() const {
   return KeyValue(text, "oom_kill", &n) ? n : 0;
 }
 
-model::TrialResources ReadLeafResources(const std::string& v2_dir,
-                                        const std::string& memory_v1_dir) {
+model::TrialResources ReadLeafResources(const std::string& v2_dir, const std::string& memory_v1_dir,
+                                        uint64_t memory_v1_baseline) {
   model::TrialResources r;
   uint64_t n = 0;
   std::string text;
@@ -366,7 +390,7 @@ model::TrialResources ReadLeafResources(const std::string& v2_dir,
     r.memory_source = "cgroup2 memory.peak";
   } else if (!memory_v1_dir.empty() &&
              ReadNumber(memory_v1_dir + "/memory.max_usage_in_bytes", &n)) {
-    r.peak_memory_bytes = n;
+    r.peak_memory_bytes = n > memory_v1_baseline ? n - memory_v1_baseline : 0;
     r.memory_source = "cgroup1 memory.max_usage_in_bytes";
   }
   if (!v2_dir.empty() && ReadSmall(v2_dir + "/cpu.stat", &text) &&
@@ -379,7 +403,7 @@ model::TrialResources ReadLeafResources(const std::string& v2_dir,
 
 model::TrialResources TrialCgroup::ReadResources() const {
   if (!accounting_ || removed_) return {};
-  return ReadLeafResources(path_, memory_v1_path_);
+  return ReadLeafResources(path_, memory_v1_path_, memory_v1_baseline_);
 }
 
 Status TrialCgroup::Remove() {
@@ -392,7 +416,7 @@ Status TrialCgroup::Remove() {
   }
   RemoveV1Leaf(pids_v1_path_);
   if (memory_v1_maker_ && !memory_v1_path_.empty()) {
-    memory_v1_maker_->Remove(memory_v1_path_);
+    memory_v1_maker_->Return(memory_v1_path_);
   } else {
     RemoveV1Leaf(memory_v1_path_);
   }
@@ -626,10 +650,10 @@ Result<std::unique_ptr<TrialCgroup>> CgroupTree::CreateTrial(const CgroupLimits&
     cg->pids_limited_ = true;
   }
   if (memory_v1_maker_) {
-    // Named like the v2 leaf: the maker's prefix and this trial's sequence number.
-    Result<std::string> path = memory_v1_maker_->Take(sequence_);
-    if (!path.ok()) return fail(path.status());
-    cg->memory_v1_path_ = *path;
+    Result<V1LeafMaker::Leaf> v1 = memory_v1_maker_->Take();
+    if (!v1.ok()) return fail(v1.status());
+    cg->memory_v1_path_ = v1->path;
+    cg->memory_v1_baseline_ = v1->baseline;
     cg->memory_v1_maker_ = memory_v1_maker_;
     cg->memory_v1_procs_fd_.Reset(
         ::open((cg->memory_v1_path_ + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC));

@@ -19,9 +19,12 @@
 // gets a parallel v1 memory leaf of the same name, for its memory.max_usage_in_bytes only (no
 // limit is set there; memory_limit stays RLIMIT_AS). ReadResources() reads what the leaves
 // counted once the trial is over: ReadLeafResources below says which file gives what. Making and
-// removing a v1 memory cgroup costs the kernel tens of microseconds each, so a thread of the
-// tree's own makes these leaves a few trials ahead and removes them after (V1LeafMaker in
-// cgroup.cc), off the event loop; only the child's join stays on the trial's path.
+// removing a v1 memory cgroup costs the kernel far more than the trial's other cgroup work, so
+// these leaves are not made per trial: a thread of the tree's own keeps a few ready and
+// recycles those whose trial is over (watermark reset; what stays charged from the previous
+// trial, at most 16 MiB, is that leaf's baseline, subtracted from the next peak; a leaf with
+// more is removed and replaced). See V1LeafMaker in cgroup.cc. They are named
+// triald-<hash>-<daemon pid>-m<n>.
 //
 // Trial cgroups are named triald-<hash of the state directory>-<daemon pid>-<sequence>, flat
 // under the parent (no per-daemon folder that a SIGKILLed daemon would leave behind): a
@@ -102,7 +105,8 @@ class TrialCgroup {
   common::UniqueFd procs_fd_;
   common::UniqueFd pids_v1_procs_fd_;
   common::UniqueFd memory_v1_procs_fd_;
-  std::shared_ptr<V1LeafMaker> memory_v1_maker_;  // removes the v1 memory leaf
+  uint64_t memory_v1_baseline_ = 0;               // bytes charged to it before the trial
+  std::shared_ptr<V1LeafMaker> memory_v1_maker_;  // takes the v1 memory leaf back
   bool accounting_ = false;
   bool has_kill_ = false;
   bool memory_limited_ = false;
@@ -172,14 +176,15 @@ std::string OwnCgroupPath(const std::string& proc_cgroup, const std::string& v1_
 // What a trial's cgroup leaves counted, read from the folders of its v2 leaf (`v2_dir`) and of
 // its v1 memory leaf (`memory_v1_dir`, "" when none), after the trial's processes are gone:
 //   - peak memory: `memory.peak` of the v2 leaf (memory controller on, Linux >= 5.19), memory
-//     source "cgroup2 memory.peak"; else `memory.max_usage_in_bytes` of the v1 leaf, source
+//     source "cgroup2 memory.peak"; else `memory.max_usage_in_bytes` of the v1 leaf less
+//     `memory_v1_baseline` (what a recycled leaf held before the trial), source
 //     "cgroup1 memory.max_usage_in_bytes". Both count every page charged to the trial, page
 //     cache and kernel memory included.
 //   - CPU time: usage_usec of the v2 leaf's `cpu.stat` (present in every v2 cgroup, controller
 //     or not), source "cgroup2 cpu.stat".
 // A file that is missing or does not parse leaves its fields unset (the caller falls back to
 // getrusage). wall_s and peak_gpu_memory_bytes are never set here. Exposed for tests.
-model::TrialResources ReadLeafResources(const std::string& v2_dir,
-                                        const std::string& memory_v1_dir);
+model::TrialResources ReadLeafResources(const std::string& v2_dir, const std::string& memory_v1_dir,
+                                        uint64_t memory_v1_baseline = 0);
 
 }  // namespace triald::launcher

@@ -109,6 +109,15 @@ TEST_CASE("resource accounting reads memory.peak and cpu.stat of a v2 leaf", "[c
     CHECK(r.memory_source == "cgroup1 memory.max_usage_in_bytes");
     CHECK(r.cpu_source == "cgroup2 cpu.stat");
   }
+  SECTION("a recycled v1 leaf: its baseline is subtracted") {
+    std::filesystem::remove(v2 + "/memory.peak");
+    r = ReadLeafResources(v2, v1, 99);
+    CHECK(r.peak_memory_bytes == 900u);
+    CHECK(ReadLeafResources(v2, v1, 5000).peak_memory_bytes == 0u);
+    // The baseline is the v1 leaf's: memory.peak of a v2 leaf is taken as it is.
+    dir.Write("v2/memory.peak", "220200960\n");
+    CHECK(ReadLeafResources(v2, v1, 99).peak_memory_bytes == 220200960u);
+  }
   SECTION("neither: memory unset, for the caller's getrusage") {
     std::filesystem::remove(v2 + "/memory.peak");
     r = ReadLeafResources(v2, "");

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <boost/asio/io_context.hpp>
 #include <catch2/catch.hpp>
 #include <chrono>
@@ -268,7 +269,7 @@ TEST_CASE("without resource accounting only wall_s is set and no v1 memory leaf 
   CHECK(*r.wall_s >= 0.1);
 }
 
-TEST_CASE("a trial runs in its v1 memory leaf, which is removed when the trial ends",
+TEST_CASE("a trial runs in a v1 memory leaf, recycled for the next trial with its peak reset",
           "[launcher][integration][resources]") {
   Accounting a(true, true);
   const std::string parent = a.tree() ? a.tree()->memory_v1_parent() : "";
@@ -276,27 +277,38 @@ TEST_CASE("a trial runs in its v1 memory leaf, which is removed when the trial e
   const bool v1 = ExpectedSources(a.tree()).memory == "cgroup1 memory.max_usage_in_bytes";
   CHECK(parent.empty() == !v1);
   if (!v1) TRIALD_SKIP("no v1 memory accounting on this host");
-  Run run = a.Go({"/bin/cat", "/proc/self/cgroup"});
-  CHECK(run.outcome.resources.memory_source == "cgroup1 memory.max_usage_in_bytes");
-  std::string line, leaf;
-  std::istringstream in(ReadFile(a.dir_.path() + "/logs/stdout.log"));
-  while (std::getline(in, line)) {
-    size_t a_ = line.find(':'), b = line.find(':', a_ + 1);
-    if ((',' + line.substr(a_ + 1, b - a_ - 1) + ',').find(",memory,") != std::string::npos) {
-      leaf = line.substr(b + 1);
+  // Big, big, small, small: each on a leaf that may have held the one before.
+  std::vector<std::string> leaves;
+  for (bool big : {true, true, false, false}) {
+    const std::string script =
+        std::string("print(open('/proc/self/cgroup').read())\n") + (big ? kAllocate : "");
+    Run run = a.Go({kPython, "-c", script});
+    INFO("trial " << leaves.size());
+    if (big) {
+      CheckPeak(run.outcome.resources, "cgroup1 memory.max_usage_in_bytes");
+    } else {
+      REQUIRE(run.outcome.resources.peak_memory_bytes.has_value());
+      CHECK(*run.outcome.resources.peak_memory_bytes < 40 * kMiB);  // the interpreter alone
     }
+    std::string line, leaf;
+    std::istringstream in(ReadFile(a.dir_.path() + "/logs/stdout.log"));
+    while (std::getline(in, line)) {
+      size_t c1 = line.find(':'), c2 = line.find(':', c1 + 1);
+      if ((',' + line.substr(c1 + 1, c2 - c1 - 1) + ',').find(",memory,") != std::string::npos) {
+        leaf = line.substr(c2 + 1);
+      }
+    }
+    INFO("the trial's v1 memory cgroup: " << leaf << "; the parent: " << parent);
+    const std::string name = leaf.substr(leaf.rfind('/') + 1);
+    CHECK(name.rfind("triald-", 0) == 0);
+    const std::string up = leaf.substr(0, leaf.rfind('/'));
+    REQUIRE(parent.size() >= up.size());
+    CHECK(parent.compare(parent.size() - up.size(), up.size(), up) == 0);
+    leaves.push_back(name);
   }
-  INFO("the trial's v1 memory cgroup: " << leaf << "; the parent: " << parent);
-  const std::string name = leaf.substr(leaf.rfind('/') + 1);
-  CHECK(name.rfind("triald-", 0) == 0);
-  const std::string up = leaf.substr(0, leaf.rfind('/'));
-  CHECK(parent.size() >= up.size());
-  CHECK(parent.compare(parent.size() - up.size(), up.size(), up) == 0);
-  // The leaf maker's thread removes it: within a second.
-  for (int i = 0; i < 100 && Exists(parent + "/" + name); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  CHECK_FALSE(Exists(parent + "/" + name));
+  // Two leaves are kept ready besides those returned, so the fourth trial runs in a reused one.
+  std::sort(leaves.begin(), leaves.end());
+  CHECK(std::unique(leaves.begin(), leaves.end()) != leaves.end());
 }
 
 TEST_CASE("the v1 memory leaves made ahead of trials are gone with the tree",
