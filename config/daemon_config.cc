@@ -40,7 +40,7 @@ class DaemonConfigParser {
       TRIALD_RETURN_IF_ERROR(
           CheckKeys("[daemon]", *t,
                     {"state_dir", "socket", "log_level", "shutdown_timeout", "storage", "node_name",
-                     "heartbeat_interval", "node_timeout"}));
+                     "heartbeat_interval", "node_timeout", "resource_accounting"}));
       TRIALD_RETURN_IF_ERROR(ReadPath("[daemon]", *t, "state_dir", &out.state_dir));
       TRIALD_RETURN_IF_ERROR(ReadPath("[daemon]", *t, "socket", &out.socket));
       if (const toml::node* n = t->get("log_level")) {
@@ -71,6 +71,11 @@ class DaemonConfigParser {
       }
       if (const toml::node* n = t->get("node_timeout")) {
         TRIALD_RETURN_IF_ERROR(ReadPositive("[daemon]", "node_timeout", *n, &out.node_timeout));
+      }
+      if (const toml::node* n = t->get("resource_accounting")) {
+        const auto* v = n->as_boolean();
+        if (v == nullptr) return Bad("[daemon]", "resource_accounting", *n, "true or false");
+        out.resource_accounting = v->get();
       }
     }
     if (const toml::table* t = root.get_as<toml::table>("devices")) {

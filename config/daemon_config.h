@@ -12,6 +12,7 @@
 //   node_name = "gpu-box-1"              # --node-name (default: the host name)
 //   heartbeat_interval = 2               # --heartbeat-interval (seconds)
 //   node_timeout = 30                    # --node-timeout (seconds)
+//   resource_accounting = false          # --no-resource-accounting (default true)
 //
 //   [devices]
 //   cpu = 8                              # --max-workers: trials running at once (all kinds)
@@ -55,6 +56,8 @@ struct DaemonConfig {
   std::string node_name;          // "": not set
   double heartbeat_interval = 0;  // 0: not set
   double node_timeout = 0;        // 0: not set
+  // Not set: on.
+  std::optional<bool> resource_accounting;
   DevicesConfig devices;
 };
 

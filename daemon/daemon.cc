@@ -180,7 +180,9 @@ std::unique_ptr<launcher::CgroupTree> OpenCgroups(const DaemonOptions& opts,
     log->info("trial isolation: process groups (--no-cgroups)");
     return nullptr;
   }
-  auto tree = launcher::CgroupTree::Open({state_dir, log});
+  launcher::CgroupTree::Options cgroup_options{state_dir, log};
+  cgroup_options.resource_accounting = opts.resource_accounting;
+  auto tree = launcher::CgroupTree::Open(cgroup_options);
   if (!tree.ok()) {
     log->info("trial isolation: process groups (no cgroups: {})", tree.status().message());
     return nullptr;
@@ -471,7 +473,8 @@ int RunDaemon(const DaemonOptions& opts) {
   // A root daemon runs each trial as its submitter (daemon/launcher/run_as.h).
   const bool run_as_submitter = ::geteuid() == 0;
   launcher::ProcessLauncher process_launcher(
-      {&io, &reaper, log, cgroups.get(), run_as_submitter, state_dir});
+      {&io, &reaper, log, cgroups.get(), run_as_submitter, state_dir, opts.resource_accounting});
+  if (!opts.resource_accounting) log->info("resource accounting: off (wall time only)");
   common::SystemClock clock;
 
   common::Result<Gpus> found_gpus = FindGpus(opts, log);

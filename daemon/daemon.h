@@ -39,6 +39,9 @@ struct DaemonOptions {
   // Run each trial in its own cgroup where a writable cgroup v2 hierarchy is found
   // (daemon/launcher/cgroup.h); false (--no-cgroups): process groups only.
   bool use_cgroups = true;
+  // Measure each trial's peak memory and CPU time (daemon/README.md, "Resource accounting");
+  // false (--no-resource-accounting, [daemon] resource_accounting = false): wall time only.
+  bool resource_accounting = true;
   common::Logger logger;
   // After a shutdown request, the longest wait for trials to end before exiting anyway (they
   // are then recovered as FAIL(lost) at the next start).

@@ -43,6 +43,7 @@ void ApplyConfig(const triald::config::DaemonConfig& cfg, DaemonOptions* opts, s
   if (!cfg.node_name.empty()) opts->node_name = cfg.node_name;
   if (cfg.heartbeat_interval > 0) opts->heartbeat_interval_s = cfg.heartbeat_interval;
   if (cfg.node_timeout > 0) opts->node_timeout_s = cfg.node_timeout;
+  if (cfg.resource_accounting) opts->resource_accounting = *cfg.resource_accounting;
 }
 
 }  // namespace
@@ -61,6 +62,7 @@ int main(int argc, char** argv) {
   };
   std::string config_file, level, gpus;
   bool no_cgroups = false;
+  bool no_accounting = false;
 
   overriding(app.add_option("--state-dir", given.state_dir,
                             "where the database, trial folders and logs live\n"
@@ -118,6 +120,11 @@ int main(int argc, char** argv) {
   CLI::Option* no_cgroups_flag = app.add_flag("--no-cgroups", no_cgroups,
                                               "isolate trials by process group only, even where\n"
                                               "cgroups are writable");
+  CLI::Option* no_accounting_flag =
+      app.add_flag("--no-resource-accounting", no_accounting,
+                   "measure no trial's peak memory or CPU time (only\n"
+                   "its wall time); saves a v1 memory cgroup per trial\n"
+                   "on hybrid hosts");
   CLI::Option* level_option =
       app.add_option("--log-level", level,
                      "trace|debug|info|warn|error|critical|off (default info)")
@@ -212,6 +219,7 @@ int main(int argc, char** argv) {
     if (option->count() > 0) apply(opts);
   }
   if (no_cgroups_flag->count() > 0) opts.use_cgroups = false;
+  if (no_accounting_flag->count() > 0) opts.resource_accounting = false;
   if (level_option->count() > 0) log_level = level;
   if (gpus_option->count() > 0) {
     auto list = triald::config::ParseGpuList(gpus);

@@ -783,6 +783,7 @@ void Scheduler::OnExit(int64_t trial_id, const launcher::ProcessOutcome& o) {
   seen.final_values = rt->final_values;
   // The values the worker sends: measured objectives are added below.
   seen.n_objectives = study.spec.study.worker_objectives();
+  seen.measured_objectives = study.spec.study.directions.size() - seen.n_objectives;
   seen.constraints = rt->constraints;
   seen.worker_error = rt->worker_error;
   seen.worker_pruned = rt->worker_pruned;

@@ -10,6 +10,9 @@ Optuna: scripts/bench_optuna.py, the same number of trials with n_jobs=2 threads
 interpreter on SQLite storage (no isolation at all).
 
 Prints one line per system and the ratio. Not a test: nothing here asserts a speed.
+
+--accounting-cost: instead of Optuna, the same triald run with and without per-trial resource
+accounting (`triald --no-resource-accounting`), alternating, and the cost of accounting in %.
 """
 
 import argparse
@@ -17,6 +20,7 @@ import contextlib
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -51,16 +55,21 @@ seed = 1
 
 
 @contextlib.contextmanager
-def running_triald(build: str, state: str, max_workers: int, start_tries: int = 300):
-    """Starts build/bin/triald on `state` (log in `state`.log) and waits until it answers a
-    ping (`start_tries` tries, 50 ms apart); yields the trialctl command line for its socket,
-    and stops the daemon on the way out."""
+def running_triald(build: str, state: str, max_workers: int, start_tries: int = 300,
+                   extra_args: tuple = (), info: dict = None):
+    """Starts build/bin/triald on `state` (log in `state`.log; `extra_args` added to its command
+    line) and waits until it answers a ping (`start_tries` tries, 50 ms apart); yields the
+    trialctl command line for its socket, and stops the daemon on the way out. `info`, when
+    given, gets the daemon's "pid"."""
     bindir = os.path.join(build, "bin")
     ctl = [os.path.join(bindir, "trialctl"), "--socket", os.path.join(state, "triald.sock")]
     log = open(state + ".log", "w")
     daemon = subprocess.Popen([os.path.join(bindir, "triald"), "--state-dir", state,
-                               "--max-workers", str(max_workers), "--log-level", "warn"],
+                               "--max-workers", str(max_workers), "--log-level", "warn",
+                               *extra_args],
                               stdout=log, stderr=log)
+    if info is not None:
+        info["pid"] = daemon.pid
     try:
         for _ in range(start_tries):
             if subprocess.run(ctl + ["ping"], capture_output=True).returncode == 0:
@@ -87,18 +96,30 @@ def submit_and_wait(ctl: list, sweep: str, study: str, poll_s: float = 0.05) -> 
         time.sleep(poll_s)
 
 
-def run_triald(build: str, trials: int, parallelism: int, workdir: str) -> dict:
+def run_triald(build: str, trials: int, parallelism: int, workdir: str,
+               extra_args: tuple = ()) -> dict:
     state = os.path.join(workdir, "state")
     bindir = os.path.join(build, "bin")
     sweep = write_noop_sweep(os.path.join(workdir, "noop.toml"), "noop", bindir, trials,
                              parallelism)
-    with running_triald(build, state, parallelism) as ctl:
+    info = {}
+    with running_triald(build, state, parallelism, extra_args=extra_args, info=info) as ctl:
         st = submit_and_wait(ctl, sweep, "noop")
         if st["complete"] != trials:
             raise RuntimeError(f"only {st['complete']} of {trials} trials completed: {st}")
         seconds = st["finished_at"] - st["created_at"]
         return {"system": "triald", "trials": trials, "seconds": round(seconds, 4),
-                "trials_per_s": round(trials / seconds, 1)}
+                "trials_per_s": round(trials / seconds, 1),
+                "cpu_ms_per_trial": round(1000 * cpu_seconds(info["pid"]) / trials, 3)}
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of process `pid` and of the children it reaped (its trials, the
+    setup of each in the vfork child included), from /proc/PID/stat."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    # After the command: state is field 3, utime..cstime are fields 14..17 (1-based).
+    return sum(int(x) for x in fields[11:15]) / os.sysconf("SC_CLK_TCK")
 
 
 def run_optuna(trials: int, jobs: int, workdir: str) -> dict:
@@ -109,12 +130,51 @@ def run_optuna(trials: int, jobs: int, workdir: str) -> dict:
     return json.loads(out.strip().splitlines()[-1])
 
 
+def accounting_cost(a) -> int:
+    """triald with and without resource accounting, alternating (which goes first alternates
+    too); prints the best of each and the cost of accounting in %."""
+    variants = {"accounting": (), "none": ("--no-resource-accounting",)}
+    results = {k: [] for k in variants}
+    for r in range(a.repeats):
+        order = list(variants) if r % 2 == 0 else list(reversed(list(variants)))
+        for k in order:
+            with tempfile.TemporaryDirectory(prefix="triald-bench-") as d:
+                results[k].append(run_triald(a.build, a.trials, a.parallelism, d, variants[k]))
+        w, wo = results["accounting"][-1], results["none"][-1]
+        print(f"run {r + 1}: with accounting {w['trials_per_s']} trials/s "
+              f"({w['cpu_ms_per_trial']} CPU ms/trial), without {wo['trials_per_s']} trials/s "
+              f"({wo['cpu_ms_per_trial']} CPU ms/trial)", flush=True)
+    best = {k: max(v, key=lambda x: x["trials_per_s"]) for k, v in results.items()}
+    cpu = {k: statistics.median(x["cpu_ms_per_trial"] for x in v) for k, v in results.items()}
+    cost = 100 * (1 - best["accounting"]["trials_per_s"] / best["none"]["trials_per_s"])
+    cpu_cost = 100 * (cpu["accounting"] / cpu["none"] - 1)
+    # Each run with accounting against the run without it next to it: robust to a machine
+    # whose load changes from one run to the next.
+    paired = 100 * (1 - statistics.median(w["trials_per_s"] / wo["trials_per_s"] for w, wo in
+                                          zip(results["accounting"], results["none"])))
+    print()
+    print(f"{'triald':<20} {'trials':>7} {'seconds':>9} {'trials/s':>10} {'CPU ms/trial':>13}")
+    for k, label in (("accounting", "with accounting"), ("none", "without accounting")):
+        print(f"{label:<20} {a.trials:>7} {best[k]['seconds']:>9.3f} "
+              f"{best[k]['trials_per_s']:>10.1f} {cpu[k]:>13.3f}")
+    print(f"\ncost of resource accounting (target < 5%): {cost:.1f}% of trials/s, best runs; "
+          f"{paired:.1f}% of trials/s, median of the {a.repeats} pairs; "
+          f"{cpu_cost:.1f}% CPU per trial, medians")
+    print(json.dumps({"accounting": best["accounting"], "none": best["none"],
+                      "cost_percent": round(cost, 2), "paired_cost_percent": round(paired, 2),
+                      "cpu_cost_percent": round(cpu_cost, 2),
+                      "cpu_ms_per_trial": cpu}))
+    return 0
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--trials", type=int, default=1000)
     p.add_argument("--parallelism", type=int, default=2)
     p.add_argument("--repeats", type=int, default=3, help="runs of each system; best is kept")
     p.add_argument("--build", default=os.path.join(ROOT, "build"))
+    p.add_argument("--accounting-cost", action="store_true",
+                   help="compare triald with and without resource accounting (no Optuna)")
     a = p.parse_args()
     a.build = os.path.abspath(a.build)  # the sweep names the worker by an absolute path
     for exe in ("triald", "trialctl", "triald-noop-worker"):
@@ -122,6 +182,8 @@ def main() -> int:
             print(f"bench: {a.build}/bin/{exe} is missing; build first (scripts/test.sh or "
                   "cmake --build build)", file=sys.stderr)
             return 1
+    if a.accounting_cost:
+        return accounting_cost(a)
     results = {"triald": [], "optuna": []}
     for r in range(a.repeats):
         # Alternate the two so that machine noise hits both alike.

@@ -2,14 +2,21 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <deque>
+#include <mutex>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -83,6 +90,156 @@ bool KeyValue(const std::string& text, const std::string& key, uint64_t* value) 
   }
   return false;
 }
+
+// A file holding one unsigned number, such as memory.peak ("123456\n").
+bool ReadNumber(const std::string& path, uint64_t* value) {
+  std::string text;
+  if (!ReadSmall(path, &text)) return false;
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+  if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos) return false;
+  errno = 0;
+  *value = std::strtoull(text.c_str(), nullptr, 10);
+  return errno == 0;
+}
+
+// rmdir of a v1 leaf. It may briefly stay busy while exiting tasks are released; a few
+// retries, then the next daemon start removes it.
+void RemoveV1Leaf(const std::string& path) {
+  for (int i = 0; !path.empty() && i < 50; ++i) {
+    if (::rmdir(path.c_str()) == 0 || errno == ENOENT) break;
+    if (errno != EBUSY) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
+}  // namespace
+
+// The v1 memory leaves of trials, made ahead and recycled on a thread of its own (see cgroup.h):
+// creating and destroying a v1 memory cgroup costs the kernel far more than resetting one. A
+// leaf whose trial is over is reused when what stays charged to it (page cache its trial left)
+// is at most kMaxLeftoverBytes: its watermark is reset (memory.max_usage_in_bytes := usage) and
+// that usage becomes the next trial's baseline, subtracted from its peak. Otherwise it is
+// removed (the kernel moves its charges to the parent) and a fresh one takes its place.
+// Leaves are named PARENT/PREFIXm<n>.
+class V1LeafMaker {
+ public:
+  static constexpr size_t kAhead = 2;                      // idle leaves kept ready
+  static constexpr uint64_t kMaxLeftoverBytes = 16 << 20;  // reuse bound
+
+  struct Leaf {
+    std::string path;
+    uint64_t baseline = 0;  // bytes charged to it when it was handed out
+  };
+
+  V1LeafMaker(std::string parent, std::string prefix)
+      : parent_(std::move(parent)), prefix_(std::move(prefix)) {
+    // The thread takes no signal: the daemon's signal_set is served by its event loop.
+    sigset_t all, old;
+    sigfillset(&all);
+    ::pthread_sigmask(SIG_SETMASK, &all, &old);
+    thread_ = std::thread([this] { Run(); });
+    ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  }
+
+  // Stops the thread, then removes every leaf it holds.
+  ~V1LeafMaker() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_one();
+    thread_.join();
+    for (const std::string& path : returned_) RemoveV1Leaf(path);
+    for (const Leaf& leaf : ready_) RemoveV1Leaf(leaf.path);
+  }
+
+  // A leaf for a trial: one made or recycled ahead, else one made now.
+  Result<Leaf> Take() {
+    Leaf leaf;
+    bool ready = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      making_stopped_ = false;
+      if (!ready_.empty()) {
+        leaf = std::move(ready_.front());
+        ready_.pop_front();
+        ready = true;
+      } else {
+        leaf.path = Path(++made_);
+      }
+    }
+    cv_.notify_one();
+    if (!ready && ::mkdir(leaf.path.c_str(), 0755) != 0) {
+      return common::ErrnoError("mkdir " + leaf.path, errno);
+    }
+    return leaf;
+  }
+
+  // Gives back the leaf of a trial that is over (no process left in it), to recycle.
+  void Return(std::string path) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      returned_.push_back(std::move(path));
+    }
+    cv_.notify_one();
+  }
+
+ private:
+  std::string Path(uint64_t n) const { return parent_ + "/" + prefix_ + "m" + std::to_string(n); }
+
+  // Ready for the next trial: watermark reset, baseline read. False: to be removed.
+  static bool Recycle(const std::string& path, uint64_t* baseline) {
+    uint64_t usage = 0;
+    if (!ReadNumber(path + "/memory.usage_in_bytes", &usage) || usage > kMaxLeftoverBytes) {
+      return false;
+    }
+    if (!WriteSmall(path + "/memory.max_usage_in_bytes", "0").ok()) return false;
+    return ReadNumber(path + "/memory.usage_in_bytes", baseline);
+  }
+
+  void Run() {
+    std::unique_lock<std::mutex> lock(mu_);
+    for (;;) {
+      cv_.wait(lock, [this] {
+        return stop_ || !returned_.empty() || (ready_.size() < kAhead && !making_stopped_);
+      });
+      if (stop_) return;
+      if (!returned_.empty()) {
+        Leaf leaf;
+        leaf.path = std::move(returned_.front());
+        returned_.pop_front();
+        lock.unlock();
+        const bool reuse = Recycle(leaf.path, &leaf.baseline);
+        if (!reuse) RemoveV1Leaf(leaf.path);
+        lock.lock();
+        if (reuse) ready_.push_back(std::move(leaf));
+        continue;
+      }
+      Leaf leaf;
+      leaf.path = Path(++made_);
+      lock.unlock();
+      const bool made = ::mkdir(leaf.path.c_str(), 0755) == 0;
+      lock.lock();
+      if (made) {
+        ready_.push_back(std::move(leaf));
+      } else {
+        making_stopped_ = true;  // e.g. no more cgroups: Take() reports its own error
+      }
+    }
+  }
+
+  const std::string parent_, prefix_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Leaf> ready_;            // idle, watermark reset
+  std::deque<std::string> returned_;  // their trials are over
+  uint64_t made_ = 0;                 // leaves named so far
+  bool making_stopped_ = false;       // mkdir failed; until the next Take()
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+namespace {
 
 std::vector<pid_t> ListProcs(const std::string& dir) {
   std::string text;
@@ -223,19 +380,45 @@ uint64_t TrialCgroup::OomKills() const {
   return KeyValue(text, "oom_kill", &n) ? n : 0;
 }
 
+model::TrialResources ReadLeafResources(const std::string& v2_dir, const std::string& memory_v1_dir,
+                                        uint64_t memory_v1_baseline) {
+  model::TrialResources r;
+  uint64_t n = 0;
+  std::string text;
+  if (!v2_dir.empty() && ReadNumber(v2_dir + "/memory.peak", &n)) {
+    r.peak_memory_bytes = n;
+    r.memory_source = "cgroup2 memory.peak";
+  } else if (!memory_v1_dir.empty() &&
+             ReadNumber(memory_v1_dir + "/memory.max_usage_in_bytes", &n)) {
+    r.peak_memory_bytes = n > memory_v1_baseline ? n - memory_v1_baseline : 0;
+    r.memory_source = "cgroup1 memory.max_usage_in_bytes";
+  }
+  if (!v2_dir.empty() && ReadSmall(v2_dir + "/cpu.stat", &text) &&
+      KeyValue(text, "usage_usec", &n)) {
+    r.cpu_time_s = static_cast<double>(n) / 1e6;
+    r.cpu_source = "cgroup2 cpu.stat";
+  }
+  return r;
+}
+
+model::TrialResources TrialCgroup::ReadResources() const {
+  if (!accounting_ || removed_) return {};
+  return ReadLeafResources(path_, memory_v1_path_, memory_v1_baseline_);
+}
+
 Status TrialCgroup::Remove() {
   if (removed_) return Status::Ok();
   procs_fd_.Reset();
   pids_v1_procs_fd_.Reset();
+  memory_v1_procs_fd_.Reset();
   if (::rmdir(path_.c_str()) != 0 && errno != ENOENT) {
     return common::ErrnoError("rmdir " + path_, errno);
   }
-  // A v1 leaf may briefly stay busy while exiting tasks are released; a few retries, then the
-  // next daemon start removes it.
-  for (int i = 0; !pids_v1_path_.empty() && i < 50; ++i) {
-    if (::rmdir(pids_v1_path_.c_str()) == 0 || errno == ENOENT) break;
-    if (errno != EBUSY) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  RemoveV1Leaf(pids_v1_path_);
+  if (memory_v1_maker_ && !memory_v1_path_.empty()) {
+    memory_v1_maker_->Return(memory_v1_path_);
+  } else {
+    RemoveV1Leaf(memory_v1_path_);
   }
   removed_ = true;
   return Status::Ok();
@@ -313,21 +496,31 @@ Result<std::unique_ptr<CgroupTree>> CgroupTree::Open(const Options& options) {
     if (std::string(controller) == "pids") tree->has_pids_ = on;
   }
 
-  if (!tree->has_pids_) {
-    // Hybrid hosts keep pids in v1; a parallel leaf there still bounds a fork bomb.
-    std::string mount1 = FindCgroup1Mount(mountinfo, "pids");
-    std::string own1 = OwnCgroupPath(self, "pids");
-    if (!mount1.empty() && !own1.empty()) {
-      std::string mount1_root = "/";
-      for (const MountLine& m : ParseMountinfo(mountinfo)) {
-        if (m.mount_point == mount1) mount1_root = m.root;
-      }
-      std::string dir = CgroupDir(mount1, mount1_root, own1);
-      std::string probe1 = dir + "/" + tree->prefix_ + "probe-" + std::to_string(::getpid());
-      if (::mkdir(probe1.c_str(), 0755) == 0 || errno == EEXIST) {
-        if (Exists(probe1 + "/pids.max")) tree->pids_v1_parent_ = dir;
-        ::rmdir(probe1.c_str());
-      }
+  // The own v1 cgroup of `controller` when a leaf with `file` can be made there ("" if not).
+  auto writable_v1 = [&](const char* controller, const char* file) -> std::string {
+    std::string mount1 = FindCgroup1Mount(mountinfo, controller);
+    std::string own1 = OwnCgroupPath(self, controller);
+    if (mount1.empty() || own1.empty()) return "";
+    std::string mount1_root = "/";
+    for (const MountLine& m : ParseMountinfo(mountinfo)) {
+      if (m.mount_point == mount1) mount1_root = m.root;
+    }
+    std::string dir = CgroupDir(mount1, mount1_root, own1);
+    std::string probe1 = dir + "/" + tree->prefix_ + "probe-" + std::to_string(::getpid());
+    if (::mkdir(probe1.c_str(), 0755) != 0 && errno != EEXIST) return "";
+    bool ok = Exists(probe1 + "/" + file);
+    ::rmdir(probe1.c_str());
+    return ok ? dir : "";
+  };
+  // Hybrid hosts keep pids in v1; a parallel leaf there still bounds a fork bomb.
+  if (!tree->has_pids_) tree->pids_v1_parent_ = writable_v1("pids", "pids.max");
+  tree->accounting_ = options.resource_accounting;
+  // And memory: a parallel leaf there measures the trial's peak (accounting only).
+  if (tree->accounting_ && !tree->has_memory_) {
+    tree->memory_v1_parent_ = writable_v1("memory", "memory.max_usage_in_bytes");
+    if (!tree->memory_v1_parent_.empty()) {
+      tree->memory_v1_maker_ = std::make_shared<V1LeafMaker>(
+          tree->memory_v1_parent_, tree->prefix_ + std::to_string(::getpid()) + "-");
     }
   }
   return tree;
@@ -340,6 +533,8 @@ std::string CgroupTree::Describe() const {
   if (!has_memory_ && !has_pids_) s += " none";
   s += has_kill_ ? "; cgroup.kill" : "; no cgroup.kill (SIGKILL to each process)";
   if (!pids_v1_parent_.empty()) s += "; pids limit through v1 at " + pids_v1_parent_;
+  if (!memory_v1_parent_.empty()) s += "; memory accounting through v1 at " + memory_v1_parent_;
+  if (!accounting_) s += "; no resource accounting";
   if (!has_memory_) s += "; memory limits through RLIMIT_AS";
   return s + ")";
 }
@@ -389,8 +584,9 @@ int CgroupTree::CleanLeftovers() {
       logger_->warn("cgroups: cannot remove leftover {}: {}", dir, std::strerror(errno));
     }
   }
-  if (!pids_v1_parent_.empty()) {
-    for (const std::string& dir : ChildDirs(pids_v1_parent_)) {
+  for (const std::string& parent1 : {pids_v1_parent_, memory_v1_parent_}) {
+    if (parent1.empty()) continue;
+    for (const std::string& dir : ChildDirs(parent1)) {
       const std::string name = dir.substr(dir.rfind('/') + 1);
       pid_t owner = DaemonPidOf(name);
       bool ours = name.rfind(prefix_, 0) == 0;
@@ -410,6 +606,7 @@ Result<std::unique_ptr<TrialCgroup>> CgroupTree::CreateTrial(const CgroupLimits&
   auto cg = std::unique_ptr<TrialCgroup>(new TrialCgroup());
   cg->path_ = parent_ + "/" + leaf;
   cg->has_kill_ = has_kill_;
+  cg->accounting_ = accounting_;
   if (::mkdir(cg->path_.c_str(), 0755) != 0) return common::ErrnoError("mkdir " + cg->path_, errno);
   auto fail = [&cg](Status st) {
     (void)cg->Remove();
@@ -451,6 +648,18 @@ Result<std::unique_ptr<TrialCgroup>> CgroupTree::CreateTrial(const CgroupLimits&
       return fail(common::ErrnoError("open " + cg->pids_v1_path_ + "/cgroup.procs", errno));
     }
     cg->pids_limited_ = true;
+  }
+  if (memory_v1_maker_) {
+    Result<V1LeafMaker::Leaf> v1 = memory_v1_maker_->Take();
+    if (!v1.ok()) return fail(v1.status());
+    cg->memory_v1_path_ = v1->path;
+    cg->memory_v1_baseline_ = v1->baseline;
+    cg->memory_v1_maker_ = memory_v1_maker_;
+    cg->memory_v1_procs_fd_.Reset(
+        ::open((cg->memory_v1_path_ + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC));
+    if (!cg->memory_v1_procs_fd_.valid()) {
+      return fail(common::ErrnoError("open " + cg->memory_v1_path_ + "/cgroup.procs", errno));
+    }
   }
   return cg;
 }

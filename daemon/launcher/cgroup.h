@@ -14,6 +14,18 @@
 // no pids controller but a v1 pids hierarchy is mounted and writable (hybrid hosts), a
 // parallel v1 leaf carries pids.max.
 //
+// Resource accounting (Options::resource_accounting, on by default): where v2 has no memory
+// controller but a v1 memory hierarchy is mounted and writable (hybrid hosts), each trial also
+// gets a parallel v1 memory leaf of the same name, for its memory.max_usage_in_bytes only (no
+// limit is set there; memory_limit stays RLIMIT_AS). ReadResources() reads what the leaves
+// counted once the trial is over: ReadLeafResources below says which file gives what. Making and
+// removing a v1 memory cgroup costs the kernel far more than the trial's other cgroup work, so
+// these leaves are not made per trial: a thread of the tree's own keeps a few ready and
+// recycles those whose trial is over (watermark reset; what stays charged from the previous
+// trial, at most 16 MiB, is that leaf's baseline, subtracted from the next peak; a leaf with
+// more is removed and replaced). See V1LeafMaker in cgroup.cc. They are named
+// triald-<hash>-<daemon pid>-m<n>.
+//
 // Trial cgroups are named triald-<hash of the state directory>-<daemon pid>-<sequence>, flat
 // under the parent (no per-daemon folder that a SIGKILLed daemon would leave behind): a
 // restarted daemon finds what its predecessor on the same state directory left
@@ -21,12 +33,14 @@
 // removed by whichever daemon starts next.
 //
 // A TrialCgroup is one trial's leaf. The launcher opens it before
-// the vfork; the child writes "0" to procs_fd() (and pids_v1_procs_fd()) in its setup hook, so
+// the vfork; the child writes "0" to procs_fd() (and pids_v1_procs_fd(), memory_v1_procs_fd())
+// in its setup hook, so
 // everything the trial ever forks, setsid or not, stays inside. The trial is over when
 // Populated() is false; Kill() writes cgroup.kill (Linux >= 5.14; SIGKILL to every listed pid
 // before that). Remove() deletes the leaf once it is empty.
 //
-// Thread-safety: none; the daemon uses it from its event-loop thread.
+// Thread-safety: none; the daemon uses it from its event-loop thread (the leaf maker's thread
+// touches only the v1 memory leaves, through its own lock).
 
 #include <sys/types.h>
 
@@ -38,8 +52,11 @@
 #include "common/fd.h"
 #include "common/logging.h"
 #include "common/status.h"
+#include "daemon/model/records.h"
 
 namespace triald::launcher {
+
+class V1LeafMaker;
 
 struct CgroupLimits {
   uint64_t memory_max_bytes = 0;  // 0: none
@@ -55,6 +72,11 @@ class TrialCgroup {
   int procs_fd() const { return procs_fd_.get(); }
   // The same for the v1 pids leaf; -1 when there is none.
   int pids_v1_procs_fd() const { return pids_v1_procs_fd_.valid() ? pids_v1_procs_fd_.get() : -1; }
+  // The same for the v1 memory leaf (accounting only); -1 when there is none.
+  int memory_v1_procs_fd() const {
+    return memory_v1_procs_fd_.valid() ? memory_v1_procs_fd_.get() : -1;
+  }
+  const std::string& memory_v1_path() const { return memory_v1_path_; }
   bool memory_limited() const { return memory_limited_; }
   bool pids_limited() const { return pids_limited_; }
 
@@ -67,7 +89,10 @@ class TrialCgroup {
   void Kill() const;
   // The oom_kill count of memory.events (0 without the memory controller).
   uint64_t OomKills() const;
-  // Removes the leaf (and the v1 pids leaf); fails with EBUSY while processes remain.
+  // What the leaves counted (ReadLeafResources); call once the trial is over and before
+  // Remove(). Empty when the tree was opened without resource accounting.
+  model::TrialResources ReadResources() const;
+  // Removes the leaf (and the v1 leaves); fails with EBUSY while processes remain.
   common::Status Remove();
 
  private:
@@ -76,8 +101,13 @@ class TrialCgroup {
 
   std::string path_;
   std::string pids_v1_path_;
+  std::string memory_v1_path_;
   common::UniqueFd procs_fd_;
   common::UniqueFd pids_v1_procs_fd_;
+  common::UniqueFd memory_v1_procs_fd_;
+  uint64_t memory_v1_baseline_ = 0;               // bytes charged to it before the trial
+  std::shared_ptr<V1LeafMaker> memory_v1_maker_;  // takes the v1 memory leaf back
+  bool accounting_ = false;
   bool has_kill_ = false;
   bool memory_limited_ = false;
   bool pids_limited_ = false;
@@ -92,6 +122,8 @@ class CgroupTree {
     // Seams for tests; the defaults are the real files.
     std::string mountinfo_path = "/proc/self/mountinfo";
     std::string self_cgroup_path = "/proc/self/cgroup";
+    // Measure each trial (ReadResources); false: no v1 memory leaf, no reads.
+    bool resource_accounting = true;
   };
 
   // The daemon's trial subtree, created (or found) and prepared. kUnavailable when there is no
@@ -113,14 +145,20 @@ class CgroupTree {
   bool has_memory() const { return has_memory_; }
   bool has_pids() const { return has_pids_ || !pids_v1_parent_.empty(); }
   bool has_kill() const { return has_kill_; }
+  // The v1 memory cgroup holding the accounting leaves; "" when there is none.
+  const std::string& memory_v1_parent() const { return memory_v1_parent_; }
+  bool resource_accounting() const { return accounting_; }
 
  private:
   CgroupTree() = default;
 
   common::Logger logger_;
-  std::string parent_;          // v2 cgroup holding the trial cgroups
-  std::string prefix_;          // "triald-<hash>-"
-  std::string pids_v1_parent_;  // v1 pids cgroup holding the v1 leaves, "" when none
+  std::string parent_;            // v2 cgroup holding the trial cgroups
+  std::string prefix_;            // "triald-<hash>-"
+  std::string pids_v1_parent_;    // v1 pids cgroup holding the v1 leaves, "" when none
+  std::string memory_v1_parent_;  // v1 memory cgroup holding the accounting leaves, "" when none
+  std::shared_ptr<V1LeafMaker> memory_v1_maker_;  // set with memory_v1_parent_
+  bool accounting_ = false;
   bool has_memory_ = false;
   bool has_pids_ = false;
   bool has_kill_ = false;
@@ -134,5 +172,19 @@ std::string FindCgroup2Mount(const std::string& mountinfo);
 std::string FindCgroup1Mount(const std::string& mountinfo, const std::string& controller);
 // From the text of /proc/self/cgroup: the v2 path ("0::/PATH") or a v1 controller's path.
 std::string OwnCgroupPath(const std::string& proc_cgroup, const std::string& v1_controller = "");
+
+// What a trial's cgroup leaves counted, read from the folders of its v2 leaf (`v2_dir`) and of
+// its v1 memory leaf (`memory_v1_dir`, "" when none), after the trial's processes are gone:
+//   - peak memory: `memory.peak` of the v2 leaf (memory controller on, Linux >= 5.19), memory
+//     source "cgroup2 memory.peak"; else `memory.max_usage_in_bytes` of the v1 leaf less
+//     `memory_v1_baseline` (what a recycled leaf held before the trial), source
+//     "cgroup1 memory.max_usage_in_bytes". Both count every page charged to the trial, page
+//     cache and kernel memory included.
+//   - CPU time: usage_usec of the v2 leaf's `cpu.stat` (present in every v2 cgroup, controller
+//     or not), source "cgroup2 cpu.stat".
+// A file that is missing or does not parse leaves its fields unset (the caller falls back to
+// getrusage). wall_s and peak_gpu_memory_bytes are never set here. Exposed for tests.
+model::TrialResources ReadLeafResources(const std::string& v2_dir, const std::string& memory_v1_dir,
+                                        uint64_t memory_v1_baseline = 0);
 
 }  // namespace triald::launcher

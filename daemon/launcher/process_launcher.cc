@@ -90,9 +90,10 @@ struct ChildSetup {
   const char* workdir;
   int report_fd;
   pid_t parent;
-  int cgroup_procs_fd;   // -1: no cgroup
-  int pids_v1_procs_fd;  // -1: no v1 pids leaf
-  rlim_t address_space;  // 0: no RLIMIT_AS
+  int cgroup_procs_fd;     // -1: no cgroup
+  int pids_v1_procs_fd;    // -1: no v1 pids leaf
+  int memory_v1_procs_fd;  // -1: no v1 memory leaf (accounting)
+  rlim_t address_space;    // 0: no RLIMIT_AS
   // The user to become (run_as): setgroups, setgid, setuid, in that order. Raw system calls:
   // glibc's wrappers would try to change the credentials of every thread of the daemon (whose
   // memory the vfork child shares), while the child has one thread and the call is per thread.
@@ -122,6 +123,9 @@ struct ChildSetup {
       return {errno, bp::system_category()};
     }
     if (pids_v1_procs_fd >= 0 && ::write(pids_v1_procs_fd, "0", 1) != 1) {
+      return {errno, bp::system_category()};
+    }
+    if (memory_v1_procs_fd >= 0 && ::write(memory_v1_procs_fd, "0", 1) != 1) {
       return {errno, bp::system_category()};
     }
     *step = SpawnStep::kChild;
@@ -183,10 +187,11 @@ class Session : public std::enable_shared_from_this<Session> {
  public:
   Session(asio::io_context& io, Reaper& reaper, CgroupTree* cgroups, common::Logger logger,
           const LaunchSpec& spec, TrialCallbacks callbacks, std::optional<RunAs> run_as,
-          std::string trial_root)
+          std::string trial_root, bool accounting)
       : io_(io),
         reaper_(reaper),
         cgroups_(cgroups),
+        accounting_(accounting),
         run_as_(std::move(run_as)),
         trial_root_(std::move(trial_root)),
         logger_(std::move(logger)),
@@ -222,7 +227,9 @@ class Session : public std::enable_shared_from_this<Session> {
   void Read(Stream s);
   void Consume(Stream s, std::string_view data);
   Status OnReportLine(std::string_view line);
-  void OnMainExit(int wait_status);
+  void OnMainExit(int wait_status, const struct rusage& usage);
+  // outcome_.resources, at Finish (the tree is over; the cgroup leaves are still there).
+  void MeasureResources();
   // stall_timeout: fires at the last line's time plus the timeout; re-arms when a line came since.
   void ArmStallTimer();
   void CheckGroup();
@@ -246,8 +253,11 @@ class Session : public std::enable_shared_from_this<Session> {
   asio::io_context& io_;
   Reaper& reaper_;
   CgroupTree* cgroups_;
-  std::optional<RunAs> run_as_;  // the user the trial runs as; none: the daemon's
-  std::string trial_root_;       // PrepareTrialFolder's root
+  bool accounting_;                                // fill outcome_.resources beyond wall_s
+  std::chrono::steady_clock::time_point spawned_;  // just before the vfork
+  struct rusage main_usage_ = {};                  // wait4's, for the main process
+  std::optional<RunAs> run_as_;                    // the user the trial runs as; none: the daemon's
+  std::string trial_root_;                         // PrepareTrialFolder's root
   std::unique_ptr<TrialCgroup> cgroup_;
   rlim_t address_space_ = 0;
   common::Logger logger_;
@@ -385,6 +395,7 @@ Status Session::Start() {
                    ::getpid(),
                    cgroup_ ? cgroup_->procs_fd() : -1,
                    cgroup_ ? cgroup_->pids_v1_procs_fd() : -1,
+                   cgroup_ ? cgroup_->memory_v1_procs_fd() : -1,
                    address_space_,
                    run_as_.has_value(),
                    run_as_ ? run_as_->uid : 0,
@@ -397,6 +408,7 @@ Status Session::Start() {
   bp::posix::vfork_launcher launcher;
   bp::error_code ec;
   spawn_step_ = SpawnStep::kFork;  // the child moves it on
+  spawned_ = std::chrono::steady_clock::now();
   bp::process proc =
       launcher(spawn_io.get_executor(), ec, bp::filesystem::path(spec_.executable), args,
                bp::process_stdio{devnull.get(), out->write.get(), err->write.get()}, setup);
@@ -423,8 +435,8 @@ Status Session::Start() {
   identity_.start_time = start.ok() ? *start : 0;
 
   std::weak_ptr<Session> weak = weak_from_this();
-  reaper_.Watch(identity_.pid, [weak](int status) {
-    if (auto self = weak.lock()) self->OnMainExit(status);
+  reaper_.Watch(identity_.pid, [weak](int status, const struct rusage& usage) {
+    if (auto self = weak.lock()) self->OnMainExit(status, usage);
   });
 
   stdout_sd_.assign(out->read.Release());
@@ -684,8 +696,9 @@ void Session::Abandon() {
   outcome_.killed = true;
 }
 
-void Session::OnMainExit(int wait_status) {
+void Session::OnMainExit(int wait_status, const struct rusage& usage) {
   main_exited_ = true;
+  main_usage_ = usage;
   outcome_.exit = common::ExitStatus::FromWaitStatus(wait_status);
   timeout_timer_.cancel();
   stall_timer_.cancel();
@@ -794,6 +807,29 @@ void Session::JudgeOom() {
   }
 }
 
+// Each figure from the best source there is: the cgroup leaves (ReadLeafResources), else the
+// main process's wait4 usage, which counts it and the descendants it waited for itself (a
+// lower bound for a tree: what the daemon reaped as subreaper, and strays still running when
+// the main process ended, are not in it). Without accounting only the wall time is kept.
+void Session::MeasureResources() {
+  model::TrialResources& r = outcome_.resources;
+  if (accounting_) {
+    if (cgroup_) r = cgroup_->ReadResources();
+    if (!r.peak_memory_bytes && main_exited_) {
+      r.peak_memory_bytes = static_cast<uint64_t>(main_usage_.ru_maxrss) * 1024;  // KiB
+      r.memory_source = "getrusage ru_maxrss";
+    }
+    if (!r.cpu_time_s && main_exited_) {
+      auto seconds = [](const struct timeval& t) {
+        return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6;
+      };
+      r.cpu_time_s = seconds(main_usage_.ru_utime) + seconds(main_usage_.ru_stime);
+      r.cpu_source = "getrusage";
+    }
+  }
+  r.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - spawned_).count();
+}
+
 void Session::MaybeFinish() {
   if (finished_ || !main_exited_ || !group_empty_) return;
   if (stdout_sd_.is_open() || stderr_sd_.is_open() || report_sd_.is_open()) return;
@@ -812,6 +848,7 @@ void Session::Finish() {
   reaper_.Unwatch(identity_.pid);
   outcome_.stderr_tail = stderr_log_->Tail(kStderrTailBytes);
   JudgeOom();
+  MeasureResources();
   if (cgroup_) {
     Status removed = cgroup_->Remove();
     if (!removed.ok()) logger_->warn("trial pid {}: {}", identity_.pid, removed.message());
@@ -840,9 +877,9 @@ LaunchResult ProcessLauncher::Launch(const LaunchSpec& spec, TrialCallbacks call
     if (!user.ok()) return LaunchResult(user.status(), SpawnError{SpawnStep::kCredentials, 0});
     run_as = std::move(user).value();
   }
-  auto session =
-      std::make_shared<Session>(*options_.io, *options_.reaper, options_.cgroups, options_.logger,
-                                spec, std::move(callbacks), std::move(run_as), options_.trial_root);
+  auto session = std::make_shared<Session>(
+      *options_.io, *options_.reaper, options_.cgroups, options_.logger, spec, std::move(callbacks),
+      std::move(run_as), options_.trial_root, options_.resource_accounting);
   Status started = session->Start();
   if (!started.ok()) {
     return LaunchResult(started, session->spawn_error());

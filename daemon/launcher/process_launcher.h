@@ -34,6 +34,14 @@
 // from 2 ms to 100 ms). The leaf is removed when the trial ends. A memory limit is memory.max
 // where the memory controller is on; otherwise (and without cgroups) the hook sets RLIMIT_AS.
 //
+// Resource accounting (Options::resource_accounting): each outcome's resources say what the
+// trial's tree consumed, each figure from the best source the host offers, named in
+// memory_source and cpu_source. Peak memory: the v2 leaf's memory.peak, else the v1 memory
+// leaf's memory.max_usage_in_bytes (cgroup.h), else ru_maxrss of wait4 for the main process (the
+// largest single process among it and the descendants it waited for: a lower bound for a tree).
+// CPU time: the v2 leaf's cpu.stat usage_usec, else user + system time of that wait4. Wall time:
+// from just before the vfork to the end of the tree. Without accounting only wall_s is set.
+//
 // Spawning uses vfork (Boost's vfork_launcher): the child borrows the daemon's memory until it
 // execs, so no page tables are copied and no copy-on-write faults follow. On this project's
 // test machines that doubles trial throughput over fork. The hook above only makes system
@@ -70,6 +78,8 @@ class ProcessLauncher final : public Launcher {
     // Where trial folders live (the state directory): with run_as_submitter, the folders from
     // here down to a trial folder are made searchable so its user can reach it.
     std::string trial_root = {};
+    // Fill ProcessOutcome::resources (see "Resource accounting" above); false: only wall_s.
+    bool resource_accounting = true;
   };
   explicit ProcessLauncher(Options options);
 

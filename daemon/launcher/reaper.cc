@@ -1,6 +1,7 @@
 #include "daemon/launcher/reaper.h"
 
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 
 #include <cerrno>
@@ -42,7 +43,8 @@ int Reaper::ReapNow() {
   int reaped = 0;
   for (;;) {
     int status = 0;
-    pid_t pid = ::waitpid(-1, &status, WNOHANG);
+    struct rusage usage = {};
+    pid_t pid = ::wait4(-1, &status, WNOHANG, &usage);
     if (pid == 0) break;
     if (pid < 0) {
       if (errno == EINTR) continue;
@@ -58,7 +60,7 @@ int Reaper::ReapNow() {
     }
     ExitFn fn = std::move(it->second);
     watchers_.erase(it);
-    fn(status);
+    fn(status, usage);
   }
   return reaped;
 }

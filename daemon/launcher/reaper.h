@@ -3,13 +3,15 @@
 //
 // Start() makes the daemon a child subreaper (PR_SET_CHILD_SUBREAPER), so that grandchildren
 // orphaned by a trial's main process are re-parented to the daemon instead of init. One
-// asio::signal_set waits for SIGCHLD; each delivery runs a waitpid(-1, WNOHANG) loop that
-// reaps every exited child and routes its status to whoever Watch()ed that pid. Unwatched pids
+// asio::signal_set waits for SIGCHLD; each delivery runs a wait4(-1, WNOHANG) loop that
+// reaps every exited child and routes its status and resource usage to whoever Watch()ed that
+// pid. Unwatched pids
 // (adopted grandchildren, a child whose exec failed) are reaped and logged. Nothing else in
 // the process may call waitpid: two reapers race and lose exit statuses.
 //
 // Thread-safety: not thread-safe; runs on the event-loop thread.
 
+#include <sys/resource.h>
 #include <sys/types.h>
 
 #include <boost/asio/io_context.hpp>
@@ -25,7 +27,9 @@ namespace triald::launcher {
 
 class Reaper {
  public:
-  using ExitFn = std::function<void(int wait_status)>;
+  // `usage` is what wait4 reports for the child: its own usage plus that of the descendants it
+  // waited for itself (user and system time summed; ru_maxrss the largest single process, KiB).
+  using ExitFn = std::function<void(int wait_status, const struct rusage& usage)>;
 
   Reaper(boost::asio::io_context& io, common::Logger logger);
 
@@ -38,7 +42,7 @@ class Reaper {
   // Whether `pid` is watched (a trial's main process not yet reaped).
   bool Watching(pid_t pid) const { return watchers_.count(pid) != 0; }
 
-  // One waitpid loop; returns how many children were reaped. Called on SIGCHLD, and usable
+  // One wait4 loop; returns how many children were reaped. Called on SIGCHLD, and usable
   // directly (e.g. at shutdown).
   int ReapNow();
 

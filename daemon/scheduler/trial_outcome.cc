@@ -98,12 +98,15 @@ TrialOutcome ClassifyExit(const TrialObservation& seen) {
       } else if (seen.final_values.empty()) {
         fail("protocol", "exited with code 0 without reporting a final value");
       } else if (seen.final_values.size() != seen.n_objectives) {
-        const size_t n = seen.n_objectives;
-        fail("protocol", "final line carried " + std::to_string(seen.final_values.size()) +
-                             " objective value" + (seen.final_values.size() == 1 ? "" : "s") +
-                             "; this study has " + std::to_string(n) + " objective" +
-                             (n == 1 ? "" : "s") + ", so expected " + std::to_string(n) + " value" +
-                             (n == 1 ? "" : "s"));
+        const size_t n = seen.n_objectives, all = n + seen.measured_objectives;
+        fail("protocol",
+             "final line carried " + std::to_string(seen.final_values.size()) + " objective value" +
+                 (seen.final_values.size() == 1 ? "" : "s") + "; this study has " +
+                 std::to_string(all) + " objective" + (all == 1 ? "" : "s") +
+                 (seen.measured_objectives > 0 ? " (" + std::to_string(seen.measured_objectives) +
+                                                     " of them measured by triald)"
+                                               : std::string()) +
+                 ", so expected " + std::to_string(n) + " value" + (n == 1 ? "" : "s"));
       } else {
         out.state = TrialState::kComplete;
         out.values = seen.final_values;

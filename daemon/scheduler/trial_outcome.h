@@ -41,6 +41,9 @@ struct TrialObservation {
   // directions, less the measured metrics of [study] objectives): a final line must carry
   // exactly as many values, else the trial ends FAIL(protocol) naming both counts.
   size_t n_objectives = 1;
+  // The study's objectives triald measures itself ([study] objectives naming metrics); they
+  // are not in the final line, and the message for a wrong count names them.
+  size_t measured_objectives = 0;
   // From its last "constraints" line (empty: none); kept on a COMPLETE or PRUNED trial.
   std::vector<double> constraints;
   std::string worker_error;  // from its last "error" line (empty: none)

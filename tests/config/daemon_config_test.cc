@@ -119,6 +119,22 @@ TEST_CASE("the daemon config names a shared storage and this node", "[config][cl
   }
 }
 
+TEST_CASE("[daemon] resource_accounting is a boolean, on unless set", "[config]") {
+  auto on = ParseDaemonConfig("[daemon]\nstate_dir = \"/s\"\n", "/etc/triald/triald.toml");
+  REQUIRE(on.ok());
+  CHECK_FALSE(on->resource_accounting.has_value());
+  auto off =
+      ParseDaemonConfig("[daemon]\nresource_accounting = false\n", "/etc/triald/triald.toml");
+  REQUIRE(off.ok());
+  CHECK(off->resource_accounting == false);
+  auto bad =
+      ParseDaemonConfig("[daemon]\nresource_accounting = \"no\"\n", "/etc/triald/triald.toml");
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.status().message() ==
+        "/etc/triald/triald.toml:2:23: [daemon] resource_accounting = \"no\": expected true or "
+        "false");
+}
+
 TEST_CASE("the --gpus list takes distinct indices", "[config][devices]") {
   CHECK(*ParseGpuList("0,1,3") == std::vector<int>{0, 1, 3});
   CHECK(ParseGpuList("none")->empty());

@@ -46,6 +46,7 @@ struct Row {
   std::string worker_error;
   std::optional<double> last_intermediate;
   size_t n_objectives = 1;
+  size_t measured_objectives = 0;
   std::vector<double> constraints;
   // What is stored.
   TrialState state = TrialState::kWaiting;
@@ -187,6 +188,14 @@ std::vector<Row> Rows() {
       "values";
   add(r);
 
+  r = Row("one value and one measured objective, two final values");
+  r.exit = Exited(0), r.finals = {0.31, 812.0}, r.measured_objectives = 1;
+  r.state = TrialState::kFail, r.reason = "protocol";
+  r.detail =
+      "final line carried 2 objective values; this study has 2 objectives (1 of them measured "
+      "by triald), so expected 1 value";
+  add(r);
+
   r = Row("three objectives, four final values, stopped by shutdown");
   r.stop = StopReason::kShutdown, r.exit = Exited(0), r.finals = {1, 2, 3, 4}, r.n_objectives = 3;
   r.state = TrialState::kFail, r.reason = "protocol";
@@ -248,6 +257,7 @@ TEST_CASE("how a trial ended, from what was observed", "[outcome]") {
     seen.last_intermediate = row.last_intermediate;
     seen.trial_timeout_s = 2.5;
     seen.n_objectives = row.n_objectives;
+    seen.measured_objectives = row.measured_objectives;
     seen.constraints = row.constraints;
 
     model::TrialOutcome out = ClassifyExit(seen);

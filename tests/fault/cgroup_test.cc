@@ -4,6 +4,7 @@
 #include "daemon/launcher/cgroup.h"
 
 #include <catch2/catch.hpp>
+#include <filesystem>
 
 #include "config/sweep.h"
 #include "tests/support/temp_dir.h"
@@ -13,6 +14,7 @@ using launcher::CgroupTree;
 using launcher::FindCgroup1Mount;
 using launcher::FindCgroup2Mount;
 using launcher::OwnCgroupPath;
+using launcher::ReadLeafResources;
 
 namespace {
 
@@ -80,6 +82,63 @@ TEST_CASE("a cgroup2 mount that cannot be written to is unavailable", "[cgroup]"
   auto tree = CgroupTree::Open(o);
   REQUIRE_FALSE(tree.ok());
   CHECK(tree.status().message().find("not writable") != std::string::npos);
+}
+
+TEST_CASE("resource accounting reads memory.peak and cpu.stat of a v2 leaf", "[cgroup]") {
+  TempDir dir;
+  const std::string v2 = dir.File("v2");
+  const std::string v1 = dir.File("v1");
+  std::filesystem::create_directories(v2);
+  std::filesystem::create_directories(v1);
+  dir.Write("v2/memory.peak", "220200960\n");
+  dir.Write("v2/cpu.stat",
+            "usage_usec 1234567\nuser_usec 1000000\nsystem_usec 234567\nnr_periods 0\n");
+  dir.Write("v1/memory.max_usage_in_bytes", "999\n");
+  model::TrialResources r = ReadLeafResources(v2, v1);
+  CHECK(r.peak_memory_bytes == 220200960u);
+  CHECK(r.memory_source == "cgroup2 memory.peak");  // v2 first, the v1 leaf unused
+  CHECK(r.cpu_time_s == Approx(1.234567));
+  CHECK(r.cpu_source == "cgroup2 cpu.stat");
+  CHECK_FALSE(r.wall_s.has_value());
+  CHECK_FALSE(r.peak_gpu_memory_bytes.has_value());
+
+  SECTION("no memory.peak (no v2 memory controller): the v1 leaf's max_usage_in_bytes") {
+    std::filesystem::remove(v2 + "/memory.peak");
+    r = ReadLeafResources(v2, v1);
+    CHECK(r.peak_memory_bytes == 999u);
+    CHECK(r.memory_source == "cgroup1 memory.max_usage_in_bytes");
+    CHECK(r.cpu_source == "cgroup2 cpu.stat");
+  }
+  SECTION("a recycled v1 leaf: its baseline is subtracted") {
+    std::filesystem::remove(v2 + "/memory.peak");
+    r = ReadLeafResources(v2, v1, 99);
+    CHECK(r.peak_memory_bytes == 900u);
+    CHECK(ReadLeafResources(v2, v1, 5000).peak_memory_bytes == 0u);
+    // The baseline is the v1 leaf's: memory.peak of a v2 leaf is taken as it is.
+    dir.Write("v2/memory.peak", "220200960\n");
+    CHECK(ReadLeafResources(v2, v1, 99).peak_memory_bytes == 220200960u);
+  }
+  SECTION("neither: memory unset, for the caller's getrusage") {
+    std::filesystem::remove(v2 + "/memory.peak");
+    r = ReadLeafResources(v2, "");
+    CHECK_FALSE(r.peak_memory_bytes.has_value());
+    CHECK(r.memory_source.empty());
+  }
+  SECTION("files that do not parse leave their figures unset") {
+    dir.Write("v2/memory.peak", "max\n");
+    dir.Write("v2/cpu.stat", "user_usec 5\n");
+    dir.Write("v1/memory.max_usage_in_bytes", "12x\n");
+    r = ReadLeafResources(v2, v1);
+    CHECK_FALSE(r.peak_memory_bytes.has_value());
+    CHECK(r.memory_source.empty());
+    CHECK_FALSE(r.cpu_time_s.has_value());
+    CHECK(r.cpu_source.empty());
+  }
+  SECTION("a leaf that is gone gives nothing") {
+    r = ReadLeafResources(dir.File("absent"), dir.File("absent1"));
+    CHECK(r.empty());
+    CHECK(r.memory_source.empty());
+  }
 }
 
 namespace {
