@@ -101,7 +101,7 @@ def main() -> int:
                     with open(path, "w") as f:
                         f.write(sweep(name, model, train, evalf, a.steps, seq_len))
                     subprocess.run(ctl + ["submit", path, "--wait"], check=True,
-                                   stdout=subprocess.DEVNULL)
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                     out = subprocess.run(ctl + ["trials", name, "--json"], check=True,
                                          capture_output=True, text=True).stdout
                     got = json.loads(out)
