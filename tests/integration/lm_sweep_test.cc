@@ -45,6 +45,15 @@ TEST_CASE("a kind = \"lm\" sweep fine-tunes the tiny GPT-2 in isolated trials",
     CHECK(t.at("intermediate").as_array().size() == 2);
     CHECK(t.at("attrs").as_object().contains("params"));
     CHECK(t.at("attrs").at("device").as_string() == "cpu");
+    // Planned against measured: the worker's plan beside the peak triald measured. On the CPU
+    // the trial holds at least what the plan counts (parameters, gradients, AdamW's moments
+    // and activations all live in its memory), plus LibTorch itself.
+    const json::object& resources = t.at("resources").as_object();
+    const double planned = resources.at("planned_memory_bytes").to_number<double>();
+    CHECK(planned == t.at("attrs").at("planned_memory_bytes").to_number<double>());
+    CHECK(planned > 0);
+    CHECK(resources.at("peak_memory_bytes").to_number<double>() > planned);
+    CHECK(resources.at("cpu_time_s").to_number<double>() > 0);
   }
   CHECK(WaitNoProcessesOfStudy("lm-e2e").empty());
   CHECK(ZombieChildren(d.pid()).empty());
