@@ -1,6 +1,7 @@
 #include "common/json.h"
 
 #include <boost/json/basic_parser_impl.hpp>
+#include <boost/json/serialize.hpp>
 #include <boost/json/value_stack.hpp>
 #include <charconv>
 #include <cmath>
@@ -121,6 +122,130 @@ bool AllFinite(const boost::json::value& v) {
     }
   }
   return true;
+}
+
+namespace {
+
+void AppendDouble(double d, std::string* out) {
+  if (!std::isfinite(d)) {
+    *out += "null";
+    return;
+  }
+  // The shortest round-trip digits in exponent form ("-1.2345e-04"), then laid out as Python's
+  // repr(): positional for exponents from -4 to 15, exponent form otherwise.
+  char buf[64];
+  auto res = std::to_chars(buf, buf + sizeof(buf), d, std::chars_format::scientific);
+  const std::string_view sci(buf, static_cast<size_t>(res.ptr - buf));
+  const size_t e = sci.find('e');
+  int exp = 0;
+  std::from_chars(sci.data() + e + 1 + (sci[e + 1] == '+' ? 1 : 0), sci.data() + sci.size(), exp);
+  if (exp < -4 || exp >= 16) {
+    out->append(sci);
+    return;
+  }
+  const bool negative = sci[0] == '-';
+  std::string digits;
+  for (size_t i = negative ? 1 : 0; i < e; ++i) {
+    if (sci[i] != '.') digits += sci[i];
+  }
+  if (negative) *out += '-';
+  if (exp < 0) {
+    *out += "0.";
+    out->append(static_cast<size_t>(-exp - 1), '0');
+    *out += digits;
+    return;
+  }
+  const size_t int_len = static_cast<size_t>(exp) + 1;
+  if (digits.size() <= int_len) {
+    *out += digits;
+    out->append(int_len - digits.size(), '0');
+    *out += ".0";
+    return;
+  }
+  out->append(digits, 0, int_len);
+  *out += '.';
+  out->append(digits, int_len, std::string::npos);
+}
+
+void AppendJson(const boost::json::value& v, std::string* out);
+
+void AppendArray(const boost::json::array& a, std::string* out) {
+  *out += '[';
+  bool first = true;
+  for (const boost::json::value& e : a) {
+    if (!first) *out += ',';
+    first = false;
+    AppendJson(e, out);
+  }
+  *out += ']';
+}
+
+void AppendObject(const boost::json::object& o, std::string* out) {
+  *out += '{';
+  bool first = true;
+  for (const auto& kv : o) {
+    if (!first) *out += ',';
+    first = false;
+    *out += boost::json::serialize(kv.key());
+    *out += ':';
+    AppendJson(kv.value(), out);
+  }
+  *out += '}';
+}
+
+void AppendJson(const boost::json::value& v, std::string* out) {
+  switch (v.kind()) {
+    case boost::json::kind::null:
+      *out += "null";
+      return;
+    case boost::json::kind::bool_:
+      *out += v.get_bool() ? "true" : "false";
+      return;
+    case boost::json::kind::int64:
+      *out += std::to_string(v.get_int64());
+      return;
+    case boost::json::kind::uint64:
+      *out += std::to_string(v.get_uint64());
+      return;
+    case boost::json::kind::double_:
+      AppendDouble(v.get_double(), out);
+      return;
+    case boost::json::kind::string:
+      *out += boost::json::serialize(v.get_string());
+      return;
+    case boost::json::kind::array:
+      AppendArray(v.get_array(), out);
+      return;
+    case boost::json::kind::object:
+      AppendObject(v.get_object(), out);
+      return;
+  }
+}
+
+}  // namespace
+
+std::string SerializeJson(const boost::json::value& v) {
+  std::string out;
+  AppendJson(v, &out);
+  return out;
+}
+
+std::string SerializeJson(const boost::json::object& o) {
+  std::string out;
+  AppendObject(o, &out);
+  return out;
+}
+
+std::string SerializeJson(const boost::json::array& a) {
+  std::string out;
+  AppendArray(a, &out);
+  return out;
+}
+
+std::string JsonDoubleText(double d) {
+  std::string out;
+  AppendDouble(d, &out);
+  return out;
 }
 
 }  // namespace triald::common

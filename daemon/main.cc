@@ -4,7 +4,11 @@
 // ("triald: --OPTION: what was wrong", then the help, exit 2) all come from the declarations
 // below. `--opt value` and `--opt=value` both work; an option given twice keeps the last value.
 // A --config file is read first, wherever --config stands; the options given here override it.
+#include <sys/stat.h>
+
 #include <CLI/CLI.hpp>
+#include <cerrno>
+#include <cstring>
 #include <functional>
 #include <iostream>
 #include <string>
@@ -15,6 +19,7 @@
 #include "config/daemon_config.h"
 #include "daemon/cli_validators.h"
 #include "daemon/daemon.h"
+#include "proto/socket_paths.h"
 
 namespace {
 
@@ -66,11 +71,15 @@ int main(int argc, char** argv) {
 
   overriding(app.add_option("--state-dir", given.state_dir,
                             "where the database, trial folders and logs live\n"
-                            "(required)"),
+                            "(default: /var/lib/triald for root, else\n"
+                            "$XDG_STATE_HOME/triald or ~/.local/state/triald)"),
              &DaemonOptions::state_dir)
       ->type_name("DIR");
   overriding(app.add_option("--socket", given.socket_path,
-                            "control socket (default DIR/triald.sock, mode 0660)"),
+                            "control socket, mode 0660 (default: DIR/triald.sock\n"
+                            "with --state-dir; else /run/triald/triald.sock for\n"
+                            "root, $XDG_RUNTIME_DIR/triald/triald.sock for a\n"
+                            "user, where trialctl looks)"),
              &DaemonOptions::socket_path)
       ->type_name("PATH");
   overriding(app.add_option("--socket-group", given.socket_group,
@@ -227,7 +236,30 @@ int main(int argc, char** argv) {
     opts.gpus = *list;
   }
 
-  if (opts.state_dir.empty()) return Usage(app, "--state-dir is required");
+  if (opts.state_dir.empty()) {
+    // Neither --state-dir nor the config file's state_dir: the defaults trialctl finds without
+    // being told (proto/socket_paths.h).
+    auto defaults = triald::proto::DefaultDaemonPaths(triald::proto::SocketEnv::FromProcess());
+    if (!defaults.ok()) return Usage(app, defaults.status().message());
+    opts.state_dir = defaults->state_dir;
+    if (opts.socket_path.empty() && !defaults->socket.empty()) {
+      // Binding would take the path over from whatever listens there (another triald, or
+      // systemd's triald.socket while the service is stopped): refuse instead.
+      if (triald::proto::ProbeSocket(defaults->socket) == 0) {
+        std::cerr << "triald: a triald already answers at " << defaults->socket
+                  << " (trialctl ping shows which); give --state-dir and --socket to run "
+                     "another\n";
+        return 1;
+      }
+      if (::mkdir(defaults->socket_dir.c_str(), defaults->socket_dir_mode) != 0 &&
+          errno != EEXIST) {
+        std::cerr << "triald: cannot create the socket's folder " << defaults->socket_dir << ": "
+                  << std::strerror(errno) << " (give --socket PATH)\n";
+        return 1;
+      }
+      opts.socket_path = defaults->socket;
+    }
+  }
   if (opts.node_timeout_s < 2 * opts.heartbeat_interval_s) {
     return Usage(app, "--node-timeout (" + std::to_string(opts.node_timeout_s) +
                           " s) must be at least twice --heartbeat-interval (" +

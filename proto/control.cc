@@ -34,14 +34,14 @@ Result<Request> ParseRequest(std::string_view line) {
 
 std::string EncodeRequest(const std::string& verb, json::object args) {
   args["verb"] = verb;
-  return json::serialize(args) + "\n";
+  return common::SerializeJson(args) + "\n";
 }
 
 std::string EncodeOk(json::value result) {
   json::object o;
   o["ok"] = true;
   o["result"] = std::move(result);
-  return json::serialize(o) + "\n";
+  return common::SerializeJson(o) + "\n";
 }
 
 std::string EncodeError(const Status& status) {
@@ -49,7 +49,7 @@ std::string EncodeError(const Status& status) {
   o["ok"] = false;
   o["code"] = common::CodeName(status.code());
   o["error"] = status.message();
-  return json::serialize(o) + "\n";
+  return common::SerializeJson(o) + "\n";
 }
 
 namespace {

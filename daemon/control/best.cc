@@ -5,6 +5,7 @@
 #include <string>
 #include <utility>
 
+#include "common/json.h"
 #include "daemon/control/requests.h"
 #include "daemon/control/study_json.h"
 #include "daemon/sampler/pareto.h"
@@ -111,7 +112,7 @@ class SingleBestReply final : public ReplyStream {
       }
       return common::NotFound("study \"" + study_.name + "\" has no COMPLETE trial yet");
     }
-    return json::serialize(TrialToJson(*found.best));
+    return common::SerializeJson(TrialToJson(*found.best));
   }
 
  private:
@@ -133,7 +134,7 @@ class FrontReply final : public ReplyStream {
         phase_ = Phase::kScan;
         json::object head{{"study", study_.name},
                           {"directions", DirectionsJson(StudyDirections(study_))}};
-        std::string text = json::serialize(head);
+        std::string text = common::SerializeJson(head);
         text.pop_back();  // the object continues after the scan
         return text;
       }
@@ -155,7 +156,7 @@ class FrontReply final : public ReplyStream {
         const size_t end = std::min(front.size(), sent_ + kTrialsPerPiece);
         for (; sent_ < end; ++sent_) {
           if (sent_ > 0) piece += ',';
-          piece += json::serialize(TrialToJson(front[sent_]));
+          piece += common::SerializeJson(TrialToJson(front[sent_]));
         }
         if (sent_ == front.size()) {
           piece += "]}";

@@ -1,5 +1,6 @@
 #include "daemon/control/requests.h"
 
+#include "common/json.h"
 #include "proto/control.h"
 
 namespace triald::daemon {
@@ -44,7 +45,7 @@ Result<std::map<std::string, std::string>> DecodeEnqueueParams(const json::objec
     if (v.is_string()) {
       params[std::string(kv.key())] = std::string(v.get_string());
     } else if (v.is_number() || v.is_bool()) {
-      params[std::string(kv.key())] = json::serialize(v);
+      params[std::string(kv.key())] = common::SerializeJson(v);
     } else {
       return common::InvalidArgument("params." + std::string(kv.key()) +
                                      " must be a string (the value as text)");

@@ -32,6 +32,7 @@ Result<json::value> PingVerb(const VerbContext& c, const json::object&) {
   o["state_dir"] = c.state_dir;
   o["node"] = c.storage->node();
   o["shared"] = c.storage->shared();
+  o["version"] = TRIALD_VERSION;  // the project's version (CMake's PROJECT_VERSION)
   return json::value(std::move(o));
 }
 
@@ -156,7 +157,7 @@ class TrialPages final : public ReplyStream {
       for (const TrialRecord& t : page) {
         if (!first_) piece += ',';
         first_ = false;
-        piece += json::serialize(to_json_(t));
+        piece += common::SerializeJson(to_json_(t));
       }
       next_ += static_cast<int64_t>(page.size());
       last = static_cast<int64_t>(page.size()) < want;
@@ -266,7 +267,7 @@ Result<std::unique_ptr<ReplyStream>> ExportStreamer(const VerbContext& c,
   TRIALD_ASSIGN_OR_RETURN(json::object summary, Summary(c, s));
   return std::unique_ptr<ReplyStream>(std::make_unique<TrialPages>(
       c.storage, s.id, 0, std::nullopt, &ExportTrialJson,
-      "{\"study\":" + json::serialize(summary) + ",\"trials\":[", "]}"));
+      "{\"study\":" + common::SerializeJson(summary) + ",\"trials\":[", "]}"));
 }
 
 // The daemons sharing this storage, with their heartbeats and running trials; on a storage of
@@ -389,7 +390,7 @@ Result<std::unique_ptr<ReplyStream>> StartVerb(const VerbContext& context, const
   if (v == nullptr) return UnknownVerb(verb);
   if (v->streamer != nullptr) return v->streamer(context, args);
   TRIALD_ASSIGN_OR_RETURN(json::value result, v->handler(context, args));
-  return std::unique_ptr<ReplyStream>(std::make_unique<WholeReply>(json::serialize(result)));
+  return std::unique_ptr<ReplyStream>(std::make_unique<WholeReply>(common::SerializeJson(result)));
 }
 
 }  // namespace triald::daemon

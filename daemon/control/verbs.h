@@ -4,7 +4,7 @@
 // row and the read-verb list cannot drift from the handlers.
 //
 // Verbs (arguments -> result; the wire format is in proto/control.h):
-//   ping     {} -> {pid, running, queued, state_dir, node, shared}
+//   ping     {} -> {pid, running, queued, state_dir, node, shared, version}
 //   submit   {sweep, path} -> {study, n_trials, seed}: the caller becomes the study's
 //            submitter                                                  (creating)
 //   studies  {} -> [StudySummaryJson]

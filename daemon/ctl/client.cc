@@ -10,14 +10,13 @@
 #include <cstring>
 
 #include "proto/control.h"
+#include "proto/socket_paths.h"
 
 namespace triald::ctl {
 using common::Result;
 
-std::string DefaultSocketPath() {
-  const char* env = std::getenv("TRIALD_SOCKET");
-  if (env != nullptr && *env != '\0') return env;
-  return ".triald/triald.sock";
+Result<std::string> ResolveSocket(const std::string& flag) {
+  return proto::FindDaemonSocket(flag, proto::SocketEnv::FromProcess(), proto::ProbeSocket);
 }
 
 Result<Client> Client::Connect(const std::string& path) {

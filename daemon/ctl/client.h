@@ -34,7 +34,9 @@ class Client {
   bool answered_once_ = false;  // a reply came on this connection (it may since have idled out)
 };
 
-// The socket trialctl talks to: --socket, else $TRIALD_SOCKET, else ./.triald/triald.sock.
-std::string DefaultSocketPath();
+// The socket trialctl talks to: `flag` (--socket), else $TRIALD_SOCKET, else the first place
+// of proto::SocketSearchOrder where a daemon answers (proto/socket_paths.h); kUnavailable
+// listing the places tried when none does.
+common::Result<std::string> ResolveSocket(const std::string& flag);
 
 }  // namespace triald::ctl

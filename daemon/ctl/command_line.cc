@@ -206,7 +206,9 @@ std::unique_ptr<CLI::App> MakeParser(CommandLine* c, std::string* help_verb) {
   app->fallthrough();
   app->add_option("--socket", c->socket,
                   "triald's control socket (default $TRIALD_SOCKET, else\n"
-                  ".triald/triald.sock)")
+                  "the first that answers of /run/triald/triald.sock,\n"
+                  "$XDG_RUNTIME_DIR/triald/triald.sock,\n"
+                  "~/.local/state/triald/triald.sock, .triald/triald.sock)")
       ->type_name("PATH");
   app->add_flag("--json", c->json, "machine-readable output (read verbs, enqueue, watch)");
   for (const VerbSpec& spec : VerbSpecs()) {

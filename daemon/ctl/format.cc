@@ -4,6 +4,7 @@
 #include <ostream>
 #include <sstream>
 
+#include "common/json.h"
 #include "daemon/ctl/resources_view.h"
 
 namespace triald::ctl {
@@ -50,7 +51,7 @@ std::string FormatValue(const json::value& v) {
     o << std::setprecision(6) << d;
     return o.str();
   }
-  return json::serialize(v);
+  return common::SerializeJson(v);
 }
 
 std::string FormatParams(const json::value& params) {

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "common/fd.h"
+#include "common/json.h"
 #include "daemon/ctl/best_view.h"
 #include "daemon/ctl/client.h"
 #include "daemon/ctl/command_line.h"
@@ -190,7 +191,11 @@ int RunTrialctl(const std::vector<std::string>& argv, std::ostream& out, std::os
   }
   CommandLine& a = parsed.command;
   const std::string& verb = a.verb;
-  if (a.socket.empty()) a.socket = DefaultSocketPath();
+  {  // --socket, $TRIALD_SOCKET, else the first place where a triald answers
+    Result<std::string> socket = ResolveSocket(a.socket);
+    if (!socket.ok()) return Fail(err, socket.status());
+    a.socket = *socket;
+  }
 
   if (verb == "submit") {
     const std::string& file = a.file;
@@ -213,7 +218,7 @@ int RunTrialctl(const std::vector<std::string>& argv, std::ostream& out, std::os
     if (!r.ok()) return Fail(err, r.status());
     std::string study = Str(r->get_object(), "study");
     if (a.json && !a.wait) {
-      out << json::serialize(*r) << "\n";
+      out << common::SerializeJson(*r) << "\n";
     } else {
       out << study << "\n";
     }
@@ -272,12 +277,20 @@ int RunTrialctl(const std::vector<std::string>& argv, std::ostream& out, std::os
   Result<json::value> r = client->Call(verb, std::move(args));
   if (!r.ok()) return Fail(err, r.status());
   if (a.json) {
-    out << json::serialize(*r) << "\n";
+    out << common::SerializeJson(*r) << "\n";
     return kExitOk;
   }
   if (verb == "ping") {
-    out << "triald pid " << Str(r->get_object(), "pid") << ": " << Str(r->get_object(), "running")
-        << " running, " << Str(r->get_object(), "queued") << " queued\n";
+    // Which daemon answered: where, and what it runs on (a daemon older than "version" has
+    // none to show).
+    const json::object& o = r->get_object();
+    out << "triald pid " << Str(o, "pid") << " at " << EscapeForTerminal(a.socket) << ": "
+        << Str(o, "running") << " running, " << Str(o, "queued") << " queued\n"
+        << "  state " << Str(o, "state_dir") << ", node " << Str(o, "node")
+        << (o.contains("shared") && o.at("shared").is_bool() && o.at("shared").get_bool()
+                ? " (shared storage)"
+                : "")
+        << (o.contains("version") ? ", version " + Str(o, "version") : std::string()) << "\n";
   } else if (verb == "nodes") {
     std::vector<std::vector<std::string>> rows = {{"NODE", "STATE", "LAST HEARTBEAT", "RUNNING"}};
     for (const json::value& v : r->get_array()) {

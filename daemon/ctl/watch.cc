@@ -9,6 +9,7 @@
 #include <ostream>
 #include <thread>
 
+#include "common/json.h"
 #include "daemon/ctl/best_view.h"
 #include "daemon/ctl/format.h"
 #include "daemon/ctl/trialctl.h"
@@ -205,9 +206,9 @@ int WatchStudy(Client& client, const std::string& study, const WatchOptions& o, 
         json::object with_front = s;  // several objectives: the front rides along
         with_front["best_trials"] = w.front.at("best_trials");
         with_front["feasible"] = w.front.at("feasible");
-        line = json::serialize(with_front);
+        line = common::SerializeJson(with_front);
       } else {
-        line = o.json ? json::serialize(s) : WatchLine(s, w);
+        line = o.json ? common::SerializeJson(s) : WatchLine(s, w);
       }
       if (line != last) {
         view << line << "\n" << std::flush;

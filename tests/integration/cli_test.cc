@@ -124,9 +124,6 @@ TEST_CASE("triald's command-line errors name the option and exit 2", "[cli][inte
   Run missing = RunTriald(dir, {state, "--socket"});
   CHECK(missing.code == 2);
   CHECK_THAT(missing.err, Catch::StartsWith("triald: --socket"));
-  Run no_state = RunTriald(dir, {"--max-workers", "2"});
-  CHECK(no_state.code == 2);
-  CHECK_THAT(no_state.err, Catch::StartsWith("triald: --state-dir is required\n"));
   Run gpus = RunTriald(dir, {state, "--gpus=0,x"});
   CHECK(gpus.code == 2);
   CHECK_THAT(gpus.err, Catch::StartsWith("triald: --gpus \"0,x\""));

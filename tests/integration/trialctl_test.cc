@@ -2,8 +2,10 @@
 #include "daemon/ctl/trialctl.h"
 
 #include <catch2/catch.hpp>
+#include <regex>
 #include <sstream>
 
+#include "common/json.h"
 #include "tests/integration/harness.h"
 
 namespace triald::testing {
@@ -241,6 +243,34 @@ TEST_CASE("trialctl escapes control characters a worker sent before they reach t
   Ctl json_out = Trialctl(d.socket(), {"trials", "esc", "--json"});
   CHECK_THAT(std::string(json::parse(json_out.out).as_array()[0].at("fail_detail").as_string()),
              Catch::Contains("\x1b]0;pwned\x07"));
+}
+
+TEST_CASE("trialctl --json writes numbers in their shortest form", "[trialctl][integration]") {
+  TempDir dir;
+  TestDaemon d(dir.File("state"));
+  d.Start();
+  dir.Write("w.sh", "echo '{\"type\":\"final\",\"value\":0.005}' >&3\n", 0755);
+  const std::string sweep = dir.Write("s.toml", ExecSweep("short", "[\"sh\", \"w.sh\"]", 1, 1));
+  REQUIRE(Trialctl(d.socket(), {"submit", sweep, "--wait"}).code == 0);
+  const std::regex boost_exponent("[0-9]E[-+]?[0-9]");  // Boost's own form: 5E-3, 1.7E9
+  for (const std::vector<std::string>& args :
+       std::vector<std::vector<std::string>>{{"trials", "short", "--json"},
+                                             {"best", "short", "--json"},
+                                             {"status", "short", "--json"}}) {
+    Ctl c = Trialctl(d.socket(), args);
+    INFO(args[0] << ": " << c.out << c.err);
+    REQUIRE(c.code == 0);
+    CHECK_FALSE(std::regex_search(c.out, boost_exponent));
+    if (args[0] != "status") CHECK_THAT(c.out, Catch::Contains("\"value\":0.005,"));
+    // Timestamps (seconds since 1970) in positional form, each exactly as written.
+    std::smatch m;
+    REQUIRE(std::regex_search(c.out, m, std::regex("\"created_at\":([^,}]+)")));
+    const std::string stamp = m[1];
+    CHECK(std::regex_match(stamp, std::regex("1[0-9]{9}(\\.[0-9]+)?")));
+    common::Result<json::value> parsed = common::ParseJsonExact(stamp);
+    REQUIRE(parsed.ok());
+    CHECK(common::JsonDoubleText(parsed->to_number<double>()) == stamp);
+  }
 }
 
 }  // namespace triald::testing
