@@ -5,9 +5,11 @@
 // below. `--opt value` and `--opt=value` both work; an option given twice keeps the last value.
 // A --config file is read first, wherever --config stands; the options given here override it.
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <iostream>
@@ -244,8 +246,12 @@ int main(int argc, char** argv) {
     opts.state_dir = defaults->state_dir;
     if (opts.socket_path.empty() && !defaults->socket.empty()) {
       // Binding would take the path over from whatever listens there (another triald, or
-      // systemd's triald.socket while the service is stopped): refuse instead.
-      if (triald::proto::ProbeSocket(defaults->socket) == 0) {
+      // systemd's triald.socket while the service is stopped): refuse instead. A socket systemd
+      // passed to this very process (socket activation) is the one listening there.
+      const char* listen_pid = std::getenv("LISTEN_PID");
+      const bool activated =
+          listen_pid != nullptr && std::to_string(::getpid()) == std::string(listen_pid);
+      if (!activated && triald::proto::ProbeSocket(defaults->socket) == 0) {
         std::cerr << "triald: a triald already answers at " << defaults->socket
                   << " (trialctl ping shows which); give --state-dir and --socket to run "
                      "another\n";
@@ -253,8 +259,9 @@ int main(int argc, char** argv) {
       }
       if (::mkdir(defaults->socket_dir.c_str(), defaults->socket_dir_mode) != 0 &&
           errno != EEXIST) {
+        const std::string why = std::strerror(errno);
         std::cerr << "triald: cannot create the socket's folder " << defaults->socket_dir << ": "
-                  << std::strerror(errno) << " (give --socket PATH)\n";
+                  << why << " (give --socket PATH)\n";
         return 1;
       }
       opts.socket_path = defaults->socket;

@@ -203,7 +203,7 @@ TEST_CASE("Request decoding: enqueue params as text, log streams, submit", "[con
       json::parse(R"({"params": {"lr": "0.01", "n": 64, "x": 0.5, "on": true}})").as_object());
   REQUIRE(params.ok());
   CHECK(*params == std::map<std::string, std::string>{
-                       {"lr", "0.01"}, {"n", "64"}, {"x", "5E-1"}, {"on", "true"}});
+                       {"lr", "0.01"}, {"n", "64"}, {"x", "0.5"}, {"on", "true"}});
   CHECK(DecodeEnqueueParams(json::object{})->empty());
   CHECK(DecodeEnqueueParams(json::parse(R"({"params": null})").as_object())->empty());
   CHECK(DecodeEnqueueParams(json::parse(R"({"params": [1]})").as_object()).status().message() ==
