@@ -131,8 +131,9 @@ TEST_CASE("AuthorizeStudyVerb: mutating verbs need the study's submitter, root o
     return AuthorizeStudyVerb(st, policy, Peer(uid, 5), verb, args).code();
   };
   using common::Code;
-  for (const char* verb : {"cancel", "enqueue"}) {
+  for (const char* verb : {"cancel", "enqueue", "pause", "resume", "extend", "set", "delete"}) {
     INFO(verb);
+    CHECK(FindVerb(verb) != nullptr);
     CHECK(check(1001, verb, {{"study", "mine"}}) == Code::kOk);
     CHECK(check(0, verb, {{"study", "mine"}}) == Code::kOk);
     CHECK(check(1000, verb, {{"study", "mine"}}) == Code::kOk);
@@ -161,11 +162,13 @@ TEST_CASE("AuthorizeStudyVerb: mutating verbs need the study's submitter, root o
 
 TEST_CASE("IsReadVerb: only the read verbs, anything else counts as mutating",
           "[control][security]") {
-  for (const char* v : {"ping", "studies", "status", "trials", "best", "logs", "export", "nodes"}) {
+  for (const char* v :
+       {"ping", "studies", "status", "trials", "best", "logs", "export", "nodes", "events"}) {
     INFO(v);
     CHECK(IsReadVerb(v));
   }
-  for (const char* v : {"submit", "cancel", "enqueue", "", "PING", "ping ", "delete", "retry"}) {
+  for (const char* v : {"submit", "cancel", "enqueue", "", "PING", "ping ", "delete", "retry",
+                        "pause", "resume", "extend", "set"}) {
     INFO(v);
     CHECK_FALSE(IsReadVerb(v));
   }
