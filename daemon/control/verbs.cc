@@ -251,12 +251,6 @@ Result<json::value> SetVerb(const VerbContext& c, const json::object& args) {
   if (!args.contains("parallelism")) {
     return common::InvalidArgument("\"set\" needs a setting; expected \"parallelism\"");
   }
-  for (const auto& kv : args) {
-    if (kv.key() != "study" && kv.key() != "parallelism") {
-      return common::InvalidArgument("unknown setting \"" + std::string(kv.key()) +
-                                     "\"; expected parallelism");
-    }
-  }
   TRIALD_ASSIGN_OR_RETURN(int n, IntArgument(args, "parallelism", 1));
   TRIALD_ASSIGN_OR_RETURN(model::StudyRecord rec, c.scheduler->SetParallelism(name, n));
   return ControlReply(rec);
