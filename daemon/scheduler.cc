@@ -1105,6 +1105,7 @@ Result<model::StudyRecord> Scheduler::Extend(const std::string& name, int n_tria
                                                            options_.clock->WallSeconds()));
     rec.state = model::StudyState::kRunning;
     rec.finished_at = 0;
+    rec.paused = false;  // a study paused as it completed: extending it is asking it to run
   }
   TRIALD_RETURN_IF_ERROR(StoreControl(rec, "study_extended",
                                       "n_trials " + std::to_string(before) + " -> " +
@@ -1191,8 +1192,8 @@ Result<int64_t> Scheduler::Delete(const std::string& name, bool purge) {
   options_.logger->info("study {} deleted ({} trials)", name, deleted);
   if (purge) {
     // Study names are checked at submit (letters, digits, '_', '.', '-', starting with a letter
-    // or digit), so this is the study's own
-    // folder; remove_all removes links themselves, never what they point to.
+    // or digit), so this is the study's own folder; remove_all removes links themselves, never
+    // what they point to.
     const std::filesystem::path folder =
         std::filesystem::path(options_.state_dir) / "studies" / name;
     std::error_code ec;

@@ -164,7 +164,8 @@ class Scheduler {
   common::Result<model::StudyRecord> Pause(const std::string& study_name, bool paused);
   // Sets the study's n_trials to `n_trials`, which must exceed its finished trials and be at
   // least the configurations it has (finished, running and waiting); a COMPLETE study becomes
-  // RUNNING again and its trials start; a CANCELLED one is refused. Event study_extended.
+  // RUNNING again (and not paused) and its trials start; a CANCELLED one is refused. Event
+  // study_extended.
   common::Result<model::StudyRecord> Extend(const std::string& study_name, int n_trials);
   // Replaces the sweep's [study] parallelism (>= 1) for this study from its next launch on;
   // lowering it stops nothing that runs. Event study_parallelism.
