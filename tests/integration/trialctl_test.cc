@@ -247,8 +247,6 @@ TEST_CASE("trialctl escapes control characters a worker sent before they reach t
              Catch::Contains("\x1b]0;pwned\x07"));
 }
 
-}  // namespace triald::testing
-
 namespace {
 
 // `trialctl status STUDY --json`, parsed.
@@ -393,3 +391,5 @@ TEST_CASE("trialctl delete asks for the study's name again on a terminal",
   CHECK_THAT(out2.str(), Catch::Contains("study asked deleted (1 trials)"));
   CHECK(Trialctl(d.socket(), {"status", "asked"}).code == ctl::kExitError);
 }
+
+}  // namespace triald::testing
