@@ -1,6 +1,7 @@
 #include "daemon/scheduler.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -335,7 +336,10 @@ std::optional<model::ParamMap> Scheduler::DrawParams(StudyRuntime& study) {
 }
 
 std::optional<int> Scheduler::NextTrial(StudyRuntime& study) {
-  if (study.record.state != model::StudyState::kRunning) return std::nullopt;
+  // Shared storage: the claim re-read the study under its lock, so a pause by any node holds.
+  if (study.record.state != model::StudyState::kRunning || study.record.paused) {
+    return std::nullopt;
+  }
   if (!study.waiting.empty()) return study.waiting.front();
   if (study.exhausted || study.configurations() >= study.record.n_trials) return std::nullopt;
   std::optional<model::ParamMap> params = DrawParams(study);
@@ -364,6 +368,19 @@ std::optional<int> Scheduler::NextTrial(StudyRuntime& study) {
 void Scheduler::SharedTick() {
   std::optional<std::vector<model::StudyRecord>> stored = coordinator_->OnTick(shutting_down_);
   if (!stored) return;
+  // A study another node deleted (none of its trials ran, so none runs here) is forgotten.
+  std::set<int64_t> ids;
+  for (const model::StudyRecord& rec : *stored) ids.insert(rec.id);
+  for (auto it = studies_.begin(); it != studies_.end();) {
+    if (ids.count(it->first) == 0 && it->second->running == 0 &&
+        it->second->pending_finishes == 0) {
+      options_.logger->info("study {}: deleted through another node", it->second->record.name);
+      if (gpu_reserved_for_ == it->first) gpu_reserved_for_ = 0;
+      it = studies_.erase(it);
+    } else {
+      ++it;
+    }
+  }
   for (const model::StudyRecord& rec : *stored) {
     auto it = studies_.find(rec.id);
     if (it != studies_.end()) {
@@ -395,7 +412,8 @@ void Scheduler::SharedTick() {
 
 bool Scheduler::CanStart(const StudyRuntime& s) const {
   if (shutting_down_ || s.record.state != model::StudyState::kRunning) return false;
-  if (s.running >= s.spec.study.parallelism) return false;
+  if (s.record.paused) return false;
+  if (s.running >= Parallelism(s)) return false;
   if (!s.spawn.Ready(options_.clock->MonotonicSeconds())) return false;
   if (!s.waiting.empty()) return true;
   return !s.exhausted && s.configurations() < s.record.n_trials;
@@ -998,6 +1016,195 @@ Status Scheduler::Cancel(const std::string& name) {
   Status committed = batch.Commit();
   Pump();
   return committed.ok() ? Status::Ok() : committed.WithContext("storing the cancel");
+}
+
+int Scheduler::Parallelism(const StudyRuntime& study) {
+  return study.record.parallelism > 0 ? study.record.parallelism : study.spec.study.parallelism;
+}
+
+Result<model::StudyRecord> Scheduler::StudyForControl(const std::string& name) const {
+  if (shutting_down_) return common::Unavailable("triald is shutting down");
+  Result<model::StudyRecord> found = options_.storage->GetStudy(name);
+  if (!found.ok() && found.status().code() == common::Code::kNotFound) {
+    return common::NotFound("no study named \"" + name + "\" (see `trialctl studies`)");
+  }
+  return found;
+}
+
+Status Scheduler::StoreControl(const model::StudyRecord& rec, const std::string& kind,
+                               const std::string& detail) {
+  TRIALD_RETURN_IF_ERROR(
+      options_.storage->SetStudyControl(rec.id, rec.paused, rec.n_trials, rec.parallelism));
+  auto sit = studies_.find(rec.id);
+  if (sit != studies_.end()) {
+    sit->second->record.paused = rec.paused;
+    sit->second->record.n_trials = rec.n_trials;
+    sit->second->record.parallelism = rec.parallelism;
+  }
+  Status st = options_.storage->AppendEvent(rec.id, std::nullopt, kind, detail,
+                                            options_.clock->WallSeconds());
+  if (!st.ok()) options_.logger->error("storing event {}: {}", kind, st.message());
+  options_.logger->info("study {}: {} ({})", rec.name, kind, detail);
+  return Status::Ok();
+}
+
+Result<model::StudyRecord> Scheduler::Pause(const std::string& name, bool paused) {
+  const char* verb = paused ? "pause" : "resume";
+  TRIALD_ASSIGN_OR_RETURN(model::StudyRecord rec, StudyForControl(name));
+  StorageBatch batch(options_.storage, options_.logger);
+  // Shared storage: under the study's lock, as a claim is, so no node starts a trial of a
+  // study it has not seen paused.
+  TRIALD_ASSIGN_OR_RETURN(rec, coordinator_->LockForCancel(rec));
+  if (rec.state != model::StudyState::kRunning) {
+    return common::FailedPrecondition("cannot " + std::string(verb) + " study \"" + name +
+                                      "\": it is " + model::StudyStateName(rec.state) +
+                                      "; expected a RUNNING study");
+  }
+  if (rec.paused == paused) {
+    return common::FailedPrecondition("study \"" + name + "\" is " +
+                                      (paused ? "already paused" : "not paused"));
+  }
+  rec.paused = paused;
+  TRIALD_RETURN_IF_ERROR(
+      StoreControl(rec, paused ? "study_paused" : "study_resumed",
+                   paused ? "no new trials start; running ones go on" : "trials start again"));
+  Status committed = batch.Commit();
+  if (!committed.ok()) return committed.WithContext("storing the " + std::string(verb));
+  Pump();
+  return rec;
+}
+
+Result<model::StudyRecord> Scheduler::Extend(const std::string& name, int n_trials) {
+  TRIALD_ASSIGN_OR_RETURN(model::StudyRecord rec, StudyForControl(name));
+  StorageBatch batch(options_.storage, options_.logger);
+  TRIALD_ASSIGN_OR_RETURN(rec, coordinator_->LockForCancel(rec));
+  if (rec.state == model::StudyState::kCancelled) {
+    return common::FailedPrecondition("cannot extend study \"" + name +
+                                      "\": it is CANCELLED; expected a RUNNING or COMPLETE study");
+  }
+  TRIALD_ASSIGN_OR_RETURN(storage::TrialCounts counts, options_.storage->CountTrials(rec.id));
+  const int64_t finished = counts.complete + counts.pruned + counts.failed - counts.retries;
+  const int64_t configurations = counts.total() - counts.retries;
+  if (n_trials <= finished) {
+    return common::InvalidArgument(
+        "study \"" + name + "\": --n-trials " + std::to_string(n_trials) + " is not above its " +
+        std::to_string(finished) + " finished trials; expected more than " +
+        std::to_string(finished));
+  }
+  if (n_trials < configurations) {
+    return common::InvalidArgument(
+        "study \"" + name + "\": --n-trials " + std::to_string(n_trials) + " is below its " +
+        std::to_string(configurations) + " trials finished, running or waiting; expected " +
+        std::to_string(configurations) + " or more");
+  }
+  const int before = rec.n_trials;
+  const bool reopen = rec.state == model::StudyState::kComplete;
+  rec.n_trials = n_trials;
+  if (reopen) {
+    TRIALD_RETURN_IF_ERROR(options_.storage->SetStudyState(rec.id, model::StudyState::kRunning,
+                                                           options_.clock->WallSeconds()));
+    rec.state = model::StudyState::kRunning;
+    rec.finished_at = 0;
+    rec.paused = false;  // a study paused as it completed: extending it is asking it to run
+  }
+  TRIALD_RETURN_IF_ERROR(StoreControl(rec, "study_extended",
+                                      "n_trials " + std::to_string(before) + " -> " +
+                                          std::to_string(n_trials) +
+                                          (reopen ? " (COMPLETE -> RUNNING)" : "")));
+  auto sit = studies_.find(rec.id);
+  if (sit != studies_.end()) {
+    sit->second->record.state = rec.state;
+    sit->second->record.finished_at = rec.finished_at;
+  } else if (reopen) {
+    // Loaded again like a study joined at a tick (its trials read from storage).
+    Result<std::unique_ptr<StudyRuntime>> rt = LoadStudy(rec);
+    if (!rt.ok() && !coordinator_->LeaveToOthers(rec, rt.status())) {
+      return rt.status().WithContext("study \"" + name + "\" extended, but cannot run here");
+    }
+    if (rt.ok()) studies_[rec.id] = std::move(rt).value();
+  }
+  Status committed = batch.Commit();
+  if (!committed.ok()) return committed.WithContext("storing the extension");
+  Pump();
+  return rec;
+}
+
+Result<model::StudyRecord> Scheduler::SetParallelism(const std::string& name, int parallelism) {
+  if (parallelism < 1) {
+    return common::InvalidArgument("parallelism " + std::to_string(parallelism) + " for study \"" +
+                                   name + "\"; expected 1 or more");
+  }
+  TRIALD_ASSIGN_OR_RETURN(model::StudyRecord rec, StudyForControl(name));
+  StorageBatch batch(options_.storage, options_.logger);
+  TRIALD_ASSIGN_OR_RETURN(rec, coordinator_->LockForCancel(rec));
+  if (rec.state == model::StudyState::kCancelled) {
+    return common::FailedPrecondition("cannot set the parallelism of study \"" + name +
+                                      "\": it is CANCELLED");
+  }
+  std::string before = rec.parallelism > 0 ? std::to_string(rec.parallelism) : "the sweep's";
+  auto sit = studies_.find(rec.id);
+  if (sit != studies_.end()) before = std::to_string(Parallelism(*sit->second));
+  rec.parallelism = parallelism;
+  TRIALD_RETURN_IF_ERROR(StoreControl(
+      rec, "study_parallelism",
+      "parallelism " + before + " -> " + std::to_string(parallelism) + " (at the next launch)"));
+  Status committed = batch.Commit();
+  if (!committed.ok()) return committed.WithContext("storing the parallelism");
+  Pump();
+  return rec;
+}
+
+Result<int64_t> Scheduler::Delete(const std::string& name, bool purge) {
+  TRIALD_ASSIGN_OR_RETURN(model::StudyRecord rec, StudyForControl(name));
+  int64_t deleted = 0;
+  {
+    StorageBatch batch(options_.storage, options_.logger);
+    TRIALD_ASSIGN_OR_RETURN(rec, coordinator_->LockForCancel(rec));
+    TRIALD_ASSIGN_OR_RETURN(storage::TrialCounts counts, options_.storage->CountTrials(rec.id));
+    int64_t here = 0;
+    for (const auto& [tid, rt] : running_) here += rt->study->record.id == rec.id;
+    const int64_t running = std::max(counts.running, here);
+    if (running > 0) {
+      return common::FailedPrecondition(
+          "cannot delete study \"" + name + "\": " + std::to_string(running) + " of its trials " +
+          (running == 1 ? "is" : "are") +
+          " running; expected none (wait for them, or `trialctl cancel` it first)");
+    }
+    auto sit = studies_.find(rec.id);
+    if (sit != studies_.end() && sit->second->pending_finishes > 0) {
+      return common::FailedPrecondition("cannot delete study \"" + name +
+                                        "\": its last trials' ends are still being stored; "
+                                        "try again in a moment");
+    }
+    deleted = counts.total();
+    TRIALD_RETURN_IF_ERROR(options_.storage->DeleteStudy(rec.id));
+    Status st = options_.storage->AppendEvent(
+        std::nullopt, std::nullopt, "study_deleted",
+        "study " + name + " (" + model::StudyStateName(rec.state) + ", " + std::to_string(deleted) +
+            " trials)" + (purge ? ", its folder purged" : ""),
+        options_.clock->WallSeconds());
+    if (!st.ok()) options_.logger->error("storing event study_deleted: {}", st.message());
+    Status committed = batch.Commit();
+    if (!committed.ok()) return committed.WithContext("storing the deletion");
+    if (sit != studies_.end()) studies_.erase(sit);
+    if (gpu_reserved_for_ == rec.id) gpu_reserved_for_ = 0;
+  }
+  options_.logger->info("study {} deleted ({} trials)", name, deleted);
+  if (purge) {
+    // Study names are checked at submit (letters, digits, '_', '.', '-', starting with a letter
+    // or digit), so this is the study's own folder; remove_all removes links themselves, never
+    // what they point to.
+    const std::filesystem::path folder =
+        std::filesystem::path(options_.state_dir) / "studies" / name;
+    std::error_code ec;
+    std::filesystem::remove_all(folder, ec);
+    if (ec) {
+      return common::IoError("study \"" + name + "\" deleted, but removing " + folder.string() +
+                             ": " + ec.message());
+    }
+  }
+  Pump();
+  return deleted;
 }
 
 Result<TrialRecord> Scheduler::Enqueue(const std::string& name,

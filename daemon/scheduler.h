@@ -151,6 +151,31 @@ class Scheduler {
   // Stops the study's running trials (FAIL(cancelled)) and starts no more.
   common::Status Cancel(const std::string& study_name);
 
+  // Control after submit (trialctl pause, resume, extend, set, delete). Each change is stored
+  // (model::StudyRecord: paused, n_trials, parallelism; a restart keeps it), recorded as a study
+  // event, and on shared storage obeyed by every node: at its next claim (taken under the
+  // study's lock, which re-reads the study) and its next tick. Errors: kNotFound (no such
+  // study), kFailedPrecondition (the study's state does not allow it; the message says why),
+  // kInvalidArgument (a bad value, naming what was expected), kUnavailable (shutting down).
+  //
+  // Pause (paused = true): starts no trial of the study (running ones go on; trials may still
+  // be enqueued, and start at resume); event study_paused. Resume (false): starts them again;
+  // event study_resumed. The study must be RUNNING, and not already so.
+  common::Result<model::StudyRecord> Pause(const std::string& study_name, bool paused);
+  // Sets the study's n_trials to `n_trials`, which must exceed its finished trials and be at
+  // least the configurations it has (finished, running and waiting); a COMPLETE study becomes
+  // RUNNING again (and not paused) and its trials start; a CANCELLED one is refused. Event
+  // study_extended.
+  common::Result<model::StudyRecord> Extend(const std::string& study_name, int n_trials);
+  // Replaces the sweep's [study] parallelism (>= 1) for this study from its next launch on;
+  // lowering it stops nothing that runs. Event study_parallelism.
+  common::Result<model::StudyRecord> SetParallelism(const std::string& study_name, int parallelism);
+  // Removes a study that has no running trial (else kFailedPrecondition) with its trials and
+  // everything stored with them (Storage::DeleteStudy); `purge` also removes its folder under
+  // the state directory (trial folders and logs of this node). Event study_deleted (stored
+  // without a study, naming it). Returns how many trials were deleted.
+  common::Result<int64_t> Delete(const std::string& study_name, bool purge);
+
   // Queues a trial with fixed parameters, as Optuna's enqueue_trial: `params` maps parameter
   // names to values as a user writes them ("0.01", "64", "adamw"), each parsed against the
   // parameter's distribution; parameters not given are drawn by the study's sampler for the
@@ -211,6 +236,15 @@ class Scheduler {
   // MaybeCompleteStudy, as a decision of its own (under the study's lock when shared).
   void LockedMaybeComplete(StudyRuntime& study);
   bool CanStart(const StudyRuntime& study) const;
+  // The study's parallelism: its stored override (SetParallelism), else its sweep's.
+  static int Parallelism(const StudyRuntime& study);
+  // The stored study `name` for a control verb: kNotFound naming it when there is none, and
+  // kUnavailable while shutting down.
+  common::Result<model::StudyRecord> StudyForControl(const std::string& name) const;
+  // Stores the study's control fields (paused, n_trials, parallelism of `rec`), mirrors them
+  // in its runtime when it is active here, and records `kind` with `detail`.
+  common::Status StoreControl(const model::StudyRecord& rec, const std::string& kind,
+                              const std::string& detail);
   // Starts the study's next trial on `gpu_slots` (acquired for it; given back if no trial
   // starts). Returns whether the slots were used by a running trial.
   bool StartTrial(StudyRuntime& study, std::vector<devices::GpuSlot> gpu_slots = {});

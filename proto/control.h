@@ -11,6 +11,9 @@
 //   ping {}               nodes {}                export {study}   (the study and its trials
 //                                                 with distributions)
 //   enqueue {study, params: {name: value text}}
+//   pause {study}         resume {study}          extend {study, n_trials}
+//   set {study, parallelism}                      delete {study, purge}
+//   events {study?}
 //
 // Thread-safety: pure functions.
 

@@ -112,6 +112,10 @@ json::object StudySummaryJson(const model::StudyRecord& s, const storage::TrialC
   }
   o["directions"] = std::move(directions);
   o["n_trials"] = s.n_trials;
+  // Control after submit: a paused study starts no trial (trialctl shows it PAUSED while its
+  // state is RUNNING); parallelism is the override set after submit, null for the sweep's.
+  o["paused"] = s.paused;
+  o["parallelism"] = s.parallelism > 0 ? json::value(s.parallelism) : json::value(nullptr);
   o["waiting"] = c.waiting;
   o["running"] = c.running;
   o["complete"] = c.complete;

@@ -207,6 +207,90 @@ Result<json::value> CancelVerb(const VerbContext& c, const json::object& args) {
   return json::value(json::object{{"study", name}, {"state", "CANCELLED"}});
 }
 
+// The control fields of a study after a change (pause, resume, extend, set).
+json::value ControlReply(const model::StudyRecord& rec) {
+  return json::object{
+      {"study", rec.name},
+      {"state", model::StudyStateName(rec.state)},
+      {"paused", rec.paused},
+      {"n_trials", rec.n_trials},
+      {"parallelism", rec.parallelism > 0 ? json::value(rec.parallelism) : json::value(nullptr)}};
+}
+
+Result<json::value> PauseVerb(const VerbContext& c, const json::object& args) {
+  TRIALD_ASSIGN_OR_RETURN(std::string name, proto::GetString(args, "study"));
+  TRIALD_ASSIGN_OR_RETURN(model::StudyRecord rec, c.scheduler->Pause(name, true));
+  return ControlReply(rec);
+}
+
+Result<json::value> ResumeVerb(const VerbContext& c, const json::object& args) {
+  TRIALD_ASSIGN_OR_RETURN(std::string name, proto::GetString(args, "study"));
+  TRIALD_ASSIGN_OR_RETURN(model::StudyRecord rec, c.scheduler->Pause(name, false));
+  return ControlReply(rec);
+}
+
+// An integer argument within [low, INT_MAX]; the message names it and what was expected.
+Result<int> IntArgument(const json::object& args, const char* key, int low) {
+  TRIALD_ASSIGN_OR_RETURN(int64_t n, proto::GetInt(args, key));
+  if (n < low || n > std::numeric_limits<int>::max()) {
+    return common::InvalidArgument("argument \"" + std::string(key) + "\" is " + std::to_string(n) +
+                                   "; expected an integer from " + std::to_string(low) + " to " +
+                                   std::to_string(std::numeric_limits<int>::max()));
+  }
+  return static_cast<int>(n);
+}
+
+Result<json::value> ExtendVerb(const VerbContext& c, const json::object& args) {
+  TRIALD_ASSIGN_OR_RETURN(std::string name, proto::GetString(args, "study"));
+  TRIALD_ASSIGN_OR_RETURN(int n, IntArgument(args, "n_trials", 1));
+  TRIALD_ASSIGN_OR_RETURN(model::StudyRecord rec, c.scheduler->Extend(name, n));
+  return ControlReply(rec);
+}
+
+Result<json::value> SetVerb(const VerbContext& c, const json::object& args) {
+  TRIALD_ASSIGN_OR_RETURN(std::string name, proto::GetString(args, "study"));
+  if (!args.contains("parallelism")) {
+    return common::InvalidArgument("\"set\" needs a setting; expected \"parallelism\"");
+  }
+  TRIALD_ASSIGN_OR_RETURN(int n, IntArgument(args, "parallelism", 1));
+  TRIALD_ASSIGN_OR_RETURN(model::StudyRecord rec, c.scheduler->SetParallelism(name, n));
+  return ControlReply(rec);
+}
+
+Result<json::value> DeleteVerb(const VerbContext& c, const json::object& args) {
+  TRIALD_ASSIGN_OR_RETURN(std::string name, proto::GetString(args, "study"));
+  bool purge = false;
+  if (const json::value* p = args.if_contains("purge"); p != nullptr && !p->is_null()) {
+    if (!p->is_bool()) {
+      return common::InvalidArgument("argument \"purge\" must be true or false");
+    }
+    purge = p->get_bool();
+  }
+  TRIALD_ASSIGN_OR_RETURN(int64_t deleted, c.scheduler->Delete(name, purge));
+  return json::value(json::object{{"study", name}, {"deleted_trials", deleted}, {"purged", purge}});
+}
+
+// A study's events (its own and its trials'), or without "study" the daemon's own (those of no
+// study: daemon start, a deleted study), oldest first.
+Result<json::value> EventsVerb(const VerbContext& c, const json::object& args) {
+  std::optional<int64_t> study_id;
+  if (const json::value* s = args.if_contains("study"); s != nullptr && !s->is_null()) {
+    TRIALD_ASSIGN_OR_RETURN(model::StudyRecord rec, LookUpStudy(*c.storage, args));
+    study_id = rec.id;
+  }
+  TRIALD_ASSIGN_OR_RETURN(std::vector<model::EventRecord> events, c.storage->GetEvents(study_id));
+  json::array a;
+  for (const model::EventRecord& e : events) {
+    if (!study_id && (e.study_id || e.trial_id)) continue;
+    a.push_back(
+        json::object{{"at", e.at},
+                     {"kind", common::SanitizeUtf8(e.kind)},
+                     {"detail", common::SanitizeUtf8(e.detail)},
+                     {"trial_id", e.trial_id ? json::value(*e.trial_id) : json::value(nullptr)}});
+  }
+  return json::value(std::move(a));
+}
+
 Result<json::value> EnqueueVerb(const VerbContext& c, const json::object& args) {
   TRIALD_ASSIGN_OR_RETURN(std::string name, proto::GetString(args, "study"));
   TRIALD_ASSIGN_OR_RETURN(auto params, DecodeEnqueueParams(args));
@@ -318,6 +402,12 @@ const std::vector<Verb>& Verbs() {
       {"logs", VerbKind::kRead, LogsVerb},
       {"export", VerbKind::kRead, nullptr, ExportStreamer},
       {"nodes", VerbKind::kRead, NodesVerb},
+      {"pause", VerbKind::kMutating, PauseVerb},
+      {"resume", VerbKind::kMutating, ResumeVerb},
+      {"extend", VerbKind::kMutating, ExtendVerb},
+      {"set", VerbKind::kMutating, SetVerb},
+      {"delete", VerbKind::kMutating, DeleteVerb},
+      {"events", VerbKind::kRead, EventsVerb},
   };
   return kVerbs;
 }

@@ -24,6 +24,15 @@
 //            report / export).                                              (streamed)
 //   nodes    {} -> [{name, self, alive, silent_for, first_beat, last_beat, running}]: the
 //            daemons sharing the storage (this one alone on a storage of its own).
+//   pause    {study} -> {study, state, paused, n_trials, parallelism}: no new trial starts
+//            (Scheduler::Pause)                                             (mutating)
+//   resume   {study} -> the same, paused false                             (mutating)
+//   extend   {study, n_trials} -> the same: the new total (Scheduler::Extend) (mutating)
+//   set      {study, parallelism} -> the same (Scheduler::SetParallelism)   (mutating)
+//   delete   {study, purge?} -> {study, deleted_trials, purged}: refused while trials run
+//            (Scheduler::Delete)                                            (mutating)
+//   events   {study?} -> [{at, kind, detail, trial_id}]: the study's events and its trials',
+//            or without a study the daemon's own (none of a study), oldest first.
 // A mutating verb acts on the study named by its "study" argument and is allowed only to that
 // study's submitter, triald's own uid and root (AuthorizeStudyVerb); without a "study" argument
 // only root and triald's uid may use it, so a verb added later fails closed.

@@ -185,6 +185,64 @@ const std::vector<VerbSpec>& VerbSpecs() {
        {},
        [](CLI::App* v, CommandLine* c) { AddJson(v, c); }},
       {"ping", "check that triald answers", {}, [](CLI::App* v, CommandLine* c) { AddJson(v, c); }},
+      {"pause",
+       "start no new trial of the study (on every node); running\n"
+       "ones go on; `status` shows PAUSED",
+       {},
+       [](CLI::App* v, CommandLine* c) {
+         AddStudy(v, c);
+         AddJson(v, c);
+       }},
+      {"resume",
+       "start a paused study's trials again",
+       {},
+       [](CLI::App* v, CommandLine* c) {
+         AddStudy(v, c);
+         AddJson(v, c);
+       }},
+      {"extend",
+       "set the study's total number of trials to N (above its\n"
+       "finished trials); a COMPLETE study runs again",
+       {},
+       [](CLI::App* v, CommandLine* c) {
+         AddStudy(v, c);
+         v->add_option("--n-trials", c->n_trials, "the new total")
+             ->type_name("N")
+             ->required()
+             ->check(cli::IntegerFrom(1, 2147483647));
+         AddJson(v, c);
+       }},
+      {"set",
+       "change a setting of the study: parallelism=N (N >= 1),\n"
+       "its trials at once per node from the next launch on;\n"
+       "lowering it stops nothing that runs",
+       {},
+       [](CLI::App* v, CommandLine* c) {
+         AddStudy(v, c);
+         v->add_option("SETTING", c->setting, "parallelism=N")->required();
+         AddJson(v, c);
+       }},
+      {"delete",
+       "remove a study and its trials, values, attributes and events\n"
+       "from storage (refused while trials run); asks for the\n"
+       "study's name again unless --yes",
+       {},
+       [](CLI::App* v, CommandLine* c) {
+         AddStudy(v, c);
+         v->add_flag("--purge", c->purge,
+                     "also remove its trial folders and logs under the state\n"
+                     "directory");
+         v->add_flag("--yes", c->yes, "do not ask (needed when stdin is not a terminal)");
+         AddJson(v, c);
+       }},
+      {"events",
+       "a study's events (submitted, paused, trials lost, ...), or\n"
+       "without STUDY the daemon's own (a deleted study's)",
+       {},
+       [](CLI::App* v, CommandLine* c) {
+         v->add_option("STUDY", c->study, "the study's name");
+         AddJson(v, c);
+       }},
   };
   return kVerbs;
 }
@@ -377,6 +435,16 @@ std::string CheckCombinations(CommandLine& c) {
       if (given == name) return "--param " + name + " given twice";
     }
     c.params.emplace_back(std::move(name), kv.substr(eq + 1));
+  }
+  if (c.verb == "set") {
+    const size_t eq = c.setting.find('=');
+    const std::string key = c.setting.substr(0, eq);
+    if (eq == std::string::npos || key != "parallelism") {
+      return "set \"" + c.setting + "\": expected parallelism=N";
+    }
+    if (!cli::ParseLong(c.setting.substr(eq + 1), &c.parallelism)) {
+      return "set \"" + c.setting + "\": expected parallelism=N with N an integer";
+    }
   }
   if (c.verb == "export" && (c.format == "optuna") == c.output.empty()) {
     return c.format == "optuna" ? "export --format optuna needs --out FILE.db"

@@ -33,6 +33,11 @@ struct CommandLine {
   long offset = 0;                                          // trials --offset
   long limit = 0;                                           // trials --limit (0: all)
   bool resources = false;                                   // trials --resources
+  long n_trials = 0;                                        // extend --n-trials
+  std::string setting;                                      // set KEY=VALUE, as given
+  long parallelism = 0;                                     // set parallelism=N
+  bool purge = false;                                       // delete --purge
+  bool yes = false;                                         // delete --yes
 };
 
 // A parse: the command line to run, or text to print and the exit code to return (help on

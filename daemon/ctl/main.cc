@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
   const bool capable = term == nullptr || std::string(term) != "dumb";
   if (capable && ::isatty(STDOUT_FILENO)) terminals.out_fd = STDOUT_FILENO;
   if (capable && ::isatty(STDERR_FILENO)) terminals.err_fd = STDERR_FILENO;
+  if (::isatty(STDIN_FILENO)) terminals.in = &std::cin;
   // A closed pipe (triald hung up, or `trialctl trials | head`) is a write error reported
   // below, not a silent death by SIGPIPE.
   std::signal(SIGPIPE, SIG_IGN);

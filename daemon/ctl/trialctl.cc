@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <ctime>
 #include <filesystem>
 #include <iomanip>
 #include <iostream>
@@ -84,8 +85,15 @@ std::string ValuesText(const json::object& t) {
   return text;
 }
 
+// The study's state as shown: PAUSED for a RUNNING study that is paused (trialctl pause).
+std::string StateText(const json::object& s) {
+  const json::value* paused = s.if_contains("paused");
+  const bool is_paused = paused != nullptr && paused->is_bool() && paused->get_bool();
+  return is_paused && Str(s, "state") == "RUNNING" ? "PAUSED" : Str(s, "state");
+}
+
 void PrintStatus(std::ostream& out, const json::object& s) {
-  out << "study " << Str(s, "name") << ": " << Str(s, "state") << ", " << DirectionsText(s) << "\n";
+  out << "study " << Str(s, "name") << ": " << StateText(s) << ", " << DirectionsText(s) << "\n";
   out << "  trials: " << Str(s, "finished") << "/" << Str(s, "n_trials") << " finished ("
       << Str(s, "complete") << " complete, " << Str(s, "pruned") << " pruned, " << Str(s, "failed")
       << " failed), " << Str(s, "running") << " running, " << Str(s, "waiting") << " waiting";
@@ -94,6 +102,9 @@ void PrintStatus(std::ostream& out, const json::object& s) {
   }
   out << "\n";
   out << "  submitted by " << SubmitterText(s) << "\n";
+  if (const json::value* p = s.if_contains("parallelism"); p != nullptr && p->is_number()) {
+    out << "  parallelism: " << Str(s, "parallelism") << " (set after submit)\n";
+  }
   // Trials that could not be started lately (daemon/scheduler/spawn_backoff.h).
   if (s.contains("spawn") && s.at("spawn").is_object()) {
     const json::object& sp = s.at("spawn").get_object();
@@ -257,7 +268,37 @@ int RunTrialctl(const std::vector<std::string>& argv, std::ostream& out, std::os
   }
 
   json::object args;
-  if (verb == "status" || verb == "trials" || verb == "best" || verb == "cancel") {
+  if (verb == "delete") {
+    args["study"] = a.study;
+    args["purge"] = a.purge;
+    if (!a.yes) {
+      // The study's name again, typed on the terminal: a script says --yes.
+      if (terminals.in == nullptr) {
+        err << "trialctl: delete " << a.study
+            << ": stdin is not a terminal to confirm on; add --yes to delete without asking\n";
+        return kExitUsage;
+      }
+      err << "Delete study " << a.study << " and all its trials"
+          << (a.purge ? ", trial folders and logs" : "")
+          << "? This cannot be undone.\nType the study's name to confirm: " << std::flush;
+      std::string typed;
+      std::getline(*terminals.in, typed);
+      if (typed != a.study) {
+        err << "trialctl: \"" << typed << "\" is not \"" << a.study << "\"; nothing deleted\n";
+        return kExitError;
+      }
+    }
+  } else if (verb == "pause" || verb == "resume") {
+    args["study"] = a.study;
+  } else if (verb == "extend") {
+    args["study"] = a.study;
+    args["n_trials"] = a.n_trials;
+  } else if (verb == "set") {
+    args["study"] = a.study;
+    args["parallelism"] = a.parallelism;
+  } else if (verb == "events") {
+    if (!a.study.empty()) args["study"] = a.study;
+  } else if (verb == "status" || verb == "trials" || verb == "best" || verb == "cancel") {
     args["study"] = a.study;
     if (verb == "trials" && a.offset > 0) args["offset"] = a.offset;
     if (verb == "trials" && a.limit > 0) args["limit"] = a.limit;
@@ -307,7 +348,7 @@ int RunTrialctl(const std::vector<std::string>& argv, std::ostream& out, std::os
         {"STUDY", "STATE", "DIRECTION", "FINISHED", "RUNNING", "FAILED", "BEST", "SUBMITTER"}};
     for (const json::value& v : r->get_array()) {
       const json::object& s = v.get_object();
-      rows.push_back({Str(s, "name"), Str(s, "state"), Str(s, "direction"),
+      rows.push_back({Str(s, "name"), StateText(s), Str(s, "direction"),
                       Str(s, "finished") + "/" + Str(s, "n_trials"), Str(s, "running"),
                       Str(s, "failed"),
                       s.at("best").is_object() ? Str(s.at("best").get_object(), "value") : "-",
@@ -380,6 +421,33 @@ int RunTrialctl(const std::vector<std::string>& argv, std::ostream& out, std::os
     if (!PrintBest(out, *r)) return kExitError;  // an empty Pareto front: no best trial
   } else if (verb == "cancel") {
     out << "study " << a.study << " cancelled\n";
+  } else if (verb == "pause") {
+    out << "study " << a.study << " paused: no new trials start; running ones go on\n";
+  } else if (verb == "resume") {
+    out << "study " << a.study << " resumed\n";
+  } else if (verb == "extend") {
+    out << "study " << a.study << ": " << Str(r->get_object(), "n_trials") << " trials ("
+        << Str(r->get_object(), "state") << ")\n";
+  } else if (verb == "set") {
+    out << "study " << a.study << ": parallelism " << Str(r->get_object(), "parallelism")
+        << " from the next launch\n";
+  } else if (verb == "delete") {
+    out << "study " << a.study << " deleted (" << Str(r->get_object(), "deleted_trials")
+        << " trials" << (a.purge ? ", folders purged" : "") << ")\n";
+  } else if (verb == "events") {
+    std::vector<std::vector<std::string>> rows = {{"TIME", "KIND", "TRIAL ID", "DETAIL"}};
+    for (const json::value& v : r->get_array()) {
+      const json::object& e = v.get_object();
+      const double at = e.at("at").to_number<double>();
+      const std::time_t t = static_cast<std::time_t>(at);
+      std::tm tm{};
+      ::localtime_r(&t, &tm);
+      std::ostringstream when;
+      when << std::put_time(&tm, "%Y-%m-%d %H:%M:%S");
+      rows.push_back({when.str(), Str(e, "kind"),
+                      e.at("trial_id").is_null() ? "" : Str(e, "trial_id"), Str(e, "detail")});
+    }
+    PrintTable(out, rows);
   } else if (verb == "enqueue") {
     out << r->at("trial").to_number<int64_t>() << "\n";
   } else if (verb == "logs") {

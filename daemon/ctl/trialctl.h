@@ -23,6 +23,8 @@ inline constexpr int kExitUnavailable = 3;
 struct Terminals {
   int out_fd = -1;  // stdout's descriptor when it is a terminal, else -1
   int err_fd = -1;  // stderr's, likewise
+  // stdin when it is a terminal (delete asks for the study's name there), else nullptr.
+  std::istream* in = nullptr;
 };
 
 int RunTrialctl(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);

@@ -64,6 +64,11 @@ struct StudyRecord {
   double created_at = 0;   // unix seconds
   double finished_at = 0;  // 0 while running
   Submitter submitter;
+  // Control after submit (trialctl pause, set): a paused study starts no trial (its state stays
+  // RUNNING; running trials go on); parallelism > 0 replaces the sweep's [study] parallelism,
+  // 0 keeps it. n_trials above is the current total (trialctl extend raises it).
+  bool paused = false;
+  int parallelism = 0;
 };
 
 // One parameter value with the distribution it was drawn from (as Optuna stores it).

@@ -137,7 +137,8 @@ class NodeCoordinator {
   // nothing to follow (local; shared while shutting down or when the studies cannot be listed).
   virtual std::optional<std::vector<model::StudyRecord>> OnTick(bool shutting_down) = 0;
   // A study's stored record as just read: adopts a state set through another node (cancelled:
-  // its trials here stop; completed).
+  // its trials here stop; completed; extended) and its control fields (paused, n_trials,
+  // parallelism: Scheduler::Pause, Extend, SetParallelism).
   virtual void Adopt(StudyCache& study, const model::StudyRecord& stored) = 0;
   // Each active study at each tick: reads what the other nodes changed and ends the trials dead
   // nodes ran or claimed. False when the study could not be read (logged).

@@ -98,6 +98,17 @@ Status SharedCoordinator::Sync(StudyCache& study) {
 }
 
 void SharedCoordinator::Adopt(StudyCache& study, const model::StudyRecord& stored) {
+  // Control after submit (pause, extend, set parallelism), from any node.
+  if (stored.paused != study.record.paused || stored.n_trials != study.record.n_trials ||
+      stored.parallelism != study.record.parallelism) {
+    options_.logger->info(
+        "study {}: {}, n_trials {}, parallelism {} through another node", study.record.name,
+        stored.paused ? "paused" : "not paused", stored.n_trials,
+        stored.parallelism > 0 ? std::to_string(stored.parallelism) : std::string("the sweep's"));
+    study.record.paused = stored.paused;
+    study.record.n_trials = stored.n_trials;
+    study.record.parallelism = stored.parallelism;
+  }
   if (stored.state == study.record.state) return;
   study.record.state = stored.state;
   study.record.finished_at = stored.finished_at;

@@ -125,4 +125,30 @@ std::vector<double> TrialValues(const model::TrialRecord& t, std::vector<double>
   return {};
 }
 
+common::Status CheckStudyControl(int n_trials, int parallelism, const std::string& op) {
+  if (n_trials < 1) {
+    return common::InvalidArgument(op + ": n_trials " + std::to_string(n_trials) +
+                                   "; expected 1 or more");
+  }
+  if (parallelism < 0) {
+    return common::InvalidArgument(op + ": parallelism " + std::to_string(parallelism) +
+                                   "; expected 0 (the sweep's) or more");
+  }
+  return common::Status::Ok();
+}
+
+std::vector<std::string> DeleteStudyStatements(const std::string& param) {
+  const std::string trials = "(SELECT id FROM trials WHERE study_id = " + param + ")";
+  return {
+      "DELETE FROM trial_params WHERE trial_id IN " + trials,
+      "DELETE FROM trial_intermediate WHERE trial_id IN " + trials,
+      "DELETE FROM trial_attrs WHERE trial_id IN " + trials,
+      "DELETE FROM events WHERE study_id = " + param + " OR trial_id IN " + trials,
+      // A retry refers to the trial it retries (same study): unlink them, then delete them all.
+      "UPDATE trials SET retry_of = NULL WHERE study_id = " + param + " AND retry_of IS NOT NULL",
+      "DELETE FROM trials WHERE study_id = " + param,
+      "DELETE FROM studies WHERE id = " + param,
+  };
+}
+
 }  // namespace triald::storage::backend

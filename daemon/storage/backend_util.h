@@ -55,6 +55,16 @@ std::string ResourcesText(const std::optional<model::TrialResources>& resources)
 common::Result<std::optional<model::TrialResources>> ParseResourcesText(const std::string& text,
                                                                         const std::string& op);
 
+// SetStudyControl's arguments: n_trials >= 1 and parallelism >= 0, else kInvalidArgument
+// naming `op` and the value.
+common::Status CheckStudyControl(int n_trials, int parallelism, const std::string& op);
+
+// The statements that delete a study (DeleteStudy), children first, each with the study's id
+// as its one parameter, written `param` ("?1" for SQLite, "$1" for PostgreSQL): the params,
+// intermediate values and attributes of its trials, its events and its trials' events, its
+// trials, then the study.
+std::vector<std::string> DeleteStudyStatements(const std::string& param);
+
 // How messages name a trial or study known only by its id: "trial id 7", "study id 3".
 inline std::string TrialIdLabel(int64_t trial_id) { return "trial id " + std::to_string(trial_id); }
 inline std::string StudyIdLabel(int64_t study_id) { return "study id " + std::to_string(study_id); }

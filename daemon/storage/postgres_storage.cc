@@ -44,7 +44,7 @@ using backend::TrialIdLabel;
 using common::Result;
 using common::Status;
 
-constexpr int kSchemaVersion = 4;
+constexpr int kSchemaVersion = 5;
 // pg_advisory_xact_lock key that serialises schema creation: "triald" in ASCII.
 constexpr int64_t kSchemaLockKey = 0x747269616c64;
 
@@ -68,7 +68,8 @@ constexpr Oid kFloat8ArrayOid = 1022;
 // - bytea columns hold text that may carry any byte (see postgres_storage.h).
 // - State and direction columns hold the upper-case names trialctl shows (records.cc).
 // - nodes' times are the server's clock (Heartbeat), in unix seconds.
-// No row is ever deleted; the foreign keys guard inserts. trials(study_id, number) is both the
+// Rows are deleted only with their study (DeleteStudy, children first); the foreign keys guard
+// inserts. trials(study_id, number) is both the
 // numbering's guard and the index every per-study query uses.
 constexpr const char* kSchemaSql = R"sql(
 CREATE TABLE schema_version (version integer NOT NULL);
@@ -175,9 +176,17 @@ ALTER TABLE trials ADD COLUMN resources_json text NOT NULL DEFAULT '';
 UPDATE schema_version SET version = 4;
 )sql";
 
+// Version 5: control after submit, as in SQLite's version 6: studies.paused and
+// studies.parallelism (0: the sweep's [study] parallelism).
+constexpr const char* kSchemaV5 = R"sql(
+ALTER TABLE studies ADD COLUMN paused integer NOT NULL DEFAULT 0,
+                    ADD COLUMN parallelism integer NOT NULL DEFAULT 0;
+UPDATE schema_version SET version = 5;
+)sql";
+
 constexpr const char* kStudyColumns =
     "id, name, direction, n_trials, state, spec_toml, spec_path, seed, created_at, finished_at, "
-    "submitter_uid, submitter_name, directions";
+    "submitter_uid, submitter_name, directions, paused, parallelism";
 
 // Column list of every trial query; ReadTrialRow reads them by these positions.
 #define TRIALD_PG_TRIAL_COLUMNS                                                      \
@@ -364,6 +373,8 @@ class PostgresStorage final : public Storage {
   Result<model::StudyRecord> GetStudy(const std::string& name) override;
   Result<std::vector<model::StudyRecord>> ListStudies() override;
   Status SetStudyState(int64_t study_id, model::StudyState state, double at) override;
+  Status SetStudyControl(int64_t study_id, bool paused, int n_trials, int parallelism) override;
+  Status DeleteStudy(int64_t study_id) override;
 
   Result<model::TrialRecord> CreateTrial(int64_t study_id, const model::ParamMap& params, double at,
                                          std::optional<int64_t> retry_of) override;
@@ -721,6 +732,7 @@ Status PostgresStorage::InitSchema() {
     if (version < 2) TRIALD_RETURN_IF_ERROR(Simple(kSchemaV2, "upgrade schema to version 2"));
     if (version < 3) TRIALD_RETURN_IF_ERROR(Simple(kSchemaV3, "upgrade schema to version 3"));
     if (version < 4) TRIALD_RETURN_IF_ERROR(Simple(kSchemaV4, "upgrade schema to version 4"));
+    if (version < 5) TRIALD_RETURN_IF_ERROR(Simple(kSchemaV5, "upgrade schema to version 5"));
     return Simple("COMMIT", "create schema");
   }();
   if (!st.ok()) RollbackIfOpen();
@@ -1091,6 +1103,8 @@ Result<model::StudyRecord> PostgresStorage::ReadStudyRow(const Rows& r, int row)
   TRIALD_ASSIGN_OR_RETURN(
       s.directions, backend::ParseDirectionsText(r.Str(row, 12), s.direction,
                                                  "study \"" + s.name + "\" in " + masked_url_));
+  s.paused = r.Int(row, 13) != 0;
+  s.parallelism = static_cast<int>(r.Int(row, 14));
   return s;
 }
 
@@ -1242,6 +1256,38 @@ Status PostgresStorage::SetStudyState(int64_t study_id, model::StudyState state,
                                        .Float8(state == model::StudyState::kRunning ? 0 : at),
                                    op));
       if (r.affected() == 0) return common::NotFound(StudyIdLabel(study_id) + " not found");
+      return Status::Ok();
+    });
+  });
+}
+
+Status PostgresStorage::SetStudyControl(int64_t study_id, bool paused, int n_trials,
+                                        int parallelism) {
+  return Guarded("SetStudyControl", [&]() -> Status {
+    const std::string op = "SetStudyControl(" + StudyIdLabel(study_id) + ")";
+    TRIALD_RETURN_IF_ERROR(backend::CheckStudyControl(n_trials, parallelism, op));
+    return Call(op, Txn::kWrite, [&]() -> Status {
+      TRIALD_ASSIGN_OR_RETURN(
+          Rows r,
+          Exec("UPDATE studies SET paused = $2, n_trials = $3, parallelism = $4 WHERE id = $1",
+               Params().Int8(study_id).Int4(paused ? 1 : 0).Int4(n_trials).Int4(parallelism), op));
+      if (r.affected() == 0) return common::NotFound(StudyIdLabel(study_id) + " not found");
+      return Status::Ok();
+    });
+  });
+}
+
+Status PostgresStorage::DeleteStudy(int64_t study_id) {
+  return Guarded("DeleteStudy", [&]() -> Status {
+    const std::string op = "DeleteStudy(" + StudyIdLabel(study_id) + ")";
+    return Call(op, Txn::kWrite, [&]() -> Status {
+      // The study's row locked first, as LockStudy does: no node claims a trial meanwhile.
+      TRIALD_ASSIGN_OR_RETURN(Rows found, Exec("SELECT id FROM studies WHERE id = $1 FOR UPDATE",
+                                               Params().Int8(study_id), op));
+      if (found.size() == 0) return common::NotFound(StudyIdLabel(study_id) + " not found");
+      for (const std::string& sql : backend::DeleteStudyStatements("$1")) {
+        TRIALD_RETURN_IF_ERROR(Exec(sql, Params().Int8(study_id), op).status());
+      }
       return Status::Ok();
     });
   });

@@ -26,7 +26,7 @@ using backend::TrialIdLabel;
 using common::Result;
 using common::Status;
 
-constexpr int kSchemaVersion = 5;
+constexpr int kSchemaVersion = 6;
 
 // The schema as version 1 created it (PRAGMA user_version); kSchemaV2 brings it to version 2.
 // Encodings that the column types do not make obvious:
@@ -37,8 +37,8 @@ constexpr int kSchemaVersion = 5;
 //   trials.value_is_nan tells the two apart. Infinities are stored as REAL unchanged.
 // - trial_intermediate.value is NULL for a reported NaN (a row exists only for a reported step).
 // - State and direction columns hold the upper-case names trialctl shows (records.cc).
-// No row is ever deleted, so the foreign keys only guard inserts and need no child indexes
-// beyond the primary keys.
+// Rows are deleted only with their study (DeleteStudy, children first), so the foreign keys
+// mostly guard inserts and need no child indexes beyond the primary keys.
 constexpr const char* kSchemaSql = R"sql(
 CREATE TABLE IF NOT EXISTS studies (
   id          INTEGER PRIMARY KEY,
@@ -147,9 +147,18 @@ ALTER TABLE trials ADD COLUMN resources_json TEXT NOT NULL DEFAULT '';
 PRAGMA user_version = 5;
 )sql";
 
+// Version 6: control after submit (model::StudyRecord): studies.paused (0 or 1) and
+// studies.parallelism (0: the sweep's [study] parallelism). Studies stored by version 5 read as
+// not paused, with their sweep's parallelism. Rows are deleted from here on (DeleteStudy).
+constexpr const char* kSchemaV6 = R"sql(
+ALTER TABLE studies ADD COLUMN paused INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE studies ADD COLUMN parallelism INTEGER NOT NULL DEFAULT 0;
+PRAGMA user_version = 6;
+)sql";
+
 constexpr const char* kStudyColumns =
     "id, name, direction, n_trials, state, spec_toml, spec_path, seed, created_at, finished_at, "
-    "submitter_uid, submitter_name, directions";
+    "submitter_uid, submitter_name, directions, paused, parallelism";
 
 // Column list of every trial query; ReadTrialRow reads them by these positions.
 #define TRIALD_TRIAL_COLUMNS                                                                   \
@@ -238,6 +247,8 @@ class SqliteStorage final : public Storage {
   Result<model::StudyRecord> GetStudy(const std::string& name) override;
   Result<std::vector<model::StudyRecord>> ListStudies() override;
   Status SetStudyState(int64_t study_id, model::StudyState state, double at) override;
+  Status SetStudyControl(int64_t study_id, bool paused, int n_trials, int parallelism) override;
+  Status DeleteStudy(int64_t study_id) override;
 
   Result<model::TrialRecord> CreateTrial(int64_t study_id, const model::ParamMap& params, double at,
                                          std::optional<int64_t> retry_of) override;
@@ -416,7 +427,10 @@ Status SqliteStorage::Init(const SqliteOptions& options) {
     if (version < 4) {
       TRIALD_RETURN_IF_ERROR(ExecUncached(kSchemaV4, "upgrade schema to version 4"));
     }
-    TRIALD_RETURN_IF_ERROR(ExecUncached(kSchemaV5, "upgrade schema to version 5"));
+    if (version < 5) {
+      TRIALD_RETURN_IF_ERROR(ExecUncached(kSchemaV5, "upgrade schema to version 5"));
+    }
+    TRIALD_RETURN_IF_ERROR(ExecUncached(kSchemaV6, "upgrade schema to version 6"));
     TRIALD_RETURN_IF_ERROR(Commit("create schema"));
   }
   return Status::Ok();
@@ -612,6 +626,8 @@ Result<model::StudyRecord> SqliteStorage::ReadStudyRow(const Stmt& st) const {
   TRIALD_ASSIGN_OR_RETURN(s.directions,
                           backend::ParseDirectionsText(st.ColText(12), s.direction,
                                                        "study \"" + s.name + "\" in " + path_));
+  s.paused = st.ColInt(13) != 0;
+  s.parallelism = static_cast<int>(st.ColInt(14));
   return s;
 }
 
@@ -744,6 +760,40 @@ Status SqliteStorage::SetStudyState(int64_t study_id, model::StudyState state, d
     TRIALD_RETURN_IF_ERROR(Run(st, op));
     if (sqlite3_changes(db_) == 0) return common::NotFound(StudyIdLabel(study_id) + " not found");
     return Status::Ok();
+  });
+}
+
+Status SqliteStorage::SetStudyControl(int64_t study_id, bool paused, int n_trials,
+                                      int parallelism) {
+  return Guarded("SetStudyControl", [&]() -> Status {
+    const std::string op = "SetStudyControl(" + StudyIdLabel(study_id) + ")";
+    TRIALD_RETURN_IF_ERROR(backend::CheckStudyControl(n_trials, parallelism, op));
+    TRIALD_RETURN_IF_ERROR(SetSync(Sync::kFull));
+    TRIALD_ASSIGN_OR_RETURN(
+        Stmt st,
+        Prepare("UPDATE studies SET paused = ?2, n_trials = ?3, parallelism = ?4 WHERE id = ?1",
+                op));
+    st.Int(1, study_id).Int(2, paused ? 1 : 0).Int(3, n_trials).Int(4, parallelism);
+    TRIALD_RETURN_IF_ERROR(Run(st, op));
+    if (sqlite3_changes(db_) == 0) return common::NotFound(StudyIdLabel(study_id) + " not found");
+    return Status::Ok();
+  });
+}
+
+Status SqliteStorage::DeleteStudy(int64_t study_id) {
+  return Guarded("DeleteStudy", [&]() -> Status {
+    const std::string op = "DeleteStudy(" + StudyIdLabel(study_id) + ")";
+    TRIALD_RETURN_IF_ERROR(SetSync(Sync::kFull));
+    TRIALD_RETURN_IF_ERROR(Begin(op));
+    TxnGuard guard(this);
+    TRIALD_RETURN_IF_ERROR(RequireStudy(study_id, op));
+    // Children first: the foreign keys are enforced.
+    for (const std::string& sql : backend::DeleteStudyStatements("?1")) {
+      TRIALD_ASSIGN_OR_RETURN(Stmt st, Prepare(sql, op));
+      st.Int(1, study_id);
+      TRIALD_RETURN_IF_ERROR(Run(st, op));
+    }
+    return Commit(op);
   });
 }
 

@@ -8,7 +8,8 @@
 // - Finished trials (COMPLETE, PRUNED, FAIL) are immutable: changing one returns
 //   kFailedPrecondition and leaves it as it was.
 // - Unknown study or trial: kNotFound.
-// - A state change (CreateStudy, SetStudyState, CreateTrial, MarkRunning, FinishTrial) is durable
+// - A state change (CreateStudy, SetStudyState, SetStudyControl, DeleteStudy, CreateTrial,
+//   MarkRunning, FinishTrial) is durable
 //   when the call returns, or, inside a batch, when the outermost CommitBatch returns.
 //   AddIntermediate, SetAttr and AddTrialParam may be made durable lazily (at the latest by the
 //   next state change).
@@ -85,6 +86,15 @@ class Storage {
   virtual common::Result<model::StudyRecord> GetStudy(const std::string& name) = 0;
   virtual common::Result<std::vector<model::StudyRecord>> ListStudies() = 0;
   virtual common::Status SetStudyState(int64_t study_id, model::StudyState state, double at) = 0;
+  // Control after submit: stores the study's paused flag, n_trials and parallelism override
+  // (model::StudyRecord) together; a durable state change. n_trials must be >= 1 and
+  // parallelism >= 0 (else kInvalidArgument); unknown study: kNotFound.
+  virtual common::Status SetStudyControl(int64_t study_id, bool paused, int n_trials,
+                                         int parallelism) = 0;
+  // Removes the study with its trials and their params, intermediate values, attributes and
+  // events (the study's and its trials'); a durable state change. Whether it may be removed
+  // (no trial running) is the caller's decision. Unknown study: kNotFound.
+  virtual common::Status DeleteStudy(int64_t study_id) = 0;
 
   // Creates a trial in state WAITING (queued, e.g. after a restart) or RUNNING is not allowed
   // here: a trial becomes RUNNING only through MarkRunning once its process exists.

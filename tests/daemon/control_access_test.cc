@@ -131,8 +131,9 @@ TEST_CASE("AuthorizeStudyVerb: mutating verbs need the study's submitter, root o
     return AuthorizeStudyVerb(st, policy, Peer(uid, 5), verb, args).code();
   };
   using common::Code;
-  for (const char* verb : {"cancel", "enqueue"}) {
+  for (const char* verb : {"cancel", "enqueue", "pause", "resume", "extend", "set", "delete"}) {
     INFO(verb);
+    CHECK(FindVerb(verb) != nullptr);
     CHECK(check(1001, verb, {{"study", "mine"}}) == Code::kOk);
     CHECK(check(0, verb, {{"study", "mine"}}) == Code::kOk);
     CHECK(check(1000, verb, {{"study", "mine"}}) == Code::kOk);
@@ -149,8 +150,8 @@ TEST_CASE("AuthorizeStudyVerb: mutating verbs need the study's submitter, root o
   // Reads and submit are not about an existing study; an unknown verb counts as mutating.
   CHECK(check(1002, "status", {{"study", "mine"}}) == Code::kOk);
   CHECK(check(1002, "submit", {}) == Code::kOk);
-  CHECK(check(1002, "delete", {{"study", "mine"}}) == Code::kPermissionDenied);
-  CHECK(check(1002, "delete", {}) == Code::kPermissionDenied);
+  CHECK(check(1002, "retry", {{"study", "mine"}}) == Code::kPermissionDenied);
+  CHECK(check(1002, "retry", {}) == Code::kPermissionDenied);
   // Every mutating verb of the table is covered by the rule (none is exempt by kind).
   for (const Verb& v : Verbs()) {
     if (v.kind != VerbKind::kMutating) continue;
@@ -161,11 +162,13 @@ TEST_CASE("AuthorizeStudyVerb: mutating verbs need the study's submitter, root o
 
 TEST_CASE("IsReadVerb: only the read verbs, anything else counts as mutating",
           "[control][security]") {
-  for (const char* v : {"ping", "studies", "status", "trials", "best", "logs", "export", "nodes"}) {
+  for (const char* v :
+       {"ping", "studies", "status", "trials", "best", "logs", "export", "nodes", "events"}) {
     INFO(v);
     CHECK(IsReadVerb(v));
   }
-  for (const char* v : {"submit", "cancel", "enqueue", "", "PING", "ping ", "delete", "retry"}) {
+  for (const char* v : {"submit", "cancel", "enqueue", "", "PING", "ping ", "delete", "retry",
+                        "pause", "resume", "extend", "set"}) {
     INFO(v);
     CHECK_FALSE(IsReadVerb(v));
   }
@@ -184,17 +187,17 @@ TEST_CASE("The verb table: unique names, the read verbs as documented, unknown v
   CHECK(std::set<std::string>(names.begin(), names.end()).size() == names.size());
   // daemon/README.md, "Control socket and security", lists exactly these as read verbs.
   CHECK(reads == std::vector<std::string>{"ping", "studies", "status", "trials", "best", "logs",
-                                          "export", "nodes"});
+                                          "export", "nodes", "events"});
   // The large replies are the streamed ones.
   CHECK(FindVerb("trials")->streamer != nullptr);
   CHECK(FindVerb("export")->streamer != nullptr);
-  CHECK(FindVerb("delete") == nullptr);
+  CHECK(FindVerb("retry") == nullptr);
   // An unknown verb is refused before any handler runs, so no scheduler or storage is needed.
-  common::Result<boost::json::value> unknown = HandleVerb(VerbContext{}, "delete", {});
+  common::Result<boost::json::value> unknown = HandleVerb(VerbContext{}, "retry", {});
   CHECK(unknown.status().code() == common::Code::kInvalidArgument);
   CHECK(unknown.status().message() ==
-        "unknown verb \"delete\"; expected one of ping, submit, studies, status, trials, best, "
-        "cancel, enqueue, logs, export, nodes");
+        "unknown verb \"retry\"; expected one of ping, submit, studies, status, trials, best, "
+        "cancel, enqueue, logs, export, nodes, pause, resume, extend, set, delete, events");
 }
 
 TEST_CASE("Request decoding: enqueue params as text, log streams, submit", "[control]") {

@@ -44,6 +44,12 @@ class FlakyStorage final : public storage::Storage {
   common::Status SetStudyState(int64_t id, model::StudyState st, double at) override {
     return down ? Away() : inner_->SetStudyState(id, st, at);
   }
+  common::Status SetStudyControl(int64_t id, bool paused, int n_trials, int parallelism) override {
+    return down ? Away() : inner_->SetStudyControl(id, paused, n_trials, parallelism);
+  }
+  common::Status DeleteStudy(int64_t id) override {
+    return down ? Away() : inner_->DeleteStudy(id);
+  }
   common::Result<model::TrialRecord> CreateTrial(int64_t id, const model::ParamMap& p, double at,
                                                  std::optional<int64_t> retry_of) override {
     if (down) return Away();

@@ -317,6 +317,53 @@ TEST_CASE("a study cancelled through one node stops the other nodes' trials",
   CHECK(c.Study("cancel").state == StudyState::kCancelled);
 }
 
+TEST_CASE("pause, parallelism, extend and delete through one node are obeyed by the others",
+          "[scheduler][shared][control]") {
+  Cluster c({"alpha", "beta"});
+  REQUIRE(c[0].scheduler->Submit({SweepToml("ctl", 12, 2), "/tmp/ctl.toml"}).ok());
+  c.TickAll();
+  REQUIRE(c[0].launcher->live_count() == 2);
+  REQUIRE(c[1].launcher->live_count() == 2);
+
+  // Paused through alpha: beta's next claim re-reads the study under its lock and starts
+  // nothing, even before its tick; running trials go on.
+  REQUIRE(c[0].scheduler->Pause("ctl", true).ok());
+  for (Launched* l : c[1].launcher->Live()) CHECK(l->stops.empty());
+  c[1].launcher->Complete(*c[1].launcher->Live().front(), 0.5);
+  c[0].launcher->Complete(*c[0].launcher->Live().front(), 0.5);
+  c.TickAll();
+  c.TickAll();
+  CHECK(c[0].launcher->launch_count() == 2);
+  CHECK(c[1].launcher->launch_count() == 2);
+  CHECK(c.Study("ctl").paused);
+
+  // Parallelism and resume through beta: beta starts at once, alpha at its next tick.
+  REQUIRE(c[1].scheduler->SetParallelism("ctl", 3).ok());
+  REQUIRE(c[1].scheduler->Pause("ctl", false).ok());
+  CHECK(c[1].launcher->live_count() == 3);
+  c[0].scheduler->SharedTick();
+  CHECK(c[0].launcher->live_count() == 3);
+  RunToEnd(c);
+  CHECK(c.Trials("ctl").size() == 12);
+  REQUIRE(c.Study("ctl").state == StudyState::kComplete);
+
+  // Extended through beta: both nodes run the new trials, exactly up to the new total.
+  REQUIRE(c[1].scheduler->Extend("ctl", 16).ok());
+  c.TickAll();
+  CHECK(c[0].launcher->live_count() > 0);
+  CHECK(c[1].launcher->live_count() > 0);
+  RunToEnd(c);
+  CHECK(c.Trials("ctl").size() == 16);
+  CHECK(c.Study("ctl").state == StudyState::kComplete);
+
+  // Deleted through alpha: beta forgets it at its next tick.
+  REQUIRE(c[0].scheduler->Delete("ctl", false).ok());
+  c.TickAll();
+  CHECK(c[0].scheduler->active_study_count() == 0);
+  CHECK(c[1].scheduler->active_study_count() == 0);
+  CHECK(c[1].storage->GetStudy("ctl").status().code() == common::Code::kNotFound);
+}
+
 TEST_CASE("an enqueued trial is claimed by one node only", "[scheduler][shared]") {
   Cluster c({"alpha", "beta"});
   REQUIRE(c[0].scheduler->Submit({SweepToml("enq", 3, 1), "/tmp/enq.toml"}).ok());

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <memory>
@@ -2018,6 +2019,226 @@ TEST_CASE("the Pareto front size of an active study follows its finished trials"
   CHECK(h.scheduler().pareto_front_size(pair.id) == 1);
   finish({5, 0}, {});  // the last trial: the study completes and is no longer the scheduler's
   CHECK_FALSE(h.scheduler().pareto_front_size(pair.id).has_value());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Control after submit: pause, resume, extend, parallelism, delete
+
+// The kinds of the study's events, oldest first.
+std::vector<std::string> EventKinds(Harness& h, const std::string& name) {
+  std::vector<std::string> kinds;
+  for (const auto& [kind, detail] : h.Events(name)) kinds.push_back(kind);
+  return kinds;
+}
+
+bool HasEvent(Harness& h, const std::string& name, const std::string& kind) {
+  const std::vector<std::string> kinds = EventKinds(h, name);
+  return std::find(kinds.begin(), kinds.end(), kind) != kinds.end();
+}
+
+TEST_CASE("a paused study starts no trial, its running ones go on, and resume restarts it",
+          "[scheduler][control]") {
+  Harness h;
+  FakeLauncher& l = h.launcher();
+  Sweep sweep;
+  sweep.name = "pausable";
+  sweep.n_trials = 5;
+  sweep.parallelism = 2;
+  h.SubmitOk(sweep);
+  REQUIRE(l.live_count("pausable") == 2);
+
+  common::Result<StudyRecord> paused = h.scheduler().Pause("pausable", true);
+  INFO(paused.status().ToString());
+  REQUIRE(paused.ok());
+  CHECK(paused->paused);
+  CHECK(h.Study("pausable").paused);
+  CHECK(h.Study("pausable").state == StudyState::kRunning);
+  // Running trials are not stopped, and their ends start nothing.
+  for (Launched* p : l.Live("pausable")) CHECK(p->stops.empty());
+  l.Complete(LiveAt(l, "pausable"), 1.0);
+  l.Complete(LiveAt(l, "pausable"), 2.0);
+  h.scheduler().Pump();
+  CHECK(l.launch_count() == 2);
+  CHECK(l.live_count() == 0);
+  CHECK(h.Study("pausable").state == StudyState::kRunning);
+  CHECK(HasEvent(h, "pausable", "study_paused"));
+
+  // Pausing again, resuming an unpaused study, an unknown study: refused, saying why.
+  common::Result<StudyRecord> again = h.scheduler().Pause("pausable", true);
+  CHECK(again.status().code() == Code::kFailedPrecondition);
+  CHECK_THAT(again.status().message(), Catch::Contains("already paused"));
+  CHECK(h.scheduler().Pause("no-such-study", true).status().code() == Code::kNotFound);
+
+  // A paused study survives a restart paused.
+  h.Restart(7);
+  REQUIRE(h.scheduler().Recover().ok());
+  h.scheduler().Pump();
+  FakeLauncher& l2 = h.launcher();
+  CHECK(l2.launch_count() == 0);
+  CHECK(h.Study("pausable").paused);
+
+  common::Result<StudyRecord> resumed = h.scheduler().Pause("pausable", false);
+  INFO(resumed.status().ToString());
+  REQUIRE(resumed.ok());
+  CHECK_FALSE(h.Study("pausable").paused);
+  CHECK(l2.live_count("pausable") == 2);  // trials start at once
+  CHECK(HasEvent(h, "pausable", "study_resumed"));
+  CHECK(h.scheduler().Pause("pausable", false).status().code() == Code::kFailedPrecondition);
+  CompleteAll(h, "pausable", 2);
+  CHECK(h.Trials("pausable").size() == 5);
+  CHECK(h.Study("pausable").state == StudyState::kComplete);
+  // A finished study cannot be paused.
+  common::Result<StudyRecord> done = h.scheduler().Pause("pausable", true);
+  CHECK(done.status().code() == Code::kFailedPrecondition);
+  CHECK_THAT(done.status().message(), Catch::Contains("COMPLETE"));
+}
+
+TEST_CASE("extending a COMPLETE study runs it again up to the new total", "[scheduler][control]") {
+  Harness h;
+  FakeLauncher& l = h.launcher();
+  Sweep sweep;
+  sweep.name = "more";
+  sweep.n_trials = 2;
+  sweep.parallelism = 2;
+  h.SubmitOk(sweep);
+  CompleteAll(h, "more", 2);
+  REQUIRE(h.Study("more").state == StudyState::kComplete);
+  REQUIRE(h.scheduler().active_study_count() == 0);
+
+  // Not above the finished trials: refused, naming both.
+  common::Result<StudyRecord> low = h.scheduler().Extend("more", 2);
+  CHECK(low.status().code() == Code::kInvalidArgument);
+  CHECK_THAT(low.status().message(),
+             Catch::Contains("--n-trials 2") && Catch::Contains("2 finished"));
+  CHECK(h.Study("more").n_trials == 2);
+  CHECK(h.Study("more").state == StudyState::kComplete);
+  CHECK(h.scheduler().Extend("nothing-here", 5).status().code() == Code::kNotFound);
+
+  common::Result<StudyRecord> ext = h.scheduler().Extend("more", 5);
+  INFO(ext.status().ToString());
+  REQUIRE(ext.ok());
+  CHECK(ext->n_trials == 5);
+  StudyRecord stored = h.Study("more");
+  CHECK(stored.state == StudyState::kRunning);
+  CHECK(stored.n_trials == 5);
+  CHECK(stored.finished_at == 0);
+  CHECK(l.live_count("more") == 2);  // started at once, at the sweep's parallelism
+  CompleteAll(h, "more", 2);
+  CHECK(h.Trials("more").size() == 5);
+  CHECK(h.Study("more").state == StudyState::kComplete);
+  const std::vector<std::string> kinds = EventKinds(h, "more");
+  CHECK(std::count(kinds.begin(), kinds.end(), "study_complete") == 2);
+  CHECK(HasEvent(h, "more", "study_extended"));
+
+  // Extending a running study raises its total; a cancelled one is refused.
+  Sweep other;
+  other.name = "cut";
+  other.n_trials = 3;
+  h.SubmitOk(other);
+  REQUIRE(h.scheduler().Extend("cut", 4).ok());
+  CHECK(h.Study("cut").n_trials == 4);
+  REQUIRE(h.scheduler().Cancel("cut").ok());
+  common::Result<StudyRecord> cancelled = h.scheduler().Extend("cut", 9);
+  CHECK(cancelled.status().code() == Code::kFailedPrecondition);
+  CHECK_THAT(cancelled.status().message(), Catch::Contains("CANCELLED"));
+}
+
+TEST_CASE("the parallelism set after submit applies at the next launch and survives a restart",
+          "[scheduler][control]") {
+  Harness h;
+  FakeLauncher& l = h.launcher();
+  Sweep sweep;
+  sweep.name = "wide";
+  sweep.n_trials = 8;
+  sweep.parallelism = 1;
+  h.SubmitOk(sweep);
+  REQUIRE(l.live_count("wide") == 1);
+
+  CHECK(h.scheduler().SetParallelism("wide", 0).status().code() == Code::kInvalidArgument);
+  CHECK(h.Study("wide").parallelism == 0);
+
+  // Up: more start at once.
+  REQUIRE(h.scheduler().SetParallelism("wide", 3).ok());
+  CHECK(h.Study("wide").parallelism == 3);
+  CHECK(l.live_count("wide") == 3);
+  // Down: nothing running stops; no new trial until fewer than 1 run.
+  REQUIRE(h.scheduler().SetParallelism("wide", 1).ok());
+  CHECK(l.live_count("wide") == 3);
+  for (Launched* p : l.Live("wide")) CHECK(p->stops.empty());
+  l.Complete(LiveAt(l, "wide"), 1.0);
+  CHECK(l.live_count("wide") == 2);
+  l.Complete(LiveAt(l, "wide"), 1.0);
+  CHECK(l.live_count("wide") == 1);
+  l.Complete(LiveAt(l, "wide"), 1.0);
+  CHECK(l.live_count("wide") == 1);  // the next one
+  const std::vector<std::pair<std::string, std::string>> events = h.Events("wide");
+  CHECK(std::count_if(events.begin(), events.end(),
+                      [](const auto& e) { return e.first == "study_parallelism"; }) == 2);
+
+  // The override is stored over the sweep's (re-parsed at restart).
+  REQUIRE(h.scheduler().SetParallelism("wide", 2).ok());
+  h.Restart(7);
+  REQUIRE(h.scheduler().Recover().ok());
+  h.scheduler().Pump();
+  CHECK(h.launcher().live_count("wide") == 2);
+  CompleteAll(h, "wide", 2);
+  CHECK(h.Study("wide").state == StudyState::kComplete);
+}
+
+TEST_CASE("deleting a study is refused while trials run, then removes it from storage",
+          "[scheduler][control]") {
+  testing::TempDir dir;
+  HarnessOptions options;
+  options.state_dir = dir.path();
+  Harness h(options);
+  FakeLauncher& l = h.launcher();
+  Sweep sweep, keep;
+  sweep.name = "gone";
+  sweep.n_trials = 2;
+  keep.name = "kept";
+  keep.n_trials = 1;
+  h.SubmitOk(sweep);
+  REQUIRE(l.live_count("gone") == 1);
+
+  common::Result<int64_t> busy = h.scheduler().Delete("gone", false);
+  CHECK(busy.status().code() == Code::kFailedPrecondition);
+  CHECK_THAT(busy.status().message(), Catch::Contains("1 of its trials is running"));
+  CHECK(h.Study("gone").id > 0);
+  CHECK(h.scheduler().Delete("never-was", false).status().code() == Code::kNotFound);
+
+  l.Attr(LiveAt(l, "gone"), "k", "1");
+  l.Report(LiveAt(l, "gone"), 1, 0.5);
+  CompleteAll(h, "gone", 1);
+  REQUIRE(h.Study("gone").state == StudyState::kComplete);
+  h.SubmitOk(keep);
+  CompleteAll(h, "kept", 1);
+  const std::filesystem::path folder = std::filesystem::path(dir.path()) / "studies" / "gone";
+  std::filesystem::create_directories(folder / "trials" / "0");
+  { std::ofstream(folder / "trials" / "0" / "checkpoint") << "x"; }
+
+  common::Result<int64_t> deleted = h.scheduler().Delete("gone", /*purge=*/true);
+  INFO(deleted.status().ToString());
+  REQUIRE(deleted.ok());
+  CHECK(*deleted == 2);
+  CHECK(h.storage().GetStudy("gone").status().code() == Code::kNotFound);
+  CHECK(h.StudyNames() == std::vector<std::string>{"kept"});
+  CHECK_FALSE(std::filesystem::exists(folder));
+  CHECK(h.Trials("kept").size() == 1);  // the other study is untouched
+  // The deletion is among the daemon's own events, naming the study.
+  common::Result<std::vector<model::EventRecord>> all = h.storage().GetEvents(std::nullopt);
+  REQUIRE(all.ok());
+  bool seen = false;
+  for (const model::EventRecord& e : *all) {
+    if (e.kind == "study_deleted") {
+      seen = true;
+      CHECK_FALSE(e.study_id.has_value());
+      CHECK_THAT(e.detail, Catch::Contains("study gone") && Catch::Contains("2 trials"));
+    }
+  }
+  CHECK(seen);
+  // Its name can be used again.
+  h.SubmitOk(sweep);
+  CHECK(h.Study("gone").n_trials == 2);
 }
 
 }  // namespace

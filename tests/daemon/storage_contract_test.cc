@@ -941,6 +941,95 @@ TEMPLATE_TEST_CASE("events are appended and listed per study", "[storage]",
   CHECK(of_b[1].kind == "study_cancelled");
 }
 
+TEMPLATE_TEST_CASE("SetStudyControl stores paused, n_trials and parallelism together",
+                   "[storage][control]", TRIALD_STORAGE_BACKENDS) {
+  TestType backend;
+  auto s = backend.Open();
+  StudyRecord a = Unwrap(s->CreateStudy(MakeStudy("a"), 1));
+  StudyRecord b = Unwrap(s->CreateStudy(MakeStudy("b"), 1));
+  CHECK_FALSE(a.paused);
+  CHECK(a.parallelism == 0);
+  CHECK_FALSE(Unwrap(s->GetStudy("a")).paused);
+  CHECK(Unwrap(s->GetStudy("a")).parallelism == 0);
+
+  REQUIRE_OK(s->SetStudyControl(a.id, true, 40, 3));
+  StudyRecord got = Unwrap(s->GetStudy("a"));
+  CHECK(got.paused);
+  CHECK(got.n_trials == 40);
+  CHECK(got.parallelism == 3);
+  CHECK(got.state == StudyState::kRunning);  // the state is not touched
+  StudyRecord other = Unwrap(s->GetStudy("b"));
+  CHECK_FALSE(other.paused);
+  CHECK(other.n_trials == b.n_trials);
+  std::vector<StudyRecord> all = Unwrap(s->ListStudies());
+  REQUIRE(all.size() == 2);
+  CHECK(all[0].paused);
+  CHECK(all[0].parallelism == 3);
+
+  REQUIRE_OK(s->SetStudyControl(a.id, false, 41, 0));
+  got = Unwrap(s->GetStudy("a"));
+  CHECK_FALSE(got.paused);
+  CHECK(got.n_trials == 41);
+  CHECK(got.parallelism == 0);
+
+  CHECK(s->SetStudyControl(a.id + b.id + 100, true, 5, 1).code() == Code::kNotFound);
+  common::Status zero = s->SetStudyControl(a.id, true, 0, 1);
+  CHECK(zero.code() == Code::kInvalidArgument);
+  CHECK_THAT(zero.message(), Catch::Contains("n_trials 0"));
+  CHECK(s->SetStudyControl(a.id, true, 5, -1).code() == Code::kInvalidArgument);
+  CHECK(Unwrap(s->GetStudy("a")).n_trials == 41);
+
+  // Inside a batch, LockStudy reads the fields too.
+  REQUIRE_OK(s->SetStudyControl(a.id, true, 41, 2));
+  REQUIRE_OK(s->BeginBatch());
+  StudyRecord locked = Unwrap(s->LockStudy(a.id));
+  REQUIRE_OK(s->CommitBatch());
+  CHECK(locked.paused);
+  CHECK(locked.parallelism == 2);
+}
+
+TEMPLATE_TEST_CASE("DeleteStudy removes a study with its trials and everything stored with them",
+                   "[storage][control]", TRIALD_STORAGE_BACKENDS) {
+  TestType backend;
+  auto s = backend.Open();
+  int64_t a = Unwrap(s->CreateStudy(MakeStudy("a"), 1)).id;
+  int64_t b = Unwrap(s->CreateStudy(MakeStudy("b"), 1)).id;
+  TrialRecord first = Unwrap(s->CreateTrial(a, OneParam(1), 2));
+  REQUIRE_OK(s->AddIntermediate(first.id, 1, 0.5));
+  REQUIRE_OK(s->SetAttr(first.id, "k", "1"));
+  REQUIRE_OK(s->FinishTrial(first.id, Outcome(TrialState::kFail), 3));
+  TrialRecord retry = Unwrap(s->CreateTrial(a, OneParam(1), 4, first.id));
+  REQUIRE_OK(s->AddTrialParam(retry.id, "extra", OneParam(2).begin()->second));
+  TrialRecord kept = Unwrap(s->CreateTrial(b, OneParam(3), 5));
+  REQUIRE_OK(s->AddIntermediate(kept.id, 1, 0.25));
+  REQUIRE_OK(s->AppendEvent(a, std::nullopt, "study_submitted", "", 6));
+  REQUIRE_OK(s->AppendEvent(std::nullopt, first.id, "trial_lost", "", 7));
+  REQUIRE_OK(s->AppendEvent(b, std::nullopt, "study_submitted", "", 8));
+  REQUIRE_OK(s->AppendEvent(std::nullopt, std::nullopt, "daemon_started", "", 9));
+
+  REQUIRE_OK(s->DeleteStudy(a));
+  REQUIRE_CODE(s->GetStudy("a"), Code::kNotFound);
+  REQUIRE_CODE(s->GetTrials(a), Code::kNotFound);
+  CHECK(s->DeleteStudy(a).code() == Code::kNotFound);
+  std::vector<StudyRecord> all = Unwrap(s->ListStudies());
+  REQUIRE(all.size() == 1);
+  CHECK(all[0].name == "b");
+  // The other study keeps its trial, values and events; the daemon's own events stay.
+  TrialRecord still = Unwrap(s->GetTrial(b, 0));
+  CHECK(still.intermediate.size() == 1);
+  CHECK(Unwrap(s->GetEvents(b)).size() == 1);
+  std::vector<model::EventRecord> events = Unwrap(s->GetEvents(std::nullopt));
+  REQUIRE(events.size() == 2);
+  CHECK(events[0].kind == "study_submitted");
+  CHECK(events[0].study_id == std::optional<int64_t>(b));
+  CHECK(events[1].kind == "daemon_started");
+  // Its name is free again, and the new study starts at trial 0.
+  int64_t again = Unwrap(s->CreateStudy(MakeStudy("a"), 10)).id;
+  CHECK(Unwrap(s->CreateTrial(again, OneParam(1), 11)).number == 0);
+  CHECK(Unwrap(s->GetTrial(again, 0)).intermediate.empty());
+  CHECK(Unwrap(s->GetTrial(again, 0)).attrs.empty());
+}
+
 TEMPLATE_TEST_CASE("a batch commits its calls together and survives a failed call", "[storage]",
                    TRIALD_STORAGE_BACKENDS) {
   TestType backend;
@@ -1794,6 +1883,44 @@ TEST_CASE("sqlite: a version-4 database keeps its trials, which have no resource
   CHECK(Unwrap(SqliteIntegrityCheck(path)) == "ok");
 }
 
+// What version 5 added to version 4.
+constexpr const char* kSqliteSchemaV5Upgrade = R"sql(
+ALTER TABLE trials ADD COLUMN resources_json TEXT NOT NULL DEFAULT '';
+PRAGMA user_version = 5;
+)sql";
+
+TEST_CASE("sqlite: a version-5 database's studies are not paused and keep their parallelism",
+          "[storage][sqlite][control]") {
+  TempDir dir;
+  const std::string path = dir.path() + "/triald.db";
+  SqliteExecOrFail(
+      path, std::string(kSqliteSchemaV1) + kSqliteSchemaV2Upgrade + kSqliteSchemaV3Upgrade +
+                kSqliteSchemaV4Upgrade + kSqliteSchemaV5Upgrade +
+                "INSERT INTO studies (id, name, direction, n_trials, state, spec_toml, spec_path, "
+                "seed, created_at, finished_at) VALUES (1, 'old', 'MINIMIZE', 3, 'RUNNING', "
+                "'spec', '/old.toml', 7, 10, 0);"
+                "INSERT INTO trials (id, study_id, number, state, value, created_at, started_at, "
+                "finished_at) VALUES (1, 1, 0, 'COMPLETE', 0.75, 11, 12, 13);");
+  {
+    auto s = OpenSqliteOrFail(path);
+    StudyRecord old = Unwrap(s->GetStudy("old"));
+    CHECK_FALSE(old.paused);
+    CHECK(old.parallelism == 0);
+    CHECK(old.n_trials == 3);
+    CHECK(Unwrap(s->GetTrial(1, 0)).value == 0.75);
+    REQUIRE_OK(s->SetStudyControl(old.id, true, 9, 2));
+  }
+  // Reopened at the current version: nothing is upgraded twice, nothing is lost.
+  auto s = OpenSqliteOrFail(path);
+  StudyRecord old = Unwrap(s->GetStudy("old"));
+  CHECK(old.paused);
+  CHECK(old.n_trials == 9);
+  CHECK(old.parallelism == 2);
+  REQUIRE_OK(s->DeleteStudy(old.id));
+  CHECK(Unwrap(s->ListStudies()).empty());
+  CHECK(Unwrap(SqliteIntegrityCheck(path)) == "ok");
+}
+
 // fd -> symlink target, for every descriptor of this process.
 std::map<int, std::string> OpenFds() {
   std::map<int, std::string> fds;
@@ -2328,7 +2455,7 @@ TEST_CASE("postgres: daemons opening an empty database together create the schem
   close(go[1]);
   for (pid_t pid : children) RequireExitsZero(pid);
   CHECK(PostgresQuery(db.url(), "SELECT count(*) FROM schema_version") == "1");
-  CHECK(PostgresQuery(db.url(), "SELECT max(version) FROM schema_version") == "4");
+  CHECK(PostgresQuery(db.url(), "SELECT max(version) FROM schema_version") == "5");
 }
 
 TEST_CASE("postgres: a version-1 database gets submitters, unknown for its studies",
@@ -2338,7 +2465,7 @@ TEST_CASE("postgres: a version-1 database gets submitters, unknown for its studi
   // Version 1 is the current schema without the columns of versions 2 and 3.
   PostgresQuery(db.url(),
                 "ALTER TABLE studies DROP COLUMN submitter_uid, DROP COLUMN submitter_name, "
-                "DROP COLUMN directions; "
+                "DROP COLUMN directions, DROP COLUMN paused, DROP COLUMN parallelism; "
                 "ALTER TABLE trials DROP COLUMN values_json, DROP COLUMN constraints_json, "
                 "DROP COLUMN resources_json; "
                 "UPDATE schema_version SET version = 1; "
@@ -2354,7 +2481,7 @@ TEST_CASE("postgres: a version-1 database gets submitters, unknown for its studi
     fresh.submitter = {1001, "alice"};
     REQUIRE_OK(s->CreateStudy(fresh, 20).status());
   }
-  CHECK(PostgresQuery(db.url(), "SELECT max(version) FROM schema_version") == "4");
+  CHECK(PostgresQuery(db.url(), "SELECT max(version) FROM schema_version") == "5");
   auto s = OpenPostgresOrFail(db.url());
   CHECK_FALSE(Unwrap(s->GetStudy("old")).submitter.known());
   CHECK(Unwrap(s->GetStudy("new")).submitter.uid == 1001);
@@ -2369,7 +2496,8 @@ TEST_CASE(
   OpenPostgresOrFail(db.url());
   // Version 2 is the current schema without the columns of versions 3 and 4.
   PostgresQuery(db.url(),
-                "ALTER TABLE studies DROP COLUMN directions; "
+                "ALTER TABLE studies DROP COLUMN directions, DROP COLUMN paused, "
+                "DROP COLUMN parallelism; "
                 "ALTER TABLE trials DROP COLUMN values_json, DROP COLUMN constraints_json, "
                 "DROP COLUMN resources_json; "
                 "UPDATE schema_version SET version = 2; "
@@ -2400,7 +2528,7 @@ TEST_CASE(
     o.constraints = {-1.0, 2.0};
     REQUIRE_OK(s->FinishTrial(t.id, o, 32));
   }
-  CHECK(PostgresQuery(db.url(), "SELECT max(version) FROM schema_version") == "4");
+  CHECK(PostgresQuery(db.url(), "SELECT max(version) FROM schema_version") == "5");
   auto s = OpenPostgresOrFail(db.url());
   CHECK(Unwrap(s->GetTrial(Unwrap(s->GetStudy("old")).id, 0)).values == std::vector<double>{0.75});
   StudyRecord mo = Unwrap(s->GetStudy("mo"));
@@ -2414,9 +2542,10 @@ TEST_CASE("postgres: a version-3 database keeps its trials, which have no resour
           "[storage][postgres][resources]") {
   TestDatabase db;
   OpenPostgresOrFail(db.url());
-  // Version 3 is the current schema without version 4's column.
+  // Version 3 is the current schema without the columns of versions 4 and 5.
   PostgresQuery(db.url(),
                 "ALTER TABLE trials DROP COLUMN resources_json; "
+                "ALTER TABLE studies DROP COLUMN paused, DROP COLUMN parallelism; "
                 "UPDATE schema_version SET version = 3; "
                 "INSERT INTO studies (name, direction, n_trials, state, spec_toml, spec_path, "
                 "seed, created_at) VALUES ('old', 'MINIMIZE', 5, 'COMPLETE', '', "
@@ -2436,10 +2565,36 @@ TEST_CASE("postgres: a version-3 database keeps its trials, which have no resour
     o.resources = MeasuredResources();
     REQUIRE_OK(s->FinishTrial(t.id, o, 32));
   }
-  CHECK(PostgresQuery(db.url(), "SELECT max(version) FROM schema_version") == "4");
+  CHECK(PostgresQuery(db.url(), "SELECT max(version) FROM schema_version") == "5");
   auto s = OpenPostgresOrFail(db.url());
   CHECK_FALSE(Unwrap(s->GetTrial(Unwrap(s->GetStudy("old")).id, 0)).resources.has_value());
   CHECK(Unwrap(s->GetTrial(Unwrap(s->GetStudy("new")).id, 0)).resources == MeasuredResources());
+}
+
+TEST_CASE("postgres: a version-4 database's studies are not paused and keep their parallelism",
+          "[storage][postgres][control]") {
+  TestDatabase db;
+  OpenPostgresOrFail(db.url());
+  // Version 4 is the current schema without version 5's columns.
+  PostgresQuery(db.url(),
+                "ALTER TABLE studies DROP COLUMN paused, DROP COLUMN parallelism; "
+                "UPDATE schema_version SET version = 4; "
+                "INSERT INTO studies (name, direction, n_trials, state, spec_toml, spec_path, "
+                "seed, created_at) VALUES ('old', 'MINIMIZE', 5, 'RUNNING', '', "
+                "'/old.toml'::bytea, 7, 10)");
+  {
+    auto s = OpenPostgresOrFail(db.url());
+    StudyRecord old = Unwrap(s->GetStudy("old"));
+    CHECK_FALSE(old.paused);
+    CHECK(old.parallelism == 0);
+    REQUIRE_OK(s->SetStudyControl(old.id, true, 6, 4));
+  }
+  CHECK(PostgresQuery(db.url(), "SELECT max(version) FROM schema_version") == "5");
+  auto s = OpenPostgresOrFail(db.url());
+  StudyRecord old = Unwrap(s->GetStudy("old"));
+  CHECK(old.paused);
+  CHECK(old.n_trials == 6);
+  CHECK(old.parallelism == 4);
 }
 
 TEST_CASE("postgres: a schema newer than this triald is refused", "[storage][postgres]") {

@@ -2,8 +2,12 @@
 #include "daemon/ctl/trialctl.h"
 
 #include <catch2/catch.hpp>
+#include <chrono>
+#include <filesystem>
+#include <functional>
 #include <regex>
 #include <sstream>
+#include <thread>
 
 #include "common/json.h"
 #include "tests/integration/harness.h"
@@ -271,6 +275,151 @@ TEST_CASE("trialctl --json writes numbers in their shortest form", "[trialctl][i
     REQUIRE(parsed.ok());
     CHECK(common::JsonDoubleText(parsed->to_number<double>()) == stamp);
   }
+}
+
+namespace {
+
+// `trialctl status STUDY --json`, parsed.
+json::object StatusJson(const std::string& socket, const std::string& study) {
+  Ctl c = Trialctl(socket, {"status", study, "--json"});
+  INFO(c.err);
+  REQUIRE(c.code == 0);
+  return json::parse(c.out).as_object();
+}
+
+// Polls `status` until `done` holds (bounded); fails the test when it never does.
+json::object WaitStatus(const std::string& socket, const std::string& study,
+                        const std::function<bool(const json::object&)>& done) {
+  for (int i = 0; i < 600; ++i) {
+    json::object st = StatusJson(socket, study);
+    if (done(st)) return st;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  FAIL("study " << study << " never reached the awaited status");
+  return {};
+}
+
+}  // namespace
+
+TEST_CASE("trialctl pause, resume, set parallelism, extend, events and delete a study",
+          "[trialctl][integration][control]") {
+  TempDir dir;
+  TestDaemon d(dir.File("state"));
+  d.Start();
+  // Each trial waits for the file "go" (in the sweep's folder), then reports its number.
+  dir.Write("gate.sh",
+            "while [ ! -f go ]; do sleep 0.05; done\n"
+            "echo '{\"type\":\"final\",\"value\":'$TRIALD_TRIAL'}' >&3\n",
+            0755);
+  std::string sweep = dir.Write("s.toml", ExecSweep("ctl", "[\"sh\", \"gate.sh\"]", 4, 1));
+  REQUIRE(Trialctl(d.socket(), {"submit", sweep}).code == 0);
+  WaitStatus(d.socket(), "ctl",
+             [](const json::object& s) { return s.at("running").as_int64() == 1; });
+
+  Ctl pause = Trialctl(d.socket(), {"pause", "ctl"});
+  INFO(pause.err);
+  REQUIRE(pause.code == 0);
+  CHECK_THAT(pause.out, Catch::Contains("study ctl paused"));
+  Ctl status = Trialctl(d.socket(), {"status", "ctl"});
+  CHECK_THAT(status.out, Catch::StartsWith("study ctl: PAUSED"));
+  CHECK_THAT(Trialctl(d.socket(), {"studies"}).out, Catch::Contains("PAUSED"));
+  CHECK(StatusJson(d.socket(), "ctl").at("paused").as_bool());
+
+  // The running trial goes on and ends; no other starts while paused.
+  dir.Write("go", "");
+  WaitStatus(d.socket(), "ctl",
+             [](const json::object& s) { return s.at("finished").as_int64() == 1; });
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  json::object paused = StatusJson(d.socket(), "ctl");
+  CHECK(paused.at("running").as_int64() == 0);
+  CHECK(d.Trials("ctl").size() == 1);
+  CHECK(paused.at("state").as_string() == "RUNNING");
+
+  // Settings: bad ones are refused saying what was wrong.
+  Ctl zero = Trialctl(d.socket(), {"set", "ctl", "parallelism=0"});
+  CHECK(zero.code == ctl::kExitError);
+  CHECK_THAT(zero.err, Catch::Contains("parallelism") && Catch::Contains("expected"));
+  Ctl bad_key = Trialctl(d.socket(), {"set", "ctl", "speed=2"});
+  CHECK(bad_key.code == ctl::kExitUsage);
+  CHECK_THAT(bad_key.err, Catch::Contains("expected parallelism=N"));
+  Ctl set = Trialctl(d.socket(), {"set", "ctl", "parallelism=2"});
+  INFO(set.err);
+  REQUIRE(set.code == 0);
+  CHECK(StatusJson(d.socket(), "ctl").at("parallelism").as_int64() == 2);
+
+  REQUIRE(Trialctl(d.socket(), {"resume", "ctl"}).code == 0);
+  json::object done = d.WaitStudy("ctl");
+  CHECK(done.at("state").as_string() == "COMPLETE");
+  CHECK(d.Trials("ctl").size() == 4);
+
+  // Extend: not above the finished trials is refused naming both; above it runs again.
+  Ctl low = Trialctl(d.socket(), {"extend", "ctl", "--n-trials", "4"});
+  CHECK(low.code == ctl::kExitError);
+  CHECK_THAT(low.err, Catch::Contains("--n-trials 4") && Catch::Contains("4 finished"));
+  CHECK(Trialctl(d.socket(), {"extend", "ctl", "--n-trials", "0"}).code == ctl::kExitUsage);
+  Ctl unknown = Trialctl(d.socket(), {"extend", "nope", "--n-trials", "9"});
+  CHECK(unknown.code == ctl::kExitError);
+  CHECK_THAT(unknown.err, Catch::Contains("no study named \"nope\""));
+  Ctl ext = Trialctl(d.socket(), {"extend", "ctl", "--n-trials", "6"});
+  INFO(ext.err);
+  REQUIRE(ext.code == 0);
+  CHECK_THAT(ext.out, Catch::Contains("6 trials"));
+  WaitStatus(d.socket(), "ctl", [](const json::object& s) {
+    return s.at("state").as_string() == "COMPLETE" && s.at("finished").as_int64() == 6;
+  });
+  CHECK(d.Trials("ctl").size() == 6);
+
+  Ctl events = Trialctl(d.socket(), {"events", "ctl"});
+  REQUIRE(events.code == 0);
+  for (const char* kind :
+       {"study_paused", "study_parallelism", "study_resumed", "study_extended"}) {
+    CHECK_THAT(events.out, Catch::Contains(kind));
+  }
+
+  // Delete: asks on a terminal, refused without one unless --yes; --purge removes the folder.
+  Ctl unconfirmed = Trialctl(d.socket(), {"delete", "ctl"});
+  CHECK(unconfirmed.code == ctl::kExitUsage);
+  CHECK_THAT(unconfirmed.err, Catch::Contains("--yes"));
+  CHECK(Trialctl(d.socket(), {"studies", "--json"}).out.find("\"ctl\"") != std::string::npos);
+  REQUIRE(std::filesystem::exists(dir.File("state") + "/studies/ctl"));
+  Ctl del = Trialctl(d.socket(), {"delete", "ctl", "--purge", "--yes"});
+  INFO(del.err);
+  REQUIRE(del.code == 0);
+  CHECK_THAT(del.out, Catch::Contains("study ctl deleted (6 trials"));
+  CHECK(json::parse(Trialctl(d.socket(), {"studies", "--json"}).out).as_array().empty());
+  CHECK_FALSE(std::filesystem::exists(dir.File("state") + "/studies/ctl"));
+  Ctl gone = Trialctl(d.socket(), {"status", "ctl"});
+  CHECK(gone.code == ctl::kExitError);
+  Ctl daemon_events = Trialctl(d.socket(), {"events", "--json"});
+  REQUIRE(daemon_events.code == 0);
+  CHECK_THAT(daemon_events.out, Catch::Contains("study_deleted") && Catch::Contains("study ctl"));
+}
+
+TEST_CASE("trialctl delete asks for the study's name again on a terminal",
+          "[trialctl][integration][control]") {
+  TempDir dir;
+  TestDaemon d(dir.File("state"));
+  d.Start();
+  dir.Write("w.sh", "echo '{\"type\":\"final\",\"value\":1}' >&3\n", 0755);
+  std::string sweep = dir.Write("s.toml", ExecSweep("asked", "[\"sh\", \"w.sh\"]", 1, 1));
+  REQUIRE(Trialctl(d.socket(), {"submit", sweep, "--wait"}).code == 0);
+  ctl::Terminals typed_wrong;
+  std::istringstream wrong("other\n");
+  typed_wrong.in = &wrong;
+  std::ostringstream out, err;
+  CHECK(ctl::RunTrialctl({"--socket", d.socket(), "delete", "asked"}, out, err, typed_wrong) ==
+        ctl::kExitError);
+  CHECK_THAT(err.str(),
+             Catch::Contains("Type the study's name") && Catch::Contains("nothing deleted"));
+  CHECK(StatusJson(d.socket(), "asked").at("state").as_string() == "COMPLETE");
+  ctl::Terminals typed_right;
+  std::istringstream right("asked\n");
+  typed_right.in = &right;
+  std::ostringstream out2, err2;
+  CHECK(ctl::RunTrialctl({"--socket", d.socket(), "delete", "asked"}, out2, err2, typed_right) ==
+        ctl::kExitOk);
+  CHECK_THAT(out2.str(), Catch::Contains("study asked deleted (1 trials)"));
+  CHECK(Trialctl(d.socket(), {"status", "asked"}).code == ctl::kExitError);
 }
 
 }  // namespace triald::testing
