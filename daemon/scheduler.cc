@@ -1083,7 +1083,7 @@ Result<model::StudyRecord> Scheduler::Extend(const std::string& name, int n_tria
                                       "\": it is CANCELLED; expected a RUNNING or COMPLETE study");
   }
   TRIALD_ASSIGN_OR_RETURN(storage::TrialCounts counts, options_.storage->CountTrials(rec.id));
-  const int64_t finished = counts.complete + counts.pruned + counts.failed - counts.retries;
+  const int64_t finished = counts.finished();
   const int64_t configurations = counts.total() - counts.retries;
   if (n_trials <= finished) {
     return common::InvalidArgument(

@@ -124,7 +124,7 @@ json::object StudySummaryJson(const model::StudyRecord& s, const storage::TrialC
   // A failed trial that a retry replaced does not count toward n_trials: "finished" counts
   // configurations, "retried" the attempts replaced.
   o["retried"] = c.retries;
-  o["finished"] = c.complete + c.pruned + c.failed - c.retries;
+  o["finished"] = c.finished();
   // Mean run time of the finished trials that ran (trialctl watch's ETA); null before any.
   o["mean_duration_s"] =
       c.ran > 0 ? json::value(c.ran_seconds / static_cast<double>(c.ran)) : json::value(nullptr);

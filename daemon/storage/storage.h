@@ -59,6 +59,9 @@ struct TrialCounts {
   int64_t ran = 0;         // finished trials that started (started_at > 0)
   double ran_seconds = 0;  // their run time in total (model::TrialRecord::DurationSeconds)
   int64_t total() const { return waiting + running + complete + pruned + failed; }
+  // Configurations finished: a failed trial that a retry replaced does not count (n_trials
+  // counts configurations).
+  int64_t finished() const { return complete + pruned + failed - retries; }
 };
 
 class Storage {
