@@ -1,5 +1,6 @@
 // The dashboard's HTTP server and JSON API against a real triald (--http 127.0.0.1:0): the
 // shapes the page reads, the token rule, the errors, and the bounds on what a client may send.
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
