@@ -1,5 +1,6 @@
 #include "daemon/http/server.h"
 
+#include <array>
 #include <boost/asio/socket_base.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
@@ -13,7 +14,8 @@ using tcp = asio::ip::tcp;
 
 namespace {
 
-// 503 answers to connections over the limit in flight at once; past it, they are closed unanswered.
+// Connections over the limit being answered 503 (and lingering) at once; past it, they are
+// closed unanswered.
 constexpr int kMaxRefusing = 16;
 
 std::chrono::steady_clock::duration Seconds(double s) {
@@ -52,6 +54,35 @@ std::string ErrorBody(const std::string& message) {
     escaped += c;
   }
   return "{\"ok\":false,\"error\":\"" + escaped + "\"}";
+}
+
+// Closes `stream` gracefully after an answer to a request that was not read whole (or at all):
+// our side is shut down, then whatever the client still sends is read and dropped, for at most
+// kLingerBytes or kLingerTime, so that closing with unread data (a TCP reset) does not destroy
+// the answer before the client reads it.
+constexpr size_t kLingerBytes = 1 << 20;
+constexpr auto kLingerTime = std::chrono::seconds(2);
+
+// `stream` may point into the object `stream` owns (an aliasing pointer): the connection's slot
+// (a session, or a 503 answer's count) is held until the lingering ends.
+void LingerRead(std::shared_ptr<beast::tcp_stream> stream,
+                std::shared_ptr<std::array<char, 4096>> buf, size_t drained) {
+  stream->async_read_some(asio::buffer(*buf),
+                          [stream, buf, drained](beast::error_code ec, size_t n) {
+                            if (ec || drained + n >= kLingerBytes) {
+                              beast::error_code ignored;
+                              stream->socket().close(ignored);
+                              return;
+                            }
+                            LingerRead(stream, buf, drained + n);
+                          });
+}
+
+void LingerClose(std::shared_ptr<beast::tcp_stream> stream) {
+  beast::error_code ignored;
+  stream->socket().shutdown(tcp::socket::shutdown_send, ignored);
+  stream->expires_after(kLingerTime);
+  LingerRead(std::move(stream), std::make_shared<std::array<char, 4096>>(), 0);
 }
 
 }  // namespace
@@ -120,9 +151,15 @@ class HttpServer::Session : public std::enable_shared_from_this<Session> {
     Write(res, res->keep_alive());
   }
 
-  // Answers an unreadable request and closes.
+  // Answers an unreadable request, then closes (lingering: the rest of it may be on its way).
   void Refuse(int status, const std::string& why) {
-    Write(MakeResponse(status, "application/json", ErrorBody(why), 11, false), false);
+    auto res = MakeResponse(status, "application/json", ErrorBody(why), 11, false);
+    stream_.expires_after(Seconds(options_->request_timeout_s));
+    auto self = shared_from_this();
+    bhttp::async_write(stream_, *res, [self, res](beast::error_code ec, size_t) {
+      if (ec) return self->Close();
+      LingerClose(std::shared_ptr<beast::tcp_stream>(self, &self->stream_));
+    });
   }
 
   void Write(std::shared_ptr<Response> res, bool then_read) {
@@ -197,21 +234,26 @@ void HttpServer::Accept() {
     }
     if (state_->open >= options_.max_connections) {
       if (state_->refusing < kMaxRefusing) {
-        // Answer 503 on a stream of its own, then close.
-        auto refused = std::make_shared<beast::tcp_stream>(std::move(socket));
+        // Answer 503 on a stream of its own, then close; counted in `refusing` until closed.
+        struct Refused {
+          Refused(tcp::socket s, std::shared_ptr<State> st) : stream(std::move(s)), state(st) {
+            ++state->refusing;
+          }
+          ~Refused() { --state->refusing; }
+          beast::tcp_stream stream;
+          std::shared_ptr<State> state;
+        };
+        auto owner = std::make_shared<Refused>(std::move(socket), state_);
+        std::shared_ptr<beast::tcp_stream> refused(owner, &owner->stream);
         auto res =
             MakeResponse(503, "application/json",
                          ErrorBody("too many dashboard connections (" +
                                    std::to_string(options_.max_connections) + " open); try again"),
                          11, false);
-        ++state_->refusing;
         refused->expires_after(std::chrono::seconds(2));
-        bhttp::async_write(*refused, *res,
-                           [refused, res, state = state_](beast::error_code, size_t) {
-                             --state->refusing;
-                             beast::error_code ignored;
-                             refused->socket().shutdown(tcp::socket::shutdown_both, ignored);
-                           });
+        bhttp::async_write(*refused, *res, [refused, res](beast::error_code ec, size_t) {
+          if (!ec) LingerClose(refused);
+        });
       }
     } else {
       std::make_shared<Session>(this, std::move(socket))->Start();
