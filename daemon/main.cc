@@ -209,18 +209,19 @@ int main(int argc, char** argv) {
       ->type_name("S")
       ->check(cli::PositiveSeconds(86400));
 
-  overriding(app.add_option("--http", given.http,
-                            "serve the dashboard and its JSON API at HOST:PORT\n"
-                            "(e.g. 127.0.0.1:8080; a port alone: 127.0.0.1);\n"
-                            "off by default; actions need the token triald\n"
-                            "writes to DIR/http.token (daemon/README.md,\n"
-                            "Dashboard)"),
-             &DaemonOptions::http)
-      ->type_name("ADDRESS")
-      ->check([](const std::string& text) {
-        auto parsed = triald::daemon::http::ParseListenAddress(text);
-        return parsed.ok() ? std::string() : parsed.status().message();
-      });
+  CLI::Option* http_option =
+      overriding(app.add_option("--http", given.http,
+                                "serve the dashboard and its JSON API at HOST:PORT\n"
+                                "(e.g. 127.0.0.1:8080; a port alone: 127.0.0.1);\n"
+                                "off by default; actions need the token triald\n"
+                                "writes to DIR/http.token (daemon/README.md,\n"
+                                "Dashboard)"),
+                 &DaemonOptions::http)
+          ->type_name("ADDRESS")
+          ->check([](const std::string& text) {
+            auto parsed = triald::daemon::http::ParseListenAddress(text);
+            return parsed.ok() ? std::string() : parsed.status().message();
+          });
 
   try {
     app.parse(argc, argv);
@@ -289,8 +290,12 @@ int main(int argc, char** argv) {
                           " s), or live nodes would be taken for dead");
   }
   if (!opts.http.empty()) {
+    // Checked here too for the config file's value (the option's own check covers --http).
     auto parsed = triald::daemon::http::ParseListenAddress(opts.http);
-    if (!parsed.ok()) return Usage(app, parsed.status().message());
+    if (!parsed.ok()) {
+      return Usage(app, (http_option->count() > 0 ? "" : config_file + ": [daemon] http: ") +
+                            parsed.status().message());
+    }
   }
   auto lvl = triald::common::ParseLogLevel(log_level);
   if (!lvl.ok()) return Usage(app, lvl.status().message());

@@ -330,6 +330,14 @@ TEST_CASE("triald --http: a bad address is a usage error naming it", "[http][int
       Shell(BinDir() + "/triald --state-dir /nonexistent-x --http host.example:80");
   CHECK(code2 == 2);
   CHECK_THAT(out2, Catch::Contains("not an IP address"));
+  // The config file's value is checked the same way, and the message says where it came from.
+  TempDir dir;
+  const std::string config = dir.File("triald.toml");
+  std::ofstream(config) << "[daemon]\nhttp = \"bogus\"\n";
+  auto [code3, out3] =
+      Shell(BinDir() + "/triald --state-dir " + dir.File("state") + " --config " + config);
+  CHECK(code3 == 2);
+  CHECK_THAT(out3, Catch::Contains(config + ": [daemon] http: --http \"bogus\""));
 }
 
 }  // namespace triald::testing
