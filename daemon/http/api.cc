@@ -136,7 +136,8 @@ bool PercentDecode(std::string_view in, std::string* out) {
 struct Api::StudySnapshot {
   int64_t study_id = 0;
   std::map<int, model::TrialRecord> trials;  // the newest max_snapshot_trials, by number
-  int next_number = 0;                       // trials below it have been read
+  std::map<int, size_t> steps;  // the intermediate values of those whose curve was thinned
+  int next_number = 0;          // trials below it have been read
   Cached cached;
   Clock::time_point last_asked{};
 };
@@ -298,6 +299,7 @@ ApiResponse Api::Study(const std::string& name) {
   storage::Storage& st = *options_.storage;
   if (snap.study_id != rec->id) {  // first view, or a study deleted and submitted again
     snap.trials.clear();
+    snap.steps.clear();
     snap.study_id = rec->id;
     Result<storage::TrialCounts> counts = st.CountTrials(rec->id);
     if (!counts.ok()) return VerbError(counts.status());
@@ -312,23 +314,46 @@ ApiResponse Api::Study(const std::string& name) {
       st.GetTrialsSince(rec->id, snap.next_number, unfinished);
   if (!changed.ok()) return VerbError(changed.status());
   for (model::TrialRecord& t : *changed) {
+    if (t.intermediate.size() > options_.max_curve_points) {
+      snap.steps[t.number] = t.intermediate.size();
+    } else {
+      snap.steps.erase(t.number);
+    }
     ThinCurve(t, options_.max_curve_points);
     t.attrs.clear();  // the trial page shows them
     snap.next_number = std::max(snap.next_number, t.number + 1);
     snap.trials[t.number] = std::move(t);
   }
   while (static_cast<int>(snap.trials.size()) > options_.max_snapshot_trials) {
+    snap.steps.erase(snap.trials.begin()->first);
     snap.trials.erase(snap.trials.begin());
   }
 
   std::vector<model::TrialRecord> window;
   window.reserve(snap.trials.size());
+  // Learning curves travel for the trials that are not finished and the newest finished ones
+  // that have one (what the page draws); the others carry their number of steps alone.
+  std::set<int> curves;
+  size_t finished_curves = 0;
+  for (auto it = snap.trials.rbegin(); it != snap.trials.rend(); ++it) {
+    const model::TrialRecord& t = it->second;
+    if (t.intermediate.empty()) continue;
+    if (!Finished(t.state)) {
+      curves.insert(t.number);
+    } else if (finished_curves < options_.max_finished_curves) {
+      curves.insert(t.number);
+      ++finished_curves;
+    }
+  }
   json::array trials;
   for (const auto& [number, t] : snap.trials) {
     window.push_back(t);
     json::object o = TrialToJson(t);
     o.erase("attrs");
     o.erase("stderr_tail");
+    auto steps = snap.steps.find(number);
+    o["intermediate_steps"] = steps != snap.steps.end() ? steps->second : t.intermediate.size();
+    if (curves.count(number) == 0) o["intermediate"] = json::array();
     trials.push_back(std::move(o));
   }
   json::array best;

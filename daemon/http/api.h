@@ -51,8 +51,9 @@ struct ApiOptions {
   bool read_open = false;  // the control socket's --socket-read-open
   std::string token;       // actions (and reads unless read_open) need it
   double snapshot_interval_s = 1;
-  int max_snapshot_trials = 10000;   // a study snapshot keeps its newest trials, this many
+  int max_snapshot_trials = 5000;    // a study snapshot keeps its newest trials, this many
   size_t max_curve_points = 200;     // intermediate values per trial in a study snapshot
+  size_t max_finished_curves = 50;   // finished trials whose curves a study snapshot carries
   size_t log_tail_bytes = 32 << 10;  // stdout/stderr shown on a trial page
 };
 

@@ -106,6 +106,7 @@ TEST_CASE("dashboard: the page, the API's shapes, errors and the token rule",
       CHECK(t.at("state") == "COMPLETE");
       CHECK(t.at("params").at("x").is_number());
       CHECK(t.at("intermediate").as_array().size() == 3);
+      CHECK(t.at("intermediate_steps") == 3);
       CHECK(t.at("value").is_number());
       CHECK(t.at("fail_reason").is_null());
       CHECK(t.at("retry_of").is_null());
