@@ -5,7 +5,8 @@
 Each round runs a fresh --trials no-op sweep (triald-noop-worker, parallelism --parallelism) on
 one triald started with --http 127.0.0.1:0 --socket-read-open and --max-workers --parallelism,
 and measures launches per second from the study's first trial start to its last trial's end
-(the trials' own started_at/finished_at). In the viewers round, each viewer is a thread with
+(the trials' own started_at/finished_at), and triald's own CPU time over the round (from
+/proc/PID/stat; the viewers' and trials' CPU is not in it), per trial. In the viewers round, each viewer is a thread with
 its own keep-alive HTTP connection that asks, every --interval seconds, for what the study page
 asks (GET /api/studies/NAME) and, every fifth time, the studies list (GET /api/studies), as the
 page's poll does. The HTTP answers' latencies and sizes are printed too. The rounds alternate
@@ -88,13 +89,21 @@ def viewer(port: int, study: str, interval: float, stop_event, stats: dict, lock
     conn.close()
 
 
-def run_round(a, sock: str, port: int, workdir: str, name: str, viewers: int) -> dict:
+def cpu_seconds(pid: int) -> float:
+    """The user + system CPU time of process `pid` so far (its reaped children not counted)."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def run_round(a, sock: str, port: int, workdir: str, name: str, viewers: int, pid: int) -> dict:
     sweep = write_noop_sweep(os.path.join(workdir, name + ".toml"), name,
                              os.path.join(a.build, "bin"), a.trials, a.parallelism)
     stop_event = threading.Event()
     lock = threading.Lock()
     stats = {"latency": [], "bytes": 0, "status": {}, "errors": []}
     conn = Conn(sock)
+    cpu_before = cpu_seconds(pid)
     with open(sweep) as f:
         conn.call("submit", sweep=f.read(), path=sweep)
     threads = [threading.Thread(target=viewer, args=(port, name, a.interval, stop_event, stats, lock))
@@ -111,12 +120,14 @@ def run_round(a, sock: str, port: int, workdir: str, name: str, viewers: int) ->
         stop_event.set()
         for t in threads:
             t.join()
+    cpu = cpu_seconds(pid) - cpu_before
     trials = conn.call("trials", study=name)
     starts = [t["started_at"] for t in trials if t["started_at"]]
     ends = [t["finished_at"] for t in trials if t["finished_at"]]
     span = max(ends) - min(starts)
     out = {"viewers": viewers, "trials": len(trials), "complete": st["complete"],
-           "span_s": round(span, 2), "launches_per_s": round(len(starts) / span, 1)}
+           "span_s": round(span, 2), "launches_per_s": round(len(starts) / span, 1),
+           "triald_cpu_s": round(cpu, 2), "triald_cpu_ms_per_trial": round(1000 * cpu / len(trials), 2)}
     if viewers:
         lat = stats["latency"]
         out.update({"http_requests": len(lat), "http_status": stats["status"],
@@ -149,7 +160,8 @@ def main() -> int:
         sock = os.path.join(state, "triald.sock")
         for r in range(a.rounds):
             for viewers in (0, a.viewers):
-                res = run_round(a, sock, port, workdir, "r%d-v%d" % (r, viewers), viewers)
+                res = run_round(a, sock, port, workdir, "r%d-v%d" % (r, viewers), viewers,
+                                daemon.pid)
                 print(json.dumps(res), flush=True)
                 results.append(res)
     finally:
@@ -161,6 +173,10 @@ def main() -> int:
     print("  %3d viewers: %s  (median %.1f), each polling every %.1f s" %
           (a.viewers, rate[a.viewers], statistics.median(rate[a.viewers]), a.interval))
     print("  ratio: %.3f" % (statistics.median(rate[a.viewers]) / statistics.median(rate[0])))
+    cpu = {v: [x["triald_cpu_ms_per_trial"] for x in results if x["viewers"] == v]
+           for v in (0, a.viewers)}
+    print("triald CPU per trial (ms): %d viewers %s, %d viewers %s" %
+          (0, cpu[0], a.viewers, cpu[a.viewers]))
     return 0
 
 

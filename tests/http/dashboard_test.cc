@@ -256,8 +256,9 @@ TEST_CASE("dashboard: without --socket-read-open, reading needs the token too",
   CHECK(Http(port2, "GET", "/api/studies", token2).status == 200);
 }
 
-TEST_CASE("dashboard: oversized, malformed and too many requests get errors; triald stays healthy",
-          "[http][integration]") {
+TEST_CASE(
+    "dashboard: oversized, malformed and too many requests get errors and triald stays healthy",
+    "[http][integration]") {
   TempDir dir;
   TestDaemon d(dir.File("state"), 2);
   d.AddArgs({"--http", "127.0.0.1:0", "--socket-read-open"});
