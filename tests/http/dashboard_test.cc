@@ -8,6 +8,7 @@
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <fstream>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -340,6 +341,47 @@ TEST_CASE("triald --http: a bad address is a usage error naming it", "[http][int
       Shell(BinDir() + "/triald --state-dir " + dir.File("state") + " --config " + config);
   CHECK(code3 == 2);
   CHECK_THAT(out3, Catch::Contains(config + ": [daemon] http: --http \"bogus\""));
+}
+
+}  // namespace triald::testing
+
+namespace triald::testing {
+
+TEST_CASE("dashboard: a study with two objectives carries its Pareto front",
+          "[http][integration]") {
+  TempDir dir;
+  TestDaemon d(dir.File("state"), 4);
+  d.AddArgs({"--http", "127.0.0.1:0", "--socket-read-open"});
+  d.Start();
+  const int port = DashboardPort(d.log());
+  const std::string script = dir.File("two.py");
+  std::ofstream(script) << "import json, os\n"
+                           "x = json.loads(os.environ['TRIALD_PARAMS'])['x']\n"
+                           "out = os.fdopen(3, 'w')\n"
+                           "out.write(json.dumps({'type': 'final', 'values': [x * x, (x - 1) ** "
+                           "2]}) + '\\n')\n";
+  std::string toml = ExecSweep("two", "[\"/usr/bin/python3\", \"" + script + "\"]", 12, 4);
+  const size_t at = toml.find("parallelism");
+  REQUIRE(at != std::string::npos);
+  toml.insert(at, "directions = [\"minimize\", \"minimize\"]\n");
+  const std::string study = d.Submit(toml, dir.File("two.toml"));
+  d.WaitStudy(study, 120);
+
+  json::value v = Body(Http(port, "GET", "/api/studies/two"));
+  CHECK(v.at("study").at("directions").as_array().size() == 2);
+  std::set<int64_t> front;
+  for (const json::value& n : v.at("best_numbers").as_array()) front.insert(n.as_int64());
+  // The same front as the `best` verb's.
+  std::set<int64_t> expected;
+  json::value best = d.Call("best", {{"study", study}});
+  for (const json::value& t : best.at("best_trials").as_array()) {
+    expected.insert(t.at("number").as_int64());
+  }
+  CHECK_FALSE(expected.empty());
+  CHECK(front == expected);
+  for (const json::value& t : v.at("trials").as_array()) {
+    CHECK(t.at("values").as_array().size() == 2);
+  }
 }
 
 }  // namespace triald::testing
