@@ -11,6 +11,8 @@ usage:
   dashboard_browser.py CHROMIUM PROFILE click URL BUTTON_ID [TOKEN]
       Loads URL; with TOKEN, types it into the page's token form once; clicks BUTTON_ID and
       waits for the page's message. Prints {"class", "message", "token_kept"}.
+  dashboard_browser.py CHROMIUM PROFILE eval URL EXPRESSION
+      Loads URL, waits until the page has drawn its data, prints {"value": EXPRESSION's value}.
   dashboard_browser.py CHROMIUM PROFILE shot URL OUT.png
       Loads URL, waits until the page has drawn its data, saves a 1280x1800 screenshot.
 Exit status 0 when the scenario ran (its outcome is for the caller to judge), 1 otherwise.
@@ -147,6 +149,8 @@ def main():
                               "message": b.eval("document.getElementById('message').textContent"),
                               "token_kept": b.eval(
                                   "!!sessionStorage.getItem('triald-dashboard-token')")}))
+        elif mode == "eval":
+            print(json.dumps({"value": b.eval(sys.argv[5])}))
         elif mode == "shot":
             time.sleep(0.5)  # layout of what was just drawn
             shot = b.send("Page.captureScreenshot", {"format": "png"})

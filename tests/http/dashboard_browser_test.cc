@@ -86,6 +86,16 @@ TEST_CASE("dashboard in a browser: live updates, pause with and without the toke
   CHECK(paused.at("token_kept") == true);
   CHECK(Paused(d, study));
 
+  // Text a trial wrote (an attribute holding an <img onerror=...> tag) is shown as text: no
+  // element is made of it and its script never runs.
+  json::object shown =
+      Drive(dir, "p-text",
+            "eval '" + base +
+                "/studies/live/trials/0' \"[document.querySelectorAll('#attrs-table "
+                "img').length, document.getElementById('attrs-table')"
+                ".textContent.indexOf('<img src=x') >= 0, !!window.__pwned]\"");
+  CHECK(json::serialize(shown.at("value")) == "[0,true,false]");
+
   // Every page draws (a blank or unstyled page has a handful of colours).
   for (const auto& [name, path] : {std::pair<std::string, std::string>{"studies", "/"},
                                    {"study", "/studies/live"},

@@ -16,6 +16,7 @@ out = os.fdopen(3, "w")
 print("hello from trial", os.environ["TRIALD_TRIAL"], flush=True)
 print("a line on stderr", file=sys.stderr, flush=True)
 out.write(json.dumps({"type": "attr", "key": "seen", "value": 1}) + "\n")
+out.write(json.dumps({"type": "attr", "key": "note", "value": "<img src=x onerror=\"window.__pwned=1\">"}) + "\n")
 for step in range(3):
     out.write(json.dumps({"type": "report", "step": step, "value": x * x + 1.0 / (step + 1)}) + "\n")
     out.flush()

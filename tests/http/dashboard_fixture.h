@@ -1,6 +1,7 @@
 #pragma once
 // What the dashboard tests share: a sweep whose trials print to stdout and stderr, report a
-// learning curve and an attribute, and end with value x^2; and the daemon's token.
+// learning curve and two attributes ("seen": 1, and "note": HTML that would run script if the
+// page parsed it), and end with value x^2; and the daemon's token.
 
 #include <string>
 
