@@ -40,7 +40,7 @@ class DaemonConfigParser {
       TRIALD_RETURN_IF_ERROR(
           CheckKeys("[daemon]", *t,
                     {"state_dir", "socket", "log_level", "shutdown_timeout", "storage", "node_name",
-                     "heartbeat_interval", "node_timeout", "resource_accounting"}));
+                     "heartbeat_interval", "node_timeout", "resource_accounting", "http"}));
       TRIALD_RETURN_IF_ERROR(ReadPath("[daemon]", *t, "state_dir", &out.state_dir));
       TRIALD_RETURN_IF_ERROR(ReadPath("[daemon]", *t, "socket", &out.socket));
       if (const toml::node* n = t->get("log_level")) {
@@ -53,14 +53,16 @@ class DaemonConfigParser {
             ReadPositive("[daemon]", "shutdown_timeout", *n, &out.shutdown_timeout));
       }
       for (auto [key, field] : {std::pair<const char*, std::string*>{"storage", &out.storage},
-                                {"node_name", &out.node_name}}) {
+                                {"node_name", &out.node_name},
+                                {"http", &out.http}}) {
         if (const toml::node* n = t->get(key)) {
           const auto* v = n->as_string();
           if (v == nullptr || v->get().empty()) {
             return Bad("[daemon]", key, *n,
                        std::string(key) == "storage"
                            ? "a URL, e.g. \"postgresql://triald@db.example:5432/triald\""
-                           : "a non-empty node name");
+                       : std::string(key) == "http" ? "HOST:PORT, e.g. \"127.0.0.1:8080\""
+                                                    : "a non-empty node name");
           }
           *field = v->get();
         }

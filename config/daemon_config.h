@@ -13,6 +13,7 @@
 //   heartbeat_interval = 2               # --heartbeat-interval (seconds)
 //   node_timeout = 30                    # --node-timeout (seconds)
 //   resource_accounting = false          # --no-resource-accounting (default true)
+//   http = "127.0.0.1:8080"              # --http: the dashboard (default: off)
 //
 //   [devices]
 //   cpu = 8                              # --max-workers: trials running at once (all kinds)
@@ -58,6 +59,7 @@ struct DaemonConfig {
   double node_timeout = 0;        // 0: not set
   // Not set: on.
   std::optional<bool> resource_accounting;
+  std::string http;  // "": not set (no dashboard); checked by the daemon (daemon/http/address.h)
   DevicesConfig devices;
 };
 

@@ -23,6 +23,7 @@
 #include "daemon/descriptor_limit.h"
 #include "daemon/devices/gpu_pool.h"
 #include "daemon/devices/nvml_probe.h"
+#include "daemon/http/start.h"
 #include "daemon/launcher/cgroup.h"
 #include "daemon/launcher/process_launcher.h"
 #include "daemon/launcher/reaper.h"
@@ -377,6 +378,7 @@ class ShutdownOnSignal {
     asio::io_context* io = nullptr;
     Scheduler* scheduler = nullptr;
     ControlServer* server = nullptr;
+    http::HttpServer* dashboard = nullptr;  // null without --http
     SystemdNotifier* notifier = nullptr;
     common::Logger logger;
     double timeout_s = 120;
@@ -400,6 +402,7 @@ class ShutdownOnSignal {
                     sig == SIGINT ? "SIGINT" : "SIGTERM", o_.scheduler->running_count());
     o_.notifier->Stopping(o_.scheduler->running_count());
     o_.server->Stop();
+    if (o_.dashboard != nullptr) o_.dashboard->Stop();
     deadline_.expires_after(Seconds(o_.timeout_s));
     deadline_.async_wait([this](const boost::system::error_code& e) {
       if (e) return;
@@ -561,6 +564,16 @@ int RunDaemon(const DaemonOptions& opts) {
       co->access.trust_gid ? ", --trust-group " + GroupLabel(*co->access.trust_gid) : "",
       co->access.daemon_uid, co->access.read_open ? "anyone" : "the socket group",
       run_as_submitter ? "their submitters" : "uid " + std::to_string(co->access.daemon_uid));
+  std::unique_ptr<http::HttpServer> dashboard;
+  if (!opts.http.empty()) {
+    auto started = http::StartDashboard({&io, &scheduler, storage->get(), log, state_dir, opts.http,
+                                         opts.socket_read_open, opts.node_timeout_s});
+    if (!started.ok()) {
+      log->critical("{}", started.status().message());
+      return 1;
+    }
+    dashboard = std::move(started).value();
+  }
   (void)(*storage)->AppendEvent({}, {}, "daemon_started", "pid " + std::to_string(::getpid()),
                                 clock.WallSeconds());
   log->info("triald ready: state {}, socket {}, {} worker slot(s)", state_dir, co->socket_path,
@@ -581,7 +594,8 @@ int RunDaemon(const DaemonOptions& opts) {
                             [&scheduler]() { scheduler.SharedTick(); });
   if ((*storage)->shared()) shared_tick.Start();
 
-  ShutdownOnSignal shutdown({&io, &scheduler, &server, &notifier, log, opts.shutdown_timeout_s});
+  ShutdownOnSignal shutdown(
+      {&io, &scheduler, &server, dashboard.get(), &notifier, log, opts.shutdown_timeout_s});
   shutdown.Arm();
 
   io.run();

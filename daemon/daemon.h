@@ -66,6 +66,9 @@ struct DaemonOptions {
   std::string node_name;
   double heartbeat_interval_s = 2;
   double node_timeout_s = 30;
+  // The dashboard (daemon/http/): "" for none (the default), else where it listens ("HOST:PORT",
+  // daemon/http/address.h); reading it follows socket_read_open (daemon/http/api.h).
+  std::string http;
 };
 
 // Runs until a shutdown signal; returns the process exit code.

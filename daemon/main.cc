@@ -21,6 +21,7 @@
 #include "config/daemon_config.h"
 #include "daemon/cli_validators.h"
 #include "daemon/daemon.h"
+#include "daemon/http/address.h"
 #include "proto/socket_paths.h"
 
 namespace {
@@ -51,6 +52,7 @@ void ApplyConfig(const triald::config::DaemonConfig& cfg, DaemonOptions* opts, s
   if (cfg.heartbeat_interval > 0) opts->heartbeat_interval_s = cfg.heartbeat_interval;
   if (cfg.node_timeout > 0) opts->node_timeout_s = cfg.node_timeout;
   if (cfg.resource_accounting) opts->resource_accounting = *cfg.resource_accounting;
+  if (!cfg.http.empty()) opts->http = cfg.http;
 }
 
 }  // namespace
@@ -207,6 +209,20 @@ int main(int argc, char** argv) {
       ->type_name("S")
       ->check(cli::PositiveSeconds(86400));
 
+  CLI::Option* http_option =
+      overriding(app.add_option("--http", given.http,
+                                "serve the dashboard and its JSON API at HOST:PORT\n"
+                                "(e.g. 127.0.0.1:8080; a port alone: 127.0.0.1);\n"
+                                "off by default; actions need the token triald\n"
+                                "writes to DIR/http.token (daemon/README.md,\n"
+                                "Dashboard)"),
+                 &DaemonOptions::http)
+          ->type_name("ADDRESS")
+          ->check([](const std::string& text) {
+            auto parsed = triald::daemon::http::ParseListenAddress(text);
+            return parsed.ok() ? std::string() : parsed.status().message();
+          });
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success&) {  // --help
@@ -272,6 +288,14 @@ int main(int argc, char** argv) {
                           " s) must be at least twice --heartbeat-interval (" +
                           std::to_string(opts.heartbeat_interval_s) +
                           " s), or live nodes would be taken for dead");
+  }
+  if (!opts.http.empty()) {
+    // Checked here too for the config file's value (the option's own check covers --http).
+    auto parsed = triald::daemon::http::ParseListenAddress(opts.http);
+    if (!parsed.ok()) {
+      return Usage(app, (http_option->count() > 0 ? "" : config_file + ": [daemon] http: ") +
+                            parsed.status().message());
+    }
   }
   auto lvl = triald::common::ParseLogLevel(log_level);
   if (!lvl.ok()) return Usage(app, lvl.status().message());

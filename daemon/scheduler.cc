@@ -600,6 +600,15 @@ std::optional<SpawnBackoff::Snapshot> Scheduler::spawn_status(int64_t study_id) 
   return it->second->spawn.Take(options_.clock->MonotonicSeconds());
 }
 
+std::vector<Scheduler::RunningView> Scheduler::running_trials() const {
+  std::vector<RunningView> out;
+  out.reserve(running_.size());
+  for (const auto& [id, rt] : running_) {
+    out.push_back({rt->study->record.id, rt->number, devices::GpuPool::SlotList(rt->gpu_slots)});
+  }
+  return out;
+}
+
 std::optional<int64_t> Scheduler::pareto_front_size(int64_t study_id) {
   auto it = studies_.find(study_id);
   if (it == studies_.end()) return std::nullopt;

@@ -217,6 +217,13 @@ class Scheduler {
   // when a trial has finished since the last call; nullopt for a study that is not active or
   // has one objective.
   std::optional<int64_t> pareto_front_size(int64_t study_id);
+  // This node's running trials with the GPU slots each holds (the dashboard shows them).
+  struct RunningView {
+    int64_t study_id = 0;
+    int number = 0;
+    std::string gpu_slots;  // devices::GpuPool::SlotList form; "" for a CPU trial
+  };
+  std::vector<RunningView> running_trials() const;
 
  private:
   struct StudyRuntime;

@@ -302,7 +302,10 @@ Result<json::value> EnqueueVerb(const VerbContext& c, const json::object& args) 
   return json::value(std::move(o));
 }
 
-Result<json::value> LogsVerb(const VerbContext& c, const json::object& args) {
+}  // namespace
+
+Result<json::value> TrialLogReply(const VerbContext& c, const json::object& args,
+                                  const TrialLogLimits& limits) {
   storage::Storage& st = *c.storage;
   TRIALD_ASSIGN_OR_RETURN(model::StudyRecord s, LookUpStudy(st, args));
   TRIALD_ASSIGN_OR_RETURN(int64_t number, proto::GetInt(args, "trial"));
@@ -320,10 +323,10 @@ Result<json::value> LogsVerb(const VerbContext& c, const json::object& args) {
   const std::string number_s = std::to_string(t.number);
   const std::string file = stream + ".log";
   std::string relative = "studies/" + s.name + "/logs/" + number_s + "/" + file;
-  Result<TrialLogContent> content = ReadTrialLog(c.state_dir, relative, TrialLogLimits{});
+  Result<TrialLogContent> content = ReadTrialLog(c.state_dir, relative, limits);
   if (!content.ok() && content.status().code() == common::Code::kNotFound) {
     const std::string legacy = "studies/" + s.name + "/trials/" + number_s + "/" + file;
-    Result<TrialLogContent> old = ReadTrialLog(c.state_dir, legacy, TrialLogLimits{});
+    Result<TrialLogContent> old = ReadTrialLog(c.state_dir, legacy, limits);
     if (old.ok()) {
       relative = legacy;
       content = std::move(old);
@@ -343,6 +346,12 @@ Result<json::value> LogsVerb(const VerbContext& c, const json::object& args) {
     o["refused"] = content.status().message();
   }
   return json::value(std::move(o));
+}
+
+namespace {
+
+Result<json::value> LogsVerb(const VerbContext& c, const json::object& args) {
+  return TrialLogReply(c, args, TrialLogLimits{});
 }
 
 Result<std::unique_ptr<ReplyStream>> ExportStreamer(const VerbContext& c,

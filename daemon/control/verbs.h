@@ -55,6 +55,7 @@
 
 #include "common/status.h"
 #include "daemon/control/access.h"
+#include "daemon/control/trial_log.h"
 #include "daemon/scheduler.h"
 #include "daemon/storage/storage.h"
 
@@ -121,6 +122,12 @@ bool IsReadVerb(std::string_view verb);
 common::Status AuthorizeStudyVerb(storage::Storage& storage, const AccessPolicy& policy,
                                   const PeerCredentials& caller, const std::string& verb,
                                   const boost::json::object& args);
+
+// The `logs` reply for {study, trial, stream}, reading at most `limits` of the log (the verb
+// reads TrialLogLimits{}; the dashboard's trial page a short tail).
+common::Result<boost::json::value> TrialLogReply(const VerbContext& context,
+                                                 const boost::json::object& args,
+                                                 const TrialLogLimits& limits);
 
 // Runs `verb` with `args`; an unknown verb is invalid_argument listing the known ones. A
 // streamed verb's pieces are put together and parsed (for tests and in-process callers; the

@@ -135,6 +135,24 @@ TEST_CASE("[daemon] resource_accounting is a boolean, on unless set", "[config]"
         "false");
 }
 
+TEST_CASE("[daemon] http is the dashboard's address, off unless set", "[config]") {
+  auto off = ParseDaemonConfig("[daemon]\nstate_dir = \"/s\"\n", "/etc/triald/triald.toml");
+  REQUIRE(off.ok());
+  CHECK(off->http.empty());
+  auto on = ParseDaemonConfig("[daemon]\nhttp = \"127.0.0.1:8080\"\n", "/etc/triald/triald.toml");
+  REQUIRE(on.ok());
+  CHECK(on->http == "127.0.0.1:8080");
+  for (const char* bad : {"[daemon]\nhttp = 8080\n", "[daemon]\nhttp = \"\"\n"}) {
+    auto r = ParseDaemonConfig(bad, "/etc/triald/triald.toml");
+    REQUIRE_FALSE(r.ok());
+    CHECK_THAT(r.status().message(),
+               Catch::StartsWith("/etc/triald/triald.toml:2:") &&
+                   Catch::EndsWith("[daemon] http = " +
+                                   std::string(bad).substr(16, std::string(bad).size() - 17) +
+                                   ": expected HOST:PORT, e.g. \"127.0.0.1:8080\""));
+  }
+}
+
 TEST_CASE("the --gpus list takes distinct indices", "[config][devices]") {
   CHECK(*ParseGpuList("0,1,3") == std::vector<int>{0, 1, 3});
   CHECK(ParseGpuList("none")->empty());

@@ -1,0 +1,104 @@
+#pragma once
+// The dashboard's JSON API and pages, apart from the HTTP transport (server.h): a request
+// (method, path, Authorization, body) in, a response (status, type, body) out. The page itself
+// uses the API, so scripts see what it shows. Routes (daemon/README.md, "Dashboard"):
+//   GET  /  /studies/NAME  /studies/NAME/trials/N      the page (embedded; no data in it)
+//   GET  /api/studies                                   {generated_at, node, studies: [...]}
+//   GET  /api/studies/NAME                              the study snapshot (below)
+//   GET  /api/studies/NAME/trials/N                     {trial, events, stdout, stderr}
+//   POST /api/studies/NAME/{pause,resume,cancel,extend,parallelism}
+//        body {} or none; extend {"n_trials": N}; parallelism {"parallelism": N}
+//        -> the control verb's reply (pause, resume, cancel, extend, set)
+// Errors are {"ok": false, "error": MESSAGE} with 400 (a bad value or body: the control verbs'
+// own messages), 403 (no or a wrong token), 404 (no such study, trial or path), 405 (another
+// method; Allow says which), 409 (the study's state does not allow it), 503 (shutting down).
+//
+// Access: every POST needs "Authorization: Bearer TOKEN" (token.h) and acts as triald's own
+// user would on the control socket (the verbs' ownership check then passes, as for trialctl run
+// by that user). Reads need the token too unless the control socket's read verbs are open to
+// everyone (--socket-read-open): anyone who can reach the port could read otherwise, and TCP
+// tells the daemon nothing of who they are. The page is served to anyone: it holds no data.
+//
+// Cost: studies are read from Storage into snapshots shared by every viewer, each rebuilt at
+// most once per snapshot_interval_s and only when asked: the study list with the `studies` verb
+// (counting queries), a study incrementally (Storage::GetTrialsSince: only trials that are new or
+// were unfinished), keeping its newest max_snapshot_trials trials; a trial page's answer is kept
+// as long. A study not asked for within kForgetAfter is dropped. So viewers cost the daemon
+// copies of a shared string, not database reads.
+//
+// Thread-safety: event-loop thread only (it uses the Scheduler and Storage).
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "daemon/control/verbs.h"
+#include "daemon/scheduler.h"
+#include "daemon/storage/storage.h"
+
+namespace triald::daemon::http {
+
+struct ApiOptions {
+  Scheduler* scheduler = nullptr;
+  storage::Storage* storage = nullptr;
+  std::string state_dir;
+  double node_timeout_s = 30;
+  bool read_open = false;  // the control socket's --socket-read-open
+  std::string token;       // actions (and reads unless read_open) need it
+  double snapshot_interval_s = 1;
+  int max_snapshot_trials = 5000;    // a study snapshot keeps its newest trials, this many
+  size_t max_curve_points = 200;     // intermediate values per trial in a study snapshot
+  size_t max_finished_curves = 50;   // finished trials whose curves a study snapshot carries
+  size_t log_tail_bytes = 32 << 10;  // stdout/stderr shown on a trial page
+};
+
+struct ApiRequest {
+  std::string_view method;
+  std::string_view target;         // path and query
+  std::string_view authorization;  // the Authorization header, "" when none
+  std::string_view body;
+};
+
+struct ApiResponse {
+  int status = 200;
+  std::string content_type = "application/json";
+  std::shared_ptr<const std::string> body;
+  std::string allow;  // 405: the methods the path takes
+};
+
+class Api {
+ public:
+  explicit Api(ApiOptions options);
+  ~Api();
+  ApiResponse Handle(const ApiRequest& request);
+
+ private:
+  struct StudySnapshot;
+  struct Cached {
+    std::chrono::steady_clock::time_point built{};
+    std::shared_ptr<const std::string> json;
+  };
+  ApiResponse Studies();
+  ApiResponse Study(const std::string& name);
+  ApiResponse Trial(const std::string& name, const std::string& number);
+  ApiResponse Action(const std::string& name, const std::string& action, std::string_view body);
+  bool Fresh(std::chrono::steady_clock::time_point built) const;
+  void Forget();
+
+  ApiOptions options_;
+  VerbContext context_;
+  PeerCredentials owner_;  // the daemon's own uid: what a token holder acts as
+  Cached studies_;
+  std::map<std::string, std::unique_ptr<StudySnapshot>> studies_by_name_;
+  std::map<std::string, Cached> trials_;  // "study/number"
+};
+
+// "%41b" -> "Ab"; nullopt-like empty with ok=false on a bad escape.
+bool PercentDecode(std::string_view in, std::string* out);
+
+}  // namespace triald::daemon::http

@@ -1,0 +1,265 @@
+#include "daemon/http/server.h"
+
+#include <array>
+#include <boost/asio/socket_base.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <optional>
+
+namespace triald::daemon::http {
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace bhttp = boost::beast::http;
+using tcp = asio::ip::tcp;
+
+namespace {
+
+// Connections over the limit being answered 503 (and lingering) at once; past it, they are
+// closed unanswered.
+constexpr int kMaxRefusing = 16;
+
+std::chrono::steady_clock::duration Seconds(double s) {
+  return std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+      std::chrono::duration<double>(s));
+}
+
+constexpr const char* kPagePolicy =
+    "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:; "
+    "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
+
+using Response = bhttp::response<bhttp::string_body>;
+
+std::shared_ptr<Response> MakeResponse(int status, const std::string& type, std::string body,
+                                       unsigned version, bool keep_alive) {
+  auto res = std::make_shared<Response>(static_cast<bhttp::status>(status), version);
+  res->set(bhttp::field::server, "triald");
+  res->set(bhttp::field::content_type, type);
+  res->set(bhttp::field::cache_control, "no-store");
+  res->set("X-Content-Type-Options", "nosniff");
+  res->set("Referrer-Policy", "no-referrer");
+  if (type.rfind("text/html", 0) == 0) {
+    res->set("Content-Security-Policy", kPagePolicy);
+    res->set("X-Frame-Options", "DENY");
+  }
+  res->body() = std::move(body);
+  res->keep_alive(keep_alive);
+  res->prepare_payload();
+  return res;
+}
+
+std::string ErrorBody(const std::string& message) {
+  std::string escaped;
+  for (char c : message) {
+    if (c == '"' || c == '\\') escaped += '\\';
+    escaped += c;
+  }
+  return "{\"ok\":false,\"error\":\"" + escaped + "\"}";
+}
+
+// Closes `stream` gracefully after an answer to a request that was not read whole (or at all):
+// our side is shut down, then whatever the client still sends is read and dropped, for at most
+// kLingerBytes or kLingerTime, so that closing with unread data (a TCP reset) does not destroy
+// the answer before the client reads it.
+constexpr size_t kLingerBytes = 1 << 20;
+constexpr auto kLingerTime = std::chrono::seconds(2);
+
+// `stream` may point into the object `stream` owns (an aliasing pointer): the connection's slot
+// (a session, or a 503 answer's count) is held until the lingering ends.
+void LingerRead(std::shared_ptr<beast::tcp_stream> stream,
+                std::shared_ptr<std::array<char, 4096>> buf, size_t drained) {
+  stream->async_read_some(asio::buffer(*buf),
+                          [stream, buf, drained](beast::error_code ec, size_t n) {
+                            if (ec || drained + n >= kLingerBytes) {
+                              beast::error_code ignored;
+                              stream->socket().close(ignored);
+                              return;
+                            }
+                            LingerRead(stream, buf, drained + n);
+                          });
+}
+
+void LingerClose(std::shared_ptr<beast::tcp_stream> stream) {
+  beast::error_code ignored;
+  stream->socket().shutdown(tcp::socket::shutdown_send, ignored);
+  stream->expires_after(kLingerTime);
+  LingerRead(std::move(stream), std::make_shared<std::array<char, 4096>>(), 0);
+}
+
+}  // namespace
+
+class HttpServer::Session : public std::enable_shared_from_this<Session> {
+ public:
+  Session(HttpServer* server, tcp::socket socket)
+      : server_(server),
+        options_(&server->options_),
+        state_(server->state_),
+        stream_(std::move(socket)),
+        buffer_(options_->header_limit + 4096) {
+    ++state_->open;
+  }
+  ~Session() { --state_->open; }
+
+  void Start() { Read(); }
+
+ private:
+  void Read() {
+    parser_.emplace();
+    parser_->header_limit(static_cast<std::uint32_t>(options_->header_limit));
+    parser_->body_limit(options_->body_limit);
+    stream_.expires_after(Seconds(options_->request_timeout_s));
+    auto self = shared_from_this();
+    bhttp::async_read(stream_, buffer_, *parser_,
+                      [self](beast::error_code ec, size_t) { self->OnRead(ec); });
+  }
+
+  void OnRead(beast::error_code ec) {
+    if (ec == bhttp::error::end_of_stream || ec == beast::error::timeout ||
+        ec == asio::error::operation_aborted || ec == asio::error::connection_reset ||
+        ec == asio::error::eof) {
+      return Close();
+    }
+    if (ec == bhttp::error::header_limit || ec == bhttp::error::buffer_overflow) {
+      return Refuse(
+          431, "request header larger than " + std::to_string(options_->header_limit) + " bytes");
+    }
+    if (ec == bhttp::error::body_limit) {
+      return Refuse(413,
+                    "request body larger than " + std::to_string(options_->body_limit) + " bytes");
+    }
+    if (ec) return Refuse(400, "malformed HTTP request: " + ec.message());
+    bhttp::request<bhttp::string_body>& req = parser_->get();
+    ++served_;
+    const bool keep_alive =
+        req.keep_alive() && !state_->stopped && served_ < options_->max_requests_per_connection;
+    std::shared_ptr<Response> res;
+    if (!HostAllowed(std::string_view(req[bhttp::field::host]), options_->listen)) {
+      res = MakeResponse(421, "application/json",
+                         ErrorBody("the Host header must be an IP address or localhost (as in "
+                                   "the URL triald logs)"),
+                         req.version(), false);
+    } else {
+      ApiRequest api_req;
+      api_req.method = req.method_string();
+      api_req.target = req.target();
+      api_req.authorization = req[bhttp::field::authorization];
+      api_req.body = req.body();
+      ApiResponse out = server_->api_.Handle(api_req);
+      res = MakeResponse(out.status, out.content_type, out.body ? *out.body : std::string(),
+                         req.version(), keep_alive);
+      if (!out.allow.empty()) res->set(bhttp::field::allow, out.allow);
+    }
+    Write(res, res->keep_alive());
+  }
+
+  // Answers an unreadable request, then closes (lingering: the rest of it may be on its way).
+  void Refuse(int status, const std::string& why) {
+    auto res = MakeResponse(status, "application/json", ErrorBody(why), 11, false);
+    stream_.expires_after(Seconds(options_->request_timeout_s));
+    auto self = shared_from_this();
+    bhttp::async_write(stream_, *res, [self, res](beast::error_code ec, size_t) {
+      if (ec) return self->Close();
+      LingerClose(std::shared_ptr<beast::tcp_stream>(self, &self->stream_));
+    });
+  }
+
+  void Write(std::shared_ptr<Response> res, bool then_read) {
+    stream_.expires_after(Seconds(options_->request_timeout_s));
+    auto self = shared_from_this();
+    bhttp::async_write(stream_, *res, [self, res, then_read](beast::error_code ec, size_t) {
+      if (ec || !then_read) return self->Close();
+      self->Read();
+    });
+  }
+
+  void Close() {
+    beast::error_code ignored;
+    stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
+    stream_.close();
+  }
+
+  HttpServer* server_;
+  const HttpServerOptions* options_;
+  std::shared_ptr<State> state_;
+  beast::tcp_stream stream_;
+  beast::flat_buffer buffer_;
+  std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
+  int served_ = 0;
+};
+
+HttpServer::HttpServer(HttpServerOptions options)
+    : options_(std::move(options)),
+      api_(options_.api),
+      acceptor_(*options_.io),
+      accept_retry_(*options_.io),
+      state_(std::make_shared<State>()) {}
+
+HttpServer::~HttpServer() { Stop(); }
+
+common::Status HttpServer::Start() {
+  const tcp::endpoint endpoint(options_.listen.address, options_.listen.port);
+  beast::error_code ec;
+  acceptor_.open(endpoint.protocol(), ec);
+  if (!ec) acceptor_.set_option(asio::socket_base::reuse_address(true), ec);
+  if (!ec) acceptor_.bind(endpoint, ec);
+  if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) {
+    return common::Unavailable("dashboard: cannot listen on " + options_.listen.Url() + ": " +
+                               ec.message());
+  }
+  port_ = acceptor_.local_endpoint().port();
+  Accept();
+  return common::Status::Ok();
+}
+
+void HttpServer::Stop() {
+  if (state_->stopped) return;
+  state_->stopped = true;
+  beast::error_code ignored;
+  acceptor_.close(ignored);
+  accept_retry_.cancel();
+}
+
+void HttpServer::Accept() {
+  if (state_->stopped) return;
+  acceptor_.async_accept([this](beast::error_code ec, tcp::socket socket) {
+    if (state_->stopped || ec == asio::error::operation_aborted) return;
+    if (ec) {
+      // Out of descriptors (EMFILE) or the like: try again shortly rather than spin.
+      options_.logger->warn("dashboard: accept failed: {}", ec.message());
+      accept_retry_.expires_after(std::chrono::milliseconds(100));
+      accept_retry_.async_wait([this](beast::error_code e) {
+        if (!e) Accept();
+      });
+      return;
+    }
+    if (state_->open >= options_.max_connections) {
+      if (state_->refusing < kMaxRefusing) {
+        // Answer 503 on a stream of its own, then close; counted in `refusing` until closed.
+        struct Refused {
+          Refused(tcp::socket s, std::shared_ptr<State> st) : stream(std::move(s)), state(st) {
+            ++state->refusing;
+          }
+          ~Refused() { --state->refusing; }
+          beast::tcp_stream stream;
+          std::shared_ptr<State> state;
+        };
+        auto owner = std::make_shared<Refused>(std::move(socket), state_);
+        std::shared_ptr<beast::tcp_stream> refused(owner, &owner->stream);
+        auto res =
+            MakeResponse(503, "application/json",
+                         ErrorBody("too many dashboard connections (" +
+                                   std::to_string(options_.max_connections) + " open); try again"),
+                         11, false);
+        refused->expires_after(std::chrono::seconds(2));
+        bhttp::async_write(*refused, *res, [refused, res](beast::error_code ec, size_t) {
+          if (!ec) LingerClose(refused);
+        });
+      }
+    } else {
+      std::make_shared<Session>(this, std::move(socket))->Start();
+    }
+    Accept();
+  });
+}
+
+}  // namespace triald::daemon::http
