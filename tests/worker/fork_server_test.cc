@@ -387,26 +387,26 @@ RunResult RunForked(Harness& harness, const std::string& params) {
 
 TEST_CASE("fork server: ready after LibTorch and the inputs, one thread, only its channel",
           "[worker][fork_server]") {
-  Served s(FixtureConfig());
-  const pid_t server = s.harness.pid();
-  INFO("server log: " << s.harness.Log());
-  CHECK(CountThreads(server) == 1);
-  CHECK(OpenFds(server) == std::set<int>{0, 1, 2, 3});
-  CHECK(s.harness.Log().find("ready in ") != std::string::npos);
-  // Stop ends the server, which waits for nothing.
-  s.harness.SendPacket(R"({"type":"stop"})");
-  CHECK(s.harness.Wait() == 0);
-}
-
-TEST_CASE("fork server: the ready message", "[worker][fork_server]") {
-  config::LmObjectiveConfig config = FixtureConfig();
-  Harness harness(config::LmObjectiveToJson(config));
+  const std::string config = config::LmObjectiveToJson(FixtureConfig());
+  Harness harness(config);
   json::object ready = harness.ReceiveReady();
-  CHECK(ready.at("pid").as_int64() == harness.pid());
+  const pid_t server = harness.pid();
+  INFO("server log: " << harness.Log());
+  CHECK(ready.at("pid").as_int64() == server);
   CHECK(ready.at("preloaded").as_array() == json::array{"libtorch"});
   CHECK(ready.at("objective_loaded").as_bool());
-  // EOF ends it too.
-  CHECK(harness.CloseAndWait() == 0);
+  // LibTorch is initialised, the checkpoint mapped, and still no thread but the main one (the
+  // server ran again with OPENBLAS_NUM_THREADS=1 where OpenBLAS had started its own).
+  CHECK(CountThreads(server) == 1);
+  CHECK(OpenFds(server) == std::set<int>{0, 1, 2, 3});
+  CHECK(ReadFile("/proc/" + std::to_string(server) + "/maps").find("model.safetensors") !=
+        std::string::npos);
+  CHECK(harness.Log().find("ready in ") != std::string::npos);
+  SECTION("stop ends the server, which waits for nothing") {
+    harness.SendPacket(R"({"type":"stop"})");
+    CHECK(harness.Wait() == 0);
+  }
+  SECTION("so does EOF") { CHECK(harness.CloseAndWait() == 0); }
 }
 
 TEST_CASE("fork server: a trial gives the exec path's values for the same parameters",
