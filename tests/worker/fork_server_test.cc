@@ -291,7 +291,9 @@ class Harness {
 
   // Sends a fork request for a trial with TRIALD_PARAMS = `params` and returns the trial once
   // the server answers forked.
-  Trial& Fork(const std::string& params, std::vector<std::string> extra_env = {}) {
+  // `cwd`: the trial's working folder (default: the harness's temporary folder).
+  Trial& Fork(const std::string& params, std::vector<std::string> extra_env = {},
+              const std::string& cwd = "") {
     Trial trial;
     trial.id = next_id_++;
     trial.out_path = dir_.File("trial-" + std::to_string(trial.id) + ".out");
@@ -310,7 +312,7 @@ class Harness {
                             {"id", trial.id},
                             {"argv", json::array{"--objective", "lm", "--config", config_}},
                             {"env", env},
-                            {"cwd", dir_.path()},
+                            {"cwd", cwd.empty() ? dir_.path() : cwd},
                             {"daemon_pid", static_cast<int64_t>(::getpid())}};
     sent_at_ = Clock::now();
     SendPacket(json::serialize(request), {pair[1], out, err});
@@ -359,8 +361,8 @@ class Harness {
 struct Served {
   std::string config_json;
   Harness harness;
-  explicit Served(const config::LmObjectiveConfig& config)
-      : config_json(config::LmObjectiveToJson(config)), harness(config_json) {
+  explicit Served(const config::LmObjectiveConfig& config, std::vector<std::string> env = {})
+      : config_json(config::LmObjectiveToJson(config)), harness(config_json, std::move(env)) {
     harness.SetConfig(config_json);
     harness.ReceiveReady();
   }
@@ -420,7 +422,8 @@ TEST_CASE("fork server: a trial gives the exec path's values for the same parame
   REQUIRE(exec.exit_code == 0);
   std::vector<json::object> exec_lines = ParseLines(exec.report);
 
-  Served s(config);
+  // The server's own environment is not the trial's: these would fail the trial if it leaked.
+  Served s(config, {R"(TRIALD_PARAMS={"learning_rate": -1})", "TRIALD_REPORT_FD=9"});
   RunResult forked = RunForked(s.harness, params);
   INFO("forked stderr: " << forked.err);
   REQUIRE(forked.exit_code == 0);
@@ -461,6 +464,13 @@ TEST_CASE("fork server: a trial gives the exec path's values for the same parame
   CHECK(bad.exit_code == 1);
   REQUIRE(!bad.lines.empty());
   CHECK(bad.lines.back().at("message").as_string().find("'learning_rate' must be > 0, got -1") !=
+        std::string::npos);
+  // A working folder the trial cannot enter fails it before anything runs.
+  Trial& lost = s.harness.Fork("{}", {}, "/nonexistent/trial-dir");
+  lost.SendGo();
+  const std::string lost_reports = lost.ReadReports();
+  CHECK(WaitExit(lost.pid) == 1);
+  CHECK(lost_reports.find("cannot enter the trial's working folder /nonexistent/trial-dir") !=
         std::string::npos);
   CHECK(s.harness.CloseAndWait() == 0);
 }
