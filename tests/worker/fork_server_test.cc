@@ -545,6 +545,65 @@ TEST_CASE("fork server: SIGKILL or SIGTERM of a trial does not disturb the serve
   CHECK(s.harness.Wait() == 0);
 }
 
+// Starts `trial-worker --objective lm --config JSON` with `env` and the report pipe at 3, waits
+// for `reports` report lines, and returns its thread count then; the worker is killed after.
+int ExecThreadsAfterReports(const std::string& config_json, std::vector<std::string> env,
+                            int reports) {
+  int pipe_fds[2];
+  REQUIRE(::pipe2(pipe_fds, O_CLOEXEC) == 0);
+  env.push_back("TRIALD_REPORT_FD=3");
+  std::vector<std::string> argv = {kWorker, "--objective", "lm", "--config", config_json};
+  std::vector<char*> c_argv, c_env;
+  for (auto& a : argv) c_argv.push_back(a.data());
+  c_argv.push_back(nullptr);
+  for (auto& e : env) c_env.push_back(e.data());
+  c_env.push_back(nullptr);
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    const int devnull = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
+    if (devnull < 0 || ::dup2(devnull, 1) < 0 || ::dup2(pipe_fds[1], 3) < 0) _exit(127);
+    ::execve(c_argv[0], c_argv.data(), c_env.data());
+    _exit(127);
+  }
+  ::close(pipe_fds[1]);
+  Trial reader;
+  reader.channel = pipe_fds[0];
+  reader.ReadUntilReports(reports);
+  const int threads = CountThreads(pid);
+  ::kill(pid, SIGKILL);
+  WaitExit(pid);
+  reader.CloseChannel();
+  return threads;
+}
+
+TEST_CASE("fork server: a trial's thread pools are sized from its environment, as by exec",
+          "[worker][fork_server]") {
+  config::LmObjectiveConfig config = FixtureConfig();
+  config.max_steps = 100000;
+  config.eval_every = 1;
+  const std::string config_json = config::LmObjectiveToJson(config);
+  Served s(config);  // the server's environment sets no thread count
+  for (const std::string& threads :
+       {std::string(), std::string("OMP_NUM_THREADS=1"), std::string("OMP_NUM_THREADS=2")}) {
+    std::vector<std::string> env = {"TRIALD_PARAMS={}"};
+    if (!threads.empty()) env.push_back(threads);
+    const int exec_threads = ExecThreadsAfterReports(config_json, env, 2);
+    Trial& trial = s.harness.Fork(
+        "{}", threads.empty() ? std::vector<std::string>{} : std::vector<std::string>{threads});
+    trial.SendGo();
+    trial.ReadUntilReports(2);
+    const int fork_threads = CountThreads(trial.pid);
+    ::kill(trial.pid, SIGKILL);
+    WaitExit(trial.pid);
+    std::printf("threads while training (%s): exec %d, forked %d\n",
+                threads.empty() ? "no thread variable" : threads.c_str(), exec_threads,
+                fork_threads);
+    CHECK(fork_threads == exec_threads);
+  }
+  CHECK(CountThreads(s.harness.pid()) == 1);
+}
+
 TEST_CASE("fork server: a malformed packet ends the server with exit 2", "[worker][fork_server]") {
   const std::string config = config::LmObjectiveToJson(FixtureConfig());
   const std::string packet = GENERATE(as<std::string>{}, "not json", R"({"type":"bogus"})",
