@@ -177,7 +177,8 @@ Result<double> RunObjective(std::string_view name, const Params& params, std::st
 }
 
 Result<std::vector<double>> RunObjectiveValues(std::string_view name, const Params& params,
-                                               std::string_view config, ObjectiveContext& ctx) {
+                                               std::string_view config, ObjectiveContext& ctx,
+                                               LmInputs* lm_preloaded) {
   const bool is_known = std::any_of(Objectives().begin(), Objectives().end(),
                                     [&](const ObjectiveInfo& info) { return info.name == name; });
   if (is_known && name != "lm" && !config.empty()) {
@@ -200,7 +201,7 @@ Result<std::vector<double>> RunObjectiveValues(std::string_view name, const Para
       }
       Result<config::LmObjectiveConfig> lm = config::LmObjectiveFromJson(config);
       if (!lm.ok()) return lm.status().WithContext("--config");
-      return RunLmObjectiveValues(*lm, params, ctx);
+      return RunLmObjectiveValues(*lm, params, ctx, lm_preloaded);
     });
   }
   std::string known;

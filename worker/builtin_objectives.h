@@ -18,6 +18,8 @@
 
 namespace triald::worker {
 
+struct LmInputs;  // worker/lm_objective.h
+
 // What a running objective sees of the outside world. trial-worker wires it to the Reporter,
 // stdout and the SIGTERM flag; tests wire it to recorders.
 class ObjectiveContext {
@@ -65,10 +67,12 @@ common::Result<double> RunObjective(std::string_view name, const Params& params,
                                     ObjectiveContext& ctx);
 // The objective's values, what trial-worker sends as final: one for quadratic-sgd and echo; for
 // lm, the metrics its config's objectives name (the evaluation loss alone when it names none).
-// RunObjective returns the first of them.
+// RunObjective returns the first of them. `lm_preloaded`, for "lm" only: the inputs a fork
+// server loaded for this same config (see RunLmObjectiveValues); ignored by the others.
 common::Result<std::vector<double>> RunObjectiveValues(std::string_view name, const Params& params,
                                                        std::string_view config,
-                                                       ObjectiveContext& ctx);
+                                                       ObjectiveContext& ctx,
+                                                       LmInputs* lm_preloaded = nullptr);
 
 // Fails when `params` holds a name no Get* call has read, i.e. one the objective does not know:
 // a typo ("learning_rat") would otherwise run the whole trial with the default and look like a

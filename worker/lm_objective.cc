@@ -106,8 +106,51 @@ Result<std::vector<int32_t>> TokenizeFile(const std::string& path, const char* w
       text, [&](std::string_view doc) { return tokenizer.Encode(doc); }, tokenizer.eos_id());
 }
 
+// The checkpoint folder of `config`, ending in '/' (or empty for the working folder).
+std::string ModelDir(const config::LmObjectiveConfig& config) {
+  return config.model.empty() || config.model.back() == '/' ? config.model : config.model + "/";
+}
+
+// Step 3 of a trial: the checkpoint mapped and validated, the tokenizer loaded, the texts
+// tokenized and checked against the model and seq_len.
+Status LoadLmFiles(const config::LmObjectiveConfig& config, const std::string& dir,
+                   LmInputs& inputs) {
+  TRIALD_ASSIGN_OR_RETURN(SafetensorsFile weights,
+                          SafetensorsFile::Open(dir + "model.safetensors"));
+  TRIALD_ASSIGN_OR_RETURN(Gpt2Tokenizer tokenizer,
+                          Gpt2Tokenizer::Load(dir + "vocab.json", dir + "merges.txt"));
+  if (tokenizer.vocab_size() > inputs.model_config.vocab_size) {
+    return InvalidArgument("lm: the tokenizer (" + dir + "vocab.json) has " +
+                           std::to_string(tokenizer.vocab_size()) +
+                           " tokens, more than the model's vocab_size " +
+                           std::to_string(inputs.model_config.vocab_size));
+  }
+  if (tokenizer.eos_id() < 0) {
+    return InvalidArgument("lm: " + dir +
+                           "vocab.json has no <|endoftext|> token to separate documents with");
+  }
+  TRIALD_ASSIGN_OR_RETURN(std::vector<int32_t> train,
+                          TokenizeFile(config.train_file, "train_file", tokenizer));
+  TRIALD_ASSIGN_OR_RETURN(std::vector<int32_t> eval,
+                          TokenizeFile(config.eval_file, "eval_file", tokenizer));
+  if (static_cast<int64_t>(train.size()) < config.seq_len + 1) {
+    return InvalidArgument("lm: train_file " + config.train_file + " has " +
+                           std::to_string(train.size()) + " tokens; seq_len " +
+                           std::to_string(config.seq_len) + " needs at least " +
+                           std::to_string(config.seq_len + 1));
+  }
+  if (eval.size() < 2) {
+    return InvalidArgument("lm: eval_file " + config.eval_file + " has " +
+                           std::to_string(eval.size()) + " tokens; evaluation needs at least 2");
+  }
+  inputs.weights.emplace(std::move(weights));
+  inputs.train = std::move(train);
+  inputs.eval = std::move(eval);
+  return Status::Ok();
+}
+
 Result<PreparedLm> Prepare(const config::LmObjectiveConfig& config, const Params& params,
-                           ObjectiveContext& ctx) {
+                           ObjectiveContext& ctx, LmInputs* preloaded) {
   TRIALD_ASSIGN_OR_RETURN(LmHyperparams hp, LmHyperparamsFrom(config, params));
   if (config.max_steps < 1) {
     return InvalidArgument("lm: max_steps must be >= 1, got " + std::to_string(config.max_steps));
@@ -118,11 +161,24 @@ Result<PreparedLm> Prepare(const config::LmObjectiveConfig& config, const Params
   if (config.eval_every < 0) {
     return InvalidArgument("lm: eval_every must be >= 0, got " + std::to_string(config.eval_every));
   }
-  const std::string dir =
-      config.model.empty() || config.model.back() == '/' ? config.model : config.model + "/";
+  const std::string dir = ModelDir(config);
+
+  if (preloaded != nullptr) {
+    // A trial takes the texts' tokens over; a second trial from the same inputs would train on
+    // nothing.
+    if (preloaded->taken) {
+      return common::FailedPrecondition("lm: the preloaded inputs were already used by a trial");
+    }
+    preloaded->taken = true;
+  }
 
   // Plan on the meta device: nothing is allocated until the plan fits.
-  TRIALD_ASSIGN_OR_RETURN(Gpt2Config model_config, LoadGpt2Config(dir + "config.json"));
+  LmInputs own;
+  LmInputs& inputs = preloaded != nullptr ? *preloaded : own;
+  if (preloaded == nullptr) {
+    TRIALD_ASSIGN_OR_RETURN(own.model_config, LoadGpt2Config(dir + "config.json"));
+  }
+  const Gpt2Config& model_config = inputs.model_config;
   if (config.seq_len > model_config.n_positions) {
     return InvalidArgument("lm: seq_len " + std::to_string(config.seq_len) +
                            " exceeds the model's n_positions " +
@@ -145,34 +201,12 @@ Result<PreparedLm> Prepare(const config::LmObjectiveConfig& config, const Params
         "; refused before allocating anything");
   }
 
-  // Every input is read and checked before the device is touched.
-  TRIALD_ASSIGN_OR_RETURN(SafetensorsFile weights,
-                          SafetensorsFile::Open(dir + "model.safetensors"));
-  TRIALD_ASSIGN_OR_RETURN(Gpt2Tokenizer tokenizer,
-                          Gpt2Tokenizer::Load(dir + "vocab.json", dir + "merges.txt"));
-  if (tokenizer.vocab_size() > model_config.vocab_size) {
-    return InvalidArgument(
-        "lm: the tokenizer (" + dir + "vocab.json) has " + std::to_string(tokenizer.vocab_size()) +
-        " tokens, more than the model's vocab_size " + std::to_string(model_config.vocab_size));
-  }
-  if (tokenizer.eos_id() < 0) {
-    return InvalidArgument("lm: " + dir +
-                           "vocab.json has no <|endoftext|> token to separate documents with");
-  }
-  TRIALD_ASSIGN_OR_RETURN(std::vector<int32_t> train,
-                          TokenizeFile(config.train_file, "train_file", tokenizer));
-  TRIALD_ASSIGN_OR_RETURN(std::vector<int32_t> eval,
-                          TokenizeFile(config.eval_file, "eval_file", tokenizer));
-  if (static_cast<int64_t>(train.size()) < config.seq_len + 1) {
-    return InvalidArgument("lm: train_file " + config.train_file + " has " +
-                           std::to_string(train.size()) + " tokens; seq_len " +
-                           std::to_string(config.seq_len) + " needs at least " +
-                           std::to_string(config.seq_len + 1));
-  }
-  if (eval.size() < 2) {
-    return InvalidArgument("lm: eval_file " + config.eval_file + " has " +
-                           std::to_string(eval.size()) + " tokens; evaluation needs at least 2");
-  }
+  // Every input is read and checked before the device is touched (a fork server has done it
+  // once for all its trials).
+  if (preloaded == nullptr) TRIALD_RETURN_IF_ERROR(LoadLmFiles(config, dir, own));
+  const SafetensorsFile& weights = *inputs.weights;
+  std::vector<int32_t> train = std::move(inputs.train);
+  std::vector<int32_t> eval = std::move(inputs.eval);
 
   // Reading and tokenizing can take a while on large inputs; a stop that came meanwhile ends
   // the trial before the device is touched.
@@ -203,8 +237,8 @@ Result<PreparedLm> Prepare(const config::LmObjectiveConfig& config, const Params
 }
 
 Result<std::vector<double>> RunLm(const config::LmObjectiveConfig& config, const Params& params,
-                                  ObjectiveContext& ctx) {
-  TRIALD_ASSIGN_OR_RETURN(PreparedLm run, Prepare(config, params, ctx));
+                                  ObjectiveContext& ctx, LmInputs* preloaded) {
+  TRIALD_ASSIGN_OR_RETURN(PreparedLm run, Prepare(config, params, ctx, preloaded));
   TRIALD_ASSIGN_OR_RETURN(LmTrainResult result,
                           TrainLm(*run.model, run.train, run.eval,
                                   LmTrainOptionsFor(config, run.hyperparams), run.device, ctx));
@@ -244,7 +278,17 @@ Result<std::vector<double>> RunLm(const config::LmObjectiveConfig& config, const
 
 Result<PreparedLm> PrepareLm(const config::LmObjectiveConfig& config, const Params& params,
                              ObjectiveContext& ctx) {
-  return TorchCall("lm", [&] { return Prepare(config, params, ctx); });
+  return TorchCall("lm", [&] { return Prepare(config, params, ctx, nullptr); });
+}
+
+Result<LmInputs> LoadLmInputs(const config::LmObjectiveConfig& config) {
+  return TorchCall("lm", [&]() -> Result<LmInputs> {
+    const std::string dir = ModelDir(config);
+    LmInputs inputs;
+    TRIALD_ASSIGN_OR_RETURN(inputs.model_config, LoadGpt2Config(dir + "config.json"));
+    TRIALD_RETURN_IF_ERROR(LoadLmFiles(config, dir, inputs));
+    return inputs;
+  });
 }
 
 LmTrainOptions LmTrainOptionsFor(const config::LmObjectiveConfig& config, const LmHyperparams& hp) {
@@ -478,9 +522,10 @@ Result<LmTrainResult> TrainLm(Gpt2Model& model, const std::vector<int32_t>& trai
 }
 
 Result<std::vector<double>> RunLmObjectiveValues(const config::LmObjectiveConfig& config,
-                                                 const Params& params, ObjectiveContext& ctx) {
+                                                 const Params& params, ObjectiveContext& ctx,
+                                                 LmInputs* preloaded) {
   // LibTorch reports failures (CUDA out of memory included) as exceptions; none leaves here.
-  return TorchCall("lm", [&] { return RunLm(config, params, ctx); });
+  return TorchCall("lm", [&] { return RunLm(config, params, ctx, preloaded); });
 }
 
 Result<double> RunLmObjective(const config::LmObjectiveConfig& config, const Params& params,

@@ -22,6 +22,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -32,6 +33,7 @@
 #include "worker/builtin_objectives.h"
 #include "worker/gpt2.h"
 #include "worker/params.h"
+#include "worker/safetensors.h"
 
 namespace triald::worker {
 
@@ -134,6 +136,21 @@ common::Result<PreparedLm> PrepareLm(const config::LmObjectiveConfig& config, co
 // The options TrainLm takes for a trial of `config` with hyperparameters `hp`.
 LmTrainOptions LmTrainOptionsFor(const config::LmObjectiveConfig& config, const LmHyperparams& hp);
 
+// What every trial of one [objective] reads from files, steps 2 (config.json) and 3 of the top:
+// loaded once by the fork server (worker/fork_server.h) and inherited, copy-on-write, by the
+// trials it forks. The texts depend on the tokenizer and the files alone, not on a trial's
+// hyperparameters, so they are tokenized once too.
+struct LmInputs {
+  Gpt2Config model_config;
+  std::optional<SafetensorsFile> weights;  // mapped read-only and validated
+  std::vector<int32_t> train, eval;        // train_file and eval_file, tokenized
+  bool taken = false;                      // a trial has taken the texts over
+};
+
+// Reads and checks config.json, the checkpoint, the tokenizer and the texts with exactly the
+// checks (and messages) a trial makes at steps 2 and 3. LibTorch exceptions become a Status.
+common::Result<LmInputs> LoadLmInputs(const config::LmObjectiveConfig& config);
+
 // The whole trial as described at the top. LibTorch exceptions are converted to Status here.
 // The value is the last evaluation loss (with config.objectives: the first metric's value).
 common::Result<double> RunLmObjective(const config::LmObjectiveConfig& config, const Params& params,
@@ -144,8 +161,13 @@ common::Result<double> RunLmObjective(const config::LmObjectiveConfig& config, c
 // eval_loss, perplexity (its exp; a loss too large for a finite perplexity fails the trial
 // rather than send infinity), planned_memory_bytes (as sent before training), train_seconds and
 // tokens_per_second (tokens_seen / train_seconds, also sent as an attribute).
+//
+// With `preloaded` (from LoadLmInputs for this same `config`, in a fork server's trial), steps 2
+// and 3 use those inputs instead of reading the files, and the trial takes the texts over: it is
+// the only trial of that process. The report lines are the same either way.
 common::Result<std::vector<double>> RunLmObjectiveValues(const config::LmObjectiveConfig& config,
                                                          const Params& params,
-                                                         ObjectiveContext& ctx);
+                                                         ObjectiveContext& ctx,
+                                                         LmInputs* preloaded = nullptr);
 
 }  // namespace triald::worker

@@ -1,104 +1,18 @@
-// trial-worker: runs one objective for one trial and reports over TRIALD_REPORT_FD.
+// trial-worker: runs one objective for one trial and reports over TRIALD_REPORT_FD
+// (worker/trial_main.h), serves a study's forked trials (--fork-server, worker/fork_server.h), or
+// runs one of the tools (worker/tools.h).
 //
-// Exit codes: 0 after a final line was sent; 1 on any error (also sent as an error line when the
-// report pipe is usable, and printed to stderr); 143 (128 + SIGTERM) when asked to stop.
-#include <signal.h>
-
-#include <CLI/CLI.hpp>
-#include <atomic>
-#include <boost/json/serialize.hpp>
+// Exit codes of a trial: 0 after a final line was sent; 1 on any error (also sent as an error
+// line when the report pipe is usable, and printed to stderr); 143 (128 + SIGTERM) when asked to
+// stop.
 #include <cstdio>
-#include <cstring>
 #include <string>
-#include <string_view>
+#include <variant>
+#include <vector>
 
-#include "common/status.h"
-#include "worker/builtin_objectives.h"
-#include "worker/params.h"
-#include "worker/reporter.h"
+#include "worker/fork_server.h"
 #include "worker/tools.h"
-
-namespace {
-
-using triald::common::Status;
-using triald::worker::ObjectiveContext;
-using triald::worker::Reporter;
-
-constexpr int kExitStopped = 128 + SIGTERM;
-
-// Set by the SIGTERM handler and read between steps; lock-free, so async-signal-safe.
-std::atomic<bool> g_stop_requested{false};
-static_assert(std::atomic<bool>::is_always_lock_free);
-
-void OnSigterm(int) { g_stop_requested.store(true); }
-
-// No SA_RESTART: a SIGTERM interrupts a blocking sleep so the objective notices it promptly.
-void InstallSignalHandlers() {
-  struct sigaction action;
-  std::memset(&action, 0, sizeof(action));
-  action.sa_handler = OnSigterm;
-  sigemptyset(&action.sa_mask);
-  sigaction(SIGTERM, &action, nullptr);
-  // stdout and stderr go to the daemon's log pipes; if those vanish, writing should fail rather
-  // than kill the worker before it can report.
-  signal(SIGPIPE, SIG_IGN);
-}
-
-class WorkerContext : public ObjectiveContext {
- public:
-  explicit WorkerContext(Reporter& reporter) : reporter_(reporter) {}
-
-  Status OnStep(int64_t step, double value) override {
-    std::printf("step %lld value %.9g\n", static_cast<long long>(step), value);
-    return reporter_.Report(step, value);
-  }
-  Status OnAttr(std::string_view key, const boost::json::value& value) override {
-    std::printf("attr %.*s %s\n", static_cast<int>(key.size()), key.data(),
-                boost::json::serialize(value).c_str());
-    return reporter_.Attr(key, value);
-  }
-  bool StopRequested() const override { return g_stop_requested.load(); }
-
- private:
-  Reporter& reporter_;
-};
-
-// The lines after the options in `trial-worker --help`: the objectives and the tools.
-std::string HelpFooter() {
-  std::string text = "objectives (default quadratic-sgd):\n";
-  char line[256];
-  for (const auto& info : triald::worker::Objectives()) {
-    std::snprintf(line, sizeof line, "  %-14s %s\n", info.name.c_str(), info.summary.c_str());
-    text += line;
-  }
-  return text +
-         "\n"
-         "tools for a Hugging Face GPT-2 folder (config.json, model.safetensors, vocab.json,\n"
-         "merges.txt); `trial-worker TOOL --help` for a tool's options:\n" +
-         triald::worker::ToolsHelp();
-}
-
-// Prints `status` to stderr and, when possible, tells the daemon too; returns the exit code.
-int Fail(Reporter* reporter, const Status& status) {
-  std::fprintf(stderr, "trial-worker: %s\n", status.message().c_str());
-  if (reporter != nullptr) {
-    Status sent = reporter->Error(status.message());
-    if (!sent.ok()) {
-      std::fprintf(stderr, "trial-worker: could not report the error: %s\n",
-                   sent.message().c_str());
-    }
-  }
-  return 1;
-}
-
-int Stopped(Reporter& reporter) {
-  std::fprintf(stderr, "trial-worker: stopped by SIGTERM\n");
-  // Best effort: the daemon may already have closed its end.
-  (void)reporter.Error("stopped by SIGTERM");
-  return kExitStopped;
-}
-
-}  // namespace
+#include "worker/trial_main.h"
 
 int main(int argc, char** argv) {
   // The daemon tails stdout into a log file; line buffering keeps the log current and loses at
@@ -109,57 +23,12 @@ int main(int argc, char** argv) {
   if (argc >= 2 && triald::worker::IsTool(argv[1])) {
     return triald::worker::RunTool(argv[1], std::vector<std::string>(argv + 2, argv + argc));
   }
-  InstallSignalHandlers();
+  triald::worker::InstallTrialSignalHandlers();
 
-  // The command line, declared once with CLI11 (help and errors come from it): `--opt value`
-  // and `--opt=value` both work; a bad command line is exit 1, like any other error.
-  std::string objective = "quadratic-sgd";
-  std::string config;
-  CLI::App app(
-      "Runs one trial for triald: reads the trial's parameters from TRIALD_PARAMS (a\n"
-      "JSON object) and reports over the pipe named by TRIALD_REPORT_FD.",
-      "trial-worker");
-  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-  app.add_option("--objective", objective, "the objective to run (default quadratic-sgd)")
-      ->type_name("NAME");
-  app.add_option("--config", config,
-                 "the objective's fixed settings (for lm: the sweep's [objective] as JSON,\n"
-                 "which triald passes itself)")
-      ->type_name("JSON");
-  app.footer(HelpFooter());
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::Success&) {  // --help
-    std::fputs(app.help().c_str(), stdout);
-    return 0;
-  } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "trial-worker: %s\n%s", e.what(), app.help().c_str());
-    return 1;
-  }
-
-  auto reporter = Reporter::FromEnv();
-  if (!reporter.ok()) return Fail(nullptr, reporter.status());
-
-  auto env = triald::worker::TrialEnvFromEnv();
-  if (!env.ok()) return Fail(&*reporter, env.status());
-
-  WorkerContext ctx(*reporter);
-  auto result = triald::worker::RunObjectiveValues(objective, env->params, config, ctx);
-  // The stop wins even over a finished objective: the daemon has already decided this trial's
-  // fate (pruned, cancelled, timed out) and a late final would contradict it.
-  if (g_stop_requested.load()) return Stopped(*reporter);
-  if (!result.ok()) return Fail(&*reporter, result.status());
-
-  for (size_t i = 0; i < result->size(); ++i) {
-    std::printf(i == 0 ? "final value %.17g" : " %.17g", (*result)[i]);
-  }
-  std::printf("\n");
-  Status sent = reporter->Final(*result);
-  if (!sent.ok()) {
-    // Final has already sent an error line for a non-finite value, and a broken pipe takes no
-    // more lines, so only stderr is left to tell.
-    std::fprintf(stderr, "trial-worker: %s\n", sent.message().c_str());
-    return 1;
-  }
-  return 0;
+  auto parsed =
+      triald::worker::ParseTrialCommandLine(std::vector<std::string>(argv + 1, argv + argc));
+  if (const int* exit_code = std::get_if<int>(&parsed)) return *exit_code;
+  const auto& command = std::get<triald::worker::TrialCommand>(parsed);
+  if (command.fork_server) return triald::worker::RunForkServer(command, argc, argv);
+  return triald::worker::RunTrial(command);
 }
