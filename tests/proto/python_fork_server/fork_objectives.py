@@ -77,7 +77,7 @@ def marker(trial):
 
 
 def allocate(trial):
-    block = bytearray(32 * 1024 * 1024)  # touched: 32 MiB of the trial's own memory
+    block = bytearray(8 * 1024 * 1024)  # touched: 8 MiB of the trial's own memory
     return float(len(block) > 0)
 
 

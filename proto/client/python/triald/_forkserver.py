@@ -17,8 +17,10 @@ What runs once (in the server) and what runs per trial:
   codes. The server never runs trial code: an exception or a crash in T cannot reach it.
 """
 
+import _signal
 import atexit
 import ctypes
+import gc
 import importlib
 import json
 import os
@@ -203,6 +205,18 @@ def _exit_status(code):
     return 1
 
 
+def _run(argv):
+    """`python3 -m triald ARGV` in this process: the runner's exit status. The common forms
+    (`run SPEC`, `run SPEC --constraints SPEC`) go straight to the runner, as its argument
+    parser would send them; anything else is parsed by it."""
+    if argv[0] == "run" and all(not a.startswith("-") for a in argv[1:2]):
+        if len(argv) == 2:
+            return _runner.run(argv[1])
+        if len(argv) == 4 and argv[2] == "--constraints" and not argv[3].startswith("-"):
+            return _runner.run(argv[1], None, argv[3])
+    return _runner.main(argv)
+
+
 def _read_go(fd):
     """True when the first line on `fd` is the go line; False on EOF or anything else. Reads
     byte by byte, so nothing past that line is taken from the runner (the line is short)."""
@@ -267,10 +281,11 @@ def _trial(server, request, fds, pid_pipe, pools, signals, prctl):
         if null != 0:
             os.dup2(null, 0)
         os.closerange(4, max(os.sysconf("SC_OPEN_MAX"), null + 1))
-        # 2. signals: a fresh interpreter's dispositions, an empty mask.
+        # 2. signals: a fresh interpreter's dispositions, an empty mask (through _signal: the
+        # signal module's wrappers would build an enum member per call).
         for signum, handler in signals:
-            signal.signal(signum, handler)
-        signal.pthread_sigmask(signal.SIG_SETMASK, ())
+            _signal.signal(signum, handler)
+        _signal.pthread_sigmask(signal.SIG_SETMASK, ())
         _clear_server_exit_handlers()
         # 3. the go, or nothing at all.
         if not _read_go(3):
@@ -281,12 +296,13 @@ def _trial(server, request, fds, pid_pipe, pools, signals, prctl):
             os._exit(0)
         env = dict(entry.split("=", 1) for entry in request["env"])
         os.environ.clear()
-        os.environ.update(env)
+        for key, value in env.items():
+            os.environ[key] = value
         os.chdir(request["cwd"])
         pools.restore(env)
         _reseed()
         try:
-            status = _runner.main(request["argv"])
+            status = _run(request["argv"])
         except SystemExit as e:
             status = _exit_status(e.code)
         else:
@@ -493,7 +509,9 @@ def _fresh_signals():
             signal.signal(signum, handler)  # the same disposition: a test that it can be set
         except (OSError, ValueError):
             continue
-        found.append((signum, handler))
+        if handler is signal.SIG_DFL or handler is signal.SIG_IGN:
+            handler = _signal.SIG_DFL if handler is signal.SIG_DFL else _signal.SIG_IGN
+        found.append((int(signum), handler))
     return found
 
 
@@ -569,6 +587,10 @@ def serve(args):
             sock.send(json.dumps({"type": "unsafe", "reason": reason}).encode())
             return EXIT_OK
         server = Server(sock, signals, ThreadPools(preload_env), prctl)
+        # What the preload made stays where it is: the collector of a trial (or of the server)
+        # never walks it, so its pages are not written to, and stay shared, in the trials.
+        gc.collect()
+        gc.freeze()
         server.send({"type": "ready", "pid": os.getpid(), "preloaded": modules,
                      "objective_loaded": args.objective is not None})
         return server.serve()
