@@ -407,6 +407,8 @@ class Server:
             os.close(write_end)
             write_end = -1
             report = _read_pid(read_end)
+            # Reaped before `forked` is sent: once C1 has exited, T's parent is the daemon (the
+            # subreaper), which T checks after its go.
             _reap(c1)
         finally:
             os.close(read_end)
