@@ -409,9 +409,11 @@ void ForkServers::Server::OnForkedMessage(uint64_t id, int64_t pid64) {
   std::optional<pid_t> parent = ParentOf(pid);
   std::optional<Reaper::Kept> ended;
   if (!parent) ended = o.reaper->TakeUnwatched(pid);
-  if (parent ? *parent != ::getpid() : !ended) {
+  // Nor one the daemon already knows: the server itself, another trial.
+  const bool known = pid == pid_ || o.reaper->Watching(pid);
+  if (known || (parent ? *parent != ::getpid() : !ended)) {
     Broken("named pid " + std::to_string(pid) + " for request " + std::to_string(id) +
-           ", which is not a child of triald");
+           ", which is not a new child of triald");
     return;
   }
   std::optional<Pending> p = Take(id);
