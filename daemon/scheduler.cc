@@ -599,7 +599,9 @@ void Scheduler::OnNeverStarted(int64_t trial_id, const launcher::ProcessOutcome&
   // No process of it ran: its slots go straight back.
   if (options_.gpus != nullptr && !rt->gpu_slots.empty()) options_.gpus->GiveBack(rt->gpu_slots);
   rt.reset();
-  if (study.record.state == model::StudyState::kCancelled) {
+  if (model::IsFinished(study.trials[number].state)) {
+    // Already ended with the study's WAITING trials (a cancel gathers every one of them).
+  } else if (study.record.state == model::StudyState::kCancelled) {
     // Cancelled while it was starting: it ends as the study's WAITING trials did.
     FinishTrial(study, number, CancelledBeforeStart(), /*own=*/false);
   } else if (shutting_down_ || o.stop_reason == StopReason::kShutdown) {

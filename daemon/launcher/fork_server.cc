@@ -49,20 +49,31 @@ std::chrono::steady_clock::duration Seconds(double s) {
       std::chrono::duration<double>(s));
 }
 
-// The parent pid of `pid` from /proc/PID/stat (field 4, after the parenthesised name, which may
-// itself hold parentheses); nullopt when the process is gone.
-std::optional<pid_t> ParentOf(pid_t pid) {
+// The state and parent pid of `pid` from /proc/PID/stat (fields 3 and 4, after the
+// parenthesised name, which may itself hold parentheses); nullopt when the process is gone.
+struct StatFields {
+  char state = '?';
+  pid_t ppid = 0;
+};
+std::optional<StatFields> StatOf(pid_t pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
   std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   const size_t close = stat.rfind(')');
   if (close == std::string::npos || close + 4 > stat.size()) return std::nullopt;
   // ") S PPID ..."
-  const char* p = stat.c_str() + close + 2;
-  while (*p != '\0' && *p != ' ') ++p;
+  StatFields f;
+  f.state = stat[close + 2];
+  const char* p = stat.c_str() + close + 3;
   char* end = nullptr;
   long ppid = std::strtol(p, &end, 10);
   if (end == p) return std::nullopt;
-  return static_cast<pid_t>(ppid);
+  f.ppid = static_cast<pid_t>(ppid);
+  return f;
+}
+
+std::string EndedBeforeGo(pid_t pid, int wait_status) {
+  return "the forked trial process " + std::to_string(pid) + " ended before its go (" +
+         common::ExitStatus::FromWaitStatus(wait_status).Describe() + ")";
 }
 
 SpawnError ServerFailure() { return SpawnError{SpawnStep::kFork, EAGAIN}; }
@@ -406,12 +417,12 @@ void ForkServers::Server::OnForkedMessage(uint64_t id, int64_t pid64) {
   const Options& o = owner_.options_;
   // The trial must be the daemon's child by now (the server reaped the middle process before
   // answering); a process the daemon does not parent is not ours to touch.
-  std::optional<pid_t> parent = ParentOf(pid);
+  std::optional<StatFields> stat = StatOf(pid);
   std::optional<Reaper::Kept> ended;
-  if (!parent) ended = o.reaper->TakeUnwatched(pid);
+  if (!stat) ended = o.reaper->TakeUnwatched(pid);
   // Nor one the daemon already knows: the server itself, another trial.
   const bool known = pid == pid_ || o.reaper->Watching(pid);
-  if (known || (parent ? *parent != ::getpid() : !ended)) {
+  if (known || (stat ? stat->ppid != ::getpid() : !ended)) {
     Broken("named pid " + std::to_string(pid) + " for request " + std::to_string(id) +
            ", which is not a new child of triald");
     return;
@@ -429,10 +440,20 @@ void ForkServers::Server::OnForkedMessage(uint64_t id, int64_t pid64) {
   forked_any_ = true;
   owner_.OnForked(*this);
   ForkReply reply;
+  if (stat && stat->state == 'Z') {
+    // Dead already, not reaped yet: its status comes with the reaper's next round.
+    o.reaper->Watch(pid, [done = std::move(p->done), pid](int status, const struct rusage&) {
+      ForkReply r;
+      r.kind = ForkReply::Kind::kFailed;
+      r.message = EndedBeforeGo(pid, status);
+      r.error = SpawnError{SpawnStep::kChild, 0};
+      done(r);
+    });
+    return;
+  }
   if (ended) {
     reply.kind = ForkReply::Kind::kFailed;
-    reply.message = "the forked trial process " + std::to_string(pid) + " ended before its go (" +
-                    common::ExitStatus::FromWaitStatus(ended->wait_status).Describe() + ")";
+    reply.message = EndedBeforeGo(pid, ended->wait_status);
     reply.error = SpawnError{SpawnStep::kChild, 0};
   } else {
     common::Result<uint64_t> start = common::ProcessStartTime(pid);
@@ -626,9 +647,10 @@ bool ForkServers::Forking(const std::string& key) const {
 
 void ForkServers::Emit(const std::string& key, ForkServerEvent::Kind kind,
                        const std::string& detail) {
-  if (!listener_) return;
-  asio::post(*options_.io, [this, ev = ForkServerEvent{key, kind, detail}]() {
-    if (listener_) listener_(ev);
+  // Posted: never inside a call to the launcher. The holder outlives this object and is
+  // emptied when the listener goes.
+  asio::post(*options_.io, [holder = listener_, ev = ForkServerEvent{key, kind, detail}]() {
+    if (*holder) (*holder)(ev);
   });
 }
 
@@ -721,10 +743,7 @@ void ForkServers::ReleaseAll() {
 }
 
 void ForkServers::Retire(const std::shared_ptr<Server>& server) {
-  if (server->exited() && server->state() == Server::State::kGone) {
-    // Already reaped: CleanUp has run or will run when its log ends.
-  }
-  retired_[server.get()] = server;
+  retired_[server.get()] = server;  // until CleanUp (reaped, log drained, cgroup removed)
 }
 
 std::optional<ForkServerStatus> ForkServers::StatusOf(const std::string& key) const {

@@ -115,7 +115,7 @@ class ForkServers {
 
   std::optional<ForkServerStatus> StatusOf(const std::string& key) const;
   void SetListener(std::function<void(const ForkServerEvent&)> listener) {
-    listener_ = std::move(listener);
+    *listener_ = std::move(listener);
   }
 
   class Server;  // one server process (fork_server.cc)
@@ -145,7 +145,9 @@ class ForkServers {
   Options options_;
   std::map<std::string, Entry> entries_;
   std::map<Server*, std::shared_ptr<Server>> retired_;
-  std::function<void(const ForkServerEvent&)> listener_;
+  // Shared with the posted events, so an event posted before the listener went finds it empty.
+  std::shared_ptr<std::function<void(const ForkServerEvent&)>> listener_ =
+      std::make_shared<std::function<void(const ForkServerEvent&)>>();
   uint64_t next_id_ = 1;
 };
 
