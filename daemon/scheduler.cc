@@ -514,7 +514,6 @@ bool Scheduler::StartTrial(StudyRuntime& study, std::vector<devices::GpuSlot> gp
   std::optional<int> claimed = coordinator_->ClaimNext(study, [&] { return NextTrial(study); });
   if (!claimed) return false;
   const int number = *claimed;
-  const double now = options_.clock->WallSeconds();
   TrialRecord& trial = study.trials[number];
   LaunchSettings settings{options_.state_dir, options_.log_head_bytes, options_.log_tail_bytes,
                           options_.base_env, options_.storage->node()};

@@ -101,8 +101,8 @@ class FakeLauncher final : public launcher::Launcher {
     std::string protocol_error;                        // the first FailProtocol() message
     model::ProcessIdentity pending_identity;           // async_start: the identity Start() gives
     bool exited = false;                               // on_exit was delivered
-    bool started = true;  // with async_start: false until Start() (or never, NeverStarted())
-    bool destroyed = false;                            // the scheduler destroyed its TrialProcess
+    bool started = true;     // with async_start: false until Start() (or never, NeverStarted())
+    bool destroyed = false;  // the scheduler destroyed its TrialProcess
 
     bool live() const { return !exited && !destroyed; }
     std::map<std::string, std::string> env() const { return EnvMap(spec.env); }

@@ -2420,9 +2420,9 @@ TEST_CASE("a fork server study: its spec, its events, its status, and its releas
   const launcher::LaunchSpec& spec = l.launch(0).spec;
   REQUIRE(spec.fork_server.has_value());
   CHECK(spec.fork_server->key == "fs");
-  CHECK(spec.fork_server->argv ==
-        std::vector<std::string>{"python3", "-m", "triald", "fork-server", "--preload", "json",
-                                 "--objective", kSweepDir + "/fork_obj.py:objective"});
+  CHECK(spec.fork_server->argv == std::vector<std::string>{"python3", "-m", "triald", "fork-server",
+                                                           "--preload", "json", "--objective",
+                                                           kSweepDir + "/fork_obj.py:objective"});
   CHECK(spec.fork_server->executable == "/usr/bin/python3");
   CHECK(spec.fork_server->request_argv ==
         std::vector<std::string>{"run", kSweepDir + "/fork_obj.py:objective"});
@@ -2457,9 +2457,10 @@ TEST_CASE("a fork server study: its spec, its events, its status, and its releas
   for (const auto& e : h.Events("fs")) {
     if (e.first.rfind("fork_server_", 0) == 0) fork_events.push_back(e);
   }
-  CHECK(fork_events == std::vector<std::pair<std::string, std::string>>{
-                           {"fork_server_started", "pid 4242, preloaded: json"},
-                           {"fork_server_off", "not safe to fork: 2 threads; trials start by exec"}});
+  CHECK(fork_events ==
+        std::vector<std::pair<std::string, std::string>>{
+            {"fork_server_started", "pid 4242, preloaded: json"},
+            {"fork_server_off", "not safe to fork: 2 threads; trials start by exec"}});
 
   CompleteAll(h, "fs", 2);
   CHECK(h.Study("fs").state == StudyState::kComplete);

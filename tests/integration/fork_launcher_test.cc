@@ -22,10 +22,10 @@
 namespace triald::testing {
 namespace {
 
+using Catch::Matchers::Contains;
 using launcher::ForkServerEvent;
 using launcher::LaunchSpec;
 using launcher::ProcessOutcome;
-using Catch::Matchers::Contains;
 
 const char* const kPython = "/usr/bin/python3";
 
@@ -57,8 +57,7 @@ struct Run {
 class ForkFixture {
  public:
   explicit ForkFixture(double reply_timeout_s = 10, launcher::CgroupTree* cgroups = nullptr)
-      : reaper_(io_, common::MakeNullLogger()),
-        launcher_(MakeOptions(reply_timeout_s, cgroups)) {
+      : reaper_(io_, common::MakeNullLogger()), launcher_(MakeOptions(reply_timeout_s, cgroups)) {
     REQUIRE(reaper_.Start().ok());
     launcher_.SetForkServerListener([this](const ForkServerEvent& e) { events.push_back(e); });
   }
@@ -84,8 +83,8 @@ class ForkFixture {
     launcher::ForkServerSpec fs;
     fs.key = key;
     fs.executable = kPython;
-    fs.argv = {kPython, std::string(TRIALD_SOURCE_DIR) + "/tests/integration/fork_server_fixture.py",
-               mode};
+    fs.argv = {kPython,
+               std::string(TRIALD_SOURCE_DIR) + "/tests/integration/fork_server_fixture.py", mode};
     fs.env = {"PATH=/usr/bin:/bin"};
     fs.workdir = dir_.path();
     fs.log_path = dir_.path() + "/" + key + "/fork-server.log";
@@ -254,8 +253,7 @@ TEST_CASE("unsafe or error from the server: the launch goes on by exec and the k
   CHECK(b.outcome.exit.code == 0);
 }
 
-TEST_CASE("a trial that dies before its go fails its start; the server goes on",
-          "[fork_server]") {
+TEST_CASE("a trial that dies before its go fails its start; the server goes on", "[fork_server]") {
   ForkFixture f;
   Run a = f.Go(f.Spec("early-death"));
   CHECK(a.outcome.never_started);
@@ -272,8 +270,7 @@ TEST_CASE("fork_failed fails that start only", "[fork_server]") {
   ForkFixture f;
   Run a = f.Go(f.Spec("fork-failed"));
   CHECK(a.outcome.never_started);
-  CHECK_THAT(a.outcome.spawn_message,
-             Contains("could not fork: Resource temporarily unavailable"));
+  CHECK_THAT(a.outcome.spawn_message, Contains("could not fork: Resource temporarily unavailable"));
   CHECK(f.launcher_.fork_server_status("study")->state == "on");
 }
 
@@ -318,7 +315,8 @@ TEST_CASE("an unanswered fork request breaks the server at the deadline", "[fork
   ForkFixture f(/*reply_timeout_s=*/0.5);
   const auto start = std::chrono::steady_clock::now();
   Run a = f.Go(f.Spec("silent"));
-  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double took =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   CHECK(a.outcome.never_started);
   CHECK_THAT(a.outcome.spawn_message, Contains("did not answer fork request 1 within 0.5 s"));
   CHECK(took >= 0.5);

@@ -122,8 +122,7 @@ TEST_CASE("a preload that starts a thread: the study falls back to exec, with th
          "threading.Thread(target=lambda: time.sleep(3600), daemon=True).start()\n";
   TestDaemon d(dir.File("state"));
   d.Start();
-  const std::string study =
-      d.Submit(Sweep("threads", "\"threaded\"", 4), dir.File("threads.toml"));
+  const std::string study = d.Submit(Sweep("threads", "\"threaded\"", 4), dir.File("threads.toml"));
   json::object status = d.WaitStudy(study, 120);
   INFO(d.log());
   CHECK(status.at("state").as_string() == "COMPLETE");
