@@ -496,6 +496,22 @@ class SafetyCheckTest(ForkServerCase):
                          r"^descriptor \d+ \(/.*fork-server-kept-.*\.bin\) is open$")
         self.assertEqual(daemon.wait(), 0)
 
+    def test_a_thread_started_after_ready_is_found_before_the_next_fork(self):
+        daemon = self.daemon(preload="fs_late_thread_preload")
+        daemon.ready()
+        self.assertEqual(daemon.run("value", {"x": 0.5}).exit_code(), 0)
+        os.kill(daemon.pid, signal.SIGUSR1)
+        deadline = time.monotonic() + TIMEOUT_S
+        while len(os.listdir(f"/proc/{daemon.pid}/task")) < 2:
+            self.assertLess(time.monotonic(), deadline, "the preload's thread never started")
+            time.sleep(0.01)
+        trial, answer = daemon.request(["run", f"{OBJECTIVES}:value"], trial_env(1))
+        self.assertEqual(answer["type"], "unsafe", daemon.output())
+        self.assertEqual(answer["id"], daemon.next_id)
+        self.assertRegex(answer["reason"], r"^2 threads: ")
+        self.assertEqual(daemon.wait(), 0)
+        self.assertEqual(trial.channel.recv(1), b"")  # no trial holds the channel's other end
+
     def test_a_preload_that_raises_is_an_error_with_the_traceback(self):
         daemon = self.daemon(preload="json,fs_raising_preload")
         message = daemon.receive()
