@@ -546,14 +546,15 @@ class TorchTest(ForkServerCase):
         self.assertIsNotNone(importlib.util.find_spec("torch"), "python3-torch is required")
         self.assertIsNotNone(importlib.util.find_spec("numpy"), "python3-numpy is required")
 
-    def exec_pools(self, env):
-        """What an exec'd interpreter gets: torch's and OpenBLAS's thread counts."""
-        code = ("import sys; sys.path.insert(0, %r); import numpy, torch, fork_objectives; "
-                "print(torch.get_num_threads(), fork_objectives._openblas_threads())" % FIXTURES)
+    def exec_threads(self, env):
+        """What the `threads` objective reports in an exec'd interpreter (the runner's replay
+        by hand, which prints the lines it would send)."""
         full = base_env(env)
-        out = subprocess.run([sys.executable, "-c", code], env=full, capture_output=True,
-                             check=True, timeout=TIMEOUT_S).stdout.split()
-        return int(out[0]), int(out[1])
+        out = subprocess.run([sys.executable, "-m", "triald", "run", f"{OBJECTIVES}:threads",
+                              "--params", "{}"], env=full, capture_output=True, check=True,
+                             timeout=TIMEOUT_S, cwd=tempfile.gettempdir()).stdout
+        lines = [json.loads(line) for line in out.decode().splitlines()]
+        return {line["key"]: line["value"] for line in lines if line["type"] == "attr"}
 
     def test_torch_preload_passes_the_check_and_trials_get_their_threads_back(self):
         daemon = self.daemon(preload="torch,numpy")
@@ -565,23 +566,17 @@ class TorchTest(ForkServerCase):
             with self.subTest(env=env):
                 trial = daemon.run("threads", env=env)
                 self.assertEqual(trial.exit_code(), 0, trial.stderr())
-                attrs = trial.attrs()
-                torch_n, blas_n = self.exec_pools(env)
-                print(f"\n{env or 'default env'}: exec'd interpreter torch={torch_n} "
-                      f"openblas={blas_n}; forked trial torch={attrs['torch_threads']} "
-                      f"openblas={attrs['openblas_threads']}, threads after numpy "
-                      f"{attrs['tasks_after_numpy']}, after torch {attrs['tasks_after_torch']}",
+                forked = trial.attrs()
+                execd = self.exec_threads(env)
+                print(f"\n{env or 'default env'}: exec'd {execd}\n   forked {forked}",
                       file=sys.stderr)
-                self.assertEqual(attrs["torch_threads"], torch_n)
-                self.assertEqual(attrs["openblas_threads"], blas_n)
-                if blas_n > 1:  # OpenBLAS's workers really run in the trial
-                    self.assertGreaterEqual(attrs["tasks_after_numpy"], blas_n)
-                if torch_n > 1:
-                    self.assertGreater(attrs["tasks_after_torch"], 1)
+                # The same pool sizes, and the same threads once BLAS and torch have worked.
+                self.assertEqual(forked, execd)
         if cpus > 1:
-            # The server itself preloaded with OPENBLAS_NUM_THREADS=1; the default trial above
-            # had the machine's count back, so the restore was measured, not assumed.
-            self.assertGreater(self.exec_pools({})[1], 1)
+            # The server preloaded with OPENBLAS_NUM_THREADS=1; the default trial above had the
+            # machine's count back, so the restore was measured, not assumed.
+            self.assertGreater(self.exec_threads({})["openblas_threads"], 1)
+            self.assertGreater(self.exec_threads({})["tasks_after_numpy"], 1)
         self.assertTrue(daemon.alive())
 
     def test_fork_latency(self):

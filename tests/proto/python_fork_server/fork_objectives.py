@@ -108,6 +108,7 @@ def threads(trial):
     """The pools' sizes, and the threads that exist once BLAS and torch have worked."""
     import numpy
     import torch
+    trial.set_user_attr("tasks_at_start", len(os.listdir("/proc/self/task")))
     trial.set_user_attr("torch_threads", torch.get_num_threads())
     trial.set_user_attr("openblas_threads", _openblas_threads())
     a = numpy.ones((400, 400))
@@ -118,6 +119,9 @@ def threads(trial):
     for _ in range(3):
         t = torch.mm(t, t) / 400.0
     trial.set_user_attr("tasks_after_torch", len(os.listdir("/proc/self/task")))
+    trial.set_user_attr("thread_names", sorted(
+        open(f"/proc/self/task/{tid}/comm").read().strip()
+        for tid in os.listdir("/proc/self/task")))
     return float(t[0, 0]) + float(a[0, 0])
 
 

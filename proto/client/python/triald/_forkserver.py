@@ -115,25 +115,26 @@ def _positive_int(text):
     return n if n > 0 else None
 
 
-def _openblas_setters():
-    """openblas_set_num_threads of every loaded OpenBLAS (found in /proc/self/maps), as ctypes
-    functions: the server calls this once, after the preload, and each trial calls them."""
+def _loaded_functions(path_words, names):
+    """The functions `names` (the first found of each library) of every loaded library whose
+    path contains one of `path_words` (found in /proc/self/maps), as ctypes functions taking an
+    int: the server looks them up once, after the preload, and each trial calls them."""
     paths = []
     with open("/proc/self/maps") as maps:
         for line in maps:
             fields = line.split(None, 5)
             if len(fields) == 6:
                 path = fields[5].strip()
-                if "openblas" in path.lower() and path not in paths:
+                if any(word in path.lower() for word in path_words) and path not in paths:
                     paths.append(path)
-    setters, seen = [], set()
+    functions, seen = [], set()
     for path in paths:
         try:
             # Already loaded: dlopen returns the loaded library and loads nothing.
             lib = ctypes.CDLL(path, mode=os.RTLD_NOLOAD | os.RTLD_LAZY)
         except OSError:
             continue
-        for name in ("openblas_set_num_threads", "openblas_set_num_threads64_"):
+        for name in names:
             function = getattr(lib, name, None)
             if function is None:
                 continue
@@ -143,25 +144,33 @@ def _openblas_setters():
             seen.add(address)
             function.argtypes = [ctypes.c_int]
             function.restype = None
-            setters.append(function)
-    return setters
+            functions.append(function)
+            break
+    return functions
 
 
 class ThreadPools:
     """Gives a trial's thread pools the size an exec'd trial would have had.
 
     OpenBLAS sizes its pool from OPENBLAS_NUM_THREADS, GOTO_NUM_THREADS or OMP_NUM_THREADS
-    (the first set), capped by the CPUs the process may run on, or those CPUs; torch from
-    OMP_NUM_THREADS or MKL_NUM_THREADS, else its own default (what it chose in the server when
-    neither was set there)."""
+    (the first set), capped by the CPUs the process may run on, or those CPUs. torch's intra-op
+    pool (OpenMP) from OMP_NUM_THREADS or MKL_NUM_THREADS, else its own default (what it chose
+    in the server when neither was set there); it is set with OpenMP's omp_set_num_threads,
+    as torch's own start-up does: torch.set_num_threads would also start a pthreadpool that an
+    exec'd trial does not have (used only when OpenMP's library is not found)."""
 
     def __init__(self, preload_env):
-        self.openblas = _openblas_setters()
+        self.openblas = _loaded_functions(
+            ("openblas",), ("openblas_set_num_threads", "openblas_set_num_threads64_"))
         self.torch_default = None
+        self.omp = []
         torch = sys.modules.get("torch")
-        if torch is not None and not any(_positive_int(preload_env.get(k))
-                                         for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")):
-            self.torch_default = torch.get_num_threads()
+        if torch is not None:
+            self.omp = _loaded_functions(("libgomp", "libomp", "libiomp"),
+                                         ("omp_set_num_threads",))
+            if not any(_positive_int(preload_env.get(k))
+                       for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")):
+                self.torch_default = torch.get_num_threads()
 
     def restore(self, env):
         cpus = None
@@ -179,7 +188,11 @@ class ThreadPools:
                 _positive_int(env.get("MKL_NUM_THREADS")) or self.torch_default
             if n is None:
                 n = cpus if cpus is not None else len(os.sched_getaffinity(0))
-            torch.set_num_threads(n)
+            if self.omp:
+                for setter in self.omp:
+                    setter(n)
+            elif torch.get_num_threads() != n:
+                torch.set_num_threads(n)
 
 
 # -- the trial (process T) ----------------------------------------------------------------------
