@@ -496,6 +496,15 @@ class SafetyCheckTest(ForkServerCase):
                          r"^descriptor \d+ \(/.*fork-server-kept-.*\.bin\) is open$")
         self.assertEqual(daemon.wait(), 0)
 
+    def test_a_preload_that_initialises_cuda_is_unsafe(self):
+        fake = os.path.join(FIXTURES, "fake_cuda")  # a torch whose CUDA is initialised
+        daemon = self.daemon(preload="torch", env={
+            "PYTHONPATH": os.pathsep.join([CLIENT_DIR, fake, FIXTURES])})
+        message = daemon.receive()
+        self.assertEqual(message, {"type": "unsafe", "reason": "CUDA is initialised"},
+                         daemon.output())
+        self.assertEqual(daemon.wait(), 0)
+
     def test_a_thread_started_after_ready_is_found_before_the_next_fork(self):
         daemon = self.daemon(preload="fs_late_thread_preload")
         daemon.ready()
