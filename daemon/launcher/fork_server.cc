@@ -297,12 +297,19 @@ void ForkServers::Server::OnReadable() {
         }
       }
     }
-    if (n < 0) {
-      Broken(std::string("reading its channel: ") + std::strerror(errno));
+    if (n == 0 || (n < 0 && errno == ECONNRESET)) {
+      // Its end is closed: it is exiting. Its exit status says more than the channel does, so
+      // the reaper's news is awaited for a moment.
+      std::weak_ptr<Server> weak = weak_from_this();
+      kill_timer_.expires_after(std::chrono::seconds(1));
+      kill_timer_.async_wait([weak](const boost::system::error_code& ec) {
+        auto self = weak.lock();
+        if (!ec && self && self->state_ != State::kGone) self->Broken("closed its channel");
+      });
       return;
     }
-    if (n == 0) {
-      Broken("closed its channel");
+    if (n < 0) {
+      Broken(std::string("reading its channel: ") + std::strerror(errno));
       return;
     }
     if ((msg.msg_flags & MSG_TRUNC) != 0 || static_cast<size_t>(n) > kMaxPacket) {
