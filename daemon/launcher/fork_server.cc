@@ -71,6 +71,20 @@ std::optional<StatFields> StatOf(pid_t pid) {
   return f;
 }
 
+// The real uid of `pid` (the "Uid:" line of /proc/PID/status); nullopt when it is gone.
+std::optional<uid_t> UidOf(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("Uid:", 0) != 0) continue;
+    char* end = nullptr;
+    const unsigned long uid = std::strtoul(line.c_str() + 4, &end, 10);
+    if (end == line.c_str() + 4) return std::nullopt;
+    return static_cast<uid_t>(uid);
+  }
+  return std::nullopt;
+}
+
 std::string EndedBeforeGo(pid_t pid, int wait_status) {
   return "the forked trial process " + std::to_string(pid) + " ended before its go (" +
          common::ExitStatus::FromWaitStatus(wait_status).Describe() + ")";
@@ -143,6 +157,7 @@ class ForkServers::Server : public std::enable_shared_from_this<Server> {
   std::string key_;
   State state_ = State::kStarting;
   pid_t pid_ = 0;
+  uid_t uid_ = 0;  // the user it runs as (its trials too)
   bool exited_ = false;
   bool stopping_ = false;
   bool write_wait_ = false;
@@ -189,6 +204,7 @@ common::Status ForkServers::Server::Start(const ForkServerSpec& spec,
     if (!cg.ok()) return cg.status().WithContext("creating the fork server's cgroup");
     cgroup_ = std::move(cg).value();
   }
+  uid_ = run_as ? run_as->uid : ::getuid();
   std::vector<std::string> env = spec.env;
   if (run_as) env = WithUserEnvironment(std::move(env), *run_as);
   env.push_back("TRIALD_FORK_SERVER_FD=" + std::to_string(kReportFd));
@@ -297,12 +313,19 @@ void ForkServers::Server::OnReadable() {
         }
       }
     }
-    if (n < 0) {
-      Broken(std::string("reading its channel: ") + std::strerror(errno));
+    if (n == 0 || (n < 0 && errno == ECONNRESET)) {
+      // Its end is closed: it is exiting. Its exit status says more than the channel does, so
+      // the reaper's news is awaited for a moment.
+      std::weak_ptr<Server> weak = weak_from_this();
+      kill_timer_.expires_after(std::chrono::seconds(1));
+      kill_timer_.async_wait([weak](const boost::system::error_code& ec) {
+        auto self = weak.lock();
+        if (!ec && self && self->state_ != State::kGone) self->Broken("closed its channel");
+      });
       return;
     }
-    if (n == 0) {
-      Broken("closed its channel");
+    if (n < 0) {
+      Broken(std::string("reading its channel: ") + std::strerror(errno));
       return;
     }
     if ((msg.msg_flags & MSG_TRUNC) != 0 || static_cast<size_t>(n) > kMaxPacket) {
@@ -420,9 +443,12 @@ void ForkServers::Server::OnForkedMessage(uint64_t id, int64_t pid64) {
   std::optional<StatFields> stat = StatOf(pid);
   std::optional<Reaper::Kept> ended;
   if (!stat) ended = o.reaper->TakeUnwatched(pid);
-  // Nor one the daemon already knows: the server itself, another trial.
+  // Nor one the daemon already knows: the server itself, another trial. And it runs as the
+  // server does: another study's trial waiting for its go is the daemon's child too.
   const bool known = pid == pid_ || o.reaper->Watching(pid);
-  if (known || (stat ? stat->ppid != ::getpid() : !ended)) {
+  const std::optional<uid_t> uid = stat ? UidOf(pid) : std::nullopt;
+  const bool stranger = stat && (!uid || *uid != uid_);
+  if (known || stranger || (stat ? stat->ppid != ::getpid() : !ended)) {
     Broken("named pid " + std::to_string(pid) + " for request " + std::to_string(id) +
            ", which is not a new child of triald");
     return;

@@ -12,7 +12,9 @@
 // descriptors attached with SCM_RIGHTS. Each sent request must be answered (`forked` or
 // `fork_failed`) within Options::reply_timeout_s.
 //
-// A server that breaks (a malformed or unknown message, a pid that is not the daemon's child,
+// A server that breaks (a malformed or unknown message, a pid that is not a new child of the
+// daemon running as the server's user (not the server, not a process the reaper watches: a
+// server cannot hand over another study's trial waiting for its go),
 // no answer in time, not ready in time, EOF, its exit) is killed (its process group and its
 // cgroup, which also holds forked trials not yet placed in their own), and every request it
 // had fails: Done gets kFailed (step kFork, EAGAIN: transient, so the scheduler waits and
