@@ -557,6 +557,7 @@ def _preload(modules, objective, constraints):
         if objective is not None:
             _runner.preload_objective(objective, constraints)
     except _runner.SpecError as e:
+        _log(str(e))
         return str(e)
     except _runner._ImportFailed as e:
         traceback.print_exception(type(e.cause), e.cause, e.cause.__traceback__)
