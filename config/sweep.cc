@@ -95,10 +95,12 @@ const std::vector<KindKeys>& ObjectiveKinds() {
     lm.push_back("env");
     lm.push_back("workdir");
     lm.push_back("objectives");
-    return std::vector<KindKeys>{
-        {"exec", {"kind", "command", "env", "workdir"}},
-        {"lm", lm},
-        {"python", {"kind", "function", "python", "env", "workdir", "constraints"}}};
+    lm.push_back("fork_server");
+    return std::vector<KindKeys>{{"exec", {"kind", "command", "env", "workdir"}},
+                                 {"lm", lm},
+                                 {"python",
+                                  {"kind", "function", "python", "env", "workdir", "constraints",
+                                   "preload", "preload_objective", "fork_server"}}};
   }();
   return kKinds;
 }
@@ -254,6 +256,8 @@ class SweepParser {
   Status ParseLm(const toml::table& t, LmObjectiveConfig* out) const;
   // kind = "python": function (file or module form) and python.
   Status ParsePythonFunction(const toml::table& t, ObjectiveConfig* out) const;
+  // kind = "python": preload, preload_objective and fork_server, with their defaults.
+  Status ParsePreload(const toml::table& t, ObjectiveConfig* out) const;
   // A "PATH.py:NAME" or "package.module:NAME" value (function, constraints): the spec as written,
   // the absolute file or the module, NAME and where the value is.
   Status ParsePythonSpec(const Field& f, const std::string& expected, std::string* spec,
@@ -868,6 +872,9 @@ Status SweepParser::ParseObjective(const toml::table& t, ObjectiveConfig* out) c
   } else {
     TRIALD_RETURN_IF_ERROR(ParseLm(t, &out->lm));
     TRIALD_RETURN_IF_ERROR(ParseLmObjectives(t, &out->lm));
+    if (const toml::node* n = t.get("fork_server")) {
+      TRIALD_RETURN_IF_ERROR(ReadBool({tn, "fork_server", n}, &out->fork_server));
+    }
   }
   if (const toml::node* n = t.get("env")) {
     TRIALD_RETURN_IF_ERROR(ParseEnv({tn, "env", n}, &out->env));
@@ -899,6 +906,7 @@ Status SweepParser::ParsePythonFunction(const toml::table& t, ObjectiveConfig* o
         {tn, "constraints", c}, constraints_expected, &out->constraints, &out->constraints_file,
         &out->constraints_module, &out->constraints_name, &out->constraints_at));
   }
+  TRIALD_RETURN_IF_ERROR(ParsePreload(t, out));
   if (const toml::node* p = t.get("python")) {
     Field pf{tn, "python", p};
     const std::string python_expected = "an interpreter, e.g. \"python3\" or \"/usr/bin/python3\"";
@@ -907,6 +915,69 @@ Status SweepParser::ParsePythonFunction(const toml::table& t, ObjectiveConfig* o
     if (out->python.find('\0') != std::string::npos) {
       return ValueError(pf, "contains a NUL character", python_expected);
     }
+  }
+  return Status::Ok();
+}
+
+Status SweepParser::ParsePreload(const toml::table& t, ObjectiveConfig* out) const {
+  const std::string tn = "[objective]";
+  const std::string expected = "an array of module names, e.g. preload = [\"torch\", \"numpy\"]";
+  auto dotted = [](std::string_view s) {
+    if (s.empty()) return false;
+    size_t start = 0;
+    for (;;) {
+      const size_t dot = s.find('.', start);
+      const std::string_view part =
+          s.substr(start, dot == std::string_view::npos ? std::string_view::npos : dot - start);
+      if (part.empty() || IsAsciiDigit(part[0])) return false;
+      if (!std::all_of(part.begin(), part.end(),
+                       [](char c) { return IsAsciiAlpha(c) || IsAsciiDigit(c) || c == '_'; })) {
+        return false;
+      }
+      if (dot == std::string_view::npos) return true;
+      start = dot + 1;
+    }
+  };
+  const toml::node* n = t.get("preload");
+  if (n != nullptr) {
+    Field f{tn, "preload", n};
+    const toml::array* arr = n->as_array();
+    if (arr == nullptr) return ValueError(f, "", expected);
+    for (size_t i = 0; i < arr->size(); ++i) {
+      Field ef{tn, "preload[" + std::to_string(i) + "]", arr->get(i)};
+      std::string name;
+      TRIALD_RETURN_IF_ERROR(ReadString(ef, "a module name, e.g. \"torch\"", &name));
+      if (!dotted(name)) {
+        return ValueError(ef, "not a module name",
+                          "a dotted Python module name (letters, digits, '_', separated by '.'), "
+                          "e.g. \"torch\" or \"torch.nn\"");
+      }
+      if (std::find(out->preload.begin(), out->preload.end(), name) != out->preload.end()) {
+        return ValueError(ef, Quoted(name) + " is already in preload", "each module once");
+      }
+      out->preload.push_back(std::move(name));
+    }
+  }
+  // Defaults: with preload, the objective's file is imported in the server too and trials are
+  // forks; without it, trials are exec'd unless fork_server = true asks for the server anyway
+  // (it still saves the interpreter's start).
+  out->preload_objective = n != nullptr;
+  out->fork_server = n != nullptr;
+  if (const toml::node* p = t.get("preload_objective")) {
+    TRIALD_RETURN_IF_ERROR(ReadBool({tn, "preload_objective", p}, &out->preload_objective));
+  }
+  if (const toml::node* fs = t.get("fork_server")) {
+    TRIALD_RETURN_IF_ERROR(ReadBool({tn, "fork_server", fs}, &out->fork_server));
+  }
+  if (out->preload_objective && !out->fork_server) {
+    const toml::node* p = t.get("preload_objective");
+    if (p != nullptr) {
+      return ValueError({tn, "preload_objective", p},
+                        "preload_objective = true with fork_server = false: nothing would import "
+                        "it once",
+                        "fork_server = true, or no preload_objective");
+    }
+    out->preload_objective = false;
   }
   return Status::Ok();
 }

@@ -174,6 +174,19 @@ struct ObjectiveConfig {
   std::string constraints_module;  // module form: "package.module"
   std::string constraints_name;    // NAME
   std::string constraints_at;      // "PATH:L:C" of the constraints value
+  // The study's fork server (daemon/README.md, "Fork server"): kind = "python" and "lm".
+  // preload (python): modules the server imports once, e.g. ["torch", "numpy"] (dotted names).
+  // preload_objective (python): the server also imports the objective's file once (default:
+  // true when preload is given). fork_server: start each trial as a fork of that server
+  // (python: default true when preload is given; lm: default false).
+  std::vector<std::string> preload;
+  bool preload_objective = false;
+  bool fork_server = false;
+  // Filled in by the daemon (daemon/objective_command.h) when fork_server is on: the server's
+  // command, and the arguments a fork request carries (what the exec path runs after the
+  // interpreter, or after trial-worker).
+  std::vector<std::string> fork_server_command;
+  std::vector<std::string> fork_request_argv;
 };
 
 // TPE as Optuna defines it (optuna.samplers.TPESampler), with Optuna's current defaults.

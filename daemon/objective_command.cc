@@ -126,6 +126,30 @@ common::Status PreparePython(config::ObjectiveConfig& obj, const std::vector<std
     obj.command.push_back("--constraints");
     obj.command.push_back(c_target + ":" + obj.constraints_name);
   }
+  obj.fork_server_command.clear();
+  obj.fork_request_argv.clear();
+  if (obj.fork_server) {
+    // The server runs with the trial's interpreter, PYTHONPATH and [objective] env; a fork
+    // request carries what the exec path runs after `PYTHON -m triald`.
+    obj.fork_server_command = {obj.python, "-m", "triald", "fork-server"};
+    if (!obj.preload.empty()) {
+      std::string mods;
+      for (const std::string& m : obj.preload) mods += (mods.empty() ? "" : ",") + m;
+      obj.fork_server_command.push_back("--preload");
+      obj.fork_server_command.push_back(mods);
+    }
+    if (obj.preload_objective) {
+      // The objective's spec, and its constraints', exactly as `run` gets them:
+      // command = PYTHON -m triald run SPEC [--constraints SPEC].
+      obj.fork_server_command.push_back("--objective");
+      obj.fork_server_command.push_back(obj.command[4]);
+      if (!obj.constraints.empty()) {
+        obj.fork_server_command.push_back("--constraints");
+        obj.fork_server_command.push_back(obj.command[6]);
+      }
+    }
+    obj.fork_request_argv.assign(obj.command.begin() + 3, obj.command.end());
+  }
   return common::Status::Ok();
 }
 
@@ -184,6 +208,15 @@ common::Status PrepareObjective(config::SweepSpec& spec, const std::string& tria
                                       trial_worker + " is not an executable (build trial-worker)");
   }
   obj.command = {trial_worker, "--objective", "lm", "--config", config::LmObjectiveToJson(lm)};
+  obj.fork_server_command.clear();
+  obj.fork_request_argv.clear();
+  if (obj.fork_server) {
+    // The server maps the model and parses the tokenizer once; a fork request carries the
+    // trial's own arguments (what the exec path runs after trial-worker).
+    obj.fork_server_command = {trial_worker, "--fork-server", "--objective",
+                               "lm",         "--config",      obj.command.back()};
+    obj.fork_request_argv.assign(obj.command.begin() + 1, obj.command.end());
+  }
   return common::Status::Ok();
 }
 

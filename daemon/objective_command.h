@@ -17,6 +17,15 @@
 // Errors carry the line:col of the function key. An optional `constraints = "PATH.py:NAME"` is
 // resolved and checked the same way and passed to the runner as `--constraints SPEC`.
 //
+// With [objective] fork_server (daemon/README.md, "Fork server"), it also fills
+// fork_server_command, the study's fork server:
+//   python: `PYTHON -m triald fork-server [--preload A,B] [--objective SPEC [--constraints SPEC]]`
+//           (--objective with preload_objective), run with the trial's PYTHONPATH and env;
+//   lm:     `trial-worker --fork-server --objective lm --config JSON`;
+// and fork_request_argv, the argv a fork request carries (proto/README.md, "Fork server
+// protocol"): what the exec path runs after the interpreter (`run SPEC [--constraints SPEC]`),
+// or after trial-worker (`--objective lm --config JSON`).
+//
 // Thread-safety: pure functions (they read the file system).
 
 #include <string>

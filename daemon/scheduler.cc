@@ -51,6 +51,9 @@ struct Scheduler::RunningTrial {
   // (PollDevices, and once more at exit); unset until a sample succeeded.
   std::optional<uint64_t> gpu_peak;
   bool taken_over = false;  // shared: another node ended it (this node was silent); stopping
+  // Launched, not started yet (a fork server's fork pending): it holds its slot, but storage
+  // still has it WAITING, with no process (OnStarted records it RUNNING).
+  bool starting = false;
   // The trial channel's requests (define-by-run trials).
   std::optional<sampler::TrialSample> sample;  // from the first suggest (kind = "python": launch)
   bool final_seen = false;                     // a "final" line came; suggests are refused
@@ -104,13 +107,19 @@ Scheduler::Scheduler(SchedulerOptions options)
   co.host = host_.get();
   co.node_timeout_s = options_.node_timeout_s;
   coordinator_ = MakeNodeCoordinator(std::move(co));
+  if (options_.launcher != nullptr) {
+    options_.launcher->SetForkServerListener(
+        [this](const launcher::ForkServerEvent& ev) { OnForkServerEvent(ev); });
+  }
   if (options_.gpus != nullptr) {
     gpu_drains_ = std::make_unique<GpuDrains>(
         GpuDrains::Options{options_.gpus, options_.storage, options_.clock, options_.logger});
   }
 }
 
-Scheduler::~Scheduler() = default;
+Scheduler::~Scheduler() {
+  if (options_.launcher != nullptr) options_.launcher->SetForkServerListener(nullptr);
+}
 
 void Scheduler::RecordEvent(const StudyRuntime* study, const TrialRecord* trial,
                             const std::string& kind, const std::string& detail) {
@@ -474,6 +483,7 @@ void Scheduler::Pump() {
   for (auto it = studies_.begin(); it != studies_.end();) {
     if (it->second->record.state != model::StudyState::kRunning && it->second->running == 0 &&
         it->second->pending_finishes == 0) {
+      ReleaseForkServer(*it->second);  // none of its trials is starting or running
       it = studies_.erase(it);
       dropped = true;
     } else {
@@ -504,7 +514,6 @@ bool Scheduler::StartTrial(StudyRuntime& study, std::vector<devices::GpuSlot> gp
   std::optional<int> claimed = coordinator_->ClaimNext(study, [&] { return NextTrial(study); });
   if (!claimed) return false;
   const int number = *claimed;
-  const double now = options_.clock->WallSeconds();
   TrialRecord& trial = study.trials[number];
   LaunchSettings settings{options_.state_dir, options_.log_head_bytes, options_.log_tail_bytes,
                           options_.base_env, options_.storage->node()};
@@ -513,49 +522,132 @@ bool Scheduler::StartTrial(StudyRuntime& study, std::vector<devices::GpuSlot> gp
   ls.submitter = study.record.submitter;
   int64_t tid = trial.id;
   launcher::TrialCallbacks cb;
+  cb.on_started = [this, tid](const model::ProcessIdentity& id) { OnStarted(tid, id); };
   cb.on_message = [this, tid](const proto::ReportMessage& m) { OnMessage(tid, m); };
   cb.on_exit = [this, tid](const launcher::ProcessOutcome& o) { OnExit(tid, o); };
   launcher::LaunchResult proc = options_.launcher->Launch(ls, std::move(cb));
   if (!proc.ok()) {
-    OnSpawnFailure(study, number, proc);
+    OnSpawnFailure(study, number, proc.spawn_error(), proc.status().message());
     return false;
   }
-  if (study.spawn.OnStart()) {
-    options_.logger->info("study {}: trials start again", study.record.name);
-    RecordEvent(&study, &trial, "spawn_recovered", "trial " + std::to_string(number) + " started");
-  }
-  model::ProcessIdentity id = (*proc)->identity();
-  Status st = options_.storage->MarkRunning(tid, id, now);
-  if (!st.ok()) {
-    // Not durable means we could not recover it after a crash: do not let it run.
-    options_.logger->error("study {} trial {}: {}", study.record.name, number, st.message());
-    proc->reset();
-    FinishTrial(study, number, SpawnFailed("could not record the running trial: " + st.message()));
-    return false;
-  }
-  trial.state = TrialState::kRunning;
-  trial.process = id;
-  trial.started_at = now;
   auto rt = std::make_unique<RunningTrial>();
   rt->study = &study;
   rt->number = number;
   rt->process = std::move(proc).value();
   rt->gpu_slots.swap(gpu_slots);  // the trial holds them now
-  rt->pids.insert(id.pid);
   rt->caps.emplace(study.spec.study, trial);
-  if (study.spec.objective.kind == "python") StartSample(*rt);
+  rt->starting = !rt->process->started();
+  const model::ProcessIdentity id = rt->process->identity();
+  const bool starting = rt->starting;
   running_[tid] = std::move(rt);
   ++study.running;
+  if (starting) {
+    // A fork server starts it (launcher.h): OnStarted, or OnExit with never_started.
+    options_.logger->debug("study {} trial {}: starting", study.record.name, number);
+    return true;
+  }
+  return OnStarted(tid, id);
+}
+
+bool Scheduler::OnStarted(int64_t tid, const model::ProcessIdentity& id) {
+  auto it = running_.find(tid);
+  if (it == running_.end()) return false;
+  RunningTrial& rt = *it->second;
+  StudyRuntime& study = *rt.study;
+  const int number = rt.number;
+  rt.starting = false;
+  TrialRecord& trial = study.trials[number];
+  if (study.spawn.OnStart()) {
+    options_.logger->info("study {}: trials start again", study.record.name);
+    RecordEvent(&study, &trial, "spawn_recovered", "trial " + std::to_string(number) + " started");
+  }
+  const double now = options_.clock->WallSeconds();
+  Status st = options_.storage->MarkRunning(tid, id, now);
+  if (!st.ok()) {
+    // Not durable means we could not recover it after a crash: do not let it run.
+    options_.logger->error("study {} trial {}: {}", study.record.name, number, st.message());
+    std::unique_ptr<RunningTrial> owned = std::move(it->second);
+    running_.erase(it);
+    --study.running;
+    owned->process.reset();  // kills its group at once
+    // Its slots were used by no process that ran: they go straight back.
+    if (options_.gpus != nullptr && !owned->gpu_slots.empty()) {
+      options_.gpus->GiveBack(owned->gpu_slots);
+    }
+    FinishTrial(study, number, SpawnFailed("could not record the running trial: " + st.message()));
+    Pump();  // does nothing when called from inside Pump
+    return false;
+  }
+  trial.state = TrialState::kRunning;
+  trial.process = id;
+  trial.started_at = now;
+  rt.pids.insert(id.pid);
+  if (study.spec.objective.kind == "python") StartSample(rt);
   options_.logger->debug("study {} trial {} started (pid {})", study.record.name, number, id.pid);
   return true;
 }
 
-void Scheduler::OnSpawnFailure(StudyRuntime& study, int number,
-                               const launcher::LaunchResult& failed) {
-  const std::string& message = failed.status().message();
+void Scheduler::OnNeverStarted(int64_t trial_id, const launcher::ProcessOutcome& o) {
+  auto it = running_.find(trial_id);
+  if (it == running_.end()) return;
+  std::unique_ptr<RunningTrial> rt = std::move(it->second);
+  running_.erase(it);
+  StudyRuntime& study = *rt->study;
+  const int number = rt->number;
+  --study.running;
+  // No process of it ran: its slots go straight back.
+  if (options_.gpus != nullptr && !rt->gpu_slots.empty()) options_.gpus->GiveBack(rt->gpu_slots);
+  rt.reset();
+  if (model::IsFinished(study.trials[number].state)) {
+    // Already ended with the study's WAITING trials (a cancel gathers every one of them).
+  } else if (study.record.state == model::StudyState::kCancelled) {
+    // Cancelled while it was starting: it ends as the study's WAITING trials did.
+    FinishTrial(study, number, CancelledBeforeStart(), /*own=*/false);
+  } else if (shutting_down_ || o.stop_reason == StopReason::kShutdown) {
+    // Stays WAITING in storage: the next daemon starts it.
+    study.waiting.push_front(number);
+  } else {
+    // As a failed Launch(): it waits again, first in line, and the study backs off.
+    OnSpawnFailure(study, number, o.spawn_error, o.spawn_message);
+  }
+  Pump();
+}
+
+void Scheduler::OnForkServerEvent(const launcher::ForkServerEvent& ev) {
+  for (auto& [id, study] : studies_) {
+    if (study->record.name != ev.key) continue;
+    const char* kind = launcher::ForkServerEventName(ev.kind);
+    if (ev.kind == launcher::ForkServerEvent::Kind::kStarted) {
+      options_.logger->info("study {}: fork server ready ({})", ev.key, ev.detail);
+    } else {
+      options_.logger->warn("study {}: {}: {}", ev.key, kind, ev.detail);
+    }
+    RecordEvent(study.get(), nullptr, kind, ev.detail);
+    return;
+  }
+}
+
+std::optional<launcher::ForkServerStatus> Scheduler::fork_server_status(int64_t study_id) const {
+  auto it = studies_.find(study_id);
+  if (it == studies_.end() || !it->second->spec.objective.fork_server) return std::nullopt;
+  std::optional<launcher::ForkServerStatus> st =
+      options_.launcher->fork_server_status(it->second->record.name);
+  if (!st) {
+    st.emplace();
+    st->state = "not started";  // no trial has been launched since the study became active
+  }
+  return st;
+}
+
+void Scheduler::ReleaseForkServer(const StudyRuntime& study) {
+  if (study.spec.objective.fork_server) options_.launcher->ReleaseForkServer(study.record.name);
+}
+
+void Scheduler::OnSpawnFailure(StudyRuntime& study, int number, const launcher::SpawnError& error,
+                               const std::string& message) {
   const bool was_held = study.spawn.held();
   SpawnBackoff::Failure f =
-      study.spawn.OnFailure(failed.spawn_error(), message, options_.clock->MonotonicSeconds());
+      study.spawn.OnFailure(error, message, options_.clock->MonotonicSeconds());
   // The trial never ran: it waits again, first in line, with its parameters (enqueued ones
   // included); storage still has it WAITING.
   study.waiting.push_front(number);
@@ -792,6 +884,10 @@ void Scheduler::AnswerSuggest(int64_t trial_id, RunningTrial& rt, const proto::R
 }
 
 void Scheduler::OnExit(int64_t trial_id, const launcher::ProcessOutcome& o) {
+  if (o.never_started) {
+    OnNeverStarted(trial_id, o);
+    return;
+  }
   auto it = running_.find(trial_id);
   if (it == running_.end()) return;
   std::unique_ptr<RunningTrial> rt = std::move(it->second);
@@ -914,7 +1010,9 @@ bool Scheduler::gpu_work() const {
 void Scheduler::PollDevices() {
   if (options_.gpus == nullptr) return;
   for (auto& [tid, rt] : running_) {
-    if (!rt->gpu_slots.empty()) SampleGpuMemory(*rt, rt->process->identity().pgid);
+    if (!rt->gpu_slots.empty() && !rt->starting) {
+      SampleGpuMemory(*rt, rt->process->identity().pgid);
+    }
   }
   if (gpu_drains_->Collect()) Pump();
 }
@@ -1195,7 +1293,10 @@ Result<int64_t> Scheduler::Delete(const std::string& name, bool purge) {
     if (!st.ok()) options_.logger->error("storing event study_deleted: {}", st.message());
     Status committed = batch.Commit();
     if (!committed.ok()) return committed.WithContext("storing the deletion");
-    if (sit != studies_.end()) studies_.erase(sit);
+    if (sit != studies_.end()) {
+      ReleaseForkServer(*sit->second);
+      studies_.erase(sit);
+    }
     if (gpu_reserved_for_ == rec.id) gpu_reserved_for_ = 0;
   }
   options_.logger->info("study {} deleted ({} trials)", name, deleted);
@@ -1271,6 +1372,8 @@ void Scheduler::BeginShutdown(std::function<void()> on_idle) {
   shutting_down_ = true;
   on_idle_ = std::move(on_idle);
   for (auto& [tid, rt] : running_) rt->process->Stop(StopReason::kShutdown);
+  // No trial starts any more: the fork servers go (a start still pending ends never started).
+  options_.launcher->ReleaseAllForkServers();
   Pump();  // runs on_idle at once when nothing is running
 }
 

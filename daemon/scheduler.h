@@ -21,6 +21,16 @@
 // 30 s, a `spawn_failed` event each time; held, with the reason in `status` and a `study_held`
 // event, after 3 persistent failures in a row; a `spawn_recovered` event when a trial starts
 // again). So n_trials is never used up by failures to start.
+// Starting can be asynchronous (a study with [objective] fork_server: launcher.h): a launched
+// trial holds its slot while it starts, but is recorded RUNNING (MarkRunning, with its process)
+// only when the launcher says it started; until then storage has it WAITING, so a daemon that
+// dies meanwhile leaves an ordinary WAITING trial, started again after Recover. A start that
+// fails later is handled as a failed Launch() (waits again, back-off, never FAIL); one called
+// off by a cancel ends CANCELLED like the study's waiting trials, by a shutdown stays WAITING.
+// The study's fork server is released when the study leaves the active set (complete,
+// cancelled: once none of its trials is starting or running), when it is deleted and at
+// shutdown; the launcher's fork server events become study events (fork_server_started,
+// fork_server_exited, fork_server_off) and fork_server_status() feeds `trialctl status`.
 // A study of n_trials ends with exactly n_trials finished configurations (fewer only when a grid
 // runs out or the study is cancelled).
 //
@@ -212,6 +222,9 @@ class Scheduler {
   // An active study whose trials could not be started lately (still backing off, or held);
   // nullopt otherwise.
   std::optional<SpawnBackoff::Snapshot> spawn_status(int64_t study_id) const;
+  // An active study whose sweep uses a fork server ([objective] fork_server): its state as the
+  // launcher tells it (state "not started" before its first launch); nullopt otherwise.
+  std::optional<launcher::ForkServerStatus> fork_server_status(int64_t study_id) const;
   // An active study with several objectives: the size of the Pareto front of its feasible
   // COMPLETE trials, from the trials the scheduler holds (no storage read), recomputed only
   // when a trial has finished since the last call; nullopt for a study that is not active or
@@ -256,7 +269,18 @@ class Scheduler {
   // starts). Returns whether the slots were used by a running trial.
   bool StartTrial(StudyRuntime& study, std::vector<devices::GpuSlot> gpu_slots = {});
   // Trial `number` could not be started: it waits again, first in line, and the study backs off.
-  void OnSpawnFailure(StudyRuntime& study, int number, const launcher::LaunchResult& failed);
+  void OnSpawnFailure(StudyRuntime& study, int number, const launcher::SpawnError& error,
+                      const std::string& message);
+  // A launched trial runs (at once for exec, later for a fork): recorded RUNNING with its
+  // process. False when that could not be stored (the trial is then stopped, FAIL(spawn)).
+  bool OnStarted(int64_t trial_id, const model::ProcessIdentity& id);
+  // A launched trial ended without ever starting (launcher.h: never_started): a failed start
+  // (it waits again, the study backs off), or a start called off by cancel or shutdown.
+  void OnNeverStarted(int64_t trial_id, const launcher::ProcessOutcome& outcome);
+  // The launcher's fork server events, as study events (fork_server_started, _exited, _off).
+  void OnForkServerEvent(const launcher::ForkServerEvent& event);
+  // Stops the study's fork server, if its sweep has one (the study ended or is deleted).
+  void ReleaseForkServer(const StudyRuntime& study);
   // Asks options_.wake_after for the earliest end of a study's back-off.
   void WakeForBackoff();
   // Checks a sweep's gpus_per_trial against the pool; errors name `where`.

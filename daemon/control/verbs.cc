@@ -86,10 +86,28 @@ json::value SpawnStatusJson(const VerbContext& c, int64_t study_id) {
                       {"retry_in_s", st->retry_in_s}};
 }
 
+// An active study with a fork server: {state, pid, preloaded, objective_loaded, forked,
+// deaths_in_row, reason}; null otherwise.
+json::value ForkServerJson(const VerbContext& c, int64_t study_id) {
+  if (c.scheduler == nullptr) return nullptr;
+  std::optional<launcher::ForkServerStatus> st = c.scheduler->fork_server_status(study_id);
+  if (!st) return nullptr;
+  json::array preloaded;
+  for (const std::string& m : st->preloaded) preloaded.emplace_back(common::SanitizeUtf8(m));
+  return json::object{{"state", st->state},
+                      {"pid", st->pid},
+                      {"preloaded", std::move(preloaded)},
+                      {"objective_loaded", st->objective_loaded},
+                      {"forked", st->forked},
+                      {"deaths_in_row", st->deaths_in_row},
+                      {"reason", common::SanitizeUtf8(st->reason)}};
+}
+
 Result<json::value> StatusVerb(const VerbContext& c, const json::object& args) {
   TRIALD_ASSIGN_OR_RETURN(model::StudyRecord s, LookUpStudy(*c.storage, args));
   TRIALD_ASSIGN_OR_RETURN(json::object summary, Summary(c, s));
   summary["spawn"] = SpawnStatusJson(c, s.id);
+  summary["fork_server"] = ForkServerJson(c, s.id);
   // Several objectives: no single best; the size of the Pareto front of feasible COMPLETE
   // trials instead. An active study's comes from the scheduler's trials (no storage read, so
   // `watch` polling a running sweep costs no more than with one objective); a finished one's

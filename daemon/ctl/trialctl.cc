@@ -115,6 +115,26 @@ void PrintStatus(std::ostream& out, const json::object& s) {
         << Str(sp, "reason") << " (" << Str(sp, "cause") << ", " << Str(sp, "failures")
         << " failures in a row; next attempt in " << retry.str() << " s)\n";
   }
+  // The study's fork server ([objective] fork_server; daemon/README.md, "Fork server").
+  if (const json::value* fsv = s.if_contains("fork_server"); fsv != nullptr && fsv->is_object()) {
+    const json::object& fs = fsv->get_object();
+    const std::string state = Str(fs, "state");
+    out << "  fork server: " << state;
+    if (state == "on" || state == "starting") {
+      std::string mods;
+      if (const json::value* p = fs.if_contains("preloaded"); p != nullptr && p->is_array()) {
+        for (const json::value& m : p->get_array()) {
+          if (m.is_string()) mods += (mods.empty() ? "" : ", ") + std::string(m.get_string());
+        }
+      }
+      out << " (pid " << Str(fs, "pid");
+      if (state == "on") out << ", preloaded: " << (mods.empty() ? "nothing" : mods);
+      out << ")";
+    } else if (state == "off" || state == "down") {
+      out << ": " << Str(fs, "reason");
+    }
+    out << ", " << Str(fs, "forked") << " trials forked\n";
+  }
   const json::value& best = s.at("best");
   const json::value* front = s.if_contains("pareto_front_size");
   if (SeveralObjectives(s)) {

@@ -22,6 +22,8 @@
 #include "common/fd.h"
 #include "daemon/launcher/adopted.h"
 #include "daemon/launcher/capped_log.h"
+#include "daemon/launcher/child_setup.h"
+#include "daemon/launcher/fork_server.h"
 #include "daemon/launcher/run_as.h"
 #include "proto/line_reader.h"
 
@@ -82,107 +84,6 @@ constexpr size_t kFinalDrainLimit = 8 << 20;
 // process that escaped the group (setsid) can hold a pipe open. This bounds the wait for it.
 constexpr auto kEofWait = std::chrono::seconds(1);
 
-// The Boost.Process initializer that runs in the child between vfork and exec. The child
-// shares the daemon's memory until exec, so the hook makes system calls only: it allocates
-// nothing and writes no shared state but `*step`.
-struct ChildSetup {
-  const char* const* envp;
-  const char* workdir;
-  int report_fd;
-  pid_t parent;
-  int cgroup_procs_fd;     // -1: no cgroup
-  int pids_v1_procs_fd;    // -1: no v1 pids leaf
-  int memory_v1_procs_fd;  // -1: no v1 memory leaf (accounting)
-  rlim_t address_space;    // 0: no RLIMIT_AS
-  // The user to become (run_as): setgroups, setgid, setuid, in that order. Raw system calls:
-  // glibc's wrappers would try to change the credentials of every thread of the daemon (whose
-  // memory the vfork child shares), while the child has one thread and the call is per thread.
-  bool switch_user;
-  uid_t uid;
-  gid_t gid;
-  const gid_t* groups;
-  size_t n_groups;
-  // The step the child is at, in the daemon's memory (the vfork child shares it, as Boost's
-  // error code does): after a failure it says whether setup, the user switch, chdir or exec
-  // failed.
-  SpawnStep* step;
-
-  template <typename Launcher>
-  bp::error_code on_setup(Launcher& launcher, const bp::filesystem::path&, const char* const*&) {
-    launcher.env = envp;
-    launcher.fd_whitelist.push_back(kReportFd);
-    return {};
-  }
-
-  template <typename Launcher>
-  bp::error_code on_exec_setup(Launcher& launcher, const bp::filesystem::path&,
-                               const char* const*&) {
-    *step = SpawnStep::kCgroup;
-    // Into the trial's cgroup before anything else, so nothing the worker forks escapes it.
-    if (cgroup_procs_fd >= 0 && ::write(cgroup_procs_fd, "0", 1) != 1) {
-      return {errno, bp::system_category()};
-    }
-    if (pids_v1_procs_fd >= 0 && ::write(pids_v1_procs_fd, "0", 1) != 1) {
-      return {errno, bp::system_category()};
-    }
-    if (memory_v1_procs_fd >= 0 && ::write(memory_v1_procs_fd, "0", 1) != 1) {
-      return {errno, bp::system_category()};
-    }
-    *step = SpawnStep::kChild;
-    if (address_space > 0) {
-      struct rlimit limit = {address_space, address_space};
-      if (::setrlimit(RLIMIT_AS, &limit) != 0) return {errno, bp::system_category()};
-    }
-    if (::setpgid(0, 0) != 0) return {errno, bp::system_category()};
-    // Become the trial's user before PR_SET_PDEATHSIG: the kernel clears the parent-death
-    // signal whenever the credentials change.
-    if (switch_user) {
-      *step = SpawnStep::kCredentials;
-      if (::syscall(SYS_setgroups, n_groups, groups) != 0) return {errno, bp::system_category()};
-      if (::syscall(SYS_setgid, gid) != 0) return {errno, bp::system_category()};
-      if (::syscall(SYS_setuid, uid) != 0) return {errno, bp::system_category()};
-      *step = SpawnStep::kChild;
-    }
-    if (::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0) return {errno, bp::system_category()};
-    // The daemon may have died between vfork and prctl; then nobody would ever stop us.
-    if (::getppid() != parent) ::_exit(127);
-    struct sigaction dfl = {};
-    dfl.sa_handler = SIG_DFL;
-    for (int sig = 1; sig < NSIG; ++sig) {
-      if (sig != SIGKILL && sig != SIGSTOP) ::sigaction(sig, &dfl, nullptr);
-    }
-    sigset_t none;
-    sigemptyset(&none);
-    ::sigprocmask(SIG_SETMASK, &none, nullptr);
-    if (report_fd == kReportFd) {
-      if (::fcntl(kReportFd, F_SETFD, 0) != 0) return {errno, bp::system_category()};
-    } else if (::dup2(report_fd, kReportFd) < 0) {  // dup2 clears FD_CLOEXEC on the copy
-      return {errno, bp::system_category()};
-    }
-    *step = SpawnStep::kWorkdir;
-    if (::chdir(workdir) != 0) return {errno, bp::system_category()};
-    *step = SpawnStep::kChild;
-    // Close every other descriptor ourselves. The daemon opens everything close-on-exec, but a
-    // library may not (Asio's sockets are not), and Boost 1.81's own close loop skips the
-    // descriptors between whitelisted ones. What must stay: 0-3 and the launcher's pipe that
-    // reports an exec failure (it is close-on-exec, so exec still closes it).
-    int keep = -1;
-    for (int fd : launcher.fd_whitelist) keep = fd > kReportFd ? fd : keep;
-    if (keep > kReportFd + 1) ::close_range(kReportFd + 1, keep - 1, 0);
-    ::close_range((keep > kReportFd ? keep : kReportFd) + 1, ~0U, 0);
-    *step = SpawnStep::kExec;
-    return {};
-  }
-
-  // Boost 1.81 checks for this hook with a five-argument signature and calls it with four;
-  // the variadic form matches both. It ends the child without running the daemon's atexit
-  // handlers (the launcher would otherwise call exit()).
-  template <typename... Args>
-  void on_exec_error(Args&&...) {
-    ::_exit(127);
-  }
-};
-
 class Session : public std::enable_shared_from_this<Session> {
  public:
   Session(asio::io_context& io, Reaper& reaper, CgroupTree* cgroups, common::Logger logger,
@@ -208,8 +109,10 @@ class Session : public std::enable_shared_from_this<Session> {
         stall_timer_(io),
         reports_(proto::kMaxReportLineBytes) {}
 
-  // A failure leaves spawn_error() naming the step that failed and its errno.
-  Status Start();
+  // A failure leaves spawn_error() naming the step that failed and its errno. With `forks` and
+  // a spec naming a fork server, the trial is started by the server later (or fails later).
+  Status Start(ForkServers* forks);
+  bool started() const { return started_; }
   SpawnError spawn_error() const { return {spawn_step_, spawn_errno_}; }
   void Stop(StopReason reason);
   void StopAfterGrace(StopReason reason);
@@ -224,6 +127,18 @@ class Session : public std::enable_shared_from_this<Session> {
   asio::posix::stream_descriptor& Descriptor(Stream s) {
     return s == Stream::kStdout ? stdout_sd_ : s == Stream::kStderr ? stderr_sd_ : report_sd_;
   }
+  // Start's steps: the folders, logs and cgroup; the pipes and the trial channel; the exec
+  // path's vfork+exec; and, once a process runs, reading its streams and arming its timers.
+  Status Prepare();
+  Status MakeStreams();
+  Status Exec();
+  void Begin();
+  // The forked start: the server's reply; the trial process `pid` to place and let go.
+  void OnForkReply(const ForkReply& reply);
+  void OnForked(pid_t pid, uint64_t start_time);
+  void PostStarted();
+  // The start failed after Launch() returned: on_exit with never_started.
+  void FailStart(const std::string& message, SpawnError error);
   void Read(Stream s);
   void Consume(Stream s, std::string_view data);
   Status OnReportLine(std::string_view line);
@@ -260,6 +175,12 @@ class Session : public std::enable_shared_from_this<Session> {
   std::string trial_root_;                         // PrepareTrialFolder's root
   std::unique_ptr<TrialCgroup> cgroup_;
   rlim_t address_space_ = 0;
+  // Until the process runs: the pipes and the trial channel (both ends).
+  common::Pipe out_, err_;
+  common::UniqueFd channel_daemon_, channel_worker_;
+  bool started_ = false;
+  ForkServers* forks_ = nullptr;  // a fork request is pending there (fork_id_)
+  uint64_t fork_id_ = 0;
   common::Logger logger_;
   LaunchSpec spec_;
   TrialCallbacks callbacks_;
@@ -294,6 +215,7 @@ class Handle final : public TrialProcess {
   explicit Handle(std::shared_ptr<Session> s) : session_(std::move(s)) {}
   ~Handle() override { session_->Abandon(); }
   const model::ProcessIdentity& identity() const override { return session_->identity(); }
+  bool started() const override { return session_->started(); }
   void Stop(StopReason reason) override { session_->Stop(reason); }
   void StopAfterGrace(StopReason reason) override { session_->StopAfterGrace(reason); }
   void Answer(const std::string& line) override { session_->Answer(line); }
@@ -303,10 +225,45 @@ class Handle final : public TrialProcess {
   std::shared_ptr<Session> session_;
 };
 
-Status Session::Start() {
+Status Session::Start(ForkServers* forks) {
   for (const std::string& kv : spec_.env) {
     if (kv.rfind("TRIALD_TRIAL_DIR=", 0) == 0) trial_dir_ = kv.substr(17);
   }
+  TRIALD_RETURN_IF_ERROR(Prepare());
+  TRIALD_RETURN_IF_ERROR(MakeStreams());
+  if (forks != nullptr && spec_.fork_server && forks->Forking(spec_.fork_server->key)) {
+    // A fork of the study's server: everything above is the exec path's; the server forks the
+    // trial with its three descriptors, and OnForkReply carries on.
+    ForkRequest request;
+    request.argv = spec_.fork_server->request_argv;
+    request.env = spec_.env;
+    request.cwd = spec_.workdir;
+    request.fds = {channel_worker_.get(), out_.write.get(), err_.write.get()};
+    std::weak_ptr<Session> weak = weak_from_this();
+    std::string failure;
+    SpawnError error;
+    spawned_ = std::chrono::steady_clock::now();
+    forks_ = forks;
+    ForkServers::Queued queued = forks->Request(
+        *spec_.fork_server, run_as_, std::move(request),
+        [weak](const ForkReply& reply) {
+          if (auto self = weak.lock()) self->OnForkReply(reply);
+        },
+        &fork_id_, &failure, &error);
+    if (queued == ForkServers::Queued::kYes) return Status::Ok();
+    forks_ = nullptr;
+    if (queued == ForkServers::Queued::kFailed) {
+      if (cgroup_) (void)cgroup_->Remove();
+      spawn_step_ = error.step;
+      spawn_errno_ = error.error_number;
+      return common::IoError(failure);
+    }
+    // kExec: the study's trials start by exec now.
+  }
+  return Exec();
+}
+
+Status Session::Prepare() {
   spawn_step_ = SpawnStep::kPrepare;
   // Each failure keeps its errno for the scheduler's policy (EMFILE, ENFILE, ENOMEM, ...). The
   // common:: helpers below return ErrnoError of their one failed system call; errno is read at
@@ -348,6 +305,29 @@ Status Session::Start() {
     if (!logs.ok()) return failed(logs, errno);
     spec_.env = WithUserEnvironment(std::move(spec_.env), *run_as_);
   }
+  if (cgroups_ != nullptr) {
+    spawn_step_ = SpawnStep::kCgroup;
+    CgroupLimits limits;
+    limits.memory_max_bytes = spec_.memory_limit_bytes;
+    limits.pids_max = spec_.pids_limit;
+    Result<std::unique_ptr<TrialCgroup>> cg = cgroups_->CreateTrial(limits);
+    if (!cg.ok()) return failed(cg.status().WithContext("creating the trial's cgroup"), errno);
+    cgroup_ = std::move(cg).value();
+    spawn_step_ = SpawnStep::kPrepare;
+  }
+  if (spec_.memory_limit_bytes > 0 && (cgroup_ == nullptr || !cgroup_->memory_limited())) {
+    address_space_ = static_cast<rlim_t>(spec_.memory_limit_bytes);
+  }
+  return Status::Ok();
+}
+
+Status Session::MakeStreams() {
+  auto failed = [this](Status st, int err) {
+    spawn_step_ = SpawnStep::kPrepare;
+    spawn_errno_ = err;
+    if (cgroup_) (void)cgroup_->Remove();
+    return st;
+  };
   Result<common::Pipe> out = common::MakePipe(true);
   if (!out.ok()) return failed(out.status(), errno);
   Result<common::Pipe> err = common::MakePipe(true);
@@ -364,9 +344,23 @@ Status Session::Start() {
   if (Status nb = common::SetNonBlocking(channel_daemon.get(), true); !nb.ok()) {
     return failed(nb, errno);
   }
+  out_ = std::move(out).value();
+  err_ = std::move(err).value();
+  channel_daemon_ = std::move(channel_daemon);
+  channel_worker_ = std::move(channel_worker);
+  return Status::Ok();
+}
+
+Status Session::Exec() {
+  auto failed = [this](Status st, int err) {
+    spawn_errno_ = err;
+    if (cgroup_) (void)cgroup_->Remove();
+    return st;
+  };
   common::UniqueFd devnull(::open("/dev/null", O_RDONLY | O_CLOEXEC));
   if (!devnull.valid()) {
     const int e = errno;
+    spawn_step_ = SpawnStep::kPrepare;
     return failed(common::ErrnoError("open /dev/null", e), e);
   }
 
@@ -377,32 +371,20 @@ Status Session::Start() {
   std::vector<std::string> args(spec_.argv.begin() + (spec_.argv.empty() ? 0 : 1),
                                 spec_.argv.end());
 
-  if (cgroups_ != nullptr) {
-    spawn_step_ = SpawnStep::kCgroup;
-    CgroupLimits limits;
-    limits.memory_max_bytes = spec_.memory_limit_bytes;
-    limits.pids_max = spec_.pids_limit;
-    Result<std::unique_ptr<TrialCgroup>> cg = cgroups_->CreateTrial(limits);
-    if (!cg.ok()) return failed(cg.status().WithContext("creating the trial's cgroup"), errno);
-    cgroup_ = std::move(cg).value();
-  }
-  if (spec_.memory_limit_bytes > 0 && (cgroup_ == nullptr || !cgroup_->memory_limited())) {
-    address_space_ = static_cast<rlim_t>(spec_.memory_limit_bytes);
-  }
-  ChildSetup setup{envp.data(),
-                   spec_.workdir.c_str(),
-                   channel_worker.get(),
-                   ::getpid(),
-                   cgroup_ ? cgroup_->procs_fd() : -1,
-                   cgroup_ ? cgroup_->pids_v1_procs_fd() : -1,
-                   cgroup_ ? cgroup_->memory_v1_procs_fd() : -1,
-                   address_space_,
-                   run_as_.has_value(),
-                   run_as_ ? run_as_->uid : 0,
-                   run_as_ ? run_as_->gid : 0,
-                   run_as_ ? run_as_->groups.data() : nullptr,
-                   run_as_ ? run_as_->groups.size() : 0,
-                   &spawn_step_};
+  internal::ChildSetup setup{envp.data(),
+                             spec_.workdir.c_str(),
+                             channel_worker_.get(),
+                             ::getpid(),
+                             cgroup_ ? cgroup_->procs_fd() : -1,
+                             cgroup_ ? cgroup_->pids_v1_procs_fd() : -1,
+                             cgroup_ ? cgroup_->memory_v1_procs_fd() : -1,
+                             address_space_,
+                             run_as_.has_value(),
+                             run_as_ ? run_as_->uid : 0,
+                             run_as_ ? run_as_->gid : 0,
+                             run_as_ ? run_as_->groups.data() : nullptr,
+                             run_as_ ? run_as_->groups.size() : 0,
+                             &spawn_step_};
   // A fresh context per launch, never run: see process_launcher.h on vfork and notify_fork.
   asio::io_context spawn_io(1);
   bp::posix::vfork_launcher launcher;
@@ -411,7 +393,7 @@ Status Session::Start() {
   spawned_ = std::chrono::steady_clock::now();
   bp::process proc =
       launcher(spawn_io.get_executor(), ec, bp::filesystem::path(spec_.executable), args,
-               bp::process_stdio{devnull.get(), out->write.get(), err->write.get()}, setup);
+               bp::process_stdio{devnull.get(), out_.write.get(), err_.write.get()}, setup);
   if (ec) {
     if (cgroup_) (void)cgroup_->Remove();
     std::string what = "exec " + spec_.executable;
@@ -438,16 +420,25 @@ Status Session::Start() {
   reaper_.Watch(identity_.pid, [weak](int status, const struct rusage& usage) {
     if (auto self = weak.lock()) self->OnMainExit(status, usage);
   });
+  Begin();
+  return Status::Ok();
+}
 
-  stdout_sd_.assign(out->read.Release());
-  stderr_sd_.assign(err->read.Release());
-  report_sd_.assign(channel_daemon.Release());
-  // The child-side ends (out.write, err.write, channel_worker, devnull) close here, so EOF on
-  // a pipe or the channel means every process holding it has closed it.
+void Session::Begin() {
+  started_ = true;
+  stdout_sd_.assign(out_.read.Release());
+  stderr_sd_.assign(err_.read.Release());
+  report_sd_.assign(channel_daemon_.Release());
+  // The child-side ends close here, so EOF on a pipe or the channel means every process
+  // holding it has closed it.
+  out_.write.Reset();
+  err_.write.Reset();
+  channel_worker_.Reset();
   Read(Stream::kStdout);
   Read(Stream::kStderr);
   Read(Stream::kReport);
 
+  std::weak_ptr<Session> weak = weak_from_this();
   if (spec_.timeout_s > 0) {
     timeout_timer_.expires_after(std::chrono::duration_cast<std::chrono::nanoseconds>(
         std::chrono::duration<double>(spec_.timeout_s)));
@@ -458,7 +449,126 @@ Status Session::Start() {
   }
   last_line_ = std::chrono::steady_clock::now();
   if (spec_.stall_timeout_s > 0) ArmStallTimer();
-  return Status::Ok();
+}
+
+void Session::OnForkReply(const ForkReply& reply) {
+  forks_ = nullptr;  // answered: nothing to cancel any more
+  if (finished_ || abandoned_) return;
+  switch (reply.kind) {
+    case ForkReply::Kind::kFailed:
+      FailStart(reply.message, reply.error);
+      return;
+    case ForkReply::Kind::kExec: {
+      // The study fell back to exec. Fresh descriptors: whatever the server did with the old
+      // ones (it forked nothing for this request) must not share the trial's channel.
+      out_ = {};
+      err_ = {};
+      channel_daemon_.Reset();
+      channel_worker_.Reset();
+      Status st = MakeStreams();
+      if (st.ok()) st = Exec();
+      if (!st.ok()) {
+        FailStart(st.message(), spawn_error());
+        return;
+      }
+      PostStarted();
+      return;
+    }
+    case ForkReply::Kind::kForked:
+      OnForked(reply.pid, reply.start_time);
+      return;
+  }
+}
+
+void Session::OnForked(pid_t pid, uint64_t start_time) {
+  identity_.pid = pid;
+  identity_.pgid = pid;
+  identity_.start_time = start_time;
+  std::weak_ptr<Session> weak = weak_from_this();
+  reaper_.Watch(pid, [weak](int status, const struct rusage& usage) {
+    if (auto self = weak.lock()) self->OnMainExit(status, usage);
+  });
+  // The trial waits for its go: first its own process group (it made it before naming its pid),
+  // then its cgroup(s) and memory limit, so no user code runs outside them.
+  auto refuse = [&](SpawnStep step, int err, const std::string& what) {
+    reaper_.Unwatch(pid);
+    ::kill(pid, SIGKILL);  // the daemon's child, not yet reaped: the pid is still its
+    identity_ = {};
+    FailStart("forked trial process " + std::to_string(pid) + ": " + what +
+                  (err != 0 ? std::string(": ") + std::strerror(err) : ""),
+              SpawnError{step, err});
+  };
+  if (::getpgid(pid) != pid) {
+    refuse(SpawnStep::kChild, 0, "not the leader of its own process group");
+    return;
+  }
+  if (cgroup_) {
+    const std::string text = std::to_string(pid);
+    for (int fd :
+         {cgroup_->procs_fd(), cgroup_->pids_v1_procs_fd(), cgroup_->memory_v1_procs_fd()}) {
+      if (fd < 0) continue;
+      if (::write(fd, text.data(), text.size()) != static_cast<ssize_t>(text.size())) {
+        refuse(SpawnStep::kCgroup, errno, "joining the trial's cgroup");
+        return;
+      }
+    }
+  }
+  if (address_space_ > 0) {
+    struct rlimit limit = {address_space_, address_space_};
+    if (::prlimit(pid, RLIMIT_AS, &limit, nullptr) != 0) {
+      refuse(SpawnStep::kChild, errno, "setting RLIMIT_AS");
+      return;
+    }
+  }
+  static constexpr char kGo[] = "{\"type\":\"go\"}\n";
+  ssize_t n;
+  do {
+    n = ::send(channel_daemon_.get(), kGo, sizeof(kGo) - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+  } while (n < 0 && errno == EINTR);
+  if (n != static_cast<ssize_t>(sizeof(kGo) - 1)) {
+    // An empty socket buffer takes 14 bytes; only a trial that is gone refuses them. Its exit
+    // comes through the reaper like any trial's.
+    logger_->debug("trial pid {}: its go could not be sent: {}", pid,
+                   n < 0 ? std::strerror(errno) : "short write");
+  }
+  Begin();
+  PostStarted();
+}
+
+void Session::PostStarted() {
+  auto self = shared_from_this();
+  asio::post(io_, [self]() {
+    if (!self->abandoned_ && self->callbacks_.on_started) {
+      self->callbacks_.on_started(self->identity_);
+    }
+  });
+}
+
+void Session::FailStart(const std::string& message, SpawnError error) {
+  if (finished_) return;
+  finished_ = true;
+  if (forks_ != nullptr && spec_.fork_server) forks_->Cancel(spec_.fork_server->key, fork_id_);
+  forks_ = nullptr;
+  // Closing the daemon's copies: a forked trial that never got its go reads EOF and exits.
+  out_ = {};
+  err_ = {};
+  channel_daemon_.Reset();
+  channel_worker_.Reset();
+  if (cgroup_) {
+    cgroup_->Kill();  // nothing should be there; a trial placed just before a failure would be
+    Status removed = cgroup_->Remove();
+    if (!removed.ok()) logger_->debug("trial cgroup: {}", removed.message());
+  }
+  if (stdout_log_) (void)stdout_log_->Close();
+  if (stderr_log_) (void)stderr_log_->Close();
+  outcome_.never_started = true;
+  outcome_.spawn_error = error;
+  outcome_.spawn_message = message;
+  if (abandoned_ || !callbacks_.on_exit) return;
+  auto self = shared_from_this();
+  asio::post(io_, [self]() {
+    if (!self->abandoned_) self->callbacks_.on_exit(self->outcome_);
+  });
 }
 
 void Session::ArmStallTimer() {
@@ -654,6 +764,12 @@ std::vector<pid_t> Session::Escaped() const {
 void Session::Stop(StopReason reason) {
   if (finished_) return;
   if (outcome_.stop_reason == StopReason::kNone) outcome_.stop_reason = reason;
+  if (!started_) {
+    // Not started yet (a fork pending): the start is called off; nothing ran.
+    FailStart(std::string("stopped (") + StopReasonName(reason) + ") before it started",
+              SpawnError{SpawnStep::kPrepare, 0});
+    return;
+  }
   if (terminating_) return;
   terminating_ = true;
   timeout_timer_.cancel();
@@ -677,6 +793,10 @@ void Session::Stop(StopReason reason) {
 
 void Session::StopAfterGrace(StopReason reason) {
   if (finished_ || terminating_ || cooperative_stop_) return;
+  if (!started_) {
+    Stop(reason);
+    return;
+  }
   cooperative_stop_ = true;
   auto self = shared_from_this();
   cooperative_timer_.expires_after(std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -692,6 +812,10 @@ void Session::StopAfterGrace(StopReason reason) {
 void Session::Abandon() {
   abandoned_ = true;
   if (finished_) return;
+  if (!started_) {
+    FailStart("abandoned before it started", SpawnError{SpawnStep::kPrepare, 0});
+    return;
+  }
   SignalGroup(SIGKILL);
   outcome_.killed = true;
 }
@@ -867,7 +991,24 @@ void Session::Finish() {
 
 }  // namespace
 
-ProcessLauncher::ProcessLauncher(Options options) : options_(std::move(options)) {}
+ProcessLauncher::ProcessLauncher(Options options)
+    : options_(std::move(options)),
+      forks_(ForkServers::Options{options_.io, options_.reaper, options_.logger, options_.cgroups,
+                                  options_.fork_reply_timeout_s, options_.fork_ready_timeout_s}) {}
+
+ProcessLauncher::~ProcessLauncher() = default;
+
+void ProcessLauncher::SetForkServerListener(std::function<void(const ForkServerEvent&)> listener) {
+  forks_.SetListener(std::move(listener));
+}
+
+void ProcessLauncher::ReleaseForkServer(const std::string& key) { forks_.Release(key); }
+
+void ProcessLauncher::ReleaseAllForkServers() { forks_.ReleaseAll(); }
+
+std::optional<ForkServerStatus> ProcessLauncher::fork_server_status(const std::string& key) const {
+  return forks_.StatusOf(key);
+}
 
 LaunchResult ProcessLauncher::Launch(const LaunchSpec& spec, TrialCallbacks callbacks) {
   std::optional<RunAs> run_as;
@@ -880,7 +1021,7 @@ LaunchResult ProcessLauncher::Launch(const LaunchSpec& spec, TrialCallbacks call
   auto session = std::make_shared<Session>(
       *options_.io, *options_.reaper, options_.cgroups, options_.logger, spec, std::move(callbacks),
       std::move(run_as), options_.trial_root, options_.resource_accounting);
-  Status started = session->Start();
+  Status started = session->Start(&forks_);
   if (!started.ok()) {
     return LaunchResult(started, session->spawn_error());
   }

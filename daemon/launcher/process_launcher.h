@@ -57,13 +57,12 @@
 #include "common/clock.h"
 #include "common/logging.h"
 #include "daemon/launcher/cgroup.h"
+#include "daemon/launcher/child_setup.h"
+#include "daemon/launcher/fork_server.h"
 #include "daemon/launcher/launcher.h"
 #include "daemon/launcher/reaper.h"
 
 namespace triald::launcher {
-
-// The descriptor number the worker's end of the trial channel gets in every worker.
-inline constexpr int kReportFd = 3;
 
 class ProcessLauncher final : public Launcher {
  public:
@@ -80,17 +79,33 @@ class ProcessLauncher final : public Launcher {
     std::string trial_root = {};
     // Fill ProcessOutcome::resources (see "Resource accounting" above); false: only wall_s.
     bool resource_accounting = true;
+    // Fork servers (fork_server.h): how long a sent fork request may wait for its answer, and
+    // a server for its ready, before the server counts as broken.
+    double fork_reply_timeout_s = 10;
+    double fork_ready_timeout_s = 300;
   };
   explicit ProcessLauncher(Options options);
+  ~ProcessLauncher() override;
 
   // A failure's spawn_error() names the step: the trial folder and descriptors (kPrepare, with
   // the errno of the call that failed, e.g. EMFILE), the cgroup, vfork (EAGAIN, ENOMEM), the
   // child's setup, its chdir to the workdir, or execve (ENOENT, EACCES, ENOEXEC), whose errno
   // the vfork child leaves in the daemon's memory.
+  // A spec with fork_server is started by its study's fork server (fork_server.h) unless that
+  // key fell back to exec: the pipes, channel, logs and cgroup are made here as for exec, the
+  // server forks the trial, and the launcher then watches it in the reaper, places it in its
+  // cgroup(s), sets RLIMIT_AS (no memory controller) and writes {"type":"go"} on its channel
+  // before on_started. From there on it is a trial like any other.
   LaunchResult Launch(const LaunchSpec& spec, TrialCallbacks callbacks) override;
+
+  void SetForkServerListener(std::function<void(const ForkServerEvent&)> listener) override;
+  void ReleaseForkServer(const std::string& key) override;
+  void ReleaseAllForkServers() override;
+  std::optional<ForkServerStatus> fork_server_status(const std::string& key) const override;
 
  private:
   Options options_;
+  ForkServers forks_;
 };
 
 }  // namespace triald::launcher

@@ -39,6 +39,16 @@ void Reaper::Watch(pid_t pid, ExitFn on_exit) { watchers_[pid] = std::move(on_ex
 
 void Reaper::Unwatch(pid_t pid) { watchers_.erase(pid); }
 
+std::optional<Reaper::Kept> Reaper::TakeUnwatched(pid_t pid) {
+  for (auto it = kept_.rbegin(); it != kept_.rend(); ++it) {
+    if (it->pid != pid) continue;
+    Kept k = *it;
+    kept_.erase(std::next(it).base());
+    return k;
+  }
+  return std::nullopt;
+}
+
 int Reaper::ReapNow() {
   int reaped = 0;
   for (;;) {
@@ -54,6 +64,8 @@ int Reaper::ReapNow() {
     auto it = watchers_.find(pid);
     if (it == watchers_.end()) {
       ++orphans_reaped_;
+      kept_.push_back(Kept{pid, status, usage});
+      if (kept_.size() > kKeptUnwatched) kept_.pop_front();
       logger_->debug("reaped pid {} ({}), not a trial's main process", pid,
                      common::ExitStatus::FromWaitStatus(status).Describe());
       continue;

@@ -6,8 +6,11 @@
 // asio::signal_set waits for SIGCHLD; each delivery runs a wait4(-1, WNOHANG) loop that
 // reaps every exited child and routes its status and resource usage to whoever Watch()ed that
 // pid. Unwatched pids
-// (adopted grandchildren, a child whose exec failed) are reaped and logged. Nothing else in
-// the process may call waitpid: two reapers race and lose exit statuses.
+// (adopted grandchildren, a child whose exec failed) are reaped and logged, and their statuses
+// kept for a while (the last kKeptUnwatched of them): a trial forked by a fork server becomes
+// the daemon's child before the daemon learns its pid, and may end before then
+// (TakeUnwatched). Nothing else in the process may call waitpid: two reapers race and lose exit
+// statuses.
 //
 // Thread-safety: not thread-safe; runs on the event-loop thread.
 
@@ -16,7 +19,9 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
+#include <deque>
 #include <functional>
+#include <optional>
 #include <unordered_map>
 #include <vector>
 
@@ -42,6 +47,16 @@ class Reaper {
   // Whether `pid` is watched (a trial's main process not yet reaped).
   bool Watching(pid_t pid) const { return watchers_.count(pid) != 0; }
 
+  // The status of `pid` if it was reaped while nobody watched it (the latest such), taken out
+  // of the kept ones; nullopt otherwise.
+  struct Kept {
+    pid_t pid = 0;
+    int wait_status = 0;
+    struct rusage usage = {};
+  };
+  std::optional<Kept> TakeUnwatched(pid_t pid);
+  static constexpr size_t kKeptUnwatched = 1024;
+
   // One wait4 loop; returns how many children were reaped. Called on SIGCHLD, and usable
   // directly (e.g. at shutdown).
   int ReapNow();
@@ -55,6 +70,7 @@ class Reaper {
   common::Logger logger_;
   boost::asio::signal_set signals_;
   std::unordered_map<pid_t, ExitFn> watchers_;
+  std::deque<Kept> kept_;  // unwatched statuses, oldest first, at most kKeptUnwatched
   uint64_t orphans_reaped_ = 0;
   bool started_ = false;
 };

@@ -77,4 +77,8 @@ std::string TrialLogDir(const std::string& state_dir, const std::string& study, 
   return StudiesDir(state_dir) + study + "/logs/" + std::to_string(number);
 }
 
+std::string ForkServerLog(const std::string& state_dir, const std::string& study) {
+  return StudiesDir(state_dir) + study + "/fork-server.log";
+}
+
 }  // namespace triald::model

@@ -217,6 +217,9 @@ std::string TrialDir(const std::string& state_dir, const std::string& study, int
 // (created by the daemon, never writable by the trial), so that a trial cannot replace its logs
 // with a FIFO or a link that `trialctl logs` would then follow.
 std::string TrialLogDir(const std::string& state_dir, const std::string& study, int number);
+// The log of the study's fork server (stdout and stderr, capped; the daemon's):
+// STATE_DIR/studies/STUDY/fork-server.log.
+std::string ForkServerLog(const std::string& state_dir, const std::string& study);
 // STATE_DIR/studies/: every trial folder is below it.
 std::string StudiesDir(const std::string& state_dir);
 

@@ -43,6 +43,21 @@ launcher::LaunchSpec MakeLaunchSpec(const LaunchSettings& settings, const std::s
   }
   env.emplace("PYTHONUNBUFFERED", "1");  // Python workers' output reaches the logs live
   for (const auto& [k, v] : obj.env) env[k] = v;
+  std::string path_env = env.count("PATH") ? env["PATH"] : "";
+  if (obj.fork_server && !obj.fork_server_command.empty()) {
+    // The study's fork server: the trial's environment without anything of one trial's (no
+    // TRIALD_*, no GPU assignment); each fork request carries the trial's complete one.
+    launcher::ForkServerSpec fs;
+    fs.key = study_name;
+    fs.argv = obj.fork_server_command;
+    for (const auto& [k, v] : env) fs.env.push_back(k + "=" + v);
+    fs.workdir = obj.workdir;
+    fs.log_path = model::ForkServerLog(settings.state_dir, study_name);
+    fs.request_argv = obj.fork_request_argv;
+    common::Result<std::string> exe = common::FindExecutable(fs.argv[0], path_env, obj.workdir);
+    fs.executable = exe.ok() ? *exe : fs.argv[0];
+    ls.fork_server = std::move(fs);
+  }
   boost::json::object params;
   for (const config::ParamSpec& p : spec.space) {
     auto it = trial.params.find(p.name);
@@ -70,7 +85,6 @@ launcher::LaunchSpec MakeLaunchSpec(const LaunchSettings& settings, const std::s
   }
   for (const auto& [k, v] : env) ls.env.push_back(k + "=" + v);
 
-  std::string path_env = env.count("PATH") ? env["PATH"] : "";
   common::Result<std::string> exe = common::FindExecutable(obj.command[0], path_env, obj.workdir);
   ls.executable = exe.ok() ? *exe : obj.command[0];
   return ls;

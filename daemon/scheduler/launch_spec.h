@@ -8,6 +8,9 @@
 // values its final line must carry) and the GPU variables
 // (CUDA_VISIBLE_DEVICES, empty on a CPU trial; CUDA_DEVICE_ORDER and TRIALD_GPU_SLOTS with GPUs).
 // The executable is command[0] looked up in that environment's PATH.
+// With [objective] fork_server, the spec also names the study's fork server (key: the study's
+// name; its command from objective_command.h; the environment above without the TRIALD_* and
+// GPU variables; its log model::ForkServerLog) and the fork request's argv.
 //
 // Thread-safety: pure functions; thread-safe.
 

@@ -260,7 +260,7 @@ TEST_CASE("kind = \"lm\" takes no command, and kind = \"exec\" no lm setting", "
         "kind, model, train_file, eval_file, max_steps, seq_len, eval_every, device, "
         "memory_budget_gb, gpu_memory_fraction, learning_rate, weight_decay, warmup_steps, "
         "batch_size, dropout, adam_beta1, adam_beta2, grad_clip, lr_schedule, seed, env, workdir, "
-        "objectives");
+        "objectives, fork_server");
   CHECK(ErrorOf(With("kind = \"lm\"", "kind = \"llm\"", kLm)) ==
         "sweep.toml:6:8: [objective] kind = \"llm\": unknown objective kind; expected \"exec\", "
         "\"lm\" or \"python\"");
@@ -671,6 +671,16 @@ TEST_CASE("the LM objective's JSON carries objectives when there are some", "[co
   CHECK(LmObjectiveFromJson(bad).status().message() ==
         "invalid LM objective JSON: \"objectives\" holds \"gpu_hours\": expected a non-empty array "
         "of eval_loss, perplexity, planned_memory_bytes, train_seconds, tokens_per_second");
+}
+
+TEST_CASE("kind = lm: fork_server is off unless asked for; preload is python's",
+          "[config][lm][fork_server]") {
+  CHECK_FALSE(Parsed(kLm).objective.fork_server);
+  CHECK(Parsed(LmWith("fork_server = true\n")).objective.fork_server);
+  CHECK_THAT(ErrorOf(LmWith("fork_server = 1\n")),
+             StartsWith("sweep.toml:10:15: [objective] fork_server = 1"));
+  CHECK_THAT(ErrorOf(LmWith("preload = [\"torch\"]\n")),
+             Contains("an option of kind = \"python\", not of kind = \"lm\""));
 }
 
 }  // namespace

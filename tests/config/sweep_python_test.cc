@@ -164,5 +164,74 @@ high = 1.0
                "kind = \"exec\""));
 }
 
+TEST_CASE("kind = python: preload, preload_objective and fork_server with their defaults",
+          "[config][python][fork_server]") {
+  SweepSpec plain = Parsed(kPython);
+  CHECK(plain.objective.preload.empty());
+  CHECK_FALSE(plain.objective.preload_objective);
+  CHECK_FALSE(plain.objective.fork_server);
+
+  SweepSpec pre = Parsed(Python("preload = [\"torch\", \"numpy.linalg\", \"_x1\"]\n"));
+  CHECK(pre.objective.preload == std::vector<std::string>{"torch", "numpy.linalg", "_x1"});
+  CHECK(pre.objective.preload_objective);
+  CHECK(pre.objective.fork_server);
+
+  SweepSpec no_obj = Parsed(Python("preload = [\"torch\"]\npreload_objective = false\n"));
+  CHECK_FALSE(no_obj.objective.preload_objective);
+  CHECK(no_obj.objective.fork_server);
+
+  SweepSpec off = Parsed(Python("preload = [\"torch\"]\nfork_server = false\n"));
+  CHECK_FALSE(off.objective.fork_server);
+  CHECK_FALSE(off.objective.preload_objective);
+
+  // fork_server without preload: the server saves the interpreter's start only.
+  SweepSpec bare = Parsed(Python("fork_server = true\n"));
+  CHECK(bare.objective.fork_server);
+  CHECK(bare.objective.preload.empty());
+  CHECK_FALSE(bare.objective.preload_objective);
+}
+
+TEST_CASE("kind = python: a bad preload names the entry and its place",
+          "[config][python][fork_server]") {
+  // preload is on line 8.
+  CHECK_THAT(ErrorOf(Python("preload = \"torch\"\n")),
+             StartsWith("sweep.toml:8:11: [objective] preload = \"torch\""));
+  CHECK_THAT(ErrorOf(Python("preload = \"torch\"\n")), Contains("an array of module names"));
+  CHECK_THAT(ErrorOf(Python("preload = [\"torch\", \"my-mod\"]\n")),
+             StartsWith("sweep.toml:8:21: [objective] preload[1] = \"my-mod\": not a module name"));
+  for (const char* bad :
+       {"\"\"", "\"a..b\"", "\".a\"", "\"a.\"", "\"1a\"", "\"a.2b\"", "\"a b\""}) {
+    INFO(bad);
+    CHECK_THAT(ErrorOf(Python("preload = [" + std::string(bad) + "]\n")),
+               Contains("not a module name"));
+  }
+  CHECK_THAT(ErrorOf(Python("preload = [3]\n")), Contains("preload[0] = 3"));
+  CHECK_THAT(ErrorOf(Python("preload = [\"torch\", \"torch\"]\n")),
+             Contains("\"torch\" is already in preload"));
+  CHECK_THAT(ErrorOf(Python("fork_server = \"yes\"\n")),
+             StartsWith("sweep.toml:8:15: [objective] fork_server = \"yes\""));
+  CHECK_THAT(ErrorOf(Python("preload_objective = 1\n")), Contains("true or false"));
+  CHECK_THAT(ErrorOf(Python("preload_objective = true\nfork_server = false\n")),
+             Contains("preload_objective = true with fork_server = false"));
+}
+
+TEST_CASE("preload and fork_server are refused for kind = exec", "[config][python][fork_server]") {
+  const std::string exec = R"([study]
+name = "s"
+n_trials = 10
+
+[objective]
+kind = "exec"
+command = ["x"]
+)";
+  const std::string space = "\n[space.x]\ntype = \"float\"\nlow = 0.0\nhigh = 1.0\n";
+  CHECK_THAT(ErrorOf(exec + "preload = [\"torch\"]\n" + space),
+             Contains("[objective] preload = [\"torch\"]: an option of kind = \"python\", not of "
+                      "kind = \"exec\""));
+  CHECK_THAT(ErrorOf(exec + "fork_server = true\n" + space),
+             Contains("fork_server = true: an option of kind = \"lm\" or \"python\", not of kind "
+                      "= \"exec\""));
+}
+
 }  // namespace
 }  // namespace triald::config

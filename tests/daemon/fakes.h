@@ -99,8 +99,10 @@ class FakeLauncher final : public launcher::Launcher {
     std::vector<std::string> answers;                  // every Answer() line, in order
     std::vector<launcher::StopReason> deferred_stops;  // every StopAfterGrace(), in order
     std::string protocol_error;                        // the first FailProtocol() message
+    model::ProcessIdentity pending_identity;           // async_start: the identity Start() gives
     bool exited = false;                               // on_exit was delivered
-    bool destroyed = false;                            // the scheduler destroyed its TrialProcess
+    bool started = true;     // with async_start: false until Start() (or never, NeverStarted())
+    bool destroyed = false;  // the scheduler destroyed its TrialProcess
 
     bool live() const { return !exited && !destroyed; }
     std::map<std::string, std::string> env() const { return EnvMap(spec.env); }
@@ -130,6 +132,12 @@ class FakeLauncher final : public launcher::Launcher {
     }
     const pid_t pid = first_pid + static_cast<pid_t>(launches_.size());
     launch->identity = model::ProcessIdentity{pid, pid, 1'000'000u + launches_.size()};
+    if (async_start) {
+      // As a fork server's start: no process yet; Start() gives it this identity.
+      launch->pending_identity = launch->identity;
+      launch->identity = {};
+      launch->started = false;
+    }
     Launched* raw = launch.get();
     launches_.push_back(std::move(launch));
     max_live_ = std::max(max_live_, live_count());
@@ -156,6 +164,33 @@ class FakeLauncher final : public launcher::Launcher {
   void StopFailing() {
     fail_all_ = false;
     fail_next_ = false;
+  }
+
+  // Launches return processes that are not started yet (as a fork server's): the test starts
+  // each with Start() or ends it with NeverStarted().
+  bool async_start = false;
+
+  // ---- Fork servers ----
+  std::vector<std::string> released;  // ReleaseForkServer() keys, in order
+  int released_all = 0;               // ReleaseAllForkServers() calls
+  std::map<std::string, launcher::ForkServerStatus> fork_status;  // what fork_server_status says
+  std::function<void(const launcher::ForkServerEvent&)> fork_listener;
+  void SetForkServerListener(std::function<void(const launcher::ForkServerEvent&)> l) override {
+    fork_listener = std::move(l);
+  }
+  void ReleaseForkServer(const std::string& key) override { released.push_back(key); }
+  void ReleaseAllForkServers() override { ++released_all; }
+  std::optional<launcher::ForkServerStatus> fork_server_status(
+      const std::string& key) const override {
+    auto it = fork_status.find(key);
+    if (it == fork_status.end()) return std::nullopt;
+    return it->second;
+  }
+  // Plays the launcher telling the scheduler about a fork server.
+  void ForkEvent(const std::string& key, launcher::ForkServerEvent::Kind kind,
+                 const std::string& detail) {
+    if (!fork_listener) throw std::logic_error("no fork server listener");
+    fork_listener(launcher::ForkServerEvent{key, kind, detail});
   }
 
   // Successful launches, in order.
@@ -189,6 +224,32 @@ class FakeLauncher final : public launcher::Launcher {
   }
 
   // ---- Playing the trial process ----
+
+  // An async_start launch starts: on_started with its identity.
+  void Start(Launched& l) {
+    if (!l.live() || l.started) throw std::logic_error("Start() of a trial that is not starting");
+    l.started = true;
+    l.identity = l.pending_identity;
+    auto on_started = l.callbacks.on_started;
+    if (!on_started) throw std::logic_error("the scheduler gave no on_started");
+    on_started(l.identity);
+  }
+  // An async_start launch fails before it started (the fork server died, ...), or its start is
+  // called off after a Stop(): on_exit with never_started (the first stop reason, if any).
+  void NeverStarted(Launched& l, std::string message = "the fork server exited (killed by SIGKILL)",
+                    launcher::SpawnError error = {launcher::SpawnStep::kFork, EAGAIN}) {
+    if (!l.live() || l.started) {
+      throw std::logic_error("NeverStarted() of a trial that is not starting");
+    }
+    launcher::ProcessOutcome o;
+    o.never_started = true;
+    o.spawn_error = error;
+    o.spawn_message = std::move(message);
+    if (!l.stops.empty()) o.stop_reason = l.stops.front();
+    l.exited = true;
+    auto on_exit = l.callbacks.on_exit;
+    on_exit(o);
+  }
 
   void Message(Launched& l, const proto::ReportMessage& m) {
     if (!l.live()) throw std::logic_error("message to a trial process that is over");
@@ -287,6 +348,7 @@ class FakeLauncher final : public launcher::Launcher {
     explicit Process(Launched* launch) : launch_(launch) {}
     ~Process() override { launch_->destroyed = true; }
     const model::ProcessIdentity& identity() const override { return launch_->identity; }
+    bool started() const override { return launch_->started; }
     void Stop(launcher::StopReason reason) override { launch_->stops.push_back(reason); }
     void StopAfterGrace(launcher::StopReason reason) override {
       launch_->deferred_stops.push_back(reason);

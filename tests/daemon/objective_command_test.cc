@@ -268,5 +268,49 @@ TEST_CASE("kind = python at submit: constraints is checked like function and pas
   }
 }
 
+TEST_CASE("kind = python with fork_server: the server's command and the fork request's argv",
+          "[objective][python][fork_server]") {
+  TempDir dir;
+  dir.Write("obj.py", "def objective(trial):\n    return 1.0\n");
+  dir.Write("limits.py", "def ok(frozen):\n    return [0]\n");
+  const std::string obj = dir.path() + "/obj.py:objective";
+  SECTION("preload and the objective, with constraints") {
+    config::SweepSpec spec =
+        PythonSweep(dir, "obj.py:objective",
+                    "constraints = \"limits.py:ok\"\npreload = [\"torch\", \"numpy\"]\n");
+    REQUIRE(spec.objective.fork_server);
+    common::Status st = PrepareObjective(spec, "", "sweep.toml", {}, "/r");
+    INFO(st.message());
+    REQUIRE(st.ok());
+    CHECK(spec.objective.fork_server_command ==
+          std::vector<std::string>{"python3", "-m", "triald", "fork-server", "--preload",
+                                   "torch,numpy", "--objective", obj, "--constraints",
+                                   dir.path() + "/limits.py:ok"});
+    CHECK(spec.objective.fork_request_argv ==
+          std::vector<std::string>{"run", obj, "--constraints", dir.path() + "/limits.py:ok"});
+  }
+  SECTION("preload without the objective") {
+    config::SweepSpec spec =
+        PythonSweep(dir, "obj.py:objective", "preload = [\"numpy\"]\npreload_objective = false\n");
+    REQUIRE(PrepareObjective(spec, "", "sweep.toml", {}, "/r").ok());
+    CHECK(spec.objective.fork_server_command ==
+          std::vector<std::string>{"python3", "-m", "triald", "fork-server", "--preload", "numpy"});
+    CHECK(spec.objective.fork_request_argv == std::vector<std::string>{"run", obj});
+  }
+  SECTION("fork_server alone") {
+    config::SweepSpec spec = PythonSweep(dir, "obj.py:objective", "fork_server = true\n");
+    REQUIRE(PrepareObjective(spec, "", "sweep.toml", {}, "/r").ok());
+    CHECK(spec.objective.fork_server_command ==
+          std::vector<std::string>{"python3", "-m", "triald", "fork-server"});
+    CHECK(spec.objective.fork_request_argv == std::vector<std::string>{"run", obj});
+  }
+  SECTION("off: no server") {
+    config::SweepSpec spec = PythonSweep(dir, "obj.py:objective");
+    REQUIRE(PrepareObjective(spec, "", "sweep.toml", {}, "/r").ok());
+    CHECK(spec.objective.fork_server_command.empty());
+    CHECK(spec.objective.fork_request_argv.empty());
+  }
+}
+
 }  // namespace
 }  // namespace triald::daemon

@@ -1,4 +1,4 @@
-"""python3 -m triald run SPEC [--params JSON] | check SPEC (see triald._runner)."""
+"""python3 -m triald run SPEC [--params JSON] | check SPEC | fork-server (see triald._runner)."""
 
 import sys
 

@@ -2,6 +2,7 @@
 
     python3 -m triald run SPEC [--constraints SPEC] [--params JSON]
     python3 -m triald check SPEC [--constraints SPEC]
+    python3 -m triald fork-server [--preload MOD,MOD...] [--objective SPEC [--constraints SPEC]]
 
 SPEC is PATH.py:NAME (a file, loaded under a module name other than __main__, so its
 `if __name__ == "__main__":` block does not run; its folder goes first on sys.path, so sibling
@@ -29,6 +30,8 @@ the object, should_prune always false, and the lines a real run would send print
 
 `check` only loads SPEC and verifies NAME is callable: exit 0 silently, or 2 with the message
 (the daemon runs it when a sweep is submitted).
+
+`fork-server` is a study's warm process whose forks run `run` (triald._forkserver).
 """
 
 import argparse
@@ -190,6 +193,17 @@ def load_objective(spec, role="objective"):
         raise SpecError(f"{role} {spec!r}: {name!r} is not callable (it is a "
                         f"{type(obj).__name__})")
     return obj
+
+
+def preload_objective(spec, constraints_spec=None):
+    """Imports the objective's module (and the constraints function's) ahead of `run`, as a
+    fork server does once for all its trials: the module's top-level code runs here, and `run`
+    in a forked trial then finds the module loaded (a file by its absolute path, a module in
+    sys.modules) and does not import it again. Raises SpecError or _ImportFailed as
+    load_objective does; changes nothing for a `run` in a fresh process."""
+    load_objective(spec)
+    if constraints_spec is not None:
+        load_objective(constraints_spec, "constraints")
 
 
 def _refused_value(value):
@@ -430,7 +444,24 @@ def main(argv):
     check_parser.add_argument("spec", metavar="SPEC", help="PATH.py:NAME or package.module:NAME")
     check_parser.add_argument("--constraints", metavar="SPEC",
                               help="also verify this constraints function")
+    fork_server_parser = commands.add_parser(
+        "fork-server", help="serve a study's trials as forks of one warm process (triald "
+                            "starts it; proto/README.md, Fork server protocol)")
+    fork_server_parser.add_argument(
+        "--preload", metavar="MOD,MOD...",
+        help="modules to import once, before any trial (e.g. torch,numpy)")
+    fork_server_parser.add_argument(
+        "--objective", metavar="SPEC",
+        help="also import the objective's module once (its top-level code runs in the server)")
+    fork_server_parser.add_argument(
+        "--constraints", metavar="SPEC",
+        help="the constraints function, imported with the objective (needs --objective)")
     args = parser.parse_args(argv)
+    if args.command == "fork-server":
+        if args.constraints is not None and args.objective is None:
+            parser.error("fork-server: --constraints needs --objective")
+        from triald import _forkserver  # only the server needs it
+        return _forkserver.serve(args)
     if args.command == "check":
         return check(args.spec, args.constraints)
     return run(args.spec, args.params, args.constraints)

@@ -1,0 +1,219 @@
+#!/usr/bin/python3
+"""Start-up benchmark: short Python+torch trials, isolated and not, side by side.
+
+The same trial everywhere: one suggest_float and a tiny tensor computation (torch imported at
+the objective file's top). Four ways to run it, at parallelism 2:
+
+  (a) triald exec         kind = "python", fork_server = false: a fresh interpreter per trial,
+                          which imports torch itself;
+  (b) triald fork server  kind = "python", preload = ["torch"]: each trial a fork of the
+                          study's warm server (torch and the objective's file imported once);
+  (c) optuna threads      Optuna 3.1, n_jobs=2 threads in one interpreter, SQLite storage: no
+                          isolation at all (torch imported before the clock starts);
+  (d) optuna subprocess   Optuna 3.1, n_jobs=2, SQLite, each trial's computation in
+                          `python3 -c ...` (what an Optuna user does to isolate a trial).
+
+Prints trials/s for each, the ratio (b)/(c), and for (a) and (b) the start latency of each
+trial: from the daemon's decision to start it (the trial's created_at: the scheduler creates the
+record when it starts the trial) to the first line of the objective (time.time() there, sent back
+as a user attribute); the JSON also has the median from started_at (for a forked trial, when the
+server answered `forked`) to that line. triald's rates are the study's own
+record: from its creation to its last trial's end ("end to end", which for (b) includes starting
+the fork server and its `import torch`), and from the first trial's end to the last one's
+("steady", the server running). Not a test: nothing here asserts a speed.
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+
+from bench_throughput import running_triald, submit_and_wait  # noqa: E402
+
+OBJECTIVE = '''\
+import time
+
+import torch
+
+
+def objective(trial):
+    first_line = time.time()
+    x = trial.suggest_float("x", -1.0, 1.0)
+    a = torch.full((8, 8), x)
+    value = float((a @ a).sum())
+    trial.set_user_attr("first_line", first_line)
+    return value
+'''
+
+# (d): the parent suggests, the child computes (as a user isolates a trial without triald).
+CHILD_CODE = ("import sys, torch; x = float(sys.argv[1]); a = torch.full((8, 8), x); "
+              "print(float((a @ a).sum()))")
+
+
+def write_sweep(folder, name, trials, parallelism, fork):
+    objective = os.path.join(folder, "start_objective.py")
+    with open(objective, "w") as f:
+        f.write(OBJECTIVE)
+    server = 'preload = ["torch"]' if fork else "fork_server = false"
+    path = os.path.join(folder, name + ".toml")
+    with open(path, "w") as f:
+        f.write(f"""[study]
+name = "{name}"
+n_trials = {trials}
+parallelism = {parallelism}
+
+[objective]
+kind = "python"
+function = "start_objective.py:objective"
+python = "/usr/bin/python3"
+{server}
+
+[sampler]
+kind = "random"
+seed = 1
+""")
+    return path
+
+
+def run_triald(build, name, trials, parallelism, fork):
+    with tempfile.TemporaryDirectory(prefix="triald-bench-start-") as d:
+        sweep = write_sweep(d, name, trials, parallelism, fork)
+        with running_triald(build, os.path.join(d, "state"), parallelism) as ctl:
+            st = submit_and_wait(ctl, sweep, name)
+            rows = json.loads(subprocess.run(ctl + ["trials", name, "--json"], check=True,
+                                             capture_output=True, text=True).stdout)
+            events = subprocess.run(ctl + ["events", name], capture_output=True,
+                                    text=True).stdout
+    if st["complete"] != trials:
+        raise RuntimeError(f"{name}: only {st['complete']} of {trials} trials completed: {st}"
+                           f"\n{events}")
+    # The daemon's decision to start a trial creates its record (created_at); started_at is
+    # when its process was started (for a forked trial: once the server said `forked`).
+    latencies = sorted(r["attrs"]["first_line"] - r["created_at"] for r in rows)
+    after_start = sorted(r["attrs"]["first_line"] - r["started_at"] for r in rows)
+    finished = sorted(r["finished_at"] for r in rows)
+    steady = (trials - 1) / (finished[-1] - finished[0]) if trials > 1 else float("nan")
+    return {"system": name, "trials": trials,
+            "seconds": round(st["finished_at"] - st["created_at"], 3),
+            "trials_per_s": round(trials / (st["finished_at"] - st["created_at"]), 2),
+            "steady_trials_per_s": round(steady, 2),
+            "start_latency_ms": {
+                "median": round(1000 * statistics.median(latencies), 1),
+                "p90": round(1000 * latencies[int(0.9 * (len(latencies) - 1))], 1),
+                "first": round(1000 * (min(rows, key=lambda r: r["created_at"])["attrs"]
+                                       ["first_line"] - min(r["created_at"] for r in rows)),
+                               1)},
+            "started_to_first_line_ms": round(1000 * statistics.median(after_start), 1),
+            "fork_server_events": [line for line in events.splitlines()
+                                   if "fork" in line.lower()][:5]}
+
+
+def run_optuna(trials, jobs, subprocess_per_trial):
+    """(c) or (d) in a fresh /usr/bin/python3 (Debian's python3-optuna 3.1)."""
+    code = f'''
+import json, logging, os, subprocess, sys, tempfile, time, warnings
+import optuna
+import torch
+optuna.logging.set_verbosity(optuna.logging.ERROR)
+optuna.logging.disable_default_handler()
+logging.getLogger("sqlalchemy").setLevel(logging.ERROR)
+warnings.filterwarnings("ignore")
+CHILD = {CHILD_CODE!r}
+
+def in_threads(trial):
+    x = trial.suggest_float("x", -1.0, 1.0)
+    a = torch.full((8, 8), x)
+    return float((a @ a).sum())
+
+def in_subprocess(trial):
+    x = trial.suggest_float("x", -1.0, 1.0)
+    out = subprocess.run(["/usr/bin/python3", "-c", CHILD, repr(x)], check=True,
+                         capture_output=True, text=True).stdout
+    return float(out)
+
+with tempfile.TemporaryDirectory() as d:
+    start = time.perf_counter()
+    study = optuna.create_study(storage="sqlite:///" + os.path.join(d, "optuna.db"))
+    study.optimize(in_subprocess if {subprocess_per_trial!r} else in_threads,
+                   n_trials={trials}, n_jobs={jobs})
+    seconds = time.perf_counter() - start
+    done = len(study.get_trials(states=(optuna.trial.TrialState.COMPLETE,)))
+print(json.dumps({{"trials": {trials}, "complete": done, "seconds": seconds}}))
+'''
+    out = subprocess.run(["/usr/bin/python3", "-c", code], check=True, capture_output=True,
+                         text=True).stdout
+    r = json.loads(out.strip().splitlines()[-1])
+    if r["complete"] != trials:
+        raise RuntimeError(f"optuna: only {r['complete']} of {trials} trials completed")
+    return {"trials": trials, "seconds": round(r["seconds"], 3),
+            "trials_per_s": round(trials / r["seconds"], 2)}
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--slow-trials", type=int, default=30,
+                   help="trials of (a) and (d), an interpreter and `import torch` each")
+    p.add_argument("--fast-trials", type=int, default=200, help="trials of (b) and (c)")
+    p.add_argument("--parallelism", type=int, default=2)
+    p.add_argument("--build", default=os.path.join(ROOT, "build"))
+    p.add_argument("--only", default="abcd", help="which of a, b, c, d to run (default all)")
+    a = p.parse_args()
+    a.build = os.path.abspath(a.build)
+    if any(k in a.only for k in "ab"):
+        for exe in ("triald", "trialctl"):
+            if not os.path.exists(os.path.join(a.build, "bin", exe)):
+                print(f"bench_start: {a.build}/bin/{exe} is missing; build first",
+                      file=sys.stderr)
+                return 1
+    results = {}
+    load_before = os.getloadavg()[0]
+    if "a" in a.only:
+        results["a"] = run_triald(a.build, "start-exec", a.slow_trials, a.parallelism, False)
+        print("(a)", json.dumps(results["a"]), flush=True)
+    if "b" in a.only:
+        results["b"] = run_triald(a.build, "start-fork", a.fast_trials, a.parallelism, True)
+        print("(b)", json.dumps(results["b"]), flush=True)
+    if "c" in a.only:
+        results["c"] = run_optuna(a.fast_trials, a.parallelism, False)
+        print("(c)", json.dumps(results["c"]), flush=True)
+    if "d" in a.only:
+        results["d"] = run_optuna(a.slow_trials, a.parallelism, True)
+        print("(d)", json.dumps(results["d"]), flush=True)
+
+    load_after = os.getloadavg()[0]
+    labels = {"a": "(a) triald exec", "b": "(b) triald fork server",
+              "c": "(c) optuna threads", "d": "(d) optuna subprocess"}
+    isolation = {"a": "process per trial", "b": "process per trial (fork)",
+                 "c": "none (threads)", "d": "process per trial"}
+    print()
+    print(f"{'system':<24} {'trials':>6} {'seconds':>8} {'trials/s':>9} {'steady/s':>9} "
+          f"{'start ms (median, p90, first)':>30}   isolation")
+    for k in "abcd":
+        if k not in results:
+            continue
+        r = results[k]
+        steady = f"{r['steady_trials_per_s']:>9.2f}" if "steady_trials_per_s" in r else \
+            f"{'':>9}"
+        lat = r.get("start_latency_ms")
+        lat_text = f"{lat['median']:.1f}, {lat['p90']:.1f}, {lat['first']:.1f}" if lat else ""
+        print(f"{labels[k]:<24} {r['trials']:>6} {r['seconds']:>8.2f} "
+              f"{r['trials_per_s']:>9.2f} {steady} {lat_text:>30}   {isolation[k]}")
+    if "b" in results and "c" in results:
+        print(f"\nratio (b)/(c): {results['b']['trials_per_s'] / results['c']['trials_per_s']:.2f}"
+              f" end to end, {results['b']['steady_trials_per_s'] / results['c']['trials_per_s']:.2f}"
+              f" steady (target >= 1)")
+    print(f"machine: {os.cpu_count()} CPUs, load average {load_before:.1f} before, "
+          f"{load_after:.1f} after (other work on the machine slows every column)")
+    print(json.dumps(results))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

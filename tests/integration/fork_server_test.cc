@@ -1,0 +1,141 @@
+// [objective] fork_server end to end: a real triald starts kind = "python" trials as forks of the
+// study's fork server (python3 -m triald fork-server), and falls back to exec when a preload
+// makes forking unsafe.
+
+#include <signal.h>
+
+#include <boost/json.hpp>
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <fstream>
+#include <set>
+#include <string>
+#include <thread>
+
+#include "tests/integration/harness.h"
+
+namespace triald::testing {
+namespace {
+
+namespace json = boost::json;
+
+// An objective whose module-level state would leak between trials run in one process: each
+// trial appends to SEEN and reports how many entries it found, and its pid.
+const char* const kObjective = R"(import os
+import time
+
+SEEN = []
+
+
+def objective(trial):
+    x = trial.suggest_float("x", -2.0, 2.0)
+    SEEN.append(x)
+    trial.set_user_attr("seen", len(SEEN))
+    trial.set_user_attr("pid", os.getpid())
+    time.sleep(0.2)
+    return x * x
+)";
+
+std::string Sweep(const std::string& name, const std::string& preload, int n_trials) {
+  return "[study]\nname = \"" + name + "\"\nn_trials = " + std::to_string(n_trials) +
+         "\nparallelism = 2\n\n[objective]\nkind = \"python\"\nfunction = \"obj.py:objective\"\n"
+         "python = \"/usr/bin/python3\"\npreload = [" +
+         preload + "]\n";
+}
+
+// Checks every trial: COMPLETE with x*x, not seeing another trial's module state, in a process
+// of its own. Returns the pids.
+std::set<int64_t> CheckTrials(const json::array& trials) {
+  std::set<int64_t> pids;
+  for (const json::value& v : trials) {
+    const json::object& t = v.as_object();
+    INFO(json::serialize(t));
+    REQUIRE(t.at("state").as_string() == "COMPLETE");
+    const double x = t.at("params").as_object().at("x").to_number<double>();
+    CHECK(t.at("value").to_number<double>() == Approx(x * x));
+    const json::object& attrs = t.at("attrs").as_object();
+    CHECK(attrs.at("seen").to_number<int64_t>() == 1);
+    pids.insert(attrs.at("pid").to_number<int64_t>());
+  }
+  CHECK(pids.size() == trials.size());
+  return pids;
+}
+
+}  // namespace
+
+TEST_CASE("kind = python with a fork server: isolated trials, forked, with their server's status",
+          "[python][integration][fork_server]") {
+  TempDir dir;
+  std::ofstream(dir.File("obj.py")) << kObjective;
+  const std::string sweep_path = dir.File("fork.toml");
+  TestDaemon d(dir.File("state"));
+  d.Start();
+  const std::string study = d.Submit(Sweep("forked", "\"json\"", 8), sweep_path);
+
+  // While it runs, status shows the server on, with what it preloaded.
+  json::object server;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (std::chrono::steady_clock::now() < until) {
+    json::object st = d.Call("status", {{"study", study}}).as_object();
+    if (st.at("fork_server").is_object() &&
+        st.at("fork_server").as_object().at("state").as_string() == "on") {
+      server = st.at("fork_server").as_object();
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  INFO(d.log());
+  REQUIRE_FALSE(server.empty());
+  CHECK(json::serialize(server.at("preloaded")) == "[\"json\"]");
+  CHECK(server.at("objective_loaded").as_bool());
+  const int64_t server_pid = server.at("pid").as_int64();
+  Ctl text = Trialctl(d.socket(), {"status", study});
+  CHECK_THAT(text.out, Catch::Contains("fork server: "));
+
+  json::object status = d.WaitStudy(study, 120);
+  CHECK(status.at("state").as_string() == "COMPLETE");
+  json::array trials = d.Trials(study);
+  REQUIRE(trials.size() == 8);
+  std::set<int64_t> pids = CheckTrials(trials);
+  CHECK(pids.count(server_pid) == 0);
+  Ctl events = Trialctl(d.socket(), {"events", study});
+  REQUIRE(events.code == 0);
+  CHECK_THAT(events.out, Catch::Contains("fork_server_started"));
+  CHECK_THAT(events.out, !Catch::Contains("fork_server_off"));
+  // No start failed because of the server (a start may fail for other reasons: its detail then
+  // names them).
+  CHECK_THAT(events.out, !Catch::Contains("the fork server"));
+  // The study is over: so is its server.
+  const auto gone_by = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (::kill(static_cast<pid_t>(server_pid), 0) == 0 &&
+         std::chrono::steady_clock::now() < gone_by) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  CHECK(::kill(static_cast<pid_t>(server_pid), 0) != 0);
+  CHECK(std::ifstream(dir.File("state") + "/studies/forked/fork-server.log").good());
+}
+
+TEST_CASE("a preload that starts a thread: the study falls back to exec, with the event",
+          "[python][integration][fork_server]") {
+  TempDir dir;
+  std::ofstream(dir.File("obj.py")) << kObjective;
+  std::ofstream(dir.File("threaded.py"))
+      << "import threading, time\n"
+         "threading.Thread(target=lambda: time.sleep(3600), daemon=True).start()\n";
+  TestDaemon d(dir.File("state"));
+  d.Start();
+  const std::string study = d.Submit(Sweep("threads", "\"threaded\"", 4), dir.File("threads.toml"));
+  json::object status = d.WaitStudy(study, 120);
+  INFO(d.log());
+  CHECK(status.at("state").as_string() == "COMPLETE");
+  json::array trials = d.Trials(study);
+  REQUIRE(trials.size() == 4);
+  CheckTrials(trials);
+  Ctl events = Trialctl(d.socket(), {"events", study});
+  REQUIRE(events.code == 0);
+  INFO(events.out);
+  CHECK_THAT(events.out, Catch::Contains("fork_server_off"));
+  CHECK_THAT(events.out, Catch::Contains("thread"));
+}
+
+}  // namespace triald::testing

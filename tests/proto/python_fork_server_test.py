@@ -1,0 +1,610 @@
+"""The Python fork server (python3 -m triald fork-server) against a fake daemon.
+
+The test process plays triald's side of proto/README.md, "Fork server protocol": it starts the
+server with one end of a SOCK_SEQPACKET socketpair at fd 3, is the child subreaper (so the
+double-forked trials become its children, as they become triald's), sends fork requests with
+the trial's channel, stdout and stderr attached, says go on the trial channel, answers the
+trial's suggests, and reaps the trial.
+
+Run: python3 -m unittest discover -s tests/proto -p python_fork_server_test.py
+     (CTest: python_fork_server)
+"""
+
+import ctypes
+import importlib.util
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CLIENT_DIR = os.path.abspath(os.path.join(HERE, "..", "..", "proto", "client", "python"))
+FIXTURES = os.path.join(HERE, "python_fork_server")
+OBJECTIVES = os.path.join(FIXTURES, "fork_objectives.py")
+
+# How long any one exchange may take before the test fails instead of hanging (a torch import
+# on a busy 2-core machine takes several seconds).
+TIMEOUT_S = 120
+PR_SET_CHILD_SUBREAPER = 36
+GO = b'{"type":"go"}\n'
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def become_subreaper():
+    if _libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER)")
+
+
+def vm_rss_kib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    raise AssertionError(f"no VmRSS for {pid}")
+
+
+def wait_status(pid, timeout=TIMEOUT_S):
+    """waitpid(pid) with a deadline: the raw status."""
+    deadline = time.monotonic() + timeout
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done == pid:
+            return status
+        if time.monotonic() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            raise AssertionError(f"process {pid} did not end within {timeout} s")
+        time.sleep(0.002)
+
+
+def base_env(extra=None):
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "PYTHONPATH": os.pathsep.join([CLIENT_DIR, FIXTURES]),
+        "PYTHONUNBUFFERED": "1",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "HOME": os.environ.get("HOME", "/tmp"),
+    }
+    env.update(extra or {})
+    return env
+
+
+def trial_env(number, extra=None):
+    env = base_env({"TRIALD_TRIAL": str(number), "TRIALD_STUDY": "forks",
+                    "TRIALD_REPORT_FD": "3", "TRIALD_TRIAL_DIR": tempfile.gettempdir(),
+                    "TRIALD_N_OBJECTIVES": "1", "TRIALD_NODE": "test-node",
+                    "CUDA_VISIBLE_DEVICES": ""})
+    env.update(extra or {})
+    return [f"{k}={v}" for k, v in env.items()]
+
+
+class Trial:
+    """A forked trial, seen from the daemon: its pid, its channel, what it said."""
+
+    def __init__(self, pid, channel, out, err):
+        self.pid = pid
+        self.channel = channel
+        self.out = out
+        self.err = err
+        self.lines = []
+        self.status = None
+
+    def go(self):
+        self.channel.sendall(GO)
+
+    def talk(self, values=None, on_line=None):
+        """Reads the trial's lines to EOF, answering suggests from `values`."""
+        values = values or {}
+        reader = self.channel.makefile("rb")
+        for raw in reader:
+            message = json.loads(raw)
+            self.lines.append(message)
+            if on_line is not None:
+                on_line(message)
+            if message["type"] == "suggest":
+                answer = {"type": "suggestion", "name": message["name"],
+                          "value": values[message["name"]]}
+                self.channel.sendall(json.dumps(answer).encode() + b"\n")
+            elif message["type"] == "should_prune":
+                self.channel.sendall(b'{"type":"should_prune","value":false}\n')
+        reader.close()
+        return self
+
+    def close(self):
+        self.channel.close()
+
+    def release(self):
+        """Closes everything of this trial's the test holds."""
+        self.channel.close()
+        self.out.close()
+        self.err.close()
+
+    def reap(self):
+        self.status = wait_status(self.pid)
+        return self.status
+
+    def exit_code(self):
+        self.assert_reaped()
+        return os.waitstatus_to_exitcode(self.status)
+
+    def assert_reaped(self):
+        if self.status is None:
+            self.reap()
+
+    def attrs(self):
+        return {line["key"]: line["value"] for line in self.lines if line["type"] == "attr"}
+
+    def final(self):
+        return [line for line in self.lines if line["type"] == "final"]
+
+    def stdout(self):
+        self.out.seek(0)
+        return self.out.read().decode()
+
+    def stderr(self):
+        self.err.seek(0)
+        return self.err.read().decode()
+
+
+class FakeDaemon:
+    """Starts a fork server and speaks the daemon's side of its channel."""
+
+    def __init__(self, test, preload=None, objective=None, constraints=None, env=None):
+        self.test = test
+        self.sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.sock.settimeout(TIMEOUT_S)
+        self.log = tempfile.TemporaryFile()
+        args = [sys.executable, "-m", "triald", "fork-server"]
+        if preload:
+            args += ["--preload", preload]
+        if objective:
+            args += ["--objective", objective]
+        if constraints:
+            args += ["--constraints", constraints]
+        # As triald starts it: the channel at fd 3, the log at 1 and 2, /dev/null at 0, and no
+        # other descriptor of this process.
+        actions = [(os.POSIX_SPAWN_DUP2, theirs.fileno(), 3),
+                   (os.POSIX_SPAWN_DUP2, self.log.fileno(), 1),
+                   (os.POSIX_SPAWN_DUP2, self.log.fileno(), 2),
+                   (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0)]
+        for entry in os.listdir("/proc/self/fd"):
+            if int(entry) > 3:
+                actions.append((os.POSIX_SPAWN_CLOSE, int(entry)))
+        server_env = base_env({"TRIALD_FORK_SERVER_FD": "3", "FORK_TEST_SERVER_ONLY": "1"})
+        server_env.update(env or {})
+        self.pid = os.posix_spawn(sys.executable, args, server_env, file_actions=actions,
+                                  setpgroup=0)
+        theirs.close()
+        self.status = None
+        self.next_id = 0
+        self.trials = []
+
+    def receive(self):
+        data = self.sock.recv(65536)
+        self.test.assertTrue(data, f"the server closed its channel; its log:\n{self.output()}")
+        return json.loads(data)
+
+    def ready(self):
+        message = self.receive()
+        self.test.assertEqual(message["type"], "ready", self.output())
+        return message
+
+    def request(self, argv, env, cwd=None, daemon_pid=None, answered=True):
+        """Sends a fork request; the trial (its channel, stdout and stderr files) and the
+        server's answer (None when not `answered`)."""
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        ours.settimeout(TIMEOUT_S)
+        out, err = tempfile.TemporaryFile(), tempfile.TemporaryFile()
+        self.next_id += 1
+        request = {"type": "fork", "id": self.next_id, "argv": argv, "env": env,
+                   "cwd": cwd or tempfile.gettempdir(),
+                   "daemon_pid": daemon_pid or os.getpid()}
+        socket.send_fds(self.sock, [json.dumps(request).encode()],
+                        [theirs.fileno(), out.fileno(), err.fileno()])
+        theirs.close()
+        answer = self.receive() if answered else None
+        trial = Trial(answer.get("pid") if answer else None, ours, out, err)
+        self.trials.append(trial)
+        return trial, answer
+
+    def fork(self, function, number=0, env=None, cwd=None, args=(), **kwargs):
+        trial, answer = self.request(["run", f"{OBJECTIVES}:{function}", *args],
+                                     trial_env(number, env), cwd=cwd, **kwargs)
+        self.test.assertEqual(answer, {"type": "forked", "id": self.next_id, "pid": trial.pid},
+                              self.output())
+        return trial
+
+    def run(self, function, values=None, **kwargs):
+        trial = self.fork(function, **kwargs)
+        trial.go()
+        trial.talk(values)
+        trial.close()
+        trial.reap()
+        return trial
+
+    def send(self, message):
+        self.sock.send(message if isinstance(message, bytes) else json.dumps(message).encode())
+
+    def wait(self):
+        if self.status is None:
+            self.status = wait_status(self.pid)
+        return os.waitstatus_to_exitcode(self.status)
+
+    def alive(self):
+        return self.status is None and os.waitpid(self.pid, os.WNOHANG)[0] == 0
+
+    def output(self):
+        self.log.seek(0)
+        return self.log.read().decode(errors="replace")
+
+    def close(self):
+        self.sock.close()
+        if self.status is None:
+            try:
+                self.status = wait_status(self.pid, 30)
+            except AssertionError:
+                pass
+        self.log.close()
+        for trial in self.trials:
+            trial.release()
+
+
+class ForkServerCase(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        become_subreaper()
+
+    def daemon(self, **kwargs):
+        daemon = FakeDaemon(self, **kwargs)
+        self.addCleanup(daemon.close)
+        return daemon
+
+    def marker_path(self):
+        folder = tempfile.mkdtemp(prefix="fork-server-test-")
+        self.addCleanup(lambda: subprocess.run(["rm", "-rf", folder], check=False))
+        return os.path.join(folder, "marker")
+
+
+class ReadyTest(ForkServerCase):
+    def test_ready_lists_the_preload(self):
+        daemon = self.daemon(preload="json,fs_atexit_preload")
+        ready = daemon.ready()
+        self.assertEqual(ready, {"type": "ready", "pid": daemon.pid,
+                                 "preloaded": ["json", "fs_atexit_preload"],
+                                 "objective_loaded": False})
+
+    def test_ready_says_the_objective_is_loaded(self):
+        daemon = self.daemon(objective=f"{OBJECTIVES}:mutate")
+        self.assertEqual(daemon.ready(), {"type": "ready", "pid": daemon.pid, "preloaded": [],
+                                          "objective_loaded": True})
+
+    def test_stop_ends_the_server(self):
+        daemon = self.daemon()
+        daemon.ready()
+        daemon.send({"type": "stop"})
+        self.assertEqual(daemon.wait(), 0, daemon.output())
+
+    def test_eof_ends_the_server(self):
+        daemon = self.daemon()
+        daemon.ready()
+        daemon.sock.shutdown(socket.SHUT_WR)
+        self.assertEqual(daemon.wait(), 0, daemon.output())
+
+    def test_malformed_packets_end_the_server_with_2(self):
+        for packet, said in [(b"not json", "not JSON"),
+                             (b"[1, 2]", "not a JSON object"),
+                             (b'{"type":"spawn"}', "unknown request type 'spawn'"),
+                             (b'{"type":"stop","now":true}', "fields other than type"),
+                             (json.dumps({"type": "fork", "id": 1, "argv": ["run"], "env": [],
+                                          "cwd": "/"}).encode(), "missing daemon_pid"),
+                             (json.dumps({"type": "fork", "id": 1, "argv": ["run"],
+                                          "env": [], "cwd": "/", "daemon_pid": 1}).encode(),
+                              "carries 0 descriptors; expected 3")]:
+            with self.subTest(packet=packet):
+                daemon = FakeDaemon(self)
+                try:
+                    daemon.ready()
+                    daemon.send(packet)
+                    self.assertEqual(daemon.wait(), 2, daemon.output())
+                    self.assertIn(said, daemon.output())
+                finally:
+                    daemon.close()
+
+    def test_a_bad_env_entry_is_malformed(self):
+        daemon = self.daemon()
+        daemon.ready()
+        daemon.request(["run", f"{OBJECTIVES}:value"], ["NO_EQUALS_SIGN"], answered=False)
+        self.assertEqual(daemon.wait(), 2)
+        self.assertIn("env must be an array of \"KEY=VALUE\" strings", daemon.output())
+
+
+class TrialTest(ForkServerCase):
+    def test_a_trial_sends_its_value_and_exits_0(self):
+        daemon = self.daemon()
+        daemon.ready()
+        trial = daemon.run("value", {"x": 0.25})
+        self.assertEqual(trial.exit_code(), 0, trial.stderr())
+        self.assertEqual(trial.lines[0]["type"], "suggest")
+        self.assertEqual(trial.final(), [{"type": "final", "value": 0.5}])
+
+    def test_the_trial_is_its_own_process_group_and_session_child_of_the_daemon(self):
+        daemon = self.daemon(preload="json")
+        daemon.ready()
+        cwd = tempfile.mkdtemp(prefix="fork-server-cwd-")
+        self.addCleanup(os.rmdir, cwd)
+        trial = daemon.run("identity", number=4, cwd=cwd,
+                           env={"CUDA_VISIBLE_DEVICES": "1", "FORK_TEST_TRIAL_ONLY": "x"})
+        self.assertEqual(trial.exit_code(), 0, trial.stderr())
+        attrs = trial.attrs()
+        self.assertNotEqual(attrs["pid"], daemon.pid)
+        self.assertEqual(attrs["pid"], trial.pid)
+        self.assertEqual(attrs["pgid"], trial.pid)
+        self.assertEqual(attrs["sid"], trial.pid)
+        self.assertEqual(attrs["ppid"], os.getpid())  # the subreaper, as triald is
+        self.assertEqual(attrs["fds"], [0, 1, 2, 3])
+        self.assertEqual(attrs["stdin"], "/dev/null")
+        self.assertEqual(attrs["sigmask"], [])
+        self.assertEqual(attrs["cwd"], os.path.realpath(cwd))
+        self.assertEqual(attrs["argv"], [OBJECTIVES])
+        self.assertEqual(attrs["env"], {
+            "TRIALD_TRIAL": "4", "TRIALD_STUDY": "forks", "TRIALD_REPORT_FD": "3",
+            "TRIALD_TRIAL_DIR": tempfile.gettempdir(), "TRIALD_N_OBJECTIVES": "1",
+            "TRIALD_NODE": "test-node", "CUDA_VISIBLE_DEVICES": "1",
+            "FORK_TEST_TRIAL_ONLY": "x"})  # and not the server's FORK_TEST_SERVER_ONLY
+        self.assertEqual(trial.stdout(), "to the trial's stdout\n")
+        self.assertEqual(trial.stderr(), "to the trial's stderr\n")
+        self.assertTrue(daemon.alive())
+
+    def test_constraints_are_sent_as_by_the_exec_path(self):
+        daemon = self.daemon(objective=f"{OBJECTIVES}:constrained",
+                             constraints=f"{OBJECTIVES}:constraints")
+        daemon.ready()
+        trial = daemon.run("constrained", {"x": 0.75},
+                           args=("--constraints", f"{OBJECTIVES}:constraints"))
+        self.assertEqual(trial.exit_code(), 0, trial.stderr())
+        self.assertEqual([line["type"] for line in trial.lines],
+                         ["suggest", "constraints", "final"])
+        self.assertEqual(trial.lines[1]["values"], [0.25])
+
+    def test_module_state_of_one_trial_is_not_seen_by_the_next(self):
+        daemon = self.daemon(objective=f"{OBJECTIVES}:mutate")
+        daemon.ready()
+        for number in range(3):
+            trial = daemon.run("mutate", number=number)
+            self.assertEqual(trial.exit_code(), 0, trial.stderr())
+            # Every trial starts from the server's state: the counter it found was 0 ...
+            self.assertEqual(trial.attrs()["counter"], 1)
+            # ... in the module the server imported (not imported again by the trial).
+            self.assertEqual(trial.attrs()["loaded_in"], daemon.pid)
+
+    def test_random_state_differs_between_trials(self):
+        self.assertIsNotNone(importlib.util.find_spec("torch"), "python3-torch is required")
+        daemon = self.daemon(preload="numpy,torch")
+        daemon.ready()
+        seen = [daemon.run("randomness", number=n).attrs() for n in range(3)]
+        for key in ("random", "numpy", "torch"):
+            values = [attrs[key] for attrs in seen]
+            self.assertEqual(len(set(values)), 3, f"{key}: {values}")
+
+    def test_a_crash_or_os_exit_does_not_disturb_the_server(self):
+        daemon = self.daemon(preload="json")
+        daemon.ready()
+        crashed = daemon.run("segfault")
+        self.assertTrue(os.WIFSIGNALED(crashed.status))
+        self.assertEqual(os.WTERMSIG(crashed.status), signal.SIGSEGV)
+        exited = daemon.run("exit7")
+        self.assertEqual(exited.exit_code(), 7)
+        self.assertTrue(daemon.alive())
+        after = daemon.run("value", {"x": 0.5})
+        self.assertEqual(after.exit_code(), 0, after.stderr())
+        self.assertEqual(after.final(), [{"type": "final", "value": 1.0}])
+
+    def test_sigterm_stops_a_forked_trial_as_an_exec_one(self):
+        daemon = self.daemon()
+        daemon.ready()
+        trial = daemon.fork("loop_until_stopped")
+        trial.go()
+        stopped = []
+
+        def on_line(message):
+            if message["type"] == "report" and not stopped:
+                stopped.append(True)
+                os.killpg(trial.pid, signal.SIGTERM)
+        trial.talk(on_line=on_line)
+        self.assertEqual(trial.exit_code(), 143, trial.stderr())
+        self.assertEqual(trial.stderr(), "")
+
+    def test_a_trial_without_its_go_runs_nothing(self):
+        daemon = self.daemon(objective=f"{OBJECTIVES}:marker")
+        daemon.ready()
+        marker = self.marker_path()
+        for how in ("eof", "other line"):
+            with self.subTest(how=how):
+                trial = daemon.fork("marker", env={"FORK_TEST_MARKER": marker})
+                if how == "other line":
+                    trial.channel.sendall(b'{"type":"stop"}\n')
+                trial.channel.shutdown(socket.SHUT_WR)
+                self.assertEqual(trial.reap(), 0)
+                trial.close()
+                self.assertFalse(os.path.exists(marker))
+        trial = daemon.run("marker", env={"FORK_TEST_MARKER": marker})  # the control
+        self.assertEqual(trial.exit_code(), 0, trial.stderr())
+        self.assertTrue(os.path.exists(marker))
+
+    def test_a_trial_whose_parent_is_not_the_daemon_runs_nothing(self):
+        daemon = self.daemon()
+        daemon.ready()
+        marker = self.marker_path()
+        trial = daemon.fork("marker", env={"FORK_TEST_MARKER": marker}, daemon_pid=1)
+        trial.go()
+        trial.talk()
+        self.assertEqual(trial.exit_code(), 0)
+        self.assertFalse(os.path.exists(marker))
+
+    def test_the_servers_exit_handlers_never_run_in_a_trial(self):
+        marker = self.marker_path()
+        daemon = self.daemon(preload="fs_atexit_preload",
+                             env={"FORK_TEST_SERVER_ATEXIT": marker + ".server"})
+        daemon.ready()
+        trial = daemon.run("at_exit", env={"FORK_TEST_MARKER": marker,
+                                           "FORK_TEST_SERVER_ATEXIT": marker + ".server"})
+        self.assertEqual(trial.exit_code(), 0, trial.stderr())
+        self.assertTrue(os.path.exists(marker + ".trial"))  # the trial's own handler ran
+        self.assertFalse(os.path.exists(marker + ".server"))
+        daemon.send({"type": "stop"})
+        self.assertEqual(daemon.wait(), 0)
+        with open(marker + ".server") as f:
+            self.assertEqual(f.read(), f"{daemon.pid}\n")  # the server's, in the server only
+
+    def test_the_servers_memory_stays_flat_over_500_trials(self):
+        daemon = self.daemon(preload="json", objective=f"{OBJECTIVES}:allocate")
+        daemon.ready()
+        for number in range(20):  # warm-up: the server's first requests allocate its buffers
+            self.assertEqual(daemon.run("allocate", number=number).exit_code(), 0)
+        before = vm_rss_kib(daemon.pid)
+        started = time.monotonic()
+        for number in range(500):
+            trial = daemon.run("allocate", number=number)
+            self.assertEqual(trial.exit_code(), 0, trial.stderr())
+            self.assertEqual(trial.final(), [{"type": "final", "value": 1.0}])
+        elapsed = time.monotonic() - started
+        after = vm_rss_kib(daemon.pid)
+        print(f"\nfork server VmRSS over 500 trials: {before} KiB before, {after} KiB after "
+              f"({after - before:+d} KiB); {500 / elapsed:.1f} trials/s", file=sys.stderr)
+        self.assertLess(after - before, 5 * 1024)
+
+
+class SafetyCheckTest(ForkServerCase):
+    def test_a_preload_that_starts_a_thread_is_unsafe(self):
+        daemon = self.daemon(preload="fs_thread_preload")
+        message = daemon.receive()
+        self.assertEqual(message["type"], "unsafe", daemon.output())
+        self.assertRegex(message["reason"], r"^2 threads: \d+ \(python3?[^)]*\), \d+ \(")
+        self.assertEqual(daemon.wait(), 0)
+
+    def test_a_preload_that_keeps_a_file_open_is_unsafe(self):
+        daemon = self.daemon(preload="fs_file_preload")
+        message = daemon.receive()
+        self.assertEqual(message["type"], "unsafe", daemon.output())
+        self.assertRegex(message["reason"],
+                         r"^descriptor \d+ \(/.*fork-server-kept-.*\.bin\) is open$")
+        self.assertEqual(daemon.wait(), 0)
+
+    def test_a_preload_that_initialises_cuda_is_unsafe(self):
+        fake = os.path.join(FIXTURES, "fake_cuda")  # a torch whose CUDA is initialised
+        daemon = self.daemon(preload="torch", env={
+            "PYTHONPATH": os.pathsep.join([CLIENT_DIR, fake, FIXTURES])})
+        message = daemon.receive()
+        self.assertEqual(message, {"type": "unsafe", "reason": "CUDA is initialised"},
+                         daemon.output())
+        self.assertEqual(daemon.wait(), 0)
+
+    def test_a_thread_started_after_ready_is_found_before_the_next_fork(self):
+        daemon = self.daemon(preload="fs_late_thread_preload")
+        daemon.ready()
+        self.assertEqual(daemon.run("value", {"x": 0.5}).exit_code(), 0)
+        os.kill(daemon.pid, signal.SIGUSR1)
+        deadline = time.monotonic() + TIMEOUT_S
+        while len(os.listdir(f"/proc/{daemon.pid}/task")) < 2:
+            self.assertLess(time.monotonic(), deadline, "the preload's thread never started")
+            time.sleep(0.01)
+        trial, answer = daemon.request(["run", f"{OBJECTIVES}:value"], trial_env(1))
+        self.assertEqual(answer["type"], "unsafe", daemon.output())
+        self.assertEqual(answer["id"], daemon.next_id)
+        self.assertRegex(answer["reason"], r"^2 threads: ")
+        self.assertEqual(daemon.wait(), 0)
+        self.assertEqual(trial.channel.recv(1), b"")  # no trial holds the channel's other end
+
+    def test_a_preload_that_raises_is_an_error_with_the_traceback(self):
+        daemon = self.daemon(preload="json,fs_raising_preload")
+        message = daemon.receive()
+        self.assertEqual(message["type"], "error", daemon.output())
+        self.assertIn("--preload fs_raising_preload: importing it raised", message["message"])
+        self.assertIn("fs_raising_preload.py", message["message"])
+        self.assertIn("_load_dataset", message["message"])
+        self.assertTrue(message["message"].endswith(
+            "RuntimeError: the data set is missing: /nonexistent/train.bin"))
+        self.assertEqual(daemon.wait(), 1)
+
+    def test_an_objective_that_raises_at_import_is_an_error(self):
+        daemon = self.daemon(objective=f"{FIXTURES}/fs_raising_preload.py:objective")
+        message = daemon.receive()
+        self.assertEqual(message["type"], "error", daemon.output())
+        self.assertIn("importing it raised", message["message"])
+        self.assertIn("RuntimeError: the data set is missing", message["message"])
+        self.assertEqual(daemon.wait(), 1)
+
+    def test_a_missing_preload_module_is_an_error(self):
+        daemon = self.daemon(preload="no_such_module_here")
+        message = daemon.receive()
+        self.assertEqual(message["type"], "error")
+        self.assertIn("No module named 'no_such_module_here'", message["message"])
+        self.assertEqual(daemon.wait(), 1)
+
+
+class TorchTest(ForkServerCase):
+    """torch and numpy preloaded (Debian's OpenBLAS starts its threads at import)."""
+
+    def setUp(self):
+        self.assertIsNotNone(importlib.util.find_spec("torch"), "python3-torch is required")
+        self.assertIsNotNone(importlib.util.find_spec("numpy"), "python3-numpy is required")
+
+    def exec_threads(self, env):
+        """What the `threads` objective reports in an exec'd interpreter (the runner's replay
+        by hand, which prints the lines it would send)."""
+        full = base_env(env)
+        out = subprocess.run([sys.executable, "-m", "triald", "run", f"{OBJECTIVES}:threads",
+                              "--params", "{}"], env=full, capture_output=True, check=True,
+                             timeout=TIMEOUT_S, cwd=tempfile.gettempdir()).stdout
+        lines = [json.loads(line) for line in out.decode().splitlines()]
+        return {line["key"]: line["value"] for line in lines if line["type"] == "attr"}
+
+    def test_torch_preload_passes_the_check_and_trials_get_their_threads_back(self):
+        daemon = self.daemon(preload="torch,numpy")
+        ready = daemon.ready()
+        self.assertEqual(ready["preloaded"], ["torch", "numpy"])
+        cpus = len(os.sched_getaffinity(0))
+        for env in ({}, {"OMP_NUM_THREADS": "2", "OPENBLAS_NUM_THREADS": "2"},
+                    {"OPENBLAS_NUM_THREADS": "1"}):
+            with self.subTest(env=env):
+                trial = daemon.run("threads", env=env)
+                self.assertEqual(trial.exit_code(), 0, trial.stderr())
+                forked = trial.attrs()
+                execd = self.exec_threads(env)
+                print(f"\n{env or 'default env'}: exec'd {execd}\n   forked {forked}",
+                      file=sys.stderr)
+                # The same pool sizes, and the same threads once BLAS and torch have worked.
+                self.assertEqual(forked, execd)
+        if cpus > 1:
+            # The server preloaded with OPENBLAS_NUM_THREADS=1; the default trial above had the
+            # machine's count back, so the restore was measured, not assumed.
+            self.assertGreater(self.exec_threads({})["openblas_threads"], 1)
+            self.assertGreater(self.exec_threads({})["tasks_after_numpy"], 1)
+        self.assertTrue(daemon.alive())
+
+    def test_fork_latency(self):
+        daemon = self.daemon(preload="torch,numpy", objective=f"{OBJECTIVES}:value")
+        daemon.ready()
+        latencies = []
+        for number in range(20):
+            started = time.monotonic()
+            trial = daemon.fork("value", number=number)
+            latencies.append(time.monotonic() - started)
+            trial.go()
+            trial.talk({"x": 0.5})
+            trial.close()
+            self.assertEqual(trial.exit_code(), 0, trial.stderr())
+        latencies.sort()
+        print(f"\nfork request -> forked, torch preloaded: median "
+              f"{latencies[len(latencies) // 2] * 1000:.1f} ms, max {latencies[-1] * 1000:.1f}"
+              f" ms (server VmRSS {vm_rss_kib(daemon.pid)} KiB)", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
