@@ -46,7 +46,8 @@ void InstallSignalHandlers() {
 
 class WorkerContext : public ObjectiveContext {
  public:
-  explicit WorkerContext(Reporter& reporter) : reporter_(reporter) {}
+  WorkerContext(Reporter& reporter, const triald::worker::TrialEnv& env)
+      : reporter_(reporter), trial_dir_(env.trial_dir), resume_dir_(env.resume_dir) {}
 
   Status OnStep(int64_t step, double value) override {
     std::printf("step %lld value %.9g\n", static_cast<long long>(step), value);
@@ -58,9 +59,12 @@ class WorkerContext : public ObjectiveContext {
     return reporter_.Attr(key, value);
   }
   bool StopRequested() const override { return g_stop_requested.load(); }
+  std::string TrialDir() const override { return trial_dir_; }
+  std::string ResumeDir() const override { return resume_dir_; }
 
  private:
   Reporter& reporter_;
+  std::string trial_dir_, resume_dir_;
 };
 
 // The lines after the options in `trial-worker --help`: the objectives and the tools.
@@ -143,7 +147,7 @@ int main(int argc, char** argv) {
   auto env = triald::worker::TrialEnvFromEnv();
   if (!env.ok()) return Fail(&*reporter, env.status());
 
-  WorkerContext ctx(*reporter);
+  WorkerContext ctx(*reporter, *env);
   auto result = triald::worker::RunObjectiveValues(objective, env->params, config, ctx);
   // The stop wins even over a finished objective: the daemon has already decided this trial's
   // fate (pruned, cancelled, timed out) and a late final would contradict it.
