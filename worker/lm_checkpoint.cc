@@ -9,8 +9,10 @@
 #include <torch/types.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <sstream>
@@ -142,10 +144,15 @@ Result<Parsed> ParseHeader(int fd, const std::string& path, uint64_t size) {
   return p;
 }
 
-// The generator of LibTorch for `device` (CPU, or the CUDA device's).
-at::Generator GeneratorOf(const c10::Device& device) {
-  if (device.is_cuda()) return at::globalContext().defaultGenerator(device);
-  return at::globalContext().defaultGenerator(c10::Device(c10::kCPU));
+// LibTorch's generators a run on `device` draws from, by archive key: the CPU's, and on a CUDA
+// device that device's too (dropout there).
+std::vector<std::pair<std::string, at::Generator>> GeneratorsOf(const c10::Device& device) {
+  std::vector<std::pair<std::string, at::Generator>> out;
+  out.emplace_back("torch_rng/cpu", at::globalContext().defaultGenerator(c10::Device(c10::kCPU)));
+  if (device.is_cuda()) {
+    out.emplace_back("torch_rng/cuda", at::globalContext().defaultGenerator(device));
+  }
+  return out;
 }
 
 }  // namespace
@@ -210,10 +217,9 @@ Status SaveLmCheckpoint(const std::string& dir, int64_t step, const std::string&
   std::ostringstream rng_text;
   rng_text << data_rng;
   archive.write("data_rng", c10::IValue(rng_text.str()));
-  {
-    at::Generator gen = GeneratorOf(device);
+  for (auto& [key, gen] : GeneratorsOf(device)) {
     std::lock_guard<std::mutex> lock(gen.mutex());
-    archive.write("torch_rng", gen.get_state());
+    archive.write(key, gen.get_state());
   }
 
   const std::string header = std::string(kMagic) + "step " + std::to_string(step) +
@@ -347,27 +353,40 @@ Result<int64_t> Load(const std::string& dir, const std::string& fingerprint, int
     in >> rng;
     if (in.fail()) return common::InvalidArgument(path + ": the data order's state is damaged");
   }
-  torch::Tensor torch_rng;
-  archive.read("torch_rng", torch_rng);
-  torch_rng = torch_rng.to(torch::kCPU);
+  auto generators = GeneratorsOf(device);
+  std::vector<torch::Tensor> states(generators.size());
+  for (size_t i = 0; i < generators.size(); ++i) {
+    archive.read(generators[i].first, states[i]);
+    states[i] = states[i].to(torch::kCPU);
+  }
   torch::serialize::InputArchive optimizer_archive;
   archive.read("optimizer", optimizer_archive);
 
   // Now the changes, each undone if a later one fails.
-  at::Generator gen = GeneratorOf(device);
-  std::lock_guard<std::mutex> lock(gen.mutex());
-  const torch::Tensor previous_rng = gen.get_state();
-  try {
-    gen.set_state(torch_rng);
-  } catch (const std::exception& e) {
-    return common::InvalidArgument(path + ": LibTorch's generator state does not fit: " +
-                                   std::string(e.what()).substr(0, 300));
+  std::vector<torch::Tensor> previous(generators.size());
+  auto restore = [&](size_t n) {
+    for (size_t i = 0; i < n; ++i) {
+      std::lock_guard<std::mutex> lock(generators[i].second.mutex());
+      generators[i].second.set_state(previous[i]);
+    }
+  };
+  for (size_t i = 0; i < generators.size(); ++i) {
+    at::Generator& gen = generators[i].second;
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    previous[i] = gen.get_state();
+    try {
+      gen.set_state(states[i]);
+    } catch (const std::exception& e) {
+      restore(i);
+      return common::InvalidArgument(path + ": LibTorch's generator state does not fit: " +
+                                     std::string(e.what()).substr(0, 300));
+    }
   }
   try {
     optimizer.load(optimizer_archive);
   } catch (const std::exception& e) {
     optimizer.state().clear();  // a fresh AdamW has no state: as it was
-    gen.set_state(previous_rng);
+    restore(generators.size());
     return common::InvalidArgument(
         path + ": the optimizer state does not fit: " + std::string(e.what()).substr(0, 300));
   }

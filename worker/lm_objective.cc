@@ -208,16 +208,15 @@ Result<std::vector<double>> RunLm(const config::LmObjectiveConfig& config, const
                                   ObjectiveContext& ctx) {
   TRIALD_ASSIGN_OR_RETURN(PreparedLm run, Prepare(config, params, ctx));
   LmTrainOptions options = LmTrainOptionsFor(config, run.hyperparams);
-  if (config.checkpoint_every > 0 || !ctx.ResumeDir().empty()) {
+  // Without checkpoints the failed attempt left none to resume from either (same settings).
+  if (config.checkpoint_every > 0) {
     options.fingerprint =
         LmCheckpointFingerprint(config, run.hyperparams, run.train, run.eval, run.device);
     options.resume_dir = ctx.ResumeDir();
-    if (config.checkpoint_every > 0) {
-      options.checkpoint_dir = ctx.TrialDir();
-      if (options.checkpoint_dir.empty()) {
-        std::fprintf(stderr,
-                     "trial-worker: lm: no trial folder (TRIALD_TRIAL_DIR), so no checkpoints\n");
-      }
+    options.checkpoint_dir = ctx.TrialDir();
+    if (options.checkpoint_dir.empty()) {
+      std::fprintf(stderr,
+                   "trial-worker: lm: no trial folder (TRIALD_TRIAL_DIR), so no checkpoints\n");
     }
   }
   TRIALD_ASSIGN_OR_RETURN(LmTrainResult result,
