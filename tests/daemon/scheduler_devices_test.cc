@@ -429,6 +429,27 @@ TEST_CASE("a retry gets TRIALD_RESUME_DIR, the failed attempt's own folder, only
   CHECK(h.State("r") == StudyState::kComplete);
 }
 
+TEST_CASE("a trial lost to a daemon crash is retried from its folder on this node",
+          "[scheduler][retry][resume]") {
+  testing::TempDir dir;
+  Options o;
+  o.state_dir = dir.File("state");
+  Harness h(o);
+  h.SubmitOk("lost", 1, 1, "retries = 1\n");  // default retry_on includes "lost"
+  REQUIRE(h.launcher().live_count() == 1);
+  const std::string folder = o.state_dir + "/studies/lost/trials/0";
+  std::filesystem::create_directories(folder);
+  h.Restart();  // trial 0 is FAIL(lost), trial 1 its retry
+  h.scheduler().Pump();
+  REQUIRE(h.launcher().live_count() == 1);
+  Launched& retry = *h.launcher().Live().front();
+  CHECK(retry.trial == 1);
+  CHECK(retry.env().at("TRIALD_RESUME_DIR") == folder);
+  CHECK(ResumeEvents(h, "lost") ==
+        std::vector<std::string>{"trial 1 resumes from " + folder +
+                                 " (trial 0's folder, TRIALD_RESUME_DIR)"});
+}
+
 TEST_CASE("a resume folder must be a folder, the retry user's own and readable by that user",
           "[scheduler][retry][resume]") {
   testing::TempDir dir;
