@@ -446,7 +446,9 @@ Result<LmTrainResult> TrainLm(Gpt2Model& model, const std::vector<int32_t>& trai
     } else {
       std::fprintf(stderr, "trial-worker: lm: not resuming (%s); starting from step 0\n",
                    resumed.status().message().c_str());
-      TRIALD_RETURN_IF_ERROR(ctx.OnAttr("resume_refused", resumed.status().message()));
+      TRIALD_RETURN_IF_ERROR(
+          ctx.OnAttr("resume_refused",
+                     boost::json::value(boost::json::string_view(resumed.status().message()))));
     }
     TRIALD_RETURN_IF_ERROR(ctx.OnAttr("resumed_from_step", first_step));
   }
