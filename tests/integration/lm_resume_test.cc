@@ -112,7 +112,8 @@ TEST_CASE("a killed lm trial's retry resumes from its checkpoint and ends as if 
 
   // The event says where the retry resumed from.
   bool event = false;
-  for (const json::value& e : d.Call("events", {{"study", "lm-killed"}}).as_array()) {
+  const json::value events = d.Call("events", {{"study", "lm-killed"}});
+  for (const json::value& e : events.as_array()) {
     if (e.at("kind").as_string() != "resume_folder") continue;
     CHECK(e.at("detail").as_string() ==
           "trial 1 resumes from " + folder + " (trial 0's folder, TRIALD_RESUME_DIR)");
