@@ -73,6 +73,7 @@ const std::vector<LmField>& LmFields() {
       integer("max_steps", &C::max_steps, 1, "", fixed),
       integer("seq_len", &C::seq_len, 8, "", fixed),
       integer("eval_every", &C::eval_every, 0, " (0 = evaluate only at the end)", fixed),
+      integer("checkpoint_every", &C::checkpoint_every, 0, " (0 = no checkpoints)", fixed),
       choice("device", &C::device, {"auto", "cpu", "cuda"}, fixed),
       number("memory_budget_gb", &C::memory_budget_gb, AtLeast(0), ">= 0 (0 = no budget)", fixed),
       number("gpu_memory_fraction", &C::gpu_memory_fraction, Within(0, false, 1, false),

@@ -130,6 +130,8 @@ struct LmObjectiveConfig {
   int seq_len = 128;               // tokens per sequence (<= the model's n_positions)
   int eval_every = 0;              // steps between evaluations (reported as intermediate values);
                                    // 0 = only at the end
+  int checkpoint_every = 0;        // steps between checkpoints in the trial folder, which a
+                                   // retry resumes from; 0 = none
   std::string device = "auto";     // "auto" | "cpu" | "cuda"
   double memory_budget_gb = 0;     // refuse a trial whose planned memory exceeds this; 0 = none
   double gpu_memory_fraction = 0;  // per-process CUDA memory fraction; 0 = unlimited

@@ -519,6 +519,7 @@ int RunDaemon(const DaemonOptions& opts) {
                        : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   so.base_env = BaseEnvironment();
   so.trial_worker = DefaultTrialWorkerPath();
+  so.trials_as_submitters = run_as_submitter;
   so.seed_source = []() {
     std::random_device rd;
     return (static_cast<uint64_t>(rd()) << 32) ^ rd();

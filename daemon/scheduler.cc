@@ -1,5 +1,7 @@
 #include "daemon/scheduler.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <filesystem>
 #include <optional>
@@ -9,6 +11,7 @@
 #include "common/memory.h"
 #include "common/process_util.h"
 #include "config/suggest.h"
+#include "daemon/launcher/run_as.h"
 #include "daemon/objective_command.h"
 #include "daemon/sampler/pareto.h"
 #include "daemon/scheduler/enqueued_params.h"
@@ -517,8 +520,10 @@ bool Scheduler::StartTrial(StudyRuntime& study, std::vector<devices::GpuSlot> gp
   TrialRecord& trial = study.trials[number];
   LaunchSettings settings{options_.state_dir, options_.log_head_bytes, options_.log_tail_bytes,
                           options_.base_env, options_.storage->node()};
-  launcher::LaunchSpec ls =
-      MakeLaunchSpec(settings, study.record.name, study.spec, trial, gpu_slots);
+  std::optional<ResumeFolder> resume;
+  if (trial.retry_of_number) resume = ResumeFolderOf(study, trial);
+  launcher::LaunchSpec ls = MakeLaunchSpec(settings, study.record.name, study.spec, trial,
+                                           gpu_slots, resume ? resume->dir : "");
   ls.submitter = study.record.submitter;
   int64_t tid = trial.id;
   launcher::TrialCallbacks cb;
@@ -529,6 +534,16 @@ bool Scheduler::StartTrial(StudyRuntime& study, std::vector<devices::GpuSlot> gp
   if (!proc.ok()) {
     OnSpawnFailure(study, number, proc.spawn_error(), proc.status().message());
     return false;
+  }
+  if (resume) {
+    const std::string what =
+        resume->dir.empty()
+            ? "trial " + std::to_string(number) +
+                  " starts without a resume folder: " + resume->reason
+            : "trial " + std::to_string(number) + " resumes from " + resume->dir + " (trial " +
+                  std::to_string(*trial.retry_of_number) + "'s folder, TRIALD_RESUME_DIR)";
+    options_.logger->info("study {}: {}", study.record.name, what);
+    RecordEvent(&study, &trial, "resume_folder", what);
   }
   auto rt = std::make_unique<RunningTrial>();
   rt->study = &study;
@@ -996,6 +1011,27 @@ void Scheduler::MaybeRetry(StudyRuntime& study, int number) {
                            ")";
   options_.logger->info("study {}: {}", study.record.name, what);
   RecordEvent(&study, &*created, "trial_retry", what);
+}
+
+ResumeFolder Scheduler::ResumeFolderOf(const StudyRuntime& study, const TrialRecord& retry) const {
+  const int of = *retry.retry_of_number;
+  if (of >= 0 && static_cast<size_t>(of) < study.trials.size()) {
+    const TrialRecord& failed = study.trials[of];
+    // Shared storage: the attempt may have run on another node, whose folders are its own.
+    if (options_.storage->shared() && !failed.node.empty() &&
+        failed.node != options_.storage->node()) {
+      return ResumeFolder{"", "trial " + std::to_string(of) + " ran on node " + failed.node +
+                                  ", and its folder is there, not on this node (" +
+                                  options_.storage->node() + ")"};
+    }
+  }
+  uid_t uid = ::geteuid();
+  if (options_.trials_as_submitters && study.record.submitter.known()) {
+    Result<launcher::RunAs> user = launcher::LookUpRunAs(study.record.submitter);
+    if (!user.ok()) return ResumeFolder{"", user.status().message()};
+    uid = user->uid;
+  }
+  return FindResumeFolder(options_.state_dir, study.record.name, of, uid);
 }
 
 bool Scheduler::gpu_work() const {

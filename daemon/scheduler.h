@@ -38,7 +38,10 @@
 // found by Recover) is followed by a new WAITING trial with the same parameters whose retry_of
 // names it, while its configuration has had fewer than `retries` retries. The failed trial and
 // its retry are stored in one commit. A retried trial no longer counts toward n_trials; its
-// retry does, so n_trials counts configurations, not attempts.
+// retry does, so n_trials counts configurations, not attempts. A retry is started with
+// TRIALD_RESUME_DIR naming the failed attempt's trial folder when that folder is on this node
+// and fit to hand out (scheduler/resume_dir.h); a `resume_folder` event on the retry says which
+// folder, or why there is none.
 //
 // GPUs ([study] gpus_per_trial = k > 0): each trial holds one slot on each of k different GPUs
 // of the GpuPool for its whole life and gets CUDA_VISIBLE_DEVICES naming them (empty for CPU
@@ -74,6 +77,7 @@
 //   study_cache.h         a study's trials and counts, shared with the coordinator
 //   leftover_processes.h  the recovery-time kill of a previous daemon's processes
 //   spawn_backoff.h       the wait after a trial could not be started
+//   resume_dir.h          the failed attempt's folder a retry may resume from
 //   measured_metrics.h    measured resources as constraints and objectives (a pure function)
 //
 // The scheduler never forks, sleeps, reads /proc or the clock directly: Launcher, Storage,
@@ -101,6 +105,7 @@
 #include "daemon/sampler/sampler.h"
 #include "daemon/scheduler/leftover_processes.h"
 #include "daemon/scheduler/node_coordinator.h"
+#include "daemon/scheduler/resume_dir.h"
 #include "daemon/scheduler/spawn_backoff.h"
 #include "daemon/storage/storage.h"
 
@@ -122,6 +127,9 @@ struct SchedulerOptions {
   std::function<uint64_t()> seed_source;
   // The built-in worker run by [objective] kind = "lm" (absolute path).
   std::string trial_worker;
+  // Whether the launcher runs trials as their studies' submitters (a root daemon;
+  // launcher/run_as.h): a retry's resume folder must then be the submitter's, else the daemon's.
+  bool trials_as_submitters = false;
   // Builds each study's pruner; empty means pruner::MakePruner. Tests put a scripted pruner
   // here to drive the scheduler's side of pruning.
   std::function<common::Result<std::unique_ptr<pruner::Pruner>>(const config::PrunerConfig&)>
@@ -293,6 +301,8 @@ class Scheduler {
   void SampleGpuMemory(RunningTrial& rt, pid_t pgid);
   // Queues a retry of the finished trial `number` when the study's policy asks for one.
   void MaybeRetry(StudyRuntime& study, int number);
+  // For a retry about to start: the folder of the attempt it retries, or why there is none.
+  ResumeFolder ResumeFolderOf(const StudyRuntime& study, const model::TrialRecord& retry) const;
   void OnMessage(int64_t trial_id, const proto::ReportMessage& message);
   void OnExit(int64_t trial_id, const launcher::ProcessOutcome& outcome);
   // The pruner's decision at a report: the one piece of code behind stopping a trial (other

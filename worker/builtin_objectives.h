@@ -43,6 +43,10 @@ class ObjectiveContext {
   // shutdown). Objectives check it between steps and during waits and then return
   // StoppedStatus() promptly.
   virtual bool StopRequested() const = 0;
+  // The trial's own folder (TRIALD_TRIAL_DIR), where an objective keeps its checkpoints, and the
+  // folder of the failed attempt a retry may resume from (TRIALD_RESUME_DIR); "" when not given.
+  virtual std::string TrialDir() const { return {}; }
+  virtual std::string ResumeDir() const { return {}; }
 };
 
 struct ObjectiveInfo {

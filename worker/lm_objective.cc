@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <exception>
 #include <fstream>
 #include <random>
@@ -17,6 +18,7 @@
 #include <variant>
 
 #include "worker/device.h"
+#include "worker/lm_checkpoint.h"
 #include "worker/safetensors.h"
 #include "worker/tokenizer.h"
 #include "worker/torch_status.h"
@@ -239,13 +241,27 @@ Result<PreparedLm> Prepare(const config::LmObjectiveConfig& config, const Params
 Result<std::vector<double>> RunLm(const config::LmObjectiveConfig& config, const Params& params,
                                   ObjectiveContext& ctx, LmInputs* preloaded) {
   TRIALD_ASSIGN_OR_RETURN(PreparedLm run, Prepare(config, params, ctx, preloaded));
+  LmTrainOptions options = LmTrainOptionsFor(config, run.hyperparams);
+  // Without checkpoints the failed attempt left none to resume from either (same settings).
+  if (config.checkpoint_every > 0) {
+    options.fingerprint =
+        LmCheckpointFingerprint(config, run.hyperparams, run.train, run.eval, run.device);
+    options.resume_dir = ctx.ResumeDir();
+    options.checkpoint_dir = ctx.TrialDir();
+    if (options.checkpoint_dir.empty()) {
+      std::fprintf(stderr,
+                   "trial-worker: lm: no trial folder (TRIALD_TRIAL_DIR), so no checkpoints\n");
+    }
+  }
   TRIALD_ASSIGN_OR_RETURN(LmTrainResult result,
-                          TrainLm(*run.model, run.train, run.eval,
-                                  LmTrainOptionsFor(config, run.hyperparams), run.device, ctx));
+                          TrainLm(*run.model, run.train, run.eval, options, run.device, ctx));
   TRIALD_RETURN_IF_ERROR(ctx.OnAttr("tokens_seen", result.tokens_seen));
   TRIALD_RETURN_IF_ERROR(ctx.OnAttr("train_seconds", result.train_seconds));
+  // This run's own rate: the steps before a resume point were another process's.
+  const int64_t tokens_this_run =
+      result.tokens_seen - result.resumed_from_step * run.hyperparams.batch_size * config.seq_len;
   const double tokens_per_second =
-      result.train_seconds > 0 ? static_cast<double>(result.tokens_seen) / result.train_seconds : 0;
+      result.train_seconds > 0 ? static_cast<double>(tokens_this_run) / result.train_seconds : 0;
   TRIALD_RETURN_IF_ERROR(ctx.OnAttr("tokens_per_second", tokens_per_second));
   // exp overflows to infinity for a hopeless loss; JSON cannot carry that.
   double perplexity = std::exp(result.eval_loss);
@@ -296,6 +312,7 @@ LmTrainOptions LmTrainOptionsFor(const config::LmObjectiveConfig& config, const 
   options.max_steps = config.max_steps;
   options.seq_len = config.seq_len;
   options.eval_every = config.eval_every;
+  options.checkpoint_every = config.checkpoint_every;
   options.hyperparams = hp;
   return options;
 }
@@ -461,8 +478,31 @@ Result<LmTrainResult> TrainLm(Gpt2Model& model, const std::vector<int32_t>& trai
   std::vector<int64_t> starts(static_cast<size_t>(hp.batch_size));
 
   LmTrainResult result;
+  int64_t first_step = 0;
+  if (!options.resume_dir.empty()) {
+    Result<int64_t> resumed = LoadLmCheckpoint(options.resume_dir, options.fingerprint,
+                                               options.max_steps, model, optimizer, &rng, device);
+    if (resumed.ok()) {
+      first_step = *resumed;
+      std::fprintf(stderr, "trial-worker: lm: resuming from %s/%s at step %lld\n",
+                   options.resume_dir.c_str(), kLmCheckpointFile,
+                   static_cast<long long>(first_step));
+    } else {
+      std::fprintf(stderr, "trial-worker: lm: not resuming (%s); starting from step 0\n",
+                   resumed.status().message().c_str());
+      TRIALD_RETURN_IF_ERROR(
+          ctx.OnAttr("resume_refused",
+                     boost::json::value(boost::json::string_view(resumed.status().message()))));
+    }
+    TRIALD_RETURN_IF_ERROR(ctx.OnAttr("resumed_from_step", first_step));
+  }
+  result.resumed_from_step = first_step;
+  result.steps = first_step;
+  result.tokens_seen = first_step * hp.batch_size * seq_len;
+  const bool checkpoints = options.checkpoint_every > 0 && !options.checkpoint_dir.empty();
   const auto began = std::chrono::steady_clock::now();
-  if (options.eval_before_training) {
+  // A resumed run's starting loss is the failed attempt's business: it sent it.
+  if (options.eval_before_training && first_step == 0) {
     TRIALD_ASSIGN_OR_RETURN(result.initial_eval_loss,
                             EvaluateLm(model, eval, seq_len, hp.batch_size, device, ctx));
     // A random or broken checkpoint can start at a huge loss; JSON cannot carry infinity.
@@ -472,7 +512,7 @@ Result<LmTrainResult> TrainLm(Gpt2Model& model, const std::vector<int32_t>& trai
   }
   model.train();
   double eval_loss = 0;
-  for (int64_t step = 0; step < options.max_steps; ++step) {
+  for (int64_t step = first_step; step < options.max_steps; ++step) {
     if (ctx.StopRequested()) return StoppedStatus();
     const double lr =
         LearningRateAt(step, options.max_steps, hp.warmup_steps, hp.learning_rate, hp.lr_schedule);
@@ -505,15 +545,26 @@ Result<LmTrainResult> TrainLm(Gpt2Model& model, const std::vector<int32_t>& trai
       TRIALD_RETURN_IF_ERROR(options.on_train_step(record));
     }
     const bool last = step + 1 == options.max_steps;
-    if (last || (options.eval_every > 0 && (step + 1) % options.eval_every == 0)) {
+    const bool evaluate = last || (options.eval_every > 0 && (step + 1) % options.eval_every == 0);
+    if (evaluate) {
       TRIALD_ASSIGN_OR_RETURN(eval_loss,
                               EvaluateLm(model, eval, seq_len, hp.batch_size, device, ctx));
       if (!std::isfinite(eval_loss)) {
         return InvalidArgument("lm: evaluation loss became " + FormatDouble(eval_loss) +
                                " at step " + std::to_string(step + 1));
       }
-      TRIALD_RETURN_IF_ERROR(ctx.OnStep(step + 1, eval_loss));
     }
+    // The checkpoint before the step's report: a run resumed from it reports only later steps,
+    // and no step is reported by both the attempt that wrote it and the one that resumes.
+    if (checkpoints && !last && (step + 1) % options.checkpoint_every == 0) {
+      Status saved = SaveLmCheckpoint(options.checkpoint_dir, step + 1, options.fingerprint, model,
+                                      optimizer, rng, device);
+      if (!saved.ok()) {
+        return Status(saved.code(), "lm: checkpoint at step " + std::to_string(step + 1) + ": " +
+                                        saved.message());
+      }
+    }
+    if (evaluate) TRIALD_RETURN_IF_ERROR(ctx.OnStep(step + 1, eval_loss));
   }
   result.eval_loss = eval_loss;
   result.train_seconds =

@@ -13,6 +13,9 @@
 //      device, and no meta tensor may remain;
 //   5. training (TrainLm): the evaluation loss before the first step as the attribute
 //      initial_eval_loss, then as an intermediate value every eval_every steps and at the end.
+//      With checkpoint_every, a checkpoint every that many steps in the trial's folder
+//      (ctx.TrialDir(); worker/lm_checkpoint.h), and a retry resumes from the failed attempt's
+//      (ctx.ResumeDir(), TRIALD_RESUME_DIR).
 //      The final value is the last evaluation loss; the attributes device, tokens_seen,
 //      train_seconds, tokens_per_second and perplexity (exp of that loss) go with it. With
 //      [objective] objectives (several objectives), the values are those metrics, in that order.
@@ -89,6 +92,14 @@ struct LmTrainOptions {
   bool eval_before_training = true;
   // Called after every step; a non-OK status ends training with that status. May be empty.
   std::function<common::Status(const LmStepRecord&)> on_train_step;
+  // Checkpoints (worker/lm_checkpoint.h): every checkpoint_every steps (0: never; never after
+  // the last step) into checkpoint_dir (empty: none), stamped with `fingerprint`
+  // (LmCheckpointFingerprint of this run). A non-empty resume_dir is where training starts
+  // from: its checkpoint, when it is valid for this run, else step 0 (the reason on stderr).
+  int64_t checkpoint_every = 0;
+  std::string checkpoint_dir;
+  std::string resume_dir;
+  std::string fingerprint;
 };
 
 struct LmTrainResult {
@@ -97,6 +108,9 @@ struct LmTrainResult {
   int64_t tokens_seen = 0;       // training tokens fed forward (batch_size * seq_len per step)
   int64_t steps = 0;
   double train_seconds = 0;  // the training loop alone, evaluations included
+  // The step the run resumed from (0: it started afresh); tokens_seen counts the steps before
+  // it too, train_seconds only this run's.
+  int64_t resumed_from_step = 0;
 };
 
 // Mean next-token loss over `tokens` under model.eval() and no grad. The text is cut into
@@ -111,7 +125,10 @@ common::Result<double> EvaluateLm(Gpt2Model& model, const std::vector<int32_t>& 
 // embedding, none on biases and LayerNorm weights. Each step draws batch_size windows of
 // seq_len + 1 tokens at random positions of `train` (seeded by hyperparams.seed, so a trial
 // is reproducible), then clips the gradient norm to grad_clip. Reports the eval loss through
-// ctx.OnStep(step, loss) every eval_every steps and after the last step. Fails when a loss is
+// ctx.OnStep(step, loss) every eval_every steps and after the last step; with a checkpoint to
+// resume from (options.resume_dir), it continues after that checkpoint's step, reporting only
+// the later steps, skips initial_eval_loss and sends the attribute resumed_from_step (0 when the
+// checkpoint was missing or refused, with resume_refused saying why). Fails when a loss is
 // not finite (naming the step and learning rate), when `train` is shorter than seq_len + 1
 // tokens, or with StoppedStatus() when ctx asks to stop (checked between steps).
 common::Result<LmTrainResult> TrainLm(Gpt2Model& model, const std::vector<int32_t>& train,

@@ -134,7 +134,7 @@ std::vector<std::string> Params::UnreadNames() const {
 }
 
 Result<TrialEnv> TrialEnvFromValues(const char* params, const char* study, const char* trial,
-                                    const char* trial_dir) {
+                                    const char* trial_dir, const char* resume_dir) {
   TrialEnv env;
   if (params != nullptr) {
     TRIALD_ASSIGN_OR_RETURN(env.params, Params::Parse(params));
@@ -151,12 +151,14 @@ Result<TrialEnv> TrialEnvFromValues(const char* params, const char* study, const
     env.trial = number;
   }
   if (trial_dir != nullptr) env.trial_dir = trial_dir;
+  if (resume_dir != nullptr) env.resume_dir = resume_dir;
   return env;
 }
 
 Result<TrialEnv> TrialEnvFromEnv() {
   return TrialEnvFromValues(std::getenv("TRIALD_PARAMS"), std::getenv("TRIALD_STUDY"),
-                            std::getenv("TRIALD_TRIAL"), std::getenv("TRIALD_TRIAL_DIR"));
+                            std::getenv("TRIALD_TRIAL"), std::getenv("TRIALD_TRIAL_DIR"),
+                            std::getenv("TRIALD_RESUME_DIR"));
 }
 
 }  // namespace triald::worker

@@ -58,6 +58,7 @@ struct TrialEnv {
   std::string study;             // TRIALD_STUDY; empty when unset
   std::optional<int64_t> trial;  // TRIALD_TRIAL; nullopt when unset
   std::string trial_dir;         // TRIALD_TRIAL_DIR; empty when unset
+  std::string resume_dir;        // TRIALD_RESUME_DIR (a retry's); empty when unset
 };
 
 // Reads TrialEnv from the process environment. Unset variables are allowed (a worker started by
@@ -66,6 +67,7 @@ common::Result<TrialEnv> TrialEnvFromEnv();
 
 // The same from explicit values (nullptr = unset); the seam tests use.
 common::Result<TrialEnv> TrialEnvFromValues(const char* params, const char* study,
-                                            const char* trial, const char* trial_dir);
+                                            const char* trial, const char* trial_dir,
+                                            const char* resume_dir = nullptr);
 
 }  // namespace triald::worker

@@ -47,7 +47,8 @@ namespace {
 
 class WorkerContext : public ObjectiveContext {
  public:
-  explicit WorkerContext(Reporter& reporter) : reporter_(reporter) {}
+  WorkerContext(Reporter& reporter, const TrialEnv& env)
+      : reporter_(reporter), trial_dir_(env.trial_dir), resume_dir_(env.resume_dir) {}
 
   Status OnStep(int64_t step, double value) override {
     std::printf("step %lld value %.9g\n", static_cast<long long>(step), value);
@@ -59,9 +60,12 @@ class WorkerContext : public ObjectiveContext {
     return reporter_.Attr(key, value);
   }
   bool StopRequested() const override { return g_stop_requested.load(); }
+  std::string TrialDir() const override { return trial_dir_; }
+  std::string ResumeDir() const override { return resume_dir_; }
 
  private:
   Reporter& reporter_;
+  std::string trial_dir_, resume_dir_;
 };
 
 // The lines after the options in `trial-worker --help`: the objectives and the tools.
@@ -147,7 +151,7 @@ int RunTrial(const TrialCommand& command, LmInputs* lm_preloaded,
 
   const bool use_preloaded =
       lm_preloaded != nullptr && command.objective == "lm" && command.config == lm_preloaded_config;
-  WorkerContext ctx(*reporter);
+  WorkerContext ctx(*reporter, *env);
   auto result = RunObjectiveValues(command.objective, env->params, command.config, ctx,
                                    use_preloaded ? lm_preloaded : nullptr);
   // The stop wins even over a finished objective: the daemon has already decided this trial's

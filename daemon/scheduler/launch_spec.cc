@@ -20,7 +20,8 @@ std::string CommandPath(const std::vector<std::string>& base_env,
 
 launcher::LaunchSpec MakeLaunchSpec(const LaunchSettings& settings, const std::string& study_name,
                                     const config::SweepSpec& spec, const model::TrialRecord& trial,
-                                    const std::vector<devices::GpuSlot>& gpu_slots) {
+                                    const std::vector<devices::GpuSlot>& gpu_slots,
+                                    const std::string& resume_dir) {
   launcher::LaunchSpec ls;
   const config::ObjectiveConfig& obj = spec.objective;
   ls.argv = obj.command;
@@ -76,6 +77,10 @@ launcher::LaunchSpec MakeLaunchSpec(const LaunchSettings& settings, const std::s
   env["TRIALD_NODE"] = settings.node;
   // The values the worker sends: [study] objectives' measured metrics are the daemon's.
   env["TRIALD_N_OBJECTIVES"] = std::to_string(spec.study.worker_objectives());
+  // Only the daemon's checked folder: a variable of that name from elsewhere never reaches a
+  // worker that is not a retry.
+  env.erase("TRIALD_RESUME_DIR");
+  if (!resume_dir.empty()) env["TRIALD_RESUME_DIR"] = resume_dir;
   // The trial's GPUs by NVML index; NVML counts in PCI bus order, so CUDA must too. Empty on a
   // CPU slot: the trial sees no GPU.
   env["CUDA_VISIBLE_DEVICES"] = devices::GpuPool::CudaVisibleDevices(gpu_slots);

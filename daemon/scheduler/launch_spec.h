@@ -5,7 +5,8 @@
 // daemon's base environment, PYTHONUNBUFFERED=1, the sweep's [objective] env on top, then the
 // TRIALD_* variables (TRIALD_PARAMS as JSON, each value exactly as stored; TRIALD_STUDY,
 // TRIALD_TRIAL, TRIALD_TRIAL_DIR, TRIALD_REPORT_FD=3, TRIALD_NODE, TRIALD_N_OBJECTIVES: how many
-// values its final line must carry) and the GPU variables
+// values its final line must carry, and TRIALD_RESUME_DIR when a resume folder is given: only
+// then, whatever the base environment holds) and the GPU variables
 // (CUDA_VISIBLE_DEVICES, empty on a CPU trial; CUDA_DEVICE_ORDER and TRIALD_GPU_SLOTS with GPUs).
 // The executable is command[0] looked up in that environment's PATH.
 // With [objective] fork_server, the spec also names the study's fork server (key: the study's
@@ -39,9 +40,11 @@ struct LaunchSettings {
 std::string CommandPath(const std::vector<std::string>& base_env,
                         const config::ObjectiveConfig& objective);
 
-// The spec of trial `trial` of study `study_name` run on `gpu_slots`.
+// The spec of trial `trial` of study `study_name` run on `gpu_slots`; `resume_dir` (a retry's
+// checked resume folder, resume_dir.h; empty: none) becomes TRIALD_RESUME_DIR.
 launcher::LaunchSpec MakeLaunchSpec(const LaunchSettings& settings, const std::string& study_name,
                                     const config::SweepSpec& spec, const model::TrialRecord& trial,
-                                    const std::vector<devices::GpuSlot>& gpu_slots);
+                                    const std::vector<devices::GpuSlot>& gpu_slots,
+                                    const std::string& resume_dir = "");
 
 }  // namespace triald::daemon

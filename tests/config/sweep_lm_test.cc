@@ -60,6 +60,7 @@ TEST_CASE("an lm objective parses with every key", "[config][lm]") {
       Parsed(With("n_trials = 4\n", "n_trials = 4\ngpus_per_trial = 1\n", LmWith(R"(max_steps = 500
 seq_len = 64
 eval_every = 50
+checkpoint_every = 100
 device = "cuda"
 memory_budget_gb = 12.5
 gpu_memory_fraction = 0.45
@@ -89,6 +90,7 @@ workdir = "runs"
   CHECK(lm.max_steps == 500);
   CHECK(lm.seq_len == 64);
   CHECK(lm.eval_every == 50);
+  CHECK(lm.checkpoint_every == 100);
   CHECK(lm.device == "cuda");
   CHECK(lm.memory_budget_gb == 12.5);
   CHECK(lm.gpu_memory_fraction == 0.45);
@@ -120,6 +122,7 @@ TEST_CASE("lm settings left out take the product's defaults", "[config][lm]") {
   CHECK(lm.max_steps == 100);
   CHECK(lm.seq_len == 128);
   CHECK(lm.eval_every == 0);
+  CHECK(lm.checkpoint_every == 0);
   CHECK(lm.device == "auto");
   CHECK(lm.memory_budget_gb == 0);
   CHECK(lm.gpu_memory_fraction == 0);
@@ -182,6 +185,12 @@ TEST_CASE("lm setting values are checked", "[config][lm]") {
       {"eval_every = -1",
        "sweep.toml:10:14: [objective] eval_every = -1: expected an integer >= "
        "0 (0 = evaluate only at the end)"},
+      {"checkpoint_every = -2",
+       "sweep.toml:10:20: [objective] checkpoint_every = -2: expected an integer >= "
+       "0 (0 = no checkpoints)"},
+      {"checkpoint_every = 1.5",
+       "sweep.toml:10:20: [objective] checkpoint_every = 1.5: expected an integer >= "
+       "0 (0 = no checkpoints)"},
       {"device = \"gpu\"",
        "sweep.toml:10:10: [objective] device = \"gpu\": expected \"auto\", \"cpu\" or \"cuda\""},
       {"device = \"CUDA\"",
@@ -229,6 +238,7 @@ TEST_CASE("lm setting values are checked", "[config][lm]") {
   // The edges that are allowed.
   const LmObjectiveConfig lm = Parsed(LmWith(R"(seq_len = 8
 eval_every = 0
+checkpoint_every = 0
 gpu_memory_fraction = 1
 dropout = 0.999
 learning_rate = 1e-300
@@ -257,7 +267,8 @@ TEST_CASE("kind = \"lm\" takes no command, and kind = \"exec\" no lm setting", "
                         "\"lm\", not of kind = \"exec\""));
   CHECK(ErrorOf(LmWith("max_step = 3\n")) ==
         "sweep.toml:10:1: [objective] unknown key \"max_step\" for kind = \"lm\"; expected one of "
-        "kind, model, train_file, eval_file, max_steps, seq_len, eval_every, device, "
+        "kind, model, train_file, eval_file, max_steps, seq_len, eval_every, checkpoint_every, "
+        "device, "
         "memory_budget_gb, gpu_memory_fraction, learning_rate, weight_decay, warmup_steps, "
         "batch_size, dropout, adam_beta1, adam_beta2, grad_clip, lr_schedule, seed, env, workdir, "
         "objectives, fork_server");
@@ -443,6 +454,7 @@ void CheckSame(const LmObjectiveConfig& a, const LmObjectiveConfig& b) {
   CHECK(a.max_steps == b.max_steps);
   CHECK(a.seq_len == b.seq_len);
   CHECK(a.eval_every == b.eval_every);
+  CHECK(a.checkpoint_every == b.checkpoint_every);
   CHECK(a.device == b.device);
   CHECK(SameDouble(a.memory_budget_gb, b.memory_budget_gb));
   CHECK(SameDouble(a.gpu_memory_fraction, b.gpu_memory_fraction));
@@ -474,12 +486,13 @@ TEST_CASE("the LM objective's JSON names every field and reads back", "[config][
   c.model = "/m";
   c.train_file = "/t";
   c.eval_file = "/e";
-  CHECK(LmObjectiveToJson(c) ==
-        R"({"model":"/m","train_file":"/t","eval_file":"/e","max_steps":100,"seq_len":128,)"
-        R"("eval_every":0,"device":"auto","memory_budget_gb":0.0,"gpu_memory_fraction":0.0,)"
-        R"("learning_rate":0.0005,"weight_decay":0.0,"warmup_steps":0,"batch_size":8,)"
-        R"("dropout":0.0,"adam_beta1":0.9,"adam_beta2":0.999,"grad_clip":1.0,)"
-        R"("lr_schedule":"linear","seed":0})");
+  CHECK(
+      LmObjectiveToJson(c) ==
+      R"({"model":"/m","train_file":"/t","eval_file":"/e","max_steps":100,"seq_len":128,)"
+      R"("eval_every":0,"checkpoint_every":0,"device":"auto","memory_budget_gb":0.0,"gpu_memory_fraction":0.0,)"
+      R"("learning_rate":0.0005,"weight_decay":0.0,"warmup_steps":0,"batch_size":8,)"
+      R"("dropout":0.0,"adam_beta1":0.9,"adam_beta2":0.999,"grad_clip":1.0,)"
+      R"("lr_schedule":"linear","seed":0})");
   CheckSame(RoundTrip(c), c);
 
   // What the parser produced is what the worker gets.
@@ -495,6 +508,7 @@ TEST_CASE("the LM objective's JSON keeps extreme values exactly", "[config][lm]"
   c.max_steps = INT_MAX;
   c.seq_len = 8;
   c.eval_every = INT_MAX;
+  c.checkpoint_every = INT_MAX;
   c.device = "cuda";
   c.memory_budget_gb = std::numeric_limits<double>::max();
   c.gpu_memory_fraction = std::nextafter(1.0, 0.0);

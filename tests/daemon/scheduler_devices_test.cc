@@ -3,8 +3,12 @@
 // (in memory) records what `trialctl` would show.
 
 #include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <set>
@@ -13,8 +17,10 @@
 
 #include "daemon/devices/gpu_pool.h"
 #include "daemon/scheduler.h"
+#include "daemon/scheduler/resume_dir.h"
 #include "daemon/storage/sqlite_storage.h"
 #include "tests/daemon/fakes.h"
+#include "tests/support/temp_dir.h"
 
 namespace triald::daemon {
 namespace {
@@ -41,6 +47,8 @@ struct Options {
   bool probe = false;
   double release_timeout_s = 30;
   std::map<pid_t, pid_t> groups;  // pid -> process group, for the pool's pid tracking
+  std::string state_dir = "/srv/triald-test";
+  std::vector<std::string> base_env = {"PATH=/usr/bin:/bin"};
 };
 
 Options GpuOptions(std::vector<int> gpus, int slots, bool probe = false, double timeout = 30) {
@@ -110,9 +118,9 @@ class Harness {
     so.storage = storage_.get();
     so.launcher = launcher_.get();
     so.clock = &clock_;
-    so.state_dir = "/srv/triald-test";
+    so.state_dir = o_.state_dir;
     so.max_workers = o_.max_workers;
-    so.base_env = {"PATH=/usr/bin:/bin"};
+    so.base_env = o_.base_env;
     so.seed_source = [] { return 1; };
     so.gpus = pool_.get();
     so.leftovers = &leftovers_;
@@ -353,6 +361,121 @@ TEST_CASE("after a daemon crash, lost trials are retried per the policy", "[sche
   l.Complete(*l.Live().front(), 1.0);
   CHECK(h.Trials("lost").size() == 4);
   CHECK(h.State("lost") == StudyState::kComplete);
+}
+
+// The event of each retry's start that says where it resumes from, oldest first.
+std::vector<std::string> ResumeEvents(Harness& h, const std::string& study) {
+  auto s = h.storage().GetStudy(study);
+  REQUIRE(s.ok());
+  auto events = h.storage().GetEvents(s->id);
+  REQUIRE(events.ok());
+  std::vector<std::string> out;
+  for (const model::EventRecord& e : *events) {
+    if (e.kind == "resume_folder") out.push_back(e.detail);
+  }
+  return out;
+}
+
+TEST_CASE("a retry gets TRIALD_RESUME_DIR, the failed attempt's own folder, only when it is fit",
+          "[scheduler][retry][resume]") {
+  testing::TempDir dir;
+  const std::string state = dir.File("state");
+  const std::string trials = state + "/studies/r/trials/";
+  Options o;
+  o.state_dir = state;
+  // A variable of that name in the daemon's environment reaches no worker.
+  o.base_env = {"PATH=/usr/bin:/bin", "TRIALD_RESUME_DIR=/somewhere/else"};
+  Harness h(o);
+  FakeLauncher& l = h.launcher();
+  h.SubmitOk("r", 3, 1, "retries = 1\nretry_on = [\"signal\"]\n");
+  // The fake launcher makes no folders: each test step makes the failed attempt's by hand.
+  auto kill = [&](int expected_trial) {
+    REQUIRE(l.live_count() == 1);
+    Launched& now = *l.Live().front();
+    REQUIRE(now.trial == expected_trial);
+    l.ExitSignal(now, SIGKILL);
+    REQUIRE(l.live_count() == 1);
+    return l.Live().front();
+  };
+  CHECK(l.Live().front()->env().count("TRIALD_RESUME_DIR") == 0);  // a first attempt
+  std::filesystem::create_directories(trials + "0");
+  Launched* retry = kill(0);
+  CHECK(retry->trial == 1);
+  CHECK(retry->env().at("TRIALD_RESUME_DIR") == trials + "0");
+  REQUIRE(ResumeEvents(h, "r").size() == 1);
+  CHECK(ResumeEvents(h, "r")[0] ==
+        "trial 1 resumes from " + trials + "0 (trial 0's folder, TRIALD_RESUME_DIR)");
+  l.Complete(*retry, 1.0);
+
+  // A symbolic link where the folder was (planted to hand out another folder): refused.
+  std::filesystem::create_directories(trials + "elsewhere");
+  std::filesystem::create_directory_symlink(trials + "elsewhere", trials + "2");
+  retry = kill(2);
+  CHECK(retry->trial == 3);
+  CHECK(retry->env().count("TRIALD_RESUME_DIR") == 0);
+  REQUIRE(ResumeEvents(h, "r").size() == 2);
+  CHECK(ResumeEvents(h, "r")[1] == "trial 3 starts without a resume folder: trial 2's folder " +
+                                       trials + "2: " + trials +
+                                       "2 is a symbolic link, not the trial's own folder");
+  l.Complete(*retry, 1.0);
+
+  // No folder on this node (the attempt never made one, or ran elsewhere).
+  retry = kill(4);
+  CHECK(retry->env().count("TRIALD_RESUME_DIR") == 0);
+  REQUIRE(ResumeEvents(h, "r").size() == 3);
+  CHECK(ResumeEvents(h, "r")[2] == "trial 5 starts without a resume folder: trial 4's folder " +
+                                       trials + "4 does not exist on this node");
+  l.Complete(*retry, 1.0);
+  CHECK(h.State("r") == StudyState::kComplete);
+}
+
+TEST_CASE("a trial lost to a daemon crash is retried from its folder on this node",
+          "[scheduler][retry][resume]") {
+  testing::TempDir dir;
+  Options o;
+  o.state_dir = dir.File("state");
+  Harness h(o);
+  h.SubmitOk("lost", 1, 1, "retries = 1\n");  // default retry_on includes "lost"
+  REQUIRE(h.launcher().live_count() == 1);
+  const std::string folder = o.state_dir + "/studies/lost/trials/0";
+  std::filesystem::create_directories(folder);
+  h.Restart();  // trial 0 is FAIL(lost), trial 1 its retry
+  h.scheduler().Pump();
+  REQUIRE(h.launcher().live_count() == 1);
+  Launched& retry = *h.launcher().Live().front();
+  CHECK(retry.trial == 1);
+  CHECK(retry.env().at("TRIALD_RESUME_DIR") == folder);
+  CHECK(ResumeEvents(h, "lost") ==
+        std::vector<std::string>{"trial 1 resumes from " + folder +
+                                 " (trial 0's folder, TRIALD_RESUME_DIR)"});
+}
+
+TEST_CASE("a resume folder must be a folder, the retry user's own and readable by that user",
+          "[scheduler][retry][resume]") {
+  testing::TempDir dir;
+  const std::string trials = dir.path() + "/studies/s/trials/";
+  std::filesystem::create_directories(trials + "0");
+  const uid_t me = ::geteuid();
+  CHECK(FindResumeFolder(dir.path(), "s", 0, me).dir == trials + "0");
+  CHECK(FindResumeFolder(dir.path(), "s", 0, me).reason.empty());
+  // Someone else's folder (a retry run as another user could not read it, or it is not theirs).
+  const ResumeFolder other = FindResumeFolder(dir.path(), "s", 0, me + 1);
+  CHECK(other.dir.empty());
+  CHECK(other.reason == "trial 0's folder " + trials + "0 belongs to uid " + std::to_string(me) +
+                            ", not to the retry's user (uid " + std::to_string(me + 1) + ")");
+  // Not readable by its owner (the trial took its own permissions away).
+  REQUIRE(::chmod((trials + "0").c_str(), 0300) == 0);
+  CHECK(FindResumeFolder(dir.path(), "s", 0, me).reason ==
+        "trial 0's folder " + trials + "0 is not readable by its owner (mode 0300)");
+  REQUIRE(::chmod((trials + "0").c_str(), 0700) == 0);
+  // A file where the folder should be, and a link higher up the path.
+  std::ofstream(trials + "1") << "not a folder";
+  CHECK(FindResumeFolder(dir.path(), "s", 1, me).reason ==
+        "trial 1's folder " + trials + "1: " + trials + "1 is not a folder");
+  std::filesystem::create_directory_symlink(dir.path() + "/studies/s", dir.path() + "/studies/t");
+  CHECK(FindResumeFolder(dir.path(), "t", 0, me).reason ==
+        "trial 0's folder " + dir.path() + "/studies/t/trials/0: " + dir.path() +
+            "/studies/t is a symbolic link, not the trial's own folder");
 }
 
 // Measured metrics ([study] resource_constraints, objectives) and the GPU peak.

@@ -6,6 +6,7 @@
 // PostgreSQL server and real daemons is tests/integration/postgres_cluster_test.cc.
 
 #include <catch2/catch.hpp>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <optional>
@@ -79,7 +80,7 @@ class Cluster {
     opts.storage = node->storage.get();
     opts.launcher = node->launcher.get();
     opts.clock = &clock_;
-    opts.state_dir = dir_.path() + "/" + name;
+    opts.state_dir = StateDir(name);
     opts.max_workers = 8;
     opts.base_env = {"PATH=/usr/bin:/bin"};
     opts.seed_source = [] { return uint64_t{11}; };
@@ -92,6 +93,8 @@ class Cluster {
   }
 
   Node& operator[](size_t i) { return *nodes_.at(i); }
+  // The state directory of node `name` (its trial folders).
+  std::string StateDir(const std::string& name) const { return dir_.path() + "/" + name; }
   size_t size() const { return nodes_.size(); }
   testing::FakeClock& clock() { return clock_; }
 
@@ -190,6 +193,42 @@ TEST_CASE("a node's sampler sees the trials running on other nodes", "[scheduler
     for (Launched* l : c[i].launcher->Live()) points.insert(l->env()["TRIALD_PARAMS"]);
   }
   CHECK(points.size() == 4);
+}
+
+TEST_CASE("a retry of a trial that ran on another node gets no resume folder, and says why",
+          "[scheduler][shared][resume]") {
+  Cluster c({"alpha", "beta"});
+  REQUIRE(c[0].scheduler
+              ->Submit({SweepToml("gone", 2, 1, "retries = 1\nretry_on = [\"lost\"]\n"),
+                        "/tmp/gone.toml"})
+              .ok());
+  c.TickAll();
+  REQUIRE(c[0].launcher->live_count() == 1);
+  REQUIRE(c[1].launcher->live_count() == 1);
+  const int lost = c[0].launcher->Live().front()->trial;
+  // A folder of that number on beta is not the attempt's (it could be a stale one): the attempt
+  // ran on alpha, whose folders are alpha's.
+  std::filesystem::create_directories(c.StateDir("beta") + "/studies/gone/trials/" +
+                                      std::to_string(lost));
+  c.clock().Advance(kNodeTimeout + 1);
+  c[1].scheduler->SharedTick();  // alpha is dead: its trial is FAIL(lost) and retried
+  c[1].launcher->Complete(*c[1].launcher->Live().front(), 1.0);  // beta's slot frees
+  c[1].scheduler->SharedTick();
+  std::vector<Launched*> live = c[1].launcher->Live();
+  REQUIRE(live.size() == 1);
+  const TrialRecord retry = c.Trials("gone")[live.front()->trial];
+  REQUIRE(retry.retry_of_number == std::optional<int>(lost));
+  CHECK(live.front()->env().count("TRIALD_RESUME_DIR") == 0);
+  auto events = c[1].storage->GetEvents(c.Study("gone").id);
+  REQUIRE(events.ok());
+  std::vector<std::string> resume;
+  for (const model::EventRecord& e : *events) {
+    if (e.kind == "resume_folder") resume.push_back(e.detail);
+  }
+  CHECK(resume == std::vector<std::string>{
+                      "trial " + std::to_string(retry.number) +
+                      " starts without a resume folder: trial " + std::to_string(lost) +
+                      " ran on node alpha, and its folder is there, not on this node (beta)"});
 }
 
 TEST_CASE(

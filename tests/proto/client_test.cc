@@ -9,6 +9,7 @@
 
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <sstream>
 #include <string>
@@ -211,6 +212,19 @@ TEST_CASE("C++ client: parameters from TRIALD_PARAMS, typed, with errors that na
   // Run by hand: the defaults given to the constructor.
   triald::Trial by_hand(nullptr, nullptr, {{"lr", 0.5}}, false);
   CHECK(by_hand.Param<double>("lr") == 0.5);
+}
+
+TEST_CASE("C++ client: ResumeDir() names a retry's resume folder, empty for a first attempt") {
+  // The constructor reads the process environment, as a worker's would be set.
+  const char* saved = std::getenv("TRIALD_RESUME_DIR");
+  const std::string previous = saved != nullptr ? saved : "";
+  REQUIRE(setenv("TRIALD_RESUME_DIR", "/srv/triald/studies/s/trials/3", 1) == 0);
+  triald::Trial retry(nullptr, nullptr, {}, false);
+  CHECK(retry.ResumeDir() == "/srv/triald/studies/s/trials/3");
+  REQUIRE(unsetenv("TRIALD_RESUME_DIR") == 0);
+  triald::Trial first(nullptr, nullptr, {}, false);
+  CHECK(first.ResumeDir().empty());
+  if (saved != nullptr) setenv("TRIALD_RESUME_DIR", previous.c_str(), 1);
 }
 
 TEST_CASE("C++ client: SIGTERM makes the next report throw TrialStopped, nothing is sent") {

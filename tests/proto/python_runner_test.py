@@ -724,6 +724,32 @@ class MultiObjectiveTest(unittest.TestCase):
                          "match the number of the objectives 3.")
 
 
+class FoldersTest(unittest.TestCase):
+    def test_a_retry_sees_the_folder_it_resumes_from(self):
+        with tempfile.TemporaryDirectory() as own, tempfile.TemporaryDirectory() as failed:
+            result = run_with_daemon(objective_file("objectives.py") + ":folders", FakeDaemon(),
+                                     env={"TRIALD_TRIAL_DIR": own, "TRIALD_RESUME_DIR": failed})
+            self.assertEqual(result.returncode, 0, result.stderr)
+            self.assertEqual(result.attrs(), {"dir": own, "resume_dir": failed})
+
+    def test_a_first_attempt_has_no_resume_folder(self):
+        # Empty counts as unset, as for TRIALD_TRIAL_DIR.
+        result = run_with_daemon(objective_file("objectives.py") + ":folders", FakeDaemon(),
+                                 env={"TRIALD_TRIAL_DIR": "/srv/t/3", "TRIALD_RESUME_DIR": ""})
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertEqual(result.attrs(), {"dir": "/srv/t/3", "resume_dir": None})
+        trial, _ = replay_trial({})
+        self.assertIsNone(trial.resume_dir)
+        self.assertEqual(trial.dir, os.getcwd())
+
+    def test_the_legacy_trial_has_resume_dir_too(self):
+        retry = triald.Trial(handle_sigterm=False, environ={"TRIALD_TRIAL_DIR": "/srv/t/4",
+                                                            "TRIALD_RESUME_DIR": "/srv/t/3"})
+        self.assertEqual((retry.dir, retry.resume_dir), ("/srv/t/4", "/srv/t/3"))
+        first = triald.Trial(handle_sigterm=False, environ={"TRIALD_TRIAL_DIR": "/srv/t/3"})
+        self.assertIsNone(first.resume_dir)
+
+
 class ConstraintsTest(unittest.TestCase):
     SPEC = objective_file("objectives.py")
 

@@ -10,6 +10,7 @@
 
 #include "worker/device.h"
 #include "worker/gpt2.h"
+#include "worker/lm_checkpoint.h"
 #include "worker/lm_objective.h"
 #undef CHECK
 
@@ -20,6 +21,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <string>
 #include <vector>
@@ -843,6 +845,196 @@ TEST_CASE("Training is reproducible for a seed and stops between steps", "[worke
   auto [stopped, partial] = run(2);
   CHECK(stopped.message() == StoppedStatus().message());
   CHECK(partial.size() == 2);
+}
+
+// ---- checkpoints and resuming ------------------------------------------------------------
+
+// A checkpointed training of the tiny model (dropout on, so LibTorch's generator matters too):
+// 6 steps, an evaluation after each, a checkpoint every 2 steps into `checkpoint_dir`.
+struct CheckpointRun {
+  common::Status status;
+  LmTrainResult result;
+  std::vector<int64_t> steps;
+  std::vector<double> values;
+  std::map<std::string, json::value> attrs;
+  std::shared_ptr<Gpt2Model> model;
+};
+
+CheckpointRun TrainCheckpointed(const std::string& checkpoint_dir, const std::string& resume_dir,
+                                int64_t stop_after, const std::string& fingerprint = "f-1") {
+  LmTrainOptions options;
+  options.max_steps = 6;
+  options.seq_len = 8;
+  options.eval_every = 1;
+  options.hyperparams.learning_rate = 1e-2;
+  options.hyperparams.batch_size = 2;
+  options.hyperparams.dropout = 0.1;
+  options.hyperparams.weight_decay = 0.01;
+  options.hyperparams.warmup_steps = 2;
+  options.hyperparams.seed = 5;
+  options.checkpoint_every = 2;
+  options.checkpoint_dir = checkpoint_dir;
+  options.resume_dir = resume_dir;
+  options.fingerprint = fingerprint;
+  CheckpointRun run;
+  run.model = RandomModel(TinyConfig(), 12, 0.02);
+  torch::manual_seed(options.hyperparams.seed);
+  RecordingContext ctx;
+  ctx.stop_after = stop_after;
+  auto result = TrainLm(*run.model, Cycle(40), Cycle(6), options, torch::kCPU, ctx);
+  run.status = result.ok() ? common::Status::Ok() : result.status();
+  if (result.ok()) run.result = *result;
+  run.steps = ctx.steps;
+  run.values = ctx.values;
+  run.attrs = ctx.attrs;
+  return run;
+}
+
+bool SameParameters(Gpt2Model& a, Gpt2Model& b) {
+  auto pa = a.named_parameters(), pb = b.named_parameters();
+  if (pa.size() != pb.size()) return false;
+  for (const auto& item : pa) {
+    if (!torch::equal(item.value(), pb[item.key()])) return false;
+  }
+  return true;
+}
+
+std::vector<std::string> FolderEntries(const std::string& dir) {
+  std::vector<std::string> names;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    names.push_back(e.path().filename().string());
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+TEST_CASE("A run resumed from its checkpoint ends bit for bit where the uninterrupted run ends",
+          "[worker][lm][checkpoint]") {
+  TempDir whole_dir, cut_dir, resumed_dir;
+  const CheckpointRun whole = TrainCheckpointed(whole_dir.path(), "", -1);
+  INFO(whole.status.message());
+  REQUIRE(whole.status.ok());
+  CHECK(whole.steps == std::vector<int64_t>{1, 2, 3, 4, 5, 6});
+  CHECK(whole.attrs.count("resumed_from_step") == 0);  // nothing to resume from: no attribute
+  // Checkpoints at steps 2 and 4, none after the last step; the temporary files are gone.
+  CHECK(FolderEntries(whole_dir.path()) == std::vector<std::string>{kLmCheckpointFile});
+  auto header = ReadLmCheckpointHeader(whole_dir / kLmCheckpointFile);
+  REQUIRE(header.ok());
+  CHECK(header->step == 4);
+  CHECK(header->fingerprint == "f-1");
+
+  // Killed after step 5 (the 6th step never starts): its last checkpoint is step 4's.
+  const CheckpointRun cut = TrainCheckpointed(cut_dir.path(), "", 5);
+  CHECK(cut.status.message() == StoppedStatus().message());
+  CHECK(cut.steps == std::vector<int64_t>{1, 2, 3, 4, 5});
+  header = ReadLmCheckpointHeader(cut_dir / kLmCheckpointFile);
+  REQUIRE(header.ok());
+  CHECK(header->step == 4);
+
+  // The retry starts from fresh weights and the seed, as a new process does, and resumes.
+  const CheckpointRun resumed = TrainCheckpointed(resumed_dir.path(), cut_dir.path(), -1);
+  INFO(resumed.status.message());
+  REQUIRE(resumed.status.ok());
+  CHECK(resumed.attrs.at("resumed_from_step").as_int64() == 4);
+  CHECK(resumed.attrs.count("resume_refused") == 0);
+  CHECK(resumed.attrs.count("initial_eval_loss") == 0);
+  CHECK(resumed.steps == std::vector<int64_t>{5, 6});  // nothing before the resume point again
+  CHECK(resumed.result.resumed_from_step == 4);
+  CHECK(resumed.result.steps == 6);
+  CHECK(resumed.result.tokens_seen == whole.result.tokens_seen);
+  // The same path: the same losses at steps 5 and 6, and the same weights, to the bit.
+  CHECK(resumed.values == std::vector<double>(whole.values.begin() + 4, whole.values.end()));
+  CHECK(resumed.result.eval_loss == whole.result.eval_loss);
+  CHECK(SameParameters(*resumed.model, *whole.model));
+  // Without the checkpoint's generators and moments the path differs: the test can tell.
+  const CheckpointRun fresh = TrainCheckpointed(resumed_dir.path(), "", -1);
+  REQUIRE(fresh.status.ok());
+  CHECK(fresh.values == whole.values);  // reproducible from the start as well
+}
+
+TEST_CASE("A damaged, cut or mismatched checkpoint is refused and training starts from step 0",
+          "[worker][lm][checkpoint]") {
+  TempDir source, out;
+  const CheckpointRun whole = TrainCheckpointed(source.path(), "", -1);
+  REQUIRE(whole.status.ok());
+  const std::string path = source / kLmCheckpointFile;
+  std::string bytes;
+  {
+    std::ifstream in(path, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  REQUIRE(bytes.size() > 1000);
+
+  auto refused = [&](const std::string& fingerprint) {
+    const CheckpointRun run = TrainCheckpointed(out.path(), source.path(), -1, fingerprint);
+    INFO(run.status.message());
+    REQUIRE(run.status.ok());
+    CHECK(run.attrs.at("resumed_from_step").as_int64() == 0);
+    // A fresh start: every step reported, and the uninterrupted run's result.
+    CHECK(run.steps == std::vector<int64_t>{1, 2, 3, 4, 5, 6});
+    CHECK(run.values == whole.values);
+    return std::string(run.attrs.at("resume_refused").as_string());
+  };
+
+  SECTION("another run's checkpoint") {
+    CHECK_THAT(refused("f-2"), Catch::Contains("other parameters or settings") &&
+                                   Catch::Contains("f-1") && Catch::Contains("f-2"));
+  }
+  SECTION("a byte changed in the payload") {
+    std::string damaged = bytes;
+    damaged[damaged.size() / 2] ^= 0x20;
+    WriteBytes(path, damaged);
+    CHECK_THAT(refused("f-1"), Catch::Contains("damaged"));
+  }
+  SECTION("cut short") {
+    WriteBytes(path, bytes.substr(0, bytes.size() - 100));
+    CHECK_THAT(refused("f-1"), Catch::Contains("cut short"));
+  }
+  SECTION("not a checkpoint") {
+    WriteBytes(path, "step 4\n");
+    CHECK_THAT(refused("f-1"), Catch::Contains("not a triald lm checkpoint"));
+  }
+  SECTION("a link instead of the file") {
+    const std::string elsewhere = out / "elsewhere";
+    WriteBytes(elsewhere, bytes);
+    std::filesystem::remove(path);
+    std::filesystem::create_symlink(elsewhere, path);
+    CHECK_THAT(refused("f-1"), Catch::Contains(path));
+  }
+  SECTION("none at all") {
+    std::filesystem::remove(path);
+    CHECK_THAT(refused("f-1"), Catch::Contains("no checkpoint in " + source.path()));
+  }
+}
+
+TEST_CASE("The checkpoint fingerprint follows what shapes the training path",
+          "[worker][lm][checkpoint]") {
+  config::LmObjectiveConfig config;
+  config.model = "/m";
+  config.train_file = "/t";
+  config.eval_file = "/e";
+  LmHyperparams hp;
+  const std::vector<int32_t> train = Cycle(20), eval = Cycle(4);
+  const std::string base = LmCheckpointFingerprint(config, hp, train, eval, torch::kCPU);
+  CHECK(base.size() == 16);
+  CHECK(LmCheckpointFingerprint(config, hp, train, eval, torch::kCPU) == base);
+  LmHyperparams other_lr = hp;
+  other_lr.learning_rate = std::nextafter(hp.learning_rate, 1.0);
+  CHECK(LmCheckpointFingerprint(config, other_lr, train, eval, torch::kCPU) != base);
+  LmHyperparams other_seed = hp;
+  other_seed.seed = 1;
+  CHECK(LmCheckpointFingerprint(config, other_seed, train, eval, torch::kCPU) != base);
+  config::LmObjectiveConfig longer = config;
+  longer.max_steps = 101;
+  CHECK(LmCheckpointFingerprint(longer, hp, train, eval, torch::kCPU) != base);
+  std::vector<int32_t> edited = train;
+  edited[3] += 1;
+  CHECK(LmCheckpointFingerprint(config, hp, edited, eval, torch::kCPU) != base);
+  // What does not change the path does not change the fingerprint.
+  config::LmObjectiveConfig reporting = config;
+  reporting.eval_every = 7;
+  reporting.checkpoint_every = 3;
+  CHECK(LmCheckpointFingerprint(reporting, hp, train, eval, torch::kCPU) == base);
 }
 
 TEST_CASE("A trial whose plan exceeds memory_budget_gb is refused before loading anything",

@@ -367,6 +367,7 @@ class Trial {
     if (const char* number = std::getenv("TRIALD_TRIAL")) number_ = std::atoll(number);
     if (const char* study = std::getenv("TRIALD_STUDY")) study_ = study;
     if (const char* dir = std::getenv("TRIALD_TRIAL_DIR")) dir_ = dir;
+    if (const char* dir = std::getenv("TRIALD_RESUME_DIR")) resume_dir_ = dir;
     if (const char* n = std::getenv("TRIALD_N_OBJECTIVES")) {
       char* end = nullptr;
       const long v = std::strtol(n, &end, 10);
@@ -406,6 +407,10 @@ class Trial {
   const std::string& study() const { return study_; }
   // A private folder for the trial's checkpoints and artifacts ("" when run by hand).
   const std::string& dir() const { return dir_; }
+  // For a retry, the folder of the failed attempt it replaces, where that attempt left its
+  // checkpoints (TRIALD_RESUME_DIR); "" for a first attempt, when that folder is not on this
+  // node, or when run by hand.
+  const std::string& ResumeDir() const { return resume_dir_; }
 
   // The parameter `name` as T (int64_t, int, double, std::string or bool). An integer parameter
   // converts to double; a float parameter with an integral value converts to an integer type.
@@ -574,6 +579,7 @@ class Trial {
   int64_t number_ = -1;
   std::string study_;
   std::string dir_;
+  std::string resume_dir_;
   int fd_ = -1;  // -1: run by hand, lines go to stderr
   int n_objectives_ = 1;
   bool finished_ = false;

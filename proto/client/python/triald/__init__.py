@@ -30,7 +30,8 @@ TRIALD_PARAMS if set (else from the `params` given to Trial, else none), and the
 go to stderr, so you can see what triald would receive.
 
 Environment read: TRIALD_PARAMS (a JSON object), TRIALD_REPORT_FD, TRIALD_STUDY, TRIALD_TRIAL,
-TRIALD_TRIAL_DIR, TRIALD_N_OBJECTIVES (run(): how many values the objective returns). Every message is one compact JSON line written with a single os.write (a line
+TRIALD_TRIAL_DIR, TRIALD_RESUME_DIR, TRIALD_N_OBJECTIVES (run(): how many values the objective
+returns). Every message is one compact JSON line written with a single os.write (a line
 is never split by buffering, and lines from several threads never interleave); lines longer than
 the daemon's limit, non-finite numbers and malformed attributes are refused here with a
 ValueError naming the problem, instead of ending the trial as FAIL(protocol) later.
@@ -81,6 +82,9 @@ class Trial:
     study         the study's name (None when run by hand)
     dir           a private folder for this trial's checkpoints and artifacts (the current
                   directory when run by hand)
+    resume_dir    for a retry, the folder of the failed attempt it replaces, where that attempt
+                  left its checkpoints (TRIALD_RESUME_DIR); None for a first attempt, or when
+                  that folder is not on this node
     stop_requested  True once triald has asked the trial to stop
 
     Creating a Trial installs a SIGTERM handler (from the main thread only: Python's rule); pass
@@ -104,6 +108,7 @@ class Trial:
         number = env.get("TRIALD_TRIAL")
         self.number = int(number) if number is not None else None
         self.dir = env.get("TRIALD_TRIAL_DIR") or os.getcwd()
+        self.resume_dir = env.get("TRIALD_RESUME_DIR") or None
         self.stop_requested = False
         self._finished = False
 

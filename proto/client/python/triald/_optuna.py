@@ -23,6 +23,7 @@ import decimal
 import math
 import numbers
 import operator
+import os
 import warnings
 
 from triald._wire import (ChannelError, TrialStopped, check_attr_key, constraint_values, finite,
@@ -330,16 +331,24 @@ class OptunaTrial:
     `replay` makes a conflicting distribution an error here instead of the daemon's.
 
     number          the trial number (TRIALD_TRIAL; 0 when it is not set)
+    dir             the trial's private folder for checkpoints and artifacts (TRIALD_TRIAL_DIR;
+                    the current directory when it is not set)
+    resume_dir      for a retry, the failed attempt's folder with its checkpoints
+                    (TRIALD_RESUME_DIR); None for a first attempt, or when that folder is not on
+                    this node
     datetime_start  when the trial object was created (local time, as Optuna)
     params, distributions, user_attrs   copies, as Optuna's properties return
     stop_requested  True once triald has asked the trial to stop (SIGTERM)
     """
 
-    def __init__(self, writer, answers, *, number=0, replay=False):
+    def __init__(self, writer, answers, *, number=0, replay=False, trial_dir=None,
+                 resume_dir=None):
         self._writer = writer
         self._answers = answers
         self._replay = replay
         self._number = number
+        self._dir = trial_dir or os.getcwd()
+        self._resume_dir = resume_dir or None
         self._datetime_start = datetime.datetime.now()
         self._params = {}
         self._distributions = {}
@@ -496,6 +505,14 @@ class OptunaTrial:
     @property
     def number(self):
         return self._number
+
+    @property
+    def dir(self):
+        return self._dir
+
+    @property
+    def resume_dir(self):
+        return self._resume_dir
 
     @property
     def datetime_start(self):

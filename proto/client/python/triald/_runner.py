@@ -363,7 +363,9 @@ def run(spec, params_json=None, constraints_spec=None):
         return EXIT_FAILED
 
     number = os.environ.get("TRIALD_TRIAL")
-    trial = OptunaTrial(writer, answers, number=int(number) if number else 0, replay=replay)
+    trial = OptunaTrial(writer, answers, number=int(number) if number else 0, replay=replay,
+                        trial_dir=os.environ.get("TRIALD_TRIAL_DIR"),
+                        resume_dir=os.environ.get("TRIALD_RESUME_DIR"))
     handle_sigterm(trial.on_sigterm)
 
     try:
