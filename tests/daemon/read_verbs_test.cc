@@ -154,6 +154,9 @@ TEST_CASE("read verbs: studies, status and best from counts and the best-trial q
   // and the size of the Pareto front, null with one objective.
   CHECK(s.at("pareto_front_size").is_null());
   s.erase("pareto_front_size");
+  // and its fork server (null: the study has none).
+  CHECK(s.at("fork_server").is_null());
+  s.erase("fork_server");
   CHECK(studies->as_array()[0].as_object() == s);
 }
 
