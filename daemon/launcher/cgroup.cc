@@ -584,10 +584,13 @@ int CgroupTree::CleanLeftovers() {
       logger_->warn("cgroups: cannot remove leftover {}: {}", dir, std::strerror(errno));
     }
   }
+  // This daemon's own v1 leaves (the memory leaves made ahead since Open()) are not leftovers.
+  const std::string own = prefix_ + std::to_string(::getpid()) + "-";
   for (const std::string& parent1 : {pids_v1_parent_, memory_v1_parent_}) {
     if (parent1.empty()) continue;
     for (const std::string& dir : ChildDirs(parent1)) {
       const std::string name = dir.substr(dir.rfind('/') + 1);
+      if (name.rfind(own, 0) == 0) continue;
       pid_t owner = DaemonPidOf(name);
       bool ours = name.rfind(prefix_, 0) == 0;
       if (!ours && !(owner > 0 && ::kill(owner, 0) != 0 && errno == ESRCH)) continue;

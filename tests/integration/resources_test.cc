@@ -169,6 +169,7 @@ class Accounting {
   }
 
   const launcher::CgroupTree* tree() const { return tree_.get(); }
+  launcher::CgroupTree* mutable_tree() { return tree_.get(); }
   TempDir dir_;
 
  private:
@@ -309,6 +310,23 @@ TEST_CASE("a trial runs in a v1 memory leaf, recycled for the next trial with it
   // Two leaves are kept ready besides those returned, so the fourth trial runs in a reused one.
   std::sort(leaves.begin(), leaves.end());
   CHECK(std::unique(leaves.begin(), leaves.end()) != leaves.end());
+}
+
+TEST_CASE("the start-up clean of leftovers keeps the v1 memory leaves made ahead",
+          "[launcher][integration][resources]") {
+  Accounting a(true, true);
+  if (a.tree() == nullptr || a.tree()->memory_v1_parent().empty()) {
+    TRIALD_SKIP("no v1 memory accounting on this host");
+  }
+  // The daemon cleans leftovers right after Open(), while the maker may already hold leaves.
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  a.mutable_tree()->CleanLeftovers();
+  for (int i = 0; i < 4; ++i) {
+    INFO("trial " << i);
+    Run run = a.Go({"/bin/true"});
+    CHECK(run.outcome.exit.code == 0);
+    CHECK(run.outcome.resources.memory_source == "cgroup1 memory.max_usage_in_bytes");
+  }
 }
 
 TEST_CASE("the v1 memory leaves made ahead of trials are gone with the tree",
