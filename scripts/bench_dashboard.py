@@ -31,26 +31,14 @@ sys.path.insert(0, os.path.join(ROOT, "scripts"))
 import subprocess  # noqa: E402
 
 from bench_read_verbs import Conn, percentile, stop  # noqa: E402
+from bench_read_verbs import start_triald as start_read_verbs_triald  # noqa: E402
 from bench_throughput import write_noop_sweep  # noqa: E402
 
 
 def start_triald(triald: str, state: str, workers: int) -> subprocess.Popen:
     """triald with the dashboard on a free loopback port, logging at info (the port's line)."""
-    log = open(state + ".log", "a")
-    daemon = subprocess.Popen([triald, "--state-dir", state, "--max-workers", str(workers),
-                               "--http", "127.0.0.1:0", "--socket-read-open",
-                               "--log-level", "info"], stdout=log, stderr=log)
-    sock = os.path.join(state, "triald.sock")
-    for _ in range(600):
-        try:
-            Conn(sock).call("ping")
-            return daemon
-        except (OSError, ConnectionError):
-            if daemon.poll() is not None:
-                raise RuntimeError("triald exited; see " + state + ".log")
-            time.sleep(0.05)
-    daemon.terminate()
-    raise RuntimeError("triald did not start; see " + state + ".log")
+    return start_read_verbs_triald(triald, state, workers,
+                                   ("--http", "127.0.0.1:0", "--socket-read-open"), "info")
 
 
 def dashboard_port(log_path: str) -> int:

@@ -75,10 +75,11 @@ def timed(conn: Conn, verb: str, **args) -> float:
     return time.perf_counter() - start
 
 
-def start_triald(triald: str, state: str, workers: int) -> subprocess.Popen:
+def start_triald(triald: str, state: str, workers: int, extra_args=(),
+                 log_level: str = "warn") -> subprocess.Popen:
     log = open(state + ".log", "a")
     daemon = subprocess.Popen([triald, "--state-dir", state, "--max-workers", str(workers),
-                               "--log-level", "warn"], stdout=log, stderr=log)
+                               *extra_args, "--log-level", log_level], stdout=log, stderr=log)
     sock = os.path.join(state, "triald.sock")
     for _ in range(600):
         try:

@@ -144,4 +144,19 @@ std::string TinyCorpusDir() {
   return (SourceDir() / "tests" / "fixtures" / "tiny-corpus").string();
 }
 
+config::LmObjectiveConfig TinyLmConfig() {
+  config::LmObjectiveConfig config;
+  config.model = FixtureDir() + "/tiny-gpt2";
+  config.train_file = TinyCorpusDir() + "/train.txt";
+  config.eval_file = TinyCorpusDir() + "/eval.txt";
+  config.max_steps = 6;
+  config.seq_len = 32;
+  config.eval_every = 2;
+  config.device = "cpu";
+  config.batch_size = 2;
+  config.learning_rate = 3e-3;
+  config.warmup_steps = 1;
+  return config;
+}
+
 }  // namespace triald::worker::testing

@@ -9,6 +9,8 @@
 
 #include <string>
 
+#include "config/sweep.h"
+
 namespace triald::worker::testing {
 
 // The folder holding tiny-gpt2/, tiny-gpt2-f16/, tiny-gpt2-bf16/, tokenizer-reference.json, the
@@ -24,5 +26,9 @@ std::string FixtureDir();
 
 // tests/fixtures/tiny-corpus in the source tree: train.txt and eval.txt, plain English prose.
 std::string TinyCorpusDir();
+
+// The sweep's [objective] for the tiny fixture model on the tiny corpus, as the daemon would pass
+// it to trial-worker: 6 CPU steps of batch 2 x 32 tokens, an evaluation every 2.
+config::LmObjectiveConfig TinyLmConfig();
 
 }  // namespace triald::worker::testing

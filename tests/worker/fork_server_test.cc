@@ -42,22 +42,6 @@ using ::triald::testing::TempDir;
 
 const std::string kWorker = std::string(TRIALD_BIN_DIR) + "/trial-worker";
 
-// The tiny fixture model on the tiny corpus, as lm_test.cc's end-to-end cases run it.
-config::LmObjectiveConfig FixtureConfig() {
-  config::LmObjectiveConfig config;
-  config.model = testing::FixtureDir() + "/tiny-gpt2";
-  config.train_file = testing::TinyCorpusDir() + "/train.txt";
-  config.eval_file = testing::TinyCorpusDir() + "/eval.txt";
-  config.max_steps = 6;
-  config.seq_len = 32;
-  config.eval_every = 2;
-  config.device = "cpu";
-  config.batch_size = 2;
-  config.learning_rate = 3e-3;
-  config.warmup_steps = 1;
-  return config;
-}
-
 std::string ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   std::ostringstream text;
@@ -389,7 +373,7 @@ RunResult RunForked(Harness& harness, const std::string& params) {
 
 TEST_CASE("fork server: ready after LibTorch and the inputs, one thread, only its channel",
           "[worker][fork_server]") {
-  const std::string config = config::LmObjectiveToJson(FixtureConfig());
+  const std::string config = config::LmObjectiveToJson(testing::TinyLmConfig());
   Harness harness(config);
   json::object ready = harness.ReceiveReady();
   const pid_t server = harness.pid();
@@ -413,7 +397,7 @@ TEST_CASE("fork server: ready after LibTorch and the inputs, one thread, only it
 
 TEST_CASE("fork server: a trial gives the exec path's values for the same parameters",
           "[worker][fork_server]") {
-  const config::LmObjectiveConfig config = FixtureConfig();
+  const config::LmObjectiveConfig config = testing::TinyLmConfig();
   const std::string params = R"({"learning_rate": 0.003, "seed": 4, "lr_schedule": "cosine"})";
   testing::ChildResult exec = testing::RunChild(
       {kWorker, "--objective", "lm", "--config", config::LmObjectiveToJson(config)},
@@ -477,7 +461,7 @@ TEST_CASE("fork server: a trial gives the exec path's values for the same parame
 
 TEST_CASE("fork server: each trial is its own session, placed under the daemon, fds 0-3",
           "[worker][fork_server]") {
-  Served s(FixtureConfig());
+  Served s(testing::TinyLmConfig());
   Trial& first = s.harness.Fork("{}");
   Trial& second = s.harness.Fork("{}");
   CHECK(first.pid != second.pid);
@@ -512,7 +496,7 @@ TEST_CASE("fork server: each trial is its own session, placed under the daemon, 
 
 TEST_CASE("fork server: SIGKILL or SIGTERM of a trial does not disturb the server",
           "[worker][fork_server]") {
-  config::LmObjectiveConfig config = FixtureConfig();
+  config::LmObjectiveConfig config = testing::TinyLmConfig();
   config.max_steps = 100000;  // hours: only a signal ends these trials
   config.eval_every = 1;
   Served s(config);
@@ -579,7 +563,7 @@ int ExecThreadsAfterReports(const std::string& config_json, std::vector<std::str
 
 TEST_CASE("fork server: a trial's thread pools are sized from its environment, as by exec",
           "[worker][fork_server]") {
-  config::LmObjectiveConfig config = FixtureConfig();
+  config::LmObjectiveConfig config = testing::TinyLmConfig();
   config.max_steps = 100000;
   config.eval_every = 1;
   const std::string config_json = config::LmObjectiveToJson(config);
@@ -605,7 +589,7 @@ TEST_CASE("fork server: a trial's thread pools are sized from its environment, a
 }
 
 TEST_CASE("fork server: a malformed packet ends the server with exit 2", "[worker][fork_server]") {
-  const std::string config = config::LmObjectiveToJson(FixtureConfig());
+  const std::string config = config::LmObjectiveToJson(testing::TinyLmConfig());
   const std::string packet = GENERATE(as<std::string>{}, "not json", R"({"type":"bogus"})",
                                       R"(["fork"])", R"({"type":"fork","id":1})");
   Harness harness(config);
@@ -618,7 +602,7 @@ TEST_CASE("fork server: a malformed packet ends the server with exit 2", "[worke
 
 TEST_CASE("fork server: a fork request without its three descriptors is malformed",
           "[worker][fork_server]") {
-  const std::string config = config::LmObjectiveToJson(FixtureConfig());
+  const std::string config = config::LmObjectiveToJson(testing::TinyLmConfig());
   Harness harness(config);
   harness.ReceiveReady();
   json::object request = {
@@ -631,7 +615,7 @@ TEST_CASE("fork server: a fork request without its three descriptors is malforme
 
 TEST_CASE("fork server: the safety check refuses an extra descriptor or thread",
           "[worker][fork_server]") {
-  const std::string config = config::LmObjectiveToJson(FixtureConfig());
+  const std::string config = config::LmObjectiveToJson(testing::TinyLmConfig());
   SECTION("a descriptor inherited from the starter") {
     TempDir dir;
     const std::string path = dir.Write("held-open.bin", "x");
@@ -666,7 +650,7 @@ TEST_CASE("fork server: the safety check refuses an extra descriptor or thread",
 }
 
 TEST_CASE("fork server: a set-up that fails sends error and exits 1", "[worker][fork_server]") {
-  config::LmObjectiveConfig config = FixtureConfig();
+  config::LmObjectiveConfig config = testing::TinyLmConfig();
   config.train_file = "/nonexistent/train.txt";
   Harness harness(config::LmObjectiveToJson(config));
   std::optional<json::object> error = harness.Receive();
@@ -677,7 +661,7 @@ TEST_CASE("fork server: a set-up that fails sends error and exits 1", "[worker][
 }
 
 TEST_CASE("fork server: its RSS stays flat over 100 trials", "[worker][fork_server]") {
-  config::LmObjectiveConfig config = FixtureConfig();
+  config::LmObjectiveConfig config = testing::TinyLmConfig();
   config.max_steps = 1;
   config.eval_every = 0;
   config.seq_len = 8;

@@ -1076,22 +1076,6 @@ TEST_CASE("A trial whose plan exceeds memory_budget_gb is refused before loading
 
 const std::string kWorker = std::string(TRIALD_BIN_DIR) + "/trial-worker";
 
-// The sweep's [objective] for the tiny fixture model, as the daemon would pass it.
-config::LmObjectiveConfig FixtureConfig() {
-  config::LmObjectiveConfig config;
-  config.model = testing::FixtureDir() + "/tiny-gpt2";
-  config.train_file = testing::TinyCorpusDir() + "/train.txt";
-  config.eval_file = testing::TinyCorpusDir() + "/eval.txt";
-  config.max_steps = 6;
-  config.seq_len = 32;
-  config.eval_every = 2;
-  config.device = "cpu";
-  config.batch_size = 2;
-  config.learning_rate = 3e-3;
-  config.warmup_steps = 1;
-  return config;
-}
-
 std::vector<json::object> ParseLines(const std::string& data) {
   std::vector<json::object> lines;
   size_t start = 0;
@@ -1108,7 +1092,7 @@ std::vector<json::object> ParseLines(const std::string& data) {
 
 TEST_CASE("trial-worker --objective lm reports eval losses, attributes and a final value",
           "[worker][lm][integration]") {
-  config::LmObjectiveConfig config = FixtureConfig();
+  config::LmObjectiveConfig config = testing::TinyLmConfig();
   testing::ChildResult run = testing::RunChild(
       {kWorker, "--objective", "lm", "--config", config::LmObjectiveToJson(config)},
       {R"(TRIALD_PARAMS={"learning_rate": 0.003, "seed": 4, "lr_schedule": "cosine"})",
@@ -1152,7 +1136,7 @@ TEST_CASE("trial-worker --objective lm reports eval losses, attributes and a fin
 
 TEST_CASE("trial-worker --objective lm with objectives sends those metrics as its values",
           "[worker][lm][integration]") {
-  config::LmObjectiveConfig config = FixtureConfig();
+  config::LmObjectiveConfig config = testing::TinyLmConfig();
   config.objectives = {"planned_memory_bytes", "eval_loss", "tokens_per_second", "perplexity"};
   testing::ChildResult run = testing::RunChild(
       {kWorker, "--objective", "lm", "--config", config::LmObjectiveToJson(config)},
@@ -1204,7 +1188,7 @@ TEST_CASE("trial-worker --objective lm with objectives sends those metrics as it
 TEST_CASE("trial-worker --objective lm fails cleanly on a bad checkpoint or config",
           "[worker][lm][integration]") {
   TempDir dir;
-  config::LmObjectiveConfig config = FixtureConfig();
+  config::LmObjectiveConfig config = testing::TinyLmConfig();
   // A model folder whose checkpoint lacks a tensor.
   const std::string fixture = config.model;
   for (const char* name : {"config.json", "vocab.json", "merges.txt"}) {
@@ -1236,15 +1220,16 @@ TEST_CASE("trial-worker --objective lm fails cleanly on a bad checkpoint or conf
   CHECK(no_config.exit_code == 1);
   CHECK(no_config.report.find("objective lm needs --config") != std::string::npos);
 
-  testing::ChildResult bad_param = testing::RunChild(
-      {kWorker, "--objective", "lm", "--config", config::LmObjectiveToJson(FixtureConfig())},
-      {R"(TRIALD_PARAMS={"learning_rate": -1})"});
+  testing::ChildResult bad_param =
+      testing::RunChild({kWorker, "--objective", "lm", "--config",
+                         config::LmObjectiveToJson(testing::TinyLmConfig())},
+                        {R"(TRIALD_PARAMS={"learning_rate": -1})"});
   CHECK(bad_param.exit_code == 1);
   CHECK(bad_param.report.find("'learning_rate' must be > 0, got -1") != std::string::npos);
 }
 
 TEST_CASE("trial-worker --objective lm stops promptly on SIGTERM", "[worker][lm][integration]") {
-  config::LmObjectiveConfig config = FixtureConfig();
+  config::LmObjectiveConfig config = testing::TinyLmConfig();
   config.max_steps = 100000;  // hours of training; SIGTERM must cut it short
   config.eval_every = 1;
   testing::ChildResult run = testing::RunChild(
