@@ -519,7 +519,8 @@ class Server {
         ::_exit(1);
       }
       if (t > 0) ::_exit(0);
-      // T.
+      // T. Dumpable again, as an exec'd trial is (the server is not: see below).
+      ::prctl(PR_SET_DUMPABLE, 1);
       ::setsid();
       const int32_t self = static_cast<int32_t>(::getpid());
       (void)!::write(pid_pipe[1], &self, sizeof self);
@@ -701,6 +702,12 @@ int RunForkServer(const TrialCommand& command, int argc, char** argv) {
                 SecondsSince(began), torch_seconds, inputs->weights->path().c_str(),
                 inputs->train.size(), inputs->eval.size(), inputs_seconds);
   Log("%s", summary);
+  // Not dumpable: a process of the same user (one of this study's trials, say) cannot ptrace the
+  // server or write its memory through /proc/PID/mem, and so cannot plant code that every later
+  // trial would inherit. Each trial makes itself dumpable again.
+  if (::prctl(PR_SET_DUMPABLE, 0) != 0) {
+    Log("prctl(PR_SET_DUMPABLE, 0) failed: %s", std::strerror(errno));
+  }
   common::Status sent = channel->Send(json::object{{"type", "ready"},
                                                    {"pid", static_cast<int64_t>(::getpid())},
                                                    {"preloaded", json::array{"libtorch"}},

@@ -11,6 +11,7 @@ Run: python3 -m unittest discover -s tests/proto -p python_fork_server_test.py
 """
 
 import ctypes
+import errno
 import importlib.util
 import json
 import os
@@ -350,6 +351,7 @@ class TrialTest(ForkServerCase):
         self.assertEqual(attrs["fds"], [0, 1, 2, 3])
         self.assertEqual(attrs["stdin"], "/dev/null")
         self.assertEqual(attrs["sigmask"], [])
+        self.assertEqual(attrs["dumpable"], 1)  # as an exec'd trial; the server is not (below)
         self.assertEqual(attrs["cwd"], os.path.realpath(cwd))
         self.assertEqual(attrs["argv"], [OBJECTIVES])
         self.assertEqual(attrs["env"], {
@@ -460,7 +462,8 @@ class TrialTest(ForkServerCase):
         daemon.send({"type": "stop"})
         self.assertEqual(daemon.wait(), 0)
         with open(marker + ".server") as f:
-            self.assertEqual(f.read(), f"{daemon.pid}\n")  # the server's, in the server only
+            # The server's, in the server only; and the server was not dumpable.
+            self.assertEqual(f.read(), f"{daemon.pid} dumpable=0\n")
 
     def test_the_servers_memory_stays_flat_over_500_trials(self):
         daemon = self.daemon(preload="json", objective=f"{OBJECTIVES}:allocate")
@@ -546,6 +549,94 @@ class SafetyCheckTest(ForkServerCase):
         self.assertEqual(message["type"], "error")
         self.assertIn("No module named 'no_such_module_here'", message["message"])
         self.assertEqual(daemon.wait(), 1)
+
+
+# A daemon of its own for test_a_forked_trial_dies_with_its_daemon: a subreaper that starts a
+# server, has it fork `marker_then_sleep`, says go, prints the trial's and the server's pids, and
+# waits to be killed.
+MINI_DAEMON = """
+import sys, time, unittest
+sys.path.insert(0, {here!r})
+import python_fork_server_test as t
+
+
+class Probe(unittest.TestCase):
+    def runTest(self):
+        pass
+
+
+t.become_subreaper()
+daemon = t.FakeDaemon(Probe(), objective={objective!r})
+daemon.ready()
+trial = daemon.fork("marker_then_sleep", env={{"FORK_TEST_MARKER": {marker!r}}})
+trial.go()
+print(trial.pid, daemon.pid, flush=True)
+time.sleep(600)
+"""
+
+
+class FailureTest(ForkServerCase):
+    """What the server and its trials do when something around them fails."""
+
+    def test_a_failed_fork_is_fork_failed_and_the_server_goes_on(self):
+        for where in ("server", "middle"):
+            with self.subTest(where=where):
+                marker = self.marker_path()
+                daemon = self.daemon(preload="fs_fork_fails_preload",
+                                     env={"FORK_TEST_FAIL_FORK": where,
+                                          "FORK_TEST_FAIL_MARKER": marker})
+                daemon.ready()
+                trial, answer = daemon.request(["run", f"{OBJECTIVES}:value"], trial_env(0))
+                self.assertEqual(answer, {"type": "fork_failed", "id": 1,
+                                          "message": os.strerror(errno.EAGAIN)},
+                                 daemon.output())
+                self.assertTrue(os.path.exists(marker))  # the fork really was refused
+                self.assertTrue(daemon.alive())
+                after = daemon.run("value", {"x": 0.25}, number=1)
+                self.assertEqual(after.exit_code(), 0, after.stderr())
+                self.assertEqual(after.final(), [{"type": "final", "value": 0.5}])
+
+    def test_a_trial_that_never_reports_its_pid_is_reported_after_the_deadline(self):
+        sys.path.insert(0, CLIENT_DIR)
+        self.addCleanup(sys.path.remove, CLIENT_DIR)
+        from triald import _forkserver
+        read_end, write_end = os.pipe()
+        self.addCleanup(os.close, read_end)
+        saved = _forkserver.PID_REPORT_TIMEOUT_S
+        _forkserver.PID_REPORT_TIMEOUT_S = 0.2
+        self.addCleanup(setattr, _forkserver, "PID_REPORT_TIMEOUT_S", saved)
+        started = time.monotonic()
+        self.assertEqual(_forkserver._read_pid(read_end),
+                         "the trial process did not report its pid within 0.2 s")
+        self.assertGreaterEqual(time.monotonic() - started, 0.2)
+        os.close(write_end)  # and one that ends without a word
+        self.assertEqual(_forkserver._read_pid(read_end),
+                         "the trial process ended before it reported its pid")
+
+    def test_a_forked_trial_dies_with_its_daemon(self):
+        # PR_SET_PDEATHSIG, set by the trial after its go: a daemon killed with no chance to
+        # clean up (SIGKILL) still takes its forked trials with it, as it does its exec'd ones.
+        marker = self.marker_path()
+        code = MINI_DAEMON.format(here=HERE, objective=f"{OBJECTIVES}:marker_then_sleep",
+                                  marker=marker)
+        mini = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
+                                env=base_env())
+        self.addCleanup(mini.stdout.close)
+        line = mini.stdout.readline().decode()
+        self.assertTrue(line, "the mini daemon printed no pids")
+        trial_pid, server_pid = (int(word) for word in line.split())
+        deadline = time.monotonic() + TIMEOUT_S
+        while not os.path.exists(marker):  # past its go and its prctl: the objective runs
+            self.assertLess(time.monotonic(), deadline, "the forked trial never ran")
+            time.sleep(0.01)
+        mini.kill()
+        mini.wait()
+        # Both are re-parented to this process (the subreaper above the mini daemon).
+        status = wait_status(trial_pid, 10)
+        self.assertTrue(os.WIFSIGNALED(status), f"status {status:#x}")
+        self.assertEqual(os.WTERMSIG(status), signal.SIGKILL)
+        # The server sees EOF on its channel and ends by itself.
+        self.assertEqual(os.waitstatus_to_exitcode(wait_status(server_pid, 30)), 0)
 
 
 class TorchTest(ForkServerCase):

@@ -40,7 +40,13 @@ def identity(trial):
     trial.set_user_attr("stdin", os.readlink("/proc/self/fd/0"))
     trial.set_user_attr("sigmask", sorted(int(s) for s in
                                           __import__("signal").pthread_sigmask(0, ())))
+    trial.set_user_attr("dumpable", dumpable())
     return 1.0
+
+
+def dumpable():
+    """prctl(PR_GET_DUMPABLE) of this process: 1 for a process started by exec."""
+    return ctypes.CDLL(None).prctl(3, 0, 0, 0, 0)
 
 
 def mutate(trial):
@@ -73,6 +79,12 @@ def exit7(trial):
 def marker(trial):
     with open(os.environ["FORK_TEST_MARKER"], "w") as f:
         f.write("ran\n")
+    return 0.0
+
+
+def marker_then_sleep(trial):
+    marker(trial)
+    time.sleep(600)  # never touches its channel: only a signal ends it early
     return 0.0
 
 

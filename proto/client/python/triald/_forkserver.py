@@ -34,6 +34,7 @@ from triald import _runner
 
 # prctl(2) options (linux/prctl.h).
 PR_SET_PDEATHSIG = 1
+PR_SET_DUMPABLE = 4
 
 # A packet is at most 64 KiB; a bigger one arrives truncated (MSG_TRUNC) and is refused.
 MAX_PACKET_BYTES = 64 * 1024
@@ -279,6 +280,9 @@ def _trial(server, request, fds, pid_pipe, pools, signals, prctl):
     """Process T, after the double fork; never returns."""
     status = 1
     try:
+        # The server is not dumpable (serve()); a trial is, as an exec'd one: its owner can read
+        # its /proc files, attach a debugger to it and get its core dumps.
+        prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)
         os.setsid()
         os.write(pid_pipe, str(os.getpid()).encode())
         os.close(pid_pipe)
@@ -603,6 +607,11 @@ def serve(args):
             sock.send(json.dumps({"type": "unsafe", "reason": reason}).encode())
             return EXIT_OK
         server = Server(sock, signals, ThreadPools(preload_env), prctl)
+        # Not dumpable: a process of the same user (a trial of this study, say) cannot ptrace the
+        # server or write its memory through /proc/PID/mem, and so cannot plant code that every
+        # later trial would inherit. Each trial makes itself dumpable again (_trial).
+        if prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
+            _log(f"prctl(PR_SET_DUMPABLE, 0) failed: {os.strerror(ctypes.get_errno())}")
         # What the preload made stays where it is: the collector of a trial (or of the server)
         # never walks it, so its pages are not written to, and stay shared, in the trials.
         gc.collect()
