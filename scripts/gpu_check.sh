@@ -14,6 +14,15 @@
 #       is added to LD_LIBRARY_PATH): a small kind = "lm" sweep through triald on DEVICE, two
 #       trials at a time, cancelled with `trialctl cancel` while they train; then polls until the
 #       GPU's used memory is back to its baseline.
+#   (e) with DAEMON_DIR and a GPU: a kind = "python" study with a fork server (preload torch),
+#       one GPU trial at a time, each trial creating its own CUDA context and 256 MiB on it:
+#       every trial finds CUDA uninitialised and the GPU at its baseline when it starts (nothing
+#       of the trial before it is left, SIGKILLed or not); the server never holds GPU memory;
+#       a trial SIGKILLed while it holds GPU memory is FAIL and its memory comes back; the
+#       server SIGKILLed while a trial runs does not disturb that trial, and the next trial
+#       starts a new server; GPU memory is back to the baseline after the study.
+#   (f) with DAEMON_DIR: a kind = "lm" sweep on DEVICE with fork_server = true (trial-worker
+#       --fork-server): both trials COMPLETE, forked, and GPU memory is back to the baseline.
 # It is a manual check for a machine with a GPU, not part of the test suite (CI has no GPU). With
 # DEVICE=cpu (and no nvidia-smi) it runs (a) and (b) on the CPU alone, as a dry run.
 #
@@ -26,7 +35,8 @@
 #   BUILD_DIR     build directory (default build-gpu/build)
 #   OUT           where gpu_check.log goes (default build-gpu)
 #   REFERENCE     report lines of the (b) config run elsewhere, to compare eval losses with
-#   FIXTURES      the fixture folder (default tests/fixtures; scripts/make_fixtures.py makes it)
+#   FIXTURES      the folder holding tiny-gpt2/ (default build/fixtures, where the tests make it
+#                 with scripts/make_fixtures.py); the corpus is tests/fixtures/tiny-corpus
 #   WORKER        a trial-worker already built: skips the build (for trying the script out)
 #
 # A machine without the Debian packages gets them as a tarball of a Debian 12 prefix, made where
@@ -42,7 +52,7 @@ ROOT=$PWD
 DEVICE=${1:-cuda}
 BUILD_DIR=${BUILD_DIR:-$ROOT/build-gpu/build}
 OUT=${OUT:-$ROOT/build-gpu}
-FIXTURES=${FIXTURES:-$ROOT/tests/fixtures}
+FIXTURES=${FIXTURES:-$ROOT/build/fixtures}
 mkdir -p "$OUT"
 LOG=$OUT/gpu_check.log
 : >"$LOG"
@@ -95,7 +105,7 @@ W=${WORKER:-$BUILD_DIR/bin/trial-worker}
 run_logged bash -c "ldd $W | grep -E 'torch|c10|cuda|boost|spdlog|fmt|toml|not found'"
 
 MODEL=$FIXTURES/tiny-gpt2
-CORPUS=$FIXTURES/tiny-corpus
+CORPUS=$ROOT/tests/fixtures/tiny-corpus
 status=0
 
 log "== (a) check and inspect"
@@ -103,7 +113,7 @@ run_logged "$W" check "$MODEL" || { log "FAIL: check"; status=1; }
 run_logged "$W" inspect "$MODEL" --batch-size 4 --seq-len 64 || { log "FAIL: inspect"; status=1; }
 
 config() {  # DEVICE MAX_STEPS EVAL_EVERY
-  echo "{\"model\":\"$MODEL\",\"train_file\":\"$CORPUS/train.txt\",\"eval_file\":\"$CORPUS/eval.txt\",\"max_steps\":$2,\"seq_len\":64,\"eval_every\":$3,\"device\":\"$1\",\"memory_budget_gb\":0,\"gpu_memory_fraction\":0,\"learning_rate\":0.003,\"weight_decay\":0,\"warmup_steps\":2,\"batch_size\":4,\"dropout\":0,\"adam_beta1\":0.9,\"adam_beta2\":0.999,\"grad_clip\":1,\"lr_schedule\":\"linear\",\"seed\":7}"
+  echo "{\"model\":\"$MODEL\",\"train_file\":\"$CORPUS/train.txt\",\"eval_file\":\"$CORPUS/eval.txt\",\"max_steps\":$2,\"seq_len\":64,\"eval_every\":$3,\"device\":\"$1\",\"memory_budget_gb\":0,\"gpu_memory_fraction\":0,\"learning_rate\":0.003,\"weight_decay\":0,\"warmup_steps\":2,\"batch_size\":4,\"dropout\":0,\"adam_beta1\":0.9,\"adam_beta2\":0.999,\"grad_clip\":1,\"lr_schedule\":\"linear\",\"seed\":7,\"checkpoint_every\":0}"
 }
 
 lm_run() {  # NAME DEVICE: runs the (b) config, report lines in $OUT/report-NAME.jsonl
@@ -274,6 +284,201 @@ EOF
   wait $dpid
   log "triald exit: $?"
   run_logged bash -c "grep -iE 'gpu|leak|error|warn' '$OUT/triald.log' | tail -20"
+fi
+
+if [ -n "${DAEMON_DIR:-}" ] && [ $GPU = 1 ]; then
+  log "== (e) kind = \"python\" trials forked from a server that preloaded torch, each with its own CUDA context"
+  BIN=$(dirname "$W")
+  # triald finds the Python runner at BIN/../lib/python3/dist-packages (its install layout).
+  mkdir -p "$BIN/../lib/python3/dist-packages"
+  ln -sfn "$ROOT/proto/client/python/triald" "$BIN/../lib/python3/dist-packages/triald"
+  STATE=$(mktemp -d /tmp/triald-gpu-fork.XXXXXX)
+  CTL=("$BIN/trialctl" --socket "$STATE/triald.sock")
+  cat >"$STATE/cuda_objective.py" <<PYTHON
+import os
+import subprocess
+import time
+
+import torch
+
+STATE = "$STATE"
+
+
+def used_mib():
+    out = subprocess.run(["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits"],
+                         capture_output=True, text=True, check=True).stdout
+    return int(out.split()[0])
+
+
+def objective(trial):
+    # Before this trial touches CUDA: the server never initialised it, and the trial before this
+    # one left nothing on the GPU.
+    trial.set_user_attr("cuda_initialised_at_start", torch.cuda.is_initialized())
+    trial.set_user_attr("gpu_used_at_start_mib", used_mib())
+    with open(os.path.join(STATE, f"pid-{trial.number}"), "w") as f:
+        f.write(str(os.getpid()))
+    x = trial.suggest_float("x", 0.0, 1.0)
+    block = torch.ones(64 * 1024 * 1024, device="cuda")  # 256 MiB, and a CUDA context
+    trial.set_user_attr("gpu_used_mib", used_mib())
+    if trial.number == 2:
+        time.sleep(600)  # SIGKILLed by the check while it holds GPU memory
+    if trial.number == 4:
+        while not os.path.exists(os.path.join(STATE, "go-4")):  # the server is killed meanwhile
+            time.sleep(0.1)
+    return float(block[:10].sum().item()) * x
+PYTHON
+  cat >"$STATE/fork.toml" <<TOML
+[study]
+name = "gpu-fork"
+n_trials = 7
+parallelism = 1
+trial_timeout = 300
+gpus_per_trial = 1
+
+[objective]
+kind = "python"
+function = "cuda_objective.py:objective"
+python = "python3"
+preload = ["torch"]
+
+[sampler]
+kind = "random"
+seed = 1
+TOML
+  baseline=$(used)
+  log "baseline memory.used ${baseline} MiB"
+  "$BIN/triald" --state-dir "$STATE" --no-cgroups --gpu-release-timeout 30 >"$OUT/triald-fork.log" 2>&1 &
+  dpid=$!
+  for _ in $(seq 1 100); do "${CTL[@]}" ping >/dev/null 2>&1 && break; sleep 0.1; done
+  run_logged "${CTL[@]}" submit "$STATE/fork.toml" || status=1
+  server_pid() {
+    "${CTL[@]}" status gpu-fork --json 2>/dev/null |
+      python3 -c 'import json, sys; s = json.load(sys.stdin).get("fork_server") or {}; print(s.get("pid") or "")'
+  }
+  study_state() {
+    "${CTL[@]}" status gpu-fork --json 2>/dev/null | python3 -c 'import json, sys; print(json.load(sys.stdin)["state"])'
+  }
+  wait_file() { for _ in $(seq 1 1200); do [ -s "$1" ] && return 0; sleep 0.1; done; return 1; }
+  # Trial 2 holds 256 MiB when it is SIGKILLed.
+  wait_file "$STATE/pid-2" || { log "FAIL: trial 2 never started"; status=1; }
+  for _ in $(seq 1 300); do [ "$(used)" -gt $((baseline + 200)) ] && break; sleep 0.1; done
+  server=$(server_pid)
+  log "trial 2 (pid $(cat "$STATE/pid-2")) holds GPU memory: memory.used $(used) MiB; server pid ${server}; compute apps: [$(apps | tr '\n' ' ')]"
+  if [ -z "$server" ]; then log "FAIL: no fork server pid in status"; status=1; fi
+  if [ -n "$server" ] && apps | grep -q "^${server},"; then log "FAIL: the fork server holds GPU memory"; status=1; fi
+  kill -KILL "$(cat "$STATE/pid-2")"
+  # Trial 4 runs (it holds GPU memory) when the server is SIGKILLed; then it is let go.
+  wait_file "$STATE/pid-4" || { log "FAIL: trial 4 never started"; status=1; }
+  sleep 2
+  server=$(server_pid)
+  log "killing the fork server (pid ${server}) while trial 4 (pid $(cat "$STATE/pid-4")) runs"
+  [ -n "$server" ] && kill -KILL "$server"
+  sleep 1
+  touch "$STATE/go-4"
+  for _ in $(seq 1 1200); do [ "$(study_state)" = COMPLETE ] && break; sleep 0.2; done
+  run_logged "${CTL[@]}" trials gpu-fork
+  run_logged bash -c "'${CTL[0]}' --socket '$STATE/triald.sock' events gpu-fork | grep -i fork"
+  "${CTL[@]}" trials gpu-fork --json >"$OUT/fork-trials.json"
+  python3 - "$OUT/fork-trials.json" "$baseline" <<'PYTHON' 2>&1 | tee -a "$LOG"
+import json, sys
+trials = json.load(open(sys.argv[1]))
+baseline = int(sys.argv[2])
+bad = []
+for t in trials:
+    a = t.get("attrs") or {}
+    print(f"trial {t['number']}: {t['state']} {t.get('fail_reason') or ''} CUDA initialised at start:"
+          f" {a.get('cuda_initialised_at_start')}, GPU used at start {a.get('gpu_used_at_start_mib')}"
+          f" MiB, with its block {a.get('gpu_used_mib')} MiB")
+    if a.get("cuda_initialised_at_start") is not False:
+        bad.append(f"trial {t['number']}: CUDA initialised before the trial touched it")
+    if a.get("gpu_used_at_start_mib") is None or a["gpu_used_at_start_mib"] > baseline + 2:
+        bad.append(f"trial {t['number']}: the GPU was not at its baseline when it started")
+    if t["number"] == 2:
+        if t["state"] != "FAIL":
+            bad.append("trial 2 (SIGKILLed) is not FAIL")
+    elif t["state"] != "COMPLETE":
+        bad.append(f"trial {t['number']} is {t['state']}")
+if len(trials) != 7:
+    bad.append(f"{len(trials)} trials, expected 7")
+print("\n".join(bad) if bad else "every trial: a fresh CUDA context on a GPU at its baseline")
+sys.exit(1 if bad else 0)
+PYTHON
+  [ "${PIPESTATUS[0]}" = 0 ] || status=1
+  if [ "$("${CTL[@]}" events gpu-fork | grep -c fork_server_started)" -lt 2 ]; then
+    log "FAIL: no new fork server after the kill"
+    status=1
+  fi
+  ok=0
+  for _ in $(seq 1 300); do
+    now=$(used)
+    if [ -z "$(apps)" ] && [ "$now" -le $((baseline + 2)) ]; then ok=1; break; fi
+    sleep 0.1
+  done
+  log "after the study: memory.used ${now} MiB (baseline ${baseline}); compute apps: [$(apps | tr '\n' ' ')]"
+  if [ $ok = 1 ]; then log "memory back to baseline: yes"; else log "FAIL: memory not back to baseline within 30 s"; status=1; fi
+  kill -TERM $dpid
+  wait $dpid
+fi
+
+if [ -n "${DAEMON_DIR:-}" ]; then
+  log "== (f) a kind = \"lm\" sweep on $DEVICE with fork_server = true"
+  BIN=$(dirname "$W")
+  STATE=$(mktemp -d /tmp/triald-gpu-lmfork.XXXXXX)
+  CTL=("$BIN/trialctl" --socket "$STATE/triald.sock")
+  [ $GPU = 1 ] && baseline=$(used)
+  "$BIN/triald" --state-dir "$STATE" --no-cgroups --gpu-release-timeout 30 >"$OUT/triald-lmfork.log" 2>&1 &
+  dpid=$!
+  for _ in $(seq 1 100); do "${CTL[@]}" ping >/dev/null 2>&1 && break; sleep 0.1; done
+  cat >"$STATE/sweep.toml" <<TOML
+[study]
+name = "gpu-lmfork"
+n_trials = 2
+parallelism = 1
+trial_timeout = 300
+gpus_per_trial = $([ "$DEVICE" = cpu ] && echo 0 || echo 1)
+
+[objective]
+kind = "lm"
+model = "$MODEL"
+train_file = "$CORPUS/train.txt"
+eval_file = "$CORPUS/eval.txt"
+max_steps = 10
+seq_len = 64
+eval_every = 5
+device = "$DEVICE"
+batch_size = 4
+fork_server = true
+
+[space.learning_rate]
+type = "float"
+low = 1e-4
+high = 1e-2
+log = true
+TOML
+  run_logged "${CTL[@]}" submit "$STATE/sweep.toml" --wait || status=1
+  run_logged "${CTL[@]}" trials gpu-lmfork
+  run_logged bash -c "'${CTL[0]}' --socket '$STATE/triald.sock' events gpu-lmfork | grep -i fork"
+  if [ "$("${CTL[@]}" trials gpu-lmfork | grep -ci complete)" -lt 2 ]; then
+    log "FAIL: the forked lm trials did not complete"
+    status=1
+  fi
+  "${CTL[@]}" events gpu-lmfork | grep -q fork_server_started || { log "FAIL: no fork server"; status=1; }
+  if "${CTL[@]}" events gpu-lmfork | grep -q fork_server_off; then
+    log "FAIL: the lm fork server fell back to exec"
+    status=1
+  fi
+  if [ $GPU = 1 ]; then
+    ok=0
+    for _ in $(seq 1 300); do
+      now=$(used)
+      if [ -z "$(apps)" ] && [ "$now" -le $((baseline + 2)) ]; then ok=1; break; fi
+      sleep 0.1
+    done
+    log "after the study: memory.used ${now} MiB (baseline ${baseline})"
+    if [ $ok = 1 ]; then log "memory back to baseline: yes"; else log "FAIL: memory not back to baseline within 30 s"; status=1; fi
+  fi
+  kill -TERM $dpid
+  wait $dpid
 fi
 
 log "RESULT: $([ $status = 0 ] && echo PASS || echo FAIL)"
