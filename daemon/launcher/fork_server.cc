@@ -208,11 +208,6 @@ common::Status ForkServers::Server::Start(const ForkServerSpec& spec,
   std::vector<std::string> env = spec.env;
   if (run_as) env = WithUserEnvironment(std::move(env), *run_as);
   env.push_back("TRIALD_FORK_SERVER_FD=" + std::to_string(kReportFd));
-  // Room in the server's environment block, which every forked trial inherits and /proc/PID/environ
-  // shows: each Python trial writes its TRIALD_TRIAL_DIR, TRIALD_STUDY and TRIALD_TRIAL over these
-  // bytes, so that it and the processes it forks without exec are found by that variable as an
-  // exec'd trial's are (process_launcher.cc's escapes, the leftover scan after a restart).
-  env.push_back(std::string(kEnvironSlot) + "=" + std::string(kEnvironSlotBytes, '.'));
   std::vector<const char*> envp;
   for (const std::string& kv : env) envp.push_back(kv.c_str());
   envp.push_back(nullptr);

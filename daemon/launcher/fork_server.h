@@ -50,12 +50,6 @@
 
 namespace triald::launcher {
 
-// The variable of a fork server's environment that its forked trials overwrite with their own
-// TRIALD_TRIAL_DIR, TRIALD_STUDY and TRIALD_TRIAL (proto/README.md, "Fork server protocol"), and
-// the bytes of its value: room for a path of PATH_MAX bytes and the two others.
-inline constexpr const char* kEnvironSlot = "TRIALD_FORK_SERVER_SLOT";
-inline constexpr size_t kEnvironSlotBytes = 4096 + 256;
-
 // How a fork request ended.
 struct ForkReply {
   enum class Kind {

@@ -33,8 +33,6 @@ OBJECTIVES = os.path.join(FIXTURES, "fork_objectives.py")
 TIMEOUT_S = 120
 PR_SET_CHILD_SUBREAPER = 36
 GO = b'{"type":"go"}\n'
-# As triald's (daemon/launcher/fork_server.h, kEnvironSlotBytes).
-ENVIRON_SLOT_BYTES = 4096 + 256
 
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -179,8 +177,7 @@ class FakeDaemon:
         for entry in os.listdir("/proc/self/fd"):
             if int(entry) > 3:
                 actions.append((os.POSIX_SPAWN_CLOSE, int(entry)))
-        server_env = base_env({"TRIALD_FORK_SERVER_FD": "3", "FORK_TEST_SERVER_ONLY": "1",
-                               "TRIALD_FORK_SERVER_SLOT": "." * ENVIRON_SLOT_BYTES})
+        server_env = base_env({"TRIALD_FORK_SERVER_FD": "3", "FORK_TEST_SERVER_ONLY": "1"})
         server_env.update(env or {})
         self.pid = os.posix_spawn(sys.executable, args, server_env, file_actions=actions,
                                   setpgroup=0)
@@ -355,16 +352,6 @@ class TrialTest(ForkServerCase):
         self.assertEqual(attrs["stdin"], "/dev/null")
         self.assertEqual(attrs["sigmask"], [])
         self.assertEqual(attrs["dumpable"], 1)  # as an exec'd trial; the server is not (below)
-        # /proc/PID/environ names the trial, in it and in a child it forked without exec: the
-        # server's slot now holds the trial's variables (the server's own block is unchanged).
-        marks = {"TRIALD_TRIAL_DIR": tempfile.gettempdir(), "TRIALD_STUDY": "forks",
-                 "TRIALD_TRIAL": "4"}
-        marks["TRIALD_FORK_SERVER_FD"] = "3"  # the rest of the block is the server's, unchanged
-        self.assertEqual(attrs["proc_environ"], marks)
-        self.assertEqual(attrs["child_proc_environ"], marks)
-        with open(f"/proc/{daemon.pid}/environ", "rb") as f:
-            self.assertIn(b"\0TRIALD_FORK_SERVER_SLOT=" + b"." * ENVIRON_SLOT_BYTES + b"\0",
-                          f.read())
         self.assertEqual(attrs["cwd"], os.path.realpath(cwd))
         self.assertEqual(attrs["argv"], [OBJECTIVES])
         self.assertEqual(attrs["env"], {

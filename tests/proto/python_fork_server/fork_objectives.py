@@ -4,7 +4,6 @@ Each reports what it sees as `attr` lines (the test reads them from the trial ch
 
 import atexit
 import ctypes
-import json
 import os
 import random
 import sys
@@ -42,26 +41,7 @@ def identity(trial):
     trial.set_user_attr("sigmask", sorted(int(s) for s in
                                           __import__("signal").pthread_sigmask(0, ())))
     trial.set_user_attr("dumpable", dumpable())
-    trial.set_user_attr("proc_environ", _proc_environ())
-    # What a child forked without exec (a setsid daemon) shows.
-    read_end, write_end = os.pipe()
-    child = os.fork()
-    if child == 0:
-        os.setsid()
-        os.write(write_end, json.dumps(_proc_environ()).encode())
-        os._exit(0)
-    os.close(write_end)
-    with os.fdopen(read_end, "rb") as f:
-        trial.set_user_attr("child_proc_environ", json.loads(f.read()))
-    os.waitpid(child, 0)
     return 1.0
-
-
-def _proc_environ():
-    """The TRIALD_* entries of /proc/self/environ (what the daemon's scans read)."""
-    with open("/proc/self/environ", "rb") as f:
-        entries = [e.decode() for e in f.read().split(b"\0") if e]
-    return dict(e.split("=", 1) for e in entries if e.startswith("TRIALD_"))
 
 
 def dumpable():

@@ -50,12 +50,6 @@ EXIT_PROTOCOL = 2
 
 FORK_FIELDS = {"type", "id", "argv", "env", "cwd", "daemon_pid"}
 
-# A variable of the server's environment whose bytes each trial overwrites with its own
-# TRIALD_TRIAL_DIR, TRIALD_STUDY and TRIALD_TRIAL (_mark_environ_block).
-ENVIRON_SLOT = "TRIALD_FORK_SERVER_SLOT"
-# The trial variables written into it, in this order, as many as fit.
-ENVIRON_MARKS = ("TRIALD_TRIAL_DIR", "TRIALD_STUDY", "TRIALD_TRIAL")
-
 
 class ProtocolError(Exception):
     """The daemon sent something the contract does not allow; the server exits 2."""
@@ -215,48 +209,6 @@ def _reseed():
         torch.seed()  # the CPU generator; CUDA's are seeded lazily, without initialising CUDA
 
 
-def _mark_environ_block(env):
-    """Writes the trial's TRIALD_TRIAL_DIR (then TRIALD_STUDY and TRIALD_TRIAL, as they fit) over
-    the server's ENVIRON_SLOT variable in this process's initial environment block: the bytes
-    /proc/PID/environ shows. A forked trial's block is the server's, so without this nothing in
-    /proc would say which trial the process, or a child it forks without exec (a setsid daemon, a
-    multiprocessing worker), belongs to; the daemon finds such escaped processes by that
-    variable without cgroups, at the trial's end and after its own restart, as it finds an
-    exec'd trial's. Only the slot's own bytes change: it was unset from `environ` with the rest of
-    the server's environment, so no code of this process still reads them. False when there is no
-    slot or no room (the environment is then the server's, as before)."""
-    try:
-        with open("/proc/self/stat", "rb") as f:
-            fields = f.read().rsplit(b")", 1)[1].split()
-        start, end = int(fields[47]), int(fields[48])  # env_start, env_end (fields 50 and 51)
-    except (OSError, ValueError, IndexError):
-        return False
-    if start <= 0 or end <= start:
-        return False
-    block = ctypes.string_at(start, end - start)
-    prefix = ENVIRON_SLOT.encode() + b"="
-    if block.startswith(prefix):
-        at = 0
-    else:
-        at = block.find(b"\0" + prefix) + 1
-        if at == 0:
-            return False
-    size = block.find(b"\0", at)
-    size = (len(block) if size < 0 else size) - at
-    marks = b""
-    for key in ENVIRON_MARKS:
-        if key in env:
-            entry = f"{key}={env[key]}".encode(errors="surrogateescape") + b"\0"
-            if len(marks) + len(entry) > size:
-                break
-            marks += entry
-    if not marks:
-        return False
-    # NULs up to the slot's end: empty entries, which readers of /proc/PID/environ skip.
-    ctypes.memmove(start + at, marks + b"\0" * (size - len(marks)), size)
-    return True
-
-
 def _exit_status(code):
     """The exit status Python gives `sys.exit(code)`."""
     if code is None:
@@ -363,7 +315,6 @@ def _trial(server, request, fds, pid_pipe, pools, signals, prctl):
         os.environ.clear()
         for key, value in env.items():
             os.environ[key] = value
-        _mark_environ_block(env)
         os.chdir(request["cwd"])
         pools.restore(env)
         _reseed()
