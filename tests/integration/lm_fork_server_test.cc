@@ -1,0 +1,193 @@
+// kind = "lm" with [objective] fork_server = true end to end: a real triald starts the study's
+// trials as forks of `trial-worker --fork-server` (worker/fork_server.h), which maps the tiny
+// GPT-2 and tokenises the texts once. The forked trials must compute exactly what exec'd ones
+// compute, and the daemon must treat them as it treats any trial (timeouts included).
+#include <signal.h>
+
+#include <boost/json.hpp>
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include "tests/integration/harness.h"
+#include "tests/worker/fixtures.h"
+
+namespace triald::testing {
+namespace {
+
+namespace json = boost::json;
+
+// The tiny fixture's sweep: 4 trials of 4 CPU steps (batch 2 x 32 tokens), an evaluation every 2,
+// two at a time, the random sampler with a fixed seed (so both paths get the same parameters).
+// `extra_study` and `extra_objective` are lines added to [study] and [objective].
+std::string Sweep(const std::string& name, bool fork_server, int n_trials, int64_t max_steps,
+                  const std::string& extra_study = "") {
+  const std::string fixtures = worker::testing::FixtureDir();
+  const std::string corpus = worker::testing::TinyCorpusDir();
+  std::ostringstream toml;
+  toml << "[study]\nname = \"" << name << "\"\nn_trials = " << n_trials << "\nparallelism = 2\n"
+       << extra_study << "\n"
+       << "[objective]\nkind = \"lm\"\nmodel = \"" << fixtures << "/tiny-gpt2\"\n"
+       << "train_file = \"" << corpus << "/train.txt\"\neval_file = \"" << corpus
+       << "/eval.txt\"\nmax_steps = " << max_steps << "\nseq_len = 32\neval_every = 2\n"
+       << "device = \"cpu\"\nbatch_size = 2\nfork_server = " << (fork_server ? "true" : "false")
+       << "\n\n"
+       << "[space.learning_rate]\ntype = \"float\"\nlow = 1e-4\nhigh = 1e-2\nlog = true\n\n"
+       << "[sampler]\nkind = \"random\"\nseed = 3\n";
+  return toml.str();
+}
+
+// Polls `status` until the study's fork server is on; returns its pid.
+int64_t WaitServerOn(TestDaemon& d, const std::string& study) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (std::chrono::steady_clock::now() < until) {
+    json::object st = d.Call("status", {{"study", study}}).as_object();
+    if (st.at("fork_server").is_object() &&
+        st.at("fork_server").as_object().at("state").as_string() == "on") {
+      const json::object& server = st.at("fork_server").as_object();
+      CHECK(json::serialize(server.at("preloaded")) == "[\"libtorch\"]");
+      CHECK(server.at("objective_loaded").as_bool());
+      return server.at("pid").as_int64();
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  INFO(d.log());
+  FAIL("the fork server of " << study << " was not on within 120 s");
+  return 0;
+}
+
+// Waits up to 10 s for `pid` to be gone; true when it is.
+bool WaitGone(int64_t pid) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (::kill(static_cast<pid_t>(pid), 0) == 0 && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return ::kill(static_cast<pid_t>(pid), 0) != 0;
+}
+
+// How many times `word` occurs in `text`.
+int Occurrences(const std::string& text, const std::string& word) {
+  int n = 0;
+  for (size_t at = text.find(word); at != std::string::npos; at = text.find(word, at + 1)) ++n;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("a kind = \"lm\" sweep forked from its fork server gives exactly the exec'd losses",
+          "[lm][integration][fork_server]") {
+  TempDir dir;
+  TestDaemon d(dir.File("state"), 2);
+  d.Start();
+
+  const std::string exec_toml = Sweep("lm-exec", false, 4, 4);
+  d.Submit(exec_toml, dir.Write("exec.toml", exec_toml));
+  CHECK(d.WaitStudy("lm-exec", 300).at("state").as_string() == "COMPLETE");
+  CHECK(d.Call("status", {{"study", "lm-exec"}}).at("fork_server").is_null());
+
+  const std::string fork_toml = Sweep("lm-fork", true, 4, 4);
+  d.Submit(fork_toml, dir.Write("fork.toml", fork_toml));
+  const int64_t server_pid = WaitServerOn(d, "lm-fork");
+  Ctl text = Trialctl(d.socket(), {"status", "lm-fork"});
+  CHECK_THAT(text.out, Catch::Contains("fork server: "));
+  CHECK(d.WaitStudy("lm-fork", 300).at("state").as_string() == "COMPLETE");
+
+  // The same parameters in both studies (the sampler's seed), each with the same evaluation
+  // losses, bit for bit: a forked trial is the exec'd trial, less the loading.
+  std::map<std::string, json::object> exec_by_params;
+  for (const json::value& v : d.Trials("lm-exec")) {
+    const json::object& t = v.as_object();
+    INFO(json::serialize(t));
+    CHECK(t.at("state").as_string() == "COMPLETE");
+    exec_by_params[json::serialize(t.at("params"))] = t;
+  }
+  REQUIRE(exec_by_params.size() == 4);
+  json::array forked = d.Trials("lm-fork");
+  REQUIRE(forked.size() == 4);
+  std::set<int64_t> pids;
+  for (const json::value& v : forked) {
+    const json::object& t = v.as_object();
+    INFO(json::serialize(t));
+    CHECK(t.at("state").as_string() == "COMPLETE");
+    REQUIRE(t.at("pid").is_int64());
+    pids.insert(t.at("pid").as_int64());
+    const auto same = exec_by_params.find(json::serialize(t.at("params")));
+    REQUIRE(same != exec_by_params.end());
+    const json::object& e = same->second;
+    INFO("exec'd: " << json::serialize(e));
+    CHECK(t.at("value").to_number<double>() == e.at("value").to_number<double>());
+    CHECK(json::serialize(t.at("intermediate")) == json::serialize(e.at("intermediate")));
+    CHECK(t.at("intermediate").as_array().size() == 2);  // steps 2 and 4
+  }
+  // Four processes of their own, none of them the server.
+  CHECK(pids.size() == 4);
+  CHECK(pids.count(server_pid) == 0);
+
+  Ctl events = Trialctl(d.socket(), {"events", "lm-fork"});
+  REQUIRE(events.code == 0);
+  INFO(events.out);
+  // One server for the study, never down or off.
+  CHECK(Occurrences(events.out, "fork_server_started") == 1);
+  CHECK_THAT(events.out, !Catch::Contains("fork_server_off"));
+  CHECK_THAT(events.out, !Catch::Contains("fork_server_exited"));
+  // The study is over: so is its server.
+  CHECK(WaitGone(server_pid));
+  CHECK(WaitNoProcessesOfStudy("lm-fork").empty());
+  CHECK(ZombieChildren(d.pid()).empty());
+}
+
+TEST_CASE("a forked lm trial past its trial_timeout ends FAIL(timeout); its server serves on",
+          "[lm][integration][fork_server]") {
+  TempDir dir;
+  TestDaemon d(dir.File("state"), 2);
+  d.Start();
+  // Far more steps than 3 s allow: every trial is stopped by its timeout, mid-training.
+  const std::string toml = Sweep("lm-slow", true, 3, 1000000, "trial_timeout = 3\n");
+  d.Submit(toml, dir.Write("slow.toml", toml));
+  const int64_t server_pid = WaitServerOn(d, "lm-slow");
+
+  // Once the first trial has timed out, the same server is still on and starts the third.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  bool one_failed = false;
+  while (!one_failed && std::chrono::steady_clock::now() < until) {
+    for (const json::value& t : d.Trials("lm-slow")) {
+      if (t.at("state").as_string() == "FAIL") one_failed = true;
+    }
+    if (!one_failed) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  REQUIRE(one_failed);
+  CHECK(::kill(static_cast<pid_t>(server_pid), 0) == 0);
+
+  CHECK(d.WaitStudy("lm-slow", 120).at("state").as_string() == "COMPLETE");
+  json::array trials = d.Trials("lm-slow");
+  REQUIRE(trials.size() == 3);
+  std::set<int64_t> pids;
+  for (const json::value& v : trials) {
+    const json::object& t = v.as_object();
+    INFO(json::serialize(t));
+    CHECK(t.at("state").as_string() == "FAIL");
+    CHECK(t.at("fail_reason").as_string() == "timeout");
+    // It was training when it was stopped: evaluations had arrived.
+    CHECK_FALSE(t.at("intermediate").as_array().empty());
+    REQUIRE(t.at("pid").is_int64());
+    pids.insert(t.at("pid").as_int64());
+  }
+  CHECK(pids.size() == 3);
+  CHECK(pids.count(server_pid) == 0);
+  Ctl events = Trialctl(d.socket(), {"events", "lm-slow"});
+  REQUIRE(events.code == 0);
+  INFO(events.out);
+  // One server for the whole study: started once, never exited or off while it ran.
+  CHECK(Occurrences(events.out, "fork_server_started") == 1);
+  CHECK_THAT(events.out, !Catch::Contains("fork_server_exited"));
+  CHECK_THAT(events.out, !Catch::Contains("fork_server_off"));
+  CHECK(WaitGone(server_pid));
+  CHECK(WaitNoProcessesOfStudy("lm-slow").empty());
+  CHECK(ZombieChildren(d.pid()).empty());
+}
+
+}  // namespace triald::testing
