@@ -122,6 +122,12 @@ TEST_CASE("a kind = \"lm\" sweep forked from its fork server gives exactly the e
     CHECK(t.at("value").to_number<double>() == e.at("value").to_number<double>());
     CHECK(json::serialize(t.at("intermediate")) == json::serialize(e.at("intermediate")));
     CHECK(t.at("intermediate").as_array().size() == 2);  // steps 2 and 4
+    CHECK(t.at("attrs").at("device").as_string() == "cpu");
+    // Measured as an exec'd trial is: at least the worker's plan, with CPU time of its own.
+    const json::object& resources = t.at("resources").as_object();
+    CHECK(resources.at("peak_memory_bytes").to_number<double>() >
+          resources.at("planned_memory_bytes").to_number<double>());
+    CHECK(resources.at("cpu_time_s").to_number<double>() > 0);
   }
   // Four processes of their own, none of them the server.
   CHECK(pids.size() == 4);
@@ -134,8 +140,11 @@ TEST_CASE("a kind = \"lm\" sweep forked from its fork server gives exactly the e
   CHECK(Occurrences(events.out, "fork_server_started") == 1);
   CHECK_THAT(events.out, !Catch::Contains("fork_server_off"));
   CHECK_THAT(events.out, !Catch::Contains("fork_server_exited"));
-  // The study is over: so is its server.
+  // The study is over: so is its server, which says in its log that it forked all four.
   CHECK(WaitGone(server_pid));
+  const std::string server_log = ReadTextFile(d.state_dir() + "/studies/lm-fork/fork-server.log");
+  INFO(server_log);
+  CHECK_THAT(server_log, Catch::Contains("after 4 forked trials; exiting"));
   CHECK(WaitNoProcessesOfStudy("lm-fork").empty());
   CHECK(ZombieChildren(d.pid()).empty());
 }
