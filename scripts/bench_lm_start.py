@@ -49,7 +49,8 @@ def lm_config(model, train, evalf):
     """Every field LmObjectiveFromJson requires, as config::LmObjectiveToJson writes them."""
     return json.dumps({
         "model": model, "train_file": train, "eval_file": evalf, "max_steps": 2, "seq_len": 32,
-        "eval_every": 1, "device": "cpu", "memory_budget_gb": 0.0, "gpu_memory_fraction": 0.0,
+        "eval_every": 1, "checkpoint_every": 0, "device": "cpu", "memory_budget_gb": 0.0,
+        "gpu_memory_fraction": 0.0,
         "learning_rate": 3e-3, "weight_decay": 0.0, "warmup_steps": 0, "batch_size": 2,
         "dropout": 0.0, "adam_beta1": 0.9, "adam_beta2": 0.999, "grad_clip": 1.0,
         "lr_schedule": "linear", "seed": 0})
