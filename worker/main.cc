@@ -5,6 +5,8 @@
 // Exit codes of a trial: 0 after a final line was sent; 1 on any error (also sent as an error
 // line when the report pipe is usable, and printed to stderr); 143 (128 + SIGTERM) when asked to
 // stop.
+#include <unistd.h>
+
 #include <cstdio>
 #include <string>
 #include <variant>
@@ -30,5 +32,13 @@ int main(int argc, char** argv) {
   if (const int* exit_code = std::get_if<int>(&parsed)) return *exit_code;
   const auto& command = std::get<triald::worker::TrialCommand>(parsed);
   if (command.fork_server) return triald::worker::RunForkServer(command, argc, argv);
-  return triald::worker::RunTrial(command);
+  const int code = triald::worker::RunTrial(command);
+  // A trial ends with _exit, as a forked one does (fork_server.cc), not by returning: exit()
+  // runs OpenBLAS's exit handler, which joins OpenBLAS's threads, and a thread that could not map
+  // its buffer (triald's memory_limit as RLIMIT_AS, where there is no memory controller) retries
+  // forever, so the trial would never end after reporting its error. Its reports are written
+  // (write(2)); stdout and stderr are flushed here; nothing else is left to run at exit.
+  std::fflush(stdout);
+  std::fflush(stderr);
+  ::_exit(code);
 }
