@@ -21,9 +21,10 @@ namespace {
 
 namespace json = boost::json;
 
-// The tiny fixture's sweep: 4 trials of 4 CPU steps (batch 2 x 32 tokens), an evaluation every 2,
-// two at a time, the random sampler with a fixed seed (so both paths get the same parameters).
-// `extra_study` and `extra_objective` are lines added to [study] and [objective].
+// The tiny fixture's sweep: `max_steps` CPU steps of batch 2 x 32 tokens, an evaluation every 2,
+// dropout on (so that LibTorch's generator is part of what both paths must compute alike), two
+// trials at a time, the random sampler with a fixed seed (so both paths get the same
+// parameters). `extra_study` is added to [study].
 std::string Sweep(const std::string& name, bool fork_server, int n_trials, int64_t max_steps,
                   const std::string& extra_study = "") {
   const std::string fixtures = worker::testing::FixtureDir();
@@ -34,8 +35,8 @@ std::string Sweep(const std::string& name, bool fork_server, int n_trials, int64
        << "[objective]\nkind = \"lm\"\nmodel = \"" << fixtures << "/tiny-gpt2\"\n"
        << "train_file = \"" << corpus << "/train.txt\"\neval_file = \"" << corpus
        << "/eval.txt\"\nmax_steps = " << max_steps << "\nseq_len = 32\neval_every = 2\n"
-       << "device = \"cpu\"\nbatch_size = 2\nfork_server = " << (fork_server ? "true" : "false")
-       << "\n\n"
+       << "device = \"cpu\"\nbatch_size = 2\ndropout = 0.1\nfork_server = "
+       << (fork_server ? "true" : "false") << "\n\n"
        << "[space.learning_rate]\ntype = \"float\"\nlow = 1e-4\nhigh = 1e-2\nlog = true\n\n"
        << "[sampler]\nkind = \"random\"\nseed = 3\n";
   return toml.str();
