@@ -29,16 +29,30 @@ request is sent), in milliseconds:
 and the median, min and max per path. The trials are the same on both paths (max_steps 2,
 seq_len 32, batch_size 2, seed 0), so the difference is the start: exec loads LibTorch and
 reads every input per trial, fork does neither.
+
+    /usr/bin/python3 scripts/bench_lm_start.py --through-triald [--trials 6] [--parallelism 2]
+
+runs the same comparison through a real triald instead (BUILD/bin/triald, a fresh state folder,
+--max-workers PARALLELISM): two kind = "lm" studies of --trials trials each on the same fixture
+(max_steps 2, eval_every 1, the random sampler with one seed), one exec'd and one with
+[objective] fork_server = true, one after the other, the exec one first. It polls `trials`
+on the control socket every 20 ms while a study runs (intermediate values carry no time
+stamp in the store, so the first one's arrival is when a poll first shows it) and prints, per
+path: the study's wall time (submit to COMPLETE, as this script saw it), and per trial in ms
+the daemon's created_at -> started_at (queueing plus the start: for fork, the first trials also
+wait for the server to be ready) and started_at -> first intermediate value seen.
 """
 
 import argparse
 import ctypes
 import json
 import os
+import shutil
 import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -161,6 +175,86 @@ class ForkServer:
         self.proc.wait()
 
 
+def through_triald(args, build, model, corpus):
+    """--through-triald: the two paths as triald runs them (see the module's docstring)."""
+    sys.path.insert(0, os.path.join(ROOT, "scripts"))
+    from bench_read_verbs import Conn, start_triald, stop  # noqa: E402
+
+    workdir = tempfile.mkdtemp(prefix="bench-lm-start-")
+    state = os.path.join(workdir, "state")
+    daemon = start_triald(os.path.join(build, "bin", "triald"), state, args.parallelism)
+    conn = Conn(os.path.join(state, "triald.sock"))
+    results = {}
+    try:
+        for path, fork in (("exec", False), ("fork", True)):
+            results[path] = triald_study(conn, workdir, path, fork, args, model, corpus)
+    finally:
+        stop(daemon)
+        shutil.rmtree(workdir, ignore_errors=True)
+
+    print("lm trials through triald, CPU only ({} cores), {} trials per study, parallelism {}, "
+          "model {}".format(os.cpu_count(), args.trials, args.parallelism, model))
+    print("{:<36} {:>26} {:>26}".format("", "exec", "fork server"))
+    print("{:<36} {:>26.0f} {:>26.0f}".format("study wall time, submit to COMPLETE (ms)",
+                                              results["exec"]["wall"], results["fork"]["wall"]))
+    print("{:<36} {:>26} {:>26}".format("ms per trial", "median      min      max",
+                                        "median      min      max"))
+    for key, label in (("queued", "created_at -> started_at"),
+                       ("first_step", "started_at -> first value seen"),
+                       ("ran", "started_at -> finished_at")):
+        print("{:<36} {} {}".format(label, summary(results["exec"][key]),
+                                    summary(results["fork"][key])))
+    print("{:<36} {} {}".format("CPU time (ms, triald's accounting)",
+                                summary(results["exec"]["cpu"]), summary(results["fork"]["cpu"])))
+    print("{:<36} {} {}".format("peak memory (MiB, triald's)", summary(results["exec"]["peak"]),
+                                summary(results["fork"]["peak"])))
+    for path in ("exec", "fork"):
+        print("per trial, started_at -> first value ms, {}: {}".format(
+            path, " ".join("{:.0f}".format(v) for v in results[path]["first_step"])))
+    return 0
+
+
+def triald_study(conn, workdir, name, fork, args, model, corpus):
+    """Runs one study through triald; returns its wall time and per-trial figures in ms."""
+    toml = "\n".join([
+        "[study]", 'name = "{}"'.format(name), "n_trials = {}".format(args.trials),
+        "parallelism = {}".format(args.parallelism), "", "[objective]", 'kind = "lm"',
+        'model = "{}"'.format(model), 'train_file = "{}"'.format(os.path.join(corpus, "train.txt")),
+        'eval_file = "{}"'.format(os.path.join(corpus, "eval.txt")), "max_steps = 2",
+        "seq_len = 32", "eval_every = 1", 'device = "cpu"', "batch_size = 2",
+        "fork_server = {}".format("true" if fork else "false"), "", "[space.learning_rate]",
+        'type = "float"', "low = 1e-4", "high = 1e-2", "log = true", "", "[sampler]",
+        'kind = "random"', "seed = 3", ""])
+    path = os.path.join(workdir, name + ".toml")
+    with open(path, "w") as f:
+        f.write(toml)
+    first_seen = {}
+    start = time.time()
+    conn.call("submit", sweep=toml, path=path)
+    while True:
+        now = time.time()
+        trials = conn.call("trials", study=name)
+        for t in trials:
+            if t["intermediate"] and t["number"] not in first_seen:
+                first_seen[t["number"]] = now
+        if conn.call("status", study=name)["state"] != "RUNNING":
+            break
+        time.sleep(0.02)
+    wall = (time.time() - start) * 1000
+    trials = conn.call("trials", study=name)
+    result = {"wall": wall, "queued": [], "first_step": [], "ran": [], "peak": [], "cpu": []}
+    for t in trials:
+        if t["state"] != "COMPLETE":
+            sys.exit("bench_lm_start: {} trial {} ended {}: {}".format(
+                name, t["number"], t["state"], json.dumps(t)))
+        result["queued"].append((t["started_at"] - t["created_at"]) * 1000)
+        result["first_step"].append((first_seen[t["number"]] - t["started_at"]) * 1000)
+        result["ran"].append((t["finished_at"] - t["started_at"]) * 1000)
+        result["peak"].append(t["resources"]["peak_memory_bytes"] / 2**20)
+        result["cpu"].append(t["resources"]["cpu_time_s"] * 1000)
+    return result
+
+
 def summary(values):
     return "{:8.1f} {:8.1f} {:8.1f}".format(statistics.median(values), min(values), max(values))
 
@@ -171,6 +265,10 @@ def main():
     parser.add_argument("--build", default=os.path.join(ROOT, "build"))
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--model", help="a GPT-2 folder (default: BUILD/fixtures/tiny-gpt2)")
+    parser.add_argument("--through-triald", action="store_true",
+                        help="run both paths as kind = \"lm\" studies of a real triald")
+    parser.add_argument("--trials", type=int, default=6, help="--through-triald: per study")
+    parser.add_argument("--parallelism", type=int, default=2, help="--through-triald")
     args = parser.parse_args()
     build = os.path.abspath(args.build)
     worker = os.path.join(build, "bin", "trial-worker")
@@ -181,6 +279,8 @@ def main():
             sys.exit("bench_lm_start: {} is missing; build trial-worker and run python3 "
                      "scripts/make_fixtures.py {} --trial-worker {}".format(
                          need, os.path.join(build, "fixtures"), worker))
+    if args.through_triald:
+        return through_triald(args, build, model, corpus)
     if ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
         sys.exit("bench_lm_start: prctl(PR_SET_CHILD_SUBREAPER) failed")
     config = lm_config(model, os.path.join(corpus, "train.txt"), os.path.join(corpus, "eval.txt"))

@@ -181,6 +181,8 @@ TEST_CASE("a forked lm trial past its trial_timeout ends FAIL(timeout); its serv
     INFO(json::serialize(t));
     CHECK(t.at("state").as_string() == "FAIL");
     CHECK(t.at("fail_reason").as_string() == "timeout");
+    // SIGTERM, which the trial answered as an exec'd one does: it stopped between steps.
+    CHECK(t.at("exit_code") == json::value(143));
     // It was training when it was stopped: evaluations had arrived.
     CHECK_FALSE(t.at("intermediate").as_array().empty());
     REQUIRE(t.at("pid").is_int64());
@@ -196,6 +198,9 @@ TEST_CASE("a forked lm trial past its trial_timeout ends FAIL(timeout); its serv
   CHECK_THAT(events.out, !Catch::Contains("fork_server_exited"));
   CHECK_THAT(events.out, !Catch::Contains("fork_server_off"));
   CHECK(WaitGone(server_pid));
+  const std::string server_log = ReadTextFile(d.state_dir() + "/studies/lm-slow/fork-server.log");
+  INFO(server_log);
+  CHECK_THAT(server_log, Catch::Contains("after 3 forked trials; exiting"));
   CHECK(WaitNoProcessesOfStudy("lm-slow").empty());
   CHECK(ZombieChildren(d.pid()).empty());
 }
