@@ -155,8 +155,8 @@ TEST_CASE("a forked lm trial past its trial_timeout ends FAIL(timeout); its serv
   TempDir dir;
   TestDaemon d(dir.File("state"), 2);
   d.Start();
-  // Far more steps than 3 s allow: every trial is stopped by its timeout, mid-training.
-  const std::string toml = Sweep("lm-slow", true, 3, 1000000, "trial_timeout = 3\n");
+  // Far more steps than 4 s allow: every trial is stopped by its timeout, mid-training.
+  const std::string toml = Sweep("lm-slow", true, 3, 1000000, "trial_timeout = 4\n");
   d.Submit(toml, dir.Write("slow.toml", toml));
   const int64_t server_pid = WaitServerOn(d, "lm-slow");
 
