@@ -94,7 +94,8 @@ TEST_CASE("a kind = \"lm\" sweep forked from its fork server gives exactly the e
   d.Submit(fork_toml, dir.Write("fork.toml", fork_toml));
   const int64_t server_pid = WaitServerOn(d, "lm-fork");
   Ctl text = Trialctl(d.socket(), {"status", "lm-fork"});
-  CHECK_THAT(text.out, Catch::Contains("fork server: "));
+  CHECK_THAT(text.out, Catch::Contains("fork server: on (pid " + std::to_string(server_pid) +
+                                       ", preloaded: libtorch)"));
   CHECK(d.WaitStudy("lm-fork", 300).at("state").as_string() == "COMPLETE");
 
   // The same parameters in both studies (the sampler's seed), each with the same evaluation
