@@ -13,8 +13,9 @@
 //
 // OpenBLAS (Debian's LibTorch uses it) starts its threads when it loads, before main(): when the
 // environment does not set OPENBLAS_NUM_THREADS and OpenBLAS runs more than one thread, the
-// server executes itself again with OPENBLAS_NUM_THREADS=1, and each trial gives OpenBLAS and
-// LibTorch's intra-op pool back the sizes an exec'd trial with the trial's environment would have.
+// server executes itself again with OPENBLAS_NUM_THREADS=1 (triald starts it with that set, so
+// it need not), and each trial gives OpenBLAS and LibTorch's intra-op pool back the sizes an
+// exec'd trial with the trial's environment would have.
 //
 // Thread-safety: RunForkServer owns the process (signal dispositions, descriptors, fork) and
 // returns only to exit; call it from main() alone.

@@ -51,7 +51,16 @@ launcher::LaunchSpec MakeLaunchSpec(const LaunchSettings& settings, const std::s
     launcher::ForkServerSpec fs;
     fs.key = study_name;
     fs.argv = obj.fork_server_command;
-    for (const auto& [k, v] : env) fs.env.push_back(k + "=" + v);
+    std::map<std::string, std::string> server_env = env;
+    if (obj.kind == "lm") {
+      // trial-worker's OpenBLAS starts its threads as it loads, before main(), and a server
+      // must have none: with one, it neither executes itself again to drop them (LibTorch
+      // loaded twice) nor, where the study's environment asks for more, answers unsafe and
+      // leaves the study to exec. Each forked trial sizes OpenBLAS from its own environment,
+      // which its fork request carries whole (worker/fork_server.h).
+      server_env["OPENBLAS_NUM_THREADS"] = "1";
+    }
+    for (const auto& [k, v] : server_env) fs.env.push_back(k + "=" + v);
     fs.workdir = obj.workdir;
     fs.log_path = model::ForkServerLog(settings.state_dir, study_name);
     fs.request_argv = obj.fork_request_argv;

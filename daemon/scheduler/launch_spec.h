@@ -11,7 +11,8 @@
 // The executable is command[0] looked up in that environment's PATH.
 // With [objective] fork_server, the spec also names the study's fork server (key: the study's
 // name; its command from objective_command.h; the environment above without the TRIALD_* and
-// GPU variables; its log model::ForkServerLog) and the fork request's argv.
+// GPU variables, and for kind = "lm" with OPENBLAS_NUM_THREADS=1; its log model::ForkServerLog)
+// and the fork request's argv.
 //
 // Thread-safety: pure functions; thread-safe.
 

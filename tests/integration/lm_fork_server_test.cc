@@ -1,6 +1,6 @@
 // kind = "lm" with [objective] fork_server = true end to end: a real triald starts the study's
 // trials as forks of `trial-worker --fork-server` (worker/fork_server.h), which maps the tiny
-// GPT-2 and tokenises the texts once. The forked trials must compute exactly what exec'd ones
+// GPT-2 and tokenizes the texts once. The forked trials must compute exactly what exec'd ones
 // compute, and the daemon must treat them as it treats any trial (timeouts included).
 #include <signal.h>
 
@@ -24,9 +24,9 @@ namespace json = boost::json;
 // The tiny fixture's sweep: `max_steps` CPU steps of batch 2 x 32 tokens, an evaluation every 2,
 // dropout on (so that LibTorch's generator is part of what both paths must compute alike), two
 // trials at a time, the random sampler with a fixed seed (so both paths get the same
-// parameters). `extra_study` is added to [study].
+// parameters). `extra_study` and `extra_objective` are added to [study] and [objective].
 std::string Sweep(const std::string& name, bool fork_server, int n_trials, int64_t max_steps,
-                  const std::string& extra_study = "") {
+                  const std::string& extra_study = "", const std::string& extra_objective = "") {
   const std::string fixtures = worker::testing::FixtureDir();
   const std::string corpus = worker::testing::TinyCorpusDir();
   std::ostringstream toml;
@@ -36,7 +36,8 @@ std::string Sweep(const std::string& name, bool fork_server, int n_trials, int64
        << "train_file = \"" << corpus << "/train.txt\"\neval_file = \"" << corpus
        << "/eval.txt\"\nmax_steps = " << max_steps << "\nseq_len = 32\neval_every = 2\n"
        << "device = \"cpu\"\nbatch_size = 2\ndropout = 0.1\nfork_server = "
-       << (fork_server ? "true" : "false") << "\n\n"
+       << (fork_server ? "true" : "false") << "\n"
+       << extra_objective << "\n"
        << "[space.learning_rate]\ntype = \"float\"\nlow = 1e-4\nhigh = 1e-2\nlog = true\n\n"
        << "[sampler]\nkind = \"random\"\nseed = 3\n";
   return toml.str();
@@ -204,6 +205,32 @@ TEST_CASE("a forked lm trial past its trial_timeout ends FAIL(timeout); its serv
   CHECK_THAT(server_log, Catch::Contains("after 3 forked trials; exiting"));
   CHECK(WaitNoProcessesOfStudy("lm-slow").empty());
   CHECK(ZombieChildren(d.pid()).empty());
+}
+
+// OpenBLAS starts its threads as trial-worker loads, and a server with threads is not safe to fork
+// from: triald starts the server with one, whatever the study's environment asks for its trials.
+TEST_CASE("an lm study whose environment sets OPENBLAS_NUM_THREADS keeps its fork server",
+          "[lm][integration][fork_server]") {
+  TempDir dir;
+  TestDaemon d(dir.File("state"), 2);
+  d.Start();
+  const std::string toml =
+      Sweep("lm-blas", true, 2, 2, "", "env = { OPENBLAS_NUM_THREADS = \"2\" }\n");
+  d.Submit(toml, dir.Write("blas.toml", toml));
+  CHECK(d.WaitStudy("lm-blas", 300).at("state").as_string() == "COMPLETE");
+  for (const json::value& t : d.Trials("lm-blas")) {
+    INFO(json::serialize(t));
+    CHECK(t.at("state").as_string() == "COMPLETE");
+  }
+  Ctl events = Trialctl(d.socket(), {"events", "lm-blas"});
+  REQUIRE(events.code == 0);
+  INFO(events.out);
+  CHECK(Occurrences(events.out, "fork_server_started") == 1);
+  CHECK_THAT(events.out, !Catch::Contains("fork_server_off"));
+  const std::string server_log = ReadTextFile(d.state_dir() + "/studies/lm-blas/fork-server.log");
+  INFO(server_log);
+  CHECK_THAT(server_log, Catch::Contains("after 2 forked trials; exiting"));
+  CHECK(WaitNoProcessesOfStudy("lm-blas").empty());
 }
 
 }  // namespace triald::testing
