@@ -152,7 +152,7 @@ TEST_CASE("a kind = \"lm\" sweep forked from its fork server gives exactly the e
   CHECK(ZombieChildren(d.pid()).empty());
 }
 
-TEST_CASE("a forked lm trial past its trial_timeout ends FAIL(timeout); its server serves on",
+TEST_CASE("a forked lm trial past its trial_timeout ends FAIL(timeout), its server serving on",
           "[lm][integration][fork_server]") {
   TempDir dir;
   TestDaemon d(dir.File("state"), 2);
