@@ -750,12 +750,14 @@ void ForkServers::Cancel(const std::string& key, uint64_t id) {
   }
 }
 
-void ForkServers::Release(const std::string& key) {
+void ForkServers::Release(const std::string& key) { ReleaseFor(key, "its study is over"); }
+
+void ForkServers::ReleaseFor(const std::string& key, const char* why) {
   auto it = entries_.find(key);
   if (it == entries_.end()) return;
   if (it->second.server) {
     std::shared_ptr<Server> s = std::move(it->second.server);
-    options_.logger->info("fork server of {} (pid {}): stopped (its study ended)", key, s->pid());
+    options_.logger->info("fork server of {} (pid {}): stopped ({})", key, s->pid(), why);
     s->Stop("the study's fork server was stopped", false);
     Retire(s);
   }
@@ -765,7 +767,7 @@ void ForkServers::Release(const std::string& key) {
 void ForkServers::ReleaseAll() {
   std::vector<std::string> keys;
   for (const auto& [key, e] : entries_) keys.push_back(key);
-  for (const std::string& k : keys) Release(k);
+  for (const std::string& k : keys) ReleaseFor(k, "triald stops");
 }
 
 void ForkServers::Retire(const std::shared_ptr<Server>& server) {
@@ -800,7 +802,7 @@ void ForkServers::OnReady(Server& server) {
   for (const std::string& m : server.preloaded()) mods += (mods.empty() ? "" : ", ") + m;
   const std::string detail = "pid " + std::to_string(server.pid()) +
                              ", preloaded: " + (mods.empty() ? "nothing" : mods) +
-                             (server.objective_loaded() ? " and the objective's file" : "");
+                             (server.objective_loaded() ? " and the objective" : "");
   options_.logger->info("fork server of {}: ready ({})", server.key(), detail);
   Emit(server.key(), ForkServerEvent::Kind::kStarted, detail);
 }

@@ -113,7 +113,7 @@ class ForkServers {
 
   // Stops the server of `key` (its pending requests fail) and forgets the key.
   void Release(const std::string& key);
-  void ReleaseAll();
+  void ReleaseAll();  // at shutdown
 
   std::optional<ForkServerStatus> StatusOf(const std::string& key) const;
   void SetListener(std::function<void(const ForkServerEvent&)> listener) {
@@ -132,6 +132,8 @@ class ForkServers {
     bool off = false;
     std::string reason;  // off: why; else how the last server ended
   };
+  // Release(), logging `why`.
+  void ReleaseFor(const std::string& key, const char* why);
   void Emit(const std::string& key, ForkServerEvent::Kind kind, const std::string& detail);
   // Called by a Server: it is ready / it forked a trial / it is gone (`death`: count it) / the
   // key must fall back to exec.
