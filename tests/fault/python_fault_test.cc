@@ -282,11 +282,25 @@ TEST_CASE("fault: triald SIGKILLed while kind = python workers ask: they exit, F
   std::filesystem::create_directories(dir.File("pids"));
   // Each worker asks, sleeps, asks again, until the release file exists: at the kill some are
   // inside a request, some between two. The retries after the restart find the file and finish.
+  // Before that, each first attempt starts an escapee as a daemon would (fork, no exec, setsid,
+  // its descriptors closed): no parent-death signal reaches it, so only the restarted triald's
+  // recovery ends it, finding it by its TRIALD_TRIAL_DIR (or, with cgroups, by the lost trial's
+  // leaf): on the fork path that is a forked trial's environment, not its server's.
   const std::string release = dir.File("release");
   dir.Write("waiter.py", std::string(kWritePid) +
                              "import time\n\n\n"
                              "def objective(trial):\n"
                              "    x = trial.suggest_float('x', 0.0, 1.0)\n"
+                             "    if not os.path.exists('" +
+                             release +
+                             "') and os.fork() == 0:\n"
+                             "        os.setsid()\n"
+                             "        os.closerange(0, 4)\n"
+                             "        write_pid('" +
+                             dir.File("pids") +
+                             "', 'escapee%d' % trial.number)\n"
+                             "        time.sleep(300)\n"
+                             "        os._exit(0)\n"
                              "    write_pid('" +
                              dir.File("pids") +
                              "', str(trial.number))\n"
@@ -303,11 +317,14 @@ TEST_CASE("fault: triald SIGKILLed while kind = python workers ask: they exit, F
   const std::string toml =
       PythonSweep(path, "waiters", "waiter.py:objective", n, n, 60, "retries = 1\n");
   d->Submit(toml, dir.Write("waiters.toml", toml));
-  std::vector<pid_t> workers;
+  std::vector<pid_t> workers, escapees;
   for (int i = 0; i < n; ++i) {
     pid_t pid = WaitPidFile(dir.File("pids/" + std::to_string(i) + ".pid"));
     REQUIRE(pid > 0);
     workers.push_back(pid);
+    pid_t escapee = WaitPidFile(dir.File("pids/escapee" + std::to_string(i) + ".pid"));
+    REQUIRE(escapee > 0);
+    escapees.push_back(escapee);
   }
   // The fork server dies with the daemon too (its parent-death signal).
   const pid_t server = path == LaunchPath::kForkServer ? ForkServerPid(*d, "waiters") : 0;
@@ -318,10 +335,12 @@ TEST_CASE("fault: triald SIGKILLed while kind = python workers ask: they exit, F
   // exits; none hangs until the next start.
   CHECK(WaitAllDead(workers, 10).empty());
   if (path == LaunchPath::kForkServer) CHECK(WaitAllDead({server}, 10).empty());
+  for (pid_t escapee : escapees) CHECK(Alive(escapee));
 
   dir.Write("release", "");
   d = std::make_unique<TestDaemon>(dir.File("state"));
   StartIn(*d, mode, &skip);
+  CHECK(WaitAllDead(escapees).empty());  // recovery killed them before any retry started
   json::object status = d->WaitStudy("waiters", 60);
   CHECK(status.at("state").as_string() == "COMPLETE");
   json::array trials = d->Trials("waiters");
