@@ -43,6 +43,13 @@ const char* ForkServerEventName(ForkServerEvent::Kind kind) {
 namespace {
 
 constexpr size_t kMaxPacket = 64 * 1024;  // proto/README.md: one JSON object of at most 64 KiB
+// The room TRIALD_FORK_ENV_SPACE adds to the server's environment block, which every fork
+// inherits: a forked trial writes its own environment over that block, so that /proc/PID/environ
+// of the trial and of the processes it forks names the trial as an exec'd trial's does (the
+// daemon finds a trial's escaped processes, and the next start a lost trial's, by its
+// TRIALD_TRIAL_DIR there). It holds what a trial's environment adds to the server's: the
+// TRIALD_* variables, its GPUs, and TRIALD_PARAMS, which is small for kind = "python".
+constexpr size_t kEnvSpaceBytes = 8192;
 
 std::chrono::steady_clock::duration Seconds(double s) {
   return std::chrono::duration_cast<std::chrono::steady_clock::duration>(
@@ -208,6 +215,7 @@ common::Status ForkServers::Server::Start(const ForkServerSpec& spec,
   std::vector<std::string> env = spec.env;
   if (run_as) env = WithUserEnvironment(std::move(env), *run_as);
   env.push_back("TRIALD_FORK_SERVER_FD=" + std::to_string(kReportFd));
+  env.push_back("TRIALD_FORK_ENV_SPACE=" + std::string(kEnvSpaceBytes, '.'));
   std::vector<const char*> envp;
   for (const std::string& kv : env) envp.push_back(kv.c_str());
   envp.push_back(nullptr);

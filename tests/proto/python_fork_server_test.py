@@ -363,6 +363,35 @@ class TrialTest(ForkServerCase):
         self.assertEqual(trial.stderr(), "to the trial's stderr\n")
         self.assertTrue(daemon.alive())
 
+    def test_proc_shows_the_trials_environment_as_for_an_exec_one(self):
+        # triald pads the server's environment block (TRIALD_FORK_ENV_SPACE); the trial writes
+        # its environment over it, so that /proc/PID/environ of the trial and of a child it forks
+        # names the trial (the daemon finds escaped processes by their TRIALD_TRIAL_DIR there).
+        daemon = self.daemon(env={"TRIALD_FORK_ENV_SPACE": "." * 8192})
+        daemon.ready()
+        trial = daemon.run("proc_environ", number=6, env={"FORK_TEST_TRIAL_ONLY": "x"})
+        self.assertEqual(trial.exit_code(), 0, trial.stderr())
+        attrs = trial.attrs()
+        expected = sorted(trial_env(6, {"FORK_TEST_TRIAL_ONLY": "x"}))
+        self.assertEqual(sorted(attrs["environ"]), expected)
+        self.assertEqual(sorted(attrs["child_environ"]), expected)
+        self.assertEqual(sorted(attrs["executed_environ"]), expected)
+
+    def test_without_room_for_all_of_it_proc_shows_the_trials_own_variables_first(self):
+        daemon = self.daemon()  # a block as big as the server's environment only
+        daemon.ready()
+        trial = daemon.run("proc_environ", number=7, env={"FORK_TEST_BIG": "y" * 4096})
+        self.assertEqual(trial.exit_code(), 0, trial.stderr())
+        attrs = trial.attrs()
+        for key, value in (("TRIALD_TRIAL_DIR", tempfile.gettempdir()),
+                           ("TRIALD_STUDY", "forks"), ("TRIALD_TRIAL", "7")):
+            self.assertIn(f"{key}={value}", attrs["environ"])
+            self.assertIn(f"{key}={value}", attrs["child_environ"])
+        self.assertNotIn("FORK_TEST_BIG=" + "y" * 4096, attrs["environ"])
+        self.assertNotIn("FORK_TEST_SERVER_ONLY=1", attrs["environ"])
+        # What a program it executes gets is the whole environment all the same.
+        self.assertIn("FORK_TEST_BIG=" + "y" * 4096, attrs["executed_environ"])
+
     def test_constraints_are_sent_as_by_the_exec_path(self):
         daemon = self.daemon(objective=f"{OBJECTIVES}:constrained",
                              constraints=f"{OBJECTIVES}:constraints")

@@ -187,6 +187,8 @@ class Harness {
     const int log = ::open(log_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     REQUIRE(log >= 0);
     env.push_back("TRIALD_FORK_SERVER_FD=3");
+    // As triald pads it: the room each trial's environment takes in the block /proc shows.
+    env.push_back("TRIALD_FORK_ENV_SPACE=" + std::string(8192, '.'));
     std::vector<std::string> argv = {kWorker, "--fork-server", "--objective",
                                      "lm",    "--config",      config_json};
     std::vector<char*> c_argv, c_env;
@@ -503,6 +505,14 @@ TEST_CASE("fork server: SIGKILL or SIGTERM of a trial does not disturb the serve
   Trial& killed = s.harness.Fork("{}");
   killed.SendGo();
   killed.ReadUntilReports(1);
+  // While it runs, /proc shows the trial's environment, not the server's (the daemon finds a
+  // trial's escaped processes by its TRIALD_TRIAL_DIR there).
+  const std::string environ = ReadFile("/proc/" + std::to_string(killed.pid) + "/environ");
+  CHECK_THAT(environ, Catch::Contains(std::string("\0TRIALD_STUDY=lm\0", 17)));
+  CHECK_THAT(environ, Catch::Contains("TRIALD_TRIAL=" + std::to_string(killed.id) + '\0'));
+  CHECK_THAT(environ, Catch::StartsWith("TRIALD_TRIAL_DIR=/"));
+  CHECK_THAT(environ, !Catch::Contains("TRIALD_FORK_SERVER_FD"));
+  CHECK_THAT(environ, !Catch::Contains("TRIALD_FORK_ENV_SPACE"));
   REQUIRE(::kill(killed.pid, SIGKILL) == 0);
   CHECK(WaitExit(killed.pid) == -SIGKILL);
 

@@ -143,3 +143,33 @@ def constrained(trial):
 
 def constraints(frozen):
     return [frozen.params["x"] - 0.5]
+
+
+def _environ_entries():
+    with open("/proc/self/environ", "rb") as f:
+        return [e.decode() for e in f.read().split(b"\0") if e]
+
+
+def proc_environ(trial):
+    """What /proc shows of this trial's environment, and of a child it forks without an exec
+    (a setsid daemon's way), and what a program it executes gets."""
+    trial.set_user_attr("environ", _environ_entries())
+    read_end, write_end = os.pipe()
+    child = os.fork()
+    if child == 0:
+        os.close(read_end)
+        os.write(write_end, "\0".join(_environ_entries()).encode())
+        os._exit(0)
+    os.close(write_end)
+    data = b""
+    while True:
+        chunk = os.read(read_end, 65536)
+        if not chunk:
+            break
+        data += chunk
+    os.close(read_end)
+    os.waitpid(child, 0)
+    trial.set_user_attr("child_environ", data.decode().split("\0"))
+    executed = __import__("subprocess").run(["env"], capture_output=True, check=True)
+    trial.set_user_attr("executed_environ", executed.stdout.decode().splitlines())
+    return 0.0

@@ -50,6 +50,12 @@ EXIT_PROTOCOL = 2
 
 FORK_FIELDS = {"type", "id", "argv", "env", "cwd", "daemon_pid"}
 
+# The daemon's padding of the server's environment block (proto/README.md, "The trial's
+# environment in /proc"); not part of the environment the server or a trial sees.
+ENV_SPACE = "TRIALD_FORK_ENV_SPACE"
+# The variables that tie a process to its trial, written first into that block.
+TRIAL_KEYS = ("TRIALD_TRIAL_DIR", "TRIALD_STUDY", "TRIALD_TRIAL", "TRIALD_NODE")
+
 
 class ProtocolError(Exception):
     """The daemon sent something the contract does not allow; the server exits 2."""
@@ -257,6 +263,43 @@ def _read_go(fd):
         return False
 
 
+def _environment_block():
+    """The address and size of this process's initial environment block (what
+    /proc/PID/environ shows), from /proc/self/stat's env_start and env_end; None if unknown."""
+    try:
+        with open("/proc/self/stat", "rb") as f:
+            stat = f.read()
+        fields = stat[stat.rindex(b")") + 2:].split()  # fields[0] is the third field, state
+        start, end = int(fields[47]), int(fields[48])
+    except (OSError, ValueError, IndexError):
+        return None
+    return (start, end - start) if 0 < start < end else None
+
+
+def _show_environment(libc, env):
+    """Makes /proc/self/environ, and that of every process this one forks without an exec, show
+    `env` (a dict), as an exec'd trial's shows its own: the kernel reads it from the block the
+    server was started with, so the trial's entries are written over that block (the daemon made
+    it big enough with ENV_SPACE). The daemon finds a trial's processes that left its process group
+    (a setsid daemon) by their TRIALD_TRIAL_DIR there, and the next triald start kills what a lost
+    trial left by it. libc's environment must no longer point into the block: the caller cleared
+    it (clearenv) and set `env` anew, which copied every entry. Entries that do not fit are left
+    out, the trial's own first; the rest of the block is NUL bytes (empty entries)."""
+    block = _environment_block()
+    if block is None:
+        return
+    start, size = block
+    entries = [f"{k}={env[k]}" for k in TRIAL_KEYS if k in env]
+    entries += [f"{k}={v}" for k, v in env.items() if k not in TRIAL_KEYS]
+    data = bytearray()
+    for entry in entries:
+        encoded = os.fsencode(entry) + b"\0"
+        if len(data) + len(encoded) <= size:
+            data += encoded
+    data += bytes(size - len(data))
+    ctypes.memmove(start, bytes(data), size)
+
+
 def _clear_server_exit_handlers():
     """The server's atexit handlers never run in a trial; the interpreter's own clean-ups that
     act on this process's state only (logging, multiprocessing's children, weakref.finalize of
@@ -276,13 +319,13 @@ def _clear_server_exit_handlers():
         atexit.register(finalize._exitfunc)
 
 
-def _trial(server, request, fds, pid_pipe, pools, signals, prctl):
+def _trial(server, request, fds, pid_pipe, pools, signals, libc):
     """Process T, after the double fork; never returns."""
     status = 1
     try:
         # The server is not dumpable (serve()); a trial is, as an exec'd one: its owner can read
         # its /proc files, attach a debugger to it and get its core dumps.
-        prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)
+        libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)
         os.setsid()
         os.write(pid_pipe, str(os.getpid()).encode())
         os.close(pid_pipe)
@@ -308,13 +351,15 @@ def _trial(server, request, fds, pid_pipe, pools, signals, prctl):
         if not _read_go(3):
             os._exit(0)
         # 4. tied to the daemon, then the trial's own world.
-        prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
         if os.getppid() != request["daemon_pid"]:
             os._exit(0)
         env = dict(entry.split("=", 1) for entry in request["env"])
         os.environ.clear()
+        libc.clearenv()  # nothing of libc's environment is left in the server's block
         for key, value in env.items():
             os.environ[key] = value
+        _show_environment(libc, env)
         os.chdir(request["cwd"])
         pools.restore(env)
         _reseed()
@@ -346,12 +391,12 @@ def _trial(server, request, fds, pid_pipe, pools, signals, prctl):
 # -- the server ---------------------------------------------------------------------------------
 
 class Server:
-    def __init__(self, sock, signals, pools, prctl):
+    def __init__(self, sock, signals, pools, libc):
         self.sock = sock
         self.fd = sock.fileno()
         self.signals = signals
         self.pools = pools
-        self.prctl = prctl
+        self.libc = libc
 
     def send(self, message):
         self.sock.send(json.dumps(message, separators=(",", ":")).encode())
@@ -418,7 +463,7 @@ class Server:
                         os._exit(0)
                     if t == 0:
                         _trial(self.sock, request, fds, write_end, self.pools, self.signals,
-                               self.prctl)
+                               self.libc)
                 finally:
                     os._exit(0)
             os.close(write_end)
@@ -577,9 +622,10 @@ def serve(args):
         _log(str(e))
         return EXIT_PROTOCOL
     libc = ctypes.CDLL(None, use_errno=True)
-    prctl = libc.prctl
-    prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong,
-                      ctypes.c_ulong]
+    libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong,
+                           ctypes.c_ulong]
+    # The padding of the environment block is the trials' (_show_environment), not a variable.
+    os.environ.pop(ENV_SPACE, None)
     signals = _fresh_signals()
     modules = [m.strip() for m in (args.preload or "").split(",") if m.strip()]
     for name in modules:
@@ -606,11 +652,11 @@ def serve(args):
             _log(f"not safe to fork: {reason}")
             sock.send(json.dumps({"type": "unsafe", "reason": reason}).encode())
             return EXIT_OK
-        server = Server(sock, signals, ThreadPools(preload_env), prctl)
+        server = Server(sock, signals, ThreadPools(preload_env), libc)
         # Not dumpable: a process of the same user (a trial of this study, say) cannot ptrace the
         # server or write its memory through /proc/PID/mem, and so cannot plant code that every
         # later trial would inherit. Each trial makes itself dumpable again (_trial).
-        if prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
+        if libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
             _log(f"prctl(PR_SET_DUMPABLE, 0) failed: {os.strerror(ctypes.get_errno())}")
         # What the preload made stays where it is: the collector of a trial (or of the server)
         # never walks it, so its pages are not written to, and stay shared, in the trials.
