@@ -708,6 +708,18 @@ class TorchTest(ForkServerCase):
             self.assertGreater(self.exec_threads({})["tasks_after_numpy"], 1)
         self.assertTrue(daemon.alive())
 
+    def test_a_study_asking_for_blas_threads_keeps_its_server(self):
+        # OPENBLAS_NUM_THREADS=2 in the server's environment would start OpenBLAS's threads at
+        # `import numpy` (unsafe: the study would fall back to exec); the server preloads with 1
+        # whatever it says, and the trial gets the 2 it asked for.
+        env = {"OPENBLAS_NUM_THREADS": "2"}
+        daemon = self.daemon(preload="torch,numpy", env=env)
+        self.assertEqual(daemon.ready()["type"], "ready")
+        trial = daemon.run("threads", env=env)
+        self.assertEqual(trial.exit_code(), 0, trial.stderr())
+        self.assertEqual(trial.attrs(), self.exec_threads(env))
+        self.assertTrue(daemon.alive())
+
     def test_fork_latency(self):
         daemon = self.daemon(preload="torch,numpy", objective=f"{OBJECTIVES}:value")
         daemon.ready()

@@ -635,12 +635,15 @@ def serve(args):
                                   f"--preload: {name!r} is not a module name"}).encode())
             return EXIT_PRELOAD_FAILED
     preload_env = dict(os.environ)
-    blas_set_here = "OPENBLAS_NUM_THREADS" not in os.environ
-    if blas_set_here:
-        os.environ["OPENBLAS_NUM_THREADS"] = "1"  # no BLAS threads in the server (see ThreadPools)
+    # No BLAS threads in the server, whatever the study's environment asks (a trial gets its own
+    # count back from its own environment: ThreadPools); the variable is as it was afterwards.
+    blas_before = os.environ.get("OPENBLAS_NUM_THREADS")
+    os.environ["OPENBLAS_NUM_THREADS"] = "1"
     failure = _preload(modules, args.objective, args.constraints)
-    if blas_set_here:
+    if blas_before is None:
         del os.environ["OPENBLAS_NUM_THREADS"]
+    else:
+        os.environ["OPENBLAS_NUM_THREADS"] = blas_before
     server = None
     try:
         if failure is not None:
