@@ -165,6 +165,21 @@ log "device chosen by auto: $(grep -o '"key":"device","value":"[^"]*"' "$OUT/rep
 
 used() { nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits | head -1; }
 apps() { nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader 2>/dev/null; }
+# Polls every 0.1 s, for at most SECONDS, until no process holds GPU memory and memory.used is
+# within 2 MiB of BASELINE; logs what it found under WHAT. Returns 1 (logging FAIL) if it never is.
+back_to_baseline() {  # BASELINE SECONDS WHAT
+  local now t0 ok=0
+  t0=$(date +%s.%N)
+  for _ in $(seq 1 $(($2 * 10))); do
+    now=$(used)
+    if [ -z "$(apps)" ] && [ "$now" -le $(($1 + 2)) ]; then ok=1; break; fi
+    sleep 0.1
+  done
+  log "$3: memory.used ${now} MiB (baseline $1) after $(python3 -c "print(round($(date +%s.%N) - $t0, 2))") s; compute apps: [$(apps | tr '\n' ' ')]"
+  if [ $ok = 1 ]; then log "memory back to baseline: yes"; return 0; fi
+  log "FAIL: memory not back to baseline within $2 s"
+  return 1
+}
 GPU=1
 if [ "$DEVICE" = cpu ] || [ "$HAVE_SMI" = 0 ]; then GPU=0; fi
 
@@ -258,17 +273,9 @@ EOF
     log "during the sweep: memory.used $(used) MiB; compute apps: [$(echo "$during_apps" | tr '\n' ' ')]"
     [ "$(echo "$during_apps" | grep -c MiB)" -ge 2 ] || { log "FAIL: not two trials on the GPU"; status=1; }
   fi
-  t0=$(date +%s.%N)
   run_logged "${CTL[@]}" cancel gpu-check || status=1
   if [ $GPU = 1 ]; then
-    ok=0
-    for _ in $(seq 1 300); do
-      now=$(used)
-      if [ -z "$(apps)" ] && [ "$now" -le $((baseline + 2)) ]; then ok=1; break; fi
-      sleep 0.1
-    done
-    log "after the cancel: memory.used ${now} MiB (baseline ${baseline}) after $(python3 -c "print(round($(date +%s.%N) - $t0, 2))") s; compute apps: [$(apps | tr '\n' ' ')]"
-    if [ $ok = 1 ]; then log "memory back to baseline: yes"; else log "FAIL: memory not back to baseline within 30 s"; status=1; fi
+    back_to_baseline "$baseline" 30 "after the cancel" || status=1
   fi
   for _ in $(seq 1 300); do
     "${CTL[@]}" trials gpu-check 2>/dev/null | grep -qi running || break
@@ -408,14 +415,7 @@ PYTHON
     log "FAIL: no new fork server after the kill"
     status=1
   fi
-  ok=0
-  for _ in $(seq 1 300); do
-    now=$(used)
-    if [ -z "$(apps)" ] && [ "$now" -le $((baseline + 2)) ]; then ok=1; break; fi
-    sleep 0.1
-  done
-  log "after the study: memory.used ${now} MiB (baseline ${baseline}); compute apps: [$(apps | tr '\n' ' ')]"
-  if [ $ok = 1 ]; then log "memory back to baseline: yes"; else log "FAIL: memory not back to baseline within 30 s"; status=1; fi
+  back_to_baseline "$baseline" 30 "after the study" || status=1
   kill -TERM $dpid
   wait $dpid
 fi
@@ -468,14 +468,7 @@ TOML
     status=1
   fi
   if [ $GPU = 1 ]; then
-    ok=0
-    for _ in $(seq 1 300); do
-      now=$(used)
-      if [ -z "$(apps)" ] && [ "$now" -le $((baseline + 2)) ]; then ok=1; break; fi
-      sleep 0.1
-    done
-    log "after the study: memory.used ${now} MiB (baseline ${baseline})"
-    if [ $ok = 1 ]; then log "memory back to baseline: yes"; else log "FAIL: memory not back to baseline within 30 s"; status=1; fi
+    back_to_baseline "$baseline" 30 "after the study" || status=1
   fi
   kill -TERM $dpid
   wait $dpid
