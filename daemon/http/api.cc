@@ -179,12 +179,13 @@ ApiResponse Api::Handle(const ApiRequest& req) {
     if (!PercentDecode(s, &decoded)) return Error(400, "bad %-escape in the path");
     seg.push_back(std::move(decoded));
   }
-  const bool get = req.method == "GET";
+  // HEAD is GET without the body (the server drops it): the same checks, status and headers.
+  const bool get = req.method == "GET" || req.method == "HEAD";
   // The page: one document for every view; it reads the path itself.
   const bool page = path == "/" || (seg.size() == 2 && seg[0] == "studies" && !seg[1].empty()) ||
                     (seg.size() == 4 && seg[0] == "studies" && seg[2] == "trials");
   if (page) {
-    if (!get) return MethodNotAllowed(req.method, "GET");
+    if (!get) return MethodNotAllowed(req.method, "GET, HEAD");
     ApiResponse r;
     r.content_type = "text/html; charset=utf-8";
     static const std::shared_ptr<const std::string> kPage = Text(std::string(kDashboardPage));
@@ -204,7 +205,7 @@ ApiResponse Api::Handle(const ApiRequest& req) {
   const bool read = seg.size() == 2 || seg.size() == 3 || (seg.size() == 5 && seg[3] == "trials");
   if (!action && !read) return Error(404, "no such path: " + std::string(path));
   if (action && req.method != "POST") return MethodNotAllowed(req.method, "POST");
-  if (read && !get) return MethodNotAllowed(req.method, "GET");
+  if (read && !get) return MethodNotAllowed(req.method, "GET, HEAD");
 
   const std::string_view token = BearerToken(req.authorization);
   const bool authorized = TokensEqual(token, options_.token);

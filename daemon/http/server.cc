@@ -147,6 +147,12 @@ class HttpServer::Session : public std::enable_shared_from_this<Session> {
       res = MakeResponse(out.status, out.content_type, out.body ? *out.body : std::string(),
                          req.version(), keep_alive);
       if (!out.allow.empty()) res->set(bhttp::field::allow, out.allow);
+      if (req.method() == bhttp::verb::head) {
+        // The headers GET would send, Content-Length included, and no body (RFC 9110, 9.3.2).
+        const size_t length = res->body().size();
+        res->body().clear();
+        res->content_length(length);
+      }
     }
     Write(res, res->keep_alive());
   }

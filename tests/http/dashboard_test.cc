@@ -158,7 +158,21 @@ TEST_CASE("dashboard: the page, the API's shapes, errors and the token rule",
     CHECK(wrong_method.status == 405);
     CHECK(wrong_method.headers["allow"] == "POST");
     CHECK(Http(port, "POST", "/api/studies", token, "{}").status == 405);
-    CHECK(Http(port, "DELETE", "/", token).status == 405);
+    HttpAnswer delete_page = Http(port, "DELETE", "/", token);
+    CHECK(delete_page.status == 405);
+    CHECK(delete_page.headers["allow"] == "GET, HEAD");
+    // HEAD: GET's status and headers, Content-Length included, and no body.
+    HttpAnswer page = Http(port, "GET", "/", token);
+    HttpAnswer head = Http(port, "HEAD", "/", token);
+    CHECK(head.status == 200);
+    CHECK(head.body.empty());
+    CHECK(head.headers["content-length"] == std::to_string(page.body.size()));
+    CHECK(head.headers["content-type"] == page.headers["content-type"]);
+    HttpAnswer head_api = Http(port, "HEAD", "/api/studies/fast", token);
+    CHECK(head_api.status == 200);
+    CHECK(head_api.body.empty());
+    CHECK(std::stoul(head_api.headers["content-length"]) > 0);
+    CHECK(Http(port, "HEAD", "/api/studies/nope", token).status == 404);
     // Bad values: the control verbs' own messages; nothing changes.
     CHECK_THAT(
         ErrorOf(Http(port, "POST", "/api/studies/slow/parallelism", token, "{\"parallelism\":0}")),
