@@ -429,10 +429,9 @@ ApiResponse Api::Trial(const std::string& name, const std::string& number_text) 
   Result<model::TrialRecord> t = st.GetTrial(rec->id, number);
   if (!t.ok()) return VerbError(t.status());
   json::array events;
-  Result<std::vector<model::EventRecord>> all = st.GetEvents(rec->id);
+  Result<std::vector<model::EventRecord>> all = st.GetTrialEvents(t->id);
   if (all.ok()) {
     for (const model::EventRecord& e : *all) {
-      if (e.trial_id != t->id) continue;
       events.push_back(json::object{{"at", e.at},
                                     {"kind", common::SanitizeUtf8(e.kind)},
                                     {"detail", common::SanitizeUtf8(e.detail)}});

@@ -403,6 +403,7 @@ class PostgresStorage final : public Storage {
   Status AppendEvent(std::optional<int64_t> study_id, std::optional<int64_t> trial_id,
                      const std::string& kind, const std::string& detail, double at) override;
   Result<std::vector<model::EventRecord>> GetEvents(std::optional<int64_t> study_id) override;
+  Result<std::vector<model::EventRecord>> GetTrialEvents(int64_t trial_id) override;
 
  private:
   // How a call outside a batch runs (inside one, every call runs under a savepoint):
@@ -475,6 +476,8 @@ class PostgresStorage final : public Storage {
   void LoseBatch(const Status& why);
 
   Status TrialNotMutable(int64_t trial_id, const std::string& op, bool require_waiting);
+  // The rows of a SELECT id, at, study_id, trial_id, kind, detail FROM events.
+  static std::vector<model::EventRecord> EventsOf(const Rows& r);
   // kSince: number >= `number` or in `numbers`; kRange: `number` <= number < `end_number`.
   Result<std::vector<model::TrialRecord>> LoadTrials(TrialFilter filter, int64_t study_id,
                                                      int number, const std::vector<int>& numbers,
@@ -1852,21 +1855,43 @@ Result<std::vector<model::EventRecord>> PostgresStorage::GetEvents(
       if (study_id && rows[1].size() == 0) {
         return common::NotFound(StudyIdLabel(*study_id) + " not found");
       }
-      const Rows& r = rows[0];
-      std::vector<model::EventRecord> out;
-      for (int i = 0; i < r.size(); ++i) {
-        model::EventRecord e;
-        e.id = r.Int(i, 0);
-        e.at = r.Double(i, 1);
-        if (!r.IsNull(i, 2)) e.study_id = r.Int(i, 2);
-        if (!r.IsNull(i, 3)) e.trial_id = r.Int(i, 3);
-        e.kind = r.Str(i, 4);
-        e.detail = r.Str(i, 5);
-        out.push_back(std::move(e));
-      }
-      return out;
+      return EventsOf(rows[0]);
     });
   });
+}
+
+Result<std::vector<model::EventRecord>> PostgresStorage::GetTrialEvents(int64_t trial_id) {
+  return Guarded("GetTrialEvents", [&]() -> Result<std::vector<model::EventRecord>> {
+    const std::string op = "GetTrialEvents(" + TrialIdLabel(trial_id) + ")";
+    return Call(op, Txn::kNone, [&]() -> Result<std::vector<model::EventRecord>> {
+      // The trial's existence is checked in the same round trip.
+      Params params;
+      params.Int8(trial_id);
+      std::vector<Statement> statements = {
+          {"SELECT id, at, study_id, trial_id, kind, detail FROM events WHERE trial_id = $1 "
+           "ORDER BY id",
+           &params},
+          {"SELECT 1 FROM trials WHERE id = $1", &params}};
+      TRIALD_ASSIGN_OR_RETURN(std::vector<Rows> rows, Run({}, statements, op));
+      if (rows[1].size() == 0) return common::NotFound(TrialIdLabel(trial_id) + " not found");
+      return EventsOf(rows[0]);
+    });
+  });
+}
+
+std::vector<model::EventRecord> PostgresStorage::EventsOf(const Rows& r) {
+  std::vector<model::EventRecord> out;
+  for (int i = 0; i < r.size(); ++i) {
+    model::EventRecord e;
+    e.id = r.Int(i, 0);
+    e.at = r.Double(i, 1);
+    if (!r.IsNull(i, 2)) e.study_id = r.Int(i, 2);
+    if (!r.IsNull(i, 3)) e.trial_id = r.Int(i, 3);
+    e.kind = r.Str(i, 4);
+    e.detail = r.Str(i, 5);
+    out.push_back(std::move(e));
+  }
+  return out;
 }
 
 #undef TRIALD_PG_TRIAL_COLUMNS

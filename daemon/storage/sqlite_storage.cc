@@ -281,6 +281,7 @@ class SqliteStorage final : public Storage {
   Status AppendEvent(std::optional<int64_t> study_id, std::optional<int64_t> trial_id,
                      const std::string& kind, const std::string& detail, double at) override;
   Result<std::vector<model::EventRecord>> GetEvents(std::optional<int64_t> study_id) override;
+  Result<std::vector<model::EventRecord>> GetTrialEvents(int64_t trial_id) override;
 
  private:
   // synchronous=FULL fsyncs the WAL on every commit; NORMAL leaves it to the next FULL commit
@@ -336,6 +337,8 @@ class SqliteStorage final : public Storage {
                                                      int64_t end_number = 0);
   Result<model::StudyRecord> ReadStudyRow(const Stmt& st) const;
   Result<model::TrialRecord> ReadTrialRow(const Stmt& st) const;
+  // The rows of a SELECT id, at, study_id, trial_id, kind, detail FROM events.
+  Result<std::vector<model::EventRecord>> ReadEvents(Stmt& st, const std::string& op);
 
   DistributionCache distributions_;  // stored distributions, parsed once
   sqlite3* db_;
@@ -1375,21 +1378,41 @@ Result<std::vector<model::EventRecord>> SqliteStorage::GetEvents(std::optional<i
                                     "ORDER BY id",
                          op));
     if (study_id) st.Int(1, *study_id);
-    std::vector<model::EventRecord> out;
-    int rc;
-    while ((rc = st.Step()) == SQLITE_ROW) {
-      model::EventRecord e;
-      e.id = st.ColInt(0);
-      e.at = st.ColReal(1);
-      if (!st.ColIsNull(2)) e.study_id = st.ColInt(2);
-      if (!st.ColIsNull(3)) e.trial_id = st.ColInt(3);
-      e.kind = st.ColText(4);
-      e.detail = st.ColText(5);
-      out.push_back(std::move(e));
-    }
-    if (rc != SQLITE_DONE) return Err(rc, op);
-    return out;
+    return ReadEvents(st, op);
   });
+}
+
+Result<std::vector<model::EventRecord>> SqliteStorage::GetTrialEvents(int64_t trial_id) {
+  return Guarded("GetTrialEvents", [&]() -> Result<std::vector<model::EventRecord>> {
+    const std::string op = "GetTrialEvents(" + TrialIdLabel(trial_id) + ")";
+    TRIALD_ASSIGN_OR_RETURN(Stmt exists, Prepare("SELECT 1 FROM trials WHERE id = ?1", op));
+    exists.Int(1, trial_id);
+    const int rc = exists.Step();
+    if (rc == SQLITE_DONE) return common::NotFound(TrialIdLabel(trial_id) + " not found");
+    if (rc != SQLITE_ROW) return Err(rc, op + ": look up trial");
+    TRIALD_ASSIGN_OR_RETURN(Stmt st, Prepare("SELECT id, at, study_id, trial_id, kind, detail "
+                                             "FROM events WHERE trial_id = ?1 ORDER BY id",
+                                             op));
+    st.Int(1, trial_id);
+    return ReadEvents(st, op);
+  });
+}
+
+Result<std::vector<model::EventRecord>> SqliteStorage::ReadEvents(Stmt& st, const std::string& op) {
+  std::vector<model::EventRecord> out;
+  int rc;
+  while ((rc = st.Step()) == SQLITE_ROW) {
+    model::EventRecord e;
+    e.id = st.ColInt(0);
+    e.at = st.ColReal(1);
+    if (!st.ColIsNull(2)) e.study_id = st.ColInt(2);
+    if (!st.ColIsNull(3)) e.trial_id = st.ColInt(3);
+    e.kind = st.ColText(4);
+    e.detail = st.ColText(5);
+    out.push_back(std::move(e));
+  }
+  if (rc != SQLITE_DONE) return Err(rc, op);
+  return out;
 }
 
 #undef TRIALD_TRIAL_COLUMNS

@@ -163,6 +163,10 @@ class Storage {
                                      const std::string& detail, double at) = 0;
   virtual common::Result<std::vector<model::EventRecord>> GetEvents(
       std::optional<int64_t> study_id) = 0;
+  // The events recorded against trial `trial_id` (by its id), oldest first; NotFound when no
+  // trial has that id. Read through the events' trial index: one trial's page need not read the
+  // whole study's events.
+  virtual common::Result<std::vector<model::EventRecord>> GetTrialEvents(int64_t trial_id) = 0;
 };
 
 }  // namespace triald::storage

@@ -941,6 +941,39 @@ TEMPLATE_TEST_CASE("events are appended and listed per study", "[storage]",
   CHECK(of_b[1].kind == "study_cancelled");
 }
 
+TEMPLATE_TEST_CASE("a trial's events are read by its id alone", "[storage]",
+                   TRIALD_STORAGE_BACKENDS) {
+  TestType backend;
+  auto s = backend.Open();
+  int64_t a = Unwrap(s->CreateStudy(MakeStudy("a"), 1)).id;
+  int64_t t0 = Unwrap(s->CreateTrial(a, {}, 1)).id;
+  int64_t t1 = Unwrap(s->CreateTrial(a, {}, 1)).id;
+  REQUIRE_OK(s->AppendEvent(a, std::nullopt, "study_created", "", 10));
+  REQUIRE_OK(s->AppendEvent(a, t0, "trial_started", "pid 7", 11));
+  REQUIRE_OK(s->AppendEvent(a, t1, "trial_started", "pid 8", 12));
+  REQUIRE_OK(s->AppendEvent(std::nullopt, t0, "trial_finished", "COMPLETE", 13));
+
+  auto of_t0 = Unwrap(s->GetTrialEvents(t0));
+  REQUIRE(of_t0.size() == 2);
+  CHECK(of_t0[0].kind == "trial_started");
+  CHECK(of_t0[0].detail == "pid 7");
+  CHECK(of_t0[0].at == 11);
+  CHECK(of_t0[0].study_id == std::optional<int64_t>(a));
+  CHECK(of_t0[1].kind == "trial_finished");
+  CHECK_FALSE(of_t0[1].study_id.has_value());
+  CHECK(of_t0[0].id < of_t0[1].id);
+  for (const model::EventRecord& e : of_t0) CHECK(e.trial_id == std::optional<int64_t>(t0));
+  auto of_t1 = Unwrap(s->GetTrialEvents(t1));
+  REQUIRE(of_t1.size() == 1);
+  CHECK(of_t1[0].detail == "pid 8");
+  // A trial without events has none; an unknown id is NotFound, naming it.
+  int64_t t2 = Unwrap(s->CreateTrial(a, {}, 1)).id;
+  CHECK(Unwrap(s->GetTrialEvents(t2)).empty());
+  auto missing = s->GetTrialEvents(t2 + 1000);
+  REQUIRE_CODE(missing, Code::kNotFound);
+  CHECK_THAT(missing.status().message(), Catch::Contains(std::to_string(t2 + 1000)));
+}
+
 TEMPLATE_TEST_CASE("SetStudyControl stores paused, n_trials and parallelism together",
                    "[storage][control]", TRIALD_STORAGE_BACKENDS) {
   TestType backend;
