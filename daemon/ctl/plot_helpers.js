@@ -131,3 +131,11 @@
     return { root: root, x: x, y: y, bandY: bottom + 16, m: m, W: W, H: H };
   }
   function empty(parent, text) { html("p", text, parent, "empty"); }
+  // An x mark centred at (cx, cy): a trial without a value, in a frame's band.
+  function cross(parent, cx, cy, r, color, attrs) {
+    var d = "M" + (cx - r) + " " + (cy - r) + "L" + (cx + r) + " " + (cy + r) +
+            "M" + (cx - r) + " " + (cy + r) + "L" + (cx + r) + " " + (cy - r);
+    attrs = attrs || {};
+    attrs.d = d; attrs.stroke = color; attrs["stroke-width"] = 2; attrs.fill = "none";
+    return svg("path", attrs, parent);
+  }

@@ -96,6 +96,16 @@ TEST_CASE("dashboard in a browser: live updates, pause with and without the toke
                 ".textContent.indexOf('<img src=x') >= 0, !!window.__pwned]\"");
   CHECK(json::serialize(shown.at("value")) == "[0,true,false]");
 
+  // Trials without a value are drawn too: each FAIL trial is a cross in the band under the
+  // history's axis (and none of the live study's, which all have values).
+  d.Submit(ExecSweep("failing", "[\"/bin/false\"]", 2, 1), dir.File("failing.toml"));
+  d.WaitStudy("failing", 60);
+  const std::string no_value = " \"document.querySelectorAll('#history .no-value').length\"";
+  json::object failing = Drive(dir, "p-failing", "eval '" + base + "/studies/failing'" + no_value);
+  CHECK(json::serialize(failing.at("value")) == "2");
+  json::object valued = Drive(dir, "p-valued", "eval '" + base + "/studies/live'" + no_value);
+  CHECK(json::serialize(valued.at("value")) == "0");
+
   // Every page draws (a blank or unstyled page has a handful of colours).
   for (const auto& [name, path] : {std::pair<std::string, std::string>{"studies", "/"},
                                    {"study", "/studies/live"},
