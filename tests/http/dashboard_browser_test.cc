@@ -105,6 +105,13 @@ TEST_CASE("dashboard in a browser: live updates, pause with and without the toke
   CHECK(json::serialize(failing.at("value")) == "2");
   json::object valued = Drive(dir, "p-valued", "eval '" + base + "/studies/live'" + no_value);
   CHECK(json::serialize(valued.at("value")) == "0");
+  // The parallel coordinates label each axis's ends (x and the value: two axes, four labels).
+  json::object ends =
+      Drive(dir, "p-ends",
+            "eval '" + base +
+                "/studies/live' \"Array.from(document.querySelectorAll('.pc-low, .pc-high'))"
+                ".filter(function (e) { return e.textContent.length > 0; }).length\"");
+  CHECK(json::serialize(ends.at("value")) == "4");
 
   // Every page draws (a blank or unstyled page has a handful of colours).
   for (const auto& [name, path] : {std::pair<std::string, std::string>{"studies", "/"},
