@@ -10,10 +10,14 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <vector>
 
 namespace triald::common {
 
-Result<ProcStat> ReadProcStat(pid_t pid) {
+namespace {
+
+// Fields 3 to `last` of /proc/PID/stat (fields[0] is field 3).
+Result<std::vector<std::string>> StatFields(pid_t pid, int last) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
   std::string line;
   if (!in || !std::getline(in, line)) return NotFound("no process " + std::to_string(pid));
@@ -22,15 +26,35 @@ Result<ProcStat> ReadProcStat(pid_t pid) {
   size_t close = line.rfind(')');
   if (close == std::string::npos) return Internal("unparsable /proc stat for " + line);
   std::istringstream rest(line.substr(close + 1));
+  std::vector<std::string> fields;
   std::string field;
-  ProcStat stat;
-  for (int i = 3; i <= 22; ++i) {
-    if (!(rest >> field)) return Internal("short /proc stat line: " + line);
-    if (i == 3) stat.state = field[0];
-    if (i == 5) stat.pgrp = static_cast<pid_t>(std::strtol(field.c_str(), nullptr, 10));
+  while (static_cast<int>(fields.size()) < last - 2 && rest >> field) fields.push_back(field);
+  if (static_cast<int>(fields.size()) < last - 2) {
+    return Internal("short /proc stat line: " + line);
   }
-  stat.start_time = std::strtoull(field.c_str(), nullptr, 10);
+  return fields;
+}
+
+}  // namespace
+
+Result<ProcStat> ReadProcStat(pid_t pid) {
+  TRIALD_ASSIGN_OR_RETURN(std::vector<std::string> fields, StatFields(pid, 22));
+  ProcStat stat;
+  stat.state = fields[0][0];
+  stat.pgrp = static_cast<pid_t>(std::strtol(fields[5 - 3].c_str(), nullptr, 10));
+  stat.start_time = std::strtoull(fields[22 - 3].c_str(), nullptr, 10);
   return stat;
+}
+
+Result<EnvironBlock> ReadEnvironBlock(pid_t pid) {
+  TRIALD_ASSIGN_OR_RETURN(std::vector<std::string> fields, StatFields(pid, 51));
+  EnvironBlock block;
+  block.start = std::strtoull(fields[50 - 3].c_str(), nullptr, 10);
+  block.end = std::strtoull(fields[51 - 3].c_str(), nullptr, 10);
+  if (block.start == 0 || block.end <= block.start) {
+    return Internal("/proc/" + std::to_string(pid) + "/stat shows no environment block");
+  }
+  return block;
 }
 
 Result<uint64_t> ProcessStartTime(pid_t pid) {

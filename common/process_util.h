@@ -22,6 +22,16 @@ struct ProcStat {
 // kNotFound when the pid is gone; kInternal when the line cannot be parsed.
 Result<ProcStat> ReadProcStat(pid_t pid);
 
+// Where a process's initial environment block lies in its memory (fields 50 and 51 of
+// /proc/PID/stat, env_start and env_end): the bytes /proc/PID/environ shows, whatever the
+// process did to its environment since. kNotFound when the pid is gone; kInternal when the
+// fields are absent or zero (the kernel shows them only to whoever may ptrace the process).
+struct EnvironBlock {
+  uintptr_t start = 0;
+  uintptr_t end = 0;
+};
+Result<EnvironBlock> ReadEnvironBlock(pid_t pid);
+
 // Field 22 of /proc/PID/stat: the process start time in clock ticks since boot. Together with
 // the pid it names one process for the life of the machine. kNotFound when the pid is gone.
 Result<uint64_t> ProcessStartTime(pid_t pid);

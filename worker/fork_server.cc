@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "common/json.h"
+#include "common/process_util.h"
 #include "common/status.h"
 #include "config/sweep.h"
 #include "worker/lm_objective.h"
@@ -384,53 +385,30 @@ bool IsGo(const std::string& line) {
 // (proto/README.md, "The trial's environment in /proc"), so that the trial and what it forks show
 // the trial's environment there, not the server's: the trial's own variables first, the rest while
 // they fit, NUL bytes to the block's end. libc's environment must no longer point into the block
-// (the caller cleared it and set `env` anew). Does nothing when /proc/self/stat cannot be read.
+// (the caller cleared it and set `env` anew). Does nothing when the block cannot be located.
 void ShowEnvironment(const std::vector<std::string>& env) {
-  std::string stat;
-  if (FILE* f = std::fopen("/proc/self/stat", "re")) {
-    char buffer[4096];
-    size_t n;
-    while ((n = std::fread(buffer, 1, sizeof buffer, f)) > 0) stat.append(buffer, n);
-    std::fclose(f);
-  }
-  const size_t close = stat.rfind(')');
-  if (close == std::string::npos) return;
-  // After ") ", the third field (state); env_start and env_end are the 50th and 51st.
-  std::vector<std::string_view> fields;
-  std::string_view rest(stat);
-  rest.remove_prefix(std::min(rest.size(), close + 2));
-  while (!rest.empty() && fields.size() < 49) {
-    const size_t space = rest.find(' ');
-    fields.push_back(rest.substr(0, space));
-    rest.remove_prefix(space == std::string_view::npos ? rest.size() : space + 1);
-  }
-  if (fields.size() < 49) return;
-  const uintptr_t start = std::strtoull(std::string(fields[47]).c_str(), nullptr, 10);
-  const uintptr_t end = std::strtoull(std::string(fields[48]).c_str(), nullptr, 10);
-  if (start == 0 || end <= start) return;
-  const size_t size = end - start;
+  const common::Result<common::EnvironBlock> where = common::ReadEnvironBlock(::getpid());
+  if (!where.ok()) return;
+  const size_t size = where->end - where->start;
   static constexpr std::string_view kTrialKeys[] = {
       "TRIALD_TRIAL_DIR=", "TRIALD_STUDY=", "TRIALD_TRIAL=", "TRIALD_NODE="};
-  auto trial_key = [](const std::string& entry) -> int {  // its rank in kTrialKeys, or -1
-    for (size_t i = 0; i < std::size(kTrialKeys); ++i) {
-      if (entry.compare(0, kTrialKeys[i].size(), kTrialKeys[i]) == 0) return static_cast<int>(i);
+  auto rank = [](const std::string& entry) {  // its place in kTrialKeys; the others after them
+    size_t i = 0;
+    while (i < std::size(kTrialKeys) &&
+           entry.compare(0, kTrialKeys[i].size(), kTrialKeys[i]) != 0) {
+      ++i;
     }
-    return -1;
+    return i;
   };
+  std::vector<std::string> ordered = env;
+  std::stable_sort(ordered.begin(), ordered.end(),
+                   [&](const std::string& a, const std::string& b) { return rank(a) < rank(b); });
   std::string block;
-  auto add = [&](const std::string& entry) {
+  for (const std::string& entry : ordered) {
     if (block.size() + entry.size() + 1 <= size) block.append(entry).push_back('\0');
-  };
-  for (int rank = 0; rank < static_cast<int>(std::size(kTrialKeys)); ++rank) {
-    for (const std::string& entry : env) {
-      if (trial_key(entry) == rank) add(entry);
-    }
-  }
-  for (const std::string& entry : env) {
-    if (trial_key(entry) < 0) add(entry);
   }
   block.resize(size, '\0');
-  std::memcpy(reinterpret_cast<void*>(start), block.data(), size);
+  std::memcpy(reinterpret_cast<void*>(where->start), block.data(), size);
 }
 
 // T, from its setsid() on (proto/README.md, "One fork, step by step"). Never returns.

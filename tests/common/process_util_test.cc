@@ -13,6 +13,7 @@
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 
 #include "tests/support/temp_dir.h"
@@ -63,6 +64,17 @@ TEST_CASE("ReadProcStat reads this process's state, group and start time", "[com
   Result<uint64_t> start = ProcessStartTime(::getpid());
   REQUIRE(start.ok());
   CHECK(stat->start_time == *start);
+}
+
+TEST_CASE("ReadEnvironBlock locates the bytes /proc/PID/environ shows", "[common]") {
+  Result<EnvironBlock> block = ReadEnvironBlock(::getpid());
+  REQUIRE(block.ok());
+  REQUIRE(block->end > block->start);
+  std::ifstream in("/proc/self/environ", std::ios::binary);
+  const std::string shown((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  CHECK(std::string(reinterpret_cast<const char*>(block->start), block->end - block->start) ==
+        shown);
+  CHECK(ReadEnvironBlock(0).status().code() == Code::kNotFound);
 }
 
 TEST_CASE("ReadProcStat of another group's member, and of a zombie", "[common]") {
