@@ -114,19 +114,8 @@ std::vector<pid_t> ForkServerPids(TestDaemon& d, const std::string& study) {
 
 // The pid of the study's fork server once `status` shows it on (bounded wait); 0 if it never is.
 pid_t ForkServerPid(TestDaemon& d, const std::string& study, double timeout_s = 30) {
-  const auto deadline = std::chrono::steady_clock::now() +
-                        std::chrono::milliseconds(static_cast<int>(timeout_s * 1000));
-  while (std::chrono::steady_clock::now() < deadline) {
-    json::object st = d.Call("status", {{"study", study}}).as_object();
-    if (st.at("fork_server").is_object()) {
-      const json::object& server = st.at("fork_server").as_object();
-      if (server.at("state").as_string() == "on") {
-        return static_cast<pid_t>(server.at("pid").as_int64());
-      }
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return 0;
+  const json::object server = WaitForkServerOn(d, study, timeout_s);
+  return server.empty() ? 0 : static_cast<pid_t>(server.at("pid").as_int64());
 }
 
 bool Alive(pid_t pid) {

@@ -73,17 +73,7 @@ TEST_CASE("kind = python with a fork server: isolated trials, forked, with their
   const std::string study = d.Submit(Sweep("forked", "\"json\"", 8), sweep_path);
 
   // While it runs, status shows the server on, with what it preloaded.
-  json::object server;
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (std::chrono::steady_clock::now() < until) {
-    json::object st = d.Call("status", {{"study", study}}).as_object();
-    if (st.at("fork_server").is_object() &&
-        st.at("fork_server").as_object().at("state").as_string() == "on") {
-      server = st.at("fork_server").as_object();
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+  const json::object server = WaitForkServerOn(d, study, 60);
   INFO(d.log());
   REQUIRE_FALSE(server.empty());
   CHECK(json::serialize(server.at("preloaded")) == "[\"json\"]");
@@ -106,12 +96,7 @@ TEST_CASE("kind = python with a fork server: isolated trials, forked, with their
   // names them).
   CHECK_THAT(events.out, !Catch::Contains("the fork server"));
   // The study is over: so is its server.
-  const auto gone_by = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (::kill(static_cast<pid_t>(server_pid), 0) == 0 &&
-         std::chrono::steady_clock::now() < gone_by) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  CHECK(::kill(static_cast<pid_t>(server_pid), 0) != 0);
+  CHECK(WaitPidGone(static_cast<pid_t>(server_pid)));
   CHECK(std::ifstream(dir.File("state") + "/studies/forked/fork-server.log").good());
 }
 

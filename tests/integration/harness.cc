@@ -242,6 +242,29 @@ std::vector<pid_t> WaitNoProcessesOfStudy(const std::string& study, double timeo
   return left;
 }
 
+bool WaitPidGone(pid_t pid, double timeout_s) {
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::milliseconds(static_cast<int>(timeout_s * 1000));
+  while (::kill(pid, 0) == 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return ::kill(pid, 0) != 0;
+}
+
+boost::json::object WaitForkServerOn(TestDaemon& d, const std::string& study, double timeout_s) {
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::milliseconds(static_cast<int>(timeout_s * 1000));
+  while (std::chrono::steady_clock::now() < deadline) {
+    boost::json::object st = d.Call("status", {{"study", study}}).as_object();
+    const boost::json::value& server = st.at("fork_server");
+    if (server.is_object() && server.as_object().at("state").as_string() == "on") {
+      return server.as_object();
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return {};
+}
+
 Ctl Trialctl(const std::string& socket, std::vector<std::string> args) {
   std::ostringstream out, err;
   args.insert(args.begin(), {"--socket", socket});

@@ -84,6 +84,14 @@ std::vector<pid_t> ProcessesOfStudy(const std::string& study);
 // Waits (polling, bounded) until ProcessesOfStudy(study) is empty; returns what is left.
 std::vector<pid_t> WaitNoProcessesOfStudy(const std::string& study, double timeout_s = 10);
 
+// Waits (polling, bounded) until process `pid` is gone (kill(pid, 0) fails: a zombie still
+// counts); true when it is.
+bool WaitPidGone(pid_t pid, double timeout_s = 10);
+
+// The `fork_server` object of `status STUDY` once its state is "on" (polling, bounded); an
+// empty object when it never is.
+boost::json::object WaitForkServerOn(TestDaemon& d, const std::string& study, double timeout_s);
+
 // A sweep file for an exec objective `command` (a TOML array literal) with one float param.
 std::string ExecSweep(const std::string& study, const std::string& command, int n_trials,
                       int parallelism, double timeout_s = 0, double kill_grace_s = 2,

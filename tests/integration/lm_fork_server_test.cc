@@ -43,32 +43,17 @@ std::string Sweep(const std::string& name, bool fork_server, int n_trials, int64
   return toml.str();
 }
 
-// Polls `status` until the study's fork server is on; returns its pid.
+// The pid of the study's fork server once `status` shows it on, with LibTorch and the objective
+// loaded.
 int64_t WaitServerOn(TestDaemon& d, const std::string& study) {
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-  while (std::chrono::steady_clock::now() < until) {
-    json::object st = d.Call("status", {{"study", study}}).as_object();
-    if (st.at("fork_server").is_object() &&
-        st.at("fork_server").as_object().at("state").as_string() == "on") {
-      const json::object& server = st.at("fork_server").as_object();
-      CHECK(json::serialize(server.at("preloaded")) == "[\"libtorch\"]");
-      CHECK(server.at("objective_loaded").as_bool());
-      return server.at("pid").as_int64();
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  const json::object server = WaitForkServerOn(d, study, 120);
+  if (server.empty()) {
+    INFO(d.log());
+    FAIL("the fork server of " << study << " was not on within 120 s");
   }
-  INFO(d.log());
-  FAIL("the fork server of " << study << " was not on within 120 s");
-  return 0;
-}
-
-// Waits up to 10 s for `pid` to be gone; true when it is.
-bool WaitGone(int64_t pid) {
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (::kill(static_cast<pid_t>(pid), 0) == 0 && std::chrono::steady_clock::now() < until) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return ::kill(static_cast<pid_t>(pid), 0) != 0;
+  CHECK(json::serialize(server.at("preloaded")) == "[\"libtorch\"]");
+  CHECK(server.at("objective_loaded").as_bool());
+  return server.at("pid").as_int64();
 }
 
 // How many times `word` occurs in `text`.
@@ -76,6 +61,25 @@ int Occurrences(const std::string& text, const std::string& word) {
   int n = 0;
   for (size_t at = text.find(word); at != std::string::npos; at = text.find(word, at + 1)) ++n;
   return n;
+}
+
+// After the study: one server served it all (started once, never exited or off), is gone, and
+// says in its log that it forked `forks` trials; nothing of the study is left.
+void CheckOneServerServed(TestDaemon& d, const std::string& study, int64_t server_pid, int forks) {
+  Ctl events = Trialctl(d.socket(), {"events", study});
+  REQUIRE(events.code == 0);
+  INFO(events.out);
+  CHECK(Occurrences(events.out, "fork_server_started") == 1);
+  CHECK_THAT(events.out, !Catch::Contains("fork_server_off"));
+  CHECK_THAT(events.out, !Catch::Contains("fork_server_exited"));
+  CHECK(WaitPidGone(static_cast<pid_t>(server_pid)));
+  const std::string server_log =
+      ReadTextFile(d.state_dir() + "/studies/" + study + "/fork-server.log");
+  INFO(server_log);
+  CHECK_THAT(server_log,
+             Catch::Contains("after " + std::to_string(forks) + " forked trials; exiting"));
+  CHECK(WaitNoProcessesOfStudy(study).empty());
+  CHECK(ZombieChildren(d.pid()).empty());
 }
 
 }  // namespace
@@ -136,20 +140,7 @@ TEST_CASE("a kind = \"lm\" sweep forked from its fork server gives exactly the e
   CHECK(pids.size() == 4);
   CHECK(pids.count(server_pid) == 0);
 
-  Ctl events = Trialctl(d.socket(), {"events", "lm-fork"});
-  REQUIRE(events.code == 0);
-  INFO(events.out);
-  // One server for the study, never down or off.
-  CHECK(Occurrences(events.out, "fork_server_started") == 1);
-  CHECK_THAT(events.out, !Catch::Contains("fork_server_off"));
-  CHECK_THAT(events.out, !Catch::Contains("fork_server_exited"));
-  // The study is over: so is its server, which says in its log that it forked all four.
-  CHECK(WaitGone(server_pid));
-  const std::string server_log = ReadTextFile(d.state_dir() + "/studies/lm-fork/fork-server.log");
-  INFO(server_log);
-  CHECK_THAT(server_log, Catch::Contains("after 4 forked trials; exiting"));
-  CHECK(WaitNoProcessesOfStudy("lm-fork").empty());
-  CHECK(ZombieChildren(d.pid()).empty());
+  CheckOneServerServed(d, "lm-fork", server_pid, 4);
 }
 
 TEST_CASE("a forked lm trial past its trial_timeout ends FAIL(timeout), its server serving on",
@@ -192,19 +183,7 @@ TEST_CASE("a forked lm trial past its trial_timeout ends FAIL(timeout), its serv
   }
   CHECK(pids.size() == 3);
   CHECK(pids.count(server_pid) == 0);
-  Ctl events = Trialctl(d.socket(), {"events", "lm-slow"});
-  REQUIRE(events.code == 0);
-  INFO(events.out);
-  // One server for the whole study: started once, never exited or off while it ran.
-  CHECK(Occurrences(events.out, "fork_server_started") == 1);
-  CHECK_THAT(events.out, !Catch::Contains("fork_server_exited"));
-  CHECK_THAT(events.out, !Catch::Contains("fork_server_off"));
-  CHECK(WaitGone(server_pid));
-  const std::string server_log = ReadTextFile(d.state_dir() + "/studies/lm-slow/fork-server.log");
-  INFO(server_log);
-  CHECK_THAT(server_log, Catch::Contains("after 3 forked trials; exiting"));
-  CHECK(WaitNoProcessesOfStudy("lm-slow").empty());
-  CHECK(ZombieChildren(d.pid()).empty());
+  CheckOneServerServed(d, "lm-slow", server_pid, 3);
 }
 
 // OpenBLAS starts its threads as trial-worker loads, and a server with threads is not safe to fork
