@@ -1,7 +1,6 @@
 #include "common/json.h"
 
 #include <boost/json/basic_parser_impl.hpp>
-#include <boost/json/serialize.hpp>
 #include <boost/json/value_stack.hpp>
 #include <charconv>
 #include <cmath>
@@ -126,47 +125,6 @@ bool AllFinite(const boost::json::value& v) {
 
 namespace {
 
-void AppendDouble(double d, std::string* out) {
-  if (!std::isfinite(d)) {
-    *out += "null";
-    return;
-  }
-  // The shortest round-trip digits in exponent form ("-1.2345e-04"), then laid out as Python's
-  // repr(): positional for exponents from -4 to 15, exponent form otherwise.
-  char buf[64];
-  auto res = std::to_chars(buf, buf + sizeof(buf), d, std::chars_format::scientific);
-  const std::string_view sci(buf, static_cast<size_t>(res.ptr - buf));
-  const size_t e = sci.find('e');
-  int exp = 0;
-  std::from_chars(sci.data() + e + 1 + (sci[e + 1] == '+' ? 1 : 0), sci.data() + sci.size(), exp);
-  if (exp < -4 || exp >= 16) {
-    out->append(sci);
-    return;
-  }
-  const bool negative = sci[0] == '-';
-  std::string digits;
-  for (size_t i = negative ? 1 : 0; i < e; ++i) {
-    if (sci[i] != '.') digits += sci[i];
-  }
-  if (negative) *out += '-';
-  if (exp < 0) {
-    *out += "0.";
-    out->append(static_cast<size_t>(-exp - 1), '0');
-    *out += digits;
-    return;
-  }
-  const size_t int_len = static_cast<size_t>(exp) + 1;
-  if (digits.size() <= int_len) {
-    *out += digits;
-    out->append(int_len - digits.size(), '0');
-    *out += ".0";
-    return;
-  }
-  out->append(digits, 0, int_len);
-  *out += '.';
-  out->append(digits, int_len, std::string::npos);
-}
-
 void AppendJson(const boost::json::value& v, std::string* out);
 
 void AppendArray(const boost::json::array& a, std::string* out) {
@@ -186,7 +144,7 @@ void AppendObject(const boost::json::object& o, std::string* out) {
   for (const auto& kv : o) {
     if (!first) *out += ',';
     first = false;
-    *out += boost::json::serialize(kv.key());
+    AppendJsonQuoted(kv.key(), out);
     *out += ':';
     AppendJson(kv.value(), out);
   }
@@ -208,10 +166,14 @@ void AppendJson(const boost::json::value& v, std::string* out) {
       *out += std::to_string(v.get_uint64());
       return;
     case boost::json::kind::double_:
-      AppendDouble(v.get_double(), out);
+      if (std::isfinite(v.get_double())) {
+        AppendDoubleRepr(v.get_double(), out);
+      } else {
+        *out += "null";
+      }
       return;
     case boost::json::kind::string:
-      *out += boost::json::serialize(v.get_string());
+      AppendJsonQuoted(v.get_string(), out);
       return;
     case boost::json::kind::array:
       AppendArray(v.get_array(), out);
@@ -239,12 +201,6 @@ std::string SerializeJson(const boost::json::object& o) {
 std::string SerializeJson(const boost::json::array& a) {
   std::string out;
   AppendArray(a, &out);
-  return out;
-}
-
-std::string JsonDoubleText(double d) {
-  std::string out;
-  AppendDouble(d, &out);
   return out;
 }
 

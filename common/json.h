@@ -11,6 +11,7 @@
 #include <string>
 #include <string_view>
 
+#include "common/json_text.h"
 #include "common/status.h"
 
 namespace triald::common {
@@ -32,8 +33,5 @@ bool AllFinite(const boost::json::value& v);
 std::string SerializeJson(const boost::json::value& v);
 std::string SerializeJson(const boost::json::object& o);
 std::string SerializeJson(const boost::json::array& a);
-
-// One double as SerializeJson writes it ("null" when not finite).
-std::string JsonDoubleText(double d);
 
 }  // namespace triald::common

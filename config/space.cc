@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "common/json.h"
+#include "common/json_text.h"
 
 namespace triald::config {
 
@@ -33,53 +34,23 @@ bool NearInteger(double k) {
 
 bool IsIntegral(double x) { return std::isfinite(x) && x == std::floor(x); }
 
-// The shortest digits that read back to the same double, laid out as Python's repr() does:
-// 0.0001 rather than 1e-04, 1e-05 and 1e+16 in exponent form. Whole numbers keep a ".0" so that
-// a float parameter stays a float for the worker (Python's json.loads("1") is an int).
-std::string FormatDouble(double d) {
-  if (std::isnan(d)) return "nan";
-  if (std::isinf(d)) return d > 0 ? "inf" : "-inf";
-  char buf[64];
-  auto res = std::to_chars(buf, buf + sizeof(buf), d, std::chars_format::scientific);
-  std::string sci(buf, res.ptr);  // "-1.2345e-04"
-  size_t e = sci.find('e');
-  int exp = std::stoi(sci.substr(e + 1));
-  if (exp < -4 || exp >= 16) return sci;
-  std::string sign = sci[0] == '-' ? "-" : "";
-  std::string digits;
-  for (size_t i = sign.size(); i < e; ++i) {
-    if (sci[i] != '.') digits += sci[i];
-  }
-  if (exp < 0) return sign + "0." + std::string(-exp - 1, '0') + digits;
-  size_t int_len = static_cast<size_t>(exp) + 1;
-  if (digits.size() <= int_len)
-    return sign + digits + std::string(int_len - digits.size(), '0') + ".0";
-  return sign + digits.substr(0, int_len) + "." + digits.substr(int_len);
-}
-
 std::string FormatInt(double d) {
   if (IsIntegral(d) && std::fabs(d) <= kMaxExactInt) {
     return std::to_string(static_cast<int64_t>(d));
   }
-  return FormatDouble(d);
+  return DoubleRepr(d);
 }
 
 // How a bound or step of `type` is shown in messages: ints without a fraction.
 std::string FormatBound(ParamType type, double d) {
-  return type == ParamType::kInt ? FormatInt(d) : FormatDouble(d);
-}
-
-std::string JsonNumber(double d) { return std::isfinite(d) ? FormatDouble(d) : "null"; }
-
-std::string JsonString(const std::string& s) {
-  return boost::json::serialize(boost::json::string_view(s));
+  return type == ParamType::kInt ? FormatInt(d) : DoubleRepr(d);
 }
 
 std::string ChoiceJson(const Choice& c) {
   if (const auto* b = std::get_if<bool>(&c)) return *b ? "true" : "false";
   if (const auto* i = std::get_if<int64_t>(&c)) return std::to_string(*i);
-  if (const auto* d = std::get_if<double>(&c)) return JsonNumber(*d);
-  return JsonString(std::get<std::string>(c));
+  if (const auto* d = std::get_if<double>(&c)) return common::JsonDoubleText(*d);
+  return common::JsonQuote(std::get<std::string>(c));
 }
 
 // Choices for messages: like JSON, but a non-finite float shows as what it is.
@@ -95,7 +66,7 @@ std::string ChoicesText(const std::vector<Choice>& choices,
       break;
     }
     const auto* d = std::get_if<double>(&choices[i]);
-    out += d != nullptr ? FormatDouble(*d) : ChoiceJson(choices[i]);
+    out += d != nullptr ? DoubleRepr(*d) : ChoiceJson(choices[i]);
   }
   return out + "]";
 }
@@ -132,33 +103,33 @@ bool ParseInt(std::string_view s, int64_t* out) {
 // file, so keep it when adding checks.
 Status CheckFloat(const Distribution& d) {
   if (!std::isfinite(d.low)) {
-    return InvalidArgument("low = " + FormatDouble(d.low) + ": expected a finite number");
+    return InvalidArgument("low = " + DoubleRepr(d.low) + ": expected a finite number");
   }
   if (!std::isfinite(d.high)) {
-    return InvalidArgument("high = " + FormatDouble(d.high) + ": expected a finite number");
+    return InvalidArgument("high = " + DoubleRepr(d.high) + ": expected a finite number");
   }
   if (d.low > d.high) {
-    return InvalidArgument("low = " + FormatDouble(d.low) + " is greater than high = " +
-                           FormatDouble(d.high) + "; expected low <= high");
+    return InvalidArgument("low = " + DoubleRepr(d.low) + " is greater than high = " +
+                           DoubleRepr(d.high) + "; expected low <= high");
   }
   if (d.log && d.low <= 0) {
     return InvalidArgument(
-        "low = " + FormatDouble(d.low) +
+        "low = " + DoubleRepr(d.low) +
         ": a log-scale range must be positive; expected low > 0 with log = true");
   }
   if (!std::isfinite(d.step) || d.step < 0) {
-    return InvalidArgument("step = " + FormatDouble(d.step) + ": expected a number > 0");
+    return InvalidArgument("step = " + DoubleRepr(d.step) + ": expected a number > 0");
   }
   if (d.step > 0) {
     // As in Optuna: a log-scale float has no grid.
     if (d.log) {
-      return InvalidArgument("step = " + FormatDouble(d.step) +
+      return InvalidArgument("step = " + DoubleRepr(d.step) +
                              ": step cannot be combined with log = true; expected either a "
                              "step or log = true, not both");
     }
     if (!NearInteger((d.high - d.low) / d.step)) {
-      return InvalidArgument("step = " + FormatDouble(d.step) +
-                             " does not divide high - low = " + FormatDouble(d.high - d.low) +
+      return InvalidArgument("step = " + DoubleRepr(d.step) +
+                             " does not divide high - low = " + DoubleRepr(d.high - d.low) +
                              "; expected high - low to be a whole multiple of step");
     }
   }
@@ -206,7 +177,7 @@ Status CheckCategorical(const Distribution& d) {
   for (const Choice& c : d.choices) {
     if (const auto* x = std::get_if<double>(&c); x && !std::isfinite(*x)) {
       return InvalidArgument("choices = " + ChoicesText(d.choices, kChoicesShown) + ": choice " +
-                             FormatDouble(*x) + " is not a finite number; expected finite numbers");
+                             DoubleRepr(*x) + " is not a finite number; expected finite numbers");
     }
   }
   // Duplicates by sorting positions (O(n log n): a sweep may list many choices). The message
@@ -356,7 +327,7 @@ std::string Distribution::ToJson() const {
   }
   auto number = [this](double x) {
     if (!std::isfinite(x)) return std::string("null");
-    return type == ParamType::kInt ? FormatInt(x) : FormatDouble(x);
+    return type == ParamType::kInt ? FormatInt(x) : DoubleRepr(x);
   };
   out += ",\"low\":" + number(low);
   out += ",\"high\":" + number(high);
@@ -387,7 +358,7 @@ Result<Distribution> DistributionFromJson(const std::string& json) {
 std::string ExternalJson(const Distribution& d, double internal) {
   switch (d.type) {
     case ParamType::kFloat:
-      return JsonNumber(internal);
+      return common::JsonDoubleText(internal);
     case ParamType::kInt:
       return std::isfinite(internal) ? FormatInt(std::round(internal)) : "null";
     case ParamType::kCategorical:
@@ -402,7 +373,7 @@ std::string ExternalJson(const Distribution& d, double internal) {
 
 Result<double> InternalFromText(const Distribution& d, const std::string& text) {
   std::string_view t = Trim(text);
-  std::string quoted = JsonString(text);
+  std::string quoted = common::JsonQuote(text);
   switch (d.type) {
     case ParamType::kFloat: {
       double x = 0;
@@ -458,8 +429,6 @@ Result<double> InternalFromText(const Distribution& d, const std::string& text) 
   }
   return InvalidArgument(quoted + " is not one of the choices; expected one of " + expected);
 }
-
-std::string DoubleRepr(double d) { return FormatDouble(d); }
 
 std::string DistributionText(const Distribution& d) {
   std::string out = ParamTypeName(d.type);

@@ -13,6 +13,7 @@
 #include <variant>
 #include <vector>
 
+#include "common/json_text.h"
 #include "common/status.h"
 
 namespace triald::config {
@@ -63,8 +64,8 @@ std::string DistributionText(const Distribution& d);
 
 // The shortest text that reads back as exactly `d`, laid out as Python's repr() does: "0.0005",
 // "1e-05", "1e+16", and whole numbers with ".0" ("1.0", "-0.0") so that JSON keeps them floats.
-// Non-finite values give "nan", "inf" and "-inf", which are not JSON.
-std::string DoubleRepr(double d);
+// Non-finite values give "nan", "inf" and "-inf", which are not JSON. (common/json_text.h)
+using common::DoubleRepr;
 
 struct ParamSpec {
   std::string name;

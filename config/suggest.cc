@@ -1,6 +1,5 @@
 #include "config/suggest.h"
 
-#include <boost/json.hpp>
 #include <cmath>
 #include <map>
 #include <optional>
@@ -8,6 +7,8 @@
 #include <utility>
 #include <variant>
 #include <vector>
+
+#include "common/json_text.h"
 
 namespace triald::config {
 
@@ -25,10 +26,6 @@ constexpr int64_t kMaxExactInt = int64_t{1} << 53;
 // "Is high - low a whole number of steps", with the tolerance the sweep parser allows (Validate).
 constexpr double kGridTolerance = 1e-9;
 
-std::string Quoted(std::string_view s) {
-  return boost::json::serialize(boost::json::string_view(s.data(), s.size()));
-}
-
 // A number as the worker wrote it: an integer exactly, a float as Python's repr.
 std::string NumberText(const SuggestNumber& n) {
   return n.is_integer ? std::to_string(n.integer) : DoubleRepr(n.value);
@@ -38,7 +35,7 @@ std::string ChoiceText(const SuggestChoice& c) {
   if (const auto* b = std::get_if<bool>(&c)) return *b ? "true" : "false";
   if (const auto* i = std::get_if<int64_t>(&c)) return std::to_string(*i);
   if (const auto* d = std::get_if<double>(&c)) return DoubleRepr(*d);
-  return Quoted(std::get<std::string>(c));
+  return common::JsonQuote(std::get<std::string>(c));
 }
 
 // Refuses the fields a distribution of `type` does not have; `expected` lists those it has.
@@ -242,16 +239,18 @@ Result<Distribution> DistributionFromSuggest(std::string_view name,
   } else if (requested.type == "categorical") {
     d = CategoricalFrom(requested);
   } else {
-    d = InvalidArgument("distribution.type = " + Quoted(requested.type) +
+    d = InvalidArgument("distribution.type = " + common::JsonQuote(requested.type) +
                         ": expected \"float\", \"int\" or \"categorical\"");
   }
-  if (!d.ok()) return InvalidArgument("suggest " + Quoted(name) + ": " + d.status().message());
+  if (!d.ok())
+    return InvalidArgument("suggest " + common::JsonQuote(name) + ": " + d.status().message());
   // The checks above are the sweep parser's (Validate) and more; a disagreement is a bug here.
   // Validate compares every pair of choices, so categoricals were checked above in its stead.
   if (d->type != ParamType::kCategorical) {
     if (Status st = d->Validate(); !st.ok()) {
-      return common::Internal("suggest " + Quoted(name) + ": distribution " + DistributionText(*d) +
-                              " passed the suggest checks but not " + "Validate: " + st.message());
+      return common::Internal("suggest " + common::JsonQuote(name) + ": distribution " +
+                              DistributionText(*d) + " passed the suggest checks but not " +
+                              "Validate: " + st.message());
     }
   }
   return d;
@@ -259,8 +258,9 @@ Result<Distribution> DistributionFromSuggest(std::string_view name,
 
 std::string DistributionConflictMessage(std::string_view name, const Distribution& before,
                                         const Distribution& now) {
-  return "suggest " + Quoted(name) + ": distribution " + DistributionText(now) + " differs from " +
-         DistributionText(before) + ", the distribution " + Quoted(name) +
+  return "suggest " + common::JsonQuote(name) + ": distribution " + DistributionText(now) +
+         " differs from " + DistributionText(before) + ", the distribution " +
+         common::JsonQuote(name) +
          " already has in this trial; a parameter keeps one distribution per trial";
 }
 

@@ -1670,13 +1670,11 @@ Result<SweepSpec> ParseSweepFile(const std::string& path) {
 
 namespace {
 
-std::string JsonString(std::string_view s) {
-  return boost::json::serialize(boost::json::string_view(s.data(), s.size()));
-}
+std::string JsonString(std::string_view s) { return common::JsonQuote(s); }
 
 // Doubles as DoubleRepr writes them (exact, and always a JSON float: "1.0" rather than "1", and
 // "-0.0", which a JSON integer could not keep); JSON has no spelling for the non-finite ones.
-std::string JsonDouble(double d) { return std::isfinite(d) ? DoubleRepr(d) : "null"; }
+std::string JsonDouble(double d) { return common::JsonDoubleText(d); }
 
 // A JSON value for messages, cut like TOML values are.
 std::string JsonRepr(const boost::json::value& v) {

@@ -457,8 +457,7 @@ std::string EncodeSuggestionAnswer(std::string_view name, std::string_view value
         "\": " + common::SanitizeUtf8(value_json.substr(0, 200)) + " is not one finite JSON value");
   }
   // The value text is copied as given: serialising the parsed value would write 1.0 as 1E0.
-  return "{\"type\":\"suggestion\",\"name\":" +
-         json::serialize(json::string_view(common::SanitizeUtf8(name))) +
+  return "{\"type\":\"suggestion\",\"name\":" + common::JsonQuote(name) +
          ",\"value\":" + std::string(value_json) + "}\n";
 }
 
