@@ -4,10 +4,28 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD_DIR="${TRIALD_BUILD_DIR:-$ROOT/build}"
 JOBS="${JOBS:-$(nproc)}"
 
+# Configures $BUILD_DIR with the CMake options given (and the build type, $CMAKE_BUILD_TYPE or
+# RelWithDebInfo).
+configure_triald() {
+  cmake -S "$ROOT" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE="${CMAKE_BUILD_TYPE:-RelWithDebInfo}" "$@" >/dev/null
+}
+
 # Configures and builds everything (daemon, trialctl, trial-worker, tests) into $BUILD_DIR.
 build_triald() {
-  cmake -S "$ROOT" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE="${CMAKE_BUILD_TYPE:-RelWithDebInfo}" >/dev/null
+  configure_triald -DTRIALD_BUILD_TESTS=ON
   cmake --build "$BUILD_DIR" -j "$JOBS"
+}
+
+# Builds what the demo runs, and nothing else: triald, trialctl and trial-worker (which
+# make_fixtures.py runs to pretrain the demo's checkpoint). A new build folder is configured
+# without the test suites (no Catch2 needed); one that has them keeps them, unbuilt.
+build_demo() {
+  if [ -f "$BUILD_DIR/CMakeCache.txt" ]; then
+    configure_triald
+  else
+    configure_triald -DTRIALD_BUILD_TESTS=OFF
+  fi
+  cmake --build "$BUILD_DIR" -j "$JOBS" --target triald trialctl trial-worker
 }
 
 # Starts triald on $1 (state dir) in the background, logging to $1.log; sets TRIALD_PID and

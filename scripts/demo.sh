@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
-# The README's "run" command: installs dependencies, builds, makes the LM fixtures (a tiny GPT-2,
-# the license corpus from /usr/share/common-licenses, and the checkpoint trial-worker pretrains
-# from them), starts triald on a local state directory, submits the lm-finetune example sweep
-# (12 fine-tuning trials, two at a time, one process each), waits for it, prints the best
-# hyperparameters and evaluation loss and the trials table, and stops the daemon cleanly.
+# The README's "run" command: installs the demo's dependencies (install-deps.sh --demo: none of
+# the test tools), builds triald, trialctl and trial-worker (not the test suites), makes the LM
+# fixtures (a tiny GPT-2, the license corpus from /usr/share/common-licenses, and the checkpoint
+# trial-worker pretrains from them), starts triald on a local state directory, submits the
+# lm-finetune example sweep (12 fine-tuning trials, two at a time, one process each), waits for
+# it, prints the best hyperparameters and evaluation loss and the trials table, and stops the
+# daemon cleanly.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
-"$ROOT/scripts/install-deps.sh"
-build_triald
+"$ROOT/scripts/install-deps.sh" --demo
+build_demo
 
 echo "== making the fixtures under tests/fixtures (pretraining the tiny GPT-2 takes a few seconds)"
 python3 "$ROOT/scripts/make_fixtures.py" "$ROOT/tests/fixtures" \

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs every build, test and benchmark dependency of triald from Debian's archive.
+# Installs every build, test and benchmark dependency of triald from Debian's archive; with
+# --demo, only what scripts/demo.sh needs (DEMO_PACKAGES below).
 # Idempotent: packages already present are skipped quickly by apt.
 set -euo pipefail
 
@@ -22,7 +23,29 @@ PACKAGES=(
   clang-14 libclang-rt-14-dev
   clang-format-14  # scripts/test.sh checks that every C++ file is formatted (.clang-format)
 )
-# node and npm run the tokenizer's reference implementation (npm's gpt-3-encoder) in the tests.
+# The demo's share (scripts/demo.sh runs install-deps.sh --demo): what builds triald, trialctl and
+# trial-worker (configured without the test suites) and runs make_fixtures.py; none of the test
+# and benchmark tools (the PostgreSQL server, Catch2, Chromium, clang, clang-format, systemd,
+# Optuna, Python's PyTorch). Every one of them is in PACKAGES too.
+DEMO_PACKAGES=(
+  build-essential cmake pkg-config
+  libtorch-dev libopenblas0-pthread
+  libboost1.81-dev libboost-json1.81-dev
+  libspdlog-dev libfmt-dev
+  libsqlite3-dev libpq-dev
+  libtomlplusplus-dev libsystemd-dev libcli11-dev
+  python3
+)
+for p in "${DEMO_PACKAGES[@]}"; do
+  [[ " ${PACKAGES[*]} " == *" $p "* ]] || { echo "install-deps: $p is in DEMO_PACKAGES, not in PACKAGES" >&2; exit 1; }
+done
+case "${1:-}" in
+  "") ;;
+  --demo) PACKAGES=("${DEMO_PACKAGES[@]}") ;;
+  *) echo "usage: install-deps.sh [--demo]" >&2; exit 2 ;;
+esac
+# node and npm run the tokenizer's reference implementation (npm's gpt-3-encoder) for the tests
+# and for make_fixtures.py (the demo too).
 # A machine whose Node.js came from elsewhere (e.g. NodeSource's nodejs, which bundles npm and
 # conflicts with Debian's npm package) keeps it.
 if ! command -v npm >/dev/null 2>&1 || ! command -v node >/dev/null 2>&1; then

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The README's "test" command: installs dependencies, checks the formatting, builds everything and
 # runs every test suite (unit, contract, integration, fault) with CTest; then, on a full run, the
-# unit, contract and integration suites once more under ASan and UBSan, and the fuzzers.
+# unit, contract and integration suites once more under ASan and UBSan, and the fuzzers. Ends with
+# a table of each step's duration, the CTest time of each label and the slowest tests (also when
+# a step fails), so that growth shows in every CI log.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
@@ -13,38 +15,122 @@ step() {
   [ "$v" = 1 ] || { [ "$#" -eq 0 ] && [ "$v" != 0 ]; }
 }
 
-# ctest in build folder $1 with the other arguments; then the reason of every test it reports as
-# skipped (a TRIALD_SKIP, tests/support/skip.h), which its summary does not show.
+# The durations: timed NAME COMMAND... runs COMMAND as one step of the table. The EXIT trap
+# prints the table, with the step that failed (its command's status) and the steps not reached.
+STEP_NAMES=()
+STEP_SECONDS=()
+STEP_RESULTS=()
+CURRENT_STEP=""
+CURRENT_START=0
+CTEST_LOGS=()  # "NAME:BUILD_DIR:LOG" of each CTest run, for the label times and slowest tests
+RUN_START=$(date +%s)
+
+begin_step() {
+  CURRENT_STEP="$1"
+  CURRENT_START=$(date +%s)
+  echo "== $1"
+}
+
+end_step() {
+  STEP_NAMES+=("$CURRENT_STEP")
+  STEP_SECONDS+=($(($(date +%s) - CURRENT_START)))
+  STEP_RESULTS+=("$1")
+  CURRENT_STEP=""
+}
+
+timed() {
+  begin_step "$1"
+  shift
+  "$@"
+  end_step ok
+}
+
+duration() { printf '%d:%02d' $(($1 / 60)) $(($1 % 60)); }
+
+# The "Label Time Summary" CTest printed into LOG (the tests' own times, summed per label: with
+# -j, more than the wall time the label took), and the ten slowest tests of DIR's last run (from
+# Testing/Temporary/LastTest.log).
+print_ctest_times() {
+  local name="$1" dir="$2" log="$3"
+  if [ -f "$log" ] && grep -q '^Label Time Summary:' "$log"; then
+    echo "-- $name: CTest time per label (sum of the tests' times)"
+    sed -n '/^Label Time Summary:/,/^$/{/^Label Time Summary:/d;/^$/d;p}' "$log"
+  fi
+  local last="$dir/Testing/Temporary/LastTest.log"
+  if [ -f "$last" ]; then
+    echo "-- $name: slowest tests"
+    awk '/^[0-9]+\/[0-9]+ Test: / { sub(/^[0-9]+\/[0-9]+ Test: /, ""); name = $0 }
+         /^Test time = / { printf "%9.1f s  %s\n", $4, name }' "$last" | sort -rn | head -10
+  fi
+}
+
+print_times() {
+  local rc=$?
+  set +e
+  if [ -n "$CURRENT_STEP" ]; then end_step "FAILED (exit $rc)"; fi
+  echo
+  echo "== durations ($(hostname), $(nproc) CPUs, JOBS=$JOBS)"
+  printf '%-28s %8s  %s\n' step "m:ss" result
+  local i
+  for i in "${!STEP_NAMES[@]}"; do
+    printf '%-28s %8s  %s\n' "${STEP_NAMES[$i]}" "$(duration "${STEP_SECONDS[$i]}")" "${STEP_RESULTS[$i]}"
+  done
+  printf '%-28s %8s  %s\n' total "$(duration $(($(date +%s) - RUN_START)))" \
+    "$([ "$rc" = 0 ] && echo ok || echo "FAILED (exit $rc)")"
+  local entry
+  for entry in "${CTEST_LOGS[@]}"; do
+    IFS=: read -r name dir log <<<"$entry"
+    print_ctest_times "$name" "$dir" "$log"
+  done
+  exit "$rc"
+}
+trap print_times EXIT
+
+# ctest in build folder $1 with the other arguments, its output also in $1/ctest-output.log (for
+# the label times at the end); then the reason of every test it reports as skipped (a
+# TRIALD_SKIP, tests/support/skip.h), which its summary does not show. A --timeout among the
+# arguments replaces the 600 s given to every test.
 run_ctest() {
   local dir="$1" rc=0
   shift
-  (cd "$dir" && ctest --output-on-failure -j "$JOBS" --timeout 600 "$@") || rc=$?
+  CTEST_LOGS+=("$CURRENT_STEP:$dir:$dir/ctest-output.log")
+  (cd "$dir" && ctest --output-on-failure -j "$JOBS" --timeout 600 "$@") 2>&1 |
+    tee "$dir/ctest-output.log" || rc=$?
   grep -h '^SKIPPED ' "$dir/Testing/Temporary/LastTest.log" 2>/dev/null || true
   return "$rc"
 }
 
-"$ROOT/scripts/install-deps.sh"
+timed "dependencies (apt-get)" "$ROOT/scripts/install-deps.sh"
 
 # Formatting (TRIALD_FORMAT): every C++ file tracked by git is as clang-format-14 writes it with
-# the repository's .clang-format. Prints the files that differ and fails.
-if step "${TRIALD_FORMAT:-}" "$@"; then
-  files="$(git -C "$ROOT" ls-files -- '*.h' '*.cc')"  # fails outside a git checkout
-  unformatted=()
-  while IFS= read -r f; do
-    [ -n "$f" ] || continue
-    clang-format-14 --dry-run --Werror "$ROOT/$f" >/dev/null 2>&1 || unformatted+=("$f")
-  done <<<"$files"
+# the repository's .clang-format. Prints the files that differ and fails. One clang-format
+# process checks them all (one per file spent most of the step starting clang-format).
+check_format() {
+  local listed files=() out rc=0
+  listed="$(git -C "$ROOT" ls-files -- '*.h' '*.cc')"  # fails outside a git checkout
+  mapfile -t files <<<"$listed"
+  out="$(cd "$ROOT" && clang-format-14 --dry-run --Werror "${files[@]}" 2>&1 >/dev/null)" || rc=$?
+  local unformatted=()
+  mapfile -t unformatted < <(sed -nE 's/^(.+):[0-9]+:[0-9]+: error: code should be clang-formatted.*/\1/p' <<<"$out" | sort -u)
   if [ ${#unformatted[@]} -ne 0 ]; then
     echo "clang-format-14: ${#unformatted[@]} file(s) differ from .clang-format:" >&2
     printf '  %s\n' "${unformatted[@]}" >&2
     echo "fix: clang-format-14 -i ${unformatted[*]}" >&2
-    exit 1
+    return 1
   fi
-  echo "clang-format-14: every tracked *.h and *.cc is formatted"
+  if [ "$rc" -ne 0 ]; then
+    echo "$out" >&2
+    echo "clang-format-14 failed (exit $rc)" >&2
+    return 1
+  fi
+  echo "clang-format-14: every tracked *.h and *.cc (${#files[@]}) is formatted"
+}
+if step "${TRIALD_FORMAT:-}" "$@"; then
+  timed "format check" check_format
 fi
 
-build_triald
-run_ctest "$BUILD_DIR" "$@"
+timed "configure + build" build_triald
+timed "ctest" run_ctest "$BUILD_DIR" "$@"
 
 # The sanitizer pass (TRIALD_SANITIZE): a second build in $BUILD_DIR/sanitize with ASan and UBSan
 # (-DTRIALD_SANITIZE=ON) and without trial-worker (LibTorch), then the unit, contract (with
@@ -52,24 +138,67 @@ run_ctest "$BUILD_DIR" "$@"
 # (tests/README.md, "The sanitizer pass"). Every process writes its sanitizer reports to
 # $BUILD_DIR/sanitize/reports: a report from the daemon, trialctl or a worker fails the pass even
 # where the test did not look at that process's exit.
-if step "${TRIALD_SANITIZE:-}" "$@"; then
-  SAN_DIR="$BUILD_DIR/sanitize"
+SAN_LABELS='unit|postgres|integration'
+SAN_EXCLUDE='no-sanitize'
+
+# The test executables the sanitizer run needs: those of the tests it selects (read from the
+# normal build, whose tests are discovered by now) that the sanitizer build has too (it has no
+# trial-worker, hence no worker_tests). Each pulls in the programs its tests run
+# (add_dependencies); the fault suite and the benchmark tools are left unbuilt. Prints nothing
+# when it cannot tell, and then everything is built.
+sanitizer_targets() {
+  local san_dir="$1"
+  local have
+  have="$(grep -rhoE '[A-Za-z0-9_.+-]+_(include|tests)(-[0-9a-f]+)?\.cmake' "$san_dir" \
+    --include=CTestTestfile.cmake 2>/dev/null | sed -E 's/_(include|tests)(-[0-9a-f]+)?\.cmake$//' |
+    sort -u)" || return 0
+  (cd "$BUILD_DIR" && ctest -N -L "$SAN_LABELS" -LE "$SAN_EXCLUDE" --show-only=json-v1 2>/dev/null) |
+    python3 -c '
+import json, os, sys
+have = set(sys.argv[1].split())
+try:
+    tests = json.load(sys.stdin)["tests"]
+except Exception:
+    sys.exit(0)
+names = {os.path.basename(t["command"][0]) for t in tests if t.get("command")}
+print(" ".join(sorted(names & have)))
+' "$have" || true
+}
+
+build_sanitizer() {
   # Debug with -O1 -g1: quicker to compile than RelWithDebInfo under instrumentation, quick
   # enough to run, and the reports still have line numbers.
   cmake -S "$ROOT" -B "$SAN_DIR" -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g1" \
     -DTRIALD_SANITIZE=ON \
     -DTRIALD_BUILD_WORKER=OFF >/dev/null
-  cmake --build "$SAN_DIR" -j "$JOBS"
+  local targets
+  targets="$(sanitizer_targets "$SAN_DIR")"
+  if [ -n "$targets" ]; then
+    echo "sanitizer build: $targets and what their tests run"
+    # shellcheck disable=SC2086
+    cmake --build "$SAN_DIR" -j "$JOBS" --target $targets
+  else
+    cmake --build "$SAN_DIR" -j "$JOBS"
+  fi
+}
+
+run_sanitizer() {
   rm -rf "$SAN_DIR/reports"
   mkdir -p "$SAN_DIR/reports"
   ASAN_OPTIONS="log_path=$SAN_DIR/reports/asan:${ASAN_OPTIONS:-}" \
     UBSAN_OPTIONS="log_path=$SAN_DIR/reports/ubsan:print_stacktrace=1:${UBSAN_OPTIONS:-}" \
-    run_ctest "$SAN_DIR" -L 'unit|postgres|integration' -LE no-sanitize
+    run_ctest "$SAN_DIR" -L "$SAN_LABELS" -LE "$SAN_EXCLUDE"
   if [ -n "$(ls -A "$SAN_DIR/reports")" ]; then
     for r in "$SAN_DIR/reports"/*; do echo "== $r" >&2; cat "$r" >&2; done
     echo "sanitizer reports above (in $SAN_DIR/reports)" >&2
-    exit 1
+    return 1
   fi
+}
+
+if step "${TRIALD_SANITIZE:-}" "$@"; then
+  SAN_DIR="$BUILD_DIR/sanitize"
+  timed "sanitizer build" build_sanitizer
+  timed "sanitizer ctest" run_sanitizer
 fi
 
 # Fuzzing (TRIALD_FUZZ; tests/fuzz/): a second build with clang, libFuzzer, ASan and UBSan in
@@ -77,9 +206,13 @@ fi
 # inputs from seed TRIALD_FUZZ_SEED (1; 0 draws a new seed), at most TRIALD_FUZZ_SECONDS (300)
 # each.
 if step "${TRIALD_FUZZ:-}" "$@"; then
-  CXX=clang++-14 cmake -S "$ROOT" -B "$BUILD_DIR/fuzz" -DTRIALD_FUZZ=ON \
-    -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTRIALD_FUZZ_SECONDS="${TRIALD_FUZZ_SECONDS:-300}" \
-    -DTRIALD_FUZZ_SEED="${TRIALD_FUZZ_SEED:-1}" >/dev/null
-  cmake --build "$BUILD_DIR/fuzz" -j "$JOBS"
-  (cd "$BUILD_DIR/fuzz" && ctest --output-on-failure -j "$JOBS" -L fuzz)
+  FUZZ_DIR="$BUILD_DIR/fuzz"
+  build_fuzz() {
+    CXX=clang++-14 cmake -S "$ROOT" -B "$FUZZ_DIR" -DTRIALD_FUZZ=ON \
+      -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTRIALD_FUZZ_SECONDS="${TRIALD_FUZZ_SECONDS:-300}" \
+      -DTRIALD_FUZZ_SEED="${TRIALD_FUZZ_SEED:-1}" >/dev/null
+    cmake --build "$FUZZ_DIR" -j "$JOBS"
+  }
+  timed "fuzz build" build_fuzz
+  timed "fuzz run" run_ctest "$FUZZ_DIR" -L fuzz --timeout $((${TRIALD_FUZZ_SECONDS:-300} + 600))
 fi
