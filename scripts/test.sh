@@ -89,12 +89,13 @@ trap print_times EXIT
 # ctest in build folder $1 with the other arguments, its output also in $1/ctest-output.log (for
 # the label times at the end); then the reason of every test it reports as skipped (a
 # TRIALD_SKIP, tests/support/skip.h), which its summary does not show. A --timeout among the
-# arguments replaces the 600 s given to every test.
+# arguments replaces the 600 s given to every test. TRIALD_CTEST_JOBS (default $JOBS) tests run at
+# once.
 run_ctest() {
   local dir="$1" rc=0
   shift
   CTEST_LOGS+=("$CURRENT_STEP:$dir:$dir/ctest-output.log")
-  (cd "$dir" && ctest --output-on-failure -j "$JOBS" --timeout 600 "$@") 2>&1 |
+  (cd "$dir" && ctest --output-on-failure -j "${TRIALD_CTEST_JOBS:-$JOBS}" --timeout 600 "$@") 2>&1 |
     tee "$dir/ctest-output.log" || rc=$?
   grep -h '^SKIPPED ' "$dir/Testing/Temporary/LastTest.log" 2>/dev/null || true
   return "$rc"
