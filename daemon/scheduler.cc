@@ -1340,8 +1340,7 @@ Result<int64_t> Scheduler::Delete(const std::string& name, bool purge) {
     // Study names are checked at submit (letters, digits, '_', '.', '-', starting with a letter
     // or digit), so this is the study's own folder; remove_all removes links themselves, never
     // what they point to.
-    const std::filesystem::path folder =
-        std::filesystem::path(options_.state_dir) / "studies" / name;
+    const std::filesystem::path folder = model::StudyDir(options_.state_dir, name);
     std::error_code ec;
     std::filesystem::remove_all(folder, ec);
     if (ec) {

@@ -8,6 +8,7 @@
 #include <cstdio>
 
 #include "common/fd.h"
+#include "daemon/model/records.h"
 
 namespace triald::daemon {
 using common::Status;
@@ -68,11 +69,11 @@ Status SecureStateDir(const std::string& state_dir, const StateDirAccess& access
   TRIALD_RETURN_IF_ERROR(Fix(dir.get(), state_dir, StateDirMode(access), access.group, log));
 
   const mode_t folder_mode = (access.group ? 0750 : 0700) | (access.trials_as_users ? 0001 : 0);
-  const std::string studies = state_dir + "/studies";
-  if (::mkdirat(dir.get(), "studies", folder_mode) != 0 && errno != EEXIST) {
+  const std::string studies = state_dir + "/" + model::kStudiesFolder;
+  if (::mkdirat(dir.get(), model::kStudiesFolder, folder_mode) != 0 && errno != EEXIST) {
     return common::ErrnoError("create " + studies, errno);
   }
-  UniqueFd studies_fd(OpenNoFollow(dir.get(), "studies", O_RDONLY | O_DIRECTORY));
+  UniqueFd studies_fd(OpenNoFollow(dir.get(), model::kStudiesFolder, O_RDONLY | O_DIRECTORY));
   if (!studies_fd.valid()) return common::ErrnoError("open " + studies, errno);
   TRIALD_RETURN_IF_ERROR(Fix(studies_fd.get(), studies, folder_mode, access.group, log));
 

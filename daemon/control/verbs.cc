@@ -338,12 +338,11 @@ Result<json::value> TrialLogReply(const VerbContext& c, const json::object& args
   }
   // The daemon's own log folder; trials from before logs moved there kept theirs in the trial
   // folder, read the same careful way (ReadTrialLog: no links, no FIFOs, bounded).
-  const std::string number_s = std::to_string(t.number);
   const std::string file = stream + ".log";
-  std::string relative = "studies/" + s.name + "/logs/" + number_s + "/" + file;
+  std::string relative = model::TrialLogRelativeDir(s.name, t.number) + "/" + file;
   Result<TrialLogContent> content = ReadTrialLog(c.state_dir, relative, limits);
   if (!content.ok() && content.status().code() == common::Code::kNotFound) {
-    const std::string legacy = "studies/" + s.name + "/trials/" + number_s + "/" + file;
+    const std::string legacy = model::TrialRelativeDir(s.name, t.number) + "/" + file;
     Result<TrialLogContent> old = ReadTrialLog(c.state_dir, legacy, limits);
     if (old.ok()) {
       relative = legacy;

@@ -67,18 +67,49 @@ std::optional<double> MeasuredMetric(const TrialResources& r, const std::string&
   return std::nullopt;
 }
 
-std::string StudiesDir(const std::string& state_dir) { return state_dir + "/studies/"; }
+const char kStudiesFolder[] = "studies";
+
+namespace {
+
+constexpr char kTrialsFolder[] = "trials";
+constexpr char kLogsFolder[] = "logs";
+
+std::string StudyRelativeDir(const std::string& study) {
+  return std::string(kStudiesFolder) + "/" + study;
+}
+
+}  // namespace
+
+std::string StudiesDir(const std::string& state_dir) {
+  return state_dir + "/" + kStudiesFolder + "/";
+}
+
+std::string StudyDir(const std::string& state_dir, const std::string& study) {
+  return state_dir + "/" + StudyRelativeDir(study);
+}
+
+std::vector<std::string> TrialDirComponents(const std::string& study, int number) {
+  return {kStudiesFolder, study, kTrialsFolder, std::to_string(number)};
+}
+
+std::string TrialRelativeDir(const std::string& study, int number) {
+  return StudyRelativeDir(study) + "/" + kTrialsFolder + "/" + std::to_string(number);
+}
+
+std::string TrialLogRelativeDir(const std::string& study, int number) {
+  return StudyRelativeDir(study) + "/" + kLogsFolder + "/" + std::to_string(number);
+}
 
 std::string TrialDir(const std::string& state_dir, const std::string& study, int number) {
-  return StudiesDir(state_dir) + study + "/trials/" + std::to_string(number);
+  return state_dir + "/" + TrialRelativeDir(study, number);
 }
 
 std::string TrialLogDir(const std::string& state_dir, const std::string& study, int number) {
-  return StudiesDir(state_dir) + study + "/logs/" + std::to_string(number);
+  return state_dir + "/" + TrialLogRelativeDir(study, number);
 }
 
 std::string ForkServerLog(const std::string& state_dir, const std::string& study) {
-  return StudiesDir(state_dir) + study + "/fork-server.log";
+  return StudyDir(state_dir, study) + "/fork-server.log";
 }
 
 }  // namespace triald::model

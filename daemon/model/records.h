@@ -209,9 +209,28 @@ struct EventRecord {
   std::string detail;
 };
 
+// The layout of a state directory's study folders, spelled here only:
+//   STATE_DIR/studies/                          StudiesDir
+//   STATE_DIR/studies/STUDY/                    StudyDir (removed with the study)
+//   STATE_DIR/studies/STUDY/trials/NUMBER/      TrialDir
+//   STATE_DIR/studies/STUDY/logs/NUMBER/        TrialLogDir
+//   STATE_DIR/studies/STUDY/fork-server.log     ForkServerLog
+// The *RelativeDir forms are the same paths relative to STATE_DIR, for code that opens them
+// from a descriptor of the state directory, one component at a time.
+
+// The name of the folder below STATE_DIR that holds the studies ("studies").
+extern const char kStudiesFolder[];
 // Where a trial's folder is: STATE_DIR/studies/STUDY/trials/NUMBER (its working files,
-// TRIALD_TRIAL_DIR; the trial's to write). The one place that spells the layout.
+// TRIALD_TRIAL_DIR; the trial's to write).
 std::string TrialDir(const std::string& state_dir, const std::string& study, int number);
+// TrialDir relative to the state directory, as its components: {"studies", STUDY, "trials",
+// NUMBER}.
+std::vector<std::string> TrialDirComponents(const std::string& study, int number);
+// "studies/STUDY/trials/NUMBER" and "studies/STUDY/logs/NUMBER".
+std::string TrialRelativeDir(const std::string& study, int number);
+std::string TrialLogRelativeDir(const std::string& study, int number);
+// STATE_DIR/studies/STUDY: the study's folder, with its trial folders, logs and fork server log.
+std::string StudyDir(const std::string& state_dir, const std::string& study);
 // Where the daemon keeps a trial's captured stdout.log and stderr.log:
 // STATE_DIR/studies/STUDY/logs/NUMBER, beside the trial folders and out of the trial's reach
 // (created by the daemon, never writable by the trial), so that a trial cannot replace its logs

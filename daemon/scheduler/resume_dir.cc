@@ -24,7 +24,7 @@ ResumeFolder FindResumeFolder(const std::string& state_dir, const std::string& s
   if (!at.valid()) {
     return refuse(whose + ": the state directory cannot be opened: " + std::strerror(errno));
   }
-  const std::vector<std::string> parts = {"studies", study, "trials", std::to_string(number)};
+  const std::vector<std::string> parts = model::TrialDirComponents(study, number);
   struct stat st {};
   std::string path = state_dir;
   for (const std::string& part : parts) {
