@@ -7,6 +7,7 @@
 #include <limits>
 #include <set>
 
+#include "common/json_text.h"
 #include "daemon/model/records.h"
 #include "daemon/model/resources_json.h"
 #include "daemon/sampler/pareto.h"
@@ -66,35 +67,9 @@ Result<std::optional<model::TrialResources>> ParseResources(const json::object& 
 }
 
 void AppendEscaped(std::string& out, std::string_view s, bool html_safe) {
-  out += '"';
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (c < 0x20 || (html_safe && (c == '<' || c == '>' || c == '&'))) {
-          char buf[8];
-          std::snprintf(buf, sizeof(buf), "\\u%04x", c);
-          out += buf;
-        } else {
-          out += static_cast<char>(c);
-        }
-    }
-  }
-  out += '"';
+  common::JsonQuoteOptions options;
+  options.html_safe = html_safe;
+  common::AppendJsonQuoted(s, &out, options);
 }
 
 void Write(std::string& out, const json::value& v, const JsonStyle& style) {
@@ -112,7 +87,7 @@ void Write(std::string& out, const json::value& v, const JsonStyle& style) {
       out += std::to_string(v.get_uint64());
       return;
     case json::kind::double_:
-      out += std::isfinite(v.get_double()) ? config::DoubleRepr(v.get_double()) : "null";
+      out += common::JsonDoubleText(v.get_double());
       return;
     case json::kind::string:
       AppendEscaped(out, v.get_string(), style.html_safe);

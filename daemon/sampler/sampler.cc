@@ -1,12 +1,12 @@
 #include "daemon/sampler/sampler.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <iterator>
 #include <map>
 #include <string>
 #include <utility>
 
+#include "common/json_text.h"
 #include "daemon/sampler/cmaes_sampler.h"
 #include "daemon/sampler/grid_sampler.h"
 #include "daemon/sampler/nsga2_sampler.h"
@@ -16,12 +16,6 @@
 
 namespace triald::sampler {
 namespace {
-
-std::string FormatValue(double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof(buf), "%.17g", v);
-  return buf;
-}
 
 // The relative sample's value for `param`, or null when the sample lacks the name or drew it
 // from another distribution (the objective's own distribution decides, as in Optuna).
@@ -36,8 +30,9 @@ const double* RelativeValue(const TrialSample& trial, const config::ParamSpec& p
 
 common::Status CheckValue(const config::ParamSpec& param, double v) {
   if (param.dist.Contains(v)) return common::Status::Ok();
-  return common::Internal("sampler produced " + FormatValue(v) + " for parameter \"" + param.name +
-                          "\", which is outside its distribution " + param.dist.ToJson());
+  return common::Internal("sampler produced " + common::DoubleRepr(v) + " for parameter \"" +
+                          param.name + "\", which is outside its distribution " +
+                          param.dist.ToJson());
 }
 
 }  // namespace

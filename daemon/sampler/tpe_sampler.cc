@@ -2,13 +2,13 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <limits>
 #include <numeric>
 #include <random>
 #include <string>
 #include <utility>
 
+#include "common/json_text.h"
 #include "daemon/sampler/random_sampler.h"
 #include "daemon/sampler/tpe_split.h"
 
@@ -37,12 +37,6 @@ constexpr double kNegligibleLog = 40.0;
 // Past 2^53 neighbouring grid values are no longer distinct doubles: a finer grid is treated as
 // having 2^53 values, as the random sampler does.
 constexpr double kMaxGridCount = 9007199254740992.0;
-
-std::string Num(double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof(buf), "%.17g", v);
-  return buf;
-}
 
 // Phi(x) for x <= 0 (or any x where the lower tail is wanted), without cancellation.
 double Phi(double x) { return 0.5 * std::erfc(-x / kSqrt2); }
@@ -645,12 +639,12 @@ common::Result<std::unique_ptr<TpeSampler>> TpeSampler::Create(const config::Sea
         OptionError("n_ei_candidates", std::to_string(config.n_ei_candidates), "an integer >= 1"));
   }
   if (!(config.prior_weight > 0) || !std::isfinite(config.prior_weight)) {
-    return common::InvalidArgument(
-        OptionError("prior_weight", Num(config.prior_weight), "a finite number > 0"));
+    return common::InvalidArgument(OptionError(
+        "prior_weight", common::DoubleRepr(config.prior_weight), "a finite number > 0"));
   }
   if (!(config.gamma_fraction > 0 && config.gamma_fraction <= 1)) {
-    return common::InvalidArgument(
-        OptionError("gamma_fraction", Num(config.gamma_fraction), "a number in (0, 1]"));
+    return common::InvalidArgument(OptionError(
+        "gamma_fraction", common::DoubleRepr(config.gamma_fraction), "a number in (0, 1]"));
   }
   if (config.gamma_max < 1) {
     return common::InvalidArgument(
