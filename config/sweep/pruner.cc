@@ -16,7 +16,7 @@ using common::Status;
 using P = PrunerConfig;
 using K = Key<P>;
 
-K Kind_() {
+K PrunerKindKey() {
   return KindKey<P>(
       "\"nop\" (default), \"median\", \"percentile\", \"asha\", \"hyperband\", \"threshold\", "
       "\"patient\" or \"wilcoxon\"");
@@ -95,7 +95,7 @@ std::vector<K> ThresholdKeys() {
   };
   upper.absent = CheckThresholds;
   return {
-      Kind_(),
+      PrunerKindKey(),
       NumberKey("lower", Of(&P::lower), NumberRule{}, "a finite number",
                 "prune when the latest value is below it; lower, upper or both"),
       std::move(upper),
@@ -121,7 +121,7 @@ Status ReadWrapped(const TableContext& ctx, const Field& f, P* out) {
 
 std::vector<K> PatientKeys() {
   return {
-      Kind_(),
+      PrunerKindKey(),
       Required(IntKey("patience", Of(&P::patience), 0, "an integer >= 0",
                       "required: steps without improvement before the wrapped pruner decides, "
                       ">= 0"),
@@ -140,27 +140,28 @@ std::vector<K> PatientKeys() {
 
 const std::vector<Kind<PrunerConfig>>& PrunerKinds() {
   static const std::vector<Kind<P>> kKinds = {
-      {"nop", {Kind_()}},
+      {"nop", {PrunerKindKey()}},
       // As in Optuna, the median pruner is the 50th-percentile pruner (PrunerConfig's default).
-      {"median", {Kind_(), NStartupTrials(), NWarmupSteps(), IntervalSteps(), NMinTrials()}},
+      {"median",
+       {PrunerKindKey(), NStartupTrials(), NWarmupSteps(), IntervalSteps(), NMinTrials()}},
       {"percentile",
-       {Kind_(),
+       {PrunerKindKey(),
         Required(NumberKey("percentile", Of(&P::percentile), Within(0, true, 100, true),
                            kPercentileExpected, "required: in (0, 100)"),
                  std::string(kPercentileExpected) +
                      " with kind = \"percentile\" (kind = \"median\" is percentile = 50)"),
         NStartupTrials(), NWarmupSteps(), IntervalSteps(), NMinTrials()}},
       {"asha",
-       {Kind_(), MinResource(), ReductionFactor(),
+       {PrunerKindKey(), MinResource(), ReductionFactor(),
         IntKey("min_early_stopping_rate", Of(&P::min_early_stopping_rate), 0, "an integer >= 0",
                ">= 0 (default 0)"),
         IntKey("bootstrap_count", Of(&P::bootstrap_count), 0, "an integer >= 0",
                ">= 0 (default 0)")}},
-      {"hyperband", {Kind_(), MinResource(), MaxResource(), ReductionFactor()}},
+      {"hyperband", {PrunerKindKey(), MinResource(), MaxResource(), ReductionFactor()}},
       {"threshold", ThresholdKeys()},
       {"patient", PatientKeys()},
       {"wilcoxon",
-       {Kind_(),
+       {PrunerKindKey(),
         NumberKey("p_threshold", Of(&P::p_threshold), Within(0, false, 1, false),
                   "a number in [0, 1]",
                   "prune when the test gives p below it, in [0, 1] "
