@@ -1,9 +1,16 @@
 #include "config/lm_fields.h"
 
+#include <algorithm>
+#include <boost/json.hpp>
 #include <climits>
+#include <cmath>
 #include <limits>
+#include <type_traits>
 #include <utility>
 
+#include "common/json.h"
+#include "common/json_text.h"
+#include "config/space.h"
 #include "config/toml_diag.h"
 
 namespace triald::config {
@@ -113,6 +120,134 @@ const std::vector<const char*>& LmObjectiveMetrics() {
   static const std::vector<const char*> kMetrics = {
       "eval_loss", "perplexity", "planned_memory_bytes", "train_seconds", "tokens_per_second"};
   return kMetrics;
+}
+
+// The JSON codec of LmObjectiveConfig (config/sweep.h), which the daemon hands to trial-worker:
+// one field per row of LmFields(), checked as the sweep parser checks it.
+
+using common::InvalidArgument;
+using common::Result;
+using common::Status;
+
+namespace {
+
+std::string JsonString(std::string_view s) { return common::JsonQuote(s); }
+
+// Doubles as DoubleRepr writes them (exact, and always a JSON float: "1.0" rather than "1", and
+// "-0.0", which a JSON integer could not keep); JSON has no spelling for the non-finite ones.
+std::string JsonDouble(double d) { return common::JsonDoubleText(d); }
+
+// A JSON value for messages, cut like TOML values are.
+std::string JsonRepr(const boost::json::value& v) {
+  // Boost writes 1.5 as "1.5E0"; show a number as it would be written.
+  std::string text = v.is_double() ? JsonDouble(v.get_double()) : boost::json::serialize(v);
+  return CutForMessage(std::move(text));
+}
+
+}  // namespace
+
+std::string LmObjectiveToJson(const LmObjectiveConfig& config) {
+  std::string out = "{";
+  for (const LmField& field : LmFields()) {
+    if (out.size() > 1) out += ",";
+    out += JsonString(field.name) + ":";
+    std::visit(
+        [&](auto member) {
+          const auto& v = config.*member;
+          using T = std::remove_cv_t<std::remove_reference_t<decltype(v)>>;
+          if constexpr (std::is_same_v<T, std::string>) {
+            out += JsonString(v);
+          } else if constexpr (std::is_same_v<T, double>) {
+            out += JsonDouble(v);
+          } else {
+            out += std::to_string(v);
+          }
+        },
+        field.member);
+  }
+  if (!config.objectives.empty()) {
+    out += ",\"objectives\":[";
+    for (size_t i = 0; i < config.objectives.size(); ++i) {
+      out += (i ? "," : "") + JsonString(config.objectives[i]);
+    }
+    out += "]";
+  }
+  return out + "}";
+}
+
+Result<LmObjectiveConfig> LmObjectiveFromJson(std::string_view json) {
+  auto fail = [](const std::string& problem) {
+    return InvalidArgument("invalid LM objective JSON: " + problem);
+  };
+  const std::string all_fields = JoinList(LmFieldNames(false));
+  Result<boost::json::value> parsed = common::ParseJsonExact(json);
+  if (!parsed.ok()) return fail(parsed.status().message());
+  if (!parsed->is_object()) {
+    return fail(JsonRepr(*parsed) + ": expected an object with the fields " + all_fields);
+  }
+  const boost::json::object& obj = parsed->get_object();
+  for (const auto& kv : obj) {
+    if (FindLmField(kv.key()) == nullptr && kv.key() != "objectives") {
+      return fail("unknown field " + JsonString(kv.key()) + "; expected one of " + all_fields);
+    }
+  }
+  LmObjectiveConfig config;
+  // Optional (absent: the evaluation loss alone): the metrics sent as the trial's values.
+  if (const boost::json::value* v = obj.if_contains("objectives")) {
+    const std::string expected = "a non-empty array of " + JoinList(LmObjectiveMetrics());
+    if (!v->is_array() || v->get_array().empty()) {
+      return fail("\"objectives\" = " + JsonRepr(*v) + ": expected " + expected);
+    }
+    const auto& known = LmObjectiveMetrics();
+    for (const boost::json::value& e : v->get_array()) {
+      if (!e.is_string() || std::none_of(known.begin(), known.end(),
+                                         [&](const char* m) { return e.get_string() == m; })) {
+        return fail("\"objectives\" holds " + JsonRepr(e) + ": expected " + expected);
+      }
+      config.objectives.emplace_back(e.get_string());
+    }
+  }
+  for (const LmField& field : LmFields()) {
+    const boost::json::value* v = obj.if_contains(field.name);
+    if (v == nullptr) {
+      return fail("missing field " + JsonString(field.name) + "; expected " + field.expected);
+    }
+    const std::string bad = JsonString(field.name) + " = " + JsonRepr(*v) + ": expected ";
+    auto read = [&](auto member) -> Status {
+      auto& dst = config.*member;
+      using T = std::remove_reference_t<decltype(dst)>;
+      if constexpr (std::is_same_v<T, std::string>) {
+        if (!v->is_string()) return fail(bad + field.expected);
+        dst = std::string(v->get_string());
+        if (field.AcceptsString(dst)) return Status::Ok();
+        const std::string problem = field.is_path()
+                                        ? JsonString(field.name) + " = " + JsonRepr(*v) +
+                                              ": contains a NUL character; expected "
+                                        : bad;
+        return fail(problem + field.expected);
+      } else if constexpr (std::is_same_v<T, double>) {
+        // A whole number is a fine double: a person writing the JSON may well omit the ".0".
+        if (v->is_double()) {
+          dst = v->get_double();
+        } else if (v->is_int64()) {
+          dst = static_cast<double>(v->get_int64());
+        } else if (v->is_uint64()) {
+          dst = static_cast<double>(v->get_uint64());
+        } else {
+          return fail(bad + field.expected);
+        }
+        return field.number.Accepts(dst) ? Status::Ok() : fail(bad + field.expected);
+      } else {
+        if (!v->is_int64() || !field.AcceptsInt(v->get_int64())) {
+          return fail(bad + field.expected + " and <= " + std::to_string(field.int_max()));
+        }
+        dst = static_cast<T>(v->get_int64());
+        return Status::Ok();
+      }
+    };
+    TRIALD_RETURN_IF_ERROR(std::visit(read, field.member));
+  }
+  return config;
 }
 
 }  // namespace triald::config

@@ -2,8 +2,9 @@
 // The settings of [objective] kind = "lm" in one table: name, type (the member of
 // LmObjectiveConfig it fills), default (that member's initial value), what values it accepts,
 // and, for the tunable hyperparameters, the member of LmHyperparams that one trial's value goes
-// to. The sweep parser, the [space] check, the JSON codec (LmObjectiveToJson/FromJson) and
-// trial-worker (worker::LmHyperparamsFrom) all read this table, so a value one accepts the
+// to. The sweep parser (config/sweep/objective_lm.cc, one sweep-file key per row), the [space]
+// check (config/sweep/space.cc), the JSON codec (LmObjectiveToJson/FromJson, in lm_fields.cc)
+// and trial-worker (worker::LmHyperparamsFrom) all read this table, so a value one accepts the
 // others accept too, and a new setting is one line in LmFields() (plus the members it fills).
 //
 // Thread-safety: the table is built once (thread-safe static initialisation) and never changed.
