@@ -49,11 +49,15 @@ trial.set_constraints([...]) (or a sweep's `[objective] constraints` function) i
 separate (triald._runner and triald._optuna; proto/README.md, "Define-by-run objectives").
 """
 
+from __future__ import annotations
+
 import json
 import operator
 import os
 import signal
 import sys
+from types import FrameType
+from typing import Any, Callable, Dict, Mapping, NoReturn, Optional, Sequence
 
 from triald._optuna import (CategoricalDistribution, FloatDistribution, IntDistribution,
                             OptunaTrial, TrialPruned)
@@ -91,7 +95,8 @@ class Trial:
     handle_sigterm=False to keep your own.
     """
 
-    def __init__(self, params=None, *, handle_sigterm=True, environ=None):
+    def __init__(self, params: Optional[Mapping[str, Any]] = None, *, handle_sigterm: bool = True,
+                 environ: Optional[Mapping[str, str]] = None) -> None:
         env = os.environ if environ is None else environ
         raw = env.get("TRIALD_PARAMS")
         if raw is not None:
@@ -101,7 +106,7 @@ class Trial:
                 raise ValueError(f"TRIALD_PARAMS is not JSON: {e}") from None
             if not isinstance(loaded, dict):
                 raise ValueError("TRIALD_PARAMS is not a JSON object")
-            self.params = loaded
+            self.params: Dict[str, Any] = loaded
         else:
             self.params = dict(params or {})
         self.study = env.get("TRIALD_STUDY")
@@ -121,7 +126,7 @@ class Trial:
 
     # -- parameters ---------------------------------------------------------------------------
 
-    def param(self, name, default=_MISSING):
+    def param(self, name: str, default: Any = _MISSING) -> Any:
         """The value of parameter `name`; `default` when the sweep does not define it."""
         if name in self.params:
             return self.params[name]
@@ -133,7 +138,7 @@ class Trial:
 
     # -- reports ------------------------------------------------------------------------------
 
-    def report(self, step, value):
+    def report(self, step: int, value: float) -> None:
         """An intermediate value at `step` (an int >= 0): learning curves and pruning.
 
         Raises TrialStopped, before sending, once triald has asked the trial to stop.
@@ -147,24 +152,24 @@ class Trial:
             raise ValueError(f"step must be >= 0, got {step}")
         self._send({"type": "report", "step": step, "value": _finite(value, "value")})
 
-    def attr(self, key, value):
+    def attr(self, key: str, value: Any) -> None:
         """A named attribute of the trial (any JSON value): shown by trialctl and in reports."""
         check_attr_key(key)
         self._send({"type": "attr", "key": key, "value": _plain(value, f"attribute {key!r}")})
 
-    def heartbeat(self):
+    def heartbeat(self) -> None:
         """Says the trial is alive: under [study] stall_timeout, a trial that sends no line for
         that long ends FAIL(stalled)."""
         self._send({"type": "heartbeat"})
 
-    def error(self, message):
+    def error(self, message: object) -> None:
         """The worker's own account of a failure, stored with the failed trial.
 
         Never refused: a message too long for one line is shortened.
         """
         self._send(shortened_error(message))
 
-    def constraints(self, values):
+    def constraints(self, values: Sequence[float]) -> None:
         """The trial's constraint values (feasible when every one is <= 0, as Optuna defines
         it): one line, sent before finish() (none for an empty sequence). NaN, infinities and
         non-numbers are refused with a ValueError."""
@@ -174,7 +179,8 @@ class Trial:
         if found:  # an empty sequence: no constraints, feasible
             self._send({"type": "constraints", "values": found})
 
-    def finish(self, value=None, *, values=None):
+    def finish(self, value: Optional[float] = None, *,
+               values: Optional[Sequence[float]] = None) -> None:
         """The objective: `value`, or `values` (a list) for several objectives. Once only."""
         if (value is None) == (values is None):
             raise ValueError("finish() takes exactly one of value or values")
@@ -191,22 +197,22 @@ class Trial:
 
     # -- stopping -----------------------------------------------------------------------------
 
-    def check_stop(self):
+    def check_stop(self) -> None:
         """Raises TrialStopped if triald has asked the trial to stop; call it at step boundaries
         that do not report (e.g. inside a long epoch)."""
         if self.stop_requested:
             raise TrialStopped("triald asked this trial to stop (SIGTERM)")
 
-    def _on_sigterm(self, signum, frame):
+    def _on_sigterm(self, signum: int, frame: Optional[FrameType]) -> None:
         self.stop_requested = True
 
     # -- the wire -----------------------------------------------------------------------------
 
-    def _send(self, message):
+    def _send(self, message: Dict[str, Any]) -> None:
         self._writer.send(message)
 
 
-def run(objective, trial=None):
+def run(objective: Callable[[Trial], Any], trial: Optional[Trial] = None) -> NoReturn:
     """Runs objective(trial) as one triald trial and exits the process.
 
     The returned number (or list of numbers, one per objective: TRIALD_N_OBJECTIVES of them, 1
