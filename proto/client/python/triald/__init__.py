@@ -12,7 +12,7 @@ lines:
         lr = trial.param("lr")                      # the sampler's value for this trial
         for epoch in range(10):
             loss = train_one_epoch(lr)
-            trial.report(epoch, loss)               # intermediate value: plots and pruning
+            trial.report(loss, epoch)               # intermediate value: plots and pruning
         return evaluate()                           # the objective
 
     if __name__ == "__main__":
@@ -45,8 +45,15 @@ which passes it an OptunaTrial (Optuna's Trial API: suggest_float, suggest_int,
 suggest_categorical, report(value, step), should_prune, set_user_attr, ...) whose suggestions the
 daemon answers over the same descriptor. Raising TrialPruned (or optuna.TrialPruned) ends the
 trial PRUNED. Returning a tuple or list gives a study with several objectives its values;
-trial.set_constraints([...]) (or a sweep's `[objective] constraints` function) its constraints. Trial above keeps its own argument order, report(step, value); the two classes are
-separate (triald._runner and triald._optuna; proto/README.md, "Define-by-run objectives").
+trial.set_constraints([...]) (or a sweep's `[objective] constraints` function) its constraints.
+The two classes are separate (triald._runner and triald._optuna; proto/README.md,
+"Define-by-run objectives"); both take report(value, step), Optuna's order, and Trial also
+its own earlier order, report(step, value), where the arguments tell which is which
+(Trial.report).
+
+The package's modules: _wire (the channel's lines), _optuna (OptunaTrial), _loading (finding
+SPEC's callable), _runner (`run`, `check`), _forkserver (`fork-server`), _cli (the command line,
+which alone imports _forkserver); none imports a module that imports it back.
 """
 
 from __future__ import annotations
@@ -56,8 +63,9 @@ import operator
 import os
 import signal
 import sys
+import warnings
 from types import FrameType
-from typing import Any, Callable, Dict, Mapping, NoReturn, Optional, Sequence
+from typing import Any, Callable, Dict, Mapping, NoReturn, Optional, Sequence, Tuple, overload
 
 from triald._optuna import (CategoricalDistribution, FloatDistribution, IntDistribution,
                             OptunaTrial, TrialPruned)
@@ -138,12 +146,26 @@ class Trial:
 
     # -- reports ------------------------------------------------------------------------------
 
-    def report(self, step: int, value: float) -> None:
+    @overload
+    def report(self, value: float, step: int) -> None: ...
+
+    @overload
+    def report(self, step: int, *, value: float) -> None: ...
+
+    def report(self, *args: Any, **kwargs: Any) -> None:
         """An intermediate value at `step` (an int >= 0): learning curves and pruning.
+
+        Optuna's order: report(value, step). The order Trial took before, report(step, value),
+        is still accepted where it cannot be mistaken for it: the arguments are read as
+        (step, value) when the second is not an integer and the first is (report(epoch, 0.25)).
+        Two integers are read in Optuna's order, with a warning (once per line of code): write
+        the value as a float, or pass both by keyword, to say which is which. A bool is never
+        a step. Keywords (report(value=v, step=s), or report(s, value=v)) are never ambiguous.
 
         Raises TrialStopped, before sending, once triald has asked the trial to stop.
         """
         self.check_stop()
+        value, step = _report_arguments(args, kwargs)
         try:
             step = operator.index(step)
         except TypeError:
@@ -210,6 +232,42 @@ class Trial:
 
     def _send(self, message: Dict[str, Any]) -> None:
         self._writer.send(message)
+
+
+def _is_step(x: Any) -> bool:
+    """Whether `x` can be a step: an integer (int, NumPy integer, ...), not a bool."""
+    if isinstance(x, bool):
+        return False
+    try:
+        operator.index(x)
+    except TypeError:
+        return False
+    return True
+
+
+def _report_arguments(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Tuple[Any, Any]:
+    """(value, step) from Trial.report's arguments, in Optuna's order or Trial's old one."""
+    unknown = sorted(set(kwargs) - {"value", "step"})
+    if unknown:
+        raise TypeError(f"report() got an unexpected keyword argument {unknown[0]!r}")
+    if len(args) + len(kwargs) != 2:
+        raise TypeError(f"report() takes a value and a step (report(value, step)), got "
+                        f"{len(args) + len(kwargs)} arguments")
+    if not args:
+        return kwargs["value"], kwargs["step"]
+    if len(args) == 1:  # one by position, the other by keyword
+        return (args[0], kwargs["step"]) if "step" in kwargs else (kwargs["value"], args[0])
+    first, second = args
+    if _is_step(second):
+        if _is_step(first):
+            warnings.warn(f"report({first!r}, {second!r}): two integers are read in Optuna's "
+                          f"order, value {first!r} at step {second!r}; for report(step, value) "
+                          f"give the value as a float, or write report(value=..., step=...)",
+                          UserWarning, stacklevel=3)
+        return first, second
+    if _is_step(first):
+        return second, first  # Trial's old order, report(step, value)
+    return first, second  # no step at all: refused as Optuna's order
 
 
 def run(objective: Callable[[Trial], Any], trial: Optional[Trial] = None) -> NoReturn:
