@@ -412,6 +412,11 @@ def _trial(server: socket.socket, request: Message, fds: Sequence[int], pid_pipe
 # -- the server ---------------------------------------------------------------------------------
 
 class Server:
+    """The warm process's request loop on the daemon's channel `sock`: it answers each fork
+    request by double-forking a trial (launch) and ends on stop, EOF or a malformed packet.
+    Single-threaded by construction (the safety check refuses to fork with a second thread);
+    `signals`, `pools`, `libc` and `command` are handed to every trial."""
+
     def __init__(self, sock: socket.socket, signals: Signals, pools: ThreadPools,
                  libc: ctypes.CDLL, command: Command) -> None:
         self.sock = sock
