@@ -18,6 +18,8 @@ PACKAGES=(
   libcli11-dev  # command-line parsing of triald, trialctl and trial-worker (header-only)
   systemd  # systemd-analyze: tests/integration/systemd_test.cc verifies the unit files
   python3 python3-optuna python3-cmaes python3-torch
+  mypy  # type-checks the Python client (CTest python_types)
+  pyflakes3  # lints the Python client and its tests (CTest python_pyflakes)
   procps psmisc
   chromium  # headless, renders trialctl's HTML report in tests/integration/report_test.cc
   clang-14 libclang-rt-14-dev

@@ -393,26 +393,6 @@ class OptunaSemanticsTest(unittest.TestCase):
         self.assertIsNotNone(ours.datetime_start)
         self.assertEqual(sent(out)[0], {"type": "attr", "key": "meta", "value": {"a": [1, 2]}})
 
-    def test_the_legacy_trial_keeps_its_own_report_order(self):
-        self.assertIsNot(triald.Trial, triald.OptunaTrial)
-        read_end, write_end = os.pipe()
-        try:
-            legacy = triald.Trial(handle_sigterm=False,
-                                  environ={"TRIALD_REPORT_FD": str(write_end)})
-            legacy.report(2, 0.5)  # (step, value), as before
-            legacy.finish(0.25)
-            os.close(write_end)
-            write_end = None
-            with os.fdopen(read_end, "rb") as f:
-                read_end = None
-                lines = [json.loads(line) for line in f]
-        finally:
-            for fd in (read_end, write_end):
-                if fd is not None:
-                    os.close(fd)
-        self.assertEqual(lines, [{"type": "report", "step": 2, "value": 0.5},
-                                 {"type": "final", "value": 0.25}])
-
     def test_the_legacy_trial_sends_constraints_and_several_values(self):
         read_end, write_end = os.pipe()
         try:
@@ -437,6 +417,128 @@ class OptunaSemanticsTest(unittest.TestCase):
                     os.close(fd)
         self.assertEqual(lines, [{"type": "constraints", "values": [-1.0, 0.5]},
                                  {"type": "final", "values": [0.25, 812.0]}])
+
+
+def legacy_lines(calls):
+    """The lines a triald.Trial (the helper of exec scripts) sends while calls(trial) runs."""
+    read_end, write_end = os.pipe()
+    try:
+        legacy = triald.Trial(handle_sigterm=False, environ={"TRIALD_REPORT_FD": str(write_end)})
+        calls(legacy)
+        os.close(write_end)
+        write_end = None
+        with os.fdopen(read_end, "rb") as f:
+            read_end = None
+            return [json.loads(line) for line in f]
+    finally:
+        for fd in (read_end, write_end):
+            if fd is not None:
+                os.close(fd)
+
+
+def reports(lines):
+    return [(line["step"], line["value"]) for line in lines if line["type"] == "report"]
+
+
+class LegacyTrialReportTest(unittest.TestCase):
+    """triald.Trial.report: Optuna's order, report(value, step), and its own old order,
+    report(step, value), where the arguments tell which is which."""
+
+    def test_it_is_not_the_optuna_trial(self):
+        self.assertIsNot(triald.Trial, triald.OptunaTrial)
+
+    def test_value_then_step_records_what_optunas_report_records(self):
+        calls = [(0.5, 0), (0.25, 3), (2.5, 7), (3, 10)]  # (3, 10): two ints, as Optuna reads them
+        study = optuna.create_study()
+        reference = study.ask()
+        for value, step in calls:
+            reference.report(value, step)
+        study.tell(reference, 0.0)
+        expected = sorted(study.trials[0].intermediate_values.items())
+
+        def report_all(trial):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # (3, 10)'s
+                for value, step in calls:
+                    trial.report(value, step)
+        self.assertEqual(reports(legacy_lines(report_all)), expected)
+        self.assertEqual(expected, [(0, 0.5), (3, 0.25), (7, 2.5), (10, 3.0)])
+
+    def test_the_old_order_is_still_read_as_step_then_value(self):
+        import numpy
+
+        def old_calls(trial):
+            trial.report(2, 0.5)  # (step, value), as before
+            trial.report(numpy.int64(3), numpy.float64(0.25))
+            trial.report(4, value=0.125)
+            trial.report(step=5, value=1.0)
+            trial.finish(0.25)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # none of these is ambiguous
+            lines = legacy_lines(old_calls)
+        self.assertEqual(lines, [{"type": "report", "step": 2, "value": 0.5},
+                                 {"type": "report", "step": 3, "value": 0.25},
+                                 {"type": "report", "step": 4, "value": 0.125},
+                                 {"type": "report", "step": 5, "value": 1.0},
+                                 {"type": "final", "value": 0.25}])
+
+    def test_two_integers_are_read_in_optunas_order_with_a_warning(self):
+        def ambiguous(trial):
+            with self.assertWarnsRegex(UserWarning, r"report\(7, 8\): two integers are read "
+                                                    r"in Optuna's order, value 7 at step 8"):
+                trial.report(7, 8)
+            with warnings.catch_warnings():
+                warnings.simplefilter("error")
+                trial.report(7.0, 9)  # a float value: not ambiguous
+                trial.report(9, value=7)  # by keyword: not ambiguous
+        self.assertEqual(reports(legacy_lines(ambiguous)), [(8, 7.0), (9, 7.0), (9, 7.0)])
+
+    def test_what_is_no_step_and_value_is_refused_before_sending(self):
+        def refused(trial):
+            for call, error in ((lambda: trial.report(1, True), ValueError),  # a bool: no value
+                                (lambda: trial.report(True, 1.0), ValueError),  # nor a step
+                                (lambda: trial.report(0.5, 0.25), ValueError),
+                                (lambda: trial.report(0.5, -1), ValueError),
+                                (lambda: trial.report(-1, 0.5), ValueError),
+                                (lambda: trial.report(1, float("nan")), ValueError),
+                                (lambda: trial.report(0.5), TypeError),
+                                (lambda: trial.report(0.5, 1, 2), TypeError),
+                                (lambda: trial.report(0.5, stp=1), TypeError)):
+                with self.assertRaises(error):
+                    call()
+        self.assertEqual(legacy_lines(refused), [])
+
+
+class PackageTest(unittest.TestCase):
+    def test_no_module_imports_one_that_imports_it_back(self):
+        """The package's modules import one another one way only (a lazy import inside a
+        function counts too): triald._cli -> triald._forkserver -> triald._runner -> ..."""
+        import ast
+        package = os.path.join(CLIENT_DIR, "triald")
+        graph = {}
+        for file in sorted(os.listdir(package)):
+            if not (file.startswith("_") and file.endswith(".py")) or file == "__init__.py":
+                continue
+            name = file[:-3]
+            with open(os.path.join(package, file)) as f:
+                tree = ast.parse(f.read())
+            imported = set()
+            for node in ast.walk(tree):
+                if isinstance(node, ast.ImportFrom) and node.module == "triald":
+                    imported.update(alias.name for alias in node.names)
+                elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("triald."):
+                    imported.add(node.module.split(".")[1])
+                elif isinstance(node, ast.Import):
+                    imported.update(alias.name.split(".")[1] for alias in node.names
+                                    if alias.name.startswith("triald."))
+            graph[name] = imported & {f[:-3] for f in os.listdir(package)}
+        self.assertIn("_forkserver", graph["_cli"])  # the walk sees a lazy import
+
+        def reaches(start, target, seen=()):
+            return any(n == target or (n not in seen and reaches(n, target, seen + (n,)))
+                       for n in graph.get(start, ()))
+        cycles = sorted(name for name in graph if reaches(name, name))
+        self.assertEqual(cycles, [], graph)
 
 
 class EndingsTest(unittest.TestCase):

@@ -12,7 +12,7 @@ lines:
         lr = trial.param("lr")                      # the sampler's value for this trial
         for epoch in range(10):
             loss = train_one_epoch(lr)
-            trial.report(epoch, loss)               # intermediate value: plots and pruning
+            trial.report(loss, epoch)               # intermediate value: plots and pruning
         return evaluate()                           # the objective
 
     if __name__ == "__main__":
@@ -45,15 +45,27 @@ which passes it an OptunaTrial (Optuna's Trial API: suggest_float, suggest_int,
 suggest_categorical, report(value, step), should_prune, set_user_attr, ...) whose suggestions the
 daemon answers over the same descriptor. Raising TrialPruned (or optuna.TrialPruned) ends the
 trial PRUNED. Returning a tuple or list gives a study with several objectives its values;
-trial.set_constraints([...]) (or a sweep's `[objective] constraints` function) its constraints. Trial above keeps its own argument order, report(step, value); the two classes are
-separate (triald._runner and triald._optuna; proto/README.md, "Define-by-run objectives").
+trial.set_constraints([...]) (or a sweep's `[objective] constraints` function) its constraints.
+The two classes are separate (triald._runner and triald._optuna; proto/README.md,
+"Define-by-run objectives"); both take report(value, step), Optuna's order, and Trial also
+its own earlier order, report(step, value), where the arguments tell which is which
+(Trial.report).
+
+The package's modules: _wire (the channel's lines), _optuna (OptunaTrial), _loading (finding
+SPEC's callable), _runner (`run`, `check`), _forkserver (`fork-server`), _cli (the command line,
+which alone imports _forkserver); none imports a module that imports it back.
 """
+
+from __future__ import annotations
 
 import json
 import operator
 import os
 import signal
 import sys
+import warnings
+from types import FrameType
+from typing import Any, Callable, Dict, Mapping, NoReturn, Optional, Sequence, Tuple, overload
 
 from triald._optuna import (CategoricalDistribution, FloatDistribution, IntDistribution,
                             OptunaTrial, TrialPruned)
@@ -91,7 +103,8 @@ class Trial:
     handle_sigterm=False to keep your own.
     """
 
-    def __init__(self, params=None, *, handle_sigterm=True, environ=None):
+    def __init__(self, params: Optional[Mapping[str, Any]] = None, *, handle_sigterm: bool = True,
+                 environ: Optional[Mapping[str, str]] = None) -> None:
         env = os.environ if environ is None else environ
         raw = env.get("TRIALD_PARAMS")
         if raw is not None:
@@ -101,7 +114,7 @@ class Trial:
                 raise ValueError(f"TRIALD_PARAMS is not JSON: {e}") from None
             if not isinstance(loaded, dict):
                 raise ValueError("TRIALD_PARAMS is not a JSON object")
-            self.params = loaded
+            self.params: Dict[str, Any] = loaded
         else:
             self.params = dict(params or {})
         self.study = env.get("TRIALD_STUDY")
@@ -121,7 +134,7 @@ class Trial:
 
     # -- parameters ---------------------------------------------------------------------------
 
-    def param(self, name, default=_MISSING):
+    def param(self, name: str, default: Any = _MISSING) -> Any:
         """The value of parameter `name`; `default` when the sweep does not define it."""
         if name in self.params:
             return self.params[name]
@@ -133,12 +146,26 @@ class Trial:
 
     # -- reports ------------------------------------------------------------------------------
 
-    def report(self, step, value):
+    @overload
+    def report(self, value: float, step: int) -> None: ...
+
+    @overload
+    def report(self, step: int, *, value: float) -> None: ...
+
+    def report(self, *args: Any, **kwargs: Any) -> None:
         """An intermediate value at `step` (an int >= 0): learning curves and pruning.
+
+        Optuna's order: report(value, step). The order Trial took before, report(step, value),
+        is still accepted where it cannot be mistaken for it: the arguments are read as
+        (step, value) when the second is not an integer and the first is (report(epoch, 0.25)).
+        Two integers are read in Optuna's order, with a warning (once per line of code): write
+        the value as a float, or pass both by keyword, to say which is which. A bool is never
+        a step. Keywords (report(value=v, step=s), or report(s, value=v)) are never ambiguous.
 
         Raises TrialStopped, before sending, once triald has asked the trial to stop.
         """
         self.check_stop()
+        value, step = _report_arguments(args, kwargs)
         try:
             step = operator.index(step)
         except TypeError:
@@ -147,24 +174,24 @@ class Trial:
             raise ValueError(f"step must be >= 0, got {step}")
         self._send({"type": "report", "step": step, "value": _finite(value, "value")})
 
-    def attr(self, key, value):
+    def attr(self, key: str, value: Any) -> None:
         """A named attribute of the trial (any JSON value): shown by trialctl and in reports."""
         check_attr_key(key)
         self._send({"type": "attr", "key": key, "value": _plain(value, f"attribute {key!r}")})
 
-    def heartbeat(self):
+    def heartbeat(self) -> None:
         """Says the trial is alive: under [study] stall_timeout, a trial that sends no line for
         that long ends FAIL(stalled)."""
         self._send({"type": "heartbeat"})
 
-    def error(self, message):
+    def error(self, message: object) -> None:
         """The worker's own account of a failure, stored with the failed trial.
 
         Never refused: a message too long for one line is shortened.
         """
         self._send(shortened_error(message))
 
-    def constraints(self, values):
+    def constraints(self, values: Sequence[float]) -> None:
         """The trial's constraint values (feasible when every one is <= 0, as Optuna defines
         it): one line, sent before finish() (none for an empty sequence). NaN, infinities and
         non-numbers are refused with a ValueError."""
@@ -174,7 +201,8 @@ class Trial:
         if found:  # an empty sequence: no constraints, feasible
             self._send({"type": "constraints", "values": found})
 
-    def finish(self, value=None, *, values=None):
+    def finish(self, value: Optional[float] = None, *,
+               values: Optional[Sequence[float]] = None) -> None:
         """The objective: `value`, or `values` (a list) for several objectives. Once only."""
         if (value is None) == (values is None):
             raise ValueError("finish() takes exactly one of value or values")
@@ -191,22 +219,58 @@ class Trial:
 
     # -- stopping -----------------------------------------------------------------------------
 
-    def check_stop(self):
+    def check_stop(self) -> None:
         """Raises TrialStopped if triald has asked the trial to stop; call it at step boundaries
         that do not report (e.g. inside a long epoch)."""
         if self.stop_requested:
             raise TrialStopped("triald asked this trial to stop (SIGTERM)")
 
-    def _on_sigterm(self, signum, frame):
+    def _on_sigterm(self, signum: int, frame: Optional[FrameType]) -> None:
         self.stop_requested = True
 
     # -- the wire -----------------------------------------------------------------------------
 
-    def _send(self, message):
+    def _send(self, message: Dict[str, Any]) -> None:
         self._writer.send(message)
 
 
-def run(objective, trial=None):
+def _is_step(x: Any) -> bool:
+    """Whether `x` can be a step: an integer (int, NumPy integer, ...), not a bool."""
+    if isinstance(x, bool):
+        return False
+    try:
+        operator.index(x)
+    except TypeError:
+        return False
+    return True
+
+
+def _report_arguments(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Tuple[Any, Any]:
+    """(value, step) from Trial.report's arguments, in Optuna's order or Trial's old one."""
+    unknown = sorted(set(kwargs) - {"value", "step"})
+    if unknown:
+        raise TypeError(f"report() got an unexpected keyword argument {unknown[0]!r}")
+    if len(args) + len(kwargs) != 2:
+        raise TypeError(f"report() takes a value and a step (report(value, step)), got "
+                        f"{len(args) + len(kwargs)} arguments")
+    if not args:
+        return kwargs["value"], kwargs["step"]
+    if len(args) == 1:  # one by position, the other by keyword
+        return (args[0], kwargs["step"]) if "step" in kwargs else (kwargs["value"], args[0])
+    first, second = args
+    if _is_step(second):
+        if _is_step(first):
+            warnings.warn(f"report({first!r}, {second!r}): two integers are read in Optuna's "
+                          f"order, value {first!r} at step {second!r}; for report(step, value) "
+                          f"give the value as a float, or write report(value=..., step=...)",
+                          UserWarning, stacklevel=3)
+        return first, second
+    if _is_step(first):
+        return second, first  # Trial's old order, report(step, value)
+    return first, second  # no step at all: refused as Optuna's order
+
+
+def run(objective: Callable[[Trial], Any], trial: Optional[Trial] = None) -> NoReturn:
     """Runs objective(trial) as one triald trial and exits the process.
 
     The returned number (or list of numbers, one per objective: TRIALD_N_OBJECTIVES of them, 1

@@ -1,9 +1,9 @@
-"""python3 -m triald run SPEC [--params JSON] | check SPEC | fork-server (see triald._runner)."""
+"""python3 -m triald run SPEC [--params JSON] | check SPEC | fork-server (see triald._cli)."""
 
 import sys
 
 # Imported through the package, so that the objective's own `import triald` gets this very
 # module (one TrialPruned class, one TrialStopped class).
-from triald._runner import main
+from triald._cli import main
 
 sys.exit(main(sys.argv[1:]))

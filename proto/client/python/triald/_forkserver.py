@@ -17,7 +17,9 @@ What runs once (in the server) and what runs per trial:
   codes. The server never runs trial code: an exception or a crash in T cannot reach it.
 """
 
-import _signal
+from __future__ import annotations
+
+import _signal  # type: ignore[import]  # (no stubs) the signal module without its enum wrappers
 import atexit
 import ctypes
 import gc
@@ -29,8 +31,12 @@ import signal
 import socket
 import sys
 import traceback
+from typing import (AbstractSet, Any, Callable, List, Mapping, NamedTuple, NoReturn, Optional,
+                    Sequence, Tuple, Union)
 
 from triald import _runner
+from triald._loading import ImportFailed, SpecError, preload_objective, traceback_tail
+from triald._wire import Message, shortened_error
 
 # prctl(2) options (linux/prctl.h).
 PR_SET_PDEATHSIG = 1
@@ -57,17 +63,31 @@ ENV_SPACE = "TRIALD_FORK_ENV_SPACE"
 TRIAL_KEYS = ("TRIALD_TRIAL_DIR", "TRIALD_STUDY", "TRIALD_TRIAL", "TRIALD_NODE")
 
 
+# The command line a trial's argv goes to when it is not a plain `run` (triald._cli.main).
+Command = Callable[[Sequence[str]], int]
+# A signal and its disposition: a handler, or _signal's SIG_DFL or SIG_IGN.
+Signals = List[Tuple[int, Any]]
+
+
+class ServeOptions(NamedTuple):
+    """What `python3 -m triald fork-server` was given (triald._cli)."""
+
+    preload: Optional[str]  # --preload: module names, comma-separated
+    objective: Optional[str]  # --objective SPEC
+    constraints: Optional[str]  # --constraints SPEC (only with objective)
+
+
 class ProtocolError(Exception):
     """The daemon sent something the contract does not allow; the server exits 2."""
 
 
-def _log(message):
+def _log(message: str) -> None:
     print(f"triald fork-server: {message}", file=sys.stderr, flush=True)
 
 
 # -- the safety check ---------------------------------------------------------------------------
 
-def _thread_names():
+def _thread_names() -> List[str]:
     names = []
     for tid in sorted(os.listdir("/proc/self/task"), key=int):
         try:
@@ -78,14 +98,14 @@ def _thread_names():
     return names
 
 
-def _fd_target(fd):
+def _fd_target(fd: int) -> Optional[str]:
     try:
         return os.readlink(f"/proc/self/fd/{fd}")
     except OSError:
         return None
 
 
-def unsafe_reason(allowed_fds):
+def unsafe_reason(allowed_fds: AbstractSet[int]) -> Optional[str]:
     """Why forking now would not be safe (threads, open descriptors, CUDA), or None.
 
     Only descriptors in `allowed_fds` may be open; the listing's own descriptor (gone by the
@@ -111,7 +131,7 @@ def unsafe_reason(allowed_fds):
 
 # -- thread pools -------------------------------------------------------------------------------
 
-def _positive_int(text):
+def _positive_int(text: Optional[str]) -> Optional[int]:
     """The first number of an OMP-style count ("4", "4,2"), or None when not a positive int."""
     if not text:
         return None
@@ -122,7 +142,7 @@ def _positive_int(text):
     return n if n > 0 else None
 
 
-def _loaded_functions(path_words, names):
+def _loaded_functions(path_words: Sequence[str], names: Sequence[str]) -> List[Any]:
     """The functions `names` (the first found of each library) of every loaded library whose
     path contains one of `path_words` (found in /proc/self/maps), as ctypes functions taking an
     int: the server looks them up once, after the preload, and each trial calls them."""
@@ -166,10 +186,10 @@ class ThreadPools:
     as torch's own start-up does: torch.set_num_threads would also start a pthreadpool that an
     exec'd trial does not have (used only when OpenMP's library is not found)."""
 
-    def __init__(self, preload_env):
+    def __init__(self, preload_env: Mapping[str, str]) -> None:
         self.openblas = _loaded_functions(
             ("openblas",), ("openblas_set_num_threads", "openblas_set_num_threads64_"))
-        self.torch_default = None
+        self.torch_default: Optional[int] = None
         self.omp = []
         torch = sys.modules.get("torch")
         if torch is not None:
@@ -179,8 +199,8 @@ class ThreadPools:
                        for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")):
                 self.torch_default = torch.get_num_threads()
 
-    def restore(self, env):
-        cpus = None
+    def restore(self, env: Mapping[str, str]) -> None:
+        cpus: Optional[int] = None
         if self.openblas:
             cpus = len(os.sched_getaffinity(0))
             wanted = next((n for n in (_positive_int(env.get(k)) for k in
@@ -191,20 +211,20 @@ class ThreadPools:
                 setter(n)
         torch = sys.modules.get("torch")
         if torch is not None:
-            n = _positive_int(env.get("OMP_NUM_THREADS")) or \
+            threads = _positive_int(env.get("OMP_NUM_THREADS")) or \
                 _positive_int(env.get("MKL_NUM_THREADS")) or self.torch_default
-            if n is None:
-                n = cpus if cpus is not None else len(os.sched_getaffinity(0))
+            if threads is None:
+                threads = cpus if cpus is not None else len(os.sched_getaffinity(0))
             if self.omp:
                 for setter in self.omp:
-                    setter(n)
-            elif torch.get_num_threads() != n:
-                torch.set_num_threads(n)
+                    setter(threads)
+            elif torch.get_num_threads() != threads:
+                torch.set_num_threads(threads)
 
 
 # -- the trial (process T) ----------------------------------------------------------------------
 
-def _reseed():
+def _reseed() -> None:
     """Fresh random state from the OS for the generators loaded (Python's `random` reseeds
     itself in every fork: CPython registers that at-fork handler)."""
     numpy = sys.modules.get("numpy")
@@ -215,7 +235,7 @@ def _reseed():
         torch.seed()  # the CPU generator; CUDA's are seeded lazily, without initialising CUDA
 
 
-def _exit_status(code):
+def _exit_status(code: object) -> int:
     """The exit status Python gives `sys.exit(code)`."""
     if code is None:
         return 0
@@ -225,19 +245,19 @@ def _exit_status(code):
     return 1
 
 
-def _run(argv):
+def _run(argv: List[str], command: Command) -> int:
     """`python3 -m triald ARGV` in this process: the runner's exit status. The common forms
-    (`run SPEC`, `run SPEC --constraints SPEC`) go straight to the runner, as its argument
-    parser would send them; anything else is parsed by it."""
+    (`run SPEC`, `run SPEC --constraints SPEC`) go straight to the runner, as the command line
+    (`command`, triald._cli.main) would send them; anything else is parsed by it."""
     if argv[0] == "run" and all(not a.startswith("-") for a in argv[1:2]):
         if len(argv) == 2:
             return _runner.run(argv[1])
         if len(argv) == 4 and argv[2] == "--constraints" and not argv[3].startswith("-"):
             return _runner.run(argv[1], None, argv[3])
-    return _runner.main(argv)
+    return command(argv)
 
 
-def _read_go(fd):
+def _read_go(fd: int) -> bool:
     """True when the first line on `fd` is the go line; False on EOF or anything else. Reads
     byte by byte, so nothing past that line is taken from the runner (the line is short)."""
     line = bytearray()
@@ -258,12 +278,12 @@ def _read_go(fd):
     if line == GO_LINE:
         return True
     try:
-        return json.loads(line) == {"type": "go"}
+        return bool(json.loads(line) == {"type": "go"})
     except ValueError:
         return False
 
 
-def _environment_block():
+def _environment_block() -> Optional[Tuple[int, int]]:
     """The address and size of this process's initial environment block (what
     /proc/PID/environ shows), from /proc/self/stat's env_start and env_end; None if unknown."""
     try:
@@ -276,7 +296,7 @@ def _environment_block():
     return (start, end - start) if 0 < start < end else None
 
 
-def _show_environment(libc, env):
+def _show_environment(libc: ctypes.CDLL, env: Mapping[str, str]) -> None:
     """Makes /proc/self/environ, and that of every process this one forks without an exec, show
     `env` (a dict), as an exec'd trial's shows its own: the kernel reads it from the block the
     server was started with, so the trial's entries are written over that block (the daemon made
@@ -300,7 +320,7 @@ def _show_environment(libc, env):
     ctypes.memmove(start, bytes(data), size)
 
 
-def _clear_server_exit_handlers():
+def _clear_server_exit_handlers() -> None:
     """The server's atexit handlers never run in a trial; the interpreter's own clean-ups that
     act on this process's state only (logging, multiprocessing's children, weakref.finalize of
     objects the trial makes) are registered again, as an exec'd trial would have them."""
@@ -319,7 +339,8 @@ def _clear_server_exit_handlers():
         atexit.register(finalize._exitfunc)
 
 
-def _trial(server, request, fds, pid_pipe, pools, signals, libc):
+def _trial(server: socket.socket, request: Message, fds: Sequence[int], pid_pipe: int,
+           pools: ThreadPools, signals: Signals, libc: ctypes.CDLL, command: Command) -> NoReturn:
     """Process T, after the double fork; never returns."""
     status = 1
     try:
@@ -364,7 +385,7 @@ def _trial(server, request, fds, pid_pipe, pools, signals, libc):
         pools.restore(env)
         _reseed()
         try:
-            status = _run(request["argv"])
+            status = _run(request["argv"], command)
         except SystemExit as e:
             status = _exit_status(e.code)
         else:
@@ -391,21 +412,28 @@ def _trial(server, request, fds, pid_pipe, pools, signals, libc):
 # -- the server ---------------------------------------------------------------------------------
 
 class Server:
-    def __init__(self, sock, signals, pools, libc):
+    """The warm process's request loop on the daemon's channel `sock`: it answers each fork
+    request by double-forking a trial (launch) and ends on stop, EOF or a malformed packet.
+    Single-threaded by construction (the safety check refuses to fork with a second thread);
+    `signals`, `pools`, `libc` and `command` are handed to every trial."""
+
+    def __init__(self, sock: socket.socket, signals: Signals, pools: ThreadPools,
+                 libc: ctypes.CDLL, command: Command) -> None:
         self.sock = sock
+        self.command = command
         self.fd = sock.fileno()
         self.signals = signals
         self.pools = pools
         self.libc = libc
 
-    def send(self, message):
+    def send(self, message: Message) -> None:
         self.sock.send(json.dumps(message, separators=(",", ":")).encode())
 
-    def serve(self):
+    def serve(self) -> int:
         """Answers requests until stop or EOF (exit 0) or a malformed packet (ProtocolError)."""
         while True:
             try:
-                data, fds, flags, _ = socket.recv_fds(self.sock, MAX_PACKET_BYTES, 3)
+                data, fds, flags, _ = _recv_fds(self.sock, MAX_PACKET_BYTES, 3)
             except InterruptedError:
                 continue
             try:
@@ -428,7 +456,7 @@ class Server:
             if not self.fork(request, fds):
                 return EXIT_OK
 
-    def fork(self, request, fds):
+    def fork(self, request: Message, fds: Sequence[int]) -> bool:
         """One trial; False when the safety check failed (the server ends)."""
         try:
             reason = unsafe_reason({0, 1, 2, self.fd, *fds})
@@ -442,7 +470,7 @@ class Server:
         self.send(answer)
         return reason is None
 
-    def launch(self, request, fds):
+    def launch(self, request: Message, fds: Sequence[int]) -> Message:
         """Double-forks the trial: the `forked` or `fork_failed` message to send."""
         read_end, write_end = os.pipe2(os.O_CLOEXEC)
         try:
@@ -463,7 +491,7 @@ class Server:
                         os._exit(0)
                     if t == 0:
                         _trial(self.sock, request, fds, write_end, self.pools, self.signals,
-                               self.libc)
+                               self.libc, self.command)
                 finally:
                     os._exit(0)
             os.close(write_end)
@@ -481,12 +509,29 @@ class Server:
         return {"type": "fork_failed", "id": request["id"], "message": report}
 
 
-def _fork_failed(request, error):
+if sys.version_info >= (3, 9):
+    _recv_fds = socket.recv_fds
+else:
+    import array
+
+    def _recv_fds(sock: socket.socket, bufsize: int,
+                  maxfds: int) -> Tuple[bytes, List[int], int, Any]:
+        """socket.recv_fds (Python 3.9), for Python 3.8: the same code."""
+        fds = array.array("i")
+        msg, ancdata, flags, addr = sock.recvmsg(bufsize,
+                                                 socket.CMSG_LEN(maxfds * fds.itemsize))
+        for cmsg_level, cmsg_type, cmsg_data in ancdata:
+            if cmsg_level == socket.SOL_SOCKET and cmsg_type == socket.SCM_RIGHTS:
+                fds.frombytes(cmsg_data[:len(cmsg_data) - (len(cmsg_data) % fds.itemsize)])
+        return msg, list(fds), flags, addr
+
+
+def _fork_failed(request: Message, error: OSError) -> Message:
     return {"type": "fork_failed", "id": request["id"],
             "message": os.strerror(error.errno) if error.errno else str(error)}
 
 
-def _reap(pid):
+def _reap(pid: int) -> None:
     while True:
         try:
             os.waitpid(pid, 0)
@@ -497,7 +542,7 @@ def _reap(pid):
             return
 
 
-def _read_pid(fd):
+def _read_pid(fd: int) -> Union[int, str]:
     """T's pid (an int) from the pipe, or the message saying why there is none."""
     data = b""
     while True:
@@ -515,7 +560,7 @@ def _read_pid(fd):
     return int(data)
 
 
-def _parse(data):
+def _parse(data: bytes) -> Message:
     try:
         request = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as e:
@@ -532,7 +577,7 @@ def _parse(data):
     return request
 
 
-def _check_fork(request, fds):
+def _check_fork(request: Message, fds: Sequence[int]) -> None:
     where = f"fork request {request.get('id')!r}"
     if set(request) != FORK_FIELDS:
         missing = sorted(FORK_FIELDS - set(request))
@@ -560,7 +605,7 @@ def _check_fork(request, fds):
                             f"channel, stdout, stderr)")
 
 
-def _fresh_signals():
+def _fresh_signals() -> Signals:
     """The dispositions this interpreter started with (before the preload could change them),
     for every signal that can be set: each trial gets them back, as an exec'd one starts with
     them."""
@@ -579,7 +624,7 @@ def _fresh_signals():
     return found
 
 
-def _channel():
+def _channel() -> socket.socket:
     text = os.environ.get("TRIALD_FORK_SERVER_FD", "3")
     try:
         fd = int(text)
@@ -594,7 +639,8 @@ def _channel():
     return sock
 
 
-def _preload(modules, objective, constraints):
+def _preload(modules: Sequence[str], objective: Optional[str],
+             constraints: Optional[str]) -> Optional[str]:
     """Imports the modules and the objective; the traceback's tail (a str) if one raised."""
     try:
         for name in modules:
@@ -602,20 +648,21 @@ def _preload(modules, objective, constraints):
                 importlib.import_module(name)
             except (Exception, SystemExit) as e:
                 traceback.print_exception(type(e), e, e.__traceback__)
-                return f"--preload {name}: importing it raised:\n{_runner.traceback_tail(e)}"
+                return f"--preload {name}: importing it raised:\n{traceback_tail(e)}"
         if objective is not None:
-            _runner.preload_objective(objective, constraints)
-    except _runner.SpecError as e:
+            preload_objective(objective, constraints)
+    except SpecError as e:
         _log(str(e))
         return str(e)
-    except _runner._ImportFailed as e:
+    except ImportFailed as e:
         traceback.print_exception(type(e.cause), e.cause, e.cause.__traceback__)
         return str(e)
     return None
 
 
-def serve(args):
-    """`python3 -m triald fork-server`: the exit status."""
+def serve(options: ServeOptions, command: Command) -> int:
+    """`python3 -m triald fork-server`: the exit status. A trial's command line (a fork
+    request's argv) is run by `command` (triald._cli.main) unless it is a plain `run`."""
     try:
         sock = _channel()
     except ProtocolError as e:
@@ -627,7 +674,7 @@ def serve(args):
     # The padding of the environment block is the trials' (_show_environment), not a variable.
     os.environ.pop(ENV_SPACE, None)
     signals = _fresh_signals()
-    modules = [m.strip() for m in (args.preload or "").split(",") if m.strip()]
+    modules = [m.strip() for m in (options.preload or "").split(",") if m.strip()]
     for name in modules:
         if not all(part.isidentifier() for part in name.split(".")):
             _log(f"--preload: {name!r} is not a module name")
@@ -639,7 +686,7 @@ def serve(args):
     # count back from its own environment: ThreadPools); the variable is as it was afterwards.
     blas_before = os.environ.get("OPENBLAS_NUM_THREADS")
     os.environ["OPENBLAS_NUM_THREADS"] = "1"
-    failure = _preload(modules, args.objective, args.constraints)
+    failure = _preload(modules, options.objective, options.constraints)
     if blas_before is None:
         del os.environ["OPENBLAS_NUM_THREADS"]
     else:
@@ -647,7 +694,7 @@ def serve(args):
     server = None
     try:
         if failure is not None:
-            sock.send(json.dumps({"type": "error", "message": _runner.shortened_error(
+            sock.send(json.dumps({"type": "error", "message": shortened_error(
                 failure)["message"]}).encode())
             return EXIT_PRELOAD_FAILED
         reason = unsafe_reason({0, 1, 2, sock.fileno()})
@@ -655,7 +702,7 @@ def serve(args):
             _log(f"not safe to fork: {reason}")
             sock.send(json.dumps({"type": "unsafe", "reason": reason}).encode())
             return EXIT_OK
-        server = Server(sock, signals, ThreadPools(preload_env), libc)
+        server = Server(sock, signals, ThreadPools(preload_env), libc, command)
         # Not dumpable: a process of the same user (a trial of this study, say) cannot ptrace the
         # server or write its memory through /proc/PID/mem, and so cannot plant code that every
         # later trial would inherit. Each trial makes itself dumpable again (_trial).
@@ -666,7 +713,7 @@ def serve(args):
         gc.collect()
         gc.freeze()
         server.send({"type": "ready", "pid": os.getpid(), "preloaded": modules,
-                     "objective_loaded": args.objective is not None})
+                     "objective_loaded": options.objective is not None})
         return server.serve()
     except ProtocolError as e:
         _log(str(e))

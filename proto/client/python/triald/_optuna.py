@@ -17,6 +17,8 @@ Thread-safety: one OptunaTrial may be used from several threads (each request ho
 channel's lock until its answer), but like Optuna's Trial it is meant for the objective's thread.
 """
 
+from __future__ import annotations
+
 import copy
 import datetime
 import decimal
@@ -25,13 +27,19 @@ import numbers
 import operator
 import os
 import warnings
+from types import FrameType
+from typing import (Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union,
+                    overload)
 
-from triald._wire import (ChannelError, TrialStopped, check_attr_key, constraint_values, finite,
-                          plain)
+from triald._wire import (ChannelError, DaemonAnswers, LineWriter, Message, TrialStopped,
+                          check_attr_key, constraint_values, finite, plain)
 
 # The daemon's per-trial limits on the define-by-run exchange (proto/README.md).
 MAX_PARAMS = 1000
 MAX_REQUESTS = 1000000
+
+# A categorical choice the wire carries (Optuna also takes None).
+ChoiceType = Union[bool, int, float, str]
 
 _DEPRECATED_SUGGEST = ("{name} has been deprecated in v3.0.0. This feature will be removed in "
                        "v6.0.0. See https://github.com/optuna/optuna/releases/tag/v3.0.0. Use "
@@ -46,7 +54,7 @@ class TrialPruned(Exception):
     """
 
 
-def is_trial_pruned(exc):
+def is_trial_pruned(exc: BaseException) -> bool:
     """True for triald.TrialPruned and for optuna.exceptions.TrialPruned, without importing
     Optuna: a class of that module and name anywhere in the exception's class hierarchy."""
     for cls in type(exc).__mro__:
@@ -60,21 +68,29 @@ def is_trial_pruned(exc):
 # -- distributions ------------------------------------------------------------------------------
 
 
-def _adjusted_high(low, high, step):
+@overload
+def _adjusted_high(low: int, high: int, step: int) -> int: ...
+
+
+@overload
+def _adjusted_high(low: float, high: float, step: float) -> float: ...
+
+
+def _adjusted_high(low: float, high: float, step: float) -> float:
     """The largest low + k * step <= high, in decimal arithmetic as Optuna does (so that
     0.1-style steps land exactly), with Optuna's warning when high moves."""
     span = decimal.Decimal(str(high)) - decimal.Decimal(str(low))
     d_step = decimal.Decimal(str(step))
     if span % d_step == 0:
         return high
-    new_high = (span // d_step) * d_step + decimal.Decimal(str(low))
-    new_high = type(high)(new_high) if isinstance(high, int) else float(new_high)
+    grid_high = (span // d_step) * d_step + decimal.Decimal(str(low))
+    new_high = type(high)(grid_high) if isinstance(high, int) else float(grid_high)
     warnings.warn(f"The distribution is specified by [{low}, {high}] and step={step}, but the "
                   f"range is not divisible by `step`. It will be replaced by [{low}, {new_high}].")
     return new_high
 
 
-def _wire_number(value, what):
+def _wire_number(value: float, what: str) -> float:
     """A bound or step as JSON carries it: finite (the wire has no inf or nan)."""
     if not math.isfinite(value):
         raise ValueError(f"{what} must be finite for triald, got {value!r}")
@@ -84,26 +100,29 @@ def _wire_number(value, what):
 class _Distribution:
     """Equality, hashing and repr by attributes, as Optuna's distributions."""
 
-    def __eq__(self, other):
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, _Distribution):
+            return NotImplemented
         if type(self) is not type(other):
-            return NotImplemented if not isinstance(other, _Distribution) else False
+            return False
         return self._key() == other._key()
 
-    def __hash__(self):
+    def __hash__(self) -> int:
         return hash((type(self).__name__,) + self._key())
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         fields = ", ".join(f"{k}={v!r}" for k, v in sorted(vars(self).items()))
         return f"{type(self).__name__}({fields})"
 
-    def _key(self):
+    def _key(self) -> Tuple[Any, ...]:
         return tuple(sorted(vars(self).items()))
 
 
 class FloatDistribution(_Distribution):
     """A float parameter's range: low, high (both included), log, step (None or > 0)."""
 
-    def __init__(self, low, high, log=False, step=None):
+    def __init__(self, low: float, high: float, log: bool = False,
+                 step: Optional[float] = None) -> None:
         if log and step is not None:
             raise ValueError("The parameter `step` is not supported when `log` is true.")
         if low > high:
@@ -114,7 +133,7 @@ class FloatDistribution(_Distribution):
                              f"(low={low}, high={high}).")
         if step is not None and step <= 0:
             raise ValueError(f"The `step` value must be non-zero positive value, but step={step}.")
-        self.step = None
+        self.step: Optional[float] = None
         if step is not None:
             high = _adjusted_high(low, high, step)
             self.step = _wire_number(float(step), "step")
@@ -122,20 +141,20 @@ class FloatDistribution(_Distribution):
         self.high = _wire_number(float(high), "high")
         self.log = bool(log)
 
-    def to_wire(self):
-        wire = {"type": "float", "low": self.low, "high": self.high, "log": self.log}
+    def to_wire(self) -> Dict[str, Any]:
+        wire: Dict[str, Any] = {"type": "float", "low": self.low, "high": self.high, "log": self.log}
         if self.step is not None:
             wire["step"] = self.step
         return wire
 
-    def value(self, answer):
+    def value(self, answer: Any) -> float:
         if isinstance(answer, bool) or not isinstance(answer, numbers.Real):
             raise ValueError(f"'{answer}' is not a valid type. float-castable value is expected.")
         if math.isnan(answer):
             raise ValueError(f"`{answer}` is invalid value.")
         return float(answer)
 
-    def contains(self, value):
+    def contains(self, value: float) -> bool:
         if not self.low <= value <= self.high:
             return False
         if self.step is None:
@@ -147,7 +166,7 @@ class FloatDistribution(_Distribution):
 class IntDistribution(_Distribution):
     """An int parameter's range: low, high (both included), log, step (>= 1; 1 when log)."""
 
-    def __init__(self, low, high, log=False, step=1):
+    def __init__(self, low: int, high: int, log: bool = False, step: int = 1) -> None:
         if log and step != 1:
             raise ValueError("Samplers and other components in Optuna only accept step is 1 "
                              "when `log` argument is True.")
@@ -164,22 +183,22 @@ class IntDistribution(_Distribution):
         self.low = int(low)
         self.high = _adjusted_high(self.low, int(high), self.step)
 
-    def to_wire(self):
+    def to_wire(self) -> Dict[str, Any]:
         return {"type": "int", "low": self.low, "high": self.high, "step": self.step,
                 "log": self.log}
 
-    def value(self, answer):
+    def value(self, answer: Any) -> int:
         if isinstance(answer, bool) or not isinstance(answer, numbers.Real):
             raise ValueError(f"'{answer}' is not a valid type. float-castable value is expected.")
         if isinstance(answer, float) and not answer.is_integer():
             raise ValueError(f"`{answer}` is not an integer.")
         return int(answer)
 
-    def contains(self, value):
+    def contains(self, value: int) -> bool:
         return self.low <= value <= self.high and (value - self.low) % self.step == 0
 
 
-def _same_choice(a, b):
+def _same_choice(a: object, b: object) -> bool:
     """Choice equality as the wire sees it: bools only equal bools, strings strings, numbers
     numbers (so True is not 1, and 1 is 1.0)."""
     if isinstance(a, bool) or isinstance(b, bool):
@@ -192,7 +211,7 @@ def _same_choice(a, b):
 class CategoricalDistribution(_Distribution):
     """A categorical parameter's choices (a tuple of strings, integers, floats or bools)."""
 
-    def __init__(self, choices):
+    def __init__(self, choices: Sequence[ChoiceType]) -> None:
         if len(choices) == 0:
             raise ValueError("The `choices` must contain one or more elements.")
         # Optuna also takes None (and other objects, with a warning); the wire carries JSON
@@ -211,12 +230,12 @@ class CategoricalDistribution(_Distribution):
                                      f"choices[{i}]); triald needs distinct choices")
         self.choices = tuple(choices)
 
-    def _key(self):
+    def _key(self) -> Tuple[Any, ...]:
         # Type-aware, so that (True, 2) and (1, 2) differ as they do on the wire.
         return (tuple((type(c) is bool, isinstance(c, str), c) for c in self.choices),)
 
-    def to_wire(self):
-        wire_choices = []
+    def to_wire(self) -> Dict[str, Any]:
+        wire_choices: List[ChoiceType] = []
         for choice in self.choices:
             if isinstance(choice, (bool, str)):
                 wire_choices.append(choice)
@@ -226,14 +245,18 @@ class CategoricalDistribution(_Distribution):
                 wire_choices.append(float(choice))
         return {"type": "categorical", "choices": wire_choices}
 
-    def value(self, answer):
+    def value(self, answer: Any) -> ChoiceType:
         for choice in self.choices:
             if _same_choice(answer, choice):
                 return choice
         raise ValueError(f"'{answer}' not in {self.choices}.")
 
-    def contains(self, value):
+    def contains(self, value: object) -> bool:
         return True
+
+
+# A parameter's distribution.
+Distribution = Union[FloatDistribution, IntDistribution, CategoricalDistribution]
 
 
 # -- the trial ----------------------------------------------------------------------------------
@@ -247,8 +270,10 @@ class FrozenTrial:
     raises RuntimeError, as in Optuna. Every property returns a copy.
     """
 
-    def __init__(self, *, number, params, distributions, user_attrs, intermediate_values,
-                 values, datetime_start):
+    def __init__(self, *, number: int, params: Dict[str, Any],
+                 distributions: Dict[str, Distribution], user_attrs: Dict[str, Any],
+                 intermediate_values: Mapping[int, float], values: Optional[Sequence[float]],
+                 datetime_start: datetime.datetime) -> None:
         self._number = number
         self._params = copy.deepcopy(params)
         self._distributions = copy.deepcopy(distributions)
@@ -258,39 +283,39 @@ class FrozenTrial:
         self._datetime_start = datetime_start
 
     @property
-    def number(self):
+    def number(self) -> int:
         return self._number
 
     @property
-    def params(self):
+    def params(self) -> Dict[str, Any]:
         return copy.deepcopy(self._params)
 
     @property
-    def distributions(self):
+    def distributions(self) -> Dict[str, Distribution]:
         return copy.deepcopy(self._distributions)
 
     @property
-    def user_attrs(self):
+    def user_attrs(self) -> Dict[str, Any]:
         return copy.deepcopy(self._user_attrs)
 
     @property
-    def intermediate_values(self):
+    def intermediate_values(self) -> Dict[int, float]:
         return dict(self._intermediate_values)
 
     @property
-    def last_step(self):
+    def last_step(self) -> Optional[int]:
         return max(self._intermediate_values) if self._intermediate_values else None
 
     @property
-    def datetime_start(self):
+    def datetime_start(self) -> datetime.datetime:
         return self._datetime_start
 
     @property
-    def values(self):
+    def values(self) -> Optional[List[float]]:
         return None if self._values is None else list(self._values)
 
     @property
-    def value(self):
+    def value(self) -> Optional[float]:
         if self._values is None:
             return None
         if len(self._values) > 1:
@@ -298,7 +323,7 @@ class FrozenTrial:
                 "This attribute is not available during multi-objective optimization.")
         return self._values[0]
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return (f"FrozenTrial(number={self._number!r}, values={self._values!r}, "
                 f"params={self._params!r}, user_attrs={self._user_attrs!r})")
 
@@ -306,11 +331,12 @@ class FrozenTrial:
 class ReplayAnswers:
     """Answers requests from fixed values (`--params`), as a daemon would: no daemon needed."""
 
-    def __init__(self, params, writer):
+    def __init__(self, params: Mapping[str, Any], writer: LineWriter) -> None:
         self._params = params
         self._writer = writer
 
-    def ask(self, message, check_stop=None):
+    def ask(self, message: Message,
+            check_stop: Optional[Callable[[], None]] = None) -> Message:
         with self._writer.lock:
             self._writer.send(message)
             if message["type"] == "should_prune":
@@ -341,8 +367,9 @@ class OptunaTrial:
     stop_requested  True once triald has asked the trial to stop (SIGTERM)
     """
 
-    def __init__(self, writer, answers, *, number=0, replay=False, trial_dir=None,
-                 resume_dir=None):
+    def __init__(self, writer: LineWriter, answers: Union[DaemonAnswers, ReplayAnswers], *,
+                 number: int = 0, replay: bool = False, trial_dir: Optional[str] = None,
+                 resume_dir: Optional[str] = None) -> None:
         self._writer = writer
         self._answers = answers
         self._replay = replay
@@ -350,48 +377,52 @@ class OptunaTrial:
         self._dir = trial_dir or os.getcwd()
         self._resume_dir = resume_dir or None
         self._datetime_start = datetime.datetime.now()
-        self._params = {}
-        self._distributions = {}
-        self._user_attrs = {}
-        self._intermediate_values = {}
+        self._params: Dict[str, Any] = {}
+        self._distributions: Dict[str, Distribution] = {}
+        self._user_attrs: Dict[str, Any] = {}
+        self._intermediate_values: Dict[int, float] = {}
         self._requests = 0
-        self._constraints = None
+        self._constraints: Optional[List[float]] = None
         self.stop_requested = False
 
     # -- suggestions ----------------------------------------------------------------------------
 
-    def suggest_float(self, name, low, high, *, step=None, log=False):
+    def suggest_float(self, name: str, low: float, high: float, *, step: Optional[float] = None,
+                      log: bool = False) -> float:
         """A float in [low, high] (log domain if log; on the grid low + k * step if step)."""
-        return self._suggest(name, FloatDistribution(low, high, log=log, step=step))
+        value: float = self._suggest(name, FloatDistribution(low, high, log=log, step=step))
+        return value
 
-    def suggest_uniform(self, name, low, high):
+    def suggest_uniform(self, name: str, low: float, high: float) -> float:
         """Deprecated in Optuna 3.0: suggest_float(name, low, high)."""
         warnings.warn(_DEPRECATED_SUGGEST.format(name="suggest_uniform"), FutureWarning,
                       stacklevel=2)
         return self.suggest_float(name, low, high)
 
-    def suggest_loguniform(self, name, low, high):
+    def suggest_loguniform(self, name: str, low: float, high: float) -> float:
         """Deprecated in Optuna 3.0: suggest_float(name, low, high, log=True)."""
         warnings.warn(_DEPRECATED_SUGGEST.format(name="suggest_loguniform"), FutureWarning,
                       stacklevel=2)
         return self.suggest_float(name, low, high, log=True)
 
-    def suggest_discrete_uniform(self, name, low, high, q):
+    def suggest_discrete_uniform(self, name: str, low: float, high: float, q: float) -> float:
         """Deprecated in Optuna 3.0: suggest_float(name, low, high, step=q)."""
         warnings.warn(_DEPRECATED_SUGGEST.format(name="suggest_discrete_uniform"), FutureWarning,
                       stacklevel=2)
         return self.suggest_float(name, low, high, step=q)
 
-    def suggest_int(self, name, low, high, step=1, log=False):
+    def suggest_int(self, name: str, low: int, high: int, step: int = 1,
+                    log: bool = False) -> int:
         """An int in [low, high] on the grid low + k * step (log domain if log). As in Optuna
         3.1, step and log may also be given by position."""
         return int(self._suggest(name, IntDistribution(low, high, log=log, step=step)))
 
-    def suggest_categorical(self, name, choices):
+    def suggest_categorical(self, name: str, choices: Sequence[ChoiceType]) -> ChoiceType:
         """One of `choices` (the object itself, as given)."""
-        return self._suggest(name, CategoricalDistribution(choices))
+        choice: ChoiceType = self._suggest(name, CategoricalDistribution(choices))
+        return choice
 
-    def _suggest(self, name, distribution):
+    def _suggest(self, name: str, distribution: Distribution) -> Any:
         self.check_stop()
         if not isinstance(name, str) or not name:
             raise ValueError(f"a parameter name must be a non-empty string, got {name!r}")
@@ -411,7 +442,7 @@ class OptunaTrial:
         if answer.get("type") != "suggestion" or answer.get("name") != name \
                 or "value" not in answer:
             raise ChannelError(f"triald answered a suggest for {name!r} with {answer!r}")
-        value = distribution.value(answer["value"])
+        value: Any = distribution.value(answer["value"])
         if not distribution.contains(value):
             warnings.warn(f"The value {value} of the parameter '{name}' is out of the range of "
                           f"the distribution {distribution}.")
@@ -422,7 +453,7 @@ class OptunaTrial:
 
     # -- intermediate values and pruning --------------------------------------------------------
 
-    def report(self, value, step):
+    def report(self, value: float, step: int) -> None:
         """An intermediate value at `step` (Optuna's order: value first). A step already reported
         is ignored with a warning, as in Optuna. Raises TrialStopped once triald asked the trial
         to stop."""
@@ -445,36 +476,37 @@ class OptunaTrial:
         self._writer.send({"type": "report", "step": step, "value": finite(number, "value")})
         self._intermediate_values[step] = number
 
-    def should_prune(self):
+    def should_prune(self) -> bool:
         """Whether triald's pruner has decided to stop this trial, judged on the values reported
         so far (always False when replayed by hand). Raise TrialPruned when it is True."""
         self.check_stop()
         answer = self._ask({"type": "should_prune"})
         if answer.get("type") != "should_prune" or not isinstance(answer.get("value"), bool):
             raise ChannelError(f"triald answered should_prune with {answer!r}")
-        return answer["value"]
+        prune: bool = answer["value"]
+        return prune
 
     # -- attributes -----------------------------------------------------------------------------
 
-    def heartbeat(self):
+    def heartbeat(self) -> None:
         """Says the trial is alive (triald's own; Optuna has none): under [study] stall_timeout a
         trial that sends no line for that long ends FAIL(stalled), so an objective with long
         silent phases calls this from its loop."""
         self._writer.send({"type": "heartbeat"})
 
-    def set_user_attr(self, key, value):
+    def set_user_attr(self, key: str, value: Any) -> None:
         """A user attribute (a JSON value), stored with the trial."""
         check_attr_key(key)
         self._writer.send({"type": "attr", "key": key, "value": plain(value, f"attribute {key!r}")})
         self._user_attrs[key] = copy.deepcopy(value)
 
     @property
-    def user_attrs(self):
+    def user_attrs(self) -> Dict[str, Any]:
         return copy.deepcopy(self._user_attrs)
 
     # -- constraints (triald's own; Optuna takes them from a sampler's constraints_func) --------
 
-    def set_constraints(self, values):
+    def set_constraints(self, values: Sequence[float]) -> None:
         """The trial's constraint values (a sequence of numbers; the trial is feasible when every
         one is <= 0, as Optuna defines it). Sent just before the trial's final (or pruned) line;
         a later call replaces an earlier one. Refused with a ValueError here: NaN, infinities,
@@ -482,11 +514,11 @@ class OptunaTrial:
         self._constraints = constraint_values(values, "set_constraints()")
 
     @property
-    def constraints(self):
+    def constraints(self) -> Optional[List[float]]:
         """What set_constraints() was given (a list of floats), or None."""
         return None if self._constraints is None else list(self._constraints)
 
-    def frozen(self, values):
+    def frozen(self, values: Optional[Sequence[float]]) -> FrozenTrial:
         """A read-only view of this trial once its objective has returned `values` (a list of
         floats, or None for a pruned trial): what a constraints function receives."""
         return FrozenTrial(number=self._number, params=self._params,
@@ -495,44 +527,44 @@ class OptunaTrial:
                            datetime_start=self._datetime_start)
 
     @property
-    def params(self):
+    def params(self) -> Dict[str, Any]:
         return copy.deepcopy(self._params)
 
     @property
-    def distributions(self):
+    def distributions(self) -> Dict[str, Distribution]:
         return copy.deepcopy(self._distributions)
 
     @property
-    def number(self):
+    def number(self) -> int:
         return self._number
 
     @property
-    def dir(self):
+    def dir(self) -> str:
         return self._dir
 
     @property
-    def resume_dir(self):
+    def resume_dir(self) -> Optional[str]:
         return self._resume_dir
 
     @property
-    def datetime_start(self):
+    def datetime_start(self) -> datetime.datetime:
         return self._datetime_start
 
     # -- stopping -------------------------------------------------------------------------------
 
-    def check_stop(self):
+    def check_stop(self) -> None:
         """Raises TrialStopped if triald has asked the trial to stop (suggest_*, report and
         should_prune call it)."""
         if self.stop_requested:
             raise TrialStopped("triald asked this trial to stop (SIGTERM)")
 
-    def on_sigterm(self, signum, frame):
+    def on_sigterm(self, signum: int, frame: Optional[FrameType]) -> None:
         self.stop_requested = True
         if getattr(self._answers, "reading", False):
             # A stopped trial gets no answer: leave the wait now rather than at SIGKILL.
             self.check_stop()
 
-    def _ask(self, message):
+    def _ask(self, message: Message) -> Message:
         self._requests += 1
         if self._requests > MAX_REQUESTS:
             raise ValueError(f"a trial may make at most {MAX_REQUESTS} requests "

@@ -1,13 +1,7 @@
-"""python3 -m triald: runs a define-by-run objective as one triald trial, or checks it loads.
+"""`python3 -m triald run` and `check`: a define-by-run objective as one triald trial.
 
-    python3 -m triald run SPEC [--constraints SPEC] [--params JSON]
-    python3 -m triald check SPEC [--constraints SPEC]
-    python3 -m triald fork-server [--preload MOD,MOD...] [--objective SPEC [--constraints SPEC]]
-
-SPEC is PATH.py:NAME (a file, loaded under a module name other than __main__, so its
-`if __name__ == "__main__":` block does not run; its folder goes first on sys.path, so sibling
-modules import) or package.module:NAME (imported from the working directory or PYTHONPATH).
-NAME may be dotted (Class.method).
+The command line is triald._cli's; SPEC (PATH.py:NAME or package.module:NAME) is loaded by
+triald._loading.
 
 `run` calls NAME(trial) with an OptunaTrial and ends the trial from what happens:
     returns a number            -> {"type":"final","value":V}, exit 0
@@ -31,23 +25,27 @@ the object, should_prune always false, and the lines a real run would send print
 `check` only loads SPEC and verifies NAME is callable: exit 0 silently, or 2 with the message
 (the daemon runs it when a sweep is submitted).
 
-`fork-server` is a study's warm process whose forks run `run` (triald._forkserver).
+A fork server's trial (triald._forkserver) calls `run` in its forked process, after the server
+loaded the objective's module once (preload_objective).
+
+Thread-safety: none; `run` and `check` are called once, from the main thread, and end with the
+process (`run` installs a SIGTERM handler).
 """
 
-import argparse
+from __future__ import annotations
+
 import collections.abc
-import difflib
-import importlib
-import importlib.util
 import json
 import math
 import os
 import signal
 import sys
 import traceback
+from typing import Any, Callable, List, NoReturn, Optional, Union
 
+from triald._loading import ImportFailed, SpecError, load_objective, traceback_tail
 from triald._optuna import OptunaTrial, ReplayAnswers, is_trial_pruned
-from triald._wire import (DaemonAnswers, LineWriter, TrialStopped, constraint_values,
+from triald._wire import (DaemonAnswers, LineWriter, Message, TrialStopped, constraint_values,
                           handle_sigterm, open_report_fd, shortened_error)
 
 EXIT_OK = 0
@@ -55,158 +53,8 @@ EXIT_FAILED = 1
 EXIT_BAD_SPEC = 2
 EXIT_STOPPED = 128 + signal.SIGTERM
 
-# An error line carries the end of a traceback: what raised, and where.
-TRACEBACK_TAIL_LINES = 12
-TRACEBACK_TAIL_CHARS = 4000
 
-# The module name a file objective gets when its own stem cannot be used (not an identifier, or
-# already imported: a file named triald.py or json.py must not replace those modules).
-FALLBACK_MODULE_NAME = "_triald_objective"
-
-
-class SpecError(Exception):
-    """SPEC cannot be used; the message says why, naming the spec."""
-
-
-_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
-
-
-def traceback_tail(exc):
-    """The last lines of exc's traceback (its type and message last), bounded for an error line.
-
-    The runner's and the trial object's own frames are left out (the user's code is what the
-    line is for), and so are the column markers (^^^) under each source line.
-    """
-    report = traceback.TracebackException(type(exc), exc, exc.__traceback__)
-    frames = [f for f in report.stack if not f.filename.startswith(_PACKAGE_DIR + os.sep)]
-    report.stack = traceback.StackSummary.from_list(frames)
-    lines = [line for line in "".join(report.format()).splitlines()
-             if line.strip(" ^~")]
-    text = "\n".join(lines[-TRACEBACK_TAIL_LINES:])
-    if len(lines) > TRACEBACK_TAIL_LINES or len(text) > TRACEBACK_TAIL_CHARS:
-        text = "[...]\n" + text[-TRACEBACK_TAIL_CHARS:]
-    return text
-
-
-class _ImportFailed(Exception):
-    """The objective's own code raised while its module was imported (not a spec problem for
-    `run`: the trial fails with the traceback; `check` refuses it)."""
-
-    def __init__(self, spec, cause, role="objective"):
-        super().__init__(f"{role} {spec!r}: importing it raised:\n{traceback_tail(cause)}")
-        self.cause = cause
-
-
-def _split_spec(spec, role="objective"):
-    target, sep, name = spec.rpartition(":")
-    if not sep or not target or not name:
-        raise SpecError(f"{role} {spec!r}: expected PATH.py:NAME or package.module:NAME")
-    if not all(part.isidentifier() for part in name.split(".")):
-        raise SpecError(f"{role} {spec!r}: {name!r} is not a Python name")
-    return target, name
-
-
-# Files already loaded, by absolute path: an objective and its constraints function in one file
-# share one module (its top level runs once).
-_LOADED_FILES = {}
-
-
-def _is_file_target(target):
-    return target.endswith(".py") or "/" in target
-
-
-def _load_file(spec, target, role="objective"):
-    path = os.path.abspath(target)
-    if path in _LOADED_FILES:
-        return _LOADED_FILES[path], os.path.basename(path)
-    if not os.path.isfile(path):
-        where = "" if os.path.isabs(target) else f" (relative to {os.getcwd()})"
-        raise SpecError(f"{role} {spec!r}: no such file {path}{where}")
-    folder = os.path.dirname(path)
-    sys.path.insert(0, folder)
-    stem = os.path.splitext(os.path.basename(path))[0]
-    module_name = stem if stem.isidentifier() and stem not in sys.modules else \
-        FALLBACK_MODULE_NAME
-    module_spec = importlib.util.spec_from_file_location(module_name, path)
-    if module_spec is None or module_spec.loader is None:
-        raise SpecError(f"{role} {spec!r}: {path} cannot be loaded as a Python module")
-    module = importlib.util.module_from_spec(module_spec)
-    # Registered before it runs, as an import does: pickling (multiprocessing, joblib) and
-    # dataclasses look the module up by name.
-    sys.modules[module_name] = module
-    try:
-        module_spec.loader.exec_module(module)
-    except BaseException as e:
-        del sys.modules[module_name]
-        if isinstance(e, (KeyboardInterrupt, SystemExit)):
-            raise
-        raise _ImportFailed(spec, e, role) from None
-    _LOADED_FILES[path] = module
-    return module, os.path.basename(path)
-
-
-def _load_module(spec, target, role="objective"):
-    if not all(part.isidentifier() for part in target.split(".")):
-        raise SpecError(f"{role} {spec!r}: {target!r} is neither a file (PATH.py) nor a "
-                        f"module name (package.module)")
-    try:
-        module = importlib.import_module(target)
-    except ModuleNotFoundError as e:
-        # Only the spec's own module (or a package above it) missing is a spec error; a module
-        # the objective itself imports is the objective's failure.
-        if e.name is not None and (target == e.name or target.startswith(e.name + ".")):
-            raise SpecError(f"{role} {spec!r}: no module named {e.name!r} (looked in "
-                            f"{os.getcwd()} and PYTHONPATH)") from None
-        raise _ImportFailed(spec, e, role) from None
-    except (KeyboardInterrupt, SystemExit):
-        raise
-    except BaseException as e:
-        raise _ImportFailed(spec, e, role) from None
-    return module, f"module {target!r}"
-
-
-def load_objective(spec, role="objective"):
-    """The callable SPEC names. Raises SpecError (unusable spec) or _ImportFailed (the module
-    raised while it was imported). `role` names the spec in messages ("objective" or
-    "constraints")."""
-    target, name = _split_spec(spec, role)
-    if role == "objective":
-        # The objective sees itself as the program, without the runner's arguments (argparse
-        # at import time must not read them).
-        sys.argv = [target]
-    if _is_file_target(target):
-        module, what = _load_file(spec, target, role)
-    else:
-        module, what = _load_module(spec, target, role)
-    obj = module
-    for depth, part in enumerate(name.split(".")):
-        if not hasattr(obj, part):
-            owner = what if depth == 0 else repr(".".join(name.split(".")[:depth]))
-            message = f"{role} {spec!r}: {owner} has no attribute {part!r}"
-            close = difflib.get_close_matches(part, [n for n in dir(obj) if not
-                                                     n.startswith("_")], n=1)
-            if close:
-                message += f" (did you mean {close[0]!r}?)"
-            raise SpecError(message)
-        obj = getattr(obj, part)
-    if not callable(obj):
-        raise SpecError(f"{role} {spec!r}: {name!r} is not callable (it is a "
-                        f"{type(obj).__name__})")
-    return obj
-
-
-def preload_objective(spec, constraints_spec=None):
-    """Imports the objective's module (and the constraints function's) ahead of `run`, as a
-    fork server does once for all its trials: the module's top-level code runs here, and `run`
-    in a forked trial then finds the module loaded (a file by its absolute path, a module in
-    sys.modules) and does not import it again. Raises SpecError or _ImportFailed as
-    load_objective does; changes nothing for a `run` in a fresh process."""
-    load_objective(spec)
-    if constraints_spec is not None:
-        load_objective(constraints_spec, "constraints")
-
-
-def _refused_value(value):
+def _refused_value(value: Any) -> Optional[str]:
     """Why Optuna 3.1 (optuna/study/_tell.py) would not accept `value` as an objective value,
     or None; triald also refuses infinities (its records hold finite values only)."""
     if isinstance(value, (str, bytes)):
@@ -223,7 +71,7 @@ def _refused_value(value):
     return None
 
 
-def _final_line(result, n_objectives=1):
+def _final_line(result: object, n_objectives: Optional[int] = 1) -> Message:
     """The line that ends a trial whose objective returned `result`: final, or an error with
     Optuna 3.1's message (optuna/study/_tell.py) for a value it would not accept.
 
@@ -250,7 +98,7 @@ def _final_line(result, n_objectives=1):
     return {"type": "final", "values": [float(v) for v in values]}
 
 
-def _send_quietly(writer, line):
+def _send_quietly(writer: LineWriter, line: Message) -> None:
     """Sends an ending line; a daemon that already closed the channel (it ended the trial) is
     not an error of its own."""
     try:
@@ -259,7 +107,7 @@ def _send_quietly(writer, line):
         pass
 
 
-def _stopped():
+def _stopped() -> NoReturn:
     # Exit at once: threads a training library started must not delay the exit the daemon is
     # waiting for (as triald.run does).
     sys.stdout.flush()
@@ -267,13 +115,13 @@ def _stopped():
     os._exit(EXIT_STOPPED)
 
 
-def _error(writer, message):
+def _error(writer: Optional[LineWriter], message: str) -> None:
     print(f"triald: {message}", file=sys.stderr)
     if writer is not None:
         _send_quietly(writer, shortened_error(message))
 
 
-def _n_objectives(replay):
+def _n_objectives(replay: bool) -> Optional[int]:
     """TRIALD_N_OBJECTIVES (the study's number of objectives; 1 when unset, as from a daemon
     that does not set it). Replayed by hand without it: None, the returned count is taken."""
     text = os.environ.get("TRIALD_N_OBJECTIVES")
@@ -288,7 +136,9 @@ def _n_objectives(replay):
     return n
 
 
-def _constraints_line(trial, constraints_fn, constraints_spec, values):
+def _constraints_line(trial: OptunaTrial, constraints_fn: Optional[Callable[..., object]],
+                      constraints_spec: Optional[str],
+                      values: Optional[List[float]]) -> Optional[Message]:
     """The constraints line to send before the ending line, None for none, or an error line:
     from the constraints function (called with the frozen trial) or from set_constraints()."""
     if constraints_fn is None:
@@ -315,10 +165,12 @@ def _constraints_line(trial, constraints_fn, constraints_spec, values):
     return {"type": "constraints", "values": found}
 
 
-def run(spec, params_json=None, constraints_spec=None):
+def run(spec: str, params_json: Optional[str] = None,
+        constraints_spec: Optional[str] = None) -> int:
     """`python3 -m triald run`: the exit status."""
     replay = params_json is not None
-    if replay:
+    answers: Union[DaemonAnswers, ReplayAnswers]
+    if params_json is not None:
         try:
             params = json.loads(params_json)
         except ValueError as e:
@@ -357,7 +209,7 @@ def run(spec, params_json=None, constraints_spec=None):
     except SpecError as e:
         _error(writer, str(e))
         return EXIT_BAD_SPEC
-    except _ImportFailed as e:
+    except ImportFailed as e:
         traceback.print_exception(type(e.cause), e.cause, e.cause.__traceback__)
         _send_quietly(writer, shortened_error(traceback_tail(e.cause)))
         return EXIT_FAILED
@@ -410,7 +262,7 @@ def run(spec, params_json=None, constraints_spec=None):
     return EXIT_OK if line["type"] == "final" else EXIT_FAILED
 
 
-def check(spec, constraints_spec=None):
+def check(spec: str, constraints_spec: Optional[str] = None) -> int:
     """`python3 -m triald check`: the exit status."""
     try:
         load_objective(spec)
@@ -419,51 +271,8 @@ def check(spec, constraints_spec=None):
     except SpecError as e:
         _error(None, str(e))
         return EXIT_BAD_SPEC
-    except _ImportFailed as e:
+    except ImportFailed as e:
         _error(None, str(e))
         return EXIT_BAD_SPEC
     return EXIT_OK
 
-
-def main(argv):
-    parser = argparse.ArgumentParser(
-        prog="python3 -m triald",
-        description="Runs an Optuna-style objective function as one triald trial.")
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    run_parser = commands.add_parser(
-        "run", help="call the objective with a trial answered by triald (or by --params)")
-    run_parser.add_argument("spec", metavar="SPEC", help="PATH.py:NAME or package.module:NAME")
-    run_parser.add_argument(
-        "--constraints", metavar="SPEC",
-        help="a constraints function (PATH.py:NAME or package.module:NAME), called with the "
-             "finished trial; it returns the constraint values (feasible when all <= 0)")
-    run_parser.add_argument(
-        "--params", metavar="JSON",
-        help="replay by hand: a JSON object of parameter values; prints the lines a real run "
-             "would send")
-    check_parser = commands.add_parser(
-        "check", help="only verify that SPEC loads and names a callable (exit 0, or 2)")
-    check_parser.add_argument("spec", metavar="SPEC", help="PATH.py:NAME or package.module:NAME")
-    check_parser.add_argument("--constraints", metavar="SPEC",
-                              help="also verify this constraints function")
-    fork_server_parser = commands.add_parser(
-        "fork-server", help="serve a study's trials as forks of one warm process (triald "
-                            "starts it; proto/README.md, Fork server protocol)")
-    fork_server_parser.add_argument(
-        "--preload", metavar="MOD,MOD...",
-        help="modules to import once, before any trial (e.g. torch,numpy)")
-    fork_server_parser.add_argument(
-        "--objective", metavar="SPEC",
-        help="also import the objective's module once (its top-level code runs in the server)")
-    fork_server_parser.add_argument(
-        "--constraints", metavar="SPEC",
-        help="the constraints function, imported with the objective (needs --objective)")
-    args = parser.parse_args(argv)
-    if args.command == "fork-server":
-        if args.constraints is not None and args.objective is None:
-            parser.error("fork-server: --constraints needs --objective")
-        from triald import _forkserver  # only the server needs it
-        return _forkserver.serve(args)
-    if args.command == "check":
-        return check(args.spec, args.constraints)
-    return run(args.spec, args.params, args.constraints)

@@ -9,6 +9,8 @@ Thread-safety: LineWriter.send and DaemonAnswers.ask are safe to call from sever
 ask holds the lock from its request to its answer, so answers cannot be taken by another thread.
 """
 
+from __future__ import annotations
+
 import collections.abc
 import json
 import math
@@ -17,13 +19,20 @@ import os
 import signal
 import sys
 import threading
+from types import FrameType
+from typing import Any, Callable, Dict, List, Optional, TextIO
 
 # The daemon's limits (proto/report.h): a line without its newline, and an attribute key.
 MAX_LINE_BYTES = 64 * 1024
 MAX_ATTR_KEY_BYTES = 256
 
+# One protocol line (a request, an answer, a report), as a JSON object.
+Message = Dict[str, Any]
+# What signal.signal takes as a handler (a function; not SIG_DFL or SIG_IGN).
+SignalHandler = Callable[[int, Optional[FrameType]], Any]
 
-def finite(value, what):
+
+def finite(value: Any, what: str) -> float:
     """float(value), refusing bools, non-numbers and non-finite numbers with a ValueError."""
     # float() accepts Python numbers, numpy scalars and 0-d tensors (which define __float__).
     if isinstance(value, bool):
@@ -37,7 +46,7 @@ def finite(value, what):
     return number
 
 
-def plain(value, what):
+def plain(value: Any, what: str) -> Any:
     """A JSON-ready copy of an attribute value: numbers finite, keys strings, no custom types."""
     if value is None or isinstance(value, (bool, str)):
         return value
@@ -46,7 +55,7 @@ def plain(value, what):
     if isinstance(value, numbers.Real) or hasattr(value, "__float__"):
         return finite(value, what)
     if isinstance(value, dict):
-        out = {}
+        out: Dict[str, Any] = {}
         for key, item in value.items():
             if not isinstance(key, str):
                 raise ValueError(f"{what}: object keys must be strings, got {key!r}")
@@ -57,7 +66,7 @@ def plain(value, what):
     raise ValueError(f"{what}: {type(value).__name__} is not a JSON value")
 
 
-def constraint_values(result, what="the constraints function"):
+def constraint_values(result: Any, what: str = "the constraints function") -> List[float]:
     """`result` (what a constraints function returned, or set_constraints was given) as a list
     of finite floats; ValueError naming the problem. Like Optuna's constraints_func it is a
     sequence of numbers (a tuple, a list, a 1-D array), NaN refused with Optuna's message;
@@ -92,18 +101,20 @@ def constraint_values(result, what="the constraints function"):
     return values
 
 
-def check_attr_key(key):
+def check_attr_key(key: object) -> None:
+    """ValueError unless `key` is an attribute key the daemon takes."""
     if not isinstance(key, str) or not key:
         raise ValueError("attribute key must be a non-empty string")
     if len(key.encode("utf-8")) > MAX_ATTR_KEY_BYTES:
         raise ValueError(f"attribute key longer than {MAX_ATTR_KEY_BYTES} bytes")
 
 
-def encode(message):
+def encode(message: Message) -> str:
+    """`message` as one compact JSON line, without its newline; ValueError for NaN or inf."""
     return json.dumps(message, separators=(",", ":"), allow_nan=False, ensure_ascii=False)
 
 
-def shortened_error(message):
+def shortened_error(message: object) -> Message:
     """An error line for `message`, halved until it fits (an error line is never refused)."""
     text = str(message)
     line = {"type": "error", "message": text}
@@ -120,12 +131,12 @@ class LineWriter:
     sys.stderr still sees the lines.
     """
 
-    def __init__(self, fd=None, stream=None):
+    def __init__(self, fd: Optional[int] = None, stream: Optional[TextIO] = None) -> None:
         self.fd = fd
         self._stream = stream
         self.lock = threading.RLock()
 
-    def send(self, message):
+    def send(self, message: Message) -> None:
         """Writes `message` as one line; ValueError (before writing) if it exceeds the limit."""
         line = encode(message)
         data = line.encode("utf-8")
@@ -148,7 +159,7 @@ class LineWriter:
                 view = view[written:]
 
 
-def open_report_fd(fd_text):
+def open_report_fd(fd_text: str) -> int:
     """The descriptor named by TRIALD_REPORT_FD, made non-inheritable; ValueError if unusable."""
     try:
         fd = int(fd_text)
@@ -164,7 +175,7 @@ class TrialStopped(Exception):
     """Raised by report() / check_stop() once triald has asked the trial to stop (SIGTERM)."""
 
 
-def handle_sigterm(handler):
+def handle_sigterm(handler: SignalHandler) -> None:
     """Installs `handler` for SIGTERM in this process only. A process the objective forks
     (multiprocessing's and joblib's fork start method, PyTorch's DataLoader workers) gets
     SIGTERM's default action back, so that Process.terminate(), a pool's shutdown and the
@@ -178,7 +189,7 @@ def handle_sigterm(handler):
     which then restores the default action and dies of the signal."""
     owner = os.getpid()
 
-    def on_sigterm(signum, frame):
+    def on_sigterm(signum: int, frame: Optional[FrameType]) -> None:
         if os.getpid() != owner:
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
             os.kill(os.getpid(), signal.SIGTERM)
@@ -187,13 +198,13 @@ def handle_sigterm(handler):
 
     saved = threading.local()  # the forking thread's signal mask before the fork
 
-    def before():
+    def before() -> None:
         saved.mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
 
-    def in_parent():
+    def in_parent() -> None:
         signal.pthread_sigmask(signal.SIG_SETMASK, saved.mask)
 
-    def in_child():
+    def in_child() -> None:
         if signal.getsignal(signal.SIGTERM) is on_sigterm:
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
         signal.pthread_sigmask(signal.SIG_SETMASK, saved.mask)
@@ -219,12 +230,16 @@ class DaemonAnswers:
     # line is not triald speaking.
     MAX_ANSWER_BYTES = MAX_LINE_BYTES + 1024
 
-    def __init__(self, writer):
+    def __init__(self, writer: LineWriter) -> None:
+        if writer.fd is None:
+            raise ValueError("the trial channel's writer has no descriptor to read answers from")
         self._writer = writer
+        self._fd: int = writer.fd
         self._buffer = b""
         self.reading = False
 
-    def ask(self, message, check_stop=None):
+    def ask(self, message: Message,
+            check_stop: Optional[Callable[[], None]] = None) -> Message:
         """Sends `message` and returns its answer (a dict). `check_stop` is called once the wait
         has begun, so a stop requested just before it is not missed."""
         # Only the main thread runs signal handlers, so only its wait can be interrupted.
@@ -240,7 +255,7 @@ class DaemonAnswers:
                 if main:
                     self.reading = False
 
-    def _read_line(self, request):
+    def _read_line(self, request: Message) -> Message:
         while True:
             newline = self._buffer.find(b"\n")
             if newline >= 0:
@@ -250,11 +265,11 @@ class DaemonAnswers:
                 raise ChannelError(f"the answer to a {request['type']} request is longer than "
                                    f"{self.MAX_ANSWER_BYTES} bytes")
             try:
-                chunk = os.read(self._writer.fd, 65536)
+                chunk = os.read(self._fd, 65536)
             except OSError as e:
                 raise ChannelError(
                     f"cannot read triald's answer to a {request['type']} request from "
-                    f"TRIALD_REPORT_FD={self._writer.fd} ({e}); the descriptor must be the "
+                    f"TRIALD_REPORT_FD={self._fd} ({e}); the descriptor must be the "
                     f"two-way trial channel (a socketpair), as triald gives python objectives"
                 ) from None
             if not chunk:
