@@ -67,7 +67,7 @@ struct SingleBest {
   bool any_complete = false;
 };
 
-Result<SingleBest> FindSingleBest(storage::Storage& storage, const model::StudyRecord& study) {
+Result<SingleBest> FindSingleBest(storage::ReadModel& storage, const model::StudyRecord& study) {
   SingleBest out;
   TRIALD_ASSIGN_OR_RETURN(std::optional<TrialRecord> top,
                           storage.GetBestTrial(study.id, study.direction));
@@ -97,7 +97,7 @@ json::array DirectionsJson(const std::vector<config::Direction>& directions) {
 // A single-objective study's best trial, whole.
 class SingleBestReply final : public ReplyStream {
  public:
-  SingleBestReply(storage::Storage* storage, model::StudyRecord study)
+  SingleBestReply(storage::ReadModel* storage, model::StudyRecord study)
       : storage_(storage), study_(std::move(study)) {}
 
   Result<std::string> Next() override {
@@ -116,7 +116,7 @@ class SingleBestReply final : public ReplyStream {
   }
 
  private:
-  storage::Storage* storage_;
+  storage::ReadModel* storage_;
   model::StudyRecord study_;
   bool done_ = false;
 };
@@ -125,7 +125,7 @@ class SingleBestReply final : public ReplyStream {
 // it), then the counts and the front's trials a page of them per piece.
 class FrontReply final : public ReplyStream {
  public:
-  FrontReply(storage::Storage* storage, model::StudyRecord study)
+  FrontReply(storage::ReadModel* storage, model::StudyRecord study)
       : storage_(storage), study_(std::move(study)), builder_(StudyDirections(study_)) {}
 
   Result<std::string> Next() override {
@@ -172,7 +172,7 @@ class FrontReply final : public ReplyStream {
 
  private:
   enum class Phase { kHead, kScan, kFront, kDone };
-  storage::Storage* storage_;
+  storage::ReadModel* storage_;
   model::StudyRecord study_;
   FrontBuilder builder_;
   Phase phase_ = Phase::kHead;
@@ -182,7 +182,7 @@ class FrontReply final : public ReplyStream {
 
 }  // namespace
 
-Result<std::optional<TrialRecord>> BestFeasibleTrial(storage::Storage& storage,
+Result<std::optional<TrialRecord>> BestFeasibleTrial(storage::ReadModel& storage,
                                                      const model::StudyRecord& study) {
   TRIALD_ASSIGN_OR_RETURN(SingleBest found, FindSingleBest(storage, study));
   return std::move(found.best);

@@ -31,7 +31,7 @@
 #include "config/sweep.h"
 #include "daemon/control/verbs.h"
 #include "daemon/model/records.h"
-#include "daemon/storage/storage.h"
+#include "daemon/storage/read_model.h"
 
 namespace triald::daemon {
 
@@ -73,7 +73,7 @@ class BestFeasible {
 // The best feasible COMPLETE trial of a single-objective study, from the storage: its best-trial
 // query, and a scan when that trial is infeasible. nullopt when there is none.
 common::Result<std::optional<model::TrialRecord>> BestFeasibleTrial(
-    storage::Storage& storage, const model::StudyRecord& study);
+    storage::ReadModel& storage, const model::StudyRecord& study);
 
 // best {study}:
 //   one objective: TrialToJson of the best feasible COMPLETE trial; not_found when there is none

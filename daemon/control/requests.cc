@@ -7,7 +7,7 @@ namespace triald::daemon {
 namespace json = boost::json;
 using common::Result;
 
-Result<model::StudyRecord> LookUpStudy(storage::Storage& storage, const json::object& args) {
+Result<model::StudyRecord> LookUpStudy(storage::ReadModel& storage, const json::object& args) {
   TRIALD_ASSIGN_OR_RETURN(std::string name, proto::GetString(args, "study"));
   Result<model::StudyRecord> rec = storage.GetStudy(name);
   if (!rec.ok() && rec.status().code() == common::Code::kNotFound) {

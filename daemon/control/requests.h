@@ -13,13 +13,13 @@
 #include "common/status.h"
 #include "config/sweep.h"
 #include "daemon/model/records.h"
-#include "daemon/storage/storage.h"
+#include "daemon/storage/read_model.h"
 
 namespace triald::daemon {
 
 // The study named by field "study": invalid_argument when the field is missing or not a string,
 // not_found (pointing at `trialctl studies`) when no study has that name.
-common::Result<model::StudyRecord> LookUpStudy(storage::Storage& storage,
+common::Result<model::StudyRecord> LookUpStudy(storage::ReadModel& storage,
                                                const boost::json::object& args);
 
 // submit: the sweep text ("sweep", required) and the file it came from ("path", optional).

@@ -151,7 +151,7 @@ Result<int64_t> OptionalCount(const json::object& args, const char* key, int64_t
 class TrialPages final : public ReplyStream {
  public:
   using ToJson = json::object (*)(const TrialRecord&);
-  TrialPages(storage::Storage* storage, int64_t study_id, int64_t offset,
+  TrialPages(storage::ReadModel* storage, int64_t study_id, int64_t offset,
              std::optional<int64_t> limit, ToJson to_json, std::string head, std::string tail)
       : storage_(storage),
         study_id_(study_id),
@@ -188,7 +188,7 @@ class TrialPages final : public ReplyStream {
   }
 
  private:
-  storage::Storage* storage_;
+  storage::ReadModel* storage_;
   int64_t study_id_;
   int64_t next_;
   std::optional<int64_t> end_;  // one past the last number wanted
@@ -450,7 +450,7 @@ bool IsReadVerb(std::string_view verb) {
   return v != nullptr && v->kind == VerbKind::kRead;
 }
 
-common::Status AuthorizeStudyVerb(storage::Storage& storage, const AccessPolicy& policy,
+common::Status AuthorizeStudyVerb(storage::ReadModel& storage, const AccessPolicy& policy,
                                   const PeerCredentials& caller, const std::string& verb,
                                   const json::object& args) {
   const Verb* v = FindVerb(verb);

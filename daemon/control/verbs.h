@@ -119,7 +119,7 @@ bool IsReadVerb(std::string_view verb);
 // creating verbs and for root and `policy.daemon_uid`; for a mutating verb, Ok when the caller
 // submitted the study named by args["study"] (a study that does not exist is left to the verb
 // to report), permission_denied otherwise, and when that argument is missing or not a string.
-common::Status AuthorizeStudyVerb(storage::Storage& storage, const AccessPolicy& policy,
+common::Status AuthorizeStudyVerb(storage::ReadModel& storage, const AccessPolicy& policy,
                                   const PeerCredentials& caller, const std::string& verb,
                                   const boost::json::object& args);
 

@@ -137,18 +137,38 @@ common::Status CheckStudyControl(int n_trials, int parallelism, const std::strin
   return common::Status::Ok();
 }
 
-std::vector<std::string> DeleteStudyStatements(const std::string& param) {
-  const std::string trials = "(SELECT id FROM trials WHERE study_id = " + param + ")";
-  return {
-      "DELETE FROM trial_params WHERE trial_id IN " + trials,
-      "DELETE FROM trial_intermediate WHERE trial_id IN " + trials,
-      "DELETE FROM trial_attrs WHERE trial_id IN " + trials,
-      "DELETE FROM events WHERE study_id = " + param + " OR trial_id IN " + trials,
-      // A retry refers to the trial it retries (same study): unlink them, then delete them all.
-      "UPDATE trials SET retry_of = NULL WHERE study_id = " + param + " AND retry_of IS NOT NULL",
-      "DELETE FROM trials WHERE study_id = " + param,
-      "DELETE FROM studies WHERE id = " + param,
-  };
+model::StudyRecord NewStudyRecord(const model::NewStudy& study,
+                                  const std::vector<config::Direction>& directions, int64_t id,
+                                  double at) {
+  model::StudyRecord r;
+  r.id = id;
+  r.name = study.name;
+  r.direction = study.direction;
+  r.directions = directions;
+  r.n_trials = study.n_trials;
+  r.state = model::StudyState::kRunning;
+  r.spec_toml = study.spec_toml;
+  r.spec_path = study.spec_path;
+  r.seed = study.seed;
+  r.created_at = at;
+  r.submitter = study.submitter;
+  return r;
+}
+
+common::Status CheckNewParams(const model::ParamMap& params, const std::string& op) {
+  for (const auto& [name, p] : params) {
+    if (std::isnan(p.internal)) {
+      return common::InvalidArgument(op + ": parameter \"" + name +
+                                     "\" has internal value NaN; expected a number");
+    }
+  }
+  return common::Status::Ok();
+}
+
+common::Status CheckFinishedOutcome(const model::TrialOutcome& outcome, const std::string& op) {
+  if (model::IsFinished(outcome.state)) return common::Status::Ok();
+  return common::InvalidArgument(op + ": outcome state " + model::TrialStateName(outcome.state) +
+                                 " is not a finished state; expected COMPLETE, PRUNED or FAIL");
 }
 
 }  // namespace triald::storage::backend

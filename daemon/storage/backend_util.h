@@ -59,11 +59,17 @@ common::Result<std::optional<model::TrialResources>> ParseResourcesText(const st
 // naming `op` and the value.
 common::Status CheckStudyControl(int n_trials, int parallelism, const std::string& op);
 
-// The statements that delete a study (DeleteStudy), children first, each with the study's id
-// as its one parameter, written `param` ("?1" for SQLite, "$1" for PostgreSQL): the params,
-// intermediate values and attributes of its trials, its events and its trials' events, its
-// trials, then the study.
-std::vector<std::string> DeleteStudyStatements(const std::string& param);
+// The record CreateStudy returns for `study`, stored with `id` at `at` as RUNNING.
+model::StudyRecord NewStudyRecord(const model::NewStudy& study,
+                                  const std::vector<config::Direction>& directions, int64_t id,
+                                  double at);
+
+// CreateTrial's parameters: kInvalidArgument naming `op` and the first whose internal value is
+// NaN.
+common::Status CheckNewParams(const model::ParamMap& params, const std::string& op);
+
+// FinishTrial's outcome: kInvalidArgument naming `op` unless its state is a finished one.
+common::Status CheckFinishedOutcome(const model::TrialOutcome& outcome, const std::string& op);
 
 // How messages name a trial or study known only by its id: "trial id 7", "study id 3".
 inline std::string TrialIdLabel(int64_t trial_id) { return "trial id " + std::to_string(trial_id); }

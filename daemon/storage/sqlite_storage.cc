@@ -12,6 +12,8 @@
 
 #include "daemon/storage/backend_util.h"
 #include "daemon/storage/distribution_cache.h"
+#include "daemon/storage/schema.h"
+#include "daemon/storage/sql.h"
 
 namespace triald::storage {
 namespace {
@@ -25,148 +27,6 @@ using backend::StudyIdLabel;
 using backend::TrialIdLabel;
 using common::Result;
 using common::Status;
-
-constexpr int kSchemaVersion = 6;
-
-// The schema as version 1 created it (PRAGMA user_version); kSchemaV2 brings it to version 2.
-// Encodings that the column types do not make obvious:
-// - studies.seed and trials.pid_start_time hold uint64 values bit-cast to SQLite's signed 64-bit
-//   INTEGER: a seed >= 2^63 reads as a negative number in the sqlite3 shell, and reads back
-//   exactly through this class.
-// - SQLite turns a NaN REAL into NULL, so trials.value is NULL both for "no value" and for NaN;
-//   trials.value_is_nan tells the two apart. Infinities are stored as REAL unchanged.
-// - trial_intermediate.value is NULL for a reported NaN (a row exists only for a reported step).
-// - State and direction columns hold the upper-case names trialctl shows (records.cc).
-// Rows are deleted only with their study (DeleteStudy, children first), so the foreign keys
-// mostly guard inserts and need no child indexes beyond the primary keys.
-constexpr const char* kSchemaSql = R"sql(
-CREATE TABLE IF NOT EXISTS studies (
-  id          INTEGER PRIMARY KEY,
-  name        TEXT NOT NULL UNIQUE,
-  direction   TEXT NOT NULL CHECK (direction IN ('MINIMIZE', 'MAXIMIZE')),
-  n_trials    INTEGER NOT NULL,
-  state       TEXT NOT NULL CHECK (state IN ('RUNNING', 'COMPLETE', 'CANCELLED')),
-  spec_toml   TEXT NOT NULL,
-  spec_path   TEXT NOT NULL,
-  seed        INTEGER NOT NULL,
-  created_at  REAL NOT NULL,
-  finished_at REAL NOT NULL DEFAULT 0
-);
-CREATE TABLE IF NOT EXISTS trials (
-  id               INTEGER PRIMARY KEY,
-  study_id         INTEGER NOT NULL REFERENCES studies(id),
-  number           INTEGER NOT NULL,
-  state            TEXT NOT NULL
-                   CHECK (state IN ('WAITING', 'RUNNING', 'COMPLETE', 'PRUNED', 'FAIL')),
-  value            REAL,
-  value_is_nan     INTEGER NOT NULL DEFAULT 0,
-  fail_reason      TEXT NOT NULL DEFAULT '',
-  fail_exit_code   INTEGER NOT NULL DEFAULT -1,
-  fail_signal      INTEGER NOT NULL DEFAULT 0,
-  fail_core_dumped INTEGER NOT NULL DEFAULT 0,
-  fail_detail      TEXT NOT NULL DEFAULT '',
-  stderr_tail      TEXT NOT NULL DEFAULT '',
-  pid              INTEGER NOT NULL DEFAULT 0,
-  pgid             INTEGER NOT NULL DEFAULT 0,
-  pid_start_time   INTEGER NOT NULL DEFAULT 0,
-  created_at       REAL NOT NULL,
-  started_at       REAL NOT NULL DEFAULT 0,
-  finished_at      REAL NOT NULL DEFAULT 0,
-  retry_of         INTEGER REFERENCES trials(id),
-  UNIQUE (study_id, number)
-);
-CREATE INDEX IF NOT EXISTS trials_by_state ON trials(state);
-CREATE TABLE IF NOT EXISTS trial_params (
-  trial_id          INTEGER NOT NULL REFERENCES trials(id),
-  name              TEXT NOT NULL,
-  internal_value    REAL NOT NULL,
-  distribution_json TEXT NOT NULL,
-  PRIMARY KEY (trial_id, name)
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS trial_intermediate (
-  trial_id INTEGER NOT NULL REFERENCES trials(id),
-  step     INTEGER NOT NULL,
-  value    REAL,
-  PRIMARY KEY (trial_id, step)
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS trial_attrs (
-  trial_id   INTEGER NOT NULL REFERENCES trials(id),
-  key        TEXT NOT NULL,
-  value_json TEXT NOT NULL,
-  PRIMARY KEY (trial_id, key)
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS events (
-  id       INTEGER PRIMARY KEY,
-  at       REAL NOT NULL,
-  study_id INTEGER REFERENCES studies(id),
-  trial_id INTEGER REFERENCES trials(id),
-  kind     TEXT NOT NULL,
-  detail   TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS events_by_study ON events(study_id);
-CREATE INDEX IF NOT EXISTS events_by_trial ON events(trial_id);
-)sql";
-
-// Version 2: the node (daemon) that claimed or ran each trial, and the nodes' heartbeats.
-// Trials stored by version 1 get node "" (shown as unknown).
-constexpr const char* kSchemaV2 = R"sql(
-ALTER TABLE trials ADD COLUMN node TEXT NOT NULL DEFAULT '';
-CREATE TABLE IF NOT EXISTS nodes (
-  name       TEXT PRIMARY KEY,
-  instance   TEXT NOT NULL,
-  first_beat REAL NOT NULL,
-  last_beat  REAL NOT NULL
-) WITHOUT ROWID;
-PRAGMA user_version = 2;
-)sql";
-
-// Version 3: who submitted each study (model::Submitter). Studies stored by version 2 get uid -1
-// and name "": submitter unknown, so only root and triald's own uid may change them.
-constexpr const char* kSchemaV3 = R"sql(
-ALTER TABLE studies ADD COLUMN submitter_uid INTEGER NOT NULL DEFAULT -1;
-ALTER TABLE studies ADD COLUMN submitter_name TEXT NOT NULL DEFAULT '';
-PRAGMA user_version = 3;
-)sql";
-
-// Version 4: studies with several objectives and constraints. studies.directions holds every
-// direction when there are two or more (backend::DirectionsText; "" for one, which `direction`
-// holds); trials.values_json a multi-objective trial's values and trials.constraints_json the
-// constraints a trial reported (backend::DoublesText; "" for none). A single-objective trial's
-// values are its `value`, so studies and trials stored by version 3 read as they did.
-constexpr const char* kSchemaV4 = R"sql(
-ALTER TABLE studies ADD COLUMN directions TEXT NOT NULL DEFAULT '';
-ALTER TABLE trials ADD COLUMN values_json TEXT NOT NULL DEFAULT '';
-ALTER TABLE trials ADD COLUMN constraints_json TEXT NOT NULL DEFAULT '';
-PRAGMA user_version = 4;
-)sql";
-
-// Version 5: what each trial consumed, measured by the daemon (backend::ResourcesText; "" for
-// none: trials stored before, and trials that never ran).
-constexpr const char* kSchemaV5 = R"sql(
-ALTER TABLE trials ADD COLUMN resources_json TEXT NOT NULL DEFAULT '';
-PRAGMA user_version = 5;
-)sql";
-
-// Version 6: control after submit (model::StudyRecord): studies.paused (0 or 1) and
-// studies.parallelism (0: the sweep's [study] parallelism). Studies stored by version 5 read as
-// not paused, with their sweep's parallelism. Rows are deleted from here on (DeleteStudy).
-constexpr const char* kSchemaV6 = R"sql(
-ALTER TABLE studies ADD COLUMN paused INTEGER NOT NULL DEFAULT 0;
-ALTER TABLE studies ADD COLUMN parallelism INTEGER NOT NULL DEFAULT 0;
-PRAGMA user_version = 6;
-)sql";
-
-constexpr const char* kStudyColumns =
-    "id, name, direction, n_trials, state, spec_toml, spec_path, seed, created_at, finished_at, "
-    "submitter_uid, submitter_name, directions, paused, parallelism";
-
-// Column list of every trial query; ReadTrialRow reads them by these positions.
-#define TRIALD_TRIAL_COLUMNS                                                                   \
-  "t.id, t.study_id, t.number, t.state, t.value, t.value_is_nan, t.fail_reason, "              \
-  "t.fail_exit_code, t.fail_signal, t.fail_core_dumped, t.fail_detail, t.stderr_tail, t.pid, " \
-  "t.pgid, t.pid_start_time, t.created_at, t.started_at, t.finished_at, t.retry_of, "          \
-  "(SELECT r.number FROM trials r WHERE r.id = t.retry_of), t.node, t.values_json, "           \
-  "t.constraints_json, t.resources_json"
 
 // A cached statement checked out for one use. Resetting on scope exit matters: a SELECT left
 // mid-step keeps its read transaction open (blocking WAL checkpoints), and stale bindings
@@ -216,6 +76,19 @@ class Stmt {
   }
   sqlite3_stmt* s_;
   int bind_rc_ = SQLITE_OK;
+};
+
+// A row of a stepped statement, as the shared readers (sql.h) read it.
+class StmtRow final : public sql::Row {
+ public:
+  explicit StmtRow(const Stmt& st) : st_(st) {}
+  bool IsNull(int col) const override { return st_.ColIsNull(col); }
+  int64_t Int(int col) const override { return st_.ColInt(col); }
+  double Real(int col) const override { return st_.ColReal(col); }
+  std::string Text(int col) const override { return st_.ColText(col); }
+
+ private:
+  const Stmt& st_;
 };
 
 Status SqliteError(sqlite3* db, int rc, const std::string& op) {
@@ -288,8 +161,7 @@ class SqliteStorage final : public Storage {
   // or checkpoint. kUnknown forces the next SetSync to issue the PRAGMA.
   enum class Sync { kUnknown, kNormal, kFull };
 
-  // Which trials a load covers; each has its own cached statements.
-  enum class TrialFilter { kStudy, kStudyNumber, kRunning, kSince, kRange };
+  using TrialFilter = sql::TrialFilter;  // each filter has its own cached statements
 
   explicit SqliteStorage(sqlite3* db) : db_(db) {}
 
@@ -335,8 +207,9 @@ class SqliteStorage final : public Storage {
                                                      int number, const std::string& op,
                                                      const std::string& numbers_json = "[]",
                                                      int64_t end_number = 0);
-  Result<model::StudyRecord> ReadStudyRow(const Stmt& st) const;
-  Result<model::TrialRecord> ReadTrialRow(const Stmt& st) const;
+  Result<model::StudyRecord> ReadStudyRow(const Stmt& st) const {
+    return sql::ReadStudyRow(StmtRow(st), path_);
+  }
   // The rows of a SELECT id, at, study_id, trial_id, kind, detail FROM events.
   Result<std::vector<model::EventRecord>> ReadEvents(Stmt& st, const std::string& op);
 
@@ -411,30 +284,23 @@ Status SqliteStorage::Init(const SqliteOptions& options) {
   TRIALD_ASSIGN_OR_RETURN(std::string version_text,
                           QueryTextUncached("PRAGMA user_version", "read schema version"));
   int version = std::atoi(version_text.c_str());
-  if (version > kSchemaVersion) {
+  if (version > schema::kVersion) {
     return common::FailedPrecondition("database schema version " + std::to_string(version) +
                                       " is newer than this triald supports (" +
-                                      std::to_string(kSchemaVersion) + ")");
+                                      std::to_string(schema::kVersion) + ")");
   }
-  if (version < kSchemaVersion) {
+  if (version < schema::kVersion) {
     // One transaction: a database is at one version or the next, never in between.
-    TRIALD_RETURN_IF_ERROR(Begin("create schema"));
+    const std::string op = version == 0 ? std::string("create schema")
+                                        : "upgrade schema from version " + std::to_string(version);
+    TRIALD_RETURN_IF_ERROR(Begin(op));
     TxnGuard guard(this);
-    if (version < 1) TRIALD_RETURN_IF_ERROR(ExecUncached(kSchemaSql, "create schema"));
-    if (version < 2) {
-      TRIALD_RETURN_IF_ERROR(ExecUncached(kSchemaV2, "upgrade schema to version 2"));
+    for (const std::string& statement : schema::UpgradeStatements(sql::Dialect::kSqlite, version)) {
+      TRIALD_RETURN_IF_ERROR(ExecUncached(statement.c_str(), op));
     }
-    if (version < 3) {
-      TRIALD_RETURN_IF_ERROR(ExecUncached(kSchemaV3, "upgrade schema to version 3"));
-    }
-    if (version < 4) {
-      TRIALD_RETURN_IF_ERROR(ExecUncached(kSchemaV4, "upgrade schema to version 4"));
-    }
-    if (version < 5) {
-      TRIALD_RETURN_IF_ERROR(ExecUncached(kSchemaV5, "upgrade schema to version 5"));
-    }
-    TRIALD_RETURN_IF_ERROR(ExecUncached(kSchemaV6, "upgrade schema to version 6"));
-    TRIALD_RETURN_IF_ERROR(Commit("create schema"));
+    const std::string set_version = "PRAGMA user_version = " + std::to_string(schema::kVersion);
+    TRIALD_RETURN_IF_ERROR(ExecUncached(set_version.c_str(), op));
+    TRIALD_RETURN_IF_ERROR(Commit(op));
   }
   return Status::Ok();
 }
@@ -571,108 +437,13 @@ Status SqliteStorage::RequireStudy(int64_t study_id, const std::string& op) {
 
 Status SqliteStorage::TrialNotMutable(int64_t trial_id, const std::string& op,
                                       bool require_waiting) {
-  TRIALD_ASSIGN_OR_RETURN(Stmt st, Prepare("SELECT t.number, s.name, t.state, t.node FROM trials t "
-                                           "JOIN studies s ON s.id = t.study_id WHERE t.id = ?1",
-                                           op));
+  TRIALD_ASSIGN_OR_RETURN(Stmt st, Prepare(sql::kTrialStateSql, op));
   st.Int(1, trial_id);
   int rc = st.Step();
-  if (rc == SQLITE_DONE) return common::NotFound(TrialIdLabel(trial_id) + " not found");
-  if (rc != SQLITE_ROW) return Err(rc, op + ": look up trial");
-  std::string who = "trial " + std::to_string(st.ColInt(0)) + " of study \"" + st.ColText(1) +
-                    "\" (" + TrialIdLabel(trial_id) + ")";
-  std::string state = st.ColText(2);
-  auto parsed = model::ParseTrialState(state);
-  if (parsed && model::IsFinished(*parsed)) {
-    return common::FailedPrecondition(op + ": " + who + " is " + state +
-                                      "; finished trials cannot be changed");
-  }
-  if (require_waiting && state == "WAITING") {
-    return common::FailedPrecondition(op + ": " + who + " is claimed by node \"" + st.ColText(3) +
-                                      "\"; this is node \"" + node_ + "\"");
-  }
-  if (require_waiting) {
-    return common::FailedPrecondition(op + ": " + who + " is " + state + "; expected WAITING");
-  }
-  // The guarded statement saw a finished trial that is not finished now: impossible with one
-  // writer, but say so rather than report success.
-  return common::Internal(op + ": " + who + " was not updated (state " + state + ")");
-}
-
-Result<model::StudyRecord> SqliteStorage::ReadStudyRow(const Stmt& st) const {
-  model::StudyRecord s;
-  s.id = st.ColInt(0);
-  s.name = st.ColText(1);
-  std::string direction = st.ColText(2);
-  if (direction == "MAXIMIZE") {
-    s.direction = config::Direction::kMaximize;
-  } else if (direction == "MINIMIZE") {
-    s.direction = config::Direction::kMinimize;
-  } else {
-    return common::Internal("study \"" + s.name + "\" has unknown direction \"" + direction +
-                            "\" in " + path_);
-  }
-  s.n_trials = static_cast<int>(st.ColInt(3));
-  std::string state = st.ColText(4);
-  auto parsed = model::ParseStudyState(state);
-  if (!parsed) {
-    return common::Internal("study \"" + s.name + "\" has unknown state \"" + state + "\" in " +
-                            path_);
-  }
-  s.state = *parsed;
-  s.spec_toml = st.ColText(5);
-  s.spec_path = st.ColText(6);
-  s.seed = static_cast<uint64_t>(st.ColInt(7));
-  s.created_at = st.ColReal(8);
-  s.finished_at = st.ColReal(9);
-  s.submitter.uid = st.ColInt(10);
-  s.submitter.name = st.ColText(11);
-  TRIALD_ASSIGN_OR_RETURN(s.directions,
-                          backend::ParseDirectionsText(st.ColText(12), s.direction,
-                                                       "study \"" + s.name + "\" in " + path_));
-  s.paused = st.ColInt(13) != 0;
-  s.parallelism = static_cast<int>(st.ColInt(14));
-  return s;
-}
-
-Result<model::TrialRecord> SqliteStorage::ReadTrialRow(const Stmt& st) const {
-  model::TrialRecord t;
-  t.id = st.ColInt(0);
-  t.study_id = st.ColInt(1);
-  t.number = static_cast<int>(st.ColInt(2));
-  std::string state = st.ColText(3);
-  auto parsed = model::ParseTrialState(state);
-  if (!parsed) {
-    return common::Internal(TrialIdLabel(t.id) + " has unknown state \"" + state + "\" in " +
-                            path_);
-  }
-  t.state = *parsed;
-  if (st.ColInt(5) != 0) {
-    t.value = std::nan("");
-  } else if (!st.ColIsNull(4)) {
-    t.value = st.ColReal(4);
-  }
-  t.fail.reason = st.ColText(6);
-  t.fail.exit_code = static_cast<int>(st.ColInt(7));
-  t.fail.signal = static_cast<int>(st.ColInt(8));
-  t.fail.core_dumped = st.ColInt(9) != 0;
-  t.fail.detail = st.ColText(10);
-  t.fail.stderr_tail = st.ColText(11);
-  t.process.pid = static_cast<pid_t>(st.ColInt(12));
-  t.process.pgid = static_cast<pid_t>(st.ColInt(13));
-  t.process.start_time = static_cast<uint64_t>(st.ColInt(14));
-  t.created_at = st.ColReal(15);
-  t.started_at = st.ColReal(16);
-  t.finished_at = st.ColReal(17);
-  if (!st.ColIsNull(18)) t.retry_of = st.ColInt(18);
-  if (!st.ColIsNull(19)) t.retry_of_number = static_cast<int>(st.ColInt(19));
-  t.node = st.ColText(20);
-  const std::string where = TrialIdLabel(t.id) + " in " + path_;
-  TRIALD_ASSIGN_OR_RETURN(std::vector<double> values,
-                          backend::ParseDoublesText(st.ColText(21), where));
-  t.values = backend::TrialValues(t, std::move(values));
-  TRIALD_ASSIGN_OR_RETURN(t.constraints, backend::ParseDoublesText(st.ColText(22), where));
-  TRIALD_ASSIGN_OR_RETURN(t.resources, backend::ParseResourcesText(st.ColText(23), where));
-  return t;
+  if (rc != SQLITE_ROW && rc != SQLITE_DONE) return Err(rc, op + ": look up trial");
+  const StmtRow row(st);
+  return sql::TrialNotMutable(rc == SQLITE_ROW ? &row : nullptr, trial_id, op, require_waiting,
+                              node_);
 }
 
 // ---- Studies ----
@@ -704,19 +475,7 @@ Result<model::StudyRecord> SqliteStorage::CreateStudy(const model::NewStudy& stu
       return common::AlreadyExists("study \"" + study.name + "\" already exists");
     }
     if (rc != SQLITE_DONE) return Err(rc, op + ": insert");
-    model::StudyRecord r;
-    r.id = sqlite3_last_insert_rowid(db_);
-    r.name = study.name;
-    r.direction = study.direction;
-    r.directions = directions;
-    r.n_trials = study.n_trials;
-    r.state = model::StudyState::kRunning;
-    r.spec_toml = study.spec_toml;
-    r.spec_path = study.spec_path;
-    r.seed = study.seed;
-    r.created_at = at;
-    r.submitter = study.submitter;
-    return r;
+    return backend::NewStudyRecord(study, directions, sqlite3_last_insert_rowid(db_), at);
   });
 }
 
@@ -725,7 +484,7 @@ Result<model::StudyRecord> SqliteStorage::GetStudy(const std::string& name) {
     const std::string op = "GetStudy(\"" + name + "\")";
     TRIALD_ASSIGN_OR_RETURN(
         Stmt st,
-        Prepare(std::string("SELECT ") + kStudyColumns + " FROM studies WHERE name = ?1", op));
+        Prepare(std::string("SELECT ") + sql::kStudyColumns + " FROM studies WHERE name = ?1", op));
     st.Text(1, name);
     int rc = st.Step();
     if (rc == SQLITE_DONE) return common::NotFound("study \"" + name + "\" not found");
@@ -738,7 +497,8 @@ Result<std::vector<model::StudyRecord>> SqliteStorage::ListStudies() {
   return Guarded("ListStudies", [&]() -> Result<std::vector<model::StudyRecord>> {
     const std::string op = "ListStudies";
     TRIALD_ASSIGN_OR_RETURN(
-        Stmt st, Prepare(std::string("SELECT ") + kStudyColumns + " FROM studies ORDER BY id", op));
+        Stmt st,
+        Prepare(std::string("SELECT ") + sql::kStudyColumns + " FROM studies ORDER BY id", op));
     std::vector<model::StudyRecord> out;
     int rc;
     while ((rc = st.Step()) == SQLITE_ROW) {
@@ -791,8 +551,8 @@ Status SqliteStorage::DeleteStudy(int64_t study_id) {
     TxnGuard guard(this);
     TRIALD_RETURN_IF_ERROR(RequireStudy(study_id, op));
     // Children first: the foreign keys are enforced.
-    for (const std::string& sql : backend::DeleteStudyStatements("?1")) {
-      TRIALD_ASSIGN_OR_RETURN(Stmt st, Prepare(sql, op));
+    for (const std::string& text : sql::DeleteStudyStatements(sql::Dialect::kSqlite)) {
+      TRIALD_ASSIGN_OR_RETURN(Stmt st, Prepare(text, op));
       st.Int(1, study_id);
       TRIALD_RETURN_IF_ERROR(Run(st, op));
     }
@@ -807,12 +567,7 @@ Result<model::TrialRecord> SqliteStorage::CreateTrial(int64_t study_id,
                                                       std::optional<int64_t> retry_of) {
   return Guarded("CreateTrial", [&]() -> Result<model::TrialRecord> {
     const std::string op = "CreateTrial(" + StudyIdLabel(study_id) + ")";
-    for (const auto& [name, p] : params) {
-      if (std::isnan(p.internal)) {
-        return common::InvalidArgument(op + ": parameter \"" + name +
-                                       "\" has internal value NaN; expected a number");
-      }
-    }
+    TRIALD_RETURN_IF_ERROR(backend::CheckNewParams(params, op));
     // Serialised before the write lock is taken, to keep the transaction short.
     std::vector<std::string> dist_json;
     dist_json.reserve(params.size());
@@ -998,12 +753,7 @@ Status SqliteStorage::AddTrialParam(int64_t trial_id, const std::string& name,
 Status SqliteStorage::FinishTrial(int64_t trial_id, const model::TrialOutcome& outcome, double at) {
   return Guarded("FinishTrial", [&]() -> Status {
     const std::string op = "FinishTrial(" + TrialIdLabel(trial_id) + ")";
-    if (!model::IsFinished(outcome.state)) {
-      return common::InvalidArgument(op + ": outcome state " +
-                                     model::TrialStateName(outcome.state) +
-                                     " is not a finished state; expected COMPLETE, PRUNED or "
-                                     "FAIL");
-    }
+    TRIALD_RETURN_IF_ERROR(backend::CheckFinishedOutcome(outcome, op));
     TRIALD_RETURN_IF_ERROR(SetSync(Sync::kFull));
     {
       TRIALD_ASSIGN_OR_RETURN(
@@ -1048,28 +798,7 @@ Result<std::vector<model::TrialRecord>> SqliteStorage::LoadTrials(TrialFilter fi
                                                                   const std::string& op,
                                                                   const std::string& numbers_json,
                                                                   int64_t end_number) {
-  // One query per table for the whole selection, joined through trials with the same filter,
-  // instead of one query per trial: a study of thousands of trials loads in four statements.
-  const char* where = "";
-  switch (filter) {
-    case TrialFilter::kStudy:
-      where = " WHERE t.study_id = ?1";
-      break;
-    case TrialFilter::kStudyNumber:
-      where = " WHERE t.study_id = ?1 AND t.number = ?2";
-      break;
-    case TrialFilter::kRunning:
-      where = " WHERE t.state = 'RUNNING'";
-      break;
-    case TrialFilter::kSince:
-      where =
-          " WHERE t.study_id = ?1 AND (t.number >= ?2 OR t.number IN "
-          "(SELECT value FROM json_each(?3)))";
-      break;
-    case TrialFilter::kRange:
-      where = " WHERE t.study_id = ?1 AND t.number >= ?2 AND t.number < ?3";
-      break;
-  }
+  const sql::TrialQueries queries = sql::LoadTrialsSql(sql::Dialect::kSqlite, filter);
   auto bind = [&](Stmt& st) {
     if (filter != TrialFilter::kRunning) st.Int(1, study_id);
     if (filter == TrialFilter::kStudyNumber || filter == TrialFilter::kSince ||
@@ -1079,84 +808,33 @@ Result<std::vector<model::TrialRecord>> SqliteStorage::LoadTrials(TrialFilter fi
     if (filter == TrialFilter::kSince) st.Text(3, numbers_json);
     if (filter == TrialFilter::kRange) st.Int(3, end_number);
   };
-
-  std::vector<model::TrialRecord> trials;
-  std::unordered_map<int64_t, size_t> index;  // trial id -> position in `trials`
-  {
-    TRIALD_ASSIGN_OR_RETURN(
-        Stmt st, Prepare(std::string("SELECT " TRIALD_TRIAL_COLUMNS " FROM trials t") + where +
-                             " ORDER BY t.study_id, t.number",
-                         op));
+  sql::TrialAssembly assembly(&distributions_, op, path_);
+  // Steps `text` bound for the filter, handing each row to `add`.
+  auto each = [&](const std::string& text, const char* what, auto add) -> Status {
+    TRIALD_ASSIGN_OR_RETURN(Stmt st, Prepare(text, op));
     bind(st);
+    const StmtRow row(st);
     int rc;
     while ((rc = st.Step()) == SQLITE_ROW) {
-      TRIALD_ASSIGN_OR_RETURN(model::TrialRecord t, ReadTrialRow(st));
-      index.emplace(t.id, trials.size());
-      trials.push_back(std::move(t));
+      TRIALD_RETURN_IF_ERROR(add(row));
     }
-    if (rc != SQLITE_DONE) return Err(rc, op + ": read trials");
-  }
-  if (trials.empty()) return trials;
-
-  {
-    TRIALD_ASSIGN_OR_RETURN(Stmt st,
-                            Prepare(std::string("SELECT p.trial_id, p.name, p.internal_value, "
-                                                "p.distribution_json FROM trial_params p "
-                                                "JOIN trials t ON t.id = p.trial_id") +
-                                        where,
-                                    op));
-    bind(st);
-    int rc;
-    while ((rc = st.Step()) == SQLITE_ROW) {
-      int64_t trial_id = st.ColInt(0);
-      std::string name = st.ColText(1);
-      std::string json = st.ColText(3);
-      // Every trial of a study carries the same few distributions: each text is parsed once
-      // per daemon, not per read (distribution_cache.h).
-      auto dist = distributions_.Parse(json);
-      if (!dist.ok()) {
-        return common::Internal(op + ": " + TrialIdLabel(trial_id) + " parameter \"" + name +
-                                "\": stored distribution " + json +
-                                " does not parse: " + dist.status().message());
-      }
-      auto pos = index.find(trial_id);
-      if (pos == index.end()) continue;  // cannot happen: same filter as the trial query
-      trials[pos->second].params[name] = model::ParamValue{st.ColReal(2), **dist};
-    }
-    if (rc != SQLITE_DONE) return Err(rc, op + ": read parameters");
-  }
-  {
-    TRIALD_ASSIGN_OR_RETURN(
-        Stmt st, Prepare(std::string("SELECT i.trial_id, i.step, i.value FROM trial_intermediate "
-                                     "i JOIN trials t ON t.id = i.trial_id") +
-                             where,
-                         op));
-    bind(st);
-    int rc;
-    while ((rc = st.Step()) == SQLITE_ROW) {
-      auto pos = index.find(st.ColInt(0));
-      if (pos == index.end()) continue;
-      trials[pos->second].intermediate[st.ColInt(1)] =
-          st.ColIsNull(2) ? std::nan("") : st.ColReal(2);
-    }
-    if (rc != SQLITE_DONE) return Err(rc, op + ": read intermediate values");
-  }
-  {
-    TRIALD_ASSIGN_OR_RETURN(
-        Stmt st, Prepare(std::string("SELECT a.trial_id, a.key, a.value_json FROM trial_attrs a "
-                                     "JOIN trials t ON t.id = a.trial_id") +
-                             where,
-                         op));
-    bind(st);
-    int rc;
-    while ((rc = st.Step()) == SQLITE_ROW) {
-      auto pos = index.find(st.ColInt(0));
-      if (pos == index.end()) continue;
-      trials[pos->second].attrs[st.ColText(1)] = st.ColText(2);
-    }
-    if (rc != SQLITE_DONE) return Err(rc, op + ": read attributes");
-  }
-  return trials;
+    if (rc != SQLITE_DONE) return Err(rc, op + ": read " + what);
+    return Status::Ok();
+  };
+  TRIALD_RETURN_IF_ERROR(
+      each(queries.trials, "trials", [&](const sql::Row& r) { return assembly.AddTrial(r); }));
+  if (assembly.empty()) return assembly.Take();
+  TRIALD_RETURN_IF_ERROR(
+      each(queries.params, "parameters", [&](const sql::Row& r) { return assembly.AddParam(r); }));
+  TRIALD_RETURN_IF_ERROR(each(queries.intermediate, "intermediate values", [&](const sql::Row& r) {
+    assembly.AddIntermediate(r);
+    return Status::Ok();
+  }));
+  TRIALD_RETURN_IF_ERROR(each(queries.attrs, "attributes", [&](const sql::Row& r) {
+    assembly.AddAttr(r);
+    return Status::Ok();
+  }));
+  return assembly.Take();
 }
 
 Result<std::vector<model::TrialRecord>> SqliteStorage::GetTrials(int64_t study_id) {
@@ -1278,7 +956,7 @@ Result<model::StudyRecord> SqliteStorage::LockStudy(int64_t study_id) {
     }
     TRIALD_ASSIGN_OR_RETURN(
         Stmt st,
-        Prepare(std::string("SELECT ") + kStudyColumns + " FROM studies WHERE id = ?1", op));
+        Prepare(std::string("SELECT ") + sql::kStudyColumns + " FROM studies WHERE id = ?1", op));
     st.Int(1, study_id);
     int rc = st.Step();
     if (rc == SQLITE_DONE) return common::NotFound(StudyIdLabel(study_id) + " not found");
@@ -1400,22 +1078,12 @@ Result<std::vector<model::EventRecord>> SqliteStorage::GetTrialEvents(int64_t tr
 
 Result<std::vector<model::EventRecord>> SqliteStorage::ReadEvents(Stmt& st, const std::string& op) {
   std::vector<model::EventRecord> out;
+  const StmtRow row(st);
   int rc;
-  while ((rc = st.Step()) == SQLITE_ROW) {
-    model::EventRecord e;
-    e.id = st.ColInt(0);
-    e.at = st.ColReal(1);
-    if (!st.ColIsNull(2)) e.study_id = st.ColInt(2);
-    if (!st.ColIsNull(3)) e.trial_id = st.ColInt(3);
-    e.kind = st.ColText(4);
-    e.detail = st.ColText(5);
-    out.push_back(std::move(e));
-  }
+  while ((rc = st.Step()) == SQLITE_ROW) out.push_back(sql::ReadEventRow(row));
   if (rc != SQLITE_DONE) return Err(rc, op);
   return out;
 }
-
-#undef TRIALD_TRIAL_COLUMNS
 
 }  // namespace
 
