@@ -103,9 +103,20 @@ json::value ForkServerJson(const VerbContext& c, int64_t study_id) {
                       {"reason", common::SanitizeUtf8(st->reason)}};
 }
 
+// A FAILED study: why, from its last study_failed event; null otherwise.
+Result<json::value> FailureJson(const VerbContext& c, const model::StudyRecord& s) {
+  if (s.state != model::StudyState::kFailed) return json::value(nullptr);
+  TRIALD_ASSIGN_OR_RETURN(std::vector<model::EventRecord> events, c.storage->GetEvents(s.id));
+  for (auto it = events.rbegin(); it != events.rend(); ++it) {
+    if (it->kind == "study_failed") return json::value(common::SanitizeUtf8(it->detail));
+  }
+  return json::value("(no study_failed event)");
+}
+
 Result<json::value> StatusVerb(const VerbContext& c, const json::object& args) {
   TRIALD_ASSIGN_OR_RETURN(model::StudyRecord s, LookUpStudy(*c.storage, args));
   TRIALD_ASSIGN_OR_RETURN(json::object summary, Summary(c, s));
+  TRIALD_ASSIGN_OR_RETURN(summary["failure"], FailureJson(c, s));
   summary["spawn"] = SpawnStatusJson(c, s.id);
   summary["fork_server"] = ForkServerJson(c, s.id);
   // Several objectives: no single best; the size of the Pareto front of feasible COMPLETE

@@ -44,7 +44,7 @@ using backend::TrialIdLabel;
 using common::Result;
 using common::Status;
 
-constexpr int kSchemaVersion = 5;
+constexpr int kSchemaVersion = 6;
 // pg_advisory_xact_lock key that serialises schema creation: "triald" in ASCII.
 constexpr int64_t kSchemaLockKey = 0x747269616c64;
 
@@ -182,6 +182,15 @@ constexpr const char* kSchemaV5 = R"sql(
 ALTER TABLE studies ADD COLUMN paused integer NOT NULL DEFAULT 0,
                     ADD COLUMN parallelism integer NOT NULL DEFAULT 0;
 UPDATE schema_version SET version = 5;
+)sql";
+
+// Version 6: a study can end FAILED (its sampler or storage failed; the reason is its
+// study_failed event).
+constexpr const char* kSchemaV6 = R"sql(
+ALTER TABLE studies DROP CONSTRAINT studies_state_check,
+  ADD CONSTRAINT studies_state_check
+  CHECK (state IN ('RUNNING', 'COMPLETE', 'CANCELLED', 'FAILED'));
+UPDATE schema_version SET version = 6;
 )sql";
 
 constexpr const char* kStudyColumns =
@@ -736,6 +745,7 @@ Status PostgresStorage::InitSchema() {
     if (version < 3) TRIALD_RETURN_IF_ERROR(Simple(kSchemaV3, "upgrade schema to version 3"));
     if (version < 4) TRIALD_RETURN_IF_ERROR(Simple(kSchemaV4, "upgrade schema to version 4"));
     if (version < 5) TRIALD_RETURN_IF_ERROR(Simple(kSchemaV5, "upgrade schema to version 5"));
+    if (version < 6) TRIALD_RETURN_IF_ERROR(Simple(kSchemaV6, "upgrade schema to version 6"));
     return Simple("COMMIT", "create schema");
   }();
   if (!st.ok()) RollbackIfOpen();

@@ -26,7 +26,7 @@ using backend::TrialIdLabel;
 using common::Result;
 using common::Status;
 
-constexpr int kSchemaVersion = 6;
+constexpr int kSchemaVersion = 7;
 
 // The schema as version 1 created it (PRAGMA user_version); kSchemaV2 brings it to version 2.
 // Encodings that the column types do not make obvious:
@@ -154,6 +154,39 @@ constexpr const char* kSchemaV6 = R"sql(
 ALTER TABLE studies ADD COLUMN paused INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE studies ADD COLUMN parallelism INTEGER NOT NULL DEFAULT 0;
 PRAGMA user_version = 6;
+)sql";
+
+// Version 7: a study can end FAILED (its sampler or storage failed; the reason is its
+// study_failed event). SQLite cannot change a CHECK constraint in place, so the studies table
+// is copied into one that allows it (foreign keys are enabled after the upgrade; the copy keeps
+// every id, so the trials and events that name studies still find theirs).
+constexpr const char* kSchemaV7 = R"sql(
+CREATE TABLE studies_v7 (
+  id          INTEGER PRIMARY KEY,
+  name        TEXT NOT NULL UNIQUE,
+  direction   TEXT NOT NULL CHECK (direction IN ('MINIMIZE', 'MAXIMIZE')),
+  n_trials    INTEGER NOT NULL,
+  state       TEXT NOT NULL CHECK (state IN ('RUNNING', 'COMPLETE', 'CANCELLED', 'FAILED')),
+  spec_toml   TEXT NOT NULL,
+  spec_path   TEXT NOT NULL,
+  seed        INTEGER NOT NULL,
+  created_at  REAL NOT NULL,
+  finished_at REAL NOT NULL DEFAULT 0,
+  submitter_uid INTEGER NOT NULL DEFAULT -1,
+  submitter_name TEXT NOT NULL DEFAULT '',
+  directions TEXT NOT NULL DEFAULT '',
+  paused INTEGER NOT NULL DEFAULT 0,
+  parallelism INTEGER NOT NULL DEFAULT 0
+);
+INSERT INTO studies_v7 (id, name, direction, n_trials, state, spec_toml, spec_path, seed,
+                        created_at, finished_at, submitter_uid, submitter_name, directions,
+                        paused, parallelism)
+  SELECT id, name, direction, n_trials, state, spec_toml, spec_path, seed, created_at,
+         finished_at, submitter_uid, submitter_name, directions, paused, parallelism
+  FROM studies;
+DROP TABLE studies;
+ALTER TABLE studies_v7 RENAME TO studies;
+PRAGMA user_version = 7;
 )sql";
 
 constexpr const char* kStudyColumns =
@@ -391,8 +424,6 @@ Status SqliteStorage::Init(const SqliteOptions& options) {
   // the fd test), so forked workers never inherit them.
   int rc = sqlite3_busy_timeout(db_, options.busy_timeout_ms);
   if (rc != SQLITE_OK) return Err(rc, "set busy_timeout");
-  TRIALD_RETURN_IF_ERROR(ExecUncached("PRAGMA foreign_keys = ON", "enable foreign keys"));
-
   const char* file = sqlite3_db_filename(db_, "main");
   bool in_memory = file == nullptr || file[0] == '\0';
   if (!in_memory) {
@@ -433,10 +464,14 @@ Status SqliteStorage::Init(const SqliteOptions& options) {
     if (version < 5) {
       TRIALD_RETURN_IF_ERROR(ExecUncached(kSchemaV5, "upgrade schema to version 5"));
     }
-    TRIALD_RETURN_IF_ERROR(ExecUncached(kSchemaV6, "upgrade schema to version 6"));
+    if (version < 6) {
+      TRIALD_RETURN_IF_ERROR(ExecUncached(kSchemaV6, "upgrade schema to version 6"));
+    }
+    TRIALD_RETURN_IF_ERROR(ExecUncached(kSchemaV7, "upgrade schema to version 7"));
     TRIALD_RETURN_IF_ERROR(Commit("create schema"));
   }
-  return Status::Ok();
+  // After the upgrade: version 7 copies the studies table, which foreign keys would refuse.
+  return ExecUncached("PRAGMA foreign_keys = ON", "enable foreign keys");
 }
 
 Result<Stmt> SqliteStorage::Prepare(const std::string& sql, const std::string& op) {
