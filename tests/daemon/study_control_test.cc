@@ -135,9 +135,9 @@ TEST_CASE("control: pause and resume are stored, mirrored and refused when redun
   CHECK_FALSE(f.Stored().paused);
   CHECK(f.EventKinds(f.study.record.id) ==
         std::vector<std::string>{"study_paused", "study_resumed"});
+  CHECK(f.control->Pause("nope", true).status().code() == common::Code::kNotFound);
   f.host.shutting = true;
   CHECK(f.control->Pause("s", true).status().code() == common::Code::kUnavailable);
-  CHECK(f.control->Pause("nope", true).status().code() == common::Code::kNotFound);
 }
 
 TEST_CASE("control: a FAILED study is neither extended nor given a parallelism",
