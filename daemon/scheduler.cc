@@ -1,75 +1,41 @@
 #include "daemon/scheduler.h"
 
-#include <unistd.h>
-
 #include <algorithm>
-#include <filesystem>
-#include <optional>
 #include <set>
-#include <sstream>
 
-#include "common/memory.h"
-#include "common/process_util.h"
-#include "config/suggest.h"
-#include "daemon/launcher/run_as.h"
-#include "daemon/objective_command.h"
-#include "daemon/sampler/pareto.h"
-#include "daemon/scheduler/enqueued_params.h"
+#include "daemon/scheduler/admission.h"
 #include "daemon/scheduler/gpu_drains.h"
 #include "daemon/scheduler/launch_spec.h"
 #include "daemon/scheduler/measured_metrics.h"
-#include "daemon/scheduler/report_caps.h"
+#include "daemon/scheduler/recovery.h"
 #include "daemon/scheduler/storage_batch.h"
+#include "daemon/scheduler/study_control.h"
+#include "daemon/scheduler/study_recorder.h"
+#include "daemon/scheduler/study_runtime.h"
+#include "daemon/scheduler/trial_channel.h"
+#include "daemon/scheduler/trial_gpus.h"
 #include "daemon/scheduler/trial_outcome.h"
 
 namespace triald::daemon {
 using common::Result;
 using common::Status;
 using launcher::StopReason;
+using model::StudyState;
 using model::TrialRecord;
 using model::TrialState;
 
-// The study cache (shared with the coordinator) and what only the scheduler needs.
-struct Scheduler::StudyRuntime : StudyCache {
-  config::SweepSpec spec;
-  std::unique_ptr<sampler::Sampler> sampler;
-  std::unique_ptr<pruner::Pruner> pruner;
-  SpawnBackoff spawn;  // after trials failed to start
-  // pareto_front_size(): the size last computed, and the number of finished trials then.
-  int64_t front_size = 0;
-  int64_t front_finished = -1;
-};
-
+// One launched trial of this node, from Launch() to on_exit. Members are destroyed in reverse:
+// the channel before the process it answers, the process before its slots go back.
 struct Scheduler::RunningTrial {
   StudyRuntime* study = nullptr;
   int number = 0;
+  TrialGpus gpus;  // given back if it never ran, else drained at exit
   std::unique_ptr<launcher::TrialProcess> process;
-  std::vector<double> final_values;         // from the last "final" line
-  std::vector<double> constraints;          // from the last "constraints" line
-  std::string worker_error;                 // from the last "error" line
-  bool pruned = false;                      // the pruner said stop; later reports are dropped
-  std::vector<devices::GpuSlot> gpu_slots;  // held until the trial ends, then drained
-  std::set<pid_t> pids;                     // its processes seen holding GPU memory
-  // GPU trials: the largest sum of the GPU memory its processes held, over the samples taken
-  // (PollDevices, and once more at exit); unset until a sample succeeded.
-  std::optional<uint64_t> gpu_peak;
-  bool taken_over = false;  // shared: another node ended it (this node was silent); stopping
+  std::unique_ptr<TrialChannel> channel;
   // Launched, not started yet (a fork server's fork pending): it holds its slot, but storage
   // still has it WAITING, with no process (OnStarted records it RUNNING).
   bool starting = false;
-  // The trial channel's requests (define-by-run trials).
-  std::optional<sampler::TrialSample> sample;  // from the first suggest (kind = "python": launch)
-  bool final_seen = false;                     // a "final" line came; suggests are refused
-  bool worker_pruned = false;                  // a "pruned" line came (the objective raised)
-  int64_t requests = 0;                        // suggest and should_prune lines so far
-  std::optional<ReportCaps> caps;              // [study] max_intermediate_steps, max_attrs...
 };
-
-namespace {
-// Limits on what one trial may ask (DEFINE_BY_RUN.md).
-constexpr size_t kMaxTrialParams = 1000;
-constexpr int64_t kMaxTrialRequests = 1'000'000;
-}  // namespace
 
 // What the coordinator may ask of the scheduler (node_coordinator.h). Every StudyCache it is
 // given is a StudyRuntime of this scheduler.
@@ -80,7 +46,7 @@ class Scheduler::Host final : public CoordinatorHost {
   void StopStudyTrials(StudyCache& study) override { s_->StopTrials(study, false); }
   void RecordEvent(const StudyCache& study, const TrialRecord* trial, const std::string& kind,
                    const std::string& detail) override {
-    s_->RecordEvent(&static_cast<const StudyRuntime&>(study), trial, kind, detail);
+    s_->recorder_->Event(&study, trial, kind, detail);
   }
   void FinishTrial(StudyCache& study, int number, const model::TrialOutcome& outcome,
                    bool own) override {
@@ -95,6 +61,42 @@ class Scheduler::Host final : public CoordinatorHost {
   Scheduler* s_;
 };
 
+// What the control verbs may ask of the scheduler (study_control.h).
+class Scheduler::Control final : public ControlHost {
+ public:
+  explicit Control(Scheduler* s) : s_(s) {}
+  bool shutting_down() const override { return s_->shutting_down_; }
+  StudyRuntime* ActiveStudy(int64_t study_id) override {
+    auto it = s_->studies_.find(study_id);
+    return it == s_->studies_.end() ? nullptr : it->second.get();
+  }
+  Status Activate(const model::StudyRecord& rec) override {
+    Result<std::unique_ptr<StudyRuntime>> rt = s_->LoadStudy(rec);
+    if (rt.ok()) {
+      s_->studies_[rec.id] = std::move(rt).value();
+      return Status::Ok();
+    }
+    return s_->coordinator_->LeaveToOthers(rec, rt.status()) ? Status::Ok() : rt.status();
+  }
+  void Forget(int64_t study_id) override {
+    auto it = s_->studies_.find(study_id);
+    if (it != s_->studies_.end()) {
+      s_->ReleaseForkServer(*it->second);
+      s_->studies_.erase(it);
+    }
+    if (s_->gpu_reserved_for_ == study_id) s_->gpu_reserved_for_ = 0;
+  }
+  void FinishTrial(StudyRuntime& study, int number, const model::TrialOutcome& outcome,
+                   bool own) override {
+    s_->FinishTrial(study, number, outcome, own);
+  }
+  void StopTrials(StudyRuntime& study) override { s_->StopTrials(study, false); }
+  void Pump() override { s_->Pump(); }
+
+ private:
+  Scheduler* s_;
+};
+
 Scheduler::Scheduler(SchedulerOptions options)
     : options_(std::move(options)), host_(std::make_unique<Host>(this)) {
   if (!options_.logger) options_.logger = common::MakeNullLogger();
@@ -103,6 +105,10 @@ Scheduler::Scheduler(SchedulerOptions options)
     own_leftovers_ = std::make_unique<ProcLeftoverProcesses>();
     options_.leftovers = own_leftovers_.get();
   }
+  if (options_.env == nullptr) {
+    own_env_ = SystemSchedulerEnv();
+    options_.env = own_env_.get();
+  }
   CoordinatorOptions co;
   co.storage = options_.storage;
   co.clock = options_.clock;
@@ -110,13 +116,39 @@ Scheduler::Scheduler(SchedulerOptions options)
   co.host = host_.get();
   co.node_timeout_s = options_.node_timeout_s;
   coordinator_ = MakeNodeCoordinator(std::move(co));
+  StudyRecorder::Options ro;
+  ro.storage = options_.storage;
+  ro.clock = options_.clock;
+  ro.logger = options_.logger;
+  recorder_ = std::make_unique<StudyRecorder>(std::move(ro));
+  StudyAdmission::Options ao;
+  ao.env = options_.env;
+  ao.gpus = options_.gpus;
+  ao.trial_worker = options_.trial_worker;
+  ao.base_env = options_.base_env;
+  admission_ = std::make_unique<StudyAdmission>(std::move(ao));
+  control_host_ = std::make_unique<Control>(this);
+  StudyControl::Options vo;
+  vo.storage = options_.storage;
+  vo.clock = options_.clock;
+  vo.logger = options_.logger;
+  vo.coordinator = coordinator_.get();
+  vo.recorder = recorder_.get();
+  vo.env = options_.env;
+  vo.host = control_host_.get();
+  vo.state_dir = options_.state_dir;
+  control_ = std::make_unique<StudyControl>(std::move(vo));
   if (options_.launcher != nullptr) {
     options_.launcher->SetForkServerListener(
         [this](const launcher::ForkServerEvent& ev) { OnForkServerEvent(ev); });
   }
   if (options_.gpus != nullptr) {
-    gpu_drains_ = std::make_unique<GpuDrains>(
-        GpuDrains::Options{options_.gpus, options_.storage, options_.clock, options_.logger});
+    GpuDrains::Options go;
+    go.pool = options_.gpus;
+    go.storage = options_.storage;
+    go.clock = options_.clock;
+    go.logger = options_.logger;
+    gpu_drains_ = std::make_unique<GpuDrains>(std::move(go));
   }
 }
 
@@ -124,13 +156,23 @@ Scheduler::~Scheduler() {
   if (options_.launcher != nullptr) options_.launcher->SetForkServerListener(nullptr);
 }
 
-void Scheduler::RecordEvent(const StudyRuntime* study, const TrialRecord* trial,
-                            const std::string& kind, const std::string& detail) {
-  std::optional<int64_t> sid, tid;
-  if (study) sid = study->record.id;
-  if (trial) tid = trial->id;
-  Status st = options_.storage->AppendEvent(sid, tid, kind, detail, options_.clock->WallSeconds());
-  if (!st.ok()) options_.logger->error("storing event {}: {}", kind, st.message());
+// The control verbs (study_control.h).
+Status Scheduler::Cancel(const std::string& name) { return control_->Cancel(name); }
+Result<model::StudyRecord> Scheduler::Pause(const std::string& name, bool paused) {
+  return control_->Pause(name, paused);
+}
+Result<model::StudyRecord> Scheduler::Extend(const std::string& name, int n_trials) {
+  return control_->Extend(name, n_trials);
+}
+Result<model::StudyRecord> Scheduler::SetParallelism(const std::string& name, int parallelism) {
+  return control_->SetParallelism(name, parallelism);
+}
+Result<int64_t> Scheduler::Delete(const std::string& name, bool purge) {
+  return control_->Delete(name, purge);
+}
+Result<TrialRecord> Scheduler::Enqueue(const std::string& name,
+                                       const std::map<std::string, std::string>& params) {
+  return control_->Enqueue(name, params);
 }
 
 void Scheduler::StopTrials(const StudyCache& study, bool ended_elsewhere) {
@@ -138,8 +180,8 @@ void Scheduler::StopTrials(const StudyCache& study, bool ended_elsewhere) {
     if (rt->study != &study) continue;
     if (ended_elsewhere) {
       const TrialRecord& stored = study.trials[rt->number];
-      if (rt->taken_over || !model::IsFinished(stored.state)) continue;
-      rt->taken_over = true;
+      if (rt->channel->taken_over() || !model::IsFinished(stored.state)) continue;
+      rt->channel->MarkTakenOver();
       options_.logger->warn(
           "study {} trial {}: already ended by another node as {}({}) (this node was silent); "
           "stopping it",
@@ -155,14 +197,16 @@ int Scheduler::queued_count() const {
   return n;
 }
 
-Result<std::unique_ptr<Scheduler::StudyRuntime>> Scheduler::BuildRuntime(
-    const model::StudyRecord& record, config::SweepSpec spec) {
+Result<std::unique_ptr<StudyRuntime>> Scheduler::BuildRuntime(const model::StudyRecord& record,
+                                                              config::SweepSpec spec) {
   auto rt = std::make_unique<StudyRuntime>();
   rt->record = record;
   rt->spec = std::move(spec);
   config::SamplerConfig sc = rt->spec.sampler;
   sc.seed = record.seed;
-  TRIALD_ASSIGN_OR_RETURN(rt->sampler, sampler::MakeSampler(sc, rt->spec.space));
+  TRIALD_ASSIGN_OR_RETURN(rt->sampler, options_.make_sampler
+                                           ? options_.make_sampler(sc, rt->spec.space)
+                                           : sampler::MakeSampler(sc, rt->spec.space));
   TRIALD_ASSIGN_OR_RETURN(rt->pruner, options_.make_pruner ? options_.make_pruner(rt->spec.pruner)
                                                            : pruner::MakePruner(rt->spec.pruner));
   return rt;
@@ -171,37 +215,10 @@ Result<std::unique_ptr<Scheduler::StudyRuntime>> Scheduler::BuildRuntime(
 Result<model::StudyRecord> Scheduler::Submit(const config::SweepSource& source,
                                              const model::Submitter& submitter) {
   if (shutting_down_) return common::Unavailable("triald is shutting down");
-  TRIALD_ASSIGN_OR_RETURN(config::SweepSpec spec, config::ParseSweep(source));
+  TRIALD_ASSIGN_OR_RETURN(config::SweepSpec spec, admission_->Admit(source));
   const std::string where = source.path.empty() ? "<sweep>" : source.path;
-  TRIALD_RETURN_IF_ERROR(CheckWorkdir(spec.objective, where));
-  TRIALD_RETURN_IF_ERROR(PrepareObjective(spec, options_.trial_worker, where, options_.base_env));
-  TRIALD_RETURN_IF_ERROR(CheckGpus(spec, where));
-
-  Result<std::string> exe = common::FindExecutable(spec.objective.command[0],
-                                                   CommandPath(options_.base_env, spec.objective),
-                                                   spec.objective.workdir);
-  if (!exe.ok() && spec.objective.kind == "python") {
-    return common::InvalidArgument(where + ": [objective] python = \"" + spec.objective.python +
-                                   "\": " + exe.status().message() +
-                                   "; expected a Python 3 interpreter");
-  }
-  if (!exe.ok()) {
-    return common::InvalidArgument(where + ": [objective] command[0] = \"" +
-                                   spec.objective.command[0] + "\": " + exe.status().message() +
-                                   "; expected an executable");
-  }
-
-  model::NewStudy ns;
-  ns.name = spec.study.name;
-  ns.direction = spec.study.direction;
-  ns.directions = spec.study.directions;
-  ns.n_trials = spec.study.n_trials;
-  ns.spec_toml = source.text;
-  ns.spec_path = source.path;
-  ns.submitter = submitter;
-  ns.seed = spec.sampler.seed_given ? spec.sampler.seed
-                                    : (options_.seed_source ? options_.seed_source() : 0);
-
+  const model::NewStudy ns =
+      StudyAdmission::NewStudyOf(spec, source, submitter, options_.seed_source);
   // Build the sampler and pruner before storing anything, so a bad sweep leaves no trace.
   model::StudyRecord probe;
   probe.seed = ns.seed;
@@ -210,43 +227,32 @@ Result<model::StudyRecord> Scheduler::Submit(const config::SweepSource& source,
 
   StorageBatch batch(options_.storage, options_.logger);
   Result<model::StudyRecord> rec = options_.storage->CreateStudy(ns, options_.clock->WallSeconds());
-  if (!rec.ok()) {
-    if (rec.status().code() == common::Code::kAlreadyExists) {
-      return common::AlreadyExists(where + ": [study] name = \"" + ns.name +
-                                   "\": a study of that name already exists; expected a new "
-                                   "name (see `trialctl studies`)");
-    }
-    return rec.status();
+  if (!rec.ok() && rec.status().code() == common::Code::kAlreadyExists) {
+    return common::AlreadyExists(where + ": [study] name = \"" + ns.name +
+                                 "\": a study of that name already exists; expected a new "
+                                 "name (see `trialctl studies`)");
   }
-  auto rt = std::move(check).value();
-  rt->record = *rec;
-  StudyRuntime* raw = rt.get();
-  studies_[rec->id] = std::move(rt);
-  RecordEvent(raw, nullptr, "study_submitted",
-              std::to_string(ns.n_trials) + " trials, parallelism " +
-                  std::to_string(raw->spec.study.parallelism) + ", seed " +
-                  std::to_string(ns.seed));
-  options_.logger->info("study {} submitted: {} trials, parallelism {}", ns.name, ns.n_trials,
-                        raw->spec.study.parallelism);
-  model::StudyRecord result = raw->record;
+  if (!rec.ok()) return rec.status();
+  StudyRuntime& study = *(studies_[rec->id] = std::move(check).value());
+  study.record = *rec;
+  const std::string what = std::to_string(ns.n_trials) + " trials, parallelism " +
+                           std::to_string(study.spec.study.parallelism) + ", seed " +
+                           std::to_string(ns.seed);
+  recorder_->Event(&study, nullptr, "study_submitted", what);
+  options_.logger->info("study {} submitted: {}", ns.name, what);
   // The study is stored before any of its trials starts (Pump's transactions are its own: on a
   // shared storage one per claim, each locking one study).
   Status committed = batch.Commit();
   if (!committed.ok()) {
-    studies_.erase(result.id);
+    studies_.erase(rec->id);
     return committed.WithContext("storing study \"" + ns.name + "\"");
   }
-  Pump();  // may finish the study at once (a sampler with nothing to give) and drop `raw`
-  return result;
+  Pump();  // may finish the study at once (a sampler with nothing to give) and drop it
+  return *rec;
 }
 
-Result<std::unique_ptr<Scheduler::StudyRuntime>> Scheduler::LoadStudy(
-    const model::StudyRecord& rec) {
-  TRIALD_ASSIGN_OR_RETURN(config::SweepSpec spec,
-                          config::ParseSweep({rec.spec_toml, rec.spec_path}));
-  TRIALD_RETURN_IF_ERROR(
-      PrepareObjective(spec, options_.trial_worker, rec.spec_path, options_.base_env));
-  TRIALD_RETURN_IF_ERROR(CheckGpus(spec, rec.spec_path));
+Result<std::unique_ptr<StudyRuntime>> Scheduler::LoadStudy(const model::StudyRecord& rec) {
+  TRIALD_ASSIGN_OR_RETURN(config::SweepSpec spec, admission_->Readmit(rec));
   TRIALD_ASSIGN_OR_RETURN(std::unique_ptr<StudyRuntime> rt, BuildRuntime(rec, std::move(spec)));
   TRIALD_ASSIGN_OR_RETURN(rt->trials, options_.storage->GetTrials(rec.id));
   rt->Recount(options_.storage->node());
@@ -256,62 +262,36 @@ Result<std::unique_ptr<Scheduler::StudyRuntime>> Scheduler::LoadStudy(
 
 Status Scheduler::Recover() {
   TRIALD_RETURN_IF_ERROR(coordinator_->Join());
-  TRIALD_ASSIGN_OR_RETURN(std::vector<TrialRecord> running, options_.storage->GetRunningTrials());
-  TRIALD_ASSIGN_OR_RETURN(std::vector<model::StudyRecord> all, options_.storage->ListStudies());
   // One commit for the whole recovery on a storage of its own (on a shared one, every change
   // commits alone).
   std::unique_ptr<StorageBatch> pass = coordinator_->BeginPass();
-  std::map<int64_t, std::string> names;
-  for (const auto& s : all) names[s.id] = s.name;
-  // The trials this daemon left running (on a shared storage, other nodes' trials are theirs).
-  std::vector<TrialRecord> lost;
-  for (TrialRecord& t : running) {
-    if (coordinator_->IsOwn(t)) lost.push_back(std::move(t));
-  }
-  // No trial runs yet, so any process of this state directory is a leftover: a lost trial's,
-  // or one whose start the previous daemon never got to record.
-  std::vector<model::ProcessIdentity> identities;
-  for (const TrialRecord& t : lost) identities.push_back(t.process);
-  int killed = options_.leftovers->Kill(options_.state_dir, identities);
-  if (killed > 0) {
-    options_.logger->warn("killed {} process(es) left by the previous triald", killed);
-  }
-  std::set<int64_t> ended;  // the lost trials this daemon ended (retried below)
-  for (const TrialRecord& t : lost) {
-    model::TrialOutcome out = LostAtRestart(t.process.pid);
-    Status st = options_.storage->FinishTrial(t.id, out, options_.clock->WallSeconds());
-    if (coordinator_->EndedElsewhere(st)) continue;  // another node found this one silent first
-    if (!st.ok()) return st.WithContext("marking trial lost");
-    ended.insert(t.id);
-    options_.logger->warn("study {} trial {}: lost (it was running when triald stopped)",
-                          names[t.study_id], t.number);
-    (void)options_.storage->AppendEvent(t.study_id, t.id, "trial_lost", out.fail.detail,
-                                        options_.clock->WallSeconds());
-  }
-  for (const model::StudyRecord& rec : all) {
-    if (rec.state != model::StudyState::kRunning) continue;
+  RecoveryOptions ro;
+  ro.storage = options_.storage;
+  ro.clock = options_.clock;
+  ro.logger = options_.logger;
+  ro.coordinator = coordinator_.get();
+  ro.leftovers = options_.leftovers;
+  ro.state_dir = options_.state_dir;
+  TRIALD_ASSIGN_OR_RETURN(Recovered recovered, EndLostTrials(ro));
+  for (model::StudyRecord& rec : recovered.studies) {
+    if (rec.state != StudyState::kRunning) continue;
     Result<std::unique_ptr<StudyRuntime>> rt = LoadStudy(rec);
     if (!rt.ok()) {
       if (coordinator_->LeaveToOthers(rec, rt.status())) continue;  // other nodes may run it
       // The stored sweep no longer parses (e.g. an option this build dropped): keep its trials
       // and stop the study rather than refuse to start.
       options_.logger->error("study {}: cannot resume: {}", rec.name, rt.status().message());
-      (void)options_.storage->SetStudyState(rec.id, model::StudyState::kCancelled,
-                                            options_.clock->WallSeconds());
+      (void)recorder_->SetState(rec, nullptr, StudyState::kCancelled, "", "");
       continue;
     }
-    StudyRuntime* raw = rt->get();
-    studies_[rec.id] = std::move(rt).value();
+    StudyRuntime& study = *(studies_[rec.id] = std::move(rt).value());
     // Trials the previous daemon lost are retried like any other failure.
-    for (const TrialRecord& t : lost) {
-      if (t.study_id == rec.id && ended.count(t.id) > 0 &&
-          t.number < static_cast<int>(raw->trials.size())) {
-        MaybeRetry(*raw, t.number);
-      }
+    for (int number : recovered.lost[rec.id]) {
+      if (number < static_cast<int>(study.trials.size())) MaybeRetry(study, number);
     }
-    options_.logger->info("study {} resumed: {}/{} trials finished", rec.name, raw->finished,
+    options_.logger->info("study {} resumed: {}/{} trials finished", rec.name, study.finished,
                           rec.n_trials);
-    LockedMaybeComplete(*raw);
+    LockedMaybeComplete(study);
   }
   return Status::Ok();
 }
@@ -321,49 +301,51 @@ void Scheduler::LockedMaybeComplete(StudyRuntime& study) {
   if (locked.ok()) MaybeCompleteStudy(study);
 }
 
-std::optional<model::ParamMap> Scheduler::DrawParams(StudyRuntime& study) {
-  sampler::StudyView view{study.spec.study.direction, &study.spec.space, &study.trials,
-                          study.spec.study.directions};
-  if (study.sampler->Exhausted(view)) {
+void Scheduler::FailStudy(StudyRuntime& study, const std::string& why) {
+  options_.logger->error("study {}: {}", study.record.name, why);
+  study.exhausted = true;  // starts nothing more
+  if (study.failure.empty()) study.failure = why;
+  MaybeCompleteStudy(study);
+}
+
+std::optional<sampler::TrialSample> Scheduler::DrawParams(StudyRuntime& study) {
+  if (study.sampler->Exhausted(study.view())) {
     study.exhausted = true;
-    RecordEvent(&study, nullptr, "sampler_exhausted", "no more configurations to try");
+    recorder_->Event(&study, nullptr, "sampler_exhausted", "no more configurations to try");
     MaybeCompleteStudy(study);
     return std::nullopt;
   }
-  const int number = static_cast<int>(study.trials.size());
-  Result<config::ParamValues> values = sampler::SampleParams(*study.sampler, view, number);
-  if (!values.ok()) {
-    options_.logger->error("study {}: sampler failed: {}", study.record.name,
-                           values.status().message());
-    study.exhausted = true;
-    RecordEvent(&study, nullptr, "sampler_failed", values.status().message());
-    MaybeCompleteStudy(study);
+  // The whole sample of the trial: its [space] parameters and, for its define-by-run suggests,
+  // the relative sample (kept, not computed again when it starts).
+  Result<sampler::TrialSample> sample =
+      sampler::StartTrial(*study.sampler, study.view(), static_cast<int>(study.trials.size()));
+  if (!sample.ok()) {
+    recorder_->Event(&study, nullptr, "sampler_failed", sample.status().message());
+    FailStudy(study, "sampler failed: " + sample.status().message());
     return std::nullopt;
   }
-  model::ParamMap params;
-  for (const config::ParamSpec& p : study.spec.space) {
-    params[p.name] = model::ParamValue{values->at(p.name), p.dist};
-  }
-  return params;
+  return std::move(sample).value();
 }
 
 std::optional<int> Scheduler::NextTrial(StudyRuntime& study) {
   // Shared storage: the claim re-read the study under its lock, so a pause by any node holds.
-  if (study.record.state != model::StudyState::kRunning || study.record.paused) {
-    return std::nullopt;
-  }
+  if (study.record.state != StudyState::kRunning || study.record.paused) return std::nullopt;
   if (!study.waiting.empty()) return study.waiting.front();
   if (study.exhausted || study.configurations() >= study.record.n_trials) return std::nullopt;
-  std::optional<model::ParamMap> params = DrawParams(study);
-  if (!params) return std::nullopt;
+  std::optional<sampler::TrialSample> sample = DrawParams(study);
+  if (!sample) return std::nullopt;
+  model::ParamMap params;
+  for (const config::ParamSpec& p : study.spec.space) {
+    params[p.name] = model::ParamValue{sample->fixed.at(p.name), p.dist};
+  }
   Result<TrialRecord> created =
-      options_.storage->CreateTrial(study.record.id, *params, options_.clock->WallSeconds());
+      options_.storage->CreateTrial(study.record.id, params, options_.clock->WallSeconds());
   if (!created.ok()) {
-    options_.logger->error("study {}: storing a new trial: {}", study.record.name,
-                           created.status().message());
+    const std::string why = "storing a new trial: " + created.status().message();
     if (!coordinator_->StorageMayRecover()) {
-      study.exhausted = true;  // storage is failing: start nothing more for this study
-      MaybeCompleteStudy(study);
+      FailStudy(study, why);  // storage is failing: start nothing more for this study
+    } else {
+      options_.logger->error("study {}: {}", study.record.name, why);
     }
     return std::nullopt;
   }
@@ -374,6 +356,8 @@ std::optional<int> Scheduler::NextTrial(StudyRuntime& study) {
   }
   study.trials.resize(std::max<size_t>(study.trials.size(), number + 1));
   study.trials[number] = *created;
+  sample->trial_number = number;
+  study.drawn[number] = std::move(*sample);
   return number;
 }
 
@@ -384,9 +368,9 @@ void Scheduler::SharedTick() {
   std::set<int64_t> ids;
   for (const model::StudyRecord& rec : *stored) ids.insert(rec.id);
   for (auto it = studies_.begin(); it != studies_.end();) {
-    if (ids.count(it->first) == 0 && it->second->running == 0 &&
-        it->second->pending_finishes == 0) {
-      options_.logger->info("study {}: deleted through another node", it->second->record.name);
+    StudyRuntime& s = *it->second;
+    if (ids.count(it->first) == 0 && s.running == 0 && s.pending_finishes == 0) {
+      options_.logger->info("study {}: deleted through another node", s.record.name);
       if (gpu_reserved_for_ == it->first) gpu_reserved_for_ = 0;
       it = studies_.erase(it);
     } else {
@@ -399,7 +383,7 @@ void Scheduler::SharedTick() {
       coordinator_->Adopt(*it->second, rec);
       continue;
     }
-    if (rec.state != model::StudyState::kRunning || coordinator_->LeftToOthers(rec.name)) continue;
+    if (rec.state != StudyState::kRunning || coordinator_->LeftToOthers(rec.name)) continue;
     Result<std::unique_ptr<StudyRuntime>> rt = LoadStudy(rec);
     if (!rt.ok()) {
       coordinator_->LeaveToOthers(rec, rt.status());
@@ -412,7 +396,7 @@ void Scheduler::SharedTick() {
     if (!coordinator_->Follow(*study)) continue;
     // A study whose last trials ended elsewhere without completing it (that node died between
     // the two) is completed here.
-    if (study->record.state == model::StudyState::kRunning && study->running == 0 &&
+    if (study->record.state == StudyState::kRunning && study->running == 0 &&
         std::all_of(study->trials.begin(), study->trials.end(),
                     [](const TrialRecord& t) { return model::IsFinished(t.state); }) &&
         study->configurations() >= study->record.n_trials) {
@@ -423,9 +407,8 @@ void Scheduler::SharedTick() {
 }
 
 bool Scheduler::CanStart(const StudyRuntime& s) const {
-  if (shutting_down_ || s.record.state != model::StudyState::kRunning) return false;
-  if (s.record.paused) return false;
-  if (s.running >= Parallelism(s)) return false;
+  if (shutting_down_ || s.record.state != StudyState::kRunning || s.record.paused) return false;
+  if (s.running >= s.parallelism()) return false;
   if (!s.spawn.Ready(options_.clock->MonotonicSeconds())) return false;
   if (!s.waiting.empty()) return true;
   return !s.exhausted && s.configurations() < s.record.n_trials;
@@ -456,7 +439,7 @@ void Scheduler::Pump() {
     for (StudyRuntime* study : order) {
       if (running_count() >= options_.max_workers) break;
       if (!CanStart(*study)) continue;
-      std::vector<devices::GpuSlot> slots;
+      TrialGpus gpus;
       if (const int k = study->spec.study.gpus_per_trial; k > 0) {
         // The reservation: while one GPU study waits for slots, no other GPU trial starts.
         if (gpu_reserved_for_ != 0 && gpu_reserved_for_ != study->record.id) continue;
@@ -470,33 +453,22 @@ void Scheduler::Pump() {
           continue;
         }
         gpu_reserved_for_ = 0;
-        slots = std::move(*got);
+        gpus = TrialGpus(options_.gpus, std::move(*got));
       }
       last_served_study_ = study->record.id;
       // Shared storage: a claim can find the study full (other nodes took its last trials) or
       // the storage failing; only a started trial goes round again, so this ends too.
-      const bool ran = StartTrial(*study, std::move(slots));
+      const bool ran = StartTrial(*study, std::move(gpus));
       started = started || ran || !coordinator_->FailedStartEndsPass();
     }
   }
   pass.reset();
   pumping_ = false;
-  // Completed studies leave the active set.
-  bool dropped = false;
-  for (auto it = studies_.begin(); it != studies_.end();) {
-    if (it->second->record.state != model::StudyState::kRunning && it->second->running == 0 &&
-        it->second->pending_finishes == 0) {
-      ReleaseForkServer(*it->second);  // none of its trials is starting or running
-      it = studies_.erase(it);
-      dropped = true;
-    } else {
-      ++it;
-    }
-  }
-  WakeForBackoff();
   // A study's trials (every intermediate value and attribute) are many small blocks: give them
   // back, or the daemon's RSS stays at its peak after a large study.
-  if (dropped) common::ReturnFreedMemory();
+  const bool dropped = DropEndedStudies();
+  WakeForBackoff();
+  if (dropped) options_.env->ReturnFreedMemory();
   if (options_.on_change) options_.on_change();
   if (shutting_down_ && running_.empty() && on_idle_) {
     auto fn = std::move(on_idle_);
@@ -505,30 +477,43 @@ void Scheduler::Pump() {
   }
 }
 
-bool Scheduler::StartTrial(StudyRuntime& study, std::vector<devices::GpuSlot> gpu_slots) {
-  // Slots no process ever used go straight back.
-  struct GiveBack {
-    devices::GpuPool* pool;
-    std::vector<devices::GpuSlot>* slots;
-    ~GiveBack() {
-      if (pool != nullptr && !slots->empty()) pool->GiveBack(*slots);
+bool Scheduler::DropEndedStudies() {
+  bool dropped = false;
+  for (auto it = studies_.begin(); it != studies_.end();) {
+    const StudyRuntime& s = *it->second;
+    if (s.record.state != StudyState::kRunning && s.running == 0 && s.pending_finishes == 0) {
+      ReleaseForkServer(s);  // none of its trials is starting or running
+      it = studies_.erase(it);
+      dropped = true;
+    } else {
+      ++it;
     }
-  } give_back{options_.gpus, &gpu_slots};
+  }
+  return dropped;
+}
+
+bool Scheduler::StartTrial(StudyRuntime& study, TrialGpus gpus) {
   std::optional<int> claimed = coordinator_->ClaimNext(study, [&] { return NextTrial(study); });
-  if (!claimed) return false;
+  if (!claimed) return false;  // `gpus` go straight back
   const int number = *claimed;
   TrialRecord& trial = study.trials[number];
-  LaunchSettings settings{options_.state_dir, options_.log_head_bytes, options_.log_tail_bytes,
-                          options_.base_env, options_.storage->node()};
+  LaunchSettings settings;
+  settings.state_dir = options_.state_dir;
+  settings.log_head_bytes = options_.log_head_bytes;
+  settings.log_tail_bytes = options_.log_tail_bytes;
+  settings.base_env = options_.base_env;
+  settings.node = options_.storage->node();
   std::optional<ResumeFolder> resume;
   if (trial.retry_of_number) resume = ResumeFolderOf(study, trial);
   launcher::LaunchSpec ls = MakeLaunchSpec(settings, study.record.name, study.spec, trial,
-                                           gpu_slots, resume ? resume->dir : "");
+                                           gpus.slots(), resume ? resume->dir : "");
   ls.submitter = study.record.submitter;
-  int64_t tid = trial.id;
+  const int64_t tid = trial.id;
   launcher::TrialCallbacks cb;
   cb.on_started = [this, tid](const model::ProcessIdentity& id) { OnStarted(tid, id); };
-  cb.on_message = [this, tid](const proto::ReportMessage& m) { OnMessage(tid, m); };
+  cb.on_message = [this, tid](const proto::ReportMessage& m) {
+    if (auto it = running_.find(tid); it != running_.end()) it->second->channel->OnMessage(m);
+  };
   cb.on_exit = [this, tid](const launcher::ProcessOutcome& o) { OnExit(tid, o); };
   launcher::LaunchResult proc = options_.launcher->Launch(ls, std::move(cb));
   if (!proc.ok()) {
@@ -536,21 +521,23 @@ bool Scheduler::StartTrial(StudyRuntime& study, std::vector<devices::GpuSlot> gp
     return false;
   }
   if (resume) {
-    const std::string what =
-        resume->dir.empty()
-            ? "trial " + std::to_string(number) +
-                  " starts without a resume folder: " + resume->reason
-            : "trial " + std::to_string(number) + " resumes from " + resume->dir + " (trial " +
-                  std::to_string(*trial.retry_of_number) + "'s folder, TRIALD_RESUME_DIR)";
+    const std::string what = DescribeResumeFolder(*resume, number, *trial.retry_of_number);
     options_.logger->info("study {}: {}", study.record.name, what);
-    RecordEvent(&study, &trial, "resume_folder", what);
+    recorder_->Event(&study, &trial, "resume_folder", what);
   }
   auto rt = std::make_unique<RunningTrial>();
   rt->study = &study;
   rt->number = number;
+  rt->gpus = std::move(gpus);  // the trial holds them now
   rt->process = std::move(proc).value();
-  rt->gpu_slots.swap(gpu_slots);  // the trial holds them now
-  rt->caps.emplace(study.spec.study, trial);
+  TrialChannel::Options co;
+  co.storage = options_.storage;
+  co.logger = options_.logger;
+  co.process = rt->process.get();
+  co.study = &study;
+  co.number = number;
+  co.refresh_for_pruning = [this, &study] { coordinator_->RefreshForPruning(study); };
+  rt->channel = std::make_unique<TrialChannel>(std::move(co));
   rt->starting = !rt->process->started();
   const model::ProcessIdentity id = rt->process->identity();
   const bool starting = rt->starting;
@@ -574,21 +561,18 @@ bool Scheduler::OnStarted(int64_t tid, const model::ProcessIdentity& id) {
   TrialRecord& trial = study.trials[number];
   if (study.spawn.OnStart()) {
     options_.logger->info("study {}: trials start again", study.record.name);
-    RecordEvent(&study, &trial, "spawn_recovered", "trial " + std::to_string(number) + " started");
+    recorder_->Event(&study, &trial, "spawn_recovered",
+                     "trial " + std::to_string(number) + " started");
   }
   const double now = options_.clock->WallSeconds();
   Status st = options_.storage->MarkRunning(tid, id, now);
   if (!st.ok()) {
-    // Not durable means we could not recover it after a crash: do not let it run.
+    // Not durable means we could not recover it after a crash: do not let it run. Destroying it
+    // kills its group at once, and gives back its slots (no process of it ran).
     options_.logger->error("study {} trial {}: {}", study.record.name, number, st.message());
-    std::unique_ptr<RunningTrial> owned = std::move(it->second);
     running_.erase(it);
     --study.running;
-    owned->process.reset();  // kills its group at once
-    // Its slots were used by no process that ran: they go straight back.
-    if (options_.gpus != nullptr && !owned->gpu_slots.empty()) {
-      options_.gpus->GiveBack(owned->gpu_slots);
-    }
+    study.drawn.erase(number);
     FinishTrial(study, number, SpawnFailed("could not record the running trial: " + st.message()));
     Pump();  // does nothing when called from inside Pump
     return false;
@@ -596,8 +580,15 @@ bool Scheduler::OnStarted(int64_t tid, const model::ProcessIdentity& id) {
   trial.state = TrialState::kRunning;
   trial.process = id;
   trial.started_at = now;
-  rt.pids.insert(id.pid);
-  if (study.spec.objective.kind == "python") StartSample(rt);
+  rt.gpus.AddProcess(id.pid);
+  // Its define-by-run sampling, with the sample drawn with its parameters when there is one.
+  auto drawn = study.drawn.find(number);
+  std::optional<sampler::TrialSample> sample;
+  if (drawn != study.drawn.end()) {
+    sample = std::move(drawn->second);
+    study.drawn.erase(drawn);
+  }
+  if (study.spec.objective.kind == "python" || sample) rt.channel->StartSample(std::move(sample));
   options_.logger->debug("study {} trial {} started (pid {})", study.record.name, number, id.pid);
   return true;
 }
@@ -605,17 +596,13 @@ bool Scheduler::OnStarted(int64_t tid, const model::ProcessIdentity& id) {
 void Scheduler::OnNeverStarted(int64_t trial_id, const launcher::ProcessOutcome& o) {
   auto it = running_.find(trial_id);
   if (it == running_.end()) return;
-  std::unique_ptr<RunningTrial> rt = std::move(it->second);
-  running_.erase(it);
-  StudyRuntime& study = *rt->study;
-  const int number = rt->number;
+  StudyRuntime& study = *it->second->study;
+  const int number = it->second->number;
+  running_.erase(it);  // no process of it ran: its slots go straight back
   --study.running;
-  // No process of it ran: its slots go straight back.
-  if (options_.gpus != nullptr && !rt->gpu_slots.empty()) options_.gpus->GiveBack(rt->gpu_slots);
-  rt.reset();
   if (model::IsFinished(study.trials[number].state)) {
     // Already ended with the study's WAITING trials (a cancel gathers every one of them).
-  } else if (study.record.state == model::StudyState::kCancelled) {
+  } else if (study.record.state == StudyState::kCancelled) {
     // Cancelled while it was starting: it ends as the study's WAITING trials did.
     FinishTrial(study, number, CancelledBeforeStart(), /*own=*/false);
   } else if (shutting_down_ || o.stop_reason == StopReason::kShutdown) {
@@ -637,7 +624,7 @@ void Scheduler::OnForkServerEvent(const launcher::ForkServerEvent& ev) {
     } else {
       options_.logger->warn("study {}: {}: {}", ev.key, kind, ev.detail);
     }
-    RecordEvent(study.get(), nullptr, kind, ev.detail);
+    recorder_->Event(study.get(), nullptr, kind, ev.detail);
     return;
   }
 }
@@ -666,24 +653,20 @@ void Scheduler::OnSpawnFailure(StudyRuntime& study, int number, const launcher::
   // The trial never ran: it waits again, first in line, with its parameters (enqueued ones
   // included); storage still has it WAITING.
   study.waiting.push_front(number);
-  std::ostringstream delay;
-  delay << f.delay_s;
-  const std::string what = "trial " + std::to_string(number) + " could not start (" +
-                           SpawnCauseName(f.cause) + ", " + std::to_string(f.failures) +
-                           " in a row): " + message + "; next attempt in " + delay.str() + " s";
+  const std::string what = DescribeSpawnFailure(f, number, message);
   if (was_held) {
     options_.logger->debug("study {}: {}", study.record.name, what);
   } else {
     options_.logger->warn("study {}: {}", study.record.name, what);
   }
-  RecordEvent(&study, &study.trials[number], "spawn_failed", what);
+  recorder_->Event(&study, &study.trials[number], "spawn_failed", what);
   if (f.held_now) {
     options_.logger->error(
         "study {}: held: trials cannot start: {} (retried every {} s at most until they do)",
         study.record.name, message, SpawnBackoff::kMaxDelay);
-    RecordEvent(&study, nullptr, "study_held",
-                "trials cannot start: " + message + " (" + std::to_string(f.failures) +
-                    " failures in a row; retried with back-off until one starts)");
+    recorder_->Event(&study, nullptr, "study_held",
+                     "trials cannot start: " + message + " (" + std::to_string(f.failures) +
+                         " failures in a row; retried with back-off until one starts)");
   }
 }
 
@@ -691,9 +674,7 @@ void Scheduler::WakeForBackoff() {
   if (!options_.wake_after || shutting_down_) return;
   std::optional<double> earliest;
   for (const auto& [id, study] : studies_) {
-    if (!study->spawn.backing_off() || study->record.state != model::StudyState::kRunning) {
-      continue;
-    }
+    if (!study->spawn.backing_off() || study->record.state != StudyState::kRunning) continue;
     if (!earliest || study->spawn.retry_at() < *earliest) earliest = study->spawn.retry_at();
   }
   if (earliest) {
@@ -711,191 +692,15 @@ std::vector<Scheduler::RunningView> Scheduler::running_trials() const {
   std::vector<RunningView> out;
   out.reserve(running_.size());
   for (const auto& [id, rt] : running_) {
-    out.push_back({rt->study->record.id, rt->number, devices::GpuPool::SlotList(rt->gpu_slots)});
+    out.push_back({rt->study->record.id, rt->number, devices::GpuPool::SlotList(rt->gpus.slots())});
   }
   return out;
 }
 
 std::optional<int64_t> Scheduler::pareto_front_size(int64_t study_id) {
   auto it = studies_.find(study_id);
-  if (it == studies_.end()) return std::nullopt;
-  StudyRuntime& study = *it->second;
-  if (study.spec.study.directions.size() < 2) return std::nullopt;
-  int64_t finished = 0;
-  for (const TrialRecord& t : study.trials) {
-    if (t.state == TrialState::kComplete || t.state == TrialState::kPruned ||
-        t.state == TrialState::kFail) {
-      ++finished;
-    }
-  }
-  if (finished != study.front_finished) {
-    study.front_size = static_cast<int64_t>(
-        sampler::pareto::ParetoFront(study.trials, study.spec.study.directions).size());
-    study.front_finished = finished;
-  }
-  return study.front_size;
-}
-
-void Scheduler::OnMessage(int64_t trial_id, const proto::ReportMessage& m) {
-  auto it = running_.find(trial_id);
-  if (it == running_.end()) return;
-  RunningTrial& rt = *it->second;
-  StudyRuntime& study = *rt.study;
-  switch (m.type) {
-    case proto::ReportType::kReport: {
-      // A pruned trial ends at the step it was pruned at, as in Optuna (where the objective
-      // raises TrialPruned and reports nothing more): what it sends during its grace period
-      // would otherwise change its value and the other trials' pruning decisions.
-      if (rt.pruned || rt.taken_over) break;
-      if (auto over = rt.caps->Admit(study.trials[rt.number], m)) {
-        rt.process->FailProtocol(*over);
-        break;
-      }
-      Status st = options_.storage->AddIntermediate(trial_id, m.step, m.value);
-      if (!st.ok()) options_.logger->error("storing intermediate value: {}", st.message());
-      coordinator_->RefreshForPruning(study);  // the other nodes' values, for the pruner
-      if (rt.taken_over) break;
-      TrialRecord& trial = study.trials[rt.number];
-      trial.intermediate[m.step] = m.value;
-      if (DecidePrune(study, trial)) {
-        rt.pruned = true;
-        options_.logger->info("study {} trial {}: pruned at step {} (value {})", study.record.name,
-                              rt.number, m.step, m.value);
-        if (study.spec.objective.kind == "python") {
-          // Cooperative first: the objective learns it through should_prune and raises; it is
-          // stopped as for other kinds only if it has not ended within kill_grace.
-          rt.process->StopAfterGrace(StopReason::kPrune);
-        } else {
-          rt.process->Stop(StopReason::kPrune);
-        }
-      }
-      break;
-    }
-    case proto::ReportType::kFinal:
-      rt.final_values = m.values;
-      rt.final_seen = true;
-      break;
-    case proto::ReportType::kAttr: {
-      if (rt.taken_over) break;
-      if (auto over = rt.caps->Admit(study.trials[rt.number], m)) {
-        rt.process->FailProtocol(*over);
-        break;
-      }
-      Status st = options_.storage->SetAttr(trial_id, m.key, m.json_value);
-      if (!st.ok()) options_.logger->error("storing attribute: {}", st.message());
-      study.trials[rt.number].attrs[m.key] = m.json_value;
-      break;
-    }
-    case proto::ReportType::kError:
-      rt.worker_error = m.message;
-      break;
-    case proto::ReportType::kHeartbeat:
-      break;
-    case proto::ReportType::kSuggest:
-      if (CountRequest(rt)) AnswerSuggest(trial_id, rt, m);
-      break;
-    case proto::ReportType::kShouldPrune:
-      if (CountRequest(rt)) rt.process->Answer(proto::EncodeShouldPruneAnswer(rt.pruned));
-      break;
-    case proto::ReportType::kPruned:
-      rt.worker_pruned = true;
-      break;
-    case proto::ReportType::kConstraints:
-      // Constraints describe the result: they come before it (the last such line counts).
-      if (rt.final_seen) {
-        rt.process->FailProtocol(
-            "a constraints line after the final line; send constraints "
-            "before final");
-        break;
-      }
-      rt.constraints = m.values;
-      break;
-  }
-}
-
-bool Scheduler::DecidePrune(StudyRuntime& study, TrialRecord& trial) {
-  pruner::PruneContext ctx{study.spec.study.direction, &study.trials, &trial, study.record.name};
-  return study.pruner->ShouldPrune(ctx);
-}
-
-void Scheduler::RefuseRequest(RunningTrial& rt, const std::string& message) {
-  // The answer first, so a worker waiting for one learns why it is stopped.
-  rt.process->Answer(proto::EncodeErrorAnswer(message));
-  rt.process->FailProtocol(message);
-}
-
-bool Scheduler::CountRequest(RunningTrial& rt) {
-  if (++rt.requests <= kMaxTrialRequests) return true;
-  if (rt.requests == kMaxTrialRequests + 1) {
-    RefuseRequest(rt, "more than " + std::to_string(kMaxTrialRequests) +
-                          " requests (suggest, should_prune) in one trial");
-  }
-  return false;
-}
-
-void Scheduler::StartSample(RunningTrial& rt) {
-  StudyRuntime& study = *rt.study;
-  const TrialRecord& trial = study.trials[rt.number];
-  sampler::StudyView view{study.spec.study.direction, &study.spec.space, &study.trials,
-                          study.spec.study.directions};
-  Result<sampler::TrialSample> sample = sampler::StartRelative(*study.sampler, view, rt.number);
-  if (!sample.ok()) {
-    // Every suggest is then sampled independently, which is always valid.
-    options_.logger->warn("study {} trial {}: relative sampling failed: {}", study.record.name,
-                          rt.number, sample.status().message());
-    sample = sampler::TrialSample{};
-    sample->trial_number = rt.number;
-  }
-  // The parameters the trial already holds (its [space] values, drawn up front, or enqueued
-  // ones) answer suggests for their names.
-  for (const auto& [name, value] : trial.params) {
-    sampler::Hold(*sample, name, value.internal, value.dist);
-  }
-  rt.sample = std::move(sample).value();
-}
-
-void Scheduler::AnswerSuggest(int64_t trial_id, RunningTrial& rt, const proto::ReportMessage& m) {
-  StudyRuntime& study = *rt.study;
-  if (rt.final_seen) {
-    RefuseRequest(rt, "suggest \"" + m.name + "\" after the final value; suggests come before it");
-    return;
-  }
-  Result<config::Distribution> dist = config::DistributionFromSuggest(m.name, m.distribution);
-  if (!dist.ok()) {
-    RefuseRequest(rt, dist.status().message());
-    return;
-  }
-  if (!rt.sample) StartSample(rt);
-  sampler::TrialSample& sample = *rt.sample;
-  auto known = sample.answered.find(m.name);
-  if (known != sample.answered.end() && !(known->second.dist == *dist)) {
-    RefuseRequest(rt, config::DistributionConflictMessage(m.name, known->second.dist, *dist));
-    return;
-  }
-  if (known == sample.answered.end() && sample.answered.size() >= kMaxTrialParams) {
-    RefuseRequest(rt, "suggest \"" + m.name + "\": more than " + std::to_string(kMaxTrialParams) +
-                          " distinct parameters in one trial");
-    return;
-  }
-  sampler::StudyView view{study.spec.study.direction, &study.spec.space, &study.trials,
-                          study.spec.study.directions};
-  Result<double> value = sampler::Suggest(*study.sampler, view, sample, {m.name, *dist});
-  if (!value.ok()) {
-    options_.logger->warn("study {} trial {}: suggest \"{}\": {}", study.record.name, rt.number,
-                          m.name, value.status().message());
-    RefuseRequest(rt, "suggest \"" + m.name + "\": " + value.status().message());
-    return;
-  }
-  TrialRecord& trial = study.trials[rt.number];
-  if (known == sample.answered.end() || trial.params.count(m.name) == 0) {
-    model::ParamValue pv{*value, *dist};
-    if (!rt.taken_over) {
-      Status st = options_.storage->AddTrialParam(trial_id, m.name, pv);
-      if (!st.ok()) options_.logger->error("storing parameter {}: {}", m.name, st.message());
-    }
-    trial.params[m.name] = pv;
-  }
-  rt.process->Answer(proto::EncodeSuggestionAnswer(m.name, config::ExternalJson(*dist, *value)));
+  if (it == studies_.end() || it->second->spec.study.directions.size() < 2) return std::nullopt;
+  return it->second->ParetoFrontSize();
 }
 
 void Scheduler::OnExit(int64_t trial_id, const launcher::ProcessOutcome& o) {
@@ -909,88 +714,37 @@ void Scheduler::OnExit(int64_t trial_id, const launcher::ProcessOutcome& o) {
   running_.erase(it);
   StudyRuntime& study = *rt->study;
   --study.running;
-  const TrialRecord& trial = study.trials[rt->number];
-  TrialObservation seen;
-  seen.process = o;
-  if (!rt->gpu_slots.empty()) {
+  TrialObservation seen = ObserveExit(study.spec.study, study.trials[rt->number], o);
+  if (!rt->gpus.empty()) {
     // The driver still shows the just-exited processes' memory for a while: one more sample,
     // of the pids seen so far. Unset when no sample of the trial ever succeeded.
-    SampleGpuMemory(*rt, /*pgid=*/0);
-    seen.process.resources.peak_gpu_memory_bytes = rt->gpu_peak;
+    rt->gpus.Sample(/*pgid=*/0);
+    seen.process.resources.peak_gpu_memory_bytes = rt->gpus.peak();
   }
-  seen.final_values = rt->final_values;
-  // The values the worker sends: measured objectives are added below.
-  seen.n_objectives = study.spec.study.worker_objectives();
-  seen.measured_objectives = study.spec.study.directions.size() - seen.n_objectives;
-  seen.constraints = rt->constraints;
-  seen.worker_error = rt->worker_error;
-  seen.worker_pruned = rt->worker_pruned;
-  if (!trial.intermediate.empty()) seen.last_intermediate = trial.intermediate.rbegin()->second;
-  seen.trial_timeout_s = study.spec.study.trial_timeout;
-  seen.stall_timeout_s = study.spec.study.stall_timeout;
+  rt->channel->Observe(&seen);
   model::TrialOutcome outcome = ClassifyExit(seen);
   ApplyMeasured(study.spec.study, &outcome);
   FinishTrial(study, rt->number, outcome);
-  if (!rt->gpu_slots.empty() && gpu_drains_) {
-    // Its slots drain: free again once the driver shows none of its processes holding memory.
-    gpu_drains_->Start(trial_id, study.record.id, rt->gpu_slots, rt->pids);
-  }
+  // Its slots drain: free again once the driver shows none of its processes holding memory.
+  if (gpu_drains_) rt->gpus.Drain(*gpu_drains_, trial_id, study.record.id);
   rt.reset();  // the process is over; its handle goes now
   Pump();
-}
-
-Status Scheduler::CheckGpus(const config::SweepSpec& spec, const std::string& where) const {
-  const int want = spec.study.gpus_per_trial;
-  const int have = options_.gpus != nullptr ? options_.gpus->gpu_count() : 0;
-  if (want <= have) return CheckGpuMetrics(spec, where);
-  return common::InvalidArgument(
-      where + ": [study] gpus_per_trial = " + std::to_string(want) + ": triald has " +
-      (have == 0 ? std::string("no GPUs (see triald --gpus, or [devices] gpus in its config)")
-                 : std::to_string(have) + " GPU(s)") +
-      "; expected at most " + std::to_string(have));
-}
-
-Status Scheduler::CheckGpuMetrics(const config::SweepSpec& spec, const std::string& where) const {
-  if (options_.gpus != nullptr && options_.gpus->measures_memory()) return Status::Ok();
-  std::string uses;
-  for (const config::ResourceConstraint& c : spec.study.resource_constraints) {
-    if (c.metric == "peak_gpu_memory") {
-      uses = "resource_constraints entry \"" + c.text + "\"";
-      break;
-    }
-  }
-  for (const std::string& o : spec.study.objectives) {
-    if (uses.empty() && o == "peak_gpu_memory") uses = "objectives entry \"peak_gpu_memory\"";
-  }
-  if (uses.empty()) return Status::Ok();
-  return common::InvalidArgument(
-      where + ": [study] " + uses +
-      ": triald cannot measure GPU memory (no NVML to report each process's memory; GPUs "
-      "given by hand are not watched); expected a daemon with NVML, or no peak_gpu_memory");
 }
 
 void Scheduler::MaybeRetry(StudyRuntime& study, int number) {
   const TrialRecord failed = study.trials[number];  // a copy: trials grows below
   const config::StudyConfig& cfg = study.spec.study;
   if (failed.state != TrialState::kFail || cfg.retries == 0 ||
-      study.record.state != model::StudyState::kRunning) {
+      study.record.state != StudyState::kRunning ||
+      std::find(cfg.retry_on.begin(), cfg.retry_on.end(), failed.fail.reason) ==
+          cfg.retry_on.end()) {
     return;
   }
-  if (std::find(cfg.retry_on.begin(), cfg.retry_on.end(), failed.fail.reason) ==
-      cfg.retry_on.end()) {
-    return;
-  }
-  // How many retries this configuration has had: the length of the retry_of chain behind it.
-  int attempts = 0;
-  for (std::optional<int64_t> prev = failed.retry_of; prev;) {
-    ++attempts;
-    auto it = std::find_if(study.trials.begin(), study.trials.end(),
-                           [&](const TrialRecord& t) { return t.id == *prev; });
-    prev = it == study.trials.end() ? std::nullopt : it->retry_of;
-  }
+  const int attempts = study.RetriesBehind(failed);
   if (attempts >= cfg.retries) {
-    RecordEvent(&study, &failed, "retries_exhausted",
-                "FAIL(" + failed.fail.reason + ") after " + std::to_string(attempts) + " retries");
+    recorder_->Event(
+        &study, &failed, "retries_exhausted",
+        "FAIL(" + failed.fail.reason + ") after " + std::to_string(attempts) + " retries");
     return;
   }
   Result<TrialRecord> created = options_.storage->CreateTrial(
@@ -1010,53 +764,35 @@ void Scheduler::MaybeRetry(StudyRuntime& study, int number) {
                            std::to_string(attempts + 1) + " of " + std::to_string(cfg.retries) +
                            ")";
   options_.logger->info("study {}: {}", study.record.name, what);
-  RecordEvent(&study, &*created, "trial_retry", what);
+  recorder_->Event(&study, &*created, "trial_retry", what);
 }
 
 ResumeFolder Scheduler::ResumeFolderOf(const StudyRuntime& study, const TrialRecord& retry) const {
-  const int of = *retry.retry_of_number;
-  if (of >= 0 && static_cast<size_t>(of) < study.trials.size()) {
-    const TrialRecord& failed = study.trials[of];
-    // Shared storage: the attempt may have run on another node, whose folders are its own.
-    if (options_.storage->shared() && !failed.node.empty() &&
-        failed.node != options_.storage->node()) {
-      return ResumeFolder{"", "trial " + std::to_string(of) + " ran on node " + failed.node +
-                                  ", and its folder is there, not on this node (" +
-                                  options_.storage->node() + ")"};
-    }
-  }
-  uid_t uid = ::geteuid();
-  if (options_.trials_as_submitters && study.record.submitter.known()) {
-    Result<launcher::RunAs> user = launcher::LookUpRunAs(study.record.submitter);
-    if (!user.ok()) return ResumeFolder{"", user.status().message()};
-    uid = user->uid;
-  }
-  return FindResumeFolder(options_.state_dir, study.record.name, of, uid);
+  RetryFolderQuery q;
+  q.env = options_.env;
+  q.state_dir = options_.state_dir;
+  q.study = &study.record;
+  q.of = *retry.retry_of_number;
+  if (q.of >= 0 && static_cast<size_t>(q.of) < study.trials.size()) q.failed = &study.trials[q.of];
+  q.shared = options_.storage->shared();
+  q.node = options_.storage->node();
+  q.as_submitter = options_.trials_as_submitters;
+  return ResumeFolderForRetry(q);
 }
 
 bool Scheduler::gpu_work() const {
   if (options_.gpus == nullptr) return false;
   if (options_.gpus->draining()) return true;
-  for (const auto& [tid, rt] : running_) {
-    if (!rt->gpu_slots.empty()) return true;
-  }
-  return false;
+  return std::any_of(running_.begin(), running_.end(),
+                     [](const auto& r) { return !r.second->gpus.empty(); });
 }
 
 void Scheduler::PollDevices() {
   if (options_.gpus == nullptr) return;
   for (auto& [tid, rt] : running_) {
-    if (!rt->gpu_slots.empty() && !rt->starting) {
-      SampleGpuMemory(*rt, rt->process->identity().pgid);
-    }
+    if (!rt->starting) rt->gpus.Sample(rt->process->identity().pgid);
   }
   if (gpu_drains_->Collect()) Pump();
-}
-
-void Scheduler::SampleGpuMemory(RunningTrial& rt, pid_t pgid) {
-  if (options_.gpus == nullptr) return;
-  std::optional<uint64_t> bytes = options_.gpus->SampleMemory(rt.gpu_slots, pgid, &rt.pids);
-  if (bytes && (!rt.gpu_peak || *bytes > *rt.gpu_peak)) rt.gpu_peak = bytes;
 }
 
 void Scheduler::FinishTrial(StudyRuntime& study, int number, const model::TrialOutcome& out,
@@ -1082,325 +818,31 @@ void Scheduler::FinishTrial(StudyRuntime& study, int number, const model::TrialO
   trial.fail = out.fail;
   trial.finished_at = now;
   ++study.finished;
-  std::string what = model::TrialStateName(out.state);
-  if (out.state == TrialState::kFail) what += "(" + out.fail.reason + "): " + out.fail.detail;
-  if (out.value) {
-    what += " value=" + std::to_string(*out.value);
-  } else if (!out.values.empty()) {
-    what += " values=";
-    for (size_t i = 0; i < out.values.size(); ++i) {
-      what += (i > 0 ? "," : "") + std::to_string(out.values[i]);
-    }
-  }
-  if (!out.constraints.empty())
-    what += model::Feasible(out.constraints) ? " feasible" : " infeasible";
+  const std::string what = DescribeOutcome(out);
   options_.logger->info("study {} trial {}: {}", study.record.name, number, what);
-  RecordEvent(&study, &trial, "trial_finished", what);
+  recorder_->Event(&study, &trial, "trial_finished", what);
   MaybeRetry(study, number);  // may grow study.trials: `trial` is not used after this
   MaybeCompleteStudy(study);
   coordinator_->CommitFinish(study, number, out, own, batch, before);
 }
 
 void Scheduler::MaybeCompleteStudy(StudyRuntime& study) {
-  if (study.record.state != model::StudyState::kRunning) return;
+  if (study.record.state != StudyState::kRunning) return;
   if (study.running > 0 || !study.waiting.empty()) return;
   // Shared storage: nothing may be waiting or running on any node either.
   if (coordinator_->OpenElsewhere(study)) return;
   if (study.finished - study.retried < study.record.n_trials && !study.exhausted) return;
-  const double now = options_.clock->WallSeconds();
-  Status st = options_.storage->SetStudyState(study.record.id, model::StudyState::kComplete, now);
-  if (!st.ok()) {
-    options_.logger->error("study {}: storing completion: {}", study.record.name, st.message());
-    return;
-  }
-  study.record.state = model::StudyState::kComplete;
-  study.record.finished_at = now;
-  options_.logger->info("study {} complete: {} trials ({} retried)", study.record.name,
-                        study.finished, study.retried);
-  RecordEvent(
-      &study, nullptr, "study_complete",
+  const bool failed = !study.failure.empty();
+  const std::string counts =
       std::to_string(study.finished) + " trials finished" +
-          (study.retried > 0 ? ", " + std::to_string(study.retried) + " of them retried" : ""));
-}
-
-Status Scheduler::Cancel(const std::string& name) {
-  TRIALD_ASSIGN_OR_RETURN(model::StudyRecord rec, options_.storage->GetStudy(name));
-  if (rec.state != model::StudyState::kRunning) {
-    return common::FailedPrecondition("study \"" + name + "\" is already " +
-                                      model::StudyStateName(rec.state));
+      (study.retried > 0 ? ", " + std::to_string(study.retried) + " of them retried" : "");
+  Status st = recorder_->SetState(study.record, nullptr,
+                                  failed ? StudyState::kFailed : StudyState::kComplete,
+                                  failed ? "study_failed" : "study_complete",
+                                  failed ? study.failure + " (" + counts + ")" : counts);
+  if (!st.ok()) {
+    options_.logger->error("study {}: storing its end: {}", study.record.name, st.message());
   }
-  const double now = options_.clock->WallSeconds();
-  StorageBatch batch(options_.storage, options_.logger);
-  // Shared storage: under the study's lock, so no node claims a trial of it meanwhile, and a
-  // second cancel sees the first.
-  TRIALD_ASSIGN_OR_RETURN(rec, coordinator_->LockForCancel(rec));
-  if (rec.state != model::StudyState::kRunning) {
-    return common::FailedPrecondition("study \"" + name + "\" is already " +
-                                      model::StudyStateName(rec.state));
-  }
-  TRIALD_RETURN_IF_ERROR(
-      options_.storage->SetStudyState(rec.id, model::StudyState::kCancelled, now));
-  auto sit = studies_.find(rec.id);
-  if (sit == studies_.end()) return Status::Ok();
-  StudyRuntime& study = *sit->second;
-  study.record.state = model::StudyState::kCancelled;
-  RecordEvent(&study, nullptr, "study_cancelled", "");
-  // Every WAITING trial, whichever node claimed it. Running trials of other nodes stop at their
-  // next tick.
-  TRIALD_RETURN_IF_ERROR(coordinator_->GatherWaiting(study));
-  while (!study.waiting.empty()) {
-    int number = study.waiting.front();
-    study.waiting.pop_front();
-    FinishTrial(study, number, CancelledBeforeStart(), /*own=*/false);
-  }
-  StopTrials(study, /*ended_elsewhere=*/false);
-  options_.logger->info("study {} cancelled", name);
-  // Committed before Pump, whose transactions are its own (each locking one study).
-  Status committed = batch.Commit();
-  Pump();
-  return committed.ok() ? Status::Ok() : committed.WithContext("storing the cancel");
-}
-
-int Scheduler::Parallelism(const StudyRuntime& study) {
-  return study.record.parallelism > 0 ? study.record.parallelism : study.spec.study.parallelism;
-}
-
-Result<model::StudyRecord> Scheduler::StudyForControl(const std::string& name) const {
-  if (shutting_down_) return common::Unavailable("triald is shutting down");
-  Result<model::StudyRecord> found = options_.storage->GetStudy(name);
-  if (!found.ok() && found.status().code() == common::Code::kNotFound) {
-    return common::NotFound("no study named \"" + name + "\" (see `trialctl studies`)");
-  }
-  return found;
-}
-
-Status Scheduler::StoreControl(const model::StudyRecord& rec, const std::string& kind,
-                               const std::string& detail) {
-  TRIALD_RETURN_IF_ERROR(
-      options_.storage->SetStudyControl(rec.id, rec.paused, rec.n_trials, rec.parallelism));
-  auto sit = studies_.find(rec.id);
-  if (sit != studies_.end()) {
-    sit->second->record.paused = rec.paused;
-    sit->second->record.n_trials = rec.n_trials;
-    sit->second->record.parallelism = rec.parallelism;
-  }
-  Status st = options_.storage->AppendEvent(rec.id, std::nullopt, kind, detail,
-                                            options_.clock->WallSeconds());
-  if (!st.ok()) options_.logger->error("storing event {}: {}", kind, st.message());
-  options_.logger->info("study {}: {} ({})", rec.name, kind, detail);
-  return Status::Ok();
-}
-
-Result<model::StudyRecord> Scheduler::Pause(const std::string& name, bool paused) {
-  const char* verb = paused ? "pause" : "resume";
-  TRIALD_ASSIGN_OR_RETURN(model::StudyRecord rec, StudyForControl(name));
-  StorageBatch batch(options_.storage, options_.logger);
-  // Shared storage: under the study's lock, as a claim is, so no node starts a trial of a
-  // study it has not seen paused.
-  TRIALD_ASSIGN_OR_RETURN(rec, coordinator_->LockForCancel(rec));
-  if (rec.state != model::StudyState::kRunning) {
-    return common::FailedPrecondition("cannot " + std::string(verb) + " study \"" + name +
-                                      "\": it is " + model::StudyStateName(rec.state) +
-                                      "; expected a RUNNING study");
-  }
-  if (rec.paused == paused) {
-    return common::FailedPrecondition("study \"" + name + "\" is " +
-                                      (paused ? "already paused" : "not paused"));
-  }
-  rec.paused = paused;
-  TRIALD_RETURN_IF_ERROR(
-      StoreControl(rec, paused ? "study_paused" : "study_resumed",
-                   paused ? "no new trials start; running ones go on" : "trials start again"));
-  Status committed = batch.Commit();
-  if (!committed.ok()) return committed.WithContext("storing the " + std::string(verb));
-  Pump();
-  return rec;
-}
-
-Result<model::StudyRecord> Scheduler::Extend(const std::string& name, int n_trials) {
-  TRIALD_ASSIGN_OR_RETURN(model::StudyRecord rec, StudyForControl(name));
-  StorageBatch batch(options_.storage, options_.logger);
-  TRIALD_ASSIGN_OR_RETURN(rec, coordinator_->LockForCancel(rec));
-  if (rec.state == model::StudyState::kCancelled) {
-    return common::FailedPrecondition("cannot extend study \"" + name +
-                                      "\": it is CANCELLED; expected a RUNNING or COMPLETE study");
-  }
-  TRIALD_ASSIGN_OR_RETURN(storage::TrialCounts counts, options_.storage->CountTrials(rec.id));
-  const int64_t finished = counts.finished();
-  const int64_t configurations = counts.total() - counts.retries;
-  if (n_trials <= finished) {
-    return common::InvalidArgument(
-        "study \"" + name + "\": --n-trials " + std::to_string(n_trials) + " is not above its " +
-        std::to_string(finished) + " finished trials; expected more than " +
-        std::to_string(finished));
-  }
-  if (n_trials < configurations) {
-    return common::InvalidArgument(
-        "study \"" + name + "\": --n-trials " + std::to_string(n_trials) + " is below its " +
-        std::to_string(configurations) + " trials finished, running or waiting; expected " +
-        std::to_string(configurations) + " or more");
-  }
-  const int before = rec.n_trials;
-  const bool reopen = rec.state == model::StudyState::kComplete;
-  rec.n_trials = n_trials;
-  if (reopen) {
-    TRIALD_RETURN_IF_ERROR(options_.storage->SetStudyState(rec.id, model::StudyState::kRunning,
-                                                           options_.clock->WallSeconds()));
-    rec.state = model::StudyState::kRunning;
-    rec.finished_at = 0;
-    rec.paused = false;  // a study paused as it completed: extending it is asking it to run
-  }
-  TRIALD_RETURN_IF_ERROR(StoreControl(rec, "study_extended",
-                                      "n_trials " + std::to_string(before) + " -> " +
-                                          std::to_string(n_trials) +
-                                          (reopen ? " (COMPLETE -> RUNNING)" : "")));
-  auto sit = studies_.find(rec.id);
-  if (sit != studies_.end()) {
-    sit->second->record.state = rec.state;
-    sit->second->record.finished_at = rec.finished_at;
-  } else if (reopen) {
-    // Loaded again like a study joined at a tick (its trials read from storage).
-    Result<std::unique_ptr<StudyRuntime>> rt = LoadStudy(rec);
-    if (!rt.ok() && !coordinator_->LeaveToOthers(rec, rt.status())) {
-      return rt.status().WithContext("study \"" + name + "\" extended, but cannot run here");
-    }
-    if (rt.ok()) studies_[rec.id] = std::move(rt).value();
-  }
-  Status committed = batch.Commit();
-  if (!committed.ok()) return committed.WithContext("storing the extension");
-  Pump();
-  return rec;
-}
-
-Result<model::StudyRecord> Scheduler::SetParallelism(const std::string& name, int parallelism) {
-  if (parallelism < 1) {
-    return common::InvalidArgument("parallelism " + std::to_string(parallelism) + " for study \"" +
-                                   name + "\"; expected 1 or more");
-  }
-  TRIALD_ASSIGN_OR_RETURN(model::StudyRecord rec, StudyForControl(name));
-  StorageBatch batch(options_.storage, options_.logger);
-  TRIALD_ASSIGN_OR_RETURN(rec, coordinator_->LockForCancel(rec));
-  if (rec.state == model::StudyState::kCancelled) {
-    return common::FailedPrecondition("cannot set the parallelism of study \"" + name +
-                                      "\": it is CANCELLED");
-  }
-  std::string before = rec.parallelism > 0 ? std::to_string(rec.parallelism) : "the sweep's";
-  auto sit = studies_.find(rec.id);
-  if (sit != studies_.end()) before = std::to_string(Parallelism(*sit->second));
-  rec.parallelism = parallelism;
-  TRIALD_RETURN_IF_ERROR(StoreControl(
-      rec, "study_parallelism",
-      "parallelism " + before + " -> " + std::to_string(parallelism) + " (at the next launch)"));
-  Status committed = batch.Commit();
-  if (!committed.ok()) return committed.WithContext("storing the parallelism");
-  Pump();
-  return rec;
-}
-
-Result<int64_t> Scheduler::Delete(const std::string& name, bool purge) {
-  TRIALD_ASSIGN_OR_RETURN(model::StudyRecord rec, StudyForControl(name));
-  int64_t deleted = 0;
-  {
-    StorageBatch batch(options_.storage, options_.logger);
-    TRIALD_ASSIGN_OR_RETURN(rec, coordinator_->LockForCancel(rec));
-    TRIALD_ASSIGN_OR_RETURN(storage::TrialCounts counts, options_.storage->CountTrials(rec.id));
-    int64_t here = 0;
-    for (const auto& [tid, rt] : running_) here += rt->study->record.id == rec.id;
-    const int64_t running = std::max(counts.running, here);
-    if (running > 0) {
-      return common::FailedPrecondition(
-          "cannot delete study \"" + name + "\": " + std::to_string(running) + " of its trials " +
-          (running == 1 ? "is" : "are") +
-          " running; expected none (wait for them, or `trialctl cancel` it first)");
-    }
-    auto sit = studies_.find(rec.id);
-    if (sit != studies_.end() && sit->second->pending_finishes > 0) {
-      return common::FailedPrecondition("cannot delete study \"" + name +
-                                        "\": its last trials' ends are still being stored; "
-                                        "try again in a moment");
-    }
-    deleted = counts.total();
-    TRIALD_RETURN_IF_ERROR(options_.storage->DeleteStudy(rec.id));
-    Status st = options_.storage->AppendEvent(
-        std::nullopt, std::nullopt, "study_deleted",
-        "study " + name + " (" + model::StudyStateName(rec.state) + ", " + std::to_string(deleted) +
-            " trials)" + (purge ? ", its folder purged" : ""),
-        options_.clock->WallSeconds());
-    if (!st.ok()) options_.logger->error("storing event study_deleted: {}", st.message());
-    Status committed = batch.Commit();
-    if (!committed.ok()) return committed.WithContext("storing the deletion");
-    if (sit != studies_.end()) {
-      ReleaseForkServer(*sit->second);
-      studies_.erase(sit);
-    }
-    if (gpu_reserved_for_ == rec.id) gpu_reserved_for_ = 0;
-  }
-  options_.logger->info("study {} deleted ({} trials)", name, deleted);
-  if (purge) {
-    // Study names are checked at submit (letters, digits, '_', '.', '-', starting with a letter
-    // or digit), so this is the study's own folder; remove_all removes links themselves, never
-    // what they point to.
-    const std::filesystem::path folder = model::StudyDir(options_.state_dir, name);
-    std::error_code ec;
-    std::filesystem::remove_all(folder, ec);
-    if (ec) {
-      return common::IoError("study \"" + name + "\" deleted, but removing " + folder.string() +
-                             ": " + ec.message());
-    }
-  }
-  Pump();
-  return deleted;
-}
-
-Result<TrialRecord> Scheduler::Enqueue(const std::string& name,
-                                       const std::map<std::string, std::string>& given) {
-  if (shutting_down_) return common::Unavailable("triald is shutting down");
-  Result<model::StudyRecord> found = options_.storage->GetStudy(name);
-  if (!found.ok() && found.status().code() == common::Code::kNotFound) {
-    return common::NotFound("no study named \"" + name + "\" (see `trialctl studies`)");
-  }
-  TRIALD_ASSIGN_OR_RETURN(model::StudyRecord rec, std::move(found));
-  if (rec.state != model::StudyState::kRunning) {
-    return common::FailedPrecondition("study \"" + name + "\" is " +
-                                      model::StudyStateName(rec.state) +
-                                      "; expected a RUNNING study");
-  }
-  auto sit = studies_.find(rec.id);
-  if (sit == studies_.end()) {
-    // Stored as RUNNING but not resumed (its sweep no longer builds): nothing could run it.
-    return common::FailedPrecondition("study \"" + name + "\" is not loaded by this triald");
-  }
-  StudyRuntime& study = *sit->second;
-  // Shared storage: the count, the draw and the new trial are decided under the study's lock.
-  TRIALD_ASSIGN_OR_RETURN(std::unique_ptr<StorageBatch> locked, coordinator_->Lock(study));
-  if (study.record.state != model::StudyState::kRunning) {
-    return common::FailedPrecondition("study \"" + name + "\" is " +
-                                      model::StudyStateName(study.record.state) +
-                                      "; expected a RUNNING study");
-  }
-  if (study.configurations() >= study.record.n_trials) {
-    return common::FailedPrecondition("study \"" + name + "\" already has its n_trials = " +
-                                      std::to_string(study.record.n_trials) + " trials");
-  }
-  TRIALD_ASSIGN_OR_RETURN(
-      EnqueuedParams params,
-      ResolveEnqueuedParams(name, study.spec, *study.sampler, study.trials, given));
-
-  TrialRecord trial;
-  {
-    StorageBatch batch(options_.storage, options_.logger);
-    TRIALD_ASSIGN_OR_RETURN(trial, options_.storage->CreateTrial(study.record.id, params.params,
-                                                                 options_.clock->WallSeconds()));
-    study.trials.resize(std::max<size_t>(study.trials.size(), trial.number + 1));
-    study.trials[trial.number] = trial;
-    study.waiting.push_back(trial.number);
-    RecordEvent(&study, &trial, "trial_enqueued", params.given);
-    options_.logger->info("study {} trial {} enqueued: {}", name, trial.number, params.given);
-  }
-  // Shared: committed (releasing the lock) before Pump, whose claims lock the study again.
-  if (locked) TRIALD_RETURN_IF_ERROR(locked->Commit());
-  Pump();
-  return trial;
 }
 
 void Scheduler::BeginShutdown(std::function<void()> on_idle) {

@@ -68,7 +68,22 @@
 // `parallelism` and max_workers are per node. SharedTick() (every heartbeat interval) lets the
 // coordinator beat and follow the other nodes, and joins the studies they submitted.
 //
-// Its parts, in daemon/scheduler/ (target triald_scheduler_parts):
+// A study whose sampler fails, or whose new trials storage refuses (on a storage of its own),
+// starts nothing more and ends FAILED once its running trials are over, with a study_failed
+// event saying why (`trialctl status` shows it); one whose sampler has nothing more to propose
+// (a grid) ends COMPLETE.
+//
+// What stays here is the policy: which trial starts next and where (Pump, CanStart, NextTrial:
+// round-robin over studies, the GPU reservation), a trial's start and exit, FinishTrial, the
+// retry decision, when a study ends, and shutdown. Its parts, in daemon/scheduler/ (target
+// triald_scheduler_parts):
+//   study_runtime.h       an active study: its cache, sweep, sampler, pruner and back-off
+//   admission.h           whether a sweep may run here (submit, and each reload)
+//   study_control.h       the control verbs (cancel, pause, resume, extend, set, delete, enqueue)
+//   study_recorder.h      the one step of a study change: store, mirror, event, log
+//   recovery.h            the trials a previous daemon left running, ended as lost
+//   trial_channel.h       a running trial's channel: reports, caps, suggest, should_prune
+//   trial_gpus.h          the GPU slots one trial holds, and their one way back
 //   trial_outcome.h       how a trial ended, from what was observed (a pure function)
 //   launch_spec.h         what a trial's process is given: command, limits, environment
 //   enqueued_params.h     the parameters of a trial queued by hand (Enqueue)
@@ -79,9 +94,11 @@
 //   spawn_backoff.h       the wait after a trial could not be started
 //   resume_dir.h          the failed attempt's folder a retry may resume from
 //   measured_metrics.h    measured resources as constraints and objectives (a pure function)
+//   scheduler_env.h       every call to the operating system (file system, passwd, malloc)
 //
-// The scheduler never forks, sleeps, reads /proc or the clock directly: Launcher, Storage,
-// Clock and LeftoverProcesses are injected, so tests/daemon/scheduler_test.cc drives it with fakes.
+// The scheduler never forks, sleeps, reads /proc, the file system or the clock directly:
+// Launcher, Storage, Clock, LeftoverProcesses and SchedulerEnv are injected, so
+// tests/daemon/scheduler_test.cc drives it with fakes.
 //
 // Thread-safety: not thread-safe; the daemon calls it from its event-loop thread only.
 
@@ -106,6 +123,7 @@
 #include "daemon/scheduler/leftover_processes.h"
 #include "daemon/scheduler/node_coordinator.h"
 #include "daemon/scheduler/resume_dir.h"
+#include "daemon/scheduler/scheduler_env.h"
 #include "daemon/scheduler/spawn_backoff.h"
 #include "daemon/storage/storage.h"
 
@@ -148,9 +166,22 @@ struct SchedulerOptions {
   // each call replaces the previous request. Must not call back into the scheduler. Empty: the
   // caller pumps by other means (tests: advance the clock, then Pump()).
   std::function<void(double delay_s)> wake_after;
+  // Builds each study's sampler; empty means sampler::MakeSampler. Tests put a failing or
+  // counting sampler here.
+  std::function<common::Result<std::unique_ptr<sampler::Sampler>>(const config::SamplerConfig&,
+                                                                  const config::SearchSpace&)>
+      make_sampler;
+  // Every call to the operating system (not owned); nullptr: the real one
+  // (SystemSchedulerEnv()).
+  SchedulerEnv* env = nullptr;
 };
 
 class GpuDrains;
+class StudyAdmission;
+class StudyControl;
+class StudyRecorder;
+class TrialGpus;
+struct StudyRuntime;
 
 class Scheduler {
  public:
@@ -169,7 +200,8 @@ class Scheduler {
   // Stops the study's running trials (FAIL(cancelled)) and starts no more.
   common::Status Cancel(const std::string& study_name);
 
-  // Control after submit (trialctl pause, resume, extend, set, delete). Each change is stored
+  // Control after submit (trialctl pause, resume, extend, set, delete; study_control.h does
+  // the work, under NodeCoordinator::LockForControl). Each change is stored
   // (model::StudyRecord: paused, n_trials, parallelism; a restart keeps it), recorded as a study
   // event, and on shared storage obeyed by every node: at its next claim (taken under the
   // study's lock, which re-reads the study) and its next tick. Errors: kNotFound (no such
@@ -182,11 +214,12 @@ class Scheduler {
   common::Result<model::StudyRecord> Pause(const std::string& study_name, bool paused);
   // Sets the study's n_trials to `n_trials`, which must exceed its finished trials and be at
   // least the configurations it has (finished, running and waiting); a COMPLETE study becomes
-  // RUNNING again (and not paused) and its trials start; a CANCELLED one is refused. Event
-  // study_extended.
+  // RUNNING again (and not paused) and its trials start; a CANCELLED or FAILED one is refused.
+  // Event study_extended.
   common::Result<model::StudyRecord> Extend(const std::string& study_name, int n_trials);
   // Replaces the sweep's [study] parallelism (>= 1) for this study from its next launch on;
-  // lowering it stops nothing that runs. Event study_parallelism.
+  // lowering it stops nothing that runs; a CANCELLED or FAILED study is refused. Event
+  // study_parallelism.
   common::Result<model::StudyRecord> SetParallelism(const std::string& study_name, int parallelism);
   // Removes a study that has no running trial (else kFailedPrecondition) with its trials and
   // everything stored with them (Storage::DeleteStudy); `purge` also removes its folder under
@@ -247,35 +280,30 @@ class Scheduler {
   std::vector<RunningView> running_trials() const;
 
  private:
-  struct StudyRuntime;
   struct RunningTrial;
   class Host;
+  class Control;
 
+  // The study's runtime from its record and admitted sweep: sampler and pruner built.
   common::Result<std::unique_ptr<StudyRuntime>> BuildRuntime(const model::StudyRecord& record,
                                                              config::SweepSpec spec);
-  // Parses, prepares and builds a stored study and loads its trials.
+  // Readmits a stored study, builds it and loads its trials.
   common::Result<std::unique_ptr<StudyRuntime>> LoadStudy(const model::StudyRecord& record);
-  // The sampler's parameters for the study's next trial number; nullopt when it has none (the
-  // study is then exhausted, recorded as an event, and completed when nothing else runs).
-  std::optional<model::ParamMap> DrawParams(StudyRuntime& study);
+  // The sampler's parameters for the study's next trial number (and the trial's sample, kept
+  // for its define-by-run suggests); nullopt when it has none: exhausted (a grid) or failed,
+  // recorded as an event, and the study ends when nothing else runs.
+  std::optional<sampler::TrialSample> DrawParams(StudyRuntime& study);
   // The trial to start next (the coordinator claims it): the oldest waiting one, else a new one
   // from the sampler while the study has fewer than n_trials configurations; nullopt: none.
   std::optional<int> NextTrial(StudyRuntime& study);
+  // The study cannot go on (`why`): it starts nothing more and ends FAILED.
+  void FailStudy(StudyRuntime& study, const std::string& why);
   // MaybeCompleteStudy, as a decision of its own (under the study's lock when shared).
   void LockedMaybeComplete(StudyRuntime& study);
   bool CanStart(const StudyRuntime& study) const;
-  // The study's parallelism: its stored override (SetParallelism), else its sweep's.
-  static int Parallelism(const StudyRuntime& study);
-  // The stored study `name` for a control verb: kNotFound naming it when there is none, and
-  // kUnavailable while shutting down.
-  common::Result<model::StudyRecord> StudyForControl(const std::string& name) const;
-  // Stores the study's control fields (paused, n_trials, parallelism of `rec`), mirrors them
-  // in its runtime when it is active here, and records `kind` with `detail`.
-  common::Status StoreControl(const model::StudyRecord& rec, const std::string& kind,
-                              const std::string& detail);
-  // Starts the study's next trial on `gpu_slots` (acquired for it; given back if no trial
-  // starts). Returns whether the slots were used by a running trial.
-  bool StartTrial(StudyRuntime& study, std::vector<devices::GpuSlot> gpu_slots = {});
+  // Starts the study's next trial on `gpus` (acquired for it; given back if no trial starts).
+  // Returns whether a trial was launched.
+  bool StartTrial(StudyRuntime& study, TrialGpus gpus);
   // Trial `number` could not be started: it waits again, first in line, and the study backs off.
   void OnSpawnFailure(StudyRuntime& study, int number, const launcher::SpawnError& error,
                       const std::string& message);
@@ -291,48 +319,33 @@ class Scheduler {
   void ReleaseForkServer(const StudyRuntime& study);
   // Asks options_.wake_after for the earliest end of a study's back-off.
   void WakeForBackoff();
-  // Checks a sweep's gpus_per_trial against the pool; errors name `where`.
-  common::Status CheckGpus(const config::SweepSpec& spec, const std::string& where) const;
-  // A sweep measuring peak_gpu_memory (resource_constraints, objectives) needs a GPU probe
-  // that reports per-process memory; errors name `where`.
-  common::Status CheckGpuMetrics(const config::SweepSpec& spec, const std::string& where) const;
-  // One GPU memory sample of a GPU trial (GpuPool::SampleMemory with its process group `pgid`;
-  // 0 at exit: only the pids seen so far), kept in its gpu_peak when larger.
-  void SampleGpuMemory(RunningTrial& rt, pid_t pgid);
   // Queues a retry of the finished trial `number` when the study's policy asks for one.
   void MaybeRetry(StudyRuntime& study, int number);
   // For a retry about to start: the folder of the attempt it retries, or why there is none.
   ResumeFolder ResumeFolderOf(const StudyRuntime& study, const model::TrialRecord& retry) const;
-  void OnMessage(int64_t trial_id, const proto::ReportMessage& message);
   void OnExit(int64_t trial_id, const launcher::ProcessOutcome& outcome);
-  // The pruner's decision at a report: the one piece of code behind stopping a trial (other
-  // kinds) and the should_prune answer (kind = "python", which then stops cooperatively).
-  bool DecidePrune(StudyRuntime& study, model::TrialRecord& trial);
-  // The trial channel's requests: a refused one is answered with an error line and ends the
-  // trial FAIL(protocol); CountRequest enforces the per-trial request limit.
-  void RefuseRequest(RunningTrial& rt, const std::string& message);
-  bool CountRequest(RunningTrial& rt);
-  // The trial's define-by-run sampling state: the parameters it holds (drawn up front) and the
-  // sampler's relative sample for it.
-  void StartSample(RunningTrial& rt);
-  void AnswerSuggest(int64_t trial_id, RunningTrial& rt, const proto::ReportMessage& m);
   // `own`: the trial is this node's (shared storage: dropped when another node has ended or
   // taken it over); false when ending another node's trial (a dead node's, or a cancelled
   // study's WAITING ones).
   void FinishTrial(StudyRuntime& study, int number, const model::TrialOutcome& outcome,
                    bool own = true);
+  // Ends the study, COMPLETE (or FAILED, with study.failure) once nothing of it is left to run.
   void MaybeCompleteStudy(StudyRuntime& study);
-  // Stores an event (storage::Storage::AppendEvent); a failure is logged.
-  void RecordEvent(const StudyRuntime* study, const model::TrialRecord* trial,
-                   const std::string& kind, const std::string& detail);
   // Stops this node's running trials of `study`: all of them, or (ended_elsewhere) those whose
   // stored trial another node ended.
   void StopTrials(const StudyCache& study, bool ended_elsewhere);
+  // Drops studies that have ended and have nothing running; true when any was dropped.
+  bool DropEndedStudies();
 
   SchedulerOptions options_;
+  std::unique_ptr<SchedulerEnv> own_env_;             // when options_.env is nullptr
+  std::unique_ptr<LeftoverProcesses> own_leftovers_;  // when options_.leftovers is nullptr
   std::unique_ptr<Host> host_;                        // the coordinator's view of this scheduler
   std::unique_ptr<NodeCoordinator> coordinator_;      // local or shared (node_coordinator.h)
-  std::unique_ptr<LeftoverProcesses> own_leftovers_;  // when options_.leftovers is nullptr
+  std::unique_ptr<StudyRecorder> recorder_;           // every study change and event
+  std::unique_ptr<StudyAdmission> admission_;         // sweeps checked against this node
+  std::unique_ptr<Control> control_host_;             // the control verbs' view of this scheduler
+  std::unique_ptr<StudyControl> control_;             // the control verbs
   std::map<int64_t, std::unique_ptr<StudyRuntime>> studies_;  // active studies by id
   std::map<int64_t, std::unique_ptr<RunningTrial>> running_;  // by trial id
   int64_t last_served_study_ = 0;                             // round-robin position of Pump()

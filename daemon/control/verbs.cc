@@ -51,16 +51,28 @@ Result<json::value> SubmitVerb(const VerbContext& c, const json::object& args) {
   return json::value(std::move(o));
 }
 
+// A FAILED study: why, from its last study_failed event; null otherwise.
+Result<json::value> FailureJson(const VerbContext& c, const model::StudyRecord& s) {
+  if (s.state != model::StudyState::kFailed) return json::value(nullptr);
+  TRIALD_ASSIGN_OR_RETURN(std::vector<model::EventRecord> events, c.storage->GetEvents(s.id));
+  for (auto it = events.rbegin(); it != events.rend(); ++it) {
+    if (it->kind == "study_failed") return json::value(common::SanitizeUtf8(it->detail));
+  }
+  return json::value("(no study_failed event)");
+}
+
 // A study's summary from Storage's counting and best-trial queries; its best is the best
 // feasible trial (daemon/control/best.h), none for a study with several objectives (`best`
-// gives their front).
+// gives their front); `failure` says why a FAILED study could not go on (null otherwise).
 Result<json::object> Summary(const VerbContext& c, const model::StudyRecord& s) {
   TRIALD_ASSIGN_OR_RETURN(storage::TrialCounts counts, c.storage->CountTrials(s.id));
   std::optional<TrialRecord> best;
   if (StudyDirections(s).size() == 1) {
     TRIALD_ASSIGN_OR_RETURN(best, BestFeasibleTrial(*c.storage, s));
   }
-  return StudySummaryJson(s, counts, best ? &*best : nullptr);
+  json::object summary = StudySummaryJson(s, counts, best ? &*best : nullptr);
+  TRIALD_ASSIGN_OR_RETURN(summary["failure"], FailureJson(c, s));
+  return summary;
 }
 
 Result<json::value> StudiesVerb(const VerbContext& c, const json::object&) {

@@ -105,6 +105,10 @@ void PrintStatus(std::ostream& out, const json::object& s) {
   if (const json::value* p = s.if_contains("parallelism"); p != nullptr && p->is_number()) {
     out << "  parallelism: " << Str(s, "parallelism") << " (set after submit)\n";
   }
+  // Why a FAILED study could not go on (its sampler or storage failed).
+  if (const json::value* f = s.if_contains("failure"); f != nullptr && f->is_string()) {
+    out << "  FAILED: " << f->get_string().c_str() << "\n";
+  }
   // Trials that could not be started lately (daemon/scheduler/spawn_backoff.h).
   if (s.contains("spawn") && s.at("spawn").is_object()) {
     const json::object& sp = s.at("spawn").get_object();

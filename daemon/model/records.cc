@@ -13,6 +13,8 @@ const char* StudyStateName(StudyState s) {
       return "COMPLETE";
     case StudyState::kCancelled:
       return "CANCELLED";
+    case StudyState::kFailed:
+      return "FAILED";
   }
   return "UNKNOWN";
 }
@@ -34,7 +36,8 @@ const char* TrialStateName(TrialState s) {
 }
 
 std::optional<StudyState> ParseStudyState(const std::string& s) {
-  for (StudyState state : {StudyState::kRunning, StudyState::kComplete, StudyState::kCancelled}) {
+  for (StudyState state :
+       {StudyState::kRunning, StudyState::kComplete, StudyState::kCancelled, StudyState::kFailed}) {
     if (s == StudyStateName(state)) return state;
   }
   return std::nullopt;

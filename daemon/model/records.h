@@ -17,10 +17,12 @@
 
 namespace triald::model {
 
-enum class StudyState { kRunning, kComplete, kCancelled };
+// FAILED: the study could not go on (its sampler failed, or storage refused its new trials);
+// the reason is its study_failed event.
+enum class StudyState { kRunning, kComplete, kCancelled, kFailed };
 enum class TrialState { kWaiting, kRunning, kComplete, kPruned, kFail };
 
-const char* StudyStateName(StudyState s);  // "RUNNING", "COMPLETE", "CANCELLED"
+const char* StudyStateName(StudyState s);  // "RUNNING", "COMPLETE", "CANCELLED", "FAILED"
 const char* TrialStateName(TrialState s);  // "WAITING", "RUNNING", "COMPLETE", "PRUNED", "FAIL"
 std::optional<StudyState> ParseStudyState(const std::string& s);
 std::optional<TrialState> ParseTrialState(const std::string& s);

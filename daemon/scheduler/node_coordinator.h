@@ -85,9 +85,13 @@ class NodeCoordinator {
   // state adopted and what the other nodes changed read (errors are logged). Local: nullptr;
   // there is nothing to lock, and changes commit as the caller's own batches say.
   virtual common::Result<std::unique_ptr<StorageBatch>> Lock(StudyCache& study) = 0;
-  // Cancel, inside a batch: the study's stored record, under its lock when shared (local:
-  // `read`, as the caller read it).
-  virtual common::Result<model::StudyRecord> LockForCancel(const model::StudyRecord& read) = 0;
+  // A control verb (cancel, pause, resume, extend, set, delete), inside the caller's batch:
+  // the study's stored record as the verb must decide on it. Shared: read again under the
+  // study's lock, held until the batch commits, so no node claims a trial of the study
+  // meanwhile and a second verb sees what the first stored. Local: `read`, as the caller read
+  // it (nothing else writes the study). An error (the study is gone, the database is away)
+  // ends the verb.
+  virtual common::Result<model::StudyRecord> LockForControl(const model::StudyRecord& read) = 0;
   // Cancel: puts every WAITING trial of the study into study.waiting, whichever node claimed
   // it (a node about to start one then fails to mark it RUNNING and stops it). Local: they are
   // there already.
@@ -163,7 +167,7 @@ class LocalCoordinator final : public NodeCoordinator {
   common::Result<std::unique_ptr<StorageBatch>> Lock(StudyCache&) override {
     return std::unique_ptr<StorageBatch>();
   }
-  common::Result<model::StudyRecord> LockForCancel(const model::StudyRecord& read) override {
+  common::Result<model::StudyRecord> LockForControl(const model::StudyRecord& read) override {
     return read;
   }
   common::Status GatherWaiting(StudyCache&) override { return common::Status::Ok(); }

@@ -10,6 +10,7 @@
 
 #include "common/fd.h"
 #include "daemon/model/records.h"
+#include "daemon/scheduler/scheduler_env.h"
 
 namespace triald::daemon {
 
@@ -61,6 +62,25 @@ ResumeFolder FindResumeFolder(const std::string& state_dir, const std::string& s
     }() + ")");
   }
   return ResumeFolder{dir, ""};
+}
+
+ResumeFolder ResumeFolderForRetry(const RetryFolderQuery& q) {
+  // Shared storage: the attempt may have run on another node, whose folders are its own.
+  if (q.shared && q.failed != nullptr && !q.failed->node.empty() && q.failed->node != q.node) {
+    return ResumeFolder{"", "trial " + std::to_string(q.of) + " ran on node " + q.failed->node +
+                                ", and its folder is there, not on this node (" + q.node + ")"};
+  }
+  common::Result<uid_t> uid = q.env->TrialUid(q.study->submitter, q.as_submitter);
+  if (!uid.ok()) return ResumeFolder{"", uid.status().message()};
+  return q.env->FindResumeFolder(q.state_dir, q.study->name, q.of, *uid);
+}
+
+std::string DescribeResumeFolder(const ResumeFolder& folder, int number, int of) {
+  if (folder.dir.empty()) {
+    return "trial " + std::to_string(number) + " starts without a resume folder: " + folder.reason;
+  }
+  return "trial " + std::to_string(number) + " resumes from " + folder.dir + " (trial " +
+         std::to_string(of) + "'s folder, TRIALD_RESUME_DIR)";
 }
 
 }  // namespace triald::daemon

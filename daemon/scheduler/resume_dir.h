@@ -13,6 +13,8 @@
 
 #include <string>
 
+#include "daemon/model/records.h"
+
 namespace triald::daemon {
 
 struct ResumeFolder {
@@ -25,5 +27,24 @@ struct ResumeFolder {
 // retry that runs as `uid`.
 ResumeFolder FindResumeFolder(const std::string& state_dir, const std::string& study, int number,
                               uid_t uid);
+
+class SchedulerEnv;
+
+// A retry about to start, and where it runs.
+struct RetryFolderQuery {
+  SchedulerEnv* env = nullptr;  // not owned: looks up the user, checks the folder
+  std::string state_dir;
+  const model::StudyRecord* study = nullptr;   // the retry's study
+  const model::TrialRecord* failed = nullptr;  // the attempt it retries; nullptr: unknown here
+  int of = 0;                                  // that attempt's number
+  bool shared = false;                         // shared storage: nodes have folders of their own
+  std::string node;                            // this node
+  bool as_submitter = false;                   // trials run as their studies' submitters
+};
+// The folder of the attempt a retry retries, or why there is none: that attempt ran on another
+// node (shared storage), its user has no passwd entry, or FindResumeFolder refused it.
+ResumeFolder ResumeFolderForRetry(const RetryFolderQuery& query);
+// The retry's resume_folder event: which folder trial `number` resumes from, or why none.
+std::string DescribeResumeFolder(const ResumeFolder& folder, int number, int of);
 
 }  // namespace triald::daemon

@@ -143,8 +143,8 @@ Result<std::unique_ptr<StorageBatch>> SharedCoordinator::Lock(StudyCache& study)
   return batch;
 }
 
-Result<model::StudyRecord> SharedCoordinator::LockForCancel(const model::StudyRecord& read) {
-  // Under the lock: no node claims a trial of it meanwhile, and a second cancel sees the first.
+Result<model::StudyRecord> SharedCoordinator::LockForControl(const model::StudyRecord& read) {
+  // Under the lock: no node claims a trial of it meanwhile, and a second verb sees the first.
   return options_.storage->LockStudy(read.id);
 }
 

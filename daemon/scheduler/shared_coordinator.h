@@ -63,7 +63,7 @@ class SharedCoordinator final : public NodeCoordinator {
   bool LeftToOthers(const std::string& study_name) const override;
   std::unique_ptr<StorageBatch> BeginPass() override { return nullptr; }
   common::Result<std::unique_ptr<StorageBatch>> Lock(StudyCache& study) override;
-  common::Result<model::StudyRecord> LockForCancel(const model::StudyRecord& read) override;
+  common::Result<model::StudyRecord> LockForControl(const model::StudyRecord& read) override;
   common::Status GatherWaiting(StudyCache& study) override;
   std::optional<int> ClaimNext(StudyCache& study,
                                const std::function<std::optional<int>()>& pick) override;

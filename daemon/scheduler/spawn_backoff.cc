@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <sstream>
 
 namespace triald::daemon {
 
@@ -62,6 +63,15 @@ bool SpawnBackoff::OnStart() {
   retry_at_ = 0;
   reason_.clear();
   return was;
+}
+
+std::string DescribeSpawnFailure(const SpawnBackoff::Failure& f, int number,
+                                 const std::string& message) {
+  std::ostringstream delay;
+  delay << f.delay_s;
+  return "trial " + std::to_string(number) + " could not start (" + SpawnCauseName(f.cause) + ", " +
+         std::to_string(f.failures) + " in a row): " + message + "; next attempt in " +
+         delay.str() + " s";
 }
 
 }  // namespace triald::daemon

@@ -79,4 +79,9 @@ class SpawnBackoff {
   SpawnCause cause_ = SpawnCause::kTransient;
 };
 
+// The spawn_failed event of trial `number`: what failed (`message`, the launcher's words), how
+// often in a row, and when the next attempt is.
+std::string DescribeSpawnFailure(const SpawnBackoff::Failure& failure, int number,
+                                 const std::string& message);
+
 }  // namespace triald::daemon

@@ -150,4 +150,36 @@ TrialOutcome LostWithNode(const model::TrialRecord& t, const std::string& ended_
                                 ended_by);
 }
 
+std::string DescribeOutcome(const model::TrialOutcome& out) {
+  std::string what = model::TrialStateName(out.state);
+  if (out.state == model::TrialState::kFail) {
+    what += "(" + out.fail.reason + "): " + out.fail.detail;
+  }
+  if (out.value) {
+    what += " value=" + std::to_string(*out.value);
+  } else if (!out.values.empty()) {
+    what += " values=";
+    for (size_t i = 0; i < out.values.size(); ++i) {
+      what += (i > 0 ? "," : "") + std::to_string(out.values[i]);
+    }
+  }
+  if (!out.constraints.empty()) {
+    what += model::Feasible(out.constraints) ? " feasible" : " infeasible";
+  }
+  return what;
+}
+
+TrialObservation ObserveExit(const config::StudyConfig& study, const model::TrialRecord& trial,
+                             const launcher::ProcessOutcome& process) {
+  TrialObservation seen;
+  seen.process = process;
+  // The values the worker sends: the measured objectives are added after ClassifyExit.
+  seen.n_objectives = study.worker_objectives();
+  seen.measured_objectives = study.directions.size() - seen.n_objectives;
+  if (!trial.intermediate.empty()) seen.last_intermediate = trial.intermediate.rbegin()->second;
+  seen.trial_timeout_s = study.trial_timeout;
+  seen.stall_timeout_s = study.stall_timeout;
+  return seen;
+}
+
 }  // namespace triald::daemon

@@ -28,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "config/sweep.h"
 #include "daemon/launcher/launcher.h"
 #include "daemon/model/records.h"
 
@@ -57,6 +58,16 @@ struct TrialObservation {
 };
 
 model::TrialOutcome ClassifyExit(const TrialObservation& seen);
+
+// What the scheduler knows of a trial of `study` that ended with `process`: the objective
+// counts, the trial's last intermediate value and the timeouts. The trial's channel adds what
+// its lines said (TrialChannel::Observe).
+TrialObservation ObserveExit(const config::StudyConfig& study, const model::TrialRecord& trial,
+                             const launcher::ProcessOutcome& process);
+
+// How a trial ended, as its trial_finished event and log line say it: "COMPLETE value=0.5",
+// "FAIL(exit): exited with code 1", "PRUNED values=1,2 infeasible".
+std::string DescribeOutcome(const model::TrialOutcome& outcome);
 
 // The launcher could not start the trial (`error`: why), or could not record it as running.
 model::TrialOutcome SpawnFailed(const std::string& error);

@@ -1,6 +1,7 @@
 #include "daemon/storage/schema.h"
 
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace triald::storage::schema {
@@ -57,7 +58,10 @@ const std::vector<Table>& Tables() {
            {"name", Type::kText, "NOT NULL UNIQUE"},
            {"direction", Type::kText, "NOT NULL CHECK (direction IN ('MINIMIZE', 'MAXIMIZE'))"},
            {"n_trials", Type::kInt32, "NOT NULL"},
-           {"state", Type::kText, "NOT NULL CHECK (state IN ('RUNNING', 'COMPLETE', 'CANCELLED'))"},
+           // FAILED since version 8 (the sampler or storage failed; the reason is the study's
+           // study_failed event): see kStudyStateCheckSince.
+           {"state", Type::kText,
+            "NOT NULL CHECK (state IN ('RUNNING', 'COMPLETE', 'CANCELLED', 'FAILED'))"},
            {"spec_toml", Type::kText, "NOT NULL"},
            {"spec_path", Type::kBytes, "NOT NULL"},
            {"seed", Type::kInt64, "NOT NULL"},
@@ -218,6 +222,36 @@ std::string CreateTableSql(Dialect dialect, const Table& t) {
   return out;
 }
 
+// The version whose studies.state CHECK first allowed FAILED. PostgreSQL changes the constraint
+// in place; SQLite cannot, so the table is copied into one with the new definition (the copy
+// keeps every id, so the trials and events that name studies still find theirs; the backend
+// enables foreign keys only after its upgrade, since the copy drops the table they point at).
+constexpr int kStudyStateCheckSince = 8;
+
+std::vector<std::string> StudyStateCheckStatements(Dialect dialect) {
+  const Table& studies = Tables().front();
+  if (dialect == Dialect::kPostgres) {
+    std::string check;
+    for (const Column& c : studies.columns) {
+      if (std::string(c.name) == "state") check = c.constraints;
+    }
+    check = check.substr(check.find("CHECK"));
+    return {
+        "ALTER TABLE studies DROP CONSTRAINT studies_state_check, ADD CONSTRAINT "
+        "studies_state_check " +
+        check};
+  }
+  Table copy = studies;
+  copy.name = "studies_new";
+  std::string columns;
+  for (const Column& c : studies.columns) {
+    if (In(dialect, c.only)) columns += (columns.empty() ? "" : ", ") + std::string(c.name);
+  }
+  return {CreateTableSql(dialect, copy),
+          "INSERT INTO studies_new (" + columns + ") SELECT " + columns + " FROM studies",
+          "DROP TABLE studies", "ALTER TABLE studies_new RENAME TO studies"};
+}
+
 }  // namespace
 
 int LegacyPostgresVersion(int stored) { return stored >= 1 && stored <= 5 ? stored + 1 : stored; }
@@ -234,6 +268,11 @@ std::vector<std::string> UpgradeStatements(Dialect dialect, int from) {
         out.push_back(std::string("ALTER TABLE ") + t.name + " ADD COLUMN " +
                       ColumnSql(dialect, c));
       }
+    }
+  }
+  if (from >= 1 && from < kStudyStateCheckSince) {
+    for (std::string& statement : StudyStateCheckStatements(dialect)) {
+      out.push_back(std::move(statement));
     }
   }
   for (const Index& i : Indexes()) {

@@ -14,6 +14,7 @@
 //   5  trials.resources_json                                      (SQLite 5, PostgreSQL 4)
 //   6  studies.paused, parallelism                                (SQLite 6, PostgreSQL 5)
 //   7  the versions joined; no change to the tables               (both 7)
+//   8  studies.state may be FAILED (its CHECK widened)            (both 8)
 // A PostgreSQL database at 1 to 5 is therefore at version 2 to 6 (LegacyPostgresVersion); from
 // 7 on both dialects write the same number. A later change adds its columns here with the next
 // version, and both dialects migrate through UpgradeStatements.
@@ -45,7 +46,7 @@
 namespace triald::storage::schema {
 
 // The schema version this triald creates and reads, in both dialects.
-constexpr int kVersion = 7;
+constexpr int kVersion = 8;
 
 // The version of a PostgreSQL database whose schema_version says `stored`: stored + 1 for the
 // numbers written before the versions were joined (1 to 5), else `stored`.

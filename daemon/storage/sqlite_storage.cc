@@ -264,7 +264,6 @@ Status SqliteStorage::Init(const SqliteOptions& options) {
   // the fd test), so forked workers never inherit them.
   int rc = sqlite3_busy_timeout(db_, options.busy_timeout_ms);
   if (rc != SQLITE_OK) return Err(rc, "set busy_timeout");
-  TRIALD_RETURN_IF_ERROR(ExecUncached("PRAGMA foreign_keys = ON", "enable foreign keys"));
 
   const char* file = sqlite3_db_filename(db_, "main");
   bool in_memory = file == nullptr || file[0] == '\0';
@@ -302,7 +301,9 @@ Status SqliteStorage::Init(const SqliteOptions& options) {
     TRIALD_RETURN_IF_ERROR(ExecUncached(set_version.c_str(), op));
     TRIALD_RETURN_IF_ERROR(Commit(op));
   }
-  return Status::Ok();
+  // After the upgrade: version 8 copies the studies table (schema.cc), which foreign keys would
+  // refuse.
+  return ExecUncached("PRAGMA foreign_keys = ON", "enable foreign keys");
 }
 
 Result<Stmt> SqliteStorage::Prepare(const std::string& sql, const std::string& op) {

@@ -101,7 +101,7 @@ TEST_CASE("the local coordinator answers every question without touching storage
   common::Result<std::unique_ptr<StorageBatch>> locked = c->Lock(study);
   REQUIRE(locked.ok());
   CHECK(*locked == nullptr);
-  common::Result<model::StudyRecord> cancel = c->LockForCancel(study.record);
+  common::Result<model::StudyRecord> cancel = c->LockForControl(study.record);
   REQUIRE(cancel.ok());
   CHECK(cancel->id == 1);
   CHECK(cancel->state == StudyState::kRunning);

@@ -469,7 +469,7 @@ TEST_CASE("postgres: daemons opening an empty database together create the schem
   close(go[1]);
   for (pid_t pid : children) RequireExitsZero(pid);
   CHECK(PostgresQuery(db.url(), "SELECT count(*) FROM schema_version") == "1");
-  CHECK(PostgresQuery(db.url(), "SELECT max(version) FROM schema_version") == "7");
+  CHECK(PostgresQuery(db.url(), "SELECT max(version) FROM schema_version") == "8");
 }
 
 TEST_CASE("postgres: a version-1 database gets submitters, unknown for its studies",
@@ -495,7 +495,7 @@ TEST_CASE("postgres: a version-1 database gets submitters, unknown for its studi
     fresh.submitter = {1001, "alice"};
     REQUIRE_OK(s->CreateStudy(fresh, 20).status());
   }
-  CHECK(PostgresQuery(db.url(), "SELECT max(version) FROM schema_version") == "7");
+  CHECK(PostgresQuery(db.url(), "SELECT max(version) FROM schema_version") == "8");
   auto s = OpenPostgresOrFail(db.url());
   CHECK_FALSE(Unwrap(s->GetStudy("old")).submitter.known());
   CHECK(Unwrap(s->GetStudy("new")).submitter.uid == 1001);
@@ -542,7 +542,7 @@ TEST_CASE(
     o.constraints = {-1.0, 2.0};
     REQUIRE_OK(s->FinishTrial(t.id, o, 32));
   }
-  CHECK(PostgresQuery(db.url(), "SELECT max(version) FROM schema_version") == "7");
+  CHECK(PostgresQuery(db.url(), "SELECT max(version) FROM schema_version") == "8");
   auto s = OpenPostgresOrFail(db.url());
   CHECK(Unwrap(s->GetTrial(Unwrap(s->GetStudy("old")).id, 0)).values == std::vector<double>{0.75});
   StudyRecord mo = Unwrap(s->GetStudy("mo"));
@@ -579,7 +579,7 @@ TEST_CASE("postgres: a version-3 database keeps its trials, which have no resour
     o.resources = MeasuredResources();
     REQUIRE_OK(s->FinishTrial(t.id, o, 32));
   }
-  CHECK(PostgresQuery(db.url(), "SELECT max(version) FROM schema_version") == "7");
+  CHECK(PostgresQuery(db.url(), "SELECT max(version) FROM schema_version") == "8");
   auto s = OpenPostgresOrFail(db.url());
   CHECK_FALSE(Unwrap(s->GetTrial(Unwrap(s->GetStudy("old")).id, 0)).resources.has_value());
   CHECK(Unwrap(s->GetTrial(Unwrap(s->GetStudy("new")).id, 0)).resources == MeasuredResources());
@@ -603,7 +603,7 @@ TEST_CASE("postgres: a version-4 database's studies are not paused and keep thei
     CHECK(old.parallelism == 0);
     REQUIRE_OK(s->SetStudyControl(old.id, true, 6, 4));
   }
-  CHECK(PostgresQuery(db.url(), "SELECT max(version) FROM schema_version") == "7");
+  CHECK(PostgresQuery(db.url(), "SELECT max(version) FROM schema_version") == "8");
   auto s = OpenPostgresOrFail(db.url());
   StudyRecord old = Unwrap(s->GetStudy("old"));
   CHECK(old.paused);

@@ -1,0 +1,60 @@
+#pragma once
+// StudyAdmission: whether a sweep may run on this daemon, checked at submit before anything is
+// stored, and again whenever a stored study is loaded to run (recovery, a study joined from
+// another node, a completed study extended). At submit: the sweep parses, its [objective]
+// workdir exists, its objective's files are there (lm, python), command[0] is an executable,
+// its gpus_per_trial fits the GPU pool and, when it measures peak_gpu_memory, the pool has a
+// probe that reports each process's memory. A reload checks what may have changed on this node
+// since (the objective's files, the GPUs); the workdir and executable are checked when each
+// trial starts. The file-system checks go through the SchedulerEnv.
+//
+// Errors name `where` (the sweep file's path, "<sweep>" when there is none), the key, the value
+// given and what was expected.
+//
+// Thread-safety: const methods; safe to call from several threads only if the env and the pool
+// are (the scheduler calls it from its event-loop thread).
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "config/sweep.h"
+#include "daemon/devices/gpu_pool.h"
+#include "daemon/model/records.h"
+#include "daemon/scheduler/scheduler_env.h"
+
+namespace triald::daemon {
+
+class StudyAdmission {
+ public:
+  struct Options {
+    SchedulerEnv* env = nullptr;        // not owned
+    devices::GpuPool* gpus = nullptr;   // not owned; nullptr: no GPUs
+    std::string trial_worker;           // the built-in worker of kind = "lm"
+    std::vector<std::string> base_env;  // the environment trials start from (its PATH)
+  };
+  explicit StudyAdmission(Options options) : options_(std::move(options)) {}
+
+  // A sweep submitted from `source`: its parsed, prepared spec, or why it cannot run here.
+  common::Result<config::SweepSpec> Admit(const config::SweepSource& source) const;
+  // The study to store for an admitted sweep submitted by `submitter`: its seed is the sweep's,
+  // else one drawn from `seed_source` (0 when empty).
+  static model::NewStudy NewStudyOf(const config::SweepSpec& spec,
+                                    const config::SweepSource& source,
+                                    const model::Submitter& submitter,
+                                    const std::function<uint64_t()>& seed_source);
+  // A stored study, to run again on this node.
+  common::Result<config::SweepSpec> Readmit(const model::StudyRecord& study) const;
+
+ private:
+  // gpus_per_trial against the pool, then CheckGpuMetrics.
+  common::Status CheckGpus(const config::SweepSpec& spec, const std::string& where) const;
+  // peak_gpu_memory (resource_constraints, objectives) needs a probe with per-process memory.
+  common::Status CheckGpuMetrics(const config::SweepSpec& spec, const std::string& where) const;
+
+  Options options_;
+};
+
+}  // namespace triald::daemon

@@ -1,0 +1,242 @@
+#include "daemon/scheduler/study_control.h"
+
+#include <algorithm>
+#include <filesystem>
+
+#include "daemon/scheduler/enqueued_params.h"
+#include "daemon/scheduler/storage_batch.h"
+#include "daemon/scheduler/trial_outcome.h"
+
+namespace triald::daemon {
+
+using common::Result;
+using common::Status;
+using model::StudyState;
+
+Result<model::StudyRecord> StudyControl::StudyFor(const std::string& name) const {
+  if (options_.host->shutting_down()) return common::Unavailable("triald is shutting down");
+  Result<model::StudyRecord> found = options_.storage->GetStudy(name);
+  if (!found.ok() && found.status().code() == common::Code::kNotFound) {
+    return common::NotFound("no study named \"" + name + "\" (see `trialctl studies`)");
+  }
+  return found;
+}
+
+Status StudyControl::Cancel(const std::string& name) {
+  TRIALD_ASSIGN_OR_RETURN(model::StudyRecord rec, options_.storage->GetStudy(name));
+  auto not_running = [&] {
+    return common::FailedPrecondition("study \"" + name + "\" is already " +
+                                      model::StudyStateName(rec.state));
+  };
+  if (rec.state != StudyState::kRunning) return not_running();
+  StorageBatch batch(options_.storage, options_.logger);
+  TRIALD_ASSIGN_OR_RETURN(rec, options_.coordinator->LockForControl(rec));
+  if (rec.state != StudyState::kRunning) return not_running();
+  StudyRuntime* study = options_.host->ActiveStudy(rec.id);
+  TRIALD_RETURN_IF_ERROR(
+      options_.recorder->SetState(rec, study, StudyState::kCancelled, "study_cancelled", ""));
+  if (study == nullptr) return Status::Ok();
+  // Every WAITING trial, whichever node claimed it. Running trials of other nodes stop at their
+  // next tick.
+  TRIALD_RETURN_IF_ERROR(options_.coordinator->GatherWaiting(*study));
+  while (!study->waiting.empty()) {
+    int number = study->waiting.front();
+    study->waiting.pop_front();
+    options_.host->FinishTrial(*study, number, CancelledBeforeStart(), /*own=*/false);
+  }
+  options_.host->StopTrials(*study);
+  // Committed before Pump, whose transactions are its own (each locking one study).
+  Status committed = batch.Commit();
+  options_.host->Pump();
+  return committed.ok() ? Status::Ok() : committed.WithContext("storing the cancel");
+}
+
+Result<model::StudyRecord> StudyControl::Pause(const std::string& name, bool paused) {
+  const char* verb = paused ? "pause" : "resume";
+  TRIALD_ASSIGN_OR_RETURN(model::StudyRecord rec, StudyFor(name));
+  StorageBatch batch(options_.storage, options_.logger);
+  // Shared storage: under the study's lock, as a claim is, so no node starts a trial of a
+  // study it has not seen paused.
+  TRIALD_ASSIGN_OR_RETURN(rec, options_.coordinator->LockForControl(rec));
+  if (rec.state != StudyState::kRunning) {
+    return common::FailedPrecondition("cannot " + std::string(verb) + " study \"" + name +
+                                      "\": it is " + model::StudyStateName(rec.state) +
+                                      "; expected a RUNNING study");
+  }
+  if (rec.paused == paused) {
+    return common::FailedPrecondition("study \"" + name + "\" is " +
+                                      (paused ? "already paused" : "not paused"));
+  }
+  rec.paused = paused;
+  TRIALD_RETURN_IF_ERROR(options_.recorder->SetControl(
+      rec, options_.host->ActiveStudy(rec.id), paused ? "study_paused" : "study_resumed",
+      paused ? "no new trials start; running ones go on" : "trials start again"));
+  Status committed = batch.Commit();
+  if (!committed.ok()) return committed.WithContext("storing the " + std::string(verb));
+  options_.host->Pump();
+  return rec;
+}
+
+Result<model::StudyRecord> StudyControl::Extend(const std::string& name, int n_trials) {
+  TRIALD_ASSIGN_OR_RETURN(model::StudyRecord rec, StudyFor(name));
+  StorageBatch batch(options_.storage, options_.logger);
+  TRIALD_ASSIGN_OR_RETURN(rec, options_.coordinator->LockForControl(rec));
+  if (rec.state == StudyState::kCancelled || rec.state == StudyState::kFailed) {
+    return common::FailedPrecondition("cannot extend study \"" + name + "\": it is " +
+                                      model::StudyStateName(rec.state) +
+                                      "; expected a RUNNING or COMPLETE study");
+  }
+  TRIALD_ASSIGN_OR_RETURN(storage::TrialCounts counts, options_.storage->CountTrials(rec.id));
+  const int64_t finished = counts.finished();
+  const int64_t configurations = counts.total() - counts.retries;
+  if (n_trials <= finished) {
+    return common::InvalidArgument(
+        "study \"" + name + "\": --n-trials " + std::to_string(n_trials) + " is not above its " +
+        std::to_string(finished) + " finished trials; expected more than " +
+        std::to_string(finished));
+  }
+  if (n_trials < configurations) {
+    return common::InvalidArgument(
+        "study \"" + name + "\": --n-trials " + std::to_string(n_trials) + " is below its " +
+        std::to_string(configurations) + " trials finished, running or waiting; expected " +
+        std::to_string(configurations) + " or more");
+  }
+  const int before = rec.n_trials;
+  const bool reopen = rec.state == StudyState::kComplete;
+  StudyRuntime* study = options_.host->ActiveStudy(rec.id);
+  rec.n_trials = n_trials;
+  if (reopen) {
+    rec.paused = false;  // a study paused as it completed: extending it is asking it to run
+    // Recorded with study_extended below.
+    TRIALD_RETURN_IF_ERROR(
+        options_.recorder->SetState(rec, study, StudyState::kRunning, /*kind=*/"", ""));
+  }
+  TRIALD_RETURN_IF_ERROR(options_.recorder->SetControl(
+      rec, study, "study_extended",
+      "n_trials " + std::to_string(before) + " -> " + std::to_string(n_trials) +
+          (reopen ? " (COMPLETE -> RUNNING)" : "")));
+  if (study == nullptr && reopen) {
+    // Loaded again like a study joined at a tick (its trials read from storage).
+    Status activated = options_.host->Activate(rec);
+    if (!activated.ok()) {
+      return activated.WithContext("study \"" + name + "\" extended, but cannot run here");
+    }
+  }
+  Status committed = batch.Commit();
+  if (!committed.ok()) return committed.WithContext("storing the extension");
+  options_.host->Pump();
+  return rec;
+}
+
+Result<model::StudyRecord> StudyControl::SetParallelism(const std::string& name, int parallelism) {
+  if (parallelism < 1) {
+    return common::InvalidArgument("parallelism " + std::to_string(parallelism) + " for study \"" +
+                                   name + "\"; expected 1 or more");
+  }
+  TRIALD_ASSIGN_OR_RETURN(model::StudyRecord rec, StudyFor(name));
+  StorageBatch batch(options_.storage, options_.logger);
+  TRIALD_ASSIGN_OR_RETURN(rec, options_.coordinator->LockForControl(rec));
+  if (rec.state == StudyState::kCancelled || rec.state == StudyState::kFailed) {
+    return common::FailedPrecondition("cannot set the parallelism of study \"" + name +
+                                      "\": it is " + model::StudyStateName(rec.state));
+  }
+  StudyRuntime* study = options_.host->ActiveStudy(rec.id);
+  std::string before = rec.parallelism > 0 ? std::to_string(rec.parallelism) : "the sweep's";
+  if (study != nullptr) before = std::to_string(study->parallelism());
+  rec.parallelism = parallelism;
+  TRIALD_RETURN_IF_ERROR(options_.recorder->SetControl(
+      rec, study, "study_parallelism",
+      "parallelism " + before + " -> " + std::to_string(parallelism) + " (at the next launch)"));
+  Status committed = batch.Commit();
+  if (!committed.ok()) return committed.WithContext("storing the parallelism");
+  options_.host->Pump();
+  return rec;
+}
+
+Result<int64_t> StudyControl::Delete(const std::string& name, bool purge) {
+  TRIALD_ASSIGN_OR_RETURN(model::StudyRecord rec, StudyFor(name));
+  int64_t deleted = 0;
+  {
+    StorageBatch batch(options_.storage, options_.logger);
+    TRIALD_ASSIGN_OR_RETURN(rec, options_.coordinator->LockForControl(rec));
+    TRIALD_ASSIGN_OR_RETURN(storage::TrialCounts counts, options_.storage->CountTrials(rec.id));
+    StudyRuntime* study = options_.host->ActiveStudy(rec.id);
+    const int64_t here = study != nullptr ? study->running : 0;  // starting ones included
+    const int64_t running = std::max(counts.running, here);
+    if (running > 0) {
+      return common::FailedPrecondition(
+          "cannot delete study \"" + name + "\": " + std::to_string(running) + " of its trials " +
+          (running == 1 ? "is" : "are") +
+          " running; expected none (wait for them, or `trialctl cancel` it first)");
+    }
+    if (study != nullptr && study->pending_finishes > 0) {
+      return common::FailedPrecondition("cannot delete study \"" + name +
+                                        "\": its last trials' ends are still being stored; "
+                                        "try again in a moment");
+    }
+    deleted = counts.total();
+    TRIALD_RETURN_IF_ERROR(options_.storage->DeleteStudy(rec.id));
+    // Stored without a study (it is gone), naming it.
+    options_.recorder->Event(nullptr, nullptr, "study_deleted",
+                             "study " + name + " (" + model::StudyStateName(rec.state) + ", " +
+                                 std::to_string(deleted) + " trials)" +
+                                 (purge ? ", its folder purged" : ""));
+    Status committed = batch.Commit();
+    if (!committed.ok()) return committed.WithContext("storing the deletion");
+    options_.host->Forget(rec.id);
+  }
+  options_.logger->info("study {} deleted ({} trials)", name, deleted);
+  if (purge) {
+    // Study names are checked at submit (letters, digits, '_', '.', '-', starting with a letter
+    // or digit), so this is the study's own folder.
+    const std::string folder = model::StudyDir(options_.state_dir, name);
+    Status removed = options_.env->RemoveTree(folder);
+    if (!removed.ok()) {
+      return common::IoError("study \"" + name + "\" deleted, but " + removed.message());
+    }
+  }
+  options_.host->Pump();
+  return deleted;
+}
+
+Result<model::TrialRecord> StudyControl::Enqueue(const std::string& name,
+                                                 const std::map<std::string, std::string>& given) {
+  TRIALD_ASSIGN_OR_RETURN(model::StudyRecord rec, StudyFor(name));
+  auto not_running = [&](StudyState state) {
+    return common::FailedPrecondition("study \"" + name + "\" is " + model::StudyStateName(state) +
+                                      "; expected a RUNNING study");
+  };
+  if (rec.state != StudyState::kRunning) return not_running(rec.state);
+  StudyRuntime* study = options_.host->ActiveStudy(rec.id);
+  if (study == nullptr) {
+    // Stored as RUNNING but not resumed (its sweep no longer builds): nothing could run it.
+    return common::FailedPrecondition("study \"" + name + "\" is not loaded by this triald");
+  }
+  // Shared storage: the count, the draw and the new trial are decided under the study's lock.
+  TRIALD_ASSIGN_OR_RETURN(std::unique_ptr<StorageBatch> locked, options_.coordinator->Lock(*study));
+  if (study->record.state != StudyState::kRunning) return not_running(study->record.state);
+  if (study->configurations() >= study->record.n_trials) {
+    return common::FailedPrecondition("study \"" + name + "\" already has its n_trials = " +
+                                      std::to_string(study->record.n_trials) + " trials");
+  }
+  TRIALD_ASSIGN_OR_RETURN(
+      EnqueuedParams params,
+      ResolveEnqueuedParams(name, study->spec, *study->sampler, study->trials, given));
+  model::TrialRecord trial;
+  {
+    StorageBatch batch(options_.storage, options_.logger);
+    TRIALD_ASSIGN_OR_RETURN(trial, options_.storage->CreateTrial(study->record.id, params.params,
+                                                                 options_.clock->WallSeconds()));
+    study->trials.resize(std::max<size_t>(study->trials.size(), trial.number + 1));
+    study->trials[trial.number] = trial;
+    study->waiting.push_back(trial.number);
+    options_.recorder->Event(study, &trial, "trial_enqueued", params.given);
+    options_.logger->info("study {} trial {} enqueued: {}", name, trial.number, params.given);
+  }
+  // Shared: committed (releasing the lock) before Pump, whose claims lock the study again.
+  if (locked) TRIALD_RETURN_IF_ERROR(locked->Commit());
+  options_.host->Pump();
+  return trial;
+}
+
+}  // namespace triald::daemon

@@ -1,0 +1,83 @@
+#pragma once
+// StudyControl: the verbs that change a study after submit (trialctl cancel, pause, resume,
+// extend, set, delete, enqueue); the Scheduler's public methods of those names forward here,
+// and scheduler.h states their contracts. Each verb reads the stored study, takes it under its
+// lock (NodeCoordinator::LockForControl: on shared storage, so no node claims a trial of it
+// meanwhile and a second verb sees the first), checks that the study's state allows it, stores
+// the change with its event through the StudyRecorder, commits, and then lets the scheduler
+// start what it now can (ControlHost::Pump).
+//
+// What a verb needs of the scheduler itself (its active studies, ending and stopping trials)
+// goes through ControlHost, so the verbs are tested with a host of their own.
+//
+// Thread-safety: not thread-safe; the scheduler's event-loop thread owns it.
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "common/clock.h"
+#include "common/logging.h"
+#include "common/status.h"
+#include "daemon/model/records.h"
+#include "daemon/scheduler/node_coordinator.h"
+#include "daemon/scheduler/scheduler_env.h"
+#include "daemon/scheduler/study_recorder.h"
+#include "daemon/scheduler/study_runtime.h"
+#include "daemon/storage/storage.h"
+
+namespace triald::daemon {
+
+// What the control verbs ask of the scheduler.
+class ControlHost {
+ public:
+  virtual ~ControlHost() = default;
+  virtual bool shutting_down() const = 0;
+  // The study when it is active on this node; nullptr otherwise.
+  virtual StudyRuntime* ActiveStudy(int64_t study_id) = 0;
+  // A stored study (a COMPLETE one extended) becomes active here: readmitted, its trials read.
+  // Ok also when it is left to the other nodes (shared storage); an error when it cannot run.
+  virtual common::Status Activate(const model::StudyRecord& study) = 0;
+  // A deleted study leaves the active set (its fork server released, a GPU reservation for it
+  // dropped).
+  virtual void Forget(int64_t study_id) = 0;
+  // Ends trial `number` (Scheduler::FinishTrial; `own`: this node's).
+  virtual void FinishTrial(StudyRuntime& study, int number, const model::TrialOutcome& outcome,
+                           bool own) = 0;
+  // Stops this node's running trials of the study (they end FAIL(cancelled)).
+  virtual void StopTrials(StudyRuntime& study) = 0;
+  // Starts what the limits now allow.
+  virtual void Pump() = 0;
+};
+
+class StudyControl {
+ public:
+  struct Options {
+    storage::Storage* storage = nullptr;   // not owned
+    const common::Clock* clock = nullptr;  // not owned
+    common::Logger logger;
+    NodeCoordinator* coordinator = nullptr;  // not owned
+    StudyRecorder* recorder = nullptr;       // not owned
+    SchedulerEnv* env = nullptr;             // not owned: removes a purged study's folder
+    ControlHost* host = nullptr;             // not owned
+    std::string state_dir;                   // a purged study's folder is state_dir/studies/<name>
+  };
+  explicit StudyControl(Options options) : options_(std::move(options)) {}
+
+  common::Status Cancel(const std::string& study_name);
+  common::Result<model::StudyRecord> Pause(const std::string& study_name, bool paused);
+  common::Result<model::StudyRecord> Extend(const std::string& study_name, int n_trials);
+  common::Result<model::StudyRecord> SetParallelism(const std::string& study_name, int parallelism);
+  common::Result<int64_t> Delete(const std::string& study_name, bool purge);
+  common::Result<model::TrialRecord> Enqueue(const std::string& study_name,
+                                             const std::map<std::string, std::string>& params);
+
+ private:
+  // The stored study `name`: kNotFound naming it when there is none, kUnavailable while
+  // shutting down.
+  common::Result<model::StudyRecord> StudyFor(const std::string& name) const;
+
+  Options options_;
+};
+
+}  // namespace triald::daemon

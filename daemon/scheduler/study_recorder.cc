@@ -1,0 +1,62 @@
+#include "daemon/scheduler/study_recorder.h"
+
+#include <optional>
+
+namespace triald::daemon {
+
+void StudyRecorder::Event(const StudyCache* study, const model::TrialRecord* trial,
+                          const std::string& kind, const std::string& detail) {
+  std::optional<int64_t> sid, tid;
+  if (study != nullptr) sid = study->record.id;
+  if (trial != nullptr) tid = trial->id;
+  common::Status st =
+      options_.storage->AppendEvent(sid, tid, kind, detail, options_.clock->WallSeconds());
+  if (!st.ok()) options_.logger->error("storing event {}: {}", kind, st.message());
+}
+
+common::Status StudyRecorder::SetState(model::StudyRecord& record, StudyCache* active,
+                                       model::StudyState state, const std::string& kind,
+                                       const std::string& detail) {
+  const double now = options_.clock->WallSeconds();
+  TRIALD_RETURN_IF_ERROR(options_.storage->SetStudyState(record.id, state, now));
+  const double finished_at = state == model::StudyState::kRunning ? 0 : now;
+  record.state = state;
+  record.finished_at = finished_at;
+  if (active != nullptr) {
+    active->record.state = state;
+    active->record.finished_at = finished_at;
+  }
+  if (kind.empty()) return common::Status::Ok();
+  common::Status st = options_.storage->AppendEvent(record.id, std::nullopt, kind, detail, now);
+  if (!st.ok()) options_.logger->error("storing event {}: {}", kind, st.message());
+  Log(record, state, kind, detail);
+  return common::Status::Ok();
+}
+
+common::Status StudyRecorder::SetControl(const model::StudyRecord& record, StudyCache* active,
+                                         const std::string& kind, const std::string& detail) {
+  TRIALD_RETURN_IF_ERROR(options_.storage->SetStudyControl(record.id, record.paused,
+                                                           record.n_trials, record.parallelism));
+  if (active != nullptr) {
+    active->record.paused = record.paused;
+    active->record.n_trials = record.n_trials;
+    active->record.parallelism = record.parallelism;
+  }
+  common::Status st = options_.storage->AppendEvent(record.id, std::nullopt, kind, detail,
+                                                    options_.clock->WallSeconds());
+  if (!st.ok()) options_.logger->error("storing event {}: {}", kind, st.message());
+  Log(record, record.state, kind, detail);
+  return common::Status::Ok();
+}
+
+void StudyRecorder::Log(const model::StudyRecord& record, model::StudyState state,
+                        const std::string& kind, const std::string& detail) {
+  const std::string what = detail.empty() ? kind : kind + " (" + detail + ")";
+  if (state == model::StudyState::kFailed) {
+    options_.logger->warn("study {}: {}", record.name, what);
+  } else {
+    options_.logger->info("study {}: {}", record.name, what);
+  }
+}
+
+}  // namespace triald::daemon

@@ -1,0 +1,56 @@
+#pragma once
+// StudyRuntime: one active study as the scheduler runs it: the StudyCache (its record, trials
+// and counts, shared with the coordinator) plus what only this node needs to run it: its parsed
+// sweep, sampler and pruner, its back-off after failed starts, and the Pareto front size it
+// last computed. The scheduler owns every StudyRuntime (by study id) and hands its parts
+// references; a StudyRuntime's address is stable while the study is active.
+//
+// Thread-safety: a plain value; the scheduler's event-loop thread owns it.
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "config/sweep.h"
+#include "daemon/pruner/pruner.h"
+#include "daemon/sampler/sampler.h"
+#include "daemon/scheduler/spawn_backoff.h"
+#include "daemon/scheduler/study_cache.h"
+
+namespace triald::daemon {
+
+struct StudyRuntime : StudyCache {
+  config::SweepSpec spec;
+  std::unique_ptr<sampler::Sampler> sampler;
+  std::unique_ptr<pruner::Pruner> pruner;
+  SpawnBackoff spawn;  // after trials failed to start
+  // The sample drawn with a new trial's parameters (sampler::StartTrial), until the trial
+  // starts and its channel takes it for the trial's suggests: the relative sample is computed
+  // once per trial.
+  std::map<int, sampler::TrialSample> drawn;
+  // Why the study cannot go on (its sampler or storage failed): set once, with `exhausted`; the
+  // study then ends FAILED with this reason instead of COMPLETE.
+  std::string failure;
+  // ParetoFrontSize(): the size last computed, and the number of finished trials then.
+  int64_t front_size = 0;
+  int64_t front_finished = -1;
+
+  // The study's parallelism: its stored override (Scheduler::SetParallelism), else its sweep's.
+  int parallelism() const {
+    return record.parallelism > 0 ? record.parallelism : spec.study.parallelism;
+  }
+  // The size of the Pareto front of the feasible COMPLETE trials (several objectives),
+  // recomputed only when a trial has finished since the last call.
+  int64_t ParetoFrontSize();
+  // How many retries the configuration of `trial` has had: the length of the retry_of chain
+  // behind it.
+  int RetriesBehind(const model::TrialRecord& trial) const;
+  // What the sampler is shown of the study.
+  sampler::StudyView view() const {
+    return sampler::StudyView{spec.study.direction, &spec.space, &trials, spec.study.directions};
+  }
+};
+
+}  // namespace triald::daemon

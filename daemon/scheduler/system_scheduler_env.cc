@@ -1,0 +1,54 @@
+// The real SchedulerEnv (scheduler_env.h).
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <system_error>
+
+#include "common/memory.h"
+#include "common/process_util.h"
+#include "daemon/launcher/run_as.h"
+#include "daemon/objective_command.h"
+#include "daemon/scheduler/scheduler_env.h"
+
+namespace triald::daemon {
+namespace {
+
+class SystemEnv final : public SchedulerEnv {
+ public:
+  common::Status CheckWorkdir(const config::ObjectiveConfig& objective,
+                              const std::string& where) override {
+    return daemon::CheckWorkdir(objective, where);
+  }
+  common::Status PrepareObjective(config::SweepSpec& spec, const std::string& trial_worker,
+                                  const std::string& where,
+                                  const std::vector<std::string>& base_env) override {
+    return daemon::PrepareObjective(spec, trial_worker, where, base_env);
+  }
+  common::Result<std::string> FindExecutable(const std::string& name, const std::string& path,
+                                             const std::string& workdir) override {
+    return common::FindExecutable(name, path, workdir);
+  }
+  common::Result<uid_t> TrialUid(const model::Submitter& submitter, bool as_submitter) override {
+    if (!as_submitter || !submitter.known()) return ::geteuid();
+    TRIALD_ASSIGN_OR_RETURN(launcher::RunAs user, launcher::LookUpRunAs(submitter));
+    return user.uid;
+  }
+  ResumeFolder FindResumeFolder(const std::string& state_dir, const std::string& study, int number,
+                                uid_t uid) override {
+    return daemon::FindResumeFolder(state_dir, study, number, uid);
+  }
+  common::Status RemoveTree(const std::string& path) override {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+    if (ec) return common::IoError("removing " + path + ": " + ec.message());
+    return common::Status::Ok();
+  }
+  void ReturnFreedMemory() override { common::ReturnFreedMemory(); }
+};
+
+}  // namespace
+
+std::unique_ptr<SchedulerEnv> SystemSchedulerEnv() { return std::make_unique<SystemEnv>(); }
+
+}  // namespace triald::daemon

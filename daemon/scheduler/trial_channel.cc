@@ -1,0 +1,184 @@
+#include "daemon/scheduler/trial_channel.h"
+
+#include <utility>
+
+#include "config/suggest.h"
+
+namespace triald::daemon {
+
+using launcher::StopReason;
+
+TrialChannel::TrialChannel(Options options)
+    : options_(std::move(options)),
+      caps_(options_.study->spec.study, options_.study->trials[options_.number]) {}
+
+void TrialChannel::StartSample(std::optional<sampler::TrialSample> drawn) {
+  StudyRuntime& study = *options_.study;
+  const int number = options_.number;
+  common::Result<sampler::TrialSample> sample =
+      drawn ? common::Result<sampler::TrialSample>(std::move(*drawn))
+            : sampler::StartRelative(*study.sampler, study.view(), number);
+  if (!sample.ok()) {
+    // Every suggest is then sampled independently, which is always valid.
+    options_.logger->warn("study {} trial {}: relative sampling failed: {}", study.record.name,
+                          number, sample.status().message());
+    sample = sampler::TrialSample{};
+    sample->trial_number = number;
+  }
+  // The parameters the trial already holds (its [space] values, drawn up front, or enqueued
+  // ones) answer suggests for their names.
+  for (const auto& [name, value] : trial().params) {
+    sampler::Hold(*sample, name, value.internal, value.dist);
+  }
+  sample_ = std::move(sample).value();
+}
+
+void TrialChannel::OnMessage(const proto::ReportMessage& m) {
+  launcher::TrialProcess& process = *options_.process;
+  switch (m.type) {
+    case proto::ReportType::kReport:
+      OnReport(m);
+      break;
+    case proto::ReportType::kFinal:
+      final_values_ = m.values;
+      final_seen_ = true;
+      break;
+    case proto::ReportType::kAttr:
+      OnAttr(m);
+      break;
+    case proto::ReportType::kError:
+      worker_error_ = m.message;
+      break;
+    case proto::ReportType::kHeartbeat:
+      break;
+    case proto::ReportType::kSuggest:
+      if (CountRequest()) AnswerSuggest(m);
+      break;
+    case proto::ReportType::kShouldPrune:
+      if (CountRequest()) process.Answer(proto::EncodeShouldPruneAnswer(pruned_));
+      break;
+    case proto::ReportType::kPruned:
+      worker_pruned_ = true;
+      break;
+    case proto::ReportType::kConstraints:
+      // Constraints describe the result: they come before it (the last such line counts).
+      if (final_seen_) {
+        process.FailProtocol(
+            "a constraints line after the final line; send constraints before "
+            "final");
+        break;
+      }
+      constraints_ = m.values;
+      break;
+  }
+}
+
+void TrialChannel::OnReport(const proto::ReportMessage& m) {
+  // A pruned trial ends at the step it was pruned at, as in Optuna (where the objective raises
+  // TrialPruned and reports nothing more): what it sends during its grace period would
+  // otherwise change its value and the other trials' pruning decisions.
+  if (pruned_ || taken_over_) return;
+  if (auto over = caps_.Admit(trial(), m)) {
+    options_.process->FailProtocol(*over);
+    return;
+  }
+  StudyRuntime& study = *options_.study;
+  common::Status st = options_.storage->AddIntermediate(trial_id(), m.step, m.value);
+  if (!st.ok()) options_.logger->error("storing intermediate value: {}", st.message());
+  if (options_.refresh_for_pruning) options_.refresh_for_pruning();
+  if (taken_over_) return;
+  model::TrialRecord& t = trial();  // after the refresh, which may replace the trials
+  t.intermediate[m.step] = m.value;
+  pruner::PruneContext ctx{study.spec.study.direction, &study.trials, &t, study.record.name};
+  if (!study.pruner->ShouldPrune(ctx)) return;
+  pruned_ = true;
+  options_.logger->info("study {} trial {}: pruned at step {} (value {})", study.record.name,
+                        options_.number, m.step, m.value);
+  if (study.spec.objective.kind == "python") {
+    // Cooperative first: the objective learns it through should_prune and raises; it is
+    // stopped as for other kinds only if it has not ended within kill_grace.
+    options_.process->StopAfterGrace(StopReason::kPrune);
+  } else {
+    options_.process->Stop(StopReason::kPrune);
+  }
+}
+
+void TrialChannel::OnAttr(const proto::ReportMessage& m) {
+  if (taken_over_) return;
+  if (auto over = caps_.Admit(trial(), m)) {
+    options_.process->FailProtocol(*over);
+    return;
+  }
+  common::Status st = options_.storage->SetAttr(trial_id(), m.key, m.json_value);
+  if (!st.ok()) options_.logger->error("storing attribute: {}", st.message());
+  trial().attrs[m.key] = m.json_value;
+}
+
+void TrialChannel::Refuse(const std::string& message) {
+  // The answer first, so a worker waiting for one learns why it is stopped.
+  options_.process->Answer(proto::EncodeErrorAnswer(message));
+  options_.process->FailProtocol(message);
+}
+
+bool TrialChannel::CountRequest() {
+  if (++requests_ <= kMaxTrialRequests) return true;
+  if (requests_ == kMaxTrialRequests + 1) {
+    Refuse("more than " + std::to_string(kMaxTrialRequests) +
+           " requests (suggest, should_prune) in one trial");
+  }
+  return false;
+}
+
+void TrialChannel::AnswerSuggest(const proto::ReportMessage& m) {
+  StudyRuntime& study = *options_.study;
+  if (final_seen_) {
+    Refuse("suggest \"" + m.name + "\" after the final value; suggests come before it");
+    return;
+  }
+  common::Result<config::Distribution> dist =
+      config::DistributionFromSuggest(m.name, m.distribution);
+  if (!dist.ok()) {
+    Refuse(dist.status().message());
+    return;
+  }
+  if (!sample_) StartSample();
+  sampler::TrialSample& sample = *sample_;
+  auto known = sample.answered.find(m.name);
+  if (known != sample.answered.end() && !(known->second.dist == *dist)) {
+    Refuse(config::DistributionConflictMessage(m.name, known->second.dist, *dist));
+    return;
+  }
+  if (known == sample.answered.end() && sample.answered.size() >= kMaxTrialParams) {
+    Refuse("suggest \"" + m.name + "\": more than " + std::to_string(kMaxTrialParams) +
+           " distinct parameters in one trial");
+    return;
+  }
+  common::Result<double> value =
+      sampler::Suggest(*study.sampler, study.view(), sample, {m.name, *dist});
+  if (!value.ok()) {
+    options_.logger->warn("study {} trial {}: suggest \"{}\": {}", study.record.name,
+                          options_.number, m.name, value.status().message());
+    Refuse("suggest \"" + m.name + "\": " + value.status().message());
+    return;
+  }
+  model::TrialRecord& t = trial();
+  if (known == sample.answered.end() || t.params.count(m.name) == 0) {
+    model::ParamValue pv{*value, *dist};
+    if (!taken_over_) {
+      common::Status st = options_.storage->AddTrialParam(t.id, m.name, pv);
+      if (!st.ok()) options_.logger->error("storing parameter {}: {}", m.name, st.message());
+    }
+    t.params[m.name] = pv;
+  }
+  options_.process->Answer(
+      proto::EncodeSuggestionAnswer(m.name, config::ExternalJson(*dist, *value)));
+}
+
+void TrialChannel::Observe(TrialObservation* seen) const {
+  seen->final_values = final_values_;
+  seen->constraints = constraints_;
+  seen->worker_error = worker_error_;
+  seen->worker_pruned = worker_pruned_;
+}
+
+}  // namespace triald::daemon

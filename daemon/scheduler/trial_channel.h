@@ -1,0 +1,101 @@
+#pragma once
+// TrialChannel: the scheduler's end of one running trial's channel (proto/report.h): it owns
+// what the trial's lines have said so far and answers its requests.
+//   report        checked against the report caps (report_caps.h), stored, then the pruner is
+//                 asked (with the other nodes' values first, on shared storage); a yes stops
+//                 the trial (kind = "python": after kill_grace, so the objective can learn it
+//                 through should_prune and raise). Reports after that are dropped: a pruned
+//                 trial ends at the step it was pruned at, as in Optuna.
+//   attr          checked against the caps, stored
+//   final, constraints, error, pruned   kept for the exit's classification (Observe)
+//   suggest       answered from the trial's sample (sampler.h define-by-run: the parameters it
+//                 holds, then the relative sample, then an independent draw), the new
+//                 parameter stored
+//   should_prune  answered with the pruner's last decision
+// A refused request (a bad distribution, a suggest after the final line, more than 1,000
+// distinct parameters or 1,000,000 requests) is answered with an error line and ends the
+// trial FAIL(protocol).
+//
+// Once another node has ended the trial (shared storage, MarkTakenOver), nothing it sends is
+// stored any more.
+//
+// Thread-safety: not thread-safe; the scheduler's event-loop thread owns it.
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/logging.h"
+#include "daemon/launcher/launcher.h"
+#include "daemon/sampler/sampler.h"
+#include "daemon/scheduler/report_caps.h"
+#include "daemon/scheduler/study_runtime.h"
+#include "daemon/scheduler/trial_outcome.h"
+#include "daemon/storage/storage.h"
+#include "proto/report.h"
+
+namespace triald::daemon {
+
+class TrialChannel {
+ public:
+  // Limits on what one trial may ask (DEFINE_BY_RUN.md).
+  static constexpr size_t kMaxTrialParams = 1000;
+  static constexpr int64_t kMaxTrialRequests = 1'000'000;
+
+  struct Options {
+    storage::Storage* storage = nullptr;  // not owned
+    common::Logger logger;
+    launcher::TrialProcess* process = nullptr;  // not owned: the trial's process
+    StudyRuntime* study = nullptr;              // not owned: the trial's study
+    int number = 0;                             // the trial's number in the study
+    // Called before the pruner is asked (shared storage: reads the other nodes' values; it
+    // may replace the study's trials). Empty: nothing to read.
+    std::function<void()> refresh_for_pruning;
+  };
+  explicit TrialChannel(Options options);
+
+  // Begins the trial's define-by-run sampling: with `drawn`, the sample taken when its
+  // parameters were drawn (sampler::StartTrial; the relative sample is not computed again);
+  // else the relative sample is computed now (sampler::StartRelative), with the parameters the
+  // trial holds. A failed relative sample leaves every suggest to independent sampling. Called
+  // at start for kind = "python", else at the first suggest.
+  void StartSample(std::optional<sampler::TrialSample> drawn = std::nullopt);
+
+  void OnMessage(const proto::ReportMessage& message);
+
+  // Shared storage: another node ended the trial (this node was silent).
+  void MarkTakenOver() { taken_over_ = true; }
+  bool taken_over() const { return taken_over_; }
+  // Whether the pruner stopped the trial.
+  bool pruned() const { return pruned_; }
+  // What the lines said, for the exit's classification: final values, constraints, the
+  // worker's error and whether the objective raised TrialPruned.
+  void Observe(TrialObservation* seen) const;
+
+ private:
+  model::TrialRecord& trial() { return options_.study->trials[options_.number]; }
+  int64_t trial_id() { return trial().id; }
+  void OnReport(const proto::ReportMessage& m);
+  void OnAttr(const proto::ReportMessage& m);
+  void AnswerSuggest(const proto::ReportMessage& m);
+  // Answers with an error line, then ends the trial FAIL(protocol).
+  void Refuse(const std::string& message);
+  // Counts a request; false (and the trial refused once) past kMaxTrialRequests.
+  bool CountRequest();
+
+  Options options_;
+  ReportCaps caps_;                   // [study] max_intermediate_steps, max_attrs...
+  std::vector<double> final_values_;  // from the last "final" line
+  std::vector<double> constraints_;   // from the last "constraints" line
+  std::string worker_error_;          // from the last "error" line
+  bool pruned_ = false;               // the pruner said stop; later reports are dropped
+  bool final_seen_ = false;           // a "final" line came; suggests are refused
+  bool worker_pruned_ = false;        // a "pruned" line came (the objective raised)
+  bool taken_over_ = false;
+  int64_t requests_ = 0;                        // suggest and should_prune lines so far
+  std::optional<sampler::TrialSample> sample_;  // define-by-run sampling state
+};
+
+}  // namespace triald::daemon
