@@ -3,7 +3,7 @@
 // every launch, forks nothing, and lets a test play the part of each trial process),
 // ScriptedPruner (decides by a test's rule and records what it was shown), FakeGpuProbe (a
 // GPU driver whose per-process memory a test sets) and FakeLeftovers (records what recovery
-// asked to kill, and kills nothing).
+// asked to kill, and kills nothing). tests/daemon/scheduler_harness.h builds a scheduler on them.
 //
 // FakeLauncher keeps everything it knows about a launch (spec, callbacks, stop requests) in its
 // own table, not in the TrialProcess it hands out: the scheduler destroys that TrialProcess
@@ -109,7 +109,7 @@ class FakeLauncher final : public launcher::Launcher {
   };
 
   // Pids and process groups far above any pid_max: they name no real process, should one ever
-  // reach a real signal or /proc read (the scheduler harnesses recover through FakeLeftovers,
+  // reach a real signal or /proc read (the scheduler harness recovers through FakeLeftovers,
   // which signals nothing).
   static constexpr pid_t kFirstFakePid = 50'000'000;
   // The first pid this launcher hands out (launchers of different nodes can be told apart).

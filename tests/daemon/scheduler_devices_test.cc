@@ -1,6 +1,7 @@
-// The scheduler's GPU slots and retry policy, driven without forking: FakeLauncher plays the
-// trial processes, FakeGpuProbe the GPU driver, FakeClock the time, and the real SQLite storage
-// (in memory) records what `trialctl` would show.
+// The scheduler's GPU slots and retry policy, driven without forking through the scheduler
+// harness (tests/daemon/scheduler_harness.h): FakeLauncher plays the trial processes,
+// FakeGpuProbe the GPU driver, FakeClock the time, and the real SQLite storage (in memory)
+// records what `trialctl` would show.
 
 #include <signal.h>
 #include <sys/stat.h>
@@ -18,8 +19,8 @@
 #include "daemon/devices/gpu_pool.h"
 #include "daemon/scheduler.h"
 #include "daemon/scheduler/resume_dir.h"
-#include "daemon/storage/sqlite_storage.h"
 #include "tests/daemon/fakes.h"
+#include "tests/daemon/scheduler_harness.h"
 #include "tests/support/temp_dir.h"
 
 namespace triald::daemon {
@@ -30,112 +31,25 @@ using model::TrialRecord;
 using model::TrialState;
 using testing::FakeGpuProbe;
 using testing::FakeLauncher;
+using testing::GpuHarnessOptions;
+using testing::SchedulerHarness;
+using testing::SchedulerHarnessOptions;
+using testing::Sweep;
 using Launched = FakeLauncher::Launched;
 
-std::string SweepToml(const std::string& name, int n_trials, int parallelism,
-                      const std::string& study_extra) {
-  return "[study]\nname = \"" + name + "\"\nn_trials = " + std::to_string(n_trials) +
-         "\nparallelism = " + std::to_string(parallelism) + "\n" + study_extra +
-         "\n[objective]\nkind = \"exec\"\ncommand = [\"/bin/true\"]\n"
-         "\n[space.x]\ntype = \"float\"\nlow = 0.0\nhigh = 1.0\n\n[sampler]\nseed = 3\n";
+// A seeded sweep over one float x, with more [study] lines `study_extra`.
+Sweep DeviceSweep(const std::string& name, int n_trials, int parallelism,
+                  const std::string& study_extra) {
+  Sweep s;
+  s.name = name;
+  s.n_trials = n_trials;
+  s.parallelism = parallelism;
+  s.study_extra = study_extra;
+  s.space = testing::kUnitSpace;
+  s.sampler = "seed = 3";
+  s.dir = "/tmp";
+  return s;
 }
-
-struct Options {
-  int max_workers = 16;
-  std::vector<int> gpus;  // empty: no GpuPool at all
-  int slots_per_gpu = 1;
-  bool probe = false;
-  double release_timeout_s = 30;
-  std::map<pid_t, pid_t> groups;  // pid -> process group, for the pool's pid tracking
-  std::string state_dir = "/srv/triald-test";
-  std::vector<std::string> base_env = {"PATH=/usr/bin:/bin"};
-};
-
-Options GpuOptions(std::vector<int> gpus, int slots, bool probe = false, double timeout = 30) {
-  Options o;
-  o.gpus = std::move(gpus);
-  o.slots_per_gpu = slots;
-  o.probe = probe;
-  o.release_timeout_s = timeout;
-  return o;
-}
-
-// A scheduler over fakes; Restart() replaces it (and the launcher) as after a daemon crash.
-class Harness {
- public:
-  explicit Harness(Options o = {}) : o_(std::move(o)), probe_(4) {
-    auto opened = storage::OpenSqliteStorage({":memory:"});
-    REQUIRE(opened.ok());
-    storage_ = std::move(opened).value();
-    Start();
-  }
-  void Restart() {
-    scheduler_.reset();
-    launcher_ = std::make_unique<FakeLauncher>();
-    Start();
-    REQUIRE(scheduler_->Recover().ok());
-  }
-  Scheduler& scheduler() { return *scheduler_; }
-  FakeLauncher& launcher() { return *launcher_; }
-  FakeGpuProbe& probe() { return probe_; }
-  testing::FakeClock& clock() { return clock_; }
-  storage::Storage& storage() { return *storage_; }
-
-  common::Result<model::StudyRecord> Submit(const std::string& name, int n, int par,
-                                            const std::string& extra) {
-    return scheduler_->Submit({SweepToml(name, n, par, extra), "/tmp/" + name + ".toml"});
-  }
-  void SubmitOk(const std::string& name, int n, int par, const std::string& extra) {
-    auto r = Submit(name, n, par, extra);
-    INFO(r.status().ToString());
-    REQUIRE(r.ok());
-  }
-  std::vector<TrialRecord> Trials(const std::string& name) {
-    auto s = storage_->GetStudy(name);
-    REQUIRE(s.ok());
-    auto t = storage_->GetTrials(s->id);
-    REQUIRE(t.ok());
-    return *t;
-  }
-  StudyState State(const std::string& name) { return storage_->GetStudy(name)->state; }
-
- private:
-  void Start() {
-    if (!o_.gpus.empty() && !pool_) {
-      devices::GpuPoolOptions po;
-      po.gpus = o_.gpus;
-      po.slots_per_gpu = o_.slots_per_gpu;
-      po.probe = o_.probe ? &probe_ : nullptr;
-      po.release_timeout_s = o_.release_timeout_s;
-      std::map<pid_t, pid_t> groups = o_.groups;
-      po.process_group_of = [groups](pid_t pid) {
-        auto it = groups.find(pid);
-        return it == groups.end() ? pid_t{-1} : it->second;
-      };
-      pool_ = std::make_unique<devices::GpuPool>(po);
-    }
-    SchedulerOptions so;
-    so.storage = storage_.get();
-    so.launcher = launcher_.get();
-    so.clock = &clock_;
-    so.state_dir = o_.state_dir;
-    so.max_workers = o_.max_workers;
-    so.base_env = o_.base_env;
-    so.seed_source = [] { return 1; };
-    so.gpus = pool_.get();
-    so.leftovers = &leftovers_;
-    scheduler_ = std::make_unique<Scheduler>(std::move(so));
-  }
-
-  Options o_;
-  std::unique_ptr<storage::Storage> storage_;
-  testing::FakeClock clock_;
-  testing::FakeLeftovers leftovers_;
-  FakeGpuProbe probe_;
-  std::unique_ptr<devices::GpuPool> pool_;
-  std::unique_ptr<FakeLauncher> launcher_ = std::make_unique<FakeLauncher>();
-  std::unique_ptr<Scheduler> scheduler_;
-};
 
 // The GPU slots ("0.1" = GPU 0, slot 1) each live trial holds, from its environment.
 std::vector<std::string> Slots(const Launched& l) {
@@ -173,8 +87,8 @@ void CheckNoSharedSlot(FakeLauncher& l, size_t gpus_per_trial) {
 
 TEST_CASE("GPU trials never share a slot: 3 GPUs x 2 slots, 2 GPUs per trial",
           "[scheduler][devices]") {
-  Harness h(GpuOptions({0, 1, 2}, 2));
-  h.SubmitOk("gpu", 12, 8, "gpus_per_trial = 2\n");
+  SchedulerHarness h(GpuHarnessOptions({0, 1, 2}, 2));
+  h.SubmitOk(DeviceSweep("gpu", 12, 8, "gpus_per_trial = 2\n"));
   FakeLauncher& l = h.launcher();
   REQUIRE(l.live_count() == 3);  // 6 slots, 2 per trial
   CheckNoSharedSlot(l, 2);
@@ -192,14 +106,14 @@ TEST_CASE("GPU trials never share a slot: 3 GPUs x 2 slots, 2 GPUs per trial",
 
 TEST_CASE("a GPU trial that does not fit waits, CPU trials do not, and freed GPUs are held for it",
           "[scheduler][devices]") {
-  Harness h(GpuOptions({0, 1}, 1));
+  SchedulerHarness h(GpuHarnessOptions({0, 1}, 1));
   FakeLauncher& l = h.launcher();
-  h.SubmitOk("small", 6, 2, "gpus_per_trial = 1\n");
+  h.SubmitOk(DeviceSweep("small", 6, 2, "gpus_per_trial = 1\n"));
   REQUIRE(l.live_count("small") == 2);
-  h.SubmitOk("big", 1, 1, "gpus_per_trial = 2\n");
+  h.SubmitOk(DeviceSweep("big", 1, 1, "gpus_per_trial = 2\n"));
   CHECK(l.live_count("big") == 0);
   CHECK(h.Trials("big").empty());  // not even created: it waits for its GPUs
-  h.SubmitOk("cpu", 2, 2, "");
+  h.SubmitOk(DeviceSweep("cpu", 2, 2, ""));
   REQUIRE(l.live_count("cpu") == 2);  // CPU trials are never held back
   for (Launched* t : l.Live("cpu")) {
     CHECK(t->env()["CUDA_VISIBLE_DEVICES"] == "");
@@ -220,24 +134,24 @@ TEST_CASE("a GPU trial that does not fit waits, CPU trials do not, and freed GPU
 
 TEST_CASE("a sweep asking for more GPUs than triald has is refused at submit",
           "[scheduler][devices]") {
-  Harness none;
-  auto r = none.Submit("g", 1, 1, "gpus_per_trial = 1\n");
+  SchedulerHarness none(GpuHarnessOptions());
+  auto r = none.Submit(DeviceSweep("g", 1, 1, "gpus_per_trial = 1\n"));
   REQUIRE_FALSE(r.ok());
   CHECK_THAT(r.status().message(), Catch::Contains("gpus_per_trial = 1: triald has no GPUs"));
-  Harness two(GpuOptions({0, 1}, 4));
-  r = two.Submit("g", 1, 1, "gpus_per_trial = 3\n");
+  SchedulerHarness two(GpuHarnessOptions({0, 1}, 4));
+  r = two.Submit(DeviceSweep("g", 1, 1, "gpus_per_trial = 3\n"));
   REQUIRE_FALSE(r.ok());
   CHECK_THAT(r.status().message(), Catch::Contains("triald has 2 GPU(s); expected at most 2"));
 }
 
 TEST_CASE("an ended GPU trial's slot is given out again only once its processes' memory is gone",
           "[scheduler][devices]") {
-  Options o = GpuOptions({0}, 1, /*probe=*/true, 30);
+  SchedulerHarnessOptions o = GpuHarnessOptions({0}, 1, /*probe=*/true, 30);
   const pid_t leader = FakeLauncher::kFirstFakePid;  // the first launch's pid and group
-  o.groups = {{leader, leader}, {leader + 100, leader}};
-  Harness h(o);
+  o.process_groups = {{leader, leader}, {leader + 100, leader}};
+  SchedulerHarness h(o);
   FakeLauncher& l = h.launcher();
-  h.SubmitOk("drain", 2, 2, "gpus_per_trial = 1\n");
+  h.SubmitOk(DeviceSweep("drain", 2, 2, "gpus_per_trial = 1\n"));
   REQUIRE(l.live_count() == 1);
   Launched& first = *l.Live().front();
   REQUIRE(first.identity.pid == leader);
@@ -266,9 +180,9 @@ TEST_CASE("an ended GPU trial's slot is given out again only once its processes'
 
 TEST_CASE("a slot whose memory is never freed is given out after the bounded wait, as a leak",
           "[scheduler][devices]") {
-  Harness h(GpuOptions({0}, 1, /*probe=*/true, /*timeout=*/30));
+  SchedulerHarness h(GpuHarnessOptions({0}, 1, /*probe=*/true, /*timeout=*/30));
   FakeLauncher& l = h.launcher();
-  h.SubmitOk("leak", 2, 2, "gpus_per_trial = 1\n");
+  h.SubmitOk(DeviceSweep("leak", 2, 2, "gpus_per_trial = 1\n"));
   Launched& first = *l.Live().front();
   h.probe().Hold(0, first.identity.pid, 1 << 20);
   l.Complete(first, 1.0);
@@ -297,9 +211,9 @@ TEST_CASE(
     "a trial killed by a signal is retried with the same parameters, and n_trials counts "
     "configurations",
     "[scheduler][retry]") {
-  Harness h;
+  SchedulerHarness h(GpuHarnessOptions());
   FakeLauncher& l = h.launcher();
-  h.SubmitOk("r", 3, 1, "retries = 2\nretry_on = [\"signal\"]\n");
+  h.SubmitOk(DeviceSweep("r", 3, 1, "retries = 2\nretry_on = [\"signal\"]\n"));
   l.ExitSignal(*l.Live().front(), SIGSEGV);  // trial 0
   std::vector<TrialRecord> trials = h.Trials("r");
   REQUIRE(trials.size() == 2);
@@ -323,9 +237,9 @@ TEST_CASE(
 
 TEST_CASE("retries stop after `retries` per configuration, and other reasons are not retried",
           "[scheduler][retry]") {
-  Harness h;
+  SchedulerHarness h(GpuHarnessOptions());
   FakeLauncher& l = h.launcher();
-  h.SubmitOk("r", 2, 1, "retries = 2\nretry_on = [\"signal\", \"timeout\"]\n");
+  h.SubmitOk(DeviceSweep("r", 2, 1, "retries = 2\nretry_on = [\"signal\", \"timeout\"]\n"));
   for (int i = 0; i < 3; ++i) l.ExitSignal(*l.Live().front(), SIGKILL);  // 0, its retries 1, 2
   std::vector<TrialRecord> trials = h.Trials("r");
   REQUIRE(trials.size() == 4);  // the third failure is final; configuration 2 is trial 3
@@ -342,10 +256,10 @@ TEST_CASE("retries stop after `retries` per configuration, and other reasons are
 }
 
 TEST_CASE("after a daemon crash, lost trials are retried per the policy", "[scheduler][retry]") {
-  Harness h;
-  h.SubmitOk("lost", 2, 2, "retries = 1\n");  // default retry_on includes "lost"
+  SchedulerHarness h(GpuHarnessOptions());
+  h.SubmitOk(DeviceSweep("lost", 2, 2, "retries = 1\n"));  // default retry_on includes "lost"
   REQUIRE(h.launcher().live_count() == 2);
-  h.Restart();
+  h.RestartAndRecover();
   std::vector<TrialRecord> trials = h.Trials("lost");
   REQUIRE(trials.size() == 4);
   for (int n : {0, 1}) {
@@ -364,7 +278,7 @@ TEST_CASE("after a daemon crash, lost trials are retried per the policy", "[sche
 }
 
 // The event of each retry's start that says where it resumes from, oldest first.
-std::vector<std::string> ResumeEvents(Harness& h, const std::string& study) {
+std::vector<std::string> ResumeEvents(SchedulerHarness& h, const std::string& study) {
   auto s = h.storage().GetStudy(study);
   REQUIRE(s.ok());
   auto events = h.storage().GetEvents(s->id);
@@ -381,13 +295,13 @@ TEST_CASE("a retry gets TRIALD_RESUME_DIR, the failed attempt's own folder, only
   testing::TempDir dir;
   const std::string state = dir.File("state");
   const std::string trials = state + "/studies/r/trials/";
-  Options o;
+  SchedulerHarnessOptions o = GpuHarnessOptions();
   o.state_dir = state;
   // A variable of that name in the daemon's environment reaches no worker.
   o.base_env = {"PATH=/usr/bin:/bin", "TRIALD_RESUME_DIR=/somewhere/else"};
-  Harness h(o);
+  SchedulerHarness h(o);
   FakeLauncher& l = h.launcher();
-  h.SubmitOk("r", 3, 1, "retries = 1\nretry_on = [\"signal\"]\n");
+  h.SubmitOk(DeviceSweep("r", 3, 1, "retries = 1\nretry_on = [\"signal\"]\n"));
   // The fake launcher makes no folders: each test step makes the failed attempt's by hand.
   auto kill = [&](int expected_trial) {
     REQUIRE(l.live_count() == 1);
@@ -432,14 +346,14 @@ TEST_CASE("a retry gets TRIALD_RESUME_DIR, the failed attempt's own folder, only
 TEST_CASE("a trial lost to a daemon crash is retried from its folder on this node",
           "[scheduler][retry][resume]") {
   testing::TempDir dir;
-  Options o;
+  SchedulerHarnessOptions o = GpuHarnessOptions();
   o.state_dir = dir.File("state");
-  Harness h(o);
-  h.SubmitOk("lost", 1, 1, "retries = 1\n");  // default retry_on includes "lost"
+  SchedulerHarness h(o);
+  h.SubmitOk(DeviceSweep("lost", 1, 1, "retries = 1\n"));  // default retry_on includes "lost"
   REQUIRE(h.launcher().live_count() == 1);
   const std::string folder = o.state_dir + "/studies/lost/trials/0";
   std::filesystem::create_directories(folder);
-  h.Restart();  // trial 0 is FAIL(lost), trial 1 its retry
+  h.RestartAndRecover();  // trial 0 is FAIL(lost), trial 1 its retry
   h.scheduler().Pump();
   REQUIRE(h.launcher().live_count() == 1);
   Launched& retry = *h.launcher().Live().front();
@@ -502,9 +416,10 @@ model::TrialResources Memory(uint64_t peak_bytes, double wall_s) {
 
 TEST_CASE("resource_constraints judge the measured resources; infeasible trials still finish",
           "[scheduler][resources]") {
-  Harness h;
+  SchedulerHarness h(GpuHarnessOptions());
   FakeLauncher& l = h.launcher();
-  h.SubmitOk("mem", 3, 3, "resource_constraints = [\"peak_memory <= 100M\", \"wall >= 1\"]\n");
+  h.SubmitOk(DeviceSweep("mem", 3, 3,
+                         "resource_constraints = [\"peak_memory <= 100M\", \"wall >= 1\"]\n"));
   REQUIRE(l.live_count() == 3);
   std::vector<Launched*> live = l.Live();
   l.Constraints(*live[0], {-2});
@@ -529,11 +444,11 @@ TEST_CASE("resource_constraints judge the measured resources; infeasible trials 
 
 TEST_CASE("a measured objective follows the worker's value; the worker is told to send one",
           "[scheduler][resources]") {
-  Harness h;
+  SchedulerHarness h(GpuHarnessOptions());
   FakeLauncher& l = h.launcher();
-  h.SubmitOk("two", 2, 2,
-             "directions = [\"minimize\", \"minimize\"]\n"
-             "objectives = [\"value\", \"peak_memory\"]\n");
+  h.SubmitOk(DeviceSweep("two", 2, 2,
+                         "directions = [\"minimize\", \"minimize\"]\n"
+                         "objectives = [\"value\", \"peak_memory\"]\n"));
   REQUIRE(l.live_count() == 2);
   std::vector<Launched*> live = l.Live();
   CHECK(live[0]->env()["TRIALD_N_OBJECTIVES"] == "1");
@@ -548,10 +463,10 @@ TEST_CASE("a measured objective follows the worker's value; the worker is told t
   CHECK(trials[1].fail.reason == "protocol");
   CHECK_THAT(trials[1].fail.detail, Catch::StartsWith("objective peak_memory was not measured"));
   // Two values from the worker would break the protocol: it was told to send one.
-  Harness h2;
-  h2.SubmitOk("two", 1, 1,
-              "directions = [\"minimize\", \"minimize\"]\n"
-              "objectives = [\"value\", \"wall\"]\n");
+  SchedulerHarness h2(GpuHarnessOptions());
+  h2.SubmitOk(DeviceSweep("two", 1, 1,
+                          "directions = [\"minimize\", \"minimize\"]\n"
+                          "objectives = [\"value\", \"wall\"]\n"));
   Launched& t = *h2.launcher().Live().front();
   h2.launcher().FinalValues(t, {1, 2});
   h2.launcher().ExitCode(t, 0);
@@ -564,15 +479,15 @@ TEST_CASE(
     "a GPU trial's peak GPU memory is the largest sum of its processes' memory, sampled "
     "at each poll and at exit",
     "[scheduler][devices][resources]") {
-  Options o = GpuOptions({0, 1}, 1, /*probe=*/true, 30);
+  SchedulerHarnessOptions o = GpuHarnessOptions({0, 1}, 1, /*probe=*/true, 30);
   const pid_t leader = FakeLauncher::kFirstFakePid;
   // The trial's child on GPU 1, and a stranger (another process group) on GPU 0.
-  o.groups = {{leader, leader}, {leader + 100, leader}, {leader + 200, leader}, {7, 7}};
-  Harness h(o);
+  o.process_groups = {{leader, leader}, {leader + 100, leader}, {leader + 200, leader}, {7, 7}};
+  SchedulerHarness h(o);
   FakeLauncher& l = h.launcher();
-  h.SubmitOk("gpu", 1, 1,
-             "gpus_per_trial = 2\ndirections = [\"minimize\", \"minimize\"]\n"
-             "objectives = [\"value\", \"peak_gpu_memory\"]\n");
+  h.SubmitOk(DeviceSweep("gpu", 1, 1,
+                         "gpus_per_trial = 2\ndirections = [\"minimize\", \"minimize\"]\n"
+                         "objectives = [\"value\", \"peak_gpu_memory\"]\n"));
   REQUIRE(l.live_count() == 1);
   Launched& t = *l.Live().front();
   h.probe().Hold(0, 7, 8000 * kMiB);  // not the trial's
@@ -599,10 +514,10 @@ TEST_CASE(
   h.probe().Hold(1, leader + 100, 0);
   h.probe().Hold(0, leader + 200, 0);
   h.scheduler().PollDevices();  // the slots drain
-  Options o2 = GpuOptions({0}, 1, /*probe=*/true, 30);
-  Harness zero(o2);
-  zero.SubmitOk("gpu", 1, 1,
-                "gpus_per_trial = 1\nresource_constraints = [\"peak_gpu_memory <= 1M\"]\n");
+  SchedulerHarnessOptions o2 = GpuHarnessOptions({0}, 1, /*probe=*/true, 30);
+  SchedulerHarness zero(o2);
+  zero.SubmitOk(DeviceSweep(
+      "gpu", 1, 1, "gpus_per_trial = 1\nresource_constraints = [\"peak_gpu_memory <= 1M\"]\n"));
   Launched& z = *zero.launcher().Live().front();
   zero.scheduler().PollDevices();
   zero.launcher().Complete(z, 1.0);
@@ -612,10 +527,10 @@ TEST_CASE(
   CHECK(zt[0].resources->peak_gpu_memory_bytes == uint64_t{0});
 
   // The probe failing throughout: not measured, so the constraint counts as violated.
-  Harness failing(o2);
+  SchedulerHarness failing(o2);
   failing.probe().Fail("NVML: GPU is lost");
-  failing.SubmitOk("gpu", 1, 1,
-                   "gpus_per_trial = 1\nresource_constraints = [\"peak_gpu_memory <= 1M\"]\n");
+  failing.SubmitOk(DeviceSweep(
+      "gpu", 1, 1, "gpus_per_trial = 1\nresource_constraints = [\"peak_gpu_memory <= 1M\"]\n"));
   Launched& f = *failing.launcher().Live().front();
   failing.scheduler().PollDevices();
   failing.launcher().Complete(f, 1.0);
@@ -628,27 +543,28 @@ TEST_CASE(
 TEST_CASE("a study measuring GPU memory is refused when triald cannot measure it",
           "[scheduler][devices][resources]") {
   // GPUs given by hand, no NVML.
-  Harness by_hand(GpuOptions({0}, 1, /*probe=*/false));
-  auto r = by_hand.Submit("g", 1, 1,
-                          "gpus_per_trial = 1\n"
-                          "resource_constraints = [\"peak_gpu_memory <= 20G\"]\n");
+  SchedulerHarness by_hand(GpuHarnessOptions({0}, 1, /*probe=*/false));
+  auto r = by_hand.Submit(DeviceSweep("g", 1, 1,
+                                      "gpus_per_trial = 1\n"
+                                      "resource_constraints = [\"peak_gpu_memory <= 20G\"]\n"));
   REQUIRE_FALSE(r.ok());
   CHECK(r.status().message() ==
         "/tmp/g.toml: [study] resource_constraints entry \"peak_gpu_memory <= 20G\": triald "
         "cannot measure GPU memory (no NVML to report each process's memory; GPUs given by hand "
         "are not watched); expected a daemon with NVML, or no peak_gpu_memory");
-  r = by_hand.Submit("g", 1, 1,
-                     "gpus_per_trial = 1\ndirections = [\"minimize\", \"minimize\"]\n"
-                     "objectives = [\"value\", \"peak_gpu_memory\"]\n");
+  r = by_hand.Submit(DeviceSweep("g", 1, 1,
+                                 "gpus_per_trial = 1\ndirections = [\"minimize\", \"minimize\"]\n"
+                                 "objectives = [\"value\", \"peak_gpu_memory\"]\n"));
   REQUIRE_FALSE(r.ok());
   CHECK_THAT(r.status().message(),
              Catch::StartsWith("/tmp/g.toml: [study] objectives entry \"peak_gpu_memory\": "
                                "triald cannot measure GPU memory"));
   // Other metrics need no probe; the study was not stored by the refusals.
-  by_hand.SubmitOk("g", 1, 1, "gpus_per_trial = 1\nresource_constraints = [\"wall <= 9\"]\n");
-  Harness with_probe(GpuOptions({0}, 1, /*probe=*/true));
-  with_probe.SubmitOk("g", 1, 1,
-                      "gpus_per_trial = 1\nresource_constraints = [\"peak_gpu_memory <= 20G\"]\n");
+  by_hand.SubmitOk(
+      DeviceSweep("g", 1, 1, "gpus_per_trial = 1\nresource_constraints = [\"wall <= 9\"]\n"));
+  SchedulerHarness with_probe(GpuHarnessOptions({0}, 1, /*probe=*/true));
+  with_probe.SubmitOk(DeviceSweep(
+      "g", 1, 1, "gpus_per_trial = 1\nresource_constraints = [\"peak_gpu_memory <= 20G\"]\n"));
 }
 
 }  // namespace

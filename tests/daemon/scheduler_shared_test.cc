@@ -1,9 +1,10 @@
 // The scheduler as one node of several sharing a storage (daemon/scheduler.h, "Shared
 // storage"): claims, the shared history, dead nodes, a node coming back, cancel and completion
-// across nodes. The nodes are schedulers in this process, each with its own connection to one
-// SQLite file opened as shared (SqliteOptions::shared), its own fake launcher and node name,
-// and one fake clock: no process is forked and no time passes. The same logic against a real
-// PostgreSQL server and real daemons is tests/integration/postgres_cluster_test.cc.
+// across nodes. The nodes are schedulers in this process (SchedulerCluster,
+// tests/daemon/scheduler_harness.h), each with its own connection to one SQLite file opened as
+// shared (SqliteOptions::shared), its own fake launcher and node name, and one fake clock: no
+// process is forked and no time passes. The same logic against a real PostgreSQL server and real
+// daemons is tests/integration/postgres_cluster_test.cc.
 
 #include <catch2/catch.hpp>
 #include <filesystem>
@@ -16,10 +17,8 @@
 
 #include "daemon/scheduler.h"
 #include "daemon/scheduler/shared_coordinator.h"
-#include "daemon/storage/sqlite_storage.h"
 #include "tests/daemon/fakes.h"
-#include "tests/daemon/flaky_storage.h"
-#include "tests/support/temp_dir.h"
+#include "tests/daemon/scheduler_harness.h"
 
 namespace triald::daemon {
 namespace {
@@ -29,139 +28,44 @@ using model::StudyState;
 using model::TrialRecord;
 using model::TrialState;
 using testing::FakeLauncher;
-using testing::FlakyStorage;
+using testing::SchedulerCluster;
+using testing::Sweep;
 using Launched = FakeLauncher::Launched;
 
-constexpr double kNodeTimeout = 30;
+constexpr double kNodeTimeout = SchedulerCluster::kNodeTimeout;
 
-std::string SweepToml(const std::string& name, int n_trials, int parallelism,
-                      const std::string& extra = "", const std::string& space = "") {
-  return "[study]\nname = \"" + name + "\"\nn_trials = " + std::to_string(n_trials) +
-         "\nparallelism = " + std::to_string(parallelism) + "\n" + extra +
-         "\n[objective]\nkind = \"exec\"\ncommand = [\"/bin/true\"]\n" +
-         (space.empty() ? "\n[space.x]\ntype = \"float\"\nlow = 0.0\nhigh = 1.0\n" : space);
-}
-
-// Several nodes on one shared storage file.
-class Cluster {
- public:
-  struct Node {
-    std::string name;
-    std::unique_ptr<storage::Storage> storage;
-    FlakyStorage* flaky = nullptr;  // the same storage, to take the database away
-    std::unique_ptr<FakeLauncher> launcher = std::make_unique<FakeLauncher>();
-    testing::FakeLeftovers leftovers;
-    std::unique_ptr<Scheduler> scheduler;
-  };
-
-  explicit Cluster(const std::vector<std::string>& names) {
-    for (const std::string& name : names) {
-      common::Status st = AddNode(name, name + "-host:/srv/triald");
-      INFO(st.ToString());
-      REQUIRE(st.ok());
-    }
-  }
-
-  // Starts one more node (its scheduler's Recover); kept only when that succeeds.
-  common::Status AddNode(const std::string& name, const std::string& instance) {
-    auto node = std::make_unique<Node>();
-    node->name = name;
-    storage::SqliteOptions so;
-    so.path = dir_.path() + "/shared.db";
-    so.node = name;
-    so.instance = instance;
-    so.shared = true;
-    auto opened = storage::OpenSqliteStorage(so);
-    if (!opened.ok()) return opened.status();
-    auto flaky = std::make_unique<FlakyStorage>(std::move(opened).value());
-    node->flaky = flaky.get();
-    node->storage = std::move(flaky);
-    SchedulerOptions opts;
-    opts.storage = node->storage.get();
-    opts.launcher = node->launcher.get();
-    opts.clock = &clock_;
-    opts.state_dir = StateDir(name);
-    opts.max_workers = 8;
-    opts.base_env = {"PATH=/usr/bin:/bin"};
-    opts.seed_source = [] { return uint64_t{11}; };
-    opts.node_timeout_s = kNodeTimeout;
-    opts.leftovers = &node->leftovers;
-    node->scheduler = std::make_unique<Scheduler>(std::move(opts));
-    common::Status st = node->scheduler->Recover();
-    if (st.ok()) nodes_.push_back(std::move(node));
-    return st;
-  }
-
-  Node& operator[](size_t i) { return *nodes_.at(i); }
-  // The state directory of node `name` (its trial folders).
-  std::string StateDir(const std::string& name) const { return dir_.path() + "/" + name; }
-  size_t size() const { return nodes_.size(); }
-  testing::FakeClock& clock() { return clock_; }
-
-  // Every node ticks, as their heartbeat timers would.
-  void TickAll() {
-    for (auto& n : nodes_) n->scheduler->SharedTick();
-  }
-
-  model::StudyRecord Study(const std::string& name) {
-    auto r = nodes_[0]->storage->GetStudy(name);
-    REQUIRE(r.ok());
-    return *r;
-  }
-  std::vector<TrialRecord> Trials(const std::string& name) {
-    auto r = nodes_[0]->storage->GetTrials(Study(name).id);
-    REQUIRE(r.ok());
-    return *r;
-  }
-
- private:
-  triald::testing::TempDir dir_;
-  testing::FakeClock clock_;
-  std::vector<std::unique_ptr<Node>> nodes_;
-};
-
-// Completes live trials on every node, round-robin, with a tick after each, until none is left
-// anywhere. Returns how many processes each node ran.
-std::map<std::string, int> RunToEnd(Cluster& c) {
-  for (int guard = 0;; ++guard) {
-    REQUIRE(guard < 2000);
-    bool any = false;
-    for (size_t i = 0; i < c.size(); ++i) {
-      std::vector<Launched*> live = c[i].launcher->Live();
-      if (live.empty()) continue;
-      any = true;
-      c.clock().Advance(1);
-      c[i].launcher->Complete(*live.front(), live.front()->trial * 0.25);
-    }
-    c.TickAll();
-    if (!any) break;
-  }
-  std::map<std::string, int> ran;
-  for (size_t i = 0; i < c.size(); ++i) {
-    ran[c[i].name] = static_cast<int>(c[i].launcher->launch_count());
-  }
-  return ran;
+// A sweep over one float x (or the given [space] and [sampler] tables).
+Sweep SharedSweep(const std::string& name, int n_trials, int parallelism,
+                  const std::string& extra = "", const std::string& space = "") {
+  Sweep s;
+  s.name = name;
+  s.n_trials = n_trials;
+  s.parallelism = parallelism;
+  s.study_extra = extra;
+  s.space = space.empty() ? testing::kUnitSpace : space;
+  s.dir = "/tmp";
+  return s;
 }
 
 TEST_CASE("nodes sharing a study run every trial once, exactly n_trials, each on its claimer",
           "[scheduler][shared]") {
-  Cluster c({"alpha", "beta", "gamma"});
-  auto submitted = c[0].scheduler->Submit({SweepToml("shared", 30, 2), "/tmp/shared.toml"});
+  SchedulerCluster c({"alpha", "beta", "gamma"});
+  auto submitted = c[0].Submit(SharedSweep("shared", 30, 2));
   REQUIRE(submitted.ok());
-  CHECK(c[0].launcher->live_count() == 2);
+  CHECK(c[0].launcher().live_count() == 2);
   c.TickAll();  // beta and gamma join the study and start their own two each
-  CHECK(c[1].launcher->live_count() == 2);
-  CHECK(c[2].launcher->live_count() == 2);
+  CHECK(c[1].launcher().live_count() == 2);
+  CHECK(c[2].launcher().live_count() == 2);
 
-  std::map<std::string, int> ran = RunToEnd(c);
+  std::map<std::string, int> ran = c.RunToEnd();
   std::vector<TrialRecord> trials = c.Trials("shared");
   REQUIRE(trials.size() == 30);
   std::map<int, std::string> launched_by;  // trial number -> node that launched it
   for (size_t i = 0; i < c.size(); ++i) {
-    for (size_t k = 0; k < c[i].launcher->launch_count(); ++k) {
-      const int trial = c[i].launcher->launch(k).trial;
-      auto [it, first] = launched_by.emplace(trial, c[i].name);
-      INFO("trial " << trial << " launched by " << c[i].name << " and by " << it->second);
+    for (size_t k = 0; k < c[i].launcher().launch_count(); ++k) {
+      const int trial = c[i].launcher().launch(k).trial;
+      auto [it, first] = launched_by.emplace(trial, c[i].node());
+      INFO("trial " << trial << " launched by " << c[i].node() << " and by " << it->second);
       CHECK(first);
     }
   }
@@ -183,43 +87,40 @@ TEST_CASE("a node's sampler sees the trials running on other nodes", "[scheduler
   const std::string grid =
       "\n[space.k]\ntype = \"categorical\"\nchoices = [\"a\", \"b\", \"c\", \"d\"]\n"
       "\n[sampler]\nkind = \"grid\"\n";
-  Cluster c({"alpha", "beta"});
-  REQUIRE(c[0].scheduler->Submit({SweepToml("grid", 4, 2, "", grid), "/tmp/grid.toml"}).ok());
+  SchedulerCluster c({"alpha", "beta"});
+  REQUIRE(c[0].Submit(SharedSweep("grid", 4, 2, "", grid)).ok());
   c.TickAll();
-  REQUIRE(c[0].launcher->live_count() == 2);
-  REQUIRE(c[1].launcher->live_count() == 2);
+  REQUIRE(c[0].launcher().live_count() == 2);
+  REQUIRE(c[1].launcher().live_count() == 2);
   std::set<std::string> points;
   for (size_t i = 0; i < c.size(); ++i) {
-    for (Launched* l : c[i].launcher->Live()) points.insert(l->env()["TRIALD_PARAMS"]);
+    for (Launched* l : c[i].launcher().Live()) points.insert(l->env()["TRIALD_PARAMS"]);
   }
   CHECK(points.size() == 4);
 }
 
 TEST_CASE("a retry of a trial that ran on another node gets no resume folder, and says why",
           "[scheduler][shared][resume]") {
-  Cluster c({"alpha", "beta"});
-  REQUIRE(c[0].scheduler
-              ->Submit({SweepToml("gone", 2, 1, "retries = 1\nretry_on = [\"lost\"]\n"),
-                        "/tmp/gone.toml"})
-              .ok());
+  SchedulerCluster c({"alpha", "beta"});
+  REQUIRE(c[0].Submit(SharedSweep("gone", 2, 1, "retries = 1\nretry_on = [\"lost\"]\n")).ok());
   c.TickAll();
-  REQUIRE(c[0].launcher->live_count() == 1);
-  REQUIRE(c[1].launcher->live_count() == 1);
-  const int lost = c[0].launcher->Live().front()->trial;
+  REQUIRE(c[0].launcher().live_count() == 1);
+  REQUIRE(c[1].launcher().live_count() == 1);
+  const int lost = c[0].launcher().Live().front()->trial;
   // A folder of that number on beta is not the attempt's (it could be a stale one): the attempt
   // ran on alpha, whose folders are alpha's.
   std::filesystem::create_directories(c.StateDir("beta") + "/studies/gone/trials/" +
                                       std::to_string(lost));
   c.clock().Advance(kNodeTimeout + 1);
-  c[1].scheduler->SharedTick();  // alpha is dead: its trial is FAIL(lost) and retried
-  c[1].launcher->Complete(*c[1].launcher->Live().front(), 1.0);  // beta's slot frees
-  c[1].scheduler->SharedTick();
-  std::vector<Launched*> live = c[1].launcher->Live();
+  c[1].scheduler().SharedTick();  // alpha is dead: its trial is FAIL(lost) and retried
+  c[1].launcher().Complete(*c[1].launcher().Live().front(), 1.0);  // beta's slot frees
+  c[1].scheduler().SharedTick();
+  std::vector<Launched*> live = c[1].launcher().Live();
   REQUIRE(live.size() == 1);
   const TrialRecord retry = c.Trials("gone")[live.front()->trial];
   REQUIRE(retry.retry_of_number == std::optional<int>(lost));
   CHECK(live.front()->env().count("TRIALD_RESUME_DIR") == 0);
-  auto events = c[1].storage->GetEvents(c.Study("gone").id);
+  auto events = c[1].storage().GetEvents(c.Study("gone").id);
   REQUIRE(events.ok());
   std::vector<std::string> resume;
   for (const model::EventRecord& e : *events) {
@@ -235,19 +136,16 @@ TEST_CASE(
     "a dead node's trials end FAIL(lost), are retried elsewhere, and its return changes "
     "nothing",
     "[scheduler][shared]") {
-  Cluster c({"alpha", "beta"});
-  REQUIRE(c[0].scheduler
-              ->Submit({SweepToml("lost", 6, 2, "retries = 1\nretry_on = [\"lost\"]\n"),
-                        "/tmp/lost.toml"})
-              .ok());
+  SchedulerCluster c({"alpha", "beta"});
+  REQUIRE(c[0].Submit(SharedSweep("lost", 6, 2, "retries = 1\nretry_on = [\"lost\"]\n")).ok());
   c.TickAll();
-  std::vector<Launched*> alpha_live = c[0].launcher->Live();
+  std::vector<Launched*> alpha_live = c[0].launcher().Live();
   REQUIRE(alpha_live.size() == 2);
-  REQUIRE(c[1].launcher->live_count() == 2);
+  REQUIRE(c[1].launcher().live_count() == 2);
 
   // alpha goes silent (a frozen host or a cut network); beta keeps beating.
   c.clock().Advance(kNodeTimeout + 1);
-  c[1].scheduler->SharedTick();
+  c[1].scheduler().SharedTick();
   for (Launched* l : alpha_live) {
     const TrialRecord t = c.Trials("lost")[l->trial];
     INFO("trial " << t.number);
@@ -263,11 +161,11 @@ TEST_CASE(
 
   // alpha comes back: it stops the processes of the trials it lost and records nothing for
   // them, even when they exit with a result.
-  c[0].scheduler->SharedTick();
+  c[0].scheduler().SharedTick();
   for (Launched* l : alpha_live) {
     REQUIRE_FALSE(l->stops.empty());
     CHECK(l->stops.front() == StopReason::kCancel);
-    c[0].launcher->Complete(*l, -100.0);
+    c[0].launcher().Complete(*l, -100.0);
   }
   for (Launched* l : alpha_live) {
     const TrialRecord t = c.Trials("lost")[l->trial];
@@ -276,7 +174,7 @@ TEST_CASE(
     CHECK_FALSE(t.value.has_value());
   }
 
-  RunToEnd(c);
+  c.RunToEnd();
   trials = c.Trials("lost");
   int configurations = 0;
   std::set<int64_t> retried;
@@ -295,25 +193,22 @@ TEST_CASE(
 
 TEST_CASE("a dead node's claimed trial is never run by another node under its number",
           "[scheduler][shared]") {
-  Cluster c({"alpha", "beta"});
-  REQUIRE(c[0].scheduler
-              ->Submit({SweepToml("claimed", 4, 1, "retries = 1\nretry_on = [\"lost\"]\n"),
-                        "/tmp/claimed.toml"})
-              .ok());
+  SchedulerCluster c({"alpha", "beta"});
+  REQUIRE(c[0].Submit(SharedSweep("claimed", 4, 1, "retries = 1\nretry_on = [\"lost\"]\n")).ok());
   c.TickAll();
-  REQUIRE(c[0].launcher->live_count() == 1);
-  REQUIRE(c[1].launcher->live_count() == 1);
-  auto queued = c[1].scheduler->Enqueue("claimed", {{"x", "0.5"}});
+  REQUIRE(c[0].launcher().live_count() == 1);
+  REQUIRE(c[1].launcher().live_count() == 1);
+  auto queued = c[1].scheduler().Enqueue("claimed", {{"x", "0.5"}});
   REQUIRE(queued.ok());
   // alpha claims it and goes silent before marking it running: it may have forked it already.
-  REQUIRE(c[0].storage->ClaimTrial(queued->id).ok());
+  REQUIRE(c[0].storage().ClaimTrial(queued->id).ok());
   c.clock().Advance(kNodeTimeout + 1);
-  c[1].scheduler->SharedTick();
+  c[1].scheduler().SharedTick();
   const TrialRecord lost = c.Trials("claimed")[queued->number];
   CHECK(lost.state == TrialState::kFail);
   CHECK(lost.fail.reason == "lost");
   CHECK_THAT(lost.fail.detail, Catch::Contains("after claiming the trial"));
-  CHECK(c[1].launcher->Find("claimed", queued->number) == nullptr);
+  CHECK(c[1].launcher().Find("claimed", queued->number) == nullptr);
   // Its retry, a new number, is anyone's.
   bool retried = false;
   for (const TrialRecord& t : c.Trials("claimed")) retried = retried || t.retry_of == lost.id;
@@ -322,14 +217,14 @@ TEST_CASE("a dead node's claimed trial is never run by another node under its nu
 
 TEST_CASE("a study cancelled through one node stops the other nodes' trials",
           "[scheduler][shared]") {
-  Cluster c({"alpha", "beta"});
-  REQUIRE(c[0].scheduler->Submit({SweepToml("cancel", 20, 2), "/tmp/cancel.toml"}).ok());
+  SchedulerCluster c({"alpha", "beta"});
+  REQUIRE(c[0].Submit(SharedSweep("cancel", 20, 2)).ok());
   c.TickAll();
-  std::vector<Launched*> beta_live = c[1].launcher->Live();
+  std::vector<Launched*> beta_live = c[1].launcher().Live();
   REQUIRE(beta_live.size() == 2);
-  REQUIRE(c[0].scheduler->Cancel("cancel").ok());
-  CHECK(c[0].launcher->live_count() == 2);  // stopping, not yet exited
-  c[1].scheduler->SharedTick();
+  REQUIRE(c[0].scheduler().Cancel("cancel").ok());
+  CHECK(c[0].launcher().live_count() == 2);  // stopping, not yet exited
+  c[1].scheduler().SharedTick();
   for (Launched* l : beta_live) {
     REQUIRE_FALSE(l->stops.empty());
     CHECK(l->stops.front() == StopReason::kCancel);
@@ -337,18 +232,18 @@ TEST_CASE("a study cancelled through one node stops the other nodes' trials",
     o.exit.signaled = true;
     o.exit.signal = 15;
     o.stop_reason = StopReason::kCancel;
-    c[1].launcher->Exit(*l, o);
+    c[1].launcher().Exit(*l, o);
   }
-  for (Launched* l : c[0].launcher->Live()) {
+  for (Launched* l : c[0].launcher().Live()) {
     launcher::ProcessOutcome o;
     o.exit.signaled = true;
     o.exit.signal = 15;
     o.stop_reason = StopReason::kCancel;
-    c[0].launcher->Exit(*l, o);
+    c[0].launcher().Exit(*l, o);
   }
   c.TickAll();
-  CHECK(c[0].launcher->launch_count() == 2);
-  CHECK(c[1].launcher->launch_count() == 2);
+  CHECK(c[0].launcher().launch_count() == 2);
+  CHECK(c[1].launcher().launch_count() == 2);
   for (const TrialRecord& t : c.Trials("cancel")) {
     CHECK(t.state == TrialState::kFail);
     CHECK(t.fail.reason == "cancelled");
@@ -358,70 +253,70 @@ TEST_CASE("a study cancelled through one node stops the other nodes' trials",
 
 TEST_CASE("pause, parallelism, extend and delete through one node are obeyed by the others",
           "[scheduler][shared][control]") {
-  Cluster c({"alpha", "beta"});
-  REQUIRE(c[0].scheduler->Submit({SweepToml("ctl", 12, 2), "/tmp/ctl.toml"}).ok());
+  SchedulerCluster c({"alpha", "beta"});
+  REQUIRE(c[0].Submit(SharedSweep("ctl", 12, 2)).ok());
   c.TickAll();
-  REQUIRE(c[0].launcher->live_count() == 2);
-  REQUIRE(c[1].launcher->live_count() == 2);
+  REQUIRE(c[0].launcher().live_count() == 2);
+  REQUIRE(c[1].launcher().live_count() == 2);
 
   // Paused through alpha: beta's next claim re-reads the study under its lock and starts
   // nothing, even before its tick; running trials go on.
-  REQUIRE(c[0].scheduler->Pause("ctl", true).ok());
-  for (Launched* l : c[1].launcher->Live()) CHECK(l->stops.empty());
-  c[1].launcher->Complete(*c[1].launcher->Live().front(), 0.5);
-  c[0].launcher->Complete(*c[0].launcher->Live().front(), 0.5);
+  REQUIRE(c[0].scheduler().Pause("ctl", true).ok());
+  for (Launched* l : c[1].launcher().Live()) CHECK(l->stops.empty());
+  c[1].launcher().Complete(*c[1].launcher().Live().front(), 0.5);
+  c[0].launcher().Complete(*c[0].launcher().Live().front(), 0.5);
   c.TickAll();
   c.TickAll();
-  CHECK(c[0].launcher->launch_count() == 2);
-  CHECK(c[1].launcher->launch_count() == 2);
+  CHECK(c[0].launcher().launch_count() == 2);
+  CHECK(c[1].launcher().launch_count() == 2);
   CHECK(c.Study("ctl").paused);
 
   // Parallelism and resume through beta: beta starts at once, alpha at its next tick.
-  REQUIRE(c[1].scheduler->SetParallelism("ctl", 3).ok());
-  REQUIRE(c[1].scheduler->Pause("ctl", false).ok());
-  CHECK(c[1].launcher->live_count() == 3);
-  c[0].scheduler->SharedTick();
-  CHECK(c[0].launcher->live_count() == 3);
-  RunToEnd(c);
+  REQUIRE(c[1].scheduler().SetParallelism("ctl", 3).ok());
+  REQUIRE(c[1].scheduler().Pause("ctl", false).ok());
+  CHECK(c[1].launcher().live_count() == 3);
+  c[0].scheduler().SharedTick();
+  CHECK(c[0].launcher().live_count() == 3);
+  c.RunToEnd();
   CHECK(c.Trials("ctl").size() == 12);
   REQUIRE(c.Study("ctl").state == StudyState::kComplete);
 
   // Extended through beta: both nodes run the new trials, exactly up to the new total.
-  REQUIRE(c[1].scheduler->Extend("ctl", 16).ok());
+  REQUIRE(c[1].scheduler().Extend("ctl", 16).ok());
   c.TickAll();
-  CHECK(c[0].launcher->live_count() > 0);
-  CHECK(c[1].launcher->live_count() > 0);
-  RunToEnd(c);
+  CHECK(c[0].launcher().live_count() > 0);
+  CHECK(c[1].launcher().live_count() > 0);
+  c.RunToEnd();
   CHECK(c.Trials("ctl").size() == 16);
   CHECK(c.Study("ctl").state == StudyState::kComplete);
 
   // Deleted through alpha: beta forgets it at its next tick.
-  REQUIRE(c[0].scheduler->Delete("ctl", false).ok());
+  REQUIRE(c[0].scheduler().Delete("ctl", false).ok());
   c.TickAll();
-  CHECK(c[0].scheduler->active_study_count() == 0);
-  CHECK(c[1].scheduler->active_study_count() == 0);
-  CHECK(c[1].storage->GetStudy("ctl").status().code() == common::Code::kNotFound);
+  CHECK(c[0].scheduler().active_study_count() == 0);
+  CHECK(c[1].scheduler().active_study_count() == 0);
+  CHECK(c[1].storage().GetStudy("ctl").status().code() == common::Code::kNotFound);
 }
 
 TEST_CASE("an enqueued trial is claimed by one node only", "[scheduler][shared]") {
-  Cluster c({"alpha", "beta"});
-  REQUIRE(c[0].scheduler->Submit({SweepToml("enq", 3, 1), "/tmp/enq.toml"}).ok());
+  SchedulerCluster c({"alpha", "beta"});
+  REQUIRE(c[0].Submit(SharedSweep("enq", 3, 1)).ok());
   c.TickAll();
-  REQUIRE(c[0].launcher->live_count() == 1);
-  REQUIRE(c[1].launcher->live_count() == 1);
-  auto queued = c[1].scheduler->Enqueue("enq", {{"x", "0.125"}});
+  REQUIRE(c[0].launcher().live_count() == 1);
+  REQUIRE(c[1].launcher().live_count() == 1);
+  auto queued = c[1].scheduler().Enqueue("enq", {{"x", "0.125"}});
   REQUIRE(queued.ok());
   // n_trials = 3 is reached: no node may create a fourth.
-  CHECK_FALSE(c[0].scheduler->Enqueue("enq", {{"x", "0.5"}}).ok());
-  RunToEnd(c);
+  CHECK_FALSE(c[0].scheduler().Enqueue("enq", {{"x", "0.5"}}).ok());
+  c.RunToEnd();
   std::vector<TrialRecord> trials = c.Trials("enq");
   REQUIRE(trials.size() == 3);
   CHECK(trials[queued->number].params.at("x").internal == 0.125);
   CHECK(trials[queued->number].state == TrialState::kComplete);
   int launched = 0;
   for (size_t i = 0; i < c.size(); ++i) {
-    for (size_t k = 0; k < c[i].launcher->launch_count(); ++k) {
-      launched += c[i].launcher->launch(k).trial == queued->number;
+    for (size_t k = 0; k < c[i].launcher().launch_count(); ++k) {
+      launched += c[i].launcher().launch(k).trial == queued->number;
     }
   }
   CHECK(launched == 1);
@@ -429,65 +324,65 @@ TEST_CASE("an enqueued trial is claimed by one node only", "[scheduler][shared]"
 
 TEST_CASE("a trial that ends while the database is away is recorded when it is back",
           "[scheduler][shared]") {
-  Cluster c({"alpha"});
-  REQUIRE(c[0].scheduler->Submit({SweepToml("away", 3, 1), "/tmp/away.toml"}).ok());
-  Launched& first = *c[0].launcher->Live().front();
-  c[0].flaky->down = true;
-  c[0].launcher->Complete(first, 4.5);
-  c[0].scheduler->SharedTick();  // still away: kept, nothing new starts
-  CHECK(c[0].launcher->live_count() == 0);
-  c[0].flaky->down = false;
+  SchedulerCluster c({"alpha"});
+  REQUIRE(c[0].Submit(SharedSweep("away", 3, 1)).ok());
+  Launched& first = *c[0].launcher().Live().front();
+  c[0].flaky().down = true;
+  c[0].launcher().Complete(first, 4.5);
+  c[0].scheduler().SharedTick();  // still away: kept, nothing new starts
+  CHECK(c[0].launcher().live_count() == 0);
+  c[0].flaky().down = false;
   CHECK(c.Trials("away")[first.trial].state == TrialState::kRunning);
-  c[0].scheduler->SharedTick();  // back: the end is stored, and the study goes on
+  c[0].scheduler().SharedTick();  // back: the end is stored, and the study goes on
   const TrialRecord stored = c.Trials("away")[first.trial];
   CHECK(stored.state == TrialState::kComplete);
   REQUIRE(stored.value.has_value());
   CHECK(*stored.value == 4.5);
-  RunToEnd(c);
+  c.RunToEnd();
   CHECK(c.Trials("away").size() == 3);
   CHECK(c.Study("away").state == StudyState::kComplete);
 }
 
 TEST_CASE("a study a node failed to load is tried again later, not left for ever",
           "[scheduler][shared]") {
-  Cluster c({"alpha", "beta"});
-  c[1].flaky->get_trials_down = true;  // beta cannot load the study for now
-  REQUIRE(c[0].scheduler->Submit({SweepToml("later", 40, 40), "/tmp/later.toml"}).ok());
+  SchedulerCluster c({"alpha", "beta"});
+  c[1].flaky().get_trials_down = true;  // beta cannot load the study for now
+  REQUIRE(c[0].Submit(SharedSweep("later", 40, 40)).ok());
   c.TickAll();
-  CHECK(c[1].launcher->launch_count() == 0);
-  c[1].flaky->get_trials_down = false;
+  CHECK(c[1].launcher().launch_count() == 0);
+  c[1].flaky().get_trials_down = false;
   c.TickAll();  // the retry is not due yet
-  CHECK(c[1].launcher->launch_count() == 0);
+  CHECK(c[1].launcher().launch_count() == 0);
   c.clock().Advance(kLoadRetryFirstSeconds + 1);
   c.TickAll();  // due: beta loads it and takes part
-  CHECK(c[1].launcher->launch_count() > 0);
-  std::map<std::string, int> ran = RunToEnd(c);
+  CHECK(c[1].launcher().launch_count() > 0);
+  std::map<std::string, int> ran = c.RunToEnd();
   CHECK(ran["alpha"] + ran["beta"] == 40);
   CHECK(c.Study("later").state == StudyState::kComplete);
 }
 
 TEST_CASE("a restarted node asks to kill only its own trials' processes", "[scheduler][shared]") {
-  Cluster c({"alpha", "beta"});
-  c[1].launcher->first_pid = FakeLauncher::kFirstFakePid + 1000;
-  REQUIRE(c[0].scheduler->Submit({SweepToml("mine", 8, 2), "/tmp/mine.toml"}).ok());
+  SchedulerCluster c({"alpha", "beta"});
+  c[1].launcher().first_pid = FakeLauncher::kFirstFakePid + 1000;
+  REQUIRE(c[0].Submit(SharedSweep("mine", 8, 2)).ok());
   c.TickAll();
-  REQUIRE(c[0].launcher->live_count() == 2);
-  REQUIRE(c[1].launcher->live_count() == 2);
+  REQUIRE(c[0].launcher().live_count() == 2);
+  REQUIRE(c[1].launcher().live_count() == 2);
   std::set<pid_t> alpha_pids;
-  for (Launched* l : c[0].launcher->Live()) alpha_pids.insert(l->identity.pid);
+  for (Launched* l : c[0].launcher().Live()) alpha_pids.insert(l->identity.pid);
 
   // alpha's daemon restarts (same instance) while its trials and beta's run.
   REQUIRE(c.AddNode("alpha", "alpha-host:/srv/triald").ok());
-  REQUIRE(c[2].leftovers.requests.size() == 1);
+  REQUIRE(c[2].leftovers().requests.size() == 1);
   std::set<pid_t> asked;
-  for (const model::ProcessIdentity& id : c[2].leftovers.requests[0].lost) asked.insert(id.pid);
+  for (const model::ProcessIdentity& id : c[2].leftovers().requests[0].lost) asked.insert(id.pid);
   CHECK(asked == alpha_pids);
-  CHECK(c[2].leftovers.requests[0].lost.size() == 2);
+  CHECK(c[2].leftovers().requests[0].lost.size() == 2);
 }
 
 TEST_CASE("a node name in use by a live daemon elsewhere is refused, a silent one is taken over",
           "[scheduler][shared]") {
-  Cluster c({"alpha"});
+  SchedulerCluster c({"alpha"});
   common::Status twin = c.AddNode("alpha", "other-host:/var/lib/triald");
   CHECK(twin.code() == common::Code::kFailedPrecondition);
   CHECK_THAT(twin.message(), Catch::Contains("node name \"alpha\" is in use by another triald "

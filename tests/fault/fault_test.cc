@@ -316,11 +316,9 @@ TEST_CASE("fault: triald SIGKILLed at random moments of 200-trial sweeps, ten ti
                 static_cast<long long>(after_trials), jitter_ms);
     INFO("round " << round << ": SIGKILL after " << after_trials << " trials + " << jitter_ms
                   << " ms");
-    for (int i = 0; i < 6000; ++i) {
-      json::value st = d->Call("status", {{"study", study}});
-      if (st.at("finished").as_int64() >= after_trials || st.at("state") != "RUNNING") break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
+    WaitStatus(*d, study, [&](const json::object& st) {
+      return st.at("finished").as_int64() >= after_trials || st.at("state") != "RUNNING";
+    });
     std::this_thread::sleep_for(std::chrono::milliseconds(jitter_ms));
     d->Kill();
     auto integrity = storage::SqliteIntegrityCheck(dir.File("state/triald.db"));

@@ -490,7 +490,9 @@ TEST_CASE("fault: kind = python with a fork server: the server SIGKILLed while i
   StartIn(d, mode, &skip);
   if (skip) TRIALD_SKIP("no writable cgroup v2 hierarchy");
   std::filesystem::create_directories(dir.File("pids"));
-  // Trials 0 and 1 ask until the release file exists; 2 and 3 start after them, so after the
+  std::filesystem::create_directories(dir.File("answers"));
+  // Trials 0 and 1 ask until the release file exists, adding a byte to answers/N for each
+  // answer; 2 and 3 start after them, so after the
   // server's death. A forked trial is not the server's child (the double fork) and lives in its
   // own session and cgroup: the server's death, and the daemon's clean-up of what is left of the
   // server, must not reach it.
@@ -506,6 +508,10 @@ TEST_CASE("fault: kind = python with a fork server: the server SIGKILLed while i
                            release +
                            "'):\n"
                            "        trial.should_prune()\n"
+                           "        with open(os.path.join('" +
+                           dir.File("answers") +
+                           "', str(trial.number)), 'a') as f:\n"
+                           "            f.write('.')\n"
                            "        time.sleep(0.01)\n"
                            "    return x\n");
   const std::string toml =
@@ -529,7 +535,20 @@ TEST_CASE("fault: kind = python with a fork server: the server SIGKILLed while i
   }
   INFO(d.log());
   REQUIRE_THAT(Events(d, "held"), Catch::Contains("fork_server_exited"));
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // still asking, answered
+  // Still asking, and answered: each held trial gets two more answers after the server died.
+  auto answers = [&](const char* number) {
+    std::error_code ec;
+    const uintmax_t n = std::filesystem::file_size(dir.File(std::string("answers/") + number), ec);
+    return ec ? uintmax_t{0} : n;
+  };
+  const uintmax_t before0 = answers("0"), before1 = answers("1");
+  const auto answered_by = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while ((answers("0") < before0 + 2 || answers("1") < before1 + 2) &&
+         std::chrono::steady_clock::now() < answered_by) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  CHECK(answers("0") >= before0 + 2);
+  CHECK(answers("1") >= before1 + 2);
   for (pid_t pid : held) CHECK(Alive(pid));
   dir.Write("release", "");
 

@@ -191,11 +191,7 @@ TEST_CASE("SIGTERM to triald stops running trials, records them and exits 0",
   dir.Write("slow.sh", "sleep 1000\n", 0755);
   std::string toml = ExecSweep("slow", "[\"sh\", \"slow.sh\"]", 4, 2);
   daemon.Submit(toml, dir.Write("slow.toml", toml));
-  // Wait until both trials run.
-  for (int i = 0; i < 500; ++i) {
-    if (daemon.Call("status", {{"study", "slow"}}).at("running").as_int64() == 2) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  WaitStatus(daemon, "slow", [](const json::object& s) { return s.at("running").as_int64() == 2; });
   REQUIRE(ProcessesOfStudy("slow").size() >= 2);
   int status = daemon.Stop();
   CHECK(WIFEXITED(status));

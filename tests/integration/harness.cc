@@ -265,6 +265,24 @@ boost::json::object WaitForkServerOn(TestDaemon& d, const std::string& study, do
   return {};
 }
 
+boost::json::object WaitStatus(TestDaemon& d, const std::string& study,
+                               const std::function<bool(const boost::json::object&)>& done,
+                               double timeout_s) {
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::milliseconds(static_cast<int>(timeout_s * 1000));
+  boost::json::object st;
+  while (true) {
+    st = d.Call("status", {{"study", study}}).as_object();
+    if (done(st)) return st;
+    if (std::chrono::steady_clock::now() >= deadline) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  FAIL("study " << study << " never reached the awaited status within " << timeout_s
+                << " s; the last: " << boost::json::serialize(st) << "\n"
+                << d.log());
+  return st;
+}
+
 Ctl Trialctl(const std::string& socket, std::vector<std::string> args) {
   std::ostringstream out, err;
   args.insert(args.begin(), {"--socket", socket});

@@ -92,6 +92,13 @@ bool WaitPidGone(pid_t pid, double timeout_s = 10);
 // empty object when it never is.
 boost::json::object WaitForkServerOn(TestDaemon& d, const std::string& study, double timeout_s);
 
+// The `status STUDY` reply once `done` holds for it (polling, bounded); fails the test case,
+// showing the last reply and the daemon's log, when it never does. A test waits here for what
+// the daemon will do instead of polling status by hand or sleeping.
+boost::json::object WaitStatus(TestDaemon& d, const std::string& study,
+                               const std::function<bool(const boost::json::object&)>& done,
+                               double timeout_s = 30);
+
 // A sweep file for an exec objective `command` (a TOML array literal) with one float param.
 std::string ExecSweep(const std::string& study, const std::string& command, int n_trials,
                       int parallelism, double timeout_s = 0, double kill_grace_s = 2,

@@ -103,11 +103,13 @@ class LauncherFixture {
 std::vector<std::string> Sh(const std::string& script) { return {"/bin/sh", "-c", script}; }
 
 // A process of the test's own, alone in a new process group whose id is `pgid`: placed there
-// with /proc/sys/kernel/ns_last_pid (root), as the kernel would when it reuses a number. On
-// SIGTERM it writes 'T' to `report_fd` and exits. Returns -1 when another process took the pid
-// first every time.
-int g_victim_report_fd = -1;
-pid_t ForkAtPid(pid_t pgid, int report_fd) {
+// with /proc/sys/kernel/ns_last_pid (root), as the kernel would when it reuses a number. It is
+// born with SIGTERM blocked, so a SIGTERM sent to it stays pending (SigTermPending) instead of
+// racing with the check. Returns -1 when another process took the pid first every time.
+pid_t ForkAtPid(pid_t pgid) {
+  sigset_t term, old;
+  sigemptyset(&term);
+  sigaddset(&term, SIGTERM);
   for (int attempt = 0; attempt < 200; ++attempt) {
     int f = ::open("/proc/sys/kernel/ns_last_pid", O_WRONLY | O_CLOEXEC);
     if (f < 0) return -1;
@@ -115,23 +117,41 @@ pid_t ForkAtPid(pid_t pgid, int report_fd) {
     bool wrote = ::write(f, last.data(), last.size()) == static_cast<ssize_t>(last.size());
     ::close(f);
     if (!wrote) return -1;
+    ::pthread_sigmask(SIG_BLOCK, &term, &old);
     pid_t pid = ::fork();
     if (pid == 0) {
-      g_victim_report_fd = report_fd;
-      ::signal(SIGTERM, [](int) {
-        (void)!::write(g_victim_report_fd, "T", 1);
-        ::_exit(0);
-      });
       ::setpgid(0, 0);
       for (;;) ::pause();
     }
+    ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
     if (pid == pgid) {
       ::setpgid(pid, pid);
       return pid;
     }
-    if (pid > 0) ::kill(pid, SIGKILL);
+    if (pid > 0) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, nullptr, 0);
+    }
   }
   return -1;
+}
+
+// Whether a SIGTERM waits for process `pid` (which blocks it), from the pending masks of
+// /proc/PID/status (SigPnd: the thread's, ShdPnd: the process's). kill() marks a signal pending
+// before it returns, so this sees every SIGTERM sent so far.
+bool SigTermPending(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  REQUIRE(in);
+  bool pending = false;
+  int masks = 0;
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("SigPnd:", 0) != 0 && line.rfind("ShdPnd:", 0) != 0) continue;
+    ++masks;
+    const unsigned long long mask = std::stoull(line.substr(line.find(':') + 1), nullptr, 16);
+    pending = pending || (mask & (1ULL << (SIGTERM - 1))) != 0;
+  }
+  REQUIRE(masks == 2);
+  return pending;
 }
 
 }  // namespace
@@ -554,8 +574,6 @@ TEST_CASE("a trial's process group id is never signalled once the group is empty
     TRIALD_SKIP("/proc/sys/kernel/ns_last_pid is not writable here");
   }
   LauncherFixture f;
-  common::Result<common::Pipe> report = common::MakePipe(true);
-  REQUIRE(report.ok());
   // The main process exits at once; a process that left the group keeps the output pipes open
   // for a while, so the trial is not over when its group is already empty. Its group id is
   // then given to a process of ours (as the kernel may reuse it), and the trial is stopped.
@@ -574,18 +592,18 @@ TEST_CASE("a trial's process group id is never signalled once the group is empty
         }
         // Empty and reaped; the launcher's own check runs every few milliseconds.
         ::usleep(100 * 1000);
-        victim = ForkAtPid(pgid, report->write.get());
+        victim = ForkAtPid(pgid);
         p.Stop(StopReason::kCancel);
       });
     };
     wait_empty();
   });
   if (victim < 0) TRIALD_SKIP("could not place a process at the freed pid (a busy machine)");
-  ::usleep(200 * 1000);
-  char c = 0;
-  ssize_t n = ::read(report->read.get(), &c, 1);
+  // The trial is over: whatever the launcher signals for it, it has signalled.
+  const bool terminated = SigTermPending(victim);
   ::kill(victim, SIGKILL);
-  CHECK(n != 1);  // the victim got no SIGTERM
+  ::waitpid(victim, nullptr, 0);
+  CHECK_FALSE(terminated);  // the victim got no SIGTERM
   CHECK(run.outcome.exit.code == 0);
 }
 

@@ -40,17 +40,14 @@ void Deploy(TempDir& dir, const std::string& path, const std::string& content) {
   REQUIRE(std::rename(tmp.c_str(), path.c_str()) == 0);
 }
 
-// Polls `status` until the study's spawn state is held (bounded); returns the last reply.
+// The study's status once its spawn state is held (bounded).
 json::object WaitHeld(TestDaemon& daemon, const std::string& study, double timeout_s = 15) {
-  json::object s;
-  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
-  while (std::chrono::steady_clock::now() < end) {
-    s = daemon.Call("status", {{"study", study}}).as_object();
-    if (s.at("spawn").is_object() && s.at("spawn").at("held").as_bool()) return s;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  FAIL("study " << study << " was not held: " << json::serialize(s));
-  return s;
+  return WaitStatus(
+      daemon, study,
+      [](const json::object& s) {
+        return s.at("spawn").is_object() && s.at("spawn").at("held").as_bool();
+      },
+      timeout_s);
 }
 
 TEST_CASE("a command missing for 2 s holds the study, which then completes every trial",
@@ -107,10 +104,15 @@ TEST_CASE("a command that stays missing holds the study without using up its tri
   const int n = 300;
   std::string toml = ExecSweep("gone", "[\"" + worker + "\"]", n, 4, 0, 2, dir.path());
   daemon.Submit(toml, dir.Write("gone.toml", toml));
-  WaitHeld(daemon, "gone");
-  // Well past the point where the old daemon had burned all 300 trials (0.44 s).
-  std::this_thread::sleep_for(std::chrono::seconds(2));
-  json::object s = daemon.Call("status", {{"study", "gone"}}).as_object();
+  const int64_t failures_at_hold = WaitHeld(daemon, "gone").at("spawn").at("failures").as_int64();
+  // Two more attempts after the hold, each after a longer back-off: the study keeps trying,
+  // well past the point where the old daemon had burned all 300 trials (0.44 s), and draws no
+  // other trial. (How long each wait is, is the back-off policy's unit check,
+  // daemon/spawn_backoff_test.cc.)
+  json::object s = WaitStatus(daemon, "gone", [&](const json::object& st) {
+    return st.at("spawn").is_object() &&
+           st.at("spawn").at("failures").as_int64() >= failures_at_hold + 2;
+  });
   INFO(json::serialize(s));
   CHECK(s.at("state").as_string() == "RUNNING");
   CHECK(s.at("spawn").at("held").as_bool());
