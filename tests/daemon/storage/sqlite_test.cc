@@ -469,6 +469,47 @@ TEST_CASE("sqlite: a version-5 database's studies are not paused and keep their 
   CHECK(Unwrap(SqliteIntegrityCheck(path)) == "ok");
 }
 
+// What version 6 added to version 5.
+constexpr const char* kSqliteSchemaV6Upgrade = R"sql(
+ALTER TABLE studies ADD COLUMN paused INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE studies ADD COLUMN parallelism INTEGER NOT NULL DEFAULT 0;
+PRAGMA user_version = 6;
+)sql";
+
+TEST_CASE("sqlite: a version-6 database's studies may end FAILED and keep their trials and events",
+          "[storage][sqlite]") {
+  TempDir dir;
+  const std::string path = dir.path() + "/triald.db";
+  SqliteExecOrFail(
+      path, std::string(kSqliteSchemaV1) + kSqliteSchemaV2Upgrade + kSqliteSchemaV3Upgrade +
+                kSqliteSchemaV4Upgrade + kSqliteSchemaV5Upgrade + kSqliteSchemaV6Upgrade +
+                "INSERT INTO studies (id, name, direction, n_trials, state, spec_toml, spec_path, "
+                "seed, created_at, finished_at, paused, parallelism) VALUES (1, 'old', "
+                "'MINIMIZE', 3, 'RUNNING', 'spec', '/old.toml', 7, 10, 0, 1, 2);"
+                "INSERT INTO trials (id, study_id, number, state, value, created_at, started_at, "
+                "finished_at) VALUES (1, 1, 0, 'COMPLETE', 0.75, 11, 12, 13);"
+                "INSERT INTO events (at, study_id, trial_id, kind, detail) VALUES "
+                "(14, 1, 1, 'trial_complete', 'old');");
+  {
+    auto s = OpenSqliteOrFail(path);
+    StudyRecord old = Unwrap(s->GetStudy("old"));
+    CHECK(old.paused);
+    CHECK(old.parallelism == 2);
+    REQUIRE_OK(s->SetStudyState(old.id, StudyState::kFailed, 20));
+  }
+  // Reopened at the current version: the copied studies table kept its id, so the trial and
+  // the event still name it, and the foreign keys hold.
+  auto s = OpenSqliteOrFail(path);
+  StudyRecord old = Unwrap(s->GetStudy("old"));
+  CHECK(old.state == StudyState::kFailed);
+  CHECK(old.finished_at == 20);
+  CHECK(Unwrap(s->GetTrial(old.id, 0)).value == 0.75);
+  CHECK(Unwrap(s->GetEvents(old.id)).size() == 1);
+  REQUIRE_OK(s->DeleteStudy(old.id));
+  CHECK(Unwrap(s->ListStudies()).empty());
+  CHECK(Unwrap(SqliteIntegrityCheck(path)) == "ok");
+}
+
 TEST_CASE("sqlite: every descriptor of an open database is close-on-exec", "[storage][sqlite]") {
   TempDir dir;
   const std::string path = dir.path() + "/triald.db";

@@ -50,6 +50,12 @@ TEMPLATE_TEST_CASE("studies are created, read back and listed", "[storage]",
     // The other study is untouched.
     CHECK(Unwrap(s->GetStudy("alpha")).state == StudyState::kComplete);
   }
+  SECTION("a study whose sampler or storage failed is stored FAILED") {
+    REQUIRE_OK(s->SetStudyState(ra.id, StudyState::kFailed, 2002));
+    StudyRecord got = Unwrap(s->GetStudy("alpha"));
+    CHECK(got.state == StudyState::kFailed);
+    CHECK(got.finished_at == 2002);
+  }
 }
 
 TEMPLATE_TEST_CASE("a taken study name is rejected", "[storage]", TRIALD_STORAGE_BACKENDS) {
