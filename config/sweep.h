@@ -161,7 +161,7 @@ struct ObjectiveConfig {
   LmObjectiveConfig lm;                    // kind = "lm" only
   // kind = "python": a define-by-run objective, `function = "PATH.py:NAME"` (PATH relative to
   // the sweep file's folder) or `function = "package.module:NAME"` (importable from workdir or
-  // PYTHONPATH), run by `python -m triald run SPEC` (daemon/objective_command.h).
+  // PYTHONPATH), run by `python -m triald run SPEC` (daemon/objective/objective_command.h).
   std::string function;            // as written
   std::string function_file;       // PATH.py form: the file, absolute; empty for the module form
   std::string function_module;     // module form: "package.module"; empty for the file form
@@ -184,8 +184,8 @@ struct ObjectiveConfig {
   std::vector<std::string> preload;
   bool preload_objective = false;
   bool fork_server = false;
-  // Filled in by the daemon (daemon/objective_command.h) when fork_server is on: the server's
-  // command, and the arguments a fork request carries (what the exec path runs after the
+  // Filled in by the daemon (daemon/objective/objective_command.h) when fork_server is on: the
+  // server's command, and the arguments a fork request carries (what the exec path runs after the
   // interpreter, or after trial-worker).
   std::vector<std::string> fork_server_command;
   std::vector<std::string> fork_request_argv;

@@ -1,4 +1,4 @@
-// triald: the trial supervisor daemon. See daemon/README.md and daemon/daemon.h.
+// triald: the trial supervisor daemon. See daemon/README.md and daemon/app/daemon.h.
 //
 // The command line is declared once with CLI11: the parser, `triald --help` and the errors
 // ("triald: --OPTION: what was wrong", then the help, exit 2) all come from the declarations
@@ -19,8 +19,8 @@
 
 #include "common/logging.h"
 #include "config/daemon_config.h"
-#include "daemon/cli_validators.h"
-#include "daemon/daemon.h"
+#include "daemon/app/daemon.h"
+#include "daemon/cli/validators.h"
 #include "daemon/http/address.h"
 #include "proto/socket_paths.h"
 

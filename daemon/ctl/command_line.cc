@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <memory>
 
-#include "daemon/cli_validators.h"
+#include "daemon/cli/validators.h"
 
 namespace triald::ctl {
 namespace {

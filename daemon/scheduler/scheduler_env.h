@@ -28,11 +28,12 @@ class SchedulerEnv {
   virtual ~SchedulerEnv() = default;
 
   // Submit: [objective] workdir names an existing folder the daemon can enter
-  // (daemon/objective_command.h CheckWorkdir); errors name `where` and the key.
+  // (daemon/objective/objective_command.h CheckWorkdir); errors name `where` and the key.
   virtual common::Status CheckWorkdir(const config::ObjectiveConfig& objective,
                                       const std::string& where) = 0;
   // Submit and every reload of a stored study: fills spec.objective.command for kind = "lm"
-  // and "python" and checks the files it names (daemon/objective_command.h PrepareObjective).
+  // and "python" and checks the files it names (daemon/objective/objective_command.h
+  // PrepareObjective).
   virtual common::Status PrepareObjective(config::SweepSpec& spec, const std::string& trial_worker,
                                           const std::string& where,
                                           const std::vector<std::string>& base_env) = 0;

@@ -8,7 +8,7 @@
 #include "common/memory.h"
 #include "common/process_util.h"
 #include "daemon/launcher/run_as.h"
-#include "daemon/objective_command.h"
+#include "daemon/objective/objective_command.h"
 #include "daemon/scheduler/scheduler_env.h"
 
 namespace triald::daemon {

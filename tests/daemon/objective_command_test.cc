@@ -1,6 +1,6 @@
 // What the daemon checks and builds at submit for [objective] kind = "python" (see
-// daemon/objective_command.h): the function is found without running the user's code.
-#include "daemon/objective_command.h"
+// daemon/objective/objective_command.h): the function is found without running the user's code.
+#include "daemon/objective/objective_command.h"
 
 #include <stdlib.h>
 

@@ -24,7 +24,7 @@
 #include <utility>
 #include <vector>
 
-#include "daemon/objective_command.h"
+#include "daemon/objective/objective_command.h"
 #include "daemon/scheduler.h"
 #include "daemon/storage/storage.h"
 #include "tests/daemon/fakes.h"

@@ -33,7 +33,7 @@
 
 #include "common/status.h"
 #include "config/sweep.h"
-#include "daemon/python_binding.h"  // CheckPythonBinding
+#include "daemon/objective/python_binding.h"  // CheckPythonBinding
 
 namespace triald::daemon {
 

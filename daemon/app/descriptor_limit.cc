@@ -1,4 +1,4 @@
-#include "daemon/descriptor_limit.h"
+#include "daemon/app/descriptor_limit.h"
 
 #include <cerrno>
 #include <cstring>

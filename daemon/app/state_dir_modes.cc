@@ -1,4 +1,4 @@
-#include "daemon/state_dir_modes.h"
+#include "daemon/app/state_dir_modes.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

@@ -1,4 +1,4 @@
-#include "daemon/daemon.h"
+#include "daemon/app/daemon.h"
 
 #include <fcntl.h>
 #include <sys/file.h>
@@ -19,17 +19,17 @@
 
 #include "common/clock.h"
 #include "common/fd.h"
-#include "daemon/control_server.h"
-#include "daemon/descriptor_limit.h"
+#include "daemon/app/descriptor_limit.h"
+#include "daemon/app/state_dir_modes.h"
+#include "daemon/control/server.h"
 #include "daemon/devices/gpu_pool.h"
 #include "daemon/devices/nvml_probe.h"
 #include "daemon/http/start.h"
 #include "daemon/launcher/cgroup.h"
 #include "daemon/launcher/process_launcher.h"
 #include "daemon/launcher/reaper.h"
-#include "daemon/objective_command.h"
+#include "daemon/objective/objective_command.h"
 #include "daemon/scheduler.h"
-#include "daemon/state_dir_modes.h"
 #include "daemon/storage/postgres_storage.h"
 #include "daemon/storage/sqlite_storage.h"
 

@@ -1,4 +1,4 @@
-#include "daemon/objective_command.h"
+#include "daemon/objective/objective_command.h"
 
 #include <sys/stat.h>
 #include <unistd.h>

@@ -1,4 +1,4 @@
-#include "daemon/python_binding.h"
+#include "daemon/objective/python_binding.h"
 
 #include <algorithm>
 #include <cctype>

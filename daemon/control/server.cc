@@ -1,4 +1,4 @@
-#include "daemon/control_server.h"
+#include "daemon/control/server.h"
 
 #include <fcntl.h>
 #include <sys/socket.h>
