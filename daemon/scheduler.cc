@@ -1,20 +1,24 @@
 #include "daemon/scheduler.h"
 
 #include <algorithm>
-#include <set>
 
-#include "daemon/scheduler/admission.h"
 #include "daemon/scheduler/gpu_drains.h"
-#include "daemon/scheduler/launch_spec.h"
 #include "daemon/scheduler/measured_metrics.h"
 #include "daemon/scheduler/recovery.h"
+#include "daemon/scheduler/running_trials.h"
+#include "daemon/scheduler/scheduler_hosts.h"
+#include "daemon/scheduler/spawn_failures.h"
 #include "daemon/scheduler/storage_batch.h"
+#include "daemon/scheduler/stored_studies.h"
 #include "daemon/scheduler/study_control.h"
+#include "daemon/scheduler/study_fork_servers.h"
+#include "daemon/scheduler/study_loader.h"
 #include "daemon/scheduler/study_recorder.h"
 #include "daemon/scheduler/study_runtime.h"
 #include "daemon/scheduler/trial_channel.h"
 #include "daemon/scheduler/trial_gpus.h"
 #include "daemon/scheduler/trial_outcome.h"
+#include "daemon/scheduler/trial_starter.h"
 
 namespace triald::daemon {
 using common::Result;
@@ -24,83 +28,11 @@ using model::StudyState;
 using model::TrialRecord;
 using model::TrialState;
 
-// One launched trial of this node, from Launch() to on_exit. Members are destroyed in reverse:
-// the channel before the process it answers, the process before its slots go back.
-struct Scheduler::RunningTrial {
-  StudyRuntime* study = nullptr;
-  int number = 0;
-  TrialGpus gpus;  // given back if it never ran, else drained at exit
-  std::unique_ptr<launcher::TrialProcess> process;
-  std::unique_ptr<TrialChannel> channel;
-  // Launched, not started yet (a fork server's fork pending): it holds its slot, but storage
-  // still has it WAITING, with no process (OnStarted records it RUNNING).
-  bool starting = false;
-};
-
-// What the coordinator may ask of the scheduler (node_coordinator.h). Every StudyCache it is
-// given is a StudyRuntime of this scheduler.
-class Scheduler::Host final : public CoordinatorHost {
- public:
-  explicit Host(Scheduler* s) : s_(s) {}
-  void StopTrialsEndedElsewhere(StudyCache& study) override { s_->StopTrials(study, true); }
-  void StopStudyTrials(StudyCache& study) override { s_->StopTrials(study, false); }
-  void RecordEvent(const StudyCache& study, const TrialRecord* trial, const std::string& kind,
-                   const std::string& detail) override {
-    s_->recorder_->Event(&study, trial, kind, detail);
-  }
-  void FinishTrial(StudyCache& study, int number, const model::TrialOutcome& outcome,
-                   bool own) override {
-    s_->FinishTrial(static_cast<StudyRuntime&>(study), number, outcome, own);
-  }
-  StudyCache* FindStudy(int64_t study_id) override {
-    auto it = s_->studies_.find(study_id);
-    return it == s_->studies_.end() ? nullptr : it->second.get();
-  }
-
- private:
-  Scheduler* s_;
-};
-
-// What the control verbs may ask of the scheduler (study_control.h).
-class Scheduler::Control final : public ControlHost {
- public:
-  explicit Control(Scheduler* s) : s_(s) {}
-  bool shutting_down() const override { return s_->shutting_down_; }
-  StudyRuntime* ActiveStudy(int64_t study_id) override {
-    auto it = s_->studies_.find(study_id);
-    return it == s_->studies_.end() ? nullptr : it->second.get();
-  }
-  Status Activate(const model::StudyRecord& rec) override {
-    Result<std::unique_ptr<StudyRuntime>> rt = s_->LoadStudy(rec);
-    if (rt.ok()) {
-      s_->studies_[rec.id] = std::move(rt).value();
-      return Status::Ok();
-    }
-    return s_->coordinator_->LeaveToOthers(rec, rt.status()) ? Status::Ok() : rt.status();
-  }
-  void Forget(int64_t study_id) override {
-    auto it = s_->studies_.find(study_id);
-    if (it != s_->studies_.end()) {
-      s_->ReleaseForkServer(*it->second);
-      s_->studies_.erase(it);
-    }
-    if (s_->gpu_reserved_for_ == study_id) s_->gpu_reserved_for_ = 0;
-  }
-  void FinishTrial(StudyRuntime& study, int number, const model::TrialOutcome& outcome,
-                   bool own) override {
-    s_->FinishTrial(study, number, outcome, own);
-  }
-  void StopTrials(StudyRuntime& study) override { s_->StopTrials(study, false); }
-  void Pump() override { s_->Pump(); }
-
- private:
-  Scheduler* s_;
-};
-
 Scheduler::Scheduler(SchedulerOptions options)
     : options_(std::move(options)), host_(std::make_unique<Host>(this)) {
   if (!options_.logger) options_.logger = common::MakeNullLogger();
   if (options_.max_workers < 1) options_.max_workers = 1;
+  running_ = std::make_unique<RunningTrials>(options_.logger);
   if (options_.leftovers == nullptr) {
     own_leftovers_ = std::make_unique<ProcLeftoverProcesses>();
     options_.leftovers = own_leftovers_.get();
@@ -121,12 +53,37 @@ Scheduler::Scheduler(SchedulerOptions options)
   ro.clock = options_.clock;
   ro.logger = options_.logger;
   recorder_ = std::make_unique<StudyRecorder>(std::move(ro));
-  StudyAdmission::Options ao;
-  ao.env = options_.env;
-  ao.gpus = options_.gpus;
-  ao.trial_worker = options_.trial_worker;
-  ao.base_env = options_.base_env;
-  admission_ = std::make_unique<StudyAdmission>(std::move(ao));
+  StudyLoader::Options lo;
+  lo.storage = options_.storage;
+  lo.clock = options_.clock;
+  lo.logger = options_.logger;
+  lo.recorder = recorder_.get();
+  lo.admission.env = options_.env;
+  lo.admission.gpus = options_.gpus;
+  lo.admission.trial_worker = options_.trial_worker;
+  lo.admission.base_env = options_.base_env;
+  lo.seed_source = options_.seed_source;
+  lo.make_sampler = options_.make_sampler;
+  lo.make_pruner = options_.make_pruner;
+  loader_ = std::make_unique<StudyLoader>(std::move(lo));
+  TrialStarter::Options to;
+  to.launcher = options_.launcher;
+  to.storage = options_.storage;
+  to.logger = options_.logger;
+  to.recorder = recorder_.get();
+  to.coordinator = coordinator_.get();
+  to.env = options_.env;
+  to.settings.state_dir = options_.state_dir;
+  to.settings.log_head_bytes = options_.log_head_bytes;
+  to.settings.log_tail_bytes = options_.log_tail_bytes;
+  to.settings.base_env = options_.base_env;
+  to.trials_as_submitters = options_.trials_as_submitters;
+  starter_ = std::make_unique<TrialStarter>(std::move(to));
+  SpawnFailures::Options so;
+  so.clock = options_.clock;
+  so.logger = options_.logger;
+  so.recorder = recorder_.get();
+  spawn_failures_ = std::make_unique<SpawnFailures>(std::move(so));
   control_host_ = std::make_unique<Control>(this);
   StudyControl::Options vo;
   vo.storage = options_.storage;
@@ -138,10 +95,17 @@ Scheduler::Scheduler(SchedulerOptions options)
   vo.host = control_host_.get();
   vo.state_dir = options_.state_dir;
   control_ = std::make_unique<StudyControl>(std::move(vo));
-  if (options_.launcher != nullptr) {
-    options_.launcher->SetForkServerListener(
-        [this](const launcher::ForkServerEvent& ev) { OnForkServerEvent(ev); });
-  }
+  StudyForkServers::Options fo;
+  fo.launcher = options_.launcher;
+  fo.logger = options_.logger;
+  fo.recorder = recorder_.get();
+  fo.find_study = [this](const std::string& name) -> const StudyCache* {
+    for (const auto& [id, study] : studies_) {
+      if (study->record.name == name) return study.get();
+    }
+    return nullptr;
+  };
+  fork_servers_ = std::make_unique<StudyForkServers>(std::move(fo));
   if (options_.gpus != nullptr) {
     GpuDrains::Options go;
     go.pool = options_.gpus;
@@ -153,7 +117,7 @@ Scheduler::Scheduler(SchedulerOptions options)
 }
 
 Scheduler::~Scheduler() {
-  if (options_.launcher != nullptr) options_.launcher->SetForkServerListener(nullptr);
+  fork_servers_.reset();  // the launcher's events stop first, before any trial or study goes
 }
 
 // The control verbs (study_control.h).
@@ -175,89 +139,20 @@ Result<TrialRecord> Scheduler::Enqueue(const std::string& name,
   return control_->Enqueue(name, params);
 }
 
-void Scheduler::StopTrials(const StudyCache& study, bool ended_elsewhere) {
-  for (auto& [tid, rt] : running_) {
-    if (rt->study != &study) continue;
-    if (ended_elsewhere) {
-      const TrialRecord& stored = study.trials[rt->number];
-      if (rt->channel->taken_over() || !model::IsFinished(stored.state)) continue;
-      rt->channel->MarkTakenOver();
-      options_.logger->warn(
-          "study {} trial {}: already ended by another node as {}({}) (this node was silent); "
-          "stopping it",
-          study.record.name, rt->number, model::TrialStateName(stored.state), stored.fail.reason);
-    }
-    rt->process->Stop(StopReason::kCancel);
-  }
-}
-
 int Scheduler::queued_count() const {
   int n = 0;
   for (const auto& [id, s] : studies_) n += static_cast<int>(s->waiting.size());
   return n;
 }
 
-Result<std::unique_ptr<StudyRuntime>> Scheduler::BuildRuntime(const model::StudyRecord& record,
-                                                              config::SweepSpec spec) {
-  auto rt = std::make_unique<StudyRuntime>();
-  rt->record = record;
-  rt->spec = std::move(spec);
-  config::SamplerConfig sc = rt->spec.sampler;
-  sc.seed = record.seed;
-  TRIALD_ASSIGN_OR_RETURN(rt->sampler, options_.make_sampler
-                                           ? options_.make_sampler(sc, rt->spec.space)
-                                           : sampler::MakeSampler(sc, rt->spec.space));
-  TRIALD_ASSIGN_OR_RETURN(rt->pruner, options_.make_pruner ? options_.make_pruner(rt->spec.pruner)
-                                                           : pruner::MakePruner(rt->spec.pruner));
-  return rt;
-}
-
 Result<model::StudyRecord> Scheduler::Submit(const config::SweepSource& source,
                                              const model::Submitter& submitter) {
   if (shutting_down_) return common::Unavailable("triald is shutting down");
-  TRIALD_ASSIGN_OR_RETURN(config::SweepSpec spec, admission_->Admit(source));
-  const std::string where = source.path.empty() ? "<sweep>" : source.path;
-  const model::NewStudy ns =
-      StudyAdmission::NewStudyOf(spec, source, submitter, options_.seed_source);
-  // Build the sampler and pruner before storing anything, so a bad sweep leaves no trace.
-  model::StudyRecord probe;
-  probe.seed = ns.seed;
-  Result<std::unique_ptr<StudyRuntime>> check = BuildRuntime(probe, spec);
-  if (!check.ok()) return check.status().WithContext(where);
-
-  StorageBatch batch(options_.storage, options_.logger);
-  Result<model::StudyRecord> rec = options_.storage->CreateStudy(ns, options_.clock->WallSeconds());
-  if (!rec.ok() && rec.status().code() == common::Code::kAlreadyExists) {
-    return common::AlreadyExists(where + ": [study] name = \"" + ns.name +
-                                 "\": a study of that name already exists; expected a new "
-                                 "name (see `trialctl studies`)");
-  }
-  if (!rec.ok()) return rec.status();
-  StudyRuntime& study = *(studies_[rec->id] = std::move(check).value());
-  study.record = *rec;
-  const std::string what = std::to_string(ns.n_trials) + " trials, parallelism " +
-                           std::to_string(study.spec.study.parallelism) + ", seed " +
-                           std::to_string(ns.seed);
-  recorder_->Event(&study, nullptr, "study_submitted", what);
-  options_.logger->info("study {} submitted: {}", ns.name, what);
-  // The study is stored before any of its trials starts (Pump's transactions are its own: on a
-  // shared storage one per claim, each locking one study).
-  Status committed = batch.Commit();
-  if (!committed.ok()) {
-    studies_.erase(rec->id);
-    return committed.WithContext("storing study \"" + ns.name + "\"");
-  }
+  TRIALD_ASSIGN_OR_RETURN(std::unique_ptr<StudyRuntime> study, loader_->Submit(source, submitter));
+  const model::StudyRecord record = study->record;
+  studies_[record.id] = std::move(study);
   Pump();  // may finish the study at once (a sampler with nothing to give) and drop it
-  return *rec;
-}
-
-Result<std::unique_ptr<StudyRuntime>> Scheduler::LoadStudy(const model::StudyRecord& rec) {
-  TRIALD_ASSIGN_OR_RETURN(config::SweepSpec spec, admission_->Readmit(rec));
-  TRIALD_ASSIGN_OR_RETURN(std::unique_ptr<StudyRuntime> rt, BuildRuntime(rec, std::move(spec)));
-  TRIALD_ASSIGN_OR_RETURN(rt->trials, options_.storage->GetTrials(rec.id));
-  rt->Recount(options_.storage->node());
-  rt->synced_at = options_.clock->MonotonicSeconds();
-  return rt;
+  return record;
 }
 
 Status Scheduler::Recover() {
@@ -275,7 +170,7 @@ Status Scheduler::Recover() {
   TRIALD_ASSIGN_OR_RETURN(Recovered recovered, EndLostTrials(ro));
   for (model::StudyRecord& rec : recovered.studies) {
     if (rec.state != StudyState::kRunning) continue;
-    Result<std::unique_ptr<StudyRuntime>> rt = LoadStudy(rec);
+    Result<std::unique_ptr<StudyRuntime>> rt = loader_->Load(rec);
     if (!rt.ok()) {
       if (coordinator_->LeaveToOthers(rec, rt.status())) continue;  // other nodes may run it
       // The stored sweep no longer parses (e.g. an option this build dropped): keep its trials
@@ -364,33 +259,12 @@ std::optional<int> Scheduler::NextTrial(StudyRuntime& study) {
 void Scheduler::SharedTick() {
   std::optional<std::vector<model::StudyRecord>> stored = coordinator_->OnTick(shutting_down_);
   if (!stored) return;
-  // A study another node deleted (none of its trials ran, so none runs here) is forgotten.
-  std::set<int64_t> ids;
-  for (const model::StudyRecord& rec : *stored) ids.insert(rec.id);
-  for (auto it = studies_.begin(); it != studies_.end();) {
-    StudyRuntime& s = *it->second;
-    if (ids.count(it->first) == 0 && s.running == 0 && s.pending_finishes == 0) {
-      options_.logger->info("study {}: deleted through another node", s.record.name);
-      if (gpu_reserved_for_ == it->first) gpu_reserved_for_ = 0;
-      it = studies_.erase(it);
-    } else {
-      ++it;
-    }
-  }
-  for (const model::StudyRecord& rec : *stored) {
-    auto it = studies_.find(rec.id);
-    if (it != studies_.end()) {
-      coordinator_->Adopt(*it->second, rec);
-      continue;
-    }
-    if (rec.state != StudyState::kRunning || coordinator_->LeftToOthers(rec.name)) continue;
-    Result<std::unique_ptr<StudyRuntime>> rt = LoadStudy(rec);
-    if (!rt.ok()) {
-      coordinator_->LeaveToOthers(rec, rt.status());
-      continue;
-    }
-    options_.logger->info("study {}: joined ({} trials so far)", rec.name, (*rt)->trials.size());
-    studies_[rec.id] = std::move(rt).value();
+  FollowOptions follow;
+  follow.coordinator = coordinator_.get();
+  follow.loader = loader_.get();
+  follow.logger = options_.logger;
+  for (int64_t dropped : FollowStoredStudies(*stored, &studies_, follow)) {
+    if (gpu_reserved_for_ == dropped) gpu_reserved_for_ = 0;
   }
   for (auto& [id, study] : studies_) {
     if (!coordinator_->Follow(*study)) continue;
@@ -467,10 +341,15 @@ void Scheduler::Pump() {
   // A study's trials (every intermediate value and attribute) are many small blocks: give them
   // back, or the daemon's RSS stays at its peak after a large study.
   const bool dropped = DropEndedStudies();
-  WakeForBackoff();
+  // A study backing off: Pump() again when its wait is over.
+  if (options_.wake_after && !shutting_down_) {
+    if (std::optional<double> delay = spawn_failures_->WakeDelay(studies_)) {
+      options_.wake_after(*delay);
+    }
+  }
   if (dropped) options_.env->ReturnFreedMemory();
   if (options_.on_change) options_.on_change();
-  if (shutting_down_ && running_.empty() && on_idle_) {
+  if (shutting_down_ && running_->empty() && on_idle_) {
     auto fn = std::move(on_idle_);
     on_idle_ = nullptr;
     fn();
@@ -482,7 +361,7 @@ bool Scheduler::DropEndedStudies() {
   for (auto it = studies_.begin(); it != studies_.end();) {
     const StudyRuntime& s = *it->second;
     if (s.record.state != StudyState::kRunning && s.running == 0 && s.pending_finishes == 0) {
-      ReleaseForkServer(s);  // none of its trials is starting or running
+      fork_servers_->Release(s);  // none of its trials is starting or running
       it = studies_.erase(it);
       dropped = true;
     } else {
@@ -496,52 +375,23 @@ bool Scheduler::StartTrial(StudyRuntime& study, TrialGpus gpus) {
   std::optional<int> claimed = coordinator_->ClaimNext(study, [&] { return NextTrial(study); });
   if (!claimed) return false;  // `gpus` go straight back
   const int number = *claimed;
-  TrialRecord& trial = study.trials[number];
-  LaunchSettings settings;
-  settings.state_dir = options_.state_dir;
-  settings.log_head_bytes = options_.log_head_bytes;
-  settings.log_tail_bytes = options_.log_tail_bytes;
-  settings.base_env = options_.base_env;
-  settings.node = options_.storage->node();
-  std::optional<ResumeFolder> resume;
-  if (trial.retry_of_number) resume = ResumeFolderOf(study, trial);
-  launcher::LaunchSpec ls = MakeLaunchSpec(settings, study.record.name, study.spec, trial,
-                                           gpus.slots(), resume ? resume->dir : "");
-  ls.submitter = study.record.submitter;
-  const int64_t tid = trial.id;
+  const int64_t tid = study.trials[number].id;
   launcher::TrialCallbacks cb;
   cb.on_started = [this, tid](const model::ProcessIdentity& id) { OnStarted(tid, id); };
   cb.on_message = [this, tid](const proto::ReportMessage& m) {
-    if (auto it = running_.find(tid); it != running_.end()) it->second->channel->OnMessage(m);
+    if (RunningTrial* rt = running_->Find(tid)) rt->channel->OnMessage(m);
   };
   cb.on_exit = [this, tid](const launcher::ProcessOutcome& o) { OnExit(tid, o); };
-  launcher::LaunchResult proc = options_.launcher->Launch(ls, std::move(cb));
-  if (!proc.ok()) {
-    OnSpawnFailure(study, number, proc.spawn_error(), proc.status().message());
+  TrialStarter::Failure failure;
+  std::unique_ptr<RunningTrial> rt =
+      starter_->Launch(study, number, std::move(gpus), std::move(cb), &failure);
+  if (!rt) {
+    OnSpawnFailure(study, number, failure.error, failure.message);
     return false;
   }
-  if (resume) {
-    const std::string what = DescribeResumeFolder(*resume, number, *trial.retry_of_number);
-    options_.logger->info("study {}: {}", study.record.name, what);
-    recorder_->Event(&study, &trial, "resume_folder", what);
-  }
-  auto rt = std::make_unique<RunningTrial>();
-  rt->study = &study;
-  rt->number = number;
-  rt->gpus = std::move(gpus);  // the trial holds them now
-  rt->process = std::move(proc).value();
-  TrialChannel::Options co;
-  co.storage = options_.storage;
-  co.logger = options_.logger;
-  co.process = rt->process.get();
-  co.study = &study;
-  co.number = number;
-  co.refresh_for_pruning = [this, &study] { coordinator_->RefreshForPruning(study); };
-  rt->channel = std::make_unique<TrialChannel>(std::move(co));
-  rt->starting = !rt->process->started();
   const model::ProcessIdentity id = rt->process->identity();
   const bool starting = rt->starting;
-  running_[tid] = std::move(rt);
+  running_->Add(tid, std::move(rt));
   ++study.running;
   if (starting) {
     // A fork server starts it (launcher.h): OnStarted, or OnExit with never_started.
@@ -552,25 +402,21 @@ bool Scheduler::StartTrial(StudyRuntime& study, TrialGpus gpus) {
 }
 
 bool Scheduler::OnStarted(int64_t tid, const model::ProcessIdentity& id) {
-  auto it = running_.find(tid);
-  if (it == running_.end()) return false;
-  RunningTrial& rt = *it->second;
+  RunningTrial* found = running_->Find(tid);
+  if (found == nullptr) return false;
+  RunningTrial& rt = *found;
   StudyRuntime& study = *rt.study;
   const int number = rt.number;
   rt.starting = false;
   TrialRecord& trial = study.trials[number];
-  if (study.spawn.OnStart()) {
-    options_.logger->info("study {}: trials start again", study.record.name);
-    recorder_->Event(&study, &trial, "spawn_recovered",
-                     "trial " + std::to_string(number) + " started");
-  }
+  spawn_failures_->OnStarted(study, number);
   const double now = options_.clock->WallSeconds();
   Status st = options_.storage->MarkRunning(tid, id, now);
   if (!st.ok()) {
     // Not durable means we could not recover it after a crash: do not let it run. Destroying it
     // kills its group at once, and gives back its slots (no process of it ran).
     options_.logger->error("study {} trial {}: {}", study.record.name, number, st.message());
-    running_.erase(it);
+    running_->Take(tid);
     --study.running;
     study.drawn.erase(number);
     FinishTrial(study, number, SpawnFailed("could not record the running trial: " + st.message()));
@@ -594,11 +440,11 @@ bool Scheduler::OnStarted(int64_t tid, const model::ProcessIdentity& id) {
 }
 
 void Scheduler::OnNeverStarted(int64_t trial_id, const launcher::ProcessOutcome& o) {
-  auto it = running_.find(trial_id);
-  if (it == running_.end()) return;
-  StudyRuntime& study = *it->second->study;
-  const int number = it->second->number;
-  running_.erase(it);  // no process of it ran: its slots go straight back
+  std::unique_ptr<RunningTrial> rt = running_->Take(trial_id);
+  if (!rt) return;
+  StudyRuntime& study = *rt->study;
+  const int number = rt->number;
+  rt.reset();  // no process of it ran: its slots go straight back
   --study.running;
   if (model::IsFinished(study.trials[number].state)) {
     // Already ended with the study's WAITING trials (a cancel gathers every one of them).
@@ -615,87 +461,27 @@ void Scheduler::OnNeverStarted(int64_t trial_id, const launcher::ProcessOutcome&
   Pump();
 }
 
-void Scheduler::OnForkServerEvent(const launcher::ForkServerEvent& ev) {
-  for (auto& [id, study] : studies_) {
-    if (study->record.name != ev.key) continue;
-    const char* kind = launcher::ForkServerEventName(ev.kind);
-    if (ev.kind == launcher::ForkServerEvent::Kind::kStarted) {
-      options_.logger->info("study {}: fork server ready ({})", ev.key, ev.detail);
-    } else {
-      options_.logger->warn("study {}: {}: {}", ev.key, kind, ev.detail);
-    }
-    recorder_->Event(study.get(), nullptr, kind, ev.detail);
-    return;
-  }
-}
-
 std::optional<launcher::ForkServerStatus> Scheduler::fork_server_status(int64_t study_id) const {
   auto it = studies_.find(study_id);
-  if (it == studies_.end() || !it->second->spec.objective.fork_server) return std::nullopt;
-  std::optional<launcher::ForkServerStatus> st =
-      options_.launcher->fork_server_status(it->second->record.name);
-  if (!st) {
-    st.emplace();
-    st->state = "not started";  // no trial has been launched since the study became active
-  }
-  return st;
-}
-
-void Scheduler::ReleaseForkServer(const StudyRuntime& study) {
-  if (study.spec.objective.fork_server) options_.launcher->ReleaseForkServer(study.record.name);
+  if (it == studies_.end()) return std::nullopt;
+  return fork_servers_->Status(*it->second);
 }
 
 void Scheduler::OnSpawnFailure(StudyRuntime& study, int number, const launcher::SpawnError& error,
                                const std::string& message) {
-  const bool was_held = study.spawn.held();
-  SpawnBackoff::Failure f =
-      study.spawn.OnFailure(error, message, options_.clock->MonotonicSeconds());
   // The trial never ran: it waits again, first in line, with its parameters (enqueued ones
-  // included); storage still has it WAITING.
+  // included); storage still has it WAITING. The study backs off.
   study.waiting.push_front(number);
-  const std::string what = DescribeSpawnFailure(f, number, message);
-  if (was_held) {
-    options_.logger->debug("study {}: {}", study.record.name, what);
-  } else {
-    options_.logger->warn("study {}: {}", study.record.name, what);
-  }
-  recorder_->Event(&study, &study.trials[number], "spawn_failed", what);
-  if (f.held_now) {
-    options_.logger->error(
-        "study {}: held: trials cannot start: {} (retried every {} s at most until they do)",
-        study.record.name, message, SpawnBackoff::kMaxDelay);
-    recorder_->Event(&study, nullptr, "study_held",
-                     "trials cannot start: " + message + " (" + std::to_string(f.failures) +
-                         " failures in a row; retried with back-off until one starts)");
-  }
-}
-
-void Scheduler::WakeForBackoff() {
-  if (!options_.wake_after || shutting_down_) return;
-  std::optional<double> earliest;
-  for (const auto& [id, study] : studies_) {
-    if (!study->spawn.backing_off() || study->record.state != StudyState::kRunning) continue;
-    if (!earliest || study->spawn.retry_at() < *earliest) earliest = study->spawn.retry_at();
-  }
-  if (earliest) {
-    options_.wake_after(std::max(0.0, *earliest - options_.clock->MonotonicSeconds()));
-  }
+  spawn_failures_->OnFailure(study, number, error, message);
 }
 
 std::optional<SpawnBackoff::Snapshot> Scheduler::spawn_status(int64_t study_id) const {
   auto it = studies_.find(study_id);
-  if (it == studies_.end() || !it->second->spawn.backing_off()) return std::nullopt;
-  return it->second->spawn.Take(options_.clock->MonotonicSeconds());
+  if (it == studies_.end()) return std::nullopt;
+  return spawn_failures_->Status(*it->second);
 }
 
-std::vector<Scheduler::RunningView> Scheduler::running_trials() const {
-  std::vector<RunningView> out;
-  out.reserve(running_.size());
-  for (const auto& [id, rt] : running_) {
-    out.push_back({rt->study->record.id, rt->number, devices::GpuPool::SlotList(rt->gpus.slots())});
-  }
-  return out;
-}
+std::vector<Scheduler::RunningView> Scheduler::running_trials() const { return running_->Views(); }
 
 std::optional<int64_t> Scheduler::pareto_front_size(int64_t study_id) {
   auto it = studies_.find(study_id);
@@ -708,10 +494,8 @@ void Scheduler::OnExit(int64_t trial_id, const launcher::ProcessOutcome& o) {
     OnNeverStarted(trial_id, o);
     return;
   }
-  auto it = running_.find(trial_id);
-  if (it == running_.end()) return;
-  std::unique_ptr<RunningTrial> rt = std::move(it->second);
-  running_.erase(it);
+  std::unique_ptr<RunningTrial> rt = running_->Take(trial_id);
+  if (!rt) return;
   StudyRuntime& study = *rt->study;
   --study.running;
   TrialObservation seen = ObserveExit(study.spec.study, study.trials[rt->number], o);
@@ -767,31 +551,15 @@ void Scheduler::MaybeRetry(StudyRuntime& study, int number) {
   recorder_->Event(&study, &*created, "trial_retry", what);
 }
 
-ResumeFolder Scheduler::ResumeFolderOf(const StudyRuntime& study, const TrialRecord& retry) const {
-  RetryFolderQuery q;
-  q.env = options_.env;
-  q.state_dir = options_.state_dir;
-  q.study = &study.record;
-  q.of = *retry.retry_of_number;
-  if (q.of >= 0 && static_cast<size_t>(q.of) < study.trials.size()) q.failed = &study.trials[q.of];
-  q.shared = options_.storage->shared();
-  q.node = options_.storage->node();
-  q.as_submitter = options_.trials_as_submitters;
-  return ResumeFolderForRetry(q);
-}
-
 bool Scheduler::gpu_work() const {
   if (options_.gpus == nullptr) return false;
   if (options_.gpus->draining()) return true;
-  return std::any_of(running_.begin(), running_.end(),
-                     [](const auto& r) { return !r.second->gpus.empty(); });
+  return running_->HoldGpus();
 }
 
 void Scheduler::PollDevices() {
   if (options_.gpus == nullptr) return;
-  for (auto& [tid, rt] : running_) {
-    if (!rt->starting) rt->gpus.Sample(rt->process->identity().pgid);
-  }
+  running_->SampleGpus();
   if (gpu_drains_->Collect()) Pump();
 }
 
@@ -848,9 +616,9 @@ void Scheduler::MaybeCompleteStudy(StudyRuntime& study) {
 void Scheduler::BeginShutdown(std::function<void()> on_idle) {
   shutting_down_ = true;
   on_idle_ = std::move(on_idle);
-  for (auto& [tid, rt] : running_) rt->process->Stop(StopReason::kShutdown);
+  running_->StopAll();
   // No trial starts any more: the fork servers go (a start still pending ends never started).
-  options_.launcher->ReleaseAllForkServers();
+  fork_servers_->ReleaseAll();
   Pump();  // runs on_idle at once when nothing is running
 }
 

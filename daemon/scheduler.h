@@ -78,7 +78,11 @@
 // retry decision, when a study ends, and shutdown. Its parts, in daemon/scheduler/ (target
 // triald_scheduler_parts):
 //   study_runtime.h       an active study: its cache, sweep, sampler, pruner and back-off
+//   study_loader.h        a study made ready to run: submitted (admitted, stored) or loaded
 //   admission.h           whether a sweep may run here (submit, and each reload)
+//   stored_studies.h      shared storage: the active studies following the stored ones
+//   running_trials.h      this node's launched trials: process, channel, GPU slots
+//   trial_starter.h       a claimed trial launched: its spec, a retry's resume folder
 //   study_control.h       the control verbs (cancel, pause, resume, extend, set, delete, enqueue)
 //   study_recorder.h      the one step of a study change: store, mirror, event, log
 //   recovery.h            the trials a previous daemon left running, ended as lost
@@ -92,13 +96,16 @@
 //   study_cache.h         a study's trials and counts, shared with the coordinator
 //   leftover_processes.h  the recovery-time kill of a previous daemon's processes
 //   spawn_backoff.h       the wait after a trial could not be started
+//   spawn_failures.h      failed starts across studies: back-off, events, the next wake-up
+//   study_fork_servers.h  the studies' fork servers: their events, state and release
 //   resume_dir.h          the failed attempt's folder a retry may resume from
 //   measured_metrics.h    measured resources as constraints and objectives (a pure function)
 //   scheduler_env.h       every call to the operating system (file system, passwd, malloc)
+//   scheduler_hosts.h     the scheduler's side of CoordinatorHost and ControlHost (scheduler.cc's)
 //
 // The scheduler never forks, sleeps, reads /proc, the file system or the clock directly:
 // Launcher, Storage, Clock, LeftoverProcesses and SchedulerEnv are injected, so
-// tests/daemon/scheduler_test.cc drives it with fakes.
+// tests/daemon/scheduler_*_test.cc drive it with fakes (tests/daemon/scheduler_harness.h).
 //
 // Thread-safety: not thread-safe; the daemon calls it from its event-loop thread only.
 
@@ -123,6 +130,7 @@
 #include "daemon/scheduler/leftover_processes.h"
 #include "daemon/scheduler/node_coordinator.h"
 #include "daemon/scheduler/resume_dir.h"
+#include "daemon/scheduler/running_trials.h"
 #include "daemon/scheduler/scheduler_env.h"
 #include "daemon/scheduler/spawn_backoff.h"
 #include "daemon/storage/storage.h"
@@ -177,10 +185,13 @@ struct SchedulerOptions {
 };
 
 class GpuDrains;
-class StudyAdmission;
+class SpawnFailures;
 class StudyControl;
+class StudyForkServers;
+class StudyLoader;
 class StudyRecorder;
 class TrialGpus;
+class TrialStarter;
 struct StudyRuntime;
 
 class Scheduler {
@@ -257,7 +268,7 @@ class Scheduler {
   void PollDevices();
   bool gpu_work() const;
 
-  int running_count() const { return static_cast<int>(running_.size()); }
+  int running_count() const { return running_->size(); }
   int queued_count() const;
   int active_study_count() const { return static_cast<int>(studies_.size()); }
   // An active study whose trials could not be started lately (still backing off, or held);
@@ -272,23 +283,13 @@ class Scheduler {
   // has one objective.
   std::optional<int64_t> pareto_front_size(int64_t study_id);
   // This node's running trials with the GPU slots each holds (the dashboard shows them).
-  struct RunningView {
-    int64_t study_id = 0;
-    int number = 0;
-    std::string gpu_slots;  // devices::GpuPool::SlotList form; "" for a CPU trial
-  };
+  using RunningView = RunningTrialView;
   std::vector<RunningView> running_trials() const;
 
  private:
-  struct RunningTrial;
   class Host;
   class Control;
 
-  // The study's runtime from its record and admitted sweep: sampler and pruner built.
-  common::Result<std::unique_ptr<StudyRuntime>> BuildRuntime(const model::StudyRecord& record,
-                                                             config::SweepSpec spec);
-  // Readmits a stored study, builds it and loads its trials.
-  common::Result<std::unique_ptr<StudyRuntime>> LoadStudy(const model::StudyRecord& record);
   // The sampler's parameters for the study's next trial number (and the trial's sample, kept
   // for its define-by-run suggests); nullopt when it has none: exhausted (a grid) or failed,
   // recorded as an event, and the study ends when nothing else runs.
@@ -313,16 +314,8 @@ class Scheduler {
   // A launched trial ended without ever starting (launcher.h: never_started): a failed start
   // (it waits again, the study backs off), or a start called off by cancel or shutdown.
   void OnNeverStarted(int64_t trial_id, const launcher::ProcessOutcome& outcome);
-  // The launcher's fork server events, as study events (fork_server_started, _exited, _off).
-  void OnForkServerEvent(const launcher::ForkServerEvent& event);
-  // Stops the study's fork server, if its sweep has one (the study ended or is deleted).
-  void ReleaseForkServer(const StudyRuntime& study);
-  // Asks options_.wake_after for the earliest end of a study's back-off.
-  void WakeForBackoff();
   // Queues a retry of the finished trial `number` when the study's policy asks for one.
   void MaybeRetry(StudyRuntime& study, int number);
-  // For a retry about to start: the folder of the attempt it retries, or why there is none.
-  ResumeFolder ResumeFolderOf(const StudyRuntime& study, const model::TrialRecord& retry) const;
   void OnExit(int64_t trial_id, const launcher::ProcessOutcome& outcome);
   // `own`: the trial is this node's (shared storage: dropped when another node has ended or
   // taken it over); false when ending another node's trial (a dead node's, or a cancelled
@@ -331,9 +324,6 @@ class Scheduler {
                    bool own = true);
   // Ends the study, COMPLETE (or FAILED, with study.failure) once nothing of it is left to run.
   void MaybeCompleteStudy(StudyRuntime& study);
-  // Stops this node's running trials of `study`: all of them, or (ended_elsewhere) those whose
-  // stored trial another node ended.
-  void StopTrials(const StudyCache& study, bool ended_elsewhere);
   // Drops studies that have ended and have nothing running; true when any was dropped.
   bool DropEndedStudies();
 
@@ -343,11 +333,14 @@ class Scheduler {
   std::unique_ptr<Host> host_;                        // the coordinator's view of this scheduler
   std::unique_ptr<NodeCoordinator> coordinator_;      // local or shared (node_coordinator.h)
   std::unique_ptr<StudyRecorder> recorder_;           // every study change and event
-  std::unique_ptr<StudyAdmission> admission_;         // sweeps checked against this node
+  std::unique_ptr<StudyLoader> loader_;               // studies submitted, or loaded to run
+  std::unique_ptr<TrialStarter> starter_;             // launches a claimed trial
+  std::unique_ptr<SpawnFailures> spawn_failures_;     // back-off and events of failed starts
+  std::unique_ptr<StudyForkServers> fork_servers_;    // the studies' fork servers
   std::unique_ptr<Control> control_host_;             // the control verbs' view of this scheduler
   std::unique_ptr<StudyControl> control_;             // the control verbs
   std::map<int64_t, std::unique_ptr<StudyRuntime>> studies_;  // active studies by id
-  std::map<int64_t, std::unique_ptr<RunningTrial>> running_;  // by trial id
+  std::unique_ptr<RunningTrials> running_;                    // this node's launched trials
   int64_t last_served_study_ = 0;                             // round-robin position of Pump()
   int64_t gpu_reserved_for_ = 0;           // study whose GPU trial waits for slots (0: none)
   std::unique_ptr<GpuDrains> gpu_drains_;  // with a GPU pool: ended trials' slots

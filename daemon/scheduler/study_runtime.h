@@ -53,4 +53,8 @@ struct StudyRuntime : StudyCache {
   }
 };
 
+// The studies a scheduler runs, by id (the scheduler owns them; Pump serves them round-robin in
+// this order).
+using ActiveStudies = std::map<int64_t, std::unique_ptr<StudyRuntime>>;
+
 }  // namespace triald::daemon

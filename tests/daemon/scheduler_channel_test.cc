@@ -32,26 +32,6 @@
 namespace triald::daemon {
 namespace {
 
-using common::Code;
-using launcher::StopReason;
-using model::StudyRecord;
-using model::StudyState;
-using model::TrialRecord;
-using model::TrialState;
-using testing::CompleteAll;
-using testing::CountEvents;
-using testing::Describe;
-using testing::FakeLauncher;
-using testing::InternalParams;
-using testing::kDefaultSpace;
-using testing::kSweepDir;
-using testing::LiveAt;
-using testing::SchedulerHarness;
-using testing::SchedulerHarnessOptions;
-using testing::ScriptedPruner;
-using testing::Sweep;
-using Launched = FakeLauncher::Launched;
-
 // ---------------------------------------------------------------------------------------------
 // Pruning
 

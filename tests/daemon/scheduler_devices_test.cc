@@ -26,16 +26,8 @@
 namespace triald::daemon {
 namespace {
 
-using model::StudyState;
-using model::TrialRecord;
-using model::TrialState;
 using testing::FakeGpuProbe;
-using testing::FakeLauncher;
 using testing::GpuHarnessOptions;
-using testing::SchedulerHarness;
-using testing::SchedulerHarnessOptions;
-using testing::Sweep;
-using Launched = FakeLauncher::Launched;
 
 // A seeded sweep over one float x, with more [study] lines `study_extra`.
 Sweep DeviceSweep(const std::string& name, int n_trials, int parallelism,

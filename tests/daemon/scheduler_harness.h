@@ -410,3 +410,27 @@ class SchedulerCluster {
 };
 
 }  // namespace triald::testing
+
+// The names every scheduler test (scheduler_*_test.cc) uses, declared once: the tests live in
+// triald::daemon and read as the scheduler's own code does.
+namespace triald::daemon {
+using common::Code;
+using launcher::StopReason;
+using model::StudyRecord;
+using model::StudyState;
+using model::TrialRecord;
+using model::TrialState;
+using testing::CompleteAll;
+using testing::CountEvents;
+using testing::Describe;
+using testing::FakeLauncher;
+using testing::InternalParams;
+using testing::kDefaultSpace;
+using testing::kSweepDir;
+using testing::LiveAt;
+using testing::SchedulerHarness;
+using testing::SchedulerHarnessOptions;
+using testing::ScriptedPruner;
+using testing::Sweep;
+using Launched = FakeLauncher::Launched;
+}  // namespace triald::daemon

@@ -23,14 +23,7 @@
 namespace triald::daemon {
 namespace {
 
-using launcher::StopReason;
-using model::StudyState;
-using model::TrialRecord;
-using model::TrialState;
-using testing::FakeLauncher;
 using testing::SchedulerCluster;
-using testing::Sweep;
-using Launched = FakeLauncher::Launched;
 
 constexpr double kNodeTimeout = SchedulerCluster::kNodeTimeout;
 

@@ -1,0 +1,73 @@
+#include "daemon/scheduler/study_loader.h"
+
+#include <string>
+#include <utility>
+
+#include "daemon/scheduler/storage_batch.h"
+
+namespace triald::daemon {
+using common::Result;
+using common::Status;
+
+StudyLoader::StudyLoader(Options options)
+    : options_(std::move(options)), admission_(options_.admission) {}
+
+Result<std::unique_ptr<StudyRuntime>> StudyLoader::Build(const model::StudyRecord& record,
+                                                         config::SweepSpec spec) const {
+  auto rt = std::make_unique<StudyRuntime>();
+  rt->record = record;
+  rt->spec = std::move(spec);
+  config::SamplerConfig sc = rt->spec.sampler;
+  sc.seed = record.seed;
+  TRIALD_ASSIGN_OR_RETURN(rt->sampler, options_.make_sampler
+                                           ? options_.make_sampler(sc, rt->spec.space)
+                                           : sampler::MakeSampler(sc, rt->spec.space));
+  TRIALD_ASSIGN_OR_RETURN(rt->pruner, options_.make_pruner ? options_.make_pruner(rt->spec.pruner)
+                                                           : pruner::MakePruner(rt->spec.pruner));
+  return rt;
+}
+
+Result<std::unique_ptr<StudyRuntime>> StudyLoader::Submit(const config::SweepSource& source,
+                                                          const model::Submitter& submitter) {
+  TRIALD_ASSIGN_OR_RETURN(config::SweepSpec spec, admission_.Admit(source));
+  const std::string where = source.path.empty() ? "<sweep>" : source.path;
+  const model::NewStudy ns =
+      StudyAdmission::NewStudyOf(spec, source, submitter, options_.seed_source);
+  // Build the sampler and pruner before storing anything, so a bad sweep leaves no trace.
+  model::StudyRecord probe;
+  probe.seed = ns.seed;
+  Result<std::unique_ptr<StudyRuntime>> built = Build(probe, std::move(spec));
+  if (!built.ok()) return built.status().WithContext(where);
+
+  StorageBatch batch(options_.storage, options_.logger);
+  Result<model::StudyRecord> rec = options_.storage->CreateStudy(ns, options_.clock->WallSeconds());
+  if (!rec.ok() && rec.status().code() == common::Code::kAlreadyExists) {
+    return common::AlreadyExists(where + ": [study] name = \"" + ns.name +
+                                 "\": a study of that name already exists; expected a new "
+                                 "name (see `trialctl studies`)");
+  }
+  if (!rec.ok()) return rec.status();
+  std::unique_ptr<StudyRuntime> study = std::move(built).value();
+  study->record = *rec;
+  const std::string what = std::to_string(ns.n_trials) + " trials, parallelism " +
+                           std::to_string(study->spec.study.parallelism) + ", seed " +
+                           std::to_string(ns.seed);
+  options_.recorder->Event(study.get(), nullptr, "study_submitted", what);
+  options_.logger->info("study {} submitted: {}", ns.name, what);
+  // The study is stored before any of its trials starts (the scheduler's transactions are its
+  // own: on a shared storage one per claim, each locking one study).
+  Status committed = batch.Commit();
+  if (!committed.ok()) return committed.WithContext("storing study \"" + ns.name + "\"");
+  return study;
+}
+
+Result<std::unique_ptr<StudyRuntime>> StudyLoader::Load(const model::StudyRecord& record) {
+  TRIALD_ASSIGN_OR_RETURN(config::SweepSpec spec, admission_.Readmit(record));
+  TRIALD_ASSIGN_OR_RETURN(std::unique_ptr<StudyRuntime> rt, Build(record, std::move(spec)));
+  TRIALD_ASSIGN_OR_RETURN(rt->trials, options_.storage->GetTrials(record.id));
+  rt->Recount(options_.storage->node());
+  rt->synced_at = options_.clock->MonotonicSeconds();
+  return rt;
+}
+
+}  // namespace triald::daemon

@@ -1,0 +1,69 @@
+#pragma once
+// StudyLoader: makes the StudyRuntime of a study this node is to run, from either end:
+//   Submit  a sweep being submitted: admitted (admission.h), its sampler and pruner built before
+//           anything is stored (a bad sweep leaves no trace), then the study stored with its
+//           study_submitted event in one commit.
+//   Load    a stored study (recovery, a study joined from another node, one extended or
+//           activated again): readmitted, built, and its stored trials loaded and counted.
+// The caller owns what it returns and decides when its trials start; nothing is started here.
+//
+// Owns: the StudyAdmission. Not owned: storage, clock, recorder.
+//
+// Thread-safety: not thread-safe; the scheduler's event-loop thread only.
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+
+#include "common/clock.h"
+#include "common/logging.h"
+#include "common/status.h"
+#include "config/sweep.h"
+#include "daemon/model/records.h"
+#include "daemon/pruner/pruner.h"
+#include "daemon/sampler/sampler.h"
+#include "daemon/scheduler/admission.h"
+#include "daemon/scheduler/study_recorder.h"
+#include "daemon/scheduler/study_runtime.h"
+#include "daemon/storage/storage.h"
+
+namespace triald::daemon {
+
+class StudyLoader {
+ public:
+  using MakeSampler = std::function<common::Result<std::unique_ptr<sampler::Sampler>>(
+      const config::SamplerConfig&, const config::SearchSpace&)>;
+  using MakePruner =
+      std::function<common::Result<std::unique_ptr<pruner::Pruner>>(const config::PrunerConfig&)>;
+
+  struct Options {
+    storage::Storage* storage = nullptr;   // not owned
+    const common::Clock* clock = nullptr;  // not owned
+    common::Logger logger;
+    StudyRecorder* recorder = nullptr;  // not owned: the study_submitted event
+    StudyAdmission::Options admission;  // whether a sweep may run on this node
+    // Draws a seed for sweeps that give none; empty: 0.
+    std::function<uint64_t()> seed_source;
+    MakeSampler make_sampler;  // empty: sampler::MakeSampler
+    MakePruner make_pruner;    // empty: pruner::MakePruner
+  };
+  explicit StudyLoader(Options options);
+
+  // A submitted sweep, admitted and stored as a new study (state RUNNING, no trials yet). Errors
+  // name the sweep file and key; kAlreadyExists for a name in use. Nothing is stored on error.
+  common::Result<std::unique_ptr<StudyRuntime>> Submit(const config::SweepSource& source,
+                                                       const model::Submitter& submitter);
+  // A stored study, readmitted on this node, with its trials as storage has them.
+  common::Result<std::unique_ptr<StudyRuntime>> Load(const model::StudyRecord& record);
+
+ private:
+  // The runtime of `record` running `spec`: its sampler (seeded with the record's seed) and
+  // pruner built; no trials.
+  common::Result<std::unique_ptr<StudyRuntime>> Build(const model::StudyRecord& record,
+                                                      config::SweepSpec spec) const;
+
+  Options options_;
+  StudyAdmission admission_;
+};
+
+}  // namespace triald::daemon

@@ -1,0 +1,62 @@
+#include "daemon/scheduler/trial_starter.h"
+
+#include <optional>
+#include <utility>
+
+#include "daemon/scheduler/resume_dir.h"
+
+namespace triald::daemon {
+
+std::unique_ptr<RunningTrial> TrialStarter::Launch(StudyRuntime& study, int number, TrialGpus gpus,
+                                                   launcher::TrialCallbacks callbacks,
+                                                   Failure* failure) {
+  model::TrialRecord& trial = study.trials[number];
+  std::optional<ResumeFolder> resume;
+  if (trial.retry_of_number) resume = ResumeFolderOf(study, trial);
+  LaunchSettings settings = options_.settings;
+  settings.node = options_.storage->node();
+  launcher::LaunchSpec ls = MakeLaunchSpec(settings, study.record.name, study.spec, trial,
+                                           gpus.slots(), resume ? resume->dir : "");
+  ls.submitter = study.record.submitter;
+  launcher::LaunchResult proc = options_.launcher->Launch(ls, std::move(callbacks));
+  if (!proc.ok()) {
+    *failure = Failure{proc.spawn_error(), proc.status().message()};
+    return nullptr;
+  }
+  if (resume) {
+    const std::string what = DescribeResumeFolder(*resume, number, *trial.retry_of_number);
+    options_.logger->info("study {}: {}", study.record.name, what);
+    options_.recorder->Event(&study, &trial, "resume_folder", what);
+  }
+  auto rt = std::make_unique<RunningTrial>();
+  rt->study = &study;
+  rt->number = number;
+  rt->gpus = std::move(gpus);  // the trial holds them now
+  rt->process = std::move(proc).value();
+  TrialChannel::Options co;
+  co.storage = options_.storage;
+  co.logger = options_.logger;
+  co.process = rt->process.get();
+  co.study = &study;
+  co.number = number;
+  co.refresh_for_pruning = [this, &study] { options_.coordinator->RefreshForPruning(study); };
+  rt->channel = std::make_unique<TrialChannel>(std::move(co));
+  rt->starting = !rt->process->started();
+  return rt;
+}
+
+ResumeFolder TrialStarter::ResumeFolderOf(const StudyRuntime& study,
+                                          const model::TrialRecord& retry) const {
+  RetryFolderQuery q;
+  q.env = options_.env;
+  q.state_dir = options_.settings.state_dir;
+  q.study = &study.record;
+  q.of = *retry.retry_of_number;
+  if (q.of >= 0 && static_cast<size_t>(q.of) < study.trials.size()) q.failed = &study.trials[q.of];
+  q.shared = options_.storage->shared();
+  q.node = options_.storage->node();
+  q.as_submitter = options_.trials_as_submitters;
+  return ResumeFolderForRetry(q);
+}
+
+}  // namespace triald::daemon
