@@ -5,9 +5,16 @@ BUILD_DIR="${TRIALD_BUILD_DIR:-$ROOT/build}"
 JOBS="${JOBS:-$(nproc)}"
 
 # Configures $BUILD_DIR with the CMake options given (and the build type, $CMAKE_BUILD_TYPE or
-# RelWithDebInfo).
+# RelWithDebInfo). TRIALD_DEBUG_INFO, when set, is the RelWithDebInfo build's debug-information
+# flag in place of CMake's -g: .ci/run sets -g1 (line tables and function names, enough for
+# backtraces and sanitizer reports; much less for the compiler and linker to write).
 configure_triald() {
-  cmake -S "$ROOT" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE="${CMAKE_BUILD_TYPE:-RelWithDebInfo}" "$@" >/dev/null
+  local flags=()
+  if [ -n "${TRIALD_DEBUG_INFO:-}" ]; then
+    flags+=("-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 $TRIALD_DEBUG_INFO -DNDEBUG")
+  fi
+  cmake -S "$ROOT" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE="${CMAKE_BUILD_TYPE:-RelWithDebInfo}" \
+    "${flags[@]}" "$@" >/dev/null
 }
 
 # Configures and builds everything (daemon, trialctl, trial-worker, tests) into $BUILD_DIR.

@@ -130,42 +130,72 @@ if step "${TRIALD_FORMAT:-}" "$@"; then
   timed "format check" check_format
 fi
 
-timed "configure + build" build_triald
-timed "ctest" run_ctest "$BUILD_DIR" "$@"
+# A full run with the sanitizer pass (TRIALD_SANITIZE) runs each test once. The sanitizer pass
+# (below) runs the labels SAN_LABELS, less the tests labelled SAN_EXCLUDE; the normal build builds
+# and runs the rest only, NORMAL_LABELS: the tests that cannot run under ASan or need trial-worker
+# (no-sanitize), the fault suite and the documentation checks. Every label must be in one of the
+# two (check_label_split), so that a new label cannot drop out of CI unseen. A run with CTest
+# arguments, or without the sanitizer pass, builds everything and runs what it is asked.
+SAN_LABELS='unit|postgres|integration'
+SAN_EXCLUDE='no-sanitize'
+NORMAL_LABELS='no-sanitize|fault|docs'
+SPLIT=0
+if step "${TRIALD_SANITIZE:-}" "$@" && [ "$#" -eq 0 ]; then SPLIT=1; fi
+
+# The tests-<label> targets of build folder $1 whose label matches the regex $2
+# (tests/CMakeLists.txt writes the labels that have programs to test_program_labels.txt).
+label_targets() {
+  local label
+  while read -r label; do
+    [ -n "$label" ] || continue
+    if [[ "$label" =~ ^($2)$ ]]; then echo "tests-$label"; fi
+  done <"$1/test_program_labels.txt"
+}
+
+# Fails naming any label of the normal build (its programs' labels, and CTest's labels of the
+# tests it knows now) that neither pass runs.
+check_label_split() {
+  local label missing=()
+  while read -r label; do
+    [ -n "$label" ] || continue
+    [[ "$label" =~ ^($SAN_LABELS|$NORMAL_LABELS)$ ]] || missing+=("$label")
+  done < <({ cat "$BUILD_DIR/test_program_labels.txt"; (cd "$BUILD_DIR" && ctest --print-labels) |
+    sed -n 's/^  //p'; } | sort -u)
+  if [ ${#missing[@]} -ne 0 ]; then
+    echo "CTest label(s) in neither the sanitizer pass ($SAN_LABELS) nor the normal pass" \
+      "($NORMAL_LABELS): ${missing[*]} (scripts/test.sh)" >&2
+    return 1
+  fi
+}
+
+build_normal() {
+  if [ "$SPLIT" = 0 ]; then
+    build_triald
+    return
+  fi
+  configure_triald -DTRIALD_BUILD_TESTS=ON
+  check_label_split
+  local targets
+  targets="triald trialctl bench-tools $(label_targets "$BUILD_DIR" "$NORMAL_LABELS" | tr '\n' ' ')"
+  echo "normal build: $targets(the sanitizer pass builds and runs the rest)"
+  # shellcheck disable=SC2086
+  cmake --build "$BUILD_DIR" -j "$JOBS" --target $targets
+}
+
+timed "configure + build" build_normal
+if [ "$SPLIT" = 1 ]; then
+  timed "ctest" run_ctest "$BUILD_DIR" -L "$NORMAL_LABELS"
+else
+  timed "ctest" run_ctest "$BUILD_DIR" "$@"
+fi
 
 # The sanitizer pass (TRIALD_SANITIZE): a second build in $BUILD_DIR/sanitize with ASan and UBSan
 # (-DTRIALD_SANITIZE=ON) and without trial-worker (LibTorch), then the unit, contract (with
 # PostgreSQL) and integration suites in it, less the tests labelled no-sanitize
-# (tests/README.md, "The sanitizer pass"). Every process writes its sanitizer reports to
+# (tests/README.md, "The sanitizer pass"). It builds the programs of those labels only (their
+# tests-<label> targets). Every process writes its sanitizer reports to
 # $BUILD_DIR/sanitize/reports: a report from the daemon, trialctl or a worker fails the pass even
 # where the test did not look at that process's exit.
-SAN_LABELS='unit|postgres|integration'
-SAN_EXCLUDE='no-sanitize'
-
-# The test executables the sanitizer run needs: those of the tests it selects (read from the
-# normal build, whose tests are discovered by now) that the sanitizer build has too (it has no
-# trial-worker, hence no worker_tests). Each pulls in the programs its tests run
-# (add_dependencies); the fault suite and the benchmark tools are left unbuilt. Prints nothing
-# when it cannot tell, and then everything is built.
-sanitizer_targets() {
-  local san_dir="$1"
-  local have
-  have="$(grep -rhoE '[A-Za-z0-9_.+-]+_(include|tests)(-[0-9a-f]+)?\.cmake' "$san_dir" \
-    --include=CTestTestfile.cmake 2>/dev/null | sed -E 's/_(include|tests)(-[0-9a-f]+)?\.cmake$//' |
-    sort -u)" || return 0
-  (cd "$BUILD_DIR" && ctest -N -L "$SAN_LABELS" -LE "$SAN_EXCLUDE" --show-only=json-v1 2>/dev/null) |
-    python3 -c '
-import json, os, sys
-have = set(sys.argv[1].split())
-try:
-    tests = json.load(sys.stdin)["tests"]
-except Exception:
-    sys.exit(0)
-names = {os.path.basename(t["command"][0]) for t in tests if t.get("command")}
-print(" ".join(sorted(names & have)))
-' "$have" || true
-}
-
 build_sanitizer() {
   # Debug with -O1 -g1: quicker to compile than RelWithDebInfo under instrumentation, quick
   # enough to run, and the reports still have line numbers.
@@ -173,14 +203,10 @@ build_sanitizer() {
     -DTRIALD_SANITIZE=ON \
     -DTRIALD_BUILD_WORKER=OFF >/dev/null
   local targets
-  targets="$(sanitizer_targets "$SAN_DIR")"
-  if [ -n "$targets" ]; then
-    echo "sanitizer build: $targets and what their tests run"
-    # shellcheck disable=SC2086
-    cmake --build "$SAN_DIR" -j "$JOBS" --target $targets
-  else
-    cmake --build "$SAN_DIR" -j "$JOBS"
-  fi
+  targets="$(label_targets "$SAN_DIR" "$SAN_LABELS" | tr '\n' ' ')"
+  echo "sanitizer build: $targets"
+  # shellcheck disable=SC2086
+  cmake --build "$SAN_DIR" -j "$JOBS" --target $targets
 }
 
 run_sanitizer() {
