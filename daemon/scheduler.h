@@ -87,6 +87,8 @@
 //   study_recorder.h      the one step of a study change: store, mirror, event, log
 //   recovery.h            the trials a previous daemon left running, ended as lost
 //   trial_channel.h       a running trial's channel: reports, caps, suggest, should_prune
+//   report_caps.h         the per-trial caps on what a trial reports (steps, attributes)
+//   storage_batch.h       the storage changes of one event in one commit (and a study's lock)
 //   trial_gpus.h          the GPU slots one trial holds, and their one way back
 //   trial_outcome.h       how a trial ended, from what was observed (a pure function)
 //   launch_spec.h         what a trial's process is given: command, limits, environment

@@ -528,13 +528,7 @@ TEST_CASE("fault: kind = python with a fork server: the server SIGKILLed while i
   REQUIRE(::kill(server, SIGKILL) == 0);
   CHECK(WaitAllDead({server}).empty());
   // The daemon sees it go (the event) before the next launch needs a server.
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (Events(d, "held").find("fork_server_exited") == std::string::npos &&
-         std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  INFO(d.log());
-  REQUIRE_THAT(Events(d, "held"), Catch::Contains("fork_server_exited"));
+  WaitEvent(d, "held", "fork_server_exited", 10);
   // Still asking, and answered: each held trial gets two more answers after the server died.
   auto answers = [&](const char* number) {
     std::error_code ec;

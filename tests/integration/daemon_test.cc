@@ -130,26 +130,6 @@ TEST_CASE("a background grandchild does not outlive its trial", "[daemon][integr
   CHECK(CountState(trials, "COMPLETE") == 3);
 }
 
-// [no-sanitize]: the daemon's peak RSS is measured, which ASan's shadow memory and quarantine of
-// freed blocks (256 MiB) make meaningless.
-TEST_CASE("a trial flooding stdout completes and its log stays capped",
-          "[daemon][integration][no-sanitize]") {
-  Sweep s;
-  auto trials = s.Run("flood", "head -c 100000000 /dev/zero\n" + std::string(kFinal), 1, 1);
-  CHECK(CountState(trials, "COMPLETE") == 1);
-  auto size = std::filesystem::file_size(s.daemon.state_dir() + "/studies/flood/logs/0/stdout.log");
-  CHECK(size <= (2u << 20) + 100);
-  // The daemon's memory stayed bounded while it drained 100 MB.
-  std::ifstream st("/proc/" + std::to_string(s.daemon.pid()) + "/status");
-  std::string line;
-  long rss_kb = 0;
-  while (std::getline(st, line)) {
-    if (line.rfind("VmHWM:", 0) == 0) rss_kb = std::stol(line.substr(6));
-  }
-  CHECK(rss_kb > 0);
-  CHECK(rss_kb < 64 * 1024);
-}
-
 TEST_CASE("garbage on the report fd is FAIL(protocol) and the daemon keeps serving",
           "[daemon][integration]") {
   Sweep s;

@@ -283,6 +283,43 @@ boost::json::object WaitStatus(TestDaemon& d, const std::string& study,
   return st;
 }
 
+boost::json::array WaitTrials(TestDaemon& d, const std::string& study,
+                              const std::function<bool(const boost::json::array&)>& done,
+                              double timeout_s) {
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::milliseconds(static_cast<int>(timeout_s * 1000));
+  boost::json::array trials;
+  while (true) {
+    trials = d.Trials(study);
+    if (done(trials)) return trials;
+    if (std::chrono::steady_clock::now() >= deadline) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  FAIL("the trials of study " << study << " never reached the awaited state within "
+                              << timeout_s << " s; the last: " << boost::json::serialize(trials)
+                              << "\n"
+                              << d.log());
+  return trials;
+}
+
+std::string WaitEvent(TestDaemon& d, const std::string& study, const std::string& text,
+                      double timeout_s) {
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::milliseconds(static_cast<int>(timeout_s * 1000));
+  Ctl events;
+  while (true) {
+    events = Trialctl(d.socket(), {"events", study});
+    if (events.code == 0 && events.out.find(text) != std::string::npos) return events.out;
+    if (std::chrono::steady_clock::now() >= deadline) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  FAIL("study " << study << " never recorded an event with \"" << text << "\" within "
+                << timeout_s << " s; trialctl events (exit " << events.code << "):\n"
+                << events.out << events.err << "\n"
+                << d.log());
+  return events.out;
+}
+
 Ctl Trialctl(const std::string& socket, std::vector<std::string> args) {
   std::ostringstream out, err;
   args.insert(args.begin(), {"--socket", socket});

@@ -99,6 +99,17 @@ boost::json::object WaitStatus(TestDaemon& d, const std::string& study,
                                const std::function<bool(const boost::json::object&)>& done,
                                double timeout_s = 30);
 
+// The `trials STUDY` reply once `done` holds for it (polling, bounded); fails the test case as
+// WaitStatus does.
+boost::json::array WaitTrials(TestDaemon& d, const std::string& study,
+                              const std::function<bool(const boost::json::array&)>& done,
+                              double timeout_s = 30);
+
+// The study's events, as `trialctl events STUDY` prints them, once they contain `text` (polling,
+// bounded); fails the test case as WaitStatus does.
+std::string WaitEvent(TestDaemon& d, const std::string& study, const std::string& text,
+                      double timeout_s = 30);
+
 // A sweep file for an exec objective `command` (a TOML array literal) with one float param.
 std::string ExecSweep(const std::string& study, const std::string& command, int n_trials,
                       int parallelism, double timeout_s = 0, double kill_grace_s = 2,

@@ -154,15 +154,9 @@ TEST_CASE("a forked lm trial past its trial_timeout ends FAIL(timeout), its serv
   const int64_t server_pid = WaitServerOn(d, "lm-slow");
 
   // Once the first trial has timed out, the same server is still on and starts the third.
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-  bool one_failed = false;
-  while (!one_failed && std::chrono::steady_clock::now() < until) {
-    for (const json::value& t : d.Trials("lm-slow")) {
-      if (t.at("state").as_string() == "FAIL") one_failed = true;
-    }
-    if (!one_failed) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  REQUIRE(one_failed);
+  WaitTrials(
+      d, "lm-slow", [](const json::array& trials) { return CountState(trials, "FAIL") > 0; },
+      120);
   CHECK(::kill(static_cast<pid_t>(server_pid), 0) == 0);
 
   CHECK(d.WaitStudy("lm-slow", 120).at("state").as_string() == "COMPLETE");
