@@ -261,8 +261,7 @@ TEST_CASE("a trial flooding stdout completes and its log stays capped",
   TestDaemon daemon(dir.File("state"));
   daemon.Start();
   dir.Write("flood.sh",
-            "head -c 100000000 /dev/zero\necho '{\"type\":\"final\",\"value\":1.5}' >&3\n",
-            0755);
+            "head -c 100000000 /dev/zero\necho '{\"type\":\"final\",\"value\":1.5}' >&3\n", 0755);
   const std::string toml = ExecSweep("flood", "[\"sh\", \"flood.sh\"]", 1, 1);
   daemon.Submit(toml, dir.Write("flood.toml", toml));
   CHECK(daemon.WaitStudy("flood").at("state").as_string() == "COMPLETE");

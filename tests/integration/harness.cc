@@ -295,9 +295,8 @@ boost::json::array WaitTrials(TestDaemon& d, const std::string& study,
     if (std::chrono::steady_clock::now() >= deadline) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  FAIL("the trials of study " << study << " never reached the awaited state within "
-                              << timeout_s << " s; the last: " << boost::json::serialize(trials)
-                              << "\n"
+  FAIL("the trials of study " << study << " never reached the awaited state within " << timeout_s
+                              << " s; the last: " << boost::json::serialize(trials) << "\n"
                               << d.log());
   return trials;
 }
@@ -313,8 +312,8 @@ std::string WaitEvent(TestDaemon& d, const std::string& study, const std::string
     if (std::chrono::steady_clock::now() >= deadline) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  FAIL("study " << study << " never recorded an event with \"" << text << "\" within "
-                << timeout_s << " s; trialctl events (exit " << events.code << "):\n"
+  FAIL("study " << study << " never recorded an event with \"" << text << "\" within " << timeout_s
+                << " s; trialctl events (exit " << events.code << "):\n"
                 << events.out << events.err << "\n"
                 << d.log());
   return events.out;

@@ -155,8 +155,7 @@ TEST_CASE("a forked lm trial past its trial_timeout ends FAIL(timeout), its serv
 
   // Once the first trial has timed out, the same server is still on and starts the third.
   WaitTrials(
-      d, "lm-slow", [](const json::array& trials) { return CountState(trials, "FAIL") > 0; },
-      120);
+      d, "lm-slow", [](const json::array& trials) { return CountState(trials, "FAIL") > 0; }, 120);
   CHECK(::kill(static_cast<pid_t>(server_pid), 0) == 0);
 
   CHECK(d.WaitStudy("lm-slow", 120).at("state").as_string() == "COMPLETE");
