@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "daemon/storage/sqlite_storage.h"
 #include "tests/daemon/fakes.h"
+#include "tests/daemon/parts_fixture.h"
 
 namespace triald::daemon {
 namespace {
@@ -18,22 +18,11 @@ namespace {
 using launcher::SpawnError;
 using launcher::SpawnStep;
 
-struct Fixture {
-  testing::FakeClock clock;
-  std::unique_ptr<storage::Storage> storage;
-  std::unique_ptr<StudyRecorder> recorder;
+struct Fixture : PartsFixture {
   std::unique_ptr<SpawnFailures> failures;
   ActiveStudies studies;
 
   Fixture() {
-    auto opened = storage::OpenSqliteStorage({":memory:"});
-    REQUIRE(opened.ok());
-    storage = std::move(opened).value();
-    StudyRecorder::Options ro;
-    ro.storage = storage.get();
-    ro.clock = &clock;
-    ro.logger = common::MakeNullLogger();
-    recorder = std::make_unique<StudyRecorder>(std::move(ro));
     SpawnFailures::Options o;
     o.clock = &clock;
     o.logger = common::MakeNullLogger();
@@ -41,26 +30,15 @@ struct Fixture {
     failures = std::make_unique<SpawnFailures>(std::move(o));
   }
   StudyRuntime& Study(const std::string& name) {
-    model::NewStudy ns;
-    ns.name = name;
-    ns.n_trials = 2;
-    ns.spec_toml = "[study]\n";
-    auto rec = storage->CreateStudy(ns, 1);
-    REQUIRE(rec.ok());
     auto rt = std::make_unique<StudyRuntime>();
-    rt->record = *rec;
-    auto t = storage->CreateTrial(rec->id, {}, 1);
+    rt->record = StoredStudy(name, 2);
+    auto t = storage->CreateTrial(rt->record.id, {}, 1);
     REQUIRE(t.ok());
     rt->trials.push_back(*t);
-    return *(studies[rec->id] = std::move(rt));
+    const int64_t id = rt->record.id;
+    return *(studies[id] = std::move(rt));
   }
-  std::vector<std::string> EventKinds(int64_t study_id) {
-    auto r = storage->GetEvents(study_id);
-    REQUIRE(r.ok());
-    std::vector<std::string> out;
-    for (const auto& e : *r) out.push_back(e.kind);
-    return out;
-  }
+  std::vector<std::string> EventKinds(int64_t study_id) { return EventsOf(study_id); }
 };
 
 TEST_CASE("spawn failures: each is an event; the third persistent one holds the study",

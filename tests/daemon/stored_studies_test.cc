@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "daemon/storage/sqlite_storage.h"
 #include "tests/daemon/fake_scheduler_env.h"
 #include "tests/daemon/fakes.h"
+#include "tests/daemon/parts_fixture.h"
 
 namespace triald::daemon {
 namespace {
@@ -22,38 +22,12 @@ std::string Sweep(const std::string& name) {
          "[space.x]\ntype = \"float\"\nlow = 0\nhigh = 1\n";
 }
 
-struct Fixture {
-  testing::FakeClock clock;
+struct Fixture : PartsFixture {
   testing::FakeSchedulerEnv env;
-  std::unique_ptr<storage::Storage> storage;
-  std::unique_ptr<StudyRecorder> recorder;
-  std::unique_ptr<NodeCoordinator> coordinator;
-  std::unique_ptr<StudyLoader> loader;
+  std::unique_ptr<NodeCoordinator> coordinator = MakeCoordinator();
+  std::unique_ptr<StudyLoader> loader = std::make_unique<StudyLoader>(LoaderOptions(&env));
   ActiveStudies studies;
 
-  Fixture() {
-    auto opened = storage::OpenSqliteStorage({":memory:"});
-    REQUIRE(opened.ok());
-    storage = std::move(opened).value();
-    StudyRecorder::Options ro;
-    ro.storage = storage.get();
-    ro.clock = &clock;
-    ro.logger = common::MakeNullLogger();
-    recorder = std::make_unique<StudyRecorder>(std::move(ro));
-    CoordinatorOptions co;
-    co.storage = storage.get();
-    co.clock = &clock;
-    co.logger = common::MakeNullLogger();
-    coordinator = MakeNodeCoordinator(std::move(co));
-    StudyLoader::Options lo;
-    lo.storage = storage.get();
-    lo.clock = &clock;
-    lo.logger = common::MakeNullLogger();
-    lo.recorder = recorder.get();
-    lo.admission.env = &env;
-    lo.admission.base_env = {"PATH=/usr/bin"};
-    loader = std::make_unique<StudyLoader>(std::move(lo));
-  }
   // A study submitted (stored); active here when `active`.
   model::StudyRecord Submit(const std::string& name, bool active) {
     auto rt = loader->Submit({Sweep(name), "/s/" + name + ".toml"}, {});

@@ -9,41 +9,23 @@
 #include <string>
 #include <vector>
 
-#include "daemon/storage/sqlite_storage.h"
 #include "tests/daemon/fakes.h"
+#include "tests/daemon/parts_fixture.h"
 
 namespace triald::daemon {
 namespace {
 
 using Kind = launcher::ForkServerEvent::Kind;
 
-struct Fixture {
-  testing::FakeClock clock;
+struct Fixture : PartsFixture {
   testing::FakeLauncher launcher;
-  std::unique_ptr<storage::Storage> storage;
-  std::unique_ptr<StudyRecorder> recorder;
   StudyRuntime forked;  // a study whose sweep has a fork server
   StudyRuntime plain;   // one without
   std::unique_ptr<StudyForkServers> servers;
 
   Fixture() {
-    auto opened = storage::OpenSqliteStorage({":memory:"});
-    REQUIRE(opened.ok());
-    storage = std::move(opened).value();
-    StudyRecorder::Options ro;
-    ro.storage = storage.get();
-    ro.clock = &clock;
-    ro.logger = common::MakeNullLogger();
-    recorder = std::make_unique<StudyRecorder>(std::move(ro));
-    for (auto [rt, name] : {std::pair{&forked, "forked"}, std::pair{&plain, "plain"}}) {
-      model::NewStudy ns;
-      ns.name = name;
-      ns.n_trials = 1;
-      ns.spec_toml = "[study]\n";
-      auto rec = storage->CreateStudy(ns, 1);
-      REQUIRE(rec.ok());
-      rt->record = *rec;
-    }
+    forked.record = StoredStudy("forked", 1);
+    plain.record = StoredStudy("plain", 1);
     forked.spec.objective.fork_server = true;
     StudyForkServers::Options o;
     o.launcher = &launcher;
@@ -57,11 +39,7 @@ struct Fixture {
     servers = std::make_unique<StudyForkServers>(std::move(o));
   }
   std::vector<std::string> Events(int64_t study_id) {
-    auto r = storage->GetEvents(study_id);
-    REQUIRE(r.ok());
-    std::vector<std::string> out;
-    for (const auto& e : *r) out.push_back(e.kind + ": " + e.detail);
-    return out;
+    return EventsOf(study_id, [](const model::EventRecord& e) { return e.kind + ": " + e.detail; });
   }
 };
 

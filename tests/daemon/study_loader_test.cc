@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "daemon/storage/sqlite_storage.h"
 #include "tests/daemon/fake_scheduler_env.h"
 #include "tests/daemon/fakes.h"
+#include "tests/daemon/parts_fixture.h"
 
 namespace triald::daemon {
 namespace {
@@ -31,30 +31,13 @@ low = 0
 high = 1
 )";
 
-struct Fixture {
-  testing::FakeClock clock;
+struct Fixture : PartsFixture {
   testing::FakeSchedulerEnv env;
-  std::unique_ptr<storage::Storage> storage;
-  std::unique_ptr<StudyRecorder> recorder;
   std::string sampler_error;  // the sampler factory fails with it when not empty
   std::unique_ptr<StudyLoader> loader;
 
   Fixture() {
-    auto opened = storage::OpenSqliteStorage({":memory:"});
-    REQUIRE(opened.ok());
-    storage = std::move(opened).value();
-    StudyRecorder::Options ro;
-    ro.storage = storage.get();
-    ro.clock = &clock;
-    ro.logger = common::MakeNullLogger();
-    recorder = std::make_unique<StudyRecorder>(std::move(ro));
-    StudyLoader::Options o;
-    o.storage = storage.get();
-    o.clock = &clock;
-    o.logger = common::MakeNullLogger();
-    o.recorder = recorder.get();
-    o.admission.env = &env;
-    o.admission.base_env = {"PATH=/usr/bin"};
+    StudyLoader::Options o = LoaderOptions(&env);
     o.seed_source = [] { return uint64_t{77}; };
     o.make_sampler = [this](const config::SamplerConfig& c, const config::SearchSpace& space)
         -> common::Result<std::unique_ptr<sampler::Sampler>> {
@@ -68,13 +51,7 @@ struct Fixture {
     REQUIRE(r.ok());
     return r->size();
   }
-  std::vector<std::string> EventKinds(int64_t study_id) {
-    auto r = storage->GetEvents(study_id);
-    REQUIRE(r.ok());
-    std::vector<std::string> out;
-    for (const auto& e : *r) out.push_back(e.kind);
-    return out;
-  }
+  std::vector<std::string> EventKinds(int64_t study_id) { return EventsOf(study_id); }
 };
 
 TEST_CASE("study loader: a submitted sweep is stored with its event and a built sampler",

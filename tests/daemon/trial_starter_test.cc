@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "daemon/scheduler/study_loader.h"
-#include "daemon/storage/sqlite_storage.h"
 #include "tests/daemon/fake_scheduler_env.h"
 #include "tests/daemon/fakes.h"
+#include "tests/daemon/parts_fixture.h"
 
 namespace triald::daemon {
 namespace {
@@ -32,38 +32,15 @@ low = 0
 high = 1
 )";
 
-struct Fixture {
-  testing::FakeClock clock;
+struct Fixture : PartsFixture {
   testing::FakeSchedulerEnv env;
   testing::FakeLauncher launcher;
-  std::unique_ptr<storage::Storage> storage;
-  std::unique_ptr<StudyRecorder> recorder;
-  std::unique_ptr<NodeCoordinator> coordinator;
+  std::unique_ptr<NodeCoordinator> coordinator = MakeCoordinator();
   std::unique_ptr<StudyRuntime> study;
   std::unique_ptr<TrialStarter> starter;
 
   Fixture() {
-    auto opened = storage::OpenSqliteStorage({":memory:"});
-    REQUIRE(opened.ok());
-    storage = std::move(opened).value();
-    StudyRecorder::Options ro;
-    ro.storage = storage.get();
-    ro.clock = &clock;
-    ro.logger = common::MakeNullLogger();
-    recorder = std::make_unique<StudyRecorder>(std::move(ro));
-    CoordinatorOptions co;
-    co.storage = storage.get();
-    co.clock = &clock;
-    co.logger = common::MakeNullLogger();
-    coordinator = MakeNodeCoordinator(std::move(co));
-    StudyLoader::Options lo;
-    lo.storage = storage.get();
-    lo.clock = &clock;
-    lo.logger = common::MakeNullLogger();
-    lo.recorder = recorder.get();
-    lo.admission.env = &env;
-    lo.admission.base_env = {"PATH=/usr/bin"};
-    auto submitted = StudyLoader(std::move(lo)).Submit({kSweep, "/s/a.toml"}, {});
+    auto submitted = StudyLoader(LoaderOptions(&env)).Submit({kSweep, "/s/a.toml"}, {});
     REQUIRE(submitted.ok());
     study = std::move(submitted).value();
     TrialStarter::Options o;
@@ -85,11 +62,11 @@ struct Fixture {
     return t->number;
   }
   std::vector<std::string> Events() {
-    auto r = storage->GetEvents(study->record.id);
-    REQUIRE(r.ok());
     std::vector<std::string> out;
-    for (const auto& e : *r) {
-      if (e.kind != "study_submitted") out.push_back(e.kind + ": " + e.detail);
+    for (std::string& e : EventsOf(study->record.id, [](const model::EventRecord& e) {
+           return e.kind + ": " + e.detail;
+         })) {
+      if (e.rfind("study_submitted: ", 0) != 0) out.push_back(std::move(e));
     }
     return out;
   }

@@ -265,17 +265,32 @@ boost::json::object WaitForkServerOn(TestDaemon& d, const std::string& study, do
   return {};
 }
 
+namespace {
+
+// Calls `done` until it holds or `timeout_s` has passed (at least once, and once more at the
+// deadline), every `every`; whether it held.
+bool PollUntil(double timeout_s, std::chrono::milliseconds every,
+               const std::function<bool()>& done) {
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::milliseconds(static_cast<int>(timeout_s * 1000));
+  while (true) {
+    if (done()) return true;
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(every);
+  }
+}
+
+}  // namespace
+
 boost::json::object WaitStatus(TestDaemon& d, const std::string& study,
                                const std::function<bool(const boost::json::object&)>& done,
                                double timeout_s) {
-  const auto deadline = std::chrono::steady_clock::now() +
-                        std::chrono::milliseconds(static_cast<int>(timeout_s * 1000));
   boost::json::object st;
-  while (true) {
-    st = d.Call("status", {{"study", study}}).as_object();
-    if (done(st)) return st;
-    if (std::chrono::steady_clock::now() >= deadline) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  if (PollUntil(timeout_s, std::chrono::milliseconds(10), [&] {
+        st = d.Call("status", {{"study", study}}).as_object();
+        return done(st);
+      })) {
+    return st;
   }
   FAIL("study " << study << " never reached the awaited status within " << timeout_s
                 << " s; the last: " << boost::json::serialize(st) << "\n"
@@ -286,14 +301,12 @@ boost::json::object WaitStatus(TestDaemon& d, const std::string& study,
 boost::json::array WaitTrials(TestDaemon& d, const std::string& study,
                               const std::function<bool(const boost::json::array&)>& done,
                               double timeout_s) {
-  const auto deadline = std::chrono::steady_clock::now() +
-                        std::chrono::milliseconds(static_cast<int>(timeout_s * 1000));
   boost::json::array trials;
-  while (true) {
-    trials = d.Trials(study);
-    if (done(trials)) return trials;
-    if (std::chrono::steady_clock::now() >= deadline) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  if (PollUntil(timeout_s, std::chrono::milliseconds(20), [&] {
+        trials = d.Trials(study);
+        return done(trials);
+      })) {
+    return trials;
   }
   FAIL("the trials of study " << study << " never reached the awaited state within " << timeout_s
                               << " s; the last: " << boost::json::serialize(trials) << "\n"
@@ -303,14 +316,12 @@ boost::json::array WaitTrials(TestDaemon& d, const std::string& study,
 
 std::string WaitEvent(TestDaemon& d, const std::string& study, const std::string& text,
                       double timeout_s) {
-  const auto deadline = std::chrono::steady_clock::now() +
-                        std::chrono::milliseconds(static_cast<int>(timeout_s * 1000));
   Ctl events;
-  while (true) {
-    events = Trialctl(d.socket(), {"events", study});
-    if (events.code == 0 && events.out.find(text) != std::string::npos) return events.out;
-    if (std::chrono::steady_clock::now() >= deadline) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  if (PollUntil(timeout_s, std::chrono::milliseconds(10), [&] {
+        events = Trialctl(d.socket(), {"events", study});
+        return events.code == 0 && events.out.find(text) != std::string::npos;
+      })) {
+    return events.out;
   }
   FAIL("study " << study << " never recorded an event with \"" << text << "\" within " << timeout_s
                 << " s; trialctl events (exit " << events.code << "):\n"
