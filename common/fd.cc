@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -70,6 +71,23 @@ Result<std::string> ReadFile(const std::string& path) {
   std::ostringstream ss;
   ss << in.rdbuf();
   return ss.str();
+}
+
+Status MakeDirs(const std::string& path, unsigned mode) {
+  if (path.empty()) return InvalidArgument("MakeDirs: empty path");
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0) {
+    if (S_ISDIR(st.st_mode)) return Status::Ok();
+    return ErrnoError("create folder " + path, ENOTDIR);
+  }
+  const size_t slash = path.find_last_of('/');
+  if (slash != std::string::npos && slash > 0) {
+    TRIALD_RETURN_IF_ERROR(MakeDirs(path.substr(0, slash), mode));
+  }
+  if (::mkdir(path.c_str(), static_cast<mode_t>(mode)) != 0 && errno != EEXIST) {
+    return ErrnoError("create folder " + path, errno);
+  }
+  return Status::Ok();
 }
 
 }  // namespace triald::common

@@ -54,4 +54,9 @@ Status WriteAll(int fd, const char* data, size_t size);
 // Reads a whole file; errors name the path.
 Result<std::string> ReadFile(const std::string& path);
 
+// Creates `path` and its missing parents, each new folder with `mode` (less the umask), unlike
+// std::filesystem::create_directories (0777 less the umask). Folders that exist are left as they
+// are. Errors name the folder that could not be made.
+Status MakeDirs(const std::string& path, unsigned mode);
+
 }  // namespace triald::common

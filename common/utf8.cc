@@ -1,5 +1,7 @@
 #include "common/utf8.h"
 
+#include <cstdio>
+
 namespace triald::common {
 
 size_t FirstInvalidUtf8(std::string_view text) {
@@ -10,6 +12,23 @@ size_t FirstInvalidUtf8(std::string_view text) {
     i += length;
   }
   return std::string_view::npos;
+}
+
+std::string DescribeInvalidUtf8(std::string_view text) {
+  const size_t at = FirstInvalidUtf8(text);
+  if (at == std::string_view::npos) return "";
+  size_t line = 1;
+  size_t line_start = 0;
+  for (size_t i = 0; i < at; ++i) {
+    if (text[i] == '\n') {
+      ++line;
+      line_start = i + 1;
+    }
+  }
+  char byte[8];
+  std::snprintf(byte, sizeof(byte), "0x%02X", static_cast<unsigned char>(text[at]));
+  return std::string("byte ") + byte + " at line " + std::to_string(line) + ", column " +
+         std::to_string(at - line_start + 1) + " (byte offset " + std::to_string(at) + ")";
 }
 
 size_t Utf8CutPoint(std::string_view text, size_t max_bytes) {

@@ -58,6 +58,11 @@ inline size_t DecodeUtf8(std::string_view text, size_t i, char32_t* code_point) 
 // std::string_view::npos when all of text is well-formed UTF-8.
 size_t FirstInvalidUtf8(std::string_view text);
 
+// Where the first ill-formed byte of `text` is, for a message naming it: "byte 0xFF at line 3,
+// column 7 (byte offset 42)"; lines and columns count from 1, columns in bytes. Empty when all of
+// text is well-formed.
+std::string DescribeInvalidUtf8(std::string_view text);
+
 // Whether all of text is well-formed UTF-8 (the empty string is).
 inline bool IsValidUtf8(std::string_view text) {
   return FirstInvalidUtf8(text) == std::string_view::npos;

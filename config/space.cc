@@ -112,6 +112,11 @@ Status CheckFloat(const Distribution& d) {
     return InvalidArgument("low = " + DoubleRepr(d.low) + " is greater than high = " +
                            DoubleRepr(d.high) + "; expected low <= high");
   }
+  if (!std::isfinite(d.high - d.low)) {
+    return InvalidArgument("high = " + DoubleRepr(d.high) +
+                           ": high - low = " + DoubleRepr(d.high - d.low) +
+                           " overflows a double; expected a range no wider than 1.79e308");
+  }
   if (d.log && d.low <= 0) {
     return InvalidArgument(
         "low = " + DoubleRepr(d.low) +
@@ -184,20 +189,44 @@ Status CheckCategorical(const Distribution& d) {
   // names the first choice, in file order, that repeats an earlier one.
   std::vector<size_t> order(d.choices.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(),
-                   [&d](size_t a, size_t b) { return d.choices[a] < d.choices[b]; });
+  // Numbers compare by value, whatever their type: a parameter's value reaches the objective as a
+  // JSON number, where 1 and 1.0 are one value (long double holds every int64 exactly).
+  auto key = [&d](size_t i) {
+    const Choice& c = d.choices[i];
+    if (const auto* n = std::get_if<int64_t>(&c)) return std::pair<int, long double>(1, *n);
+    if (const auto* x = std::get_if<double>(&c)) return std::pair<int, long double>(1, *x);
+    return std::pair<int, long double>(c.index() == 0 ? 0 : 2, 0);
+  };
+  auto less = [&](size_t a, size_t b) {
+    auto ka = key(a);
+    auto kb = key(b);
+    if (ka != kb) return ka < kb;
+    return ka.first != 1 && d.choices[a] < d.choices[b];
+  };
+  auto same = [&](size_t a, size_t b) { return !less(a, b) && !less(b, a); };
+  std::stable_sort(order.begin(), order.end(), less);
+  // In each run of equal choices the stable sort keeps file order: the run's second element is
+  // its first repeat, of the run's first.
   size_t first_repeat = d.choices.size();
-  for (size_t k = 1; k < order.size(); ++k) {
-    // Equal neighbours: the stable sort keeps the earlier position first.
-    if (d.choices[order[k - 1]] == d.choices[order[k]] && order[k] < first_repeat &&
-        (k < 2 || !(d.choices[order[k - 2]] == d.choices[order[k]]))) {
-      first_repeat = order[k];
+  size_t repeated = 0;
+  for (size_t start = 0, end = 0; start < order.size(); start = end) {
+    for (end = start + 1; end < order.size() && same(order[start], order[end]);) ++end;
+    if (end - start >= 2 && order[start + 1] < first_repeat) {
+      first_repeat = order[start + 1];
+      repeated = order[start];
     }
   }
   if (first_repeat < d.choices.size()) {
+    const Choice& a = d.choices[repeated];
+    const Choice& b = d.choices[first_repeat];
+    if (a == b) {
+      return InvalidArgument("choices = " + ChoicesText(d.choices, kChoicesShown) + ": " +
+                             ChoiceJson(b) + " appears more than once; expected distinct choices");
+    }
     return InvalidArgument("choices = " + ChoicesText(d.choices, kChoicesShown) + ": " +
-                           ChoiceJson(d.choices[first_repeat]) +
-                           " appears more than once; expected distinct choices");
+                           ChoiceJson(b) + " equals " + ChoiceJson(a) +
+                           " as a number (an objective receives both as the same JSON number); "
+                           "expected distinct choices");
   }
   return Status::Ok();
 }
@@ -428,6 +457,17 @@ Result<double> InternalFromText(const Distribution& d, const std::string& text) 
     expected += ChoiceJson(d.choices[i]);
   }
   return InvalidArgument(quoted + " is not one of the choices; expected one of " + expected);
+}
+
+size_t MaxExternalJsonBytes(const Distribution& d) {
+  size_t most = 0;
+  if (d.type == ParamType::kCategorical) {
+    for (const Choice& c : d.choices) most = std::max(most, ChoiceJson(c).size());
+    return most;
+  }
+  // The longest double text ("-2.2250738585072014e-308") or the bounds' integers.
+  if (d.type == ParamType::kFloat) return 24;
+  return std::max(FormatInt(d.low).size(), FormatInt(d.high).size());
 }
 
 std::string DistributionText(const Distribution& d) {

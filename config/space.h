@@ -56,6 +56,16 @@ common::Result<double> InternalFromText(const Distribution& d, const std::string
 
 std::string ChoiceToString(const Choice& c);
 
+// The longest JSON text a value of `d` can have as an objective receives it (ExternalJson):
+// the longest choice, or the longest number in the range.
+size_t MaxExternalJsonBytes(const Distribution& d);
+
+// The most that the [space] parameters of one trial may take as TRIALD_PARAMS (a JSON object in
+// one environment variable): Linux refuses to start a process with any one argument or
+// environment string over 128 KiB (MAX_ARG_STRLEN), whatever the stack limit; this leaves room
+// for the variable's name.
+inline constexpr size_t kMaxParamsJsonBytes = 120 * 1024;
+
 // A distribution as a person reads it, for messages: "float [1e-05, 0.1] (log)",
 // "float [0.0, 1.0] (step 0.25)", "int [2, 64] (step 2)", "int [1, 1024] (log)",
 // "categorical [\"adam\", \"sgd\"]". Two distributions that differ (operator!=) give different

@@ -83,6 +83,12 @@ TomlDiagnostics::TomlDiagnostics(std::string_view text, std::string display_path
 }
 
 common::Result<toml::table> TomlDiagnostics::Parse(std::string_view syntax_prefix) const {
+  // TOML is UTF-8: name the first byte that is not, with its place, before the parser's own
+  // (vaguer) complaint.
+  if (std::string bad = common::DescribeInvalidUtf8(text_); !bad.empty()) {
+    return common::InvalidArgument(path_ + ": not UTF-8 text: " + bad +
+                                   "; expected a UTF-8 file (save it as UTF-8)");
+  }
   auto syntax_error = [&](const toml::parse_error& e) {
     return common::InvalidArgument(Where(e.source()) + ": " + std::string(syntax_prefix) +
                                    std::string(e.description()));

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "common/json.h"
+#include "common/utf8.h"
 
 namespace triald::proto {
 namespace json = boost::json;
@@ -17,7 +18,14 @@ Result<Request> ParseRequest(std::string_view line) {
                            " bytes exceeds the limit of " + std::to_string(kMaxRequestBytes));
   }
   Result<json::value> v = common::ParseJsonExact(line, /*max_depth=*/32);
-  if (!v.ok()) return InvalidArgument("request is not JSON: " + v.status().message());
+  if (!v.ok()) {
+    // A JSON text is UTF-8: name the byte rather than a bare "syntax error".
+    if (std::string bad = common::DescribeInvalidUtf8(line); !bad.empty()) {
+      return InvalidArgument("request is not UTF-8 text: " + bad +
+                             "; every string sent to triald (a sweep file included) must be UTF-8");
+    }
+    return InvalidArgument("request is not JSON: " + v.status().message());
+  }
   if (!v->is_object()) return InvalidArgument("request is not a JSON object");
   if (!common::AllFinite(*v)) {
     return InvalidArgument("request has a number out of range (at most about 1.8e308)");

@@ -289,6 +289,18 @@ Status ParseSpace(const SweepReader& r, const toml::table& t, bool lm, SearchSpa
     if (lm) TRIALD_RETURN_IF_ERROR(CheckLmParam(r, e, spec));
     out->push_back(std::move(spec));
   }
+  // Every trial receives its parameters as one JSON object in TRIALD_PARAMS: a space whose
+  // largest draw cannot be passed would fail every start ("Argument list too long").
+  size_t most = 2;  // {}
+  for (const ParamSpec& p : *out) most += p.name.size() + 4 + MaxExternalJsonBytes(p.dist);
+  if (most > kMaxParamsJsonBytes) {
+    return InvalidArgument(r.Where(t.source()) + ": [space] has " + std::to_string(out->size()) +
+                           " parameters whose values can take " + std::to_string(most) +
+                           " bytes as JSON; a trial receives them in one environment variable "
+                           "(TRIALD_PARAMS), which Linux limits to 128 KiB; expected at most " +
+                           std::to_string(kMaxParamsJsonBytes) +
+                           " bytes (fewer parameters, shorter names or choices)");
+  }
   return Status::Ok();
 }
 

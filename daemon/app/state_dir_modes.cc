@@ -1,5 +1,6 @@
 #include "daemon/app/state_dir_modes.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -46,6 +47,40 @@ int OpenNoFollow(int dir, const std::string& name, int flags) {
   return ::openat(dir, name.c_str(), flags | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
 }
 
+// Removes o+r, o+w and g+w from `name` in `dir` when it is a folder of the daemon's (a trial
+// folder given to its submitter is left as it is); true when it changed it.
+bool Narrow(int dir, const char* name) {
+  UniqueFd fd(OpenNoFollow(dir, name, O_RDONLY | O_DIRECTORY));
+  struct stat st {};
+  if (!fd.valid() || ::fstat(fd.get(), &st) != 0 || st.st_uid != ::geteuid()) return false;
+  const mode_t want = st.st_mode & 07777 & ~mode_t{0026};
+  return want != (st.st_mode & 07777) && ::fchmod(fd.get(), want) == 0;
+}
+
+// The study folders, and their trials/ and logs/, made before they were created 0750: nobody
+// else may list a study's trial numbers.
+void NarrowStudyFolders(int studies_fd, const std::string& studies, const common::Logger& log) {
+  int listing = ::dup(studies_fd);
+  if (listing < 0) return;
+  DIR* d = ::fdopendir(listing);
+  if (d == nullptr) {
+    ::close(listing);
+    return;
+  }
+  size_t narrowed = 0;
+  while (const dirent* e = ::readdir(d)) {
+    if (e->d_name[0] == '.') continue;
+    narrowed += Narrow(studies_fd, e->d_name) ? 1 : 0;
+    UniqueFd study(OpenNoFollow(studies_fd, e->d_name, O_RDONLY | O_DIRECTORY));
+    if (!study.valid()) continue;
+    for (const char* sub : {"trials", "logs"}) narrowed += Narrow(study.get(), sub) ? 1 : 0;
+  }
+  ::closedir(d);
+  if (narrowed > 0) {
+    log->warn("{}: {} study folders no longer readable by others (o-rw, g-w)", studies, narrowed);
+  }
+}
+
 }  // namespace
 
 mode_t StateDirMode(const StateDirAccess& access) {
@@ -76,6 +111,7 @@ Status SecureStateDir(const std::string& state_dir, const StateDirAccess& access
   UniqueFd studies_fd(OpenNoFollow(dir.get(), model::kStudiesFolder, O_RDONLY | O_DIRECTORY));
   if (!studies_fd.valid()) return common::ErrnoError("open " + studies, errno);
   TRIALD_RETURN_IF_ERROR(Fix(studies_fd.get(), studies, folder_mode, access.group, log));
+  NarrowStudyFolders(studies_fd.get(), studies, log);
 
   if (!access.sqlite) return Status::Ok();
   for (const char* suffix : {"", "-wal", "-shm", "-journal"}) {

@@ -16,6 +16,7 @@
 
 #include "common/fd.h"
 #include "common/json.h"
+#include "common/utf8.h"
 #include "daemon/ctl/best_view.h"
 #include "daemon/ctl/client.h"
 #include "daemon/ctl/command_line.h"
@@ -246,6 +247,11 @@ int RunTrialctl(const std::vector<std::string>& argv, std::ostream& out, std::os
     Result<std::string> text = common::ReadFile(file);
     if (!text.ok()) return Fail(err, text.status());
     if (text->size() > proto::kMaxSweepBytes) return too_large(text->size());
+    if (std::string bad = common::DescribeInvalidUtf8(*text); !bad.empty()) {
+      err << "trialctl: sweep file " << file << " is not UTF-8 text: " << bad
+          << "; save it as UTF-8\n";
+      return kExitError;
+    }
     Result<Client> client = Client::Connect(a.socket);
     if (!client.ok()) return Fail(err, client.status());
     std::string abs = std::filesystem::absolute(file).lexically_normal().string();

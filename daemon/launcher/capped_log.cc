@@ -16,9 +16,7 @@ constexpr size_t kMinTailBytes = 8 * 1024;
 }  // namespace
 
 common::Status MakeLogDir(const std::string& dir) {
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) return common::IoError("create " + dir + ": " + ec.message());
+  TRIALD_RETURN_IF_ERROR(common::MakeDirs(dir, 0750));
   struct stat st {};
   if (::lstat(dir.c_str(), &st) != 0) return common::ErrnoError("stat " + dir, errno);
   if (!S_ISDIR(st.st_mode) || st.st_uid != ::geteuid()) {

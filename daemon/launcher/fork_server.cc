@@ -188,8 +188,7 @@ common::Status ForkServers::Server::Start(const ForkServerSpec& spec,
   const Options& o = owner_.options_;
   std::error_code ec;
   const fs::path log_path(spec.log_path);
-  fs::create_directories(log_path.parent_path(), ec);
-  if (ec) return common::IoError("create " + log_path.parent_path().string() + ": " + ec.message());
+  TRIALD_RETURN_IF_ERROR(common::MakeDirs(log_path.parent_path().string(), 0750));
   fs::rename(log_path, spec.log_path + ".1", ec);  // the previous server's log, if any
   common::Result<std::unique_ptr<CappedLog>> log =
       CappedLog::Open(spec.log_path, {o.log_head_bytes, o.log_tail_bytes});

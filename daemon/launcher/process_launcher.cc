@@ -273,12 +273,11 @@ Status Session::Prepare() {
     return st;
   };
   if (!spec_.trial_dir.empty()) {
-    std::error_code fs_ec;
-    std::filesystem::create_directories(spec_.trial_dir, fs_ec);
-    if (fs_ec) {
-      return failed(common::IoError("create " + spec_.trial_dir + ": " + fs_ec.message()),
-                    fs_ec.value());
-    }
+    // 0750: the study's folders are no one else's to list (a root daemon running trials as
+    // their submitters adds o+x for the way down: run_as.h).
+    errno = 0;
+    Status made = common::MakeDirs(spec_.trial_dir, 0750);
+    if (!made.ok()) return failed(made, errno);
   }
   errno = 0;  // MakeLogDir's refusals (a link, someone else's folder) set none: persistent
   Status log_dir = MakeLogDir(spec_.log_dir);

@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -34,6 +35,12 @@ int OpenDevNull() {
 }
 
 using triald::testing::TempDir;
+
+mode_t CurrentUmask() {
+  const mode_t mask = ::umask(0);
+  ::umask(mask);
+  return mask;
+}
 
 TEST_CASE("MakePipe makes both ends close-on-exec", "[common]") {
   for (bool nonblocking : {false, true}) {
@@ -290,6 +297,29 @@ TEST_CASE("ReadFile of a directory is an error naming the path", "[common]") {
   Result<std::string> r = ReadFile(dir.path());
   REQUIRE_FALSE(r.ok());
   CHECK_THAT(r.status().message(), Catch::Contains(dir.path()));
+}
+
+TEST_CASE("MakeDirs creates missing folders with the mode given and leaves existing ones",
+          "[common]") {
+  TempDir dir;
+  const std::string existing = dir.path() + "/a";
+  REQUIRE(::mkdir(existing.c_str(), 0755) == 0);
+  REQUIRE(::chmod(existing.c_str(), 0755) == 0);
+  const std::string deep = existing + "/b/c";
+  REQUIRE(MakeDirs(deep, 0750).ok());
+  auto mode = [](const std::string& p) {
+    struct stat st {};
+    REQUIRE(::stat(p.c_str(), &st) == 0);
+    return st.st_mode & 07777;
+  };
+  CHECK(mode(existing) == 0755);
+  CHECK(mode(existing + "/b") == (0750 & ~CurrentUmask()));
+  CHECK(mode(deep) == (0750 & ~CurrentUmask()));
+  CHECK(MakeDirs(deep, 0700).ok());  // already there
+  { std::ofstream(dir.path() + "/file") << "x"; }
+  Status st = MakeDirs(dir.path() + "/file/sub", 0750);
+  REQUIRE_FALSE(st.ok());
+  CHECK_THAT(st.message(), Catch::Contains("create folder " + dir.path() + "/file"));
 }
 
 }  // namespace

@@ -118,5 +118,13 @@ TEST_CASE("Utf8CutPoint never splits a character", "[common]") {
   CHECK(Utf8CutPoint("\x80\x80\x80", 2) == 0);
 }
 
+TEST_CASE("DescribeInvalidUtf8 names the first bad byte with its line, column and offset",
+          "[common]") {
+  CHECK(DescribeInvalidUtf8("all fine \xC3\xA9") == "");
+  CHECK(DescribeInvalidUtf8("\xFF") == "byte 0xFF at line 1, column 1 (byte offset 0)");
+  CHECK(DescribeInvalidUtf8("a\nbc\n\xC3\xA9x\xC3(") ==
+        "byte 0xC3 at line 3, column 4 (byte offset 8)");
+}
+
 }  // namespace
 }  // namespace triald::common

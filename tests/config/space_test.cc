@@ -50,7 +50,10 @@ TEST_CASE("Validate accepts well-formed distributions", "[config]") {
   CHECK(Int(1, 10).Validate().ok());
   CHECK(Int(0, 10, false, 2).Validate().ok());
   CHECK(Int(1, 1024, true).Validate().ok());
-  CHECK(Categorical({std::string("a"), int64_t{1}, 1.0, true}).Validate().ok());
+  CHECK(Categorical({std::string("a"), int64_t{1}, 1.5, true}).Validate().ok());
+  // 1 and 1.0 reach an objective as the same JSON number.
+  CHECK_THAT(Categorical({std::string("a"), int64_t{1}, 1.0, true}).Validate().message(),
+             Contains("1.0 equals 1 as a number"));
 }
 
 TEST_CASE("Validate rejects broken float distributions naming the field", "[config]") {
@@ -105,8 +108,10 @@ TEST_CASE("Validate rejects empty, duplicate and non-finite choices", "[config]"
                                Contains("\"adam\" appears more than once") &&
                                Contains("expected distinct choices"));
   CHECK_FALSE(Categorical({int64_t{3}, int64_t{3}}).Validate().ok());
-  // Different types are different choices: the worker sees 1, 1.0 and "1" as different JSON.
-  CHECK(Categorical({int64_t{1}, 1.0, std::string("1")}).Validate().ok());
+  // Strings and booleans differ from numbers; numbers compare by value (the protocol, enqueue's
+  // --param and Optuna's JSON read 1 and 1.0 as one value).
+  CHECK(Categorical({int64_t{1}, std::string("1"), true}).Validate().ok());
+  CHECK_FALSE(Categorical({int64_t{1}, 1.0, std::string("1")}).Validate().ok());
   CHECK_THAT(Categorical({std::nan("")}).Validate().message(), Contains("finite"));
 }
 
@@ -357,6 +362,12 @@ TEST_CASE("DistributionText differs wherever distributions differ", "[config]") 
       CHECK(DistributionText(all[i]) != DistributionText(all[j]));
     }
   }
+}
+
+TEST_CASE("MaxExternalJsonBytes is the longest value a parameter can send", "[config]") {
+  CHECK(MaxExternalJsonBytes(Float(0, 1)) == 24);
+  CHECK(MaxExternalJsonBytes(Int(-5, 100000)) == 6);
+  CHECK(MaxExternalJsonBytes(Categorical({std::string("ab"), int64_t{12345}, true})) == 5);
 }
 
 }  // namespace

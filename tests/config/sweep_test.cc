@@ -581,5 +581,50 @@ TEST_CASE("several objectives need a sampler that handles them and no pruner",
   CHECK(Parsed(std::string(kMinimal) + "\n[pruner]\nkind = \"median\"\n").pruner.kind == "median");
 }
 
+TEST_CASE("a sweep file that is not UTF-8 is refused naming the byte, its line and column",
+          "[config]") {
+  std::string doc = With("name = \"s\"", "name = \"caf\xE9\"");
+  CHECK(ErrorOf(doc) ==
+        "sweep.toml: not UTF-8 text: byte 0xE9 at line 2, column 12 (byte offset 19); expected "
+        "a UTF-8 file (save it as UTF-8)");
+}
+
+TEST_CASE("a float range wider than a double can hold is refused", "[config]") {
+  CHECK_THAT(ErrorOf(With("low = 0.0", "low = -1.797e308", With("high = 1.0", "high = 1.797e308"))),
+             StartsWith("sweep.toml:12:8: [space.x] high = 1.797e+308: high - low = inf overflows "
+                        "a double; expected a range no wider than 1.79e308"));
+  // A log range of the same width is fine: draws are made on log(high) - log(low).
+  CHECK(Parse(With("low = 0.0", "low = 1e-300\nlog = true", With("high = 1.0", "high = 1e308")))
+            .ok());
+}
+
+TEST_CASE("choices that are equal as numbers are refused", "[config]") {
+  const std::string cat_doc =
+      With("type = \"float\"\nlow = 0.0\nhigh = 1.0", "type = \"categorical\"\nchoices = CHOICES");
+  CHECK_THAT(ErrorOf(With("CHOICES", "[1, 2, 1.0]", cat_doc)),
+             StartsWith("sweep.toml:11:11: [space.x] choices = [1, 2, 1.0]: 1.0 equals 1 as a "
+                        "number (an objective receives both as the same JSON number)"));
+  // true and 1, "1" and 1 stay apart: they are different JSON values.
+  CHECK(Parse(With("CHOICES", "[true, 1, \"1\", 1.5]", cat_doc)).ok());
+}
+
+TEST_CASE("a space whose parameters cannot reach a trial in TRIALD_PARAMS is refused", "[config]") {
+  std::string doc =
+      "[study]\nname = \"s\"\nn_trials = 1\n\n[objective]\nkind = \"exec\"\n"
+      "command = [\"true\"]\n\n";
+  for (int i = 0; i < 4000; ++i) {
+    doc += "[space.parameter_number_" + std::to_string(i) +
+           "]\ntype = \"float\"\nlow = 0.0\n"
+           "high = 1.0\n";
+  }
+  const std::string message = ErrorOf(doc);
+  CHECK_THAT(message, StartsWith("sweep.toml:9:1: [space] has 4000 parameters whose values can "
+                                 "take "));
+  CHECK_THAT(message, Contains("which Linux limits to 128 KiB; expected at most 122880 bytes"));
+  // 1,000 such parameters fit.
+  std::string fits = doc.substr(0, doc.find("[space.parameter_number_1000]"));
+  CHECK(Parse(fits).ok());
+}
+
 }  // namespace
 }  // namespace triald::config

@@ -275,6 +275,12 @@ TEST_CASE("state directory, database and logs stay private under umask 000",
   }
   CHECK(ModeOf(state + "/triald.sock") == 0660);
   CHECK(ModeOf(state + "/studies/modes/logs/0") == 0750);
+  // Nobody else lists a study's trial numbers; a root daemon adds o+x for the way down.
+  for (const char* folder : {"", "/trials", "/logs"}) {
+    INFO(folder);
+    CHECK((ModeOf(state + "/studies/modes" + folder) & ~mode_t{0001}) == 0750);
+  }
+  CHECK(ModeOf(state + "/studies/modes/trials/0") == 0750);
   CHECK(ModeOf(state + "/studies/modes/logs/0/stdout.log") == 0640);
   CHECK(ModeOf(state + "/studies/modes/logs/0/stderr.log") == 0640);
   // Nothing triald made is group- or world-writable.
@@ -288,7 +294,11 @@ TEST_CASE("state directory, database and logs stay private under umask 000",
   // A state directory and database left with loose modes are fixed at the next start.
   REQUIRE(::chmod(state.c_str(), 0777) == 0);
   REQUIRE(::chmod((state + "/triald.db").c_str(), 0644) == 0);
+  // So are study folders made 0755 by an earlier version.
+  REQUIRE(::chmod((state + "/studies/modes/trials").c_str(), 0755) == 0);
   d.Start();
+  CHECK((ModeOf(state + "/studies/modes/trials") & ~mode_t{0001}) == 0750);
+  CHECK_THAT(d.log(), Catch::Contains("study folders no longer readable by others"));
   CHECK(ModeOf(state) == (0700 | traverse));
   CHECK(ModeOf(state + "/triald.db") == 0600);
   CHECK_THAT(d.log(),
