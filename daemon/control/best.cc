@@ -79,8 +79,9 @@ Result<SingleBest> FindSingleBest(storage::ReadModel& storage, const model::Stud
   }
   BestFeasible scan(study.direction);
   for (int from = 0;; from += kTrialsPerPiece) {
-    TRIALD_ASSIGN_OR_RETURN(std::vector<TrialRecord> page,
-                            storage.GetTrialPage(study.id, from, kTrialsPerPiece));
+    TRIALD_ASSIGN_OR_RETURN(
+        std::vector<TrialRecord> page,
+        storage.GetTrialPage(study.id, from, kTrialsPerPiece, storage::Curves::kCount));
     scan.Add(page);
     if (static_cast<int>(page.size()) < kTrialsPerPiece) break;
   }
@@ -139,8 +140,9 @@ class FrontReply final : public ReplyStream {
         return text;
       }
       case Phase::kScan: {
-        TRIALD_ASSIGN_OR_RETURN(std::vector<TrialRecord> page,
-                                storage_->GetTrialPage(study_.id, next_, kTrialsPerPiece));
+        TRIALD_ASSIGN_OR_RETURN(
+            std::vector<TrialRecord> page,
+            storage_->GetTrialPage(study_.id, next_, kTrialsPerPiece, storage::Curves::kCount));
         builder_.Add(page);
         next_ += kTrialsPerPiece;
         if (static_cast<int>(page.size()) < kTrialsPerPiece) {

@@ -41,9 +41,13 @@ json::object TrialToJson(const TrialRecord& t) {
     params[name] = v.ok() ? std::move(*v) : json::value(nullptr);
   }
   o["params"] = std::move(params);
-  json::array inter;
-  for (const auto& [step, v] : t.intermediate) inter.push_back(json::array{step, JsonNumber(v)});
-  o["intermediate"] = std::move(inter);
+  // The learning curve as read; a read that counted it (storage::Curves::kCount) leaves it out.
+  if (t.intermediate_not_loaded == 0) {
+    json::array inter;
+    for (const auto& [step, v] : t.intermediate) inter.push_back(json::array{step, JsonNumber(v)});
+    o["intermediate"] = std::move(inter);
+  }
+  o["intermediate_steps"] = t.IntermediateSteps();
   json::object attrs;
   for (const auto& [k, v] : t.attrs) {
     Result<json::value> parsed = common::ParseJsonExact(v);
@@ -141,7 +145,14 @@ json::object StudySummaryJson(const model::StudyRecord& s, const storage::TrialC
                                           ? json::value(nullptr)
                                           : json::value(common::SanitizeUtf8(s.submitter.name))}})
                        : json::value(nullptr);
-  o["best"] = best ? json::value(TrialToJson(*best)) : json::value(nullptr);
+  // Without its learning curve: a summary's size does not grow with what trials report.
+  if (best) {
+    json::object b = TrialToJson(*best);
+    b.erase("intermediate");
+    o["best"] = std::move(b);
+  } else {
+    o["best"] = nullptr;
+  }
   return o;
 }
 

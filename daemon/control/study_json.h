@@ -17,10 +17,14 @@ namespace triald::daemon {
 // A number as JSON: null when absent, "nan", "inf" or "-inf" when not finite (JSON has none).
 boost::json::value JsonNumber(std::optional<double> v);
 
+// A trial as the views show it. "intermediate" ([[step, value], ...]) is there when the read
+// loaded the values and left out when it counted them (storage::Curves::kCount);
+// "intermediate_steps" is their number either way.
 boost::json::object TrialToJson(const model::TrialRecord& trial);
-// A study with its progress (trial counts, mean run time) and best trial (null when none), as
-// `studies` and `status` show it; built from Storage::CountTrials and GetBestTrial, so its cost
-// does not grow with the study.
+// A study with its progress (trial counts, mean run time) and best trial (null when none; without
+// "intermediate", whatever it holds), as `studies` and `status` show it; built from
+// Storage::CountTrials and GetBestTrial, so its cost and size do not grow with the study or
+// with what its trials reported.
 boost::json::object StudySummaryJson(const model::StudyRecord& study,
                                      const storage::TrialCounts& counts,
                                      const model::TrialRecord* best);

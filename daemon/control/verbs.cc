@@ -132,8 +132,9 @@ Result<json::value> StatusVerb(const VerbContext& c, const json::object& args) {
     if (!size) {
       FrontBuilder front(StudyDirections(s));
       for (int from = 0;; from += kTrialsPerPiece) {
-        TRIALD_ASSIGN_OR_RETURN(std::vector<TrialRecord> page,
-                                c.storage->GetTrialPage(s.id, from, kTrialsPerPiece));
+        TRIALD_ASSIGN_OR_RETURN(
+            std::vector<TrialRecord> page,
+            c.storage->GetTrialPage(s.id, from, kTrialsPerPiece, storage::Curves::kCount));
         front.Add(page);
         if (static_cast<int>(page.size()) < kTrialsPerPiece) break;
       }
@@ -181,16 +182,33 @@ class TrialPages final : public ReplyStream {
     if (end_) want = std::min(want, *end_ - next_);
     bool last = want <= 0 || next_ > std::numeric_limits<int>::max();
     if (!last) {
+      // Counted first: as many trials as their curves allow (kCurveValuesPerPiece), at least one.
       TRIALD_ASSIGN_OR_RETURN(
           std::vector<TrialRecord> page,
-          storage_->GetTrialPage(study_id_, static_cast<int>(next_), static_cast<int>(want)));
+          storage_->GetTrialPage(study_id_, static_cast<int>(next_), static_cast<int>(want),
+                                 storage::Curves::kCount));
+      // More may follow a full page, or a page the budget cut short.
+      bool more = static_cast<int64_t>(page.size()) == want;
+      int64_t values = 0;
+      size_t fit = 0;
+      while (fit < page.size() &&
+             (fit == 0 || values + page[fit].IntermediateSteps() <= kCurveValuesPerPiece)) {
+        values += page[fit++].IntermediateSteps();
+      }
+      if (values > 0) {
+        more = more || fit < page.size();
+        TRIALD_ASSIGN_OR_RETURN(
+            page, storage_->GetTrialPage(study_id_, static_cast<int>(next_), static_cast<int>(fit),
+                                         storage::Curves::kLoad));
+        more = more && page.size() == fit;  // fewer: the study went away meanwhile
+      }
       for (const TrialRecord& t : page) {
         if (!first_) piece += ',';
         first_ = false;
         piece += common::SerializeJson(to_json_(t));
       }
       next_ += static_cast<int64_t>(page.size());
-      last = static_cast<int64_t>(page.size()) < want;
+      last = !more;
     }
     if (last) {
       piece += tail_;
@@ -379,8 +397,20 @@ Result<json::value> TrialLogReply(const VerbContext& c, const json::object& args
 
 namespace {
 
+// A bounded tail unless the whole log is asked for ("whole": true), which is itself bounded by
+// TrialLogLimits (and by the capture's own caps, launcher/capped_log.h).
 Result<json::value> LogsVerb(const VerbContext& c, const json::object& args) {
-  return TrialLogReply(c, args, TrialLogLimits{});
+  bool whole = false;
+  if (const json::value* w = args.if_contains("whole"); w != nullptr && !w->is_null()) {
+    if (!w->is_bool()) return common::InvalidArgument("argument \"whole\" must be a boolean");
+    whole = w->get_bool();
+  }
+  TrialLogLimits limits;
+  if (!whole) {
+    limits.head_bytes = 0;
+    limits.tail_bytes = kLogTailBytes;
+  }
+  return TrialLogReply(c, args, limits);
 }
 
 Result<std::unique_ptr<ReplyStream>> ExportStreamer(const VerbContext& c,

@@ -81,6 +81,13 @@ using VerbHandler = common::Result<boost::json::value> (*)(const VerbContext& co
 
 // The trials a streamed reply reads from Storage and writes at a time.
 inline constexpr int kTrialsPerPiece = 256;
+// ... and, for a reply with learning curves (`trials`, `export`), the intermediate values: a piece
+// holds fewer trials when theirs add up to more (at least one trial: one trial's curve is bounded
+// by the daemon's max_intermediate_steps). A client reading a study costs the daemon one such
+// piece at a time, whatever the study's size.
+inline constexpr int64_t kCurveValuesPerPiece = 64 * 1024;
+// What `logs` sends of a log unless asked for the whole: its last 256 KiB.
+inline constexpr size_t kLogTailBytes = 256 * 1024;
 
 // A reply produced in pieces: the JSON text of the result, cut anywhere. The control server
 // asks for the next piece only once the previous one is written, so a large reply costs the

@@ -176,6 +176,8 @@ const std::vector<VerbSpec>& VerbSpecs() {
                  },
                  ""));
          v->add_flag("--stderr", c->stderr_stream, "the captured stderr instead");
+         v->add_flag("--all", c->whole_log,
+                     "the whole log as captured (default: its last 256 KiB)");
          AddJson(v, c);
        }},
       {"nodes",

@@ -21,6 +21,7 @@ struct CommandLine {
   bool json = false;
   bool wait = false;                                        // submit
   bool stderr_stream = false;                               // logs
+  bool whole_log = false;                                   // logs --all
   bool force = false;                                       // export
   std::string output;                                       // report -o, export --out
   std::string format;                                       // export --format

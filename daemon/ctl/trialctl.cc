@@ -341,6 +341,7 @@ int RunTrialctl(const std::vector<std::string>& argv, std::ostream& out, std::os
     args["study"] = a.study;
     args["trial"] = std::strtol(a.trial.c_str(), nullptr, 10);  // digits (ParseCommandLine)
     args["stream"] = a.stderr_stream ? "stderr" : "stdout";
+    args["whole"] = a.whole_log;
   }
 
   Result<Client> client = Client::Connect(a.socket);
@@ -493,6 +494,12 @@ int RunTrialctl(const std::vector<std::string>& argv, std::ostream& out, std::os
     }
     const json::string& content = o.at("content").get_string();
     out.write(content.data(), static_cast<std::streamsize>(content.size()));
+    const json::value* omitted = o.if_contains("omitted");
+    if (!a.whole_log && omitted != nullptr && omitted->is_number() &&
+        omitted->to_number<double>() > 0) {
+      err << "trialctl: the log's first " << FormatValue(*omitted) << " of "
+          << FormatValue(o.at("size")) << " bytes not shown; --all shows the whole log\n";
+    }
   }
   return kExitOk;
 }

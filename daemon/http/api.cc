@@ -437,9 +437,14 @@ ApiResponse Api::Trial(const std::string& name, const std::string& number_text) 
                                     {"detail", common::SanitizeUtf8(e.detail)}});
     }
   }
+  // The curve thinned as on the study page (intermediate_steps keeps the whole count).
+  const int64_t steps = t->IntermediateSteps();
+  ThinCurve(*t, options_.max_curve_points);
+  json::object trial = TrialToJson(*t);
+  trial["intermediate_steps"] = steps;
   json::object out{{"generated_at", WallNow()},
                    {"study", name},
-                   {"trial", TrialToJson(*t)},
+                   {"trial", std::move(trial)},
                    {"events", std::move(events)}};
   json::array slots;
   if (options_.scheduler != nullptr) {

@@ -2,11 +2,17 @@
 
 #include <fcntl.h>
 #include <grp.h>
+#include <poll.h>
 #include <pwd.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
+#include <cstdlib>
 #include <cstring>
 
 #include "common/fd.h"
@@ -58,6 +64,73 @@ Result<RunAs> LookUpRunAs(const model::Submitter& submitter) {
   groups.resize(static_cast<size_t>(n));
   out.groups = std::move(groups);
   return out;
+}
+
+Status CallAsUser(const RunAs& user, const std::function<Status()>& check, double timeout_s) {
+  if (::geteuid() != 0) {
+    return common::PermissionDenied("checking as " + user.Describe() + " needs root");
+  }
+  Result<common::Pipe> pipe = common::MakePipe(/*nonblocking_read=*/true);
+  if (!pipe.ok()) return pipe.status();
+  const pid_t pid = ::fork();
+  if (pid < 0) return common::ErrnoError("fork to check as " + user.Describe(), errno);
+  if (pid == 0) {
+    // The child: one thread (fork keeps only the caller's). Raw system calls drop the rights, as
+    // the launcher's child does (child_setup.h); the answer is "<code> <message>".
+    pipe->read.Reset();
+    std::string answer;
+    if (::syscall(SYS_setgroups, user.groups.size(), user.groups.data()) != 0 ||
+        ::syscall(SYS_setgid, user.gid) != 0 || ::syscall(SYS_setuid, user.uid) != 0) {
+      answer = std::to_string(static_cast<int>(common::Code::kInternal)) + " cannot become " +
+               user.Describe() + ": " + std::strerror(errno);
+    } else {
+      Status st = check();
+      answer = std::to_string(static_cast<int>(st.code())) + " " + st.message();
+    }
+    (void)common::WriteAll(pipe->write.get(), answer.data(), answer.size());
+    ::_exit(0);
+  }
+  pipe->write.Reset();
+  std::string answer;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  bool timed_out = false;
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      timed_out = true;
+      break;
+    }
+    pollfd p{pipe->read.get(), POLLIN, 0};
+    const int n = ::poll(&p, 1, static_cast<int>(left.count()));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      timed_out = n == 0;
+      break;
+    }
+    char buf[4096];
+    const ssize_t got = ::read(pipe->read.get(), buf, sizeof buf);
+    if (got < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+    if (got <= 0) break;
+    // An answer is a Status message (a path or two): bounded, whatever the child does.
+    if (answer.size() < 64 * 1024) answer.append(buf, static_cast<size_t>(got));
+  }
+  if (timed_out) ::kill(pid, SIGKILL);
+  int wstatus = 0;
+  while (::waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
+  }
+  if (timed_out) {
+    return common::Unavailable("checking as " + user.Describe() + " took longer than " +
+                               std::to_string(static_cast<int>(timeout_s)) +
+                               " s (a file system that does not answer?); stopped");
+  }
+  const size_t space = answer.find(' ');
+  int code = -1;
+  if (space != std::string::npos) code = std::atoi(answer.substr(0, space).c_str());
+  if (!WIFEXITED(wstatus) || code < 0 || code > static_cast<int>(common::Code::kInternal)) {
+    return common::Internal("the check as " + user.Describe() + " ended without an answer");
+  }
+  return Status(static_cast<common::Code>(code), answer.substr(space + 1));
 }
 
 std::vector<std::string> WithUserEnvironment(std::vector<std::string> env, const RunAs& user) {

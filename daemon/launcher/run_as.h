@@ -17,6 +17,7 @@
 
 #include <sys/types.h>
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,16 @@ struct RunAs {
 // every node that shares the storage), else by uid. An error names the user when there is no
 // entry (e.g. the account was removed after the study was submitted).
 common::Result<RunAs> LookUpRunAs(const model::Submitter& submitter);
+
+// Runs `check` with `user`'s rights and returns its Status: in a child process forked for it,
+// which drops to the user (setgroups, setgid, setuid) before calling it, so every file it opens
+// or stats is opened as that user would (a root daemon checking a sweep's files learns nothing
+// about files the submitter could not read: daemon/README.md, "Security"). The child is killed,
+// and kUnavailable returned, after `timeout_s` (a hung network file system); a child that dies
+// any other way is kInternal. Needs root (kPermissionDenied otherwise). Blocks its caller up to
+// `timeout_s`.
+common::Status CallAsUser(const RunAs& user, const std::function<common::Status()>& check,
+                          double timeout_s);
 
 // `env` ("KEY=VALUE") with HOME, USER and LOGNAME set from `user`.
 std::vector<std::string> WithUserEnvironment(std::vector<std::string> env, const RunAs& user);

@@ -167,7 +167,11 @@ struct TrialRecord {
   // [study] resource_constraints entry; feasible when every one is <= 0. Empty: none (feasible).
   std::vector<double> constraints;
   ParamMap params;
-  std::map<int64_t, double> intermediate;    // step -> value
+  std::map<int64_t, double> intermediate;  // step -> value
+  // Intermediate values stored but not loaded (a read that counts them instead: summaries, pages
+  // of trials without curves); 0 when `intermediate` holds them all. IntermediateSteps() is the
+  // trial's number of steps either way.
+  int64_t intermediate_not_loaded = 0;
   std::map<std::string, std::string> attrs;  // key -> JSON text
   FailInfo fail;
   ProcessIdentity process;
@@ -177,6 +181,9 @@ struct TrialRecord {
   std::optional<int64_t> retry_of;     // trial id this one retries
   std::optional<int> retry_of_number;  // that trial's number (a retry is in the same study)
   std::string node;                    // the daemon that claimed or ran it; "" while unclaimed
+  int64_t IntermediateSteps() const {
+    return static_cast<int64_t>(intermediate.size()) + intermediate_not_loaded;
+  }
   // What it consumed; unset while it runs and for trials stored before accounting existed.
   std::optional<TrialResources> resources;
 

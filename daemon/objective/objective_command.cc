@@ -15,12 +15,18 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// Why a path is not a regular file: "no such file", or what stopped the check (a folder that may
+// not be searched: "Permission denied", the same whether the file is there or not).
+std::string NotAFile(const std::error_code& ec) {
+  return ec && ec != std::errc::no_such_file_or_directory ? ec.message() : "no such file";
+}
+
 common::Status NeedFile(const std::string& where, const std::string& key, const std::string& path,
                         const std::string& what) {
   std::error_code ec;
   if (fs::is_regular_file(path, ec)) return common::Status::Ok();
   return common::InvalidArgument(where + ": [objective] " + key + " = \"" + path +
-                                 "\": no such file; expected " + what);
+                                 "\": " + NotAFile(ec) + "; expected " + what);
 }
 
 std::string EnvValue(const std::vector<std::string>& env, const std::string& name) {
@@ -84,9 +90,11 @@ common::Status CheckPythonSpec(const config::ObjectiveConfig& obj, const std::st
                     "a module importable from workdir or PYTHONPATH");
     }
   }
+  // A file the checker may not reach (a folder it cannot search) says so, the same whether the
+  // file is there or not.
   std::error_code ec;
   if (!fs::is_regular_file(file, ec)) {
-    return refuse(file + ": no such file", "a Python file, relative to the sweep file's folder");
+    return refuse(file + ": " + NotAFile(ec), "a Python file, relative to the sweep file's folder");
   }
   common::Result<std::string> text = common::ReadFile(file);
   if (!text.ok()) return refuse(text.status().message(), "a readable Python file");

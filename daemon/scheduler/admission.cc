@@ -4,14 +4,27 @@
 
 namespace triald::daemon {
 
-common::Result<config::SweepSpec> StudyAdmission::Admit(const config::SweepSource& source) const {
+common::Result<config::SweepSpec> StudyAdmission::Admit(const config::SweepSource& source,
+                                                        const model::Submitter& submitter) const {
   TRIALD_ASSIGN_OR_RETURN(config::SweepSpec spec, config::ParseSweep(source));
   const std::string where = source.path.empty() ? "<sweep>" : source.path;
+  // With the submitter's rights first (a root daemon), on a copy: a file the submitter cannot
+  // read is refused as the submitter would be, saying nothing more. Then as the daemon, which
+  // fills in the commands from the same files.
+  config::SweepSpec as_submitter = spec;
+  std::optional<common::Status> theirs =
+      options_.env->AsSubmitter(submitter, [&] { return CheckFiles(as_submitter, where); });
+  if (theirs) TRIALD_RETURN_IF_ERROR(*theirs);
+  TRIALD_RETURN_IF_ERROR(CheckFiles(spec, where));
+  TRIALD_RETURN_IF_ERROR(CheckGpus(spec, where));
+  return spec;
+}
+
+common::Status StudyAdmission::CheckFiles(config::SweepSpec& spec, const std::string& where) const {
   SchedulerEnv& env = *options_.env;
   TRIALD_RETURN_IF_ERROR(env.CheckWorkdir(spec.objective, where));
   TRIALD_RETURN_IF_ERROR(
       env.PrepareObjective(spec, options_.trial_worker, where, options_.base_env));
-  TRIALD_RETURN_IF_ERROR(CheckGpus(spec, where));
   common::Result<std::string> exe =
       env.FindExecutable(spec.objective.command[0], CommandPath(options_.base_env, spec.objective),
                          spec.objective.workdir);
@@ -25,7 +38,7 @@ common::Result<config::SweepSpec> StudyAdmission::Admit(const config::SweepSourc
                                    spec.objective.command[0] + "\": " + exe.status().message() +
                                    "; expected an executable");
   }
-  return spec;
+  return common::Status::Ok();
 }
 
 model::NewStudy StudyAdmission::NewStudyOf(const config::SweepSpec& spec,

@@ -37,8 +37,11 @@ class StudyAdmission {
   };
   explicit StudyAdmission(Options options) : options_(std::move(options)) {}
 
-  // A sweep submitted from `source`: its parsed, prepared spec, or why it cannot run here.
-  common::Result<config::SweepSpec> Admit(const config::SweepSource& source) const;
+  // A sweep submitted from `source` by `submitter`: its parsed, prepared spec, or why it cannot
+  // run here. The file checks run first with the submitter's rights (SchedulerEnv::AsSubmitter),
+  // then with the daemon's.
+  common::Result<config::SweepSpec> Admit(const config::SweepSource& source,
+                                          const model::Submitter& submitter) const;
   // The study to store for an admitted sweep submitted by `submitter`: its seed is the sweep's,
   // else one drawn from `seed_source` (0 when empty).
   static model::NewStudy NewStudyOf(const config::SweepSpec& spec,
@@ -49,6 +52,8 @@ class StudyAdmission {
   common::Result<config::SweepSpec> Readmit(const model::StudyRecord& study) const;
 
  private:
+  // The workdir, the objective's files and command[0], with whoever's rights this runs with.
+  common::Status CheckFiles(config::SweepSpec& spec, const std::string& where) const;
   // gpus_per_trial against the pool, then CheckGpuMetrics.
   common::Status CheckGpus(const config::SweepSpec& spec, const std::string& where) const;
   // peak_gpu_memory (resource_constraints, objectives) needs a probe with per-process memory.

@@ -12,7 +12,9 @@
 
 #include <sys/types.h>
 
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,6 +24,9 @@
 #include "daemon/scheduler/resume_dir.h"
 
 namespace triald::daemon {
+
+// How long a submit waits for its file checks as the submitter (SchedulerEnv::AsSubmitter).
+inline constexpr double kSubmitCheckSeconds = 10;
 
 class SchedulerEnv {
  public:
@@ -42,6 +47,14 @@ class SchedulerEnv {
   virtual common::Result<std::string> FindExecutable(const std::string& name,
                                                      const std::string& path,
                                                      const std::string& workdir) = 0;
+  // Runs the submit-time file checks `check` with the submitter's rights, so a daemon with more
+  // rights than the submitter (root) reveals nothing about files the submitter could not read:
+  // a root daemon runs it as the submitter's passwd entry in a child process
+  // (launcher::CallAsUser, at most kSubmitCheckSeconds) and returns its Status. nullopt when
+  // the daemon's rights are the submitter's own for this purpose (a daemon that is not root, a
+  // submitter that is root or unknown): the caller checks directly.
+  virtual std::optional<common::Status> AsSubmitter(
+      const model::Submitter& submitter, const std::function<common::Status()>& check) = 0;
   // The uid a study's trials run as: its submitter's passwd entry when `as_submitter` (a root
   // daemon; launcher/run_as.h), else the daemon's own effective uid. An error names the user
   // that has no entry.

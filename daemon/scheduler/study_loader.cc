@@ -29,7 +29,7 @@ Result<std::unique_ptr<StudyRuntime>> StudyLoader::Build(const model::StudyRecor
 
 Result<std::unique_ptr<StudyRuntime>> StudyLoader::Submit(const config::SweepSource& source,
                                                           const model::Submitter& submitter) {
-  TRIALD_ASSIGN_OR_RETURN(config::SweepSpec spec, admission_.Admit(source));
+  TRIALD_ASSIGN_OR_RETURN(config::SweepSpec spec, admission_.Admit(source, submitter));
   const std::string where = source.path.empty() ? "<sweep>" : source.path;
   const model::NewStudy ns =
       StudyAdmission::NewStudyOf(spec, source, submitter, options_.seed_source);

@@ -29,6 +29,13 @@ class SystemEnv final : public SchedulerEnv {
                                              const std::string& workdir) override {
     return common::FindExecutable(name, path, workdir);
   }
+  std::optional<common::Status> AsSubmitter(const model::Submitter& submitter,
+                                            const std::function<common::Status()>& check) override {
+    if (::geteuid() != 0 || !submitter.known() || submitter.uid == 0) return std::nullopt;
+    common::Result<launcher::RunAs> user = launcher::LookUpRunAs(submitter);
+    if (!user.ok()) return user.status();
+    return launcher::CallAsUser(*user, check, kSubmitCheckSeconds);
+  }
   common::Result<uid_t> TrialUid(const model::Submitter& submitter, bool as_submitter) override {
     if (!as_submitter || !submitter.known()) return ::geteuid();
     TRIALD_ASSIGN_OR_RETURN(launcher::RunAs user, launcher::LookUpRunAs(submitter));

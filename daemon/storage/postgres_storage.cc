@@ -273,8 +273,8 @@ class PostgresStorage final : public Storage {
   Result<TrialCounts> CountTrials(int64_t study_id) override;
   Result<std::optional<model::TrialRecord>> GetBestTrial(int64_t study_id,
                                                          config::Direction direction) override;
-  Result<std::vector<model::TrialRecord>> GetTrialPage(int64_t study_id, int from_number,
-                                                       int limit) override;
+  Result<std::vector<model::TrialRecord>> GetTrialPage(int64_t study_id, int from_number, int limit,
+                                                       Curves curves) override;
 
   Status Heartbeat(double at) override;
   Result<std::vector<model::NodeRecord>> GetNodes(double now) override;
@@ -360,7 +360,8 @@ class PostgresStorage final : public Storage {
   // kSince: number >= `number` or in `numbers`; kRange: `number` <= number < `end_number`.
   Result<std::vector<model::TrialRecord>> LoadTrials(TrialFilter filter, int64_t study_id,
                                                      int number, const std::vector<int>& numbers,
-                                                     const std::string& op, int64_t end_number = 0);
+                                                     const std::string& op, int64_t end_number = 0,
+                                                     Curves curves = Curves::kLoad);
   Result<model::StudyRecord> ReadStudyRow(const Rows& rows, int row) const {
     return sql::ReadStudyRow(RowOf(rows, row), masked_url_);
   }
@@ -1311,11 +1312,9 @@ Status PostgresStorage::FinishTrial(int64_t trial_id, const model::TrialOutcome&
 
 // ---- Trials: reads ----
 
-Result<std::vector<model::TrialRecord>> PostgresStorage::LoadTrials(TrialFilter filter,
-                                                                    int64_t study_id, int number,
-                                                                    const std::vector<int>& numbers,
-                                                                    const std::string& op,
-                                                                    int64_t end_number) {
+Result<std::vector<model::TrialRecord>> PostgresStorage::LoadTrials(
+    TrialFilter filter, int64_t study_id, int number, const std::vector<int>& numbers,
+    const std::string& op, int64_t end_number, Curves curves) {
   Params params;
   switch (filter) {
     case TrialFilter::kStudy:
@@ -1340,10 +1339,11 @@ Result<std::vector<model::TrialRecord>> PostgresStorage::LoadTrials(TrialFilter 
   Params study_params;
   study_params.Int8(study_id);
   const bool by_study = filter != TrialFilter::kRunning;
-  std::vector<Statement> statements = {{queries.trials, &params},
-                                       {queries.params, &params},
-                                       {queries.intermediate, &params},
-                                       {queries.attrs, &params}};
+  std::vector<Statement> statements = {
+      {queries.trials, &params},
+      {queries.params, &params},
+      {curves == Curves::kLoad ? queries.intermediate : queries.intermediate_counts, &params},
+      {queries.attrs, &params}};
   if (by_study) statements.push_back({"SELECT 1 FROM studies WHERE id = $1", &study_params});
   // Outside a batch, one snapshot for all: a consistent view even while other daemons write.
   // Inside one (READ COMMITTED), rows added between the statements belong to trials the first
@@ -1363,7 +1363,13 @@ Result<std::vector<model::TrialRecord>> PostgresStorage::LoadTrials(TrialFilter 
     TRIALD_RETURN_IF_ERROR(assembly.AddTrial(RowOf(rows[0], i)));
   for (int i = 0; i < rows[1].size(); ++i)
     TRIALD_RETURN_IF_ERROR(assembly.AddParam(RowOf(rows[1], i)));
-  for (int i = 0; i < rows[2].size(); ++i) assembly.AddIntermediate(RowOf(rows[2], i));
+  for (int i = 0; i < rows[2].size(); ++i) {
+    if (curves == Curves::kLoad) {
+      assembly.AddIntermediate(RowOf(rows[2], i));
+    } else {
+      assembly.AddIntermediateCount(RowOf(rows[2], i));
+    }
+  }
   for (int i = 0; i < rows[3].size(); ++i) assembly.AddAttr(RowOf(rows[3], i));
   return assembly.Take();
 }
@@ -1463,8 +1469,9 @@ Result<std::optional<model::TrialRecord>> PostgresStorage::GetBestTrial(
       if (rows[1].size() == 0) return common::NotFound(StudyIdLabel(study_id) + " not found");
       if (rows[0].size() == 0) return std::optional<model::TrialRecord>();
       const int number = static_cast<int>(rows[0].Int(0, 0));
-      TRIALD_ASSIGN_OR_RETURN(std::vector<model::TrialRecord> trials,
-                              LoadTrials(TrialFilter::kStudyNumber, study_id, number, {}, op));
+      TRIALD_ASSIGN_OR_RETURN(
+          std::vector<model::TrialRecord> trials,
+          LoadTrials(TrialFilter::kStudyNumber, study_id, number, {}, op, 0, Curves::kCount));
       if (trials.empty()) return std::optional<model::TrialRecord>();
       return std::optional<model::TrialRecord>(std::move(trials.front()));
     });
@@ -1472,13 +1479,14 @@ Result<std::optional<model::TrialRecord>> PostgresStorage::GetBestTrial(
 }
 
 Result<std::vector<model::TrialRecord>> PostgresStorage::GetTrialPage(int64_t study_id,
-                                                                      int from_number, int limit) {
+                                                                      int from_number, int limit,
+                                                                      Curves curves) {
   return Guarded("GetTrialPage", [&]() -> Result<std::vector<model::TrialRecord>> {
     const std::string op = "GetTrialPage(" + StudyIdLabel(study_id) + ")";
     TRIALD_RETURN_IF_ERROR(CheckPageArguments(from_number, limit, op));
     return Call(op, Txn::kNone, [&]() -> Result<std::vector<model::TrialRecord>> {
       return LoadTrials(TrialFilter::kRange, study_id, from_number, {}, op,
-                        int64_t{from_number} + limit);
+                        int64_t{from_number} + limit, curves);
     });
   });
 }

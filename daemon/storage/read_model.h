@@ -36,6 +36,11 @@ struct TrialCounts {
   int64_t finished() const { return complete + pruned + failed - retries; }
 };
 
+// Whether a read of trials loads their intermediate values, or only counts them
+// (TrialRecord::intermediate_not_loaded): a view that shows no curve costs the same whatever the
+// trials reported.
+enum class Curves { kLoad, kCount };
+
 class ReadModel {
  public:
   virtual ~ReadModel() = default;
@@ -58,15 +63,16 @@ class ReadModel {
   // study: kNotFound.
   virtual common::Result<TrialCounts> CountTrials(int64_t study_id) = 0;
   // The best COMPLETE trial whose value is not NaN for `direction` (the lowest number among
-  // equal values), or nullopt when there is none. Unknown study: kNotFound.
+  // equal values), or nullopt when there is none; its intermediate values are counted, not
+  // loaded (Curves::kCount). Unknown study: kNotFound.
   virtual common::Result<std::optional<model::TrialRecord>> GetBestTrial(
       int64_t study_id, config::Direction direction) = 0;
   // The study's trials numbered from_number to from_number + limit - 1 (numbers are dense, so
-  // this is a page of at most `limit`), by number. limit must be positive (else
-  // kInvalidArgument). Unknown study: kNotFound.
+  // this is a page of at most `limit`), by number, with their intermediate values loaded or
+  // counted (`curves`). limit must be positive (else kInvalidArgument). Unknown study: kNotFound.
   virtual common::Result<std::vector<model::TrialRecord>> GetTrialPage(int64_t study_id,
-                                                                       int from_number,
-                                                                       int limit) = 0;
+                                                                       int from_number, int limit,
+                                                                       Curves curves) = 0;
 
   // The events of a study (with those of its trials), or every event; oldest first.
   virtual common::Result<std::vector<model::EventRecord>> GetEvents(

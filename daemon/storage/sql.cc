@@ -145,6 +145,10 @@ TrialQueries LoadTrialsSql(Dialect dialect, TrialFilter filter) {
                                             "trial_intermediate i JOIN trials t ON t.id = "
                                             "i.trial_id") +
                                     where);
+  q.intermediate_counts =
+      For(dialect, std::string("SELECT i.trial_id, COUNT(*) FROM trial_intermediate i JOIN trials "
+                               "t ON t.id = i.trial_id") +
+                       where + " GROUP BY i.trial_id");
   q.attrs = For(dialect, std::string("SELECT a.trial_id, a.key, a.value_json FROM trial_attrs a "
                                      "JOIN trials t ON t.id = a.trial_id") +
                              where);
@@ -188,6 +192,10 @@ void TrialAssembly::AddIntermediate(const Row& row) {
   if (model::TrialRecord* t = Find(row.Int(0))) {
     t->intermediate[row.Int(1)] = row.IsNull(2) ? std::nan("") : row.Real(2);
   }
+}
+
+void TrialAssembly::AddIntermediateCount(const Row& row) {
+  if (model::TrialRecord* t = Find(row.Int(0))) t->intermediate_not_loaded = row.Int(1);
 }
 
 void TrialAssembly::AddAttr(const Row& row) {

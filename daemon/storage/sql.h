@@ -69,6 +69,8 @@ struct TrialQueries {
   std::string params;
   std::string intermediate;
   std::string attrs;
+  // Instead of `intermediate` (Curves::kCount): trial_id, the number of its values.
+  std::string intermediate_counts;
 };
 TrialQueries LoadTrialsSql(Dialect dialect, TrialFilter filter);
 
@@ -87,6 +89,8 @@ class TrialAssembly {
   common::Status AddParam(const Row& row);
   // trial_id, step, value (NULL: a NaN SQLite stored).
   void AddIntermediate(const Row& row);
+  // trial_id, count: a row of intermediate_counts.
+  void AddIntermediateCount(const Row& row);
   // trial_id, key, value_json.
   void AddAttr(const Row& row);
 

@@ -140,8 +140,8 @@ class SqliteStorage final : public Storage {
   Result<TrialCounts> CountTrials(int64_t study_id) override;
   Result<std::optional<model::TrialRecord>> GetBestTrial(int64_t study_id,
                                                          config::Direction direction) override;
-  Result<std::vector<model::TrialRecord>> GetTrialPage(int64_t study_id, int from_number,
-                                                       int limit) override;
+  Result<std::vector<model::TrialRecord>> GetTrialPage(int64_t study_id, int from_number, int limit,
+                                                       Curves curves) override;
 
   bool shared() const override { return shared_; }
   const std::string& node() const override { return node_; }
@@ -206,7 +206,8 @@ class SqliteStorage final : public Storage {
   Result<std::vector<model::TrialRecord>> LoadTrials(TrialFilter filter, int64_t study_id,
                                                      int number, const std::string& op,
                                                      const std::string& numbers_json = "[]",
-                                                     int64_t end_number = 0);
+                                                     int64_t end_number = 0,
+                                                     Curves curves = Curves::kLoad);
   Result<model::StudyRecord> ReadStudyRow(const Stmt& st) const {
     return sql::ReadStudyRow(StmtRow(st), path_);
   }
@@ -794,11 +795,9 @@ Status SqliteStorage::FinishTrial(int64_t trial_id, const model::TrialOutcome& o
 
 // ---- Trials: reads ----
 
-Result<std::vector<model::TrialRecord>> SqliteStorage::LoadTrials(TrialFilter filter,
-                                                                  int64_t study_id, int number,
-                                                                  const std::string& op,
-                                                                  const std::string& numbers_json,
-                                                                  int64_t end_number) {
+Result<std::vector<model::TrialRecord>> SqliteStorage::LoadTrials(
+    TrialFilter filter, int64_t study_id, int number, const std::string& op,
+    const std::string& numbers_json, int64_t end_number, Curves curves) {
   const sql::TrialQueries queries = sql::LoadTrialsSql(sql::Dialect::kSqlite, filter);
   auto bind = [&](Stmt& st) {
     if (filter != TrialFilter::kRunning) st.Int(1, study_id);
@@ -827,10 +826,19 @@ Result<std::vector<model::TrialRecord>> SqliteStorage::LoadTrials(TrialFilter fi
   if (assembly.empty()) return assembly.Take();
   TRIALD_RETURN_IF_ERROR(
       each(queries.params, "parameters", [&](const sql::Row& r) { return assembly.AddParam(r); }));
-  TRIALD_RETURN_IF_ERROR(each(queries.intermediate, "intermediate values", [&](const sql::Row& r) {
-    assembly.AddIntermediate(r);
-    return Status::Ok();
-  }));
+  if (curves == Curves::kLoad) {
+    TRIALD_RETURN_IF_ERROR(
+        each(queries.intermediate, "intermediate values", [&](const sql::Row& r) {
+          assembly.AddIntermediate(r);
+          return Status::Ok();
+        }));
+  } else {
+    TRIALD_RETURN_IF_ERROR(
+        each(queries.intermediate_counts, "intermediate values", [&](const sql::Row& r) {
+          assembly.AddIntermediateCount(r);
+          return Status::Ok();
+        }));
+  }
   TRIALD_RETURN_IF_ERROR(each(queries.attrs, "attributes", [&](const sql::Row& r) {
     assembly.AddAttr(r);
     return Status::Ok();
@@ -927,21 +935,23 @@ Result<std::optional<model::TrialRecord>> SqliteStorage::GetBestTrial(int64_t st
     if (rc != SQLITE_ROW) return Err(rc, op + ": find the best trial");
     const int number = static_cast<int>(st.ColInt(0));
     st.Reset();
-    TRIALD_ASSIGN_OR_RETURN(std::vector<model::TrialRecord> trials,
-                            LoadTrials(TrialFilter::kStudyNumber, study_id, number, op));
+    TRIALD_ASSIGN_OR_RETURN(
+        std::vector<model::TrialRecord> trials,
+        LoadTrials(TrialFilter::kStudyNumber, study_id, number, op, "[]", 0, Curves::kCount));
     if (trials.empty()) return std::optional<model::TrialRecord>();
     return std::optional<model::TrialRecord>(std::move(trials.front()));
   });
 }
 
 Result<std::vector<model::TrialRecord>> SqliteStorage::GetTrialPage(int64_t study_id,
-                                                                    int from_number, int limit) {
+                                                                    int from_number, int limit,
+                                                                    Curves curves) {
   return Guarded("GetTrialPage", [&]() -> Result<std::vector<model::TrialRecord>> {
     const std::string op = "GetTrialPage(" + StudyIdLabel(study_id) + ")";
     TRIALD_RETURN_IF_ERROR(CheckPageArguments(from_number, limit, op));
     TRIALD_RETURN_IF_ERROR(RequireStudy(study_id, op));
     return LoadTrials(TrialFilter::kRange, study_id, from_number, op, "[]",
-                      int64_t{from_number} + limit);
+                      int64_t{from_number} + limit, curves);
   });
 }
 

@@ -17,6 +17,8 @@ std::string Sweep(const std::string& objective, const std::string& study_extra =
          "\n[space.x]\ntype = \"float\"\nlow = 0\nhigh = 1\n";
 }
 
+const model::Submitter kAlice{1001, "alice"};
+
 StudyAdmission Admission(testing::FakeSchedulerEnv& env, devices::GpuPool* gpus = nullptr) {
   StudyAdmission::Options o;
   o.env = &env;
@@ -28,7 +30,7 @@ StudyAdmission Admission(testing::FakeSchedulerEnv& env, devices::GpuPool* gpus 
 TEST_CASE("admission: a sweep whose command resolves is admitted", "[scheduler][admission]") {
   testing::FakeSchedulerEnv env;
   auto spec = Admission(env).Admit(
-      {Sweep("kind = \"exec\"\ncommand = [\"train\", \"--fast\"]"), "/s/a.toml"});
+      {Sweep("kind = \"exec\"\ncommand = [\"train\", \"--fast\"]"), "/s/a.toml"}, kAlice);
   INFO(spec.status().ToString());
   REQUIRE(spec.ok());
   CHECK(spec->study.name == "a");
@@ -40,8 +42,8 @@ TEST_CASE("admission: errors name the sweep file, the key and what was expected"
   testing::FakeSchedulerEnv env;
   SECTION("a missing executable") {
     env.missing_executables = {"train"};
-    auto spec =
-        Admission(env).Admit({Sweep("kind = \"exec\"\ncommand = [\"train\"]"), "/s/a.toml"});
+    auto spec = Admission(env).Admit({Sweep("kind = \"exec\"\ncommand = [\"train\"]"), "/s/a.toml"},
+                                     kAlice);
     REQUIRE_FALSE(spec.ok());
     CHECK(spec.status().code() == common::Code::kInvalidArgument);
     CHECK_THAT(
@@ -53,14 +55,15 @@ TEST_CASE("admission: errors name the sweep file, the key and what was expected"
     env.missing_workdirs = {"/nowhere"};
     env.missing_executables = {"train"};
     auto spec = Admission(env).Admit(
-        {Sweep("kind = \"exec\"\ncommand = [\"train\"]\nworkdir = \"/nowhere\""), ""});
+        {Sweep("kind = \"exec\"\ncommand = [\"train\"]\nworkdir = \"/nowhere\""), ""}, kAlice);
     REQUIRE_FALSE(spec.ok());
     CHECK_THAT(spec.status().message(), Catch::StartsWith("<sweep>: [objective] workdir"));
     CHECK(env.prepared == 0);
   }
   SECTION("more GPUs per trial than the daemon has") {
     auto spec = Admission(env).Admit(
-        {Sweep("kind = \"exec\"\ncommand = [\"train\"]", "gpus_per_trial = 2\n"), "/s/a.toml"});
+        {Sweep("kind = \"exec\"\ncommand = [\"train\"]", "gpus_per_trial = 2\n"), "/s/a.toml"},
+        kAlice);
     REQUIRE_FALSE(spec.ok());
     CHECK_THAT(spec.status().message(),
                Catch::Contains("[study] gpus_per_trial = 2: triald has no GPUs") &&
@@ -75,13 +78,15 @@ TEST_CASE("admission: GPUs within the pool are admitted; peak_gpu_memory needs a
   po.gpus = {0, 1};
   devices::GpuPool pool(po);
   StudyAdmission admission = Admission(env, &pool);
-  CHECK(
-      admission.Admit({Sweep("kind = \"exec\"\ncommand = [\"train\"]", "gpus_per_trial = 2\n"), ""})
-          .ok());
+  CHECK(admission
+            .Admit({Sweep("kind = \"exec\"\ncommand = [\"train\"]", "gpus_per_trial = 2\n"), ""},
+                   kAlice)
+            .ok());
   auto measured = admission.Admit(
       {Sweep("kind = \"exec\"\ncommand = [\"train\"]",
              "gpus_per_trial = 1\nresource_constraints = [\"peak_gpu_memory <= 1M\"]\n"),
-       ""});
+       ""},
+      kAlice);
   REQUIRE_FALSE(measured.ok());
   CHECK_THAT(measured.status().message(), Catch::Contains("triald cannot measure GPU memory"));
 }
@@ -98,6 +103,30 @@ TEST_CASE("admission: a stored study is readmitted without the submit-time file 
   auto spec = Admission(env).Readmit(rec);
   INFO(spec.status().ToString());
   CHECK(spec.ok());
+  CHECK(env.prepared == 1);
+}
+
+TEST_CASE("admission: a root daemon checks the files as the submitter first",
+          "[scheduler][admission]") {
+  testing::FakeSchedulerEnv env;
+  env.as_root = true;
+  auto spec = Admission(env).Admit({Sweep("kind = \"exec\"\ncommand = [\"train\"]"), ""}, kAlice);
+  REQUIRE(spec.ok());
+  CHECK(env.checked_as == std::vector<uid_t>{1001});
+  CHECK(env.prepared == 2);  // as alice, then as the daemon (which fills in the commands)
+  // A submitter who is root, or unknown, has the daemon's rights: one pass.
+  env.checked_as.clear();
+  REQUIRE(
+      Admission(env)
+          .Admit({Sweep("kind = \"exec\"\ncommand = [\"train\"]"), ""}, model::Submitter{0, "root"})
+          .ok());
+  CHECK(env.checked_as.empty());
+  // What the submitter's pass refuses is the answer; the daemon's pass never runs.
+  env.missing_executables = {"train"};
+  env.prepared = 0;
+  auto refused =
+      Admission(env).Admit({Sweep("kind = \"exec\"\ncommand = [\"train\"]"), ""}, kAlice);
+  REQUIRE_FALSE(refused.ok());
   CHECK(env.prepared == 1);
 }
 

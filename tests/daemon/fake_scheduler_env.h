@@ -37,6 +37,16 @@ class FakeSchedulerEnv final : public daemon::SchedulerEnv {
     if (missing_executables.count(name) > 0) return common::NotFound(name + " not found");
     return name.rfind('/', 0) == 0 ? name : "/usr/bin/" + name;
   }
+  // AsSubmitter runs the check (recording the submitter's uid in checked_as) when `as_root`, as a
+  // root daemon would in a child; otherwise the daemon's rights are the submitter's.
+  bool as_root = false;
+  std::vector<uid_t> checked_as;
+  std::optional<common::Status> AsSubmitter(const model::Submitter& submitter,
+                                            const std::function<common::Status()>& check) override {
+    if (!as_root || !submitter.known() || submitter.uid == 0) return std::nullopt;
+    checked_as.push_back(submitter.uid);
+    return check();
+  }
   common::Result<uid_t> TrialUid(const model::Submitter&, bool) override { return 1000; }
   daemon::ResumeFolder FindResumeFolder(const std::string&, const std::string&, int number,
                                         uid_t) override {

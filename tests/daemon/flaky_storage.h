@@ -98,10 +98,10 @@ class FlakyStorage final : public storage::Storage {
     if (down) return Away();
     return inner_->GetBestTrial(id, d);
   }
-  common::Result<std::vector<model::TrialRecord>> GetTrialPage(int64_t id, int from,
-                                                               int limit) override {
+  common::Result<std::vector<model::TrialRecord>> GetTrialPage(int64_t id, int from, int limit,
+                                                               storage::Curves curves) override {
     if (down) return Away();
-    return inner_->GetTrialPage(id, from, limit);
+    return inner_->GetTrialPage(id, from, limit, curves);
   }
   common::Status Heartbeat(double at) override { return down ? Away() : inner_->Heartbeat(at); }
   common::Result<std::vector<model::NodeRecord>> GetNodes(double now) override {

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "common/json.h"
 #include "daemon/control/verbs.h"
 #include "daemon/storage/sqlite_storage.h"
 
@@ -21,7 +22,8 @@ struct Fixture {
   VerbContext context;
   int64_t study_id = 0;
 
-  Fixture() {
+  // `long_curve`: trials 300 and kTrials - 3 (the best) report that many intermediate values.
+  explicit Fixture(int64_t long_curve = 0) {
     auto opened = storage::OpenSqliteStorage({":memory:"});
     REQUIRE(opened.ok());
     storage = std::move(*opened);
@@ -47,6 +49,11 @@ struct Fixture {
       if (i % 3 == 2) continue;  // WAITING
       REQUIRE(storage->MarkRunning(t->id, {100, 100, 1}, 20).ok());
       REQUIRE(storage->AddIntermediate(t->id, 0, 1.0).ok());
+      if (i == 300 || i == kTrials - 3) {
+        for (int64_t step = 1; step < long_curve; ++step) {
+          REQUIRE(storage->AddIntermediate(t->id, step, 0.5).ok());
+        }
+      }
       model::TrialOutcome o;
       o.state = i % 3 == 0 ? TrialState::kComplete : TrialState::kPruned;
       o.value = 1000.0 - i;  // the best (lowest) is the last COMPLETE trial
@@ -158,6 +165,45 @@ TEST_CASE("read verbs: studies, status and best from counts and the best-trial q
   CHECK(s.at("fork_server").is_null());
   s.erase("fork_server");
   CHECK(studies->as_array()[0].as_object() == s);
+}
+
+TEST_CASE("read verbs: summaries carry no curve; trials pages by the curves' size", "[control]") {
+  // Trials 597 (COMPLETE, the best) and 300 report long curves: 3 x kCurveValuesPerPiece / 2.
+  const int64_t long_curve = 3 * kCurveValuesPerPiece / 2;
+  Fixture f(long_curve);
+
+  json::object s = f.Call("status").as_object();
+  const json::object& best = s.at("best").as_object();
+  CHECK(best.at("number").as_int64() == kTrials - 3);
+  CHECK_FALSE(best.contains("intermediate"));
+  CHECK(best.at("intermediate_steps").as_int64() == long_curve);
+  CHECK(common::SerializeJson(s).size() < 4096);
+  json::object b = f.Call("best").as_object();
+  CHECK_FALSE(b.contains("intermediate"));
+  CHECK(b.at("intermediate_steps").as_int64() == long_curve);
+
+  // trials --json: every curve whole, in pieces of at most kCurveValuesPerPiece values unless
+  // one trial alone has more.
+  auto stream = StartVerb(f.context, "trials", {{"study", "big"}});
+  REQUIRE(stream.ok());
+  std::string text;
+  int pieces = 0;
+  for (;;) {
+    auto piece = (*stream)->Next();
+    REQUIRE(piece.ok());
+    if (piece->empty()) break;
+    ++pieces;
+    // A value is "[step,0.5]" or "[0,1.0]": at most 16 bytes; a trial's other fields < 1 KiB.
+    CHECK(piece->size() < static_cast<size_t>(long_curve * 16 + 256 * 1024));
+    text += *piece;
+  }
+  const json::value all = json::parse(text);
+  CHECK(Numbers(all) == Range(0, kTrials));
+  CHECK(all.as_array()[300].at("intermediate").as_array().size() ==
+        static_cast<size_t>(long_curve));
+  CHECK(all.as_array()[300].at("intermediate_steps").as_int64() == long_curve);
+  // 0-255, 256-299 (the page cut before 300), 300 alone, 301-556, 557-596, 597 alone, 598-599.
+  CHECK(pieces == 7);
 }
 
 }  // namespace triald::daemon

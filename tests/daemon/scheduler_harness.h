@@ -271,6 +271,7 @@ class SchedulerHarness {
     so.node_timeout_s = options_.node_timeout_s;
     so.leftovers = &leftovers_;
     so.wake_after = [this](double delay_s) { wakes_.push_back(delay_s); };
+    so.env = &env_;
     scheduler_ = std::make_unique<daemon::Scheduler>(std::move(so));
   }
 
@@ -285,6 +286,40 @@ class SchedulerHarness {
   FakeGpuProbe probe_{4};
   std::unique_ptr<devices::GpuPool> pool_;
   std::unique_ptr<FakeLauncher> launcher_ = std::make_unique<FakeLauncher>();
+  // The real file system, with the daemon's own rights: the submitters the tests name need no
+  // passwd entry (admission_test.cc and run_as_test.cc check the submitter's pass).
+  class OwnRightsEnv final : public daemon::SchedulerEnv {
+   public:
+    common::Status CheckWorkdir(const config::ObjectiveConfig& o, const std::string& w) override {
+      return real_->CheckWorkdir(o, w);
+    }
+    common::Status PrepareObjective(config::SweepSpec& s, const std::string& t,
+                                    const std::string& w,
+                                    const std::vector<std::string>& e) override {
+      return real_->PrepareObjective(s, t, w, e);
+    }
+    common::Result<std::string> FindExecutable(const std::string& n, const std::string& p,
+                                               const std::string& w) override {
+      return real_->FindExecutable(n, p, w);
+    }
+    std::optional<common::Status> AsSubmitter(const model::Submitter&,
+                                              const std::function<common::Status()>&) override {
+      return std::nullopt;
+    }
+    common::Result<uid_t> TrialUid(const model::Submitter& s, bool as) override {
+      return real_->TrialUid(s, as);
+    }
+    daemon::ResumeFolder FindResumeFolder(const std::string& d, const std::string& s, int n,
+                                          uid_t u) override {
+      return real_->FindResumeFolder(d, s, n, u);
+    }
+    common::Status RemoveTree(const std::string& p) override { return real_->RemoveTree(p); }
+    void ReturnFreedMemory() override { real_->ReturnFreedMemory(); }
+
+   private:
+    std::unique_ptr<daemon::SchedulerEnv> real_ = daemon::SystemSchedulerEnv();
+  };
+  OwnRightsEnv env_;
   std::unique_ptr<daemon::Scheduler> scheduler_;
   std::vector<double> wakes_;
 };

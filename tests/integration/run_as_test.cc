@@ -16,6 +16,7 @@
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cstdlib>
+#include <regex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -220,6 +221,66 @@ TEST_CASE("run as submitter: a root triald runs each trial as the user who submi
   daemon.WaitStudy("roots");
   CHECK(Lines(ReadTextFile(state + "/studies/roots/trials/0/id.txt"))[0].rfind("0 0 ", 0) == 0);
   CHECK(daemon.Call("status", {{"study", "roots"}}).at("submitter").at("uid").as_int64() == 0);
+}
+
+TEST_CASE("run as submitter: a root triald checks a sweep's files with the submitter's rights",
+          "[security][run-as][integration]") {
+  if (!IsRoot()) TRIALD_SKIP("needs root to add scratch users and switch to them");
+  Site site;
+  ScratchGroup team;
+  ScratchUser alice(site.dir.path(), {&team});
+  // Root's secrets: a 0700 folder with a Python file, an executable and a folder in it.
+  const std::string secret = site.dir.File("secret");
+  REQUIRE(::mkdir(secret.c_str(), 0700) == 0);
+  site.dir.Write("secret/x.py", "API_TOKEN = 'do-not-tell'\n\ndef objective(trial):\n  return 1\n");
+  site.dir.Write("secret/train.sh", "#!/bin/sh\necho '{\"type\":\"final\",\"value\":1}' >&3\n",
+                 0755);
+  REQUIRE(::mkdir((secret + "/work").c_str(), 0755) == 0);
+  TestDaemon daemon(site.dir.File("state"));
+  daemon.AddArgs({"--socket-group", team.name()});
+  daemon.Start();
+
+  auto python = [&](const std::string& name, const std::string& function) {
+    std::string toml = "[study]\nname = \"" + name +
+                       "\"\nn_trials = 1\n\n[objective]\nkind = \"python\"\n"
+                       "python = \"/usr/bin/python3\"\nfunction = \"" +
+                       function + "\"\n";
+    return json::object{{"sweep", toml}, {"path", site.dir.Write(name + ".toml", toml)}};
+  };
+  auto exec = [&](const std::string& name, const std::string& command, const std::string& workdir) {
+    std::string toml = "[study]\nname = \"" + name +
+                       "\"\nn_trials = 1\n\n[objective]\nkind = \"exec\"\ncommand = [\"" + command +
+                       "\"]\n" + (workdir.empty() ? "" : "workdir = \"" + workdir + "\"\n") +
+                       "\n[space.x]\ntype = \"float\"\nlow = 0.0\nhigh = 1.0\n";
+    return json::object{{"sweep", toml}, {"path", site.dir.Write(name + ".toml", toml)}};
+  };
+  std::vector<Reply> r = AsUser(alice, daemon.socket(),
+                                {{"submit", python("a", secret + "/x.py:API_TOKEN")},
+                                 {"submit", python("b", secret + "/missing.py:API_TOKEN")},
+                                 {"submit", python("c", secret + "/x.py:NO_SUCH_NAME")},
+                                 {"submit", exec("d", secret + "/train.sh", "")},
+                                 {"submit", exec("e", "/bin/true", secret + "/work")},
+                                 {"submit", exec("f", "/bin/true", secret + "/no-such-folder")}});
+  for (const Reply& reply : r) {
+    INFO(reply.text);
+    CHECK(reply.code != "ok");
+    // Nothing about what the folder holds: never "bound to a literal", never the token.
+    CHECK_THAT(reply.text, !Catch::Contains("literal") && !Catch::Contains("do-not-tell"));
+  }
+  // Whether the file (or name) exists or not, the same refusal: the folder cannot be searched.
+  auto same_but_names = [](const std::string& text) {
+    return std::regex_replace(std::regex_replace(text, std::regex("secret/[^\"; ]*"), "secret/X"),
+                              std::regex("/[a-f]\\.toml"), "/S.toml");
+  };
+  CHECK(same_but_names(r[0].text) == same_but_names(r[1].text));
+  CHECK(same_but_names(r[0].text) == same_but_names(r[2].text));
+  CHECK_THAT(r[0].text, Catch::Contains("ermission denied"));
+  CHECK_THAT(r[3].text, Catch::Contains("is not an executable file"));
+  CHECK(same_but_names(r[4].text) == same_but_names(r[5].text));
+  CHECK(daemon.Call("studies").as_array().empty());
+  // Root, who can read them, is checked with its own rights as before.
+  json::value ok = daemon.Call("submit", exec("g", secret + "/train.sh", secret + "/work"));
+  CHECK(daemon.WaitStudy("g").at("complete").as_int64() == 1);
 }
 
 TEST_CASE("run as submitter: only a study's submitter and root may cancel or enqueue on it",

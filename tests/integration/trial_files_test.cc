@@ -72,9 +72,11 @@ std::string RawRequest(const std::string& socket, const std::string& request,
   }
 }
 
-std::string LogsRequest(const std::string& study, int trial, bool stderr_stream = false) {
+std::string LogsRequest(const std::string& study, int trial, bool stderr_stream = false,
+                        bool whole = false) {
   json::object args{{"study", study}, {"trial", trial}};
   if (stderr_stream) args["stream"] = "stderr";
+  if (whole) args["whole"] = true;
   return proto::EncodeRequest("logs", std::move(args));
 }
 
@@ -207,12 +209,23 @@ TEST_CASE("trialctl logs: links are refused and a huge log is cut to head and ta
   r = LogsResult(RawRequest(d.socket(), LogsRequest("big", 0)));
   CHECK_FALSE(r.at("exists").as_bool());
 
-  // The big file itself at the log path: its head, a marker and its tail, 8 MiB at most.
+  // The big file itself at the log path: by default its last 256 KiB after a marker; asked
+  // whole, its head, a marker and its tail, 8 MiB at most.
   for (const std::string& p : {trial_log, daemon_log}) {
     ::unlink(p.c_str());
     fs::copy_file(big, p);
   }
   r = LogsResult(RawRequest(d.socket(), LogsRequest("big", 0)));
+  REQUIRE(r.at("exists").as_bool());
+  const std::string tail(r.at("content").as_string());
+  CHECK(tail.size() <= (256u << 10) + 100);
+  CHECK(tail.rfind("\n[triald: ", 0) == 0);
+  CHECK(tail.substr(tail.size() - 4) == "end\n");
+  CHECK(r.at("omitted").to_number<int64_t>() == (24 << 20) - (256 << 10));
+  Ctl text = Trialctl(d.socket(), {"logs", "big", "0"});
+  CHECK(text.code == 0);
+  CHECK_THAT(text.err, Catch::Contains("bytes not shown; --all shows the whole log"));
+  r = LogsResult(RawRequest(d.socket(), LogsRequest("big", 0, false, /*whole=*/true)));
   REQUIRE(r.at("exists").as_bool());
   const std::string content(r.at("content").as_string());
   CHECK(content.size() <= (8u << 20) + 100);

@@ -329,27 +329,62 @@ TEMPLATE_TEST_CASE("GetTrialPage returns a page of full records by number", "[st
   TestType backend;
   auto s = backend.Open();
   auto [study, other, all] = NumberedTrials(*s, "paged", 7);
-  auto page = Unwrap(s->GetTrialPage(study, 2, 3));
+  auto page = Unwrap(s->GetTrialPage(study, 2, 3, Curves::kLoad));
   CHECK(TrialNumbers(page) == std::vector<int>{2, 3, 4});
   for (const auto& t : page) RequireSameTrial(t, all[t.number]);
-  CHECK(TrialNumbers(Unwrap(s->GetTrialPage(study, 5, 100))) == std::vector<int>{5, 6});
-  CHECK(TrialNumbers(Unwrap(s->GetTrialPage(study, 0, 1))) == std::vector<int>{0});
-  CHECK(Unwrap(s->GetTrialPage(study, 7, 10)).empty());
-  CHECK(TrialNumbers(Unwrap(s->GetTrialPage(other, 0, 1000))) == std::vector<int>{0, 1, 2});
+  CHECK(TrialNumbers(Unwrap(s->GetTrialPage(study, 5, 100, Curves::kLoad))) ==
+        std::vector<int>{5, 6});
+  CHECK(TrialNumbers(Unwrap(s->GetTrialPage(study, 0, 1, Curves::kLoad))) == std::vector<int>{0});
+  CHECK(Unwrap(s->GetTrialPage(study, 7, 10, Curves::kLoad)).empty());
+  CHECK(TrialNumbers(Unwrap(s->GetTrialPage(other, 0, 1000, Curves::kLoad))) ==
+        std::vector<int>{0, 1, 2});
   // The pages of a study put together are GetTrials.
   std::vector<int> joined;
   for (int from = 0; from < 7; from += 2) {
-    for (int n : TrialNumbers(Unwrap(s->GetTrialPage(study, from, 2)))) joined.push_back(n);
+    for (int n : TrialNumbers(Unwrap(s->GetTrialPage(study, from, 2, Curves::kLoad))))
+      joined.push_back(n);
   }
   CHECK(joined == TrialNumbers(all));
 
-  auto bad = s->GetTrialPage(study, 0, 0);
+  auto bad = s->GetTrialPage(study, 0, 0, Curves::kLoad);
   REQUIRE_CODE(bad, Code::kInvalidArgument);
   CHECK_THAT(bad.status().message(), Catch::Contains("limit of 0"));
-  REQUIRE_CODE(s->GetTrialPage(study, -1, 5), Code::kInvalidArgument);
-  auto missing = s->GetTrialPage(987654, 0, 5);
+  REQUIRE_CODE(s->GetTrialPage(study, -1, 5, Curves::kLoad), Code::kInvalidArgument);
+  auto missing = s->GetTrialPage(987654, 0, 5, Curves::kLoad);
   REQUIRE_CODE(missing, Code::kNotFound);
   CHECK_THAT(missing.status().message(), Catch::Contains("987654"));
+}
+
+TEMPLATE_TEST_CASE("Curves::kCount reads trials without their intermediate values, counted",
+                   "[storage]", TRIALD_STORAGE_BACKENDS) {
+  TestType backend;
+  auto s = backend.Open();
+  auto [study, other, all] = NumberedTrials(*s, "counted", 5);
+  REQUIRE_OK(s->AddIntermediate(all[3].id, 3, 0.25));
+  REQUIRE_OK(s->AddIntermediate(all[3].id, 4, std::nan("")));
+  auto loaded = Unwrap(s->GetTrialPage(study, 0, 5, Curves::kLoad));
+  auto counted = Unwrap(s->GetTrialPage(study, 0, 5, Curves::kCount));
+  REQUIRE(counted.size() == loaded.size());
+  for (size_t i = 0; i < loaded.size(); ++i) {
+    INFO("trial " << loaded[i].number);
+    CHECK(loaded[i].intermediate_not_loaded == 0);
+    CHECK(counted[i].intermediate.empty());
+    CHECK(counted[i].IntermediateSteps() == loaded[i].IntermediateSteps());
+    // Everything else is as loaded.
+    TrialRecord with = counted[i];
+    with.intermediate = loaded[i].intermediate;
+    with.intermediate_not_loaded = 0;
+    RequireSameTrial(with, loaded[i]);
+  }
+  CHECK(counted[3].intermediate_not_loaded == 3);
+
+  // The best trial comes counted: a summary costs the same whatever the trial reported.
+  REQUIRE_OK(s->FinishTrial(all[3].id, Outcome(TrialState::kComplete, 1.0), 9));
+  auto best = Unwrap(s->GetBestTrial(study, config::Direction::kMinimize));
+  REQUIRE(best.has_value());
+  CHECK(best->number == 3);
+  CHECK(best->intermediate.empty());
+  CHECK(best->IntermediateSteps() == 3);
 }
 
 }  // namespace

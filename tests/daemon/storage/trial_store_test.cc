@@ -350,7 +350,7 @@ TEMPLATE_TEST_CASE("what a trial consumed round-trips, in every state; unmeasure
   CHECK_FALSE(trials[3].resources.has_value());
   // Every read gives the same.
   CHECK(Unwrap(s->GetTrial(study, 0)).resources == MeasuredResources());
-  CHECK(Unwrap(s->GetTrialPage(study, 0, 10))[0].resources == MeasuredResources());
+  CHECK(Unwrap(s->GetTrialPage(study, 0, 10, Curves::kLoad))[0].resources == MeasuredResources());
   CHECK(Unwrap(s->GetTrialsSince(study, 0, {}))[0].resources == MeasuredResources());
   std::optional<TrialRecord> best = Unwrap(s->GetBestTrial(study, config::Direction::kMaximize));
   REQUIRE(best.has_value());
@@ -422,7 +422,8 @@ TEMPLATE_TEST_CASE("directions, objective values and constraints round-trip",
   // Every read gives the same.
   CHECK(Unwrap(s->GetTrial(study, 0)).values == complete.values);
   CHECK(Unwrap(s->GetTrial(study, 1)).constraints == feasible.constraints);
-  CHECK(Unwrap(s->GetTrialPage(study, 0, 10))[0].constraints == complete.constraints);
+  CHECK(Unwrap(s->GetTrialPage(study, 0, 10, Curves::kLoad))[0].constraints ==
+        complete.constraints);
   CHECK(Unwrap(s->GetTrialsSince(study, 1, {}))[0].values == feasible.values);
 
   // A single-objective trial: values are {value}, constraints as given.
