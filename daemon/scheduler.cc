@@ -237,8 +237,10 @@ std::optional<int> Scheduler::NextTrial(StudyRuntime& study) {
       options_.storage->CreateTrial(study.record.id, params, options_.clock->WallSeconds());
   if (!created.ok()) {
     const std::string why = "storing a new trial: " + created.status().message();
-    if (!coordinator_->StorageMayRecover()) {
-      FailStudy(study, why);  // storage is failing: start nothing more for this study
+    if (StorageOutage::IsOutage(created.status())) {
+      OnStorageRefused(created.status());  // held: nothing starts until storage is back
+    } else if (!coordinator_->StorageMayRecover()) {
+      FailStudy(study, why);
     } else {
       options_.logger->error("study {}: {}", study.record.name, why);
     }
@@ -281,7 +283,10 @@ void Scheduler::SharedTick() {
 }
 
 bool Scheduler::CanStart(const StudyRuntime& s) const {
-  if (shutting_down_ || s.record.state != StudyState::kRunning || s.record.paused) return false;
+  if (shutting_down_ || outage_.held() || s.record.state != StudyState::kRunning ||
+      s.record.paused) {
+    return false;
+  }
   if (s.running >= s.parallelism()) return false;
   if (!s.spawn.Ready(options_.clock->MonotonicSeconds())) return false;
   if (!s.waiting.empty()) return true;
@@ -291,6 +296,7 @@ bool Scheduler::CanStart(const StudyRuntime& s) const {
 void Scheduler::Pump() {
   if (pumping_) return;  // re-entered from a synchronous spawn failure
   pumping_ = true;
+  ProbeStorage();
   // Every trial started in this pass is recorded (created, then RUNNING with its pid) in one
   // commit (shared storage: each claim commits alone, before its process starts).
   std::unique_ptr<StorageBatch> pass = coordinator_->BeginPass();
@@ -336,7 +342,16 @@ void Scheduler::Pump() {
       started = started || ran || !coordinator_->FailedStartEndsPass();
     }
   }
-  pass.reset();
+  if (pass != nullptr) {
+    Status committed = pass->Commit();
+    if (!committed.ok()) {
+      options_.logger->critical("storing the trials started: {}", committed.message());
+      OnStorageRefused(committed);
+      UndoPass();
+    }
+    pass.reset();
+  }
+  pass_launches_.clear();
   pumping_ = false;
   // A study's trials (every intermediate value and attribute) are many small blocks: give them
   // back, or the daemon's RSS stays at its peak after a large study.
@@ -345,6 +360,10 @@ void Scheduler::Pump() {
   if (options_.wake_after && !shutting_down_) {
     if (std::optional<double> delay = spawn_failures_->WakeDelay(studies_)) {
       options_.wake_after(*delay);
+    }
+    // Held: Pump() again for the next probe.
+    if (outage_.held()) {
+      options_.wake_after(outage_.RetryIn(options_.clock->MonotonicSeconds()));
     }
   }
   if (dropped) options_.env->ReturnFreedMemory();
@@ -372,9 +391,11 @@ bool Scheduler::DropEndedStudies() {
 }
 
 bool Scheduler::StartTrial(StudyRuntime& study, TrialGpus gpus) {
+  const size_t known = study.trials.size();
   std::optional<int> claimed = coordinator_->ClaimNext(study, [&] { return NextTrial(study); });
   if (!claimed) return false;  // `gpus` go straight back
   const int number = *claimed;
+  const bool created = study.trials.size() > known;
   const int64_t tid = study.trials[number].id;
   launcher::TrialCallbacks cb;
   cb.on_started = [this, tid](const model::ProcessIdentity& id) { OnStarted(tid, id); };
@@ -393,6 +414,7 @@ bool Scheduler::StartTrial(StudyRuntime& study, TrialGpus gpus) {
   const bool starting = rt->starting;
   running_->Add(tid, std::move(rt));
   ++study.running;
+  if (pumping_) pass_launches_.push_back({&study, number, tid, created});
   if (starting) {
     // A fork server starts it (launcher.h): OnStarted, or OnExit with never_started.
     options_.logger->debug("study {} trial {}: starting", study.record.name, number);
@@ -412,6 +434,17 @@ bool Scheduler::OnStarted(int64_t tid, const model::ProcessIdentity& id) {
   spawn_failures_->OnStarted(study, number);
   const double now = options_.clock->WallSeconds();
   Status st = options_.storage->MarkRunning(tid, id, now);
+  if (!st.ok() && StorageOutage::IsOutage(st)) {
+    // Storage is away: the trial is stopped (nothing of its run is stored) and waits, first in
+    // line, for storage to come back; no outcome is recorded, so no trial is spent.
+    OnStorageRefused(st);
+    running_->Take(tid);
+    --study.running;
+    study.waiting.push_front(number);
+    options_.logger->warn("study {} trial {}: stopped; its start could not be stored ({})",
+                          study.record.name, number, st.message());
+    return false;
+  }
   if (!st.ok()) {
     // Not durable means we could not recover it after a crash: do not let it run. Destroying it
     // kills its group at once, and gives back its slots (no process of it ran).
@@ -574,6 +607,7 @@ void Scheduler::FinishTrial(StudyRuntime& study, int number, const model::TrialO
   const double now = options_.clock->WallSeconds();
   Status st = options_.storage->FinishTrial(trial.id, out, now);
   if (!st.ok()) {
+    OnStorageRefused(st);
     if (coordinator_->KeepFailedFinish(study, number, out, own, st)) return;
     options_.logger->error("study {} trial {}: storing its end: {}", study.record.name, number,
                            st.message());
@@ -592,6 +626,67 @@ void Scheduler::FinishTrial(StudyRuntime& study, int number, const model::TrialO
   MaybeRetry(study, number);  // may grow study.trials: `trial` is not used after this
   MaybeCompleteStudy(study);
   coordinator_->CommitFinish(study, number, out, own, batch, before);
+}
+
+double Scheduler::storage_retry_in() const {
+  return outage_.RetryIn(options_.clock->MonotonicSeconds());
+}
+
+void Scheduler::OnStorageRefused(const Status& st) {
+  const bool was = outage_.held();
+  if (!outage_.OnFailure(st, options_.clock->MonotonicSeconds()) || was) return;
+  options_.logger->critical(
+      "storage refuses writes: {}; no trial starts until it takes them again "
+      "(the trial ends it could not store are kept)",
+      st.message());
+}
+
+void Scheduler::ProbeStorage() {
+  const double now = options_.clock->MonotonicSeconds();
+  if (!outage_.ProbeDue(now)) return;
+  const std::string why = outage_.reason();
+  Status probe = options_.storage->AppendEvent(std::nullopt, std::nullopt, "storage_resumed",
+                                               "storage takes writes again after " +
+                                                   std::to_string(outage_.failures()) +
+                                                   " refused (the first: " + why + ")",
+                                               options_.clock->WallSeconds());
+  if (!probe.ok()) {
+    outage_.OnProbeFailure(now);
+    options_.logger->warn("storage still refuses writes: {}; next try in {:.0f} s", probe.message(),
+                          outage_.RetryIn(now));
+    return;
+  }
+  outage_.OnSuccess();
+  options_.logger->warn(
+      "storage takes writes again (it refused: {}); storing the kept trial "
+      "ends, then starting trials",
+      why);
+  coordinator_->StorageBack();
+}
+
+void Scheduler::UndoPass() {
+  for (auto it = pass_launches_.rbegin(); it != pass_launches_.rend(); ++it) {
+    StudyRuntime& study = *it->study;
+    // Destroying it kills its process group at once and gives back its GPU slots.
+    if (running_->Take(it->trial_id) != nullptr) --study.running;
+    study.drawn.erase(it->number);
+    study.waiting.erase(std::remove(study.waiting.begin(), study.waiting.end(), it->number),
+                        study.waiting.end());
+    if (it->created && it->number + 1 == static_cast<int>(study.trials.size())) {
+      study.trials.pop_back();
+    } else if (it->number < static_cast<int>(study.trials.size())) {
+      TrialRecord& t = study.trials[it->number];
+      t.state = TrialState::kWaiting;
+      t.process = {};
+      t.started_at = 0;
+      study.waiting.push_front(it->number);
+    }
+    options_.logger->warn(
+        "study {} trial {}: stopped; its start could not be stored (it starts "
+        "again once storage takes writes)",
+        study.record.name, it->number);
+  }
+  pass_launches_.clear();
 }
 
 void Scheduler::MaybeCompleteStudy(StudyRuntime& study) {

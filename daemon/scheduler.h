@@ -68,10 +68,12 @@
 // `parallelism` and max_workers are per node. SharedTick() (every heartbeat interval) lets the
 // coordinator beat and follow the other nodes, and joins the studies they submitted.
 //
-// A study whose sampler fails, or whose new trials storage refuses (on a storage of its own),
-// starts nothing more and ends FAILED once its running trials are over, with a study_failed
-// event saying why (`trialctl status` shows it); one whose sampler has nothing more to propose
-// (a grid) ends COMPLETE.
+// A study whose sampler fails starts nothing more and ends FAILED once its running trials are
+// over, with a study_failed event saying why (`trialctl status` shows it); one whose sampler has
+// nothing more to propose (a grid) ends COMPLETE. Storage refusing writes for a reason of its
+// own (a full disk, an I/O error, a database away) ends nothing: the daemon holds (no trial
+// starts), keeps the trial ends it could not store, stops the trials whose start it could not
+// store, and resumes by itself when a probe write succeeds (scheduler/storage_outage.h).
 //
 // What stays here is the policy: which trial starts next and where (Pump, CanStart, NextTrial:
 // round-robin over studies, the GPU reservation), a trial's start and exit, FinishTrial, the
@@ -89,6 +91,8 @@
 //   trial_channel.h       a running trial's channel: reports, caps, suggest, should_prune
 //   report_caps.h         the per-trial caps on what a trial reports (steps, attributes)
 //   storage_batch.h       the storage changes of one event in one commit (and a study's lock)
+//   storage_outage.h      storage refusing writes: hold, probe, resume
+//   pending_finishes.h    trial ends kept until storage takes them
 //   trial_gpus.h          the GPU slots one trial holds, and their one way back
 //   trial_outcome.h       how a trial ended, from what was observed (a pure function)
 //   launch_spec.h         what a trial's process is given: command, limits, environment
@@ -135,6 +139,7 @@
 #include "daemon/scheduler/running_trials.h"
 #include "daemon/scheduler/scheduler_env.h"
 #include "daemon/scheduler/spawn_backoff.h"
+#include "daemon/scheduler/storage_outage.h"
 #include "daemon/storage/storage.h"
 
 namespace triald::daemon {
@@ -279,6 +284,11 @@ class Scheduler {
   // An active study whose sweep uses a fork server ([objective] fork_server): its state as the
   // launcher tells it (state "not started" before its first launch); nullopt otherwise.
   std::optional<launcher::ForkServerStatus> fork_server_status(int64_t study_id) const;
+  // Whether storage refuses writes (a full disk, an I/O error, a database away): then no trial
+  // starts until a probe succeeds (storage_outage.h).
+  const StorageOutage& storage_outage() const { return outage_; }
+  // Seconds until the next probe of a held storage (0 when not held).
+  double storage_retry_in() const;
   // An active study with several objectives: the size of the Pareto front of its feasible
   // COMPLETE trials, from the trials the scheduler holds (no storage read), recomputed only
   // when a trial has finished since the last call; nullopt for a study that is not active or
@@ -328,6 +338,14 @@ class Scheduler {
   void MaybeCompleteStudy(StudyRuntime& study);
   // Drops studies that have ended and have nothing running; true when any was dropped.
   bool DropEndedStudies();
+  // A write refused (`st`): an outage holds the daemon (storage_outage.h), logged once.
+  void OnStorageRefused(const common::Status& st);
+  // While held: probes the storage with a durable write when one is due; on success resumes,
+  // storing the trial ends kept meanwhile.
+  void ProbeStorage();
+  // The pass's commit failed: nothing of its trials is stored, so they are stopped and
+  // forgotten (new ones) or wait again (claimed ones).
+  void UndoPass();
 
   SchedulerOptions options_;
   std::unique_ptr<SchedulerEnv> own_env_;             // when options_.env is nullptr
@@ -344,7 +362,16 @@ class Scheduler {
   std::map<int64_t, std::unique_ptr<StudyRuntime>> studies_;  // active studies by id
   std::unique_ptr<RunningTrials> running_;                    // this node's launched trials
   int64_t last_served_study_ = 0;                             // round-robin position of Pump()
-  int64_t gpu_reserved_for_ = 0;           // study whose GPU trial waits for slots (0: none)
+  int64_t gpu_reserved_for_ = 0;  // study whose GPU trial waits for slots (0: none)
+  StorageOutage outage_;          // storage refusing writes: nothing starts (storage_outage.h)
+  // The trials Pump's open pass launched: stopped and forgotten when the pass's commit fails.
+  struct PassLaunch {
+    StudyRuntime* study = nullptr;
+    int number = 0;
+    int64_t trial_id = 0;
+    bool created = false;  // a new trial (else a WAITING one it claimed)
+  };
+  std::vector<PassLaunch> pass_launches_;
   std::unique_ptr<GpuDrains> gpu_drains_;  // with a GPU pool: ended trials' slots
   bool shutting_down_ = false;
   std::function<void()> on_idle_;

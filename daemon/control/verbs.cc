@@ -24,8 +24,20 @@ using model::TrialRecord;
 
 namespace {
 
+// Storage refusing writes (scheduler/storage_outage.h): {held, reason, failures, retry_in_s};
+// null when it takes them (or when served from storage alone).
+json::value StorageOutageJson(const VerbContext& c) {
+  if (c.scheduler == nullptr || !c.scheduler->storage_outage().held()) return nullptr;
+  const StorageOutage& o = c.scheduler->storage_outage();
+  return json::object{{"held", true},
+                      {"reason", common::SanitizeUtf8(o.reason())},
+                      {"failures", o.failures()},
+                      {"retry_in_s", c.scheduler->storage_retry_in()}};
+}
+
 Result<json::value> PingVerb(const VerbContext& c, const json::object&) {
   json::object o;
+  o["storage"] = StorageOutageJson(c);
   o["pid"] = ::getpid();
   o["running"] = c.scheduler->running_count();
   o["queued"] = c.scheduler->queued_count();
@@ -119,6 +131,7 @@ Result<json::value> StatusVerb(const VerbContext& c, const json::object& args) {
   TRIALD_ASSIGN_OR_RETURN(model::StudyRecord s, LookUpStudy(*c.storage, args));
   TRIALD_ASSIGN_OR_RETURN(json::object summary, Summary(c, s));
   summary["spawn"] = SpawnStatusJson(c, s.id);
+  summary["storage"] = StorageOutageJson(c);
   summary["fork_server"] = ForkServerJson(c, s.id);
   // Several objectives: no single best; the size of the Pareto front of feasible COMPLETE
   // trials instead. An active study's comes from the scheduler's trials (no storage read, so

@@ -110,6 +110,14 @@ void PrintStatus(std::ostream& out, const json::object& s) {
   if (const json::value* f = s.if_contains("failure"); f != nullptr && f->is_string()) {
     out << "  FAILED: " << f->get_string().c_str() << "\n";
   }
+  // Storage refusing writes (daemon/scheduler/storage_outage.h): nothing starts.
+  if (const json::value* so = s.if_contains("storage"); so != nullptr && so->is_object()) {
+    const json::object& o = so->get_object();
+    std::ostringstream retry;
+    retry << std::fixed << std::setprecision(0) << o.at("retry_in_s").to_number<double>();
+    out << "  HELD: storage refuses writes: " << Str(o, "reason") << " (" << Str(o, "failures")
+        << " refused; trial ends are kept; next try in " << retry.str() << " s)\n";
+  }
   // Trials that could not be started lately (daemon/scheduler/spawn_backoff.h).
   if (s.contains("spawn") && s.at("spawn").is_object()) {
     const json::object& sp = s.at("spawn").get_object();

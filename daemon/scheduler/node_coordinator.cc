@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "daemon/scheduler/shared_coordinator.h"
+#include "daemon/scheduler/storage_outage.h"
 
 namespace triald::daemon {
 
@@ -16,11 +17,32 @@ std::optional<int> LocalCoordinator::ClaimNext(StudyCache& study,
   return number;
 }
 
+bool LocalCoordinator::KeepFailedFinish(StudyCache& study, int number,
+                                        const model::TrialOutcome& outcome, bool own,
+                                        const common::Status& st) {
+  if (!StorageOutage::IsOutage(st)) return false;
+  pending_.Keep(study, number, outcome, own, st.message(), logger_);
+  return true;
+}
+
+void LocalCoordinator::CommitFinish(StudyCache& study, int number,
+                                    const model::TrialOutcome& outcome, bool own,
+                                    StorageBatch& batch, const StudyCache::Saved& before) {
+  common::Status st = batch.Commit();
+  if (st.ok() || !StorageOutage::IsOutage(st)) {
+    if (!st.ok()) logger_->critical("study {}: {}", study.record.name, st.message());
+    return;
+  }
+  study.Restore(number, before);
+  study.Recount(storage_->node());
+  pending_.Keep(study, number, outcome, own, st.message(), logger_);
+}
+
 std::unique_ptr<NodeCoordinator> MakeNodeCoordinator(CoordinatorOptions options) {
   if (!options.logger) options.logger = common::MakeNullLogger();
   if (options.storage->shared()) return std::make_unique<SharedCoordinator>(std::move(options));
   storage::Storage* storage = options.storage;
-  return std::make_unique<LocalCoordinator>(storage, std::move(options.logger));
+  return std::make_unique<LocalCoordinator>(storage, std::move(options.logger), options.host);
 }
 
 }  // namespace triald::daemon

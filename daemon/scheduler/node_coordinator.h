@@ -26,6 +26,7 @@
 #include "common/logging.h"
 #include "common/status.h"
 #include "daemon/model/records.h"
+#include "daemon/scheduler/pending_finishes.h"
 #include "daemon/scheduler/storage_batch.h"
 #include "daemon/scheduler/study_cache.h"
 #include "daemon/storage/storage.h"
@@ -133,6 +134,10 @@ class NodeCoordinator {
   virtual void CommitFinish(StudyCache& study, int number, const model::TrialOutcome& outcome,
                             bool own, StorageBatch& batch, const StudyCache::Saved& before) = 0;
 
+  // Storage takes writes again after an outage (storage_outage.h): stores the trial ends kept
+  // meanwhile (pending_finishes.h), each with its retry and the study's completion.
+  virtual void StorageBack() = 0;
+
   // ---- Following other nodes (Scheduler::SharedTick) ----
 
   // Every heartbeat interval. Shared: beats (shutting down too: its trials are still this
@@ -149,12 +154,17 @@ class NodeCoordinator {
   virtual bool Follow(StudyCache& study) = 0;
 };
 
-// One daemon on a storage of its own.
+// One daemon on a storage of its own. A trial's end that storage refuses for an outage (a full
+// disk, an I/O error, a read-only file system: StorageOutage::IsOutage) is kept and stored again
+// once storage is back (StorageBack); any other refusal is final.
 class LocalCoordinator final : public NodeCoordinator {
  public:
-  // `storage` is not owned; `logger` may be null (nothing is logged then).
-  LocalCoordinator(storage::Storage* storage, common::Logger logger)
-      : storage_(storage), logger_(logger ? std::move(logger) : common::MakeNullLogger()) {}
+  // `storage` and `host` are not owned (`host` outlives this); `logger` may be null (nothing is
+  // logged then).
+  LocalCoordinator(storage::Storage* storage, common::Logger logger, CoordinatorHost* host)
+      : storage_(storage),
+        logger_(logger ? std::move(logger) : common::MakeNullLogger()),
+        host_(host) {}
 
   common::Status Join() override { return common::Status::Ok(); }
   bool IsOwn(const model::TrialRecord&) const override { return true; }
@@ -174,19 +184,21 @@ class LocalCoordinator final : public NodeCoordinator {
   std::optional<int> ClaimNext(StudyCache& study,
                                const std::function<std::optional<int>()>& pick) override;
   bool FailedStartEndsPass() const override { return false; }
-  bool StorageMayRecover() const override { return false; }
+  // A storage outage passes (the disk is freed, remounted): the daemon holds and waits.
+  bool StorageMayRecover() const override { return true; }
   bool OpenElsewhere(const StudyCache&) const override { return false; }
   void RefreshForPruning(StudyCache&) override {}
   bool BeginFinish(StudyCache&, int, const model::TrialOutcome&, bool,
                    const StorageBatch&) override {
     return true;
   }
-  bool KeepFailedFinish(StudyCache&, int, const model::TrialOutcome&, bool,
-                        const common::Status&) override {
-    return false;
-  }
-  void CommitFinish(StudyCache&, int, const model::TrialOutcome&, bool, StorageBatch&,
-                    const StudyCache::Saved&) override {}
+  bool KeepFailedFinish(StudyCache& study, int number, const model::TrialOutcome& outcome, bool own,
+                        const common::Status& st) override;
+  // Commits now: when the commit fails for an outage, nothing of the end is stored, so the
+  // cache forgets it (the end, the retry, the completion) and the end is kept.
+  void CommitFinish(StudyCache& study, int number, const model::TrialOutcome& outcome, bool own,
+                    StorageBatch& batch, const StudyCache::Saved& before) override;
+  void StorageBack() override { pending_.Retry(*host_); }
   std::optional<std::vector<model::StudyRecord>> OnTick(bool) override { return std::nullopt; }
   void Adopt(StudyCache&, const model::StudyRecord&) override {}
   bool Follow(StudyCache&) override { return true; }
@@ -194,6 +206,8 @@ class LocalCoordinator final : public NodeCoordinator {
  private:
   storage::Storage* storage_;
   common::Logger logger_;
+  CoordinatorHost* host_;
+  PendingFinishes pending_;  // trial ends kept through an outage
 };
 
 struct CoordinatorOptions {

@@ -271,7 +271,7 @@ Status SharedCoordinator::RefreshDeadNodes() {
 std::optional<std::vector<model::StudyRecord>> SharedCoordinator::OnTick(bool shutting_down) {
   // Beats while shutting down too: its trials are still this node's until they end.
   Beat();
-  RetryPendingFinishes();
+  pending_.Retry(*options_.host);
   if (shutting_down) return std::nullopt;
   Status nodes = RefreshDeadNodes();
   if (!nodes.ok()) options_.logger->error("reading the nodes' heartbeats: {}", nodes.message());
@@ -294,15 +294,6 @@ bool SharedCoordinator::Follow(StudyCache& study) {
   return true;
 }
 
-void SharedCoordinator::KeepForLater(StudyCache& study, int number,
-                                     const model::TrialOutcome& outcome, bool own,
-                                     const std::string& why) {
-  options_.logger->warn("study {} trial {}: its end ({}) is kept until the database answers: {}",
-                        study.record.name, number, model::TrialStateName(outcome.state), why);
-  pending_finishes_.push_back({study.record.id, number, outcome, own});
-  ++study.pending_finishes;
-}
-
 bool SharedCoordinator::BeginFinish(StudyCache& study, int number,
                                     const model::TrialOutcome& outcome, bool own,
                                     const StorageBatch& batch) {
@@ -310,7 +301,7 @@ bool SharedCoordinator::BeginFinish(StudyCache& study, int number,
   // trial stays unfinished in the cache meanwhile, so the study cannot complete without it).
   Status locked = LockIn(study, batch);
   if (!locked.ok()) {
-    KeepForLater(study, number, outcome, own, locked.message());
+    pending_.Keep(study, number, outcome, own, locked.message(), options_.logger);
     return false;
   }
   const TrialRecord& stored = study.trials[number];
@@ -335,7 +326,7 @@ bool SharedCoordinator::KeepFailedFinish(StudyCache& study, int number,
                                          const model::TrialOutcome& outcome, bool own,
                                          const Status& st) {
   if (st.code() == common::Code::kFailedPrecondition) return false;
-  KeepForLater(study, number, outcome, own, st.message());
+  pending_.Keep(study, number, outcome, own, st.message(), options_.logger);
   return true;
 }
 
@@ -347,18 +338,7 @@ void SharedCoordinator::CommitFinish(StudyCache& study, int number,
   // Nothing of it is stored: the cache forgets the end, the retry and the completion.
   study.Restore(number, before);
   study.Recount(options_.storage->node());
-  KeepForLater(study, number, outcome, own, st.message());
-}
-
-void SharedCoordinator::RetryPendingFinishes() {
-  std::vector<PendingFinish> pending;
-  pending.swap(pending_finishes_);
-  for (const PendingFinish& p : pending) {
-    StudyCache* study = options_.host->FindStudy(p.study_id);
-    if (study == nullptr) continue;
-    --study->pending_finishes;
-    options_.host->FinishTrial(*study, p.number, p.outcome, p.own);
-  }
+  pending_.Keep(study, number, outcome, own, st.message(), options_.logger);
 }
 
 }  // namespace triald::daemon

@@ -33,6 +33,7 @@
 #include <set>
 
 #include "daemon/scheduler/node_coordinator.h"
+#include "daemon/scheduler/pending_finishes.h"
 
 namespace triald::daemon {
 
@@ -75,6 +76,7 @@ class SharedCoordinator final : public NodeCoordinator {
                    const StorageBatch& batch) override;
   bool KeepFailedFinish(StudyCache& study, int number, const model::TrialOutcome& outcome, bool own,
                         const common::Status& st) override;
+  void StorageBack() override { pending_.Retry(*options_.host); }
   void CommitFinish(StudyCache& study, int number, const model::TrialOutcome& outcome, bool own,
                     StorageBatch& batch, const StudyCache::Saved& before) override;
   std::optional<std::vector<model::StudyRecord>> OnTick(bool shutting_down) override;
@@ -101,22 +103,10 @@ class SharedCoordinator final : public NodeCoordinator {
   void Beat();
   // Re-reads which nodes have been silent for longer than node_timeout_s.
   common::Status RefreshDeadNodes();
-  // Keeps a trial's end that could not be stored, for RetryPendingFinishes.
-  void KeepForLater(StudyCache& study, int number, const model::TrialOutcome& outcome, bool own,
-                    const std::string& why);
-  // Stores the trial ends kept while the database could not be reached.
-  void RetryPendingFinishes();
-
   CoordinatorOptions options_;
-  struct PendingFinish {
-    int64_t study_id = 0;
-    int number = 0;
-    model::TrialOutcome outcome;
-    bool own = true;
-  };
-  std::vector<PendingFinish> pending_finishes_;  // trial ends not yet stored
-  std::set<std::string> dead_nodes_;             // nodes found silent at the last look
-  double lease_from_ = -1e300;                   // monotonic time before the last heartbeat
+  PendingFinishes pending_;           // trial ends not yet stored
+  std::set<std::string> dead_nodes_;  // nodes found silent at the last look
+  double lease_from_ = -1e300;        // monotonic time before the last heartbeat
   // Studies this node could not load: why, and when to try again. A failure may be passing (the
   // database, a file being deployed), so each is retried after kLoadRetryFirstSeconds, doubling
   // up to kLoadRetryMaxSeconds while it keeps failing.

@@ -167,6 +167,19 @@ class SqliteStorage final : public Storage {
 
   Status Init(const SqliteOptions& options);
   Status Err(int rc, const std::string& op) const { return SqliteError(db_, rc, op); }
+  // A write, refused while the open batch is lost: after a disk-full or I/O error SQLite may
+  // roll back the whole transaction, and a later write would then commit alone (its SAVEPOINT
+  // starting a transaction of its own) while the batch's earlier writes are gone. Refusing them
+  // until the outermost CommitBatch (which reports the loss) keeps a batch all or nothing.
+  template <class F>
+  auto Write(const char* name, F&& fn) -> decltype(fn()) {
+    if (batch_depth_ > 0 && sqlite3_get_autocommit(db_)) {
+      return common::IoError(std::string(name) +
+                             ": refused: SQLite rolled back this batch after an earlier write "
+                             "failed (disk full or I/O error); nothing of the batch is stored");
+    }
+    return Guarded(name, std::forward<F>(fn));
+  }
 
   // Returns the cached prepared statement for `sql`, preparing it on first use.
   Result<Stmt> Prepare(const std::string& sql, const std::string& op);
@@ -451,7 +464,7 @@ Status SqliteStorage::TrialNotMutable(int64_t trial_id, const std::string& op,
 // ---- Studies ----
 
 Result<model::StudyRecord> SqliteStorage::CreateStudy(const model::NewStudy& study, double at) {
-  return Guarded("CreateStudy", [&]() -> Result<model::StudyRecord> {
+  return Write("CreateStudy", [&]() -> Result<model::StudyRecord> {
     const std::string op = "CreateStudy(\"" + study.name + "\")";
     TRIALD_ASSIGN_OR_RETURN(const std::vector<config::Direction> directions,
                             backend::NewStudyDirections(study, op));
@@ -513,7 +526,7 @@ Result<std::vector<model::StudyRecord>> SqliteStorage::ListStudies() {
 }
 
 Status SqliteStorage::SetStudyState(int64_t study_id, model::StudyState state, double at) {
-  return Guarded("SetStudyState", [&]() -> Status {
+  return Write("SetStudyState", [&]() -> Status {
     const std::string op = "SetStudyState(" + StudyIdLabel(study_id) + ")";
     TRIALD_RETURN_IF_ERROR(SetSync(Sync::kFull));
     TRIALD_ASSIGN_OR_RETURN(
@@ -530,7 +543,7 @@ Status SqliteStorage::SetStudyState(int64_t study_id, model::StudyState state, d
 
 Status SqliteStorage::SetStudyControl(int64_t study_id, bool paused, int n_trials,
                                       int parallelism) {
-  return Guarded("SetStudyControl", [&]() -> Status {
+  return Write("SetStudyControl", [&]() -> Status {
     const std::string op = "SetStudyControl(" + StudyIdLabel(study_id) + ")";
     TRIALD_RETURN_IF_ERROR(backend::CheckStudyControl(n_trials, parallelism, op));
     TRIALD_RETURN_IF_ERROR(SetSync(Sync::kFull));
@@ -546,7 +559,7 @@ Status SqliteStorage::SetStudyControl(int64_t study_id, bool paused, int n_trial
 }
 
 Status SqliteStorage::DeleteStudy(int64_t study_id) {
-  return Guarded("DeleteStudy", [&]() -> Status {
+  return Write("DeleteStudy", [&]() -> Status {
     const std::string op = "DeleteStudy(" + StudyIdLabel(study_id) + ")";
     TRIALD_RETURN_IF_ERROR(SetSync(Sync::kFull));
     TRIALD_RETURN_IF_ERROR(Begin(op));
@@ -567,7 +580,7 @@ Status SqliteStorage::DeleteStudy(int64_t study_id) {
 Result<model::TrialRecord> SqliteStorage::CreateTrial(int64_t study_id,
                                                       const model::ParamMap& params, double at,
                                                       std::optional<int64_t> retry_of) {
-  return Guarded("CreateTrial", [&]() -> Result<model::TrialRecord> {
+  return Write("CreateTrial", [&]() -> Result<model::TrialRecord> {
     const std::string op = "CreateTrial(" + StudyIdLabel(study_id) + ")";
     TRIALD_RETURN_IF_ERROR(backend::CheckNewParams(params, op));
     // Serialised before the write lock is taken, to keep the transaction short.
@@ -638,7 +651,7 @@ Result<model::TrialRecord> SqliteStorage::CreateTrial(int64_t study_id,
 
 Status SqliteStorage::MarkRunning(int64_t trial_id, const model::ProcessIdentity& process,
                                   double at) {
-  return Guarded("MarkRunning", [&]() -> Status {
+  return Write("MarkRunning", [&]() -> Status {
     const std::string op = "MarkRunning(" + TrialIdLabel(trial_id) + ")";
     TRIALD_RETURN_IF_ERROR(SetSync(Sync::kFull));
     {
@@ -662,7 +675,7 @@ Status SqliteStorage::MarkRunning(int64_t trial_id, const model::ProcessIdentity
 }
 
 Status SqliteStorage::AddIntermediate(int64_t trial_id, int64_t step, double value) {
-  return Guarded("AddIntermediate", [&]() -> Status {
+  return Write("AddIntermediate", [&]() -> Status {
     const std::string op =
         "AddIntermediate(" + TrialIdLabel(trial_id) + ", step " + std::to_string(step) + ")";
     // Lazily durable (see storage.h): the next FULL commit fsyncs the WAL including this.
@@ -691,7 +704,7 @@ Status SqliteStorage::AddIntermediate(int64_t trial_id, int64_t step, double val
 
 Status SqliteStorage::SetAttr(int64_t trial_id, const std::string& key,
                               const std::string& json_value) {
-  return Guarded("SetAttr", [&]() -> Status {
+  return Write("SetAttr", [&]() -> Status {
     const std::string op = "SetAttr(" + TrialIdLabel(trial_id) + ", \"" + key + "\")";
     TRIALD_RETURN_IF_ERROR(SetSync(Sync::kNormal));
     {
@@ -712,7 +725,7 @@ Status SqliteStorage::SetAttr(int64_t trial_id, const std::string& key,
 
 Status SqliteStorage::AddTrialParam(int64_t trial_id, const std::string& name,
                                     const model::ParamValue& value) {
-  return Guarded("AddTrialParam", [&]() -> Status {
+  return Write("AddTrialParam", [&]() -> Status {
     const std::string op = "AddTrialParam(" + TrialIdLabel(trial_id) + ", \"" + name + "\")";
     if (std::isnan(value.internal)) {
       return common::InvalidArgument(op + ": internal value NaN; expected a number");
@@ -753,7 +766,7 @@ Status SqliteStorage::AddTrialParam(int64_t trial_id, const std::string& name,
 }
 
 Status SqliteStorage::FinishTrial(int64_t trial_id, const model::TrialOutcome& outcome, double at) {
-  return Guarded("FinishTrial", [&]() -> Status {
+  return Write("FinishTrial", [&]() -> Status {
     const std::string op = "FinishTrial(" + TrialIdLabel(trial_id) + ")";
     TRIALD_RETURN_IF_ERROR(backend::CheckFinishedOutcome(outcome, op));
     TRIALD_RETURN_IF_ERROR(SetSync(Sync::kFull));
@@ -958,7 +971,7 @@ Result<std::vector<model::TrialRecord>> SqliteStorage::GetTrialPage(int64_t stud
 // ---- Shared-storage operations (one daemon per SQLite file: no lock is needed) ----
 
 Result<model::StudyRecord> SqliteStorage::LockStudy(int64_t study_id) {
-  return Guarded("LockStudy", [&]() -> Result<model::StudyRecord> {
+  return Write("LockStudy", [&]() -> Result<model::StudyRecord> {
     const std::string op = "LockStudy(" + StudyIdLabel(study_id) + ")";
     if (batch_depth_ == 0) {
       return common::FailedPrecondition(op +
@@ -977,7 +990,7 @@ Result<model::StudyRecord> SqliteStorage::LockStudy(int64_t study_id) {
 }
 
 Status SqliteStorage::ClaimTrial(int64_t trial_id) {
-  return Guarded("ClaimTrial", [&]() -> Status {
+  return Write("ClaimTrial", [&]() -> Status {
     const std::string op = "ClaimTrial(" + TrialIdLabel(trial_id) + ")";
     TRIALD_RETURN_IF_ERROR(SetSync(Sync::kFull));
     {
@@ -992,7 +1005,7 @@ Status SqliteStorage::ClaimTrial(int64_t trial_id) {
 }
 
 Status SqliteStorage::Heartbeat(double at) {
-  return Guarded("Heartbeat", [&]() -> Status {
+  return Write("Heartbeat", [&]() -> Status {
     const std::string op = "Heartbeat(\"" + node_ + "\")";
     TRIALD_RETURN_IF_ERROR(SetSync(Sync::kNormal));
     TRIALD_ASSIGN_OR_RETURN(Stmt st,
@@ -1033,7 +1046,7 @@ Result<std::vector<model::NodeRecord>> SqliteStorage::GetNodes(double now) {
 
 Status SqliteStorage::AppendEvent(std::optional<int64_t> study_id, std::optional<int64_t> trial_id,
                                   const std::string& kind, const std::string& detail, double at) {
-  return Guarded("AppendEvent", [&]() -> Status {
+  return Write("AppendEvent", [&]() -> Status {
     const std::string op = "AppendEvent(\"" + kind + "\")";
     TRIALD_RETURN_IF_ERROR(SetSync(Sync::kFull));
     int rc;

@@ -108,7 +108,7 @@ TEST_CASE("the local coordinator answers every question without touching storage
   CHECK(c->GatherWaiting(study).ok());
   CHECK(study.waiting == std::deque<int>{1, 2});
   CHECK_FALSE(c->FailedStartEndsPass());
-  CHECK_FALSE(c->StorageMayRecover());
+  CHECK(c->StorageMayRecover());         // an outage passes: the daemon holds and waits
   CHECK_FALSE(c->OpenElsewhere(study));  // trial 0 RUNNING is this node's own
   clock.Advance(60);
   c->RefreshForPruning(study);
@@ -123,19 +123,32 @@ TEST_CASE("the local coordinator answers every question without touching storage
   CHECK(picks == 2);
   CHECK(study.waiting == std::deque<int>{1});
 
-  // Ending a trial: stored at once, a refused write is not kept, and a failed commit does not
-  // take the cached end back.
+  // Ending a trial: stored at once. A write refused for an outage (storage_outage.h) is kept;
+  // any other refusal is final. A commit refused for an outage takes the cached end back and
+  // keeps it; StorageBack hands the kept ends to the scheduler again, oldest first.
   model::TrialOutcome done;
   done.state = TrialState::kComplete;
   done.value = 1.0;
   CHECK(c->BeginFinish(study, 0, done, true, batch));
-  CHECK_FALSE(c->KeepFailedFinish(study, 0, done, true, common::Unavailable("disk full")));
+  CHECK_FALSE(
+      c->KeepFailedFinish(study, 0, done, true, common::FailedPrecondition("trial 0 is finished")));
+  CHECK(study.pending_finishes == 0);
+  CHECK(c->KeepFailedFinish(study, 0, done, true, common::IoError("database or disk is full")));
+  CHECK(study.pending_finishes == 1);
   const StudyCache::Saved before = study.Save(0);
   study.trials[0].state = TrialState::kComplete;
   StorageBatch failing(&storage, common::MakeNullLogger());
   c->CommitFinish(study, 0, done, true, failing, before);
-  CHECK(study.trials[0].state == TrialState::kComplete);
+  CHECK(study.trials[0].state == TrialState::kRunning);  // taken back
+  CHECK(study.pending_finishes == 2);
+  host.studies[1] = &study;
+  host.calls.clear();
+  c->StorageBack();
+  CHECK(host.calls ==
+        std::vector<std::string>{"finish trial 0 COMPLETE() own", "finish trial 0 COMPLETE() own"});
   CHECK(study.pending_finishes == 0);
+  host.studies.clear();
+  host.calls.clear();
 
   // No other nodes to follow.
   CHECK(c->OnTick(false) == std::nullopt);

@@ -164,6 +164,9 @@ TEST_CASE("read verbs: studies, status and best from counts and the best-trial q
   // and its fork server (null: the study has none).
   CHECK(s.at("fork_server").is_null());
   s.erase("fork_server");
+  // and storage refusing writes (null: it takes them).
+  CHECK(s.at("storage").is_null());
+  s.erase("storage");
   CHECK(studies->as_array()[0].as_object() == s);
 }
 
