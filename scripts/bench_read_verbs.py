@@ -10,6 +10,11 @@ while clients poll `status` during a sweep. Figures are printed, never asserted.
            --pollers clients each ask `status` every 0.5 s; a separate client pings every 20 ms
            for the whole sweep; prints the ping latency's median, p99 and max.
 
+  rss:     triald-bench-fill writes --rss-studies studies of --rss-trials trials, each with
+           --rss-steps intermediate values; a triald on it then serves --readers clients at
+           once, each reading `trials` (the whole study, every curve) and `studies` in turn for
+           --rss-seconds; prints the daemon's RSS before, its peak (VmHWM) and the bytes read.
+
 Latencies are measured on the control socket (one JSON line each way), not through trialctl, so
 process start-up is not counted. --triald runs another triald binary (e.g. one built from an
 older commit) against the same database and sweep: that is how "before" figures are taken.
@@ -131,6 +136,79 @@ def bench_studies(a, workdir: str) -> dict:
             "trials_limit_100_ms": {"median": ms(statistics.median(page)), "max": ms(max(page))}}
 
 
+def proc_kib(pid: int, field: str) -> int:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise RuntimeError(f"no {field} in /proc/{pid}/status")
+
+
+def read_whole(path: str, verb: str, **args) -> int:
+    """Sends one request and reads its whole reply line (a streamed reply included), returning
+    its size, without keeping it."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.connect(path)
+    try:
+        sock.sendall((json.dumps(dict(args, verb=verb)) + "\n").encode())
+        size = 0
+        while True:
+            chunk = sock.recv(1 << 20)
+            if not chunk:
+                raise ConnectionError(f"{verb}: reply cut short after {size} bytes")
+            size += len(chunk)
+            if chunk.endswith(b"\n"):
+                return size
+    finally:
+        sock.close()
+
+
+def bench_rss(a, workdir: str) -> dict:
+    state = os.path.join(workdir, "rss-state")
+    out = subprocess.run([os.path.join(a.build, "bin", "triald-bench-fill"), state,
+                          str(a.rss_studies), str(a.rss_trials), str(a.rss_steps)],
+                         check=True, capture_output=True, text=True).stdout
+    fill = json.loads(out.strip().splitlines()[-1])
+    # The fill tool's caps are the storage's: a daemon that would refuse such reports still reads
+    # them (they are stored).
+    daemon = start_triald(a.triald, state, 2)
+    sock = os.path.join(state, "triald.sock")
+    done = threading.Event()
+    read = []
+    errors = []
+
+    def reader(k: int):
+        n = 0
+        while not done.is_set():
+            try:
+                read.append(read_whole(sock, "trials", study=f"bench-{(k + n) % a.rss_studies}"))
+                read.append(read_whole(sock, "studies"))
+            except Exception as e:  # noqa: BLE001 - reported below
+                errors.append(repr(e))
+            n += 1
+
+    try:
+        before = proc_kib(daemon.pid, "VmRSS")
+        threads = [threading.Thread(target=reader, args=(k,)) for k in range(a.readers)]
+        for t in threads:
+            t.start()
+        time.sleep(a.rss_seconds)
+        done.set()
+        for t in threads:
+            t.join()
+        peak = proc_kib(daemon.pid, "VmHWM")
+        after = proc_kib(daemon.pid, "VmRSS")
+        studies_bytes = read_whole(sock, "studies")
+    finally:
+        done.set()
+        stop(daemon)
+    return {"part": "rss", "triald": a.triald, "fill": fill, "readers": a.readers,
+            "replies": len(read), "bytes_read": sum(read), "errors": errors[:5],
+            "studies_reply_bytes": studies_bytes,
+            "rss_mib": {"before": round(before / 1024, 1), "peak": round(peak / 1024, 1),
+                        "after": round(after / 1024, 1)}}
+
+
 def bench_ping(a, workdir: str) -> dict:
     state = os.path.join(workdir, "ping-state")
     bindir = os.path.join(a.build, "bin")
@@ -184,7 +262,7 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--build", default="build", help="build folder (default build)")
     p.add_argument("--triald", help="the triald binary to measure (default BUILD/bin/triald)")
-    p.add_argument("--part", choices=["studies", "ping", "both"], default="both")
+    p.add_argument("--part", choices=["studies", "ping", "rss", "both"], default="both")
     p.add_argument("--studies", type=int, default=50)
     p.add_argument("--trials", type=int, default=10000, help="per study (default 10000)")
     p.add_argument("--steps", type=int, default=10, help="intermediate values per trial")
@@ -193,6 +271,11 @@ def main() -> int:
                    "database, reused (and kept) otherwise; default: a temporary one")
     p.add_argument("--sweep-trials", type=int, default=1000)
     p.add_argument("--pollers", type=int, default=5)
+    p.add_argument("--rss-studies", type=int, default=50)
+    p.add_argument("--rss-trials", type=int, default=4, help="per study (default 4)")
+    p.add_argument("--rss-steps", type=int, default=10000, help="per trial (default 10000)")
+    p.add_argument("--readers", type=int, default=4)
+    p.add_argument("--rss-seconds", type=float, default=20)
     a = p.parse_args()
     a.build = os.path.abspath(a.build)
     a.triald = os.path.abspath(a.triald or os.path.join(a.build, "bin", "triald"))
@@ -202,6 +285,8 @@ def main() -> int:
             print(json.dumps(bench_studies(a, workdir)), flush=True)
         if a.part in ("ping", "both"):
             print(json.dumps(bench_ping(a, workdir)), flush=True)
+        if a.part == "rss":
+            print(json.dumps(bench_rss(a, workdir)), flush=True)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     return 0
