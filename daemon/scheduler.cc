@@ -47,6 +47,7 @@ Scheduler::Scheduler(SchedulerOptions options)
   co.logger = options_.logger;
   co.host = host_.get();
   co.node_timeout_s = options_.node_timeout_s;
+  co.fence_after_s = options_.fence_after_s;
   coordinator_ = MakeNodeCoordinator(std::move(co));
   StudyRecorder::Options ro;
   ro.storage = options_.storage;

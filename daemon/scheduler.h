@@ -171,6 +171,9 @@ struct SchedulerOptions {
   devices::GpuPool* gpus = nullptr;
   // Shared storage: a node silent for longer than this is dead (shared_coordinator.h).
   double node_timeout_s = 30;
+  // Shared storage: this node kills its own trials after this long without a heartbeat reaching
+  // the database (CoordinatorOptions::fence_after_s; 0: the lease).
+  double fence_after_s = 0;
   // Ends a previous daemon's trial processes at recovery (not owned); nullptr: the real one,
   // which scans /proc (ProcLeftoverProcesses).
   LeftoverProcesses* leftovers = nullptr;

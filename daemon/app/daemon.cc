@@ -30,6 +30,7 @@
 #include "daemon/launcher/reaper.h"
 #include "daemon/objective/objective_command.h"
 #include "daemon/scheduler.h"
+#include "daemon/scheduler/shared_coordinator.h"
 #include "daemon/storage/postgres_storage.h"
 #include "daemon/storage/sqlite_storage.h"
 
@@ -510,6 +511,8 @@ int RunDaemon(const DaemonOptions& opts) {
   so.on_change = [&notifier]() { notifier.OnChange(); };
   so.storage = storage->get();
   so.node_timeout_s = opts.node_timeout_s;
+  so.fence_after_s = FenceAfterSeconds(opts.node_timeout_s, opts.heartbeat_interval_s,
+                                       opts.node_timeout_s / 3);  // PostgreSQL's call timeout
   so.launcher = &process_launcher;
   so.clock = &clock;
   so.logger = log;

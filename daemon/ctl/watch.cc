@@ -132,11 +132,28 @@ std::optional<double> EstimateSeconds(const json::object& s, const WatchState& w
   return m * static_cast<double>(left) / static_cast<double>(parallel);
 }
 
+// Why nothing starts, when something holds the study: storage refusing writes
+// (daemon/scheduler/storage_outage.h), or trials that cannot be started (spawn_backoff.h); ""
+// otherwise.
+std::string Held(const json::object& s) {
+  if (const json::value* so = s.if_contains("storage"); so != nullptr && so->is_object()) {
+    return "HELD: storage refuses writes: " + Str(so->get_object(), "reason");
+  }
+  if (const json::value* sp = s.if_contains("spawn"); sp != nullptr && sp->is_object()) {
+    const json::value* held = sp->get_object().if_contains("held");
+    if (held != nullptr && held->is_bool() && held->get_bool()) {
+      return "HELD: trials cannot start: " + Str(sp->get_object(), "reason");
+    }
+  }
+  return "";
+}
+
 std::vector<std::string> WatchLines(const json::object& s, const WatchState& w, double elapsed_s) {
   std::vector<std::string> lines;
   lines.push_back("study " + Str(s, "name") + ": " + Str(s, "state") + ", " + Directions(s) +
                   "   watching " + FormatSeconds(elapsed_s));
   lines.push_back("  trials: " + Counts(s));
+  if (std::string held = Held(s); !held.empty()) lines.push_back("  " + held);
   if (IsMultiObjective(s)) {
     if (w.front.is_object()) {
       for (const std::string& l : FrontLines(w.front.get_object(), 5)) lines.push_back("  " + l);
@@ -158,6 +175,7 @@ std::string WatchLine(const json::object& s, const WatchState& w) {
                      (IsMultiObjective(s) ? FrontSummary(w.front) : "best " + Best(s));
   std::optional<double> eta = EstimateSeconds(s, w, nullptr);
   if (eta) line += "; ETA ~" + FormatSeconds(*eta);
+  if (std::string held = Held(s); !held.empty()) line += "; " + held;
   return line;
 }
 

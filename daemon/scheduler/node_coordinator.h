@@ -43,6 +43,10 @@ class CoordinatorHost {
   virtual void StopTrialsEndedElsewhere(StudyCache& study) = 0;
   // The study was cancelled through another node: stop its running trials here.
   virtual void StopStudyTrials(StudyCache& study) = 0;
+  // Self-fencing (shared_coordinator.h): kills every trial this node runs, at once, and ends
+  // each FAIL(lost) with `why` (kept until the database answers, dropped if another node ended
+  // it first).
+  virtual void FenceOwnTrials(const std::string& why) = 0;
   // Stores an event about the study (and trial).
   virtual void RecordEvent(const StudyCache& study, const model::TrialRecord* trial,
                            const std::string& kind, const std::string& detail) = 0;
@@ -216,6 +220,10 @@ struct CoordinatorOptions {
   common::Logger logger;
   CoordinatorHost* host = nullptr;  // not owned; outlives the coordinator
   double node_timeout_s = 30;       // a node silent for longer is dead
+  // Shared: this node kills its own trials once no heartbeat has reached the database for this
+  // long (self-fencing); 0: kLeaseFraction * node_timeout_s. The daemon derives it
+  // (FenceAfterSeconds).
+  double fence_after_s = 0;
 };
 
 // A SharedCoordinator when options.storage->shared(), else a LocalCoordinator.

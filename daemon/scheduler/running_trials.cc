@@ -43,6 +43,13 @@ void RunningTrials::StopAll() {
   for (auto& [tid, rt] : trials_) rt->process->Stop(StopReason::kShutdown);
 }
 
+std::vector<std::unique_ptr<RunningTrial>> RunningTrials::TakeAll() {
+  std::vector<std::unique_ptr<RunningTrial>> out;
+  for (auto& [tid, rt] : trials_) out.push_back(std::move(rt));
+  trials_.clear();
+  return out;
+}
+
 bool RunningTrials::HoldGpus() const {
   return std::any_of(trials_.begin(), trials_.end(),
                      [](const auto& r) { return !r.second->gpus.empty(); });

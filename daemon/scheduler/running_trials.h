@@ -61,6 +61,8 @@ class RunningTrials {
   void StopStudy(const StudyCache& study, bool ended_elsewhere);
   // Stops every trial (kShutdown).
   void StopAll();
+  // Takes every trial out (the caller destroys them, which kills their process groups at once).
+  std::vector<std::unique_ptr<RunningTrial>> TakeAll();
   // Whether any trial holds GPU slots.
   bool HoldGpus() const;
   // One GPU memory sample of every started trial's processes (TrialGpus::Sample).

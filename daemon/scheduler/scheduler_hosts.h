@@ -33,6 +33,15 @@ class Scheduler::Host final : public CoordinatorHost {
     s_->running_->StopStudy(study, true);
   }
   void StopStudyTrials(StudyCache& study) override { s_->running_->StopStudy(study, false); }
+  void FenceOwnTrials(const std::string& why) override {
+    for (std::unique_ptr<RunningTrial>& rt : s_->running_->TakeAll()) {
+      StudyRuntime& study = *rt->study;
+      const int number = rt->number;
+      rt.reset();  // kills its process group now, and gives back its slots
+      --study.running;
+      s_->FinishTrial(study, number, Fenced(why));
+    }
+  }
   void RecordEvent(const StudyCache& study, const model::TrialRecord* trial,
                    const std::string& kind, const std::string& detail) override {
     s_->recorder_->Event(&study, trial, kind, detail);

@@ -1,6 +1,7 @@
 #include "daemon/scheduler/shared_coordinator.h"
 
 #include <algorithm>
+#include <cstdio>
 
 #include "daemon/scheduler/trial_outcome.h"
 
@@ -12,6 +13,12 @@ using model::TrialState;
 
 bool LeaseHolds(double now, double lease_from, double node_timeout_s) {
   return now - lease_from < kLeaseFraction * node_timeout_s;
+}
+
+double FenceAfterSeconds(double node_timeout_s, double heartbeat_interval_s,
+                         double call_timeout_s) {
+  return std::max(heartbeat_interval_s,
+                  node_timeout_s - call_timeout_s - heartbeat_interval_s - 1.0);
 }
 
 SharedCoordinator::SharedCoordinator(CoordinatorOptions options) : options_(std::move(options)) {
@@ -268,9 +275,32 @@ Status SharedCoordinator::RefreshDeadNodes() {
   return Status::Ok();
 }
 
+void SharedCoordinator::FenceIfSilent() {
+  const double fence_after = options_.fence_after_s > 0 ? options_.fence_after_s
+                                                        : kLeaseFraction * options_.node_timeout_s;
+  const double silent = options_.clock->MonotonicSeconds() - lease_from_;
+  if (silent < fence_after) {
+    if (fenced_) options_.logger->warn("heartbeats reach the database again");
+    fenced_ = false;
+    return;
+  }
+  if (fenced_) return;
+  fenced_ = true;
+  char why[256];
+  std::snprintf(why, sizeof why,
+                "no heartbeat of it reached the database for %.1f s (it fences itself after "
+                "%.1f s; other nodes count it dead after %.0f s)",
+                silent, fence_after, options_.node_timeout_s);
+  options_.logger->critical("this node kills its running trials: {}", why);
+  options_.host->FenceOwnTrials(why);
+}
+
 std::optional<std::vector<model::StudyRecord>> SharedCoordinator::OnTick(bool shutting_down) {
-  // Beats while shutting down too: its trials are still this node's until they end.
+  // Beats while shutting down too: its trials are still this node's until they end. A beat that
+  // did not reach the database may have waited for the call timeout (FenceAfterSeconds counts
+  // it).
   Beat();
+  FenceIfSilent();
   pending_.Retry(*options_.host);
   if (shutting_down) return std::nullopt;
   Status nodes = RefreshDeadNodes();

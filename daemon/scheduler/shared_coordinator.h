@@ -14,6 +14,10 @@
 //     and retries them per policy: a trial number never runs on two nodes;
 //   - a node claims and starts trials only while it holds its lease (LeaseHolds): its last
 //     heartbeat is recent enough that no other node can count it dead yet;
+//   - self-fencing: a node none of whose heartbeats has reached the database for fence_after_s
+//     (FenceAfterSeconds) kills its own running trials and ends them FAIL(lost), before any
+//     other node may count it dead and take their work over (the ends are stored when the
+//     database answers, unless another node ended the trials first);
 //   - a node that comes back finds its trials ended (finished trials are immutable): it stops
 //     their processes and records nothing for them, so nothing is resurrected or reported
 //     twice;
@@ -53,6 +57,14 @@ constexpr double kLeaseFraction = 0.75;
 // database) still holds at `now`.
 bool LeaseHolds(double now, double lease_from, double node_timeout_s);
 
+// How long a node may go without a heartbeat reaching the database before it kills its own
+// trials (self-fencing). Others count it dead after node_timeout_s; it notices at its next tick
+// (every heartbeat_interval_s), which a storage call blocked on an unreachable database may
+// delay by up to call_timeout_s; a 1 s margin covers the kill and timers. So
+// node_timeout_s - call_timeout_s - heartbeat_interval_s - 1, at least one heartbeat interval:
+// 30 - 10 - 2 - 1 = 17 s with the defaults.
+double FenceAfterSeconds(double node_timeout_s, double heartbeat_interval_s, double call_timeout_s);
+
 class SharedCoordinator final : public NodeCoordinator {
  public:
   explicit SharedCoordinator(CoordinatorOptions options);
@@ -85,6 +97,9 @@ class SharedCoordinator final : public NodeCoordinator {
 
   // Whether this node may claim and start trials now (LeaseHolds since its last heartbeat).
   bool LeaseValid() const;
+  // Self-fencing: kills this node's trials (once per lapse) when no heartbeat has reached the
+  // database for fence_after_s; a heartbeat that reaches it ends the lapse.
+  void FenceIfSilent();
   // The nodes found silent for longer than node_timeout_s at the last look.
   const std::set<std::string>& dead_nodes() const { return dead_nodes_; }
 
@@ -106,6 +121,7 @@ class SharedCoordinator final : public NodeCoordinator {
   CoordinatorOptions options_;
   PendingFinishes pending_;           // trial ends not yet stored
   std::set<std::string> dead_nodes_;  // nodes found silent at the last look
+  bool fenced_ = false;               // this lapse's trials were killed
   double lease_from_ = -1e300;        // monotonic time before the last heartbeat
   // Studies this node could not load: why, and when to try again. A failure may be passing (the
   // database, a file being deployed), so each is retried after kLoadRetryFirstSeconds, doubling

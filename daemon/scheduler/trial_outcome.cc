@@ -139,6 +139,10 @@ TrialOutcome LostAtRestart(pid_t pid) {
   return Fail("lost", "triald stopped while the trial ran (pid " + std::to_string(pid) + ")");
 }
 
+TrialOutcome Fenced(const std::string& why) {
+  return Fail("lost", "this node killed the trial: " + why);
+}
+
 TrialOutcome LostWithNode(const model::TrialRecord& t, const std::string& ended_by) {
   return Fail("lost", t.state == TrialState::kRunning
                           ? "node " + t.node +

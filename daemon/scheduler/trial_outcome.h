@@ -78,5 +78,8 @@ model::TrialOutcome LostAtRestart(pid_t pid);
 // Shared storage: node `trial.node` stopped sending heartbeats while it ran the trial (RUNNING)
 // or after claiming it (WAITING); `ended_by` is the node that ends it.
 model::TrialOutcome LostWithNode(const model::TrialRecord& trial, const std::string& ended_by);
+// Shared storage: this node could not renew its lease (`why`) and killed the trial before any
+// other node could count it dead (self-fencing, shared_coordinator.h).
+model::TrialOutcome Fenced(const std::string& why);
 
 }  // namespace triald::daemon

@@ -35,6 +35,7 @@ class RecordingHost final : public CoordinatorHost {
   void StopStudyTrials(StudyCache& study) override {
     calls.push_back("stop all: " + study.record.name);
   }
+  void FenceOwnTrials(const std::string& why) override { calls.push_back("fence: " + why); }
   void RecordEvent(const StudyCache&, const TrialRecord* trial, const std::string& kind,
                    const std::string& detail) override {
     calls.push_back("event " + kind + " trial " + (trial ? std::to_string(trial->number) : "-") +
@@ -160,6 +161,14 @@ TEST_CASE("the local coordinator answers every question without touching storage
   CHECK(c->Follow(study));
 
   CHECK(host.calls.empty());
+}
+
+TEST_CASE("a node fences itself after the node timeout less a blocked call, a tick and 1 s",
+          "[coordinator]") {
+  CHECK(FenceAfterSeconds(30, 2, 10) == 17);  // the defaults
+  CHECK(FenceAfterSeconds(60, 5, 20) == 34);
+  CHECK(FenceAfterSeconds(4, 2, 4.0 / 3) == 2);  // never below one heartbeat interval
+  CHECK(FenceAfterSeconds(30, 2, 10) + 10 + 2 < 30);
 }
 
 TEST_CASE("a lease holds for three quarters of the node timeout after the beat", "[coordinator]") {

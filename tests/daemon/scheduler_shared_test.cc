@@ -336,6 +336,71 @@ TEST_CASE("a trial that ends while the database is away is recorded when it is b
   CHECK(c.Study("away").state == StudyState::kComplete);
 }
 
+TEST_CASE("a node cut off from the database kills its own trials before others count it dead",
+          "[scheduler][shared][fencing]") {
+  SchedulerCluster c({"alpha", "beta"});
+  REQUIRE(c[0].Submit(SharedSweep("fence", 6, 2, "retries = 1\nretry_on = [\"lost\"]\n")).ok());
+  c.TickAll();
+  std::vector<Launched*> alpha = c[0].launcher().Live();
+  REQUIRE(alpha.size() == 2);
+  c[0].flaky().down = true;  // alpha's link to the database is cut
+  // Within its lease nothing happens; once no beat has reached the database for the fencing
+  // time (the lease, kLeaseFraction of the node timeout, in this harness), it kills its trials.
+  c.clock().Advance(kLeaseFraction * kNodeTimeout - 1);
+  c[0].scheduler().SharedTick();
+  for (Launched* l : alpha) CHECK_FALSE(l->destroyed);
+  c.clock().Advance(2);
+  c[0].scheduler().SharedTick();
+  for (Launched* l : alpha) CHECK(l->destroyed);  // killed at once, before the node timeout
+  CHECK(c[0].scheduler().running_count() == 0);
+  CHECK(c[0].launcher().live_count() == 0);
+  // beta counts alpha dead only later, and ends the trials FAIL(lost) itself.
+  c.clock().Advance(kNodeTimeout);
+  c[1].scheduler().SharedTick();
+  for (Launched* l : alpha) {
+    const TrialRecord t = c[1].Trials("fence")[l->trial];  // alpha's storage is still cut off
+    CHECK(t.state == TrialState::kFail);
+    CHECK(t.fail.reason == "lost");
+  }
+  // alpha's link heals: its kept ends are dropped (beta ended the trials first), nothing twice.
+  c[0].flaky().down = false;
+  c.RunToEnd();
+  CHECK(c.Study("fence").state == StudyState::kComplete);
+  std::map<int, int> runs;
+  for (size_t i = 0; i < c.size(); ++i) {
+    for (size_t k = 0; k < c[i].launcher().launch_count(); ++k) {
+      ++runs[c[i].launcher().launch(k).trial];
+    }
+  }
+  for (const auto& [number, n] : runs) {
+    INFO("trial " << number);
+    CHECK(n == 1);  // every number ran once; the lost ones were retried under new numbers
+  }
+  int complete = 0;
+  for (const TrialRecord& t : c.Trials("fence")) complete += t.state == TrialState::kComplete;
+  CHECK(complete == 6);
+}
+
+TEST_CASE("a fenced node whose link heals before others count it dead ends its trials itself",
+          "[scheduler][shared][fencing]") {
+  SchedulerCluster c({"alpha"});
+  REQUIRE(c[0].Submit(SharedSweep("heal", 3, 1, "retries = 1\nretry_on = [\"lost\"]\n")).ok());
+  Launched& first = *c[0].launcher().Live().front();
+  c[0].flaky().down = true;
+  c.clock().Advance(kLeaseFraction * kNodeTimeout + 1);
+  c[0].scheduler().SharedTick();
+  CHECK(first.destroyed);
+  c[0].flaky().down = false;
+  c[0].scheduler().SharedTick();  // the kept end is stored: FAIL(lost), retried per policy
+  const TrialRecord t = c.Trials("heal")[first.trial];
+  CHECK(t.state == TrialState::kFail);
+  CHECK(t.fail.reason == "lost");
+  CHECK_THAT(t.fail.detail, Catch::Contains("this node killed the trial: no heartbeat of it "
+                                            "reached the database"));
+  c.RunToEnd();
+  CHECK(c.Study("heal").state == StudyState::kComplete);
+}
+
 TEST_CASE("a study a node failed to load is tried again later, not left for ever",
           "[scheduler][shared]") {
   SchedulerCluster c({"alpha", "beta"});

@@ -258,6 +258,14 @@ TEST_CASE("watch and best text of a front", "[best][watch]") {
         "violates a constraint: a value above 0)\n");
   CHECK(ctl::FrontLines(empty.as_object(), 5)[0] ==
         "front:  0 trials of 3 complete (0 feasible); no COMPLETE trial is feasible yet");
+
+  // Storage refusing writes holds the study: both views say so, with the first refusal.
+  status["storage"] = json::object{
+      {"held", true}, {"reason", "database or disk is full"}, {"failures", 3}, {"retry_in_s", 4.0}};
+  CHECK_THAT(ctl::WatchLine(status, w),
+             Catch::EndsWith("; HELD: storage refuses writes: database or disk is full"));
+  view = ctl::WatchLines(status, w, 3);
+  CHECK(view[2] == "  HELD: storage refuses writes: database or disk is full");
 }
 
 }  // namespace triald::testing
