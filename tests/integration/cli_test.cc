@@ -179,6 +179,17 @@ TEST_CASE("trialctl refuses a sweep file over the size limit before connecting",
         "trialctl: sweep file " + big + " is 3145728 bytes; the limit is 2097152 bytes (2 MiB)\n");
 }
 
+TEST_CASE("trialctl refuses a sweep file that is not UTF-8, naming the byte and where",
+          "[cli][trialctl]") {
+  TempDir dir;
+  const std::string latin1 = dir.Write("latin1.toml", "[study]\nname = \"caf\xE9\"\n");
+  Run r = RunCtl({"--socket", dir.File("none.sock"), "submit", latin1});
+  CHECK(r.code == ctl::kExitError);
+  CHECK(r.err == "trialctl: sweep file " + latin1 +
+                     " is not UTF-8 text: byte 0xE9 at line 2, column 12 (byte offset 19); save "
+                     "it as UTF-8\n");
+}
+
 TEST_CASE("trialctl reports a connection closed while sending instead of dying of SIGPIPE",
           "[cli][trialctl][integration]") {
   TempDir dir;
