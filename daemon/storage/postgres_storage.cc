@@ -662,7 +662,9 @@ Status PostgresStorage::Error(const PGresult* res, const std::string& op) {
     // connection-slot exhaustion: the server, not the request, is the problem.
     return common::Unavailable(msg);
   }
-  if (cls == "53" || cls == "58") return common::IoError(msg);  // disk full, I/O error
+  // Disk full, I/O error; a server that refuses writes (read-only transaction: a standby, or
+  // default_transaction_read_only) is an outage like a full disk (scheduler/storage_outage.h).
+  if (cls == "53" || cls == "58" || last_sqlstate_ == "25006") return common::IoError(msg);
   if (cls == "22") return common::InvalidArgument(msg);
   if (cls == "42" && last_sqlstate_ == "42501") return common::PermissionDenied(msg);
   return common::Internal(msg);

@@ -290,6 +290,25 @@ TEST_CASE("postgres: a server that stops answering fails a call within call_time
   CHECK(studies[0].name == "stop");
 }
 
+TEST_CASE("postgres: a server that refuses writes is an I/O error (an outage), not a bug",
+          "[storage][postgres]") {
+  TestDatabase db;
+  auto a = OpenPostgresOrFail(db.url(), "host-a");
+  StudyRecord study = Unwrap(a->CreateStudy(MakeStudy("ro"), 1));
+  // New sessions of the database are read-only, as on a standby after a failover.
+  PostgresQuery(PostgresAdminUrl(),
+                "ALTER DATABASE \"" + db.name() + "\" SET default_transaction_read_only = on");
+  PostgresOptions options;
+  options.url = db.url();
+  options.node = "host-b";
+  options.instance = kInstance;
+  auto b = OpenPostgresStorage(options);
+  common::Status refused =
+      b.ok() ? (*b)->CreateTrial(study.id, OneParam(1), 2).status() : b.status();
+  CHECK(refused.code() == Code::kIo);
+  CHECK_THAT(refused.message(), Catch::Contains("25006"));
+}
+
 TEST_CASE("postgres: the connection's socket is close-on-exec", "[storage][postgres]") {
   TestDatabase db;
   auto before = OpenFds();
