@@ -145,9 +145,11 @@ class NodeCoordinator {
   // ---- Following other nodes (Scheduler::SharedTick) ----
 
   // Every heartbeat interval. Shared: beats (shutting down too: its trials are still this
-  // node's until they end), stores the ends kept for later, and unless shutting down re-reads
-  // which nodes are dead and returns the stored studies for the scheduler to follow. nullopt:
-  // nothing to follow (local; shared while shutting down or when the studies cannot be listed).
+  // node's until they end), fences itself when no beat has reached the database for too long
+  // (shared_coordinator.h), and when the beat reached it stores the ends kept for later and
+  // unless shutting down re-reads which nodes are dead and returns the stored studies for the
+  // scheduler to follow. nullopt: nothing to follow (local; shared while shutting down, when the
+  // beat failed or when the studies cannot be listed).
   virtual std::optional<std::vector<model::StudyRecord>> OnTick(bool shutting_down) = 0;
   // A study's stored record as just read: adopts a state set through another node (cancelled:
   // its trials here stop; completed; extended) and its control fields (paused, n_trials,

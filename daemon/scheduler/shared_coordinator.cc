@@ -239,16 +239,17 @@ void SharedCoordinator::ReapDeadNodes(StudyCache& study) {
   }
 }
 
-void SharedCoordinator::Beat() {
+bool SharedCoordinator::Beat() {
   const double started = options_.clock->MonotonicSeconds();
   Status hb = options_.storage->Heartbeat(options_.clock->WallSeconds());
   if (!hb.ok()) {
     options_.logger->error("recording this node's heartbeat: {}", hb.message());
-    return;
+    return false;
   }
   // The beat reached the server after `started`: no other node can count this one dead before
   // started + node_timeout_s.
   lease_from_ = started;
+  return true;
 }
 
 bool SharedCoordinator::LeaseValid() const {
@@ -299,8 +300,11 @@ std::optional<std::vector<model::StudyRecord>> SharedCoordinator::OnTick(bool sh
   // Beats while shutting down too: its trials are still this node's until they end. A beat that
   // did not reach the database may have waited for the call timeout (FenceAfterSeconds counts
   // it).
-  Beat();
+  const bool beat = Beat();
   FenceIfSilent();
+  // A database the beat did not reach would make every other call of the tick wait for the
+  // call timeout in turn (the kept trial ends one by one): they wait for the next tick.
+  if (!beat) return std::nullopt;
   pending_.Retry(*options_.host);
   if (shutting_down) return std::nullopt;
   Status nodes = RefreshDeadNodes();

@@ -114,8 +114,8 @@ class SharedCoordinator final : public NodeCoordinator {
   common::Status LockIn(StudyCache& study, const StorageBatch& batch);
   // Under the study's lock, ends the trials dead nodes ran or had claimed.
   void ReapDeadNodes(StudyCache& study);
-  // Records this node's heartbeat; on success the lease runs from just before it.
-  void Beat();
+  // Records this node's heartbeat; on success (true) the lease runs from just before it.
+  bool Beat();
   // Re-reads which nodes have been silent for longer than node_timeout_s.
   common::Status RefreshDeadNodes();
   CoordinatorOptions options_;
