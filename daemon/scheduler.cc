@@ -415,7 +415,7 @@ bool Scheduler::StartTrial(StudyRuntime& study, TrialGpus gpus) {
   const bool starting = rt->starting;
   running_->Add(tid, std::move(rt));
   ++study.running;
-  if (pumping_) pass_launches_.push_back({&study, number, tid, created});
+  pass_launches_.push_back({&study, number, tid, created});  // StartTrial runs inside Pump
   if (starting) {
     // A fork server starts it (launcher.h): OnStarted, or OnExit with never_started.
     options_.logger->debug("study {} trial {}: starting", study.record.name, number);

@@ -13,7 +13,6 @@ bool StorageOutage::OnFailure(const common::Status& st, double now) {
   if (!held_) {
     held_ = true;
     reason_ = st.message();
-    since_ = now;
     failures_ = 0;
     delay_ = kInitialDelay;
     retry_at_ = now + delay_;

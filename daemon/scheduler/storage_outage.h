@@ -43,8 +43,7 @@ class StorageOutage {
   bool held() const { return held_; }
   // The first refusal of this outage ("database or disk is full", ...).
   const std::string& reason() const { return reason_; }
-  // When the outage began and how many refusals it has seen.
-  double since() const { return since_; }
+  // How many refusals this outage has seen.
   int failures() const { return failures_; }
   // Whether a probe is due at `now`, and the seconds until it is (0 when due or not held).
   bool ProbeDue(double now) const { return held_ && now >= retry_at_; }
@@ -53,7 +52,6 @@ class StorageOutage {
  private:
   bool held_ = false;
   std::string reason_;
-  double since_ = 0;
   int failures_ = 0;
   double delay_ = 0;
   double retry_at_ = 0;
