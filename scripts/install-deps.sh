@@ -21,6 +21,7 @@ PACKAGES=(
   mypy  # type-checks the Python client (CTest python_types)
   pyflakes3  # lints the Python client and its tests (CTest python_pyflakes)
   procps psmisc
+  iproute2  # ip netns: the partition test's network namespaces (scripts/netns_lab.sh)
   chromium  # headless, renders trialctl's HTML report in tests/integration/report_test.cc
   clang-14 libclang-rt-14-dev
   clang-format-14  # scripts/test.sh checks that every C++ file is formatted (.clang-format)

@@ -9,7 +9,9 @@
 #                                                its data: what clients see when a server restarts
 #   scripts/pg_test_server.sh stop DIR           stop it and remove DIR
 #
-# Without PORT a free port is picked. A server left running in DIR by an interrupted run is
+# Without PORT a free port is picked. PG_LISTEN (default 127.0.0.1) is the address it listens on
+# and names in the URL: scripts/netns_lab.sh starts one inside a network namespace, on that
+# namespace's own address. A server left running in DIR by an interrupted run is
 # stopped and replaced by `start`.
 #
 # PostgreSQL refuses to run as root. Run as root (CI, containers), the server runs as the
@@ -26,6 +28,9 @@ die() {
   echo "pg_test_server: $*" >&2
   exit 1
 }
+
+LISTEN="${PG_LISTEN:-127.0.0.1}"
+[[ "$LISTEN" =~ ^[0-9.]+$ ]] || die "PG_LISTEN must be an IPv4 address, not \"$LISTEN\""
 
 usage() { die "usage: $0 start DIR [PORT] | restart DIR | stop DIR"; }
 
@@ -58,8 +63,8 @@ as_server_user() {
   fi
 }
 
-# True when something accepts TCP connections on 127.0.0.1:$1.
-port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+# True when something accepts TCP connections on $LISTEN:$1.
+port_in_use() { (exec 3<>"/dev/tcp/$LISTEN/$1") 2>/dev/null; }
 
 pick_port() {
   local p
@@ -102,7 +107,7 @@ start_server() {
   if [ -z "$port" ]; then
     port="$(pick_port)"
   elif port_in_use "$port"; then
-    die "port $port on 127.0.0.1 is already in use; choose another (for CTest: cmake -DTRIALD_TEST_PG_PORT=N)"
+    die "port $port on $LISTEN is already in use; choose another (for CTest: cmake -DTRIALD_TEST_PG_PORT=N)"
   fi
 
   # The cluster's root: DIR/pg if the server's user can write there and the socket path fits
@@ -132,7 +137,7 @@ start_server() {
   [ "${PG_TEST_DURABLE:-0}" = 1 ] && fsync=on
   as_server_user tee -a "$root/data/postgresql.conf" >/dev/null <<EOF
 # Added by scripts/pg_test_server.sh: a disposable test server (never use for real data).
-listen_addresses = '127.0.0.1'
+listen_addresses = '$LISTEN'
 port = $port
 unix_socket_directories = '$root/socket'
 fsync = $fsync
@@ -140,12 +145,17 @@ full_page_writes = $fsync
 max_connections = 200
 shared_buffers = 32MB
 EOF
+  # Listening elsewhere than loopback (a lab's namespace): clients on the server's own subnet
+  # are trusted too (initdb's rules name only loopback).
+  if [ "$LISTEN" != 127.0.0.1 ]; then
+    echo "host all all samenet trust" | as_server_user tee -a "$root/data/pg_hba.conf" >/dev/null
+  fi
   if ! as_server_user "$bindir/pg_ctl" -D "$root/data" -l "$root/server.log" -w -t 60 start \
     >/dev/null; then
     cat "$root/server.log" >&2 || true
     die "the server in $root/data did not start (log above)"
   fi
-  local url="postgresql://postgres@127.0.0.1:$port/postgres"
+  local url="postgresql://postgres@$LISTEN:$port/postgres"
   echo "$url" >"$dir/url"
   echo "$url"
 }

@@ -217,6 +217,7 @@ void SharedCoordinator::ReapDeadNodes(StudyCache& study) {
     return !model::IsFinished(t.state) && !t.node.empty() && dead_nodes_.count(t.node) > 0;
   };
   if (std::none_of(study.trials.begin(), study.trials.end(), on_dead)) return;
+  if (options_.clock->MonotonicSeconds() < reap_after_) return;
   StorageBatch batch(options_.storage, options_.logger);
   if (!batch.began() || !LockAndSync(study).ok()) return;
   // Still silent now, under the lock: a node that has just come back keeps its trials.
@@ -244,11 +245,20 @@ bool SharedCoordinator::Beat() {
   Status hb = options_.storage->Heartbeat(options_.clock->WallSeconds());
   if (!hb.ok()) {
     options_.logger->error("recording this node's heartbeat: {}", hb.message());
+    lapsed_ = true;
     return false;
   }
   // The beat reached the server after `started`: no other node can count this one dead before
   // started + node_timeout_s.
   lease_from_ = started;
+  if (lapsed_) {
+    lapsed_ = false;
+    reap_after_ = started + options_.node_timeout_s;
+    options_.logger->info(
+        "heartbeats reach the database again; other nodes found silent are not counted dead "
+        "for the next {} s (they may have been cut off from it as this node was)",
+        options_.node_timeout_s);
+  }
   return true;
 }
 

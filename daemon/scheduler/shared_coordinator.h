@@ -112,7 +112,8 @@ class SharedCoordinator final : public NodeCoordinator {
   common::Status LockAndSync(StudyCache& study);
   // LockAndSync inside `batch`; Unavailable when the batch did not begin.
   common::Status LockIn(StudyCache& study, const StorageBatch& batch);
-  // Under the study's lock, ends the trials dead nodes ran or had claimed.
+  // Under the study's lock, ends the trials dead nodes ran or had claimed (not before
+  // reap_after_).
   void ReapDeadNodes(StudyCache& study);
   // Records this node's heartbeat; on success (true) the lease runs from just before it.
   bool Beat();
@@ -122,7 +123,14 @@ class SharedCoordinator final : public NodeCoordinator {
   PendingFinishes pending_;           // trial ends not yet stored
   std::set<std::string> dead_nodes_;  // nodes found silent at the last look
   bool fenced_ = false;               // this lapse's trials were killed
-  double lease_from_ = -1e300;        // monotonic time before the last heartbeat
+  // After a lapse (a beat that did not reach the database), the other nodes' silence is not held
+  // against them until one node timeout after this node's first beat that did: when the
+  // database itself was unreachable, every node was silent, and each beats again within a
+  // heartbeat interval of the database's return. Without it the first node back would count
+  // the others dead and end their (already fenced) trials as lost to them.
+  bool lapsed_ = false;
+  double reap_after_ = -1e300;  // monotonic
+  double lease_from_ = -1e300;  // monotonic time before the last heartbeat
   // Studies this node could not load: why, and when to try again. A failure may be passing (the
   // database, a file being deployed), so each is retried after kLoadRetryFirstSeconds, doubling
   // up to kLoadRetryMaxSeconds while it keeps failing.

@@ -84,7 +84,8 @@ void TrialChannel::OnReport(const proto::ReportMessage& m) {
   }
   StudyRuntime& study = *options_.study;
   common::Status st = options_.storage->AddIntermediate(trial_id(), m.step, m.value);
-  if (!st.ok()) options_.logger->error("storing intermediate value: {}", st.message());
+  if (!st.ok()) WriteFailed(st, "intermediate value");
+  if (taken_over_) return;
   if (options_.refresh_for_pruning) options_.refresh_for_pruning();
   if (taken_over_) return;
   model::TrialRecord& t = trial();  // after the refresh, which may replace the trials
@@ -110,8 +111,17 @@ void TrialChannel::OnAttr(const proto::ReportMessage& m) {
     return;
   }
   common::Status st = options_.storage->SetAttr(trial_id(), m.key, m.json_value);
-  if (!st.ok()) options_.logger->error("storing attribute: {}", st.message());
+  if (!st.ok()) WriteFailed(st, "attribute");
+  if (taken_over_) return;
   trial().attrs[m.key] = m.json_value;
+}
+
+void TrialChannel::WriteFailed(const common::Status& st, const std::string& what) {
+  options_.logger->error("study {} trial {}: storing {}: {}", options_.study->record.name,
+                         options_.number, what, st.message());
+  if (st.code() == common::Code::kFailedPrecondition && options_.on_write_refused) {
+    options_.on_write_refused();
+  }
 }
 
 void TrialChannel::Refuse(const std::string& message) {
@@ -161,14 +171,13 @@ void TrialChannel::AnswerSuggest(const proto::ReportMessage& m) {
     Refuse("suggest \"" + m.name + "\": " + value.status().message());
     return;
   }
-  model::TrialRecord& t = trial();
-  if (known == sample.answered.end() || t.params.count(m.name) == 0) {
+  if (known == sample.answered.end() || trial().params.count(m.name) == 0) {
     model::ParamValue pv{*value, *dist};
     if (!taken_over_) {
-      common::Status st = options_.storage->AddTrialParam(t.id, m.name, pv);
-      if (!st.ok()) options_.logger->error("storing parameter {}: {}", m.name, st.message());
+      common::Status st = options_.storage->AddTrialParam(trial_id(), m.name, pv);
+      if (!st.ok()) WriteFailed(st, "parameter " + m.name);
     }
-    t.params[m.name] = pv;
+    trial().params[m.name] = pv;  // after WriteFailed, which may replace the study's trials
   }
   options_.process->Answer(
       proto::EncodeSuggestionAnswer(m.name, config::ExternalJson(*dist, *value)));

@@ -53,6 +53,12 @@ class TrialChannel {
     // Called before the pruner is asked (shared storage: reads the other nodes' values; it
     // may replace the study's trials). Empty: nothing to read.
     std::function<void()> refresh_for_pruning;
+    // Called when the storage refuses a write of this trial because its record is no longer
+    // open (kFailedPrecondition: shared storage, another node ended it while this one was cut
+    // off; the database checks the trial's state in the write itself). It reads the study
+    // again, which stops the trial as ended elsewhere; it may replace the study's trials.
+    // Empty: nothing to read.
+    std::function<void()> on_write_refused;
   };
   explicit TrialChannel(Options options);
 
@@ -82,6 +88,8 @@ class TrialChannel {
   void AnswerSuggest(const proto::ReportMessage& m);
   // Answers with an error line, then ends the trial FAIL(protocol).
   void Refuse(const std::string& message);
+  // Logs a failed write of `what`; a refusal (kFailedPrecondition) calls on_write_refused.
+  void WriteFailed(const common::Status& st, const std::string& what);
   // Counts a request; false (and the trial refused once) past kMaxTrialRequests.
   bool CountRequest();
 

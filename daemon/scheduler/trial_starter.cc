@@ -40,6 +40,7 @@ std::unique_ptr<RunningTrial> TrialStarter::Launch(StudyRuntime& study, int numb
   co.study = &study;
   co.number = number;
   co.refresh_for_pruning = [this, &study] { options_.coordinator->RefreshForPruning(study); };
+  co.on_write_refused = [this, &study] { options_.coordinator->Follow(study); };
   rt->channel = std::make_unique<TrialChannel>(std::move(co));
   rt->starting = !rt->process->started();
   return rt;

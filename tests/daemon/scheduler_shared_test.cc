@@ -401,6 +401,71 @@ TEST_CASE("a fenced node whose link heals before others count it dead ends its t
   CHECK(c.Study("heal").state == StudyState::kComplete);
 }
 
+TEST_CASE("a write the database refuses, its trial taken over, stops the trial at once",
+          "[scheduler][shared][fencing]") {
+  SchedulerCluster c({"alpha", "beta"});
+  REQUIRE(c[0].Submit(SharedSweep("late", 4, 1, "retries = 1\nretry_on = [\"lost\"]\n")).ok());
+  c.TickAll();
+  Launched& on_alpha = *c[0].launcher().Live().front();
+  // alpha's event loop does not run (a frozen daemon: no tick, no fencing) while beta counts it
+  // dead and ends its trial.
+  c.clock().Advance(kNodeTimeout + 1);
+  c[1].scheduler().SharedTick();
+  REQUIRE(c.Trials("late")[on_alpha.trial].state == TrialState::kFail);
+  // Thawed, alpha's first event is an attribute of that trial: the database refuses it (the
+  // trial is no longer open), and alpha stops the trial there, before any tick. (A report
+  // would stop it too: it reads the other nodes' values for the pruner first.)
+  c[0].launcher().Attr(on_alpha, "epoch", "3");
+  REQUIRE(on_alpha.stops.size() == 1);
+  CHECK(on_alpha.stops.front() == launcher::StopReason::kCancel);
+  CHECK(c.Trials("late")[on_alpha.trial].attrs.empty());
+  c[0].launcher().Complete(on_alpha, 0.25);  // its last words are dropped too
+  const TrialRecord t = c.Trials("late")[on_alpha.trial];
+  CHECK(t.state == TrialState::kFail);
+  CHECK_THAT(t.fail.detail, Catch::Contains("node alpha stopped sending heartbeats"));
+  c.RunToEnd();
+  CHECK(c.Study("late").state == StudyState::kComplete);
+}
+
+TEST_CASE("after the database was away from every node, the first back counts no one dead yet",
+          "[scheduler][shared][fencing]") {
+  SchedulerCluster c({"alpha", "beta"});
+  REQUIRE(c[0].Submit(SharedSweep("outage", 8, 1, "retries = 1\nretry_on = [\"lost\"]\n")).ok());
+  c.TickAll();
+  Launched& on_beta = *c[1].launcher().Live().front();
+  c[0].flaky().down = true;
+  c[1].flaky().down = true;
+  c.clock().Advance(kNodeTimeout + 1);  // both silent past the node timeout: both fence
+  c.TickAll();
+  CHECK(on_beta.destroyed);
+  // The database is back; alpha beats first. beta looks dead by its last beat, but alpha does
+  // not end its trials: beta records its own end once it beats again.
+  c[0].flaky().down = false;
+  c[1].flaky().down = false;
+  c[0].scheduler().SharedTick();
+  CHECK(c.Trials("outage")[on_beta.trial].state == TrialState::kRunning);
+  c[1].scheduler().SharedTick();
+  TrialRecord t = c.Trials("outage")[on_beta.trial];
+  CHECK(t.state == TrialState::kFail);
+  CHECK_THAT(t.fail.detail, Catch::Contains("this node killed the trial"));
+
+  // A node that stays silent is still counted dead, one node timeout after alpha's return.
+  c.TickAll();
+  Launched& again = *c[1].launcher().Live().front();
+  c[1].flaky().down = true;
+  c[0].flaky().down = true;
+  c.clock().Advance(kNodeTimeout + 1);
+  c.TickAll();
+  c[0].flaky().down = false;
+  c[0].scheduler().SharedTick();
+  CHECK(c.Trials("outage")[again.trial].state == TrialState::kRunning);
+  c.clock().Advance(kNodeTimeout + 1);
+  c[0].scheduler().SharedTick();
+  t = c.Trials("outage")[again.trial];
+  CHECK(t.state == TrialState::kFail);
+  CHECK_THAT(t.fail.detail, Catch::Contains("node beta stopped sending heartbeats"));
+}
+
 TEST_CASE("a study a node failed to load is tried again later, not left for ever",
           "[scheduler][shared]") {
   SchedulerCluster c({"alpha", "beta"});

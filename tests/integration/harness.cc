@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <pwd.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -105,6 +106,11 @@ void TestDaemon::Start() {
       ::close(fd);
     }
     if (set_nofile_ && ::setrlimit(RLIMIT_NOFILE, &nofile_) != 0) ::_exit(126);
+    if (!netns_.empty()) {
+      int ns = ::open(netns_.c_str(), O_RDONLY | O_CLOEXEC);
+      if (ns < 0 || ::setns(ns, CLONE_NEWNET) != 0) ::_exit(126);
+      ::close(ns);
+    }
     if (run_as_uid_ != static_cast<uid_t>(-1) &&
         (::setgroups(0, nullptr) != 0 || ::setgid(run_as_gid_) != 0 ||
          ::setuid(run_as_uid_) != 0)) {

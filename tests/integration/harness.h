@@ -38,6 +38,11 @@ class TestDaemon {
     run_as_gid_ = gid;
   }
 
+  // Runs the next Start()'s triald in the network namespace whose file is `ns_path` (e.g.
+  // /run/netns/NAME, as scripts/netns_lab.sh makes them); needs root. Its control socket is a
+  // file, so the test still reaches it.
+  void InNetns(std::string ns_path) { netns_ = std::move(ns_path); }
+
   // Starts triald and waits until it answers a ping.
   void Start();
   // SIGTERM and wait for exit; returns the exit status (waitpid form).
@@ -65,6 +70,7 @@ class TestDaemon {
   std::vector<std::string> extra_args_;
   uid_t run_as_uid_ = static_cast<uid_t>(-1);  // -1: this process's user
   gid_t run_as_gid_ = static_cast<gid_t>(-1);
+  std::string netns_;  // "": this process's network namespace
   pid_t pid_ = -1;
   struct rlimit nofile_ {};
   bool set_nofile_ = false;
