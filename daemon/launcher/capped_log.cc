@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -46,18 +47,40 @@ common::Result<std::unique_ptr<CappedLog>> CappedLog::Open(const std::string& pa
   }
   TRIALD_RETURN_IF_ERROR(common::SetNonBlocking(fd, false));
   fd = owned.Release();
-  return std::unique_ptr<CappedLog>(new CappedLog(common::UniqueFd(fd), options));
+  return std::unique_ptr<CappedLog>(
+      new CappedLog(common::UniqueFd(fd), options, S_ISREG(st.st_mode)));
+}
+
+uint64_t CappedLog::ReserveFor(uint64_t reserve, uint64_t fs_bytes) {
+  if (reserve != kAutoReserve) return reserve;
+  return std::clamp<uint64_t>(fs_bytes / 10, uint64_t{8} << 20, uint64_t{256} << 20);
+}
+
+bool CappedLog::Fits(size_t n, bool note) const {
+  if (options_.reserve_bytes == 0 || !regular_) return true;
+  struct statvfs vs {};
+  if (::fstatvfs(fd_.get(), &vs) != 0) return true;  // a failed write is reported instead
+  const uint64_t block = vs.f_frsize != 0 ? vs.f_frsize : vs.f_bsize;
+  const uint64_t free_bytes = static_cast<uint64_t>(vs.f_bavail) * block;
+  const uint64_t reserve =
+      ReserveFor(options_.reserve_bytes, static_cast<uint64_t>(vs.f_blocks) * block);
+  const uint64_t keep = note ? reserve / 4 : reserve;
+  return free_bytes >= keep && free_bytes - keep >= n;
 }
 
 CappedLog::~CappedLog() { (void)Close(); }
 
 void CappedLog::Append(std::string_view data) {
   total_ += data.size();
-  if (head_written_ < options_.head_bytes && fd_.valid()) {
+  if (head_written_ < options_.head_bytes && fd_.valid() && !starved_) {
     size_t n = std::min<uint64_t>(data.size(), options_.head_bytes - head_written_);
-    common::Status st = common::WriteAll(fd_.get(), data.data(), n);
-    if (!st.ok() && write_error_.ok()) write_error_ = st;
-    head_written_ += n;
+    if (Fits(n)) {
+      common::Status st = common::WriteAll(fd_.get(), data.data(), n);
+      if (!st.ok() && write_error_.ok()) write_error_ = st;
+      head_written_ += n;
+    } else {
+      starved_ = true;
+    }
   }
   size_t keep = std::max(options_.tail_bytes, kMinTailBytes);
   if (data.size() >= keep) {
@@ -80,12 +103,22 @@ common::Status CappedLog::Close() {
     size_t tail_len = std::min<uint64_t>({beyond_head, options_.tail_bytes, tail_.size()});
     uint64_t omitted = beyond_head - tail_len;
     std::string out;
-    if (omitted > 0) {
-      out = "\n[triald: " + std::to_string(omitted) + " bytes omitted]\n";
+    if (starved_) {
+      // Nothing more is written after the reserve stopped the head, the tail included.
+      out = "\n[triald: " + std::to_string(beyond_head) +
+            " bytes not written: they would have left less free space on this file system than "
+            "the reserve kept for the database]\n";
+    } else {
+      if (omitted > 0) out = "\n[triald: " + std::to_string(omitted) + " bytes omitted]\n";
+      out.append(tail_, tail_.size() - tail_len, tail_len);
     }
-    out.append(tail_, tail_.size() - tail_len, tail_len);
-    common::Status st = common::WriteAll(fd_.get(), out.data(), out.size());
-    if (!st.ok() && write_error_.ok()) write_error_ = st;
+    // The note that output was dropped may use three quarters of the reserve (the database
+    // has used some of it meanwhile): it is what tells the user why the log stops, a few
+    // hundred bytes per trial.
+    if (Fits(out.size(), /*note=*/starved_)) {
+      common::Status st = common::WriteAll(fd_.get(), out.data(), out.size());
+      if (!st.ok() && write_error_.ok()) write_error_ = st;
+    }
   }
   fd_.Reset();
   return write_error_;

@@ -1,10 +1,15 @@
 #include "daemon/storage/sqlite_storage.h"
 
+#include <fcntl.h>
 #include <sqlite3.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <exception>
+#include <filesystem>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -93,6 +98,21 @@ class StmtRow final : public sql::Row {
 
 Status SqliteError(sqlite3* db, int rc, const std::string& op) {
   std::string msg = op + ": " + (db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
+  // SQLite reports a failed write only as "disk I/O error" (and keeps no errno for it): an
+  // unnamed file made in the database's folder tells what the system says now, e.g. a file
+  // system the kernel made read-only after a disk error (ext4's errors=remount-ro).
+  if ((rc & 0xff) == SQLITE_IOERR && db != nullptr) {
+    const char* file = sqlite3_db_filename(db, "main");
+    if (file != nullptr && *file != '\0') {
+      const std::string dir = std::filesystem::path(file).parent_path().string();
+      int fd = ::open(dir.c_str(), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600);
+      if (fd >= 0) {
+        ::close(fd);
+      } else if (errno != EOPNOTSUPP && errno != EISDIR) {
+        msg += " (writing in " + dir + " now fails: " + std::strerror(errno) + ")";
+      }
+    }
+  }
   switch (rc & 0xff) {
     case SQLITE_BUSY:
     case SQLITE_LOCKED:

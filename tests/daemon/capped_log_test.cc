@@ -5,6 +5,7 @@
 
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -14,6 +15,7 @@
 #include <sstream>
 #include <string>
 
+#include "tests/support/skip.h"
 #include "tests/support/temp_dir.h"
 
 namespace triald::launcher {
@@ -307,6 +309,77 @@ TEST_CASE("a write failure is reported by Close", "[capped_log]") {
   CHECK(st.code() == Code::kIo);
   // And a second Close reports the same failure rather than pretending all went well.
   CHECK(log->Close().code() == Code::kIo);
+}
+
+// The free bytes of the file system that holds `path`.
+uint64_t FreeBytes(const std::string& path) {
+  struct statvfs vs {};
+  REQUIRE(::statvfs(path.c_str(), &vs) == 0);
+  return static_cast<uint64_t>(vs.f_bavail) * vs.f_frsize;
+}
+
+TEST_CASE("the automatic log reserve is a tenth of the file system, within 8 and 256 MiB",
+          "[capped_log][reserve]") {
+  const uint64_t mib = 1 << 20;
+  CHECK(CappedLog::ReserveFor(CappedLog::kAutoReserve, 20 * mib) == 8 * mib);
+  CHECK(CappedLog::ReserveFor(CappedLog::kAutoReserve, 200 * mib) == 20 * mib);
+  CHECK(CappedLog::ReserveFor(CappedLog::kAutoReserve, 1ull << 40) == 256 * mib);
+  CHECK(CappedLog::ReserveFor(5 * mib, 4 * mib) == 5 * mib);  // as given
+  CHECK(CappedLog::ReserveFor(0, 4 * mib) == 0);
+}
+
+TEST_CASE("a log writes nothing that would eat into the reserve kept for the database",
+          "[capped_log][reserve]") {
+  TempDir dir;
+  const std::string path = dir.File("stdout.log");
+  CappedLog::Options options;
+  options.head_bytes = 1 << 20;
+  options.tail_bytes = 1 << 16;
+  // Over four times what this file system has free: not one byte may be written, not even the
+  // note that output was dropped (it may use three quarters of the reserve).
+  options.reserve_bytes = 4 * FreeBytes(dir.path()) + (1ull << 30);
+  Result<std::unique_ptr<CappedLog>> log = CappedLog::Open(path, options);
+  REQUIRE(log.ok());
+  (*log)->Append(Pattern(300000));
+  CHECK((*log)->total_bytes() == 300000);
+  CHECK((*log)->Tail(10) == Pattern(300000).substr(300000 - 10));  // stderr_tail still works
+  CHECK((*log)->Close().ok());  // not an error: the output was dropped on purpose
+  CHECK(FileSize(path) == 0);
+}
+
+// A small tmpfs (root only) that the log fills up to its reserve.
+TEST_CASE("on a small disk a flooding log stops at the reserve and says so",
+          "[capped_log][reserve]") {
+  if (::geteuid() != 0) TRIALD_SKIP("needs root to mount a small tmpfs");
+  TempDir dir;
+  REQUIRE(std::system(("mount -t tmpfs -o size=4m triald-test " + dir.path()).c_str()) == 0);
+  struct Unmount {
+    std::string path;
+    ~Unmount() { (void)std::system(("umount -l " + path).c_str()); }
+  } unmount{dir.path()};
+  const std::string path = dir.File("stdout.log");
+  CappedLog::Options options;
+  options.reserve_bytes = 1 << 20;
+  options.head_bytes = 16 << 20;
+  options.tail_bytes = 1 << 16;
+  Result<std::unique_ptr<CappedLog>> log = CappedLog::Open(path, options);
+  REQUIRE(log.ok());
+  const std::string chunk = Pattern(64 * 1024, 3);
+  for (int i = 0; i < 128; ++i) (*log)->Append(chunk);  // 8 MiB
+  CHECK((*log)->Close().ok());
+  CHECK(FreeBytes(dir.path()) >= (1 << 20) - 64 * 1024);
+  const uint64_t size = FileSize(path);
+  CHECK(size >= (2 << 20));  // it wrote until the reserve, not less
+  CHECK(size <= (3 << 20) + 4096);
+  const std::string file = Slurp(path);
+  const uint64_t written = file.find("\n[triald: ");
+  REQUIRE(written != std::string::npos);
+  CHECK(written % chunk.size() == 0);  // whole appends, from the start
+  CHECK(file.compare(0, chunk.size(), chunk) == 0);
+  CHECK_THAT(file.substr(written),
+             Catch::Contains("[triald: " + std::to_string((8ull << 20) - written) +
+                             " bytes not written: they would have left less free space on this "
+                             "file system than the reserve kept for the database]"));
 }
 
 }  // namespace

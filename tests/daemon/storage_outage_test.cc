@@ -192,5 +192,87 @@ TEST_CASE("storage outage: a full disk stops the pass's starts and holds; freed,
   CHECK(*trials[2].value == 0.125);
 }
 
+// A 16 MiB ext4 image on a loop device (root only), mounted errors=remount-ro: the kernel makes
+// it read-only when it meets an error, as after a failing disk, while the database is open.
+class RemountingDisk {
+ public:
+  RemountingDisk() {
+    const std::string image = dir_.File("disk.img");
+    mount_ = dir_.File("mnt");
+    ok_ = std::system(("truncate -s 16M " + image + " && mkfs.ext4 -q " + image + " && mkdir " +
+                       mount_ + " && mount -o loop,errors=remount-ro " + image + " " + mount_)
+                          .c_str()) == 0;
+  }
+  ~RemountingDisk() {
+    if (ok_) (void)std::system(("umount -l " + mount_).c_str());
+  }
+  bool mounted() const { return ok_; }
+  std::string File(const std::string& name) const { return mount_ + "/" + name; }
+  const std::string& dir() const { return mount_; }
+  // Makes ext4 record an error, which remounts it read-only (mount shows "emergency_ro").
+  void Fail() {
+    std::FILE* p = ::popen(("findmnt -no SOURCE " + mount_).c_str(), "r");
+    REQUIRE(p != nullptr);
+    char dev[256] = {};
+    REQUIRE(std::fgets(dev, sizeof dev, p) != nullptr);
+    ::pclose(p);
+    std::string name(dev);
+    name = name.substr(name.rfind('/') + 1);
+    name.erase(name.find_last_not_of("\n") + 1);
+    std::FILE* f = std::fopen(("/sys/fs/ext4/" + name + "/trigger_fs_error").c_str(), "w");
+    REQUIRE(f != nullptr);
+    std::fputs("storage outage test\n", f);
+    std::fclose(f);
+    REQUIRE(std::fopen(File("probe").c_str(), "w") == nullptr);  // read-only now
+  }
+
+ private:
+  testing::TempDir dir_;
+  std::string mount_;
+  bool ok_ = false;
+};
+
+TEST_CASE("storage outage: a file system the kernel remounts read-only holds, nothing twice",
+          "[scheduler][outage]") {
+  if (::geteuid() != 0) TRIALD_SKIP("needs root to mount a loop device");
+  RemountingDisk disk;
+  REQUIRE(disk.mounted());
+  SchedulerHarnessOptions o;
+  o.sqlite = storage::SqliteOptions{};
+  o.sqlite->path = disk.File("triald.db");
+  SchedulerHarness h(o);
+  FakeLauncher& l = h.launcher();
+  Sweep sweep;
+  sweep.n_trials = 6;
+  sweep.parallelism = 3;
+  sweep.sampler = "kind = \"random\"\nseed = 1";
+  h.SubmitOk(sweep);
+  REQUIRE(l.launch_count() == 3);
+  l.Complete(l.launch(0), 0.5);  // stored before the file system fails
+  REQUIRE(l.launch_count() == 4);
+  disk.Fail();
+  l.Complete(l.launch(1), 0.25);
+  l.Complete(l.launch(2), 0.125);
+  CHECK(h.scheduler().storage_outage().held());
+  INFO(h.scheduler().storage_outage().reason());
+  // SQLite's own words, and the system's: what an operator needs to see.
+  CHECK_THAT(h.scheduler().storage_outage().reason(),
+             Catch::Contains("disk I/O error (writing in " + disk.dir() +
+                             " now fails: Read-only file system)"));
+  const size_t while_failed = l.launch_count();
+  for (int i = 0; i < 5; ++i) {
+    h.clock().Advance(StorageOutage::kMaxDelay);
+    h.PassWait();
+  }
+  CHECK(l.launch_count() == while_failed);  // held: no relaunch loop
+  CHECK(h.scheduler().storage_outage().held());
+  // What was stored before stays, and reads still work: the first trial's value.
+  std::vector<TrialRecord> trials = h.Trials("study");
+  REQUIRE(!trials.empty());
+  CHECK(trials[0].state == TrialState::kComplete);
+  REQUIRE(trials[0].value.has_value());
+  CHECK(*trials[0].value == 0.5);
+}
+
 }  // namespace
 }  // namespace triald::daemon

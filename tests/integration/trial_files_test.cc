@@ -20,6 +20,8 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <map>
+#include <sstream>
 #include <string>
 
 #include "common/fd.h"
@@ -344,6 +346,54 @@ TEST_CASE("state directory: 0750 and the group's with --socket-group, o+x with r
     CHECK(ModeOf(d.state_dir()) == 0701);
     CHECK(ModeOf(d.state_dir() + "/studies") == 0701);
   }
+}
+
+TEST_CASE("a small disk filled by trial logs: every result is stored, no trial runs twice",
+          "[integration][trial_files][reserve]") {
+  if (::geteuid() != 0) TRIALD_SKIP("needs root to mount a small tmpfs");
+  TempDir dir;
+  const std::string disk = dir.File("disk");
+  std::filesystem::create_directories(disk);
+  REQUIRE(std::system(("mount -t tmpfs -o size=20m triald-test " + disk).c_str()) == 0);
+  struct Unmount {
+    std::string path;
+    ~Unmount() { (void)std::system(("umount -l " + path).c_str()); }
+  } unmount{disk};
+  // 40 trials each writing 5 MB to stdout and to stderr: 400 MB of output onto a 20 MB state
+  // directory. The logs stop at the reserve (8 MiB here, the least automatic one); the database
+  // keeps working.
+  TestDaemon d(disk + "/state", 2);
+  d.Start();
+  const std::string script =
+      dir.Write("flood.sh",
+                "head -c 5000000 /dev/zero | tr '\\0' o\n"
+                "head -c 5000000 /dev/zero | tr '\\0' e >&2\n"
+                "echo \"started $TRIALD_TRIAL\" >> \"$RUN_LOG\"\n"
+                "echo \"{\\\"type\\\":\\\"final\\\",\\\"value\\\":$TRIALD_TRIAL}\" >&3\n",
+                0755);
+  std::string toml = ExecSweep("flood", "[\"sh\", \"" + script + "\"]", 40, 2);
+  toml.replace(toml.find("[objective]\n"), 12,
+               "[objective]\nenv = { RUN_LOG = \"" + dir.File("runs.log") + "\" }\n");
+  const std::string study = d.Submit(toml, dir.Write("flood.toml", toml));
+  boost::json::object status = d.WaitStudy(study, 120);
+  INFO(d.log());
+  CHECK(status.at("state").as_string() == "COMPLETE");
+  boost::json::array trials = d.Trials(study);
+  REQUIRE(trials.size() == 40);
+  CHECK(CountState(trials, "COMPLETE") == 40);
+  // Each trial ran once.
+  std::map<std::string, int> runs;
+  std::istringstream log(ReadTextFile(dir.File("runs.log")));
+  std::string line;
+  while (std::getline(log, line)) ++runs[line];
+  CHECK(runs.size() == 40);
+  for (const auto& [run, n] : runs) CHECK(n == 1);
+  // The later logs say why they stop.
+  Ctl last = Trialctl(d.socket(), {"logs", study, "39", "--all"});
+  CHECK(last.code == 0);
+  CHECK_THAT(last.out, Catch::Contains("than the reserve kept for the database"));
+  CHECK(d.log().find("database or disk is full") == std::string::npos);
+  CHECK(d.Stop() == 0);
 }
 
 }  // namespace triald::testing
