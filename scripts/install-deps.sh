@@ -22,6 +22,7 @@ PACKAGES=(
   pyflakes3  # lints the Python client and its tests (CTest python_pyflakes)
   procps psmisc
   e2fsprogs  # mkfs.ext4: the read-only remount test's loop file system (storage_outage_test.cc)
+  slurmctld slurmd slurm-client munge  # the one-node Slurm test cluster (scripts/slurm_test_cluster.sh)
   iproute2  # ip netns: the partition test's network namespaces (scripts/netns_lab.sh)
   chromium  # headless, renders trialctl's HTML report in tests/integration/report_test.cc
   clang-14 libclang-rt-14-dev
