@@ -160,6 +160,7 @@ common::Result<std::unique_ptr<storage::Storage>> OpenStorage(const DaemonOption
   // A database that stops answering fails a call within a third of the node timeout (and a
   // reconnect within the same), so the event loop keeps beating well inside it.
   postgres_options.call_timeout_s = opts.node_timeout_s / 3;
+  postgres_options.unresponsive_after_s = std::min(1.0, postgres_options.call_timeout_s / 2);
   postgres_options.connect_timeout_s =
       std::max(2, static_cast<int>(std::lround(opts.node_timeout_s / 3)));
   auto storage = postgres ? storage::OpenPostgresStorage(postgres_options)

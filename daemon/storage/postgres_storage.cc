@@ -23,6 +23,7 @@
 #include "common/utf8.h"
 #include "daemon/storage/backend_util.h"
 #include "daemon/storage/distribution_cache.h"
+#include "daemon/storage/postgres_watchdog.h"
 #include "daemon/storage/schema.h"
 #include "daemon/storage/sql.h"
 
@@ -383,6 +384,10 @@ class PostgresStorage final : public Storage {
   double call_timeout_s_ = 10;
   // The connection parameters (keyword, value), kept for reconnecting after Abandon().
   std::vector<std::pair<std::string, std::string>> conninfo_;
+  // Says at once whether the server answers (null: no watchdog). Declared after conninfo_.
+  std::unique_ptr<PostgresWatchdog> watchdog_;
+  // The last PollUntilDeadline gave up because the watchdog found the server unresponsive: why.
+  std::optional<std::string> gave_up_;
   std::chrono::steady_clock::time_point deadline_;  // of the current round trip
   // The last round trip ran out of time: the call is not retried on a new connection (the
   // server may be stopped; a retry would double the wait).
@@ -418,6 +423,15 @@ Result<std::unique_ptr<Storage>> PostgresStorage::Open(const PostgresOptions& op
   TRIALD_RETURN_IF_ERROR(s->Connect(options));
   Status st = s->InitSchema();
   if (!st.ok()) return st.WithContext("PostgreSQL database " + s->masked_url_);
+  if (options.unresponsive_after_s > 0) {
+    PostgresWatchdog::Options w;
+    w.conninfo = s->conninfo_;
+    w.masked_url = s->masked_url_;
+    w.unresponsive_after_s = options.unresponsive_after_s;
+    w.interval_s = options.unresponsive_after_s / 4;
+    w.give_up_after_s = s->call_timeout_s_;
+    s->watchdog_ = std::make_unique<PostgresWatchdog>(std::move(w));
+  }
   return std::unique_ptr<Storage>(std::move(s));
 }
 
@@ -527,6 +541,13 @@ Status PostgresStorage::AfterConnect() {
 
 Status PostgresStorage::EnsureConnected(const std::string& op) {
   if (!ConnectionLost()) return Status::Ok();
+  // Connecting to a server that does not answer would wait for connect_timeout.
+  if (watchdog_ != nullptr) {
+    if (std::optional<std::string> why = watchdog_->Unresponsive()) {
+      return common::Unavailable(op + ": PostgreSQL at " + masked_url_ + " " + *why +
+                                 "; not reconnecting until it answers");
+    }
+  }
   session_ended_ = false;
   timed_out_ = false;
   prepared_.clear();
@@ -541,14 +562,21 @@ void PostgresStorage::StartRoundTrip() {
 }
 
 bool PostgresStorage::PollUntilDeadline(short events) {
+  gave_up_.reset();
   for (;;) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline_ - std::chrono::steady_clock::now());
     if (left.count() <= 0) return false;
+    // In slices of 50 ms while a watchdog can tell that the server stopped answering.
+    const int64_t slice = watchdog_ != nullptr ? 50 : 60'000;
     pollfd pfd{PQsocket(conn_), events, 0};
-    int n = ::poll(&pfd, 1, static_cast<int>(std::min<int64_t>(left.count() + 1, 60'000)));
+    int n = ::poll(&pfd, 1, static_cast<int>(std::min<int64_t>(left.count() + 1, slice)));
     if (n > 0) return true;
     if (n < 0 && errno != EINTR) return true;  // let libpq find the socket's error
+    if (watchdog_ != nullptr) {
+      gave_up_ = watchdog_->Unresponsive();
+      if (gave_up_) return false;
+    }
   }
 }
 
@@ -571,8 +599,9 @@ Status PostgresStorage::Flush(const std::string& op) {
     // The server may be sending while it reads (a long pipeline): read too, or both sides wait.
     if (!PollUntilDeadline(POLLOUT | POLLIN)) {
       timed_out_ = true;
-      return Abandon(op, "did not take the request within " + FormatSeconds(call_timeout_s_) +
-                             " s (call timeout)");
+      return Abandon(op, gave_up_ ? *gave_up_
+                                  : "did not take the request within " +
+                                        FormatSeconds(call_timeout_s_) + " s (call timeout)");
     }
     if (PQconsumeInput(conn_) != 1) return Error(nullptr, op + ": receive");
   }
@@ -582,8 +611,9 @@ Status PostgresStorage::Await(const std::string& op) {
   while (PQisBusy(conn_) == 1) {
     if (!PollUntilDeadline(POLLIN)) {
       timed_out_ = true;
-      return Abandon(
-          op, "did not answer within " + FormatSeconds(call_timeout_s_) + " s (call timeout)");
+      return Abandon(op, gave_up_ ? *gave_up_
+                                  : "did not answer within " + FormatSeconds(call_timeout_s_) +
+                                        " s (call timeout)");
     }
     if (PQconsumeInput(conn_) != 1) return Error(nullptr, op + ": receive");
   }

@@ -75,6 +75,12 @@ struct PostgresOptions {
   int keepalives_idle_s = 10;
   int keepalives_interval_s = 5;
   int keepalives_count = 3;
+  // A watchdog thread (postgres_watchdog.h) sends SELECT 1 on a connection of its own every
+  // quarter of this; once one has waited this long without an answer, calls fail at once with
+  // kUnavailable (a round trip in progress within 50 ms) instead of waiting for the call
+  // timeout, until the server answers again. 0: no watchdog. The daemon sets it to
+  // min(1 s, call_timeout_s / 2).
+  double unresponsive_after_s = 1;
 };
 
 // Connects, creating the schema if the database has none. Errors name the URL (password

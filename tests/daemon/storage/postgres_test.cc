@@ -3,6 +3,9 @@
 // older schema version, the text PostgreSQL cannot store. The [postgres] cases need the server of
 // CTest's `postgres` fixture (backend_fixture.h).
 
+#include <tuple>
+#include <utility>
+
 #include "tests/daemon/storage/backend_fixture.h"
 
 namespace triald::storage {
@@ -288,6 +291,68 @@ TEST_CASE("postgres: a server that stops answering fails a call within call_time
   std::vector<StudyRecord> studies = Unwrap(s->ListStudies());
   REQUIRE(studies.size() == 1);
   CHECK(studies[0].name == "stop");
+}
+
+TEST_CASE("postgres: a server that stops answering everyone fails calls at once (the watchdog)",
+          "[storage][postgres]") {
+  TestDatabase db;
+  PostgresOptions o;
+  o.url = db.url();
+  o.node = "frozen";
+  o.call_timeout_s = 8;
+  o.unresponsive_after_s = 0.4;
+  auto s = Unwrap(OpenPostgresStorage(o));
+  Unwrap(s->CreateStudy(MakeStudy("freeze"), 1));
+  // Both server processes of this node, stopped: the storage's own and its watchdog's (a frozen
+  // server, as far as this node can tell).
+  std::vector<pid_t> stopped;
+  const auto waited = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (stopped.size() < 2 && std::chrono::steady_clock::now() < waited) {
+    stopped.clear();
+    for (const char* name : {"triald:frozen", "triald:frozen watchdog"}) {
+      const std::string pid =
+          PostgresQuery(db.url(), "SELECT pid FROM pg_stat_activity WHERE application_name = '" +
+                                      std::string(name) + "'");
+      if (!pid.empty()) stopped.push_back(static_cast<pid_t>(std::stol(pid)));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  REQUIRE(stopped.size() == 2);
+  struct Resume {
+    std::vector<pid_t> pids;
+    ~Resume() {
+      for (pid_t p : pids) ::kill(p, SIGCONT);
+    }
+  } resume{stopped};
+  for (pid_t p : stopped) REQUIRE(::kill(p, SIGSTOP) == 0);
+
+  auto timed = [&](auto&& call) {
+    const auto start = std::chrono::steady_clock::now();
+    auto r = call();
+    return std::make_pair(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
+        r.status());
+  };
+  // The call in progress gives up once the watchdog has waited 0.4 s, not after 8 s.
+  auto [took, st] = timed([&] { return s->ListStudies(); });
+  CHECK(st.code() == Code::kUnavailable);
+  CHECK_THAT(st.message(), Catch::Contains("has not answered for") &&
+                               Catch::Contains("the connection was dropped"));
+  CHECK(took < 4);  // about 0.4 s plus a probe interval; generous for a loaded machine
+  // The next calls do not even try to connect while it stays silent.
+  std::tie(took, st) = timed([&] { return s->ListStudies(); });
+  CHECK(st.code() == Code::kUnavailable);
+  CHECK_THAT(st.message(), Catch::Contains("not reconnecting until it answers"));
+  CHECK(took < 0.5);
+
+  // Thawed: the watchdog's next probe is answered, and calls work again.
+  for (pid_t p : stopped) REQUIRE(::kill(p, SIGCONT) == 0);
+  bool back = false;
+  for (int i = 0; i < 200 && !back; ++i) {
+    back = s->ListStudies().ok();
+    if (!back) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  CHECK(back);
 }
 
 TEST_CASE("postgres: a server that refuses writes is an I/O error (an outage), not a bug",
