@@ -79,6 +79,9 @@ Scheduler::Scheduler(SchedulerOptions options)
   to.settings.log_tail_bytes = options_.log_tail_bytes;
   to.settings.base_env = options_.base_env;
   to.trials_as_submitters = options_.trials_as_submitters;
+  to.pending_writes = &pending_writes_;
+  to.storage_held = [this] { return outage_.held(); };
+  to.on_storage_refused = [this](const Status& st) { OnStorageRefused(st); };
   starter_ = std::make_unique<TrialStarter>(std::move(to));
   SpawnFailures::Options so;
   so.clock = options_.clock;
@@ -606,7 +609,9 @@ void Scheduler::FinishTrial(StudyRuntime& study, int number, const model::TrialO
   const StudyCache::Saved before = study.Save(number);  // for the coordinator to take back
   TrialRecord& trial = study.trials[number];
   const double now = options_.clock->WallSeconds();
-  Status st = options_.storage->FinishTrial(trial.id, out, now);
+  // Its writes kept during an outage go first: a finished trial takes no more.
+  Status st = pending_writes_.Flush(*options_.storage, options_.logger, trial.id);
+  if (st.ok()) st = options_.storage->FinishTrial(trial.id, out, now);
   if (!st.ok()) {
     OnStorageRefused(st);
     if (coordinator_->KeepFailedFinish(study, number, out, own, st)) return;
@@ -660,8 +665,13 @@ void Scheduler::ProbeStorage() {
   outage_.OnSuccess();
   options_.logger->warn(
       "storage takes writes again (it refused: {}); storing the kept trial "
-      "ends, then starting trials",
+      "writes and ends, then starting trials",
       why);
+  Status kept = pending_writes_.Flush(*options_.storage, options_.logger);
+  if (!kept.ok()) {
+    OnStorageRefused(kept);
+    return;
+  }
   coordinator_->StorageBack();
 }
 

@@ -135,6 +135,7 @@
 #include "daemon/sampler/sampler.h"
 #include "daemon/scheduler/leftover_processes.h"
 #include "daemon/scheduler/node_coordinator.h"
+#include "daemon/scheduler/pending_writes.h"
 #include "daemon/scheduler/resume_dir.h"
 #include "daemon/scheduler/running_trials.h"
 #include "daemon/scheduler/scheduler_env.h"
@@ -290,6 +291,7 @@ class Scheduler {
   // Whether storage refuses writes (a full disk, an I/O error, a database away): then no trial
   // starts until a probe succeeds (storage_outage.h).
   const StorageOutage& storage_outage() const { return outage_; }
+  const PendingWrites& pending_writes() const { return pending_writes_; }
   // Seconds until the next probe of a held storage (0 when not held).
   double storage_retry_in() const;
   // An active study with several objectives: the size of the Pareto front of its feasible
@@ -366,6 +368,7 @@ class Scheduler {
   std::unique_ptr<RunningTrials> running_;                    // this node's launched trials
   int64_t last_served_study_ = 0;                             // round-robin position of Pump()
   int64_t gpu_reserved_for_ = 0;  // study whose GPU trial waits for slots (0: none)
+  PendingWrites pending_writes_;  // the channels' writes storage refused (pending_writes.h)
   StorageOutage outage_;          // storage refusing writes: nothing starts (storage_outage.h)
   // The trials Pump's open pass launched: stopped and forgotten when the pass's commit fails.
   struct PassLaunch {

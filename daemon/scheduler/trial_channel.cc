@@ -83,8 +83,12 @@ void TrialChannel::OnReport(const proto::ReportMessage& m) {
     return;
   }
   StudyRuntime& study = *options_.study;
-  common::Status st = options_.storage->AddIntermediate(trial_id(), m.step, m.value);
-  if (!st.ok()) WriteFailed(st, "intermediate value");
+  PendingWrites::Write w;
+  w.kind = PendingWrites::Write::Kind::kIntermediate;
+  w.trial_id = trial_id();
+  w.step = m.step;
+  w.value = m.value;
+  Store(std::move(w), "intermediate value");
   if (taken_over_) return;
   if (options_.refresh_for_pruning) options_.refresh_for_pruning();
   if (taken_over_) return;
@@ -110,13 +114,30 @@ void TrialChannel::OnAttr(const proto::ReportMessage& m) {
     options_.process->FailProtocol(*over);
     return;
   }
-  common::Status st = options_.storage->SetAttr(trial_id(), m.key, m.json_value);
-  if (!st.ok()) WriteFailed(st, "attribute");
+  PendingWrites::Write w;
+  w.kind = PendingWrites::Write::Kind::kAttr;
+  w.trial_id = trial_id();
+  w.key = m.key;
+  w.json = m.json_value;
+  Store(std::move(w), "attribute");
   if (taken_over_) return;
   trial().attrs[m.key] = m.json_value;
 }
 
-void TrialChannel::WriteFailed(const common::Status& st, const std::string& what) {
+void TrialChannel::Store(PendingWrites::Write w, const std::string& what) {
+  PendingWrites* pending = options_.pending_writes;
+  if (pending != nullptr &&
+      (pending->Has(w.trial_id) || (options_.storage_held && options_.storage_held()))) {
+    pending->Keep(std::move(w), options_.logger);
+    return;
+  }
+  common::Status st = PendingWrites::Apply(*options_.storage, w);
+  if (st.ok()) return;
+  if (pending != nullptr && PendingWrites::IsOutage(st)) {
+    pending->Keep(std::move(w), options_.logger);
+    if (options_.on_storage_refused) options_.on_storage_refused(st);
+    return;
+  }
   options_.logger->error("study {} trial {}: storing {}: {}", options_.study->record.name,
                          options_.number, what, st.message());
   if (st.code() == common::Code::kFailedPrecondition && options_.on_write_refused) {
@@ -174,8 +195,12 @@ void TrialChannel::AnswerSuggest(const proto::ReportMessage& m) {
   if (known == sample.answered.end() || trial().params.count(m.name) == 0) {
     model::ParamValue pv{*value, *dist};
     if (!taken_over_) {
-      common::Status st = options_.storage->AddTrialParam(trial_id(), m.name, pv);
-      if (!st.ok()) WriteFailed(st, "parameter " + m.name);
+      PendingWrites::Write w;
+      w.kind = PendingWrites::Write::Kind::kParam;
+      w.trial_id = trial_id();
+      w.key = m.name;
+      w.param = pv;
+      Store(std::move(w), "parameter " + m.name);
     }
     trial().params[m.name] = pv;  // after WriteFailed, which may replace the study's trials
   }

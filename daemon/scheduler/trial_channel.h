@@ -30,6 +30,7 @@
 #include "common/logging.h"
 #include "daemon/launcher/launcher.h"
 #include "daemon/sampler/sampler.h"
+#include "daemon/scheduler/pending_writes.h"
 #include "daemon/scheduler/report_caps.h"
 #include "daemon/scheduler/study_runtime.h"
 #include "daemon/scheduler/trial_outcome.h"
@@ -59,6 +60,13 @@ class TrialChannel {
     // again, which stops the trial as ended elsewhere; it may replace the study's trials.
     // Empty: nothing to read.
     std::function<void()> on_write_refused;
+    // Writes refused during a storage outage are kept here (null: logged and dropped) and
+    // written later; while storage_held() says the scheduler holds, or while this trial has
+    // kept writes, new ones are kept behind them. on_storage_refused tells the scheduler of an
+    // outage a write met (it then holds, and probes until storage takes writes).
+    PendingWrites* pending_writes = nullptr;
+    std::function<bool()> storage_held;
+    std::function<void(const common::Status&)> on_storage_refused;
   };
   explicit TrialChannel(Options options);
 
@@ -88,8 +96,10 @@ class TrialChannel {
   void AnswerSuggest(const proto::ReportMessage& m);
   // Answers with an error line, then ends the trial FAIL(protocol).
   void Refuse(const std::string& message);
-  // Logs a failed write of `what`; a refusal (kFailedPrecondition) calls on_write_refused.
-  void WriteFailed(const common::Status& st, const std::string& what);
+  // Stores `w` (an intermediate value, attribute or parameter of this trial), or keeps it
+  // (Options::pending_writes); a refusal of the write itself is logged, and a kFailedPrecondition
+  // calls on_write_refused.
+  void Store(PendingWrites::Write w, const std::string& what);
   // Counts a request; false (and the trial refused once) past kMaxTrialRequests.
   bool CountRequest();
 

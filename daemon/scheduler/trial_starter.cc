@@ -41,6 +41,9 @@ std::unique_ptr<RunningTrial> TrialStarter::Launch(StudyRuntime& study, int numb
   co.number = number;
   co.refresh_for_pruning = [this, &study] { options_.coordinator->RefreshForPruning(study); };
   co.on_write_refused = [this, &study] { options_.coordinator->Follow(study); };
+  co.pending_writes = options_.pending_writes;
+  co.storage_held = options_.storage_held;
+  co.on_storage_refused = options_.on_storage_refused;
   rt->channel = std::make_unique<TrialChannel>(std::move(co));
   rt->starting = !rt->process->started();
   return rt;

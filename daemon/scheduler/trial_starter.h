@@ -13,6 +13,7 @@
 //
 // Thread-safety: not thread-safe; the scheduler's event-loop thread only.
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -20,6 +21,7 @@
 #include "daemon/launcher/launcher.h"
 #include "daemon/scheduler/launch_spec.h"
 #include "daemon/scheduler/node_coordinator.h"
+#include "daemon/scheduler/pending_writes.h"
 #include "daemon/scheduler/running_trials.h"
 #include "daemon/scheduler/scheduler_env.h"
 #include "daemon/scheduler/study_recorder.h"
@@ -43,6 +45,11 @@ class TrialStarter {
     // Trials run as their studies' submitters (launcher/run_as.h): a resume folder must then
     // be the submitter's.
     bool trials_as_submitters = false;
+    // The channels' writes that storage refused during an outage (pending_writes.h), and the
+    // scheduler's outage: whether it holds, and what to call when a channel's write is refused.
+    PendingWrites* pending_writes = nullptr;
+    std::function<bool()> storage_held;
+    std::function<void(const common::Status&)> on_storage_refused;
   };
   explicit TrialStarter(Options options) : options_(std::move(options)) {}
 

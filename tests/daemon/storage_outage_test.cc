@@ -9,6 +9,7 @@
 #include <catch2/catch.hpp>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -110,6 +111,47 @@ TEST_CASE("storage outage: trial ends are kept, nothing starts, and all is store
   bool resumed = false;
   for (const model::EventRecord& e : *events) resumed = resumed || e.kind == "storage_resumed";
   CHECK(resumed);
+}
+
+TEST_CASE("storage outage: reports and attributes are kept and stored once it is back",
+          "[scheduler][outage]") {
+  SchedulerHarness h(FlakyLocal());
+  FakeLauncher& l = h.launcher();
+  Sweep sweep;
+  sweep.n_trials = 2;
+  sweep.parallelism = 2;
+  h.SubmitOk(sweep);
+  REQUIRE(l.launch_count() == 2);
+  Launched& running = l.launch(0);
+  Launched& ending = l.launch(1);
+  l.Report(running, 1, 0.5);
+
+  h.flaky().down = true;
+  l.Report(running, 2, 0.25);  // refused: kept, and the daemon holds
+  CHECK(h.scheduler().storage_outage().held());
+  l.Report(running, 3, 0.125);  // while held: kept without trying
+  l.Attr(running, "epoch", "3");
+  l.Report(ending, 1, 4.0);
+  l.Complete(ending, 2.0);       // its end is kept too, after its report
+  l.Report(running, 3, 0.0625);  // a step reported again: the last value wins
+  CHECK(h.scheduler().pending_writes().size() == 5);
+  h.PassWait();  // still away
+  CHECK(h.scheduler().pending_writes().size() == 5);
+
+  h.flaky().down = false;
+  h.PassWait();  // back: the writes, then the kept end
+  CHECK_FALSE(h.scheduler().storage_outage().held());
+  CHECK(h.scheduler().pending_writes().size() == 0);
+  std::vector<TrialRecord> trials = h.Trials("study");
+  REQUIRE(trials.size() == 2);
+  CHECK(trials[0].intermediate == std::map<int64_t, double>{{1, 0.5}, {2, 0.25}, {3, 0.0625}});
+  CHECK(trials[0].attrs.at("epoch") == "3");
+  CHECK(trials[1].state == TrialState::kComplete);
+  CHECK(trials[1].intermediate == std::map<int64_t, double>{{1, 4.0}});
+  // Writes after the outage go straight to storage again.
+  l.Report(running, 4, 0.03125);
+  CHECK(h.scheduler().pending_writes().size() == 0);
+  CHECK(h.Trials("study")[0].intermediate.count(4) == 1);
 }
 
 // A small tmpfs (root only): the database's file system, filled and freed.

@@ -1,0 +1,72 @@
+#include "daemon/scheduler/pending_writes.h"
+
+#include <algorithm>
+
+namespace triald::daemon {
+
+bool PendingWrites::IsOutage(const common::Status& st) {
+  return st.code() == common::Code::kUnavailable || st.code() == common::Code::kIo;
+}
+
+void PendingWrites::Keep(Write w, const common::Logger& logger) {
+  if (writes_.size() >= kMaxWrites) {
+    Forget(writes_.front().trial_id);
+    writes_.pop_front();
+    ++dropped_;
+    if (!warned_full_) {
+      warned_full_ = true;
+      logger->error(
+          "{} trial writes kept while storage refuses them: dropping the oldest from now on",
+          kMaxWrites);
+    }
+  }
+  ++per_trial_[w.trial_id];
+  writes_.push_back(std::move(w));
+}
+
+void PendingWrites::Forget(int64_t trial_id) {
+  auto it = per_trial_.find(trial_id);
+  if (it != per_trial_.end() && --it->second == 0) per_trial_.erase(it);
+}
+
+bool PendingWrites::Has(int64_t trial_id) const { return per_trial_.count(trial_id) > 0; }
+
+common::Status PendingWrites::Apply(storage::TrialStore& store, const Write& w) {
+  switch (w.kind) {
+    case Write::Kind::kIntermediate:
+      return store.AddIntermediate(w.trial_id, w.step, w.value);
+    case Write::Kind::kAttr:
+      return store.SetAttr(w.trial_id, w.key, w.json);
+    case Write::Kind::kParam:
+      return store.AddTrialParam(w.trial_id, w.key, w.param);
+  }
+  return common::Internal("unknown kept write");
+}
+
+common::Status PendingWrites::Flush(storage::TrialStore& store, const common::Logger& logger,
+                                    std::optional<int64_t> trial_id) {
+  if (trial_id && !Has(*trial_id)) return common::Status::Ok();
+  // One pass, in order: the writes flushed leave, the others (and all from the first outage
+  // refusal on) stay in their order.
+  std::deque<Write> kept;
+  common::Status result = common::Status::Ok();
+  for (Write& w : writes_) {
+    if (!result.ok() || (trial_id && w.trial_id != *trial_id)) {
+      kept.push_back(std::move(w));
+      continue;
+    }
+    common::Status st = Apply(store, w);
+    if (!st.ok() && IsOutage(st)) {
+      result = st;
+      kept.push_back(std::move(w));
+      continue;
+    }
+    if (!st.ok()) logger->warn("a kept trial write is dropped: {}", st.message());
+    Forget(w.trial_id);
+  }
+  writes_.swap(kept);
+  if (writes_.empty()) warned_full_ = false;
+  return result;
+}
+
+}  // namespace triald::daemon
