@@ -520,6 +520,13 @@ std::optional<SpawnBackoff::Snapshot> Scheduler::spawn_status(int64_t study_id) 
 
 std::vector<Scheduler::RunningView> Scheduler::running_trials() const { return running_->Views(); }
 
+const StudyCache* Scheduler::active_study(const std::string& name) const {
+  for (const auto& [id, study] : studies_) {
+    if (study->record.name == name) return study.get();
+  }
+  return nullptr;
+}
+
 std::optional<int64_t> Scheduler::pareto_front_size(int64_t study_id) {
   auto it = studies_.find(study_id);
   if (it == studies_.end() || it->second->spec.study.directions.size() < 2) return std::nullopt;

@@ -292,6 +292,9 @@ class Scheduler {
   // starts until a probe succeeds (storage_outage.h).
   const StorageOutage& storage_outage() const { return outage_; }
   const PendingWrites& pending_writes() const { return pending_writes_; }
+  // The active study named `name` as this node knows it in memory (its record and trials), or
+  // null: what `status` answers with when storage cannot (an outage).
+  const StudyCache* active_study(const std::string& name) const;
   // Seconds until the next probe of a held storage (0 when not held).
   double storage_retry_in() const;
   // An active study with several objectives: the size of the Pareto front of its feasible

@@ -127,9 +127,71 @@ json::value ForkServerJson(const VerbContext& c, int64_t study_id) {
                       {"reason", common::SanitizeUtf8(st->reason)}};
 }
 
+// An active study's summary from the scheduler's memory (its record and trials as this node
+// last knew them), for `status` while storage cannot answer: `from_memory` (present only then)
+// says why.
+std::optional<json::object> MemorySummary(const VerbContext& c, const json::object& args,
+                                          const common::Status& why) {
+  if (c.scheduler == nullptr ||
+      (why.code() != common::Code::kUnavailable && why.code() != common::Code::kIo)) {
+    return std::nullopt;
+  }
+  const json::value* name = args.if_contains("study");
+  if (name == nullptr || !name->is_string()) return std::nullopt;
+  const StudyCache* study = c.scheduler->active_study(std::string(name->as_string()));
+  if (study == nullptr) return std::nullopt;
+  storage::TrialCounts counts;
+  BestFeasible best(study->record.direction);
+  for (const TrialRecord& t : study->trials) {
+    switch (t.state) {
+      case model::TrialState::kWaiting:
+        ++counts.waiting;
+        break;
+      case model::TrialState::kRunning:
+        ++counts.running;
+        break;
+      case model::TrialState::kComplete:
+        ++counts.complete;
+        break;
+      case model::TrialState::kPruned:
+        ++counts.pruned;
+        break;
+      case model::TrialState::kFail:
+        ++counts.failed;
+        break;
+    }
+    counts.retries += t.retry_of.has_value();
+    if (model::IsFinished(t.state) && t.started_at > 0) {
+      ++counts.ran;
+      counts.ran_seconds += t.DurationSeconds();
+    }
+  }
+  std::optional<TrialRecord> top;
+  if (StudyDirections(study->record).size() == 1) {
+    best.Add(study->trials);
+    top = best.best();
+  }
+  json::object summary = StudySummaryJson(study->record, counts, top ? &*top : nullptr);
+  summary["failure"] = nullptr;
+  summary["from_memory"] = common::SanitizeUtf8(why.message());
+  return summary;
+}
+
 Result<json::value> StatusVerb(const VerbContext& c, const json::object& args) {
-  TRIALD_ASSIGN_OR_RETURN(model::StudyRecord s, LookUpStudy(*c.storage, args));
-  TRIALD_ASSIGN_OR_RETURN(json::object summary, Summary(c, s));
+  Result<model::StudyRecord> looked_up = LookUpStudy(*c.storage, args);
+  Result<json::object> from_storage =
+      looked_up.ok() ? Summary(c, *looked_up) : Result<json::object>(looked_up.status());
+  json::object summary;
+  model::StudyRecord s;
+  if (from_storage.ok()) {
+    summary = std::move(from_storage).value();
+    s = *looked_up;
+  } else if (std::optional<json::object> memory = MemorySummary(c, args, from_storage.status())) {
+    summary = std::move(*memory);
+    s = c.scheduler->active_study(std::string(args.at("study").as_string()))->record;
+  } else {
+    return from_storage.status();
+  }
   summary["spawn"] = SpawnStatusJson(c, s.id);
   summary["storage"] = StorageOutageJson(c);
   summary["fork_server"] = ForkServerJson(c, s.id);

@@ -118,6 +118,11 @@ void PrintStatus(std::ostream& out, const json::object& s) {
     out << "  HELD: storage refuses writes: " << Str(o, "reason") << " (" << Str(o, "failures")
         << " refused; trial ends are kept; next try in " << retry.str() << " s)\n";
   }
+  // Storage could not answer: this is what the daemon knows in memory.
+  if (const json::value* m = s.if_contains("from_memory"); m != nullptr && m->is_string()) {
+    out << "  (from the daemon's memory: storage cannot answer: " << m->get_string().c_str()
+        << ")\n";
+  }
   // Trials that could not be started lately (daemon/scheduler/spawn_backoff.h).
   if (s.contains("spawn") && s.at("spawn").is_object()) {
     const json::object& sp = s.at("spawn").get_object();

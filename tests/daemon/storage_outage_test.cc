@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "daemon/control/verbs.h"
 #include "daemon/scheduler.h"
 #include "tests/daemon/fakes.h"
 #include "tests/daemon/scheduler_harness.h"
@@ -152,6 +153,41 @@ TEST_CASE("storage outage: reports and attributes are kept and stored once it is
   l.Report(running, 4, 0.03125);
   CHECK(h.scheduler().pending_writes().size() == 0);
   CHECK(h.Trials("study")[0].intermediate.count(4) == 1);
+}
+
+TEST_CASE("storage outage: status of an active study is answered from memory",
+          "[scheduler][outage]") {
+  SchedulerHarness h(FlakyLocal());
+  FakeLauncher& l = h.launcher();
+  Sweep sweep;
+  sweep.n_trials = 4;
+  sweep.parallelism = 2;
+  h.SubmitOk(sweep);
+  l.Complete(l.launch(0), 0.5);
+  VerbContext c;
+  c.scheduler = &h.scheduler();
+  c.storage = &h.storage();
+  const Verb* status = FindVerb("status");
+  REQUIRE(status != nullptr);
+  auto stored = status->handler(c, {{"study", "study"}});
+  REQUIRE(stored.ok());
+  CHECK_FALSE(stored->as_object().contains("from_memory"));
+
+  h.flaky().down = true;
+  l.Complete(l.launch(1), 0.25);  // kept: storage is away
+  auto memory = status->handler(c, {{"study", "study"}});
+  REQUIRE(memory.ok());
+  const boost::json::object& o = memory->as_object();
+  CHECK_THAT(std::string(o.at("from_memory").as_string()),
+             Catch::Contains("the database cannot be reached"));
+  CHECK(o.at("state").as_string() == "RUNNING");
+  CHECK(o.at("complete").as_int64() == 1);  // the kept end is not stored, nor counted yet
+  CHECK(o.at("running").as_int64() == 2);   // the kept one, and the one started after the first
+  CHECK(o.at("best").at("value").as_double() == 0.5);
+  CHECK(o.at("storage").at("held").as_bool());
+  // A study that is not active has no memory to answer from: the error is the reply.
+  auto unknown = status->handler(c, {{"study", "elsewhere"}});
+  CHECK_FALSE(unknown.ok());
 }
 
 // A small tmpfs (root only): the database's file system, filled and freed.
