@@ -4,6 +4,36 @@
 
 namespace triald::daemon {
 
+PendingWrites::Write PendingWrites::Write::Intermediate(int64_t trial_id, int64_t step,
+                                                        double value) {
+  Write w;
+  w.kind = Kind::kIntermediate;
+  w.trial_id = trial_id;
+  w.step = step;
+  w.value = value;
+  return w;
+}
+
+PendingWrites::Write PendingWrites::Write::Attr(int64_t trial_id, std::string key,
+                                                std::string json) {
+  Write w;
+  w.kind = Kind::kAttr;
+  w.trial_id = trial_id;
+  w.key = std::move(key);
+  w.json = std::move(json);
+  return w;
+}
+
+PendingWrites::Write PendingWrites::Write::Param(int64_t trial_id, std::string name,
+                                                 model::ParamValue value) {
+  Write w;
+  w.kind = Kind::kParam;
+  w.trial_id = trial_id;
+  w.key = std::move(name);
+  w.param = std::move(value);
+  return w;
+}
+
 bool PendingWrites::IsOutage(const common::Status& st) {
   return st.code() == common::Code::kUnavailable || st.code() == common::Code::kIo;
 }

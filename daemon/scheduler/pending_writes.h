@@ -37,6 +37,10 @@ class PendingWrites {
     std::string key;          // kAttr: the key; kParam: the parameter's name
     std::string json;         // kAttr
     model::ParamValue param;  // kParam
+
+    static Write Intermediate(int64_t trial_id, int64_t step, double value);
+    static Write Attr(int64_t trial_id, std::string key, std::string json);
+    static Write Param(int64_t trial_id, std::string name, model::ParamValue value);
   };
 
   // Whether a refusal with `st` is one to keep the write for (storage unavailable or an I/O

@@ -83,12 +83,7 @@ void TrialChannel::OnReport(const proto::ReportMessage& m) {
     return;
   }
   StudyRuntime& study = *options_.study;
-  PendingWrites::Write w;
-  w.kind = PendingWrites::Write::Kind::kIntermediate;
-  w.trial_id = trial_id();
-  w.step = m.step;
-  w.value = m.value;
-  Store(std::move(w), "intermediate value");
+  Store(PendingWrites::Write::Intermediate(trial_id(), m.step, m.value), "intermediate value");
   if (taken_over_) return;
   if (options_.refresh_for_pruning) options_.refresh_for_pruning();
   if (taken_over_) return;
@@ -114,12 +109,7 @@ void TrialChannel::OnAttr(const proto::ReportMessage& m) {
     options_.process->FailProtocol(*over);
     return;
   }
-  PendingWrites::Write w;
-  w.kind = PendingWrites::Write::Kind::kAttr;
-  w.trial_id = trial_id();
-  w.key = m.key;
-  w.json = m.json_value;
-  Store(std::move(w), "attribute");
+  Store(PendingWrites::Write::Attr(trial_id(), m.key, m.json_value), "attribute");
   if (taken_over_) return;
   trial().attrs[m.key] = m.json_value;
 }
@@ -195,12 +185,7 @@ void TrialChannel::AnswerSuggest(const proto::ReportMessage& m) {
   if (known == sample.answered.end() || trial().params.count(m.name) == 0) {
     model::ParamValue pv{*value, *dist};
     if (!taken_over_) {
-      PendingWrites::Write w;
-      w.kind = PendingWrites::Write::Kind::kParam;
-      w.trial_id = trial_id();
-      w.key = m.name;
-      w.param = pv;
-      Store(std::move(w), "parameter " + m.name);
+      Store(PendingWrites::Write::Param(trial_id(), m.name, pv), "parameter " + m.name);
     }
     trial().params[m.name] = pv;  // after WriteFailed, which may replace the study's trials
   }

@@ -190,6 +190,23 @@ TEST_CASE("storage outage: status of an active study is answered from memory",
   CHECK_FALSE(unknown.ok());
 }
 
+// A daemon whose SQLite database is the file `path` (on a file system a test fills or breaks).
+SchedulerHarnessOptions SqliteAt(const std::string& path) {
+  SchedulerHarnessOptions o;
+  o.sqlite = storage::SqliteOptions{};
+  o.sqlite->path = path;
+  return o;
+}
+
+// Six trials, three at a time.
+Sweep SixTrials() {
+  Sweep sweep;
+  sweep.n_trials = 6;
+  sweep.parallelism = 3;
+  sweep.sampler = "kind = \"random\"\nseed = 1";
+  return sweep;
+}
+
 // A small tmpfs (root only): the database's file system, filled and freed.
 class SmallDisk {
  public:
@@ -223,16 +240,9 @@ TEST_CASE("storage outage: a full disk stops the pass's starts and holds; freed,
   if (::geteuid() != 0) TRIALD_SKIP("needs root to mount a small tmpfs");
   SmallDisk disk;
   REQUIRE(disk.mounted());
-  SchedulerHarnessOptions o;
-  o.sqlite = storage::SqliteOptions{};
-  o.sqlite->path = disk.File("triald.db");
-  SchedulerHarness h(o);
+  SchedulerHarness h(SqliteAt(disk.File("triald.db")));
   FakeLauncher& l = h.launcher();
-  Sweep sweep;
-  sweep.n_trials = 6;
-  sweep.parallelism = 3;
-  sweep.sampler = "kind = \"random\"\nseed = 1";
-  h.SubmitOk(sweep);
+  h.SubmitOk(SixTrials());
   REQUIRE(l.launch_count() == 3);
   l.Complete(l.launch(0), 0.5);  // stored before the disk fills
   const size_t before = l.launch_count();
@@ -315,16 +325,9 @@ TEST_CASE("storage outage: a file system the kernel remounts read-only holds, no
   if (::geteuid() != 0) TRIALD_SKIP("needs root to mount a loop device");
   RemountingDisk disk;
   REQUIRE(disk.mounted());
-  SchedulerHarnessOptions o;
-  o.sqlite = storage::SqliteOptions{};
-  o.sqlite->path = disk.File("triald.db");
-  SchedulerHarness h(o);
+  SchedulerHarness h(SqliteAt(disk.File("triald.db")));
   FakeLauncher& l = h.launcher();
-  Sweep sweep;
-  sweep.n_trials = 6;
-  sweep.parallelism = 3;
-  sweep.sampler = "kind = \"random\"\nseed = 1";
-  h.SubmitOk(sweep);
+  h.SubmitOk(SixTrials());
   REQUIRE(l.launch_count() == 3);
   l.Complete(l.launch(0), 0.5);  // stored before the file system fails
   REQUIRE(l.launch_count() == 4);

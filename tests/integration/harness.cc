@@ -257,6 +257,15 @@ bool WaitPidGone(pid_t pid, double timeout_s) {
   return ::kill(pid, 0) != 0;
 }
 
+bool WaitFor(const std::function<bool()>& done, double timeout_s) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  while (std::chrono::steady_clock::now() < until) {
+    if (done()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return done();
+}
+
 boost::json::object WaitForkServerOn(TestDaemon& d, const std::string& study, double timeout_s) {
   const auto deadline = std::chrono::steady_clock::now() +
                         std::chrono::milliseconds(static_cast<int>(timeout_s * 1000));

@@ -90,6 +90,9 @@ std::vector<pid_t> ProcessesOfStudy(const std::string& study);
 // Waits (polling, bounded) until ProcessesOfStudy(study) is empty; returns what is left.
 std::vector<pid_t> WaitNoProcessesOfStudy(const std::string& study, double timeout_s = 10);
 
+// Polls `done` every 50 ms until it is true or `timeout_s` passes; returns its last answer.
+bool WaitFor(const std::function<bool()>& done, double timeout_s);
+
 // Waits (polling, bounded) until process `pid` is gone (kill(pid, 0) fails: a zombie still
 // counts); true when it is.
 bool WaitPidGone(pid_t pid, double timeout_s = 10);

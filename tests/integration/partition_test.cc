@@ -48,16 +48,6 @@ double WallNow() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-template <typename F>
-bool WaitFor(F fn, double timeout_s) {
-  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
-  while (std::chrono::steady_clock::now() < until) {
-    if (fn()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return fn();
-}
-
 // The lab of scripts/netns_lab.sh: made in the constructor, removed in the destructor.
 class Lab {
  public:

@@ -100,17 +100,6 @@ int CountFinished(const json::array& trials) {
   return n;
 }
 
-// Polls `fn` every 50 ms until it is true or `timeout_s` passes.
-template <typename F>
-bool WaitFor(F fn, double timeout_s) {
-  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
-  while (std::chrono::steady_clock::now() < until) {
-    if (fn()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return fn();
-}
-
 // The checks both cases share: n configurations, all finished; no trial number started twice;
 // every COMPLETE trial logged once, by the node and pid its record names; every FAIL trial lost
 // with the lost node (ran or claimed there) and retried once.
