@@ -132,6 +132,8 @@ TEST_CASE("postgres: processes creating trials of one study at once get dense un
       PostgresOptions options;
       options.url = db.url();
       options.node = "child-" + std::to_string(c);
+      // No watchdog thread in a forked child of a threaded parent (it can hang under ASan).
+      options.unresponsive_after_s = 0;
       auto s = OpenPostgresStorage(options);
       if (!s.ok()) return 2;
       char byte;
