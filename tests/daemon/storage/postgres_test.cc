@@ -3,6 +3,7 @@
 // older schema version, the text PostgreSQL cannot store. The [postgres] cases need the server of
 // CTest's `postgres` fixture (backend_fixture.h).
 
+#include <fstream>
 #include <tuple>
 #include <utility>
 
@@ -41,11 +42,44 @@ void WaitUntil(const std::string& sql, const std::string& want, pid_t child = 0)
   FAIL(sql << " did not return " << want << " within 60 s");
 }
 
+// Threads in this process now (from /proc/self/status).
+int ThreadCount() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("Threads:", 0) == 0) return std::stoi(line.substr(8));
+  }
+  return -1;
+}
+
+// A storage with no watchdog thread, for a test that forks: a child forked from a threaded
+// parent may inherit a lock another thread held (the allocator's under ASan) and hang.
+std::unique_ptr<Storage> OpenSingleThreaded(const std::string& url, const std::string& node) {
+  PostgresOptions options;
+  options.url = url;
+  options.node = node;
+  options.unresponsive_after_s = 0;
+  auto r = OpenPostgresStorage(options);
+  INFO(r.status().ToString());
+  REQUIRE(r.ok());
+  return std::move(r).value();
+}
+
+// Options for a storage a forked child opens: no watchdog thread either.
+PostgresOptions ChildOptions(const std::string& url, const std::string& node) {
+  PostgresOptions options;
+  options.url = url;
+  options.node = node;
+  options.unresponsive_after_s = 0;
+  return options;
+}
+
 // Forks a child that runs `body` and exits with its return value (0 for success). No Catch
 // assertion runs in the child, and no destructor: the parent's connections, inherited across
-// fork, are left alone.
+// fork, are left alone. The parent must have no thread but its own (see OpenSingleThreaded).
 template <typename F>
 pid_t ForkChild(F&& body) {
+  REQUIRE(ThreadCount() == 1);
   pid_t pid = fork();
   REQUIRE(pid >= 0);
   if (pid == 0) _exit(body());
@@ -117,7 +151,7 @@ TEST_CASE("postgres: daemons on one database share studies, trials and heartbeat
 TEST_CASE("postgres: processes creating trials of one study at once get dense unique numbers",
           "[storage][postgres]") {
   TestDatabase db;
-  auto parent = OpenPostgresOrFail(db.url(), "parent");
+  auto parent = OpenSingleThreaded(db.url(), "parent");
   StudyRecord study = Unwrap(parent->CreateStudy(MakeStudy("race"), 1));
   constexpr int kChildren = 6;
   constexpr int kEach = 15;
@@ -129,12 +163,7 @@ TEST_CASE("postgres: processes creating trials of one study at once get dense un
   for (int c = 0; c < kChildren; ++c) {
     children.push_back(ForkChild([&, c]() -> int {
       close(go[1]);
-      PostgresOptions options;
-      options.url = db.url();
-      options.node = "child-" + std::to_string(c);
-      // No watchdog thread in a forked child of a threaded parent (it can hang under ASan).
-      options.unresponsive_after_s = 0;
-      auto s = OpenPostgresStorage(options);
+      auto s = OpenPostgresStorage(ChildOptions(db.url(), "child-" + std::to_string(c)));
       if (!s.ok()) return 2;
       char byte;
       if (read(go[0], &byte, 1) != 0) return 3;
@@ -170,16 +199,14 @@ TEST_CASE("postgres: processes creating trials of one study at once get dense un
 TEST_CASE("postgres: LockStudy holds off another daemon's LockStudy until the batch commits",
           "[storage][postgres]") {
   TestDatabase db;
-  auto a = OpenPostgresOrFail(db.url(), "locker-a");
+  auto a = OpenSingleThreaded(db.url(), "locker-a");
   StudyRecord study = Unwrap(a->CreateStudy(MakeStudy("lock"), 1));
 
   REQUIRE_OK(a->BeginBatch());
   Unwrap(a->LockStudy(study.id));
   // B locks the same study, then records how many trials it saw once it held the lock.
   pid_t b = ForkChild([&]() -> int {
-    PostgresOptions options;
-    options.url = db.url();
-    options.node = "locker-b";
+    PostgresOptions options = ChildOptions(db.url(), "locker-b");
     options.lock_timeout_s = 60;  // waits for A however slow this machine is
     auto s = OpenPostgresStorage(options);
     if (!s.ok()) return 2;
@@ -381,6 +408,10 @@ TEST_CASE("postgres: the connection's socket is close-on-exec", "[storage][postg
   auto before = OpenFds();
   auto s = OpenPostgresOrFail(db.url());
   Unwrap(s->CreateStudy(MakeStudy("fds"), 1));
+  // The storage's session and its watchdog's, once the watchdog has connected.
+  WaitUntil("SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE 'triald:" +
+                std::string(kNode) + "%' AND datname = '" + db.name() + "'",
+            "2");
 
   int sockets = 0;
   for (const auto& [fd, target] : OpenFds()) {
@@ -391,7 +422,7 @@ TEST_CASE("postgres: the connection's socket is close-on-exec", "[storage][postg
     CHECK((flags & FD_CLOEXEC) != 0);
     if (target.rfind("socket:", 0) == 0) ++sockets;
   }
-  CHECK(sockets == 1);
+  CHECK(sockets == 2);
 }
 
 TEST_CASE("postgres: connection errors name the URL with its password masked",
@@ -543,10 +574,7 @@ TEST_CASE("postgres: daemons opening an empty database together create the schem
       close(go[1]);
       char byte;
       if (read(go[0], &byte, 1) != 0) return 2;
-      PostgresOptions options;
-      options.url = db.url();
-      options.node = "opener-" + std::to_string(c);
-      auto s = OpenPostgresStorage(options);
+      auto s = OpenPostgresStorage(ChildOptions(db.url(), "opener-" + std::to_string(c)));
       if (!s.ok()) return 3;
       return (*s)->ListStudies().ok() ? 0 : 4;
     }));
