@@ -24,14 +24,16 @@ using common::Result;
 using common::Status;
 using sweep::SweepReader;
 
-const char* const kTopLevelTables = "[study], [objective], [space], [sampler], [pruner]";
+const char* const kTopLevelTables =
+    "[study], [objective], [space], [sampler], [pruner], [executor]";
 
 Result<SweepSpec> Parse(const SweepReader& r) {
   TRIALD_ASSIGN_OR_RETURN(toml::table root, r.diag().Parse("invalid TOML: "));
 
   for (const TomlEntry& e : InFileOrder(root)) {
     const std::string name(e.key->str());
-    const bool known = Contains({"study", "objective", "space", "sampler", "pruner"}, name);
+    const bool known =
+        Contains({"study", "objective", "space", "sampler", "pruner", "executor"}, name);
     if (!known && e.node->is_table()) {
       return InvalidArgument(r.Where(e.node->source()) + ": unknown table [" + KeyText(name) +
                              "]; expected one of " + kTopLevelTables);
@@ -78,6 +80,10 @@ Result<SweepSpec> Parse(const SweepReader& r) {
     TRIALD_RETURN_IF_ERROR(sweep::ParsePruner(r, *t, &spec.pruner));
   }
   TRIALD_RETURN_IF_ERROR(sweep::CheckMultiObjective(r, root, spec));
+  if (const toml::table* t = root.get_as<toml::table>("executor")) {
+    TRIALD_RETURN_IF_ERROR(sweep::ParseExecutor(r, *t, &spec.executor));
+    TRIALD_RETURN_IF_ERROR(sweep::CheckExecutor(r, *t, spec));
+  }
   return spec;
 }
 
@@ -112,8 +118,10 @@ size_t StudyConfig::worker_objectives() const {
 }
 
 const std::vector<const char*>& RetryableReasons() {
-  static const std::vector<const char*> kReasons = {"lost", "signal",   "oom",    "timeout",
-                                                    "exit", "shutdown", "stalled"};
+  // The last five: Slurm ended the trial's job ([executor] kind = "slurm").
+  static const std::vector<const char*> kReasons = {
+      "lost",    "signal",    "oom",          "timeout",          "exit",      "shutdown",
+      "stalled", "preempted", "node_failure", "slurm_time_limit", "slurm_oom", "slurm_cancelled"};
   return kReasons;
 }
 

@@ -109,12 +109,15 @@ inline constexpr uint64_t kMaxCapReportBytes = uint64_t{64} << 30;  // 64 GiB
 const std::vector<const char*>& MultiObjectiveSamplerKinds();
 
 // The FAIL reasons [study] retry_on may name: "lost", "signal", "oom", "timeout", "exit",
-// "shutdown", "stalled" (not "protocol", "spawn" or "cancelled": those do not go away by running
-// again).
+// "shutdown", "stalled", and where Slurm ended a trial's job "preempted", "node_failure",
+// "slurm_time_limit", "slurm_oom", "slurm_cancelled" (not "protocol", "spawn" or "cancelled":
+// those do not go away by running again).
 const std::vector<const char*>& RetryableReasons();
 // retry_on when a sweep sets retries but not retry_on.
 inline const std::vector<std::string>& DefaultRetryOn() {
-  static const std::vector<std::string> kDefault = {"lost", "signal", "oom"};
+  // A preempted trial and one whose node failed are lost through no fault of their own.
+  static const std::vector<std::string> kDefault = {"lost", "signal", "oom", "preempted",
+                                                    "node_failure"};
   return kDefault;
 }
 
@@ -276,12 +279,39 @@ struct PrunerConfig {
   int n_startup_steps = 2;   // steps in common with the best trial before any test
 };
 
+// [executor]: where a study's trials run (daemon/README.md, "Running on Slurm").
+struct SlurmExecutorConfig {
+  // Slurm's own names; empty: Slurm's default (the default partition, the user's default
+  // account and QOS, no constraint).
+  std::string partition;
+  std::string account;
+  std::string qos;
+  std::string constraint;
+  // The job's time limit in seconds (Slurm counts whole minutes: rounded up). 0: [study]
+  // trial_timeout plus kill_grace when the study has a trial_timeout, else the partition's.
+  double time_limit = 0;
+  int cpus_per_trial = 0;  // --cpus-per-task; 0: Slurm's default (1)
+  // Passed to srun verbatim, each one "--name" or "--name=value"; the options triald sets
+  // itself (SlurmReservedOptions()) are refused.
+  std::vector<std::string> extra_args;
+};
+
+struct ExecutorConfig {
+  std::string kind = "local";  // "local" | "slurm"
+  SlurmExecutorConfig slurm;   // kind = "slurm"
+};
+
+// The srun options an [executor] extra_args entry may not name: triald sets them itself (the
+// job's name, I/O, task layout, environment and folder) or the sweep has a key for them.
+const std::vector<const char*>& SlurmReservedOptions();
+
 struct SweepSpec {
   StudyConfig study;
   ObjectiveConfig objective;
   SearchSpace space;
   SamplerConfig sampler;
   PrunerConfig pruner;
+  ExecutorConfig executor;
 };
 
 struct SweepSource {

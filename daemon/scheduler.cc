@@ -63,6 +63,7 @@ Scheduler::Scheduler(SchedulerOptions options)
   lo.admission.gpus = options_.gpus;
   lo.admission.trial_worker = options_.trial_worker;
   lo.admission.base_env = options_.base_env;
+  lo.admission.check_executor = options_.check_executor;
   lo.seed_source = options_.seed_source;
   lo.make_sampler = options_.make_sampler;
   lo.make_pruner = options_.make_pruner;
@@ -297,6 +298,14 @@ bool Scheduler::CanStart(const StudyRuntime& s) const {
   return !s.exhausted && s.configurations() < s.record.n_trials;
 }
 
+bool Scheduler::RunsHere(const StudyRuntime& s) { return s.spec.executor.kind == "local"; }
+
+int Scheduler::local_running() const {
+  int n = 0;
+  for (const auto& [id, s] : studies_) n += RunsHere(*s) ? s->running : 0;
+  return n;
+}
+
 void Scheduler::Pump() {
   if (pumping_) return;  // re-entered from a synchronous spawn failure
   pumping_ = true;
@@ -312,7 +321,7 @@ void Scheduler::Pump() {
   // so one big study cannot starve the others. Every StartTrial either starts a trial or stops
   // its study for now (a spawn failure starts its back-off; an exhausted sampler stops it), so
   // this ends.
-  for (bool started = true; started && running_count() < options_.max_workers;) {
+  for (bool started = true; started;) {
     started = false;
     std::vector<StudyRuntime*> order;
     auto next = studies_.upper_bound(last_served_study_);
@@ -321,10 +330,10 @@ void Scheduler::Pump() {
       order.push_back(next->second.get());
     }
     for (StudyRuntime* study : order) {
-      if (running_count() >= options_.max_workers) break;
       if (!CanStart(*study)) continue;
       TrialGpus gpus;
-      if (const int k = study->spec.study.gpus_per_trial; k > 0) {
+      if (RunsHere(*study) && local_running() >= options_.max_workers) continue;
+      if (const int k = LocalGpusPerTrial(study->spec); k > 0) {
         // The reservation: while one GPU study waits for slots, no other GPU trial starts.
         if (gpu_reserved_for_ != 0 && gpu_reserved_for_ != study->record.id) continue;
         std::optional<std::vector<devices::GpuSlot>> got =

@@ -151,7 +151,9 @@ struct SchedulerOptions {
   const common::Clock* clock = nullptr;
   common::Logger logger;
   std::string state_dir;  // trial folders live under state_dir/studies/<study>/trials/<n>
-  int max_workers = 1;    // trials running at once, all studies together
+  // Trials running on this host at once, all studies together. Trials that run elsewhere
+  // ([executor] kind = "slurm") are bounded by their studies' parallelism only.
+  int max_workers = 1;
   size_t log_head_bytes = 1 << 20;
   size_t log_tail_bytes = 1 << 20;
   // Environment every worker starts from ("KEY=VALUE"); the sweep's env and the TRIALD_*
@@ -170,6 +172,9 @@ struct SchedulerOptions {
       make_pruner;
   // GPU slots (not owned); nullptr: no GPUs, and sweeps with gpus_per_trial > 0 are refused.
   devices::GpuPool* gpus = nullptr;
+  // Whether a study whose trials run elsewhere ([executor] kind other than "local") can run
+  // there (StudyAdmission::Options::check_executor); empty: such studies are refused.
+  std::function<common::Status(const config::SweepSpec&, const std::string& where)> check_executor;
   // Shared storage: a node silent for longer than this is dead (shared_coordinator.h).
   double node_timeout_s = 30;
   // Shared storage: this node kills its own trials after this long without a heartbeat reaching
@@ -322,6 +327,10 @@ class Scheduler {
   // MaybeCompleteStudy, as a decision of its own (under the study's lock when shared).
   void LockedMaybeComplete(StudyRuntime& study);
   bool CanStart(const StudyRuntime& study) const;
+  // Whether the study's trials run on this host (max_workers bounds them) or elsewhere.
+  static bool RunsHere(const StudyRuntime& study);
+  // Trials running on this host now.
+  int local_running() const;
   // Starts the study's next trial on `gpus` (acquired for it; given back if no trial starts).
   // Returns whether a trial was launched.
   bool StartTrial(StudyRuntime& study, TrialGpus gpus);

@@ -58,6 +58,7 @@ std::vector<KeyDoc> SweepKeyReference() {
   AddKindRows("[space.NAME]", ParamTypes(), &docs);
   AddKindRows("[sampler]", SamplerKinds(), &docs);
   AddKindRows("[pruner]", PrunerKinds(), &docs);
+  AddKindRows("[executor]", ExecutorKinds(), &docs);
   return docs;
 }
 

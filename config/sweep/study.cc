@@ -359,10 +359,12 @@ const std::vector<Key<StudyConfig>>& StudyKeys() {
     keys.push_back(IntKey("retries", Of(&S::retries), 0, 100,
                           "an integer >= 0 (retries per configuration)",
                           "retries per configuration of a failed trial, 0 to 100 (default 0)"));
-    K retry_on = CustomKey<S>("retry_on",
-                              "the failure reasons retried, from " + JoinList(RetryableReasons()) +
-                                  " (default [\"lost\", \"signal\", \"oom\"]); needs retries >= 1",
-                              ReadRetryOn);
+    K retry_on = CustomKey<S>(
+        "retry_on",
+        "the failure reasons retried, from " + JoinList(RetryableReasons()) +
+            " (default [\"lost\", \"signal\", \"oom\", \"preempted\", \"node_failure\"]); needs "
+            "retries >= 1",
+        ReadRetryOn);
     retry_on.absent = [](const TableContext&, S* out) {
       if (out->retries > 0) out->retry_on = DefaultRetryOn();
       return Status::Ok();

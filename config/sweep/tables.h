@@ -2,8 +2,8 @@
 // The tables of a sweep file, one source file each (config/sweep/*.cc): the rows of each table
 // (config/sweep/key_table.h) and the function that reads the table with them. ParseSweep
 // (config/sweep.cc) calls them in this order, whatever the file's: [study], [objective], [space],
-// [sampler], [pruner]; each check that involves several tables (cross_checks.cc) runs as soon as
-// the tables it reads are read.
+// [sampler], [pruner], [executor]; each check that involves several tables (cross_checks.cc) runs
+// as soon as the tables it reads are read.
 //
 // Thread-safety: the row tables are built once and never changed; the Parse functions are pure.
 
@@ -52,7 +52,14 @@ const std::vector<Kind<PrunerConfig>>& PrunerKinds();
 common::Status ParsePruner(const SweepReader& r, const toml::table& t, PrunerConfig* out,
                            const std::string& tn = "[pruner]");
 
+// [executor] (executor.cc).
+const std::vector<Kind<ExecutorConfig>>& ExecutorKinds();
+common::Status ParseExecutor(const SweepReader& r, const toml::table& t, ExecutorConfig* out);
+
 // The checks between tables (cross_checks.cc), each OK when it does not apply.
+// [executor] kind = "slurm" runs no fork server ([objective] fork_server).
+common::Status CheckExecutor(const SweepReader& r, const toml::table& executor,
+                             const SweepSpec& spec);
 // [objective] kind = "lm", device = "cuda" needs [study] gpus_per_trial >= 1.
 common::Status CheckLmDevice(const SweepReader& r, const toml::table& objective,
                              const SweepSpec& spec);

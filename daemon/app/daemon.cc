@@ -31,6 +31,8 @@
 #include "daemon/objective/objective_command.h"
 #include "daemon/scheduler.h"
 #include "daemon/scheduler/shared_coordinator.h"
+#include "daemon/slurm/slurm_cluster.h"
+#include "daemon/slurm/slurm_launcher.h"
 #include "daemon/storage/postgres_storage.h"
 #include "daemon/storage/sqlite_storage.h"
 
@@ -44,8 +46,10 @@ namespace {
 
 // Variables a worker inherits from the daemon; everything else it gets is explicit.
 const char* const kInheritedEnv[] = {
-    "PATH",   "HOME",     "USER", "LOGNAME", "SHELL",           "LANG",       "LANGUAGE",
-    "LC_ALL", "LC_CTYPE", "TZ",   "TMPDIR",  "LD_LIBRARY_PATH", "PYTHONPATH", "CUDA_HOME"};
+    "PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "TZ",
+    "TMPDIR", "LD_LIBRARY_PATH", "PYTHONPATH", "CUDA_HOME",
+    // Which Slurm cluster srun, squeue and scancel talk to (a Slurm trial's bridge runs them).
+    "SLURM_CONF"};
 
 std::vector<std::string> BaseEnvironment() {
   std::vector<std::string> env;
@@ -480,6 +484,30 @@ int RunDaemon(const DaemonOptions& opts) {
   launcher::ProcessLauncher process_launcher(
       {&io, &reaper, log, cgroups.get(), run_as_submitter, state_dir, opts.resource_accounting});
   if (!opts.resource_accounting) log->info("resource accounting: off (wall time only)");
+  // Studies with [executor] kind = "slurm" run their trials as Slurm jobs, through srun and the
+  // relay next to this executable (daemon/slurm/); every other trial through process_launcher.
+  std::string path_env;
+  if (const char* p = std::getenv("PATH")) path_env = p;
+  const std::string srun = slurm::FindSrun(path_env);
+  const std::string relay =
+      (std::filesystem::path(DefaultTrialWorkerPath()).parent_path() / "triald-slurm-relay")
+          .string();
+  slurm::SlurmLauncher slurm_launcher({&process_launcher, relay, srun});
+  const slurm::SlurmCluster slurm_cluster({srun, relay});
+  if (!srun.empty()) {
+    // Jobs this node submitted before it stopped: their trials are recorded lost at recovery
+    // (and retried as retry_on says), so their jobs must not run on.
+    common::Result<std::vector<std::string>> left =
+        slurm_cluster.CancelLeftovers(storage->get()->node());
+    if (!left.ok()) {
+      log->warn("Slurm: cannot look for jobs an earlier run left: {}", left.status().message());
+    } else if (!left->empty()) {
+      std::string ids;
+      for (const std::string& id : *left) ids += (ids.empty() ? "" : ", ") + id;
+      log->warn("Slurm: cancelled {} job(s) an earlier run of this node left: {}", left->size(),
+                ids);
+    }
+  }
   common::SystemClock clock;
 
   common::Result<Gpus> found_gpus = FindGpus(opts, log);
@@ -514,7 +542,10 @@ int RunDaemon(const DaemonOptions& opts) {
   so.node_timeout_s = opts.node_timeout_s;
   so.fence_after_s = FenceAfterSeconds(opts.node_timeout_s, opts.heartbeat_interval_s,
                                        opts.node_timeout_s / 3);  // PostgreSQL's call timeout
-  so.launcher = &process_launcher;
+  so.launcher = &slurm_launcher;
+  so.check_executor = [&slurm_cluster](const config::SweepSpec& spec, const std::string& where) {
+    return slurm_cluster.Check(spec, where);
+  };
   so.clock = &clock;
   so.logger = log;
   so.state_dir = state_dir;

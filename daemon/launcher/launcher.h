@@ -54,6 +54,16 @@ struct ForkServerSpec {
   }
 };
 
+// [executor] kind = "slurm": the trial runs as a Slurm job. The launcher that runs Slurm trials
+// (daemon/slurm/slurm_launcher.h) turns such a spec into its bridge's; another launcher refuses
+// it.
+struct SlurmJob {
+  config::SlurmExecutorConfig executor;
+  int gpus = 0;          // [study] gpus_per_trial: GRES gpu
+  std::string job_name;  // slurm::JobName(): how a restarted daemon finds its jobs
+  std::string comment;   // the study and trial, for people reading squeue
+};
+
 struct LaunchSpec {
   std::string executable;         // absolute path (resolved by the caller)
   std::vector<std::string> argv;  // argv[0] included
@@ -88,6 +98,8 @@ struct LaunchSpec {
   // than by exec; executable and argv above stay the exec path's, used when the launcher has
   // fallen back to exec for the server's key.
   std::optional<ForkServerSpec> fork_server;
+  // Run the trial as this Slurm job rather than on this host.
+  std::optional<SlurmJob> slurm;
 };
 
 // The step of Launch() that failed. The launcher reports it with the step's errno; what to do
@@ -132,6 +144,10 @@ struct ProcessOutcome {
   bool never_started = false;
   SpawnError spawn_error;
   std::string spawn_message;
+  // Where the trial ran elsewhere (a Slurm job) and that system ended it: the failure reason
+  // (one of config::RetryableReasons(), e.g. "preempted") and what it said.
+  std::string executor_failure;
+  std::string executor_detail;
 };
 
 struct TrialCallbacks {

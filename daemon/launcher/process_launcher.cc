@@ -1010,6 +1010,12 @@ std::optional<ForkServerStatus> ProcessLauncher::fork_server_status(const std::s
 }
 
 LaunchResult ProcessLauncher::Launch(const LaunchSpec& spec, TrialCallbacks callbacks) {
+  if (spec.slurm) {
+    // Never run a Slurm trial here by mistake (slurm/slurm_launcher.h turns it into its bridge).
+    return LaunchResult(
+        common::FailedPrecondition("a trial of a study with [executor] kind = "
+                                   "\"slurm\" reached the local launcher"));
+  }
   std::optional<RunAs> run_as;
   if (options_.run_as_submitter && spec.submitter.known()) {
     // No account for the submitter on this host: a person has to act (persistent, no errno).

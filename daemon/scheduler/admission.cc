@@ -68,6 +68,13 @@ common::Result<config::SweepSpec> StudyAdmission::Readmit(const model::StudyReco
 
 common::Status StudyAdmission::CheckGpus(const config::SweepSpec& spec,
                                          const std::string& where) const {
+  if (spec.executor.kind != "local") {
+    if (!options_.check_executor) {
+      return common::FailedPrecondition(where + ": [executor] kind = \"" + spec.executor.kind +
+                                        "\": this daemon runs trials on its own host only");
+    }
+    return options_.check_executor(spec, where);
+  }
   const int want = spec.study.gpus_per_trial;
   const int have = options_.gpus != nullptr ? options_.gpus->gpu_count() : 0;
   if (want <= have) return CheckGpuMetrics(spec, where);

@@ -4,9 +4,10 @@
 // another node, a completed study extended). At submit: the sweep parses, its [objective]
 // workdir exists, its objective's files are there (lm, python), command[0] is an executable,
 // its gpus_per_trial fits the GPU pool and, when it measures peak_gpu_memory, the pool has a
-// probe that reports each process's memory. A reload checks what may have changed on this node
-// since (the objective's files, the GPUs); the workdir and executable are checked when each
-// trial starts. The file-system checks go through the SchedulerEnv.
+// probe that reports each process's memory; a study whose trials run as Slurm jobs is checked
+// against the cluster instead (partition, GPUs: check_executor). A reload checks what may have
+// changed on this node since (the objective's files, the GPUs); the workdir and executable are
+// checked when each trial starts. The file-system checks go through the SchedulerEnv.
 //
 // Errors name `where` (the sweep file's path, "<sweep>" when there is none), the key, the value
 // given and what was expected.
@@ -34,6 +35,11 @@ class StudyAdmission {
     devices::GpuPool* gpus = nullptr;   // not owned; nullptr: no GPUs
     std::string trial_worker;           // the built-in worker of kind = "lm"
     std::vector<std::string> base_env;  // the environment trials start from (its PATH)
+    // A study whose trials run elsewhere ([executor] kind = "slurm"): whether they can run
+    // there (daemon/slurm/slurm_cluster.h); its GPUs are that system's, not the pool's. Empty:
+    // such a study is refused.
+    std::function<common::Status(const config::SweepSpec&, const std::string& where)>
+        check_executor;
   };
   explicit StudyAdmission(Options options) : options_(std::move(options)) {}
 
@@ -54,7 +60,8 @@ class StudyAdmission {
  private:
   // The workdir, the objective's files and command[0], with whoever's rights this runs with.
   common::Status CheckFiles(config::SweepSpec& spec, const std::string& where) const;
-  // gpus_per_trial against the pool, then CheckGpuMetrics.
+  // gpus_per_trial against the pool, then CheckGpuMetrics; for a study run elsewhere, the
+  // executor's check instead.
   common::Status CheckGpus(const config::SweepSpec& spec, const std::string& where) const;
   // peak_gpu_memory (resource_constraints, objectives) needs a probe with per-process memory.
   common::Status CheckGpuMetrics(const config::SweepSpec& spec, const std::string& where) const;

@@ -5,6 +5,7 @@
 
 #include "common/json.h"
 #include "common/process_util.h"
+#include "daemon/slurm/slurm_job.h"
 
 namespace triald::daemon {
 
@@ -16,6 +17,10 @@ std::string CommandPath(const std::vector<std::string>& base_env,
   }
   if (auto it = objective.env.find("PATH"); it != objective.env.end()) path_env = it->second;
   return path_env;
+}
+
+int LocalGpusPerTrial(const config::SweepSpec& spec) {
+  return spec.executor.kind == "local" ? spec.study.gpus_per_trial : 0;
 }
 
 launcher::LaunchSpec MakeLaunchSpec(const LaunchSettings& settings, const std::string& study_name,
@@ -101,6 +106,14 @@ launcher::LaunchSpec MakeLaunchSpec(const LaunchSettings& settings, const std::s
 
   common::Result<std::string> exe = common::FindExecutable(obj.command[0], path_env, obj.workdir);
   ls.executable = exe.ok() ? *exe : obj.command[0];
+  if (spec.executor.kind == "slurm") {
+    launcher::SlurmJob job;
+    job.executor = spec.executor.slurm;
+    job.gpus = spec.study.gpus_per_trial;
+    job.job_name = slurm::JobName(settings.node, trial.id);
+    job.comment = "triald study " + study_name + " trial " + std::to_string(trial.number);
+    ls.slurm = std::move(job);
+  }
   return ls;
 }
 

@@ -8,7 +8,9 @@
 // values its final line must carry, and TRIALD_RESUME_DIR when a resume folder is given: only
 // then, whatever the base environment holds) and the GPU variables
 // (CUDA_VISIBLE_DEVICES, empty on a CPU trial; CUDA_DEVICE_ORDER and TRIALD_GPU_SLOTS with GPUs).
-// The executable is command[0] looked up in that environment's PATH.
+// The executable is command[0] looked up in that environment's PATH. With [executor] kind =
+// "slurm", the spec also says which Slurm job the trial is (LaunchSpec::slurm: the executor's
+// settings, gpus_per_trial, the job name slurm::JobName(node, trial id)).
 // With [objective] fork_server, the spec also names the study's fork server (key: the study's
 // name; its command from objective_command.h; the environment above without the TRIALD_* and
 // GPU variables, and for kind = "lm" with OPENBLAS_NUM_THREADS=1; its log model::ForkServerLog)
@@ -40,6 +42,11 @@ struct LaunchSettings {
 // environment's ("" when neither has one).
 std::string CommandPath(const std::vector<std::string>& base_env,
                         const config::ObjectiveConfig& objective);
+
+// The GPU slots of this host's pool each trial of `spec` holds: [study] gpus_per_trial for a
+// study whose trials run here, 0 for one whose trials run elsewhere (a Slurm job's GPUs are
+// Slurm's).
+int LocalGpusPerTrial(const config::SweepSpec& spec);
 
 // The spec of trial `trial` of study `study_name` run on `gpu_slots`; `resume_dir` (a retry's
 // checked resume folder, resume_dir.h; empty: none) becomes TRIALD_RESUME_DIR.

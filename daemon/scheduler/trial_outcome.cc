@@ -86,6 +86,8 @@ TrialOutcome ClassifyExit(const TrialObservation& seen) {
     case StopReason::kNone:
       if (!o.protocol_error.empty()) {
         fail("protocol", o.protocol_error);
+      } else if (!o.executor_failure.empty()) {
+        fail(o.executor_failure, o.executor_detail + "; " + how);
       } else if (o.oom && (o.exit.signaled || o.exit.code != 0)) {
         fail("oom", "out of memory: " + o.oom_detail + "; " + how);
       } else if (o.exit.signaled) {

@@ -1,0 +1,250 @@
+#include "daemon/slurm/slurm_job.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+
+extern char** environ;
+
+namespace triald::slurm {
+
+std::string EncodeFrame(FrameTag tag, std::string_view payload) {
+  std::string out;
+  out.reserve(2 + payload.size() + payload.size() / 16);
+  out.push_back(static_cast<char>(tag));
+  for (char c : payload) {
+    switch (c) {
+      case '%':
+        out += "%25";
+        break;
+      case '\n':
+        out += "%0A";
+        break;
+      case '\r':
+        out += "%0D";
+        break;
+      case '\0':
+        out += "%00";
+        break;
+      default:
+        out.push_back(c);
+    }
+  }
+  out.push_back('\n');
+  return out;
+}
+
+namespace {
+
+common::Status Unescape(std::string_view in, std::string* out) {
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (in[i] != '%') {
+      out->push_back(in[i]);
+      continue;
+    }
+    const std::string_view code = in.substr(i + 1, 2);
+    if (code == "25") {
+      out->push_back('%');
+    } else if (code == "0A") {
+      out->push_back('\n');
+    } else if (code == "0D") {
+      out->push_back('\r');
+    } else if (code == "00") {
+      out->push_back('\0');
+    } else {
+      return common::InvalidArgument("relay stream: bad escape %" + std::string(code));
+    }
+    i += 2;
+  }
+  return common::Status::Ok();
+}
+
+}  // namespace
+
+common::Status FrameDecoder::Feed(std::string_view bytes, std::vector<Frame>* out) {
+  buf_.append(bytes);
+  size_t pos = 0;
+  for (size_t nl; (nl = buf_.find('\n', pos)) != std::string::npos; pos = nl + 1) {
+    std::string_view line(buf_.data() + pos, nl - pos);
+    if (line.empty()) return common::InvalidArgument("relay stream: an empty line");
+    const char tag = line[0];
+    if (tag != 'O' && tag != 'E' && tag != 'C' && tag != 'I' && tag != 'X') {
+      return common::InvalidArgument("relay stream: unknown frame tag " +
+                                     std::to_string(static_cast<unsigned char>(tag)));
+    }
+    Frame f{static_cast<FrameTag>(tag), {}};
+    TRIALD_RETURN_IF_ERROR(Unescape(line.substr(1), &f.payload));
+    out->push_back(std::move(f));
+  }
+  buf_.erase(0, pos);
+  if (buf_.size() > 3 * kMaxFramePayload + 2) {
+    return common::InvalidArgument("relay stream: a line of more than " +
+                                   std::to_string(buf_.size()) + " bytes");
+  }
+  return common::Status::Ok();
+}
+
+int64_t TimeLimitMinutes(const config::SlurmExecutorConfig& executor, double trial_timeout_s,
+                         double kill_grace_s) {
+  double seconds = executor.time_limit;
+  if (seconds <= 0 && trial_timeout_s > 0) seconds = trial_timeout_s + kill_grace_s;
+  if (seconds <= 0) return 0;
+  return static_cast<int64_t>(std::ceil(seconds / 60.0));
+}
+
+std::vector<std::string> SrunArgv(const SrunRequest& r) {
+  const config::SlurmExecutorConfig& e = r.executor;
+  std::vector<std::string> argv = {
+      r.srun,
+      "--job-name=" + r.job_name,
+      "--comment=" + r.comment,
+      "--ntasks=1",
+      "--nodes=1",
+      "--quiet",
+      // The bridge's environment is the trial's (launch_spec.h): TRIALD_*, the objective's env.
+      "--export=ALL",
+      // One bad task ends the job; no step outlives the relay.
+      "--kill-on-bad-exit=1",
+  };
+  if (!r.workdir.empty()) argv.push_back("--chdir=" + r.workdir);
+  if (!e.partition.empty()) argv.push_back("--partition=" + e.partition);
+  if (!e.account.empty()) argv.push_back("--account=" + e.account);
+  if (!e.qos.empty()) argv.push_back("--qos=" + e.qos);
+  if (!e.constraint.empty()) argv.push_back("--constraint=" + e.constraint);
+  if (e.cpus_per_trial > 0) argv.push_back("--cpus-per-task=" + std::to_string(e.cpus_per_trial));
+  if (r.gpus > 0) argv.push_back("--gres=gpu:" + std::to_string(r.gpus));
+  if (r.memory_bytes > 0) {
+    // Slurm counts megabytes (MiB); round up so the job never has less than the limit.
+    argv.push_back("--mem=" + std::to_string((r.memory_bytes + (1 << 20) - 1) >> 20) + "M");
+  }
+  if (int64_t minutes = TimeLimitMinutes(e, r.trial_timeout_s, r.kill_grace_s); minutes > 0) {
+    argv.push_back("--time=" + std::to_string(minutes));
+  }
+  for (const std::string& a : e.extra_args) argv.push_back(a);
+  argv.push_back(r.relay);
+  argv.push_back("run");
+  argv.push_back("--");
+  for (const std::string& a : r.command) argv.push_back(a);
+  return argv;
+}
+
+std::string JobNamePrefix(const std::string& node) {
+  std::string clean;
+  for (char c : node) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '_' || c == '.' || c == '-';
+    clean.push_back(ok ? c : '_');
+  }
+  return "triald." + clean + ".t";
+}
+
+std::string JobName(const std::string& node, int64_t trial_id) {
+  return JobNamePrefix(node) + std::to_string(trial_id);
+}
+
+std::map<std::string, std::string> ParseScontrolJob(std::string_view line) {
+  std::map<std::string, std::string> fields;
+  size_t pos = 0;
+  while (pos < line.size()) {
+    while (pos < line.size() && (line[pos] == ' ' || line[pos] == '\n')) ++pos;
+    size_t end = line.find_first_of(" \n", pos);
+    if (end == std::string_view::npos) end = line.size();
+    std::string_view item = line.substr(pos, end - pos);
+    if (size_t eq = item.find('='); eq != std::string_view::npos && eq > 0) {
+      fields.emplace(std::string(item.substr(0, eq)), std::string(item.substr(eq + 1)));
+    }
+    pos = end;
+  }
+  return fields;
+}
+
+bool JobStateIsActive(const std::string& state) {
+  for (const char* s : {"PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "SUSPENDED", "REQUEUED",
+                        "RESIZING", "SIGNALING", "STAGE_OUT", "STOPPED"}) {
+    if (state == s) return true;
+  }
+  return false;
+}
+
+std::optional<std::string> FailureReason(const std::string& state, bool cancelled_by_triald) {
+  if (state == "PREEMPTED") return "preempted";
+  if (state == "NODE_FAIL" || state == "BOOT_FAIL") return "node_failure";
+  if (state == "TIMEOUT" || state == "DEADLINE") return "slurm_time_limit";
+  if (state == "OUT_OF_MEMORY") return "slurm_oom";
+  if (state == "CANCELLED" && !cancelled_by_triald) return "slurm_cancelled";
+  return std::nullopt;
+}
+
+const std::vector<const char*>& FailureReasons() {
+  static const std::vector<const char*> kReasons = {"preempted", "node_failure", "slurm_time_limit",
+                                                    "slurm_oom", "slurm_cancelled"};
+  return kReasons;
+}
+
+common::Result<std::string> RunForOutput(const std::vector<std::string>& argv, double timeout_s) {
+  if (argv.empty()) return common::InvalidArgument("no command");
+  int out[2];
+  if (pipe2(out, O_CLOEXEC) != 0) return common::ErrnoError("pipe", errno);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_adddup2(&actions, out[1], 1);
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t pid = 0;
+  const int rc = posix_spawnp(&pid, args[0], &actions, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  close(out[1]);
+  if (rc != 0) {
+    close(out[0]);
+    return common::ErrnoError("cannot run " + argv[0], rc);
+  }
+  std::string text;
+  bool timed_out = false;
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
+  char buf[8192];
+  for (;;) {
+    const int64_t left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                             deadline - std::chrono::steady_clock::now())
+                             .count();
+    if (left <= 0) {
+      timed_out = true;
+      kill(pid, SIGKILL);
+      break;
+    }
+    pollfd p{out[0], POLLIN, 0};
+    const int r = poll(&p, 1, static_cast<int>(left));
+    if (r <= 0) continue;  // EINTR, or the deadline (checked above)
+    const ssize_t n = read(out[0], buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    if (text.size() < (1u << 20)) text.append(buf, static_cast<size_t>(n));
+  }
+  close(out[0]);
+  int wstatus = 0;
+  while (waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
+  }
+  if (timed_out) {
+    return common::Unavailable(argv[0] + " did not answer within " +
+                               std::to_string(static_cast<int>(timeout_s)) + " s");
+  }
+  if (!WIFEXITED(wstatus) || WEXITSTATUS(wstatus) != 0) {
+    return common::Unavailable(
+        argv[0] + (WIFEXITED(wstatus)
+                       ? " exited with code " + std::to_string(WEXITSTATUS(wstatus))
+                       : " was killed by signal " + std::to_string(WTERMSIG(wstatus))));
+  }
+  return text;
+}
+
+}  // namespace triald::slurm
