@@ -186,7 +186,8 @@ TEST_CASE("[study] gpus_per_trial, retries and retry_on", "[config][retry]") {
 
   auto defaults = ParseSweep({Sweep("retries = 1\n"), "s.toml"});
   REQUIRE(defaults.ok());
-  CHECK(defaults->study.retry_on == std::vector<std::string>{"lost", "signal", "oom"});
+  CHECK(defaults->study.retry_on ==
+        std::vector<std::string>{"lost", "signal", "oom", "preempted", "node_failure"});
 
   auto msg = [](const std::string& extra) {
     auto r = ParseSweep({Sweep(extra), "s.toml"});
@@ -195,8 +196,9 @@ TEST_CASE("[study] gpus_per_trial, retries and retry_on", "[config][retry]") {
   };
   CHECK(msg("retries = 1\nretry_on = [\"signal\", \"protocol\"]\n") ==
         "s.toml:5:23: [study] retry_on[1] = \"protocol\": not a retryable failure reason; "
-        "expected one of \"lost\", \"signal\", \"oom\", \"timeout\", \"exit\", \"shutdown\" "
-        "or \"stalled\"");
+        "expected one of \"lost\", \"signal\", \"oom\", \"timeout\", \"exit\", \"shutdown\", "
+        "\"stalled\", \"preempted\", \"node_failure\", \"slurm_time_limit\", \"slurm_oom\" or "
+        "\"slurm_cancelled\"");
   CHECK_THAT(msg("retry_on = [\"lost\"]\n"),
              Catch::Contains("retry_on = [\"lost\"]: has no effect while retries = 0"));
   CHECK_THAT(msg("retries = -1\n"), Catch::Contains("[study] retries = -1:"));

@@ -222,7 +222,7 @@ TEST_CASE("an unknown key names the table, the key and the keys allowed", "[conf
 TEST_CASE("an unknown table or top-level key is rejected", "[config]") {
   CHECK(ErrorOf(std::string(kMinimal) + "\n[sampling]\nkind = \"random\"\n") ==
         "sweep.toml:14:1: unknown table [sampling]; expected one of [study], [objective], "
-        "[space], [sampler], [pruner]");
+        "[space], [sampler], [pruner], [executor]");
   CHECK_THAT(ErrorOf("seed = 3\n" + std::string(kMinimal)),
              StartsWith("sweep.toml:1:1: unknown key \"seed\" outside any table") &&
                  Contains("expected one of the tables [study]"));

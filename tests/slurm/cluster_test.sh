@@ -1,23 +1,25 @@
 #!/usr/bin/env bash
-# The one-node Slurm cluster of scripts/slurm_test_cluster.sh, checked on its own: it starts as
-# root, takes jobs, gives two jobs that each ask for a GPU one GPU each at the same time (the
-# fake GPUs as GRES), and `scancel` leaves `squeue` empty. The Slurm executor's tests build on
-# this cluster; a cluster that cannot start here fails this test first, naming its logs.
-# Not root: skipped (exit 77, CTest's SKIP_RETURN_CODE), as the cluster needs root.
+# The one-node Slurm cluster of the `slurm` fixture (tests/slurm/fixture.sh,
+# scripts/slurm_test_cluster.sh), checked on its own: it takes jobs, gives two jobs that each ask
+# for a GPU one GPU each at the same time (the fake GPUs as GRES), and `scancel` leaves `squeue`
+# empty. The Slurm executor's tests build on this cluster; a cluster that does not work fails
+# this test first, naming its logs. Not root: skipped (exit 77, CTest's SKIP_RETURN_CODE), as
+# the cluster needs root.
 set -euo pipefail
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 if [ "$(id -u)" -ne 0 ]; then
   echo "SKIPPED: needs root to run slurmctld and slurmd"
   exit 77
 fi
-DIR="$(mktemp -d "${TMPDIR:-/tmp}/triald-slurm.XXXXXX")"
-trap '"$ROOT/scripts/slurm_test_cluster.sh" stop "$DIR/cluster"; rm -rf "$DIR"' EXIT
+[ -n "${SLURM_CONF:-}" ] && [ -f "$SLURM_CONF" ] ||
+  { echo "FAILED: SLURM_CONF (${SLURM_CONF:-unset}) names no cluster: the slurm fixture did not start" >&2; exit 1; }
 export SLURM_CONF
-SLURM_CONF="$("$ROOT/scripts/slurm_test_cluster.sh" start "$DIR/cluster")"
+CLUSTER="$(dirname "$SLURM_CONF")"
+DIR="$(mktemp -d "${TMPDIR:-/tmp}/triald-slurm.XXXXXX")"
+trap 'rm -rf "$DIR"' EXIT
 
 fail() {
   echo "FAILED: $*" >&2
-  tail -n 20 "$DIR/cluster/log/slurmctld.log" "$DIR/cluster/log/slurmd.log" >&2 || true
+  tail -n 20 "$CLUSTER/log/slurmctld.log" "$CLUSTER/log/slurmd.log" >&2 || true
   exit 1
 }
 
