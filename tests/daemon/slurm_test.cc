@@ -185,7 +185,7 @@ cpus_per_trial = 4
 extra_args = ["--exclusive"]
 )";
 
-TEST_CASE("[executor] kind = \"slurm\" is read with its keys; local is the default",
+TEST_CASE("[executor] kind = \"slurm\" is read with its keys, and local is the default",
           "[slurm][config]") {
   const config::SweepSpec local = Parsed(config::testing::kMinimal);
   CHECK(local.executor.kind == "local");
