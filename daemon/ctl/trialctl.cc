@@ -51,6 +51,27 @@ void PrintTable(std::ostream& out, const std::vector<std::vector<std::string>>& 
   }
 }
 
+// A Slurm trial's job as `trials` shows it, from its "triald.slurm" attribute (daemon/slurm/):
+// "17 on node-3", "17 queued (Resources)", "17 NODE_FAIL on node-3"; "" for a local trial.
+std::string SlurmJobText(const json::object& t) {
+  const json::value* attrs = t.if_contains("attrs");
+  if (attrs == nullptr || !attrs->is_object()) return "";
+  const json::value* s = attrs->get_object().if_contains("triald.slurm");
+  if (s == nullptr || !s->is_object()) return "";
+  const json::object& o = s->get_object();
+  auto field = [&](const char* k) {
+    const json::value* v = o.if_contains(k);
+    return v != nullptr && v->is_string() ? std::string(v->get_string()) : std::string();
+  };
+  const std::string id = field("job_id").empty() ? "?" : field("job_id");
+  const std::string state = field("state"), node = field("node"), reason = field("reason");
+  if (state == "PENDING") return id + " queued" + (reason.empty() ? "" : " (" + reason + ")");
+  std::string text = id;
+  if (state != "RUNNING" && state != "COMPLETED" && !state.empty()) text += " " + state;
+  if (!node.empty()) text += " on " + node;
+  return text;
+}
+
 // "alice (uid 1001)", "uid 1001" without a name, "unknown" for a study stored before
 // submitters were recorded (or a daemon that does not report them).
 std::string SubmitterText(const json::object& s) {
@@ -412,6 +433,11 @@ int RunTrialctl(const std::vector<std::string>& argv, std::ostream& out, std::os
       if (t.contains("node") && t.at("node").is_string()) nodes.insert(Str(t, "node"));
     }
     const bool show_node = nodes.size() > 1;
+    // A SLURM JOB column when trials ran as Slurm jobs: the job and its node, or why it waits.
+    bool show_slurm = false;
+    for (const json::value& v : r->get_array()) {
+      show_slurm = show_slurm || !SlurmJobText(v.get_object()).empty();
+    }
     // Several objectives: a VALUES column ("0.31, 812") instead of VALUE. Constraints: a
     // FEASIBLE column (yes, no, or - for a trial that reported none).
     bool several = false;
@@ -428,7 +454,9 @@ int RunTrialctl(const std::vector<std::string>& argv, std::ostream& out, std::os
         {"#", "STATE", several ? "VALUES" : "VALUE", "DURATION", "PARAMS", "RETRY OF", "REASON"}};
     if (constrained) rows[0].insert(rows[0].begin() + 3, "FEASIBLE");
     if (show_node) rows[0].insert(rows[0].begin() + 4 + (constrained ? 1 : 0), "NODE");
-    const long params_at = 4 + (constrained ? 1 : 0) + (show_node ? 1 : 0);
+    if (show_slurm)
+      rows[0].insert(rows[0].begin() + 4 + (constrained ? 1 : 0) + show_node, "SLURM JOB");
+    const long params_at = 4 + (constrained ? 1 : 0) + (show_node ? 1 : 0) + (show_slurm ? 1 : 0);
     for (const json::value& v : r->get_array()) {
       const json::object& t = v.get_object();
       std::string reason =
@@ -450,6 +478,11 @@ int RunTrialctl(const std::vector<std::string>& argv, std::ostream& out, std::os
       if (show_node) {
         rows.back().insert(rows.back().begin() + 4 + (constrained ? 1 : 0),
                            t.contains("node") && t.at("node").is_string() ? Str(t, "node") : "-");
+      }
+      if (show_slurm) {
+        const std::string job = SlurmJobText(t);
+        rows.back().insert(rows.back().begin() + 4 + (constrained ? 1 : 0) + show_node,
+                           job.empty() ? "-" : job);
       }
       if (a.resources) {  // before PARAMS, the longest column
         const std::vector<std::string> cells = ResourceCells(t);

@@ -160,17 +160,16 @@ TEST_CASE("slurm: gpus_per_trial = 1 on two GPUs runs two trials at once, each o
   const std::string toml = SlurmSweep("gpus", dir.path(), 4, 4, "gpus_per_trial = 1");
   daemon.Submit(toml, dir.Write("gpus.toml", toml));
   // While two hold both GPUs, the others wait in Slurm's queue, and the views say why.
-  bool saw_queued = false;
-  WaitTrials(
-      daemon, "gpus",
-      [&](const json::array& trials) {
-        for (const json::value& t : trials) {
-          const json::object s = SlurmAttr(t);
-          if (Str(s, "state") == "PENDING" && !Str(s, "reason").empty()) saw_queued = true;
-        }
-        return saw_queued;
+  std::string table;
+  const bool saw_queued = WaitFor(
+      [&] {
+        table = Trialctl(daemon.socket(), {"trials", "gpus"}).out;
+        return table.find("queued (Resources)") != std::string::npos;
       },
       30);
+  INFO("trialctl trials:\n" << table);
+  CHECK(saw_queued);
+  CHECK_THAT(table, Catch::Contains("SLURM JOB") && Catch::Contains(" on triald-node"));
   json::object status = daemon.WaitStudy("gpus", 60);
   INFO(daemon.log());
   CHECK(status.at("state").as_string() == "COMPLETE");
