@@ -30,10 +30,11 @@ class DaemonConfigParser {
     DaemonConfig out;
     for (auto&& [key, node] : root) {
       const std::string name(key.str());
-      if ((name != "daemon" && name != "devices") || !node.is_table()) {
-        return InvalidArgument(
-            diag_.Where(node.source()) + ": unknown " + (node.is_table() ? "table [" : "key \"") +
-            name + (node.is_table() ? "]" : "\"") + "; expected the tables [daemon] and [devices]");
+      if ((name != "daemon" && name != "devices" && name != "slurm") || !node.is_table()) {
+        return InvalidArgument(diag_.Where(node.source()) + ": unknown " +
+                               (node.is_table() ? "table [" : "key \"") + name +
+                               (node.is_table() ? "]" : "\"") +
+                               "; expected the tables [daemon], [devices] and [slurm]");
       }
     }
     if (const toml::table* t = root.get_as<toml::table>("daemon")) {
@@ -125,6 +126,26 @@ class DaemonConfigParser {
           return Bad("[devices]", "gpu_sample_interval", *n, "a number of seconds > 0 and <= 60");
         }
         d.gpu_sample_interval = x;
+      }
+    }
+    if (const toml::table* t = root.get_as<toml::table>("slurm")) {
+      TRIALD_RETURN_IF_ERROR(
+          CheckKeys("[slurm]", *t, {"partition", "account", "qos", "constraint"}));
+      for (auto [key, field] :
+           {std::pair<const char*, std::string*>{"partition", &out.slurm.partition},
+            {"account", &out.slurm.account},
+            {"qos", &out.slurm.qos},
+            {"constraint", &out.slurm.constraint}}) {
+        const toml::node* n = t->get(key);
+        if (n == nullptr) continue;
+        const auto* v = n->as_string();
+        const bool list = std::string(key) == "constraint";
+        bool ok = v != nullptr && !v->get().empty();
+        for (unsigned char c : ok ? v->get() : std::string()) {
+          ok = ok && c > ' ' && c < 0x7f && (c != ',' || list);
+        }
+        if (!ok) return Bad("[slurm]", key, *n, "a Slurm name without spaces, e.g. \"gpu\"");
+        *field = v->get();
       }
     }
     return out;

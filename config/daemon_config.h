@@ -25,6 +25,12 @@
 //   gpu_sample_interval = 0.5            # --gpu-sample-interval: seconds between the samples of
 //                                        # running GPU trials' memory (and draining slots)
 //
+//   [slurm]                              # defaults for studies with [executor] kind = "slurm"
+//   partition = "gpu"                    # what a study's [executor] does not say itself
+//   account = "ml-team"
+//   qos = "normal"
+//   constraint = "a100"
+//
 // Errors name the file, line and column, the key, the value and what was expected, as sweep
 // files do. Parsing is pure; safe from any thread.
 
@@ -48,6 +54,14 @@ struct DevicesConfig {
   double gpu_sample_interval = 0.5;      // seconds, > 0 and <= 60
 };
 
+// [slurm]: what a Slurm study's [executor] leaves out ("": not set).
+struct SlurmDefaults {
+  std::string partition;
+  std::string account;
+  std::string qos;
+  std::string constraint;
+};
+
 struct DaemonConfig {
   std::string state_dir;  // "": not set
   std::string socket;
@@ -61,6 +75,7 @@ struct DaemonConfig {
   std::optional<bool> resource_accounting;
   std::string http;  // "": not set (no dashboard); checked by the daemon (daemon/http/address.h)
   DevicesConfig devices;
+  SlurmDefaults slurm;
 };
 
 // `path` is used in messages and anchors relative state_dir/socket paths.

@@ -53,6 +53,7 @@ void ApplyConfig(const triald::config::DaemonConfig& cfg, DaemonOptions* opts, s
   if (cfg.node_timeout > 0) opts->node_timeout_s = cfg.node_timeout;
   if (cfg.resource_accounting) opts->resource_accounting = *cfg.resource_accounting;
   if (!cfg.http.empty()) opts->http = cfg.http;
+  opts->slurm_defaults = cfg.slurm;
 }
 
 }  // namespace

@@ -492,8 +492,8 @@ int RunDaemon(const DaemonOptions& opts) {
   const std::string relay =
       (std::filesystem::path(DefaultTrialWorkerPath()).parent_path() / "triald-slurm-relay")
           .string();
-  slurm::SlurmLauncher slurm_launcher({&process_launcher, relay, srun});
-  const slurm::SlurmCluster slurm_cluster({srun, relay});
+  slurm::SlurmLauncher slurm_launcher({&process_launcher, relay, srun, 2, opts.slurm_defaults});
+  const slurm::SlurmCluster slurm_cluster({srun, relay, 10, opts.slurm_defaults});
   if (!srun.empty()) {
     // Jobs this node submitted before it stopped: their trials are recorded lost at recovery
     // (and retried as retry_on says), so their jobs must not run on.

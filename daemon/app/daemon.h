@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "common/logging.h"
+#include "config/daemon_config.h"
 
 namespace triald::daemon {
 
@@ -69,6 +70,8 @@ struct DaemonOptions {
   // The dashboard (daemon/http/): "" for none (the default), else where it listens ("HOST:PORT",
   // daemon/http/address.h); reading it follows socket_read_open (daemon/http/api.h).
   std::string http;
+  // What a Slurm study's [executor] leaves out (triald --config [slurm]; daemon/slurm/).
+  config::SlurmDefaults slurm_defaults;
 };
 
 // Runs until a shutdown signal; returns the process exit code.

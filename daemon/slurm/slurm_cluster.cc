@@ -64,7 +64,8 @@ common::Status SlurmCluster::Check(const config::SweepSpec& spec, const std::str
   if (!out.ok()) {
     return common::Unavailable(head + "sinfo cannot reach the cluster: " + out.status().message());
   }
-  std::string wanted = spec.executor.slurm.partition;
+  const config::SlurmExecutorConfig executor = WithDefaults(spec.executor.slurm, options_.defaults);
+  std::string wanted = executor.partition;
   if (wanted.empty()) {
     // %P marks the default partition with '*'.
     common::Result<std::string> parts =
@@ -93,14 +94,16 @@ common::Status SlurmCluster::Check(const config::SweepSpec& spec, const std::str
   std::string list;
   for (const std::string& k : known) list += (list.empty() ? "" : ", ") + k;
   if (!found) {
-    if (spec.executor.slurm.partition.empty()) {
+    if (executor.partition.empty()) {
       return common::FailedPrecondition(head +
                                         "the cluster has no default partition; set "
                                         "[executor] partition (sinfo lists " +
                                         (list.empty() ? std::string("none") : list) + ")");
     }
-    return common::InvalidArgument(where + ": [executor] partition = \"" + wanted +
-                                   "\": no such partition (sinfo lists " +
+    const std::string from =
+        spec.executor.slurm.partition.empty() ? " (triald --config [slurm] partition)" : "";
+    return common::InvalidArgument(where + ": [executor] partition = \"" + wanted + "\"" + from +
+                                   ": no such partition (sinfo lists " +
                                    (list.empty() ? std::string("none") : list) + ")");
   }
   if (!up) {

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "config/daemon_config.h"
 #include "config/sweep.h"
 
 namespace triald::slurm {
@@ -25,6 +26,7 @@ class SlurmCluster {
     std::string srun;   // absolute; empty: Slurm's client is not installed
     std::string relay;  // triald-slurm-relay, absolute
     double command_timeout_s = 10;
+    config::SlurmDefaults defaults;  // triald --config [slurm]
   };
   explicit SlurmCluster(Options options) : options_(std::move(options)) {}
 

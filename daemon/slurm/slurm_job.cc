@@ -100,6 +100,18 @@ int64_t TimeLimitMinutes(const config::SlurmExecutorConfig& executor, double tri
   return static_cast<int64_t>(std::ceil(seconds / 60.0));
 }
 
+config::SlurmExecutorConfig WithDefaults(config::SlurmExecutorConfig e,
+                                         const config::SlurmDefaults& d) {
+  for (auto [field, fallback] :
+       {std::pair<std::string*, const std::string*>{&e.partition, &d.partition},
+        {&e.account, &d.account},
+        {&e.qos, &d.qos},
+        {&e.constraint, &d.constraint}}) {
+    if (field->empty()) *field = *fallback;
+  }
+  return e;
+}
+
 std::vector<std::string> SrunArgv(const SrunRequest& r) {
   const config::SlurmExecutorConfig& e = r.executor;
   std::vector<std::string> argv = {

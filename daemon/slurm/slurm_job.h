@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "config/daemon_config.h"
 #include "config/sweep.h"
 
 namespace triald::slurm {
@@ -75,6 +76,10 @@ struct SrunRequest {
 // The job's time limit in whole minutes (srun --time), 0: none given (the partition's).
 int64_t TimeLimitMinutes(const config::SlurmExecutorConfig& executor, double trial_timeout_s,
                          double kill_grace_s);
+
+// A study's [executor] with what it leaves out taken from the daemon's [slurm] defaults.
+config::SlurmExecutorConfig WithDefaults(config::SlurmExecutorConfig executor,
+                                         const config::SlurmDefaults& defaults);
 
 // srun's argv (argv[0] = request.srun): one task on one node, quiet, the
 // environment of the bridge exported, the sweep's settings, then the relay and the command.

@@ -30,7 +30,7 @@ std::string FindSrun(const std::string& path_env) {
 launcher::LaunchSpec SlurmLauncher::BridgeSpec(const launcher::LaunchSpec& spec) const {
   const launcher::SlurmJob& job = *spec.slurm;
   SrunRequest req;
-  req.executor = job.executor;
+  req.executor = WithDefaults(job.executor, options_.defaults);
   req.srun = options_.srun;
   req.job_name = job.job_name;
   req.comment = job.comment;

@@ -19,6 +19,7 @@
 #include <optional>
 #include <string>
 
+#include "config/daemon_config.h"
 #include "daemon/launcher/launcher.h"
 
 namespace triald::slurm {
@@ -30,6 +31,7 @@ class SlurmLauncher final : public launcher::Launcher {
     std::string relay;                    // triald-slurm-relay, absolute (same path on nodes)
     std::string srun;                     // absolute; empty: Slurm is not installed here
     double queue_poll_s = 2;              // how often a queued job's state is asked for
+    config::SlurmDefaults defaults;       // triald --config [slurm]
   };
   explicit SlurmLauncher(Options options) : options_(std::move(options)) {}
 

@@ -69,6 +69,26 @@ TEST_CASE("daemon config mistakes name the place, the key and what was expected"
              Catch::Contains("gpu_release_timeout = -1: expected a number of seconds > 0"));
 }
 
+TEST_CASE("[slurm] gives a Slurm study's executor defaults", "[config][slurm]") {
+  auto c = ParseDaemonConfig(
+      "[slurm]\npartition = \"gpu\"\naccount = \"ml\"\nqos = \"high\"\n"
+      "constraint = \"a100,80gb\"\n",
+      "/etc/triald/triald.toml");
+  REQUIRE(c.ok());
+  CHECK(c->slurm.partition == "gpu");
+  CHECK(c->slurm.account == "ml");
+  CHECK(c->slurm.qos == "high");
+  CHECK(c->slurm.constraint == "a100,80gb");
+  auto bad = ParseDaemonConfig("[slurm]\npartition = \"a b\"\n", "t.toml");
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.status().message() ==
+        "t.toml:2:13: [slurm] partition = \"a b\": expected a Slurm name without spaces, e.g. "
+        "\"gpu\"");
+  auto unknown = ParseDaemonConfig("[slurm]\ntime = 10\n", "t.toml");
+  REQUIRE_FALSE(unknown.ok());
+  CHECK_THAT(unknown.status().message(), Catch::Contains("[slurm] unknown key \"time\""));
+}
+
 TEST_CASE("[devices] gpu_sample_interval is the GPU sampling interval", "[config][devices]") {
   auto absent = ParseDaemonConfig("", "x.toml");
   REQUIRE(absent.ok());

@@ -116,6 +116,18 @@ TEST_CASE("the job's time limit: time_limit, else trial_timeout plus kill_grace,
   CHECK(TimeLimitMinutes(e, 60, 10) == 120);  // time_limit wins
 }
 
+TEST_CASE("the daemon's [slurm] defaults fill what a study's [executor] leaves out", "[slurm]") {
+  config::SlurmExecutorConfig e;
+  e.partition = "mine";
+  config::SlurmDefaults d{"gpu", "ml", "normal", "a100"};
+  const config::SlurmExecutorConfig got = WithDefaults(e, d);
+  CHECK(got.partition == "mine");  // the study's own wins
+  CHECK(got.account == "ml");
+  CHECK(got.qos == "normal");
+  CHECK(got.constraint == "a100");
+  CHECK(WithDefaults(e, {}).account.empty());
+}
+
 TEST_CASE("job names carry the node (cleaned) and the trial id", "[slurm]") {
   CHECK(JobName("host-1.example", 7) == "triald.host-1.example.t7");
   CHECK(JobName("a b/c|d", 7) == "triald.a_b_c_d.t7");

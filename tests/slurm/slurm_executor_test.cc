@@ -343,6 +343,18 @@ TEST_CASE("slurm: bad executor settings are refused at submit naming the key", "
                  Catch::Contains("at most 2 GPU(s)"));
   daemon.Stop();
 
+  // The daemon's [slurm] defaults stand for what the sweep leaves out, and are checked alike.
+  TestDaemon configured(dir.File("state3"));
+  configured.AddArgs(
+      {"--config", dir.Write("triald.toml", "[slurm]\npartition = \"elsewhere\"\n")});
+  configured.Start();
+  Ctl d = Trialctl(configured.socket(),
+                   {"submit", dir.Write("d.toml", SlurmSweep("d", dir.path(), 1, 1))});
+  CHECK(d.code != 0);
+  CHECK_THAT(d.err, Catch::Contains("[executor] partition = \"elsewhere\" (triald --config "
+                                    "[slurm] partition): no such partition"));
+  configured.Stop();
+
   // A daemon whose PATH has no Slurm client.
   TempDir empty;
   const std::string path = std::getenv("PATH");
