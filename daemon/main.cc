@@ -209,6 +209,14 @@ int main(int argc, char** argv) {
              &DaemonOptions::node_timeout_s)
       ->type_name("S")
       ->check(cli::PositiveSeconds(86400));
+  overriding(app.add_option("--exit-when-idle", given.exit_when_idle_s,
+                            "stop once this node has had no work for this\n"
+                            "long: no trial running and none any study could\n"
+                            "start here (pilot mode inside a Slurm allocation,\n"
+                            "scripts/slurm_pilot.sh; seconds, default: never)"),
+             &DaemonOptions::exit_when_idle_s)
+      ->type_name("S")
+      ->check(cli::PositiveSeconds(86400));
 
   CLI::Option* http_option =
       overriding(app.add_option("--http", given.http,

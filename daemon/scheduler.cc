@@ -300,6 +300,17 @@ bool Scheduler::CanStart(const StudyRuntime& s) const {
 
 bool Scheduler::RunsHere(const StudyRuntime& s) { return s.spec.executor.kind == "local"; }
 
+bool Scheduler::HasWork() const {
+  if (running_count() > 0) return true;
+  for (const auto& [id, s] : studies_) {
+    if (s->record.state != StudyState::kRunning || s->record.paused) continue;
+    if (!s->waiting.empty() || (!s->exhausted && s->configurations() < s->record.n_trials)) {
+      return true;
+    }
+  }
+  return false;
+}
+
 int Scheduler::local_running() const {
   int n = 0;
   for (const auto& [id, s] : studies_) n += RunsHere(*s) ? s->running : 0;

@@ -285,6 +285,10 @@ class Scheduler {
   bool gpu_work() const;
 
   int running_count() const { return running_->size(); }
+  // Whether this node has work: a trial running (or starting), or an active study that could
+  // start one here (running and not paused, with a trial waiting or configurations left; a
+  // study backing off after failed starts counts). A node without may go (--exit-when-idle).
+  bool HasWork() const;
   int queued_count() const;
   int active_study_count() const { return static_cast<int>(studies_.size()); }
   // An active study whose trials could not be started lately (still backing off, or held);

@@ -26,18 +26,21 @@ usage() { die "usage: $0 start DIR | stop DIR"; }
 [ "$(id -u)" -eq 0 ] || die "needs root (slurmd runs jobs as their users)"
 
 stop_cluster() {
-  local dir="$1" f
+  local dir="$1" f pids=()
+  # All three at once, then wait (each may take seconds to finish its own shutdown).
   for f in slurmd slurmctld munged; do
     if [ -f "$dir/run/$f.pid" ]; then
-      local pid
-      pid="$(cat "$dir/run/$f.pid")"
-      kill "$pid" 2>/dev/null || true
-      for _ in $(seq 1 50); do
-        kill -0 "$pid" 2>/dev/null || break
-        sleep 0.1
-      done
-      kill -9 "$pid" 2>/dev/null || true
+      pids+=("$(cat "$dir/run/$f.pid")")
+      kill "${pids[-1]}" 2>/dev/null || true
     fi
+  done
+  local pid
+  for pid in "${pids[@]}"; do
+    for _ in $(seq 1 50); do
+      kill -0 "$pid" 2>/dev/null || break
+      sleep 0.1
+    done
+    kill -9 "$pid" 2>/dev/null || true
   done
   rm -rf "$dir"
 }

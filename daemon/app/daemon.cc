@@ -395,17 +395,24 @@ class ShutdownOnSignal {
 
   void Arm() {
     signals_.async_wait([this](const boost::system::error_code& ec, int sig) {
-      if (!ec) Begin(sig);
+      if (!ec) Begin(sig == SIGINT ? "SIGINT received" : "SIGTERM received");
     });
+  }
+
+  // --exit-when-idle: the same stop, for want of work.
+  void BeginIdle(double idle_s) {
+    if (begun_) return;
+    Begin("no work for " + std::to_string(static_cast<int>(idle_s)) + " s (--exit-when-idle)");
   }
 
   // False when trials were still running at the deadline.
   bool clean() const { return clean_; }
 
  private:
-  void Begin(int sig) {
-    o_.logger->info("{} received: stopping {} running trial(s)",
-                    sig == SIGINT ? "SIGINT" : "SIGTERM", o_.scheduler->running_count());
+  void Begin(const std::string& why) {
+    if (begun_) return;
+    begun_ = true;
+    o_.logger->info("{}: stopping {} running trial(s)", why, o_.scheduler->running_count());
     o_.notifier->Stopping(o_.scheduler->running_count());
     o_.server->Stop();
     if (o_.dashboard != nullptr) o_.dashboard->Stop();
@@ -427,6 +434,7 @@ class ShutdownOnSignal {
   asio::signal_set signals_;
   asio::steady_timer deadline_;
   bool clean_ = true;
+  bool begun_ = false;
 };
 
 }  // namespace
@@ -633,6 +641,17 @@ int RunDaemon(const DaemonOptions& opts) {
   ShutdownOnSignal shutdown(
       {&io, &scheduler, &server, dashboard.get(), &notifier, log, opts.shutdown_timeout_s});
   shutdown.Arm();
+  // Pilot mode: leave once there has been no work here for --exit-when-idle seconds.
+  double idle_since = clock.MonotonicSeconds();
+  PeriodicTimer idle_check(io, Seconds(std::min(1.0, opts.exit_when_idle_s / 4)), [&]() {
+    const double now = clock.MonotonicSeconds();
+    if (scheduler.HasWork()) {
+      idle_since = now;
+    } else if (now - idle_since >= opts.exit_when_idle_s) {
+      shutdown.BeginIdle(now - idle_since);
+    }
+  });
+  if (opts.exit_when_idle_s > 0) idle_check.Start();
 
   io.run();
   reaper.ReapNow();

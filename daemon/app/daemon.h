@@ -70,6 +70,9 @@ struct DaemonOptions {
   // The dashboard (daemon/http/): "" for none (the default), else where it listens ("HOST:PORT",
   // daemon/http/address.h); reading it follows socket_read_open (daemon/http/api.h).
   std::string http;
+  // Pilot mode: stop, as at SIGTERM, once the node has had no work for this long
+  // (Scheduler::HasWork); 0: never.
+  double exit_when_idle_s = 0;
   // What a Slurm study's [executor] leaves out (triald --config [slurm]; daemon/slurm/).
   config::SlurmDefaults slurm_defaults;
 };

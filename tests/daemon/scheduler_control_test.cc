@@ -403,5 +403,30 @@ TEST_CASE("an enqueued trial survives a restart and runs first", "[scheduler][en
   CHECK(boost::json::parse(ParamsEnv(p)).at("opt").as_string() == "adamw");
 }
 
+// --exit-when-idle leaves when HasWork() has been false for a while.
+TEST_CASE("HasWork: a running trial or a study that could start one here is work",
+          "[scheduler][pilot]") {
+  SchedulerHarness h;
+  FakeLauncher& l = h.launcher();
+  CHECK_FALSE(h.scheduler().HasWork());  // no study at all
+  Sweep sweep;
+  sweep.name = "pilot";
+  sweep.n_trials = 2;
+  sweep.parallelism = 1;
+  h.SubmitOk(sweep);
+  CHECK(h.scheduler().HasWork());
+  // Paused with nothing running: no work (the node may go); resumed: work again.
+  REQUIRE(h.scheduler().Pause("pilot", true).ok());
+  l.Complete(l.launch(0), 1.0);
+  CHECK_FALSE(h.scheduler().HasWork());
+  REQUIRE(h.scheduler().Pause("pilot", false).ok());
+  CHECK(h.scheduler().HasWork());
+  // The last configuration runs: work until it ends, none after.
+  REQUIRE(l.launch_count() == 2);
+  CHECK(h.scheduler().HasWork());
+  l.Complete(l.launch(1), 2.0);
+  CHECK_FALSE(h.scheduler().HasWork());
+}
+
 }  // namespace
 }  // namespace triald::daemon

@@ -16,6 +16,7 @@
 
 #include "daemon/slurm/slurm_job.h"
 #include "tests/integration/harness.h"
+#include "tests/support/postgres.h"
 #include "tests/support/skip.h"
 
 namespace triald::testing {
@@ -368,6 +369,48 @@ TEST_CASE("slurm: bad executor settings are refused at submit naming the key", "
   CHECK(c.code != 0);
   CHECK_THAT(c.err, Catch::Contains("[executor] kind = \"slurm\": Slurm's client (srun, sinfo) "
                                     "is not installed"));
+}
+
+TEST_CASE("slurm: a pilot in an allocation joins a shared study and leaves when it has no work",
+          "[slurm][postgres]") {
+  REQUIRE_CLUSTER();
+  TestDatabase db;
+  TempDir dir;
+  dir.Write("worker.sh", WorkerScript(1), 0755);
+  // The submit host's daemon runs one trial at a time; the pilot takes the rest.
+  TestDaemon submit(dir.File("state"), 1);
+  submit.AddArgs({"--storage", db.url(), "--node-name", "submit"});
+  submit.Start();
+  const std::string toml = ExecSweep("shared", "[\"sh\", \"worker.sh\"]", 16, 4, 0, 2, dir.path());
+  submit.Submit(toml, dir.Write("shared.toml", toml));
+  const std::string job =
+      Slurm({"sbatch", "--parsable", "--cpus-per-task=3", "--output=" + dir.File("pilot.out"),
+             "--export=ALL,TRIALD_STORAGE=" + db.url() + ",TRIALD_BIN=" + BinDir() +
+                 ",TRIALD_IDLE=3,TRIALD_STATE_ROOT=" + dir.path(),
+             std::string(TRIALD_SOURCE_DIR) + "/scripts/slurm_pilot.sh"});
+  const std::string id = job.substr(0, job.find_first_of(";\n"));
+  json::object status = submit.WaitStudy("shared", 90);
+  INFO(submit.log() << "\npilot: " << ReadTextFile(dir.File("pilot.out")));
+  CHECK(status.at("state").as_string() == "COMPLETE");
+  json::array trials = submit.Trials("shared");
+  CHECK(CountState(trials, "COMPLETE") == 16);
+  int on_pilot = 0;
+  for (const json::value& t : trials) {
+    on_pilot += std::string(t.at("node").as_string()).rfind("pilot-" + id + "-", 0) == 0;
+  }
+  CHECK(on_pilot > 0);
+  // The study has no more work: the pilot leaves by itself, and its job ends well.
+  std::string record;
+  WaitFor(
+      [&] {
+        record = Slurm({"scontrol", "show", "job", "-o", id});
+        return record.find("JobState=COMPLETED") != std::string::npos ||
+               record.find("JobState=FAILED") != std::string::npos;
+      },
+      30);
+  INFO(record);
+  CHECK(record.find("JobState=COMPLETED") != std::string::npos);
+  CHECK(record.find("ExitCode=0:0") != std::string::npos);
 }
 
 }  // namespace triald::testing
