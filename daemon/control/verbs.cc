@@ -112,6 +112,42 @@ json::value SpawnStatusJson(const VerbContext& c, int64_t study_id) {
 
 // An active study with a fork server: {state, pid, preloaded, objective_loaded, forked,
 // deaths_in_row, reason}; null otherwise.
+// A study's Slurm jobs now ([executor] kind = "slurm"; daemon/slurm/), from its running trials'
+// "triald.slurm" attributes in the scheduler's memory: {"running": N, "queued": M, "reasons":
+// {Slurm's reason: count}}; null when none of its running trials is a Slurm job.
+json::value SlurmJobsJson(const VerbContext& c, const std::string& study) {
+  if (c.scheduler == nullptr) return nullptr;
+  const StudyCache* s = c.scheduler->active_study(study);
+  if (s == nullptr) return nullptr;
+  int64_t running = 0, queued = 0;
+  json::object reasons;
+  bool any = false;
+  for (const TrialRecord& t : s->trials) {
+    if (t.state != model::TrialState::kRunning) continue;
+    auto it = t.attrs.find("triald.slurm");
+    if (it == t.attrs.end()) continue;
+    boost::system::error_code ec;
+    json::value v = json::parse(it->second, ec);
+    if (ec || !v.is_object()) continue;
+    any = true;
+    const json::value* state = v.as_object().if_contains("state");
+    const std::string st =
+        state != nullptr && state->is_string() ? std::string(state->as_string()) : std::string();
+    if (st == "PENDING") {
+      ++queued;
+      const json::value* r = v.as_object().if_contains("reason");
+      const std::string reason = r != nullptr && r->is_string() && !r->as_string().empty()
+                                     ? common::SanitizeUtf8(std::string(r->as_string()))
+                                     : "unknown";
+      reasons[reason] = (reasons.contains(reason) ? reasons[reason].as_int64() : 0) + 1;
+    } else if (st == "RUNNING") {
+      ++running;
+    }
+  }
+  if (!any) return nullptr;
+  return json::object{{"running", running}, {"queued", queued}, {"reasons", std::move(reasons)}};
+}
+
 json::value ForkServerJson(const VerbContext& c, int64_t study_id) {
   if (c.scheduler == nullptr) return nullptr;
   std::optional<launcher::ForkServerStatus> st = c.scheduler->fork_server_status(study_id);
@@ -195,6 +231,7 @@ Result<json::value> StatusVerb(const VerbContext& c, const json::object& args) {
   summary["spawn"] = SpawnStatusJson(c, s.id);
   summary["storage"] = StorageOutageJson(c);
   summary["fork_server"] = ForkServerJson(c, s.id);
+  summary["slurm"] = SlurmJobsJson(c, s.name);
   // Several objectives: no single best; the size of the Pareto front of feasible COMPLETE
   // trials instead. An active study's comes from the scheduler's trials (no storage read, so
   // `watch` polling a running sweep costs no more than with one objective); a finished one's

@@ -174,6 +174,19 @@ void PrintStatus(std::ostream& out, const json::object& s) {
     }
     out << ", " << Str(fs, "forked") << " trials forked\n";
   }
+  // A Slurm study's jobs now (daemon/README.md, "Running on Slurm").
+  if (const json::value* sl = s.if_contains("slurm"); sl != nullptr && sl->is_object()) {
+    const json::object& o = sl->get_object();
+    out << "  slurm: " << Str(o, "running") << " job(s) running, " << Str(o, "queued") << " queued";
+    if (const json::value* r = o.if_contains("reasons"); r != nullptr && r->is_object()) {
+      std::string why;
+      for (const auto& [reason, n] : r->get_object()) {
+        why += (why.empty() ? "" : ", ") + std::string(reason) + " " + json::serialize(n);
+      }
+      if (!why.empty()) out << " (" << why << ")";
+    }
+    out << "\n";
+  }
   const json::value& best = s.at("best");
   const json::value* front = s.if_contains("pareto_front_size");
   if (SeveralObjectives(s)) {

@@ -25,11 +25,18 @@ int64_t Count(const json::object& s, const char* key) {
   return v != nullptr && v->is_number() ? v->to_number<int64_t>() : 0;
 }
 
+// " (2 queued in Slurm)" for a Slurm study with jobs in Slurm's queue; "" otherwise.
+std::string SlurmQueued(const json::object& s) {
+  const json::value* sl = s.if_contains("slurm");
+  if (sl == nullptr || !sl->is_object() || Count(sl->get_object(), "queued") == 0) return "";
+  return " (" + std::to_string(Count(sl->get_object(), "queued")) + " queued in Slurm)";
+}
+
 std::string Counts(const json::object& s) {
   return std::to_string(Count(s, "finished")) + "/" + std::to_string(Count(s, "n_trials")) +
          " finished (" + std::to_string(Count(s, "complete")) + " complete, " +
          std::to_string(Count(s, "pruned")) + " pruned, " + std::to_string(Count(s, "failed")) +
-         " failed), " + std::to_string(Count(s, "running")) + " running, " +
+         " failed), " + std::to_string(Count(s, "running")) + " running" + SlurmQueued(s) + ", " +
          std::to_string(Count(s, "waiting")) + " waiting";
 }
 

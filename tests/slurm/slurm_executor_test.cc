@@ -171,6 +171,16 @@ TEST_CASE("slurm: gpus_per_trial = 1 on two GPUs runs two trials at once, each o
   INFO("trialctl trials:\n" << table);
   CHECK(saw_queued);
   CHECK_THAT(table, Catch::Contains("SLURM JOB") && Catch::Contains(" on triald-node"));
+  // status sums them up while some wait.
+  std::string status_text;
+  const bool status_queued = WaitFor(
+      [&] {
+        status_text = Trialctl(daemon.socket(), {"status", "gpus"}).out;
+        return status_text.find("2 job(s) running, 2 queued") != std::string::npos;
+      },
+      30);
+  INFO("trialctl status:\n" << status_text);
+  CHECK(status_queued);
   json::object status = daemon.WaitStudy("gpus", 60);
   INFO(daemon.log());
   CHECK(status.at("state").as_string() == "COMPLETE");
