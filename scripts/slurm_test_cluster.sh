@@ -10,7 +10,8 @@
 # The node is this host under the name `triald-node`, at 127.0.0.1, with 8 CPUs (whatever the
 # machine has), a memory size of 2 GiB and two GPUs as GRES (`gpu:2`), whose "devices" are character devices in
 # DIR/dev that behave like /dev/null (Slurm only needs them to exist; it hands each job its
-# indices in CUDA_VISIBLE_DEVICES). Partition `debug` (the default) holds it. No accounting
+# indices in CUDA_VISIBLE_DEVICES). Partition `debug` (the default) holds it, and so does
+# `urgent`, whose jobs preempt debug's (cancelled). No accounting
 # daemon: `sacct` has no records here (AccountingStorageType=accounting_storage/none).
 # Process tracking by /proc (no cgroup plugin), so it runs in a container without cgroup
 # delegation. Ports: SLURM_TEST_PORT (default 16817) for slurmctld and the next one for slurmd.
@@ -108,9 +109,13 @@ InactiveLimit=0
 SlurmdParameters=config_overrides
 MinJobAge=30
 KillWait=2
-PreemptType=preempt/none
+# Jobs in partition urgent preempt those in debug (same node), which are cancelled (srun's
+# jobs cannot be requeued): how the tests meet preemption.
+PreemptType=preempt/partition_prio
+PreemptMode=CANCEL
 NodeName=triald-node NodeAddr=127.0.0.1 NodeHostname=$(hostname -s) CPUs=$cpus RealMemory=2048 Gres=gpu:2 State=UNKNOWN
-PartitionName=debug Nodes=triald-node Default=YES MaxTime=INFINITE State=UP
+PartitionName=debug Nodes=triald-node Default=YES MaxTime=INFINITE State=UP PriorityTier=1
+PartitionName=urgent Nodes=triald-node MaxTime=INFINITE State=UP PriorityTier=2
 EOF
   cat >"$dir/gres.conf" <<EOF
 NodeName=triald-node Name=gpu File=$dir/dev/gpu[0-1]

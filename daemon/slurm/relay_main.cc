@@ -270,6 +270,7 @@ class Bridge {
   bool channel_at_line_start_ = true;
   std::string pending_tell_;  // a line waiting for a line boundary on fd 3
   std::optional<int> worker_status_;
+  bool raw_ = false;  // srun's stdout is not a relay's: passed to stderr unread
 };
 
 void Bridge::StartSrun() {
@@ -483,14 +484,19 @@ int Bridge::Run() {
         }
       } else if (q.fd == srun_out_) {
         ssize_t n = read(srun_out_, buf, sizeof(buf));
-        if (n > 0) {
+        if (n > 0 && raw_) {
+          WriteAll(2, buf, static_cast<size_t>(n));
+        } else if (n > 0) {
           std::vector<Frame> frames;
           triald::common::Status st = decoder_.Feed(std::string_view(buf, n), &frames);
           for (const Frame& f : frames) OnFrame(f);
           if (!st.ok()) {
-            // Not a relay on the other end (srun's own output went astray): keep it as stderr.
-            std::fprintf(stderr, "triald-slurm-relay: %s\n", st.message().c_str());
-            srun_out_open = false;
+            // Not a relay on the other end (the relay missing on the node, a site's prolog
+            // writing to the job's stdout): the rest goes to stderr as it is, and srun is
+            // still drained so it can end.
+            std::fprintf(stderr, "triald-slurm-relay: %s; what follows is srun's output as is\n",
+                         st.message().c_str());
+            raw_ = true;
           }
         } else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
           srun_out_open = false;

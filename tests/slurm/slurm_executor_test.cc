@@ -335,6 +335,46 @@ TEST_CASE("slurm: a job cancelled outside triald or whose node goes down is retr
   RequireQueueEmpties();
 }
 
+TEST_CASE("slurm: a preempted trial fails as preempted and is retried; trial_timeout ends a job",
+          "[slurm]") {
+  REQUIRE_CLUSTER();
+  TempDir dir;
+  TestDaemon daemon(dir.File("state"));
+  daemon.Start();
+  dir.Write("worker.sh", WorkerScript(4), 0755);
+  // Both GPUs, so that a job of the higher-priority partition `urgent` must preempt it.
+  const std::string toml =
+      SlurmSweep("preempt", dir.path(), 1, 1, "gpus_per_trial = 2\nretries = 1");
+  daemon.Submit(toml, dir.Write("preempt.toml", toml));
+  WaitTrials(
+      daemon, "preempt",
+      [](const json::array& trials) {
+        return trials.size() == 1 && Str(SlurmAttr(trials[0]), "state") == "RUNNING";
+      },
+      30);
+  Slurm(
+      {"sbatch", "--partition=urgent", "--gres=gpu:2", "--output=/dev/null", "--wrap", "sleep 1"});
+  json::object status = daemon.WaitStudy("preempt", 60);
+  INFO(daemon.log());
+  json::array trials = daemon.Trials("preempt");
+  REQUIRE(trials.size() == 2);
+  CHECK(trials[0].at("fail_reason").as_string() == "preempted");  // retried by default
+  CHECK_THAT(std::string(trials[0].at("fail_detail").as_string()), Catch::Contains("PREEMPTED"));
+  CHECK(trials[1].at("state").as_string() == "COMPLETE");
+  CHECK(status.at("state").as_string() == "COMPLETE");
+
+  // trial_timeout: triald stops the trial, and Slurm's job with it.
+  dir.Write("worker.sh", WorkerScript(60), 0755);
+  std::string slow = SlurmSweep("slow", dir.path(), 1, 1);
+  slow = SetTomlKey(slow, "trial_timeout", "2");
+  daemon.Submit(slow, dir.Write("slow.toml", slow));
+  daemon.WaitStudy("slow", 60);
+  json::array t = daemon.Trials("slow");
+  REQUIRE(t.size() == 1);
+  CHECK(t[0].at("fail_reason").as_string() == "timeout");
+  RequireQueueEmpties();
+}
+
 TEST_CASE("slurm: bad executor settings are refused at submit naming the key", "[slurm]") {
   REQUIRE_CLUSTER();
   TempDir dir;
