@@ -254,6 +254,9 @@ class Bridge {
   void PollQueue();
   void OnTerm();
   void FinalState();
+  // Slurm's accounting of the job (sacct), where the cluster keeps one: its figures replace the
+  // relay's; accounting_ says which the daemon got.
+  void Accounting();
 
   std::string job_name_;
   double poll_s_;
@@ -265,8 +268,9 @@ class Bridge {
   FrameDecoder decoder_;
   // What the daemon is told.
   std::string job_id_, state_ = "SUBMITTING", reason_, node_, gpus_, ending_;
-  std::string peak_memory_, cpu_time_;  // the worker's, from the relay's last frame
-  bool cancelled_ = false;              // by us, at SIGTERM
+  std::string peak_memory_, cpu_time_;  // the worker's, from the relay's last frame or sacct
+  std::string accounting_;
+  bool cancelled_ = false;  // by us, at SIGTERM
   bool channel_at_line_start_ = true;
   std::string pending_tell_;  // a line waiting for a line boundary on fd 3
   std::optional<int> worker_status_;
@@ -317,6 +321,7 @@ void Bridge::Tell() {
                      ",\"node\":" + triald::common::JsonQuote(node_) +
                      ",\"gpus\":" + triald::common::JsonQuote(gpus_);
   if (!ending_.empty()) line += ",\"ending\":" + triald::common::JsonQuote(ending_);
+  if (!accounting_.empty()) line += ",\"accounting\":" + triald::common::JsonQuote(accounting_);
   if (!peak_memory_.empty()) {
     line += ",\"peak_memory_bytes\":" + triald::common::JsonQuote(peak_memory_) +
             ",\"cpu_time_s\":" + triald::common::JsonQuote(cpu_time_);
@@ -410,6 +415,27 @@ void Bridge::OnTerm() {
     argv.push_back("--name=" + job_name_);
   }
   RunCapture(argv, 10);
+}
+
+void Bridge::Accounting() {
+  if (job_id_.empty()) return;
+  triald::common::Result<std::string> out =
+      triald::slurm::RunForOutput({bin_dir_ + "sacct", "--noheader", "--parsable2",
+                                   "--format=JobID,MaxRSS,TotalCPU,Elapsed", "-j", job_id_},
+                                  10, /*quiet=*/true);
+  triald::common::Result<triald::slurm::JobAccounting> acct =
+      out.ok() ? triald::slurm::ParseSacct(*out)
+               : triald::common::Result<triald::slurm::JobAccounting>(out.status());
+  if (acct.ok() && (acct->max_rss_bytes || acct->total_cpu_s)) {
+    accounting_ = "sacct";
+    if (acct->max_rss_bytes) peak_memory_ = std::to_string(*acct->max_rss_bytes);
+    if (acct->total_cpu_s) cpu_time_ = std::to_string(*acct->total_cpu_s);
+  } else {
+    accounting_ =
+        "none (sacct: " + (acct.ok() ? std::string("no usage recorded") : acct.status().message()) +
+        ")";
+  }
+  Tell();
 }
 
 void Bridge::FinalState() {
@@ -533,6 +559,7 @@ int Bridge::Run() {
   const bool worker_ok =
       worker_status_ && WIFEXITED(*worker_status_) && WEXITSTATUS(*worker_status_) == 0;
   if (!worker_ok) FinalState();
+  Accounting();
   if (!ending_.empty()) {
     std::fprintf(stderr, "triald-slurm-relay: Slurm ended job %s: %s%s%s\n", job_id_.c_str(),
                  state_.c_str(), reason_.empty() ? "" : " ", reason_.c_str());

@@ -7,9 +7,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 
 extern char** environ;
@@ -201,7 +203,87 @@ const std::vector<const char*>& FailureReasons() {
   return kReasons;
 }
 
-common::Result<std::string> RunForOutput(const std::vector<std::string>& argv, double timeout_s) {
+std::optional<double> ParseSlurmDuration(std::string_view text) {
+  if (text.empty()) return std::nullopt;
+  double days = 0;
+  if (size_t dash = text.find('-'); dash != std::string_view::npos) {
+    days = std::atof(std::string(text.substr(0, dash)).c_str());
+    text = text.substr(dash + 1);
+  }
+  std::vector<double> parts;
+  size_t pos = 0;
+  while (pos <= text.size()) {
+    size_t colon = text.find(':', pos);
+    std::string part(
+        text.substr(pos, colon == std::string_view::npos ? std::string_view::npos : colon - pos));
+    if (part.empty() || part.find_first_not_of("0123456789.") != std::string::npos) {
+      return std::nullopt;
+    }
+    parts.push_back(std::atof(part.c_str()));
+    if (colon == std::string_view::npos) break;
+    pos = colon + 1;
+  }
+  if (parts.size() < 2 || parts.size() > 3) return std::nullopt;
+  double seconds = 0;
+  for (double p : parts) seconds = seconds * 60 + p;
+  return days * 86400 + seconds;
+}
+
+common::Result<JobAccounting> ParseSacct(std::string_view text) {
+  JobAccounting out;
+  bool any = false;
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t nl = text.find('\n', pos);
+    std::string_view line =
+        text.substr(pos, nl == std::string_view::npos ? std::string_view::npos : nl - pos);
+    pos = nl == std::string_view::npos ? text.size() : nl + 1;
+    if (line.empty()) continue;
+    std::vector<std::string> f;
+    size_t from = 0;
+    for (size_t bar; (bar = line.find('|', from)) != std::string_view::npos; from = bar + 1) {
+      f.emplace_back(line.substr(from, bar - from));
+    }
+    f.emplace_back(line.substr(from));
+    if (f.size() != 4) {
+      return common::InvalidArgument("sacct: expected JobID|MaxRSS|TotalCPU|Elapsed, got \"" +
+                                     std::string(line) + "\"");
+    }
+    any = true;
+    // MaxRSS: a number of KiB with a unit letter (K, M, G, T), per step.
+    if (!f[1].empty() && (std::isdigit(static_cast<unsigned char>(f[1][0])) != 0)) {
+      double v = std::atof(f[1].c_str());
+      switch (f[1].back()) {
+        case 'T':
+          v *= 1024;
+          [[fallthrough]];
+        case 'G':
+          v *= 1024;
+          [[fallthrough]];
+        case 'M':
+          v *= 1024;
+          [[fallthrough]];
+        case 'K':
+          v *= 1024;
+          break;
+        default:
+          break;  // bytes
+      }
+      const uint64_t bytes = static_cast<uint64_t>(v);
+      if (!out.max_rss_bytes || bytes > *out.max_rss_bytes) out.max_rss_bytes = bytes;
+    }
+    // The job's own line (no '.' in its id) holds the totals.
+    if (f[0].find('.') == std::string::npos) {
+      out.total_cpu_s = ParseSlurmDuration(f[2]);
+      out.elapsed_s = ParseSlurmDuration(f[3]);
+    }
+  }
+  if (!any) return common::NotFound("sacct: no record of the job");
+  return out;
+}
+
+common::Result<std::string> RunForOutput(const std::vector<std::string>& argv, double timeout_s,
+                                         bool quiet) {
   if (argv.empty()) return common::InvalidArgument("no command");
   int out[2];
   if (pipe2(out, O_CLOEXEC) != 0) return common::ErrnoError("pipe", errno);
@@ -209,6 +291,7 @@ common::Result<std::string> RunForOutput(const std::vector<std::string>& argv, d
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
   posix_spawn_file_actions_adddup2(&actions, out[1], 1);
+  if (quiet) posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
   std::vector<char*> args;
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);

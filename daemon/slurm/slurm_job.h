@@ -109,11 +109,26 @@ std::optional<std::string> FailureReason(const std::string& state, bool cancelle
 // The reasons FailureReason gives (config::RetryableReasons() lists them for retry_on).
 const std::vector<const char*>& FailureReasons();
 
+// ---- Slurm's accounting ----
+// What `sacct --noheader --parsable2 --format=JobID,MaxRSS,TotalCPU,Elapsed -j ID` says of a
+// job: the largest MaxRSS of its steps, the job's TotalCPU and Elapsed. Unset where sacct left a
+// field empty.
+struct JobAccounting {
+  std::optional<uint64_t> max_rss_bytes;
+  std::optional<double> total_cpu_s;
+  std::optional<double> elapsed_s;
+};
+common::Result<JobAccounting> ParseSacct(std::string_view text);
+// "[DD-][HH:]MM:SS[.mmm]" (Slurm's durations) in seconds.
+std::optional<double> ParseSlurmDuration(std::string_view text);
+
 // ---- Running Slurm's commands ----
 // Runs `argv` (argv[0] a path or a name looked up in PATH) with posix_spawn (safe in a process
 // with threads), stdin from /dev/null, stderr to this process's, and returns its stdout (at most
 // 1 MiB). An error when it cannot start, exits non-zero (naming its code) or runs past
 // `timeout_s` (it is then killed).
-common::Result<std::string> RunForOutput(const std::vector<std::string>& argv, double timeout_s);
+// With `quiet`, its stderr goes to /dev/null instead.
+common::Result<std::string> RunForOutput(const std::vector<std::string>& argv, double timeout_s,
+                                         bool quiet = false);
 
 }  // namespace triald::slurm

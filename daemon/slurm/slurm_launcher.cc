@@ -12,7 +12,7 @@ namespace {
 
 // What the bridge said of the job last.
 struct JobSeen {
-  std::string job_id, state, reason, node, ending, peak_memory_bytes, cpu_time_s;
+  std::string job_id, state, reason, node, ending, peak_memory_bytes, cpu_time_s, accounting;
 };
 
 std::string Field(const boost::json::object& o, const char* key) {
@@ -86,6 +86,7 @@ launcher::LaunchResult SlurmLauncher::Launch(const launcher::LaunchSpec& spec,
         seen->ending = Field(o, "ending");
         seen->peak_memory_bytes = Field(o, "peak_memory_bytes");
         seen->cpu_time_s = Field(o, "cpu_time_s");
+        seen->accounting = Field(o, "accounting");
       }
     }
     if (next) next(m);
@@ -99,14 +100,21 @@ launcher::LaunchResult SlurmLauncher::Launch(const launcher::LaunchSpec& spec,
     out.resources.memory_source.clear();
     out.resources.cpu_time_s.reset();
     out.resources.cpu_source.clear();
+    // Slurm's accounting where the cluster keeps one; else the relay's count, saying why.
+    const bool sacct = seen->accounting == "sacct";
+    const std::string why =
+        sacct || seen->accounting.empty() ? "" : "; Slurm accounting: " + seen->accounting;
     try {
       if (!seen->peak_memory_bytes.empty()) {
         out.resources.peak_memory_bytes = std::stoull(seen->peak_memory_bytes);
-        out.resources.memory_source = "largest process RSS on the Slurm node (getrusage)";
+        out.resources.memory_source =
+            sacct ? "Slurm accounting (sacct MaxRSS)"
+                  : "largest process RSS on the Slurm node (getrusage)" + why;
       }
       if (!seen->cpu_time_s.empty()) {
         out.resources.cpu_time_s = std::stod(seen->cpu_time_s);
-        out.resources.cpu_source = "on the Slurm node (getrusage)";
+        out.resources.cpu_source =
+            sacct ? "Slurm accounting (sacct TotalCPU)" : "on the Slurm node (getrusage)" + why;
       }
     } catch (const std::exception&) {
       // Not numbers: the worker's own "triald.slurm" line, not the relay's. Nothing measured.

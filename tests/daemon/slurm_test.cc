@@ -146,6 +146,20 @@ TEST_CASE("scontrol's one-line job record is read key by key", "[slurm]") {
   CHECK(ParseScontrolJob("").empty());
 }
 
+TEST_CASE("sacct's record of a job gives its peak memory, CPU and elapsed time", "[slurm]") {
+  const auto a = ParseSacct(
+      "12||01:02.500|00:01:05\n12.batch|2048K|00:00.100|00:01:05\n12.0|3M|01:02.400|00:01:04\n");
+  REQUIRE(a.ok());
+  CHECK(a->max_rss_bytes == 3u << 20);
+  CHECK(*a->total_cpu_s == Approx(62.5));
+  CHECK(*a->elapsed_s == Approx(65));
+  CHECK(*ParseSlurmDuration("1-02:03:04") == Approx(86400 + 7384));
+  CHECK(*ParseSlurmDuration("00:00.250") == Approx(0.25));
+  CHECK_FALSE(ParseSlurmDuration("soon"));
+  CHECK_FALSE(ParseSacct("").ok());
+  CHECK_FALSE(ParseSacct("Slurm accounting storage is disabled\n").ok());
+}
+
 TEST_CASE("Slurm's endings become failure reasons retry_on can name", "[slurm]") {
   CHECK(FailureReason("PREEMPTED", false) == "preempted");
   CHECK(FailureReason("NODE_FAIL", false) == "node_failure");
@@ -325,7 +339,8 @@ TEST_CASE("SlurmLauncher runs a Slurm trial's bridge locally and reads Slurm's w
     attr.type = proto::ReportType::kAttr;
     attr.key = kSlurmAttr;
     attr.json_value = R"({"job_id":"9","state":"NODE_FAIL","reason":"NodeDown","node":"n1",)"
-                      R"("ending":"node_failure","peak_memory_bytes":"2048","cpu_time_s":"1.5"})";
+                      R"("ending":"node_failure","peak_memory_bytes":"2048","cpu_time_s":"1.5",)"
+                      R"j("accounting":"none (sacct: sacct exited with code 1)"})j";
     local.launch(0).callbacks.on_message(attr);
     CHECK(seen.size() == 1);  // stored as any attribute
     launcher::ProcessOutcome out;
@@ -338,6 +353,9 @@ TEST_CASE("SlurmLauncher runs a Slurm trial's bridge locally and reads Slurm's w
     CHECK(exits[0].executor_failure == "node_failure");
     CHECK(exits[0].executor_detail == "Slurm ended job 9 on n1: NODE_FAIL (NodeDown)");
     CHECK(exits[0].resources.peak_memory_bytes == 2048u);
+    // No Slurm accounting on that cluster: the relay's count, and the views say why.
+    CHECK_THAT(exits[0].resources.memory_source,
+               Catch::Contains("getrusage") && Catch::Contains("sacct exited with code 1"));
     CHECK(exits[0].resources.cpu_time_s == 1.5);
     CHECK(exits[0].resources.wall_s == 3.0);
   }
