@@ -167,6 +167,9 @@ TEST_CASE("read verbs: studies, status and best from counts and the best-trial q
   // and storage refusing writes (null: it takes them).
   CHECK(s.at("storage").is_null());
   s.erase("storage");
+  // and its Slurm jobs (null: none of its trials is one).
+  CHECK(s.at("slurm").is_null());
+  s.erase("slurm");
   CHECK(studies->as_array()[0].as_object() == s);
 }
 
