@@ -500,9 +500,12 @@ int RunDaemon(const DaemonOptions& opts) {
   const std::string relay =
       (std::filesystem::path(DefaultTrialWorkerPath()).parent_path() / "triald-slurm-relay")
           .string();
-  slurm::SlurmLauncher slurm_launcher({&process_launcher, relay, srun, 2, opts.slurm_defaults});
+  slurm::SlurmLauncher slurm_launcher(
+      {&process_launcher, relay, srun, 2, opts.slurm_defaults, slurm::SlurmMarker(state_dir)});
   const slurm::SlurmCluster slurm_cluster({srun, relay, 10, opts.slurm_defaults});
-  if (!srun.empty()) {
+  // Only a state directory that has submitted jobs asks Slurm at start (a daemon that never ran
+  // a Slurm trial neither waits for nor depends on a cluster).
+  if (!srun.empty() && ::access(slurm::SlurmMarker(state_dir).c_str(), F_OK) == 0) {
     // Jobs this node submitted before it stopped: their trials are recorded lost at recovery
     // (and retried as retry_on says), so their jobs must not run on.
     common::Result<std::vector<std::string>> left =

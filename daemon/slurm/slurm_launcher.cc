@@ -1,5 +1,8 @@
 #include "daemon/slurm/slurm_launcher.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <boost/json.hpp>
 #include <utility>
 
@@ -21,6 +24,8 @@ std::string Field(const boost::json::object& o, const char* key) {
 }
 
 }  // namespace
+
+std::string SlurmMarker(const std::string& state_dir) { return state_dir + "/slurm-jobs"; }
 
 std::string FindSrun(const std::string& path_env) {
   common::Result<std::string> srun = common::FindExecutable("srun", path_env, "/");
@@ -69,6 +74,13 @@ launcher::LaunchResult SlurmLauncher::Launch(const launcher::LaunchSpec& spec,
         common::FailedPrecondition("[executor] kind = \"slurm\": srun is not installed on this "
                                    "host (Debian: slurm-client)"),
         launcher::SpawnError{launcher::SpawnStep::kExec, 0});
+  }
+  if (!options_.marker.empty() && !marked_) {
+    const int fd = ::open(options_.marker.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+    if (fd >= 0) {
+      ::close(fd);
+      marked_ = true;
+    }
   }
   auto seen = std::make_shared<JobSeen>();
   launcher::TrialCallbacks cb;

@@ -32,6 +32,9 @@ class SlurmLauncher final : public launcher::Launcher {
     std::string srun;                     // absolute; empty: Slurm is not installed here
     double queue_poll_s = 2;              // how often a queued job's state is asked for
     config::SlurmDefaults defaults;       // triald --config [slurm]
+    // Created at the first Slurm trial: this state directory has submitted jobs, so a restart
+    // looks for what is left of them (SlurmCluster::CancelLeftovers). Empty: none.
+    std::string marker;
   };
   explicit SlurmLauncher(Options options) : options_(std::move(options)) {}
 
@@ -56,10 +59,14 @@ class SlurmLauncher final : public launcher::Launcher {
 
  private:
   Options options_;
+  bool marked_ = false;
 };
 
 // The attribute key the bridge reports under.
 inline constexpr char kSlurmAttr[] = "triald.slurm";
+
+// The marker file of `state_dir` (Options::marker).
+std::string SlurmMarker(const std::string& state_dir);
 
 // srun's absolute path from PATH `path_env`, or "" when Slurm's client is not installed.
 std::string FindSrun(const std::string& path_env);

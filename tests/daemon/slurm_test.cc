@@ -3,6 +3,7 @@
 // outcome, and SlurmLauncher around a fake launcher. The real cluster is tests/slurm/.
 
 #include <catch2/catch.hpp>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,7 @@
 #include "daemon/slurm/slurm_launcher.h"
 #include "tests/config/sweep_test_util.h"
 #include "tests/daemon/fakes.h"
+#include "tests/support/temp_dir.h"
 
 namespace triald::slurm {
 namespace {
@@ -309,9 +311,17 @@ TEST_CASE("SlurmLauncher runs a Slurm trial's bridge locally and reads Slurm's w
   spec.timeout_s = 60;
   spec.env = {"TRIALD_STUDY=s", "TRIALD_TRIAL=0"};
 
-  SECTION("a local trial passes through untouched") {
-    REQUIRE(sl.Launch(spec, {}).ok());
+  SECTION("a local trial passes through untouched, and marks nothing") {
+    triald::testing::TempDir dir;
+    o.marker = SlurmMarker(dir.path());
+    SlurmLauncher marked(o);
+    REQUIRE(marked.Launch(spec, {}).ok());
     CHECK(local.launch(0).spec.executable == "/usr/bin/python3");
+    CHECK_FALSE(std::filesystem::exists(o.marker));
+    // The first Slurm trial marks the state directory: a restart looks for its jobs.
+    spec.slurm = launcher::SlurmJob{{}, 0, "triald.n.t6", "c"};
+    REQUIRE(marked.Launch(spec, {}).ok());
+    CHECK(std::filesystem::exists(o.marker));
   }
 
   SECTION("a Slurm trial becomes its bridge; the job's limits are Slurm's") {
