@@ -189,21 +189,11 @@ TEST_CASE("Slurm's endings become failure reasons retry_on can name", "[slurm]")
   CHECK(std::find(by_default.begin(), by_default.end(), "node_failure") != by_default.end());
 }
 
-const char* const kSlurmSweep = R"([study]
-name = "s"
-n_trials = 10
-trial_timeout = 120
-gpus_per_trial = 1
-
-[objective]
-kind = "exec"
-command = ["true"]
-
-[space.x]
-type = "float"
-low = 0.0
-high = 1.0
-
+// kMinimal with a timeout, a GPU per trial and an [executor] table for Slurm.
+std::string SlurmSweepText() {
+  return config::testing::With("n_trials = 10",
+                               "n_trials = 10\ntrial_timeout = 120\ngpus_per_trial = 1") +
+         R"(
 [executor]
 kind = "slurm"
 partition = "gpu"
@@ -212,12 +202,13 @@ time_limit = 3600
 cpus_per_trial = 4
 extra_args = ["--exclusive"]
 )";
+}
 
 TEST_CASE("[executor] kind = \"slurm\" is read with its keys, and local is the default",
           "[slurm][config]") {
   const config::SweepSpec local = Parsed(config::testing::kMinimal);
   CHECK(local.executor.kind == "local");
-  const config::SweepSpec s = Parsed(kSlurmSweep);
+  const config::SweepSpec s = Parsed(SlurmSweepText());
   CHECK(s.executor.kind == "slurm");
   CHECK(s.executor.slurm.partition == "gpu");
   CHECK(s.executor.slurm.account == "ml");
@@ -228,36 +219,36 @@ TEST_CASE("[executor] kind = \"slurm\" is read with its keys, and local is the d
 
 TEST_CASE("bad [executor] settings are refused naming the key", "[slurm][config]") {
   using config::testing::With;
-  CHECK_THAT(ErrorOf(With("kind = \"slurm\"", "kind = \"k8s\"", kSlurmSweep)),
+  CHECK_THAT(ErrorOf(With("kind = \"slurm\"", "kind = \"k8s\"", SlurmSweepText())),
              Catch::Contains("[executor] kind") && Catch::Contains("one of local, slurm"));
-  CHECK_THAT(ErrorOf(With("partition = \"gpu\"", "partition = \"a b\"", kSlurmSweep)),
+  CHECK_THAT(ErrorOf(With("partition = \"gpu\"", "partition = \"a b\"", SlurmSweepText())),
              Catch::Contains("[executor] partition"));
-  CHECK_THAT(ErrorOf(With("[\"--exclusive\"]", "[\"--job-name=x\"]", kSlurmSweep)),
+  CHECK_THAT(ErrorOf(With("[\"--exclusive\"]", "[\"--job-name=x\"]", SlurmSweepText())),
              Catch::Contains("extra_args[0]") && Catch::Contains("--job-name is set by triald"));
   // srun takes unambiguous prefixes: --par would be --partition.
-  CHECK_THAT(ErrorOf(With("[\"--exclusive\"]", "[\"--par=x\"]", kSlurmSweep)),
+  CHECK_THAT(ErrorOf(With("[\"--exclusive\"]", "[\"--par=x\"]", SlurmSweepText())),
              Catch::Contains("--partition is set by triald"));
-  CHECK_THAT(ErrorOf(With("[\"--exclusive\"]", "[\"-p\", \"x\"]", kSlurmSweep)),
+  CHECK_THAT(ErrorOf(With("[\"--exclusive\"]", "[\"-p\", \"x\"]", SlurmSweepText())),
              Catch::Contains("extra_args[0]") && Catch::Contains("not a long option"));
-  CHECK_THAT(ErrorOf(With("[\"--exclusive\"]", "[\"--unbuffered\"]", kSlurmSweep)),
+  CHECK_THAT(ErrorOf(With("[\"--exclusive\"]", "[\"--unbuffered\"]", SlurmSweepText())),
              Catch::Contains("--unbuffered is set by triald"));
-  CHECK_THAT(ErrorOf(With("time_limit = 3600", "time_limit = 0", kSlurmSweep)),
+  CHECK_THAT(ErrorOf(With("time_limit = 3600", "time_limit = 0", SlurmSweepText())),
              Catch::Contains("[executor] time_limit"));
   // A key of the slurm kind under kind = "local".
-  CHECK_THAT(ErrorOf(With("kind = \"slurm\"", "kind = \"local\"", kSlurmSweep)),
+  CHECK_THAT(ErrorOf(With("kind = \"slurm\"", "kind = \"local\"", SlurmSweepText())),
              Catch::Contains("partition"));
-  CHECK_THAT(
-      ErrorOf(With("command = [\"true\"]",
-                   "command = [\"true\"]\nfork_server = true\npreload = [\"json\"]", kSlurmSweep)),
-      Catch::Contains("fork_server"));
+  CHECK_THAT(ErrorOf(With("command = [\"true\"]",
+                          "command = [\"true\"]\nfork_server = true\npreload = [\"json\"]",
+                          SlurmSweepText())),
+             Catch::Contains("fork_server"));
   CHECK_THAT(ErrorOf(With("gpus_per_trial = 1",
                           "gpus_per_trial = 1\nresource_constraints = [\"peak_memory <= 1G\"]",
-                          kSlurmSweep)),
+                          SlurmSweepText())),
              Catch::Contains("measured metrics"));
 }
 
 TEST_CASE("a Slurm study's trial holds no local GPU slot and its spec names its job", "[slurm]") {
-  const config::SweepSpec s = Parsed(kSlurmSweep);
+  const config::SweepSpec s = Parsed(SlurmSweepText());
   CHECK(daemon::LocalGpusPerTrial(s) == 0);
   CHECK(daemon::LocalGpusPerTrial(Parsed(
             config::testing::With("n_trials = 10", "n_trials = 10\ngpus_per_trial = 2"))) == 2);

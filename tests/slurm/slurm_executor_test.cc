@@ -54,6 +54,22 @@ std::string TrialdJobs() {
   return out;
 }
 
+// trialctl's output for `args` once it contains `text` (polling, bounded); fails the case,
+// showing the last output, when it never does.
+std::string WaitCtlSays(TestDaemon& d, const std::vector<std::string>& args,
+                        const std::string& text) {
+  std::string out;
+  const bool said = WaitFor(
+      [&] {
+        out = Trialctl(d.socket(), args).out;
+        return out.find(text) != std::string::npos;
+      },
+      30);
+  INFO("trialctl " << args[0] << ":\n" << out);
+  CHECK(said);
+  return out;
+}
+
 void RequireQueueEmpties() {
   std::string left;
   WaitFor(
@@ -161,26 +177,10 @@ TEST_CASE("slurm: gpus_per_trial = 1 on two GPUs runs two trials at once, each o
   const std::string toml = SlurmSweep("gpus", dir.path(), 4, 4, "gpus_per_trial = 1");
   daemon.Submit(toml, dir.Write("gpus.toml", toml));
   // While two hold both GPUs, the others wait in Slurm's queue, and the views say why.
-  std::string table;
-  const bool saw_queued = WaitFor(
-      [&] {
-        table = Trialctl(daemon.socket(), {"trials", "gpus"}).out;
-        return table.find("queued (Resources)") != std::string::npos;
-      },
-      30);
-  INFO("trialctl trials:\n" << table);
-  CHECK(saw_queued);
+  const std::string table = WaitCtlSays(daemon, {"trials", "gpus"}, "queued (Resources)");
   CHECK_THAT(table, Catch::Contains("SLURM JOB") && Catch::Contains(" on triald-node"));
   // status sums them up while some wait.
-  std::string status_text;
-  const bool status_queued = WaitFor(
-      [&] {
-        status_text = Trialctl(daemon.socket(), {"status", "gpus"}).out;
-        return status_text.find("2 job(s) running, 2 queued") != std::string::npos;
-      },
-      30);
-  INFO("trialctl status:\n" << status_text);
-  CHECK(status_queued);
+  WaitCtlSays(daemon, {"status", "gpus"}, "2 job(s) running, 2 queued");
   json::object status = daemon.WaitStudy("gpus", 60);
   INFO(daemon.log());
   CHECK(status.at("state").as_string() == "COMPLETE");
