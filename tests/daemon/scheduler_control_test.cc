@@ -428,5 +428,47 @@ TEST_CASE("HasWork: a running trial or a study that could start one here is work
   CHECK_FALSE(h.scheduler().HasWork());
 }
 
+// max_workers bounds the trials that run on this host; Slurm trials (their bridges are local
+// processes, but their work is the cluster's) only by their study's parallelism, and they take
+// no GPU slot of this host's pool.
+TEST_CASE("max_workers bounds local trials only; Slurm trials take no local GPU slot",
+          "[scheduler][slurm]") {
+  SchedulerHarnessOptions o;
+  o.max_workers = 1;
+  o.check_executor = [](const config::SweepSpec&, const std::string&) {
+    return common::Status::Ok();
+  };
+  SchedulerHarness h(o);
+  FakeLauncher& l = h.launcher();
+  Sweep slurm;
+  slurm.name = "on-slurm";
+  slurm.n_trials = 6;
+  slurm.parallelism = 4;
+  slurm.study_extra = "gpus_per_trial = 2\n";  // this harness has no GPUs at all
+  slurm.space += "\n[executor]\nkind = \"slurm\"\n";
+  h.SubmitOk(slurm);
+  Sweep local;
+  local.name = "here";
+  local.n_trials = 3;
+  local.parallelism = 3;
+  h.SubmitOk(local);
+  // Four Slurm trials (their parallelism) and one local one (max_workers), at once.
+  CHECK(l.max_live("on-slurm") == 4);
+  CHECK(l.max_live("here") == 1);
+  for (size_t i = 0; i < l.launch_count(); ++i) {
+    const FakeLauncher::Launched& launch = l.launch(i);
+    INFO(launch.study << " trial " << launch.trial);
+    CHECK(launch.spec.slurm.has_value() == (launch.study == "on-slurm"));
+    if (launch.spec.slurm) CHECK(launch.spec.slurm->gpus == 2);
+  }
+  // Without an executor check (a daemon without Slurm), such a study is refused.
+  SchedulerHarness bare;
+  slurm.name = "refused";
+  common::Result<StudyRecord> r = bare.Submit(slurm);
+  REQUIRE_FALSE(r.ok());
+  CHECK_THAT(r.status().message(), Catch::Contains("[executor] kind = \"slurm\": this daemon runs "
+                                                   "trials on its own host only"));
+}
+
 }  // namespace
 }  // namespace triald::daemon

@@ -111,6 +111,9 @@ struct SchedulerHarnessOptions {
   bool flaky = false;  // wrap the storage in a FlakyStorage (flaky())
   // A clock shared with other harnesses (the cluster's); null: the harness's own.
   FakeClock* clock = nullptr;
+  // Studies whose trials run elsewhere ([executor] kind = "slurm") are admitted when this says
+  // so (SchedulerOptions::check_executor); empty: refused, as by a daemon without Slurm.
+  std::function<common::Status(const config::SweepSpec&, const std::string&)> check_executor;
 };
 
 // The options of a harness with GPU slots (none with the defaults), 16 workers and a drawn seed
@@ -269,6 +272,7 @@ class SchedulerHarness {
     so.make_pruner = options_.make_pruner;
     so.gpus = pool_.get();
     so.node_timeout_s = options_.node_timeout_s;
+    so.check_executor = options_.check_executor;
     so.leftovers = &leftovers_;
     so.wake_after = [this](double delay_s) { wakes_.push_back(delay_s); };
     so.env = &env_;
