@@ -502,7 +502,11 @@ int RunDaemon(const DaemonOptions& opts) {
           .string();
   slurm::SlurmLauncher slurm_launcher(
       {&process_launcher, relay, srun, 2, opts.slurm_defaults, slurm::SlurmMarker(state_dir)});
-  const slurm::SlurmCluster slurm_cluster({srun, relay, 10, opts.slurm_defaults});
+  slurm::SlurmCluster::Options slurm_cluster_options;
+  slurm_cluster_options.srun = srun;
+  slurm_cluster_options.relay = relay;
+  slurm_cluster_options.defaults = opts.slurm_defaults;
+  slurm::SlurmCluster slurm_cluster(slurm_cluster_options);
   // Only a state directory that has submitted jobs asks Slurm at start (a daemon that never ran
   // a Slurm trial neither waits for nor depends on a cluster).
   if (!srun.empty() && ::access(slurm::SlurmMarker(state_dir).c_str(), F_OK) == 0) {

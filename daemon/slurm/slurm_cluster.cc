@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <sstream>
 
 #include "daemon/slurm/slurm_job.h"
@@ -45,51 +46,37 @@ std::string SlurmCluster::Command(const std::string& name) const {
   return slash == std::string::npos ? name : options_.srun.substr(0, slash + 1) + name;
 }
 
-common::Status SlurmCluster::Check(const config::SweepSpec& spec, const std::string& where) const {
-  if (spec.executor.kind != "slurm") return common::Status::Ok();
+common::Status CheckAgainstSinfo(const config::SweepSpec& spec, const std::string& where,
+                                 const config::SlurmDefaults& defaults, const std::string& sinfo) {
   const std::string head = where + ": [executor] kind = \"slurm\": ";
-  if (options_.srun.empty()) {
-    return common::FailedPrecondition(
-        head +
-        "Slurm's client (srun, sinfo) is not installed on the daemon's host (Debian: "
-        "slurm-client), or not in the daemon's PATH");
-  }
-  if (access(options_.relay.c_str(), X_OK) != 0) {
-    return common::FailedPrecondition(head + "the relay " + options_.relay +
-                                      " is missing (it is built and installed with triald)");
-  }
-  // %R partition, %a availability, %G GRES; one line per partition and node configuration.
-  common::Result<std::string> out = RunForOutput(
-      {Command("sinfo"), "--noheader", "--format=%R|%a|%G"}, options_.command_timeout_s);
-  if (!out.ok()) {
-    return common::Unavailable(head + "sinfo cannot reach the cluster: " + out.status().message());
-  }
-  const config::SlurmExecutorConfig executor = WithDefaults(spec.executor.slurm, options_.defaults);
+  const config::SlurmExecutorConfig executor = WithDefaults(spec.executor.slurm, defaults);
   std::string wanted = executor.partition;
-  if (wanted.empty()) {
+  struct Row {
+    std::string name, avail, gres;
+  };
+  std::vector<Row> rows;
+  for (const std::string& line : Lines(sinfo)) {
+    std::istringstream in(line);
+    Row r;
+    std::getline(in, r.name, '|');
+    std::getline(in, r.avail, '|');
+    std::getline(in, r.gres);
     // %P marks the default partition with '*'.
-    common::Result<std::string> parts =
-        RunForOutput({Command("sinfo"), "--noheader", "--format=%P"}, options_.command_timeout_s);
-    if (parts.ok()) {
-      for (const std::string& p : Lines(*parts)) {
-        if (!p.empty() && p.back() == '*') wanted = p.substr(0, p.size() - 1);
-      }
+    if (!r.name.empty() && r.name.back() == '*') {
+      r.name.pop_back();
+      if (executor.partition.empty()) wanted = r.name;
     }
+    rows.push_back(std::move(r));
   }
   std::vector<std::string> known;
   bool found = false, up = false;
   int gpus = 0;
-  for (const std::string& line : Lines(*out)) {
-    std::istringstream in(line);
-    std::string name, avail, gres;
-    std::getline(in, name, '|');
-    std::getline(in, avail, '|');
-    std::getline(in, gres);
-    if (std::find(known.begin(), known.end(), name) == known.end()) known.push_back(name);
-    if (name != wanted) continue;
+  for (const Row& r : rows) {
+    if (std::find(known.begin(), known.end(), r.name) == known.end()) known.push_back(r.name);
+    if (r.name != wanted) continue;
     found = true;
-    up = up || avail == "up";
-    gpus = std::max(gpus, GpusIn(gres));
+    up = up || r.avail == "up";
+    gpus = std::max(gpus, GpusIn(r.gres));
   }
   std::string list;
   for (const std::string& k : known) list += (list.empty() ? "" : ", ") + k;
@@ -120,6 +107,73 @@ common::Status SlurmCluster::Check(const config::SweepSpec& spec, const std::str
         "; expected gpus_per_trial <= " + std::to_string(gpus));
   }
   return common::Status::Ok();
+}
+
+SlurmCluster::~SlurmCluster() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  if (prober_.joinable()) prober_.join();
+}
+
+void SlurmCluster::ProberLoop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stop_) {
+    lock.unlock();
+    // %P partition ('*': the default), %a availability, %G GRES; a line per partition and node
+    // configuration.
+    common::Result<std::string> out = options_.run(
+        {Command("sinfo"), "--noheader", "--format=%P|%a|%G"}, options_.probe_timeout_s);
+    lock.lock();
+    ++probes_;
+    if (out.ok()) {
+      sinfo_ = std::move(out).value();
+      answered_at_ = Clock::now();
+      last_error_.clear();
+    } else {
+      last_error_ = out.status().message();
+    }
+    probed_.notify_all();
+    wake_.wait_for(lock, std::chrono::duration<double>(options_.refresh_s), [&] { return stop_; });
+  }
+}
+
+common::Status SlurmCluster::Check(const config::SweepSpec& spec, const std::string& where) {
+  if (spec.executor.kind != "slurm") return common::Status::Ok();
+  const std::string head = where + ": [executor] kind = \"slurm\": ";
+  if (options_.srun.empty()) {
+    return common::FailedPrecondition(
+        head +
+        "Slurm's client (srun, sinfo) is not installed on the daemon's host (Debian: "
+        "slurm-client), or not in the daemon's PATH");
+  }
+  if (access(options_.relay.c_str(), X_OK) != 0) {
+    return common::FailedPrecondition(head + "the relay " + options_.relay +
+                                      " is missing (it is built and installed with triald)");
+  }
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!prober_.joinable()) prober_ = std::thread([this] { ProberLoop(); });
+  // Only the first check after a start waits, for the first answer, and briefly.
+  if (probes_ == 0) {
+    probed_.wait_for(lock, std::chrono::duration<double>(options_.first_wait_s),
+                     [&] { return probes_ > 0; });
+  }
+  if (!answered_at_) {
+    return common::Unavailable(head + "sinfo cannot reach the cluster: " +
+                               (probes_ == 0 ? "no answer yet (asked " +
+                                                   std::to_string(options_.first_wait_s) +
+                                                   " s ago); submit again"
+                                             : last_error_));
+  }
+  const double age = std::chrono::duration<double>(Clock::now() - *answered_at_).count();
+  if (age > options_.stale_after_s) {
+    return common::Unavailable(head + "sinfo has not answered for " +
+                               std::to_string(static_cast<int>(age)) + " s" +
+                               (last_error_.empty() ? "" : " (" + last_error_ + ")"));
+  }
+  return CheckAgainstSinfo(spec, where, options_.defaults, sinfo_);
 }
 
 common::Result<std::vector<std::string>> SlurmCluster::CancelLeftovers(

@@ -3,13 +3,18 @@
 // outcome, and SlurmLauncher around a fake launcher. The real cluster is tests/slurm/.
 
 #include <catch2/catch.hpp>
+#include <chrono>
+#include <condition_variable>
 #include <filesystem>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "config/sweep.h"
 #include "daemon/scheduler/launch_spec.h"
 #include "daemon/scheduler/trial_outcome.h"
+#include "daemon/slurm/slurm_cluster.h"
 #include "daemon/slurm/slurm_job.h"
 #include "daemon/slurm/slurm_launcher.h"
 #include "tests/config/sweep_test_util.h"
@@ -245,6 +250,85 @@ TEST_CASE("bad [executor] settings are refused naming the key", "[slurm][config]
                           "gpus_per_trial = 1\nresource_constraints = [\"peak_memory <= 1G\"]",
                           SlurmSweepText())),
              Catch::Contains("measured metrics"));
+}
+
+TEST_CASE("the check at submit against sinfo: partition, default, availability, GPUs", "[slurm]") {
+  const std::string sinfo =
+      "debug*|up|gpu:2\nurgent|up|gpu:2\nbig|up|gpu:a100:8(S:0-1)\n"
+      "cpu|up|(null)\nold|down|gpu:4\n";
+  config::SweepSpec spec = Parsed(SlurmSweepText());
+  auto check = [&](const std::string& partition, int gpus, const config::SlurmDefaults& d = {}) {
+    spec.executor.slurm.partition = partition;
+    spec.study.gpus_per_trial = gpus;
+    return CheckAgainstSinfo(spec, "s.toml", d, sinfo);
+  };
+  CHECK(check("debug", 2).ok());
+  CHECK(check("", 1).ok());  // the default partition
+  CHECK(check("big", 8).ok());
+  CHECK_THAT(check("nope", 1).message(),
+             Catch::Contains("[executor] partition = \"nope\": no such partition (sinfo lists "
+                             "debug, urgent, big, cpu, old)"));
+  CHECK_THAT(check("", 1, {"nope", "", "", ""}).message(),
+             Catch::Contains("(triald --config [slurm] partition): no such partition"));
+  CHECK_THAT(check("cpu", 1).message(),
+             Catch::Contains("[study] gpus_per_trial = 1 with [executor] kind = \"slurm\": "
+                             "partition \"cpu\" has no GPUs"));
+  CHECK(check("cpu", 0).ok());
+  CHECK_THAT(check("debug", 3).message(), Catch::Contains("at most 2 GPU(s) per node"));
+  CHECK_THAT(check("old", 1).message(), Catch::Contains("partition \"old\" is not up"));
+}
+
+TEST_CASE("the check at submit reads a snapshot of sinfo and never waits on a hung one",
+          "[slurm]") {
+  triald::testing::TempDir dir;
+  const std::string relay = dir.Write("relay", "#!/bin/sh\n", 0755);
+  std::mutex mu;
+  std::condition_variable cv;
+  bool hang = false;
+  int calls = 0;
+  SlurmCluster::Options o;
+  o.srun = "/usr/bin/srun";
+  o.relay = relay;
+  o.refresh_s = 0.05;
+  o.stale_after_s = 0.5;
+  o.first_wait_s = 5;
+  o.run = [&](const std::vector<std::string>& argv, double) -> common::Result<std::string> {
+    CHECK(argv[0] == "/usr/bin/sinfo");
+    std::unique_lock<std::mutex> lock(mu);
+    ++calls;
+    cv.wait(lock, [&] { return !hang; });
+    return std::string("debug*|up|gpu:2\n");
+  };
+  SlurmCluster cluster(o);
+  const config::SweepSpec spec = Parsed(SlurmSweepText());
+  config::SweepSpec on_debug = spec;
+  on_debug.executor.slurm.partition = "debug";
+  REQUIRE(cluster.Check(on_debug, "s.toml").ok());  // waited for the first answer
+  // sinfo hangs: checks answer at once from the snapshot, then refuse once it is stale.
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    hang = true;
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  common::Status st = common::Status::Ok();
+  while (st.ok() && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5)) {
+    st = cluster.Check(on_debug, "s.toml");  // returns though sinfo hangs (else: no end)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  CHECK_THAT(st.message(), Catch::Contains("sinfo has not answered for"));
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    hang = false;
+  }
+  cv.notify_all();
+  // Answering again: accepted again.
+  const auto t1 = std::chrono::steady_clock::now();
+  while (!cluster.Check(on_debug, "s.toml").ok() &&
+         std::chrono::steady_clock::now() - t1 < std::chrono::seconds(5)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  CHECK(cluster.Check(on_debug, "s.toml").ok());
+  CHECK(calls >= 2);
 }
 
 TEST_CASE("a Slurm study's trial holds no local GPU slot and its spec names its job", "[slurm]") {
