@@ -16,20 +16,11 @@ namespace json = boost::json;
 
 TEST_CASE("a kind = \"lm\" sweep fine-tunes the tiny GPT-2 in isolated trials",
           "[lm][integration]") {
-  const std::string fixtures = worker::testing::FixtureDir();
-  const std::string corpus = worker::testing::TinyCorpusDir();
   TempDir dir;
   TestDaemon d(dir.File("state"), 2);
   d.Start();
-  std::ostringstream toml;
-  toml << "[study]\nname = \"lm-e2e\"\nn_trials = 4\nparallelism = 2\n\n"
-       << "[objective]\nkind = \"lm\"\nmodel = \"" << fixtures << "/tiny-gpt2\"\n"
-       << "train_file = \"" << corpus << "/train.txt\"\neval_file = \"" << corpus
-       << "/eval.txt\"\nmax_steps = 6\nseq_len = 32\neval_every = 3\ndevice = \"cpu\"\n"
-       << "batch_size = 4\n\n"
-       << "[space.learning_rate]\ntype = \"float\"\nlow = 1e-4\nhigh = 1e-2\nlog = true\n\n"
-       << "[sampler]\nkind = \"random\"\nseed = 3\n";
-  d.Submit(toml.str(), dir.Write("lm.toml", toml.str()));
+  const std::string toml = worker::testing::TinyLmSweep("lm-e2e", 4, 2);
+  d.Submit(toml, dir.Write("lm.toml", toml));
   json::object status = d.WaitStudy("lm-e2e", 300);
   CHECK(status.at("state").as_string() == "COMPLETE");
   json::array trials = d.Trials("lm-e2e");

@@ -126,6 +126,20 @@ std::string SlurmSweep(const std::string& name, const std::string& dir, int n_tr
   return toml + "\n[executor]\nkind = \"slurm\"\n" + executor;
 }
 
+// A daemon of its own on a temporary folder with the worker script (sleeping `sleep_s`), and
+// the Slurm study `name` submitted to it.
+struct SlurmRun {
+  SlurmRun(const std::string& name, double sleep_s, int n_trials, int parallelism,
+           const std::string& extra_study = "") {
+    daemon.Start();
+    dir.Write("worker.sh", WorkerScript(sleep_s), 0755);
+    const std::string toml = SlurmSweep(name, dir.path(), n_trials, parallelism, extra_study);
+    daemon.Submit(toml, dir.Write(name + ".toml", toml));
+  }
+  TempDir dir;
+  TestDaemon daemon{dir.File("state")};
+};
+
 }  // namespace
 
 TEST_CASE("slurm: a define-by-run study with a pruner runs its trials as Slurm jobs", "[slurm]") {
@@ -170,12 +184,8 @@ TEST_CASE("slurm: a define-by-run study with a pruner runs its trials as Slurm j
 TEST_CASE("slurm: gpus_per_trial = 1 on two GPUs runs two trials at once, each on its own GPU",
           "[slurm]") {
   REQUIRE_CLUSTER();
-  TempDir dir;
-  TestDaemon daemon(dir.File("state"));
-  daemon.Start();
-  dir.Write("worker.sh", WorkerScript(1.5), 0755);
-  const std::string toml = SlurmSweep("gpus", dir.path(), 4, 4, "gpus_per_trial = 1");
-  daemon.Submit(toml, dir.Write("gpus.toml", toml));
+  SlurmRun run("gpus", 1.5, 4, 4, "gpus_per_trial = 1");
+  TestDaemon& daemon = run.daemon;
   // While two hold both GPUs, the others wait in Slurm's queue, and the views say why.
   const std::string table = WaitCtlSays(daemon, {"trials", "gpus"}, "queued (Resources)");
   CHECK_THAT(table, Catch::Contains("SLURM JOB") && Catch::Contains(" on triald-node"));
@@ -221,12 +231,8 @@ TEST_CASE("slurm: gpus_per_trial = 1 on two GPUs runs two trials at once, each o
 
 TEST_CASE("slurm: cancelling a study ends its running and queued jobs", "[slurm]") {
   REQUIRE_CLUSTER();
-  TempDir dir;
-  TestDaemon daemon(dir.File("state"));
-  daemon.Start();
-  dir.Write("worker.sh", WorkerScript(60), 0755);
-  const std::string toml = SlurmSweep("cancel", dir.path(), 3, 3, "gpus_per_trial = 1");
-  daemon.Submit(toml, dir.Write("cancel.toml", toml));
+  SlurmRun run("cancel", 60, 3, 3, "gpus_per_trial = 1");
+  TestDaemon& daemon = run.daemon;
   // Two run (both GPUs), one waits in the queue.
   WaitFor([&] { return TrialdJobs().find("RUNNING") != std::string::npos; }, 30);
   WaitFor(
@@ -250,12 +256,8 @@ TEST_CASE("slurm: cancelling a study ends its running and queued jobs", "[slurm]
 TEST_CASE("slurm: triald killed mid-study leaves no job behind, and its restart completes it",
           "[slurm]") {
   REQUIRE_CLUSTER();
-  TempDir dir;
-  TestDaemon daemon(dir.File("state"));
-  daemon.Start();
-  dir.Write("worker.sh", WorkerScript(2), 0755);
-  const std::string toml = SlurmSweep("restart", dir.path(), 4, 2, "retries = 2");
-  daemon.Submit(toml, dir.Write("restart.toml", toml));
+  SlurmRun run("restart", 2, 4, 2, "retries = 2");
+  TestDaemon& daemon = run.daemon;
   WaitFor(
       [&] {
         const std::string jobs = TrialdJobs();
@@ -289,14 +291,9 @@ TEST_CASE("slurm: triald killed mid-study leaves no job behind, and its restart 
 TEST_CASE("slurm: a job cancelled outside triald or whose node goes down is retried for that",
           "[slurm]") {
   REQUIRE_CLUSTER();
-  TempDir dir;
-  TestDaemon daemon(dir.File("state"));
-  daemon.Start();
-  dir.Write("worker.sh", WorkerScript(4), 0755);
-  const std::string toml =
-      SlurmSweep("outside", dir.path(), 1, 1,
-                 "retries = 3\nretry_on = [\"slurm_cancelled\", \"node_failure\"]");
-  daemon.Submit(toml, dir.Write("outside.toml", toml));
+  SlurmRun run("outside", 4, 1, 1,
+               "retries = 3\nretry_on = [\"slurm_cancelled\", \"node_failure\"]");
+  TestDaemon& daemon = run.daemon;
   auto running_job = [&](size_t n_trials) {
     std::string id;
     WaitTrials(
@@ -338,14 +335,10 @@ TEST_CASE("slurm: a job cancelled outside triald or whose node goes down is retr
 TEST_CASE("slurm: a preempted trial fails as preempted and is retried; trial_timeout ends a job",
           "[slurm]") {
   REQUIRE_CLUSTER();
-  TempDir dir;
-  TestDaemon daemon(dir.File("state"));
-  daemon.Start();
-  dir.Write("worker.sh", WorkerScript(4), 0755);
   // Both GPUs, so that a job of the higher-priority partition `urgent` must preempt it.
-  const std::string toml =
-      SlurmSweep("preempt", dir.path(), 1, 1, "gpus_per_trial = 2\nretries = 1");
-  daemon.Submit(toml, dir.Write("preempt.toml", toml));
+  SlurmRun run("preempt", 4, 1, 1, "gpus_per_trial = 2\nretries = 1");
+  TestDaemon& daemon = run.daemon;
+  TempDir& dir = run.dir;
   WaitTrials(
       daemon, "preempt",
       [](const json::array& trials) {

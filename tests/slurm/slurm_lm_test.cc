@@ -6,7 +6,6 @@
 
 #include <catch2/catch.hpp>
 #include <cstdlib>
-#include <sstream>
 #include <string>
 
 #include "tests/integration/harness.h"
@@ -19,20 +18,12 @@ namespace json = boost::json;
 TEST_CASE("slurm: a kind = \"lm\" study fine-tunes the tiny GPT-2 in Slurm jobs", "[slurm][lm]") {
   if (::geteuid() != 0) TRIALD_SKIP("the test Slurm cluster needs root");
   REQUIRE(std::getenv("SLURM_CONF") != nullptr);
-  const std::string fixtures = worker::testing::FixtureDir();
-  const std::string corpus = worker::testing::TinyCorpusDir();
   TempDir dir;
   TestDaemon d(dir.File("state"), 2);
   d.Start();
-  std::ostringstream toml;
-  toml << "[study]\nname = \"lm-slurm\"\nn_trials = 2\nparallelism = 2\n\n"
-       << "[objective]\nkind = \"lm\"\nmodel = \"" << fixtures << "/tiny-gpt2\"\n"
-       << "train_file = \"" << corpus << "/train.txt\"\neval_file = \"" << corpus
-       << "/eval.txt\"\nmax_steps = 6\nseq_len = 32\neval_every = 3\ndevice = \"cpu\"\n"
-       << "batch_size = 4\n\n"
-       << "[space.learning_rate]\ntype = \"float\"\nlow = 1e-4\nhigh = 1e-2\nlog = true\n\n"
-       << "[sampler]\nkind = \"random\"\nseed = 3\n\n[executor]\nkind = \"slurm\"\n";
-  d.Submit(toml.str(), dir.Write("lm.toml", toml.str()));
+  const std::string toml =
+      worker::testing::TinyLmSweep("lm-slurm", 2, 2) + "\n[executor]\nkind = \"slurm\"\n";
+  d.Submit(toml, dir.Write("lm.toml", toml));
   json::object status = d.WaitStudy("lm-slurm", 300);
   INFO(d.log());
   CHECK(status.at("state").as_string() == "COMPLETE");

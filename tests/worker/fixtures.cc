@@ -144,6 +144,17 @@ std::string TinyCorpusDir() {
   return (SourceDir() / "tests" / "fixtures" / "tiny-corpus").string();
 }
 
+std::string TinyLmSweep(const std::string& name, int n_trials, int parallelism) {
+  const std::string corpus = TinyCorpusDir();
+  return "[study]\nname = \"" + name + "\"\nn_trials = " + std::to_string(n_trials) +
+         "\nparallelism = " + std::to_string(parallelism) + "\n\n[objective]\nkind = \"lm\"\n" +
+         "model = \"" + FixtureDir() + "/tiny-gpt2\"\ntrain_file = \"" + corpus +
+         "/train.txt\"\neval_file = \"" + corpus +
+         "/eval.txt\"\nmax_steps = 6\nseq_len = 32\neval_every = 3\ndevice = \"cpu\"\n" +
+         "batch_size = 4\n\n[space.learning_rate]\ntype = \"float\"\nlow = 1e-4\nhigh = 1e-2\n" +
+         "log = true\n\n[sampler]\nkind = \"random\"\nseed = 3\n";
+}
+
 config::LmObjectiveConfig TinyLmConfig() {
   config::LmObjectiveConfig config;
   config.model = FixtureDir() + "/tiny-gpt2";

@@ -31,4 +31,9 @@ std::string TinyCorpusDir();
 // it to trial-worker: 6 CPU steps of batch 2 x 32 tokens, an evaluation every 2.
 config::LmObjectiveConfig TinyLmConfig();
 
+// A sweep file's [study] and [objective] (kind = "lm", the tiny fixture model on the tiny corpus:
+// 6 CPU steps of batch 4 x 32 tokens, an evaluation every 3) and its [space] (learning_rate)
+// and [sampler] (random, seed 3), for the end-to-end lm suites.
+std::string TinyLmSweep(const std::string& name, int n_trials, int parallelism);
+
 }  // namespace triald::worker::testing
