@@ -89,6 +89,17 @@ void InstallSignals() {
   signal(SIGPIPE, SIG_IGN);
 }
 
+// In a forked child: execs `argv` (looked up in PATH), else says why on stderr and exits 127.
+[[noreturn]] void ExecOrDie(const std::vector<std::string>& argv, const std::string& who) {
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  execvp(args[0], args.data());
+  const std::string msg = who + "exec " + argv[0] + ": " + strerror(errno) + "\n";
+  (void)!write(2, msg.data(), msg.size());
+  _exit(127);
+}
+
 // Ends this process the way `wstatus` says its worker ended.
 [[noreturn]] void EndAs(int wstatus) {
   if (WIFSIGNALED(wstatus)) {
@@ -131,13 +142,7 @@ int RunNode(const std::vector<std::string>& command) {
     dup2(err[1], 2);
     dup2(chan[1], 3);  // dup2 clears FD_CLOEXEC on the copy
     signal(SIGPIPE, SIG_DFL);
-    std::vector<char*> args;
-    for (const std::string& a : command) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    execvp(args[0], args.data());
-    std::string msg = "exec " + command[0] + ": " + strerror(errno) + "\n";
-    (void)!write(2, msg.data(), msg.size());
-    _exit(127);
+    ExecOrDie(command, "");
   }
   close(chan[1]);
   close(out[1]);
@@ -297,13 +302,7 @@ void Bridge::StartSrun() {
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, nullptr);
-    std::vector<char*> args;
-    for (const std::string& a : srun_) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    execvp(args[0], args.data());
-    std::string msg = "triald-slurm-relay: exec " + srun_[0] + ": " + strerror(errno) + "\n";
-    (void)!write(2, msg.data(), msg.size());
-    _exit(127);
+    ExecOrDie(srun_, "triald-slurm-relay: ");
   }
   close(in[0]);
   close(out[1]);
@@ -384,6 +383,7 @@ void Bridge::OnFrame(const Frame& f) {
 }
 
 void Bridge::PollQueue() {
+  if (state_ == "RUNNING") return;  // the relay already said so
   // %i job id, %T state, %r reason (why it waits).
   std::string out = RunCapture(
       {bin_dir_ + "squeue", "--noheader", "--name=" + job_name_, "--format=%i|%T|%r"}, 10);
@@ -393,7 +393,6 @@ void Bridge::PollQueue() {
   if (a == std::string::npos || b == std::string::npos) return;
   std::string id = line.substr(0, a), state = line.substr(a + 1, b - a - 1),
               reason = line.substr(b + 1);
-  if (state_ == "RUNNING") return;  // the relay already said so
   if (id != job_id_ || state != state_ || reason != reason_) {
     job_id_ = id;
     state_ = state;

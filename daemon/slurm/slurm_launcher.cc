@@ -112,6 +112,7 @@ launcher::LaunchResult SlurmLauncher::Launch(const launcher::LaunchSpec& spec,
     out.resources.memory_source.clear();
     out.resources.cpu_time_s.reset();
     out.resources.cpu_source.clear();
+    const model::TrialResources unmeasured = out.resources;
     // Slurm's accounting where the cluster keeps one; else the relay's count, saying why.
     const bool sacct = seen->accounting == "sacct";
     const std::string why =
@@ -130,10 +131,7 @@ launcher::LaunchResult SlurmLauncher::Launch(const launcher::LaunchSpec& spec,
       }
     } catch (const std::exception&) {
       // Not numbers: the worker's own "triald.slurm" line, not the relay's. Nothing measured.
-      out.resources.peak_memory_bytes.reset();
-      out.resources.cpu_time_s.reset();
-      out.resources.memory_source.clear();
-      out.resources.cpu_source.clear();
+      out.resources = unmeasured;
     }
     if (!seen->ending.empty()) {
       // Only the reasons the relay may name: anything else on the channel is the worker's word.

@@ -52,26 +52,22 @@ int ThreadCount() {
   return -1;
 }
 
-// A storage with no watchdog thread, for a test that forks: a child forked from a threaded
-// parent may inherit a lock another thread held (the allocator's under ASan) and hang.
-std::unique_ptr<Storage> OpenSingleThreaded(const std::string& url, const std::string& node) {
-  PostgresOptions options;
-  options.url = url;
-  options.node = node;
-  options.unresponsive_after_s = 0;
-  auto r = OpenPostgresStorage(options);
-  INFO(r.status().ToString());
-  REQUIRE(r.ok());
-  return std::move(r).value();
-}
-
-// Options for a storage a forked child opens: no watchdog thread either.
+// Options without a watchdog thread, for a test that forks (OpenSingleThreaded) and for the
+// storages its forked children open: a child forked from a threaded parent may inherit a lock
+// another thread held (the allocator's under ASan) and hang.
 PostgresOptions ChildOptions(const std::string& url, const std::string& node) {
   PostgresOptions options;
   options.url = url;
   options.node = node;
   options.unresponsive_after_s = 0;
   return options;
+}
+
+std::unique_ptr<Storage> OpenSingleThreaded(const std::string& url, const std::string& node) {
+  auto r = OpenPostgresStorage(ChildOptions(url, node));
+  INFO(r.status().ToString());
+  REQUIRE(r.ok());
+  return std::move(r).value();
 }
 
 // Forks a child that runs `body` and exits with its return value (0 for success). No Catch
