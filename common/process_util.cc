@@ -1,16 +1,23 @@
 #include "common/process_util.h"
 
+#include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
+#include <spawn.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <vector>
+
+extern char** environ;
 
 namespace triald::common {
 
@@ -122,6 +129,99 @@ Result<std::string> FindExecutable(const std::string& name, const std::string& p
     if (IsExecutableFile(p.string())) return p.lexically_normal().string();
   }
   return NotFound("command \"" + name + "\" not found in PATH (" + search + ")");
+}
+
+Result<CapturedRun> RunCaptured(const CapturedRequest& request) {
+  if (request.argv.empty()) return InvalidArgument("no command");
+  int out[2] = {-1, -1};
+  int err[2] = {-1, -1};
+  if (pipe2(out, O_CLOEXEC) != 0) return ErrnoError("pipe", errno);
+  if (request.capture_stderr && pipe2(err, O_CLOEXEC) != 0) {
+    const int e = errno;
+    close(out[0]);
+    close(out[1]);
+    return ErrnoError("pipe", e);
+  }
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_adddup2(&actions, out[1], 1);
+  if (request.capture_stderr) {
+    posix_spawn_file_actions_adddup2(&actions, err[1], 2);
+  } else if (request.quiet) {
+    posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
+  }
+  if (!request.workdir.empty()) {
+    posix_spawn_file_actions_addchdir_np(&actions, request.workdir.c_str());
+  }
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+  posix_spawnattr_setpgroup(&attr, 0);
+  std::vector<char*> args;
+  for (const std::string& a : request.argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  std::vector<char*> env;
+  for (const std::string& kv : request.env) env.push_back(const_cast<char*>(kv.c_str()));
+  env.push_back(nullptr);
+  pid_t pid = 0;
+  const int rc = posix_spawnp(&pid, args[0], &actions, &attr, args.data(),
+                              request.inherit_env ? environ : env.data());
+  posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attr);
+  close(out[1]);
+  if (err[1] >= 0) close(err[1]);
+  if (rc != 0) {
+    close(out[0]);
+    if (err[0] >= 0) close(err[0]);
+    return ErrnoError("cannot run " + request.argv[0], rc);
+  }
+  CapturedRun run;
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::milliseconds(static_cast<int64_t>(request.timeout_s * 1000));
+  int fds[2] = {out[0], err[0]};
+  char buf[8192];
+  while (fds[0] >= 0 || fds[1] >= 0) {
+    const int64_t left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                             deadline - std::chrono::steady_clock::now())
+                             .count();
+    if (left <= 0) {
+      run.timed_out = true;
+      kill(-pid, SIGKILL);
+      break;
+    }
+    pollfd p[2] = {{fds[0], POLLIN, 0}, {fds[1], POLLIN, 0}};
+    const int r = poll(p, 2, static_cast<int>(left));
+    if (r <= 0) continue;  // EINTR, or the deadline (checked above)
+    for (int i = 0; i < 2; ++i) {
+      if (fds[i] < 0 || p[i].revents == 0) continue;
+      const ssize_t n = read(fds[i], buf, sizeof(buf));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        close(fds[i]);
+        fds[i] = -1;
+        continue;
+      }
+      std::string& text = i == 0 ? run.out : run.err;
+      if (i == 0) {
+        if (text.size() < request.max_bytes) {
+          text.append(buf, std::min(static_cast<size_t>(n), request.max_bytes - text.size()));
+        }
+      } else {
+        text.append(buf, static_cast<size_t>(n));
+        if (text.size() > 2 * request.max_bytes) text.erase(0, text.size() - request.max_bytes);
+      }
+    }
+  }
+  for (int fd : fds) {
+    if (fd >= 0) close(fd);
+  }
+  if (run.err.size() > request.max_bytes) run.err.erase(0, run.err.size() - request.max_bytes);
+  int wstatus = 0;
+  while (waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
+  }
+  run.status = ExitStatus::FromWaitStatus(wstatus);
+  return run;
 }
 
 }  // namespace triald::common

@@ -1,6 +1,6 @@
 #pragma once
 // Process helpers: identities that survive pid reuse, process-group liveness, signal names and
-// wait-status descriptions, and PATH lookup.
+// wait-status descriptions, PATH lookup, and running a short-lived command for its output.
 //
 // Thread-safety: all functions are thread-safe.
 
@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "common/status.h"
 
@@ -59,5 +60,30 @@ struct ExitStatus {
 // file, or an error naming what was searched.
 Result<std::string> FindExecutable(const std::string& name, const std::string& path_env,
                                    const std::string& cwd);
+
+// A short-lived command run for its output (RunCaptured).
+struct CapturedRequest {
+  std::vector<std::string> argv;  // argv[0]: a path, or a name looked up in this process's PATH
+  // The command's whole environment ("K=V"); nullopt-like empty with inherit_env: this
+  // process's own.
+  std::vector<std::string> env;
+  bool inherit_env = true;
+  std::string workdir;          // empty: this process's
+  double timeout_s = 10;        // then its process group is killed (SIGKILL)
+  size_t max_bytes = 1u << 20;  // kept of each stream (stdout from its start, stderr its end)
+  bool capture_stderr = false;  // else it goes where this process's goes (or /dev/null: quiet)
+  bool quiet = false;           // stderr to /dev/null (when not captured)
+};
+struct CapturedRun {
+  ExitStatus status;
+  bool timed_out = false;
+  std::string out;  // stdout, its first max_bytes
+  std::string err;  // stderr (capture_stderr), its last max_bytes
+  bool ok() const { return !timed_out && !status.signaled && status.code == 0; }
+};
+// Runs `request` with posix_spawn (safe in a process with threads) in a process group of its
+// own, stdin from /dev/null, and waits for it to exit or for its timeout (its group is then
+// killed). An error only when it cannot be started; how it ended is in the result.
+Result<CapturedRun> RunCaptured(const CapturedRequest& request);
 
 }  // namespace triald::common

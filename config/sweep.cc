@@ -125,7 +125,27 @@ const std::vector<const char*>& RetryableReasons() {
   return kReasons;
 }
 
-Result<SweepSpec> ParseSweep(const SweepSource& source) { return Parse(SweepReader(source)); }
+Result<SweepSpec> ParseSweep(const SweepSource& source) {
+  TRIALD_ASSIGN_OR_RETURN(SweepSpec spec, Parse(SweepReader(source)));
+  const SubmitChoices& c = source.submit;
+  const std::string where = source.path.empty() ? "<sweep>" : source.path;
+  if (!c.name.empty()) {
+    if (!IsStudyName(c.name)) {
+      return common::InvalidArgument(where + ": submit --name \"" + c.name +
+                                     "\": not a valid study name; expected " + kStudyNameExpected);
+    }
+    spec.study.name = c.name;
+  }
+  if (!c.python.empty() && spec.objective.kind == "python") {
+    if (c.python[0] != '/' || c.python.find('\0') != std::string::npos) {
+      return common::InvalidArgument(where + ": the submitter's interpreter \"" + c.python +
+                                     "\" is not an absolute path; expected one such as "
+                                     "/usr/bin/python3");
+    }
+    spec.objective.python = c.python;
+  }
+  return spec;
+}
 
 Result<SweepSpec> ParseSweepFile(const std::string& path) {
   std::FILE* f = std::fopen(path.c_str(), "rb");

@@ -70,6 +70,15 @@ struct StudyConfig {
   // n_trials (n_trials counts configurations).
   int retries = 0;
   std::vector<std::string> retry_on;  // subset of RetryableReasons(); default kDefaultRetryOn
+  // Fail-fast (daemon/scheduler/failure_streak.h): the study stops, ending FAILED, once this
+  // many trials in a row (its first ones included) failed the same way; 0: never.
+  int max_failures_in_a_row = 5;
+  // A planned stop of triald (SIGTERM: systemctl stop or restart) loses no trial: each trial it
+  // stops ends FAIL(shutdown) and a new WAITING trial with its parameters (a retry of it, which
+  // resumes from its folder as retries do) runs when triald starts again; neither counts
+  // against n_trials or retries. false: the FAIL(shutdown) is the trial's end (retried only by
+  // retry_on = ["shutdown"]).
+  bool requeue_on_shutdown = true;
   // Per-trial limits (0: none). memory_limit is written as bytes or "512M", "2G" (K/M/G/T are
   // powers of 1024): the trial cgroup's memory.max, else RLIMIT_AS; running out is FAIL(oom).
   // pids_limit: the trial cgroup's pids.max (its processes and threads), where available.
@@ -314,12 +323,28 @@ struct SweepSpec {
   ExecutorConfig executor;
 };
 
+// What a submitter chose when submitting, outside the file (trialctl submit sends them; the
+// study keeps them with its sweep, so a restart parses the same spec).
+struct SubmitChoices {
+  std::string name;            // --name: replaces [study] name ("": the file's)
+  std::string python;          // kind = "python": the interpreter trialctl resolved in the
+                               // submitter's environment, absolute; replaces [objective] python
+  std::string python_version;  // its version as it reported it ("3.11.7"; "" when unknown)
+  bool empty() const { return name.empty() && python.empty() && python_version.empty(); }
+};
+
 struct SweepSource {
   std::string text;  // the TOML document
   std::string path;  // shown in messages; its directory anchors relative paths
+  SubmitChoices submit = {};
 };
 
-// Parses and validates a sweep file. On error nothing is returned and the Status message is
+// Whether `name` may name a study ([study] name, trialctl submit --name), and what one may be.
+bool IsStudyName(std::string_view name);
+extern const char* const kStudyNameExpected;
+
+// Parses and validates a sweep file, then applies source.submit (a name or interpreter that is
+// not one is refused, naming the choice). On error nothing is returned and the Status message is
 // the full user-facing text (one line per problem is not required: the first problem suffices).
 common::Result<SweepSpec> ParseSweep(const SweepSource& source);
 

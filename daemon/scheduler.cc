@@ -201,6 +201,17 @@ void Scheduler::LockedMaybeComplete(StudyRuntime& study) {
   if (locked.ok()) MaybeCompleteStudy(study);
 }
 
+void Scheduler::StopFailingStudy(StudyRuntime& study, const std::string& why) {
+  recorder_->Event(&study, nullptr, "study_failing", why);
+  FailStudy(study, why);
+  // Its WAITING trials (retries, enqueued ones) do not start: they end as a cancelled study's.
+  while (!study.waiting.empty()) {
+    const int waiting = study.waiting.front();
+    study.waiting.pop_front();
+    FinishTrial(study, waiting, StoppedBeforeStart(why), /*own=*/false);
+  }
+}
+
 void Scheduler::FailStudy(StudyRuntime& study, const std::string& why) {
   options_.logger->error("study {}: {}", study.record.name, why);
   study.exhausted = true;  // starts nothing more
@@ -582,14 +593,15 @@ void Scheduler::OnExit(int64_t trial_id, const launcher::ProcessOutcome& o) {
 void Scheduler::MaybeRetry(StudyRuntime& study, int number) {
   const TrialRecord failed = study.trials[number];  // a copy: trials grows below
   const config::StudyConfig& cfg = study.spec.study;
-  if (failed.state != TrialState::kFail || cfg.retries == 0 ||
-      study.record.state != StudyState::kRunning ||
-      std::find(cfg.retry_on.begin(), cfg.retry_on.end(), failed.fail.reason) ==
-          cfg.retry_on.end()) {
+  if (failed.state != TrialState::kFail || study.record.state != StudyState::kRunning) return;
+  // Stopped by a stop of triald: put back, whatever retries says (requeue_on_shutdown).
+  const bool requeue = failed.fail.reason == "shutdown" && cfg.requeue_on_shutdown;
+  if (!requeue && (cfg.retries == 0 || std::find(cfg.retry_on.begin(), cfg.retry_on.end(),
+                                                 failed.fail.reason) == cfg.retry_on.end())) {
     return;
   }
   const int attempts = study.RetriesBehind(failed);
-  if (attempts >= cfg.retries) {
+  if (!requeue && attempts >= cfg.retries) {
     recorder_->Event(
         &study, &failed, "retries_exhausted",
         "FAIL(" + failed.fail.reason + ") after " + std::to_string(attempts) + " retries");
@@ -607,12 +619,15 @@ void Scheduler::MaybeRetry(StudyRuntime& study, int number) {
   study.waiting.push_back(created->number);
   ++study.retries_created;
   ++study.retried;
-  const std::string what = "trial " + std::to_string(created->number) + " retries trial " +
-                           std::to_string(number) + " (FAIL(" + failed.fail.reason + "), retry " +
-                           std::to_string(attempts + 1) + " of " + std::to_string(cfg.retries) +
-                           ")";
+  const std::string what =
+      requeue
+          ? "trial " + std::to_string(created->number) + " puts back trial " +
+                std::to_string(number) + " (stopped with triald; it runs when triald starts again)"
+          : "trial " + std::to_string(created->number) + " retries trial " +
+                std::to_string(number) + " (FAIL(" + failed.fail.reason + "), retry " +
+                std::to_string(attempts + 1) + " of " + std::to_string(cfg.retries) + ")";
   options_.logger->info("study {}: {}", study.record.name, what);
-  recorder_->Event(&study, &*created, "trial_retry", what);
+  recorder_->Event(&study, &*created, requeue ? "trial_requeued" : "trial_retry", what);
 }
 
 bool Scheduler::gpu_work() const {
@@ -656,7 +671,11 @@ void Scheduler::FinishTrial(StudyRuntime& study, int number, const model::TrialO
   const std::string what = DescribeOutcome(out);
   options_.logger->info("study {} trial {}: {}", study.record.name, number, what);
   recorder_->Event(&study, &trial, "trial_finished", what);
-  MaybeRetry(study, number);  // may grow study.trials: `trial` is not used after this
+  if (std::optional<std::string> stop = study.streak.OnFinished(trial)) {
+    StopFailingStudy(study, *stop);  // none of these failures is retried
+  } else {
+    MaybeRetry(study, number);  // may grow study.trials: `trial` is not used after this
+  }
   MaybeCompleteStudy(study);
   coordinator_->CommitFinish(study, number, out, own, batch, before);
 }

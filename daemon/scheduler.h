@@ -328,6 +328,8 @@ class Scheduler {
   std::optional<int> NextTrial(StudyRuntime& study);
   // The study cannot go on (`why`): it starts nothing more and ends FAILED.
   void FailStudy(StudyRuntime& study, const std::string& why);
+  // Fail-fast (FailureStreak): FailStudy, and its WAITING trials end without starting.
+  void StopFailingStudy(StudyRuntime& study, const std::string& why);
   // MaybeCompleteStudy, as a decision of its own (under the study's lock when shared).
   void LockedMaybeComplete(StudyRuntime& study);
   bool CanStart(const StudyRuntime& study) const;
@@ -347,7 +349,8 @@ class Scheduler {
   // A launched trial ended without ever starting (launcher.h: never_started): a failed start
   // (it waits again, the study backs off), or a start called off by cancel or shutdown.
   void OnNeverStarted(int64_t trial_id, const launcher::ProcessOutcome& outcome);
-  // Queues a retry of the finished trial `number` when the study's policy asks for one.
+  // Queues a retry of the finished trial `number` when the study's policy asks for one, and
+  // puts back a trial that a stop of triald ended ([study] requeue_on_shutdown).
   void MaybeRetry(StudyRuntime& study, int number);
   void OnExit(int64_t trial_id, const launcher::ProcessOutcome& outcome);
   // `own`: the trial is this node's (shared storage: dropped when another node has ended or

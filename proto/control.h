@@ -5,7 +5,8 @@
 // Requests are capped at kMaxRequestBytes (a sweep file travels inside "submit").
 //
 // Verbs and their arguments (the verb table and the replies: daemon/control/verbs.h):
-//   submit {sweep: TOML text, path: absolute path of the file}
+//   submit {sweep: TOML text, path: absolute path of the file, name?: a study name replacing
+//           the file's, python?: the trials' interpreter (absolute), python_version?}
 //   studies {}            status {study}          trials {study}
 //   best {study}          cancel {study}          logs {study, trial, stream: stdout|stderr}
 //   ping {}               nodes {}                export {study}   (the study and its trials

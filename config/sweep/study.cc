@@ -14,22 +14,19 @@
 
 #include "config/sweep/tables.h"
 
-namespace triald::config::sweep {
-
+namespace triald::config {
 namespace {
 
-using common::InvalidArgument;
-using common::Status;
-using K = Key<StudyConfig>;
-using S = StudyConfig;
-
 constexpr size_t kMaxStudyNameChars = 128;
-const char* const kNameExpected =
-    "1 to 128 characters from A-Z a-z 0-9 _ . -, starting with a letter or digit";
 
 bool IsAsciiAlnum(char c) {
   return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
 }
+
+}  // namespace
+
+const char* const kStudyNameExpected =
+    "1 to 128 characters from A-Z a-z 0-9 _ . -, starting with a letter or digit";
 
 // The first character is a letter or digit: a name is a folder under studies/ ("." and ".."
 // are not) and a command-line argument ("-rf" is not).
@@ -39,6 +36,19 @@ bool IsStudyName(std::string_view s) {
   return std::all_of(s.begin(), s.end(),
                      [](char c) { return IsAsciiAlnum(c) || c == '_' || c == '.' || c == '-'; });
 }
+
+}  // namespace triald::config
+
+namespace triald::config::sweep {
+
+namespace {
+
+using common::InvalidArgument;
+using common::Status;
+using K = Key<StudyConfig>;
+using S = StudyConfig;
+
+const char* const kNameExpected = kStudyNameExpected;
 
 // "2G", "512M", "1.5G", "64KiB", "1048576": bytes, K/M/G/T being powers of 1024. Nothing when
 // the text is not such a size (or overflows).
@@ -356,6 +366,18 @@ const std::vector<Key<StudyConfig>>& StudyKeys() {
     keys.push_back(IntKey("gpus_per_trial", Of(&S::gpus_per_trial), 0, 1024,
                           "an integer >= 0 (GPUs per trial)",
                           "GPU slots each trial holds, 0 to 1024 (default 0: CPU only)"));
+    keys.push_back(IntKey(
+        "max_failures_in_a_row", Of(&S::max_failures_in_a_row), 0, 1000000,
+        "an integer >= 0 (0: never stop)",
+        "fail-fast: the study stops and ends FAILED once this many trials in a row (its first "
+        "ones included) failed the same way (the same reason and last line, numbers aside); 0 "
+        "never stops it (default 5)"));
+    keys.push_back(BoolKey(
+        "requeue_on_shutdown", Of(&S::requeue_on_shutdown),
+        "a trial that a stop of triald (SIGTERM, systemctl stop or restart) ends is run again "
+        "when triald starts: a new WAITING trial with its parameters, resuming from its folder, "
+        "counted neither against n_trials nor retries (default true; false: it ends "
+        "FAIL(shutdown), retried only per retry_on)"));
     keys.push_back(IntKey("retries", Of(&S::retries), 0, 100,
                           "an integer >= 0 (retries per configuration)",
                           "retries per configuration of a failed trial, 0 to 100 (default 0)"));

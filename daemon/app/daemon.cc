@@ -45,12 +45,6 @@ using common::Status;
 namespace {
 
 // Variables a worker inherits from the daemon; everything else it gets is explicit.
-const char* const kInheritedEnv[] = {
-    "PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "TZ",
-    "TMPDIR", "LD_LIBRARY_PATH", "PYTHONPATH", "CUDA_HOME",
-    // Which Slurm cluster srun, squeue and scancel talk to (a Slurm trial's bridge runs them).
-    "SLURM_CONF"};
-
 std::vector<std::string> BaseEnvironment() {
   std::vector<std::string> env;
   for (char** e = environ; *e != nullptr; ++e) {
@@ -58,7 +52,7 @@ std::vector<std::string> BaseEnvironment() {
     size_t eq = kv.find('=');
     if (eq == std::string::npos) continue;
     std::string key = kv.substr(0, eq);
-    for (const char* k : kInheritedEnv) {
+    for (const std::string& k : InheritedEnvironment()) {
       if (key == k) env.push_back(kv);
     }
   }

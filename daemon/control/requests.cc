@@ -28,7 +28,21 @@ Result<config::SweepSource> DecodeSubmit(const json::object& args) {
                                    " bytes; expected at most " +
                                    std::to_string(proto::kMaxSweepBytes) + " bytes (2 MiB)");
   }
-  return config::SweepSource{text, path};
+  config::SweepSource source{text, path, {}};
+  // The submitter's choices outside the file (trialctl submit --name, and the interpreter it
+  // resolved in the submitter's environment); ParseSweep checks them.
+  for (auto [key, out] : {std::pair<const char*, std::string*>{"name", &source.submit.name},
+                          {"python", &source.submit.python},
+                          {"python_version", &source.submit.python_version}}) {
+    const json::value* v = args.if_contains(key);
+    if (v == nullptr || v->is_null()) continue;
+    if (!v->is_string() || v->get_string().size() > 4096) {
+      return common::InvalidArgument(std::string("field \"") + key +
+                                     "\" must be a string of at most 4096 bytes");
+    }
+    *out = std::string(v->get_string());
+  }
+  return source;
 }
 
 Result<std::map<std::string, std::string>> DecodeEnqueueParams(const json::object& args) {

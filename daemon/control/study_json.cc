@@ -71,6 +71,9 @@ json::object TrialToJson(const TrialRecord& t) {
   if (t.state == TrialState::kFail) {
     o["fail_reason"] = t.fail.reason;
     o["fail_detail"] = t.fail.detail;
+    // The failure in one line (model::FailSummary): what `trials` shows; fail_detail and
+    // stderr_tail keep the whole text.
+    o["fail_summary"] = model::FailSummary(t.fail);
     o["exit_code"] = t.fail.exit_code >= 0 ? json::value(t.fail.exit_code) : json::value(nullptr);
     o["signal"] = t.fail.signal > 0 ? json::value(t.fail.signal) : json::value(nullptr);
     o["core_dumped"] = t.fail.core_dumped;
@@ -145,6 +148,16 @@ json::object StudySummaryJson(const model::StudyRecord& s, const storage::TrialC
                                           ? json::value(nullptr)
                                           : json::value(common::SanitizeUtf8(s.submitter.name))}})
                        : json::value(nullptr);
+  // kind = "python": the interpreter its trials run, as trialctl resolved it in the submitter's
+  // environment ({path, version}); null when the daemon's PATH picks it (an older trialctl).
+  o["python"] =
+      s.submit.python.empty()
+          ? json::value(nullptr)
+          : json::value(json::object{
+                {"path", common::SanitizeUtf8(s.submit.python)},
+                {"version", s.submit.python_version.empty()
+                                ? json::value(nullptr)
+                                : json::value(common::SanitizeUtf8(s.submit.python_version))}});
   // Without its learning curve: a summary's size does not grow with what trials report.
   if (best) {
     json::object b = TrialToJson(*best);

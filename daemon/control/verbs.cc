@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <limits>
+#include <map>
 #include <optional>
 #include <utility>
 
@@ -213,6 +214,46 @@ std::optional<json::object> MemorySummary(const VerbContext& c, const json::obje
   return summary;
 }
 
+// How the study's trials failed, when some did: {tallied, reason, summary, count}, the most
+// common way (model::FailKey) among its last kFailureTally failed trials (tallied of them),
+// with its reason, one line (model::FailSummary, of the latest such trial) and count; null
+// when none failed. An active study's come from the scheduler's trials, a finished one's from
+// storage (GetRecentFailures: the ends of the details only).
+constexpr int kFailureTally = 1000;
+Result<json::value> FailuresJson(const VerbContext& c, const model::StudyRecord& s) {
+  std::vector<model::FailInfo> fails;
+  const StudyCache* active = c.scheduler != nullptr ? c.scheduler->active_study(s.name) : nullptr;
+  if (active != nullptr) {
+    for (auto it = active->trials.rbegin();
+         it != active->trials.rend() && static_cast<int>(fails.size()) < kFailureTally; ++it) {
+      if (it->state == model::TrialState::kFail) fails.push_back(it->fail);
+    }
+  } else {
+    TRIALD_ASSIGN_OR_RETURN(fails, c.storage->GetRecentFailures(s.id, kFailureTally));
+  }
+  if (fails.empty()) return json::value(nullptr);
+  struct Way {
+    int64_t count = 0;
+    const model::FailInfo* latest = nullptr;  // fails is newest first
+  };
+  std::map<std::string, Way> ways;
+  const Way* top = nullptr;
+  for (const model::FailInfo& f : fails) {
+    Way& w = ways[model::FailKey(f)];
+    if (w.latest == nullptr) w.latest = &f;
+    ++w.count;
+  }
+  for (const model::FailInfo& f : fails) {  // ties: the way of the latest failure
+    const Way& w = ways[model::FailKey(f)];
+    if (top == nullptr || w.count > top->count) top = &w;
+  }
+  return json::value(
+      json::object{{"tallied", static_cast<int64_t>(fails.size())},
+                   {"reason", common::SanitizeUtf8(top->latest->reason)},
+                   {"summary", common::SanitizeUtf8(model::FailSummary(*top->latest))},
+                   {"count", top->count}});
+}
+
 Result<json::value> StatusVerb(const VerbContext& c, const json::object& args) {
   Result<model::StudyRecord> looked_up = LookUpStudy(*c.storage, args);
   Result<json::object> from_storage =
@@ -232,6 +273,7 @@ Result<json::value> StatusVerb(const VerbContext& c, const json::object& args) {
   summary["storage"] = StorageOutageJson(c);
   summary["fork_server"] = ForkServerJson(c, s.id);
   summary["slurm"] = SlurmJobsJson(c, s.name);
+  TRIALD_ASSIGN_OR_RETURN(summary["failures"], FailuresJson(c, s));
   // Several objectives: no single best; the size of the Pareto front of feasible COMPLETE
   // trials instead. An active study's comes from the scheduler's trials (no storage read, so
   // `watch` polling a running sweep costs no more than with one objective); a finished one's

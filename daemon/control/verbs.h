@@ -5,8 +5,10 @@
 //
 // Verbs (arguments -> result; the wire format is in proto/control.h):
 //   ping     {} -> {pid, running, queued, state_dir, node, shared, version}
-//   submit   {sweep, path} -> {study, n_trials, seed}: the caller becomes the study's
-//            submitter                                                  (creating)
+//   submit   {sweep, path, name?, python?, python_version?} -> {study, n_trials, seed}: the
+//            caller becomes the study's submitter; name replaces [study] name, python (an
+//            absolute path, with its version) the interpreter of kind = "python" (trialctl
+//            sends the one it resolved in the submitter's environment)      (creating)
 //   studies  {} -> [StudySummaryJson]
 //   status   {study} -> StudySummaryJson
 //   trials   {study, offset?, limit?} -> [TrialToJson]: the trials numbered offset (default 0)

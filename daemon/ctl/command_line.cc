@@ -51,6 +51,15 @@ const std::vector<VerbSpec>& VerbSpecs() {
        {},
        [](CLI::App* v, CommandLine* c) {
          v->add_option("FILE", c->file, "the sweep file")->required();
+         v->add_option("--name", c->name, "the study's name instead of the file's [study] name")
+             ->type_name("NAME");
+         v->add_flag("--no-check", c->no_check,
+                     "kind = \"python\": do not import the objective's module\n"
+                     "(and preload modules) in the trials' interpreter first");
+         v->add_option("--check-timeout", c->check_timeout_s,
+                       "seconds the check at submit may take (default 60)")
+             ->type_name("SECONDS")
+             ->check(cli::SecondsBetween(1, 3600, "1 and 3600"));
          v->add_flag("--wait", c->wait,
                      "watch it until it ends, progress on stderr,\n"
                      "then print the best trial");
@@ -110,7 +119,9 @@ const std::vector<VerbSpec>& VerbSpecs() {
          AddJson(v, c);
        }},
       {"trials",
-       "a study's trials (all, or a page with --offset/--limit)",
+       "a study's trials (all, or a page with --offset/--limit);\n"
+       "DURATION is the run time, start to end (so far, with +,\n"
+       "while it runs); REASON one line (`logs`, --json: all)",
        {},
        [](CLI::App* v, CommandLine* c) {
          AddStudy(v, c);

@@ -29,6 +29,9 @@ struct CommandLine {
   std::vector<std::string> param_texts;                     // enqueue --param, as given
   std::vector<std::pair<std::string, std::string>> params;  // the same split at '=', in order
   std::string file;                                         // submit FILE
+  std::string name;                                         // submit --name
+  bool no_check = false;                                    // submit --no-check
+  double check_timeout_s = 60;                              // submit --check-timeout
   std::string study;                                        // STUDY
   std::string trial;                                        // logs TRIAL (digits)
   long offset = 0;                                          // trials --offset

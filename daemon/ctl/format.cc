@@ -86,4 +86,15 @@ void PrintTrial(std::ostream& out, const json::object& t) {
   if (std::string res = ResourcesLine(t); !res.empty()) out << "  " << res << "\n";
 }
 
+std::string FailuresText(const boost::json::object& s) {
+  const boost::json::value* f = s.if_contains("failures");
+  if (f == nullptr || !f->is_object()) return "";
+  const boost::json::object& o = f->get_object();
+  const std::string tallied = Str(o, "tallied");
+  const std::string failed = Str(s, "failed");
+  std::string text = failed + " failed; most often (" + Str(o, "count") + " of ";
+  text += tallied == failed ? "them" : "the last " + tallied;
+  return text + "): " + Str(o, "reason") + ": " + Str(o, "summary");
+}
+
 }  // namespace triald::ctl

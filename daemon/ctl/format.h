@@ -26,6 +26,9 @@ std::string FormatParams(const boost::json::value& params);
 std::string FormatDuration(const boost::json::value& v);
 // FormatValue of o[key], "-" when missing.
 std::string Str(const boost::json::object& o, const char* key);
+// How a study's trials failed, from a status reply's "failures": "20 failed; most often (20 of
+// them): exit: ModuleNotFoundError: No module named 'torch'"; "" when none failed.
+std::string FailuresText(const boost::json::object& status);
 // A trial's state, value, duration, parameters, failure and resources (ResourcesLine, when the
 // trial's JSON has them), on two to four lines.
 void PrintTrial(std::ostream& out, const boost::json::object& t);

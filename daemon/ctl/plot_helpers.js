@@ -139,3 +139,11 @@
     attrs.d = d; attrs.stroke = color; attrs["stroke-width"] = 2; attrs.fill = "none";
     return svg("path", attrs, parent);
   }
+  // Bytes in powers of 1024 as trialctl writes them: "512 B", "212.4 MiB" (FormatBytes).
+  function bytesText(b) {
+    if (b === null || b === undefined) return "";
+    if (b < 1024) return Math.round(b) + " B";
+    var units = "KMGTPE", x = b / 1024, u = 0;
+    while (x >= 1023.95 && u < units.length - 1) { x /= 1024; u++; }
+    return x.toFixed(1) + " " + units[u] + "iB";
+  }

@@ -53,7 +53,7 @@ bool Finished(const json::object& t) {
 
 std::string FormatBytes(uint64_t bytes) {
   static const char kUnits[] = "KMGTPE";
-  if (bytes < 1024) return std::to_string(bytes) + "B";
+  if (bytes < 1024) return std::to_string(bytes) + " B";
   double x = static_cast<double>(bytes) / 1024;
   size_t u = 0;
   // Rounded to one decimal, 1023.96K reads 1024.0K: move up a unit from 1023.95 on.
@@ -62,7 +62,7 @@ std::string FormatBytes(uint64_t bytes) {
     ++u;
   }
   char buf[32];
-  std::snprintf(buf, sizeof(buf), "%.1f%c", x, kUnits[u]);
+  std::snprintf(buf, sizeof(buf), "%.1f %ciB", x, kUnits[u]);
   return buf;
 }
 

@@ -17,12 +17,14 @@
 #include "common/fd.h"
 #include "common/json.h"
 #include "common/utf8.h"
+#include "config/sweep.h"
 #include "daemon/ctl/best_view.h"
 #include "daemon/ctl/client.h"
 #include "daemon/ctl/command_line.h"
 #include "daemon/ctl/format.h"
 #include "daemon/ctl/report.h"
 #include "daemon/ctl/resources_view.h"
+#include "daemon/ctl/submit_check.h"
 #include "daemon/ctl/watch.h"
 #include "daemon/export/study_export.h"
 #include "proto/control.h"
@@ -74,6 +76,19 @@ std::string SlurmJobText(const json::object& t) {
 
 // "alice (uid 1001)", "uid 1001" without a name, "unknown" for a study stored before
 // submitters were recorded (or a daemon that does not report them).
+// The DURATION column: a trial's run time, from its start to its end, or so far with a "+"
+// while it runs ("12.30s+", against `now`, unix seconds); "-" before it started.
+std::string RunTimeText(const json::object& t, double now) {
+  const json::value* started = t.if_contains("started_at");
+  const json::value* state = t.if_contains("state");
+  if (state != nullptr && state->is_string() && state->as_string() == "RUNNING" &&
+      started != nullptr && started->is_number()) {
+    return FormatDuration(json::value(std::max(0.0, now - started->to_number<double>()))) + "+";
+  }
+  const json::value* d = t.if_contains("duration_s");
+  return d != nullptr ? FormatDuration(*d) : "-";
+}
+
 std::string SubmitterText(const json::object& s) {
   const json::value* sub = s.if_contains("submitter");
   if (sub == nullptr || !sub->is_object()) return "unknown";
@@ -124,13 +139,23 @@ void PrintStatus(std::ostream& out, const json::object& s) {
   }
   out << "\n";
   out << "  submitted by " << SubmitterText(s) << "\n";
+  if (const json::value* py = s.if_contains("python"); py != nullptr && py->is_object()) {
+    const json::object& p = py->get_object();
+    out << "  python: " << Str(p, "path");
+    if (const json::value* v = p.if_contains("version"); v != nullptr && v->is_string()) {
+      out << " (Python " << v->get_string().c_str() << ")";
+    }
+    out << "\n";
+  }
   if (const json::value* p = s.if_contains("parallelism"); p != nullptr && p->is_number()) {
     out << "  parallelism: " << Str(s, "parallelism") << " (set after submit)\n";
   }
-  // Why a FAILED study could not go on (its sampler or storage failed).
+  // Why a FAILED study could not go on (its sampler or storage failed, fail-fast).
   if (const json::value* f = s.if_contains("failure"); f != nullptr && f->is_string()) {
-    out << "  FAILED: " << f->get_string().c_str() << "\n";
+    out << "  FAILED: " << Str(s, "failure") << "\n";
   }
+  if (std::string failed = FailuresText(s); !failed.empty())
+    out << "  failures: " << failed << "\n";
   // Storage refusing writes (daemon/scheduler/storage_outage.h): nothing starts.
   if (const json::value* so = s.if_contains("storage"); so != nullptr && so->is_object()) {
     const json::object& o = so->get_object();
@@ -302,7 +327,24 @@ int RunTrialctl(const std::vector<std::string>& argv, std::ostream& out, std::os
     Result<Client> client = Client::Connect(a.socket);
     if (!client.ok()) return Fail(err, client.status());
     std::string abs = std::filesystem::absolute(file).lexically_normal().string();
-    Result<json::value> r = client->Call("submit", {{"sweep", *text}, {"path", abs}});
+    json::object submit = {{"sweep", *text}, {"path", abs}};
+    if (!a.name.empty()) submit["name"] = a.name;
+    // kind = "python": the trials run the submitter's interpreter, checked here first
+    // (daemon/ctl/submit_check.h). A sweep that does not parse goes as it is: triald says why.
+    config::SweepSource source{*text, abs, {}};
+    source.submit.name = a.name;
+    if (Result<config::SweepSpec> spec = config::ParseSweep(source);
+        spec.ok() && spec->objective.kind == "python") {
+      SubmitCheckOptions check;
+      check.import_objective = !a.no_check;
+      check.timeout_s = a.check_timeout_s;
+      Result<CheckedInterpreter> python =
+          CheckPythonSweep(*spec, abs, SubmitterEnvironment::Current(), check);
+      if (!python.ok()) return Fail(err, python.status());
+      submit["python"] = python->executable;
+      submit["python_version"] = python->version;
+    }
+    Result<json::value> r = client->Call("submit", submit);
     if (!r.ok()) return Fail(err, r.status());
     std::string study = Str(r->get_object(), "study");
     if (a.json && !a.wait) {
@@ -463,6 +505,8 @@ int RunTrialctl(const std::vector<std::string>& argv, std::ostream& out, std::os
       const json::value* c = t.if_contains("constraints");
       constrained = constrained || (c != nullptr && c->is_array());
     }
+    const double now =
+        std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
     std::vector<std::vector<std::string>> rows = {
         {"#", "STATE", several ? "VALUES" : "VALUE", "DURATION", "PARAMS", "RETRY OF", "REASON"}};
     if (constrained) rows[0].insert(rows[0].begin() + 3, "FEASIBLE");
@@ -472,11 +516,23 @@ int RunTrialctl(const std::vector<std::string>& argv, std::ostream& out, std::os
     const long params_at = 4 + (constrained ? 1 : 0) + (show_node ? 1 : 0) + (show_slurm ? 1 : 0);
     for (const json::value& v : r->get_array()) {
       const json::object& t = v.get_object();
-      std::string reason =
-          t.at("fail_reason").is_null() ? "" : Str(t, "fail_reason") + ": " + Str(t, "fail_detail");
+      // One line of why (the whole text: `logs`, --json): the exception's last line, the
+      // signal, the limit hit.
+      std::string reason;
+      if (!t.at("fail_reason").is_null()) {
+        const json::value* line = t.if_contains("fail_summary");
+        model::FailInfo fail;
+        fail.reason = Str(t, "fail_reason");
+        fail.detail = t.at("fail_detail").is_string() ? std::string(t.at("fail_detail").as_string())
+                                                      : std::string();
+        reason =
+            fail.reason + ": " +
+            (line != nullptr && line->is_string() ? Str(t, "fail_summary")
+                                                  : EscapeForTerminal(model::FailSummary(fail)));
+      }
       rows.push_back(
           {Str(t, "number"), Str(t, "state"), several ? ValuesText(t) : Str(t, "value"),
-           FormatDuration(t.at("duration_s")), FormatParams(t.at("params")),
+           RunTimeText(t, now), FormatParams(t.at("params")),
            t.contains("retry_of") && !t.at("retry_of").is_null() ? Str(t, "retry_of") : "",
            reason});
       if (constrained) {

@@ -161,6 +161,7 @@ std::vector<std::string> WatchLines(const json::object& s, const WatchState& w, 
                   "   watching " + FormatSeconds(elapsed_s));
   lines.push_back("  trials: " + Counts(s));
   if (std::string held = Held(s); !held.empty()) lines.push_back("  " + held);
+  if (std::string failed = FailuresText(s); !failed.empty()) lines.push_back("  " + failed);
   if (IsMultiObjective(s)) {
     if (w.front.is_object()) {
       for (const std::string& l : FrontLines(w.front.get_object(), 5)) lines.push_back("  " + l);
@@ -183,6 +184,7 @@ std::string WatchLine(const json::object& s, const WatchState& w) {
   std::optional<double> eta = EstimateSeconds(s, w, nullptr);
   if (eta) line += "; ETA ~" + FormatSeconds(*eta);
   if (std::string held = Held(s); !held.empty()) line += "; " + held;
+  if (std::string failed = FailuresText(s); !failed.empty()) line += "; " + failed;
   return line;
 }
 
@@ -241,7 +243,18 @@ int WatchStudy(Client& client, const std::string& study, const WatchOptions& o, 
       }
     }
     if (Ended(s)) {
-      if (!o.json) out << "study " << study << " " << Str(s, "state") << "\n";
+      if (!o.json) {
+        // Why it failed, and how its trials did: on err (before the end on out), so that out
+        // stays the state and the best trial.
+        if (const json::value* f = s.if_contains("failure"); f != nullptr && f->is_string()) {
+          err << "trialctl: study \"" << study << "\" FAILED: " << Str(s, "failure") << "\n";
+        }
+        if (std::string failed = FailuresText(s); !failed.empty()) {
+          err << "trialctl: study \"" << study << "\": " << failed << "\n";
+        }
+        err << std::flush;
+        out << "study " << study << " " << Str(s, "state") << "\n";
+      }
       if (IsMultiObjective(s)) {
         if (o.json) return FrontEmpty(w.front) ? kExitError : kExitOk;
         if (!PrintBest(out, w.front)) {

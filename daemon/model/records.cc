@@ -1,5 +1,7 @@
 #include "daemon/model/records.h"
 
+#include <cctype>
+
 namespace triald::model {
 
 // These names are what the database stores and what users see in `trialctl`, so they are part
@@ -49,6 +51,61 @@ std::optional<TrialState> ParseTrialState(const std::string& s) {
     if (s == TrialStateName(state)) return state;
   }
   return std::nullopt;
+}
+
+std::string FailSummary(const FailInfo& fail) {
+  const std::string& d = fail.detail;
+  std::string line;
+  if (d.find('\n') != std::string::npos) {
+    // A traceback (or its tail): its last line that is not blank.
+    size_t end = d.find_last_not_of(" \t\r\n");
+    if (end != std::string::npos) {
+      size_t start = d.rfind('\n', end);
+      start = start == std::string::npos ? 0 : start + 1;
+      line = d.substr(start, end + 1 - start);
+    }
+  } else {
+    line = d;
+    static const std::string kSaid = "; worker said: ";
+    if (size_t at = line.find(kSaid); at != std::string::npos)
+      line = line.substr(at + kSaid.size());
+  }
+  size_t first = line.find_first_not_of(" \t");
+  line = first == std::string::npos ? std::string() : line.substr(first);
+  if (line.empty()) line = fail.reason.empty() ? "failed" : fail.reason;
+  if (line.size() > kFailSummaryChars) {
+    size_t cut = kFailSummaryChars - 3;
+    while (cut > 0 && (static_cast<unsigned char>(line[cut]) & 0xC0) == 0x80) --cut;  // UTF-8
+    line = line.substr(0, cut) + "...";
+  }
+  return line;
+}
+
+std::string FailKey(const FailInfo& fail) {
+  const std::string summary = FailSummary(fail);
+  std::string key = fail.reason + "|";
+  auto digit = [&](size_t i) {
+    return i < summary.size() && summary[i] >= '0' && summary[i] <= '9';
+  };
+  bool in_number = false;
+  for (size_t i = 0; i < summary.size(); ++i) {
+    const char c = summary[i];
+    // A sign before a digit belongs to the number ("-0.3" and "0.7" are one way).
+    const bool sign = (c == '-' || c == '+') && digit(i + 1) &&
+                      (i == 0 || !std::isalnum(static_cast<unsigned char>(summary[i - 1])));
+    const bool exponent_sign = in_number && (c == '-' || c == '+') && digit(i + 1) &&
+                               (summary[i - 1] == 'e' || summary[i - 1] == 'E');
+    if (digit(i) || sign || exponent_sign ||
+        (in_number && (c == '.' || c == 'e' || c == 'E') &&
+         (digit(i + 1) || summary[i + 1] == '-' || summary[i + 1] == '+'))) {
+      if (!in_number) key += '#';
+      in_number = true;
+      continue;
+    }
+    in_number = false;
+    key += c;
+  }
+  return key;
 }
 
 bool Feasible(const std::vector<double>& constraints) {

@@ -51,6 +51,9 @@ struct NewStudy {
   std::string spec_path;  // where it came from (absolute), for messages and relative paths
   uint64_t seed = 0;      // the sampler seed actually used
   Submitter submitter;
+  // Chosen at submit outside the file (--name, the submitter's interpreter); re-parsed with
+  // spec_toml after a restart (config::SweepSource::submit).
+  config::SubmitChoices submit;
 };
 
 struct StudyRecord {
@@ -71,6 +74,7 @@ struct StudyRecord {
   // 0 keeps it. n_trials above is the current total (trialctl extend raises it).
   bool paused = false;
   int parallelism = 0;
+  config::SubmitChoices submit;  // as NewStudy::submit
 };
 
 // One parameter value with the distribution it was drawn from (as Optuna stores it).
@@ -91,6 +95,17 @@ struct FailInfo {
   std::string detail;       // human-readable account ("killed by SIGSEGV (core dumped)")
   std::string stderr_tail;  // last few KiB of the worker's stderr
 };
+
+// A failure in one line, for tables and tallies: the exception's last line when the worker sent
+// a traceback ("ValueError: lr must be positive"), else the detail's own line ("killed by
+// SIGSEGV", "exited with code 3", "ran past trial_timeout (60 s)"), without the "exited with
+// code N; worker said:" preamble; at most kFailSummaryChars (then cut with "..."). Works on the
+// tail of a detail too (ReadModel::GetRecentFailures reads only the end).
+inline constexpr size_t kFailSummaryChars = 200;
+std::string FailSummary(const FailInfo& fail);
+// What makes two failures "the same way" ([study] max_failures_in_a_row): the reason and the
+// summary with its numbers masked ("ValueError: lr # is too large" for lr 3 and lr 7).
+std::string FailKey(const FailInfo& fail);
 
 // Identifies a running process across daemon restarts: the start time (clock ticks since boot,
 // field 22 of /proc/PID/stat) tells a reused pid from the trial's own.

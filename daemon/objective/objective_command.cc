@@ -163,6 +163,15 @@ common::Status PreparePython(config::ObjectiveConfig& obj, const std::vector<std
 
 }  // namespace
 
+const std::vector<std::string>& InheritedEnvironment() {
+  static const std::vector<std::string> kNames = {
+      "PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "TZ",
+      "TMPDIR", "LD_LIBRARY_PATH", "PYTHONPATH", "CUDA_HOME",
+      // Which Slurm cluster srun, squeue and scancel talk to (a Slurm trial's bridge runs them).
+      "SLURM_CONF"};
+  return kNames;
+}
+
 std::string DefaultPythonRunnerDir() {
   std::error_code ec;
   fs::path self = fs::read_symlink("/proc/self/exe", ec);

@@ -51,6 +51,11 @@ common::Status PrepareObjective(config::SweepSpec& spec, const std::string& tria
 // folder that goes missing later is a failure to start the trial.
 common::Status CheckWorkdir(const config::ObjectiveConfig& objective, const std::string& where);
 
+// The variables of the daemon's environment that trials inherit (PATH, HOME, LANG, PYTHONPATH,
+// LD_LIBRARY_PATH, ...); nothing else of it reaches a trial. trialctl's check at submit takes
+// the same ones from the submitter's environment (daemon/ctl/submit_check.h).
+const std::vector<std::string>& InheritedEnvironment();
+
 // trial-worker beside the running executable (build/bin or the install's bin folder).
 std::string DefaultTrialWorkerPath();
 

@@ -53,13 +53,14 @@ model::NewStudy StudyAdmission::NewStudyOf(const config::SweepSpec& spec,
   ns.spec_toml = source.text;
   ns.spec_path = source.path;
   ns.submitter = submitter;
+  ns.submit = source.submit;
   ns.seed = spec.sampler.seed_given ? spec.sampler.seed : (seed_source ? seed_source() : 0);
   return ns;
 }
 
 common::Result<config::SweepSpec> StudyAdmission::Readmit(const model::StudyRecord& rec) const {
   TRIALD_ASSIGN_OR_RETURN(config::SweepSpec spec,
-                          config::ParseSweep({rec.spec_toml, rec.spec_path}));
+                          config::ParseSweep({rec.spec_toml, rec.spec_path, rec.submit}));
   TRIALD_RETURN_IF_ERROR(options_.env->PrepareObjective(spec, options_.trial_worker, rec.spec_path,
                                                         options_.base_env));
   TRIALD_RETURN_IF_ERROR(CheckGpus(spec, rec.spec_path));

@@ -17,6 +17,7 @@ Result<std::unique_ptr<StudyRuntime>> StudyLoader::Build(const model::StudyRecor
   auto rt = std::make_unique<StudyRuntime>();
   rt->record = record;
   rt->spec = std::move(spec);
+  rt->streak = FailureStreak(rt->spec.study.max_failures_in_a_row);
   config::SamplerConfig sc = rt->spec.sampler;
   sc.seed = record.seed;
   TRIALD_ASSIGN_OR_RETURN(rt->sampler, options_.make_sampler
@@ -42,9 +43,13 @@ Result<std::unique_ptr<StudyRuntime>> StudyLoader::Submit(const config::SweepSou
   StorageBatch batch(options_.storage, options_.logger);
   Result<model::StudyRecord> rec = options_.storage->CreateStudy(ns, options_.clock->WallSeconds());
   if (!rec.ok() && rec.status().code() == common::Code::kAlreadyExists) {
-    return common::AlreadyExists(where + ": [study] name = \"" + ns.name +
-                                 "\": a study of that name already exists; expected a new "
-                                 "name (see `trialctl studies`)");
+    const std::string named = source.submit.name.empty() ? "[study] name = \"" + ns.name + "\""
+                                                         : "submit --name \"" + ns.name + "\"";
+    return common::AlreadyExists(
+        where + ": " + named +
+        ": a study of that name already exists; expected a new name (`trialctl submit --name "
+        "NEW_NAME FILE` keeps the file as it is), or run more trials of it with `trialctl extend " +
+        ns.name + " --n-trials N`, or remove it first with `trialctl delete " + ns.name + "`");
   }
   if (!rec.ok()) return rec.status();
   std::unique_ptr<StudyRuntime> study = std::move(built).value();
@@ -66,6 +71,7 @@ Result<std::unique_ptr<StudyRuntime>> StudyLoader::Load(const model::StudyRecord
   TRIALD_ASSIGN_OR_RETURN(std::unique_ptr<StudyRuntime> rt, Build(record, std::move(spec)));
   TRIALD_ASSIGN_OR_RETURN(rt->trials, options_.storage->GetTrials(record.id));
   rt->Recount(options_.storage->node());
+  rt->streak.Rebuild(rt->trials);
   rt->synced_at = options_.clock->MonotonicSeconds();
   return rt;
 }

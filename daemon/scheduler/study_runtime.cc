@@ -20,9 +20,12 @@ int64_t StudyRuntime::ParetoFrontSize() {
 int StudyRuntime::RetriesBehind(const model::TrialRecord& trial) const {
   int attempts = 0;
   for (std::optional<int64_t> prev = trial.retry_of; prev;) {
-    ++attempts;
     auto it = std::find_if(trials.begin(), trials.end(),
                            [&](const model::TrialRecord& t) { return t.id == *prev; });
+    // A trial put back after triald's stop (requeue_on_shutdown) is not an attempt.
+    if (it == trials.end() || it->fail.reason != "shutdown" || !spec.study.requeue_on_shutdown) {
+      ++attempts;
+    }
     prev = it == trials.end() ? std::nullopt : it->retry_of;
   }
   return attempts;

@@ -16,6 +16,7 @@
 #include "config/sweep.h"
 #include "daemon/pruner/pruner.h"
 #include "daemon/sampler/sampler.h"
+#include "daemon/scheduler/failure_streak.h"
 #include "daemon/scheduler/spawn_backoff.h"
 #include "daemon/scheduler/study_cache.h"
 
@@ -25,13 +26,15 @@ struct StudyRuntime : StudyCache {
   config::SweepSpec spec;
   std::unique_ptr<sampler::Sampler> sampler;
   std::unique_ptr<pruner::Pruner> pruner;
-  SpawnBackoff spawn;  // after trials failed to start
+  SpawnBackoff spawn;    // after trials failed to start
+  FailureStreak streak;  // fail-fast ([study] max_failures_in_a_row)
   // The sample drawn with a new trial's parameters (sampler::StartTrial), until the trial
   // starts and its channel takes it for the trial's suggests: the relative sample is computed
   // once per trial.
   std::map<int, sampler::TrialSample> drawn;
-  // Why the study cannot go on (its sampler or storage failed): set once, with `exhausted`; the
-  // study then ends FAILED with this reason instead of COMPLETE.
+  // Why the study cannot go on (its sampler or storage failed, or its trials kept failing the
+  // same way): set once, with `exhausted`; the study then ends FAILED with this reason instead
+  // of COMPLETE.
   std::string failure;
   // ParetoFrontSize(): the size last computed, and the number of finished trials then.
   int64_t front_size = 0;
@@ -45,7 +48,7 @@ struct StudyRuntime : StudyCache {
   // recomputed only when a trial has finished since the last call.
   int64_t ParetoFrontSize();
   // How many retries the configuration of `trial` has had: the length of the retry_of chain
-  // behind it.
+  // behind it, less the trials put back after a stop of triald (requeue_on_shutdown).
   int RetriesBehind(const model::TrialRecord& trial) const;
   // What the sampler is shown of the study.
   sampler::StudyView view() const {

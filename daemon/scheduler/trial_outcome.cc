@@ -137,6 +137,10 @@ TrialOutcome CancelledBeforeStart() {
   return Fail("cancelled", "study cancelled before the trial started");
 }
 
+TrialOutcome StoppedBeforeStart(const std::string& why) {
+  return Fail("cancelled", "the study stopped before the trial started: " + why);
+}
+
 TrialOutcome LostAtRestart(pid_t pid) {
   return Fail("lost", "triald stopped while the trial ran (pid " + std::to_string(pid) + ")");
 }

@@ -73,6 +73,8 @@ std::string DescribeOutcome(const model::TrialOutcome& outcome);
 model::TrialOutcome SpawnFailed(const std::string& error);
 // The study was cancelled while the trial was still WAITING.
 model::TrialOutcome CancelledBeforeStart();
+// A WAITING trial of a study that fail-fast stopped (FailureStreak): FAIL(cancelled), `why`.
+model::TrialOutcome StoppedBeforeStart(const std::string& why);
 // The daemon stopped (or crashed) while the trial ran as process `pid`; found at restart.
 model::TrialOutcome LostAtRestart(pid_t pid);
 // Shared storage: node `trial.node` stopped sending heartbeats while it ran the trial (RUNNING)

@@ -1,20 +1,12 @@
 #include "daemon/slurm/slurm_job.h"
 
-#include <fcntl.h>
-#include <poll.h>
-#include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <cctype>
 #include <cerrno>
-#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 
-extern char** environ;
+#include "common/process_util.h"
 
 namespace triald::slurm {
 
@@ -284,62 +276,22 @@ common::Result<JobAccounting> ParseSacct(std::string_view text) {
 
 common::Result<std::string> RunForOutput(const std::vector<std::string>& argv, double timeout_s,
                                          bool quiet) {
-  if (argv.empty()) return common::InvalidArgument("no command");
-  int out[2];
-  if (pipe2(out, O_CLOEXEC) != 0) return common::ErrnoError("pipe", errno);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_adddup2(&actions, out[1], 1);
-  if (quiet) posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
-  std::vector<char*> args;
-  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  pid_t pid = 0;
-  const int rc = posix_spawnp(&pid, args[0], &actions, nullptr, args.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  close(out[1]);
-  if (rc != 0) {
-    close(out[0]);
-    return common::ErrnoError("cannot run " + argv[0], rc);
-  }
-  std::string text;
-  bool timed_out = false;
-  const auto deadline = std::chrono::steady_clock::now() +
-                        std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
-  char buf[8192];
-  for (;;) {
-    const int64_t left = std::chrono::duration_cast<std::chrono::milliseconds>(
-                             deadline - std::chrono::steady_clock::now())
-                             .count();
-    if (left <= 0) {
-      timed_out = true;
-      kill(pid, SIGKILL);
-      break;
-    }
-    pollfd p{out[0], POLLIN, 0};
-    const int r = poll(&p, 1, static_cast<int>(left));
-    if (r <= 0) continue;  // EINTR, or the deadline (checked above)
-    const ssize_t n = read(out[0], buf, sizeof(buf));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    if (text.size() < (1u << 20)) text.append(buf, static_cast<size_t>(n));
-  }
-  close(out[0]);
-  int wstatus = 0;
-  while (waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
-  }
-  if (timed_out) {
+  common::CapturedRequest request;
+  request.argv = argv;
+  request.timeout_s = timeout_s;
+  request.quiet = quiet;
+  TRIALD_ASSIGN_OR_RETURN(common::CapturedRun run, common::RunCaptured(request));
+  if (run.timed_out) {
     return common::Unavailable(argv[0] + " did not answer within " +
                                std::to_string(static_cast<int>(timeout_s)) + " s");
   }
-  if (!WIFEXITED(wstatus) || WEXITSTATUS(wstatus) != 0) {
+  if (!run.ok()) {
     return common::Unavailable(
-        argv[0] + (WIFEXITED(wstatus)
-                       ? " exited with code " + std::to_string(WEXITSTATUS(wstatus))
-                       : " was killed by signal " + std::to_string(WTERMSIG(wstatus))));
+        argv[0] + (!run.status.signaled
+                       ? " exited with code " + std::to_string(run.status.code)
+                       : " was killed by signal " + std::to_string(run.status.signal)));
   }
-  return text;
+  return std::move(run.out);
 }
 
 }  // namespace triald::slurm

@@ -119,6 +119,34 @@ common::Result<std::optional<model::TrialResources>> ParseResourcesText(const st
   return std::optional<model::TrialResources>(std::move(r).value());
 }
 
+std::string SubmitChoicesText(const config::SubmitChoices& c) {
+  if (c.empty()) return "";
+  boost::json::object o;
+  if (!c.name.empty()) o["name"] = c.name;
+  if (!c.python.empty()) o["python"] = c.python;
+  if (!c.python_version.empty()) o["python_version"] = c.python_version;
+  return boost::json::serialize(o);
+}
+
+common::Result<config::SubmitChoices> ParseSubmitChoicesText(const std::string& text,
+                                                             const std::string& where) {
+  config::SubmitChoices c;
+  if (text.empty()) return c;
+  common::Result<boost::json::value> v = common::ParseJsonExact(text, /*max_depth=*/1);
+  if (!v.ok() || !v->is_object()) {
+    return common::Internal(where + ": stored submit choices \"" + text.substr(0, 200) +
+                            "\" are not a JSON object");
+  }
+  for (const auto& [key, field] : v->as_object()) {
+    if (!field.is_string()) continue;
+    const std::string value(field.as_string());
+    if (key == "name") c.name = value;
+    if (key == "python") c.python = value;
+    if (key == "python_version") c.python_version = value;
+  }
+  return c;
+}
+
 std::vector<double> TrialValues(const model::TrialRecord& t, std::vector<double> stored) {
   if (!stored.empty()) return stored;
   if (t.state == model::TrialState::kComplete && t.value) return {*t.value};
@@ -152,6 +180,7 @@ model::StudyRecord NewStudyRecord(const model::NewStudy& study,
   r.seed = study.seed;
   r.created_at = at;
   r.submitter = study.submitter;
+  r.submit = study.submit;
   return r;
 }
 

@@ -57,6 +57,12 @@ common::Result<std::optional<model::TrialResources>> ParseResourcesText(const st
 
 // SetStudyControl's arguments: n_trials >= 1 and parallelism >= 0, else kInvalidArgument
 // naming `op` and the value.
+// studies.submit_json: the submitter's choices as a JSON object of the ones given ("" for
+// none), and back (unknown keys ignored; kInternal naming `where` when it is not an object).
+std::string SubmitChoicesText(const config::SubmitChoices& choices);
+common::Result<config::SubmitChoices> ParseSubmitChoicesText(const std::string& text,
+                                                             const std::string& where);
+
 common::Status CheckStudyControl(int n_trials, int parallelism, const std::string& op);
 
 // The record CreateStudy returns for `study`, stored with `id` at `at` as RUNNING.

@@ -272,6 +272,7 @@ class PostgresStorage final : public Storage {
                                                          const std::vector<int>& numbers) override;
   Result<std::vector<model::TrialRecord>> GetRunningTrials() override;
   Result<TrialCounts> CountTrials(int64_t study_id) override;
+  Result<std::vector<model::FailInfo>> GetRecentFailures(int64_t study_id, int limit) override;
   Result<std::optional<model::TrialRecord>> GetBestTrial(int64_t study_id,
                                                          config::Direction direction) override;
   Result<std::vector<model::TrialRecord>> GetTrialPage(int64_t study_id, int from_number, int limit,
@@ -1009,8 +1010,9 @@ Result<model::StudyRecord> PostgresStorage::CreateStudy(const model::NewStudy& s
     return Call(op, Txn::kWrite, [&]() -> Result<model::StudyRecord> {
       auto inserted = Exec(
           "INSERT INTO studies (name, direction, n_trials, state, spec_toml, spec_path, "
-          "seed, created_at, finished_at, submitter_uid, submitter_name, directions) "
-          "VALUES ($1, $2, $3, 'RUNNING', $4, $5, $6, $7, 0, $8, $9, $10) RETURNING id",
+          "seed, created_at, finished_at, submitter_uid, submitter_name, directions, "
+          "submit_json) "
+          "VALUES ($1, $2, $3, 'RUNNING', $4, $5, $6, $7, 0, $8, $9, $10, $11) RETURNING id",
           Params()
               .Text(study.name, "study name")
               .Text(DirectionText(study.direction), "direction")
@@ -1021,7 +1023,8 @@ Result<model::StudyRecord> PostgresStorage::CreateStudy(const model::NewStudy& s
               .Float8(at)
               .Int8(study.submitter.uid)
               .Bytes(study.submitter.name)
-              .Text(backend::DirectionsText(directions), "directions"),
+              .Text(backend::DirectionsText(directions), "directions")
+              .Text(backend::SubmitChoicesText(study.submit), "submit choices"),
           op + ": insert");
       if (!inserted.ok()) {
         if (last_sqlstate_ == "23505") {
@@ -1475,6 +1478,33 @@ Result<TrialCounts> PostgresStorage::CountTrials(int64_t study_id) {
         AddStateCount(&c, state, r.Int(i, 1), r.Int(i, 2), r.Int(i, 3), r.Double(i, 4));
       }
       return c;
+    });
+  });
+}
+
+Result<std::vector<model::FailInfo>> PostgresStorage::GetRecentFailures(int64_t study_id,
+                                                                        int limit) {
+  return Guarded("GetRecentFailures", [&]() -> Result<std::vector<model::FailInfo>> {
+    const std::string op = "GetRecentFailures(" + StudyIdLabel(study_id) + ")";
+    if (limit <= 0) {
+      return common::InvalidArgument(op + ": limit " + std::to_string(limit) +
+                                     "; expected 1 or more");
+    }
+    return Call(op, Txn::kNone, [&]() -> Result<std::vector<model::FailInfo>> {
+      Params params;
+      params.Int8(study_id).Int8(limit);
+      Params exists;
+      exists.Int8(study_id);
+      TRIALD_ASSIGN_OR_RETURN(std::vector<Rows> rows,
+                              Run({},
+                                  {{sql::RecentFailuresSql(sql::Dialect::kPostgres), &params},
+                                   {"SELECT 1 FROM studies WHERE id = $1", &exists}},
+                                  op));
+      if (rows[1].size() == 0) return common::NotFound(StudyIdLabel(study_id) + " not found");
+      std::vector<model::FailInfo> out;
+      for (int i = 0; i < rows[0].size(); ++i)
+        out.push_back(sql::ReadFailureRow(RowOf(rows[0], i)));
+      return out;
     });
   });
 }

@@ -74,6 +74,15 @@ class ReadModel {
                                                                        int from_number, int limit,
                                                                        Curves curves) = 0;
 
+  // How the study's last `limit` FAIL trials failed (by number, newest first), for tallies
+  // (model::FailSummary, FailKey): reason, exit_code, signal and only the last
+  // kRecentFailureDetailBytes of each detail (where a traceback's last line is), never the
+  // stderr tail, so the read stays small however long the tracebacks. limit must be positive
+  // (else kInvalidArgument). Unknown study: kNotFound.
+  static constexpr int kRecentFailureDetailBytes = 512;
+  virtual common::Result<std::vector<model::FailInfo>> GetRecentFailures(int64_t study_id,
+                                                                         int limit) = 0;
+
   // The events of a study (with those of its trials), or every event; oldest first.
   virtual common::Result<std::vector<model::EventRecord>> GetEvents(
       std::optional<int64_t> study_id) = 0;

@@ -76,6 +76,8 @@ const std::vector<Table>& Tables() {
            // Control after submit (model::StudyRecord): 0 parallelism is the sweep's own.
            {"paused", Type::kInt32, "NOT NULL DEFAULT 0", 6},
            {"parallelism", Type::kInt32, "NOT NULL DEFAULT 0", 6},
+           // What the submitter chose outside the file (model::NewStudy::submit), as JSON.
+           {"submit_json", Type::kText, "NOT NULL DEFAULT ''", 9},
        },
        {}},
       {"trials",

@@ -15,6 +15,7 @@
 //   6  studies.paused, parallelism                                (SQLite 6, PostgreSQL 5)
 //   7  the versions joined; no change to the tables               (both 7)
 //   8  studies.state may be FAILED (its CHECK widened)            (both 8)
+//   9  studies.submit_json (the submitter's choices outside the file) (both 9)
 // A PostgreSQL database at 1 to 5 is therefore at version 2 to 6 (LegacyPostgresVersion); from
 // 7 on both dialects write the same number. A later change adds its columns here with the next
 // version, and both dialects migrate through UpgradeStatements.
@@ -30,6 +31,8 @@
 //   failure detail, attribute keys, event details, the sweep file's path, the submitter's name)
 //   are bytea in PostgreSQL, TEXT in SQLite (which stores bytes as given).
 // - State and direction columns hold the upper-case names trialctl shows (records.cc).
+// - studies.submit_json holds backend_util.h's SubmitChoicesText ("" for none: a study stored
+//   before version 9, or submitted without choices).
 // - studies.directions, trials.values_json, constraints_json and resources_json hold the texts
 //   of backend_util.h ("" for none), so what older versions stored reads as it did.
 // - nodes' times are the storage's clock (PostgreSQL: the server's), in unix seconds.
@@ -46,7 +49,7 @@
 namespace triald::storage::schema {
 
 // The schema version this triald creates and reads, in both dialects.
-constexpr int kVersion = 8;
+constexpr int kVersion = 9;
 
 // The version of a PostgreSQL database whose schema_version says `stored`: stored + 1 for the
 // numbers written before the versions were joined (1 to 5), else `stored`.

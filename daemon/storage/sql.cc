@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "daemon/storage/backend_util.h"
+#include "daemon/storage/read_model.h"
 
 namespace triald::storage::sql {
 
@@ -23,7 +24,7 @@ std::string For(Dialect dialect, const std::string& sql) {
 
 const char kStudyColumns[] =
     "id, name, direction, n_trials, state, spec_toml, spec_path, seed, created_at, finished_at, "
-    "submitter_uid, submitter_name, directions, paused, parallelism";
+    "submitter_uid, submitter_name, directions, paused, parallelism, submit_json";
 
 common::Result<model::StudyRecord> ReadStudyRow(const Row& r, const std::string& location) {
   model::StudyRecord s;
@@ -58,10 +59,32 @@ common::Result<model::StudyRecord> ReadStudyRow(const Row& r, const std::string&
                                                        "study \"" + s.name + "\" in " + location));
   s.paused = r.Int(13) != 0;
   s.parallelism = static_cast<int>(r.Int(14));
+  TRIALD_ASSIGN_OR_RETURN(s.submit, backend::ParseSubmitChoicesText(
+                                        r.Text(15), "study \"" + s.name + "\" in " + location));
   return s;
 }
 
 // ---- Trials ----
+
+std::string RecentFailuresSql(Dialect dialect) {
+  const std::string tail =
+      dialect == Dialect::kSqlite
+          ? "CAST(substr(CAST(fail_detail AS BLOB), -512) AS TEXT)"
+          : "substring(fail_detail from greatest(octet_length(fail_detail) - 511, 1))";
+  static_assert(ReadModel::kRecentFailureDetailBytes == 512);
+  return For(dialect, "SELECT fail_reason, fail_exit_code, fail_signal, " + tail +
+                          " FROM trials WHERE study_id = ?1 AND state = 'FAIL' "
+                          "ORDER BY number DESC LIMIT ?2");
+}
+
+model::FailInfo ReadFailureRow(const Row& r) {
+  model::FailInfo f;
+  f.reason = r.Text(0);
+  f.exit_code = static_cast<int>(r.Int(1));
+  f.signal = static_cast<int>(r.Int(2));
+  f.detail = r.Text(3);
+  return f;
+}
 
 std::string TrialColumns(Dialect dialect) {
   return std::string("t.id, t.study_id, t.number, t.state, t.value, ") +

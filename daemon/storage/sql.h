@@ -107,6 +107,11 @@ class TrialAssembly {
   std::unordered_map<int64_t, size_t> index_;  // trial id -> position in trials_
 };
 
+// ReadModel::GetRecentFailures: ?1 study id, ?2 limit; its rows are read by ReadFailureRow
+// (reason, exit code, signal, the detail's last kRecentFailureDetailBytes).
+std::string RecentFailuresSql(Dialect dialect);
+model::FailInfo ReadFailureRow(const Row& row);
+
 // ---- Guarded writes ----
 
 // The statement that looks up what TrialNotMutable explains, ?1 the trial's id.

@@ -158,6 +158,7 @@ class SqliteStorage final : public Storage {
                                                          const std::vector<int>& numbers) override;
   Result<std::vector<model::TrialRecord>> GetRunningTrials() override;
   Result<TrialCounts> CountTrials(int64_t study_id) override;
+  Result<std::vector<model::FailInfo>> GetRecentFailures(int64_t study_id, int limit) override;
   Result<std::optional<model::TrialRecord>> GetBestTrial(int64_t study_id,
                                                          config::Direction direction) override;
   Result<std::vector<model::TrialRecord>> GetTrialPage(int64_t study_id, int from_number, int limit,
@@ -492,8 +493,8 @@ Result<model::StudyRecord> SqliteStorage::CreateStudy(const model::NewStudy& stu
     TRIALD_ASSIGN_OR_RETURN(
         Stmt st, Prepare("INSERT INTO studies (name, direction, n_trials, state, spec_toml, "
                          "spec_path, seed, created_at, finished_at, submitter_uid, "
-                         "submitter_name, directions) "
-                         "VALUES (?1, ?2, ?3, 'RUNNING', ?4, ?5, ?6, ?7, 0, ?8, ?9, ?10)",
+                         "submitter_name, directions, submit_json) "
+                         "VALUES (?1, ?2, ?3, 'RUNNING', ?4, ?5, ?6, ?7, 0, ?8, ?9, ?10, ?11)",
                          op));
     st.Text(1, study.name)
         .Text(2, DirectionText(study.direction))
@@ -504,7 +505,8 @@ Result<model::StudyRecord> SqliteStorage::CreateStudy(const model::NewStudy& stu
         .Real(7, at)
         .Int(8, study.submitter.uid)
         .Text(9, study.submitter.name)
-        .Text(10, backend::DirectionsText(directions));
+        .Text(10, backend::DirectionsText(directions))
+        .Text(11, backend::SubmitChoicesText(study.submit));
     int rc = st.Step();
     if (rc == SQLITE_CONSTRAINT_UNIQUE) {
       return common::AlreadyExists("study \"" + study.name + "\" already exists");
@@ -945,6 +947,25 @@ Result<TrialCounts> SqliteStorage::CountTrials(int64_t study_id) {
     }
     if (rc != SQLITE_DONE) return Err(rc, op + ": count trials");
     return c;
+  });
+}
+
+Result<std::vector<model::FailInfo>> SqliteStorage::GetRecentFailures(int64_t study_id, int limit) {
+  return Guarded("GetRecentFailures", [&]() -> Result<std::vector<model::FailInfo>> {
+    const std::string op = "GetRecentFailures(" + StudyIdLabel(study_id) + ")";
+    if (limit <= 0) {
+      return common::InvalidArgument(op + ": limit " + std::to_string(limit) +
+                                     "; expected 1 or more");
+    }
+    TRIALD_RETURN_IF_ERROR(RequireStudy(study_id, op));
+    TRIALD_ASSIGN_OR_RETURN(Stmt st, Prepare(sql::RecentFailuresSql(sql::Dialect::kSqlite), op));
+    st.Int(1, study_id).Int(2, limit);
+    std::vector<model::FailInfo> out;
+    const StmtRow row(st);
+    int rc;
+    while ((rc = st.Step()) == SQLITE_ROW) out.push_back(sql::ReadFailureRow(row));
+    if (rc != SQLITE_DONE) return Err(rc, op);
+    return out;
   });
 }
 

@@ -117,6 +117,10 @@ class FlakyStorage final : public storage::Storage {
     if (down) return Away();
     return inner_->GetEvents(s);
   }
+  common::Result<std::vector<model::FailInfo>> GetRecentFailures(int64_t s, int limit) override {
+    if (down) return Away();
+    return inner_->GetRecentFailures(s, limit);
+  }
   common::Result<std::vector<model::EventRecord>> GetTrialEvents(int64_t t) override {
     if (down) return Away();
     return inner_->GetTrialEvents(t);

@@ -170,6 +170,9 @@ TEST_CASE("read verbs: studies, status and best from counts and the best-trial q
   // and its Slurm jobs (null: none of its trials is one).
   CHECK(s.at("slurm").is_null());
   s.erase("slurm");
+  // and how its trials failed (null: none did).
+  CHECK(s.at("failures").is_null());
+  s.erase("failures");
   CHECK(studies->as_array()[0].as_object() == s);
 }
 

@@ -179,11 +179,77 @@ TEST_CASE("shutdown stops every trial and reports idle after the last one ends",
     CHECK(t.state == TrialState::kFail);
     CHECK(t.fail.reason == "shutdown");
   }
-  CHECK(h.Trials("first").size() == 2);
-  CHECK(h.Trials("second").size() == 2);
+  // Each trial the shutdown ended is put back ([study] requeue_on_shutdown, default true): a
+  // WAITING retry of it, for the next start.
+  CHECK(h.Trials("first").size() == 3);
+  CHECK(h.Trials("second").size() == 4);
+  for (const std::string study : {"first", "second"}) {
+    CHECK(h.HasEvent(study, "trial_requeued"));
+    for (const TrialRecord& w : h.Trials(study)) {
+      if (w.state != TrialState::kWaiting) continue;
+      REQUIRE(w.retry_of.has_value());
+      const TrialRecord& of = h.Trials(study)[*w.retry_of_number];
+      CHECK(of.fail.reason == "shutdown");
+    }
+  }
   // Interrupted studies are not complete: a restarted daemon resumes them.
   CHECK(h.Study("first").state == StudyState::kRunning);
   CHECK(h.Study("second").state == StudyState::kRunning);
+}
+
+TEST_CASE(
+    "a trial a shutdown ended runs again after the restart, spending neither n_trials "
+    "nor retries",
+    "[scheduler]") {
+  SchedulerHarness h;
+  FakeLauncher& l = h.launcher();
+  Sweep sweep;
+  sweep.name = "planned-restart";
+  sweep.n_trials = 2;
+  sweep.parallelism = 2;
+  sweep.study_extra = "retries = 1\nretry_on = [\"exit\"]\n";
+  h.SubmitOk(sweep);
+  REQUIRE(l.live_count() == 2);
+  Launched& done = LiveAt(l, "planned-restart", 0);
+  Launched& stopped = LiveAt(l, "planned-restart", 1);
+  l.Complete(done, 0.25);
+  h.scheduler().BeginShutdown([] {});
+  l.ExitSignal(stopped, SIGTERM);
+  REQUIRE(h.Trials("planned-restart").size() == 3);
+  const std::map<std::string, double> params = InternalParams(h.Trials("planned-restart")[1]);
+
+  h.RestartAndRecover();
+  h.scheduler().Pump();
+  FakeLauncher& after = h.launcher();
+  REQUIRE(after.live_count() == 1);  // the put-back trial, and nothing more (n_trials is 2)
+  Launched& again = LiveAt(after, "planned-restart", 0);
+  CHECK(again.trial == 2);
+  CHECK(InternalParams(h.Trials("planned-restart")[2]) == params);
+  // It fails: its retry budget (retries = 1) is whole, the put-back was not an attempt.
+  after.ExitCode(again, 1);
+  REQUIRE(after.live_count() == 1);
+  Launched& retry = LiveAt(after, "planned-restart", 0);
+  CHECK(retry.trial == 3);
+  after.Complete(retry, 0.5);
+  CHECK(h.Study("planned-restart").state == StudyState::kComplete);
+  CHECK(h.Trials("planned-restart").size() == 4);
+}
+
+TEST_CASE("requeue_on_shutdown = false: a trial a shutdown ended stays FAIL(shutdown)",
+          "[scheduler]") {
+  SchedulerHarness h;
+  FakeLauncher& l = h.launcher();
+  Sweep sweep;
+  sweep.name = "no-requeue";
+  sweep.n_trials = 1;
+  sweep.study_extra = "requeue_on_shutdown = false\n";
+  h.SubmitOk(sweep);
+  h.scheduler().BeginShutdown([] {});
+  l.ExitSignal(LiveAt(l, "no-requeue", 0), SIGTERM);
+  std::vector<TrialRecord> trials = h.Trials("no-requeue");
+  REQUIRE(trials.size() == 1);
+  CHECK(trials[0].fail.reason == "shutdown");
+  CHECK_FALSE(h.HasEvent("no-requeue", "trial_requeued"));
 }
 
 TEST_CASE("shutdown with nothing running is idle at once", "[scheduler]") {

@@ -278,9 +278,10 @@ TEST_CASE("report resource panel: one point per measured trial, value against pe
   // Objective 0 against peak memory: the measured trials with values (COMPLETE here).
   CHECK(TrialsOf(dom, "res-scatter-point") == std::multiset<int>{0, 1});
   CHECK_THAT(dom, Catch::Contains("aria-label=\"objective against peak memory\""));
-  CHECK_THAT(dom, Catch::Contains("Peak memory max 500.0M (trial 1), median 250.0M; peak GPU "
-                                  "memory max 1.0G (trial 1), median 1.0G; CPU 14.00s total over 4 "
-                                  "finished trials; 4 of 6 trials measured"));
+  CHECK_THAT(
+      dom, Catch::Contains("Peak memory max 500.0 MiB (trial 1), median 250.0 MiB; peak GPU "
+                           "memory max 1.0 GiB (trial 1), median 1.0 GiB; CPU 14.00s total over 4 "
+                           "finished trials; 4 of 6 trials measured"));
   // The table: sizes as trialctl writes them, blank (not 0) where not measured.
   const std::vector<std::string> heads = CellTexts(dom, "<thead>", "</thead>");
   auto column = [&](const std::string& name) {
@@ -293,10 +294,10 @@ TEST_CASE("report resource panel: one point per measured trial, value against pe
   REQUIRE(measured.size() == heads.size());
   REQUIRE(old.size() == heads.size());
   REQUIRE(waiting.size() == heads.size());
-  CHECK(measured[column("peak memory")] == "300.0M");
+  CHECK(measured[column("peak memory")] == "300.0 MiB");
   CHECK(measured[column("peak GPU memory")].empty());
   CHECK(measured[column("planned memory")].empty());
-  CHECK(CellTexts(dom, "data-trial=\"1\"><td")[column("planned memory")] == "384.0M");
+  CHECK(CellTexts(dom, "data-trial=\"1\"><td")[column("planned memory")] == "384.0 MiB");
   CHECK(measured[column("CPU (s)")] == "0.5");
   CHECK(measured[column("wall (s)")] == "0.6");
   for (const char* name : {"peak memory", "peak GPU memory", "CPU (s)", "wall (s)"}) {

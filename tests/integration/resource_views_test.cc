@@ -42,14 +42,14 @@ std::vector<std::string> Columns(const std::string& line) {
 }  // namespace
 
 TEST_CASE("resource sizes read as sweep files write them", "[resources][trialctl]") {
-  CHECK(ctl::FormatBytes(0) == "0B");
-  CHECK(ctl::FormatBytes(1023) == "1023B");
-  CHECK(ctl::FormatBytes(1024) == "1.0K");
-  CHECK(ctl::FormatBytes(1536) == "1.5K");
-  CHECK(ctl::FormatBytes(1024 * 1024 - 1) == "1.0M");  // 1023.999K rounds up a unit
-  CHECK(ctl::FormatBytes(static_cast<uint64_t>(212.4 * kMiB)) == "212.4M");
-  CHECK(ctl::FormatBytes(8ull << 30) == "8.0G");
-  CHECK(ctl::FormatBytes(3ull << 40) == "3.0T");
+  CHECK(ctl::FormatBytes(0) == "0 B");
+  CHECK(ctl::FormatBytes(1023) == "1023 B");
+  CHECK(ctl::FormatBytes(1024) == "1.0 KiB");
+  CHECK(ctl::FormatBytes(1536) == "1.5 KiB");
+  CHECK(ctl::FormatBytes(1024 * 1024 - 1) == "1.0 MiB");  // 1023.999K rounds up a unit
+  CHECK(ctl::FormatBytes(static_cast<uint64_t>(212.4 * kMiB)) == "212.4 MiB");
+  CHECK(ctl::FormatBytes(8ull << 30) == "8.0 GiB");
+  CHECK(ctl::FormatBytes(3ull << 40) == "3.0 TiB");
 }
 
 TEST_CASE("trialctl trials --resources cells, best and watch lines: - where not measured",
@@ -58,19 +58,20 @@ TEST_CASE("trialctl trials --resources cells, best and watch lines: - where not 
   CHECK(ctl::ResourceHeaders() ==
         std::vector<std::string>{"PEAK_MEM", "PEAK_GPU", "CPU_S", "WALL_S"});
   CHECK(ctl::ResourceCells(trials[0].as_object()) ==
-        std::vector<std::string>{"200.0M", "-", "2.50", "3.00"});
+        std::vector<std::string>{"200.0 MiB", "-", "2.50", "3.00"});
   CHECK(ctl::ResourceCells(trials[1].as_object()) ==
-        std::vector<std::string>{"500.0M", "1.0G", "10.00", "4.00"});
+        std::vector<std::string>{"500.0 MiB", "1.0 GiB", "10.00", "4.00"});
   // Stored before resources were measured, and WAITING: nothing, not 0.
   CHECK(ctl::ResourceCells(trials[2].as_object()) == std::vector<std::string>{"-", "-", "-", "-"});
   CHECK(ctl::ResourceCells(trials[5].as_object()) == std::vector<std::string>{"-", "-", "-", "-"});
 
   CHECK(ctl::ResourcesLine(trials[0].as_object()) ==
-        "resources: peak memory 200.0M (cgroup2 memory.peak), peak GPU memory -, CPU 2.50s "
+        "resources: peak memory 200.0 MiB (cgroup2 memory.peak), peak GPU memory -, CPU 2.50s "
         "(cgroup2 cpu.stat), wall 3.00s");
-  CHECK(ctl::ResourcesLine(trials[1].as_object()) ==
-        "resources: peak memory 500.0M (cgroup2 memory.peak), peak GPU memory 1.0G, CPU 10.00s "
-        "(cgroup2 cpu.stat), wall 4.00s, planned memory 384.0M");
+  CHECK(
+      ctl::ResourcesLine(trials[1].as_object()) ==
+      "resources: peak memory 500.0 MiB (cgroup2 memory.peak), peak GPU memory 1.0 GiB, CPU 10.00s "
+      "(cgroup2 cpu.stat), wall 4.00s, planned memory 384.0 MiB");
   CHECK(ctl::ResourcesLine(trials[5].as_object()) == "resources: not measured");
   json::object old = trials[2].as_object();
   old.erase("resources");  // a daemon from before resources: no line at all
@@ -82,7 +83,7 @@ TEST_CASE("trialctl trials --resources cells, best and watch lines: - where not 
   std::ostringstream single;
   CHECK(ctl::PrintBest(single, one));
   CHECK_THAT(single.str(),
-             Catch::EndsWith("\n  resources: peak memory 200.0M (cgroup2 memory.peak), peak GPU "
+             Catch::EndsWith("\n  resources: peak memory 200.0 MiB (cgroup2 memory.peak), peak GPU "
                              "memory -, CPU 2.50s (cgroup2 cpu.stat), wall 3.00s\n"));
   json::object front{{"study", "res"},
                      {"directions", json::array{"minimize", "minimize"}},
@@ -93,12 +94,12 @@ TEST_CASE("trialctl trials --resources cells, best and watch lines: - where not 
   CHECK(ctl::PrintBest(pareto, front));
   CHECK_THAT(pareto.str(),
              Catch::Contains("trial 1: values 0.5, 2  (1.50s)\n  params: x=1.5 s==1\n  "
-                             "resources: peak memory 500.0M"));
+                             "resources: peak memory 500.0 MiB"));
   CHECK_THAT(pareto.str(), Catch::EndsWith("x=2.5 s==1\n  resources: not measured\n"));
   // watch's closing summary (PrintTrial).
   std::ostringstream watched;
   ctl::PrintTrial(watched, one);
-  CHECK_THAT(watched.str(), Catch::EndsWith("\n  resources: peak memory 200.0M (cgroup2 "
+  CHECK_THAT(watched.str(), Catch::EndsWith("\n  resources: peak memory 200.0 MiB (cgroup2 "
                                             "memory.peak), peak GPU memory -, CPU 2.50s (cgroup2 "
                                             "cpu.stat), wall 3.00s\n"));
 }
@@ -113,8 +114,9 @@ TEST_CASE("trialctl status resources line: max and median peaks, CPU of finished
   CHECK(s.measured() == 4);
   // Peak memory 100M, 200M, 300M, 500M: median 250M; GPU only trial 1; CPU 2.5 + 10 + 1 + 0.5.
   CHECK(s.Line() ==
-        "resources: peak memory max 500.0M (trial 1), median 250.0M; peak GPU memory max 1.0G "
-        "(trial 1), median 1.0G; CPU 14.00s total over 4 finished trials; 4 trials measured "
+        "resources: peak memory max 500.0 MiB (trial 1), median 250.0 MiB; peak GPU memory max 1.0 "
+        "GiB "
+        "(trial 1), median 1.0 GiB; CPU 14.00s total over 4 finished trials; 4 trials measured "
         "(cgroup2 memory.peak, getrusage ru_maxrss)");
 
   // An odd count takes the middle value; no GPU part without GPU memory; a RUNNING trial's CPU
@@ -131,7 +133,7 @@ TEST_CASE("trialctl status resources line: max and median peaks, CPU of finished
   odd.Add(json::object{
       {"number", 9}, {"state", "RUNNING"}, {"resources", json::object{{"cpu_time_s", 100.0}}}});
   CHECK(odd.Line() ==
-        "resources: peak memory max 300.0M (trial 3), median 200.0M; CPU 3.00s total over 3 "
+        "resources: peak memory max 300.0 MiB (trial 3), median 200.0 MiB; CPU 3.00s total over 3 "
         "finished trials; 3 trials measured");
 }
 
@@ -289,7 +291,7 @@ TEST_CASE("trialctl trials --resources, status, best and export show what triald
     CHECK(std::vector<std::string>(cells.begin() + 4, cells.begin() + 8) ==
           ctl::ResourceCells(v.as_object()));
     CHECK(cells[5] == "-");  // no GPU slots: no GPU memory, not 0
-    CHECK_THAT(cells[4], Catch::EndsWith("M"));
+    CHECK_THAT(cells[4], Catch::EndsWith(" MiB"));
   }
 
   Ctl status = Trialctl(d.socket(), {"status", "acct"});

@@ -32,7 +32,7 @@ TEST_CASE("trialctl bad command lines exit 2 with usage", "[trialctl][integratio
   CHECK(Trialctl("/x", {"report", "s"}).code == ctl::kExitUsage);  // no -o
   Ctl help = Trialctl("/x", {"--help"});
   CHECK(help.code == 0);
-  CHECK_THAT(help.out, Catch::Contains("submit FILE [--wait]"));
+  CHECK_THAT(help.out, Catch::Contains("submit FILE [--name NAME] [--no-check]"));
 }
 
 TEST_CASE("trialctl submit --wait, trials --json, best --json, logs, studies, status",
@@ -238,8 +238,8 @@ TEST_CASE("trialctl escapes control characters a worker sent before they reach t
     CHECK(all.find("\xc2\x9b") == std::string::npos);
   }
   Ctl trials = Trialctl(d.socket(), {"trials", "esc"});
-  CHECK_THAT(trials.out,
-             Catch::Contains("worker said: \\x1b]0;pwned\\x07\\x1b[2J bad\\rX\\u009b31m"));
+  // REASON is the failure's one line (the worker's error line), its controls made visible.
+  CHECK_THAT(trials.out, Catch::Contains("exit: \\x1b]0;pwned\\x07\\x1b[2J bad\\rX\\u009b31m"));
   // --json stays exact: it is JSON, with the characters escaped as JSON does.
   Ctl json_out = Trialctl(d.socket(), {"trials", "esc", "--json"});
   CHECK_THAT(std::string(json::parse(json_out.out).as_array()[0].at("fail_detail").as_string()),

@@ -201,8 +201,10 @@ TEST_CASE("trialctl watch on a terminal redraws in place", "[trialctl][watch][in
       RunOnPty({"--socket", d.socket(), "watch", "tty", "--interval", "0.05"}, cols);
   INFO(output);
   CHECK(code == 0);
-  // Frames after the first move up over the previous one's 4 lines and erase each line.
+  // Frames after the first move up over the previous one's 4 lines (5 once trials failed: how
+  // they did) and erase each line.
   CHECK_THAT(output, Catch::Contains("\x1b[4A\r\x1b[2K"));
+  CHECK_THAT(output, Catch::Contains("\x1b[5A\r\x1b[2K"));
   CHECK_THAT(output, Catch::Contains("\x1b[J"));
   std::vector<std::string> screen = Replay(output);
   INFO("screen:\n"
@@ -212,15 +214,17 @@ TEST_CASE("trialctl watch on a terminal redraws in place", "[trialctl][watch][in
             return s;
           }());
   // Many frames were drawn, but the screen holds one view and the result below it.
-  REQUIRE(screen.size() == 8);
+  REQUIRE(screen.size() == 10);
   CHECK_THAT(screen[0], Catch::StartsWith("study tty: COMPLETE, minimize"));
   CHECK_THAT(screen[1], Catch::StartsWith("  trials: 8/8 finished (4 complete, 2 pruned, 2 f"));
-  CHECK_THAT(screen[2], Catch::StartsWith("  best:   "));
-  CHECK(screen[4] == "study tty COMPLETE");
-  CHECK_THAT(screen[5], Catch::StartsWith("best trial "));
-  CHECK_THAT(screen[7], Catch::StartsWith("  resources: "));
+  CHECK_THAT(screen[2], Catch::StartsWith("  2 failed; most often (2 of them): "));
+  CHECK_THAT(screen[3], Catch::StartsWith("  best:   "));
+  CHECK_THAT(screen[5], Catch::StartsWith("trialctl: study \"tty\": 2 failed; most often"));
+  CHECK(screen[6] == "study tty COMPLETE");
+  CHECK_THAT(screen[7], Catch::StartsWith("best trial "));
+  CHECK_THAT(screen[9], Catch::StartsWith("  resources: "));
   // No view line wraps: each is cut to the terminal's width.
-  for (size_t i = 0; i < 4; ++i) CHECK(screen[i].size() < static_cast<size_t>(cols));
+  for (size_t i = 0; i < 5; ++i) CHECK(screen[i].size() < static_cast<size_t>(cols));
   const std::regex up("\x1b\\[4A");
   CHECK(std::distance(std::sregex_iterator(output.begin(), output.end(), up),
                       std::sregex_iterator()) >= 2);
@@ -237,6 +241,8 @@ TEST_CASE("trialctl watch: a study without a COMPLETE trial exits 1, an unknown 
   CHECK(submit.code == ctl::kExitError);
   CHECK_THAT(submit.err, Catch::Contains("bad: 3/3 finished (0 complete, 0 pruned, 3 failed)"));
   CHECK_THAT(submit.err, Catch::Contains("trialctl: study \"bad\" ended without a COMPLETE trial"));
+  CHECK_THAT(submit.err, Catch::Contains("trialctl: study \"bad\": 3 failed; most often (3 of "
+                                         "them): exit: exited with code 4"));
   Ctl w = Trialctl(d.socket(), {"watch", "bad"});
   CHECK(w.code == ctl::kExitError);
   CHECK_THAT(w.out, Catch::Contains("study bad COMPLETE"));

@@ -7,6 +7,7 @@
 #include <tuple>
 #include <utility>
 
+#include "daemon/storage/schema.h"
 #include "tests/daemon/storage/backend_fixture.h"
 
 namespace triald::storage {
@@ -579,7 +580,8 @@ TEST_CASE("postgres: daemons opening an empty database together create the schem
   close(go[1]);
   for (pid_t pid : children) RequireExitsZero(pid);
   CHECK(PostgresQuery(db.url(), "SELECT count(*) FROM schema_version") == "1");
-  CHECK(PostgresQuery(db.url(), "SELECT max(version) FROM schema_version") == "8");
+  CHECK(PostgresQuery(db.url(), "SELECT max(version) FROM schema_version") ==
+        std::to_string(storage::schema::kVersion));
 }
 
 TEST_CASE("postgres: a version-1 database gets submitters, unknown for its studies",
@@ -588,7 +590,8 @@ TEST_CASE("postgres: a version-1 database gets submitters, unknown for its studi
   OpenPostgresOrFail(db.url());
   // Version 1 is the current schema without the columns of versions 2 and 3.
   PostgresQuery(db.url(),
-                "ALTER TABLE studies DROP COLUMN submitter_uid, DROP COLUMN submitter_name, "
+                "ALTER TABLE studies DROP COLUMN submit_json, DROP COLUMN submitter_uid, DROP "
+                "COLUMN submitter_name, "
                 "DROP COLUMN directions, DROP COLUMN paused, DROP COLUMN parallelism; "
                 "ALTER TABLE trials DROP COLUMN values_json, DROP COLUMN constraints_json, "
                 "DROP COLUMN resources_json; "
@@ -605,7 +608,8 @@ TEST_CASE("postgres: a version-1 database gets submitters, unknown for its studi
     fresh.submitter = {1001, "alice"};
     REQUIRE_OK(s->CreateStudy(fresh, 20).status());
   }
-  CHECK(PostgresQuery(db.url(), "SELECT max(version) FROM schema_version") == "8");
+  CHECK(PostgresQuery(db.url(), "SELECT max(version) FROM schema_version") ==
+        std::to_string(storage::schema::kVersion));
   auto s = OpenPostgresOrFail(db.url());
   CHECK_FALSE(Unwrap(s->GetStudy("old")).submitter.known());
   CHECK(Unwrap(s->GetStudy("new")).submitter.uid == 1001);
@@ -619,19 +623,20 @@ TEST_CASE(
   TestDatabase db;
   OpenPostgresOrFail(db.url());
   // Version 2 is the current schema without the columns of versions 3 and 4.
-  PostgresQuery(db.url(),
-                "ALTER TABLE studies DROP COLUMN directions, DROP COLUMN paused, "
-                "DROP COLUMN parallelism; "
-                "ALTER TABLE trials DROP COLUMN values_json, DROP COLUMN constraints_json, "
-                "DROP COLUMN resources_json; "
-                "UPDATE schema_version SET version = 2; "
-                "INSERT INTO studies (name, direction, n_trials, state, spec_toml, spec_path, "
-                "seed, created_at) VALUES ('old', 'MAXIMIZE', 5, 'COMPLETE', '', "
-                "'/old.toml'::bytea, 7, 10); "
-                "INSERT INTO trials (study_id, number, state, value, created_at, finished_at) "
-                "SELECT id, 0, 'COMPLETE', 0.75, 11, 12 FROM studies WHERE name = 'old'; "
-                "INSERT INTO trials (study_id, number, state, value, created_at, finished_at) "
-                "SELECT id, 1, 'PRUNED', 0.5, 13, 14 FROM studies WHERE name = 'old'");
+  PostgresQuery(
+      db.url(),
+      "ALTER TABLE studies DROP COLUMN submit_json, DROP COLUMN directions, DROP COLUMN paused, "
+      "DROP COLUMN parallelism; "
+      "ALTER TABLE trials DROP COLUMN values_json, DROP COLUMN constraints_json, "
+      "DROP COLUMN resources_json; "
+      "UPDATE schema_version SET version = 2; "
+      "INSERT INTO studies (name, direction, n_trials, state, spec_toml, spec_path, "
+      "seed, created_at) VALUES ('old', 'MAXIMIZE', 5, 'COMPLETE', '', "
+      "'/old.toml'::bytea, 7, 10); "
+      "INSERT INTO trials (study_id, number, state, value, created_at, finished_at) "
+      "SELECT id, 0, 'COMPLETE', 0.75, 11, 12 FROM studies WHERE name = 'old'; "
+      "INSERT INTO trials (study_id, number, state, value, created_at, finished_at) "
+      "SELECT id, 1, 'PRUNED', 0.5, 13, 14 FROM studies WHERE name = 'old'");
   {
     auto s = OpenPostgresOrFail(db.url());
     StudyRecord old = Unwrap(s->GetStudy("old"));
@@ -652,7 +657,8 @@ TEST_CASE(
     o.constraints = {-1.0, 2.0};
     REQUIRE_OK(s->FinishTrial(t.id, o, 32));
   }
-  CHECK(PostgresQuery(db.url(), "SELECT max(version) FROM schema_version") == "8");
+  CHECK(PostgresQuery(db.url(), "SELECT max(version) FROM schema_version") ==
+        std::to_string(storage::schema::kVersion));
   auto s = OpenPostgresOrFail(db.url());
   CHECK(Unwrap(s->GetTrial(Unwrap(s->GetStudy("old")).id, 0)).values == std::vector<double>{0.75});
   StudyRecord mo = Unwrap(s->GetStudy("mo"));
@@ -667,16 +673,17 @@ TEST_CASE("postgres: a version-3 database keeps its trials, which have no resour
   TestDatabase db;
   OpenPostgresOrFail(db.url());
   // Version 3 is the current schema without the columns of versions 4 and 5.
-  PostgresQuery(db.url(),
-                "ALTER TABLE trials DROP COLUMN resources_json; "
-                "ALTER TABLE studies DROP COLUMN paused, DROP COLUMN parallelism; "
-                "UPDATE schema_version SET version = 3; "
-                "INSERT INTO studies (name, direction, n_trials, state, spec_toml, spec_path, "
-                "seed, created_at) VALUES ('old', 'MINIMIZE', 5, 'COMPLETE', '', "
-                "'/old.toml'::bytea, 7, 10); "
-                "INSERT INTO trials (study_id, number, state, value, created_at, finished_at, "
-                "constraints_json) SELECT id, 0, 'COMPLETE', 0.75, 11, 12, '[-1]' FROM studies "
-                "WHERE name = 'old'");
+  PostgresQuery(
+      db.url(),
+      "ALTER TABLE trials DROP COLUMN resources_json; "
+      "ALTER TABLE studies DROP COLUMN submit_json, DROP COLUMN paused, DROP COLUMN parallelism; "
+      "UPDATE schema_version SET version = 3; "
+      "INSERT INTO studies (name, direction, n_trials, state, spec_toml, spec_path, "
+      "seed, created_at) VALUES ('old', 'MINIMIZE', 5, 'COMPLETE', '', "
+      "'/old.toml'::bytea, 7, 10); "
+      "INSERT INTO trials (study_id, number, state, value, created_at, finished_at, "
+      "constraints_json) SELECT id, 0, 'COMPLETE', 0.75, 11, 12, '[-1]' FROM studies "
+      "WHERE name = 'old'");
   {
     auto s = OpenPostgresOrFail(db.url());
     TrialRecord old = Unwrap(s->GetTrial(Unwrap(s->GetStudy("old")).id, 0));
@@ -689,7 +696,8 @@ TEST_CASE("postgres: a version-3 database keeps its trials, which have no resour
     o.resources = MeasuredResources();
     REQUIRE_OK(s->FinishTrial(t.id, o, 32));
   }
-  CHECK(PostgresQuery(db.url(), "SELECT max(version) FROM schema_version") == "8");
+  CHECK(PostgresQuery(db.url(), "SELECT max(version) FROM schema_version") ==
+        std::to_string(storage::schema::kVersion));
   auto s = OpenPostgresOrFail(db.url());
   CHECK_FALSE(Unwrap(s->GetTrial(Unwrap(s->GetStudy("old")).id, 0)).resources.has_value());
   CHECK(Unwrap(s->GetTrial(Unwrap(s->GetStudy("new")).id, 0)).resources == MeasuredResources());
@@ -700,12 +708,13 @@ TEST_CASE("postgres: a version-4 database's studies are not paused and keep thei
   TestDatabase db;
   OpenPostgresOrFail(db.url());
   // Version 4 is the current schema without version 5's columns.
-  PostgresQuery(db.url(),
-                "ALTER TABLE studies DROP COLUMN paused, DROP COLUMN parallelism; "
-                "UPDATE schema_version SET version = 4; "
-                "INSERT INTO studies (name, direction, n_trials, state, spec_toml, spec_path, "
-                "seed, created_at) VALUES ('old', 'MINIMIZE', 5, 'RUNNING', '', "
-                "'/old.toml'::bytea, 7, 10)");
+  PostgresQuery(
+      db.url(),
+      "ALTER TABLE studies DROP COLUMN submit_json, DROP COLUMN paused, DROP COLUMN parallelism; "
+      "UPDATE schema_version SET version = 4; "
+      "INSERT INTO studies (name, direction, n_trials, state, spec_toml, spec_path, "
+      "seed, created_at) VALUES ('old', 'MINIMIZE', 5, 'RUNNING', '', "
+      "'/old.toml'::bytea, 7, 10)");
   {
     auto s = OpenPostgresOrFail(db.url());
     StudyRecord old = Unwrap(s->GetStudy("old"));
@@ -713,12 +722,33 @@ TEST_CASE("postgres: a version-4 database's studies are not paused and keep thei
     CHECK(old.parallelism == 0);
     REQUIRE_OK(s->SetStudyControl(old.id, true, 6, 4));
   }
-  CHECK(PostgresQuery(db.url(), "SELECT max(version) FROM schema_version") == "8");
+  CHECK(PostgresQuery(db.url(), "SELECT max(version) FROM schema_version") ==
+        std::to_string(storage::schema::kVersion));
   auto s = OpenPostgresOrFail(db.url());
   StudyRecord old = Unwrap(s->GetStudy("old"));
   CHECK(old.paused);
   CHECK(old.n_trials == 6);
   CHECK(old.parallelism == 4);
+}
+
+TEST_CASE("postgres: a version-8 database's studies have no submit choices, and take them",
+          "[storage][postgres]") {
+  TestDatabase db;
+  {
+    auto s = OpenPostgresOrFail(db.url());
+    REQUIRE_OK(s->CreateStudy(MakeStudy("old"), 10).status());
+  }
+  // Version 8 is the current schema without version 9's column.
+  PostgresQuery(db.url(),
+                "ALTER TABLE studies DROP COLUMN submit_json; "
+                "UPDATE schema_version SET version = 8");
+  auto s = OpenPostgresOrFail(db.url());
+  CHECK(Unwrap(s->GetStudy("old")).submit.empty());
+  NewStudy fresh = MakeStudy("new");
+  fresh.submit.python = "/usr/bin/python3";
+  REQUIRE_OK(s->CreateStudy(fresh, 20).status());
+  CHECK(Unwrap(s->GetStudy("new")).submit.python == "/usr/bin/python3");
+  CHECK(PostgresQuery(db.url(), "SELECT max(version) FROM schema_version") == "9");
 }
 
 TEST_CASE("postgres: a schema newer than this triald is refused", "[storage][postgres]") {

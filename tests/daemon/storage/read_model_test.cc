@@ -80,6 +80,50 @@ TEMPLATE_TEST_CASE("GetRunningTrials returns the running trials of every study",
   CHECK(by_id.count(a1.id) == 0);
 }
 
+TEMPLATE_TEST_CASE("GetRecentFailures: the last failed trials, newest first, details' ends only",
+                   "[storage]", TRIALD_STORAGE_BACKENDS) {
+  TestType backend;
+  auto s = backend.Open();
+  int64_t a = Unwrap(s->CreateStudy(MakeStudy("a"), 1)).id;
+  int64_t b = Unwrap(s->CreateStudy(MakeStudy("b"), 1)).id;
+  CHECK(Unwrap(s->GetRecentFailures(a, 10)).empty());
+  const std::string long_detail = "exited with code 1; worker said: Traceback\n" +
+                                  std::string(5000, 'x') + "\nValueError: läst line";
+  for (int i = 0; i < 4; ++i) {
+    TrialRecord t = Unwrap(s->CreateTrial(a, OneParam(i), 1));
+    REQUIRE_OK(s->MarkRunning(t.id, {100 + i, 100 + i, 1000}, 2));
+    model::TrialOutcome out = Outcome(i == 2 ? TrialState::kComplete : TrialState::kFail, 1);
+    if (i != 2) {
+      out.fail.reason = i == 0 ? "signal" : "exit";
+      out.fail.exit_code = i == 0 ? -1 : 1;
+      out.fail.signal = i == 0 ? 11 : 0;
+      out.fail.detail = i == 0 ? "killed by SIGSEGV" : long_detail;
+      out.fail.stderr_tail = "not read";
+    }
+    REQUIRE_OK(s->FinishTrial(t.id, out, 3));
+  }
+  TrialRecord other = Unwrap(s->CreateTrial(b, OneParam(9), 1));
+  REQUIRE_OK(s->MarkRunning(other.id, {200, 200, 1000}, 2));
+  model::TrialOutcome out = Outcome(TrialState::kFail, 1);
+  out.fail.reason = "oom";
+  REQUIRE_OK(s->FinishTrial(other.id, out, 3));
+
+  std::vector<model::FailInfo> got = Unwrap(s->GetRecentFailures(a, 10));
+  REQUIRE(got.size() == 3);  // trials 3, 1, 0
+  CHECK(got[0].reason == "exit");
+  CHECK(got[0].exit_code == 1);
+  CHECK(got[0].detail.size() <= static_cast<size_t>(ReadModel::kRecentFailureDetailBytes));
+  CHECK(model::FailSummary(got[0]) == "ValueError: läst line");
+  CHECK(got[0].stderr_tail.empty());
+  CHECK(got[2].reason == "signal");
+  CHECK(got[2].signal == 11);
+  CHECK(got[2].detail == "killed by SIGSEGV");
+  CHECK(Unwrap(s->GetRecentFailures(a, 1)).size() == 1);
+  CHECK(Unwrap(s->GetRecentFailures(b, 10)).size() == 1);
+  CHECK(s->GetRecentFailures(a, 0).status().code() == common::Code::kInvalidArgument);
+  CHECK(s->GetRecentFailures(9999, 10).status().code() == common::Code::kNotFound);
+}
+
 TEMPLATE_TEST_CASE("events are appended and listed per study", "[storage]",
                    TRIALD_STORAGE_BACKENDS) {
   TestType backend;

@@ -510,6 +510,25 @@ TEST_CASE("sqlite: a version-6 database's studies may end FAILED and keep their 
   CHECK(Unwrap(SqliteIntegrityCheck(path)) == "ok");
 }
 
+TEST_CASE("sqlite: a version-8 database's studies have no submit choices, and take them",
+          "[storage][sqlite]") {
+  TempDir dir;
+  const std::string path = dir.path() + "/triald.db";
+  {
+    auto s = OpenSqliteOrFail(path);
+    REQUIRE_OK(s->CreateStudy(MakeStudy("old"), 10).status());
+  }
+  // Version 8 is the current schema without version 9's column.
+  SqliteExecOrFail(path, "ALTER TABLE studies DROP COLUMN submit_json; PRAGMA user_version = 8;");
+  auto s = OpenSqliteOrFail(path);
+  CHECK(Unwrap(s->GetStudy("old")).submit.empty());
+  NewStudy fresh = MakeStudy("new");
+  fresh.submit.python = "/usr/bin/python3";
+  REQUIRE_OK(s->CreateStudy(fresh, 20).status());
+  CHECK(Unwrap(s->GetStudy("new")).submit.python == "/usr/bin/python3");
+  CHECK(Unwrap(SqliteIntegrityCheck(path)) == "ok");
+}
+
 TEST_CASE("sqlite: every descriptor of an open database is close-on-exec", "[storage][sqlite]") {
   TempDir dir;
   const std::string path = dir.path() + "/triald.db";

@@ -50,6 +50,19 @@ TEMPLATE_TEST_CASE("studies are created, read back and listed", "[storage]",
     // The other study is untouched.
     CHECK(Unwrap(s->GetStudy("alpha")).state == StudyState::kComplete);
   }
+  SECTION("the submitter's choices outside the file are kept with the study") {
+    NewStudy c = MakeStudy("gamma");
+    c.submit.name = "gamma";
+    c.submit.python = "/home/ålice/venv/bin/python3";
+    c.submit.python_version = "3.11.7";
+    StudyRecord rc = Unwrap(s->CreateStudy(c, 1002));
+    for (const StudyRecord& got : {rc, Unwrap(s->GetStudy("gamma"))}) {
+      CHECK(got.submit.name == "gamma");
+      CHECK(got.submit.python == "/home/ålice/venv/bin/python3");
+      CHECK(got.submit.python_version == "3.11.7");
+    }
+    CHECK(Unwrap(s->GetStudy("alpha")).submit.empty());  // none given: none stored
+  }
   SECTION("a study whose sampler or storage failed is stored FAILED") {
     REQUIRE_OK(s->SetStudyState(ra.id, StudyState::kFailed, 2002));
     StudyRecord got = Unwrap(s->GetStudy("alpha"));

@@ -1,7 +1,7 @@
 """python3 -m triald: the command line of the runner and the fork server.
 
     python3 -m triald run SPEC [--constraints SPEC] [--params JSON]
-    python3 -m triald check SPEC [--constraints SPEC]
+    python3 -m triald check SPEC [--constraints SPEC] [--preload MOD,MOD...] [--report]
     python3 -m triald fork-server [--preload MOD,MOD...] [--objective SPEC [--constraints SPEC]]
 
 SPEC is PATH.py:NAME (a file, loaded under a module name other than __main__, so its
@@ -9,7 +9,8 @@ SPEC is PATH.py:NAME (a file, loaded under a module name other than __main__, so
 modules import) or package.module:NAME (imported from the working directory or PYTHONPATH).
 NAME may be dotted (Class.method). Loading it is triald._loading's.
 
-`run` runs SPEC as one trial and `check` only verifies that it loads (triald._runner);
+`run` runs SPEC as one trial and `check` only verifies that it (and the --preload modules)
+load (triald._runner);
 `fork-server` is a study's warm process whose forks run `run` (triald._forkserver, which gets
 main() to parse a trial's command line: it does not import this module).
 
@@ -45,6 +46,12 @@ def main(argv: Sequence[str]) -> int:
     check_parser.add_argument("spec", metavar="SPEC", help="PATH.py:NAME or package.module:NAME")
     check_parser.add_argument("--constraints", metavar="SPEC",
                               help="also verify this constraints function")
+    check_parser.add_argument("--preload", metavar="MOD,MOD...",
+                              help="import these modules first (as the fork server would)")
+    check_parser.add_argument(
+        "--report", action="store_true",
+        help="end with one JSON line on stdout (the interpreter, its version and what failed); "
+             "the objective's own output goes to stderr")
     fork_server_parser = commands.add_parser(
         "fork-server", help="serve a study's trials as forks of one warm process (triald "
                             "starts it; proto/README.md, Fork server protocol)")
@@ -66,5 +73,6 @@ def main(argv: Sequence[str]) -> int:
                                            constraints=args.constraints)
         return _forkserver.serve(options, main)
     if args.command == "check":
-        return check(args.spec, args.constraints)
+        preload = [m for m in (args.preload or "").split(",") if m]
+        return check(args.spec, args.constraints, preload, args.report)
     return run(args.spec, args.params, args.constraints)

@@ -22,8 +22,9 @@ With --params (a JSON object) the trial is replayed by hand: no daemon, suggests
 the object, should_prune always false, and the lines a real run would send printed on stdout
 (without TRIALD_N_OBJECTIVES, the objective's count of values is taken as returned).
 
-`check` only loads SPEC and verifies NAME is callable: exit 0 silently, or 2 with the message
-(the daemon runs it when a sweep is submitted).
+`check` imports the --preload modules, loads SPEC and verifies NAME is callable: exit 0
+silently, or 2 with the message; with --report it ends with a JSON line for trialctl, which
+runs it in the trial's interpreter when a sweep is submitted (daemon/ctl/submit_check.h).
 
 A fork server's trial (triald._forkserver) calls `run` in its forked process, after the server
 loaded the objective's module once (preload_objective).
@@ -35,13 +36,15 @@ process (`run` installs a SIGTERM handler).
 from __future__ import annotations
 
 import collections.abc
+import importlib
 import json
 import math
 import os
+import platform
 import signal
 import sys
 import traceback
-from typing import Any, Callable, List, NoReturn, Optional, Union
+from typing import Any, Callable, Dict, List, NoReturn, Optional, Sequence, Union
 
 from triald._loading import ImportFailed, SpecError, load_objective, traceback_tail
 from triald._optuna import OptunaTrial, ReplayAnswers, is_trial_pruned
@@ -262,17 +265,59 @@ def run(spec: str, params_json: Optional[str] = None,
     return EXIT_OK if line["type"] == "final" else EXIT_FAILED
 
 
-def check(spec: str, constraints_spec: Optional[str] = None) -> int:
-    """`python3 -m triald check`: the exit status."""
-    try:
-        load_objective(spec)
-        if constraints_spec is not None:
-            load_objective(constraints_spec, "constraints")
-    except SpecError as e:
-        _error(None, str(e))
-        return EXIT_BAD_SPEC
-    except ImportFailed as e:
-        _error(None, str(e))
-        return EXIT_BAD_SPEC
-    return EXIT_OK
+def _last_line(text: str) -> str:
+    """The last non-empty line of `text` (an exception's type and message)."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[-1] if lines else text.strip()
 
+
+def check(spec: str, constraints_spec: Optional[str] = None,
+          preload: Sequence[str] = (), report: bool = False) -> int:
+    """`python3 -m triald check`: the exit status (0, or 2 when something does not load).
+
+    Imports the `preload` modules, then loads SPEC (and the constraints function), as a trial
+    and a fork server would. With `report`, the objective's own output goes to stderr and the
+    last line of stdout is one JSON object for trialctl's check at submit: {"ok", "executable"
+    (sys.executable: the interpreter behind a pyenv shim or a venv's link), "version", and when
+    not ok "stage" ("preload", "objective" or "constraints"), "module" (the module or spec that
+    failed), "error" (the exception's last line) and "detail" (the traceback's tail)}."""
+    result: Dict[str, Any] = {"ok": True, "executable": sys.executable,
+                              "version": platform.python_version()}
+    real_stdout = sys.stdout
+    if report:
+        sys.stdout = sys.stderr  # what the user's modules print at import is not the report
+    try:
+        for name in preload:
+            result.update(stage="preload", module=name)
+            try:
+                importlib.import_module(name)
+            except (Exception, SystemExit) as e:
+                detail = traceback_tail(e)
+                result.update(ok=False, error=_last_line(detail), detail=detail)
+                _error(None, f"preload module {name!r}: importing it raised:\n{detail}")
+                break
+        roles = [("objective", spec)]
+        if constraints_spec is not None:
+            roles.append(("constraints", constraints_spec))
+        for role, role_spec in roles if result["ok"] else []:
+            result.update(stage=role, module=role_spec)
+            try:
+                load_objective(role_spec, role)
+            except SpecError as e:
+                result.update(ok=False, error=str(e), detail=str(e))
+                _error(None, str(e))
+                break
+            except ImportFailed as e:
+                detail = traceback_tail(e.cause)
+                result.update(ok=False, error=_last_line(detail), detail=detail)
+                _error(None, str(e))
+                break
+    finally:
+        sys.stdout = real_stdout
+    if result["ok"]:
+        result.pop("stage", None)
+        result.pop("module", None)
+    if report:
+        sys.stderr.flush()
+        print(json.dumps(result), flush=True)
+    return EXIT_OK if result["ok"] else EXIT_BAD_SPEC
