@@ -140,8 +140,9 @@ Result<int64_t> Scheduler::Delete(const std::string& name, bool purge) {
   return control_->Delete(name, purge);
 }
 Result<TrialRecord> Scheduler::Enqueue(const std::string& name,
-                                       const std::map<std::string, std::string>& params) {
-  return control_->Enqueue(name, params);
+                                       const std::map<std::string, std::string>& params,
+                                       bool skip_if_exists, bool* skipped) {
+  return control_->Enqueue(name, params, skip_if_exists, skipped);
 }
 
 int Scheduler::queued_count() const {

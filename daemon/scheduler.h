@@ -262,9 +262,14 @@ class Scheduler {
   // before this returns. Errors: kNotFound (no such study), kFailedPrecondition (the study is
   // not RUNNING, or already has its n_trials trials), kInvalidArgument (an unknown parameter,
   // or a value its distribution does not contain; the message names it and what was
-  // expected), kUnavailable (shutting down).
+  // expected), kUnavailable (shutting down). A define-by-run study (kind = "python") also takes
+  // values for parameters its objective suggests (enqueued_params.h). With `skip_if_exists`
+  // (Optuna's enqueue_trial(skip_if_exists=True)), a trial that already has every given value
+  // (waiting, running or finished; enqueued values not suggested yet count) is returned instead
+  // and nothing is queued; *skipped says which happened.
   common::Result<model::TrialRecord> Enqueue(const std::string& study_name,
-                                             const std::map<std::string, std::string>& params);
+                                             const std::map<std::string, std::string>& params,
+                                             bool skip_if_exists = false, bool* skipped = nullptr);
 
   // Starts as many trials as the limits allow.
   void Pump();

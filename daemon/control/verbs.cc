@@ -496,11 +496,19 @@ Result<json::value> EventsVerb(const VerbContext& c, const json::object& args) {
 Result<json::value> EnqueueVerb(const VerbContext& c, const json::object& args) {
   TRIALD_ASSIGN_OR_RETURN(std::string name, proto::GetString(args, "study"));
   TRIALD_ASSIGN_OR_RETURN(auto params, DecodeEnqueueParams(args));
-  TRIALD_ASSIGN_OR_RETURN(TrialRecord t, c.scheduler->Enqueue(name, params));
+  bool skip_if_exists = false;
+  if (const json::value* v = args.if_contains("skip_if_exists"); v != nullptr && !v->is_null()) {
+    if (!v->is_bool()) return common::InvalidArgument("field \"skip_if_exists\" must be a boolean");
+    skip_if_exists = v->as_bool();
+  }
+  bool skipped = false;
+  TRIALD_ASSIGN_OR_RETURN(TrialRecord t,
+                          c.scheduler->Enqueue(name, params, skip_if_exists, &skipped));
   json::object o;
   o["study"] = name;
   o["trial"] = t.number;
   o["params"] = TrialToJson(t).at("params");
+  o["skipped"] = skipped;
   return json::value(std::move(o));
 }
 

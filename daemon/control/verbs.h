@@ -17,9 +17,11 @@
 //            several: {study, directions, complete, feasible, best_trials: [TrialToJson]}, the
 //            Pareto front of the feasible COMPLETE trials (daemon/control/best.h) (streamed)
 //   cancel   {study} -> {study, state: "CANCELLED"}                        (mutating)
-//   enqueue  {study, params: {name: "value text"}} -> {study, trial, params}: a trial with fixed
-//            parameters that runs next (Scheduler::Enqueue); a JSON number or boolean value is
-//            taken as its text.                                             (mutating)
+//   enqueue  {study, params: {name: "value text"}, skip_if_exists?} -> {study, trial, params,
+//            skipped}: a trial with fixed parameters that runs next (Scheduler::Enqueue; a
+//            define-by-run study also takes the names its objective suggests); a JSON number
+//            or boolean value is taken as its text. skipped: a trial had them already
+//            (skip_if_exists), its number is returned and nothing is queued.  (mutating)
 //   logs     {study, trial, stream} -> {path, state, content, exists}
 //   export   {study} -> {study: StudySummaryJson, trials: [ExportTrialJson]}: the study and
 //            every trial with its parameters' internal values and distributions (trialctl

@@ -157,13 +157,18 @@ const std::vector<VerbSpec>& VerbSpecs() {
        "enqueue_trial); it runs before any newly sampled trial,\n"
        "enqueued ones first come first served, and counts toward\n"
        "n_trials; parameters not given are sampled. VALUE is\n"
-       "written as in the sweep: 0.01, 64, adamw, true.\n"
+       "written as in the sweep: 0.01, 64, adamw, true. A\n"
+       "kind = \"python\" study also takes parameters its\n"
+       "objective suggests: the value answers that suggest.\n"
        "Prints the trial number",
        {},
        [](CLI::App* v, CommandLine* c) {
          AddStudy(v, c);
          // Collected as text: NAME=VALUE and duplicates are checked after parsing
          // (CheckCombinations), with messages that name the parameter.
+         v->add_flag("--skip-if-exists", c->skip_if_exists,
+                     "queue nothing when a trial already has these values\n"
+                     "(waiting, running or finished); prints its number");
          v->add_option("--param", c->param_texts, "one parameter's value (repeatable)")
              ->type_name("NAME=VALUE")
              ->expected(1)

@@ -27,6 +27,7 @@ struct CommandLine {
   std::string format;                                       // export --format
   double interval_s = 0.5;                                  // watch, submit --wait
   std::vector<std::string> param_texts;                     // enqueue --param, as given
+  bool skip_if_exists = false;                              // enqueue --skip-if-exists
   std::vector<std::pair<std::string, std::string>> params;  // the same split at '=', in order
   std::string file;                                         // submit FILE
   std::string name;                                         // submit --name

@@ -426,6 +426,7 @@ int RunTrialctl(const std::vector<std::string>& argv, std::ostream& out, std::os
     json::object params;
     for (const auto& [name, value] : a.params) params[name] = value;
     args["params"] = std::move(params);
+    if (a.skip_if_exists) args["skip_if_exists"] = true;
   } else if (verb == "logs") {
     args["study"] = a.study;
     args["trial"] = std::strtol(a.trial.c_str(), nullptr, 10);  // digits (ParseCommandLine)
@@ -596,6 +597,11 @@ int RunTrialctl(const std::vector<std::string>& argv, std::ostream& out, std::os
     PrintTable(out, rows);
   } else if (verb == "enqueue") {
     out << r->at("trial").to_number<int64_t>() << "\n";
+    if (const json::value* s = r->get_object().if_contains("skipped");
+        s != nullptr && s->is_bool() && s->as_bool()) {
+      err << "trialctl: nothing queued: trial " << r->at("trial").to_number<int64_t>()
+          << " already has these values (--skip-if-exists)\n";
+    }
   } else if (verb == "logs") {
     const json::object& o = r->get_object();
     if (!o.at("exists").get_bool()) {

@@ -11,9 +11,20 @@ common::Result<EnqueuedParams> ResolveEnqueuedParams(
   std::string known;
   for (const config::ParamSpec& p : spec.space) known += (known.empty() ? "" : ", ") + p.name;
   config::ParamValues fixed;
+  std::map<std::string, std::string> deferred;
   for (const auto& [param, text] : given) {
     auto found = std::find_if(spec.space.begin(), spec.space.end(),
                               [&](const config::ParamSpec& p) { return p.name == param; });
+    if (found == spec.space.end() && spec.objective.kind == "python") {
+      // Suggested by the objective itself: checked when it asks, against its distribution.
+      if (param.empty() || param.size() > 256 || text.empty() || text.size() > 4096) {
+        return common::InvalidArgument("parameter \"" + param.substr(0, 256) +
+                                       "\": expected a name of 1 to 256 bytes and a value of 1 "
+                                       "to 4096");
+      }
+      deferred[param] = text;
+      continue;
+    }
     if (found == spec.space.end()) {
       return common::InvalidArgument("study \"" + name + "\" has no parameter \"" + param +
                                      "\"; expected one of: " + known);
@@ -43,6 +54,10 @@ common::Result<EnqueuedParams> ResolveEnqueuedParams(
     out.given += (out.given.empty() ? "" : " ") + param + "=" +
                  config::ExternalJson(out.params[param].dist, v);
   }
+  for (const auto& [param, text] : deferred) {
+    out.given += (out.given.empty() ? "" : " ") + param + "=" + text + " (when suggested)";
+  }
+  out.deferred = std::move(deferred);
   return out;
 }
 

@@ -19,12 +19,22 @@ namespace triald::daemon {
 
 struct EnqueuedParams {
   model::ParamMap params;  // every parameter of the space
-  std::string given;       // the given values as "name=value ..." (JSON values), for the event
+  // kind = "python": values for parameters the objective suggests itself (not in [space]), as
+  // given: they answer the trial's suggests of those names (TrialChannel), parsed against the
+  // distribution each suggest gives, as Optuna's enqueue_trial does. Kept with the trial as
+  // its attribute kEnqueuedAttr ({name: text}).
+  std::map<std::string, std::string> deferred;
+  std::string given;  // the given values as "name=value ..." (JSON values), for the event
 };
 
-// The parameters of study `study_name`'s next trial (number trials.size()). Errors:
-// kInvalidArgument for an unknown parameter or a value its distribution does not contain (the
-// message names it and what was expected); the sampler's error, with context.
+// The trial attribute holding EnqueuedParams::deferred as a JSON object.
+inline constexpr const char* kEnqueuedAttr = "triald.enqueued";
+
+// The parameters of study `study_name`'s next trial (number trials.size()). A name outside
+// [space] is deferred for a define-by-run objective (kind = "python"), else an error. Errors:
+// kInvalidArgument for an unknown parameter (not define-by-run) or a value its distribution
+// does not contain (the message names it and what was expected); the sampler's error, with
+// context.
 common::Result<EnqueuedParams> ResolveEnqueuedParams(
     const std::string& study_name, const config::SweepSpec& spec, sampler::Sampler& sampler,
     const std::vector<model::TrialRecord>& trials, const std::map<std::string, std::string>& given);

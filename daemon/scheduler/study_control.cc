@@ -1,6 +1,7 @@
 #include "daemon/scheduler/study_control.h"
 
 #include <algorithm>
+#include <boost/json.hpp>
 #include <filesystem>
 
 #include "daemon/scheduler/enqueued_params.h"
@@ -199,8 +200,37 @@ Result<int64_t> StudyControl::Delete(const std::string& name, bool purge) {
   return deleted;
 }
 
+namespace {
+
+// Whether trial `t` has every value of `given` (enqueue --skip-if-exists): a parameter it holds
+// equal to the value read against that parameter's distribution, or an enqueued value not yet
+// suggested with the same text.
+bool HasValues(const model::TrialRecord& t, const std::map<std::string, std::string>& given) {
+  boost::json::object enqueued;
+  if (auto it = t.attrs.find(kEnqueuedAttr); it != t.attrs.end()) {
+    boost::system::error_code ec;
+    boost::json::value v = boost::json::parse(it->second, ec);
+    if (!ec && v.is_object()) enqueued = v.as_object();
+  }
+  for (const auto& [param, text] : given) {
+    auto held = t.params.find(param);
+    if (held != t.params.end()) {
+      common::Result<double> v = config::InternalFromText(held->second.dist, text);
+      if (!v.ok() || *v != held->second.internal) return false;
+      continue;
+    }
+    const boost::json::value* e = enqueued.if_contains(param);
+    if (e == nullptr || !e->is_string() || e->as_string() != text) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
 Result<model::TrialRecord> StudyControl::Enqueue(const std::string& name,
-                                                 const std::map<std::string, std::string>& given) {
+                                                 const std::map<std::string, std::string>& given,
+                                                 bool skip_if_exists, bool* skipped) {
+  if (skipped != nullptr) *skipped = false;
   TRIALD_ASSIGN_OR_RETURN(model::StudyRecord rec, StudyFor(name));
   auto not_running = [&](StudyState state) {
     return common::FailedPrecondition("study \"" + name + "\" is " + model::StudyStateName(state) +
@@ -215,6 +245,15 @@ Result<model::TrialRecord> StudyControl::Enqueue(const std::string& name,
   // Shared storage: the count, the draw and the new trial are decided under the study's lock.
   TRIALD_ASSIGN_OR_RETURN(std::unique_ptr<StorageBatch> locked, options_.coordinator->Lock(*study));
   if (study->record.state != StudyState::kRunning) return not_running(study->record.state);
+  if (skip_if_exists && !given.empty()) {
+    for (const model::TrialRecord& t : study->trials) {
+      if (HasValues(t, given)) {
+        if (skipped != nullptr) *skipped = true;
+        options_.logger->info("study {}: enqueue skipped: trial {} has the values", name, t.number);
+        return t;
+      }
+    }
+  }
   if (study->configurations() >= study->record.n_trials) {
     return common::FailedPrecondition("study \"" + name + "\" already has its n_trials = " +
                                       std::to_string(study->record.n_trials) + " trials");
@@ -227,6 +266,13 @@ Result<model::TrialRecord> StudyControl::Enqueue(const std::string& name,
     StorageBatch batch(options_.storage, options_.logger);
     TRIALD_ASSIGN_OR_RETURN(trial, options_.storage->CreateTrial(study->record.id, params.params,
                                                                  options_.clock->WallSeconds()));
+    if (!params.deferred.empty()) {
+      boost::json::object o;
+      for (const auto& [k, v] : params.deferred) o[k] = v;
+      const std::string text = boost::json::serialize(o);
+      TRIALD_RETURN_IF_ERROR(options_.storage->SetAttr(trial.id, kEnqueuedAttr, text));
+      trial.attrs[kEnqueuedAttr] = text;
+    }
     study->trials.resize(std::max<size_t>(study->trials.size(), trial.number + 1));
     study->trials[trial.number] = trial;
     study->waiting.push_back(trial.number);

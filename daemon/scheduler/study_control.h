@@ -70,7 +70,8 @@ class StudyControl {
   common::Result<model::StudyRecord> SetParallelism(const std::string& study_name, int parallelism);
   common::Result<int64_t> Delete(const std::string& study_name, bool purge);
   common::Result<model::TrialRecord> Enqueue(const std::string& study_name,
-                                             const std::map<std::string, std::string>& params);
+                                             const std::map<std::string, std::string>& params,
+                                             bool skip_if_exists, bool* skipped);
 
  private:
   // The stored study `name`: kNotFound naming it when there is none, kUnavailable while

@@ -1,8 +1,10 @@
 #include "daemon/scheduler/trial_channel.h"
 
+#include <boost/json.hpp>
 #include <utility>
 
 #include "config/suggest.h"
+#include "daemon/scheduler/enqueued_params.h"
 
 namespace triald::daemon {
 
@@ -29,6 +31,17 @@ void TrialChannel::StartSample(std::optional<sampler::TrialSample> drawn) {
   // ones) answer suggests for their names.
   for (const auto& [name, value] : trial().params) {
     sampler::Hold(*sample, name, value.internal, value.dist);
+  }
+  // Values enqueued for parameters the objective suggests itself (trialctl enqueue): they
+  // answer those suggests, checked against each suggest's distribution (AnswerSuggest).
+  if (auto it = trial().attrs.find(kEnqueuedAttr); it != trial().attrs.end()) {
+    boost::system::error_code ec;
+    boost::json::value v = boost::json::parse(it->second, ec);
+    if (!ec && v.is_object()) {
+      for (const auto& [k, text] : v.as_object()) {
+        if (text.is_string()) enqueued_[std::string(k)] = std::string(text.as_string());
+      }
+    }
   }
   sample_ = std::move(sample).value();
 }
@@ -173,6 +186,23 @@ void TrialChannel::AnswerSuggest(const proto::ReportMessage& m) {
     Refuse("suggest \"" + m.name + "\": more than " + std::to_string(kMaxTrialParams) +
            " distinct parameters in one trial");
     return;
+  }
+  if (auto e = enqueued_.find(m.name); known == sample.answered.end() && e != enqueued_.end()) {
+    // An enqueued value answers, when the suggest's distribution holds it (as Optuna's
+    // enqueue_trial: a value outside it is not used; the sampler answers and an event says so).
+    common::Result<double> fixed = config::InternalFromText(*dist, e->second);
+    if (fixed.ok()) {
+      sampler::Hold(sample, m.name, *fixed, *dist);
+    } else {
+      options_.logger->warn("study {} trial {}: enqueued {}={} not used: {}", study.record.name,
+                            options_.number, m.name, e->second, fixed.status().message());
+      if (options_.on_event) {
+        options_.on_event("enqueued_value_ignored", "parameter " + m.name + " = " + e->second +
+                                                        ": " + fixed.status().message() +
+                                                        "; the sampler chose its value");
+      }
+    }
+    enqueued_.erase(e);
   }
   common::Result<double> value =
       sampler::Suggest(*study.sampler, study.view(), sample, {m.name, *dist});

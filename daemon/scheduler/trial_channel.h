@@ -23,6 +23,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -67,6 +68,8 @@ class TrialChannel {
     PendingWrites* pending_writes = nullptr;
     std::function<bool()> storage_held;
     std::function<void(const common::Status&)> on_storage_refused;
+    // Records an event of the trial (kind, detail); empty: none.
+    std::function<void(const std::string&, const std::string&)> on_event;
   };
   explicit TrialChannel(Options options);
 
@@ -114,6 +117,9 @@ class TrialChannel {
   bool taken_over_ = false;
   int64_t requests_ = 0;                        // suggest and should_prune lines so far
   std::optional<sampler::TrialSample> sample_;  // define-by-run sampling state
+  // Values enqueued for parameters the objective suggests (kEnqueuedAttr), by name, until its
+  // suggest of that name takes them.
+  std::map<std::string, std::string> enqueued_;
 };
 
 }  // namespace triald::daemon

@@ -44,6 +44,9 @@ std::unique_ptr<RunningTrial> TrialStarter::Launch(StudyRuntime& study, int numb
   co.pending_writes = options_.pending_writes;
   co.storage_held = options_.storage_held;
   co.on_storage_refused = options_.on_storage_refused;
+  co.on_event = [this, &study, number](const std::string& kind, const std::string& detail) {
+    options_.recorder->Event(&study, &study.trials[number], kind, detail);
+  };
   rt->channel = std::make_unique<TrialChannel>(std::move(co));
   rt->starting = !rt->process->started();
   return rt;

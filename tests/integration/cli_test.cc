@@ -231,7 +231,8 @@ TEST_CASE("trialctl VERB --help lists the verb's own options from its declaratio
   Run enqueue = RunCtl({"enqueue", "--help"});
   CHECK(enqueue.code == 0);
   CHECK_THAT(enqueue.out, Catch::StartsWith("usage: trialctl [--socket PATH] enqueue ...\n\n"
-                                            "  enqueue STUDY [--param NAME=VALUE]... [--json]\n"));
+                                            "  enqueue STUDY [--skip-if-exists] [--param "
+                                            "NAME=VALUE]... [--json]\n"));
   CHECK_THAT(enqueue.out, Catch::Contains("\n    --param NAME=VALUE      one parameter's value"));
   Run report = RunCtl({"help", "report"});
   CHECK_THAT(report.out, Catch::Contains("\n    -o, --out FILE.html     the HTML file to write"));

@@ -253,6 +253,52 @@ TEST_CASE("an objective that raises at import stops after max_failures_in_a_row"
   CHECK_THAT(std::string(trials[0].at("fail_detail").as_string()), Catch::Contains("Traceback"));
 }
 
+TEST_CASE("enqueue answers the suggests of a define-by-run objective, once with skip_if_exists",
+          "[first-hour][integration]") {
+  TempDir dir;
+  WriteFile(dir.File("suggests.py"), R"(import time
+
+def objective(trial):
+    time.sleep(0.2)
+    lr = trial.suggest_float("lr", 1e-5, 1e-1, log=True)
+    opt = trial.suggest_categorical("opt", ["adam", "sgd"])
+    layers = trial.suggest_int("layers", 1, 4)
+    return lr * layers + (opt == "sgd")
+)");
+  const std::string sweep = dir.File("suggests.toml");
+  WriteFile(sweep, PythonSweep("suggests", "suggests.py:objective", 4, "parallelism = 1\n",
+                               "python = \"/usr/bin/python3\"\n"));
+  TestDaemon d(dir.File("state"));
+  d.Start();
+  const std::string study = d.Submit(ReadTextFile(sweep), sweep);
+  Ctl first = Trialctl(d.socket(), {"enqueue", study, "--param", "lr=0.001", "--param", "opt=sgd",
+                                    "--skip-if-exists"});
+  INFO(first.out << first.err << d.log());
+  REQUIRE(first.code == 0);
+  const int64_t number = std::stoll(first.out);
+  // The same values again: a trial has them (not suggested yet): nothing is queued.
+  Ctl again = Trialctl(d.socket(), {"enqueue", study, "--param", "lr=0.001", "--param", "opt=sgd",
+                                    "--skip-if-exists"});
+  CHECK(again.code == 0);
+  CHECK(std::stoll(again.out) == number);
+  CHECK_THAT(again.err, Catch::Contains("nothing queued"));
+  // A value the suggest's distribution does not hold is not used; an event says so.
+  Ctl outside = Trialctl(d.socket(), {"enqueue", study, "--param", "opt=rmsprop"});
+  REQUIRE(outside.code == 0);
+  const int64_t outside_number = std::stoll(outside.out);
+  json::object s = d.WaitStudy(study, 120);
+  CHECK(s.at("state").as_string() == "COMPLETE");
+  json::array trials = d.Trials(study);
+  REQUIRE(trials.size() == 4);
+  const json::object& p = trials[number].at("params").as_object();
+  INFO(json::serialize(p));
+  CHECK(p.at("lr").to_number<double>() == 0.001);
+  CHECK(p.at("opt").as_string() == "sgd");
+  CHECK(p.contains("layers"));  // not given: the sampler's
+  CHECK(trials[outside_number].at("params").at("opt").as_string() != "rmsprop");
+  CHECK_THAT(WaitEvent(d, study, "enqueued_value_ignored"), Catch::Contains("rmsprop"));
+}
+
 TEST_CASE("a SIGTERM to triald mid-trial puts the trial back; the restart runs it",
           "[first-hour][integration]") {
   TempDir dir;

@@ -147,7 +147,7 @@ TEST_CASE("trialctl enqueue: bad command lines exit 2 with usage", "[trialctl][i
   CHECK_THAT(twice.err, Catch::Contains("--param x given twice"));
   CHECK(Trialctl("/x", {"status", "s", "--param", "x=1"}).code == ctl::kExitUsage);
   Ctl help = Trialctl("/x", {"--help"});
-  CHECK_THAT(help.out, Catch::Contains("enqueue STUDY [--param NAME=VALUE]..."));
+  CHECK_THAT(help.out, Catch::Contains("enqueue STUDY [--skip-if-exists] [--param NAME=VALUE]..."));
 }
 
 TEST_CASE("trialctl enqueue queues trials that run next with the given params",
