@@ -79,6 +79,11 @@ struct StudyConfig {
   // against n_trials or retries. false: the FAIL(shutdown) is the trial's end (retried only by
   // retry_on = ["shutdown"]).
   bool requeue_on_shutdown = true;
+  // Submitting this file again while a study of its name exists continues that study (as
+  // Optuna's load_if_exists): the same space and objective are required, and the file's n_trials
+  // more trials run (Scheduler::Submit). false: the name must be new (trialctl submit --resume
+  // asks for the same per submission).
+  bool load_if_exists = false;
   // Per-trial limits (0: none). memory_limit is written as bytes or "512M", "2G" (K/M/G/T are
   // powers of 1024): the trial cgroup's memory.max, else RLIMIT_AS; running out is FAIL(oom).
   // pids_limit: the trial cgroup's pids.max (its processes and threads), where available.
@@ -337,6 +342,9 @@ struct SweepSource {
   std::string text;  // the TOML document
   std::string path;  // shown in messages; its directory anchors relative paths
   SubmitChoices submit = {};
+  // trialctl submit --resume: continue the study of this name when there is one (as [study]
+  // load_if_exists = true). Not stored: a choice of this submission only.
+  bool resume = false;
 };
 
 // Whether `name` may name a study ([study] name, trialctl submit --name), and what one may be.

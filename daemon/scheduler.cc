@@ -1,5 +1,7 @@
 #include "daemon/scheduler.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 
 #include "daemon/scheduler/gpu_drains.h"
@@ -154,6 +156,19 @@ int Scheduler::queued_count() const {
 Result<model::StudyRecord> Scheduler::Submit(const config::SweepSource& source,
                                              const model::Submitter& submitter) {
   if (shutting_down_) return common::Unavailable("triald is shutting down");
+  // Continuing the study of this name (submit --resume, [study] load_if_exists) when there is
+  // one; else a new study, as without.
+  Result<config::SweepSpec> parsed = config::ParseSweep(source);
+  if (parsed.ok() && (source.resume || parsed->study.load_if_exists)) {
+    Result<model::StudyRecord> existing = options_.storage->GetStudy(parsed->study.name);
+    if (existing.ok()) {
+      TRIALD_ASSIGN_OR_RETURN(config::SweepSpec spec, loader_->Admit(source, submitter));
+      const bool trusted = !submitter.known() || submitter.uid == 0 ||
+                           submitter.uid == static_cast<int64_t>(::geteuid());
+      return control_->Resume(spec, submitter, trusted);
+    }
+    if (existing.status().code() != common::Code::kNotFound) return existing.status();
+  }
   TRIALD_ASSIGN_OR_RETURN(std::unique_ptr<StudyRuntime> study, loader_->Submit(source, submitter));
   const model::StudyRecord record = study->record;
   studies_[record.id] = std::move(study);

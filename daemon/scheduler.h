@@ -220,7 +220,9 @@ class Scheduler {
   common::Status Recover();
 
   // Validates and stores a sweep submitted by `submitter`, then starts its trials. Errors name
-  // the file and key.
+  // the file and key. With source.resume or [study] load_if_exists, a study of the sweep's name
+  // that exists is continued instead (StudyControl::Resume: its submitter, root or triald's
+  // user; the same directions, space and objective; the file's n_trials more trials).
   common::Result<model::StudyRecord> Submit(const config::SweepSource& source,
                                             const model::Submitter& submitter = {});
 

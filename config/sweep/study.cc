@@ -378,6 +378,12 @@ const std::vector<Key<StudyConfig>>& StudyKeys() {
         "when triald starts: a new WAITING trial with its parameters, resuming from its folder, "
         "counted neither against n_trials nor retries (default true; false: it ends "
         "FAIL(shutdown), retried only per retry_on)"));
+    keys.push_back(BoolKey(
+        "load_if_exists", Of(&S::load_if_exists),
+        "submitting the file again while a study of its name exists continues that study, as "
+        "Optuna's load_if_exists: the space, objective and directions must be the same (else "
+        "refused, naming what differs), and n_trials more trials run (default false: the name "
+        "must be new; trialctl submit --resume asks for it once)"));
     keys.push_back(IntKey("retries", Of(&S::retries), 0, 100,
                           "an integer >= 0 (retries per configuration)",
                           "retries per configuration of a failed trial, 0 to 100 (default 0)"));

@@ -42,6 +42,10 @@ Result<config::SweepSource> DecodeSubmit(const json::object& args) {
     }
     *out = std::string(v->get_string());
   }
+  if (const json::value* r = args.if_contains("resume"); r != nullptr && !r->is_null()) {
+    if (!r->is_bool()) return common::InvalidArgument("field \"resume\" must be a boolean");
+    source.resume = r->as_bool();
+  }
   return source;
 }
 

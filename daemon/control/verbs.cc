@@ -12,6 +12,7 @@
 #include "common/fd.h"
 #include "common/json.h"
 #include "common/utf8.h"
+#include "config/sweep.h"
 #include "daemon/control/best.h"
 #include "daemon/control/requests.h"
 #include "daemon/control/study_json.h"
@@ -56,11 +57,15 @@ Result<json::value> SubmitVerb(const VerbContext& c, const json::object& args) {
     submitter.uid = c.caller->uid;
     submitter.name = UserName(c.caller->uid);
   }
+  // Whether the submission continues a study that exists (submit --resume, load_if_exists).
+  Result<config::SweepSpec> parsed = config::ParseSweep(source);
+  const bool existed = parsed.ok() && c.storage->GetStudy(parsed->study.name).ok();
   TRIALD_ASSIGN_OR_RETURN(model::StudyRecord rec, c.scheduler->Submit(source, submitter));
   json::object o;
   o["study"] = rec.name;
   o["n_trials"] = rec.n_trials;
   o["seed"] = std::to_string(rec.seed);
+  o["resumed"] = existed;
   return json::value(std::move(o));
 }
 

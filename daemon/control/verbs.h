@@ -5,10 +5,12 @@
 //
 // Verbs (arguments -> result; the wire format is in proto/control.h):
 //   ping     {} -> {pid, running, queued, state_dir, node, shared, version}
-//   submit   {sweep, path, name?, python?, python_version?} -> {study, n_trials, seed}: the
-//            caller becomes the study's submitter; name replaces [study] name, python (an
-//            absolute path, with its version) the interpreter of kind = "python" (trialctl
-//            sends the one it resolved in the submitter's environment)      (creating)
+//   submit   {sweep, path, name?, python?, python_version?, resume?} -> {study, n_trials,
+//            seed, resumed}: the caller becomes the study's submitter; name replaces [study]
+//            name, python (an absolute path, with its version) the interpreter of kind =
+//            "python" (trialctl sends the one it resolved in the submitter's environment);
+//            resume (or [study] load_if_exists) continues the study of that name when there is
+//            one (Scheduler::Submit; then resumed is true)                  (creating)
 //   studies  {} -> [StudySummaryJson]
 //   status   {study} -> StudySummaryJson
 //   trials   {study, offset?, limit?} -> [TrialToJson]: the trials numbered offset (default 0)

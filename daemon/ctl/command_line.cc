@@ -53,6 +53,9 @@ const std::vector<VerbSpec>& VerbSpecs() {
          v->add_option("FILE", c->file, "the sweep file")->required();
          v->add_option("--name", c->name, "the study's name instead of the file's [study] name")
              ->type_name("NAME");
+         v->add_flag("--resume", c->resume,
+                     "continue the study of this name when there is one\n"
+                     "(n_trials more trials; same space and objective)");
          v->add_flag("--no-check", c->no_check,
                      "kind = \"python\": do not import the objective's module\n"
                      "(and preload modules) in the trials' interpreter first");

@@ -32,6 +32,7 @@ struct CommandLine {
   std::string file;                                         // submit FILE
   std::string name;                                         // submit --name
   bool no_check = false;                                    // submit --no-check
+  bool resume = false;                                      // submit --resume
   double check_timeout_s = 60;                              // submit --check-timeout
   std::string study;                                        // STUDY
   std::string trial;                                        // logs TRIAL (digits)

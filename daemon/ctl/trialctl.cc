@@ -329,6 +329,7 @@ int RunTrialctl(const std::vector<std::string>& argv, std::ostream& out, std::os
     std::string abs = std::filesystem::absolute(file).lexically_normal().string();
     json::object submit = {{"sweep", *text}, {"path", abs}};
     if (!a.name.empty()) submit["name"] = a.name;
+    if (a.resume) submit["resume"] = true;
     // kind = "python": the trials run the submitter's interpreter, checked here first
     // (daemon/ctl/submit_check.h). A sweep that does not parse goes as it is: triald says why.
     config::SweepSource source{*text, abs, {}};
@@ -347,6 +348,11 @@ int RunTrialctl(const std::vector<std::string>& argv, std::ostream& out, std::os
     Result<json::value> r = client->Call("submit", submit);
     if (!r.ok()) return Fail(err, r.status());
     std::string study = Str(r->get_object(), "study");
+    if (const json::value* resumed = r->get_object().if_contains("resumed");
+        resumed != nullptr && resumed->is_bool() && resumed->as_bool() && !a.json) {
+      err << "trialctl: continuing study " << study << " (" << Str(r->get_object(), "n_trials")
+          << " trials in all)\n";
+    }
     if (a.json && !a.wait) {
       out << common::SerializeJson(*r) << "\n";
     } else {

@@ -1,5 +1,7 @@
 #include "daemon/scheduler/admission.h"
 
+#include <algorithm>
+
 #include "daemon/scheduler/launch_spec.h"
 
 namespace triald::daemon {
@@ -56,6 +58,66 @@ model::NewStudy StudyAdmission::NewStudyOf(const config::SweepSpec& spec,
   ns.submit = source.submit;
   ns.seed = spec.sampler.seed_given ? spec.sampler.seed : (seed_source ? seed_source() : 0);
   return ns;
+}
+
+std::string StudyAdmission::ResumeMismatch(const config::SweepSpec& stored,
+                                           const config::SweepSpec& now) {
+  std::vector<std::string> diffs;
+  auto directions = [](const config::StudyConfig& s) {
+    std::string out;
+    for (config::Direction d : s.directions) {
+      out += (out.empty() ? "" : ", ") + std::string(config::DirectionName(d));
+    }
+    return "[" + out + "]";
+  };
+  if (directions(stored.study) != directions(now.study)) {
+    diffs.push_back("directions " + directions(stored.study) + " then, " + directions(now.study) +
+                    " now");
+  }
+  const config::ObjectiveConfig& a = stored.objective;
+  const config::ObjectiveConfig& b = now.objective;
+  auto differ = [&](const std::string& what, const std::string& then, const std::string& is) {
+    if (then != is)
+      diffs.push_back("[objective] " + what + " \"" + then + "\" then, \"" + is + "\" now");
+  };
+  differ("kind", a.kind, b.kind);
+  if (a.kind == b.kind && a.kind == "exec") {
+    std::string ca, cb;
+    for (const std::string& w : a.command) ca += (ca.empty() ? "" : " ") + w;
+    for (const std::string& w : b.command) cb += (cb.empty() ? "" : " ") + w;
+    differ("command", ca, cb);
+  }
+  if (a.kind == b.kind && a.kind == "python") {
+    differ("function",
+           (a.function_file.empty() ? a.function_module : a.function_file) + ":" + a.function_name,
+           (b.function_file.empty() ? b.function_module : b.function_file) + ":" + b.function_name);
+    differ("constraints",
+           (a.constraints_file.empty() ? a.constraints_module : a.constraints_file) + ":" +
+               a.constraints_name,
+           (b.constraints_file.empty() ? b.constraints_module : b.constraints_file) + ":" +
+               b.constraints_name);
+    differ("python", a.python, b.python);
+  }
+  if (a.kind == b.kind && a.kind == "lm")
+    differ("lm", config::LmObjectiveToJson(a.lm), config::LmObjectiveToJson(b.lm));
+  for (const config::ParamSpec& p : stored.space) {
+    auto it = std::find_if(now.space.begin(), now.space.end(),
+                           [&](const config::ParamSpec& q) { return q.name == p.name; });
+    if (it == now.space.end()) {
+      diffs.push_back("[space." + p.name + "] is gone");
+    } else if (!(it->dist == p.dist)) {
+      diffs.push_back("[space." + p.name + "] " + config::DistributionText(p.dist) + " then, " +
+                      config::DistributionText(it->dist) + " now");
+    }
+  }
+  for (const config::ParamSpec& q : now.space) {
+    auto it = std::find_if(stored.space.begin(), stored.space.end(),
+                           [&](const config::ParamSpec& p) { return p.name == q.name; });
+    if (it == stored.space.end()) diffs.push_back("[space." + q.name + "] is new");
+  }
+  std::string out;
+  for (const std::string& d : diffs) out += (out.empty() ? "" : "; ") + d;
+  return out;
 }
 
 common::Result<config::SweepSpec> StudyAdmission::Readmit(const model::StudyRecord& rec) const {

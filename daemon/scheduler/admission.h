@@ -56,6 +56,10 @@ class StudyAdmission {
                                     const std::function<uint64_t()>& seed_source);
   // A stored study, to run again on this node.
   common::Result<config::SweepSpec> Readmit(const model::StudyRecord& study) const;
+  // Why a study submitted as `stored` cannot be continued by a submission of `now` (submit
+  // --resume, [study] load_if_exists): what differs of its directions, [space] and objective,
+  // "" when nothing does.
+  static std::string ResumeMismatch(const config::SweepSpec& stored, const config::SweepSpec& now);
 
  private:
   // The workdir, the objective's files and command[0], with whoever's rights this runs with.

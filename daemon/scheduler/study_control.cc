@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <boost/json.hpp>
 #include <filesystem>
+#include <limits>
 
+#include "daemon/scheduler/admission.h"
 #include "daemon/scheduler/enqueued_params.h"
 #include "daemon/scheduler/storage_batch.h"
 #include "daemon/scheduler/trial_outcome.h"
@@ -125,6 +127,63 @@ Result<model::StudyRecord> StudyControl::Extend(const std::string& name, int n_t
   }
   Status committed = batch.Commit();
   if (!committed.ok()) return committed.WithContext("storing the extension");
+  options_.host->Pump();
+  return rec;
+}
+
+Result<model::StudyRecord> StudyControl::Resume(const config::SweepSpec& spec,
+                                                const model::Submitter& submitter, bool trusted) {
+  const std::string& name = spec.study.name;
+  TRIALD_ASSIGN_OR_RETURN(model::StudyRecord rec, StudyFor(name));
+  if (!trusted &&
+      !(submitter.known() && rec.submitter.known() && submitter.uid == rec.submitter.uid)) {
+    return common::PermissionDenied("study \"" + name + "\" was submitted by " +
+                                    (rec.submitter.known()
+                                         ? "uid " + std::to_string(rec.submitter.uid)
+                                         : std::string("an unknown user")) +
+                                    "; only its submitter, root or triald's user may resume it");
+  }
+  StorageBatch batch(options_.storage, options_.logger);
+  TRIALD_ASSIGN_OR_RETURN(rec, options_.coordinator->LockForControl(rec));
+  TRIALD_ASSIGN_OR_RETURN(config::SweepSpec stored,
+                          config::ParseSweep({rec.spec_toml, rec.spec_path, rec.submit}));
+  if (std::string mismatch = StudyAdmission::ResumeMismatch(stored, spec); !mismatch.empty()) {
+    return common::FailedPrecondition(
+        "cannot resume study \"" + name + "\": " + mismatch +
+        "; expected the directions, space and objective it was submitted with (submit it "
+        "under another name with --name, or delete it first)");
+  }
+  TRIALD_ASSIGN_OR_RETURN(storage::TrialCounts counts, options_.storage->CountTrials(rec.id));
+  const int64_t configurations = counts.total() - counts.retries;
+  const int before = rec.n_trials;
+  const StudyState was = rec.state;
+  rec.n_trials = static_cast<int>(
+      std::min<int64_t>(configurations + spec.study.n_trials, std::numeric_limits<int>::max()));
+  StudyRuntime* study = options_.host->ActiveStudy(rec.id);
+  const bool reopen = was != StudyState::kRunning;
+  if (reopen) {
+    rec.paused = false;
+    TRIALD_RETURN_IF_ERROR(
+        options_.recorder->SetState(rec, study, StudyState::kRunning, /*kind=*/"", ""));
+  }
+  TRIALD_RETURN_IF_ERROR(options_.recorder->SetControl(
+      rec, study, "study_resubmitted",
+      "submitted again (--resume / load_if_exists): n_trials " + std::to_string(before) + " -> " +
+          std::to_string(rec.n_trials) +
+          (reopen ? " (" + std::string(model::StudyStateName(was)) + " -> RUNNING)" : "")));
+  if (study == nullptr && reopen) {
+    Status activated = options_.host->Activate(rec);
+    if (!activated.ok()) {
+      return activated.WithContext("study \"" + name + "\" resumed, but cannot run here");
+    }
+  }
+  if (StudyRuntime* active = options_.host->ActiveStudy(rec.id); active != nullptr && reopen) {
+    active->streak = FailureStreak(active->spec.study.max_failures_in_a_row);
+    active->failure.clear();
+    active->exhausted = false;
+  }
+  Status committed = batch.Commit();
+  if (!committed.ok()) return committed.WithContext("storing the resumption");
   options_.host->Pump();
   return rec;
 }

@@ -69,6 +69,15 @@ class StudyControl {
   common::Result<model::StudyRecord> Extend(const std::string& study_name, int n_trials);
   common::Result<model::StudyRecord> SetParallelism(const std::string& study_name, int parallelism);
   common::Result<int64_t> Delete(const std::string& study_name, bool purge);
+  // A submission that continues the stored study of its name (trialctl submit --resume, [study]
+  // load_if_exists): `spec` is the admitted sweep, `submitter` who sent it. Refused unless the
+  // submitter submitted the study (or is root, or triald's user: `trusted`), and unless its
+  // directions, space and objective are the study's (StudyAdmission::ResumeMismatch, named in
+  // the error). Then n_trials becomes the study's trials so far plus the file's n_trials (as
+  // Optuna's optimize(n_trials) on a loaded study), a COMPLETE, FAILED or CANCELLED study runs
+  // again (with a fresh fail-fast count), and a study_resubmitted event says so.
+  common::Result<model::StudyRecord> Resume(const config::SweepSpec& spec,
+                                            const model::Submitter& submitter, bool trusted);
   common::Result<model::TrialRecord> Enqueue(const std::string& study_name,
                                              const std::map<std::string, std::string>& params,
                                              bool skip_if_exists, bool* skipped);

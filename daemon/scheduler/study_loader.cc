@@ -48,7 +48,9 @@ Result<std::unique_ptr<StudyRuntime>> StudyLoader::Submit(const config::SweepSou
     return common::AlreadyExists(
         where + ": " + named +
         ": a study of that name already exists; expected a new name (`trialctl submit --name "
-        "NEW_NAME FILE` keeps the file as it is), or run more trials of it with `trialctl extend " +
+        "NEW_NAME FILE` keeps the file as it is), or continue it with `trialctl submit --resume "
+        "FILE` (n_trials more trials; [study] load_if_exists = true does the same) or `trialctl "
+        "extend " +
         ns.name + " --n-trials N`, or remove it first with `trialctl delete " + ns.name + "`");
   }
   if (!rec.ok()) return rec.status();

@@ -53,6 +53,12 @@ class StudyLoader {
   // name the sweep file and key; kAlreadyExists for a name in use. Nothing is stored on error.
   common::Result<std::unique_ptr<StudyRuntime>> Submit(const config::SweepSource& source,
                                                        const model::Submitter& submitter);
+  // The checks of Submit alone (StudyAdmission::Admit): the spec a submission would run, for a
+  // study it continues (submit --resume) instead of creating one.
+  common::Result<config::SweepSpec> Admit(const config::SweepSource& source,
+                                          const model::Submitter& submitter) const {
+    return admission_.Admit(source, submitter);
+  }
   // A stored study, readmitted on this node, with its trials as storage has them.
   common::Result<std::unique_ptr<StudyRuntime>> Load(const model::StudyRecord& record);
 

@@ -130,5 +130,38 @@ TEST_CASE("admission: a root daemon checks the files as the submitter first",
   CHECK(env.prepared == 1);
 }
 
+TEST_CASE("resuming a study needs its directions, space and objective", "[admission]") {
+  auto spec = [](const std::string& study_extra, const std::string& space,
+                 const std::string& command) {
+    common::Result<config::SweepSpec> s = config::ParseSweep(
+        {"[study]\nname = \"s\"\nn_trials = 3\n" + study_extra +
+             "\n[objective]\nkind = \"exec\"\ncommand = " + command + "\n" + space,
+         "/w/s.toml",
+         {}});
+    INFO(s.status().ToString());
+    REQUIRE(s.ok());
+    return *s;
+  };
+  const std::string x = "[space.x]\ntype = \"float\"\nlow = 0.0\nhigh = 1.0\n";
+  const std::string wider = "[space.x]\ntype = \"float\"\nlow = 0.0\nhigh = 2.0\n";
+  const std::string y = "[space.y]\ntype = \"int\"\nlow = 1\nhigh = 3\n";
+  const config::SweepSpec base = spec("", x, R"(["/bin/true"])");
+  // n_trials and other settings may change; what the trials mean may not.
+  CHECK(
+      StudyAdmission::ResumeMismatch(base, spec("parallelism = 4", x, R"(["/bin/true"])")).empty());
+  CHECK(StudyAdmission::ResumeMismatch(base, spec("", wider, R"(["/bin/true"])")) ==
+        "[space.x] " + config::DistributionText(base.space[0].dist) + " then, " +
+            config::DistributionText(spec("", wider, R"(["/bin/true"])").space[0].dist) + " now");
+  CHECK(StudyAdmission::ResumeMismatch(base, spec("", x + y, R"(["/bin/true"])")) ==
+        "[space.y] is new");
+  CHECK(StudyAdmission::ResumeMismatch(spec("", x + y, R"(["/bin/true"])"), base) ==
+        "[space.y] is gone");
+  CHECK(StudyAdmission::ResumeMismatch(base, spec("", x, R"(["/bin/false"])")) ==
+        "[objective] command \"/bin/true\" then, \"/bin/false\" now");
+  CHECK(StudyAdmission::ResumeMismatch(base,
+                                       spec("direction = \"maximize\"", x, R"(["/bin/true"])")) ==
+        "directions [minimize] then, [maximize] now");
+}
+
 }  // namespace
 }  // namespace triald::daemon

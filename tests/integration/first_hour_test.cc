@@ -253,6 +253,72 @@ TEST_CASE("an objective that raises at import stops after max_failures_in_a_row"
   CHECK_THAT(std::string(trials[0].at("fail_detail").as_string()), Catch::Contains("Traceback"));
 }
 
+TEST_CASE("submit --resume and load_if_exists continue a study, keeping its numbers",
+          "[first-hour][integration]") {
+  TempDir dir;
+  // Fails until the file "fixed" exists beside it: a study that fail-fast stopped, then resumed.
+  WriteFile(dir.File("flaky.py"), R"(import os
+
+FIXED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixed")
+
+def objective(trial):
+    x = trial.suggest_float("x", 0.0, 1.0)
+    if not os.path.exists(FIXED):
+        raise RuntimeError("data not ready")
+    return x
+
+def other(trial):
+    return trial.suggest_float("x", 0.0, 1.0)
+)");
+  const std::string sweep = dir.File("rerun.toml");
+  const std::string toml =
+      PythonSweep("rerun", "flaky.py:objective", 3, "max_failures_in_a_row = 2\n",
+                  "python = \"/usr/bin/python3\"\n");
+  WriteFile(sweep, toml);
+  TestDaemon d(dir.File("state"));
+  d.Start();
+  Ctl failed = Trialctl(d.socket(), {"submit", sweep, "--no-check", "--wait"});
+  INFO(failed.out << failed.err << d.log());
+  CHECK(failed.code != 0);
+  REQUIRE(d.Call("status", {{"study", "rerun"}}).at("state").as_string() == "FAILED");
+  const size_t before = d.Trials("rerun").size();
+
+  // Fixed: the same file again with --resume continues the FAILED study, 3 more trials.
+  WriteFile(dir.File("fixed"), "");
+  Ctl resumed = Trialctl(d.socket(), {"submit", sweep, "--resume", "--wait"});
+  INFO(resumed.out << resumed.err);
+  REQUIRE(resumed.code == 0);
+  CHECK_THAT(resumed.err, Catch::Contains("continuing study rerun"));
+  json::object s = d.Call("status", {{"study", "rerun"}}).as_object();
+  CHECK(s.at("state").as_string() == "COMPLETE");
+  CHECK(s.at("complete").as_int64() == 3);
+  json::array trials = d.Trials("rerun");
+  REQUIRE(trials.size() == before + 3);
+  for (size_t i = 0; i < trials.size(); ++i) CHECK(trials[i].at("number").as_int64() == int64_t(i));
+  CHECK_THAT(WaitEvent(d, "rerun", "study_resubmitted"), Catch::Contains("FAILED -> RUNNING"));
+
+  // [study] load_if_exists = true in the file does the same, without --resume.
+  WriteFile(sweep, SetTomlKey(toml, "max_failures_in_a_row", "2\nload_if_exists = true"));
+  Ctl loaded = Trialctl(d.socket(), {"submit", sweep, "--wait"});
+  INFO(loaded.err);
+  REQUIRE(loaded.code == 0);
+  CHECK(d.Trials("rerun").size() == before + 6);
+
+  // Another objective or space is refused, naming what differs, and changes nothing.
+  WriteFile(sweep, SetTomlKey(toml, "function", "\"flaky.py:other\""));
+  Ctl other = Trialctl(d.socket(), {"submit", sweep, "--resume"});
+  CHECK(other.code != 0);
+  CHECK_THAT(other.err, Catch::Contains("cannot resume study \"rerun\""));
+  CHECK_THAT(other.err, Catch::Contains("[objective] function"));
+  CHECK_THAT(other.err, Catch::Contains("flaky.py:other\" now"));
+  CHECK(d.Trials("rerun").size() == before + 6);
+  // Without --resume or load_if_exists the name is taken, and the error says how to go on.
+  WriteFile(sweep, toml);
+  Ctl taken = Trialctl(d.socket(), {"submit", sweep});
+  CHECK(taken.code != 0);
+  CHECK_THAT(taken.err, Catch::Contains("trialctl submit --resume FILE"));
+}
+
 TEST_CASE("enqueue answers the suggests of a define-by-run objective, once with skip_if_exists",
           "[first-hour][integration]") {
   TempDir dir;
