@@ -36,28 +36,11 @@
 #include "daemon/storage/postgres_storage.h"
 #include "daemon/storage/sqlite_storage.h"
 
-extern char** environ;
-
 namespace triald::daemon {
 namespace asio = boost::asio;
 using common::Status;
 
 namespace {
-
-// Variables a worker inherits from the daemon; everything else it gets is explicit.
-std::vector<std::string> BaseEnvironment() {
-  std::vector<std::string> env;
-  for (char** e = environ; *e != nullptr; ++e) {
-    std::string kv(*e);
-    size_t eq = kv.find('=');
-    if (eq == std::string::npos) continue;
-    std::string key = kv.substr(0, eq);
-    for (const std::string& k : InheritedEnvironment()) {
-      if (key == k) env.push_back(kv);
-    }
-  }
-  return env;
-}
 
 // Makes sure descriptors 0, 1 and 2 are open, so that no pipe or database file the daemon
 // opens later lands on them (a worker would then inherit it as stdin/stdout), and marks every
@@ -561,7 +544,8 @@ int RunDaemon(const DaemonOptions& opts) {
   so.max_workers = opts.max_workers > 0
                        ? opts.max_workers
                        : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-  so.base_env = BaseEnvironment();
+  // Variables a worker inherits from the daemon; everything else it gets is explicit.
+  so.base_env = InheritedVariables();
   so.trial_worker = DefaultTrialWorkerPath();
   so.trials_as_submitters = run_as_submitter;
   so.seed_source = []() {

@@ -11,8 +11,6 @@
 #include "common/process_util.h"
 #include "daemon/objective/objective_command.h"
 
-extern char** environ;
-
 namespace triald::ctl {
 namespace json = boost::json;
 using common::Result;
@@ -66,14 +64,7 @@ SubmitterEnvironment SubmitterEnvironment::Current() {
   env.virtual_env = Getenv("VIRTUAL_ENV");
   env.conda_prefix = Getenv("CONDA_PREFIX");
   env.path = Getenv("PATH");
-  for (char** e = environ; *e != nullptr; ++e) {
-    const std::string kv(*e);
-    const size_t eq = kv.find('=');
-    if (eq == std::string::npos) continue;
-    for (const std::string& k : daemon::InheritedEnvironment()) {
-      if (kv.compare(0, eq, k) == 0 && eq == k.size()) env.inherited.push_back(kv);
-    }
-  }
+  env.inherited = daemon::InheritedVariables();
   return env;
 }
 

@@ -10,6 +10,8 @@
 
 #include "common/fd.h"
 
+extern char** environ;
+
 namespace triald::daemon {
 namespace fs = std::filesystem;
 
@@ -170,6 +172,19 @@ const std::vector<std::string>& InheritedEnvironment() {
       // Which Slurm cluster srun, squeue and scancel talk to (a Slurm trial's bridge runs them).
       "SLURM_CONF"};
   return kNames;
+}
+
+std::vector<std::string> InheritedVariables() {
+  std::vector<std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string kv(*e);
+    const size_t eq = kv.find('=');
+    if (eq == std::string::npos) continue;
+    for (const std::string& k : InheritedEnvironment()) {
+      if (kv.compare(0, eq, k) == 0 && eq == k.size()) env.push_back(kv);
+    }
+  }
+  return env;
 }
 
 std::string DefaultPythonRunnerDir() {

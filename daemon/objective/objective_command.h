@@ -55,6 +55,8 @@ common::Status CheckWorkdir(const config::ObjectiveConfig& objective, const std:
 // LD_LIBRARY_PATH, ...); nothing else of it reaches a trial. trialctl's check at submit takes
 // the same ones from the submitter's environment (daemon/ctl/submit_check.h).
 const std::vector<std::string>& InheritedEnvironment();
+// Those of this process's environment that are set, as "NAME=VALUE".
+std::vector<std::string> InheritedVariables();
 
 // trial-worker beside the running executable (build/bin or the install's bin folder).
 std::string DefaultTrialWorkerPath();

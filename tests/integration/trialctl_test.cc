@@ -32,7 +32,7 @@ TEST_CASE("trialctl bad command lines exit 2 with usage", "[trialctl][integratio
   CHECK(Trialctl("/x", {"report", "s"}).code == ctl::kExitUsage);  // no -o
   Ctl help = Trialctl("/x", {"--help"});
   CHECK(help.code == 0);
-  CHECK_THAT(help.out, Catch::Contains("submit FILE [--name NAME] [--no-check]"));
+  CHECK_THAT(help.out, Catch::Contains("submit FILE [--name NAME] [--resume] [--no-check]"));
 }
 
 TEST_CASE("trialctl submit --wait, trials --json, best --json, logs, studies, status",
