@@ -157,7 +157,9 @@ std::vector<Key<ObjectiveConfig>> PythonObjectiveKeys() {
                             }),
                kFunctionExpected),
       CustomKey<O>("python",
-                   "the interpreter, looked up in PATH when it has no '/' (default \"python3\")",
+                   "the interpreter (default \"python3\"): trialctl submit finds a name in "
+                   "$VIRTUAL_ENV/bin, $CONDA_PREFIX/bin, then its PATH, and the trials run "
+                   "that one; a path with '/' is taken relative to workdir",
                    [](const TableContext& ctx, const Field& f, O* out) {
                      const SweepReader& r = ctx.reader;
                      TRIALD_RETURN_IF_ERROR(r.ReadString(f, kPythonExpected, &out->python));
