@@ -188,7 +188,7 @@ TEST_CASE("shutdown stops every trial and reports idle after the last one ends",
     for (const TrialRecord& w : h.Trials(study)) {
       if (w.state != TrialState::kWaiting) continue;
       REQUIRE(w.retry_of.has_value());
-      const TrialRecord& of = h.Trials(study)[*w.retry_of_number];
+      const TrialRecord of = h.Trials(study)[*w.retry_of_number];  // a copy: Trials() is new
       CHECK(of.fail.reason == "shutdown");
     }
   }
