@@ -6,6 +6,7 @@
 #include <ctime>
 #include <limits>
 #include <set>
+#include <string>
 
 #include "common/json_text.h"
 #include "daemon/model/records.h"
@@ -380,6 +381,12 @@ std::string ToCsv(const StudyData& study) {
   if (any_constraints) out += ",feasible";
   out += ",reason";
   for (const std::string& n : study.param_names) out += "," + CsvText("params_" + n);
+  // The trials' user attributes, one column each, as Optuna's trials_dataframe names them.
+  std::set<std::string> attr_keys;
+  for (const ExportTrial& t : study.trials) {
+    for (const auto& kv : t.attrs) attr_keys.insert(std::string(kv.key()));
+  }
+  for (const std::string& k : attr_keys) out += "," + CsvText("user_attrs_" + k);
   out += ",datetime_start,datetime_complete,duration";
   out += ",peak_memory_bytes,peak_gpu_memory_bytes,cpu_time_s,wall_s,memory_source,cpu_source\n";
   for (const ExportTrial& t : study.trials) {
@@ -403,6 +410,12 @@ std::string ToCsv(const StudyData& study) {
         out += p.external.is_string() ? CsvText(std::string(p.external.get_string()))
                                       : CsvField(CsvValue(p.external));
       }
+    }
+    for (const std::string& k : attr_keys) {
+      out += ",";
+      const json::value* v = t.attrs.if_contains(k);
+      if (v == nullptr) continue;
+      out += v->is_string() ? CsvText(std::string(v->get_string())) : CsvField(CsvValue(*v));
     }
     out += "," + IsoLocal(t.started_at) + "," + IsoLocal(t.finished_at) + ",";
     if (t.started_at > 0 && t.finished_at > 0) {

@@ -2,7 +2,9 @@
 // A study as trialctl exports and reports it, read from the control socket's "export" reply
 // (daemon/control/study_json.h, StudyExportJson), and the exports written from it:
 //   - CSV: one row per trial, columns number,state,value,reason,params_<name>... (parameter
-//     names sorted, as Optuna's trials_dataframe does),datetime_start,datetime_complete,duration
+//     names sorted, as Optuna's trials_dataframe does),user_attrs_<key>... (the trials' user
+//     attributes, keys sorted, as trials_dataframe names them; JSON for values that are not
+//     strings),datetime_start,datetime_complete,duration
 //     (seconds); RFC 4180 quoting; datetimes in local time with their UTC offset. A study with
 //     several objectives has values_0..values_{n-1} in place of value (as trials_dataframe
 //     names them); a study where any trial reported constraints has constraints_0..

@@ -26,7 +26,8 @@ int LocalGpusPerTrial(const config::SweepSpec& spec) {
 launcher::LaunchSpec MakeLaunchSpec(const LaunchSettings& settings, const std::string& study_name,
                                     const config::SweepSpec& spec, const model::TrialRecord& trial,
                                     const std::vector<devices::GpuSlot>& gpu_slots,
-                                    const std::string& resume_dir) {
+                                    const std::string& resume_dir,
+                                    const std::vector<int>& retry_history) {
   launcher::LaunchSpec ls;
   const config::ObjectiveConfig& obj = spec.objective;
   ls.argv = obj.command;
@@ -95,6 +96,12 @@ launcher::LaunchSpec MakeLaunchSpec(const LaunchSettings& settings, const std::s
   // worker that is not a retry.
   env.erase("TRIALD_RESUME_DIR");
   if (!resume_dir.empty()) env["TRIALD_RESUME_DIR"] = resume_dir;
+  env.erase("TRIALD_RETRY_HISTORY");
+  if (!retry_history.empty()) {
+    std::string numbers;
+    for (int n : retry_history) numbers += (numbers.empty() ? "" : ",") + std::to_string(n);
+    env["TRIALD_RETRY_HISTORY"] = numbers;
+  }
   // The trial's GPUs by NVML index; NVML counts in PCI bus order, so CUDA must too. Empty on a
   // CPU slot: the trial sees no GPU.
   env["CUDA_VISIBLE_DEVICES"] = devices::GpuPool::CudaVisibleDevices(gpu_slots);

@@ -49,10 +49,15 @@ std::string CommandPath(const std::vector<std::string>& base_env,
 int LocalGpusPerTrial(const config::SweepSpec& spec);
 
 // The spec of trial `trial` of study `study_name` run on `gpu_slots`; `resume_dir` (a retry's
-// checked resume folder, resume_dir.h; empty: none) becomes TRIALD_RESUME_DIR.
+// checked resume folder, resume_dir.h; empty: none) becomes TRIALD_RESUME_DIR, and
+// `retry_history` (a retry's chain, StudyRuntime::RetryHistory; empty: none) becomes
+// TRIALD_RETRY_HISTORY, the numbers comma-separated, oldest first (the Python runner's
+// trial.system_attrs "failed_trial" and "retry_history", as Optuna's RetryFailedTrialCallback
+// sets them).
 launcher::LaunchSpec MakeLaunchSpec(const LaunchSettings& settings, const std::string& study_name,
                                     const config::SweepSpec& spec, const model::TrialRecord& trial,
                                     const std::vector<devices::GpuSlot>& gpu_slots,
-                                    const std::string& resume_dir = "");
+                                    const std::string& resume_dir = "",
+                                    const std::vector<int>& retry_history = {});
 
 }  // namespace triald::daemon

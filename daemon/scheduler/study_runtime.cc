@@ -31,4 +31,17 @@ int StudyRuntime::RetriesBehind(const model::TrialRecord& trial) const {
   return attempts;
 }
 
+std::vector<int> StudyRuntime::RetryHistory(const model::TrialRecord& trial) const {
+  std::vector<int> numbers;
+  for (std::optional<int64_t> prev = trial.retry_of; prev && numbers.size() < trials.size();) {
+    auto it = std::find_if(trials.begin(), trials.end(),
+                           [&](const model::TrialRecord& t) { return t.id == *prev; });
+    if (it == trials.end()) break;
+    numbers.push_back(it->number);
+    prev = it->retry_of;
+  }
+  std::reverse(numbers.begin(), numbers.end());
+  return numbers;
+}
+
 }  // namespace triald::daemon

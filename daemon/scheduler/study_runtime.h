@@ -12,6 +12,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "config/sweep.h"
 #include "daemon/pruner/pruner.h"
@@ -50,6 +51,9 @@ struct StudyRuntime : StudyCache {
   // How many retries the configuration of `trial` has had: the length of the retry_of chain
   // behind it, less the trials put back after a stop of triald (requeue_on_shutdown).
   int RetriesBehind(const model::TrialRecord& trial) const;
+  // The numbers of the trials `trial` retries, oldest first (the first is the configuration's
+  // first attempt, the last the one it replaces); empty for a first attempt.
+  std::vector<int> RetryHistory(const model::TrialRecord& trial) const;
   // What the sampler is shown of the study.
   sampler::StudyView view() const {
     return sampler::StudyView{spec.study.direction, &spec.space, &trials, spec.study.directions};

@@ -15,8 +15,9 @@ std::unique_ptr<RunningTrial> TrialStarter::Launch(StudyRuntime& study, int numb
   if (trial.retry_of_number) resume = ResumeFolderOf(study, trial);
   LaunchSettings settings = options_.settings;
   settings.node = options_.storage->node();
-  launcher::LaunchSpec ls = MakeLaunchSpec(settings, study.record.name, study.spec, trial,
-                                           gpus.slots(), resume ? resume->dir : "");
+  launcher::LaunchSpec ls =
+      MakeLaunchSpec(settings, study.record.name, study.spec, trial, gpus.slots(),
+                     resume ? resume->dir : "", study.RetryHistory(trial));
   ls.submitter = study.record.submitter;
   launcher::LaunchResult proc = options_.launcher->Launch(ls, std::move(callbacks));
   if (!proc.ok()) {

@@ -282,6 +282,27 @@ std::vector<std::string> ResumeEvents(SchedulerHarness& h, const std::string& st
   return out;
 }
 
+TEST_CASE("a retry gets TRIALD_RETRY_HISTORY, the attempts before it, oldest first",
+          "[scheduler][retry]") {
+  SchedulerHarnessOptions o = GpuHarnessOptions();
+  // A variable of that name in the daemon's environment reaches no worker.
+  o.base_env = {"PATH=/usr/bin:/bin", "TRIALD_RETRY_HISTORY=9"};
+  SchedulerHarness h(o);
+  FakeLauncher& l = h.launcher();
+  h.SubmitOk(DeviceSweep("h", 1, 1, "retries = 2\nretry_on = [\"signal\"]\n"));
+  REQUIRE(l.live_count() == 1);
+  CHECK(l.Live().front()->env().count("TRIALD_RETRY_HISTORY") == 0);  // a first attempt
+  l.ExitSignal(*l.Live().front(), SIGKILL);
+  REQUIRE(l.live_count() == 1);
+  CHECK(l.Live().front()->env().at("TRIALD_RETRY_HISTORY") == "0");
+  l.ExitSignal(*l.Live().front(), SIGKILL);
+  REQUIRE(l.live_count() == 1);
+  CHECK(l.Live().front()->trial == 2);
+  CHECK(l.Live().front()->env().at("TRIALD_RETRY_HISTORY") == "0,1");
+  l.Complete(*l.Live().front(), 1.0);
+  CHECK(h.State("h") == model::StudyState::kComplete);
+}
+
 TEST_CASE("a retry gets TRIALD_RESUME_DIR, the failed attempt's own folder, only when it is fit",
           "[scheduler][retry][resume]") {
   testing::TempDir dir;

@@ -156,6 +156,32 @@ TEST_CASE("export CSV quotes fields and JSON writes numbers as Python does", "[e
   CHECK(rows[2][5] == "a,\"b\"");
   CHECK(rows[2][6].empty());
   CHECK_THAT(exports::ToCsv(*data), Catch::Contains(",\"a,\"\"b\"\"\","));
+}
+
+TEST_CASE("export CSV has a user_attrs_KEY column per attribute, as trials_dataframe", "[export]") {
+  const char* reply = R"({"study":{"name":"u","state":"COMPLETE","direction":"minimize",
+    "n_trials":2,"best":null},"trials":[
+    {"number":0,"state":"COMPLETE","value":1.0,"fail_reason":null,
+     "params":{"x":0.5},"params_internal":{"x":0.5},
+     "distributions":{"x":{"type":"float","low":0.0,"high":1.0,"log":false,"step":0.0}},
+     "intermediate":[],"attrs":{"epochs":12,"note":"=cmd","tags":["a","b"]},"created_at":1.0,
+     "started_at":null,"finished_at":null},
+    {"number":1,"state":"COMPLETE","value":2.0,"fail_reason":null,
+     "params":{"x":0.25},"params_internal":{"x":0.25},
+     "distributions":{"x":{"type":"float","low":0.0,"high":1.0,"log":false,"step":0.0}},
+     "intermediate":[],"attrs":{"epochs":3},"created_at":1.0,"started_at":null,
+     "finished_at":null}]})";
+  common::Result<exports::StudyData> data = exports::ParseStudyExport(json::parse(reply));
+  REQUIRE(data.ok());
+  std::vector<std::vector<std::string>> rows = ParseCsv(exports::ToCsv(*data));
+  REQUIRE(rows.size() == 3);
+  CHECK(std::vector<std::string>(rows[0].begin() + 4, rows[0].begin() + 8) ==
+        std::vector<std::string>{"params_x", "user_attrs_epochs", "user_attrs_note",
+                                 "user_attrs_tags"});
+  CHECK(std::vector<std::string>(rows[1].begin() + 5, rows[1].begin() + 8) ==
+        std::vector<std::string>{"12", "'=cmd", "[\"a\",\"b\"]"});
+  CHECK(std::vector<std::string>(rows[2].begin() + 5, rows[2].begin() + 8) ==
+        std::vector<std::string>{"3", "", ""});
   CHECK(exports::WriteJson(json::parse("[1.0, 0.1, 1e-05, 3, \"<\"]"), {.html_safe = true}) ==
         "[1.0,0.1,1e-05,3,\"\\u003c\"]");
   config::Distribution d;
@@ -299,12 +325,26 @@ TEST_CASE("trialctl export csv, json and an Optuna storage Optuna loads",
   REQUIRE(csv.code == 0);
   std::vector<std::vector<std::string>> rows = ParseCsv(csv.out);
   REQUIRE(rows.size() == kMixedTrials + 1);
-  CHECK(rows[0] == std::vector<std::string>{"number", "state", "value", "reason", "params_batch",
-                                            "params_dropout", "params_layers", "params_lr",
-                                            "params_opt", "params_width", "datetime_start",
-                                            "datetime_complete", "duration", "peak_memory_bytes",
-                                            "peak_gpu_memory_bytes", "cpu_time_s", "wall_s",
-                                            "memory_source", "cpu_source"});
+  CHECK(rows[0] == std::vector<std::string>{"number",
+                                            "state",
+                                            "value",
+                                            "reason",
+                                            "params_batch",
+                                            "params_dropout",
+                                            "params_layers",
+                                            "params_lr",
+                                            "params_opt",
+                                            "params_width",
+                                            "user_attrs_note",
+                                            "datetime_start",
+                                            "datetime_complete",
+                                            "duration",
+                                            "peak_memory_bytes",
+                                            "peak_gpu_memory_bytes",
+                                            "cpu_time_s",
+                                            "wall_s",
+                                            "memory_source",
+                                            "cpu_source"});
   for (size_t i = 0; i < trials.size(); ++i) {
     const json::object& t = trials[i].as_object();
     const std::vector<std::string>& r = rows[i + 1];
@@ -321,8 +361,11 @@ TEST_CASE("trialctl export csv, json and an Optuna storage Optuna loads",
     CHECK(std::stoll(r[6]) == t.at("params").at("layers").as_int64());
     const json::value& opt = t.at("params").at("opt");
     CHECK(r[8] == (opt.is_string() ? std::string(opt.as_string()) : exports::WriteJson(opt)));
-    CHECK(r[10].size() == 32);  // 2026-01-02T03:04:05.678901+00:00
-    CHECK(std::strtod(r[12].c_str(), nullptr) ==
+    // The user attribute, as JSON (an object), where the trial set one.
+    const json::value* note = t.at("attrs").as_object().if_contains("note");
+    CHECK(r[10] == (note != nullptr ? exports::WriteJson(*note) : std::string()));
+    CHECK(r[11].size() == 32);  // 2026-01-02T03:04:05.678901+00:00
+    CHECK(std::strtod(r[13].c_str(), nullptr) ==
           Approx(t.at("duration_s").to_number<double>()).margin(1e-6));
     // Measured resources: the JSON's numbers; empty cells where not measured, never 0.
     const json::value* res = t.if_contains("resources");
@@ -330,13 +373,13 @@ TEST_CASE("trialctl export csv, json and an Optuna storage Optuna loads",
                                   ? res->as_object().if_contains("peak_memory_bytes")
                                   : nullptr;
     if (peak != nullptr && peak->is_number()) {
-      CHECK(r[13] == std::to_string(peak->to_number<uint64_t>()));
-      CHECK(r[17] == std::string(res->at("memory_source").as_string()));
+      CHECK(r[14] == std::to_string(peak->to_number<uint64_t>()));
+      CHECK(r[18] == std::string(res->at("memory_source").as_string()));
     } else {
-      CHECK(r[13].empty());
+      CHECK(r[14].empty());
     }
     // Every COMPLETE trial was measured (the launcher's accounting).
-    if (t.at("state").as_string() == "COMPLETE") CHECK(!r[13].empty());
+    if (t.at("state").as_string() == "COMPLETE") CHECK(!r[14].empty());
   }
 
   const std::string db = dir.File("mixed.db");

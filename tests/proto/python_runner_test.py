@@ -852,6 +852,31 @@ class FoldersTest(unittest.TestCase):
         self.assertIsNone(first.resume_dir)
 
 
+class RetryHistoryTest(unittest.TestCase):
+    def test_a_retry_knows_the_attempts_before_it_as_optuna_s_callback_says(self):
+        result = run_with_daemon(objective_file("objectives.py") + ":retries", FakeDaemon(),
+                                 env={"TRIALD_RETRY_HISTORY": "3,5"})
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertEqual(result.attrs(), {"first": 3, "history": [3, 5]})
+        trial, _ = replay_trial({})
+        self.assertEqual(trial.system_attrs, {})
+        retried = triald.OptunaTrial(None, None, retry_history=[3, 5])
+        self.assertEqual(retried.system_attrs, {"failed_trial": 3, "retry_history": [3, 5]})
+        # Optuna's own helpers read the same attributes.
+        callback = optuna.storages.RetryFailedTrialCallback
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            self.assertEqual(callback.retried_trial_number(retried), 3)
+            self.assertEqual(callback.retry_history(retried), [3, 5])
+
+    def test_a_first_attempt_has_no_history(self):
+        for text in ("", "not,numbers"):
+            result = run_with_daemon(objective_file("objectives.py") + ":retries", FakeDaemon(),
+                                     env={"TRIALD_RETRY_HISTORY": text})
+            self.assertEqual(result.returncode, 0, result.stderr)
+            self.assertEqual(result.attrs(), {"first": None, "history": []})
+
+
 class ConstraintsTest(unittest.TestCase):
     SPEC = objective_file("objectives.py")
 

@@ -125,6 +125,13 @@ def constraints_raise(frozen):
 NOT_CALLABLE = 3
 
 
+def retries(trial):
+    """What a checkpointing objective asks of a retry: triald's helpers and Optuna's."""
+    trial.set_user_attr("first", triald.RetryFailedTrialCallback.retried_trial_number(trial))
+    trial.set_user_attr("history", triald.RetryFailedTrialCallback.retry_history(trial))
+    return 1.0
+
+
 def folders(trial):
     """Sends the trial's folders as attributes: where it writes, and where a retry resumes from."""
     trial.set_user_attr("dir", trial.dir)

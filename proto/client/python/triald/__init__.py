@@ -68,7 +68,7 @@ from types import FrameType
 from typing import Any, Callable, Dict, Mapping, NoReturn, Optional, Sequence, Tuple, overload
 
 from triald._optuna import (CategoricalDistribution, FloatDistribution, IntDistribution,
-                            OptunaTrial, TrialPruned)
+                            OptunaTrial, RetryFailedTrialCallback, TrialPruned)
 from triald._wire import (MAX_ATTR_KEY_BYTES, MAX_LINE_BYTES, ChannelError, LineWriter,
                           TrialStopped, check_attr_key, constraint_values as _constraint_values,
                           finite as _finite,
@@ -77,7 +77,7 @@ from triald._wire import (MAX_ATTR_KEY_BYTES, MAX_LINE_BYTES, ChannelError, Line
 
 __all__ = ["Trial", "TrialStopped", "run", "MAX_LINE_BYTES", "MAX_ATTR_KEY_BYTES",
            "OptunaTrial", "TrialPruned", "FloatDistribution", "IntDistribution",
-           "CategoricalDistribution", "ChannelError"]
+           "CategoricalDistribution", "ChannelError", "RetryFailedTrialCallback"]
 
 # Exit status of a trial that stopped because triald asked it to: 128 + SIGTERM, as a shell
 # reports a process ended by SIGTERM. The daemon classifies the trial by why it stopped it.

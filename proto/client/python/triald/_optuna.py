@@ -273,7 +273,9 @@ class FrozenTrial:
     def __init__(self, *, number: int, params: Dict[str, Any],
                  distributions: Dict[str, Distribution], user_attrs: Dict[str, Any],
                  intermediate_values: Mapping[int, float], values: Optional[Sequence[float]],
-                 datetime_start: datetime.datetime) -> None:
+                 datetime_start: datetime.datetime,
+                 system_attrs: Optional[Mapping[str, Any]] = None) -> None:
+        self._system_attrs = copy.deepcopy(dict(system_attrs or {}))
         self._number = number
         self._params = copy.deepcopy(params)
         self._distributions = copy.deepcopy(distributions)
@@ -301,6 +303,10 @@ class FrozenTrial:
     @property
     def intermediate_values(self) -> Dict[int, float]:
         return dict(self._intermediate_values)
+
+    @property
+    def system_attrs(self) -> Dict[str, Any]:
+        return copy.deepcopy(self._system_attrs)
 
     @property
     def last_step(self) -> Optional[int]:
@@ -364,13 +370,23 @@ class OptunaTrial:
                     this node
     datetime_start  when the trial object was created (local time, as Optuna)
     params, distributions, user_attrs   copies, as Optuna's properties return
+    system_attrs    for a retry (TRIALD_RETRY_HISTORY), {"failed_trial": the configuration's
+                    first attempt, "retry_history": every earlier attempt, oldest first}, as
+                    Optuna's RetryFailedTrialCallback sets them, so its retried_trial_number()
+                    and retry_history() (and triald.RetryFailedTrialCallback's) read them; {}
+                    for a first attempt
     stop_requested  True once triald has asked the trial to stop (SIGTERM)
     """
 
     def __init__(self, writer: LineWriter, answers: Union[DaemonAnswers, ReplayAnswers], *,
                  number: int = 0, replay: bool = False, trial_dir: Optional[str] = None,
-                 resume_dir: Optional[str] = None) -> None:
+                 resume_dir: Optional[str] = None,
+                 retry_history: Optional[Sequence[int]] = None) -> None:
         self._writer = writer
+        self._system_attrs: Dict[str, Any] = {}
+        if retry_history:
+            self._system_attrs = {"failed_trial": int(retry_history[0]),
+                                  "retry_history": [int(n) for n in retry_history]}
         self._answers = answers
         self._replay = replay
         self._number = number
@@ -524,7 +540,8 @@ class OptunaTrial:
         return FrozenTrial(number=self._number, params=self._params,
                            distributions=self._distributions, user_attrs=self._user_attrs,
                            intermediate_values=self._intermediate_values, values=values,
-                           datetime_start=self._datetime_start)
+                           datetime_start=self._datetime_start,
+                           system_attrs=self._system_attrs)
 
     @property
     def params(self) -> Dict[str, Any]:
@@ -537,6 +554,10 @@ class OptunaTrial:
     @property
     def number(self) -> int:
         return self._number
+
+    @property
+    def system_attrs(self) -> Dict[str, Any]:
+        return copy.deepcopy(self._system_attrs)
 
     @property
     def dir(self) -> str:
@@ -570,3 +591,33 @@ class OptunaTrial:
             raise ValueError(f"a trial may make at most {MAX_REQUESTS} requests "
                              "(suggest and should_prune)")
         return self._answers.ask(message, self.check_stop)
+
+
+class RetryFailedTrialCallback:
+    """The two helpers of Optuna's RetryFailedTrialCallback that objectives call, for objectives
+    run without Optuna installed (triald retries trials itself: [study] retries and retry_on).
+    Optuna's own class works too: both read trial.system_attrs."""
+
+    @staticmethod
+    def retried_trial_number(trial: Any) -> Optional[int]:
+        """The number of the configuration's first attempt when `trial` retries it, else
+        None."""
+        first = trial.system_attrs.get("failed_trial", None)
+        return None if first is None else int(first)
+
+    @staticmethod
+    def retry_history(trial: Any) -> List[int]:
+        """The numbers of the earlier attempts of `trial`'s configuration, oldest first; [] for
+        a first attempt."""
+        return list(trial.system_attrs.get("retry_history", []))
+
+
+def retry_history_from_env(text: Optional[str]) -> List[int]:
+    """TRIALD_RETRY_HISTORY ("3,5": the attempts a retry follows, oldest first) as numbers;
+    [] when unset or not such a list."""
+    if not text:
+        return []
+    try:
+        return [int(part) for part in text.split(",")]
+    except ValueError:
+        return []

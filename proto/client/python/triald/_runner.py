@@ -47,7 +47,8 @@ import traceback
 from typing import Any, Callable, Dict, List, NoReturn, Optional, Sequence, Union
 
 from triald._loading import ImportFailed, SpecError, load_objective, traceback_tail
-from triald._optuna import OptunaTrial, ReplayAnswers, is_trial_pruned
+from triald._optuna import (OptunaTrial, ReplayAnswers, is_trial_pruned,
+                            retry_history_from_env)
 from triald._wire import (DaemonAnswers, LineWriter, Message, TrialStopped, constraint_values,
                           handle_sigterm, open_report_fd, shortened_error)
 
@@ -220,7 +221,9 @@ def run(spec: str, params_json: Optional[str] = None,
     number = os.environ.get("TRIALD_TRIAL")
     trial = OptunaTrial(writer, answers, number=int(number) if number else 0, replay=replay,
                         trial_dir=os.environ.get("TRIALD_TRIAL_DIR"),
-                        resume_dir=os.environ.get("TRIALD_RESUME_DIR"))
+                        resume_dir=os.environ.get("TRIALD_RESUME_DIR"),
+                        retry_history=retry_history_from_env(
+                            os.environ.get("TRIALD_RETRY_HISTORY")))
     handle_sigterm(trial.on_sigterm)
 
     try:
