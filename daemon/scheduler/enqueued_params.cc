@@ -1,8 +1,22 @@
 #include "daemon/scheduler/enqueued_params.h"
 
 #include <algorithm>
+#include <boost/json.hpp>
 
 namespace triald::daemon {
+
+std::map<std::string, std::string> EnqueuedValues(const model::TrialRecord& trial) {
+  std::map<std::string, std::string> out;
+  auto it = trial.attrs.find(kEnqueuedAttr);
+  if (it == trial.attrs.end()) return out;
+  boost::system::error_code ec;
+  boost::json::value v = boost::json::parse(it->second, ec);
+  if (ec || !v.is_object()) return out;
+  for (const auto& [k, text] : v.as_object()) {
+    if (text.is_string()) out[std::string(k)] = std::string(text.as_string());
+  }
+  return out;
+}
 
 common::Result<EnqueuedParams> ResolveEnqueuedParams(
     const std::string& name, const config::SweepSpec& spec, sampler::Sampler& sampler,

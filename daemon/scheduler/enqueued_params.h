@@ -29,6 +29,9 @@ struct EnqueuedParams {
 
 // The trial attribute holding EnqueuedParams::deferred as a JSON object.
 inline constexpr const char* kEnqueuedAttr = "triald.enqueued";
+// A trial's deferred values (its kEnqueuedAttr), by name; none when it has no such attribute
+// or it is not an object of strings.
+std::map<std::string, std::string> EnqueuedValues(const model::TrialRecord& trial);
 
 // The parameters of study `study_name`'s next trial (number trials.size()). A name outside
 // [space] is deferred for a define-by-run objective (kind = "python"), else an error. Errors:

@@ -265,12 +265,7 @@ namespace {
 // equal to the value read against that parameter's distribution, or an enqueued value not yet
 // suggested with the same text.
 bool HasValues(const model::TrialRecord& t, const std::map<std::string, std::string>& given) {
-  boost::json::object enqueued;
-  if (auto it = t.attrs.find(kEnqueuedAttr); it != t.attrs.end()) {
-    boost::system::error_code ec;
-    boost::json::value v = boost::json::parse(it->second, ec);
-    if (!ec && v.is_object()) enqueued = v.as_object();
-  }
+  const std::map<std::string, std::string> enqueued = EnqueuedValues(t);
   for (const auto& [param, text] : given) {
     auto held = t.params.find(param);
     if (held != t.params.end()) {
@@ -278,8 +273,8 @@ bool HasValues(const model::TrialRecord& t, const std::map<std::string, std::str
       if (!v.ok() || *v != held->second.internal) return false;
       continue;
     }
-    const boost::json::value* e = enqueued.if_contains(param);
-    if (e == nullptr || !e->is_string() || e->as_string() != text) return false;
+    auto e = enqueued.find(param);
+    if (e == enqueued.end() || e->second != text) return false;
   }
   return true;
 }

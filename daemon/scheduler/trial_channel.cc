@@ -1,6 +1,5 @@
 #include "daemon/scheduler/trial_channel.h"
 
-#include <boost/json.hpp>
 #include <utility>
 
 #include "config/suggest.h"
@@ -34,15 +33,7 @@ void TrialChannel::StartSample(std::optional<sampler::TrialSample> drawn) {
   }
   // Values enqueued for parameters the objective suggests itself (trialctl enqueue): they
   // answer those suggests, checked against each suggest's distribution (AnswerSuggest).
-  if (auto it = trial().attrs.find(kEnqueuedAttr); it != trial().attrs.end()) {
-    boost::system::error_code ec;
-    boost::json::value v = boost::json::parse(it->second, ec);
-    if (!ec && v.is_object()) {
-      for (const auto& [k, text] : v.as_object()) {
-        if (text.is_string()) enqueued_[std::string(k)] = std::string(text.as_string());
-      }
-    }
-  }
+  enqueued_ = EnqueuedValues(trial());
   sample_ = std::move(sample).value();
 }
 
