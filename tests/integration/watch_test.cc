@@ -11,6 +11,7 @@
 #include <boost/json.hpp>
 #include <catch2/catch.hpp>
 #include <cerrno>
+#include <functional>
 #include <regex>
 #include <sstream>
 
@@ -31,8 +32,10 @@ std::vector<std::string> Lines(const std::string& text) {
 }
 
 // Runs trialctl `args` on a pseudo-terminal of `cols` columns; returns its exit status and
-// everything it wrote.
-std::pair<int, std::string> RunOnPty(std::vector<std::string> args, int cols) {
+// everything it wrote. `on_output`, when set, is called with all output so far after each read.
+std::pair<int, std::string> RunOnPty(
+    std::vector<std::string> args, int cols,
+    const std::function<void(const std::string&)>& on_output = nullptr) {
   winsize ws{};
   ws.ws_row = 40;
   ws.ws_col = static_cast<unsigned short>(cols);
@@ -55,6 +58,7 @@ std::pair<int, std::string> RunOnPty(std::vector<std::string> args, int cols) {
     ssize_t n = ::read(master, buf, sizeof(buf));
     if (n > 0) {
       output.append(buf, static_cast<size_t>(n));
+      if (on_output) on_output(output);
     } else if (n < 0 && errno == EINTR) {
       continue;
     } else {
@@ -196,11 +200,22 @@ TEST_CASE("trialctl watch on a terminal redraws in place", "[trialctl][watch][in
   TestDaemon d(dir.File("state"));
   d.Start();
   REQUIRE(Trialctl(d.socket(), {"submit", WriteMixedStudy(dir, "tty")}).code == 0);
+  // Paused at once, so no trial has failed (trial 3 is the first to fail) when watch draws its
+  // first frames, however slowly it starts; resumed once it has redrawn.
+  REQUIRE(Trialctl(d.socket(), {"pause", "tty"}).code == 0);
+  bool resumed = false;
   const int cols = 70;
-  auto [code, output] =
-      RunOnPty({"--socket", d.socket(), "watch", "tty", "--interval", "0.05"}, cols);
+  auto [code, output] = RunOnPty({"--socket", d.socket(), "watch", "tty", "--interval", "0.05"},
+                                 cols, [&](const std::string& so_far) {
+                                   if (resumed || so_far.find("\x1b[4A") == std::string::npos) {
+                                     return;
+                                   }
+                                   resumed = true;
+                                   REQUIRE(Trialctl(d.socket(), {"resume", "tty"}).code == 0);
+                                 });
   INFO(output);
   CHECK(code == 0);
+  CHECK(resumed);
   // Frames after the first move up over the previous one's 4 lines (5 once trials failed: how
   // they did) and erase each line.
   CHECK_THAT(output, Catch::Contains("\x1b[4A\r\x1b[2K"));

@@ -47,7 +47,7 @@ awk -v s="$b_start" -v e="$a_end" 'BEGIN { exit !(s < e) }' || fail "the jobs di
 
 # A third GPU job waits while two hold both GPUs; scancel ends them all.
 ids=()
-for _ in 1 2 3; do ids+=("$(sbatch --parsable --gres=gpu:1 --wrap 'sleep 60')"); done
+for _ in 1 2 3; do ids+=("$(sbatch --parsable --gres=gpu:1 -o /dev/null --wrap 'sleep 60')"); done
 for _ in $(seq 1 50); do
   [ "$(squeue -h -t R -o %i | wc -l)" -eq 2 ] && break
   sleep 0.2
