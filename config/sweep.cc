@@ -66,8 +66,9 @@ Result<SweepSpec> Parse(const SweepReader& r) {
   TRIALD_RETURN_IF_ERROR(sweep::ParseObjective(r, *objective, &spec.objective));
   TRIALD_RETURN_IF_ERROR(sweep::CheckLmDevice(r, *objective, spec));
   TRIALD_RETURN_IF_ERROR(sweep::CheckLmObjectives(r, *objective, spec));
-  // kind = "python": the objective suggests its own parameters; [space] adds ones drawn up front.
-  if (spec.objective.kind != "python" || root.get("space") != nullptr) {
+  // kind = "python" and "client": the objective suggests its own parameters; [space] adds ones
+  // drawn up front.
+  if (!spec.objective.define_by_run() || root.get("space") != nullptr) {
     TRIALD_ASSIGN_OR_RETURN(const toml::table* space,
                             required("space", "at least one [space.NAME] parameter table"));
     TRIALD_RETURN_IF_ERROR(sweep::ParseSpace(r, *space, spec.objective.kind == "lm", &spec.space));
@@ -84,6 +85,7 @@ Result<SweepSpec> Parse(const SweepReader& r) {
     TRIALD_RETURN_IF_ERROR(sweep::ParseExecutor(r, *t, &spec.executor));
     TRIALD_RETURN_IF_ERROR(sweep::CheckExecutor(r, *t, spec));
   }
+  TRIALD_RETURN_IF_ERROR(sweep::CheckClientObjective(r, root, spec));
   return spec;
 }
 

@@ -170,7 +170,7 @@ struct LmObjectiveConfig {
 };
 
 struct ObjectiveConfig {
-  std::string kind = "exec";               // "exec" | "lm" | "python"
+  std::string kind = "exec";               // "exec" | "lm" | "python" | "client"
   std::vector<std::string> command;        // argv; command[0] looked up in PATH if no '/'
                                            // (kind = "lm", "python": filled in by the daemon)
   std::map<std::string, std::string> env;  // added to the worker's environment
@@ -206,6 +206,10 @@ struct ObjectiveConfig {
   // interpreter, or after trial-worker).
   std::vector<std::string> fork_server_command;
   std::vector<std::string> fork_request_argv;
+  // Whether the objective suggests its own parameters as it runs (define-by-run): kind =
+  // "python", and kind = "client" (a client program asks for each trial and tells its result:
+  // the control verb `ask`, proto/README.md "Ask and tell"; triald starts no process).
+  bool define_by_run() const { return kind == "python" || kind == "client"; }
 };
 
 // TPE as Optuna defines it (optuna.samplers.TPESampler), with Optuna's current defaults.

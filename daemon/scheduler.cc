@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "daemon/scheduler/client_asks.h"
 #include "daemon/scheduler/gpu_drains.h"
 #include "daemon/scheduler/measured_metrics.h"
 #include "daemon/scheduler/recovery.h"
@@ -145,6 +146,25 @@ Result<TrialRecord> Scheduler::Enqueue(const std::string& name,
                                        const std::map<std::string, std::string>& params,
                                        bool skip_if_exists, bool* skipped) {
   return control_->Enqueue(name, params, skip_if_exists, skipped);
+}
+
+Status Scheduler::Ask(const std::string& name, std::shared_ptr<common::UniqueFd> connection) {
+  StudyRuntime* study = nullptr;
+  for (const auto& [id, s] : studies_) {
+    if (s->record.name == name) study = s.get();
+  }
+  if (study == nullptr) {
+    Result<model::StudyRecord> rec = options_.storage->GetStudy(name);
+    if (!rec.ok() && rec.status().code() != common::Code::kNotFound) return rec.status();
+    return AskOnInactive(name, rec.ok() ? &*rec : nullptr);
+  }
+  if (!IsClientStudy(*study)) return AskOnNonClient(*study);
+  // The ask is served by this Pump or not at all: a trial launched for it took the connection.
+  study->ask = std::move(connection);
+  Pump();
+  if (!study->ask) return Status::Ok();
+  study->ask.reset();
+  return AskRefused(*study, shutting_down_, outage_.held(), outage_.reason());
 }
 
 int Scheduler::queued_count() const {
@@ -320,17 +340,20 @@ bool Scheduler::CanStart(const StudyRuntime& s) const {
     return false;
   }
   if (s.running >= s.parallelism()) return false;
+  if (IsClientStudy(s) && !s.ask) return false;  // its trials start only when asked
   if (!s.spawn.Ready(options_.clock->MonotonicSeconds())) return false;
   if (!s.waiting.empty()) return true;
   return !s.exhausted && s.configurations() < s.record.n_trials;
 }
 
-bool Scheduler::RunsHere(const StudyRuntime& s) { return s.spec.executor.kind == "local"; }
+bool Scheduler::RunsHere(const StudyRuntime& s) {
+  return s.spec.executor.kind == "local" && !IsClientStudy(s);  // a client's trial runs there
+}
 
 bool Scheduler::HasWork() const {
   if (running_count() > 0) return true;
   for (const auto& [id, s] : studies_) {
-    if (s->record.state != StudyState::kRunning || s->record.paused) continue;
+    if (s->record.state != StudyState::kRunning || s->record.paused || IsClientStudy(*s)) continue;
     if (!s->waiting.empty() || (!s->exhausted && s->configurations() < s->record.n_trials)) {
       return true;
     }
@@ -518,7 +541,7 @@ bool Scheduler::OnStarted(int64_t tid, const model::ProcessIdentity& id) {
     sample = std::move(drawn->second);
     study.drawn.erase(drawn);
   }
-  if (study.spec.objective.kind == "python" || sample) rt.channel->StartSample(std::move(sample));
+  if (study.spec.objective.define_by_run() || sample) rt.channel->StartSample(std::move(sample));
   options_.logger->debug("study {} trial {} started (pid {})", study.record.name, number, id.pid);
   return true;
 }

@@ -85,6 +85,7 @@
 //   stored_studies.h      shared storage: the active studies following the stored ones
 //   running_trials.h      this node's launched trials: process, channel, GPU slots
 //   trial_starter.h       a claimed trial launched: its spec, a retry's resume folder
+//   client_asks.h         ask and tell: a kind = "client" study starts a trial only when asked
 //   study_control.h       the control verbs (cancel, pause, resume, extend, set, delete, enqueue)
 //   study_recorder.h      the one step of a study change: store, mirror, event, log
 //   recovery.h            the trials a previous daemon left running, ended as lost
@@ -272,6 +273,15 @@ class Scheduler {
   common::Result<model::TrialRecord> Enqueue(const std::string& study_name,
                                              const std::map<std::string, std::string>& params,
                                              bool skip_if_exists = false, bool* skipped = nullptr);
+
+  // Ask and tell (scheduler/client_asks.h): starts a trial of the study named `study_name`
+  // ([objective] kind = "client") now, to run in the program on `connection` (the control
+  // server's; the trial's launcher takes it and writes the reply, LaunchSpec::client), or says
+  // why not: kNotFound (no such study), kFailedPrecondition (not kind = "client", not RUNNING,
+  // paused, its parallelism or n_trials reached; the message says which and what to do),
+  // kUnavailable (shutting down, storage refusing writes). On an error `connection` is
+  // dropped; the control server answers on its own descriptor.
+  common::Status Ask(const std::string& study_name, std::shared_ptr<common::UniqueFd> connection);
 
   // Starts as many trials as the limits allow.
   void Pump();

@@ -25,6 +25,32 @@ Status CheckLmDevice(const SweepReader& r, const toml::table& objective, const S
                          "use device = \"auto\" to fall back to the CPU");
 }
 
+Status CheckClientObjective(const SweepReader& r, const toml::table& root, const SweepSpec& spec) {
+  if (spec.objective.kind != "client") return Status::Ok();
+  const toml::table* objective = root.get_as<toml::table>("objective");
+  const std::string where = r.Where(objective->get("kind")->source());
+  const std::string why =
+      ": [objective] kind = \"client\": each trial runs in the program that asked for it, not "
+      "in a process triald starts, so ";
+  if (spec.executor.kind != "local") {
+    return InvalidArgument(where + why + "[executor] kind = " + Quoted(spec.executor.kind) +
+                           " has nothing to run; remove [executor]");
+  }
+  if (spec.study.gpus_per_trial != 0) {
+    return InvalidArgument(where + why +
+                           "triald gives it no GPU slots; remove [study] gpus_per_trial (the "
+                           "client picks its own devices)");
+  }
+  if (!spec.study.resource_constraints.empty() ||
+      std::any_of(spec.study.objectives.begin(), spec.study.objectives.end(),
+                  [](const std::string& o) { return o != "value"; })) {
+    return InvalidArgument(where + why +
+                           "triald measures none of its resources; remove [study] "
+                           "resource_constraints and the measured metrics of objectives");
+  }
+  return Status::Ok();
+}
+
 Status CheckLmObjectives(const SweepReader& r, const toml::table& objective,
                          const SweepSpec& spec) {
   if (spec.objective.kind != "lm") return Status::Ok();
@@ -69,7 +95,7 @@ Status CheckCmaesX0(const SweepReader& r, const toml::table& sampler, const Swee
                           [&](const ParamSpec& s) { return s.name == name; });
     if (p == spec.space.end()) {
       // A python objective may suggest the parameter at run time.
-      if (spec.objective.kind == "python") continue;
+      if (spec.objective.define_by_run()) continue;
       return r.ValueError(f, "no numeric parameter " + Quoted(name) + " in [space]",
                           "one of: " + (known.empty() ? std::string("(none)") : known));
     }

@@ -63,8 +63,9 @@ const char* const kWorkdirExpected = "a directory path";
 
 Key<O> ObjectiveKindKey() {
   return KindKey<O>(
-      "required: \"exec\" (run a command), \"lm\" (the built-in language-model worker) or "
-      "\"python\" (an Optuna-style objective function)");
+      "required: \"exec\" (run a command), \"lm\" (the built-in language-model worker), "
+      "\"python\" (an Optuna-style objective function) or \"client\" (a program asks for each "
+      "trial and tells its result: ask and tell)");
 }
 
 Key<O> EnvKey() {
@@ -93,6 +94,9 @@ const std::vector<Kind<ObjectiveConfig>>& ObjectiveKinds() {
       {"exec", ExecObjectiveKeys()},
       {"lm", LmObjectiveKeys()},
       {"python", PythonObjectiveKeys()},
+      // The trials run in a client program that asks for each one (ask and tell): nothing to
+      // configure, since triald starts no process.
+      {"client", {ObjectiveKindKey()}},
   };
   return kKinds;
 }
@@ -103,7 +107,7 @@ Status ParseObjective(const SweepReader& r, const toml::table& t, ObjectiveConfi
   const std::vector<KindNames> kinds = KindKeyNames(ObjectiveKinds());
   const toml::node* kind_node = t.get("kind");
   TRIALD_RETURN_IF_ERROR(
-      ReadKind(ctx, kinds, "objective", "\"exec\", \"lm\" or \"python\"", &out->kind));
+      ReadKind(ctx, kinds, "objective", "\"exec\", \"lm\", \"python\" or \"client\"", &out->kind));
   if (kind_node != nullptr && out->kind == "lm") {
     // Said outright rather than as "an option of kind = exec": a user adding `command` to an lm
     // objective wants to know that the worker is chosen for them.

@@ -60,6 +60,11 @@ common::Status ParseExecutor(const SweepReader& r, const toml::table& t, Executo
 // [executor] kind = "slurm" runs no fork server ([objective] fork_server).
 common::Status CheckExecutor(const SweepReader& r, const toml::table& executor,
                              const SweepSpec& spec);
+// [objective] kind = "client": trials run in the asking program, so nothing that triald does
+// to a process of its own applies: no [executor] other than local, no GPU slots, no measured
+// metrics.
+common::Status CheckClientObjective(const SweepReader& r, const toml::table& root,
+                                    const SweepSpec& spec);
 // [objective] kind = "lm", device = "cuda" needs [study] gpus_per_trial >= 1.
 common::Status CheckLmDevice(const SweepReader& r, const toml::table& objective,
                              const SweepSpec& spec);

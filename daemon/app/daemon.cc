@@ -26,6 +26,7 @@
 #include "daemon/devices/nvml_probe.h"
 #include "daemon/http/start.h"
 #include "daemon/launcher/cgroup.h"
+#include "daemon/launcher/client_launcher.h"
 #include "daemon/launcher/process_launcher.h"
 #include "daemon/launcher/reaper.h"
 #include "daemon/objective/objective_command.h"
@@ -479,6 +480,9 @@ int RunDaemon(const DaemonOptions& opts) {
           .string();
   slurm::SlurmLauncher slurm_launcher(
       {&process_launcher, relay, srun, 2, opts.slurm_defaults, slurm::SlurmMarker(state_dir)});
+  // Studies of [objective] kind = "client" run their trials in the program that asked for them
+  // (the control verb `ask`): no process; every other trial as above.
+  launcher::ClientLauncher client_launcher({&io, &slurm_launcher, log});
   slurm::SlurmCluster::Options slurm_cluster_options;
   slurm_cluster_options.srun = srun;
   slurm_cluster_options.relay = relay;
@@ -534,7 +538,7 @@ int RunDaemon(const DaemonOptions& opts) {
   so.node_timeout_s = opts.node_timeout_s;
   so.fence_after_s = FenceAfterSeconds(opts.node_timeout_s, opts.heartbeat_interval_s,
                                        opts.node_timeout_s / 3);  // PostgreSQL's call timeout
-  so.launcher = &slurm_launcher;
+  so.launcher = &client_launcher;
   so.check_executor = [&slurm_cluster](const config::SweepSpec& spec, const std::string& where) {
     return slurm_cluster.Check(spec, where);
   };

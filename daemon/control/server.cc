@@ -8,6 +8,8 @@
 #include <array>
 #include <boost/asio/post.hpp>
 #include <boost/asio/write.hpp>
+#include <cerrno>
+#include <cstring>
 
 #include "common/memory.h"
 #include "proto/control.h"
@@ -135,6 +137,9 @@ class ControlServer::Connection : public std::enable_shared_from_this<Connection
                                      req->verb, peer_.uid, peer_.pid, owner.message());
       return Reply(proto::EncodeError(owner), false);
     }
+    if (const Verb* v = FindVerb(req->verb); v != nullptr && v->handover != nullptr) {
+      return HandOver(*v, req->args);
+    }
     Result<std::unique_ptr<ReplyStream>> stream = StartVerb(context_, req->verb, req->args);
     if (!stream.ok()) return Reply(proto::EncodeError(stream.status()), false);
     // An error before the first piece is still an ordinary error reply.
@@ -143,6 +148,30 @@ class ControlServer::Connection : public std::enable_shared_from_this<Connection
     stream_ = std::move(*stream);
     verb_ = req->verb;
     Write("{\"ok\":true,\"result\":" + std::move(*first));
+  }
+
+  // A verb that takes the connection over (ask): on success the callee has written the reply
+  // on its duplicate of the socket and owns the connection; this side closes its descriptor
+  // without shutting the socket down.
+  void HandOver(const Verb& verb, const json::object& args) {
+    if (!pending_.empty()) {
+      return Reply(proto::EncodeError(common::InvalidArgument(
+                       "\"" + std::string(verb.name) +
+                       "\" takes the connection over: send nothing after it before its reply")),
+                   /*close_after=*/true);
+    }
+    const int dup = ::fcntl(socket_.native_handle(), F_DUPFD_CLOEXEC, 0);
+    if (dup < 0) {
+      return Reply(proto::EncodeError(common::Unavailable(
+                       std::string("cannot take the connection over: ") + std::strerror(errno))),
+                   false);
+    }
+    auto connection = std::make_shared<common::UniqueFd>(dup);
+    Status st = verb.handover(context_, args, connection);
+    if (!st.ok()) return Reply(proto::EncodeError(st), false);
+    boost::system::error_code ignored;
+    Disarm();
+    socket_.close(ignored);  // the trial's side holds the socket open
   }
 
   // Writes one piece of a streamed reply, then asks for the next.

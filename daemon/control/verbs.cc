@@ -517,6 +517,12 @@ Result<json::value> EnqueueVerb(const VerbContext& c, const json::object& args) 
   return json::value(std::move(o));
 }
 
+common::Status AskHandover(const VerbContext& c, const json::object& args,
+                           std::shared_ptr<common::UniqueFd> connection) {
+  TRIALD_ASSIGN_OR_RETURN(std::string name, proto::GetString(args, "study"));
+  return c.scheduler->Ask(name, std::move(connection));
+}
+
 }  // namespace
 
 Result<json::value> TrialLogReply(const VerbContext& c, const json::object& args,
@@ -634,6 +640,7 @@ const std::vector<Verb>& Verbs() {
       {"best", VerbKind::kRead, nullptr, BestStreamer},
       {"cancel", VerbKind::kMutating, CancelVerb},
       {"enqueue", VerbKind::kMutating, EnqueueVerb},
+      {"ask", VerbKind::kMutating, nullptr, nullptr, AskHandover},
       {"logs", VerbKind::kRead, LogsVerb},
       {"export", VerbKind::kRead, nullptr, ExportStreamer},
       {"nodes", VerbKind::kRead, NodesVerb},
@@ -690,12 +697,18 @@ common::Status UnknownVerb(const std::string& verb) {
   return common::InvalidArgument("unknown verb \"" + verb + "\"; expected one of " + known);
 }
 
+common::Status HandoverOnly(const std::string& verb) {
+  return common::InvalidArgument("\"" + verb +
+                                 "\" takes over its connection: send it on the control socket");
+}
+
 }  // namespace
 
 Result<json::value> HandleVerb(const VerbContext& context, const std::string& verb,
                                const json::object& args) {
   const Verb* v = FindVerb(verb);
   if (v == nullptr) return UnknownVerb(verb);
+  if (v->handover != nullptr) return HandoverOnly(verb);
   if (v->handler != nullptr) return v->handler(context, args);
   TRIALD_ASSIGN_OR_RETURN(std::unique_ptr<ReplyStream> stream, v->streamer(context, args));
   std::string text;
@@ -713,6 +726,7 @@ Result<std::unique_ptr<ReplyStream>> StartVerb(const VerbContext& context, const
                                                const json::object& args) {
   const Verb* v = FindVerb(verb);
   if (v == nullptr) return UnknownVerb(verb);
+  if (v->handover != nullptr) return HandoverOnly(verb);
   if (v->streamer != nullptr) return v->streamer(context, args);
   TRIALD_ASSIGN_OR_RETURN(json::value result, v->handler(context, args));
   return std::unique_ptr<ReplyStream>(std::make_unique<WholeReply>(common::SerializeJson(result)));

@@ -39,6 +39,11 @@
 //            (Scheduler::Delete)                                            (mutating)
 //   events   {study?} -> [{at, kind, detail, trial_id}]: the study's events and its trials',
 //            or without a study the daemon's own (none of a study), oldest first.
+//   ask      {study} -> {study, trial, params, n_objectives, retry_history?, trial_timeout}: a
+//            trial of a study of [objective] kind = "client" starts now (Scheduler::Ask), and
+//            the connection becomes its trial channel (launcher/client_launcher.h; proto/
+//            README.md, "Ask and tell"); nothing may be sent after the request until its
+//            reply. A handover verb: HandleVerb and StartVerb refuse it.     (mutating)
 // A mutating verb acts on the study named by its "study" argument and is allowed only to that
 // study's submitter, triald's own uid and root (AuthorizeStudyVerb); without a "study" argument
 // only root and triald's uid may use it, so a verb added later fails closed.
@@ -59,6 +64,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/fd.h"
 #include "common/status.h"
 #include "daemon/control/access.h"
 #include "daemon/control/trial_log.h"
@@ -112,12 +118,21 @@ class ReplyStream {
 using VerbStreamer = common::Result<std::unique_ptr<ReplyStream>> (*)(
     const VerbContext& context, const boost::json::object& args);
 
-// One verb: a handler that returns its whole result, or a streamer (exactly one is set).
+// A verb that takes its connection over (ask: the connection becomes a trial's channel). Ok:
+// the callee owns `connection` now (the daemon's duplicate of the client's socket) and has
+// written the reply on it; the control server closes its own descriptor without a word. An
+// error is replied as any verb's, the connection staying a control connection.
+using VerbHandover = common::Status (*)(const VerbContext& context, const boost::json::object& args,
+                                        std::shared_ptr<common::UniqueFd> connection);
+
+// One verb: a handler that returns its whole result, a streamer, or a handover (exactly one is
+// set).
 struct Verb {
   std::string_view name;
   VerbKind kind;
   VerbHandler handler;
   VerbStreamer streamer = nullptr;
+  VerbHandover handover = nullptr;
 };
 
 // Every verb, in the order the "unknown verb" error lists them.

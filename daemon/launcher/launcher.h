@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "common/fd.h"
 #include "common/process_util.h"
 #include "common/status.h"
 #include "daemon/model/records.h"
@@ -100,6 +101,11 @@ struct LaunchSpec {
   std::optional<ForkServerSpec> fork_server;
   // Run the trial as this Slurm job rather than on this host.
   std::optional<SlurmJob> slurm;
+  // [objective] kind = "client": no process; the trial runs in the program that asked for it
+  // on this connection (the control verb `ask`: the daemon's end of it, handed over by the
+  // control server). The launcher that serves such trials (client_launcher.h) writes the ask's
+  // reply and then reads the trial channel from it; another launcher refuses the spec.
+  std::shared_ptr<common::UniqueFd> client;
 };
 
 // The step of Launch() that failed. The launcher reports it with the step's errno; what to do
@@ -148,6 +154,9 @@ struct ProcessOutcome {
   // (one of config::RetryableReasons(), e.g. "preempted") and what it said.
   std::string executor_failure;
   std::string executor_detail;
+  // A trial without a process of its own (a client's, LaunchSpec::client): how it ended, said
+  // instead of the exit status ("the client told FAIL"). Empty: the exit status says it.
+  std::string ended_by;
 };
 
 struct TrialCallbacks {

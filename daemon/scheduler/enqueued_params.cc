@@ -29,7 +29,7 @@ common::Result<EnqueuedParams> ResolveEnqueuedParams(
   for (const auto& [param, text] : given) {
     auto found = std::find_if(spec.space.begin(), spec.space.end(),
                               [&](const config::ParamSpec& p) { return p.name == param; });
-    if (found == spec.space.end() && spec.objective.kind == "python") {
+    if (found == spec.space.end() && spec.objective.define_by_run()) {
       // Suggested by the objective itself: checked when it asks, against its distribution.
       if (param.empty() || param.size() > 256 || text.empty() || text.size() > 4096) {
         return common::InvalidArgument("parameter \"" + param.substr(0, 256) +

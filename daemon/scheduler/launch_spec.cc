@@ -111,8 +111,10 @@ launcher::LaunchSpec MakeLaunchSpec(const LaunchSettings& settings, const std::s
   }
   for (const auto& [k, v] : env) ls.env.push_back(k + "=" + v);
 
-  common::Result<std::string> exe = common::FindExecutable(obj.command[0], path_env, obj.workdir);
-  ls.executable = exe.ok() ? *exe : obj.command[0];
+  if (!obj.command.empty()) {  // kind = "client" has none: the asking program runs the trial
+    common::Result<std::string> exe = common::FindExecutable(obj.command[0], path_env, obj.workdir);
+    ls.executable = exe.ok() ? *exe : obj.command[0];
+  }
   if (spec.executor.kind == "slurm") {
     launcher::SlurmJob job;
     job.executor = spec.executor.slurm;

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "common/fd.h"
 #include "config/sweep.h"
 #include "daemon/pruner/pruner.h"
 #include "daemon/sampler/sampler.h"
@@ -37,6 +38,9 @@ struct StudyRuntime : StudyCache {
   // same way): set once, with `exhausted`; the study then ends FAILED with this reason instead
   // of COMPLETE.
   std::string failure;
+  // [objective] kind = "client": the connection of the `ask` being served (Scheduler::Ask),
+  // set only while it is; the trial started for it takes it (LaunchSpec::client).
+  std::shared_ptr<common::UniqueFd> ask;
   // ParetoFrontSize(): the size last computed, and the number of finished trials then.
   int64_t front_size = 0;
   int64_t front_finished = -1;

@@ -98,7 +98,7 @@ void TrialChannel::OnReport(const proto::ReportMessage& m) {
   pruned_ = true;
   options_.logger->info("study {} trial {}: pruned at step {} (value {})", study.record.name,
                         options_.number, m.step, m.value);
-  if (study.spec.objective.kind == "python") {
+  if (study.spec.objective.define_by_run()) {
     // Cooperative first: the objective learns it through should_prune and raises; it is
     // stopped as for other kinds only if it has not ended within kill_grace.
     options_.process->StopAfterGrace(StopReason::kPrune);

@@ -48,7 +48,8 @@ TrialOutcome ClassifyExit(const TrialObservation& seen) {
   out.fail.core_dumped = o.exit.core_dumped;
   // `killed`: the group was still there when the grace period after SIGTERM ran out, and got
   // SIGKILL. Say so, whether the main process died of it or had already ended another way.
-  std::string how = o.exit.Describe();
+  // A client's trial has no exit status: the launcher says how it ended instead.
+  std::string how = o.ended_by.empty() ? o.exit.Describe() : o.ended_by;
   if (o.killed) {
     how += o.exit.signaled && o.exit.signal == SIGKILL
                ? " (still running when the grace period after SIGTERM ran out)"
@@ -87,7 +88,7 @@ TrialOutcome ClassifyExit(const TrialObservation& seen) {
       if (!o.protocol_error.empty()) {
         fail("protocol", o.protocol_error);
       } else if (!o.executor_failure.empty()) {
-        fail(o.executor_failure, o.executor_detail + "; " + how);
+        fail(o.executor_failure, o.executor_detail.empty() ? how : o.executor_detail + "; " + how);
       } else if (o.oom && (o.exit.signaled || o.exit.code != 0)) {
         fail("oom", "out of memory: " + o.oom_detail + "; " + how);
       } else if (o.exit.signaled) {

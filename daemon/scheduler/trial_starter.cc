@@ -19,8 +19,10 @@ std::unique_ptr<RunningTrial> TrialStarter::Launch(StudyRuntime& study, int numb
       MakeLaunchSpec(settings, study.record.name, study.spec, trial, gpus.slots(),
                      resume ? resume->dir : "", study.RetryHistory(trial));
   ls.submitter = study.record.submitter;
+  ls.client = std::move(study.ask);  // kind = "client": the asking program's connection
   launcher::LaunchResult proc = options_.launcher->Launch(ls, std::move(callbacks));
   if (!proc.ok()) {
+    study.ask = std::move(ls.client);  // not served: the ask is answered with why
     *failure = Failure{proc.spawn_error(), proc.status().message()};
     return nullptr;
   }

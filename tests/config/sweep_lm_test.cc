@@ -274,7 +274,7 @@ TEST_CASE("kind = \"lm\" takes no command, and kind = \"exec\" no lm setting", "
         "objectives, fork_server");
   CHECK(ErrorOf(With("kind = \"lm\"", "kind = \"llm\"", kLm)) ==
         "sweep.toml:6:8: [objective] kind = \"llm\": unknown objective kind; expected \"exec\", "
-        "\"lm\" or \"python\"");
+        "\"lm\", \"python\" or \"client\"");
   // Without kind, a misspelt key is reported first (it may be the kind), then the missing kind.
   CHECK_THAT(ErrorOf(With("kind = \"lm\"", "knd = \"lm\"", kLm)),
              StartsWith("sweep.toml:6:1: [objective] unknown key \"knd\"; expected one of kind,"));

@@ -112,7 +112,7 @@ command = ["true"]
 )");
   CHECK_THAT(e, Contains("missing required table [space]"));
   std::string k = ErrorOf(testing::With("kind = \"exec\"", "kind = \"julia\""));
-  CHECK_THAT(k, Contains("\"exec\", \"lm\" or \"python\""));
+  CHECK_THAT(k, Contains("\"exec\", \"lm\", \"python\" or \"client\""));
 }
 
 TEST_CASE("[sampler] group = true is read for TPE, and needs multivariate", "[config][python]") {
@@ -231,6 +231,63 @@ command = ["x"]
   CHECK_THAT(ErrorOf(exec + "fork_server = true\n" + space),
              Contains("fork_server = true: an option of kind = \"lm\" or \"python\", not of kind "
                       "= \"exec\""));
+}
+
+}  // namespace
+}  // namespace triald::config
+
+namespace triald::config {
+namespace {
+
+using Catch::Matchers::Contains;
+using testing::ErrorOf;
+using testing::Parsed;
+
+const char* const kClient = R"([study]
+name = "c"
+n_trials = 10
+
+[objective]
+kind = "client"
+)";
+
+TEST_CASE("kind = client: define-by-run without a command, and what cannot apply is refused",
+          "[config][client]") {
+  SweepSpec s = Parsed(kClient);
+  CHECK(s.objective.kind == "client");
+  CHECK(s.objective.define_by_run());
+  CHECK(s.objective.command.empty());
+  CHECK(s.space.empty());
+  // A [space] is drawn up front, as for kind = "python".
+  SweepSpec with_space =
+      Parsed(std::string(kClient) + "\n[space.x]\ntype = \"float\"\nlow = 0.0\nhigh = 1.0\n");
+  REQUIRE(with_space.space.size() == 1);
+  // It has no keys of its own: a command belongs to kind = "exec".
+  CHECK_THAT(ErrorOf(std::string(kClient) + "command = [\"python3\"]\n"), Contains("command"));
+  const std::string why =
+      "sweep.toml:6:8: [objective] kind = \"client\": each trial runs in the "
+      "program that asked for it";
+  std::string gpus = ErrorOf(std::string(R"([study]
+name = "c"
+n_trials = 10
+gpus_per_trial = 1
+
+[objective]
+kind = "client"
+)"));
+  CHECK_THAT(gpus, Contains("sweep.toml:7:8: [objective] kind = \"client\"") &&
+                       Contains("remove [study] gpus_per_trial"));
+  CHECK_THAT(ErrorOf(std::string(kClient) + "\n[executor]\nkind = \"slurm\"\npartition = \"p\"\n"),
+             Contains(why) && Contains("[executor] kind = \"slurm\" has nothing to run"));
+  CHECK_THAT(ErrorOf(std::string(R"([study]
+name = "c"
+n_trials = 10
+resource_constraints = ["peak_memory <= 1G"]
+
+[objective]
+kind = "client"
+)")),
+             Contains("triald measures none of its resources"));
 }
 
 }  // namespace

@@ -178,8 +178,8 @@ TEST_CASE("The verb table: unique names, the read verbs as documented, unknown v
           "[control][security]") {
   std::vector<std::string> names, reads;
   for (const Verb& v : Verbs()) {
-    // Exactly one way to answer: a whole result or a stream.
-    CHECK((v.handler != nullptr) != (v.streamer != nullptr));
+    // Exactly one way to answer: a whole result, a stream, or a handover of the connection.
+    CHECK((v.handler != nullptr) + (v.streamer != nullptr) + (v.handover != nullptr) == 1);
     CHECK(FindVerb(v.name) == &v);
     names.emplace_back(v.name);
     if (v.kind == VerbKind::kRead) reads.emplace_back(v.name);
@@ -197,7 +197,14 @@ TEST_CASE("The verb table: unique names, the read verbs as documented, unknown v
   CHECK(unknown.status().code() == common::Code::kInvalidArgument);
   CHECK(unknown.status().message() ==
         "unknown verb \"retry\"; expected one of ping, submit, studies, status, trials, best, "
-        "cancel, enqueue, logs, export, nodes, pause, resume, extend, set, delete, events");
+        "cancel, enqueue, ask, logs, export, nodes, pause, resume, extend, set, delete, events");
+  // ask takes its connection over: only the control server can serve it, and it is mutating
+  // (the study's submitter, root and triald's uid).
+  CHECK(FindVerb("ask")->handover != nullptr);
+  CHECK(FindVerb("ask")->kind == VerbKind::kMutating);
+  common::Result<boost::json::value> ask = HandleVerb(VerbContext{}, "ask", {{"study", "s"}});
+  CHECK(ask.status().code() == common::Code::kInvalidArgument);
+  CHECK_THAT(ask.status().message(), Catch::Contains("takes over its connection"));
 }
 
 TEST_CASE("Request decoding: enqueue params as text, log streams, submit", "[control]") {

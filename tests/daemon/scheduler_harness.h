@@ -67,6 +67,7 @@ struct Sweep {
   int n_trials = 5;
   int parallelism = 1;
   std::string command = R"(["/bin/true"])";
+  std::string kind = "exec";    // [objective] kind; command is written for "exec" only
   std::string study_extra;      // more "key = value" lines for [study]
   std::string objective_extra;  // more lines for [objective]
   std::string space = kDefaultSpace;
@@ -76,7 +77,8 @@ struct Sweep {
   std::string Toml() const {
     std::string t = "[study]\nname = \"" + name + "\"\nn_trials = " + std::to_string(n_trials) +
                     "\nparallelism = " + std::to_string(parallelism) + "\n" + study_extra +
-                    "\n[objective]\nkind = \"exec\"\ncommand = " + command + "\n" +
+                    "\n[objective]\nkind = \"" + kind + "\"\n" +
+                    (kind == "exec" ? "command = " + command + "\n" : std::string()) +
                     objective_extra + space;
     if (!sampler.empty()) t += "\n[sampler]\n" + sampler + "\n";
     return t;

@@ -85,11 +85,10 @@ TEST_CASE("example quadratic.toml and tpe.toml: complete, TPE gets close to the 
   json::array trials = d.Trials(quadratic);
   CHECK(Count(trials, "COMPLETE") == 20);
 
-  const std::string tpe = d.Submit(ReadTextFile(kExamples + "/tpe.toml"), kExamples + "/tpe.toml");
-  st = d.WaitStudy(tpe, 600);
-  CHECK(st.at("state").as_string() == "COMPLETE");
-  trials = d.Trials(tpe);
-  CHECK(trials.size() == 40);
+  // One at a time: with two at once, which trials the seeded sampler and the pruner see
+  // finished depends on timing (a loaded machine gave a best of 1.3 once).
+  const auto [tpe, tpe_trials] = RunOneAtATime(d, "tpe.toml", 40);
+  trials = tpe_trials;
   CHECK(Count(trials, "FAIL") == 0);
   CHECK(Count(trials, "COMPLETE") + Count(trials, "PRUNED") == 40);
   // The bowl's minimum is 0; 40 TPE trials over [-10, 10]^2 land well inside a unit of it.
