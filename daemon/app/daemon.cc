@@ -548,8 +548,15 @@ int RunDaemon(const DaemonOptions& opts) {
   so.max_workers = opts.max_workers > 0
                        ? opts.max_workers
                        : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-  // Variables a worker inherits from the daemon; everything else it gets is explicit.
+  common::Result<ControlServerOptions> co = ControlOptions(opts, state_dir);
+  if (!co.ok()) {
+    log->critical("{}", co.status().message());
+    return 1;
+  }
+  // Variables a worker inherits from the daemon; everything else it gets is explicit. And where
+  // this daemon listens (TRIALD_SOCKET): the Python runner's trial.study reads the study there.
   so.base_env = InheritedVariables();
+  so.base_env.push_back("TRIALD_SOCKET=" + co->socket_path);
   so.trial_worker = DefaultTrialWorkerPath();
   so.trials_as_submitters = run_as_submitter;
   so.seed_source = []() {
@@ -574,11 +581,6 @@ int RunDaemon(const DaemonOptions& opts) {
     return 1;
   }
 
-  common::Result<ControlServerOptions> co = ControlOptions(opts, state_dir);
-  if (!co.ok()) {
-    log->critical("{}", co.status().message());
-    return 1;
-  }
   co->io = &io;
   co->scheduler = &scheduler;
   co->storage = storage->get();

@@ -267,6 +267,14 @@ class ClientTest(unittest.TestCase):
                 def objective(trial):
                     x = trial.suggest_float("x", -5, 5)
                     trial.set_user_attr("square", x * x)
+                    study = trial.study  # read from the daemon that runs the trial
+                    trial.set_user_attr("study", study.study_name)
+                    trial.set_user_attr("direction", study.direction)
+                    trial.set_user_attr("seen", [t.number for t in study.trials])
+                    try:
+                        trial.set_user_attr("best_before", study.best_value)
+                    except ValueError:
+                        trial.set_user_attr("best_before", None)
                     return (x - 1) ** 2
                 """))
         sweep = os.path.join(d, "sweep.toml")
@@ -293,10 +301,18 @@ class ClientTest(unittest.TestCase):
         rows = study.records()
         self.assertEqual([r["number"] for r in rows], [0, 1, 2, 3])
         self.assertEqual(list(rows[0]), ["number", "value", "datetime_start", "datetime_complete",
-                                         "duration", "params_x", "user_attrs_square", "state"])
+                                         "duration", "params_x", "user_attrs_best_before",
+                                         "user_attrs_direction", "user_attrs_seen",
+                                         "user_attrs_square", "user_attrs_study", "state"])
         for r in rows:
             self.assertAlmostEqual(r["value"], (r["params_x"] - 1) ** 2)
             self.assertEqual(r["state"], "COMPLETE")
+            # trial.study, read inside the trial: its study, and every trial so far.
+            self.assertEqual(r["user_attrs_study"], "client-file")
+            self.assertEqual(r["user_attrs_direction"], "minimize")
+            self.assertIn(r["number"], r["user_attrs_seen"])
+            if r["number"] >= 2:  # started once an earlier trial had completed
+                self.assertIsNotNone(r["user_attrs_best_before"])
         if importlib.util.find_spec("pandas") is not None:
             df = study.trials_dataframe()
             self.assertEqual(list(df["number"]), [0, 1, 2, 3])
@@ -334,6 +350,25 @@ class ClientTest(unittest.TestCase):
             s.sendall(b'{"verb":"ask","study":"ask-pipelined"}\n{"type":"heartbeat"}\n')
             reply = s.makefile("rb").readline()
         self.assertIn(b"send nothing after it before its reply", reply)
+
+
+class TrialStudyWithoutDaemonTest(unittest.TestCase):
+    def test_trial_study_says_it_needs_the_daemon(self) -> None:
+        with self.assertRaisesRegex(RuntimeError, "TRIALD_SOCKET and TRIALD_STUDY"):
+            triald.client.trial_study({"TRIALD_STUDY": "s"})
+        from triald._optuna import OptunaTrial, ReplayAnswers
+        from triald._wire import LineWriter
+        import io
+        writer = LineWriter(stream=io.StringIO())
+        trial = OptunaTrial(writer, ReplayAnswers({}, writer))
+        with self.assertRaisesRegex(RuntimeError, "runs without one"):
+            trial.study
+        view = triald.client.trial_study({"TRIALD_SOCKET": "/nonexistent/triald.sock",
+                                          "TRIALD_STUDY": "s"})
+        self.assertEqual(view.study_name, "s")
+        with self.assertRaises(TrialdError) as e:
+            view.trials
+        self.assertEqual(e.exception.code, "unavailable")
 
 
 class SweepTomlTest(unittest.TestCase):

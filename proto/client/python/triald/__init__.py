@@ -53,7 +53,9 @@ its own earlier order, report(step, value), where the arguments tell which is wh
 
 The package's modules: _wire (the channel's lines), _optuna (OptunaTrial), _loading (finding
 SPEC's callable), _runner (`run`, `check`), _forkserver (`fork-server`), _cli (the command line,
-which alone imports _forkserver); none imports a module that imports it back.
+which alone imports _forkserver), and client (the daemon's client for notebooks and scripts:
+submit, records, wait, ask and tell; `import triald.client`; _runner imports it only when an
+objective reads trial.study); none imports a module that imports it back.
 """
 
 from __future__ import annotations

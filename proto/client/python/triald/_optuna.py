@@ -381,8 +381,11 @@ class OptunaTrial:
     def __init__(self, writer: LineWriter, answers: Union[DaemonAnswers, ReplayAnswers], *,
                  number: int = 0, replay: bool = False, trial_dir: Optional[str] = None,
                  resume_dir: Optional[str] = None,
-                 retry_history: Optional[Sequence[int]] = None) -> None:
+                 retry_history: Optional[Sequence[int]] = None,
+                 study: Optional[Callable[[], Any]] = None) -> None:
         self._writer = writer
+        self._study_factory = study
+        self._study_view: Any = None
         self._system_attrs: Dict[str, Any] = {}
         if retry_history:
             self._system_attrs = {"failed_trial": int(retry_history[0]),
@@ -570,6 +573,20 @@ class OptunaTrial:
     @property
     def datetime_start(self) -> datetime.datetime:
         return self._datetime_start
+
+    @property
+    def study(self) -> Any:
+        """The trial's study, read-only (triald.client.TrialStudy: study_name, direction(s),
+        user_attrs, trials, best_trial, best_value, best_params, ...), read from the daemon
+        that runs the trial (TRIALD_SOCKET) when first used. RuntimeError where there is none
+        (a trial run by hand); triald.client.TrialdError where it cannot be reached (a Slurm
+        trial on another host)."""
+        if self._study_view is None:
+            if self._study_factory is None:
+                raise RuntimeError("trial.study needs the daemon that runs the trial (TRIALD_SOCKET "
+                                   "and TRIALD_STUDY); this trial runs without one")
+            self._study_view = self._study_factory()
+        return self._study_view
 
     # -- stopping -------------------------------------------------------------------------------
 

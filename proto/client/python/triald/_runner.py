@@ -58,6 +58,12 @@ EXIT_BAD_SPEC = 2
 EXIT_STOPPED = 128 + signal.SIGTERM
 
 
+def _trial_study() -> Any:
+    """trial.study: the client is imported only by an objective that reads it."""
+    from triald.client import trial_study
+    return trial_study()
+
+
 def _refused_value(value: Any) -> Optional[str]:
     """Why Optuna 3.1 (optuna/study/_tell.py) would not accept `value` as an objective value,
     or None; triald also refuses infinities (its records hold finite values only)."""
@@ -223,7 +229,8 @@ def run(spec: str, params_json: Optional[str] = None,
                         trial_dir=os.environ.get("TRIALD_TRIAL_DIR"),
                         resume_dir=os.environ.get("TRIALD_RESUME_DIR"),
                         retry_history=retry_history_from_env(
-                            os.environ.get("TRIALD_RETRY_HISTORY")))
+                            os.environ.get("TRIALD_RETRY_HISTORY")),
+                        study=_trial_study if os.environ.get("TRIALD_SOCKET") else None)
     handle_sigterm(trial.on_sigterm)
 
     try:

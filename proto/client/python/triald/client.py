@@ -49,8 +49,8 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 from ._optuna import OptunaTrial, is_trial_pruned
 from ._wire import ChannelError, DaemonAnswers, LineWriter, finite
 
-__all__ = ["AskedTrial", "Client", "Study", "TrialRecord", "TrialStopped", "TrialdError",
-           "connect", "sweep_toml"]
+__all__ = ["AskedTrial", "Client", "Study", "TrialRecord", "TrialStopped", "TrialStudy",
+           "TrialdError", "connect", "sweep_toml", "trial_study"]
 
 # The system service's socket (proto/socket_paths.h), and the current folder's of old versions.
 SYSTEM_SOCKET = "/run/triald/triald.sock"
@@ -485,6 +485,91 @@ class Study:
             raise ValueError(f"trial {trial.number} belongs to study {trial.study.name}, "
                              f"not {self.name}")
         trial._tell(values, state)
+
+
+class TrialStudy:
+    """What `trial.study` gives an objective run by triald (python3 -m triald run): its study,
+    read-only, with the names Optuna's Study has. Every read asks the daemon afresh (the other
+    trials go on meanwhile). `direction` and `directions` are "minimize" / "maximize" strings;
+    trials are TrialRecords (state a string: "COMPLETE", ...). A triald study has no user or
+    system attributes of its own: user_attrs and system_attrs are empty."""
+
+    def __init__(self, study: Study) -> None:
+        self._study = study
+
+    def __repr__(self) -> str:
+        return f"TrialStudy({self._study.name!r})"
+
+    @property
+    def study_name(self) -> str:
+        return self._study.name
+
+    @property
+    def name(self) -> str:
+        return self._study.name
+
+    @property
+    def directions(self) -> List[str]:
+        return self._study.directions
+
+    @property
+    def direction(self) -> str:
+        directions = self.directions
+        if len(directions) > 1:
+            raise RuntimeError("A single direction cannot be retrieved from a multi-objective "
+                               "study. Consider using Study.directions to retrieve a list "
+                               "containing all directions.")
+        return directions[0]
+
+    @property
+    def user_attrs(self) -> Dict[str, Any]:
+        return {}
+
+    @property
+    def system_attrs(self) -> Dict[str, Any]:
+        return {}
+
+    @property
+    def trials(self) -> List[TrialRecord]:
+        return self._study.trials()
+
+    def get_trials(self, deepcopy: bool = True,
+                   states: Optional[Sequence[str]] = None) -> List[TrialRecord]:
+        """The trials, those in `states` only when given (state names; Optuna's TrialState
+        members work too, by name)."""
+        del deepcopy  # records are read-only copies already
+        names = None if states is None else [getattr(s, "name", s) for s in states]
+        return self._study.trials(names)
+
+    @property
+    def best_trial(self) -> TrialRecord:
+        return self._study.best_trial
+
+    @property
+    def best_trials(self) -> List[TrialRecord]:
+        return self._study.best_trials
+
+    @property
+    def best_value(self) -> float:
+        return self._study.best_value
+
+    @property
+    def best_params(self) -> Dict[str, Any]:
+        return self._study.best_params
+
+    def trials_dataframe(self) -> Any:
+        return self._study.trials_dataframe()
+
+
+def trial_study(environ: Optional[Mapping[str, str]] = None) -> TrialStudy:
+    """The study of the trial this process runs, from TRIALD_SOCKET and TRIALD_STUDY (what the
+    Python runner's trial.study gives); RuntimeError when they are not set."""
+    env = os.environ if environ is None else environ
+    path, name = env.get("TRIALD_SOCKET"), env.get("TRIALD_STUDY")
+    if not path or not name:
+        raise RuntimeError("trial.study needs the daemon that runs the trial (TRIALD_SOCKET and "
+                           "TRIALD_STUDY); this trial runs without one")
+    return TrialStudy(Study(Client(path), name))
 
 
 class AskedTrial(OptunaTrial):
