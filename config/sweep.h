@@ -334,12 +334,30 @@ struct SweepSpec {
 
 // What a submitter chose when submitting, outside the file (trialctl submit sends them; the
 // study keeps them with its sweep, so a restart parses the same spec).
+// A file of the objective's as trialctl read it at submit, as the submitter
+// (daemon/ctl/submit_code.h): kept with the study so that `status` can say whether it changed
+// since, and what it was.
+struct CodeFile {
+  std::string path;    // absolute
+  std::string sha256;  // 64 lowercase hex digits
+  uint64_t bytes = 0;
+  std::string source;  // its text when UTF-8 of at most kMaxKeptSourceBytes; else ""
+  bool operator==(const CodeFile& o) const {
+    return path == o.path && sha256 == o.sha256 && bytes == o.bytes && source == o.source;
+  }
+};
+inline constexpr size_t kMaxCodeFiles = 8;
+inline constexpr size_t kMaxKeptSourceBytes = 256 * 1024;
+
 struct SubmitChoices {
   std::string name;            // --name: replaces [study] name ("": the file's)
   std::string python;          // kind = "python": the interpreter trialctl resolved in the
                                // submitter's environment, absolute; replaces [objective] python
   std::string python_version;  // its version as it reported it ("3.11.7"; "" when unknown)
-  bool empty() const { return name.empty() && python.empty() && python_version.empty(); }
+  std::vector<CodeFile> code;  // the objective's files at submit (none: not recorded)
+  bool empty() const {
+    return name.empty() && python.empty() && python_version.empty() && code.empty();
+  }
 };
 
 struct SweepSource {

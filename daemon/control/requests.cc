@@ -1,6 +1,7 @@
 #include "daemon/control/requests.h"
 
 #include "common/json.h"
+#include "common/utf8.h"
 #include "proto/control.h"
 
 namespace triald::daemon {
@@ -15,6 +16,56 @@ Result<model::StudyRecord> LookUpStudy(storage::ReadModel& storage, const json::
   }
   return rec;
 }
+
+namespace {
+
+// submit's "code": the objective's files as trialctl read them (config::CodeFile), checked for
+// shape and size only: what they say is the submitter's account, shown back to them.
+Result<std::vector<config::CodeFile>> DecodeCode(const json::object& args) {
+  std::vector<config::CodeFile> files;
+  const json::value* code = args.if_contains("code");
+  if (code == nullptr || code->is_null()) return files;
+  const std::string expected =
+      "field \"code\" must be an array of at most " + std::to_string(config::kMaxCodeFiles) +
+      " objects {path: an absolute path, sha256: 64 hex digits, bytes: an integer >= 0, source: "
+      "UTF-8 text of at most " +
+      std::to_string(config::kMaxKeptSourceBytes) + " bytes}";
+  if (!code->is_array() || code->as_array().size() > config::kMaxCodeFiles) {
+    return common::InvalidArgument(expected);
+  }
+  for (const json::value& e : code->as_array()) {
+    const json::object* f = e.if_object();
+    if (f == nullptr) return common::InvalidArgument(expected);
+    config::CodeFile file;
+    const json::value* path = f->if_contains("path");
+    const json::value* sha = f->if_contains("sha256");
+    const json::value* bytes = f->if_contains("bytes");
+    const json::value* source = f->if_contains("source");
+    if (path == nullptr || !path->is_string() || path->as_string().empty() ||
+        path->as_string()[0] != '/' || path->as_string().size() > 4096 || sha == nullptr ||
+        !sha->is_string() || sha->as_string().size() != 64 || bytes == nullptr ||
+        !bytes->is_int64() || bytes->as_int64() < 0 ||
+        (source != nullptr && !source->is_null() &&
+         (!source->is_string() || source->as_string().size() > config::kMaxKeptSourceBytes))) {
+      return common::InvalidArgument(expected);
+    }
+    file.path = std::string(path->as_string());
+    file.sha256 = std::string(sha->as_string());
+    if (file.sha256.find_first_not_of("0123456789abcdef") != std::string::npos) {
+      return common::InvalidArgument(expected);
+    }
+    file.bytes = static_cast<uint64_t>(bytes->as_int64());
+    if (source != nullptr && source->is_string()) file.source = std::string(source->as_string());
+    if (!common::DescribeInvalidUtf8(file.path).empty() ||
+        !common::DescribeInvalidUtf8(file.source).empty()) {
+      return common::InvalidArgument(expected);
+    }
+    files.push_back(std::move(file));
+  }
+  return files;
+}
+
+}  // namespace
 
 Result<config::SweepSource> DecodeSubmit(const json::object& args) {
   TRIALD_ASSIGN_OR_RETURN(std::string text, proto::GetString(args, "sweep"));
@@ -42,6 +93,7 @@ Result<config::SweepSource> DecodeSubmit(const json::object& args) {
     }
     *out = std::string(v->get_string());
   }
+  TRIALD_ASSIGN_OR_RETURN(source.submit.code, DecodeCode(args));
   if (const json::value* r = args.if_contains("resume"); r != nullptr && !r->is_null()) {
     if (!r->is_bool()) return common::InvalidArgument("field \"resume\" must be a boolean");
     source.resume = r->as_bool();

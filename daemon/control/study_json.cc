@@ -158,6 +158,20 @@ json::object StudySummaryJson(const model::StudyRecord& s, const storage::TrialC
                 {"version", s.submit.python_version.empty()
                                 ? json::value(nullptr)
                                 : json::value(common::SanitizeUtf8(s.submit.python_version))}});
+  // The objective's files as trialctl read them at submit (config::CodeFile), without their
+  // source (the `code` verb gives it to the study's owner); null when none were recorded.
+  if (s.submit.code.empty()) {
+    o["code"] = nullptr;
+  } else {
+    json::array code;
+    for (const config::CodeFile& f : s.submit.code) {
+      code.push_back(json::object{{"path", common::SanitizeUtf8(f.path)},
+                                  {"sha256", f.sha256},
+                                  {"bytes", f.bytes},
+                                  {"source_kept", !f.source.empty() || f.bytes == 0}});
+    }
+    o["code"] = std::move(code);
+  }
   // Without its learning curve: a summary's size does not grow with what trials report.
   if (best) {
     json::object b = TrialToJson(*best);

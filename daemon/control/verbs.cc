@@ -517,6 +517,22 @@ Result<json::value> EnqueueVerb(const VerbContext& c, const json::object& args) 
   return json::value(std::move(o));
 }
 
+// The objective's files kept with the study at submit, with their source: for the study's
+// owner only (a mutating verb's access), as the source may hold what its author keeps private.
+Result<json::value> CodeVerb(const VerbContext& c, const json::object& args) {
+  TRIALD_ASSIGN_OR_RETURN(model::StudyRecord s, LookUpStudy(*c.storage, args));
+  json::array files;
+  for (const config::CodeFile& f : s.submit.code) {
+    files.push_back(json::object{
+        {"path", common::SanitizeUtf8(f.path)},
+        {"sha256", f.sha256},
+        {"bytes", f.bytes},
+        {"source", f.source.empty() && f.bytes > 0 ? json::value(nullptr)
+                                                   : json::value(common::SanitizeUtf8(f.source))}});
+  }
+  return json::value(json::object{{"study", s.name}, {"files", std::move(files)}});
+}
+
 common::Status AskHandover(const VerbContext& c, const json::object& args,
                            std::shared_ptr<common::UniqueFd> connection) {
   TRIALD_ASSIGN_OR_RETURN(std::string name, proto::GetString(args, "study"));
@@ -641,6 +657,7 @@ const std::vector<Verb>& Verbs() {
       {"cancel", VerbKind::kMutating, CancelVerb},
       {"enqueue", VerbKind::kMutating, EnqueueVerb},
       {"ask", VerbKind::kMutating, nullptr, nullptr, AskHandover},
+      {"code", VerbKind::kMutating, CodeVerb},
       {"logs", VerbKind::kRead, LogsVerb},
       {"export", VerbKind::kRead, nullptr, ExportStreamer},
       {"nodes", VerbKind::kRead, NodesVerb},

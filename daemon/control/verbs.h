@@ -5,12 +5,14 @@
 //
 // Verbs (arguments -> result; the wire format is in proto/control.h):
 //   ping     {} -> {pid, running, queued, state_dir, node, shared, version}
-//   submit   {sweep, path, name?, python?, python_version?, resume?} -> {study, n_trials,
-//            seed, resumed}: the caller becomes the study's submitter; name replaces [study]
-//            name, python (an absolute path, with its version) the interpreter of kind =
+//   submit   {sweep, path, name?, python?, python_version?, resume?, code?} -> {study,
+//            n_trials, seed, resumed}: the caller becomes the study's submitter; name replaces
+//            [study] name, python (an absolute path, with its version) the interpreter of kind =
 //            "python" (trialctl sends the one it resolved in the submitter's environment);
 //            resume (or [study] load_if_exists) continues the study of that name when there is
-//            one (Scheduler::Submit; then resumed is true)                  (creating)
+//            one (Scheduler::Submit; then resumed is true); code: the objective's files as the
+//            submitter read them (config::CodeFile: path, sha256, bytes, source), kept with a
+//            new study                                                      (creating)
 //   studies  {} -> [StudySummaryJson]
 //   status   {study} -> StudySummaryJson
 //   trials   {study, offset?, limit?} -> [TrialToJson]: the trials numbered offset (default 0)
@@ -39,6 +41,9 @@
 //            (Scheduler::Delete)                                            (mutating)
 //   events   {study?} -> [{at, kind, detail, trial_id}]: the study's events and its trials',
 //            or without a study the daemon's own (none of a study), oldest first.
+//   code     {study} -> {study, files: [{path, sha256, bytes, source}]}: the objective's files
+//            as trialctl read them at submit, with their source (null: not kept, over 256 KiB or
+//            not UTF-8); mutating for its access only: the study's owner        (mutating)
 //   ask      {study} -> {study, trial, params, n_objectives, retry_history?, trial_timeout}: a
 //            trial of a study of [objective] kind = "client" starts now (Scheduler::Ask), and
 //            the connection becomes its trial channel (launcher/client_launcher.h; proto/

@@ -115,11 +115,15 @@ const std::vector<VerbSpec>& VerbSpecs() {
        {},
        [](CLI::App* v, CommandLine* c) { AddJson(v, c); }},
       {"status",
-       "one study's progress and best trial",
+       "one study's progress and best trial; the objective's files\n"
+       "kept at submit, and whether each changed since",
        {},
        [](CLI::App* v, CommandLine* c) {
          AddStudy(v, c);
          AddJson(v, c);
+         v->add_flag("--code", c->show_code,
+                     "print the objective's files as they were at submit\n"
+                     "(the study's submitter, root and triald's user)");
        }},
       {"trials",
        "a study's trials (all, or a page with --offset/--limit);\n"

@@ -28,6 +28,7 @@ struct CommandLine {
   double interval_s = 0.5;                                  // watch, submit --wait
   std::vector<std::string> param_texts;                     // enqueue --param, as given
   bool skip_if_exists = false;                              // enqueue --skip-if-exists
+  bool show_code = false;                                   // status --code
   std::vector<std::pair<std::string, std::string>> params;  // the same split at '=', in order
   std::string file;                                         // submit FILE
   std::string name;                                         // submit --name

@@ -150,7 +150,14 @@ Result<CheckedInterpreter> CheckPythonSweep(const config::SweepSpec& spec, const
         (options.import_objective ? "; expected a Python 3 interpreter (or submit --no-check)"
                                   : "; expected a Python 3 interpreter"));
   }
-  CheckedInterpreter checked{Field(*report, "executable"), Field(*report, "version")};
+  CheckedInterpreter checked{Field(*report, "executable"), Field(*report, "version"), {}};
+  if (const json::value* files = report->if_contains("files"); files && files->is_array()) {
+    for (const json::value& f : files->as_array()) {
+      if (f.is_string() && !f.as_string().empty() && f.as_string()[0] == '/') {
+        checked.files.emplace_back(f.as_string());
+      }
+    }
+  }
   if (checked.executable.empty() || checked.executable[0] != '/') checked.executable = *resolved;
   const json::value* ok = report->if_contains("ok");
   if (ok != nullptr && ok->is_bool() && ok->as_bool()) return checked;

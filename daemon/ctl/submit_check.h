@@ -55,6 +55,9 @@ struct SubmitCheckOptions {
 struct CheckedInterpreter {
   std::string executable;  // sys.executable
   std::string version;     // platform.python_version()
+  // The files the objective and constraints functions came from, as the check imported them
+  // (absolute; empty with --no-check): what submit_code.h records of a module-form function.
+  std::vector<std::string> files;
 };
 
 // Steps 1 and 2 for `spec` (kind = "python"; parsed from the file at `where`): the interpreter

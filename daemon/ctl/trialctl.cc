@@ -25,6 +25,7 @@
 #include "daemon/ctl/report.h"
 #include "daemon/ctl/resources_view.h"
 #include "daemon/ctl/submit_check.h"
+#include "daemon/ctl/submit_code.h"
 #include "daemon/ctl/watch.h"
 #include "daemon/export/study_export.h"
 #include "proto/control.h"
@@ -146,6 +147,16 @@ void PrintStatus(std::ostream& out, const json::object& s) {
       out << " (Python " << v->get_string().c_str() << ")";
     }
     out << "\n";
+  }
+  // The objective's files kept at submit, and whether each is still what the study started
+  // with (read now, as the user running trialctl): submit_code.h.
+  if (const json::value* code = s.if_contains("code"); code != nullptr && code->is_array()) {
+    for (const json::value& f : code->get_array()) {
+      if (!f.is_object()) continue;
+      const std::string sha = Str(f.get_object(), "sha256");
+      out << "  code: " << Str(f.get_object(), "path") << " (sha256 " << sha.substr(0, 12)
+          << "): " << CodeFileNow(Str(f.get_object(), "path"), sha) << "\n";
+    }
   }
   if (const json::value* p = s.if_contains("parallelism"); p != nullptr && p->is_number()) {
     out << "  parallelism: " << Str(s, "parallelism") << " (set after submit)\n";
@@ -334,16 +345,22 @@ int RunTrialctl(const std::vector<std::string>& argv, std::ostream& out, std::os
     // (daemon/ctl/submit_check.h). A sweep that does not parse goes as it is: triald says why.
     config::SweepSource source{*text, abs, {}};
     source.submit.name = a.name;
-    if (Result<config::SweepSpec> spec = config::ParseSweep(source);
-        spec.ok() && spec->objective.kind == "python") {
-      SubmitCheckOptions check;
-      check.import_objective = !a.no_check;
-      check.timeout_s = a.check_timeout_s;
-      Result<CheckedInterpreter> python =
-          CheckPythonSweep(*spec, abs, SubmitterEnvironment::Current(), check);
-      if (!python.ok()) return Fail(err, python.status());
-      submit["python"] = python->executable;
-      submit["python_version"] = python->version;
+    if (Result<config::SweepSpec> spec = config::ParseSweep(source); spec.ok()) {
+      std::vector<std::string> checked_files;
+      if (spec->objective.kind == "python") {
+        SubmitCheckOptions check;
+        check.import_objective = !a.no_check;
+        check.timeout_s = a.check_timeout_s;
+        Result<CheckedInterpreter> python =
+            CheckPythonSweep(*spec, abs, SubmitterEnvironment::Current(), check);
+        if (!python.ok()) return Fail(err, python.status());
+        submit["python"] = python->executable;
+        submit["python_version"] = python->version;
+        checked_files = python->files;
+      }
+      // The objective's files as they are now, kept with the study (daemon/ctl/submit_code.h).
+      std::vector<config::CodeFile> code = ReadCodeFiles(ObjectiveCodePaths(*spec, checked_files));
+      if (!code.empty()) submit["code"] = CodeFilesJson(code);
     }
     Result<json::value> r = client->Call("submit", submit);
     if (!r.ok()) return Fail(err, r.status());
@@ -442,7 +459,9 @@ int RunTrialctl(const std::vector<std::string>& argv, std::ostream& out, std::os
 
   Result<Client> client = Client::Connect(a.socket);
   if (!client.ok()) return Fail(err, client.status());
-  Result<json::value> r = client->Call(verb, std::move(args));
+  // status --code: the files kept at submit, with their source (the verb `code`).
+  const std::string call = verb == "status" && a.show_code ? "code" : verb;
+  Result<json::value> r = client->Call(call, std::move(args));
   if (!r.ok()) return Fail(err, r.status());
   if (a.json) {
     out << common::SerializeJson(*r) << "\n";
@@ -482,6 +501,21 @@ int RunTrialctl(const std::vector<std::string>& argv, std::ostream& out, std::os
                       SubmitterText(s)});
     }
     PrintTable(out, rows);
+  } else if (call == "code") {
+    const json::array& files = r->get_object().at("files").get_array();
+    if (files.empty()) out << "study " << a.study << ": no files were recorded at submit\n";
+    for (const json::value& v : files) {
+      const json::object& f = v.get_object();
+      const std::string sha = Str(f, "sha256");
+      out << "== " << Str(f, "path") << " (sha256 " << sha.substr(0, 12) << ", " << Str(f, "bytes")
+          << " bytes at submit; " << CodeFileNow(Str(f, "path"), sha) << ")\n";
+      if (const json::value* src = f.if_contains("source"); src != nullptr && src->is_string()) {
+        const std::string text(src->get_string());
+        out << text << (text.empty() || text.back() == '\n' ? "" : "\n");
+      } else {
+        out << "(its source was not kept: over 256 KiB, not UTF-8, or past 1 MiB in all)\n";
+      }
+    }
   } else if (verb == "status") {
     Result<std::string> resources = StudyResourcesLine(*client, a.study, r->get_object());
     if (!resources.ok()) return Fail(err, resources.status());

@@ -7,6 +7,7 @@
 #include <limits>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "common/json_text.h"
 #include "daemon/model/records.h"
@@ -381,12 +382,21 @@ std::string ToCsv(const StudyData& study) {
   if (any_constraints) out += ",feasible";
   out += ",reason";
   for (const std::string& n : study.param_names) out += "," + CsvText("params_" + n);
-  // The trials' user attributes, one column each, as Optuna's trials_dataframe names them.
-  std::set<std::string> attr_keys;
+  // The trials' attributes, one column each, as Optuna's trials_dataframe names them: the
+  // objective's as user_attrs_KEY, then triald's own ("triald.code", "triald.slurm", ...) as
+  // system_attrs_KEY.
+  std::set<std::string> user_keys, system_keys;
   for (const ExportTrial& t : study.trials) {
-    for (const auto& kv : t.attrs) attr_keys.insert(std::string(kv.key()));
+    for (const auto& kv : t.attrs) {
+      const std::string key(kv.key());
+      (model::IsSystemAttr(key) ? system_keys : user_keys).insert(key);
+    }
   }
-  for (const std::string& k : attr_keys) out += "," + CsvText("user_attrs_" + k);
+  std::vector<std::string> attr_keys(user_keys.begin(), user_keys.end());
+  attr_keys.insert(attr_keys.end(), system_keys.begin(), system_keys.end());
+  for (const std::string& k : attr_keys) {
+    out += "," + CsvText((model::IsSystemAttr(k) ? "system_attrs_" : "user_attrs_") + k);
+  }
   out += ",datetime_start,datetime_complete,duration";
   out += ",peak_memory_bytes,peak_gpu_memory_bytes,cpu_time_s,wall_s,memory_source,cpu_source\n";
   for (const ExportTrial& t : study.trials) {

@@ -146,6 +146,11 @@ struct TrialResources {
   }
 };
 
+// Whether a trial attribute is triald's own rather than the objective's: keys starting with
+// "triald." ("triald.code", "triald.slurm", "triald.enqueued"). Exports show them as system
+// attributes.
+inline bool IsSystemAttr(const std::string& key) { return key.rfind("triald.", 0) == 0; }
+
 // A measured metric by the name sweep files use (config::kResourceMetrics): "peak_memory"
 // (bytes), "peak_gpu_memory" (bytes), "cpu_time" (seconds), "wall" (seconds). Unset when it was
 // not measured or the name is unknown.

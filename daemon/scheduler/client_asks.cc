@@ -25,12 +25,13 @@ common::Status AskRefused(const StudyRuntime& study, bool shutting_down, bool st
         s + " has " + std::to_string(study.running) +
         " trial(s) asked and not yet told, its [study] parallelism = " +
         std::to_string(study.parallelism()) + "; tell one first, or raise it (`trialctl set " +
-        study.record.name + " --parallelism N`)");
+        study.record.name + " parallelism=N`)");
   }
   if (study.waiting.empty() && study.configurations() >= study.record.n_trials) {
     return common::FailedPrecondition(
         s + " has all its n_trials = " + std::to_string(study.record.n_trials) +
-        " trials (finished or asked); `trialctl extend " + study.record.name + " N` allows more");
+        " trials (finished or asked); `trialctl extend " + study.record.name +
+        " --n-trials N` allows more");
   }
   if (study.exhausted) {
     return common::FailedPrecondition(s + ": its sampler has no more configurations to try");
@@ -45,7 +46,7 @@ common::Status AskOnInactive(const std::string& name, const model::StudyRecord* 
   }
   std::string why = "study \"" + name + "\" is " + model::StudyStateName(record->state);
   if (record->state == model::StudyState::kComplete) {
-    why += "; `trialctl extend " + name + " N` allows more trials";
+    why += "; `trialctl extend " + name + " --n-trials N` allows more trials";
   }
   return common::FailedPrecondition(why);
 }

@@ -125,6 +125,14 @@ std::string SubmitChoicesText(const config::SubmitChoices& c) {
   if (!c.name.empty()) o["name"] = c.name;
   if (!c.python.empty()) o["python"] = c.python;
   if (!c.python_version.empty()) o["python_version"] = c.python_version;
+  if (!c.code.empty()) {
+    boost::json::array code;
+    for (const config::CodeFile& f : c.code) {
+      code.push_back(boost::json::object{
+          {"path", f.path}, {"sha256", f.sha256}, {"bytes", f.bytes}, {"source", f.source}});
+    }
+    o["code"] = std::move(code);
+  }
   return boost::json::serialize(o);
 }
 
@@ -132,12 +140,32 @@ common::Result<config::SubmitChoices> ParseSubmitChoicesText(const std::string& 
                                                              const std::string& where) {
   config::SubmitChoices c;
   if (text.empty()) return c;
-  common::Result<boost::json::value> v = common::ParseJsonExact(text, /*max_depth=*/1);
+  common::Result<boost::json::value> v = common::ParseJsonExact(text, /*max_depth=*/3);
   if (!v.ok() || !v->is_object()) {
     return common::Internal(where + ": stored submit choices \"" + text.substr(0, 200) +
                             "\" are not a JSON object");
   }
   for (const auto& [key, field] : v->as_object()) {
+    if (key == "code" && field.is_array()) {
+      for (const boost::json::value& e : field.as_array()) {
+        if (!e.is_object()) continue;
+        const boost::json::object& f = e.as_object();
+        config::CodeFile file;
+        auto str = [&f](const char* k) {
+          const boost::json::value* s = f.if_contains(k);
+          return s != nullptr && s->is_string() ? std::string(s->as_string()) : std::string();
+        };
+        file.path = str("path");
+        file.sha256 = str("sha256");
+        file.source = str("source");
+        if (const boost::json::value* b = f.if_contains("bytes"); b != nullptr) {
+          if (b->is_uint64()) file.bytes = b->as_uint64();
+          if (b->is_int64() && b->as_int64() >= 0) file.bytes = b->as_int64();
+        }
+        c.code.push_back(std::move(file));
+      }
+      continue;
+    }
     if (!field.is_string()) continue;
     const std::string value(field.as_string());
     if (key == "name") c.name = value;

@@ -78,7 +78,7 @@ TEST_CASE("a client study starts a trial only when asked, with the asking connec
   common::Status full = h.scheduler().Ask("c", Connection());
   CHECK(full.code() == Code::kFailedPrecondition);
   CHECK_THAT(full.message(), Catch::Contains("2 trial(s) asked and not yet told") &&
-                                 Catch::Contains("trialctl set c --parallelism N"));
+                                 Catch::Contains("trialctl set c parallelism=N"));
   CHECK(l.launch_count() == 3);  // busy's, and the two asked
   l.Complete(a, 0.5);
   REQUIRE(h.scheduler().Ask("c", Connection()).ok());
@@ -91,8 +91,9 @@ TEST_CASE("a client study starts a trial only when asked, with the asking connec
   CHECK(h.State("c") == StudyState::kComplete);
   common::Status done = h.scheduler().Ask("c", Connection());
   CHECK(done.code() == Code::kFailedPrecondition);
-  CHECK_THAT(done.message(), Catch::Contains("is COMPLETE") &&
-                                 Catch::Contains("`trialctl extend c N` allows more trials"));
+  CHECK_THAT(done.message(),
+             Catch::Contains("is COMPLETE") &&
+                 Catch::Contains("`trialctl extend c --n-trials N` allows more trials"));
 }
 
 TEST_CASE("an ask is refused, saying why: unknown, not a client study, paused, failed start",

@@ -197,7 +197,10 @@ TEST_CASE("The verb table: unique names, the read verbs as documented, unknown v
   CHECK(unknown.status().code() == common::Code::kInvalidArgument);
   CHECK(unknown.status().message() ==
         "unknown verb \"retry\"; expected one of ping, submit, studies, status, trials, best, "
-        "cancel, enqueue, ask, logs, export, nodes, pause, resume, extend, set, delete, events");
+        "cancel, enqueue, ask, code, logs, export, nodes, pause, resume, extend, set, delete, "
+        "events");
+  // The source kept at submit is its owner's: code has a mutating verb's access.
+  CHECK(FindVerb("code")->kind == VerbKind::kMutating);
   // ask takes its connection over: only the control server can serve it, and it is mutating
   // (the study's submitter, root and triald's uid).
   CHECK(FindVerb("ask")->handover != nullptr);

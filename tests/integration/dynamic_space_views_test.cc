@@ -65,9 +65,23 @@ std::vector<std::string> Split(const std::string& text, char sep) {
 }
 
 // A CSV row's fields (no quoting in these rows), an empty last field included.
+// A CSV row's fields: a quoted field may hold commas and doubled quotes (an attribute's JSON).
 std::vector<std::string> Fields(const std::string& row) {
-  std::vector<std::string> out = Split(row, ',');
-  if (!row.empty() && row.back() == ',') out.emplace_back();
+  std::vector<std::string> out(1);
+  bool quoted = false;
+  for (size_t i = 0; i < row.size(); ++i) {
+    const char c = row[i];
+    if (quoted && c == '"' && i + 1 < row.size() && row[i + 1] == '"') {
+      out.back() += '"';
+      ++i;
+    } else if (c == '"') {
+      quoted = !quoted;
+    } else if (c == ',' && !quoted) {
+      out.emplace_back();
+    } else {
+      out.back() += c;
+    }
+  }
   return out;
 }
 

@@ -16,9 +16,13 @@
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
+#include <vector>
 
+#include "common/sha256.h"
 #include "daemon/ctl/submit_check.h"
+#include "daemon/ctl/submit_code.h"
 #include "tests/integration/harness.h"
 
 namespace triald::testing {
@@ -403,4 +407,104 @@ def objective(trial):
   CHECK_THAT(WaitEvent(d, study, "trial_requeued"), Catch::Contains("puts back trial 0"));
 }
 
+}  // namespace triald::testing
+
+namespace triald::testing {
+namespace {
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+TEST_CASE("which files are the objective's code: the scripts a command runs, the function's file",
+          "[first-hour]") {
+  TempDir dir;
+  WriteFile(dir.File("train.py"), "print(1)\n");
+  WriteFile(dir.File("run.sh"), "exit 0\n");
+  const std::string where = dir.File("s.toml");
+  auto exec = [&](const std::string& command) {
+    return Parse("[study]\nname = \"s\"\nn_trials = 1\n[objective]\nkind = \"exec\"\ncommand = " +
+                     command + "\n[space.x]\ntype = \"float\"\nlow = 0.0\nhigh = 1.0\n",
+                 where);
+  };
+  // An interpreter found through PATH, a compiled program and options are not the study's code;
+  // the scripts it names are, once each; a name that is no file is not.
+  CHECK(ctl::ObjectiveCodePaths(exec(R"(["python3", "train.py", "--lr", "train.py"])"), {}) ==
+        std::vector<std::string>{dir.File("train.py")});
+  CHECK(ctl::ObjectiveCodePaths(exec(R"(["/usr/bin/python3", "-u", "nope.py"])"), {}).empty());
+  CHECK(ctl::ObjectiveCodePaths(exec(R"(["./run.sh"])"), {}) ==
+        std::vector<std::string>{dir.File("run.sh")});
+  config::SweepSpec py = Parse(PythonSweep("p", "train.py:objective", 1), where);
+  CHECK(ctl::ObjectiveCodePaths(py, {dir.File("train.py"), dir.File("run.sh")}) ==
+        std::vector<std::string>{dir.File("train.py"), dir.File("run.sh")});
+
+  std::vector<config::CodeFile> read =
+      ctl::ReadCodeFiles({dir.File("train.py"), dir.File("missing.py")});
+  REQUIRE(read.size() == 1);
+  CHECK(read[0].sha256 == common::Sha256Hex("print(1)\n"));
+  CHECK(read[0].bytes == 9);
+  CHECK(read[0].source == "print(1)\n");
+  CHECK(ctl::CodeFileNow(dir.File("train.py"), read[0].sha256) == "unchanged");
+  WriteFile(dir.File("train.py"), "print(2)\n");
+  CHECK(ctl::CodeFileNow(dir.File("train.py"), read[0].sha256) ==
+        "CHANGED since submit (sha256 now " + common::Sha256Hex("print(2)\n").substr(0, 12) + ")");
+  CHECK(ctl::CodeFileNow(dir.File("missing.py"), read[0].sha256) ==
+        "missing now (No such file or directory)");
+  // A file too large to keep is recorded by its hash alone.
+  WriteFile(dir.File("big.py"), std::string(config::kMaxKeptSourceBytes + 1, '#'));
+  std::vector<config::CodeFile> big = ctl::ReadCodeFiles({dir.File("big.py")});
+  REQUIRE(big.size() == 1);
+  CHECK(big[0].source.empty());
+  CHECK(big[0].bytes == config::kMaxKeptSourceBytes + 1);
+}
+
+TEST_CASE("the objective's file is kept at submit, status says when it changed, trials record it",
+          "[first-hour][integration]") {
+  TempDir dir;
+  const std::string file = dir.File("objective.py");
+  const std::string v1 = "def objective(trial):\n    return trial.suggest_float('x', 0, 1)\n";
+  WriteFile(file, v1);
+  const std::string sha1 = common::Sha256Hex(v1);
+  const std::string sweep = dir.File("sweep.toml");
+  WriteFile(sweep, PythonSweep("coded", "objective.py:objective", 2));
+  TestDaemon d(dir.File("state"));
+  d.Start();
+  Ctl submitted = Trialctl(d.socket(), {"submit", sweep, "--wait"});
+  INFO(submitted.out << submitted.err << d.log());
+  REQUIRE(submitted.code == 0);
+  json::object s = d.Call("status", {{"study", "coded"}}).as_object();
+  REQUIRE(s.at("code").is_array());
+  REQUIRE(s.at("code").as_array().size() == 1);
+  const json::object& code = s.at("code").as_array()[0].as_object();
+  CHECK(code.at("path").as_string() == file);
+  CHECK(code.at("sha256").as_string() == sha1);
+  CHECK(code.at("bytes").as_int64() == static_cast<int64_t>(v1.size()));
+  CHECK_FALSE(code.contains("source"));  // the source is the owner's: `code`
+  CHECK_THAT(Trialctl(d.socket(), {"status", "coded"}).out,
+             Catch::Contains("code: " + file + " (sha256 " + sha1.substr(0, 12) + "): unchanged"));
+  // Each trial says which code it ran.
+  for (const json::value& t : d.Trials("coded")) {
+    CHECK(t.at("attrs").at("triald.code").at("objective").at("sha256").as_string() == sha1);
+    CHECK(t.at("attrs").at("triald.code").at("objective").at("path").as_string() == file);
+  }
+  // The file changes: status says so, --code shows what the study started with, and the trials
+  // after the change record the new version.
+  const std::string v2 = v1 + "# tuned\n";
+  WriteFile(file, v2);
+  CHECK_THAT(Trialctl(d.socket(), {"status", "coded"}).out,
+             Catch::Contains("CHANGED since submit (sha256 now " +
+                             common::Sha256Hex(v2).substr(0, 12) + ")"));
+  Ctl kept = Trialctl(d.socket(), {"status", "coded", "--code"});
+  CHECK(kept.code == 0);
+  CHECK_THAT(kept.out, Catch::Contains("== " + file + " (sha256 " + sha1.substr(0, 12)));
+  CHECK_THAT(kept.out, Catch::EndsWith(v1));
+  REQUIRE(Trialctl(d.socket(), {"extend", "coded", "--n-trials", "3"}).code == 0);
+  REQUIRE(d.WaitStudy("coded", 60).at("state").as_string() == "COMPLETE");
+  CHECK(d.Trials("coded")[2].at("attrs").at("triald.code").at("objective").at("sha256") ==
+        json::value(common::Sha256Hex(v2)));
+  CHECK(ReadAll(file) == v2);
+}
+
+}  // namespace
 }  // namespace triald::testing

@@ -145,7 +145,7 @@ class ClientTest(unittest.TestCase):
             study.ask()
         self.assertEqual(e.exception.code, "failed_precondition")
         self.assertIn("2 trial(s) asked and not yet told", e.exception.message)
-        self.assertIn("trialctl set ask-parallel --parallelism", e.exception.message)
+        self.assertIn("trialctl set ask-parallel parallelism=N", e.exception.message)
         second.tell(1.5)
         third = study.ask()
         self.assertEqual(third.number, 2)

@@ -12,6 +12,7 @@ Run: python3 -m unittest discover -s tests/proto -p python_fork_server_test.py
 
 import ctypes
 import errno
+import hashlib
 import importlib.util
 import json
 import os
@@ -94,6 +95,7 @@ class Trial:
         self.out = out
         self.err = err
         self.lines = []
+        self.code_lines = []
         self.status = None
 
     def go(self):
@@ -105,6 +107,9 @@ class Trial:
         reader = self.channel.makefile("rb")
         for raw in reader:
             message = json.loads(raw)
+            if message.get("type") == "attr" and message.get("key") == "triald.code":
+                self.code_lines.append(message)  # which code the trial runs: its own tests
+                continue
             self.lines.append(message)
             if on_line is not None:
                 on_line(message)
@@ -333,6 +338,31 @@ class TrialTest(ForkServerCase):
         self.assertEqual(trial.exit_code(), 0, trial.stderr())
         self.assertEqual(trial.lines[0]["type"], "suggest")
         self.assertEqual(trial.final(), [{"type": "final", "value": 0.5}])
+
+    def test_a_forked_trial_records_the_code_the_server_loaded(self):
+        # The server imported the objective before the trial: the trial runs that code, and
+        # its "triald.code" line says which, even once the file has changed since.
+        folder = tempfile.mkdtemp(prefix="fork-server-code-")
+        self.addCleanup(lambda: subprocess.run(["rm", "-rf", folder], check=False))
+        path = os.path.join(folder, "fs_code_objective.py")
+        source = "def objective(trial):\n    return 1.5\n"
+        with open(path, "w") as f:
+            f.write(source)
+        daemon = self.daemon(objective=f"{path}:objective")
+        daemon.ready()
+        with open(path, "a") as f:
+            f.write("# edited after the server loaded it\n")
+        trial, answer = daemon.request(["run", f"{path}:objective"], trial_env(0, None))
+        self.assertEqual(answer["type"], "forked", daemon.output())
+        trial.go()
+        trial.talk()
+        trial.close()
+        trial.reap()
+        self.assertEqual(trial.final(), [{"type": "final", "value": 1.5}], trial.stderr())
+        digest = hashlib.sha256(source.encode()).hexdigest()
+        self.assertEqual(trial.code_lines, [{"type": "attr", "key": "triald.code",
+                                             "value": {"objective": {"path": path,
+                                                                     "sha256": digest}}}])
 
     def test_the_trial_is_its_own_process_group_and_session_child_of_the_daemon(self):
         daemon = self.daemon(preload="json")

@@ -10,6 +10,7 @@ Run: python3 -m unittest discover -s tests/proto -p python_runner_test.py  (CTes
 """
 
 import io
+import hashlib
 import json
 import math
 import os
@@ -73,10 +74,17 @@ class FakeDaemon:
         return None
 
 
+def is_code_line(message):
+    """The runner's first line: which code the trial runs (the "triald.code" attribute)."""
+    return message.get("type") == "attr" and message.get("key") == "triald.code"
+
+
 class Result:
     def __init__(self, returncode, lines, stdout, stderr):
         self.returncode = returncode
-        self.lines = lines
+        # The code line is checked by its own test; the others read the lines after it.
+        self.code = [line for line in lines if is_code_line(line)]
+        self.lines = [line for line in lines if not is_code_line(line)]
         self.stdout = stdout
         self.stderr = stderr
 
@@ -220,6 +228,35 @@ class ConditionalSpaceTest(unittest.TestCase):
     def test_the_objective_imports_the_runners_own_module(self):
         result = run_with_daemon(objective_file("endings.py") + ":same_module", FakeDaemon())
         self.assertEqual(result.lines, [{"type": "final", "value": 1.0}], result.stderr)
+
+
+class CodeLineTest(unittest.TestCase):
+    def test_the_first_line_says_which_code_the_trial_runs(self):
+        spec = objective_file("endings.py") + ":same_module"
+        result = run_with_daemon(spec, FakeDaemon())
+        self.assertEqual(result.returncode, 0, result.stderr)
+        path = os.path.abspath(objective_file("endings.py"))
+        with open(path, "rb") as f:
+            digest = hashlib.sha256(f.read()).hexdigest()
+        self.assertEqual(result.code, [{"type": "attr", "key": "triald.code",
+                                        "value": {"objective": {"path": path,
+                                                                "sha256": digest}}}])
+
+    def test_check_reports_the_files_the_functions_came_from(self):
+        result = run_by_hand(["check", objective_file("objectives.py") + ":two_values",
+                              "--constraints", objective_file("endings.py") + ":same_module",
+                              "--report"])
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertEqual(result.lines[-1]["files"],
+                         [os.path.abspath(objective_file("objectives.py")),
+                          os.path.abspath(objective_file("endings.py"))])
+
+    def test_a_replay_sends_no_code_line(self):
+        result = run_by_hand(["run", objective_file("endings.py") + ":same_module",
+                              "--params", "{}"])
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertEqual(result.lines[-1]["type"], "final")  # its lines go to stdout
+        self.assertEqual(result.code, [])
 
 
 class SameNameTest(unittest.TestCase):
@@ -694,7 +731,8 @@ class SpecTest(unittest.TestCase):
             lines = [json.loads(line) for line in reader]
             stderr = process.communicate(timeout=TIMEOUT_S)[1].decode()
         self.assertEqual(process.returncode, 1)
-        self.assertEqual([line["type"] for line in lines], ["suggest", "error"])
+        self.assertEqual([line["type"] for line in lines if not is_code_line(line)],
+                         ["suggest", "error"])
         self.assertIn("must be the two-way trial channel (a socketpair)", stderr)
 
 

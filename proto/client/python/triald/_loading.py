@@ -17,6 +17,7 @@ Thread-safety: none; the runner and the fork server load from their main thread.
 from __future__ import annotations
 
 import difflib
+import hashlib
 import importlib
 import importlib.util
 import os
@@ -32,6 +33,28 @@ TRACEBACK_TAIL_CHARS = 4000
 # The module name a file objective gets when its own stem cannot be used (not an identifier, or
 # already imported: a file named triald.py or json.py must not replace those modules).
 FALLBACK_MODULE_NAME = "_triald_objective"
+
+
+# The files of the functions loaded, by role ("objective", "constraints"): {"path", "sha256"} of
+# the module's file as it was when first imported (the code the trial runs, also when a fork
+# server imported it before the trial). Read by the runner (the trial's "triald.code"
+# attribute) and by `check` (the files trialctl records at submit).
+LOADED_CODE: Dict[str, Dict[str, str]] = {}
+_FILE_HASHES: Dict[str, str] = {}
+
+
+def _record_code(role: str, module: ModuleType) -> None:
+    path = getattr(module, "__file__", None)
+    if not isinstance(path, str) or not path.endswith(".py"):
+        return
+    path = os.path.abspath(path)
+    if path not in _FILE_HASHES:
+        try:
+            with open(path, "rb") as f:
+                _FILE_HASHES[path] = hashlib.sha256(f.read()).hexdigest()
+        except OSError:
+            return
+    LOADED_CODE[role] = {"path": path, "sha256": _FILE_HASHES[path]}
 
 
 class SpecError(Exception):
@@ -150,6 +173,7 @@ def load_objective(spec: str, role: str = "objective") -> Callable[..., object]:
         module, what = _load_file(spec, target, role)
     else:
         module, what = _load_module(spec, target, role)
+    _record_code(role, module)
     obj: object = module
     for depth, part in enumerate(name.split(".")):
         if not hasattr(obj, part):

@@ -46,7 +46,8 @@ import sys
 import traceback
 from typing import Any, Callable, Dict, List, NoReturn, Optional, Sequence, Union
 
-from triald._loading import ImportFailed, SpecError, load_objective, traceback_tail
+from triald._loading import (LOADED_CODE, ImportFailed, SpecError, load_objective,
+                             traceback_tail)
 from triald._optuna import (OptunaTrial, ReplayAnswers, is_trial_pruned,
                             retry_history_from_env)
 from triald._wire import (DaemonAnswers, LineWriter, Message, TrialStopped, constraint_values,
@@ -232,6 +233,10 @@ def run(spec: str, params_json: Optional[str] = None,
                             os.environ.get("TRIALD_RETRY_HISTORY")),
                         study=_trial_study if os.environ.get("TRIALD_SOCKET") else None)
     handle_sigterm(trial.on_sigterm)
+    if LOADED_CODE and not replay:
+        # Which code this trial runs: the objective's file (and the constraints function's) as
+        # imported, so a study whose file changed while it ran shows which trials ran what.
+        _send_quietly(writer, {"type": "attr", "key": "triald.code", "value": dict(LOADED_CODE)})
 
     try:
         result = objective(trial)
@@ -290,7 +295,9 @@ def check(spec: str, constraints_spec: Optional[str] = None,
     last line of stdout is one JSON object for trialctl's check at submit: {"ok", "executable"
     (sys.executable: the interpreter behind a pyenv shim or a venv's link), "version", and when
     not ok "stage" ("preload", "objective" or "constraints"), "module" (the module or spec that
-    failed), "error" (the exception's last line) and "detail" (the traceback's tail)}."""
+    failed), "error" (the exception's last line) and "detail" (the traceback's tail); when ok
+    "files", the absolute paths of the files the objective and constraints functions came
+    from}."""
     result: Dict[str, Any] = {"ok": True, "executable": sys.executable,
                               "version": platform.python_version()}
     real_stdout = sys.stdout
@@ -327,6 +334,8 @@ def check(spec: str, constraints_spec: Optional[str] = None,
     if result["ok"]:
         result.pop("stage", None)
         result.pop("module", None)
+        # The files the functions came from, which trialctl records with the study.
+        result["files"] = [code["path"] for code in LOADED_CODE.values()]
     if report:
         sys.stderr.flush()
         print(json.dumps(result), flush=True)

@@ -195,7 +195,8 @@ class TrialRecord:
     """One trial as the daemon reports it (`trialctl trials --json`), read-only.
 
     state is "WAITING", "RUNNING", "COMPLETE", "PRUNED" or "FAIL"; value/values the objective(s);
-    params the parameters as the objective saw them; user_attrs its attributes;
+    params the parameters as the objective saw them; user_attrs its attributes; system_attrs
+    triald's own ("triald.code": the files the trial's code came from, with their SHA-256);
     intermediate_values {step: value}; fail_reason and fail_summary why a FAIL failed."""
 
     number: int
@@ -204,6 +205,7 @@ class TrialRecord:
     values: Optional[List[float]]
     params: Dict[str, Any]
     user_attrs: Dict[str, Any]
+    system_attrs: Dict[str, Any]
     intermediate_values: Dict[int, float]
     constraints: Optional[List[float]]
     datetime_start: Optional[datetime.datetime]
@@ -217,9 +219,12 @@ class TrialRecord:
     @classmethod
     def from_json(cls, t: Mapping[str, Any]) -> "TrialRecord":
         intermediate = {int(step): float(v) for step, v in t.get("intermediate") or []}
+        attrs: Dict[str, Any] = dict(t.get("attrs") or {})
         return cls(number=int(t["number"]), state=str(t["state"]), value=t.get("value"),
                    values=t.get("values"), params=dict(t.get("params") or {}),
-                   user_attrs=dict(t.get("attrs") or {}), intermediate_values=intermediate,
+                   user_attrs={k: v for k, v in attrs.items() if not k.startswith("triald.")},
+                   system_attrs={k: v for k, v in attrs.items() if k.startswith("triald.")},
+                   intermediate_values=intermediate,
                    constraints=t.get("constraints"),
                    datetime_start=_when(t.get("started_at")),
                    datetime_complete=_when(t.get("finished_at")),
@@ -640,6 +645,15 @@ class AskedTrial(OptunaTrial):
             self._close()
             raise TrialStopped(f"trial {self.number}: the daemon closed its connection ({e})") \
                 from None
+        # Done once the daemon has recorded the end: it closes the connection then. So a tell
+        # has taken effect when it returns (the next ask sees the slot free, as in Optuna).
+        try:
+            self._socket.shutdown(socket.SHUT_WR)
+            self._socket.settimeout(self._study.client.timeout)
+            while self._socket.recv(65536):
+                pass
+        except OSError:
+            pass
         self._close()
 
     def _close(self) -> None:
