@@ -56,6 +56,9 @@ struct StudyConfig {
   // [study] directions = ["minimize", "maximize", ...] (two or more) for a multi-objective
   // study, or the single `direction`: after parsing always one entry per objective.
   std::vector<Direction> directions = {Direction::kMinimize};
+  // [study] metric_names: one name per objective, in the order of directions (Optuna's
+  // study.set_metric_names); empty: none.
+  std::vector<std::string> metric_names;
   int n_trials = 0;          // >= 1
   int parallelism = 1;       // >= 1: trials of this study running at once
   double trial_timeout = 0;  // seconds; 0 = no timeout
@@ -355,8 +358,11 @@ struct SubmitChoices {
                                // submitter's environment, absolute; replaces [objective] python
   std::string python_version;  // its version as it reported it ("3.11.7"; "" when unknown)
   std::vector<CodeFile> code;  // the objective's files at submit (none: not recorded)
+  // Carried with them, so that views need not parse the sweep: its [study] metric_names.
+  std::vector<std::string> metric_names;
   bool empty() const {
-    return name.empty() && python.empty() && python_version.empty() && code.empty();
+    return name.empty() && python.empty() && python_version.empty() && code.empty() &&
+           metric_names.empty();
   }
 };
 

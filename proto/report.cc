@@ -33,6 +33,8 @@ const char* ReportTypeName(ReportType type) {
       return "pruned";
     case ReportType::kConstraints:
       return "constraints";
+    case ReportType::kRelativeParams:
+      return "relative_params";
   }
   return "?";
 }
@@ -45,6 +47,8 @@ const char* AnswerTypeName(AnswerType type) {
       return "should_prune";
     case AnswerType::kError:
       return "error";
+    case AnswerType::kRelativeParams:
+      return "relative_params";
   }
   return "?";
 }
@@ -349,9 +353,13 @@ Status ParseBody(const json::object& obj, ReportMessage& m) {
     m.type = ReportType::kPruned;
     return OnlyFields(obj, {"type"});
   }
+  if (t == "relative_params") {
+    m.type = ReportType::kRelativeParams;
+    return OnlyFields(obj, {"type"});
+  }
   return InvalidArgument("unknown type \"" + std::string(t) +
                          "\"; expected report, final, constraints, attr, error, heartbeat, "
-                         "suggest, should_prune or pruned");
+                         "suggest, should_prune, relative_params or pruned");
 }
 
 // One line of either direction: at most `limit` bytes, one JSON object, decoded by `body`.
@@ -415,6 +423,7 @@ std::string EncodeReportLine(const ReportMessage& m) {
     case ReportType::kHeartbeat:
     case ReportType::kShouldPrune:
     case ReportType::kPruned:
+    case ReportType::kRelativeParams:
       break;
     case ReportType::kSuggest: {
       o["name"] = m.name;
@@ -464,6 +473,23 @@ std::string EncodeSuggestionAnswer(std::string_view name, std::string_view value
 std::string EncodeShouldPruneAnswer(bool prune) {
   return prune ? "{\"type\":\"should_prune\",\"value\":true}\n"
                : "{\"type\":\"should_prune\",\"value\":false}\n";
+}
+
+std::string EncodeRelativeParamsAnswer(std::string_view params_json) {
+  common::Result<json::value> parsed = common::ParseJsonExact(params_json);
+  if (!parsed.ok() || !parsed->is_object() || !common::AllFinite(*parsed)) {
+    return EncodeErrorAnswer("triald cannot encode the relative parameters: " +
+                             common::SanitizeUtf8(params_json.substr(0, 200)) +
+                             " is not a JSON object of finite values");
+  }
+  // The values' text is copied as given, as a suggestion's is (a float stays a float).
+  std::string line = "{\"type\":\"relative_params\",\"params\":" + std::string(params_json) + "}";
+  if (line.size() > kMaxAnswerLineBytes) {
+    return EncodeErrorAnswer("the trial's relative parameters take " + std::to_string(line.size()) +
+                             " bytes, more than an answer line's " +
+                             std::to_string(kMaxAnswerLineBytes));
+  }
+  return line + "\n";
 }
 
 std::string EncodeErrorAnswer(std::string_view message) {
@@ -530,8 +556,19 @@ Status ParseAnswerBody(const json::object& obj, AnswerMessage& m) {
     m.type = AnswerType::kError;
     return ErrorMessage(obj, m.message);
   }
+  if (t == "relative_params") {
+    m.type = AnswerType::kRelativeParams;
+    TRIALD_RETURN_IF_ERROR(OnlyFields(obj, {"type", "params"}));
+    const json::value* params = obj.if_contains("params");
+    if (params == nullptr || !params->is_object()) {
+      return InvalidArgument("relative_params needs an object field \"params\"");
+    }
+    if (!common::AllFinite(*params)) return InvalidArgument("field \"params\" must be finite");
+    m.params_json = json::serialize(*params);
+    return Status::Ok();
+  }
   return InvalidArgument("unknown type \"" + std::string(t) +
-                         "\"; expected suggestion, should_prune or error");
+                         "\"; expected suggestion, should_prune, relative_params or error");
 }
 
 }  // namespace

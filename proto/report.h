@@ -52,6 +52,9 @@ enum class ReportType {
   kShouldPrune,  // asks whether the pruner stopped the trial; answered with should_prune
   kPruned,       // the objective raised TrialPruned: sent instead of final, no answer
   kConstraints,  // the trial's constraint values (feasible when all <= 0), before final
+  // asks for the trial's relative sample (Optuna's trial.relative_params); answered with
+  // relative_params
+  kRelativeParams,
 };
 const char* ReportTypeName(ReportType type);
 
@@ -119,20 +122,27 @@ std::string EncodeSuggestionAnswer(std::string_view name, std::string_view value
 // {"type":"should_prune","value":B}.
 std::string EncodeShouldPruneAnswer(bool prune);
 
+// {"type":"relative_params","params":{NAME: VALUE, ...}}: the trial's relative sample, each
+// value its parameter's external value (config::ExternalJson), as `params_json` (a JSON object's
+// text) gives them. An answer longer than kMaxAnswerLineBytes, or text that is not a JSON object,
+// gives an error answer saying so.
+std::string EncodeRelativeParamsAnswer(std::string_view params_json);
+
 // {"type":"error","message":M}: the daemon refuses a request and ends the trial. A message that
 // would make the line longer than kMaxReportLineBytes is cut (at a UTF-8 character boundary) and
 // ends with " [...]"; invalid UTF-8 is replaced, so the line is always valid JSON.
 std::string EncodeErrorAnswer(std::string_view message);
 
-enum class AnswerType { kSuggestion, kShouldPrune, kError };
+enum class AnswerType { kSuggestion, kShouldPrune, kError, kRelativeParams };
 const char* AnswerTypeName(AnswerType type);
 
 struct AnswerMessage {
   AnswerType type = AnswerType::kError;
-  std::string name;        // suggestion
-  std::string value_json;  // suggestion: the value as compact JSON text
-  bool prune = false;      // should_prune
-  std::string message;     // error
+  std::string name;         // suggestion
+  std::string value_json;   // suggestion: the value as compact JSON text
+  bool prune = false;       // should_prune
+  std::string message;      // error
+  std::string params_json;  // relative_params: the object of parameter values, as JSON text
 };
 
 // Parses one answer line (without its newline), as strictly as ParseReportLine: for clients

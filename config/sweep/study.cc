@@ -269,6 +269,41 @@ Status ReadResourceConstraints(const TableContext& ctx, const Field& f, StudyCon
 
 // objectives = ["value", "peak_gpu_memory"]: measured metrics as objectives, after the worker's
 // values; one entry per direction.
+// [study] metric_names: one name per objective (Optuna's study.set_metric_names), shown for the
+// objectives in the views, reports and exports.
+Status ReadMetricNames(const TableContext& ctx, const Field& f, StudyConfig* out) {
+  const SweepReader& r = ctx.reader;
+  const size_t n = out->directions.size();
+  const std::string expected = "an array of " + std::to_string(n) + " distinct name" +
+                               (n == 1 ? "" : "s") +
+                               ", one per objective in the order of directions (1 to 64 "
+                               "characters each), e.g. [\"loss\", \"accuracy\"]";
+  const toml::array* arr = f.node->as_array();
+  if (arr == nullptr) return r.ValueError(f, "", expected);
+  if (arr->size() != n) {
+    return r.ValueError(f,
+                        "names " + std::to_string(arr->size()) + " objective" +
+                            (arr->size() == 1 ? "" : "s") + " but [study] has " +
+                            std::to_string(n) + " direction" + (n == 1 ? "" : "s"),
+                        expected);
+  }
+  std::vector<std::string> names;
+  for (size_t i = 0; i < arr->size(); ++i) {
+    const Field ef{f.table, "metric_names[" + std::to_string(i) + "]", arr->get(i)};
+    std::string name;
+    TRIALD_RETURN_IF_ERROR(r.ReadString(ef, "a name of 1 to 64 characters", &name));
+    if (name.empty() || name.size() > 64 || name.find_first_of("\n\r\t") != std::string::npos) {
+      return r.ValueError(ef, "", "a name of 1 to 64 characters on one line");
+    }
+    if (std::find(names.begin(), names.end(), name) != names.end()) {
+      return r.ValueError(ef, Quoted(name) + " is already in metric_names", "distinct names");
+    }
+    names.push_back(std::move(name));
+  }
+  out->metric_names = std::move(names);
+  return Status::Ok();
+}
+
 Status ReadObjectives(const TableContext& ctx, const Field& f, StudyConfig* out) {
   const SweepReader& r = ctx.reader;
   const size_t n_directions = out->directions.size();
@@ -437,6 +472,11 @@ const std::vector<Key<StudyConfig>>& StudyKeys() {
                                 "what each direction optimizes: \"value\" for each value the "
                                 "objective reports, then measured metrics; default all \"value\"",
                                 ReadObjectives));
+    keys.push_back(CustomKey<S>("metric_names",
+                                "a name for each objective, in the order of directions (Optuna's "
+                                "set_metric_names): the views, report, dashboard and exports "
+                                "show them; default none (\"objective 0\", ...)",
+                                ReadMetricNames));
     return keys;
   }();
   return kKeys;

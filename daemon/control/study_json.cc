@@ -118,6 +118,14 @@ json::object StudySummaryJson(const model::StudyRecord& s, const storage::TrialC
     directions.push_back(json::string(config::DirectionName(d)));
   }
   o["directions"] = std::move(directions);
+  // [study] metric_names: the objectives' names, in the order of directions; null: none.
+  if (s.submit.metric_names.empty()) {
+    o["metric_names"] = nullptr;
+  } else {
+    json::array names;
+    for (const std::string& n : s.submit.metric_names) names.emplace_back(common::SanitizeUtf8(n));
+    o["metric_names"] = std::move(names);
+  }
   o["n_trials"] = s.n_trials;
   // Control after submit: a paused study starts no trial (trialctl shows it PAUSED while its
   // state is RUNNING); parallelism is the override set after submit, null for the sweep's.

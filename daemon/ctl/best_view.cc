@@ -60,7 +60,7 @@ bool PrintBest(std::ostream& out, const json::value& reply) {
     if (std::string res = ResourcesLine(r); !res.empty()) out << "  " << res << "\n";
     return true;
   }
-  const std::string dirs = r.contains("directions") ? List(r.at("directions")) : "";
+  const std::string dirs = DirectionsText(r);
   const int64_t complete = Int(r, "complete"), feasible = Int(r, "feasible");
   if (front->get_array().empty()) {
     out << "study " << Str(r, "study") << ": the Pareto front is empty: ";

@@ -86,6 +86,32 @@ void PrintTrial(std::ostream& out, const json::object& t) {
   if (std::string res = ResourcesLine(t); !res.empty()) out << "  " << res << "\n";
 }
 
+std::string MetricNamesText(const boost::json::object& reply) {
+  const boost::json::value* names = reply.if_contains("metric_names");
+  if (names == nullptr || !names->is_array()) return "";
+  std::string text;
+  for (const boost::json::value& n : names->get_array()) {
+    text += (text.empty() ? "" : ", ") + FormatValue(n);
+  }
+  return text;
+}
+
+std::string DirectionsText(const boost::json::object& reply) {
+  const boost::json::value* d = reply.if_contains("directions");
+  if (d == nullptr || !d->is_array() || d->get_array().empty()) {
+    return reply.contains("direction") ? Str(reply, "direction") : "";
+  }
+  const boost::json::value* names = reply.if_contains("metric_names");
+  const bool named =
+      names != nullptr && names->is_array() && names->get_array().size() == d->get_array().size();
+  std::string text;
+  for (size_t i = 0; i < d->get_array().size(); ++i) {
+    text += (text.empty() ? "" : ", ") + FormatValue(d->get_array()[i]);
+    if (named) text += " " + FormatValue(names->get_array()[i]);
+  }
+  return text;
+}
+
 std::string FailuresText(const boost::json::object& s) {
   const boost::json::value* f = s.if_contains("failures");
   if (f == nullptr || !f->is_object()) return "";

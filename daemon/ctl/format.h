@@ -29,6 +29,11 @@ std::string Str(const boost::json::object& o, const char* key);
 // How a study's trials failed, from a status reply's "failures": "20 failed; most often (20 of
 // them): exit: ModuleNotFoundError: No module named 'torch'"; "" when none failed.
 std::string FailuresText(const boost::json::object& status);
+// A reply's "directions" with its "metric_names" ([study] metric_names) when it has them:
+// "minimize loss, maximize accuracy"; else "minimize, maximize"; "" without directions.
+std::string DirectionsText(const boost::json::object& reply);
+// The objectives' names of a reply with "metric_names" ("loss, accuracy"); "" without.
+std::string MetricNamesText(const boost::json::object& reply);
 // A trial's state, value, duration, parameters, failure and resources (ResourcesLine, when the
 // trial's JSON has them), on two to four lines.
 void PrintTrial(std::ostream& out, const boost::json::object& t);

@@ -101,14 +101,6 @@ std::string SubmitterText(const json::object& s) {
 }
 
 // The study's directions, "minimize, maximize"; its direction when the reply has none.
-std::string DirectionsText(const json::object& s) {
-  const json::value* d = s.if_contains("directions");
-  if (d == nullptr || !d->is_array() || d->get_array().empty()) return Str(s, "direction");
-  std::string text;
-  for (const json::value& v : d->get_array()) text += (text.empty() ? "" : ", ") + FormatValue(v);
-  return text;
-}
-
 bool SeveralObjectives(const json::object& s) {
   const json::value* d = s.if_contains("directions");
   return d != nullptr && d->is_array() && d->get_array().size() > 1;
@@ -548,8 +540,16 @@ int RunTrialctl(const std::vector<std::string>& argv, std::ostream& out, std::os
     }
     const double now =
         std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    // The objectives' names ([study] metric_names) head the value column when there are some.
+    std::string value_head = several ? "VALUES" : "VALUE";
+    if (Result<json::value> st = client->Call("status", {{"study", a.study}});
+        st.ok() && st->is_object()) {
+      if (std::string names = MetricNamesText(st->get_object()); !names.empty()) {
+        value_head += " (" + names + ")";
+      }
+    }
     std::vector<std::vector<std::string>> rows = {
-        {"#", "STATE", several ? "VALUES" : "VALUE", "DURATION", "PARAMS", "RETRY OF", "REASON"}};
+        {"#", "STATE", value_head, "DURATION", "PARAMS", "RETRY OF", "REASON"}};
     if (constrained) rows[0].insert(rows[0].begin() + 3, "FEASIBLE");
     if (show_node) rows[0].insert(rows[0].begin() + 4 + (constrained ? 1 : 0), "NODE");
     if (show_slurm)

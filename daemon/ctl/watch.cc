@@ -50,14 +50,7 @@ std::string Best(const json::object& s) {
 }
 
 // "minimize" or "minimize, maximize".
-std::string Directions(const json::object& s) {
-  if (!IsMultiObjective(s)) return Str(s, "direction");
-  std::string out;
-  for (const json::value& d : s.at("directions").get_array()) {
-    out += (out.empty() ? "" : ", ") + FormatValue(d);
-  }
-  return out;
-}
+std::string Directions(const json::object& s) { return DirectionsText(s); }
 
 // The plain line's account of the front: "front 3 trials (35 of 40 complete feasible)".
 std::string FrontSummary(const json::value& front) {

@@ -246,6 +246,16 @@ Status WriteRows(Writer& w, const StudyData& study) {
     TRIALD_RETURN_IF_ERROR(w.Insert(
         dir, study.directions[k] == "maximize" ? "MAXIMIZE" : "MINIMIZE", static_cast<int>(k)));
   }
+  // Where Optuna (3.2 on) keeps study.set_metric_names's names.
+  if (!study.metric_names.empty()) {
+    TRIALD_ASSIGN_OR_RETURN(Stmt names, w.Prepare("INSERT INTO study_system_attributes "
+                                                  "(study_id, \"key\", value_json) VALUES "
+                                                  "(1, 'study:metric_names', ?)"));
+    json::array list;
+    for (const std::string& n : study.metric_names) list.emplace_back(n);
+    TRIALD_RETURN_IF_ERROR(w.Insert(
+        names, WriteJson(json::value(std::move(list)), JsonStyle{.python_spacing = true})));
+  }
 
   TRIALD_ASSIGN_OR_RETURN(
       Stmt trial, w.Prepare("INSERT INTO trials (trial_id, number, study_id, state, "

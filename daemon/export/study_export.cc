@@ -224,6 +224,20 @@ Result<StudyData> ParseStudyExport(json::value reply) {
     return InvalidArgument("export reply from triald: study without a name or direction");
   }
   if (s.directions.empty()) s.directions = {s.direction};
+  if (const json::value* names = study.if_contains("metric_names"); names && names->is_array()) {
+    for (const json::value& n : names->get_array()) {
+      if (!n.is_string())
+        return InvalidArgument(
+            "export reply from triald: a metric name is not "
+            "a string");
+      s.metric_names.emplace_back(n.get_string());
+    }
+    if (s.metric_names.size() != s.directions.size()) {
+      return InvalidArgument("export reply from triald: " + std::to_string(s.metric_names.size()) +
+                             " metric names for " + std::to_string(s.directions.size()) +
+                             " objectives");
+    }
+  }
   std::set<std::string> names;
   for (const json::value& tv : reply.at("trials").get_array()) {
     if (!tv.is_object())
@@ -373,10 +387,16 @@ std::string ToCsv(const StudyData& study) {
     any_constraints = any_constraints || !t.constraints.empty();
   }
   std::string out = "number,state";
+  // Optuna's trials_dataframe names: values_0.. (value), or after the metric names.
+  const bool named = study.metric_names.size() == study.directions.size();
   if (n_values > 1) {
-    for (size_t k = 0; k < n_values; ++k) out += ",values_" + std::to_string(k);
+    for (size_t k = 0; k < n_values; ++k) {
+      out +=
+          "," + CsvText("values_" + (named && k < study.metric_names.size() ? study.metric_names[k]
+                                                                            : std::to_string(k)));
+    }
   } else {
-    out += ",value";
+    out += named ? "," + CsvText("value_" + study.metric_names[0]) : std::string(",value");
   }
   for (size_t k = 0; k < n_constraints; ++k) out += ",constraints_" + std::to_string(k);
   if (any_constraints) out += ",feasible";

@@ -70,6 +70,10 @@ struct StudyData {
   std::string state;                    // RUNNING COMPLETE CANCELLED
   std::string direction;                // minimize | maximize (directions[0])
   std::vector<std::string> directions;  // one per objective
+  // [study] metric_names: one per objective, or none. The CSV names its value columns after
+  // them (value_NAME, values_NAME) and Optuna's storage keeps them (study:metric_names), as
+  // Optuna's set_metric_names does.
+  std::vector<std::string> metric_names;
   int n_trials = 0;
   std::vector<std::string> param_names;  // every trial's parameters, sorted
   std::vector<ExportTrial> trials;       // by number

@@ -58,6 +58,7 @@ model::NewStudy StudyAdmission::NewStudyOf(const config::SweepSpec& spec,
   ns.spec_path = source.path;
   ns.submitter = submitter;
   ns.submit = source.submit;
+  ns.submit.metric_names = spec.study.metric_names;
   ns.seed = spec.sampler.seed_given ? spec.sampler.seed : (seed_source ? seed_source() : 0);
   return ns;
 }

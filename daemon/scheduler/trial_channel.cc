@@ -1,7 +1,9 @@
 #include "daemon/scheduler/trial_channel.h"
 
+#include <algorithm>
 #include <utility>
 
+#include "common/json_text.h"
 #include "config/suggest.h"
 #include "daemon/scheduler/enqueued_params.h"
 
@@ -60,6 +62,9 @@ void TrialChannel::OnMessage(const proto::ReportMessage& m) {
       break;
     case proto::ReportType::kShouldPrune:
       if (CountRequest()) process.Answer(proto::EncodeShouldPruneAnswer(pruned_));
+      break;
+    case proto::ReportType::kRelativeParams:
+      if (CountRequest()) AnswerRelativeParams();
       break;
     case proto::ReportType::kPruned:
       worker_pruned_ = true;
@@ -152,6 +157,19 @@ bool TrialChannel::CountRequest() {
            " requests (suggest, should_prune) in one trial");
   }
   return false;
+}
+
+void TrialChannel::AnswerRelativeParams() {
+  if (!sample_) StartSample();
+  std::string params = "{";
+  for (const auto& [name, internal] : sample_->relative) {
+    auto spec = std::find_if(sample_->relative_space.begin(), sample_->relative_space.end(),
+                             [&](const config::ParamSpec& p) { return p.name == name; });
+    if (spec == sample_->relative_space.end()) continue;
+    params += (params.size() > 1 ? "," : "") + common::JsonQuote(name) + ":" +
+              config::ExternalJson(spec->dist, internal);
+  }
+  options_.process->Answer(proto::EncodeRelativeParamsAnswer(params + "}"));
 }
 
 void TrialChannel::AnswerSuggest(const proto::ReportMessage& m) {

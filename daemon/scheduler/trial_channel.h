@@ -12,6 +12,7 @@
 //                 holds, then the relative sample, then an independent draw), the new
 //                 parameter stored
 //   should_prune  answered with the pruner's last decision
+//   relative_params  answered with the trial's relative sample (external values)
 // A refused request (a bad distribution, a suggest after the final line, more than 1,000
 // distinct parameters or 1,000,000 requests) is answered with an error line and ends the
 // trial FAIL(protocol).
@@ -97,6 +98,9 @@ class TrialChannel {
   void OnReport(const proto::ReportMessage& m);
   void OnAttr(const proto::ReportMessage& m);
   void AnswerSuggest(const proto::ReportMessage& m);
+  // relative_params: the trial's relative sample (Optuna's trial.relative_params), each value
+  // external; {} when the sample holds none (a sampler without one, TPE's start-up trials).
+  void AnswerRelativeParams();
   // Answers with an error line, then ends the trial FAIL(protocol).
   void Refuse(const std::string& message);
   // Stores `w` (an intermediate value, attribute or parameter of this trial), or keeps it

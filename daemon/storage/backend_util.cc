@@ -125,6 +125,11 @@ std::string SubmitChoicesText(const config::SubmitChoices& c) {
   if (!c.name.empty()) o["name"] = c.name;
   if (!c.python.empty()) o["python"] = c.python;
   if (!c.python_version.empty()) o["python_version"] = c.python_version;
+  if (!c.metric_names.empty()) {
+    boost::json::array names;
+    for (const std::string& n : c.metric_names) names.emplace_back(n);
+    o["metric_names"] = std::move(names);
+  }
   if (!c.code.empty()) {
     boost::json::array code;
     for (const config::CodeFile& f : c.code) {
@@ -146,6 +151,12 @@ common::Result<config::SubmitChoices> ParseSubmitChoicesText(const std::string& 
                             "\" are not a JSON object");
   }
   for (const auto& [key, field] : v->as_object()) {
+    if (key == "metric_names" && field.is_array()) {
+      for (const boost::json::value& n : field.as_array()) {
+        if (n.is_string()) c.metric_names.emplace_back(n.as_string());
+      }
+      continue;
+    }
     if (key == "code" && field.is_array()) {
       for (const boost::json::value& e : field.as_array()) {
         if (!e.is_object()) continue;

@@ -292,3 +292,32 @@ kind = "client"
 
 }  // namespace
 }  // namespace triald::config
+
+namespace triald::config {
+namespace {
+
+TEST_CASE("[study] metric_names: one distinct name per objective, said where it is wrong",
+          "[config][objectives]") {
+  using testing::ErrorOf;
+  using testing::Parsed;
+  const std::string two =
+      "[study]\nname = \"m\"\nn_trials = 2\ndirections = [\"minimize\", \"maximize\"]\n";
+  const std::string rest = "\n[objective]\nkind = \"client\"\n";
+  SweepSpec s = Parsed(two + "metric_names = [\"loss\", \"accuracy\"]\n" + rest);
+  CHECK(s.study.metric_names == std::vector<std::string>{"loss", "accuracy"});
+  CHECK(Parsed(two + rest).study.metric_names.empty());
+  CHECK_THAT(ErrorOf(two + "metric_names = [\"loss\", \"loss\"]\n" + rest),
+             Catch::Contains("metric_names[1]") && Catch::Contains("already in metric_names"));
+  CHECK_THAT(ErrorOf(two + "metric_names = [\"loss\", \"\"]\n" + rest),
+             Catch::Contains("metric_names[1]") && Catch::Contains("1 to 64 characters"));
+  CHECK_THAT(ErrorOf(two + "metric_names = \"loss\"\n" + rest),
+             Catch::Contains("[study] metric_names") && Catch::Contains("an array of 2"));
+  // Before directions in the file or after: the count is checked against them all the same.
+  const std::string before =
+      "[study]\nname = \"m\"\nn_trials = 2\nmetric_names = [\"a\"]\n"
+      "directions = [\"minimize\", \"maximize\"]\n";
+  CHECK_THAT(ErrorOf(before + rest), Catch::Contains("names 1 objective but [study] has 2"));
+}
+
+}  // namespace
+}  // namespace triald::config

@@ -156,6 +156,18 @@ TEST_CASE("trial channel: a python trial is pruned cooperatively, and learns it 
   CHECK(f.process.answers[0] == proto::EncodeShouldPruneAnswer(true));
 }
 
+TEST_CASE("trial channel: relative_params is answered with the trial's relative sample",
+          "[scheduler][channel]") {
+  Fixture f("python");
+  proto::ReportMessage ask;
+  ask.type = ReportType::kRelativeParams;
+  f.Send(ask);
+  REQUIRE(f.process.answers.size() == 1);
+  // The fixture's sampler draws no joint sample: an empty object, never an error.
+  CHECK(f.process.answers[0] == "{\"type\":\"relative_params\",\"params\":{}}\n");
+  CHECK(f.process.protocol_error.empty());
+}
+
 TEST_CASE("trial channel: a report over the caps ends the trial FAIL(protocol)",
           "[scheduler][channel]") {
   Fixture f("exec", /*max_steps=*/1);

@@ -103,6 +103,54 @@ TEST_CASE("a two-objective study with constraints runs end to end and survives a
         json::array{"minimize", "maximize"});
 }
 
+TEST_CASE("metric_names name the objectives in status, trials, best, watch and the exports",
+          "[integration][objectives]") {
+  TempDir dir;
+  TestDaemon daemon(dir.File("state"));
+  daemon.Start();
+  dir.Write("worker.sh", kWorker, 0755);
+  std::string toml = TwoObjectiveSweep("named", 4, dir.path());
+  toml.replace(toml.find("[objective]\n"), 12,
+               "metric_names = [\"error rate\", \"throughput\"]\n\n[objective]\n");
+  daemon.Submit(toml, dir.Write("named.toml", toml));
+  json::object status = daemon.WaitStudy("named");
+  REQUIRE(status.at("state").as_string() == "COMPLETE");
+  CHECK(status.at("metric_names") == json::array{"error rate", "throughput"});
+  CHECK_THAT(Trialctl(daemon.socket(), {"status", "named"}).out,
+             Catch::Contains("COMPLETE, minimize error rate, maximize throughput"));
+  CHECK_THAT(Trialctl(daemon.socket(), {"trials", "named"}).out,
+             Catch::Contains("VALUES (error rate, throughput)"));
+  CHECK_THAT(Trialctl(daemon.socket(), {"best", "named"}).out,
+             Catch::Contains("(minimize error rate, maximize throughput; "));
+  CHECK_THAT(Trialctl(daemon.socket(), {"watch", "named"}).out,
+             Catch::Contains("minimize error rate, maximize throughput"));
+  // Optuna's names: values_NAME columns, and study:metric_names in its storage.
+  Ctl csv = Trialctl(daemon.socket(), {"export", "named", "--format", "csv"});
+  REQUIRE(csv.code == 0);
+  CHECK_THAT(csv.out, Catch::StartsWith("number,state,values_error rate,values_throughput,"));
+  const std::string db = dir.File("named.db");
+  REQUIRE(Trialctl(daemon.socket(), {"export", "named", "--format", "optuna", "--out", db}).code ==
+          0);
+  auto [code, names] = Shell(
+      "/usr/bin/python3 -c \"import sqlite3, sys; print(sqlite3.connect(sys.argv[1]).execute("
+      "'SELECT value_json FROM study_system_attributes WHERE key = ?', "
+      "('study:metric_names',)).fetchone()[0])\" " +
+      db);
+  CHECK(code == 0);
+  CHECK(names == "[\"error rate\", \"throughput\"]\n");
+  // A restart keeps them; a count that does not match the directions is refused by name.
+  REQUIRE(daemon.Stop() == 0);
+  daemon.Start();
+  CHECK(daemon.Call("status", {{"study", "named"}}).at("metric_names") ==
+        json::array{"error rate", "throughput"});
+  std::string bad = TwoObjectiveSweep("badnames", 2, dir.path());
+  bad.replace(bad.find("[objective]\n"), 12, "metric_names = [\"loss\"]\n\n[objective]\n");
+  Ctl refused = Trialctl(daemon.socket(), {"submit", dir.Write("bad.toml", bad)});
+  CHECK(refused.code != 0);
+  CHECK_THAT(refused.err, Catch::Contains("[study] metric_names") &&
+                              Catch::Contains("names 1 objective but [study] has 2 directions"));
+}
+
 TEST_CASE("a worker sending the wrong number of values ends FAIL(protocol) naming the count",
           "[integration][objectives]") {
   TempDir dir;

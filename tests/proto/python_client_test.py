@@ -221,7 +221,8 @@ class ClientTest(unittest.TestCase):
         self.assertIn("cancelled", str(e.exception))
 
     def test_enqueued_values_answer_the_next_ask(self) -> None:
-        study = self.client.submit(client_study("ask-enqueue", 4))
+        study = self.client.submit(client_study("ask-enqueue", 4, metric_names=["loss"]))
+        self.assertEqual(study.metric_names, ["loss"])
         number = study.enqueue({"x": 0.25, "opt": "sgd"})
         trial = study.ask()
         self.assertEqual(trial.number, number)
@@ -229,6 +230,8 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(trial.suggest_categorical("opt", ["adam", "sgd"]), "sgd")
         trial.tell(0.25)
         self.assertEqual(study.enqueue({"x": 0.25, "opt": "sgd"}, skip_if_exists=True), number)
+        # Optuna's column for a named objective.
+        self.assertEqual(study.records()[0]["value_loss"], 0.25)
         study.cancel()
 
     def test_ask_is_for_client_studies_and_names_what_is_wrong(self) -> None:
@@ -324,6 +327,30 @@ class ClientTest(unittest.TestCase):
         again = self.client.submit(sweep, resume=True)
         again.wait(interval=0.05, timeout=60)
         self.assertEqual([t.number for t in again.trials()], list(range(8)))
+
+    def test_relative_params_are_the_samplers_joint_draw(self) -> None:
+        d = tempfile.mkdtemp(prefix="triald-client-rel-")
+        self.addCleanup(shutil.rmtree, d, True)
+        with open(os.path.join(d, "bowl.py"), "w") as f:
+            f.write(textwrap.dedent("""\
+                def objective(trial):
+                    relative = trial.relative_params  # before any suggest, as in Optuna
+                    x = trial.suggest_float("x", -5, 5)
+                    y = trial.suggest_float("y", -5, 5)
+                    trial.set_user_attr("relative", relative)
+                    return (x - 1) ** 2 + (y + 2) ** 2
+                """))
+        study = self.client.submit({
+            "study": {"name": "relative", "n_trials": 6},
+            "objective": {"kind": "python", "function": os.path.join(d, "bowl.py") + ":objective"},
+            "sampler": {"kind": "tpe", "seed": 3, "n_startup_trials": 3, "multivariate": True}})
+        self.assertEqual(study.wait(interval=0.05, timeout=60)["state"], "COMPLETE",
+                         self.daemon.log_text())
+        for t in study.trials():
+            if t.number < 3:  # TPE's start-up trials: independent draws, no relative sample
+                self.assertEqual(t.user_attrs["relative"], {})
+            else:  # the joint draw over {x, y}, which the suggests then returned
+                self.assertEqual(t.user_attrs["relative"], t.params)
 
     def test_finding_the_daemon(self) -> None:
         old = os.environ.get("TRIALD_SOCKET")

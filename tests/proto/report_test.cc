@@ -792,3 +792,34 @@ TEST_CASE("constraints: 1 to kMaxConstraints finite numbers and nothing else",
 }
 
 }  // namespace triald::proto
+
+namespace triald::proto {
+namespace {
+
+TEST_CASE("relative_params: a request of one field, answered with an object of values",
+          "[proto][relative]") {
+  Result<ReportMessage> req = ParseReportLine(R"({"type":"relative_params"})");
+  REQUIRE(req.ok());
+  CHECK(req->type == ReportType::kRelativeParams);
+  CHECK(std::string(ReportTypeName(ReportType::kRelativeParams)) == "relative_params");
+  CHECK_FALSE(ParseReportLine(R"({"type":"relative_params","name":"x"})").ok());
+  CHECK(EncodeReportLine(*req) == "{\"type\":\"relative_params\"}\n");
+
+  const std::string answer = EncodeRelativeParamsAnswer(R"({"lr":1.0,"opt":"adam","n":3})");
+  CHECK(answer ==
+        "{\"type\":\"relative_params\",\"params\":{\"lr\":1.0,\"opt\":\"adam\",\"n\":3}}\n");
+  Result<AnswerMessage> back = ParseAnswerLine(answer.substr(0, answer.size() - 1));
+  REQUIRE(back.ok());
+  CHECK(back->type == AnswerType::kRelativeParams);
+  CHECK(back->params_json.find("\"opt\":\"adam\"") != std::string::npos);
+  CHECK_FALSE(ParseAnswerLine(R"({"type":"relative_params","params":[1]})").ok());
+  // Not an object, or too long for an answer line: an error answer that says so.
+  CHECK(EncodeRelativeParamsAnswer("[1]").rfind("{\"type\":\"error\"", 0) == 0);
+  const std::string big = "{\"x\":\"" + std::string(kMaxAnswerLineBytes, 'a') + "\"}";
+  const std::string refused = EncodeRelativeParamsAnswer(big);
+  CHECK(refused.rfind("{\"type\":\"error\"", 0) == 0);
+  CHECK(refused.find("more than an answer line") != std::string::npos);
+}
+
+}  // namespace
+}  // namespace triald::proto

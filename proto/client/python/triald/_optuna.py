@@ -347,6 +347,8 @@ class ReplayAnswers:
             self._writer.send(message)
             if message["type"] == "should_prune":
                 return {"type": "should_prune", "value": False}
+            if message["type"] == "relative_params":
+                return {"type": "relative_params", "params": {}}  # a replay samples nothing
             name = message["name"]
             if name not in self._params:
                 known = ", ".join(sorted(self._params)) or "none"
@@ -386,6 +388,7 @@ class OptunaTrial:
         self._writer = writer
         self._study_factory = study
         self._study_view: Any = None
+        self._relative_params: Optional[Dict[str, Any]] = None
         self._system_attrs: Dict[str, Any] = {}
         if retry_history:
             self._system_attrs = {"failed_trial": int(retry_history[0]),
@@ -504,6 +507,21 @@ class OptunaTrial:
             raise ChannelError(f"triald answered should_prune with {answer!r}")
         prune: bool = answer["value"]
         return prune
+
+    @property
+    def relative_params(self) -> Dict[str, Any]:
+        """The parameters the study's sampler drew jointly for this trial (Optuna's
+        trial.relative_params: its relative sample over the search space it inferred from the
+        finished trials), asked of the daemon once; suggest_* of those names return these
+        values. Empty when the sampler has none (random, TPE's start-up trials, a replay)."""
+        if self._relative_params is None:
+            self.check_stop()
+            answer = self._ask({"type": "relative_params"})
+            params = answer.get("params")
+            if answer.get("type") != "relative_params" or not isinstance(params, dict):
+                raise ChannelError(f"triald answered relative_params with {answer!r}")
+            self._relative_params = params
+        return copy.deepcopy(self._relative_params)
 
     # -- attributes -----------------------------------------------------------------------------
 

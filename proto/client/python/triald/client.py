@@ -348,6 +348,12 @@ class Study:
     def directions(self) -> List[str]:
         return list(self.status()["directions"])
 
+    @property
+    def metric_names(self) -> Optional[List[str]]:
+        """The objectives' names ([study] metric_names, Optuna's set_metric_names), or None."""
+        names = self.status().get("metric_names")
+        return None if names is None else list(names)
+
     def trials(self, states: Optional[Sequence[str]] = None) -> List[TrialRecord]:
         """Every trial (or those in `states`), by number."""
         records = [TrialRecord.from_json(t)
@@ -390,7 +396,7 @@ class Study:
 
     def trials_dataframe(self) -> Any:
         """The trials as a pandas DataFrame with Optuna's trials_dataframe columns (number,
-        value or values_0.., datetime_start, datetime_complete, duration, params_NAME,
+        value or values_0.. (value_NAME, values_NAME.. with metric_names), datetime_start, datetime_complete, duration, params_NAME,
         user_attrs_NAME, state); ImportError when pandas cannot be imported."""
         try:
             pandas: Any = importlib.import_module("pandas")
@@ -402,14 +408,17 @@ class Study:
     def records(self) -> List[Dict[str, Any]]:
         """The rows trials_dataframe() holds, as dicts (no pandas needed)."""
         rows = []
-        several = len(self.directions) > 1
+        status = self.status()
+        directions = list(status["directions"])
+        names = status.get("metric_names")
+        several = len(directions) > 1
         for t in self.trials():
             row: Dict[str, Any] = {"number": t.number}
             if several:
-                for i in range(len(self.directions)):
-                    row[f"values_{i}"] = t.values[i] if t.values else None
+                for i in range(len(directions)):
+                    row[f"values_{names[i] if names else i}"] = t.values[i] if t.values else None
             else:
-                row["value"] = t.value
+                row[f"value_{names[0]}" if names else "value"] = t.value
             row["datetime_start"] = t.datetime_start
             row["datetime_complete"] = t.datetime_complete
             row["duration"] = (t.datetime_complete - t.datetime_start
@@ -516,6 +525,10 @@ class TrialStudy:
     @property
     def directions(self) -> List[str]:
         return self._study.directions
+
+    @property
+    def metric_names(self) -> Optional[List[str]]:
+        return self._study.metric_names
 
     @property
     def direction(self) -> str:
