@@ -139,6 +139,10 @@ Result<model::StudyRecord> Scheduler::Extend(const std::string& name, int n_tria
 Result<model::StudyRecord> Scheduler::SetParallelism(const std::string& name, int parallelism) {
   return control_->SetParallelism(name, parallelism);
 }
+Result<model::StudyRecord> Scheduler::SetMetricNames(const std::string& name,
+                                                     const std::vector<std::string>& names) {
+  return control_->SetMetricNames(name, names);
+}
 Result<int64_t> Scheduler::Delete(const std::string& name, bool purge) {
   return control_->Delete(name, purge);
 }

@@ -251,6 +251,10 @@ class Scheduler {
   // lowering it stops nothing that runs; a CANCELLED or FAILED study is refused. Event
   // study_parallelism.
   common::Result<model::StudyRecord> SetParallelism(const std::string& study_name, int parallelism);
+  // Names the study's objectives after submit (Optuna's study.set_metric_names; [study]
+  // metric_names at submit): one distinct name per objective, or none. Event study_metric_names.
+  common::Result<model::StudyRecord> SetMetricNames(const std::string& study_name,
+                                                    const std::vector<std::string>& names);
   // Removes a study that has no running trial (else kFailedPrecondition) with its trials and
   // everything stored with them (Storage::DeleteStudy); `purge` also removes its folder under
   // the state directory (trial folders and logs of this node). Event study_deleted (stored

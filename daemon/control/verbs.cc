@@ -456,8 +456,27 @@ Result<json::value> ExtendVerb(const VerbContext& c, const json::object& args) {
 
 Result<json::value> SetVerb(const VerbContext& c, const json::object& args) {
   TRIALD_ASSIGN_OR_RETURN(std::string name, proto::GetString(args, "study"));
+  if (const json::value* names = args.if_contains("metric_names"); names != nullptr) {
+    std::vector<std::string> list;
+    if (!names->is_array()) {
+      return common::InvalidArgument("argument \"metric_names\" must be an array of strings");
+    }
+    for (const json::value& n : names->as_array()) {
+      if (!n.is_string()) {
+        return common::InvalidArgument("argument \"metric_names\" must be an array of strings");
+      }
+      list.emplace_back(n.as_string());
+    }
+    TRIALD_ASSIGN_OR_RETURN(model::StudyRecord rec, c.scheduler->SetMetricNames(name, list));
+    json::value reply = ControlReply(rec);
+    json::array out;
+    for (const std::string& n : rec.submit.metric_names) out.emplace_back(n);
+    reply.as_object()["metric_names"] = std::move(out);
+    return reply;
+  }
   if (!args.contains("parallelism")) {
-    return common::InvalidArgument("\"set\" needs a setting; expected \"parallelism\"");
+    return common::InvalidArgument(
+        "\"set\" needs a setting; expected \"parallelism\" or \"metric_names\"");
   }
   TRIALD_ASSIGN_OR_RETURN(int n, IntArgument(args, "parallelism", 1));
   TRIALD_ASSIGN_OR_RETURN(model::StudyRecord rec, c.scheduler->SetParallelism(name, n));

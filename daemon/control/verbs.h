@@ -36,7 +36,9 @@
 //            (Scheduler::Pause)                                             (mutating)
 //   resume   {study} -> the same, paused false                             (mutating)
 //   extend   {study, n_trials} -> the same: the new total (Scheduler::Extend) (mutating)
-//   set      {study, parallelism} -> the same (Scheduler::SetParallelism)   (mutating)
+//   set      {study, parallelism} -> the same (Scheduler::SetParallelism); {study,
+//            metric_names: [..]} -> the same with metric_names (Scheduler::SetMetricNames)
+//                                                                           (mutating)
 //   delete   {study, purge?} -> {study, deleted_trials, purged}: refused while trials run
 //            (Scheduler::Delete)                                            (mutating)
 //   events   {study?} -> [{at, kind, detail, trial_id}]: the study's events and its trials',

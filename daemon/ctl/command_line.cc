@@ -240,11 +240,12 @@ const std::vector<VerbSpec>& VerbSpecs() {
       {"set",
        "change a setting of the study: parallelism=N (N >= 1),\n"
        "its trials at once per node from the next launch on;\n"
-       "lowering it stops nothing that runs",
+       "lowering it stops nothing that runs; metric_names=A,B,...\n"
+       "names its objectives (one per direction; empty: none)",
        {},
        [](CLI::App* v, CommandLine* c) {
          AddStudy(v, c);
-         v->add_option("SETTING", c->setting, "parallelism=N")->required();
+         v->add_option("SETTING", c->setting, "parallelism=N or metric_names=A,B")->required();
          AddJson(v, c);
        }},
       {"delete",
@@ -464,10 +465,10 @@ std::string CheckCombinations(CommandLine& c) {
   if (c.verb == "set") {
     const size_t eq = c.setting.find('=');
     const std::string key = c.setting.substr(0, eq);
-    if (eq == std::string::npos || key != "parallelism") {
-      return "set \"" + c.setting + "\": expected parallelism=N";
+    if (eq == std::string::npos || (key != "parallelism" && key != "metric_names")) {
+      return "set \"" + c.setting + "\": expected parallelism=N or metric_names=A,B,...";
     }
-    if (!cli::ParseLong(c.setting.substr(eq + 1), &c.parallelism)) {
+    if (key == "parallelism" && !cli::ParseLong(c.setting.substr(eq + 1), &c.parallelism)) {
       return "set \"" + c.setting + "\": expected parallelism=N with N an integer";
     }
   }

@@ -429,7 +429,19 @@ int RunTrialctl(const std::vector<std::string>& argv, std::ostream& out, std::os
     args["n_trials"] = a.n_trials;
   } else if (verb == "set") {
     args["study"] = a.study;
-    args["parallelism"] = a.parallelism;
+    if (a.setting.rfind("metric_names=", 0) == 0) {
+      json::array names;
+      const std::string list = a.setting.substr(13);
+      for (size_t at = 0; !list.empty() && at <= list.size();) {
+        size_t comma = list.find(',', at);
+        if (comma == std::string::npos) comma = list.size();
+        names.emplace_back(list.substr(at, comma - at));
+        at = comma + 1;
+      }
+      args["metric_names"] = std::move(names);
+    } else {
+      args["parallelism"] = a.parallelism;
+    }
   } else if (verb == "events") {
     if (!a.study.empty()) args["study"] = a.study;
   } else if (verb == "status" || verb == "trials" || verb == "best" || verb == "cancel") {
@@ -615,6 +627,10 @@ int RunTrialctl(const std::vector<std::string>& argv, std::ostream& out, std::os
   } else if (verb == "extend") {
     out << "study " << a.study << ": " << Str(r->get_object(), "n_trials") << " trials ("
         << Str(r->get_object(), "state") << ")\n";
+  } else if (verb == "set" && r->get_object().contains("metric_names")) {
+    const std::string names = MetricNamesText(r->get_object());
+    out << "study " << a.study << ": "
+        << (names.empty() ? "its objectives have no names" : "objectives named " + names) << "\n";
   } else if (verb == "set") {
     out << "study " << a.study << ": parallelism " << Str(r->get_object(), "parallelism")
         << " from the next launch\n";

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <limits>
 
+#include "common/utf8.h"
 #include "daemon/scheduler/admission.h"
 #include "daemon/scheduler/enqueued_params.h"
 #include "daemon/scheduler/storage_batch.h"
@@ -210,6 +211,41 @@ Result<model::StudyRecord> StudyControl::SetParallelism(const std::string& name,
   Status committed = batch.Commit();
   if (!committed.ok()) return committed.WithContext("storing the parallelism");
   options_.host->Pump();
+  return rec;
+}
+
+Result<model::StudyRecord> StudyControl::SetMetricNames(const std::string& name,
+                                                        const std::vector<std::string>& names) {
+  TRIALD_ASSIGN_OR_RETURN(model::StudyRecord rec, StudyFor(name));
+  const size_t n = rec.directions.empty() ? 1 : rec.directions.size();
+  if (!names.empty() && names.size() != n) {
+    return common::InvalidArgument(
+        "metric names for study \"" + name + "\": " + std::to_string(names.size()) +
+        " given, the study has " + std::to_string(n) + " objective" + (n == 1 ? "" : "s") +
+        "; expected one name per objective, in the order of directions");
+  }
+  std::string list;
+  for (size_t i = 0; i < names.size(); ++i) {
+    const std::string& m = names[i];
+    if (m.empty() || m.size() > 64 || m.find_first_of("\n\r\t") != std::string::npos ||
+        !common::DescribeInvalidUtf8(m).empty()) {
+      return common::InvalidArgument("metric name " + std::to_string(i) + " of study \"" + name +
+                                     "\": expected 1 to 64 characters of UTF-8 on one line");
+    }
+    if (std::find(names.begin(), names.begin() + static_cast<std::ptrdiff_t>(i), m) !=
+        names.begin() + static_cast<std::ptrdiff_t>(i)) {
+      return common::InvalidArgument("metric name \"" + m +
+                                     "\" given twice; expected distinct names");
+    }
+    list += (list.empty() ? "" : ", ") + m;
+  }
+  StorageBatch batch(options_.storage, options_.logger);
+  TRIALD_ASSIGN_OR_RETURN(rec, options_.coordinator->LockForControl(rec));
+  rec.submit.metric_names = names;
+  TRIALD_RETURN_IF_ERROR(options_.recorder->SetSubmit(
+      rec, options_.host->ActiveStudy(rec.id), "study_metric_names", list.empty() ? "none" : list));
+  Status committed = batch.Commit();
+  if (!committed.ok()) return committed.WithContext("storing the metric names");
   return rec;
 }
 

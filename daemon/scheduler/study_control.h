@@ -68,6 +68,10 @@ class StudyControl {
   common::Result<model::StudyRecord> Pause(const std::string& study_name, bool paused);
   common::Result<model::StudyRecord> Extend(const std::string& study_name, int n_trials);
   common::Result<model::StudyRecord> SetParallelism(const std::string& study_name, int parallelism);
+  // Names the study's objectives (Optuna's study.set_metric_names): one distinct name of 1 to
+  // 64 characters per objective, or none to clear them; event study_metric_names.
+  common::Result<model::StudyRecord> SetMetricNames(const std::string& study_name,
+                                                    const std::vector<std::string>& names);
   common::Result<int64_t> Delete(const std::string& study_name, bool purge);
   // A submission that continues the stored study of its name (trialctl submit --resume, [study]
   // load_if_exists): `spec` is the admitted sweep, `submitter` who sent it. Refused unless the

@@ -49,6 +49,17 @@ common::Status StudyRecorder::SetControl(const model::StudyRecord& record, Study
   return common::Status::Ok();
 }
 
+common::Status StudyRecorder::SetSubmit(const model::StudyRecord& record, StudyCache* active,
+                                        const std::string& kind, const std::string& detail) {
+  TRIALD_RETURN_IF_ERROR(options_.storage->SetStudySubmit(record.id, record.submit));
+  if (active != nullptr) active->record.submit = record.submit;
+  common::Status st = options_.storage->AppendEvent(record.id, std::nullopt, kind, detail,
+                                                    options_.clock->WallSeconds());
+  if (!st.ok()) options_.logger->error("storing event {}: {}", kind, st.message());
+  Log(record, record.state, kind, detail);
+  return common::Status::Ok();
+}
+
 void StudyRecorder::Log(const model::StudyRecord& record, model::StudyState state,
                         const std::string& kind, const std::string& detail) {
   const std::string what = detail.empty() ? kind : kind + " (" + detail + ")";

@@ -39,6 +39,10 @@ class StudyRecorder {
   // in `active` (else nullptr); then event `kind` with `detail` and a log line.
   common::Status SetControl(const model::StudyRecord& record, StudyCache* active,
                             const std::string& kind, const std::string& detail);
+  // The study's submit choices (record.submit: its metric names), stored and mirrored in
+  // `active` (else nullptr); then event `kind` with `detail` and a log line.
+  common::Status SetSubmit(const model::StudyRecord& record, StudyCache* active,
+                           const std::string& kind, const std::string& detail);
 
  private:
   void Log(const model::StudyRecord& record, model::StudyState state, const std::string& kind,

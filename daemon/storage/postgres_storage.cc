@@ -254,6 +254,7 @@ class PostgresStorage final : public Storage {
   Result<std::vector<model::StudyRecord>> ListStudies() override;
   Status SetStudyState(int64_t study_id, model::StudyState state, double at) override;
   Status SetStudyControl(int64_t study_id, bool paused, int n_trials, int parallelism) override;
+  Status SetStudySubmit(int64_t study_id, const config::SubmitChoices& submit) override;
   Status DeleteStudy(int64_t study_id) override;
 
   Result<model::TrialRecord> CreateTrial(int64_t study_id, const model::ParamMap& params, double at,
@@ -1095,6 +1096,21 @@ Status PostgresStorage::SetStudyControl(int64_t study_id, bool paused, int n_tri
           Rows r,
           Exec("UPDATE studies SET paused = $2, n_trials = $3, parallelism = $4 WHERE id = $1",
                Params().Int8(study_id).Int4(paused ? 1 : 0).Int4(n_trials).Int4(parallelism), op));
+      if (r.affected() == 0) return common::NotFound(StudyIdLabel(study_id) + " not found");
+      return Status::Ok();
+    });
+  });
+}
+
+Status PostgresStorage::SetStudySubmit(int64_t study_id, const config::SubmitChoices& submit) {
+  return Guarded("SetStudySubmit", [&]() -> Status {
+    const std::string op = "SetStudySubmit(" + StudyIdLabel(study_id) + ")";
+    return Call(op, Txn::kWrite, [&]() -> Status {
+      TRIALD_ASSIGN_OR_RETURN(
+          Rows r,
+          Exec("UPDATE studies SET submit_json = $2 WHERE id = $1",
+               Params().Int8(study_id).Text(backend::SubmitChoicesText(submit), "submit choices"),
+               op));
       if (r.affected() == 0) return common::NotFound(StudyIdLabel(study_id) + " not found");
       return Status::Ok();
     });

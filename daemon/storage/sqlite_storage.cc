@@ -141,6 +141,7 @@ class SqliteStorage final : public Storage {
   Result<std::vector<model::StudyRecord>> ListStudies() override;
   Status SetStudyState(int64_t study_id, model::StudyState state, double at) override;
   Status SetStudyControl(int64_t study_id, bool paused, int n_trials, int parallelism) override;
+  Status SetStudySubmit(int64_t study_id, const config::SubmitChoices& submit) override;
   Status DeleteStudy(int64_t study_id) override;
 
   Result<model::TrialRecord> CreateTrial(int64_t study_id, const model::ParamMap& params, double at,
@@ -574,6 +575,19 @@ Status SqliteStorage::SetStudyControl(int64_t study_id, bool paused, int n_trial
         Prepare("UPDATE studies SET paused = ?2, n_trials = ?3, parallelism = ?4 WHERE id = ?1",
                 op));
     st.Int(1, study_id).Int(2, paused ? 1 : 0).Int(3, n_trials).Int(4, parallelism);
+    TRIALD_RETURN_IF_ERROR(Run(st, op));
+    if (sqlite3_changes(db_) == 0) return common::NotFound(StudyIdLabel(study_id) + " not found");
+    return Status::Ok();
+  });
+}
+
+Status SqliteStorage::SetStudySubmit(int64_t study_id, const config::SubmitChoices& submit) {
+  return Write("SetStudySubmit", [&]() -> Status {
+    const std::string op = "SetStudySubmit(" + StudyIdLabel(study_id) + ")";
+    TRIALD_RETURN_IF_ERROR(SetSync(Sync::kFull));
+    TRIALD_ASSIGN_OR_RETURN(Stmt st,
+                            Prepare("UPDATE studies SET submit_json = ?2 WHERE id = ?1", op));
+    st.Int(1, study_id).Text(2, backend::SubmitChoicesText(submit));
     TRIALD_RETURN_IF_ERROR(Run(st, op));
     if (sqlite3_changes(db_) == 0) return common::NotFound(StudyIdLabel(study_id) + " not found");
     return Status::Ok();

@@ -39,6 +39,9 @@ class StudyStore {
   // parallelism >= 0 (else kInvalidArgument); unknown study: kNotFound.
   virtual common::Status SetStudyControl(int64_t study_id, bool paused, int n_trials,
                                          int parallelism) = 0;
+  // Replaces the study's submit choices (model::StudyRecord::submit: the metric names, say,
+  // changed after submit); a durable state change. Unknown study: kNotFound.
+  virtual common::Status SetStudySubmit(int64_t study_id, const config::SubmitChoices& submit) = 0;
   // Removes the study with its trials and their params, intermediate values, attributes and
   // events (the study's and its trials'); a durable state change. Whether it may be removed
   // (no trial running) is the caller's decision. Unknown study: kNotFound.

@@ -47,6 +47,9 @@ class FlakyStorage final : public storage::Storage {
   common::Status SetStudyControl(int64_t id, bool paused, int n_trials, int parallelism) override {
     return down ? Away() : inner_->SetStudyControl(id, paused, n_trials, parallelism);
   }
+  common::Status SetStudySubmit(int64_t id, const config::SubmitChoices& submit) override {
+    return down ? Away() : inner_->SetStudySubmit(id, submit);
+  }
   common::Status DeleteStudy(int64_t id) override {
     return down ? Away() : inner_->DeleteStudy(id);
   }

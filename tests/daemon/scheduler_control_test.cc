@@ -35,6 +35,26 @@ namespace {
 // ---------------------------------------------------------------------------------------------
 // Control after submit: pause, resume, extend, parallelism, delete
 
+TEST_CASE("metric names are set after submit, checked against the objectives, and stored",
+          "[scheduler][control]") {
+  SchedulerHarness h;
+  Sweep sweep;
+  sweep.name = "named";
+  h.SubmitOk(sweep);
+  common::Result<StudyRecord> set = h.scheduler().SetMetricNames("named", {"val loss"});
+  INFO(set.status().ToString());
+  REQUIRE(set.ok());
+  CHECK(h.Study("named").submit.metric_names == std::vector<std::string>{"val loss"});
+  CHECK(h.HasEvent("named", "study_metric_names"));
+  common::Result<StudyRecord> two = h.scheduler().SetMetricNames("named", {"a", "b"});
+  CHECK(two.status().code() == Code::kInvalidArgument);
+  CHECK_THAT(two.status().message(), Catch::Contains("2 given, the study has 1 objective"));
+  CHECK(h.scheduler().SetMetricNames("named", {""}).status().code() == Code::kInvalidArgument);
+  CHECK(h.scheduler().SetMetricNames("nope", {"x"}).status().code() == Code::kNotFound);
+  REQUIRE(h.scheduler().SetMetricNames("named", {}).ok());  // cleared
+  CHECK(h.Study("named").submit.metric_names.empty());
+}
+
 TEST_CASE("a paused study starts no trial, its running ones go on, and resume restarts it",
           "[scheduler][control]") {
   SchedulerHarness h;

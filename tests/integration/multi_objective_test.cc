@@ -138,11 +138,16 @@ TEST_CASE("metric_names name the objectives in status, trials, best, watch and t
       db);
   CHECK(code == 0);
   CHECK(names == "[\"error rate\", \"throughput\"]\n");
-  // A restart keeps them; a count that does not match the directions is refused by name.
+  // Renamed after submit (Optuna's set_metric_names); a restart keeps them.
+  Ctl renamed = Trialctl(daemon.socket(), {"set", "named", "metric_names=err,tput"});
+  CHECK(renamed.code == 0);
+  CHECK(renamed.out == "study named: objectives named err, tput\n");
+  CHECK(Trialctl(daemon.socket(), {"set", "named", "metric_names=one"}).code != 0);
   REQUIRE(daemon.Stop() == 0);
   daemon.Start();
   CHECK(daemon.Call("status", {{"study", "named"}}).at("metric_names") ==
-        json::array{"error rate", "throughput"});
+        json::array{"err", "tput"});
+  // A count that does not match the directions is refused at submit by name.
   std::string bad = TwoObjectiveSweep("badnames", 2, dir.path());
   bad.replace(bad.find("[objective]\n"), 12, "metric_names = [\"loss\"]\n\n[objective]\n");
   Ctl refused = Trialctl(daemon.socket(), {"submit", dir.Write("bad.toml", bad)});

@@ -230,8 +230,14 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(trial.suggest_categorical("opt", ["adam", "sgd"]), "sgd")
         trial.tell(0.25)
         self.assertEqual(study.enqueue({"x": 0.25, "opt": "sgd"}, skip_if_exists=True), number)
-        # Optuna's column for a named objective.
+        # Optuna's column for a named objective; renamed as Optuna's set_metric_names does.
         self.assertEqual(study.records()[0]["value_loss"], 0.25)
+        study.set_metric_names(["val_loss"])
+        self.assertEqual(study.metric_names, ["val_loss"])
+        self.assertEqual(study.records()[0]["value_val_loss"], 0.25)
+        with self.assertRaises(TrialdError) as e:
+            study.set_metric_names(["a", "b"])
+        self.assertEqual(e.exception.code, "invalid_argument")
         study.cancel()
 
     def test_ask_is_for_client_studies_and_names_what_is_wrong(self) -> None:

@@ -88,6 +88,28 @@ TEMPLATE_TEST_CASE("a taken study name is rejected", "[storage]", TRIALD_STORAGE
   RequireSameStudy(all[0], first);
 }
 
+TEMPLATE_TEST_CASE("SetStudySubmit replaces the submit choices, and they read back whole",
+                   "[storage][control]", TRIALD_STORAGE_BACKENDS) {
+  TestType backend;
+  auto s = backend.Open();
+  StudyRecord a = Unwrap(s->CreateStudy(MakeStudy("a"), 1));
+  StudyRecord b = Unwrap(s->CreateStudy(MakeStudy("b"), 1));
+  config::SubmitChoices choices;
+  choices.python = "/usr/bin/python3";
+  choices.metric_names = {"loss", "tokens/s"};
+  choices.code = {config::CodeFile{"/srv/x.py", std::string(64, 'a'), 12, "print('x')\n"}};
+  REQUIRE_OK(s->SetStudySubmit(a.id, choices));
+  StudyRecord got = Unwrap(s->GetStudy("a"));
+  CHECK(got.submit.python == "/usr/bin/python3");
+  CHECK(got.submit.metric_names == std::vector<std::string>{"loss", "tokens/s"});
+  REQUIRE(got.submit.code.size() == 1);
+  CHECK(got.submit.code[0] == choices.code[0]);
+  CHECK(Unwrap(s->GetStudy("b")).submit.metric_names.empty());  // only the one study
+  REQUIRE_OK(s->SetStudySubmit(a.id, config::SubmitChoices{}));
+  CHECK(Unwrap(s->GetStudy("a")).submit.empty());
+  CHECK(s->SetStudySubmit(a.id + b.id + 100, choices).code() == Code::kNotFound);
+}
+
 TEMPLATE_TEST_CASE("SetStudyControl stores paused, n_trials and parallelism together",
                    "[storage][control]", TRIALD_STORAGE_BACKENDS) {
   TestType backend;

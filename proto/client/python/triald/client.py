@@ -450,6 +450,11 @@ class Study:
     def cancel(self) -> None:
         self.client.request("cancel", study=self.name)
 
+    def set_metric_names(self, metric_names: Sequence[str]) -> None:
+        """Names the study's objectives (Optuna's study.set_metric_names): one distinct name
+        per objective, in the order of directions (an empty list clears them)."""
+        self.client.request("set", study=self.name, metric_names=list(metric_names))
+
     def extend(self, n_trials: int) -> None:
         """Sets the study's n_trials (more than it has finished)."""
         self.client.request("extend", study=self.name, n_trials=n_trials)
