@@ -7,11 +7,12 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/json.hpp>
-#include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <utility>
 
 #include "common/json.h"
+#include "daemon/launcher/queued_answers.h"
 #include "proto/line_reader.h"
 
 namespace triald::launcher {
@@ -222,30 +223,19 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void Flush() {
-    while (!answers_.empty() && sd_.is_open()) {
-      ssize_t n = ::send(sd_.native_handle(), answers_.data(), answers_.size(),
-                         MSG_NOSIGNAL | MSG_DONTWAIT);
-      if (n > 0) {
-        answers_.erase(0, static_cast<size_t>(n));
-        continue;
-      }
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-        if (write_wait_) return;
-        write_wait_ = true;
-        auto self = shared_from_this();
-        sd_.async_wait(asio::posix::stream_descriptor::wait_write,
-                       [self](const boost::system::error_code& ec) {
-                         self->write_wait_ = false;
-                         if (ec || self->finished_) return;
-                         self->Flush();
-                         self->MaybeShutdownWrite();
-                       });
-        return;
-      }
-      answers_.clear();  // the program closed its end: nobody reads the answers
+    if (!sd_.is_open()) return;
+    if (SendQueuedAnswers(sd_.native_handle(), &answers_) != SendQueued::kBlocked || write_wait_) {
       return;
     }
+    write_wait_ = true;
+    auto self = shared_from_this();
+    sd_.async_wait(asio::posix::stream_descriptor::wait_write,
+                   [self](const boost::system::error_code& ec) {
+                     self->write_wait_ = false;
+                     if (ec || self->finished_) return;
+                     self->Flush();
+                     self->MaybeShutdownWrite();
+                   });
   }
 
   // After a stop: once the last answer (why) is out, the program reads EOF.

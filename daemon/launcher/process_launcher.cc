@@ -24,6 +24,7 @@
 #include "daemon/launcher/capped_log.h"
 #include "daemon/launcher/child_setup.h"
 #include "daemon/launcher/fork_server.h"
+#include "daemon/launcher/queued_answers.h"
 #include "daemon/launcher/run_as.h"
 #include "proto/line_reader.h"
 
@@ -679,30 +680,19 @@ void Session::Answer(const std::string& line) {
 }
 
 void Session::FlushAnswers() {
-  while (!answers_.empty() && report_sd_.is_open()) {
-    ssize_t n = ::send(report_sd_.native_handle(), answers_.data(), answers_.size(),
-                       MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (n > 0) {
-      answers_.erase(0, static_cast<size_t>(n));
-      continue;
-    }
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      if (answer_wait_) return;
-      answer_wait_ = true;
-      auto self = shared_from_this();
-      report_sd_.async_wait(asio::posix::stream_descriptor::wait_write,
-                            [self](const boost::system::error_code& ec) {
-                              self->answer_wait_ = false;
-                              if (ec || self->finished_) return;
-                              self->FlushAnswers();
-                            });
-      return;
-    }
-    // The worker closed its end (or is gone): nobody reads the answers.
-    answers_.clear();
+  if (!report_sd_.is_open()) return;
+  if (SendQueuedAnswers(report_sd_.native_handle(), &answers_) != SendQueued::kBlocked ||
+      answer_wait_) {
     return;
   }
+  answer_wait_ = true;
+  auto self = shared_from_this();
+  report_sd_.async_wait(asio::posix::stream_descriptor::wait_write,
+                        [self](const boost::system::error_code& ec) {
+                          self->answer_wait_ = false;
+                          if (ec || self->finished_) return;
+                          self->FlushAnswers();
+                        });
 }
 
 void Session::FailProtocol(const std::string& message) {

@@ -252,7 +252,7 @@ TEST_CASE("an unknown type is rejected, naming it and the known ones", "[proto]"
   CHECK_THAT(msg, Catch::Contains("\"reprot\""));
   CHECK_THAT(msg, Catch::Contains("report"));
   CHECK_THAT(msg, Catch::Contains("heartbeat"));
-  CHECK_THAT(msg, Catch::Contains("suggest, should_prune or pruned"));
+  CHECK_THAT(msg, Catch::Contains("suggest, should_prune, relative_params or pruned"));
   CHECK_THAT(msg, Catch::Contains("constraints"));
 }
 

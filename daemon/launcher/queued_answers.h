@@ -1,0 +1,23 @@
+#pragma once
+// Sending a worker the answers to its requests (suggestions, should_prune, errors) without ever
+// blocking the event loop: what its socket does not take now stays queued, and the caller waits
+// until the socket is writable before sending again. Shared by the process launcher (a worker's
+// trial channel) and the client launcher (an asking program's connection).
+//
+// Thread-safety: a function of its arguments.
+
+#include <string>
+
+namespace triald::launcher {
+
+enum class SendQueued {
+  kAll,      // everything queued was sent
+  kBlocked,  // the socket is full: wait until it is writable, then send again
+  kGone,     // the reader closed its end: the queue is dropped (nobody reads the answers)
+};
+
+// Sends what the stream socket `fd` takes now of `queued`, erasing what was sent; never blocks
+// and never raises SIGPIPE.
+SendQueued SendQueuedAnswers(int fd, std::string* queued);
+
+}  // namespace triald::launcher
