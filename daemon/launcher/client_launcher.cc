@@ -114,15 +114,10 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void Answer(const std::string& line) {
     if (finished_ || write_closed_) return;
-    answers_ += line;
-    if (line.empty() || line.back() != '\n') answers_ += '\n';
+    QueueAnswer(&answers_, line);
     Flush();
-    if (answers_.size() > kMaxAnswerBacklogBytes) {
-      const size_t unread = answers_.size();
-      answers_.clear();
-      FailProtocol("the client left " + std::to_string(unread) +
-                   " bytes of answers unread on the trial's connection (at most " +
-                   std::to_string(kMaxAnswerBacklogBytes) + "); it must read each answer");
+    if (auto over = AnswerBacklogError(&answers_, "the client", "the trial's connection")) {
+      FailProtocol(*over);
     }
   }
 

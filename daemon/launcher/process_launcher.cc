@@ -667,15 +667,10 @@ void Session::Answer(const std::string& line) {
   if (finished_ || abandoned_ || !report_sd_.is_open() || !outcome_.protocol_error.empty()) {
     return;
   }
-  answers_ += line;
-  if (line.empty() || line.back() != '\n') answers_ += '\n';
+  QueueAnswer(&answers_, line);
   FlushAnswers();
-  if (answers_.size() > kMaxAnswerBacklogBytes) {
-    const size_t unread = answers_.size();
-    answers_.clear();
-    FailProtocol("the worker left " + std::to_string(unread) +
-                 " bytes of answers unread on the trial channel (at most " +
-                 std::to_string(kMaxAnswerBacklogBytes) + "); it must read each answer");
+  if (auto over = AnswerBacklogError(&answers_, "the worker", "the trial channel")) {
+    FailProtocol(*over);
   }
 }
 

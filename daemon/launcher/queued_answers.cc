@@ -4,7 +4,23 @@
 
 #include <cerrno>
 
+#include "daemon/launcher/launcher.h"
+
 namespace triald::launcher {
+
+void QueueAnswer(std::string* queued, const std::string& line) {
+  *queued += line;
+  if (line.empty() || line.back() != '\n') *queued += '\n';
+}
+
+std::optional<std::string> AnswerBacklogError(std::string* queued, const std::string& reader,
+                                              const std::string& where) {
+  if (queued->size() <= kMaxAnswerBacklogBytes) return std::nullopt;
+  const size_t unread = queued->size();
+  queued->clear();
+  return reader + " left " + std::to_string(unread) + " bytes of answers unread on " + where +
+         " (at most " + std::to_string(kMaxAnswerBacklogBytes) + "); it must read each answer";
+}
 
 SendQueued SendQueuedAnswers(int fd, std::string* queued) {
   while (!queued->empty()) {

@@ -6,9 +6,19 @@
 //
 // Thread-safety: a function of its arguments.
 
+#include <optional>
 #include <string>
 
 namespace triald::launcher {
+
+// Appends answer `line` to `queued`, with its newline when it has none.
+void QueueAnswer(std::string* queued, const std::string& line);
+
+// When more than kMaxAnswerBacklogBytes (launcher.h) sit unread in `queued`: drops them and
+// returns the protocol error that stops the trial, naming `reader` ("the worker") and `where`
+// ("the trial channel"); nullopt otherwise.
+std::optional<std::string> AnswerBacklogError(std::string* queued, const std::string& reader,
+                                              const std::string& where);
 
 enum class SendQueued {
   kAll,      // everything queued was sent
