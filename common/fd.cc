@@ -9,7 +9,6 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 
 namespace triald::common {
 
@@ -61,16 +60,24 @@ Status WriteAll(int fd, const char* data, size_t size) {
   return Status::Ok();
 }
 
-Result<std::string> ReadFile(const std::string& path) {
+Result<std::string> ReadFile(const std::string& path, size_t max_bytes) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) {
     return IoError("cannot read " + path + ": Is a directory");
   }
   std::ifstream in(path, std::ios::binary);
   if (!in) return ErrnoError("cannot read " + path, errno);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  std::string bytes;
+  char chunk[1 << 16];
+  while (in.read(chunk, sizeof(chunk)) || in.gcount() > 0) {
+    bytes.append(chunk, static_cast<size_t>(in.gcount()));
+    if (bytes.size() > max_bytes) {
+      return InvalidArgument("cannot read " + path + ": larger than " + std::to_string(max_bytes) +
+                             " bytes");
+    }
+  }
+  if (in.bad()) return IoError("cannot read " + path + ": read failed");
+  return bytes;
 }
 
 Status MakeDirs(const std::string& path, unsigned mode) {

@@ -4,6 +4,7 @@
 //
 // Thread-safety: UniqueFd is a move-only value; free functions are thread-safe.
 
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
@@ -51,8 +52,9 @@ std::vector<int> ListOpenFds();
 // Writes all of `data`, retrying on EINTR and short writes.
 Status WriteAll(int fd, const char* data, size_t size);
 
-// Reads a whole file; errors name the path.
-Result<std::string> ReadFile(const std::string& path);
+// Reads a whole file, at most `max_bytes` of it (a larger one is kInvalidArgument naming the
+// size); errors name the path and the system's reason.
+Result<std::string> ReadFile(const std::string& path, size_t max_bytes = SIZE_MAX);
 
 // Creates `path` and its missing parents, each new folder with `mode` (less the umask), unlike
 // std::filesystem::create_directories (0777 less the umask). Folders that exist are left as they

@@ -1,9 +1,7 @@
 #include "common/sha256.h"
 
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
-#include <fstream>
 
 namespace triald::common {
 
@@ -106,21 +104,6 @@ std::string Sha256Hex(std::string_view bytes) {
   Sha256 h;
   h.Update(bytes);
   return h.HexDigest();
-}
-
-Result<std::string> ReadFileBytes(const std::string& path, size_t max_bytes) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return IoError(path + ": " + std::strerror(errno));
-  std::string bytes;
-  char chunk[1 << 16];
-  while (in.read(chunk, sizeof(chunk)) || in.gcount() > 0) {
-    bytes.append(chunk, static_cast<size_t>(in.gcount()));
-    if (bytes.size() > max_bytes) {
-      return InvalidArgument(path + ": larger than " + std::to_string(max_bytes) + " bytes");
-    }
-  }
-  if (in.bad()) return IoError(path + ": read failed");
-  return bytes;
 }
 
 }  // namespace triald::common

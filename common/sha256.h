@@ -1,7 +1,8 @@
 #pragma once
 // SHA-256 (FIPS 180-4) of bytes in memory or of a file, as lowercase hex: how trialctl records
 // the objective's files at submit and tells, at `status`, whether they changed since
-// (daemon/ctl/submit_code.h). Not for secrets: nothing here is constant-time.
+// (daemon/ctl/submit_code.h; files are read with common::ReadFile). Not for secrets: nothing
+// here is constant-time.
 //
 // Thread-safety: Sha256 objects are not shared; the functions are thread-safe.
 
@@ -10,8 +11,6 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
-
-#include "common/status.h"
 
 namespace triald::common {
 
@@ -32,9 +31,5 @@ class Sha256 {
 };
 
 std::string Sha256Hex(std::string_view bytes);
-
-// The file at `path`, read whole (at most `max_bytes`, else kInvalidArgument naming the size):
-// its bytes. Errors name the path and the system's reason.
-Result<std::string> ReadFileBytes(const std::string& path, size_t max_bytes);
 
 }  // namespace triald::common

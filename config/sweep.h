@@ -345,6 +345,8 @@ struct CodeFile {
   std::string sha256;  // 64 lowercase hex digits
   uint64_t bytes = 0;
   std::string source;  // its text when UTF-8 of at most kMaxKeptSourceBytes; else ""
+  // Whether `source` is the file's text (an empty file's included).
+  bool source_kept() const { return !source.empty() || bytes == 0; }
   bool operator==(const CodeFile& o) const {
     return path == o.path && sha256 == o.sha256 && bytes == o.bytes && source == o.source;
   }
@@ -377,6 +379,9 @@ struct SweepSource {
 
 // Whether `name` may name a study ([study] name, trialctl submit --name), and what one may be.
 bool IsStudyName(std::string_view name);
+// Whether `name` may name an objective ([study] metric_names, trialctl set metric_names=...):
+// 1 to 64 characters of UTF-8 on one line.
+bool IsMetricName(std::string_view name);
 extern const char* const kStudyNameExpected;
 
 // Parses and validates a sweep file, then applies source.submit (a name or interpreter that is

@@ -107,12 +107,7 @@ Scheduler::Scheduler(SchedulerOptions options)
   fo.launcher = options_.launcher;
   fo.logger = options_.logger;
   fo.recorder = recorder_.get();
-  fo.find_study = [this](const std::string& name) -> const StudyCache* {
-    for (const auto& [id, study] : studies_) {
-      if (study->record.name == name) return study.get();
-    }
-    return nullptr;
-  };
+  fo.find_study = [this](const std::string& name) -> const StudyCache* { return FindActive(name); };
   fork_servers_ = std::make_unique<StudyForkServers>(std::move(fo));
   if (options_.gpus != nullptr) {
     GpuDrains::Options go;
@@ -153,10 +148,7 @@ Result<TrialRecord> Scheduler::Enqueue(const std::string& name,
 }
 
 Status Scheduler::Ask(const std::string& name, std::shared_ptr<common::UniqueFd> connection) {
-  StudyRuntime* study = nullptr;
-  for (const auto& [id, s] : studies_) {
-    if (s->record.name == name) study = s.get();
-  }
+  StudyRuntime* study = FindActive(name);
   if (study == nullptr) {
     Result<model::StudyRecord> rec = options_.storage->GetStudy(name);
     if (!rec.ok() && rec.status().code() != common::Code::kNotFound) return rec.status();
@@ -594,11 +586,15 @@ std::optional<SpawnBackoff::Snapshot> Scheduler::spawn_status(int64_t study_id) 
 
 std::vector<Scheduler::RunningView> Scheduler::running_trials() const { return running_->Views(); }
 
-const StudyCache* Scheduler::active_study(const std::string& name) const {
+StudyRuntime* Scheduler::FindActive(const std::string& name) const {
   for (const auto& [id, study] : studies_) {
     if (study->record.name == name) return study.get();
   }
   return nullptr;
+}
+
+const StudyCache* Scheduler::active_study(const std::string& name) const {
+  return FindActive(name);
 }
 
 std::optional<int64_t> Scheduler::pareto_front_size(int64_t study_id) {

@@ -354,6 +354,8 @@ class Scheduler {
   // MaybeCompleteStudy, as a decision of its own (under the study's lock when shared).
   void LockedMaybeComplete(StudyRuntime& study);
   bool CanStart(const StudyRuntime& study) const;
+  // The active study named `name`, or null.
+  StudyRuntime* FindActive(const std::string& name) const;
   // Whether the study's trials run on this host (max_workers bounds them) or elsewhere.
   static bool RunsHere(const StudyRuntime& study);
   // Trials running on this host now.

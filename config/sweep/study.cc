@@ -12,6 +12,7 @@
 #include <optional>
 #include <string_view>
 
+#include "common/utf8.h"
 #include "config/sweep/tables.h"
 
 namespace triald::config {
@@ -30,6 +31,11 @@ const char* const kStudyNameExpected =
 
 // The first character is a letter or digit: a name is a folder under studies/ ("." and ".."
 // are not) and a command-line argument ("-rf" is not).
+bool IsMetricName(std::string_view s) {
+  return !s.empty() && s.size() <= 64 && s.find_first_of("\n\r\t") == std::string_view::npos &&
+         common::DescribeInvalidUtf8(s).empty();
+}
+
 bool IsStudyName(std::string_view s) {
   if (s.empty() || s.size() > kMaxStudyNameChars) return false;
   if (!IsAsciiAlnum(s[0])) return false;
@@ -292,7 +298,7 @@ Status ReadMetricNames(const TableContext& ctx, const Field& f, StudyConfig* out
     const Field ef{f.table, "metric_names[" + std::to_string(i) + "]", arr->get(i)};
     std::string name;
     TRIALD_RETURN_IF_ERROR(r.ReadString(ef, "a name of 1 to 64 characters", &name));
-    if (name.empty() || name.size() > 64 || name.find_first_of("\n\r\t") != std::string::npos) {
+    if (!IsMetricName(name)) {
       return r.ValueError(ef, "", "a name of 1 to 64 characters on one line");
     }
     if (std::find(names.begin(), names.end(), name) != names.end()) {

@@ -6,7 +6,6 @@
 #include <utility>
 
 #include "common/json.h"
-#include "common/utf8.h"
 #include "daemon/control/requests.h"
 #include "daemon/control/study_json.h"
 #include "daemon/sampler/pareto.h"
@@ -136,13 +135,7 @@ class FrontReply final : public ReplyStream {
         phase_ = Phase::kScan;
         json::object head{{"study", study_.name},
                           {"directions", DirectionsJson(StudyDirections(study_))}};
-        if (!study_.submit.metric_names.empty()) {
-          json::array names;
-          for (const std::string& n : study_.submit.metric_names) {
-            names.emplace_back(common::SanitizeUtf8(n));
-          }
-          head["metric_names"] = std::move(names);
-        }
+        if (!study_.submit.metric_names.empty()) head["metric_names"] = MetricNamesJson(study_);
         std::string text = common::SerializeJson(head);
         text.pop_back();  // the object continues after the scan
         return text;

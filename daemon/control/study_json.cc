@@ -119,13 +119,7 @@ json::object StudySummaryJson(const model::StudyRecord& s, const storage::TrialC
   }
   o["directions"] = std::move(directions);
   // [study] metric_names: the objectives' names, in the order of directions; null: none.
-  if (s.submit.metric_names.empty()) {
-    o["metric_names"] = nullptr;
-  } else {
-    json::array names;
-    for (const std::string& n : s.submit.metric_names) names.emplace_back(common::SanitizeUtf8(n));
-    o["metric_names"] = std::move(names);
-  }
+  o["metric_names"] = MetricNamesJson(s);
   o["n_trials"] = s.n_trials;
   // Control after submit: a paused study starts no trial (trialctl shows it PAUSED while its
   // state is RUNNING); parallelism is the override set after submit, null for the sweep's.
@@ -168,18 +162,8 @@ json::object StudySummaryJson(const model::StudyRecord& s, const storage::TrialC
                                 : json::value(common::SanitizeUtf8(s.submit.python_version))}});
   // The objective's files as trialctl read them at submit (config::CodeFile), without their
   // source (the `code` verb gives it to the study's owner); null when none were recorded.
-  if (s.submit.code.empty()) {
-    o["code"] = nullptr;
-  } else {
-    json::array code;
-    for (const config::CodeFile& f : s.submit.code) {
-      code.push_back(json::object{{"path", common::SanitizeUtf8(f.path)},
-                                  {"sha256", f.sha256},
-                                  {"bytes", f.bytes},
-                                  {"source_kept", !f.source.empty() || f.bytes == 0}});
-    }
-    o["code"] = std::move(code);
-  }
+  o["code"] = s.submit.code.empty() ? json::value(nullptr)
+                                    : json::value(CodeFilesJson(s.submit.code, false));
   // Without its learning curve: a summary's size does not grow with what trials report.
   if (best) {
     json::object b = TrialToJson(*best);
@@ -189,6 +173,28 @@ json::object StudySummaryJson(const model::StudyRecord& s, const storage::TrialC
     o["best"] = nullptr;
   }
   return o;
+}
+
+json::value MetricNamesJson(const model::StudyRecord& s) {
+  if (s.submit.metric_names.empty()) return nullptr;
+  json::array names;
+  for (const std::string& n : s.submit.metric_names) names.emplace_back(common::SanitizeUtf8(n));
+  return names;
+}
+
+json::array CodeFilesJson(const std::vector<config::CodeFile>& files, bool with_source) {
+  json::array out;
+  for (const config::CodeFile& f : files) {
+    json::object o{
+        {"path", common::SanitizeUtf8(f.path)}, {"sha256", f.sha256}, {"bytes", f.bytes}};
+    if (with_source) {
+      o["source"] = f.source_kept() ? json::value(common::SanitizeUtf8(f.source)) : nullptr;
+    } else {
+      o["source_kept"] = f.source_kept();
+    }
+    out.push_back(std::move(o));
+  }
+  return out;
 }
 
 }  // namespace triald::daemon

@@ -33,5 +33,11 @@ boost::json::object StudySummaryJson(const model::StudyRecord& study,
 // The reply is {study: StudySummaryJson, trials: [ExportTrialJson]}: everything trialctl's
 // report and exports need.
 boost::json::object ExportTrialJson(const model::TrialRecord& trial);
+// The study's objective names ([study] metric_names, set_metric_names) as a JSON array; null
+// when it has none.
+boost::json::value MetricNamesJson(const model::StudyRecord& study);
+// The objective's files kept at submit: [{path, sha256, bytes, ...}], with "source_kept", or
+// with "source" (null where not kept) when `with_source` (the `code` verb, for the owner).
+boost::json::array CodeFilesJson(const std::vector<config::CodeFile>& files, bool with_source);
 
 }  // namespace triald::daemon

@@ -469,9 +469,7 @@ Result<json::value> SetVerb(const VerbContext& c, const json::object& args) {
     }
     TRIALD_ASSIGN_OR_RETURN(model::StudyRecord rec, c.scheduler->SetMetricNames(name, list));
     json::value reply = ControlReply(rec);
-    json::array out;
-    for (const std::string& n : rec.submit.metric_names) out.emplace_back(n);
-    reply.as_object()["metric_names"] = std::move(out);
+    reply.as_object()["metric_names"] = MetricNamesJson(rec);
     return reply;
   }
   if (!args.contains("parallelism")) {
@@ -540,16 +538,8 @@ Result<json::value> EnqueueVerb(const VerbContext& c, const json::object& args) 
 // owner only (a mutating verb's access), as the source may hold what its author keeps private.
 Result<json::value> CodeVerb(const VerbContext& c, const json::object& args) {
   TRIALD_ASSIGN_OR_RETURN(model::StudyRecord s, LookUpStudy(*c.storage, args));
-  json::array files;
-  for (const config::CodeFile& f : s.submit.code) {
-    files.push_back(json::object{
-        {"path", common::SanitizeUtf8(f.path)},
-        {"sha256", f.sha256},
-        {"bytes", f.bytes},
-        {"source", f.source.empty() && f.bytes > 0 ? json::value(nullptr)
-                                                   : json::value(common::SanitizeUtf8(f.source))}});
-  }
-  return json::value(json::object{{"study", s.name}, {"files", std::move(files)}});
+  return json::value(
+      json::object{{"study", s.name}, {"files", CodeFilesJson(s.submit.code, true)}});
 }
 
 common::Status AskHandover(const VerbContext& c, const json::object& args,

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "common/fd.h"
 #include "common/sha256.h"
 #include "common/utf8.h"
 
@@ -66,7 +67,7 @@ std::vector<config::CodeFile> ReadCodeFiles(const std::vector<std::string>& path
   std::vector<config::CodeFile> files;
   size_t kept = 0;  // source bytes kept so far: the submit request stays well within its limit
   for (const std::string& path : paths) {
-    common::Result<std::string> bytes = common::ReadFileBytes(path, kMaxHashedBytes);
+    common::Result<std::string> bytes = common::ReadFile(path, kMaxHashedBytes);
     if (!bytes.ok()) continue;
     config::CodeFile f;
     f.path = path;
@@ -94,7 +95,7 @@ boost::json::array CodeFilesJson(const std::vector<config::CodeFile>& files) {
 }
 
 std::string CodeFileNow(const std::string& path, const std::string& sha256_at_submit) {
-  common::Result<std::string> bytes = common::ReadFileBytes(path, kMaxHashedBytes);
+  common::Result<std::string> bytes = common::ReadFile(path, kMaxHashedBytes);
   if (!bytes.ok()) {
     const std::string why = bytes.status().message();
     const size_t colon = why.rfind(": ");

@@ -49,9 +49,6 @@ std::string Best(const json::object& s) {
          ")";
 }
 
-// "minimize" or "minimize, maximize".
-std::string Directions(const json::object& s) { return DirectionsText(s); }
-
 // The plain line's account of the front: "front 3 trials (35 of 40 complete feasible)".
 std::string FrontSummary(const json::value& front) {
   if (!front.is_object()) return "front: none yet";
@@ -150,7 +147,7 @@ std::string Held(const json::object& s) {
 
 std::vector<std::string> WatchLines(const json::object& s, const WatchState& w, double elapsed_s) {
   std::vector<std::string> lines;
-  lines.push_back("study " + Str(s, "name") + ": " + Str(s, "state") + ", " + Directions(s) +
+  lines.push_back("study " + Str(s, "name") + ": " + Str(s, "state") + ", " + DirectionsText(s) +
                   "   watching " + FormatSeconds(elapsed_s));
   lines.push_back("  trials: " + Counts(s));
   if (std::string held = Held(s); !held.empty()) lines.push_back("  " + held);

@@ -5,7 +5,6 @@
 #include <filesystem>
 #include <limits>
 
-#include "common/utf8.h"
 #include "daemon/scheduler/admission.h"
 #include "daemon/scheduler/enqueued_params.h"
 #include "daemon/scheduler/storage_batch.h"
@@ -227,8 +226,7 @@ Result<model::StudyRecord> StudyControl::SetMetricNames(const std::string& name,
   std::string list;
   for (size_t i = 0; i < names.size(); ++i) {
     const std::string& m = names[i];
-    if (m.empty() || m.size() > 64 || m.find_first_of("\n\r\t") != std::string::npos ||
-        !common::DescribeInvalidUtf8(m).empty()) {
+    if (!config::IsMetricName(m)) {
       return common::InvalidArgument("metric name " + std::to_string(i) + " of study \"" + name +
                                      "\": expected 1 to 64 characters of UTF-8 on one line");
     }

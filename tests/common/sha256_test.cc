@@ -8,6 +8,8 @@
 #include <fstream>
 #include <string>
 
+#include "common/fd.h"
+
 namespace triald::common {
 namespace {
 
@@ -31,20 +33,20 @@ TEST_CASE("SHA-256 gives FIPS 180-4's digests, however the bytes are fed", "[sha
   CHECK(Sha256Hex(std::string(64, 'x')).size() == 64);
 }
 
-TEST_CASE("ReadFileBytes reads a file whole, and names what went wrong", "[sha256]") {
+TEST_CASE("ReadFile reads a file whole, at most max_bytes, and names what went wrong", "[sha256]") {
   char path[] = "/tmp/triald-sha256-XXXXXX";
   const int fd = ::mkstemp(path);
   REQUIRE(fd >= 0);
   ::close(fd);
   std::ofstream(path, std::ios::binary) << std::string("abc");
-  Result<std::string> bytes = ReadFileBytes(path, 1024);
+  Result<std::string> bytes = ReadFile(path, 1024);
   REQUIRE(bytes.ok());
   CHECK(Sha256Hex(*bytes) == Sha256Hex("abc"));
-  Result<std::string> small = ReadFileBytes(path, 2);
+  Result<std::string> small = ReadFile(path, 2);
   CHECK(small.status().code() == Code::kInvalidArgument);
   CHECK_THAT(small.status().message(), Catch::Contains("larger than 2 bytes"));
   std::remove(path);
-  Result<std::string> gone = ReadFileBytes(path, 1024);
+  Result<std::string> gone = ReadFile(path, 1024);
   CHECK_FALSE(gone.ok());
   CHECK_THAT(gone.status().message(),
              Catch::Contains(path) && Catch::Contains("No such file or directory"));
