@@ -102,7 +102,7 @@ const char* DirectionName(Direction d) {
 }
 
 const std::vector<const char*>& MultiObjectiveSamplerKinds() {
-  static const std::vector<const char*> kKinds = {"random", "qmc", "grid", "tpe", "nsga2"};
+  static const std::vector<const char*> kKinds = {"random", "qmc", "grid", "tpe", "nsga2", "auto"};
   return kKinds;
 }
 

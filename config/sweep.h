@@ -122,7 +122,8 @@ inline constexpr uint64_t kMaxCapAttrBytes = uint64_t{64} << 20;    // 64 MiB
 inline constexpr uint64_t kMaxCapReportBytes = uint64_t{64} << 30;  // 64 GiB
 
 // The [sampler] kinds that accept a study with several objectives ([study] directions):
-// "random", "qmc", "grid", "tpe", "nsga2". A multi-objective sweep with another kind is refused.
+// "random", "qmc", "grid", "tpe", "nsga2", "auto" (which picks TPE for them). A multi-objective
+// sweep with another kind is refused.
 const std::vector<const char*>& MultiObjectiveSamplerKinds();
 
 // The FAIL reasons [study] retry_on may name: "lost", "signal", "oom", "timeout", "exit",
@@ -261,14 +262,23 @@ struct CmaesConfig {
   std::map<std::string, double> x0;
 };
 
+// Gaussian-process Bayesian optimisation as Optuna's GPSampler does it (daemon/sampler/gp_sampler.h).
+struct GpConfig {
+  int n_startup_trials = 10;             // quasi-random (QMC) trials before the GP takes over
+  bool deterministic_objective = false;  // no observation noise is fitted
+};
+
 struct SamplerConfig {
-  std::string kind = "random";  // "random" | "grid" | "tpe" | "qmc" | "nsga2" | "cmaes"
+  // "random" | "grid" | "tpe" | "qmc" | "nsga2" | "cmaes" | "gp" | "auto" ("auto" becomes "gp"
+  // or "tpe" when the study is loaded: daemon/sampler/auto_sampler.h)
+  std::string kind = "random";
   uint64_t seed = 0;
   bool seed_given = false;  // when false the daemon draws a seed and stores it
   TpeConfig tpe;            // kind = "tpe"
   QmcConfig qmc;            // kind = "qmc"
   Nsga2Config nsga2;        // kind = "nsga2"
   CmaesConfig cmaes;        // kind = "cmaes"
+  GpConfig gp;              // kind = "gp"
 };
 
 // Pruners as Optuna defines them. Only the options of the chosen kind may appear in the file.

@@ -70,6 +70,10 @@ Scheduler::Scheduler(SchedulerOptions options)
   lo.seed_source = options_.seed_source;
   lo.make_sampler = options_.make_sampler;
   lo.make_pruner = options_.make_pruner;
+  if (options_.post) {
+    // A background sample is ready (its thread calls this): pump on the event loop.
+    lo.background_ready = [post = options_.post, this] { post([this] { Pump(); }); };
+  }
   loader_ = std::make_unique<StudyLoader>(std::move(lo));
   TrialStarter::Options to;
   to.launcher = options_.launcher;
@@ -273,8 +277,20 @@ std::optional<sampler::TrialSample> Scheduler::DrawParams(StudyRuntime& study) {
 std::optional<int> Scheduler::NextTrial(StudyRuntime& study) {
   // Shared storage: the claim re-read the study under its lock, so a pause by any node holds.
   if (study.record.state != StudyState::kRunning || study.record.paused) return std::nullopt;
-  if (!study.waiting.empty()) return study.waiting.front();
+  // A sampler computing in the background (background_sampler.h) holds the trial until its
+  // relative sample is ready; it pumps again then.
+  if (!study.waiting.empty()) {
+    const int number = study.waiting.front();
+    if (study.spec.objective.define_by_run() &&
+        !study.sampler->RelativeReady(study.view(), number)) {
+      return std::nullopt;
+    }
+    return number;
+  }
   if (study.exhausted || study.configurations() >= study.record.n_trials) return std::nullopt;
+  if (!study.sampler->RelativeReady(study.view(), static_cast<int>(study.trials.size()))) {
+    return std::nullopt;
+  }
   std::optional<sampler::TrialSample> sample = DrawParams(study);
   if (!sample) return std::nullopt;
   model::ParamMap params;

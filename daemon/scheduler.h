@@ -191,6 +191,10 @@ struct SchedulerOptions {
   // each call replaces the previous request. Must not call back into the scheduler. Empty: the
   // caller pumps by other means (tests: advance the clock, then Pump()).
   std::function<void(double delay_s)> wake_after;
+  // Runs `fn` on the scheduler's event loop soon; may be called from any thread (the daemon:
+  // asio::post). A study's background sampler (background_sampler.h) asks for a Pump() through
+  // it when a sample is ready. Empty: samplers run on the event loop (tests without one).
+  std::function<void(std::function<void()> fn)> post;
   // Builds each study's sampler; empty means sampler::MakeSampler. Tests put a failing or
   // counting sampler here.
   std::function<common::Result<std::unique_ptr<sampler::Sampler>>(const config::SamplerConfig&,

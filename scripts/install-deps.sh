@@ -16,6 +16,7 @@ PACKAGES=(
   libtomlplusplus-dev
   libsystemd-dev
   libcli11-dev  # command-line parsing of triald, trialctl and trial-worker (header-only)
+  libeigen3-dev liblbfgspp-dev  # the GP sampler's linear algebra and L-BFGS-B (header-only)
   systemd  # systemd-analyze: tests/integration/systemd_test.cc verifies the unit files
   python3 python3-optuna python3-cmaes python3-torch
   mypy  # type-checks the Python client (CTest python_types)
@@ -39,6 +40,7 @@ DEMO_PACKAGES=(
   libspdlog-dev libfmt-dev
   libsqlite3-dev libpq-dev
   libtomlplusplus-dev libsystemd-dev libcli11-dev
+  libeigen3-dev liblbfgspp-dev
   python3
 )
 for p in "${DEMO_PACKAGES[@]}"; do

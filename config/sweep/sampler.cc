@@ -29,7 +29,8 @@ K SeedKey() {
 }
 
 std::vector<K> Common() {
-  return {KindKey<S>("\"random\" (default), \"grid\", \"tpe\", \"qmc\", \"nsga2\" or \"cmaes\""),
+  return {KindKey<S>("\"random\" (default), \"grid\", \"tpe\", \"qmc\", \"nsga2\", \"cmaes\", "
+                     "\"gp\" or \"auto\""),
           SeedKey()};
 }
 
@@ -140,6 +141,18 @@ std::vector<K> CmaesKeys() {
   });
 }
 
+std::vector<K> GpKeys() {
+  using G = GpConfig;
+  return With({
+      IntKey("n_startup_trials", Of(&S::gp, &G::n_startup_trials), 0, "an integer >= 0",
+             "quasi-random (QMC) trials before the Gaussian process takes over, >= 0 "
+             "(default 10)"),
+      BoolKey("deterministic_objective", Of(&S::gp, &G::deterministic_objective),
+              "the objective gives the same value for the same parameters: no observation "
+              "noise is fitted (default false)"),
+  });
+}
+
 }  // namespace
 
 const std::vector<Kind<SamplerConfig>>& SamplerKinds() {
@@ -151,6 +164,8 @@ const std::vector<Kind<SamplerConfig>>& SamplerKinds() {
                             "scrambled Sobol points (default true)")})},
       {"nsga2", Nsga2Keys()},
       {"cmaes", CmaesKeys()},
+      {"gp", GpKeys()},
+      {"auto", Common()},
   };
   return kKinds;
 }

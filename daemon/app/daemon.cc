@@ -573,6 +573,7 @@ int RunDaemon(const DaemonOptions& opts) {
       if (!ec && pump_target != nullptr) pump_target->Pump();
     });
   };
+  so.post = [&io](std::function<void()> fn) { asio::post(io, std::move(fn)); };
   Scheduler scheduler(so);
   pump_target = &scheduler;
   st = scheduler.Recover();

@@ -9,6 +9,7 @@
 #include "common/json_text.h"
 #include "daemon/sampler/cmaes_sampler.h"
 #include "daemon/sampler/grid_sampler.h"
+#include "daemon/sampler/gp_sampler.h"
 #include "daemon/sampler/nsga2_sampler.h"
 #include "daemon/sampler/qmc_sampler.h"
 #include "daemon/sampler/random_sampler.h"
@@ -242,8 +243,14 @@ common::Result<std::unique_ptr<Sampler>> MakeSampler(const config::SamplerConfig
                             CmaesSampler::Create(space, config.seed, config.cmaes));
     return std::unique_ptr<Sampler>(std::move(cmaes));
   }
+  if (config.kind == "gp") {
+    TRIALD_ASSIGN_OR_RETURN(std::unique_ptr<GpSampler> gp,
+                            GpSampler::Create(space, config.seed, config.gp));
+    return std::unique_ptr<Sampler>(std::move(gp));
+  }
   return common::InvalidArgument("sampler: unknown kind \"" + config.kind +
-                                 "\"; expected one of: random, grid, tpe, qmc, nsga2, cmaes");
+                                 "\"; expected one of: random, grid, tpe, qmc, nsga2, cmaes, gp "
+                                 "(\"auto\" is resolved before: auto_sampler.h)");
 }
 
 }  // namespace triald::sampler

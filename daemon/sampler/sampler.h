@@ -21,6 +21,7 @@
 //
 // Thread-safety: a Sampler instance is used from one thread at a time.
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -70,6 +71,19 @@ class Sampler {
   // param.name), so the value does not depend on which other parameters were sampled.
   virtual common::Result<double> SampleIndependent(const StudyView& study, int trial_number,
                                                    const config::ParamSpec& param) = 0;
+
+  // Whether the relative sample of trial `trial_number` can be taken now without waiting.
+  // A sampler whose relative sample takes long to compute (the GP's fit) runs behind
+  // BackgroundSampler (daemon/scheduler/background_sampler.h), which starts computing it here
+  // and answers false until it is ready; the scheduler then starts the trial later. Default:
+  // true.
+  virtual bool RelativeReady(const StudyView& study, int trial_number) {
+    (void)study, (void)trial_number;
+    return true;
+  }
+  // A flag that, once set, asks a SampleRelative in progress to end soon (with
+  // kFailedPrecondition). Default: ignored (a sampler whose relative sample is quick).
+  virtual void SetCancel(const std::atomic<bool>* cancel) { (void)cancel; }
 
   // True when the sampler has nothing new to propose (a grid fully taken). The study then ends
   // once its running trials finish, even short of n_trials.

@@ -3,6 +3,8 @@
 #include <string>
 #include <utility>
 
+#include "daemon/sampler/auto_sampler.h"
+#include "daemon/scheduler/background_sampler.h"
 #include "daemon/scheduler/storage_batch.h"
 
 namespace triald::daemon {
@@ -18,11 +20,18 @@ Result<std::unique_ptr<StudyRuntime>> StudyLoader::Build(const model::StudyRecor
   rt->record = record;
   rt->spec = std::move(spec);
   rt->streak = FailureStreak(rt->spec.study.max_failures_in_a_row);
-  config::SamplerConfig sc = rt->spec.sampler;
+  config::SamplerConfig sc = sampler::ResolveAutoSampler(rt->spec.sampler, rt->spec);
   sc.seed = record.seed;
+  rt->sampler_kind = sc.kind;
+  if (rt->spec.sampler.kind == "auto")
+    rt->sampler_choice = sampler::ChooseAutoSampler(rt->spec).why;
   TRIALD_ASSIGN_OR_RETURN(rt->sampler, options_.make_sampler
                                            ? options_.make_sampler(sc, rt->spec.space)
                                            : sampler::MakeSampler(sc, rt->spec.space));
+  if (sc.kind == "gp" && options_.background_ready) {
+    rt->sampler =
+        std::make_unique<BackgroundSampler>(std::move(rt->sampler), options_.background_ready);
+  }
   TRIALD_ASSIGN_OR_RETURN(rt->pruner, options_.make_pruner ? options_.make_pruner(rt->spec.pruner)
                                                            : pruner::MakePruner(rt->spec.pruner));
   return rt;
@@ -60,6 +69,10 @@ Result<std::unique_ptr<StudyRuntime>> StudyLoader::Submit(const config::SweepSou
                            std::to_string(study->spec.study.parallelism) + ", seed " +
                            std::to_string(ns.seed);
   options_.recorder->Event(study.get(), nullptr, "study_submitted", what);
+  if (!study->sampler_choice.empty()) {
+    options_.recorder->Event(study.get(), nullptr, "sampler_chosen",
+                             "[sampler] kind = \"auto\" chose " + study->sampler_choice);
+  }
   options_.logger->info("study {} submitted: {}", ns.name, what);
   // The study is stored before any of its trials starts (the scheduler's transactions are its
   // own: on a shared storage one per claim, each locking one study).

@@ -46,6 +46,11 @@ class StudyLoader {
     std::function<uint64_t()> seed_source;
     MakeSampler make_sampler;  // empty: sampler::MakeSampler
     MakePruner make_pruner;    // empty: pruner::MakePruner
+    // Set: a sampler whose relative sample takes long to compute ([sampler] kind = "gp", and
+    // "auto" when it picks the GP) runs behind a BackgroundSampler, which calls this from its
+    // own thread when a sample is ready (the daemon posts a Pump() to its event loop). Empty:
+    // it runs on the caller's thread (tests driving the scheduler without an event loop).
+    std::function<void()> background_ready;
   };
   explicit StudyLoader(Options options);
 

@@ -27,6 +27,10 @@ namespace triald::daemon {
 struct StudyRuntime : StudyCache {
   config::SweepSpec spec;
   std::unique_ptr<sampler::Sampler> sampler;
+  // The sampler's kind as it runs ([sampler] kind, "auto" resolved), and for "auto" why it
+  // chose it (auto_sampler.h; the event sampler_chosen and `status` show it).
+  std::string sampler_kind;
+  std::string sampler_choice;
   std::unique_ptr<pruner::Pruner> pruner;
   SpawnBackoff spawn;    // after trials failed to start
   FailureStreak streak;  // fail-fast ([study] max_failures_in_a_row)

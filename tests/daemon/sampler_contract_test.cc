@@ -50,6 +50,7 @@ const std::vector<SamplerKind> kSamplers = {
     // NSGA-II's own behaviour, with several objectives: nsga2_test.cc.
     {"nsga2", true},
     {"cmaes", true},
+    {"gp", true},
 };
 // clang-format on
 
