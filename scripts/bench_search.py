@@ -155,13 +155,53 @@ def logscale5(t):
             5 * drop * drop + 0.5 * lr * batch)
 
 
+HARTMANN3_A = [[3, 10, 30], [0.1, 10, 35], [3, 10, 30], [0.1, 10, 35]]
+HARTMANN3_P = [[0.3689, 0.1170, 0.2673], [0.4699, 0.4387, 0.7470], [0.1091, 0.8732, 0.5547],
+               [0.03815, 0.5743, 0.8828]]
+
+
+def hartmann3(t):
+    x = [t.suggest_float(f"x{i}", 0, 1) for i in range(3)]
+    total = 0.0
+    for i in range(4):
+        inner = sum(HARTMANN3_A[i][j] * (x[j] - HARTMANN3_P[i][j]) ** 2 for j in range(3))
+        total += HARTMANN_ALPHA[i] * math.exp(-inner)
+    return -total
+
+
+def logrosenbrock4(t):
+    x = [t.suggest_float(f"x{i}", -2.048, 2.048) for i in range(4)]
+    return math.log1p(sum(100 * (x[i + 1] - x[i] ** 2) ** 2 + (1 - x[i]) ** 2 for i in range(3)))
+
+
+def ackley4(t):
+    x = [t.suggest_float(f"x{i}", -32.768, 32.768) for i in range(4)]
+    sq = sum(v * v for v in x)
+    cs = sum(math.cos(2 * math.pi * v) for v in x)
+    return -20 * math.exp(-0.2 * math.sqrt(sq / 4)) - math.exp(cs / 4) + 20 + math.e
+
+
+def lrsweep(t):
+    lr = math.log10(t.suggest_float("lr", 1e-5, 1e-1, log=True))
+    w = t.suggest_int("warmup", 0, 2000, step=100) / 1000.0
+    d = math.log10(t.suggest_float("weight_decay", 1e-6, 1e-1, log=True)) + 2.5
+    centre = -3.5 + 0.6 * w
+    over = max(0.0, lr - centre - 0.5)
+    noise = 0.02 * math.sin(1e4 * (lr + 3.1 * w + 1.7 * d))
+    return (1.8 + 0.5 * (lr - centre) ** 2 + 2.0 * over * over + 0.03 * d * d +
+            0.05 * (w - 0.8) ** 2 + noise)
+
+
 FUNCTIONS = {"branin": branin, "hartmann6": hartmann6, "rosenbrock5": rosenbrock5,
              "ackley5": ackley5, "mixed": mixed, "rastrigin8": rastrigin8,
              "schwefel4": schwefel4, "valley6": valley6, "plateau4": plateau4,
-             "logscale5": logscale5}
+             "logscale5": logscale5, "hartmann3": hartmann3, "logrosenbrock4": logrosenbrock4,
+             "ackley4": ackley4, "lrsweep": lrsweep}
 # The five development functions (the default set) and the widened set of other characters.
 DEV_FUNCTIONS = ["branin", "hartmann6", "rosenbrock5", "ackley5", "mixed"]
 WIDE_FUNCTIONS = ["rastrigin8", "schwefel4", "valley6", "plateau4", "logscale5"]
+# scripts/bench_gp.py's: small budgets, low dimensions.
+GP_FUNCTIONS = ["branin", "hartmann3", "hartmann6", "logrosenbrock4", "ackley4", "lrsweep"]
 
 SAMPLER_LABELS = [("triald", "tpe"), ("optuna", "tpe"), ("triald", "random"),
                   ("optuna", "random")]

@@ -60,6 +60,14 @@
 //     points) from stdin and prints each set's hypervolume (pareto::Hypervolume) on a line: the
 //     same code measures Optuna's fronts in scripts/bench_multiobjective.py.
 //
+//   triald-bench-samplers gp [--seeds N] [--checkpoints 20,40,60] --functions F,...
+//                            [--samplers gp,tpe] [--parallel 1,4]
+//     {"mode":"gp","function":F,"sampler":S,"parallel":p,"seed":s,"seconds":t,
+//      "best":{"20":v,"40":v,"60":v}}
+//     scripts/bench_gp.py: studies of as many trials as the last checkpoint, p trials in flight
+//     (asked at once, the oldest told first, as in cmaes mode); F is any function of quality
+//     mode or of constrained mode (then the best feasible value, null while none).
+//
 //   triald-bench-samplers cmaes [--seeds N] [--trials N] [--functions rosenbrock5,ackley5]
 //                               [--parallel 1,4] [--history 1000] [--repeats N]
 //     {"mode":"cmaes","function":F,"parallel":p,"seed":s,"best":v}
@@ -115,12 +123,12 @@ Distribution Float(double low, double high) {
   return d;
 }
 
-Distribution Int(double low, double high) {
+Distribution Int(double low, double high, double step = 1) {
   Distribution d;
   d.type = ParamType::kInt;
   d.low = low;
   d.high = high;
-  d.step = 1;
+  d.step = step;
   return d;
 }
 
@@ -261,6 +269,62 @@ std::vector<Function> Functions() {
                   double r2 = 0;
                   for (int i = 0; i < 4; ++i) r2 += (x[i] - c[i]) * (x[i] - c[i]);
                   return std::min(1.0, r2 / (0.25 * 0.25));
+                }});
+  // scripts/bench_gp.py's set (with branin and hartmann6): small budgets, low dimensions.
+  fs.push_back(
+      {"hartmann3", Box("x", 3, 0, 1), [](const ParamValues& v) {
+         static const double alpha[4] = {1.0, 1.2, 3.0, 3.2};
+         static const double a[4][3] = {{3, 10, 30}, {0.1, 10, 35}, {3, 10, 30}, {0.1, 10, 35}};
+         static const double p[4][3] = {{0.3689, 0.1170, 0.2673},
+                                        {0.4699, 0.4387, 0.7470},
+                                        {0.1091, 0.8732, 0.5547},
+                                        {0.03815, 0.5743, 0.8828}};
+         const std::vector<double> x = Coords(v, "x", 3);
+         double sum = 0;
+         for (int i = 0; i < 4; ++i) {
+           double inner = 0;
+           for (int j = 0; j < 3; ++j) inner += a[i][j] * (x[j] - p[i][j]) * (x[j] - p[i][j]);
+           sum += alpha[i] * std::exp(-inner);
+         }
+         return -sum;
+       }});
+  fs.push_back({"logrosenbrock4", Box("x", 4, -2.048, 2.048), [](const ParamValues& v) {
+                  // Rosenbrock with its output log-scaled: log(1 + f), 0 at (1, 1, 1, 1).
+                  const std::vector<double> x = Coords(v, "x", 4);
+                  double sum = 0;
+                  for (int i = 0; i + 1 < 4; ++i) {
+                    const double a = x[i + 1] - x[i] * x[i], b = 1 - x[i];
+                    sum += 100 * a * a + b * b;
+                  }
+                  return std::log1p(sum);
+                }});
+  fs.push_back({"ackley4", Box("x", 4, -32.768, 32.768), [](const ParamValues& v) {
+                  const std::vector<double> x = Coords(v, "x", 4);
+                  double sq = 0, cs = 0;
+                  for (double xi : x) {
+                    sq += xi * xi;
+                    cs += std::cos(2 * kPi * xi);
+                  }
+                  return -20 * std::exp(-0.2 * std::sqrt(sq / 4)) - std::exp(cs / 4) + 20 +
+                         std::exp(1.0);
+                }});
+  fs.push_back({"lrsweep",
+                {{"lr", LogFloatDist(1e-5, 1e-1)},
+                 {"warmup", Int(0, 2000, 100)},
+                 {"weight_decay", LogFloatDist(1e-6, 1e-1)}},
+                [](const ParamValues& v) {
+                  // A validation loss shaped like a fine-tuning sweep: a sharp optimum in log
+                  // lr near 3e-4 that moves up with warm-up (a high lr needs warm-up, and
+                  // diverges without it), a broad one in log weight decay, and noise (a
+                  // deterministic function of the parameters, so both sides see the same).
+                  const double l = std::log10(v.at("lr"));
+                  const double w = v.at("warmup") / 1000.0;
+                  const double d = std::log10(v.at("weight_decay")) + 2.5;
+                  const double centre = -3.5 + 0.6 * w;
+                  const double over = std::max(0.0, l - centre - 0.5);
+                  const double noise = 0.02 * std::sin(1e4 * (l + 3.1 * w + 1.7 * d));
+                  return 1.8 + 0.5 * (l - centre) * (l - centre) + 2.0 * over * over +
+                         0.03 * d * d + 0.05 * (w - 0.8) * (w - 0.8) + noise;
                 }});
   fs.push_back({"logscale5",
                 {{"lr", LogFloatDist(1e-6, 1)},
@@ -926,6 +990,115 @@ int HypervolumeOfStdin() {
 }
 
 // ---------------------------------------------------------------------------------------------
+// scripts/bench_gp.py: small budgets, in parallel, with constraints.
+
+// One study of `trials` trials with `parallel` in flight (the oldest running trial finishes
+// before the next is asked, as the daemon runs parallelism p). Returns, for each n, the best
+// feasible value among trials 0..n-1 (NAN while none is feasible).
+std::vector<double> RunGpStudy(
+    const SearchSpace& space,
+    const std::function<double(const ParamValues&, std::vector<double>*)>& f,
+    const std::string& kind, uint64_t seed, int trials, int parallel) {
+  auto s = MakeOrDie(kind, space, seed);
+  std::vector<model::TrialRecord> history;
+  sampler::StudyView view{config::Direction::kMinimize, &space, &history};
+  std::vector<double> value_of(static_cast<size_t>(trials), NAN);
+  size_t oldest = 0;
+  double clock = 0;
+  auto finish_oldest = [&] {
+    model::TrialRecord& t = history[oldest];
+    ParamValues values;
+    for (const auto& [name, p] : t.params) values[name] = p.internal;
+    std::vector<double> constraints;
+    const double v = f(values, &constraints);
+    t.state = model::TrialState::kComplete;
+    t.value = v;
+    t.values = {v};
+    t.constraints = constraints;
+    t.finished_at = ++clock;
+    if (model::Feasible(constraints)) value_of[oldest] = v;
+    ++oldest;
+  };
+  for (int n = 0; n < trials; ++n) {
+    if (static_cast<int>(history.size() - oldest) >= parallel) finish_oldest();
+    auto values = sampler::SampleParams(*s, view, n);
+    if (!values.ok()) {
+      std::fprintf(stderr, "triald-bench-samplers: %s trial %d: %s\n", kind.c_str(), n,
+                   values.status().message().c_str());
+      std::exit(1);
+    }
+    model::TrialRecord t = Complete(n, space, *values, 0);
+    t.state = model::TrialState::kRunning;
+    t.value.reset();
+    t.created_at = ++clock;
+    history.push_back(std::move(t));
+  }
+  while (oldest < history.size()) finish_oldest();
+  std::vector<double> best(value_of.size(), NAN);
+  double b = NAN;
+  for (size_t i = 0; i < value_of.size(); ++i) {
+    if (!std::isnan(value_of[i]) && (std::isnan(b) || value_of[i] < b)) b = value_of[i];
+    best[i] = b;
+  }
+  return best;
+}
+
+int Gp(const std::map<std::string, std::string>& flags) {
+  const int seeds = IntList("--seeds", flags.at("--seeds")).at(0);
+  const std::vector<int> checkpoints = IntList("--checkpoints", flags.at("--checkpoints"));
+  int trials = 0;
+  for (int c : checkpoints) trials = std::max(trials, c);
+  const std::vector<std::string> wanted = SplitList(flags.at("--functions"));
+  const std::vector<int> parallel = IntList("--parallel", flags.at("--parallel"));
+  struct Named {
+    std::string name;
+    SearchSpace space;
+    std::function<double(const ParamValues&, std::vector<double>*)> f;
+  };
+  std::vector<Named> all;
+  for (const Function& fn : Functions()) {
+    all.push_back({fn.name, fn.space,
+                   [f = fn.f](const ParamValues& v, std::vector<double>*) { return f(v); }});
+  }
+  for (const ConstrainedFunction& fn : ConstrainedFunctions())
+    all.push_back({fn.name, fn.space, fn.f});
+  for (const std::string& name : wanted) {
+    const Named* fn = nullptr;
+    for (const Named& n : all) fn = n.name == name ? &n : fn;
+    if (fn == nullptr) {
+      std::fprintf(stderr, "triald-bench-samplers: unknown function %s\n", name.c_str());
+      return 2;
+    }
+    for (int p : parallel) {
+      for (const std::string& kind : SplitList(flags.at("--samplers"))) {
+        for (int seed = 0; seed < seeds; ++seed) {
+          const auto start = std::chrono::steady_clock::now();
+          const std::vector<double> best =
+              RunGpStudy(fn->space, fn->f, kind, static_cast<uint64_t>(seed), trials, p);
+          const double seconds =
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+          std::printf(
+              "{\"mode\":\"gp\",\"function\":\"%s\",\"sampler\":\"%s\",\"parallel\":%d,"
+              "\"seed\":%d,\"seconds\":%.4g,\"best\":{",
+              name.c_str(), kind.c_str(), p, seed, seconds);
+          for (size_t i = 0; i < checkpoints.size(); ++i) {
+            const double v = best[static_cast<size_t>(checkpoints[i] - 1)];
+            if (std::isnan(v)) {
+              std::printf("%s\"%d\":null", i ? "," : "", checkpoints[i]);
+            } else {
+              std::printf("%s\"%d\":%.17g", i ? "," : "", checkpoints[i], v);
+            }
+          }
+          std::printf("}}\n");
+          std::fflush(stdout);
+        }
+      }
+    }
+  }
+  return 0;
+}
+
+// ---------------------------------------------------------------------------------------------
 // CMA-ES.
 
 // One cmaes study of `trials` trials with `parallel` of them in flight: the oldest running trial
@@ -1037,7 +1210,9 @@ int Usage() {
                " [--functions zdt1,zdt2,dtlz2] [--samplers nsga2,...]\n"
                "       triald-bench-samplers hypervolume < \"REF | POINT | POINT ...\" lines\n"
                "       triald-bench-samplers cmaes [--seeds N] [--trials N] [--functions F,...]"
-               " [--parallel P,...] [--history N,...] [--repeats N]\n");
+               " [--parallel P,...] [--history N,...] [--repeats N]\n"
+               "       triald-bench-samplers gp [--seeds N] [--checkpoints 20,40,60]"
+               " --functions F,... [--samplers gp,tpe] [--parallel P,...]\n");
   return 2;
 }
 
@@ -1089,6 +1264,11 @@ int Main(int argc, char** argv) {
     if (flags["--trials"] == "100") flags["--trials"] = "200";
     if (flags["--history"] == "100,1000,5000") flags["--history"] = "1000";
     return Cmaes(flags);
+  }
+  if (mode == "gp") {
+    if (flags["--samplers"].empty()) flags["--samplers"] = "gp,tpe";
+    if (flags["--checkpoints"] == "30,100") flags["--checkpoints"] = "20,40,60";
+    return Gp(flags);
   }
   if (mode == "speed") {
     if (flags["--samplers"].empty()) flags["--samplers"] = "tpe";
