@@ -283,12 +283,14 @@ std::optional<int> Scheduler::NextTrial(StudyRuntime& study) {
     const int number = study.waiting.front();
     if (study.spec.objective.define_by_run() &&
         !study.sampler->RelativeReady(study.view(), number)) {
+      study.awaiting_sample = true;
       return std::nullopt;
     }
     return number;
   }
   if (study.exhausted || study.configurations() >= study.record.n_trials) return std::nullopt;
   if (!study.sampler->RelativeReady(study.view(), static_cast<int>(study.trials.size()))) {
+    study.awaiting_sample = true;
     return std::nullopt;
   }
   std::optional<sampler::TrialSample> sample = DrawParams(study);
@@ -352,6 +354,7 @@ bool Scheduler::CanStart(const StudyRuntime& s) const {
     return false;
   }
   if (s.running >= s.parallelism()) return false;
+  if (s.awaiting_sample) return false;           // asked again at the next Pump()
   if (IsClientStudy(s) && !s.ask) return false;  // its trials start only when asked
   if (!s.spawn.Ready(options_.clock->MonotonicSeconds())) return false;
   if (!s.waiting.empty()) return true;
@@ -382,6 +385,9 @@ int Scheduler::local_running() const {
 void Scheduler::Pump() {
   if (pumping_) return;  // re-entered from a synchronous spawn failure
   pumping_ = true;
+  // A study whose next sample was being computed in the background is asked again (its
+  // sampler pumps when the sample is ready; any other event may find it ready too).
+  for (auto& [id, study] : studies_) study->awaiting_sample = false;
   ProbeStorage();
   // Every trial started in this pass is recorded (created, then RUNNING with its pid) in one
   // commit (shared storage: each claim commits alone, before its process starts).

@@ -17,6 +17,7 @@
 #include "daemon/control/requests.h"
 #include "daemon/control/study_json.h"
 #include "daemon/control/trial_log.h"
+#include "daemon/sampler/auto_sampler.h"
 #include "proto/control.h"
 
 namespace triald::daemon {
@@ -259,6 +260,25 @@ Result<json::value> FailuresJson(const VerbContext& c, const model::StudyRecord&
                    {"count", top->count}});
 }
 
+// The study's sampler: {"kind": as it runs, "configured": as the sweep says, "why": what
+// kind = "auto" chose and why (null for another kind)}; null when the stored sweep no longer
+// parses.
+json::value SamplerJson(const model::StudyRecord& s) {
+  Result<config::SweepSpec> spec = config::ParseSweep({s.spec_toml, s.spec_path, s.submit});
+  if (!spec.ok()) return nullptr;
+  json::object o;
+  o["configured"] = spec->sampler.kind;
+  if (spec->sampler.kind == "auto") {
+    const sampler::AutoChoice choice = sampler::ChooseAutoSampler(*spec);
+    o["kind"] = choice.kind;
+    o["why"] = choice.why;
+  } else {
+    o["kind"] = spec->sampler.kind;
+    o["why"] = nullptr;
+  }
+  return json::value(std::move(o));
+}
+
 Result<json::value> StatusVerb(const VerbContext& c, const json::object& args) {
   Result<model::StudyRecord> looked_up = LookUpStudy(*c.storage, args);
   Result<json::object> from_storage =
@@ -274,6 +294,7 @@ Result<json::value> StatusVerb(const VerbContext& c, const json::object& args) {
   } else {
     return from_storage.status();
   }
+  summary["sampler"] = SamplerJson(s);
   summary["spawn"] = SpawnStatusJson(c, s.id);
   summary["storage"] = StorageOutageJson(c);
   summary["fork_server"] = ForkServerJson(c, s.id);

@@ -132,6 +132,14 @@ void PrintStatus(std::ostream& out, const json::object& s) {
   }
   out << "\n";
   out << "  submitted by " << SubmitterText(s) << "\n";
+  if (const json::value* sm = s.if_contains("sampler"); sm != nullptr && sm->is_object()) {
+    const json::object& o = sm->get_object();
+    if (const json::value* why = o.if_contains("why"); why != nullptr && why->is_string()) {
+      out << "  sampler: auto chose " << why->get_string().c_str() << "\n";
+    } else {
+      out << "  sampler: " << Str(o, "kind") << "\n";
+    }
+  }
   if (const json::value* py = s.if_contains("python"); py != nullptr && py->is_object()) {
     const json::object& p = py->get_object();
     out << "  python: " << Str(p, "path");

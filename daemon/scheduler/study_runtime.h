@@ -31,6 +31,9 @@ struct StudyRuntime : StudyCache {
   // chose it (auto_sampler.h; the event sampler_chosen and `status` show it).
   std::string sampler_kind;
   std::string sampler_choice;
+  // Set in a Pump() pass that found the next trial's relative sample still being computed in
+  // the background (Sampler::RelativeReady): the study starts nothing more in that pass.
+  bool awaiting_sample = false;
   std::unique_ptr<pruner::Pruner> pruner;
   SpawnBackoff spawn;    // after trials failed to start
   FailureStreak streak;  // fail-fast ([study] max_failures_in_a_row)

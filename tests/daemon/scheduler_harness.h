@@ -116,6 +116,12 @@ struct SchedulerHarnessOptions {
   // Studies whose trials run elsewhere ([executor] kind = "slurm") are admitted when this says
   // so (SchedulerOptions::check_executor); empty: refused, as by a daemon without Slurm.
   std::function<common::Status(const config::SweepSpec&, const std::string&)> check_executor;
+  // SchedulerOptions::post (a background sampler asks for a Pump() through it) and
+  // make_sampler; empty: none, and the real samplers.
+  std::function<void(std::function<void()>)> post;
+  std::function<common::Result<std::unique_ptr<sampler::Sampler>>(const config::SamplerConfig&,
+                                                                  const config::SearchSpace&)>
+      make_sampler;
 };
 
 // The options of a harness with GPU slots (none with the defaults), 16 workers and a drawn seed
@@ -275,6 +281,8 @@ class SchedulerHarness {
     so.gpus = pool_.get();
     so.node_timeout_s = options_.node_timeout_s;
     so.check_executor = options_.check_executor;
+    so.post = options_.post;
+    so.make_sampler = options_.make_sampler;
     so.leftovers = &leftovers_;
     so.wake_after = [this](double delay_s) { wakes_.push_back(delay_s); };
     so.env = &env_;
