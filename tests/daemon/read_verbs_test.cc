@@ -158,6 +158,9 @@ TEST_CASE("read verbs: studies, status and best from counts and the best-trial q
   // status adds the study's spawn state (null: nothing failed to start) to the summary.
   CHECK(s.at("spawn").is_null());
   s.erase("spawn");
+  // and its sampler (null: this study's stored sweep, "[study]" alone, does not parse).
+  CHECK(s.at("sampler").is_null());
+  s.erase("sampler");
   // and the size of the Pareto front, null with one objective.
   CHECK(s.at("pareto_front_size").is_null());
   s.erase("pareto_front_size");
