@@ -65,7 +65,7 @@ TEST_CASE("the quadratic example parses", "[config][examples]") {
   CHECK(s.space[1].name == "y");
   CHECK(s.space[2].name == "shape");
   CHECK(s.space[2].dist.choices == std::vector<Choice>{std::string("bowl"), std::string("tilted")});
-  CHECK(s.sampler.kind == "random");
+  CHECK(s.sampler.kind == "auto");
   CHECK(s.sampler.seed == 7);
   CHECK(s.sampler.seed_given);
 }

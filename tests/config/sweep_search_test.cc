@@ -80,9 +80,9 @@ TEST_CASE("sampler options left out take Optuna's defaults", "[config]") {
 
 TEST_CASE("a sampler option of another kind names the kind it belongs to", "[config]") {
   CHECK(ErrorOf(WithSampler("kind = \"random\"\nn_startup_trials = 5\n")) ==
-        "sweep.toml:15:1: [sampler] n_startup_trials = 5: an option of kind = \"tpe\" or "
-        "\"cmaes\", not of kind = \"random\"; expected kind = \"tpe\" or \"cmaes\" to use it, "
-        "or only kind, seed with kind = \"random\"");
+        "sweep.toml:15:1: [sampler] n_startup_trials = 5: an option of kind = \"tpe\", "
+        "\"cmaes\" or \"gp\", not of kind = \"random\"; expected kind = \"tpe\", \"cmaes\" or "
+        "\"gp\" to use it, or only kind, seed with kind = \"random\"");
   // Without kind the sampler is random, so the same holds.
   CHECK_THAT(ErrorOf(WithSampler("gamma_max = 3\n")),
              StartsWith("sweep.toml:14:1: [sampler] gamma_max = 3: an option of kind = \"tpe\", "
@@ -102,7 +102,7 @@ TEST_CASE("a sampler option of another kind names the kind it belongs to", "[con
 TEST_CASE("unknown sampler kinds and keys list what is allowed", "[config]") {
   CHECK(ErrorOf(WithSampler("kind = \"bayes\"\n")) ==
         "sweep.toml:14:8: [sampler] kind = \"bayes\": unknown sampler kind; expected one of "
-        "random, grid, tpe, qmc, nsga2, cmaes");
+        "random, grid, tpe, qmc, nsga2, cmaes, gp, auto");
   CHECK_THAT(ErrorOf(WithSampler("kind = 3\n")),
              StartsWith("sweep.toml:14:8: [sampler] kind = 3: expected one of random, grid"));
   CHECK(ErrorOf(WithSampler("kind = \"tpe\"\nn_startup = 3\n")) ==
@@ -170,6 +170,33 @@ TEST_CASE("sampler option values are checked", "[config]") {
   CHECK(s.sampler.tpe.gamma_fraction == 1e-9);
   CHECK(s.sampler.tpe.gamma_max == 1);
   CHECK(s.sampler.tpe.n_ei_candidates == 1);
+}
+
+TEST_CASE("a gp sampler parses with Optuna's defaults and every option; bad ones name the key",
+          "[config]") {
+  const SweepSpec defaults = Parsed(WithSampler("kind = \"gp\"\n"));
+  CHECK(defaults.sampler.kind == "gp");
+  CHECK(defaults.sampler.gp.n_startup_trials == 10);
+  CHECK_FALSE(defaults.sampler.gp.deterministic_objective);
+  const SweepSpec set = Parsed(WithSampler(
+      "kind = \"gp\"\nseed = 4\nn_startup_trials = 3\ndeterministic_objective = true\n"));
+  CHECK(set.sampler.gp.n_startup_trials == 3);
+  CHECK(set.sampler.gp.deterministic_objective);
+  CHECK(set.sampler.seed == 4);
+  CHECK(ErrorOf(WithSampler("kind = \"gp\"\nn_startup_trials = -2\n")) ==
+        "sweep.toml:15:20: [sampler] n_startup_trials = -2: expected an integer >= 0");
+  CHECK(ErrorOf(WithSampler("kind = \"gp\"\ndeterministic_objective = \"yes\"\n")) ==
+        "sweep.toml:15:27: [sampler] deterministic_objective = \"yes\": expected true or false");
+  CHECK_THAT(ErrorOf(WithSampler("kind = \"gp\"\nn_ei_candidates = 8\n")),
+             StartsWith("sweep.toml:15:1: [sampler] n_ei_candidates = 8: an option of kind = "
+                        "\"tpe\", not of kind = \"gp\""));
+  CHECK(ErrorOf(WithSampler("kind = \"gp\"\nacquisition = \"ei\"\n")) ==
+        "sweep.toml:15:1: [sampler] unknown key \"acquisition\" for kind = \"gp\"; expected one "
+        "of kind, seed, n_startup_trials, deterministic_objective");
+  // "auto" takes no option of its own.
+  CHECK(Parsed(WithSampler("kind = \"auto\"\nseed = 1\n")).sampler.kind == "auto");
+  CHECK_THAT(ErrorOf(WithSampler("kind = \"auto\"\nn_startup_trials = 5\n")),
+             Contains("not of kind = \"auto\""));
 }
 
 TEST_CASE("an nsga2 sampler parses with Optuna's defaults and every option", "[config]") {
