@@ -13,6 +13,7 @@
 #include <string>
 #include <utility>
 
+#include "daemon/control/verbs.h"
 #include "daemon/sampler/gp_sampler.h"
 #include "daemon/sampler/sampler.h"
 #include "tests/daemon/scheduler_harness.h"
@@ -122,6 +123,16 @@ TEST_CASE("a trial waits for its background sample while the scheduler goes on",
   h.scheduler().Pump();  // returns at once: nothing of "gp" to start yet
   CHECK(l.live_count("gp") == 0);
   CHECK(h.State("gp") == model::StudyState::kRunning);
+  // The control verbs answer meanwhile: status of the study whose sample is being computed.
+  daemon::VerbContext verbs;
+  verbs.scheduler = &h.scheduler();
+  verbs.storage = &h.storage();
+  verbs.state_dir = "/nonexistent";
+  common::Result<boost::json::value> status =
+      daemon::HandleVerb(verbs, "status", boost::json::object{{"study", "gp"}});
+  REQUIRE(status.ok());
+  CHECK(status->at("sampler").at("kind") == "gp");
+  CHECK(status->at("complete").as_int64() == 1);
   // Another study runs its trials meanwhile, start to end.
   Sweep other;
   other.name = "other";
