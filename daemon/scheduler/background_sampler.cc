@@ -1,5 +1,8 @@
 #include "daemon/scheduler/background_sampler.h"
 
+#include <sys/resource.h>
+#include <unistd.h>
+
 #include <utility>
 
 namespace triald::daemon {
@@ -67,6 +70,8 @@ bool BackgroundSampler::RelativeReady(const sampler::StudyView& study, int trial
 }
 
 void BackgroundSampler::Run() {
+  // Below the event loop and the trials: on a busy host the fit waits, not `status`.
+  (void)::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), kNice);
   for (;;) {
     Job job;
     {

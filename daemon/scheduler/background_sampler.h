@@ -13,9 +13,9 @@
 // trials that finish during the fit count from the next trial on (a study run one trial at a
 // time sees exactly what a synchronous sampler would).
 //
-// Bounded: one thread per study and one sample at a time; an ask for another trial (or for a
-// relative space that changed) while one is computed waits for it, then computes its own. The
-// thread starts at the first ask and is cancelled (the sampler's SetCancel flag, checked at
+// Bounded: one thread per study, at nice kNice, and one sample at a time; an ask for another trial
+// (or for a relative space that changed) while one is computed waits for it, then computes its own.
+// The thread starts at the first ask and is cancelled (the sampler's SetCancel flag, checked at
 // every evaluation of the fit and of the acquisition) and joined when the study is dropped or
 // the daemon stops, within one evaluation.
 //
@@ -45,6 +45,10 @@ namespace triald::daemon {
 
 class BackgroundSampler final : public sampler::Sampler {
  public:
+  // The thread's nice value (Linux nices threads one by one): on a host whose cores are busy,
+  // the event loop and the trials run first and the fit takes what is left.
+  static constexpr int kNice = 10;
+
   BackgroundSampler(std::unique_ptr<sampler::Sampler> inner, std::function<void()> on_ready);
   ~BackgroundSampler() override;  // cancels the sample in progress and joins the thread
   BackgroundSampler(const BackgroundSampler&) = delete;
