@@ -69,13 +69,16 @@ def branin(t):
     return (x2 - b * x1 * x1 + c * x1 - 6) ** 2 + 10 * (1 - s) * math.cos(x1) + 10
 
 
-def hartmann6(t):
-    x = [t.suggest_float(f"x{i}", 0, 1) for i in range(6)]
+def hartmann(x, a, p):
     total = 0.0
     for i in range(4):
-        inner = sum(HARTMANN_A[i][j] * (x[j] - HARTMANN_P[i][j]) ** 2 for j in range(6))
+        inner = sum(a[i][j] * (x[j] - p[i][j]) ** 2 for j in range(len(x)))
         total += HARTMANN_ALPHA[i] * math.exp(-inner)
     return -total
+
+
+def hartmann6(t):
+    return hartmann([t.suggest_float(f"x{i}", 0, 1) for i in range(6)], HARTMANN_A, HARTMANN_P)
 
 
 def rosenbrock5(t):
@@ -161,12 +164,7 @@ HARTMANN3_P = [[0.3689, 0.1170, 0.2673], [0.4699, 0.4387, 0.7470], [0.1091, 0.87
 
 
 def hartmann3(t):
-    x = [t.suggest_float(f"x{i}", 0, 1) for i in range(3)]
-    total = 0.0
-    for i in range(4):
-        inner = sum(HARTMANN3_A[i][j] * (x[j] - HARTMANN3_P[i][j]) ** 2 for j in range(3))
-        total += HARTMANN_ALPHA[i] * math.exp(-inner)
-    return -total
+    return hartmann([t.suggest_float(f"x{i}", 0, 1) for i in range(3)], HARTMANN3_A, HARTMANN3_P)
 
 
 def logrosenbrock4(t):

@@ -457,12 +457,9 @@ TEST_CASE("gp sampler: define-by-run parameters outside the space come from QMC"
 }
 
 TEST_CASE("gp sampler: a cancelled fit ends at once", "[gp]") {
-  Study study{BowlSpace(), {}};
+  Study study;
   auto gp = MakeGp(BowlSpace(), 1, 2);
-  for (int i = 0; i < 4; ++i) {
-    const ParamValues v = study.Sample(*gp);
-    study.Complete(v, Bowl(v));
-  }
+  RunBowl(*gp, 4, &study);
   std::atomic<bool> cancel{true};
   gp->SetCancel(&cancel);
   const SearchSpace relative = gp->InferRelativeSearchSpace(study.View(), 4);
@@ -475,12 +472,9 @@ TEST_CASE("gp sampler: a cancelled fit ends at once", "[gp]") {
 // BackgroundSampler.
 
 TEST_CASE("background sampler: computes off the caller's thread, then answers at once", "[gp]") {
-  Study study{BowlSpace(), {}};
+  Study study;
   auto sync = MakeGp(BowlSpace(), 21, 3);
-  for (int i = 0; i < 5; ++i) {
-    const ParamValues v = study.Sample(*sync);
-    study.Complete(v, Bowl(v));
-  }
+  RunBowl(*sync, 5, &study);
   std::mutex mu;
   std::condition_variable cv;
   int ready = 0;
@@ -509,12 +503,9 @@ TEST_CASE("background sampler: computes off the caller's thread, then answers at
 }
 
 TEST_CASE("background sampler: dropping it cancels the sample in progress", "[gp]") {
-  Study study{BowlSpace(), {}};
+  Study study;
   auto sync = MakeGp(BowlSpace(), 22, 3);
-  for (int i = 0; i < 60; ++i) {
-    const ParamValues v = study.Sample(*sync);
-    study.Complete(v, Bowl(v));
-  }
+  RunBowl(*sync, 60, &study);
   std::atomic<int> ready{0};
   const auto start = std::chrono::steady_clock::now();
   {

@@ -176,6 +176,38 @@ double ValleyRotation(int i, int j) {
   return (i == j ? 1.0 : 0.0) - 2.0 * (i + 1) * (j + 1) / norm2;
 }
 
+// The Hartmann family over D dimensions (its A and P), Rosenbrock and Ackley in any dimension.
+template <int D>
+double Hartmann(const std::vector<double>& x, const double (&a)[4][D], const double (&p)[4][D]) {
+  static const double alpha[4] = {1.0, 1.2, 3.0, 3.2};
+  double sum = 0;
+  for (int i = 0; i < 4; ++i) {
+    double inner = 0;
+    for (int j = 0; j < D; ++j) inner += a[i][j] * (x[j] - p[i][j]) * (x[j] - p[i][j]);
+    sum += alpha[i] * std::exp(-inner);
+  }
+  return -sum;
+}
+
+double Rosenbrock(const std::vector<double>& x) {
+  double sum = 0;
+  for (size_t i = 0; i + 1 < x.size(); ++i) {
+    const double a = x[i + 1] - x[i] * x[i], b = 1 - x[i];
+    sum += 100 * a * a + b * b;
+  }
+  return sum;
+}
+
+double Ackley(const std::vector<double>& x) {
+  double sq = 0, cs = 0;
+  for (double xi : x) {
+    sq += xi * xi;
+    cs += std::cos(2 * kPi * xi);
+  }
+  const double n = static_cast<double>(x.size());
+  return -20 * std::exp(-0.2 * std::sqrt(sq / n)) - std::exp(cs / n) + 20 + std::exp(1.0);
+}
+
 std::vector<Function> Functions() {
   std::vector<Function> fs;
   fs.push_back({"branin", {{"x0", Float(-5, 10)}, {"x1", Float(0, 15)}}, [](const ParamValues& v) {
@@ -185,7 +217,6 @@ std::vector<Function> Functions() {
                   return q * q + 10 * (1 - t) * std::cos(x1) + 10;
                 }});
   fs.push_back({"hartmann6", Box("x", 6, 0, 1), [](const ParamValues& v) {
-                  static const double alpha[4] = {1.0, 1.2, 3.0, 3.2};
                   static const double a[4][6] = {{10, 3, 17, 3.5, 1.7, 8},
                                                  {0.05, 10, 17, 0.1, 8, 14},
                                                  {3, 3.5, 1.7, 10, 17, 8},
@@ -194,35 +225,12 @@ std::vector<Function> Functions() {
                                                  {0.2329, 0.4135, 0.8307, 0.3736, 0.1004, 0.9991},
                                                  {0.2348, 0.1451, 0.3522, 0.2883, 0.3047, 0.6650},
                                                  {0.4047, 0.8828, 0.8732, 0.5743, 0.1091, 0.0381}};
-                  const std::vector<double> x = Coords(v, "x", 6);
-                  double sum = 0;
-                  for (int i = 0; i < 4; ++i) {
-                    double inner = 0;
-                    for (int j = 0; j < 6; ++j)
-                      inner += a[i][j] * (x[j] - p[i][j]) * (x[j] - p[i][j]);
-                    sum += alpha[i] * std::exp(-inner);
-                  }
-                  return -sum;
+                  return Hartmann(Coords(v, "x", 6), a, p);
                 }});
-  fs.push_back({"rosenbrock5", Box("x", 5, -5, 10), [](const ParamValues& v) {
-                  const std::vector<double> x = Coords(v, "x", 5);
-                  double sum = 0;
-                  for (int i = 0; i + 1 < 5; ++i) {
-                    const double a = x[i + 1] - x[i] * x[i], b = 1 - x[i];
-                    sum += 100 * a * a + b * b;
-                  }
-                  return sum;
-                }});
-  fs.push_back({"ackley5", Box("x", 5, -32.768, 32.768), [](const ParamValues& v) {
-                  const std::vector<double> x = Coords(v, "x", 5);
-                  double sq = 0, cs = 0;
-                  for (double xi : x) {
-                    sq += xi * xi;
-                    cs += std::cos(2 * kPi * xi);
-                  }
-                  return -20 * std::exp(-0.2 * std::sqrt(sq / 5)) - std::exp(cs / 5) + 20 +
-                         std::exp(1.0);
-                }});
+  fs.push_back({"rosenbrock5", Box("x", 5, -5, 10),
+                [](const ParamValues& v) { return Rosenbrock(Coords(v, "x", 5)); }});
+  fs.push_back({"ackley5", Box("x", 5, -32.768, 32.768),
+                [](const ParamValues& v) { return Ackley(Coords(v, "x", 5)); }});
   fs.push_back({"mixed",
                 {{"x", Float(-5, 5)},
                  {"y", Float(-5, 5)},
@@ -273,41 +281,19 @@ std::vector<Function> Functions() {
   // scripts/bench_gp.py's set (with branin and hartmann6): small budgets, low dimensions.
   fs.push_back(
       {"hartmann3", Box("x", 3, 0, 1), [](const ParamValues& v) {
-         static const double alpha[4] = {1.0, 1.2, 3.0, 3.2};
          static const double a[4][3] = {{3, 10, 30}, {0.1, 10, 35}, {3, 10, 30}, {0.1, 10, 35}};
          static const double p[4][3] = {{0.3689, 0.1170, 0.2673},
                                         {0.4699, 0.4387, 0.7470},
                                         {0.1091, 0.8732, 0.5547},
                                         {0.03815, 0.5743, 0.8828}};
-         const std::vector<double> x = Coords(v, "x", 3);
-         double sum = 0;
-         for (int i = 0; i < 4; ++i) {
-           double inner = 0;
-           for (int j = 0; j < 3; ++j) inner += a[i][j] * (x[j] - p[i][j]) * (x[j] - p[i][j]);
-           sum += alpha[i] * std::exp(-inner);
-         }
-         return -sum;
+         return Hartmann(Coords(v, "x", 3), a, p);
        }});
   fs.push_back({"logrosenbrock4", Box("x", 4, -2.048, 2.048), [](const ParamValues& v) {
                   // Rosenbrock with its output log-scaled: log(1 + f), 0 at (1, 1, 1, 1).
-                  const std::vector<double> x = Coords(v, "x", 4);
-                  double sum = 0;
-                  for (int i = 0; i + 1 < 4; ++i) {
-                    const double a = x[i + 1] - x[i] * x[i], b = 1 - x[i];
-                    sum += 100 * a * a + b * b;
-                  }
-                  return std::log1p(sum);
+                  return std::log1p(Rosenbrock(Coords(v, "x", 4)));
                 }});
-  fs.push_back({"ackley4", Box("x", 4, -32.768, 32.768), [](const ParamValues& v) {
-                  const std::vector<double> x = Coords(v, "x", 4);
-                  double sq = 0, cs = 0;
-                  for (double xi : x) {
-                    sq += xi * xi;
-                    cs += std::cos(2 * kPi * xi);
-                  }
-                  return -20 * std::exp(-0.2 * std::sqrt(sq / 4)) - std::exp(cs / 4) + 20 +
-                         std::exp(1.0);
-                }});
+  fs.push_back({"ackley4", Box("x", 4, -32.768, 32.768),
+                [](const ParamValues& v) { return Ackley(Coords(v, "x", 4)); }});
   fs.push_back({"lrsweep",
                 {{"lr", LogFloatDist(1e-5, 1e-1)},
                  {"warmup", Int(0, 2000, 100)},
