@@ -86,11 +86,15 @@ def rosenbrock5(t):
     return sum(100 * (x[i + 1] - x[i] ** 2) ** 2 + (1 - x[i]) ** 2 for i in range(4))
 
 
-def ackley5(t):
-    x = [t.suggest_float(f"x{i}", -32.768, 32.768) for i in range(5)]
+def ackley(x):
+    n = len(x)
     sq = sum(v * v for v in x)
     cs = sum(math.cos(2 * math.pi * v) for v in x)
-    return -20 * math.exp(-0.2 * math.sqrt(sq / 5)) - math.exp(cs / 5) + 20 + math.e
+    return -20 * math.exp(-0.2 * math.sqrt(sq / n)) - math.exp(cs / n) + 20 + math.e
+
+
+def ackley5(t):
+    return ackley([t.suggest_float(f"x{i}", -32.768, 32.768) for i in range(5)])
 
 
 def mixed(t):
@@ -173,10 +177,7 @@ def logrosenbrock4(t):
 
 
 def ackley4(t):
-    x = [t.suggest_float(f"x{i}", -32.768, 32.768) for i in range(4)]
-    sq = sum(v * v for v in x)
-    cs = sum(math.cos(2 * math.pi * v) for v in x)
-    return -20 * math.exp(-0.2 * math.sqrt(sq / 4)) - math.exp(cs / 4) + 20 + math.e
+    return ackley([t.suggest_float(f"x{i}", -32.768, 32.768) for i in range(4)])
 
 
 def lrsweep(t):
