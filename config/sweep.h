@@ -262,7 +262,8 @@ struct CmaesConfig {
   std::map<std::string, double> x0;
 };
 
-// Gaussian-process Bayesian optimisation as Optuna's GPSampler does it (daemon/sampler/gp_sampler.h).
+// Gaussian-process Bayesian optimisation as Optuna's GPSampler does it
+// (daemon/sampler/gp_sampler.h).
 struct GpConfig {
   int n_startup_trials = 10;             // quasi-random (QMC) trials before the GP takes over
   bool deterministic_objective = false;  // no observation noise is fitted

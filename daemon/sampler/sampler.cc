@@ -8,8 +8,8 @@
 
 #include "common/json_text.h"
 #include "daemon/sampler/cmaes_sampler.h"
-#include "daemon/sampler/grid_sampler.h"
 #include "daemon/sampler/gp_sampler.h"
+#include "daemon/sampler/grid_sampler.h"
 #include "daemon/sampler/nsga2_sampler.h"
 #include "daemon/sampler/qmc_sampler.h"
 #include "daemon/sampler/random_sampler.h"

@@ -24,7 +24,10 @@ BackgroundSampler::~BackgroundSampler() {
 }
 
 bool BackgroundSampler::Matches(int trial_number, const config::SearchSpace& relative_space) const {
-  if (!done_ || done_->trial_number != trial_number) return false;
+  // A sample computed for a lower number serves too: on shared storage other nodes may have
+  // taken the number it was asked for while it was computed (one node alone, the number never
+  // moves between the ask and the take).
+  if (!done_ || done_->trial_number > trial_number) return false;
   if (done_->relative_space.size() != relative_space.size()) return false;
   for (size_t i = 0; i < relative_space.size(); ++i) {
     if (done_->relative_space[i].name != relative_space[i].name ||

@@ -13,6 +13,10 @@
 // trials that finish during the fit count from the next trial on (a study run one trial at a
 // time sees exactly what a synchronous sampler would).
 //
+// On shared storage (several daemons on one study) another node may take trial n while n's
+// sample is computed; the sample then serves the next number this node asks for (it saw a
+// little less of the study), so a node whose fits are slow is not starved by faster ones.
+//
 // Bounded: one thread per study, at nice kNice, and one sample at a time; an ask for another trial
 // (or for a relative space that changed) while one is computed waits for it, then computes its own.
 // The thread starts at the first ask and is cancelled (the sampler's SetCancel flag, checked at

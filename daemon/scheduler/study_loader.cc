@@ -22,7 +22,6 @@ Result<std::unique_ptr<StudyRuntime>> StudyLoader::Build(const model::StudyRecor
   rt->streak = FailureStreak(rt->spec.study.max_failures_in_a_row);
   config::SamplerConfig sc = sampler::ResolveAutoSampler(rt->spec.sampler, rt->spec);
   sc.seed = record.seed;
-  rt->sampler_kind = sc.kind;
   if (rt->spec.sampler.kind == "auto")
     rt->sampler_choice = sampler::ChooseAutoSampler(rt->spec).why;
   TRIALD_ASSIGN_OR_RETURN(rt->sampler, options_.make_sampler

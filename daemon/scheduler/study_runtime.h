@@ -27,9 +27,8 @@ namespace triald::daemon {
 struct StudyRuntime : StudyCache {
   config::SweepSpec spec;
   std::unique_ptr<sampler::Sampler> sampler;
-  // The sampler's kind as it runs ([sampler] kind, "auto" resolved), and for "auto" why it
-  // chose it (auto_sampler.h; the event sampler_chosen and `status` show it).
-  std::string sampler_kind;
+  // [sampler] kind = "auto": what it chose and why (auto_sampler.h), recorded as the event
+  // sampler_chosen at submit; "" for another kind.
   std::string sampler_choice;
   // Set in a Pump() pass that found the next trial's relative sample still being computed in
   // the background (Sampler::RelativeReady): the study starts nothing more in that pass.
