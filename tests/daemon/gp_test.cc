@@ -110,7 +110,7 @@ TEST_CASE("gp: the log posterior's gradient matches finite differences", "[gp]")
   INFO("categorical " << categorical << ", deterministic " << deterministic);
   const Data data = RandomData(12, 3, categorical, 2);
   Eigen::VectorXd raw(deterministic ? 4 : 5);
-  raw << 0.3, -0.7, 1.1, 0.2;
+  raw.head(4) = Eigen::Vector4d(0.3, -0.7, 1.1, 0.2);
   if (!deterministic) raw(4) = -3;
   Eigen::VectorXd grad;
   const double f = sampler::gp::LogPosteriorRaw(data, raw, deterministic, &grad);
