@@ -86,6 +86,14 @@ TEST_CASE("dashboard in a browser: live updates, pause with and without the toke
   CHECK(paused.at("token_kept") == true);
   CHECK(Paused(d, study));
 
+  // The summary line names the study's sampler (status's "sampler": random, the default).
+  json::object sampler =
+      Drive(dir, "p-sampler",
+            "eval '" + base +
+                "/studies/live' \"document.querySelector('p.summary').textContent"
+                ".indexOf('sampler random') >= 0\"");
+  CHECK(json::serialize(sampler.at("value")) == "true");
+
   // Text a trial wrote (an attribute holding an <img onerror=...> tag) is shown as text: no
   // element is made of it and its script never runs.
   json::object shown =
