@@ -81,6 +81,7 @@
 // triald_scheduler_parts):
 //   study_runtime.h       an active study: its cache, sweep, sampler, pruner and back-off
 //   study_loader.h        a study made ready to run: submitted (admitted, stored) or loaded
+//   background_sampler.h  a sampler whose samples take long (GP) run on a thread of its own
 //   admission.h           whether a sweep may run here (submit, and each reload)
 //   stored_studies.h      shared storage: the active studies following the stored ones
 //   running_trials.h      this node's launched trials: process, channel, GPU slots
