@@ -3,6 +3,8 @@
 #include <spdlog/sinks/null_sink.h>
 #include <spdlog/sinks/stdout_sinks.h>
 
+#include <chrono>
+
 namespace triald::common {
 
 Result<spdlog::level::level_enum> ParseLogLevel(const std::string& text) {
@@ -12,6 +14,12 @@ Result<spdlog::level::level_enum> ParseLogLevel(const std::string& text) {
   }
   return InvalidArgument("log level \"" + text +
                          "\"; expected one of trace, debug, info, warn, error, critical, off");
+}
+
+double WallMillis() {
+  return std::chrono::duration<double, std::milli>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
 }
 
 Logger MakeStderrLogger(const std::string& name, spdlog::level::level_enum level) {

@@ -313,6 +313,7 @@ std::optional<int> Scheduler::NextTrial(StudyRuntime& study) {
     return std::nullopt;
   }
   const int number = created->number;
+  common::Span(options_.logger, options_.clock->WallSeconds() * 1e3, "created trial={}", number);
   if (static_cast<int>(study.trials.size()) != number) {
     options_.logger->error("study {}: trial numbering out of step ({} vs {})", study.record.name,
                            number, study.trials.size());
@@ -436,6 +437,10 @@ void Scheduler::Pump() {
   }
   if (pass != nullptr) {
     Status committed = pass->Commit();
+    for (const PassLaunch& l : pass_launches_) {
+      common::Span(options_.logger, options_.clock->WallSeconds() * 1e3, "committed trial={}",
+                   l.number);
+    }
     if (!committed.ok()) {
       options_.logger->critical("storing the trials started: {}", committed.message());
       OnStorageRefused(committed);
@@ -507,6 +512,7 @@ bool Scheduler::StartTrial(StudyRuntime& study, TrialGpus gpus) {
   running_->Add(tid, std::move(rt));
   ++study.running;
   pass_launches_.push_back({&study, number, tid, created});  // StartTrial runs inside Pump
+  common::Span(options_.logger, options_.clock->WallSeconds() * 1e3, "launched trial={}", number);
   if (starting) {
     // A fork server starts it (launcher.h): OnStarted, or OnExit with never_started.
     options_.logger->debug("study {} trial {}: starting", study.record.name, number);
@@ -561,6 +567,8 @@ bool Scheduler::OnStarted(int64_t tid, const model::ProcessIdentity& id) {
   }
   if (study.spec.objective.define_by_run() || sample) rt.channel->StartSample(std::move(sample));
   options_.logger->debug("study {} trial {} started (pid {})", study.record.name, number, id.pid);
+  common::Span(options_.logger, options_.clock->WallSeconds() * 1e3, "started trial={} pid={}",
+               number, id.pid);
   return true;
 }
 

@@ -25,6 +25,7 @@ the fork server and its `import torch`), and from the first trial's end to the l
 
 import argparse
 import json
+import re
 import os
 import statistics
 import subprocess
@@ -82,15 +83,89 @@ seed = 1
     return path
 
 
-def run_triald(build, name, trials, parallelism, fork):
+# The steps of a forked start, as triald logs them at --log-level trace (common::Span), in the
+# order they happen, and what each interval is spent on.
+TRACE_STEPS = [
+    ("created", "request_sent",
+     "the daemon: trial record, launch spec, cgroup, streams; a wait for the server's socket"),
+    ("request_sent", "forked_received", "the server: its fork(s), the child's set-up, the reply"),
+    ("forked_received", "go", "the daemon: pid checks, cgroup placement, prlimit, go"),
+    ("go", "objective", "the child after its go, to the objective's first line"),
+    ("objective", "first_line", "the objective's first report reaching the daemon"),
+]
+
+
+def read_spans(log_path):
+    """{step: [(keys, time ms)]} from a trace log; keys are trial=N, req=ID or pid=P. The step
+    fork_requested (logged once the request is queued, after it may have been sent) only joins a
+    trial to its request id."""
+    spans = {}
+    pattern = re.compile(r" span (\w+) (.*) t=([\d.]+)$")
+    with open(log_path) as f:
+        for line in f:
+            m = pattern.search(line.rstrip("\n"))
+            if not m:
+                continue
+            keys = dict(kv.split("=", 1) for kv in m.group(2).split())
+            spans.setdefault(m.group(1), []).append((keys, float(m.group(3))))
+    return spans
+
+
+def trace_breakdown(log_path, rows):
+    """Per trial, the time of each step (ms, wall clock), joined through the request id and the
+    pid; then the median and p90 of each interval over the trials that have both ends."""
+    spans = read_spans(log_path)
+    by = {}
+    for step, entries in spans.items():
+        for keys, t in entries:
+            for k, v in keys.items():
+                by.setdefault((step, k, v), t)
+    req_of = {keys["trial"]: keys["req"] for keys, _ in spans.get("fork_requested", [])}
+    pid_of = {keys["req"]: keys["pid"] for keys, _ in spans.get("forked_received", [])}
+    intervals = {(a, b): [] for a, b, _ in TRACE_STEPS}
+    totals = []
+    for r in rows:
+        trial = str(r["number"])
+        req = req_of.get(trial)
+        pid = pid_of.get(req) if req else None
+        times = {"created": by.get(("created", "trial", trial)),
+                 "fork_requested": by.get(("fork_requested", "trial", trial)),
+                 "request_sent": by.get(("request_sent", "req", req)),
+                 "forked_received": by.get(("forked_received", "req", req)),
+                 "go": by.get(("go", "pid", pid)),
+                 "objective": 1000 * r["attrs"]["first_line"],
+                 "first_line": by.get(("first_line", "pid", pid))}
+        for a, b, _ in TRACE_STEPS:
+            if times[a] is not None and times[b] is not None:
+                intervals[(a, b)].append(times[b] - times[a])
+        if times["created"] is not None:
+            totals.append(times["objective"] - times["created"])
+    if not totals or not req_of:
+        raise RuntimeError(f"{log_path}: no start spans (created, fork_requested) in the trace log")
+    out = []
+    for a, b, what in TRACE_STEPS:
+        v = sorted(intervals[(a, b)])
+        if v:
+            out.append({"from": a, "to": b, "what": what, "n": len(v),
+                        "median_ms": round(statistics.median(v), 2),
+                        "p90_ms": round(v[int(0.9 * (len(v) - 1))], 2)})
+    totals.sort()
+    return {"steps": out, "created_to_objective_ms": round(statistics.median(totals), 2)
+            if totals else None}
+
+
+def run_triald(build, name, trials, parallelism, fork, trace=False):
     with tempfile.TemporaryDirectory(prefix="triald-bench-start-") as d:
         sweep = write_sweep(d, name, trials, parallelism, fork)
-        with running_triald(build, os.path.join(d, "state"), parallelism) as ctl:
+        state = os.path.join(d, "state")
+        with running_triald(build, state, parallelism,
+                            log_level="trace" if trace else "warn") as ctl:
             st = submit_and_wait(ctl, sweep, name)
             rows = json.loads(subprocess.run(ctl + ["trials", name, "--json"], check=True,
                                              capture_output=True, text=True).stdout)
             events = subprocess.run(ctl + ["events", name], capture_output=True,
                                     text=True).stdout
+        breakdown = trace_breakdown(state + ".log", rows) if trace else None
     if st["complete"] != trials:
         raise RuntimeError(f"{name}: only {st['complete']} of {trials} trials completed: {st}"
                            f"\n{events}")
@@ -112,7 +187,8 @@ def run_triald(build, name, trials, parallelism, fork):
                                1)},
             "started_to_first_line_ms": round(1000 * statistics.median(after_start), 1),
             "fork_server_events": [line for line in events.splitlines()
-                                   if "fork" in line.lower()][:5]}
+                                   if "fork" in line.lower()][:5],
+            **({"trace": breakdown} if breakdown else {})}
 
 
 def run_optuna(trials, jobs, subprocess_per_trial):
@@ -164,6 +240,9 @@ def main():
     p.add_argument("--parallelism", type=int, default=2)
     p.add_argument("--build", default=os.path.join(ROOT, "build"))
     p.add_argument("--only", default="abcd", help="which of a, b, c, d to run (default all)")
+    p.add_argument("--trace", action="store_true",
+                   help="run (b)'s daemon at --log-level trace and print where a forked "
+                        "start's time goes, step by step (the tracing itself costs a little)")
     a = p.parse_args()
     a.build = os.path.abspath(a.build)
     if any(k in a.only for k in "ab"):
@@ -178,8 +257,17 @@ def main():
         results["a"] = run_triald(a.build, "start-exec", a.slow_trials, a.parallelism, False)
         print("(a)", json.dumps(results["a"]), flush=True)
     if "b" in a.only:
-        results["b"] = run_triald(a.build, "start-fork", a.fast_trials, a.parallelism, True)
+        results["b"] = run_triald(a.build, "start-fork", a.fast_trials, a.parallelism, True,
+                                  trace=a.trace)
         print("(b)", json.dumps(results["b"]), flush=True)
+        if a.trace:
+            t = results["b"]["trace"]
+            print("\n(b) a forked start, step by step (ms; median and p90 over the trials):")
+            for s in t["steps"]:
+                print(f"  {s['from']:>15} -> {s['to']:<15} {s['median_ms']:>8.2f} "
+                      f"{s['p90_ms']:>8.2f}   {s['what']}")
+            print(f"  {'created':>15} -> {'objective':<15} {t['created_to_objective_ms']:>8.2f}"
+                  "            in all (the daemon's decision to the objective's first line)")
     if "c" in a.only:
         results["c"] = run_optuna(a.fast_trials, a.parallelism, False)
         print("(c)", json.dumps(results["c"]), flush=True)

@@ -56,16 +56,16 @@ seed = 1
 
 @contextlib.contextmanager
 def running_triald(build: str, state: str, max_workers: int, start_tries: int = 300,
-                   extra_args: tuple = (), info: dict = None):
+                   extra_args: tuple = (), info: dict = None, log_level: str = "warn"):
     """Starts build/bin/triald on `state` (log in `state`.log; `extra_args` added to its command
     line) and waits until it answers a ping (`start_tries` tries, 50 ms apart); yields the
     trialctl command line for its socket, and stops the daemon on the way out. `info`, when
-    given, gets the daemon's "pid"."""
+    given, gets the daemon's "pid"; `log_level` is triald's --log-level."""
     bindir = os.path.join(build, "bin")
     ctl = [os.path.join(bindir, "trialctl"), "--socket", os.path.join(state, "triald.sock")]
     log = open(state + ".log", "w")
     daemon = subprocess.Popen([os.path.join(bindir, "triald"), "--state-dir", state,
-                               "--max-workers", str(max_workers), "--log-level", "warn",
+                               "--max-workers", str(max_workers), "--log-level", log_level,
                                *extra_args],
                               stdout=log, stderr=log)
     if info is not None:

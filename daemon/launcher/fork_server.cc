@@ -445,6 +445,7 @@ void ForkServers::Server::OnPacket(std::string_view packet) {
 void ForkServers::Server::OnForkedMessage(uint64_t id, int64_t pid64) {
   const pid_t pid = static_cast<pid_t>(pid64);
   const Options& o = owner_.options_;
+  common::Span(o.logger, common::WallMillis(), "forked_received req={} pid={}", id, pid);
   // The trial must be the daemon's child by now (the server reaped the middle process before
   // answering); a process the daemon does not parent is not ours to touch.
   std::optional<StatFields> stat = StatOf(pid);
@@ -557,6 +558,7 @@ void ForkServers::Server::Flush() {
       return;
     }
     p.sent = true;
+    common::Span(o.logger, common::WallMillis(), "request_sent req={}", p.id);
     p.deadline = std::make_unique<asio::steady_timer>(*o.io);
     p.deadline->expires_after(Seconds(o.reply_timeout_s));
     std::weak_ptr<Server> weak = weak_from_this();

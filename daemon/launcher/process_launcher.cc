@@ -142,6 +142,7 @@ class Session : public std::enable_shared_from_this<Session> {
   void FailStart(const std::string& message, SpawnError error);
   void Read(Stream s);
   void Consume(Stream s, std::string_view data);
+  bool first_line_seen_ = false;  // the first report line's span was logged
   Status OnReportLine(std::string_view line);
   void OnMainExit(int wait_status, const struct rusage& usage);
   // outcome_.resources, at Finish (the tree is over; the cgroup leaves are still there).
@@ -227,8 +228,10 @@ class Handle final : public TrialProcess {
 };
 
 Status Session::Start(ForkServers* forks) {
+  std::string number = "?";  // TRIALD_TRIAL, for the start's spans
   for (const std::string& kv : spec_.env) {
     if (kv.rfind("TRIALD_TRIAL_DIR=", 0) == 0) trial_dir_ = kv.substr(17);
+    if (kv.rfind("TRIALD_TRIAL=", 0) == 0) number = kv.substr(13);
   }
   TRIALD_RETURN_IF_ERROR(Prepare());
   TRIALD_RETURN_IF_ERROR(MakeStreams());
@@ -251,7 +254,11 @@ Status Session::Start(ForkServers* forks) {
           if (auto self = weak.lock()) self->OnForkReply(reply);
         },
         &fork_id_, &failure, &error);
-    if (queued == ForkServers::Queued::kYes) return Status::Ok();
+    if (queued == ForkServers::Queued::kYes) {
+      common::Span(logger_, common::WallMillis(), "fork_requested trial={} req={}", number,
+                   fork_id_);
+      return Status::Ok();
+    }
     forks_ = nullptr;
     if (queued == ForkServers::Queued::kFailed) {
       if (cgroup_) (void)cgroup_->Remove();
@@ -531,6 +538,7 @@ void Session::OnForked(pid_t pid, uint64_t start_time) {
     logger_->debug("trial pid {}: its go could not be sent: {}", pid,
                    n < 0 ? std::strerror(errno) : "short write");
   }
+  common::Span(logger_, common::WallMillis(), "go pid={}", pid);
   Begin();
   PostStarted();
 }
@@ -659,6 +667,10 @@ Status Session::OnReportLine(std::string_view line) {
   Result<proto::ReportMessage> msg = proto::ParseReportLine(line);
   if (!msg.ok()) return msg.status();
   last_line_ = std::chrono::steady_clock::now();  // a sign of life (stall_timeout)
+  if (!first_line_seen_) {
+    first_line_seen_ = true;
+    common::Span(logger_, common::WallMillis(), "first_line pid={}", identity_.pid);
+  }
   if (callbacks_.on_message && !abandoned_) callbacks_.on_message(*msg);
   return Status::Ok();
 }
