@@ -23,10 +23,6 @@ common::Status CheckSingleObjective(const StudyView& study) {
       "direction, or a sampler for several objectives");
 }
 
-bool SingleValued(const config::Distribution& d) {
-  return EffectiveStep(d) > 0 ? DiscreteCount(d) <= 1 : d.low == d.high;
-}
-
 // One dimension of the transformed space (Optuna's _SearchSpaceTransform with transform_log and
 // transform_step).
 struct Dim {

@@ -58,8 +58,8 @@ size_t NearestIndex(const std::vector<double>& grid, double v) {
 }
 
 // L-BFGS-B over the continuous dimensions of x (the others held). Updates x and value.
-void ContinuousSearch(const std::vector<Dimension>& dims, const std::vector<int>& continuous,
-                      Evaluator& eval, Eigen::VectorXd* x, double* value) {
+void ContinuousSearch(const std::vector<int>& continuous, Evaluator& eval, Eigen::VectorXd* x,
+                      double* value) {
   if (continuous.empty()) return;
   const Eigen::Index m = static_cast<Eigen::Index>(continuous.size());
   Eigen::VectorXd z(m);
@@ -94,7 +94,6 @@ void ContinuousSearch(const std::vector<Dimension>& dims, const std::vector<int>
   } catch (const std::exception&) {
     // A line search that gave up: the best point seen stands.
   }
-  (void)dims;
   for (Eigen::Index i = 0; i < m; ++i) (*x)(continuous[i]) = best_z(i);
   *value = best;
 }
@@ -226,7 +225,7 @@ common::Result<Optimum> OptimizeAcquisition(const std::vector<Dimension>& dims,
       double value = eval(x, nullptr);
       for (int round = 0; round < kMaxRounds; ++round) {
         const double before = value;
-        ContinuousSearch(dims, continuous, eval, &x, &value);
+        ContinuousSearch(continuous, eval, &x, &value);
         for (int j : discrete) DiscreteSearch(dims[j], j, eval, &x, &value);
         if (!(value - before > options.tolerance)) break;
       }

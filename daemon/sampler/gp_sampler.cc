@@ -20,12 +20,6 @@ using model::TrialState;
 constexpr double kMaxGrid = 4096;            // more values: searched as continuous and rounded
 constexpr double kStabilizingNoise = 1e-12;  // added to posterior variances, as Optuna does
 
-bool SingleValued(const config::Distribution& d) {
-  if (d.type == config::ParamType::kCategorical) return d.choices.size() <= 1;
-  if (d.low == d.high) return true;
-  return d.type == config::ParamType::kInt || d.step > 0 ? DiscreteCount(d) <= 1 : false;
-}
-
 // One parameter's coordinate in [0, 1] (or its choice index).
 class Coordinate {
  public:

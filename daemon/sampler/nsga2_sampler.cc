@@ -9,12 +9,6 @@
 namespace triald::sampler {
 namespace {
 
-bool SingleValued(const config::Distribution& dist) {
-  if (dist.type == config::ParamType::kCategorical) return dist.choices.size() <= 1;
-  if (EffectiveStep(dist) > 0) return DiscreteCount(dist) <= 1;
-  return dist.low == dist.high;
-}
-
 // The trial's values as the selection compares them; false when it has none to compare (not
 // COMPLETE, or not one value per objective).
 bool CompleteValues(const model::TrialRecord& t, const std::vector<config::Direction>& directions,

@@ -108,6 +108,12 @@ double DiscreteValue(const Distribution& dist, uint64_t k) {
   return v;
 }
 
+bool SingleValued(const config::Distribution& dist) {
+  if (dist.type == config::ParamType::kCategorical) return dist.choices.size() <= 1;
+  if (EffectiveStep(dist) > 0) return DiscreteCount(dist) <= 1;
+  return dist.low == dist.high;
+}
+
 int64_t DiscreteIndexOf(const Distribution& dist, double internal) {
   if (!std::isfinite(internal)) return -1;
   const double count = DiscreteCount(dist);

@@ -46,6 +46,9 @@ double DiscreteValue(const config::Distribution& dist, uint64_t k);
 // The index k with DiscreteValue(dist, k) == internal (up to a small fraction of a step, so a
 // hand-typed 0.3 matches 0.1 * 3); -1 when `internal` is no value of the distribution.
 int64_t DiscreteIndexOf(const config::Distribution& dist, double internal);
+// Whether the distribution has a single value (low == high, a one-value grid, one choice):
+// nothing to search, so the relative samplers leave it to independent sampling.
+bool SingleValued(const config::Distribution& dist);
 
 class RandomSampler final : public Sampler {
  public:

@@ -981,7 +981,7 @@ int HypervolumeOfStdin() {
 // One study of `trials` trials with `parallel` in flight (the oldest running trial finishes
 // before the next is asked, as the daemon runs parallelism p). Returns, for each n, the best
 // feasible value among trials 0..n-1 (NAN while none is feasible).
-std::vector<double> RunGpStudy(
+std::vector<double> RunParallelStudy(
     const SearchSpace& space,
     const std::function<double(const ParamValues&, std::vector<double>*)>& f,
     const std::string& kind, uint64_t seed, int trials, int parallel) {
@@ -1060,7 +1060,7 @@ int Gp(const std::map<std::string, std::string>& flags) {
         for (int seed = 0; seed < seeds; ++seed) {
           const auto start = std::chrono::steady_clock::now();
           const std::vector<double> best =
-              RunGpStudy(fn->space, fn->f, kind, static_cast<uint64_t>(seed), trials, p);
+              RunParallelStudy(fn->space, fn->f, kind, static_cast<uint64_t>(seed), trials, p);
           const double seconds =
               std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
           std::printf(
@@ -1087,41 +1087,13 @@ int Gp(const std::map<std::string, std::string>& flags) {
 // ---------------------------------------------------------------------------------------------
 // CMA-ES.
 
-// One cmaes study of `trials` trials with `parallel` of them in flight: the oldest running trial
-// finishes (its value computed then) before the next is asked. Returns the best value.
+// One cmaes study of `trials` trials with `parallel` of them in flight (RunParallelStudy):
+// the best value.
 double RunCmaesStudy(const Function& fn, uint64_t seed, int trials, int parallel) {
-  auto s = MakeOrDie("cmaes", fn.space, seed);
-  std::vector<model::TrialRecord> history;
-  sampler::StudyView view{config::Direction::kMinimize, &fn.space, &history};
-  double clock = 0, best = INFINITY;
-  size_t oldest = 0;  // trials [oldest, size) are running
-  auto finish_oldest = [&] {
-    model::TrialRecord& t = history[oldest++];
-    ParamValues values;
-    for (const auto& [name, p] : t.params) values[name] = p.internal;
-    const double v = fn.f(values);
-    t.state = model::TrialState::kComplete;
-    t.value = v;
-    t.values = {v};
-    t.finished_at = ++clock;
-    best = std::min(best, v);
-  };
-  for (int n = 0; n < trials; ++n) {
-    if (static_cast<int>(history.size() - oldest) >= parallel) finish_oldest();
-    auto values = sampler::SampleParams(*s, view, n);
-    if (!values.ok()) {
-      std::fprintf(stderr, "triald-bench-samplers: cmaes trial %d: %s\n", n,
-                   values.status().message().c_str());
-      std::exit(1);
-    }
-    model::TrialRecord t = Complete(n, fn.space, *values, 0);
-    t.state = model::TrialState::kRunning;
-    t.value.reset();
-    t.created_at = ++clock;
-    history.push_back(std::move(t));
-  }
-  while (oldest < history.size()) finish_oldest();
-  return best;
+  return RunParallelStudy(
+             fn.space, [&fn](const ParamValues& v, std::vector<double>*) { return fn.f(v); },
+             "cmaes", seed, trials, parallel)
+      .back();
 }
 
 int Cmaes(const std::map<std::string, std::string>& flags) {
