@@ -205,6 +205,9 @@ struct ObjectiveConfig {
   std::vector<std::string> preload;
   bool preload_objective = false;
   bool fork_server = false;
+  // fork_twice: the server forks each trial through a middle process instead of cloning it as
+  // the daemon's child (proto/README.md, "One fork, step by step"); needs fork_server.
+  bool fork_twice = false;
   // Filled in by the daemon (daemon/objective/objective_command.h) when fork_server is on: the
   // server's command, and the arguments a fork request carries (what the exec path runs after the
   // interpreter, or after trial-worker).

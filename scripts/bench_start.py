@@ -12,6 +12,10 @@ the objective file's top). Four ways to run it, at parallelism 2:
                           isolation at all (torch imported before the clock starts);
   (d) optuna subprocess   Optuna 3.1, n_jobs=2, SQLite, each trial's computation in
                           `python3 -c ...` (what an Optuna user does to isolate a trial).
+  (e) (only when asked: --only abcde) (b) with fork_twice = true: the fork server forks each
+      trial twice, through a middle process, as it did before it cloned the trial as the
+      daemon's child (proto/README.md, "One fork, step by step"): the one fork's gain, side by
+      side
 
 Prints trials/s for each, the ratio (b)/(c), and for (a) and (b) the start latency of each
 trial: from the daemon's decision to start it (the trial's created_at: the scheduler creates the
@@ -58,11 +62,13 @@ CHILD_CODE = ("import sys, torch; x = float(sys.argv[1]); a = torch.full((8, 8),
               "print(float((a @ a).sum()))")
 
 
-def write_sweep(folder, name, trials, parallelism, fork):
+def write_sweep(folder, name, trials, parallelism, fork, twice=False):
     objective = os.path.join(folder, "start_objective.py")
     with open(objective, "w") as f:
         f.write(OBJECTIVE)
     server = 'preload = ["torch"]' if fork else "fork_server = false"
+    if twice:
+        server += "\nfork_twice = true"
     path = os.path.join(folder, name + ".toml")
     with open(path, "w") as f:
         f.write(f"""[study]
@@ -154,9 +160,9 @@ def trace_breakdown(log_path, rows):
             if totals else None}
 
 
-def run_triald(build, name, trials, parallelism, fork, trace=False):
+def run_triald(build, name, trials, parallelism, fork, trace=False, twice=False):
     with tempfile.TemporaryDirectory(prefix="triald-bench-start-") as d:
-        sweep = write_sweep(d, name, trials, parallelism, fork)
+        sweep = write_sweep(d, name, trials, parallelism, fork, twice)
         state = os.path.join(d, "state")
         with running_triald(build, state, parallelism,
                             log_level="trace" if trace else "warn") as ctl:
@@ -239,13 +245,14 @@ def main():
     p.add_argument("--fast-trials", type=int, default=200, help="trials of (b) and (c)")
     p.add_argument("--parallelism", type=int, default=2)
     p.add_argument("--build", default=os.path.join(ROOT, "build"))
-    p.add_argument("--only", default="abcd", help="which of a, b, c, d to run (default all)")
+    p.add_argument("--only", default="abcd",
+                   help="which of a, b, c, d, e to run (default abcd)")
     p.add_argument("--trace", action="store_true",
                    help="run (b)'s daemon at --log-level trace and print where a forked "
                         "start's time goes, step by step (the tracing itself costs a little)")
     a = p.parse_args()
     a.build = os.path.abspath(a.build)
-    if any(k in a.only for k in "ab"):
+    if any(k in a.only for k in "abe"):
         for exe in ("triald", "trialctl"):
             if not os.path.exists(os.path.join(a.build, "bin", exe)):
                 print(f"bench_start: {a.build}/bin/{exe} is missing; build first",
@@ -268,6 +275,10 @@ def main():
                       f"{s['p90_ms']:>8.2f}   {s['what']}")
             print(f"  {'created':>15} -> {'objective':<15} {t['created_to_objective_ms']:>8.2f}"
                   "            in all (the daemon's decision to the objective's first line)")
+    if "e" in a.only:
+        results["e"] = run_triald(a.build, "start-fork-twice", a.fast_trials, a.parallelism,
+                                  True, twice=True)
+        print("(e)", json.dumps(results["e"]), flush=True)
     if "c" in a.only:
         results["c"] = run_optuna(a.fast_trials, a.parallelism, False)
         print("(c)", json.dumps(results["c"]), flush=True)
@@ -277,13 +288,15 @@ def main():
 
     load_after = os.getloadavg()[0]
     labels = {"a": "(a) triald exec", "b": "(b) triald fork server",
-              "c": "(c) optuna threads", "d": "(d) optuna subprocess"}
+              "e": "(e) fork server, twice", "c": "(c) optuna threads",
+              "d": "(d) optuna subprocess"}
     isolation = {"a": "process per trial", "b": "process per trial (fork)",
-                 "c": "none (threads)", "d": "process per trial"}
+                 "e": "process per trial (2 forks)", "c": "none (threads)",
+                 "d": "process per trial"}
     print()
     print(f"{'system':<24} {'trials':>6} {'seconds':>8} {'trials/s':>9} {'steady/s':>9} "
           f"{'start ms (median, p90, first)':>30}   isolation")
-    for k in "abcd":
+    for k in "abecd":
         if k not in results:
             continue
         r = results[k]
@@ -297,6 +310,12 @@ def main():
         print(f"\nratio (b)/(c): {results['b']['trials_per_s'] / results['c']['trials_per_s']:.2f}"
               f" end to end, {results['b']['steady_trials_per_s'] / results['c']['trials_per_s']:.2f}"
               f" steady (target >= 1)")
+    if "b" in results and "e" in results:
+        b, e = results["b"], results["e"]
+        print(f"ratio (b)/(e), one fork against two: {b['trials_per_s'] / e['trials_per_s']:.2f}"
+              f" end to end, {b['steady_trials_per_s'] / e['steady_trials_per_s']:.2f} steady;"
+              f" median start {b['start_latency_ms']['median']:.1f} ms against "
+              f"{e['start_latency_ms']['median']:.1f} ms")
     print(f"machine: {os.cpu_count()} CPUs, load average {load_before:.1f} before, "
           f"{load_after:.1f} after (other work on the machine slows every column)")
     print(json.dumps(results))

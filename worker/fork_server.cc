@@ -36,6 +36,7 @@
 #include "common/process_util.h"
 #include "common/status.h"
 #include "config/sweep.h"
+#include "worker/clone_parent.h"
 #include "worker/lm_objective.h"
 #include "worker/reporter.h"
 #include "worker/trial_main.h"
@@ -463,8 +464,13 @@ void ShowEnvironment(const std::vector<std::string>& env) {
 
 class Server {
  public:
-  Server(Channel channel, std::string config_text, LmInputs inputs)
-      : channel_(channel), config_text_(std::move(config_text)), inputs_(std::move(inputs)) {}
+  // `clone`: how trials are forked, once (CloneParent) or, without one, twice.
+  Server(Channel channel, std::string config_text, LmInputs inputs,
+         std::optional<CloneParent> clone)
+      : channel_(channel),
+        config_text_(std::move(config_text)),
+        inputs_(std::move(inputs)),
+        clone_(clone) {}
 
   // Serves until stop, EOF, a malformed packet or a failed check; returns the exit code.
   int Serve() {
@@ -534,12 +540,24 @@ class Server {
     // Nothing buffered may be written twice, by the server and by the trial.
     std::fflush(stdout);
     std::fflush(stderr);
-    const pid_t c1 = ::fork();
+    const bool once = clone_ && clone_->RobustListEmpty();
+    const pid_t c1 = once ? (*clone_)() : ::fork();
     if (c1 < 0) {
       const int err = errno;
       ::close(pid_pipe[0]);
       ::close(pid_pipe[1]);
+      if (once && CloneParent::Unsupported(err)) {
+        Log("clone(CLONE_PARENT) failed (%s): forking each trial twice from now on",
+            std::strerror(err));
+        clone_.reset();
+        return Fork(request, fds);
+      }
       return ForkFailed(request, err);
+    }
+    if (c1 == 0 && once) {
+      // T itself, triald's child.
+      ::close(pid_pipe[0]);
+      StartTrial(request, fds, pid_pipe[1]);
     }
     if (c1 == 0) {
       // C1: fork T and leave at once, so that T is re-parented to the subreaper (triald).
@@ -551,13 +569,7 @@ class Server {
         ::_exit(1);
       }
       if (t > 0) ::_exit(0);
-      // T. Dumpable again, as an exec'd trial is (the server is not: see below).
-      ::prctl(PR_SET_DUMPABLE, 1);
-      ::setsid();
-      const int32_t self = static_cast<int32_t>(::getpid());
-      (void)!::write(pid_pipe[1], &self, sizeof self);
-      ::close(pid_pipe[1]);
-      RunForkedTrial(request, fds, inputs_, config_text_);
+      StartTrial(request, fds, pid_pipe[1]);
     }
     ::close(pid_pipe[1]);
     int32_t reported = 0;
@@ -579,7 +591,7 @@ class Server {
       have += static_cast<size_t>(n);
     }
     ::close(pid_pipe[0]);
-    while (::waitpid(c1, nullptr, 0) < 0 && errno == EINTR) {
+    while (!once && ::waitpid(c1, nullptr, 0) < 0 && errno == EINTR) {
     }
     if (have < sizeof reported) {
       return SendOrExit(json::object{{"type", "fork_failed"},
@@ -590,6 +602,18 @@ class Server {
     if (reported < 0) return ForkFailed(request, -reported);
     ++forks_;
     return SendOrExit(json::object{{"type", "forked"}, {"id", request.id}, {"pid", reported}});
+  }
+
+  // T, just forked: dumpable again, as an exec'd trial is (the server is not: see below), its own
+  // session, its pid reported on `pid_pipe`, then the trial. Never returns.
+  [[noreturn]] void StartTrial(const ForkRequest& request, const std::vector<int>& fds,
+                               int pid_pipe) {
+    ::prctl(PR_SET_DUMPABLE, 1);
+    ::setsid();
+    const int32_t self = static_cast<int32_t>(::getpid());
+    (void)!::write(pid_pipe, &self, sizeof self);
+    ::close(pid_pipe);
+    RunForkedTrial(request, fds, inputs_, config_text_);
   }
 
   std::optional<int> ForkFailed(const ForkRequest& request, int err) {
@@ -607,6 +631,7 @@ class Server {
   Channel channel_;
   std::string config_text_;
   LmInputs inputs_;
+  std::optional<CloneParent> clone_;
   int64_t forks_ = 0;
 };
 
@@ -744,12 +769,19 @@ int RunForkServer(const TrialCommand& command, int argc, char** argv) {
   if (::prctl(PR_SET_DUMPABLE, 0) != 0) {
     Log("prctl(PR_SET_DUMPABLE, 0) failed: %s", std::strerror(errno));
   }
+  std::optional<CloneParent> clone;
+  if (!command.fork_twice) {
+    std::string why;
+    clone = CloneParent::Probe(&why);
+    if (!clone) Log("forking each trial twice: %s", why);
+  }
   common::Status sent = channel->Send(json::object{{"type", "ready"},
                                                    {"pid", static_cast<int64_t>(::getpid())},
                                                    {"preloaded", json::array{"libtorch"}},
-                                                   {"objective_loaded", true}});
+                                                   {"objective_loaded", true},
+                                                   {"forks", clone ? 1 : 2}});
   if (!sent.ok()) return SetupFailed(std::nullopt, sent.message());
-  Server server(*channel, command.config, std::move(*inputs));
+  Server server(*channel, command.config, std::move(*inputs), clone);
   return server.Serve();
 }
 

@@ -124,6 +124,9 @@ std::variant<TrialCommand, int> ParseTrialCommandLine(const std::vector<std::str
                "serve triald's fork requests for one study instead of running a trial: LibTorch,\n"
                "the tokenizer, the texts and the mapped checkpoint are loaded once, each trial\n"
                "is a fork (objective lm only; the channel is TRIALD_FORK_SERVER_FD)");
+  app.add_flag("--fork-twice", command.fork_twice,
+               "with --fork-server: fork each trial through a middle process instead of cloning\n"
+               "it as triald's child (the C libraries' pthread_atfork handlers then run in it)");
   app.footer(HelpFooter());
   try {
     // CLI11 takes a vector of arguments in reverse order.

@@ -22,6 +22,7 @@ struct TrialCommand {
   std::string objective = "quadratic-sgd";
   std::string config;        // --config: the objective's fixed settings (lm: JSON)
   bool fork_server = false;  // --fork-server: serve forked trials instead (fork_server.h)
+  bool fork_twice = false;   // --fork-twice (with --fork-server): never clone a trial
 };
 
 // SIGTERM sets the flag the objective polls (StopRequested), without SA_RESTART so a blocking

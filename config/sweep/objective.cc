@@ -75,6 +75,24 @@ Key<O> EnvKey() {
                       ReadEnv);
 }
 
+Key<O> ForkTwiceKey() {
+  Key<O> k = BoolKey("fork_twice", Of(&O::fork_twice),
+                     "the fork server forks each trial twice, through a middle process that "
+                     "exits, instead of once as triald's child (clone with CLONE_PARENT), so the "
+                     "C libraries' pthread_atfork handlers run in each trial; needs fork_server "
+                     "(default false)");
+  auto read = k.read;
+  k.read = [read](const TableContext& ctx, const Field& f, O* out) {
+    TRIALD_RETURN_IF_ERROR(read(ctx, f, out));
+    if (out->fork_twice && !out->fork_server) {
+      return ctx.reader.ValueError(f, "true without a fork server: nothing is forked",
+                                   "fork_server = true, or no fork_twice");
+    }
+    return Status::Ok();
+  };
+  return k;
+}
+
 Key<O> WorkdirKey() {
   Key<O> k = CustomKey<O>(
       "workdir",

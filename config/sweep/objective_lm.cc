@@ -113,6 +113,7 @@ std::vector<Key<ObjectiveConfig>> LmObjectiveKeys() {
   keys.push_back(BoolKey("fork_server", Of(&O::fork_server),
                          "start trials as forks of a server that loaded the model and data "
                          "once (default false)"));
+  keys.push_back(ForkTwiceKey());
   return keys;
 }
 

@@ -187,6 +187,7 @@ std::vector<Key<ObjectiveConfig>> PythonObjectiveKeys() {
               "the fork server also imports the file of function (and of constraints); needs "
               "fork_server (default true when preload is given, else false)"),
       std::move(fork_server),
+      ForkTwiceKey(),
   };
 }
 

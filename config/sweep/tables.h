@@ -35,6 +35,8 @@ std::vector<Key<ObjectiveConfig>> LmObjectiveKeys();
 Key<ObjectiveConfig> ObjectiveKindKey();
 Key<ObjectiveConfig> EnvKey();
 Key<ObjectiveConfig> WorkdirKey();
+// `fork_twice` (python, lm): after fork_server, which it needs.
+Key<ObjectiveConfig> ForkTwiceKey();
 
 // [space] and its [space.NAME] tables (space.cc): a parameter's keys depend on its type, as a
 // kinded table's on its kind. With `lm`, each parameter must be one of the lm worker's tunable

@@ -117,7 +117,7 @@ json::value SpawnStatusJson(const VerbContext& c, int64_t study_id) {
                       {"retry_in_s", st->retry_in_s}};
 }
 
-// An active study with a fork server: {state, pid, preloaded, objective_loaded, forked,
+// An active study with a fork server: {state, pid, preloaded, objective_loaded, forks, forked,
 // deaths_in_row, reason}; null otherwise.
 // A study's Slurm jobs now ([executor] kind = "slurm"; daemon/slurm/), from its running trials'
 // "triald.slurm" attributes in the scheduler's memory: {"running": N, "queued": M, "reasons":
@@ -165,6 +165,7 @@ json::value ForkServerJson(const VerbContext& c, int64_t study_id) {
                       {"pid", st->pid},
                       {"preloaded", std::move(preloaded)},
                       {"objective_loaded", st->objective_loaded},
+                      {"forks", st->forks},
                       {"forked", st->forked},
                       {"deaths_in_row", st->deaths_in_row},
                       {"reason", common::SanitizeUtf8(st->reason)}};

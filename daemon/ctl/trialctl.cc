@@ -203,7 +203,12 @@ void PrintStatus(std::ostream& out, const json::object& s) {
         }
       }
       out << " (pid " << Str(fs, "pid");
-      if (state == "on") out << ", preloaded: " << (mods.empty() ? "nothing" : mods);
+      if (state == "on") {
+        out << ", preloaded: " << (mods.empty() ? "nothing" : mods);
+        const std::string forks = Str(fs, "forks");
+        if (forks == "1") out << ", one fork per trial";
+        if (forks == "2") out << ", two forks per trial";
+      }
       out << ")";
     } else if (state == "off" || state == "down") {
       out << ": " << Str(fs, "reason");

@@ -144,6 +144,7 @@ class ForkServers::Server : public std::enable_shared_from_this<Server> {
   const std::string& key() const { return key_; }
   const std::vector<std::string>& preloaded() const { return preloaded_; }
   bool objective_loaded() const { return objective_loaded_; }
+  int forks() const { return forks_; }
   bool forked_any() const { return forked_any_; }
 
  private:
@@ -179,6 +180,7 @@ class ForkServers::Server : public std::enable_shared_from_this<Server> {
   std::set<uint64_t> abandoned_;  // sent, then cancelled: kill what is forked for them
   std::vector<std::string> preloaded_;
   bool objective_loaded_ = false;
+  int forks_ = 0;  // from ready: 1 (clone as the daemon's child) or 2; 0: not said
   std::array<char, 4096> log_buf_;
 };
 
@@ -392,6 +394,8 @@ void ForkServers::Server::OnPacket(std::string_view packet) {
     }
     const json::value* ol = o.if_contains("objective_loaded");
     objective_loaded_ = ol != nullptr && ol->is_bool() && ol->as_bool();
+    const std::optional<int64_t> forks = integer("forks");
+    forks_ = forks && (*forks == 1 || *forks == 2) ? static_cast<int>(*forks) : 0;
     state_ = State::kReady;
     ready_timer_.cancel();
     owner_.OnReady(*this);
@@ -800,6 +804,7 @@ std::optional<ForkServerStatus> ForkServers::StatusOf(const std::string& key) co
     st.pid = e.server->pid();
     st.preloaded = e.server->preloaded();
     st.objective_loaded = e.server->objective_loaded();
+    st.forks = e.server->forks();
   }
   return st;
 }
@@ -811,7 +816,10 @@ void ForkServers::OnReady(Server& server) {
   for (const std::string& m : server.preloaded()) mods += (mods.empty() ? "" : ", ") + m;
   const std::string detail = "pid " + std::to_string(server.pid()) +
                              ", preloaded: " + (mods.empty() ? "nothing" : mods) +
-                             (server.objective_loaded() ? " and the objective" : "");
+                             (server.objective_loaded() ? " and the objective" : "") +
+                             (server.forks() == 1   ? ", one fork per trial"
+                              : server.forks() == 2 ? ", two forks per trial"
+                                                    : "");
   options_.logger->info("fork server of {}: ready ({})", server.key(), detail);
   Emit(server.key(), ForkServerEvent::Kind::kStarted, detail);
 }

@@ -235,6 +235,7 @@ struct ForkServerStatus {
   pid_t pid = 0;  // while starting or on
   std::vector<std::string> preloaded;
   bool objective_loaded = false;
+  int forks = 0;          // while on: forks per trial, 1 (a clone) or 2; 0 if it did not say
   uint64_t forked = 0;    // trials it forked, over every server of the key
   int deaths_in_row = 0;  // deaths since the last successful fork
   std::string reason;     // off: why; down: how it ended

@@ -158,6 +158,7 @@ common::Status PreparePython(config::ObjectiveConfig& obj, const std::vector<std
         obj.fork_server_command.push_back(obj.command[6]);
       }
     }
+    if (obj.fork_twice) obj.fork_server_command.push_back("--fork-twice");
     obj.fork_request_argv.assign(obj.command.begin() + 3, obj.command.end());
   }
   return common::Status::Ok();
@@ -247,6 +248,7 @@ common::Status PrepareObjective(config::SweepSpec& spec, const std::string& tria
     // trial's own arguments (what the exec path runs after trial-worker).
     obj.fork_server_command = {trial_worker, "--fork-server", "--objective",
                                "lm",         "--config",      obj.command.back()};
+    if (obj.fork_twice) obj.fork_server_command.push_back("--fork-twice");
     obj.fork_request_argv.assign(obj.command.begin() + 1, obj.command.end());
   }
   return common::Status::Ok();

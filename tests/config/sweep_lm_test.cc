@@ -691,6 +691,8 @@ TEST_CASE("kind = lm: fork_server is off unless asked for; preload is python's",
           "[config][lm][fork_server]") {
   CHECK_FALSE(Parsed(kLm).objective.fork_server);
   CHECK(Parsed(LmWith("fork_server = true\n")).objective.fork_server);
+  CHECK(Parsed(LmWith("fork_server = true\nfork_twice = true\n")).objective.fork_twice);
+  CHECK_THAT(ErrorOf(LmWith("fork_twice = true\n")), Contains("true without a fork server"));
   CHECK_THAT(ErrorOf(LmWith("fork_server = 1\n")),
              StartsWith("sweep.toml:10:15: [objective] fork_server = 1"));
   CHECK_THAT(ErrorOf(LmWith("preload = [\"torch\"]\n")),

@@ -189,6 +189,18 @@ TEST_CASE("kind = python: preload, preload_objective and fork_server with their 
   CHECK(bare.objective.fork_server);
   CHECK(bare.objective.preload.empty());
   CHECK_FALSE(bare.objective.preload_objective);
+  CHECK_FALSE(bare.objective.fork_twice);
+
+  // fork_twice: the server forks through a middle process; it needs a server.
+  CHECK(Parsed(Python("preload = [\"torch\"]\nfork_twice = true\n")).objective.fork_twice);
+  CHECK_FALSE(Parsed(Python("preload = [\"torch\"]\nfork_twice = false\n")).objective.fork_twice);
+  CHECK_THAT(ErrorOf(Python("fork_twice = true\n")),
+             StartsWith("sweep.toml:8:14: [objective] fork_twice = true: true without a fork "
+                        "server: nothing is forked; expected fork_server = true, or no "
+                        "fork_twice"));
+  CHECK_THAT(ErrorOf(Python("preload = [\"torch\"]\nfork_server = false\nfork_twice = true\n")),
+             Contains("true without a fork server"));
+  CHECK_THAT(ErrorOf(Python("fork_server = true\nfork_twice = 1\n")), Contains("fork_twice = 1"));
 }
 
 TEST_CASE("kind = python: a bad preload names the entry and its place",

@@ -304,6 +304,13 @@ TEST_CASE("kind = python with fork_server: the server's command and the fork req
           std::vector<std::string>{"python3", "-m", "triald", "fork-server"});
     CHECK(spec.objective.fork_request_argv == std::vector<std::string>{"run", obj});
   }
+  SECTION("fork_twice: the server is told") {
+    config::SweepSpec spec =
+        PythonSweep(dir, "obj.py:objective", "fork_server = true\nfork_twice = true\n");
+    REQUIRE(PrepareObjective(spec, "", "sweep.toml", {}, "/r").ok());
+    CHECK(spec.objective.fork_server_command ==
+          std::vector<std::string>{"python3", "-m", "triald", "fork-server", "--fork-twice"});
+  }
   SECTION("off: no server") {
     config::SweepSpec spec = PythonSweep(dir, "obj.py:objective");
     REQUIRE(PrepareObjective(spec, "", "sweep.toml", {}, "/r").ok());

@@ -78,6 +78,9 @@ TEST_CASE("kind = python with a fork server: isolated trials, forked, with their
   REQUIRE_FALSE(server.empty());
   CHECK(json::serialize(server.at("preloaded")) == "[\"json\"]");
   CHECK(server.at("objective_loaded").as_bool());
+#if defined(__x86_64__) || defined(__aarch64__)
+  CHECK(server.at("forks").as_int64() == 1);  // each trial cloned as triald's child
+#endif
   const int64_t server_pid = server.at("pid").as_int64();
   Ctl text = Trialctl(d.socket(), {"status", study});
   CHECK_THAT(text.out, Catch::Contains("fork server: "));
@@ -98,6 +101,26 @@ TEST_CASE("kind = python with a fork server: isolated trials, forked, with their
   // The study is over: so is its server.
   CHECK(WaitPidGone(static_cast<pid_t>(server_pid)));
   CHECK(std::ifstream(dir.File("state") + "/studies/forked/fork-server.log").good());
+}
+
+TEST_CASE("fork_twice = true: each trial forked through a middle process, as isolated",
+          "[python][integration][fork_server]") {
+  TempDir dir;
+  std::ofstream(dir.File("obj.py")) << kObjective;
+  TestDaemon d(dir.File("state"));
+  d.Start();
+  const std::string study =
+      d.Submit(Sweep("twice", "\"json\"", 4) + "fork_twice = true\n", dir.File("twice.toml"));
+  const json::object server = WaitForkServerOn(d, study, 60);
+  INFO(d.log());
+  REQUIRE_FALSE(server.empty());
+  CHECK(server.at("forks").as_int64() == 2);
+  CHECK(d.WaitStudy(study, 120).at("state").as_string() == "COMPLETE");
+  json::array trials = d.Trials(study);
+  REQUIRE(trials.size() == 4);
+  CheckTrials(trials);
+  Ctl events = Trialctl(d.socket(), {"events", study});
+  CHECK_THAT(events.out, Catch::Contains("preloaded: json and the objective, two forks per trial"));
 }
 
 TEST_CASE("a preload that starts a thread: the study falls back to exec, with the event",

@@ -84,6 +84,15 @@ void CheckOneServerServed(TestDaemon& d, const std::string& study, int64_t serve
 
 }  // namespace
 
+// How the server forks each trial here (worker/clone_parent.h).
+#if defined(__x86_64__) || defined(__aarch64__)
+constexpr int64_t kForks = 1;
+const std::string kForksText = "one fork per trial";
+#else
+constexpr int64_t kForks = 2;
+const std::string kForksText = "two forks per trial";
+#endif
+
 TEST_CASE("a kind = \"lm\" sweep forked from its fork server gives exactly the exec'd losses",
           "[lm][integration][fork_server]") {
   TempDir dir;
@@ -100,7 +109,9 @@ TEST_CASE("a kind = \"lm\" sweep forked from its fork server gives exactly the e
   const int64_t server_pid = WaitServerOn(d, "lm-fork");
   Ctl text = Trialctl(d.socket(), {"status", "lm-fork"});
   CHECK_THAT(text.out, Catch::Contains("fork server: on (pid " + std::to_string(server_pid) +
-                                       ", preloaded: libtorch)"));
+                                       ", preloaded: libtorch, " + kForksText + ")"));
+  CHECK(d.Call("status", {{"study", "lm-fork"}}).at("fork_server").at("forks").as_int64() ==
+        kForks);
   CHECK(d.WaitStudy("lm-fork", 300).at("state").as_string() == "COMPLETE");
 
   // The same parameters in both studies (the sampler's seed), each with the same evaluation

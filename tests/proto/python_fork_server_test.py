@@ -37,6 +37,10 @@ GO = b'{"type":"go"}\n'
 
 _libc = ctypes.CDLL(None, use_errno=True)
 
+# How the server forks a trial here: once (clone with CLONE_PARENT, triald/_clone.py) on the
+# machines where it is used, which the servers' `ready` says; twice elsewhere.
+FORKS = 1 if os.uname().machine in ("x86_64", "aarch64") else 2
+
 
 def become_subreaper():
     if _libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
@@ -161,7 +165,8 @@ class Trial:
 class FakeDaemon:
     """Starts a fork server and speaks the daemon's side of its channel."""
 
-    def __init__(self, test, preload=None, objective=None, constraints=None, env=None):
+    def __init__(self, test, preload=None, objective=None, constraints=None, env=None,
+                 fork_twice=False):
         self.test = test
         self.sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.sock.settimeout(TIMEOUT_S)
@@ -173,6 +178,8 @@ class FakeDaemon:
             args += ["--objective", objective]
         if constraints:
             args += ["--constraints", constraints]
+        if fork_twice:
+            args.append("--fork-twice")
         # As triald starts it: the channel at fd 3, the log at 1 and 2, /dev/null at 0, and no
         # other descriptor of this process.
         actions = [(os.POSIX_SPAWN_DUP2, theirs.fileno(), 3),
@@ -283,12 +290,20 @@ class ReadyTest(ForkServerCase):
         ready = daemon.ready()
         self.assertEqual(ready, {"type": "ready", "pid": daemon.pid,
                                  "preloaded": ["json", "fs_atexit_preload"],
-                                 "objective_loaded": False})
+                                 "objective_loaded": False, "forks": FORKS})
 
     def test_ready_says_the_objective_is_loaded(self):
         daemon = self.daemon(objective=f"{OBJECTIVES}:mutate")
         self.assertEqual(daemon.ready(), {"type": "ready", "pid": daemon.pid, "preloaded": [],
-                                          "objective_loaded": True})
+                                          "objective_loaded": True, "forks": FORKS})
+
+    def test_asked_to_fork_twice_it_does(self):
+        daemon = self.daemon(fork_twice=True)
+        self.assertEqual(daemon.ready()["forks"], 2)
+        trial = daemon.run("identity", number=1)
+        self.assertEqual(trial.exit_code(), 0, trial.stderr())
+        self.assertEqual(trial.attrs()["ppid"], os.getpid())
+        self.assertEqual(trial.attrs()["sid"], trial.pid)
 
     def test_stop_ends_the_server(self):
         daemon = self.daemon()
@@ -638,13 +653,14 @@ class FailureTest(ForkServerCase):
     """What the server and its trials do when something around them fails."""
 
     def test_a_failed_fork_is_fork_failed_and_the_server_goes_on(self):
-        for where in ("server", "middle"):
-            with self.subTest(where=where):
+        # The server's clone of the trial (or its fork of the middle process, when it forks
+        # twice) and the middle process's fork of the trial.
+        for where, twice in (("server", False), ("server", True), ("middle", True)):
+            with self.subTest(where=where, twice=twice):
                 marker = self.marker_path()
-                daemon = self.daemon(preload="fs_fork_fails_preload",
-                                     env={"FORK_TEST_FAIL_FORK": where,
-                                          "FORK_TEST_FAIL_MARKER": marker})
-                daemon.ready()
+                env = {"FORK_TEST_FAIL_FORK": where, "FORK_TEST_FAIL_MARKER": marker}
+                daemon = self.daemon(preload="fs_fork_fails_preload", env=env, fork_twice=twice)
+                self.assertEqual(daemon.ready()["forks"], 2 if twice else FORKS)
                 trial, answer = daemon.request(["run", f"{OBJECTIVES}:value"], trial_env(0))
                 self.assertEqual(answer, {"type": "fork_failed", "id": 1,
                                           "message": os.strerror(errno.EAGAIN)},
@@ -654,6 +670,26 @@ class FailureTest(ForkServerCase):
                 after = daemon.run("value", {"x": 0.25}, number=1)
                 self.assertEqual(after.exit_code(), 0, after.stderr())
                 self.assertEqual(after.final(), [{"type": "final", "value": 0.5}])
+
+    def test_a_refused_clone_turns_the_server_to_two_forks(self):
+        # A seccomp filter or a kernel that refuses clone(CLONE_PARENT) (EINVAL, ENOSYS, EPERM):
+        # that trial and every later one are forked twice; nothing fails.
+        if FORKS != 1:
+            self.skipTest(f"clone(CLONE_PARENT) is not used on {os.uname().machine}")
+        marker = self.marker_path()
+        daemon = self.daemon(preload="fs_fork_fails_preload",
+                             env={"FORK_TEST_FAIL_FORK": "server", "FORK_TEST_FAIL_MARKER": marker,
+                                  "FORK_TEST_FAIL_ERRNO": "EINVAL"})
+        self.assertEqual(daemon.ready()["forks"], 1)
+        for number in range(2):
+            trial = daemon.run("identity", number=number)
+            self.assertEqual(trial.exit_code(), 0, trial.stderr())
+            self.assertEqual(trial.attrs()["ppid"], os.getpid())
+        self.assertTrue(os.path.exists(marker))
+        self.assertEqual(daemon.output().count("clone(CLONE_PARENT) failed (Invalid argument): "
+                                               "forking each trial twice from now on"), 1,
+                         daemon.output())
+        self.assertTrue(daemon.alive())
 
     def test_a_trial_that_never_reports_its_pid_is_reported_after_the_deadline(self):
         sys.path.insert(0, CLIENT_DIR)
@@ -696,6 +732,89 @@ class FailureTest(ForkServerCase):
         self.assertEqual(os.WTERMSIG(status), signal.SIGKILL)
         # The server sees EOF on its channel and ends by itself.
         self.assertEqual(os.waitstatus_to_exitcode(wait_status(server_pid, 30)), 0)
+
+
+CLONE_CHILD = """
+import ctypes, json, os, random, signal, sys, threading
+from triald._clone import CloneParent, _SYSCALLS
+
+libc = ctypes.CDLL(None, use_errno=True)
+libc.pthread_self.restype = ctypes.c_void_p
+libc.syscall.restype = ctypes.c_long
+hooks = []
+os.register_at_fork(after_in_child=lambda: hooks.append("after_in_child"))
+clone = CloneParent.probe()
+assert not isinstance(clone, str), clone
+before = random.random()
+random.seed(7)  # the child's at-fork reseed must change what comes next
+expected = random.random()
+random.seed(7)
+server = os.getpid()
+pid = clone()
+if pid:
+    print(pid, flush=True)
+    sys.exit(0)
+# The child: what glibc's and CPython's own fork would have left it.
+offset = (ctypes.c_uint32 * 3).in_dll(libc, "_thread_db_pthread_tid")[2]
+head, length = ctypes.c_void_p(), ctypes.c_size_t()
+libc.syscall(ctypes.c_long(_SYSCALLS[os.uname().machine][1]), ctypes.c_long(0),
+             ctypes.byref(head), ctypes.byref(length))
+got = []
+signal.signal(signal.SIGUSR1, lambda *_: got.append("SIGUSR1"))
+errors = []
+
+def poke():
+    try:
+        signal.pthread_kill(threading.main_thread().ident, signal.SIGUSR1)
+    except OSError as e:
+        errors.append(str(e))
+
+worker = threading.Thread(target=poke)
+worker.start()
+worker.join()
+report = {
+    "ppid": os.getppid(), "server": server,
+    "glibc_tid": ctypes.c_int32.from_address(libc.pthread_self() + offset).value,
+    "native_id": threading.get_native_id(), "pid": os.getpid(),
+    "robust_list": head.value == clone._robust_head and length.value == clone._robust_len,
+    "hooks": hooks, "reseeded": random.random() != expected,
+    "signal_to_main_thread": got, "errors": errors,
+}
+with open(sys.argv[1], "w") as f:
+    json.dump(report, f)
+"""
+
+
+class CloneTest(ForkServerCase):
+    """triald._clone.CloneParent on its own: the child is its caller's parent's, and glibc's and
+    CPython's state in it is what a fork would have left."""
+
+    def test_the_clone_is_the_grandparents_child_with_its_own_thread_state(self):
+        if FORKS != 1:
+            self.skipTest(f"clone(CLONE_PARENT) is not used on {os.uname().machine}")
+        folder = tempfile.mkdtemp(prefix="clone-test-")
+        self.addCleanup(lambda: subprocess.run(["rm", "-rf", folder], check=False))
+        out = os.path.join(folder, "report.json")
+        server = subprocess.run([sys.executable, "-c", CLONE_CHILD, out], env=base_env(),
+                                capture_output=True, text=True, timeout=TIMEOUT_S)
+        self.assertEqual(server.returncode, 0, server.stderr)
+        child = int(server.stdout)
+        # The clone is this process's child (it waits for it here), not the server's.
+        status = wait_status(child)
+        self.assertEqual(os.waitstatus_to_exitcode(status), 0)
+        with open(out) as f:
+            report = json.load(f)
+        self.assertEqual(report["ppid"], os.getpid())
+        self.assertEqual(report["pid"], child)
+        self.assertNotEqual(report["server"], child)
+        self.assertEqual(report["glibc_tid"], child)  # not the server's id
+        self.assertEqual(report["native_id"], child)
+        self.assertTrue(report["robust_list"])
+        self.assertEqual(report["hooks"], ["after_in_child"])
+        self.assertTrue(report["reseeded"])
+        # pthread_kill of the main thread from another thread goes by glibc's stored id.
+        self.assertEqual(report["errors"], [])
+        self.assertEqual(report["signal_to_main_thread"], ["SIGUSR1"])
 
 
 class TorchTest(ForkServerCase):

@@ -178,7 +178,9 @@ class Harness {
  public:
   // Starts `trial-worker --fork-server --objective lm --config JSON` with the channel at fd 3 and
   // its stdout and stderr in `log`. `extra_fd`: a descriptor left open in the server besides.
-  Harness(const std::string& config_json, std::vector<std::string> env = {}, int extra_fd = -1) {
+  // `fork_twice`: with --fork-twice.
+  Harness(const std::string& config_json, std::vector<std::string> env = {}, int extra_fd = -1,
+          bool fork_twice = false) {
     static const bool subreaper = ::prctl(PR_SET_CHILD_SUBREAPER, 1) == 0;
     REQUIRE(subreaper);
     log_path_ = dir_.File("fork-server.log");
@@ -191,6 +193,7 @@ class Harness {
     env.push_back("TRIALD_FORK_ENV_SPACE=" + std::string(8192, '.'));
     std::vector<std::string> argv = {kWorker, "--fork-server", "--objective",
                                      "lm",    "--config",      config_json};
+    if (fork_twice) argv.emplace_back("--fork-twice");
     std::vector<char*> c_argv, c_env;
     for (auto& a : argv) c_argv.push_back(a.data());
     c_argv.push_back(nullptr);
@@ -383,6 +386,11 @@ TEST_CASE("fork server: ready after LibTorch and the inputs, one thread, only it
   CHECK(ready.at("pid").as_int64() == server);
   CHECK(ready.at("preloaded").as_array() == json::array{"libtorch"});
   CHECK(ready.at("objective_loaded").as_bool());
+#if defined(__x86_64__) || defined(__aarch64__)
+  CHECK(ready.at("forks").as_int64() == 1);  // clone(CLONE_PARENT): worker/clone_parent.h
+#else
+  CHECK(ready.at("forks").as_int64() == 2);
+#endif
   // LibTorch is initialised, the checkpoint mapped, and still no thread but the main one (the
   // server ran again with OPENBLAS_NUM_THREADS=1 where OpenBLAS had started its own).
   CHECK(CountThreads(server) == 1);
@@ -494,6 +502,22 @@ TEST_CASE("fork server: each trial is its own session, placed under the daemon, 
   RunResult after = RunForked(s.harness, R"({"seed": 1})");
   CHECK(after.exit_code == 0);
   CHECK(s.harness.CloseAndWait() == 0);
+}
+
+TEST_CASE("fork server: --fork-twice forks each trial through a middle process",
+          "[worker][fork_server]") {
+  const std::string config = config::LmObjectiveToJson(testing::TinyLmConfig());
+  Harness harness(config, {}, -1, /*fork_twice=*/true);
+  CHECK(harness.ReceiveReady().at("forks").as_int64() == 2);
+  harness.SetConfig(config);
+  Trial& trial = harness.Fork("{}");
+  CHECK(::getsid(trial.pid) == trial.pid);
+  CHECK(ParentOf(trial.pid) == ::getpid());  // re-parented to the subreaper
+  RunResult run = RunForked(harness, R"({"seed": 1})");
+  CHECK(run.exit_code == 0);
+  trial.CloseChannel();
+  CHECK(WaitExit(trial.pid) == 0);
+  CHECK(harness.CloseAndWait() == 0);
 }
 
 TEST_CASE("fork server: SIGKILL or SIGTERM of a trial does not disturb the server",

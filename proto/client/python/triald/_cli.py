@@ -3,6 +3,7 @@
     python3 -m triald run SPEC [--constraints SPEC] [--params JSON]
     python3 -m triald check SPEC [--constraints SPEC] [--preload MOD,MOD...] [--report]
     python3 -m triald fork-server [--preload MOD,MOD...] [--objective SPEC [--constraints SPEC]]
+                                  [--fork-twice]
 
 SPEC is PATH.py:NAME (a file, loaded under a module name other than __main__, so its
 `if __name__ == "__main__":` block does not run; its folder goes first on sys.path, so sibling
@@ -64,13 +65,18 @@ def main(argv: Sequence[str]) -> int:
     fork_server_parser.add_argument(
         "--constraints", metavar="SPEC",
         help="the constraints function, imported with the objective (needs --objective)")
+    fork_server_parser.add_argument(
+        "--fork-twice", action="store_true",
+        help="fork each trial through a middle process instead of cloning it as the daemon's "
+             "child (the C libraries' pthread_atfork handlers then run in it)")
     args = parser.parse_args(list(argv))
     if args.command == "fork-server":
         if args.constraints is not None and args.objective is None:
             parser.error("fork-server: --constraints needs --objective")
         from triald import _forkserver  # only the server needs it
         options = _forkserver.ServeOptions(preload=args.preload, objective=args.objective,
-                                           constraints=args.constraints)
+                                           constraints=args.constraints,
+                                           fork_twice=args.fork_twice)
         return _forkserver.serve(options, main)
     if args.command == "check":
         preload = [m for m in (args.preload or "").split(",") if m]

@@ -1,13 +1,15 @@
 """python3 -m triald fork-server: a study's warm Python process, forked once per trial.
 
     python3 -m triald fork-server [--preload MOD,MOD...] [--objective SPEC [--constraints SPEC]]
+                                  [--fork-twice]
 
 The daemon starts it with one end of a SOCK_SEQPACKET socketpair at TRIALD_FORK_SERVER_FD (3).
 It imports the --preload modules (and, with --objective, the objective's module: its top-level
 code runs here, once), checks that forking is safe and says `ready`; then, for each `fork`
-request, it double-forks the trial, which reports its pid, waits for the daemon's `go` on its
-trial channel and then runs exactly what `python3 -m triald run ...` would run, with the
-request's environment and working directory. The wire contract is proto/README.md, "Fork server
+request, it forks the trial as the daemon's child (once: triald._clone; or twice, through a
+middle process), which reports its pid, waits for the daemon's `go` on its trial channel and
+then runs exactly what `python3 -m triald run ...` would run, with the request's environment
+and working directory. The wire contract is proto/README.md, "Fork server
 protocol"; this module is its Python side.
 
 What runs once (in the server) and what runs per trial:
@@ -35,6 +37,7 @@ from typing import (AbstractSet, Any, Callable, List, Mapping, NamedTuple, NoRet
                     Sequence, Tuple, Union)
 
 from triald import _runner
+from triald._clone import UNSUPPORTED_ERRNOS, CloneParent
 from triald._loading import ImportFailed, SpecError, preload_objective, traceback_tail
 from triald._wire import Message, shortened_error
 
@@ -75,6 +78,7 @@ class ServeOptions(NamedTuple):
     preload: Optional[str]  # --preload: module names, comma-separated
     objective: Optional[str]  # --objective SPEC
     constraints: Optional[str]  # --constraints SPEC (only with objective)
+    fork_twice: bool = False  # --fork-twice: through a middle process, never clone
 
 
 class ProtocolError(Exception):
@@ -341,7 +345,8 @@ def _clear_server_exit_handlers() -> None:
 
 def _trial(server: socket.socket, request: Message, fds: Sequence[int], pid_pipe: int,
            pools: ThreadPools, signals: Signals, libc: ctypes.CDLL, command: Command) -> NoReturn:
-    """Process T, after the double fork; never returns."""
+    """Process T, the daemon's child (cloned, or orphaned by the middle process); never
+    returns."""
     status = 1
     try:
         # The server is not dumpable (serve()); a trial is, as an exec'd one: its owner can read
@@ -413,13 +418,14 @@ def _trial(server: socket.socket, request: Message, fds: Sequence[int], pid_pipe
 
 class Server:
     """The warm process's request loop on the daemon's channel `sock`: it answers each fork
-    request by double-forking a trial (launch) and ends on stop, EOF or a malformed packet.
+    request by forking a trial (launch) and ends on stop, EOF or a malformed packet.
     Single-threaded by construction (the safety check refuses to fork with a second thread);
     `signals`, `pools`, `libc` and `command` are handed to every trial."""
 
     def __init__(self, sock: socket.socket, signals: Signals, pools: ThreadPools,
-                 libc: ctypes.CDLL, command: Command) -> None:
+                 libc: ctypes.CDLL, command: Command, clone: Optional[CloneParent]) -> None:
         self.sock = sock
+        self.clone = clone  # None: each trial is forked twice
         self.command = command
         self.fd = sock.fileno()
         self.signals = signals
@@ -471,16 +477,26 @@ class Server:
         return reason is None
 
     def launch(self, request: Message, fds: Sequence[int]) -> Message:
-        """Double-forks the trial: the `forked` or `fork_failed` message to send."""
+        """Forks the trial, once (clone with CLONE_PARENT) or twice (through a middle process
+        that exits at once): the `forked` or `fork_failed` message to send."""
         read_end, write_end = os.pipe2(os.O_CLOEXEC)
         try:
             sys.stdout.flush()
             sys.stderr.flush()
+            once = self.clone is not None and self.clone.robust_list_empty()
             try:
-                c1 = os.fork()
+                child = self.clone() if once else os.fork()  # type: ignore[misc]
             except OSError as e:
+                if once and e.errno in UNSUPPORTED_ERRNOS:
+                    self.clone = None
+                    _log(f"clone(CLONE_PARENT) failed ({os.strerror(e.errno)}): forking each "
+                         f"trial twice from now on")
+                    return self.launch(request, fds)
                 return _fork_failed(request, e)
-            if c1 == 0:
+            if child == 0:
+                if once:  # T itself, the daemon's child
+                    _trial(self.sock, request, fds, write_end, self.pools, self.signals,
+                           self.libc, self.command)
                 # C1: forks T and exits at once; a failed fork is reported on the pipe.
                 try:
                     os.close(read_end)
@@ -499,7 +515,8 @@ class Server:
             report = _read_pid(read_end)
             # Reaped before `forked` is sent: once C1 has exited, T's parent is the daemon (the
             # subreaper), which T checks after its go.
-            _reap(c1)
+            if not once:
+                _reap(child)
         finally:
             os.close(read_end)
             if write_end >= 0:
@@ -660,6 +677,18 @@ def _preload(modules: Sequence[str], objective: Optional[str],
     return None
 
 
+def _cloner(fork_twice: bool) -> Optional[CloneParent]:
+    """How trials are forked: once, by the CloneParent returned, or twice (None: asked for, or
+    logged why)."""
+    if fork_twice:
+        return None
+    clone = CloneParent.probe()
+    if isinstance(clone, str):
+        _log(f"forking each trial twice: {clone}")
+        return None
+    return clone
+
+
 def serve(options: ServeOptions, command: Command) -> int:
     """`python3 -m triald fork-server`: the exit status. A trial's command line (a fork
     request's argv) is run by `command` (triald._cli.main) unless it is a plain `run`."""
@@ -702,7 +731,7 @@ def serve(options: ServeOptions, command: Command) -> int:
             _log(f"not safe to fork: {reason}")
             sock.send(json.dumps({"type": "unsafe", "reason": reason}).encode())
             return EXIT_OK
-        server = Server(sock, signals, ThreadPools(preload_env), libc, command)
+        server = Server(sock, signals, ThreadPools(preload_env), libc, command, _cloner(options.fork_twice))
         # Not dumpable: a process of the same user (a trial of this study, say) cannot ptrace the
         # server or write its memory through /proc/PID/mem, and so cannot plant code that every
         # later trial would inherit. Each trial makes itself dumpable again (_trial).
@@ -713,7 +742,8 @@ def serve(options: ServeOptions, command: Command) -> int:
         gc.collect()
         gc.freeze()
         server.send({"type": "ready", "pid": os.getpid(), "preloaded": modules,
-                     "objective_loaded": options.objective is not None})
+                     "objective_loaded": options.objective is not None,
+                     "forks": 2 if server.clone is None else 1})
         return server.serve()
     except ProtocolError as e:
         _log(str(e))
