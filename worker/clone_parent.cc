@@ -4,12 +4,17 @@
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
+#include <fstream>
+#include <sstream>
+#include <utility>
+#include <vector>
 
 namespace triald::worker {
 
@@ -67,6 +72,39 @@ pid_t CloneParent::operator()() const {
 #endif
   if (pid == 0) ::syscall(SYS_set_robust_list, robust_head_, robust_len_);
   return static_cast<pid_t>(pid);
+}
+
+size_t CollapseToHugePages() {
+  constexpr int kMadvCollapse = 25;  // linux/mman.h, Linux 6.1
+  uint64_t huge = 0;
+  std::ifstream("/sys/kernel/mm/transparent_hugepage/hpage_pmd_size") >> huge;
+  if (huge == 0 || (huge & (huge - 1)) != 0) return 0;
+  std::vector<std::pair<uint64_t, uint64_t>> ranges;
+  std::ifstream maps("/proc/self/maps");
+  for (std::string line; std::getline(maps, line);) {
+    std::istringstream in(line);
+    std::string span, perms, offset, device, inode, path;
+    in >> span >> perms >> offset >> device >> inode >> path;
+    if (!(path.empty() || path == "[heap]") || perms.size() < 4 || perms.compare(0, 2, "rw") != 0 ||
+        perms[3] != 'p') {
+      continue;
+    }
+    const size_t dash = span.find('-');
+    if (dash == std::string::npos) continue;
+    uint64_t start = std::stoull(span.substr(0, dash), nullptr, 16);
+    uint64_t end = std::stoull(span.substr(dash + 1), nullptr, 16);
+    start = (start + huge - 1) & ~(huge - 1);
+    end &= ~(huge - 1);
+    if (end > start) ranges.emplace_back(start, end - start);
+  }
+  for (const auto& [start, length] : ranges) {
+    (void)::madvise(reinterpret_cast<void*>(start), length, kMadvCollapse);
+  }
+  std::ifstream rollup("/proc/self/smaps_rollup");
+  for (std::string line; std::getline(rollup, line);) {
+    if (line.rfind("AnonHugePages:", 0) == 0) return std::stoull(line.substr(14)) * 1024;
+  }
+  return 0;
 }
 
 }  // namespace triald::worker

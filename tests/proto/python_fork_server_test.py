@@ -47,6 +47,35 @@ def become_subreaper():
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER)")
 
 
+def collapse_refused():
+    """Why this kernel does not collapse memory into huge pages (madvise MADV_COLLAPSE, Linux
+    6.1) on request, tried on a mapping of this process's own; None when it does."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                          ctypes.c_int, ctypes.c_long]
+    libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    size = 8 << 20
+    address = libc.mmap(None, size, 3, 0x22, -1, 0)  # PROT_READ|WRITE, MAP_PRIVATE|ANONYMOUS
+    try:
+        aligned = (address + (2 << 20) - 1) & ~((2 << 20) - 1)
+        ctypes.memset(address, 1, size)
+        if libc.madvise(aligned, 2 << 20, 25) != 0:
+            return f"madvise(MADV_COLLAPSE): {os.strerror(ctypes.get_errno())}"
+        return None
+    finally:
+        libc.munmap(address, size)
+
+
+def anon_huge_kib(pid):
+    with open(f"/proc/{pid}/smaps_rollup") as f:
+        for line in f:
+            if line.startswith("AnonHugePages:"):
+                return int(line.split()[1])
+    raise AssertionError(f"no AnonHugePages for {pid}")
+
+
 def vm_rss_kib(pid):
     with open(f"/proc/{pid}/status") as f:
         for line in f:
@@ -855,6 +884,20 @@ class TorchTest(ForkServerCase):
             # machine's count back, so the restore was measured, not assumed.
             self.assertGreater(self.exec_threads({})["openblas_threads"], 1)
             self.assertGreater(self.exec_threads({})["tasks_after_numpy"], 1)
+        self.assertTrue(daemon.alive())
+
+    def test_the_servers_memory_is_in_huge_pages_before_the_first_fork(self):
+        # triald._clone.collapse_to_huge_pages: a fork then copies one entry per 2 MiB.
+        refused = collapse_refused()
+        if refused is not None:
+            self.skipTest(f"this kernel does not collapse memory on request: {refused}")
+        daemon = self.daemon(preload="torch,numpy")
+        daemon.ready()
+        self.assertIn("MiB of memory in huge pages (MADV_COLLAPSE", daemon.output())
+        huge = anon_huge_kib(daemon.pid)
+        self.assertGreater(huge, 16 << 10, daemon.output())  # torch's heap: about 90 MiB
+        trial = daemon.run("threads")
+        self.assertEqual(trial.exit_code(), 0, trial.stderr())
         self.assertTrue(daemon.alive())
 
     def test_a_study_asking_for_blas_threads_keeps_its_server(self):

@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -172,6 +173,27 @@ struct Trial {
     channel = -1;
   }
 };
+
+// Whether madvise(MADV_COLLAPSE) works here, tried on a mapping of this process's own.
+bool CollapseWorksHere() {
+  const size_t size = 8 << 20, huge = 2 << 20;
+  void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  REQUIRE(p != MAP_FAILED);
+  std::memset(p, 1, size);
+  const uintptr_t aligned = (reinterpret_cast<uintptr_t>(p) + huge - 1) & ~(huge - 1);
+  const bool works = ::madvise(reinterpret_cast<void*>(aligned), huge, 25) == 0;
+  ::munmap(p, size);
+  return works;
+}
+
+// AnonHugePages of `pid`, in KiB.
+int64_t AnonHugeKib(pid_t pid) {
+  std::istringstream in(ReadFile("/proc/" + std::to_string(pid) + "/smaps_rollup"));
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("AnonHugePages:", 0) == 0) return std::stoll(line.substr(14));
+  }
+  return -1;
+}
 
 // The daemon's side of one fork server.
 class Harness {
@@ -403,6 +425,19 @@ TEST_CASE("fork server: ready after LibTorch and the inputs, one thread, only it
     CHECK(harness.Wait() == 0);
   }
   SECTION("so does EOF") { CHECK(harness.CloseAndWait() == 0); }
+}
+
+TEST_CASE("fork server: its LibTorch heap is in huge pages before the first fork",
+          "[worker][fork_server]") {
+  // worker/clone_parent.h, CollapseToHugePages: a fork then copies one entry per 2 MiB.
+  if (!CollapseWorksHere()) TRIALD_SKIP("this kernel does not collapse memory on request");
+  Served s(testing::TinyLmConfig());
+  INFO("server log: " << s.harness.Log());
+  CHECK(s.harness.Log().find("MiB of memory in huge pages (MADV_COLLAPSE") != std::string::npos);
+  CHECK(AnonHugeKib(s.harness.pid()) > 0);
+  RunResult run = RunForked(s.harness, R"({"seed": 1})");
+  CHECK(run.exit_code == 0);
+  CHECK(s.harness.CloseAndWait() == 0);
 }
 
 TEST_CASE("fork server: a trial gives the exec path's values for the same parameters",

@@ -26,6 +26,11 @@ os.register_at_fork) runs as in os.fork().
 
 Used on x86_64 and aarch64 with glibc; `CloneParent.probe()` says why not elsewhere, and the
 server double-forks there.
+
+collapse_to_huge_pages() makes every fork of the server cheaper, once or twice: its private
+anonymous memory (the C heap, the interpreter's arenas: about 100 MiB after `import torch`) in
+huge pages, so a fork copies one page-table entry per 2 MiB instead of 512, and a trial's exit
+drops them as fast.
 """
 
 from __future__ import annotations
@@ -35,7 +40,8 @@ import errno
 import os
 import sys
 import threading
-from typing import Union
+import time
+from typing import Tuple, Union
 
 CLONE_PARENT = 0x00008000
 CLONE_CHILD_CLEARTID = 0x00200000
@@ -47,6 +53,9 @@ _SYSCALLS = {
     "x86_64": (56, 274, 273, False),
     "aarch64": (220, 100, 99, True),
 }
+
+MADV_COLLAPSE = 25  # linux/mman.h, Linux 6.1
+HUGE_PAGE_SIZE_FILE = "/sys/kernel/mm/transparent_hugepage/hpage_pmd_size"
 
 # clone's errors that mean "not here" (a seccomp filter, an old or unusual kernel), as opposed
 # to "not now" (EAGAIN, ENOMEM: the trial's fork failed, the next may not).
@@ -124,3 +133,44 @@ class CloneParent:
         if pid < 0:
             raise OSError(error, os.strerror(error))
         return int(pid)
+
+
+def collapse_to_huge_pages() -> Tuple[int, float]:
+    """Backs this process's private anonymous memory (the [heap] and the unnamed writable private
+    mappings, each from its first to its last whole huge page) with transparent huge pages where
+    the kernel can: madvise(MADV_COLLAPSE), Linux 6.1, whatever the system's THP setting is
+    ("madvise" or "never" included). Done before the first fork: the kernel does not collapse
+    pages a child still shares. The mappings' own flags are left alone, so memory a trial
+    allocates later gets the pages it would have had. A kernel without it, or a range it cannot
+    collapse (no free huge page, say), is not an error: those pages stay as they are. Returns the
+    bytes of anonymous memory in huge pages afterwards and the seconds it took."""
+    try:
+        with open(HUGE_PAGE_SIZE_FILE) as f:
+            huge = int(f.read())
+    except (OSError, ValueError):
+        return 0, 0.0
+    if huge <= 0 or huge & (huge - 1):
+        return 0, 0.0
+    began = time.monotonic()
+    ranges = []
+    with open("/proc/self/maps") as maps:
+        for line in maps:
+            fields = line.split()
+            path = fields[5] if len(fields) > 5 else ""
+            if path not in ("", "[heap]") or fields[1][:2] != "rw" or fields[1][3] != "p":
+                continue
+            start, end = (int(x, 16) for x in fields[0].split("-"))
+            start = (start + huge - 1) & ~(huge - 1)
+            end &= ~(huge - 1)
+            if end > start:
+                ranges.append((start, end - start))
+    madvise = ctypes.CDLL(None, use_errno=True).madvise
+    madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    for start, length in ranges:
+        madvise(start, length, MADV_COLLAPSE)
+    in_huge_pages = 0
+    with open("/proc/self/smaps_rollup") as rollup:
+        for line in rollup:
+            if line.startswith("AnonHugePages:"):
+                in_huge_pages = int(line.split()[1]) * 1024
+    return in_huge_pages, time.monotonic() - began

@@ -37,7 +37,7 @@ from typing import (AbstractSet, Any, Callable, List, Mapping, NamedTuple, NoRet
                     Sequence, Tuple, Union)
 
 from triald import _runner
-from triald._clone import UNSUPPORTED_ERRNOS, CloneParent
+from triald._clone import UNSUPPORTED_ERRNOS, CloneParent, collapse_to_huge_pages
 from triald._loading import ImportFailed, SpecError, preload_objective, traceback_tail
 from triald._wire import Message, shortened_error
 
@@ -741,6 +741,11 @@ def serve(options: ServeOptions, command: Command) -> int:
         # never walks it, so its pages are not written to, and stay shared, in the trials.
         gc.collect()
         gc.freeze()
+        # Cheaper forks: the server's anonymous memory in huge pages, before the first fork.
+        huge, seconds = collapse_to_huge_pages()
+        if huge:
+            _log(f"{huge >> 20} MiB of memory in huge pages (MADV_COLLAPSE, "
+                 f"{seconds * 1000:.0f} ms)")
         server.send({"type": "ready", "pid": os.getpid(), "preloaded": modules,
                      "objective_loaded": options.objective is not None,
                      "forks": 2 if server.clone is None else 1})
