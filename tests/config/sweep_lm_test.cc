@@ -271,7 +271,7 @@ TEST_CASE("kind = \"lm\" takes no command, and kind = \"exec\" no lm setting", "
         "device, "
         "memory_budget_gb, gpu_memory_fraction, learning_rate, weight_decay, warmup_steps, "
         "batch_size, dropout, adam_beta1, adam_beta2, grad_clip, lr_schedule, seed, env, workdir, "
-        "objectives, fork_server");
+        "objectives, fork_server, fork_twice");
   CHECK(ErrorOf(With("kind = \"lm\"", "kind = \"llm\"", kLm)) ==
         "sweep.toml:6:8: [objective] kind = \"llm\": unknown objective kind; expected \"exec\", "
         "\"lm\", \"python\" or \"client\"");
