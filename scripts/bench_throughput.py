@@ -9,7 +9,18 @@ record: created_at (submit) to finished_at (last trial committed), as stored by 
 Optuna: scripts/bench_optuna.py, the same number of trials with n_jobs=2 threads in one
 interpreter on SQLite storage (no isolation at all).
 
-Prints one line per system and the ratio. Not a test: nothing here asserts a speed.
+The floor, measured in the same run: what any system that isolates each trial in a process
+and stores its result durably must do per trial, and nothing else. `parallelism` threads
+each start triald-noop-worker with posix_spawn (its report pipe at fd 3, TRIALD_PARAMS set),
+read its line to EOF, wait for it, and commit one row to SQLite (WAL, synchronous=FULL: one
+fsync per trial, where triald commits each state change). triald's rate against it says how
+much of a trial's cost is triald's own. A second floor adds what a trial's process needs on
+disk before it starts, as triald makes it: its folder, its log folder and its two log files
+(the worker's stdout and stderr); on a file system where creating a file is slow (ext4 without
+a journal scans recently deleted inodes at every creation) this is most of a no-op trial's
+cost, and the two floors show how much.
+
+Prints one line per system and the ratios. Not a test: nothing here asserts a speed.
 
 --accounting-cost: instead of Optuna, the same triald run with and without per-trial resource
 accounting (`triald --no-resource-accounting`), alternating, and the cost of accounting in %.
@@ -20,10 +31,12 @@ import contextlib
 import json
 import os
 import shutil
+import sqlite3
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -122,6 +135,80 @@ def cpu_seconds(pid: int) -> float:
     return sum(int(x) for x in fields[11:15]) / os.sysconf("SC_CLK_TCK")
 
 
+def run_floor(build: str, trials: int, parallelism: int, workdir: str,
+              files: bool = False) -> dict:
+    """The floor (module docstring): spawn, read, wait and one durable commit per trial; with
+    `files`, also the trial's folder, log folder and two log files (its stdout and stderr)."""
+    worker = os.path.join(build, "bin", "triald-noop-worker")
+    db = sqlite3.connect(os.path.join(workdir, "floor.db"), check_same_thread=False,
+                         isolation_level=None)
+    db.execute("PRAGMA journal_mode = WAL")
+    db.execute("PRAGMA synchronous = FULL")
+    db.execute("CREATE TABLE trials (number INTEGER PRIMARY KEY, value TEXT)")
+    if files:
+        os.mkdir(os.path.join(workdir, "trials"))
+        os.mkdir(os.path.join(workdir, "logs"))
+    lock = threading.Lock()
+    numbers = iter(range(trials))
+    failures = []
+
+    def one(number: int) -> None:
+        read_end, write_end = os.pipe()
+        env = {"TRIALD_PARAMS": json.dumps({"x": number * 0.001}), "TRIALD_REPORT_FD": "3"}
+        actions = [(os.POSIX_SPAWN_DUP2, write_end, 3)]
+        logs = []
+        if files:
+            os.mkdir(os.path.join(workdir, "trials", str(number)), 0o750)
+            log_dir = os.path.join(workdir, "logs", str(number))
+            os.mkdir(log_dir, 0o750)
+            for fd, name in ((1, "stdout.log"), (2, "stderr.log")):
+                logs.append(os.open(os.path.join(log_dir, name), os.O_WRONLY | os.O_CREAT |
+                                    os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o640))
+                actions.append((os.POSIX_SPAWN_DUP2, logs[-1], fd))
+        try:
+            pid = os.posix_spawn(worker, [worker], env, file_actions=actions)
+        finally:
+            os.close(write_end)
+            for fd in logs:
+                os.close(fd)
+        line = b""
+        while True:
+            chunk = os.read(read_end, 4096)
+            if not chunk:
+                break
+            line += chunk
+        os.close(read_end)
+        _, status = os.waitpid(pid, 0)
+        if status != 0 or b"final" not in line:
+            failures.append((number, status, line))
+        with lock:
+            db.execute("BEGIN")
+            db.execute("INSERT INTO trials VALUES (?, ?)", (number, line.decode()))
+            db.execute("COMMIT")
+
+    def loop() -> None:
+        while True:
+            with lock:
+                number = next(numbers, None)
+            if number is None:
+                return
+            one(number)
+
+    started = time.perf_counter()
+    threads = [threading.Thread(target=loop) for _ in range(parallelism)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    seconds = time.perf_counter() - started
+    db.close()
+    if failures:
+        raise RuntimeError(f"floor: {len(failures)} no-op workers failed, e.g. {failures[0]}")
+    return {"system": "floor+files" if files else "floor", "trials": trials,
+            "seconds": round(seconds, 4),
+            "trials_per_s": round(trials / seconds, 1)}
+
+
 def run_optuna(trials: int, jobs: int, workdir: str) -> dict:
     out = subprocess.run(["/usr/bin/python3", os.path.join(ROOT, "scripts", "bench_optuna.py"),
                           "--trials", str(trials), "--jobs", str(jobs),
@@ -173,6 +260,8 @@ def main() -> int:
     p.add_argument("--parallelism", type=int, default=2)
     p.add_argument("--repeats", type=int, default=3, help="runs of each system; best is kept")
     p.add_argument("--build", default=os.path.join(ROOT, "build"))
+    p.add_argument("--no-optuna", action="store_true",
+                   help="triald and the floor only (Optuna's run takes the longest)")
     p.add_argument("--accounting-cost", action="store_true",
                    help="compare triald with and without resource accounting (no Optuna)")
     a = p.parse_args()
@@ -184,26 +273,50 @@ def main() -> int:
             return 1
     if a.accounting_cost:
         return accounting_cost(a)
-    results = {"triald": [], "optuna": []}
+    results = {"triald": [], "floor": [], "floor+files": [], "optuna": []}
     for r in range(a.repeats):
-        # Alternate the two so that machine noise hits both alike.
+        # Alternate them so that machine noise hits all alike.
         with tempfile.TemporaryDirectory(prefix="triald-bench-") as d:
             results["triald"].append(run_triald(a.build, a.trials, a.parallelism, d))
         with tempfile.TemporaryDirectory(prefix="triald-bench-") as d:
-            results["optuna"].append(run_optuna(a.trials, a.parallelism, d))
-        print(f"run {r + 1}: triald {results['triald'][-1]['trials_per_s']} trials/s, "
-              f"optuna {results['optuna'][-1]['trials_per_s']} trials/s", flush=True)
-    best = {k: max(v, key=lambda x: x["trials_per_s"]) for k, v in results.items()}
+            results["floor"].append(run_floor(a.build, a.trials, a.parallelism, d))
+        with tempfile.TemporaryDirectory(prefix="triald-bench-") as d:
+            results["floor+files"].append(run_floor(a.build, a.trials, a.parallelism, d, True))
+        if not a.no_optuna:
+            with tempfile.TemporaryDirectory(prefix="triald-bench-") as d:
+                results["optuna"].append(run_optuna(a.trials, a.parallelism, d))
+        print(f"run {r + 1}: " + ", ".join(f"{k} {v[-1]['trials_per_s']} trials/s"
+                                           for k, v in results.items() if v), flush=True)
+    best = {k: max(v, key=lambda x: x["trials_per_s"]) for k, v in results.items() if v}
     print()
-    print(f"{'system':<8} {'trials':>7} {'seconds':>9} {'trials/s':>10}   isolation")
-    print(f"{'triald':<8} {a.trials:>7} {best['triald']['seconds']:>9.3f} "
-          f"{best['triald']['trials_per_s']:>10.1f}   one process per trial, SQLite FULL sync")
-    print(f"{'optuna':<8} {a.trials:>7} {best['optuna']['seconds']:>9.3f} "
-          f"{best['optuna']['trials_per_s']:>10.1f}   threads in one interpreter, SQLite")
-    ratio = best["triald"]["trials_per_s"] / best["optuna"]["trials_per_s"]
-    print(f"\nratio triald/optuna: {ratio:.1f}x (target >= 5x)")
-    print(json.dumps({"triald": best["triald"], "optuna": best["optuna"],
-                      "ratio": round(ratio, 2)}))
+    print(f"{'system':<11} {'trials':>7} {'seconds':>9} {'trials/s':>10}   isolation")
+    labels = {"triald": "one process per trial, SQLite FULL sync",
+              "floor": "posix_spawn + wait + one FULL-sync SQLite commit per trial, nothing else",
+              "floor+files": "the floor + the trial's folder, log folder and 2 log files",
+              "optuna": "threads in one interpreter, SQLite"}
+    for k in best:
+        print(f"{k:<11} {a.trials:>7} {best[k]['seconds']:>9.3f} "
+              f"{best[k]['trials_per_s']:>10.1f}   {labels[k]}")
+    of_floor = best["triald"]["trials_per_s"] / best["floor"]["trials_per_s"]
+    paired = statistics.median(t["trials_per_s"] / f["trials_per_s"]
+                               for t, f in zip(results["triald"], results["floor"]))
+    of_files = best["triald"]["trials_per_s"] / best["floor+files"]["trials_per_s"]
+    paired_files = statistics.median(t["trials_per_s"] / f["trials_per_s"]
+                                     for t, f in zip(results["triald"], results["floor+files"]))
+    print(f"\ntriald/floor: {100 * of_floor:.0f}% best runs, {100 * paired:.0f}% median of the "
+          f"{a.repeats} pairs (target >= 50%)")
+    print(f"triald/(floor+files): {100 * of_files:.0f}% best runs, {100 * paired_files:.0f}% "
+          f"median of the pairs; the files alone take the floor to "
+          f"{100 * best['floor+files']['trials_per_s'] / best['floor']['trials_per_s']:.0f}% "
+          f"on this file system")
+    out = {"triald": best["triald"], "floor": best["floor"], "floor+files": best["floor+files"],
+           "of_floor": round(of_floor, 3), "of_floor_paired": round(paired, 3),
+           "of_floor_files": round(of_files, 3), "of_floor_files_paired": round(paired_files, 3)}
+    if "optuna" in best:
+        ratio = best["triald"]["trials_per_s"] / best["optuna"]["trials_per_s"]
+        print(f"ratio triald/optuna: {ratio:.1f}x (target >= 5x)")
+        out.update({"optuna": best["optuna"], "ratio": round(ratio, 2)})
+    print(json.dumps(out))
     return 0
 
 
