@@ -731,7 +731,8 @@ def serve(options: ServeOptions, command: Command) -> int:
             _log(f"not safe to fork: {reason}")
             sock.send(json.dumps({"type": "unsafe", "reason": reason}).encode())
             return EXIT_OK
-        server = Server(sock, signals, ThreadPools(preload_env), libc, command, _cloner(options.fork_twice))
+        server = Server(sock, signals, ThreadPools(preload_env), libc, command,
+                        _cloner(options.fork_twice))
         # Not dumpable: a process of the same user (a trial of this study, say) cannot ptrace the
         # server or write its memory through /proc/PID/mem, and so cannot plant code that every
         # later trial would inherit. Each trial makes itself dumpable again (_trial).
