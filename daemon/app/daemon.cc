@@ -1,7 +1,6 @@
 #include "daemon/app/daemon.h"
 
 #include <fcntl.h>
-#include <sys/file.h>
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
 
@@ -104,7 +103,15 @@ common::Result<StateDir> LockStateDir(const std::string& dir) {
   out.path = std::filesystem::absolute(dir).lexically_normal();
   const std::string lock_path = out.path + "/triald.lock";
   out.lock = common::UniqueFd(::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0640));
-  if (!out.lock.valid() || ::flock(out.lock.get(), LOCK_EX | LOCK_NB) != 0) {
+  // A POSIX record lock, owned by this process's descriptor table: it ends with the daemon. (A
+  // flock() lock belongs to the open file, which a child forked or vforked at the moment the
+  // daemon is SIGKILLed still holds until it executes or exits: the next daemon could be
+  // refused for that long.) This is the only descriptor of the file the daemon opens, so no
+  // close elsewhere drops the lock.
+  struct flock whole {};
+  whole.l_type = F_WRLCK;
+  whole.l_whence = SEEK_SET;
+  if (!out.lock.valid() || ::fcntl(out.lock.get(), F_SETLK, &whole) != 0) {
     return common::FailedPrecondition("state directory " + out.path +
                                       " is in use by another triald (lock " + lock_path + " held)");
   }

@@ -3,11 +3,13 @@
 // and that no zombie and no process of any trial is left behind.
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -190,6 +192,53 @@ TEST_CASE("SIGTERM to triald stops running trials, records them and exits 0",
   again.Call("cancel", {{"study", "slow"}});
   again.WaitStudy("slow");
   CHECK(WaitNoProcessesOfStudy("slow").empty());
+}
+
+TEST_CASE("the state directory's lock ends with the daemon, whoever else holds its file",
+          "[daemon][integration][fault]") {
+  // A child the daemon forked or vforked (a trial between its vfork and its exec) shares the
+  // lock file's open file description; when the daemon is SIGKILLed at that moment, the next
+  // daemon must not be refused for as long as the child lives. This process takes that child's
+  // place: it duplicates the daemon's descriptor of triald.lock (pidfd_getfd) and keeps it.
+  TempDir dir;
+  TestDaemon first(dir.File("state"));
+  first.Start();
+  const std::string lock_path = std::filesystem::canonical(dir.File("state")) / "triald.lock";
+  int lock_fd = -1;
+  for (const auto& entry :
+       std::filesystem::directory_iterator("/proc/" + std::to_string(first.pid()) + "/fd")) {
+    std::error_code ec;
+    if (std::filesystem::read_symlink(entry.path(), ec) == lock_path) {
+      lock_fd = std::stoi(entry.path().filename().string());
+    }
+  }
+  REQUIRE(lock_fd >= 0);
+  const int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, first.pid(), 0));
+  REQUIRE(pidfd >= 0);
+  const int held = static_cast<int>(::syscall(SYS_pidfd_getfd, pidfd, lock_fd, 0));
+  INFO("pidfd_getfd: " << std::strerror(errno));
+  REQUIRE(held >= 0);
+  ::close(pidfd);
+  {
+    // While the daemon lives, a second one is refused.
+    const std::string command = BinDir() + "/triald --state-dir '" + dir.File("state") +
+                                "' --socket '" + dir.File("twin.sock") + "' 2>&1";
+    FILE* twin = ::popen(command.c_str(), "r");
+    REQUIRE(twin != nullptr);
+    std::string said;
+    char buf[4096];
+    for (size_t n; (n = std::fread(buf, 1, sizeof buf, twin)) > 0;) said.append(buf, n);
+    const int status = ::pclose(twin);
+    INFO(said);
+    CHECK(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) != 0);
+    CHECK_THAT(said, Catch::Contains("is in use by another triald"));
+  }
+  first.Kill();
+  TestDaemon next(dir.File("state"));
+  next.Start();  // not refused: the held descriptor is not the daemon's lock
+  CHECK(next.Call("ping", {}).as_object().contains("pid"));
+  ::close(held);
 }
 
 TEST_CASE("triald killed with SIGKILL mid-sweep recovers: exactly n_trials finished, none lost",
