@@ -237,6 +237,44 @@ print(json.dumps({{"trials": {trials}, "complete": done, "seconds": seconds}}))
             "trials_per_s": round(trials / r["seconds"], 2)}
 
 
+def run_system(a, k):
+    """One run of system `k` (a, b, c, d or e) with the command line's settings."""
+    if k == "a":
+        return run_triald(a.build, "start-exec", a.slow_trials, a.parallelism, False)
+    if k == "b":
+        return run_triald(a.build, "start-fork", a.fast_trials, a.parallelism, True,
+                          trace=a.trace)
+    if k == "e":
+        return run_triald(a.build, "start-fork-twice", a.fast_trials, a.parallelism, True,
+                          twice=True)
+    if k == "c":
+        return run_optuna(a.fast_trials, a.parallelism, False)
+    return run_optuna(a.slow_trials, a.parallelism, True)
+
+
+def ratio_text(results, paired=False):
+    """(b)/(c) and (b)/(e): of one run each ({k: run}), or with `paired` the medians over the
+    rounds ({k: [run, ...]}, the i-th runs of each system side by side)."""
+    def ratios(key_b, key_o, field_b, field_o):
+        if paired:
+            return statistics.median(b[field_b] / o[field_o]
+                                     for b, o in zip(results[key_b], results[key_o]))
+        return results[key_b][field_b] / results[key_o][field_o]
+
+    lines = []
+    if results.get("b") and results.get("c"):
+        lines.append(f"ratio (b)/(c): {ratios('b', 'c', 'trials_per_s', 'trials_per_s'):.2f} end "
+                     f"to end (target >= 1.0), "
+                     f"{ratios('b', 'c', 'steady_trials_per_s', 'trials_per_s'):.2f} steady "
+                     f"(target >= 1.2)")
+    if results.get("b") and results.get("e"):
+        lines.append(f"ratio (b)/(e), one fork against two: "
+                     f"{ratios('b', 'e', 'trials_per_s', 'trials_per_s'):.2f} end to end, "
+                     f"{ratios('b', 'e', 'steady_trials_per_s', 'steady_trials_per_s'):.2f} "
+                     f"steady")
+    return "\n".join(lines)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--slow-trials", type=int, default=30,
@@ -246,6 +284,9 @@ def main():
     p.add_argument("--build", default=os.path.join(ROOT, "build"))
     p.add_argument("--only", default="abcd",
                    help="which of a, b, c, d, e to run (default abcd)")
+    p.add_argument("--repeats", type=int, default=1,
+                   help="rounds of every system, in alternating order; prints each system's "
+                        "median run and the medians of the rounds' ratios")
     p.add_argument("--trace", action="store_true",
                    help="run (b)'s daemon at --log-level trace and print where a forked "
                         "start's time goes, step by step (the tracing itself costs a little)")
@@ -257,33 +298,31 @@ def main():
                 print(f"bench_start: {a.build}/bin/{exe} is missing; build first",
                       file=sys.stderr)
                 return 1
-    results = {}
+    runs = {k: [] for k in "abecd"}
     load_before = os.getloadavg()[0]
-    if "a" in a.only:
-        results["a"] = run_triald(a.build, "start-exec", a.slow_trials, a.parallelism, False)
-        print("(a)", json.dumps(results["a"]), flush=True)
-    if "b" in a.only:
-        results["b"] = run_triald(a.build, "start-fork", a.fast_trials, a.parallelism, True,
-                                  trace=a.trace)
-        print("(b)", json.dumps(results["b"]), flush=True)
-        if a.trace:
-            t = results["b"]["trace"]
-            print("\n(b) a forked start, step by step (ms; median and p90 over the trials):")
-            for s in t["steps"]:
-                print(f"  {s['from']:>15} -> {s['to']:<15} {s['median_ms']:>8.2f} "
-                      f"{s['p90_ms']:>8.2f}   {s['what']}")
-            print(f"  {'created':>15} -> {'objective':<15} {t['created_to_objective_ms']:>8.2f}"
-                  "            in all (the daemon's decision to the objective's first line)")
-    if "e" in a.only:
-        results["e"] = run_triald(a.build, "start-fork-twice", a.fast_trials, a.parallelism,
-                                  True, twice=True)
-        print("(e)", json.dumps(results["e"]), flush=True)
-    if "c" in a.only:
-        results["c"] = run_optuna(a.fast_trials, a.parallelism, False)
-        print("(c)", json.dumps(results["c"]), flush=True)
-    if "d" in a.only:
-        results["d"] = run_optuna(a.slow_trials, a.parallelism, True)
-        print("(d)", json.dumps(results["d"]), flush=True)
+    for r in range(a.repeats):
+        # Rounds alternate the order, so that a machine getting slower (or faster) over the
+        # session weighs on every system alike.
+        order = [k for k in "abecd" if k in a.only]
+        if r % 2 == 1:
+            order.reverse()
+        for k in order:
+            runs[k].append(run_system(a, k))
+            print(f"({k})", json.dumps(runs[k][-1]), flush=True)
+        if a.repeats > 1:
+            print(f"round {r + 1}: " + ratio_text(
+                {k: v[-1] for k, v in runs.items() if v}), flush=True)
+    # Each system's median run (by trials/s); ratios are the medians of the rounds' ratios.
+    results = {k: sorted(v, key=lambda x: x["trials_per_s"])[len(v) // 2]
+               for k, v in runs.items() if v}
+    if a.trace and "b" in results:
+        t = results["b"]["trace"]
+        print("\n(b) a forked start, step by step (ms; median and p90 over the trials):")
+        for st in t["steps"]:
+            print(f"  {st['from']:>15} -> {st['to']:<15} {st['median_ms']:>8.2f} "
+                  f"{st['p90_ms']:>8.2f}   {st['what']}")
+        print(f"  {'created':>15} -> {'objective':<15} {t['created_to_objective_ms']:>8.2f}"
+              "            in all (the daemon's decision to the objective's first line)")
 
     load_after = os.getloadavg()[0]
     labels = {"a": "(a) triald exec", "b": "(b) triald fork server",
@@ -305,20 +344,18 @@ def main():
         lat_text = f"{lat['median']:.1f}, {lat['p90']:.1f}, {lat['first']:.1f}" if lat else ""
         print(f"{labels[k]:<24} {r['trials']:>6} {r['seconds']:>8.2f} "
               f"{r['trials_per_s']:>9.2f} {steady} {lat_text:>30}   {isolation[k]}")
-    if "b" in results and "c" in results:
-        b, c = results["b"], results["c"]
-        print(f"\nratio (b)/(c): {b['trials_per_s'] / c['trials_per_s']:.2f} end to end "
-              f"(target >= 1.0), {b['steady_trials_per_s'] / c['trials_per_s']:.2f} steady "
-              f"(target >= 1.2)")
+    if a.repeats > 1:
+        print(f"\n(median run of {a.repeats} per system; ratios: medians of the rounds' ratios)")
+        print(ratio_text(runs, paired=True))
+    else:
+        print("\n" + ratio_text(results))
     if "b" in results and "e" in results:
-        b, e = results["b"], results["e"]
-        print(f"ratio (b)/(e), one fork against two: {b['trials_per_s'] / e['trials_per_s']:.2f}"
-              f" end to end, {b['steady_trials_per_s'] / e['steady_trials_per_s']:.2f} steady;"
-              f" median start {b['start_latency_ms']['median']:.1f} ms against "
-              f"{e['start_latency_ms']['median']:.1f} ms")
+        print(f"median start: {results['b']['start_latency_ms']['median']:.1f} ms with one fork, "
+              f"{results['e']['start_latency_ms']['median']:.1f} ms with two (median runs)")
     print(f"machine: {os.cpu_count()} CPUs, load average {load_before:.1f} before, "
           f"{load_after:.1f} after (other work on the machine slows every column)")
-    print(json.dumps(results))
+    print(json.dumps(results if a.repeats == 1 else
+                     {"median_runs": results, "runs": {k: v for k, v in runs.items() if v}}))
     return 0
 
 
