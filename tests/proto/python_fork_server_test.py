@@ -774,7 +774,6 @@ hooks = []
 os.register_at_fork(after_in_child=lambda: hooks.append("after_in_child"))
 clone = CloneParent.probe()
 assert not isinstance(clone, str), clone
-before = random.random()
 random.seed(7)  # the child's at-fork reseed must change what comes next
 expected = random.random()
 random.seed(7)
