@@ -852,15 +852,19 @@ class TorchTest(ForkServerCase):
         self.assertIsNotNone(importlib.util.find_spec("torch"), "python3-torch is required")
         self.assertIsNotNone(importlib.util.find_spec("numpy"), "python3-numpy is required")
 
-    def exec_threads(self, env):
-        """What the `threads` objective reports in an exec'd interpreter (the runner's replay
-        by hand, which prints the lines it would send)."""
+    def exec_attrs(self, objective, env):
+        """What `objective` reports in an exec'd interpreter (the runner's replay by hand, which
+        prints the lines it would send)."""
         full = base_env(env)
-        out = subprocess.run([sys.executable, "-m", "triald", "run", f"{OBJECTIVES}:threads",
+        out = subprocess.run([sys.executable, "-m", "triald", "run", f"{OBJECTIVES}:{objective}",
                               "--params", "{}"], env=full, capture_output=True, check=True,
                              timeout=TIMEOUT_S, cwd=tempfile.gettempdir()).stdout
         lines = [json.loads(line) for line in out.decode().splitlines()]
         return {line["key"]: line["value"] for line in lines if line["type"] == "attr"}
+
+    def exec_threads(self, env):
+        """What the `threads` objective reports in an exec'd interpreter."""
+        return self.exec_attrs("threads", env)
 
     def test_torch_preload_passes_the_check_and_trials_get_their_threads_back(self):
         daemon = self.daemon(preload="torch,numpy")
@@ -884,6 +888,18 @@ class TorchTest(ForkServerCase):
             self.assertGreater(self.exec_threads({})["openblas_threads"], 1)
             self.assertGreater(self.exec_threads({})["tasks_after_numpy"], 1)
         self.assertTrue(daemon.alive())
+
+    def test_torch_generators_start_as_in_an_exec_d_trial(self):
+        # The CPU generator from a seed of its own, different in every trial; CUDA's from CUDA's
+        # fixed default, as in an exec'd interpreter (no seed queued for CUDA's start).
+        daemon = self.daemon(preload="torch")
+        daemon.ready()
+        forked = [daemon.run("torch_seeding", number=n).attrs() for n in range(2)]
+        execd = self.exec_attrs("torch_seeding", {})
+        self.assertNotEqual(forked[0]["cpu_initial_seed"], forked[1]["cpu_initial_seed"])
+        for attrs in forked:
+            self.assertEqual(attrs["cuda_seed_queued"], execd["cuda_seed_queued"], attrs)
+        self.assertFalse(execd["cuda_seed_queued"])
 
     def test_the_servers_memory_is_in_huge_pages_before_the_first_fork(self):
         # triald._clone.collapse_to_huge_pages: a fork then copies one entry per 2 MiB.

@@ -67,6 +67,17 @@ def randomness(trial):
     return 0.0
 
 
+def torch_seeding(trial):
+    """How torch's generators start in this trial: the CPU generator's initial seed, and whether
+    a seed for CUDA's generators is queued for CUDA's start (torch.cuda's lazy seeding)."""
+    import torch
+    trial.set_user_attr("cpu_initial_seed", str(torch.initial_seed()))
+    tracker = getattr(torch.cuda, "_lazy_seed_tracker", None)
+    trial.set_user_attr("cuda_seed_queued", tracker is not None and
+                        tracker.manual_seed_all_cb is not None)
+    return 0.0
+
+
 def segfault(trial):
     ctypes.string_at(0)
     return 0.0

@@ -236,7 +236,11 @@ def _reseed() -> None:
         numpy.random.seed()
     torch = sys.modules.get("torch")
     if torch is not None:
-        torch.seed()  # the CPU generator; CUDA's are seeded lazily, without initialising CUDA
+        # The CPU generator, as an exec'd interpreter's starts from a seed of its own. Not
+        # torch.seed(): it also queues a seed for CUDA's generators (with a formatted stack, read
+        # from the source files: most of a millisecond per trial), which an exec'd trial's start
+        # from CUDA's fixed default seed.
+        torch.default_generator.seed()
 
 
 def _exit_status(code: object) -> int:
