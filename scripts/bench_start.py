@@ -252,22 +252,19 @@ def run_system(a, k):
     return run_optuna(a.slow_trials, a.parallelism, True)
 
 
-def ratio_text(results, paired=False):
-    """(b)/(c) and (b)/(e): of one run each ({k: run}), or with `paired` the medians over the
-    rounds ({k: [run, ...]}, the i-th runs of each system side by side)."""
+def ratio_text(runs):
+    """(b)/(c) and (b)/(e) from {k: [run, ...]}, the i-th runs of each system side by side: the
+    median of the rounds' ratios (of one round, its ratios)."""
     def ratios(key_b, key_o, field_b, field_o):
-        if paired:
-            return statistics.median(b[field_b] / o[field_o]
-                                     for b, o in zip(results[key_b], results[key_o]))
-        return results[key_b][field_b] / results[key_o][field_o]
+        return statistics.median(b[field_b] / o[field_o] for b, o in zip(runs[key_b], runs[key_o]))
 
     lines = []
-    if results.get("b") and results.get("c"):
+    if runs.get("b") and runs.get("c"):
         lines.append(f"ratio (b)/(c): {ratios('b', 'c', 'trials_per_s', 'trials_per_s'):.2f} end "
                      f"to end (target >= 1.0), "
                      f"{ratios('b', 'c', 'steady_trials_per_s', 'trials_per_s'):.2f} steady "
                      f"(target >= 1.2)")
-    if results.get("b") and results.get("e"):
+    if runs.get("b") and runs.get("e"):
         lines.append(f"ratio (b)/(e), one fork against two: "
                      f"{ratios('b', 'e', 'trials_per_s', 'trials_per_s'):.2f} end to end, "
                      f"{ratios('b', 'e', 'steady_trials_per_s', 'steady_trials_per_s'):.2f} "
@@ -310,8 +307,8 @@ def main():
             runs[k].append(run_system(a, k))
             print(f"({k})", json.dumps(runs[k][-1]), flush=True)
         if a.repeats > 1:
-            print(f"round {r + 1}: " + ratio_text(
-                {k: v[-1] for k, v in runs.items() if v}), flush=True)
+            print(f"round {r + 1}: " + ratio_text({k: v[-1:] for k, v in runs.items()}),
+                  flush=True)
     # Each system's median run (by trials/s); ratios are the medians of the rounds' ratios.
     results = {k: sorted(v, key=lambda x: x["trials_per_s"])[len(v) // 2]
                for k, v in runs.items() if v}
@@ -344,11 +341,10 @@ def main():
         lat_text = f"{lat['median']:.1f}, {lat['p90']:.1f}, {lat['first']:.1f}" if lat else ""
         print(f"{labels[k]:<24} {r['trials']:>6} {r['seconds']:>8.2f} "
               f"{r['trials_per_s']:>9.2f} {steady} {lat_text:>30}   {isolation[k]}")
+    print()
     if a.repeats > 1:
-        print(f"\n(median run of {a.repeats} per system; ratios: medians of the rounds' ratios)")
-        print(ratio_text(runs, paired=True))
-    else:
-        print("\n" + ratio_text(results))
+        print(f"(median run of {a.repeats} per system; ratios: medians of the rounds' ratios)")
+    print(ratio_text(runs))
     if "b" in results and "e" in results:
         print(f"median start: {results['b']['start_latency_ms']['median']:.1f} ms with one fork, "
               f"{results['e']['start_latency_ms']['median']:.1f} ms with two (median runs)")
