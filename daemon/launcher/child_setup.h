@@ -1,11 +1,12 @@
 #pragma once
 // The child's setup between vfork and exec, shared by the trial launcher and the fork server's
-// start (process_launcher.h describes each step). The vfork child shares the daemon's memory
-// until exec, so the hook makes system calls only: it allocates nothing and writes no shared
-// state but `*step`.
+// start (process_launcher.h describes each step; vfork_spawn.h runs it). The vfork child shares the
+// daemon's memory until exec, so the hook makes system calls only: it allocates nothing and writes
+// no shared state but `*step`.
 //
 // Thread-safety: used by the event-loop thread only; the hook itself runs in the vfork child.
 
+#include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -13,7 +14,6 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "common/boost_process.h"
 #include "daemon/launcher/launcher.h"
 
 namespace triald::launcher {
@@ -23,11 +23,10 @@ namespace triald::launcher {
 inline constexpr int kReportFd = 3;
 
 namespace internal {
-namespace bp = boost::process::v2;
 
-// The Boost.Process initializer that runs in the child between vfork and exec. The child
-// shares the daemon's memory until exec, so the hook makes system calls only: it allocates
-// nothing and writes no shared state but `*step`.
+// What the child does between vfork and exec, in this order. The child shares the daemon's
+// memory until exec, so Run makes system calls only: it allocates nothing and writes no shared
+// state but `*step`.
 struct ChildSetup {
   const char* const* envp;
   const char* workdir;
@@ -45,48 +44,34 @@ struct ChildSetup {
   gid_t gid;
   const gid_t* groups;
   size_t n_groups;
-  // The step the child is at, in the daemon's memory (the vfork child shares it, as Boost's
-  // error code does): after a failure it says whether setup, the user switch, chdir or exec
-  // failed.
+  // The step the child is at, in the daemon's memory (the vfork child shares it): after a
+  // failure it says whether setup, the user switch, chdir or exec failed.
   SpawnStep* step;
 
-  template <typename Launcher>
-  bp::error_code on_setup(Launcher& launcher, const bp::filesystem::path&, const char* const*&) {
-    launcher.env = envp;
-    launcher.fd_whitelist.push_back(kReportFd);
-    return {};
-  }
-
-  template <typename Launcher>
-  bp::error_code on_exec_setup(Launcher& launcher, const bp::filesystem::path&,
-                               const char* const*&) {
+  // The steps after the standard streams are in place (vfork_spawn.h); 0, or the errno of the
+  // step that failed.
+  int Run() const {
     *step = SpawnStep::kCgroup;
     // Into the trial's cgroup before anything else, so nothing the worker forks escapes it.
-    if (cgroup_procs_fd >= 0 && ::write(cgroup_procs_fd, "0", 1) != 1) {
-      return {errno, bp::system_category()};
-    }
-    if (pids_v1_procs_fd >= 0 && ::write(pids_v1_procs_fd, "0", 1) != 1) {
-      return {errno, bp::system_category()};
-    }
-    if (memory_v1_procs_fd >= 0 && ::write(memory_v1_procs_fd, "0", 1) != 1) {
-      return {errno, bp::system_category()};
-    }
+    if (cgroup_procs_fd >= 0 && ::write(cgroup_procs_fd, "0", 1) != 1) return errno;
+    if (pids_v1_procs_fd >= 0 && ::write(pids_v1_procs_fd, "0", 1) != 1) return errno;
+    if (memory_v1_procs_fd >= 0 && ::write(memory_v1_procs_fd, "0", 1) != 1) return errno;
     *step = SpawnStep::kChild;
     if (address_space > 0) {
       struct rlimit limit = {address_space, address_space};
-      if (::setrlimit(RLIMIT_AS, &limit) != 0) return {errno, bp::system_category()};
+      if (::setrlimit(RLIMIT_AS, &limit) != 0) return errno;
     }
-    if (::setpgid(0, 0) != 0) return {errno, bp::system_category()};
+    if (::setpgid(0, 0) != 0) return errno;
     // Become the trial's user before PR_SET_PDEATHSIG: the kernel clears the parent-death
     // signal whenever the credentials change.
     if (switch_user) {
       *step = SpawnStep::kCredentials;
-      if (::syscall(SYS_setgroups, n_groups, groups) != 0) return {errno, bp::system_category()};
-      if (::syscall(SYS_setgid, gid) != 0) return {errno, bp::system_category()};
-      if (::syscall(SYS_setuid, uid) != 0) return {errno, bp::system_category()};
+      if (::syscall(SYS_setgroups, n_groups, groups) != 0) return errno;
+      if (::syscall(SYS_setgid, gid) != 0) return errno;
+      if (::syscall(SYS_setuid, uid) != 0) return errno;
       *step = SpawnStep::kChild;
     }
-    if (::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0) return {errno, bp::system_category()};
+    if (::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0) return errno;
     // The daemon may have died between vfork and prctl; then nobody would ever stop us.
     if (::getppid() != parent) ::_exit(127);
     struct sigaction dfl = {};
@@ -94,35 +79,30 @@ struct ChildSetup {
     for (int sig = 1; sig < NSIG; ++sig) {
       if (sig != SIGKILL && sig != SIGSTOP) ::sigaction(sig, &dfl, nullptr);
     }
+    // The daemon blocked every signal around the vfork (vfork_spawn.cc); the worker starts
+    // with none blocked, its handlers the defaults set just above.
     sigset_t none;
     sigemptyset(&none);
     ::sigprocmask(SIG_SETMASK, &none, nullptr);
     if (report_fd == kReportFd) {
-      if (::fcntl(kReportFd, F_SETFD, 0) != 0) return {errno, bp::system_category()};
+      if (::fcntl(kReportFd, F_SETFD, 0) != 0) return errno;
     } else if (::dup2(report_fd, kReportFd) < 0) {  // dup2 clears FD_CLOEXEC on the copy
-      return {errno, bp::system_category()};
+      return errno;
     }
     *step = SpawnStep::kWorkdir;
-    if (::chdir(workdir) != 0) return {errno, bp::system_category()};
+    if (::chdir(workdir) != 0) return errno;
     *step = SpawnStep::kChild;
     // Close every other descriptor ourselves. The daemon opens everything close-on-exec, but a
-    // library may not (Asio's sockets are not), and Boost 1.81's own close loop skips the
-    // descriptors between whitelisted ones. What must stay: 0-3 and the launcher's pipe that
-    // reports an exec failure (it is close-on-exec, so exec still closes it).
-    int keep = -1;
-    for (int fd : launcher.fd_whitelist) keep = fd > kReportFd ? fd : keep;
-    if (keep > kReportFd + 1) ::close_range(kReportFd + 1, keep - 1, 0);
-    ::close_range((keep > kReportFd ? keep : kReportFd) + 1, ~0U, 0);
+    // library may not (Asio's sockets are not), and a descriptor inherited from whoever
+    // started the daemon may lack close-on-exec.
+    if (::close_range(kReportFd + 1, ~0U, 0) != 0) {
+      if (errno != ENOSYS) return errno;
+      struct rlimit open_files = {};  // a kernel older than 5.9: one close per possible number
+      if (::getrlimit(RLIMIT_NOFILE, &open_files) != 0) return errno;
+      for (rlim_t fd = kReportFd + 1; fd < open_files.rlim_cur; ++fd) ::close(static_cast<int>(fd));
+    }
     *step = SpawnStep::kExec;
-    return {};
-  }
-
-  // Boost 1.81 checks for this hook with a five-argument signature and calls it with four;
-  // the variadic form matches both. It ends the child without running the daemon's atexit
-  // handlers (the launcher would otherwise call exit()).
-  template <typename... Args>
-  void on_exec_error(Args&&...) {
-    ::_exit(127);
+    return 0;
   }
 };
 

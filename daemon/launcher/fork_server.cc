@@ -23,6 +23,7 @@
 #include "common/utf8.h"
 #include "daemon/launcher/capped_log.h"
 #include "daemon/launcher/child_setup.h"
+#include "daemon/launcher/vfork_spawn.h"
 
 namespace triald::launcher {
 namespace asio = boost::asio;
@@ -236,19 +237,14 @@ common::Status ForkServers::Server::Start(const ForkServerSpec& spec,
                              run_as ? run_as->groups.data() : nullptr,
                              run_as ? run_as->groups.size() : 0,
                              &step};
-  asio::io_context spawn_io(1);  // never run: see process_launcher.h on vfork
-  internal::bp::posix::vfork_launcher launcher;
-  internal::bp::error_code bec;
-  internal::bp::process proc = launcher(
-      spawn_io.get_executor(), bec, internal::bp::filesystem::path(spec.executable), args,
-      internal::bp::process_stdio{devnull.get(), out->write.get(), out->write.get()}, setup);
-  if (bec) {
+  const internal::Spawned spawned = internal::VforkSpawn(
+      spec.executable, args, {devnull.get(), out->write.get(), out->write.get()}, setup);
+  if (spawned.error != 0) {
     if (cgroup_) (void)cgroup_->Remove();
     return common::IoError("starting the fork server " + spec.executable + " (" +
-                           SpawnStepName(step) + "): " + bec.message());
+                           SpawnStepName(step) + "): " + std::strerror(spawned.error));
   }
-  pid_ = proc.id();
-  proc.detach();
+  pid_ = spawned.pid;
   std::weak_ptr<Server> weak = weak_from_this();
   o.reaper->Watch(pid_, [weak](int status, const struct rusage&) {
     if (auto self = weak.lock()) self->OnExit(status);

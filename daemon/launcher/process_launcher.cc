@@ -15,10 +15,10 @@
 #include <boost/asio/steady_timer.hpp>
 #include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <optional>
 
-#include "common/boost_process.h"
 #include "common/fd.h"
 #include "daemon/launcher/adopted.h"
 #include "daemon/launcher/capped_log.h"
@@ -26,11 +26,11 @@
 #include "daemon/launcher/fork_server.h"
 #include "daemon/launcher/queued_answers.h"
 #include "daemon/launcher/run_as.h"
+#include "daemon/launcher/vfork_spawn.h"
 #include "proto/line_reader.h"
 
 namespace triald::launcher {
 namespace asio = boost::asio;
-namespace bp = boost::process::v2;
 using common::Result;
 using common::Status;
 
@@ -392,16 +392,10 @@ Status Session::Exec() {
                              run_as_ ? run_as_->groups.data() : nullptr,
                              run_as_ ? run_as_->groups.size() : 0,
                              &spawn_step_};
-  // A fresh context per launch, never run: see process_launcher.h on vfork and notify_fork.
-  asio::io_context spawn_io(1);
-  bp::posix::vfork_launcher launcher;
-  bp::error_code ec;
-  spawn_step_ = SpawnStep::kFork;  // the child moves it on
   spawned_ = std::chrono::steady_clock::now();
-  bp::process proc =
-      launcher(spawn_io.get_executor(), ec, bp::filesystem::path(spec_.executable), args,
-               bp::process_stdio{devnull.get(), out_.write.get(), err_.write.get()}, setup);
-  if (ec) {
+  const internal::Spawned spawned = internal::VforkSpawn(
+      spec_.executable, args, {devnull.get(), out_.write.get(), err_.write.get()}, setup);
+  if (spawned.error != 0) {
     if (cgroup_) (void)cgroup_->Remove();
     std::string what = "exec " + spec_.executable;
     if (spawn_step_ == SpawnStep::kFork) what = "fork";
@@ -413,11 +407,10 @@ Status Session::Exec() {
     if (spawn_step_ == SpawnStep::kWorkdir) {
       what = "workdir " + spec_.workdir + (run_as_ ? " (as " + run_as_->name + ")" : "");
     }
-    spawn_errno_ = ec.value();
-    return common::IoError(what + ": " + ec.message());
+    spawn_errno_ = spawned.error;
+    return common::IoError(what + ": " + std::strerror(spawned.error));
   }
-  identity_.pid = proc.id();
-  proc.detach();  // the Reaper, not Boost.Process, waits for it
+  identity_.pid = spawned.pid;  // the Reaper waits for it
   identity_.pgid = identity_.pid;
   // The child has exec'd by now (the launcher waits for that), so it is in its own group.
   Result<uint64_t> start = common::ProcessStartTime(identity_.pid);

@@ -1,6 +1,6 @@
 #pragma once
-// ProcessLauncher: the real Launcher. One vfork+exec per trial through Boost.Process v2 (see
-// "Spawning" below) with a child setup hook that, between vfork and exec:
+// ProcessLauncher: the real Launcher. One vfork+exec per trial (vfork_spawn.h; see "Spawning"
+// below) with a child setup hook (child_setup.h) that, between vfork and exec:
 //   - puts the child in its own process group (setpgid(0, 0));
 //   - sets PR_SET_PDEATHSIG(SIGKILL) and re-checks getppid(), so a child whose daemon died
 //     during the vfork exits instead of running unsupervised;
@@ -14,8 +14,7 @@
 //   - closes every other descriptor.
 // The worker sees exactly 0, 1, 2 and 3. Two layers make sure of it: every descriptor the
 // daemon opens is O_CLOEXEC (Asio's sockets are marked by hand), and the hook closes the rest,
-// because Boost 1.81's own close-other-fds loop skips descriptors between whitelisted ones and
-// a descriptor inherited from whoever started the daemon may lack close-on-exec.
+// because a descriptor inherited from whoever started the daemon may lack close-on-exec.
 // tests/integration/launcher_test.cc and daemon_test.cc prove it with a probe worker.
 //
 // stdout and stderr are pipes drained continuously into CappedLogs. The trial channel is a Unix
@@ -42,13 +41,10 @@
 // CPU time: the v2 leaf's cpu.stat usage_usec, else user + system time of that wait4. Wall time:
 // from just before the vfork to the end of the tree. Without accounting only wall_s is set.
 //
-// Spawning uses vfork (Boost's vfork_launcher): the child borrows the daemon's memory until it
-// execs, so no page tables are copied and no copy-on-write faults follow. On this project's
-// test machines that doubles trial throughput over fork. The hook above only makes system
-// calls, as a vfork child must. Boost's launcher calls notify_fork() on the execution context
-// it is given, in the child; with vfork that would rewrite the daemon's reactor (its epoll and
-// timer descriptors) in shared memory, so each launch gets a fresh, never-run io_context that
-// has no reactor for the child to rebuild.
+// Spawning uses vfork (vfork_spawn.h): the child borrows the daemon's memory until it execs,
+// so no page tables are copied and no copy-on-write faults follow. On this project's test
+// machines that doubles trial throughput over fork. The hook above only makes system calls, as
+// a vfork child must, and every signal is blocked in the daemon around the vfork.
 //
 // Thread-safety: event-loop thread only.
 
