@@ -1009,7 +1009,7 @@ LaunchResult ProcessLauncher::Launch(const LaunchSpec& spec, TrialCallbacks call
   std::optional<RunAs> run_as;
   if (options_.run_as_submitter && spec.submitter.known()) {
     // No account for the submitter on this host: a person has to act (persistent, no errno).
-    Result<RunAs> user = LookUpRunAs(spec.submitter);
+    Result<RunAs> user = run_as_cache_.Get(spec.submitter);
     if (!user.ok()) return LaunchResult(user.status(), SpawnError{SpawnStep::kCredentials, 0});
     run_as = std::move(user).value();
   }

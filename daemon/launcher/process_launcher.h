@@ -57,6 +57,7 @@
 #include "daemon/launcher/fork_server.h"
 #include "daemon/launcher/launcher.h"
 #include "daemon/launcher/reaper.h"
+#include "daemon/launcher/run_as.h"
 
 namespace triald::launcher {
 
@@ -102,6 +103,7 @@ class ProcessLauncher final : public Launcher {
  private:
   Options options_;
   ForkServers forks_;
+  RunAsCache run_as_cache_;  // the submitters of the trials started lately (run_as.h)
 };
 
 }  // namespace triald::launcher

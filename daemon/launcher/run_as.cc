@@ -66,6 +66,31 @@ Result<RunAs> LookUpRunAs(const model::Submitter& submitter) {
   return out;
 }
 
+RunAsCache::RunAsCache(Clock::duration ttl, size_t max_entries, LookUp look_up)
+    : ttl_(ttl), max_entries_(max_entries), look_up_(std::move(look_up)) {}
+
+Result<RunAs> RunAsCache::Get(const model::Submitter& submitter, Clock::time_point now) {
+  const auto key = std::make_pair(submitter.name, static_cast<int64_t>(submitter.uid));
+  auto it = entries_.find(key);
+  if (it != entries_.end() && now - it->second.looked_up < ttl_ && now >= it->second.looked_up) {
+    return it->second.user;
+  }
+  Result<RunAs> user = look_up_(submitter);
+  if (!user.ok()) {
+    if (it != entries_.end()) entries_.erase(it);
+    return user;
+  }
+  if (it == entries_.end() && entries_.size() >= max_entries_) {
+    auto oldest = entries_.begin();
+    for (auto e = entries_.begin(); e != entries_.end(); ++e) {
+      if (e->second.looked_up < oldest->second.looked_up) oldest = e;
+    }
+    entries_.erase(oldest);
+  }
+  entries_[key] = Entry{*user, now};
+  return user;
+}
+
 Status CallAsUser(const RunAs& user, const std::function<Status()>& check, double timeout_s) {
   if (::geteuid() != 0) {
     return common::PermissionDenied("checking as " + user.Describe() + " needs root");

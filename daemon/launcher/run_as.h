@@ -12,13 +12,18 @@
 // the trial's cgroup folder stays root's, so the trial can neither write them nor raise its
 // own limits.
 //
-// Thread-safety: LookUpRunAs reads the user and group databases (NSS) and PrepareTrialFolder
-// changes the file system; both are safe to call from any thread. WithUserEnvironment is pure.
+// Thread-safety: a RunAsCache is not thread-safe (the launcher's thread uses it). LookUpRunAs reads
+// the user and group databases (NSS) and PrepareTrialFolder changes the file system; both are safe
+// to call from any thread. WithUserEnvironment is pure.
 
 #include <sys/types.h>
 
+#include <chrono>
+#include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/status.h"
@@ -40,6 +45,31 @@ struct RunAs {
 // every node that shares the storage), else by uid. An error names the user when there is no
 // entry (e.g. the account was removed after the study was submitted).
 common::Result<RunAs> LookUpRunAs(const model::Submitter& submitter);
+
+// LookUpRunAs for a launcher that starts many trials of one submitter: an answer is reused for
+// `ttl` after it was looked up (a sweep of short trials would otherwise read the user and group
+// databases at every start), so a change to the user's groups or passwd entry reaches the trials
+// started from `ttl` after it on. Failed lookups are not kept: each asks again. At most
+// `max_entries` users are kept (the oldest answer goes first).
+class RunAsCache {
+ public:
+  using Clock = std::chrono::steady_clock;
+  using LookUp = std::function<common::Result<RunAs>(const model::Submitter&)>;
+  explicit RunAsCache(Clock::duration ttl = std::chrono::seconds(2), size_t max_entries = 64,
+                      LookUp look_up = LookUpRunAs);
+  common::Result<RunAs> Get(const model::Submitter& submitter,
+                            Clock::time_point now = Clock::now());
+
+ private:
+  struct Entry {
+    RunAs user;
+    Clock::time_point looked_up;
+  };
+  Clock::duration ttl_;
+  size_t max_entries_;
+  LookUp look_up_;
+  std::map<std::pair<std::string, int64_t>, Entry> entries_;  // by (name, uid) as submitted
+};
 
 // Runs `check` with `user`'s rights and returns its Status: in a child process forked for it,
 // which drops to the user (setgroups, setgid, setuid) before calling it, so every file it opens

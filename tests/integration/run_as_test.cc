@@ -7,6 +7,8 @@
 //
 // Every case needs root (to add users and switch to them); without it they are skipped
 // (TRIALD_SKIP: CTest reports them as skipped).
+#include "daemon/launcher/run_as.h"
+
 #include <grp.h>
 #include <pwd.h>
 #include <sys/stat.h>
@@ -396,6 +398,73 @@ TEST_CASE("run as submitter: a non-root triald changes only for its uid and root
   CHECK(r[0].code == "ok");
   CHECK(daemon.Call("status", {{"study", "trusted"}}).at("state").as_string() == "CANCELLED");
   CHECK(daemon.Stop() == 0);
+}
+
+TEST_CASE("RunAsCache: a submitter's answer is reused for its ttl, failures are never kept",
+          "[run_as]") {
+  using launcher::RunAs;
+  using launcher::RunAsCache;
+  int lookups = 0;
+  bool fail = false;
+  gid_t group = 100;
+  RunAsCache cache(std::chrono::seconds(2), /*max_entries=*/2,
+                   [&](const model::Submitter& s) -> common::Result<RunAs> {
+                     ++lookups;
+                     if (fail) return common::NotFound("no passwd entry for " + s.name);
+                     RunAs r;
+                     r.uid = static_cast<uid_t>(s.uid);
+                     r.gid = 1000;
+                     r.name = s.name;
+                     r.groups = {1000, group};
+                     return r;
+                   });
+  const auto t0 = RunAsCache::Clock::time_point{} + std::chrono::hours(1);
+  model::Submitter alice;
+  alice.uid = 1001;
+  alice.name = "alice";
+  REQUIRE(cache.Get(alice, t0).ok());
+  CHECK(lookups == 1);
+  // Within the ttl: the same answer, no lookup; a change of groups is not seen yet.
+  group = 200;
+  auto again = cache.Get(alice, t0 + std::chrono::milliseconds(1999));
+  REQUIRE(again.ok());
+  CHECK(lookups == 1);
+  CHECK(again->groups.back() == 100);
+  // From the ttl on: looked up again, the change seen.
+  auto later = cache.Get(alice, t0 + std::chrono::seconds(2));
+  REQUIRE(later.ok());
+  CHECK(lookups == 2);
+  CHECK(later->groups.back() == 200);
+  // A clock that went back is not trusted either.
+  REQUIRE(cache.Get(alice, t0).ok());
+  CHECK(lookups == 3);
+  // The same name under another uid is another submitter.
+  model::Submitter alice2 = alice;
+  alice2.uid = 1002;
+  REQUIRE(cache.Get(alice2, t0).ok());
+  CHECK(lookups == 4);
+  // A failure is returned, drops what was kept, and is asked again next time.
+  fail = true;
+  const auto t1 = t0 + std::chrono::seconds(10);
+  CHECK_FALSE(cache.Get(alice, t1).ok());
+  CHECK_FALSE(cache.Get(alice, t1).ok());
+  CHECK(lookups == 6);
+  fail = false;
+  REQUIRE(cache.Get(alice, t1).ok());
+  CHECK(lookups == 7);
+  REQUIRE(cache.Get(alice, t1).ok());
+  CHECK(lookups == 7);
+  // At most max_entries users: a third pushes out the oldest answer (alice2's, from t0).
+  model::Submitter bob;
+  bob.uid = 1003;
+  bob.name = "bob";
+  REQUIRE(cache.Get(bob, t1).ok());
+  CHECK(lookups == 8);
+  REQUIRE(cache.Get(alice, t1).ok());
+  REQUIRE(cache.Get(bob, t1).ok());
+  CHECK(lookups == 8);
+  REQUIRE(cache.Get(alice2, t1).ok());
+  CHECK(lookups == 9);
 }
 
 }  // namespace triald::testing
