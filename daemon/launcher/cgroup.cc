@@ -102,26 +102,30 @@ bool ReadNumber(const std::string& path, uint64_t* value) {
   return errno == 0;
 }
 
-// rmdir of a v1 leaf. It may briefly stay busy while exiting tasks are released; a few
-// retries, then the next daemon start removes it.
-void RemoveV1Leaf(const std::string& path) {
+// rmdir of a trial's leaf. It may briefly stay busy while exiting tasks are released; a few
+// retries, then the next daemon start removes it. False: it is still there.
+bool RemoveLeaf(const std::string& path) {
   for (int i = 0; !path.empty() && i < 50; ++i) {
-    if (::rmdir(path.c_str()) == 0 || errno == ENOENT) break;
-    if (errno != EBUSY) break;
+    if (::rmdir(path.c_str()) == 0 || errno == ENOENT) return true;
+    if (errno != EBUSY) return false;
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
+  return path.empty();
 }
 
 }  // namespace
 
-// The v1 memory leaves of trials, made ahead and recycled on a thread of its own (see cgroup.h):
-// creating and destroying a v1 memory cgroup costs the kernel far more than resetting one. A
-// leaf whose trial is over is reused when what stays charged to it (page cache its trial left)
-// is at most kMaxLeftoverBytes: its watermark is reset (memory.max_usage_in_bytes := usage) and
-// that usage becomes the next trial's baseline, subtracted from its peak. Otherwise it is
-// removed (the kernel moves its charges to the parent) and a fresh one takes its place.
-// Leaves are named PARENT/PREFIXm<n>.
-class V1LeafMaker {
+// Trial leaves made ahead and removed on a thread of its own (see cgroup.h), so that neither
+// the mkdir nor the rmdir of a cgroup, which cost the kernel far more than the trial's other
+// cgroup work, is on the event loop's path. Leaves are named PARENT/PREFIX<n>.
+//
+// kRecycleV1Memory (the v1 memory leaves of accounting): a leaf whose trial is over is reused
+// when what stays charged to it (page cache its trial left) is at most kMaxLeftoverBytes: its
+// watermark is reset (memory.max_usage_in_bytes := usage) and that usage becomes the next
+// trial's baseline, subtracted from its peak. Otherwise it is removed (the kernel moves its
+// charges to the parent) and a fresh one takes its place. kRemove (the v2 leaves): every leaf is
+// used once, then removed (cpu.stat cannot be reset, and limits differ between studies).
+class LeafMaker {
  public:
   static constexpr size_t kAhead = 2;                      // idle leaves kept ready
   static constexpr uint64_t kMaxLeftoverBytes = 16 << 20;  // reuse bound
@@ -131,8 +135,13 @@ class V1LeafMaker {
     uint64_t baseline = 0;  // bytes charged to it when it was handed out
   };
 
-  V1LeafMaker(std::string parent, std::string prefix)
-      : parent_(std::move(parent)), prefix_(std::move(prefix)) {
+  enum class Reuse { kRemove, kRecycleV1Memory };
+
+  LeafMaker(std::string parent, std::string prefix, Reuse reuse, common::Logger logger)
+      : parent_(std::move(parent)),
+        prefix_(std::move(prefix)),
+        reuse_(reuse),
+        logger_(std::move(logger)) {
     // The thread takes no signal: the daemon's signal_set is served by its event loop.
     sigset_t all, old;
     sigfillset(&all);
@@ -142,15 +151,15 @@ class V1LeafMaker {
   }
 
   // Stops the thread, then removes every leaf it holds.
-  ~V1LeafMaker() {
+  ~LeafMaker() {
     {
       std::lock_guard<std::mutex> lock(mu_);
       stop_ = true;
     }
     cv_.notify_one();
     thread_.join();
-    for (const std::string& path : returned_) RemoveV1Leaf(path);
-    for (const Leaf& leaf : ready_) RemoveV1Leaf(leaf.path);
+    for (const std::string& path : returned_) Remove(path);
+    for (const Leaf& leaf : ready_) Remove(leaf.path);
   }
 
   // A leaf for a trial: one made or recycled ahead, else one made now.
@@ -185,7 +194,14 @@ class V1LeafMaker {
   }
 
  private:
-  std::string Path(uint64_t n) const { return parent_ + "/" + prefix_ + "m" + std::to_string(n); }
+  std::string Path(uint64_t n) const { return parent_ + "/" + prefix_ + std::to_string(n); }
+
+  void Remove(const std::string& path) const {
+    if (!RemoveLeaf(path) && logger_) {
+      logger_->warn("cgroups: cannot remove {} ({}); the next start of triald removes it", path,
+                    std::strerror(errno));
+    }
+  }
 
   // Ready for the next trial: watermark reset, baseline read. False: to be removed.
   static bool Recycle(const std::string& path, uint64_t* baseline) {
@@ -209,8 +225,8 @@ class V1LeafMaker {
         leaf.path = std::move(returned_.front());
         returned_.pop_front();
         lock.unlock();
-        const bool reuse = Recycle(leaf.path, &leaf.baseline);
-        if (!reuse) RemoveV1Leaf(leaf.path);
+        const bool reuse = reuse_ == Reuse::kRecycleV1Memory && Recycle(leaf.path, &leaf.baseline);
+        if (!reuse) Remove(leaf.path);
         lock.lock();
         if (reuse) ready_.push_back(std::move(leaf));
         continue;
@@ -229,6 +245,8 @@ class V1LeafMaker {
   }
 
   const std::string parent_, prefix_;
+  const Reuse reuse_;
+  const common::Logger logger_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Leaf> ready_;            // idle, watermark reset
@@ -411,14 +429,16 @@ Status TrialCgroup::Remove() {
   procs_fd_.Reset();
   pids_v1_procs_fd_.Reset();
   memory_v1_procs_fd_.Reset();
-  if (::rmdir(path_.c_str()) != 0 && errno != ENOENT) {
+  if (maker_) {
+    maker_->Return(path_);  // removed on the maker's thread
+  } else if (::rmdir(path_.c_str()) != 0 && errno != ENOENT) {
     return common::ErrnoError("rmdir " + path_, errno);
   }
-  RemoveV1Leaf(pids_v1_path_);
+  RemoveLeaf(pids_v1_path_);
   if (memory_v1_maker_ && !memory_v1_path_.empty()) {
     memory_v1_maker_->Return(memory_v1_path_);
   } else {
-    RemoveV1Leaf(memory_v1_path_);
+    RemoveLeaf(memory_v1_path_);
   }
   removed_ = true;
   return Status::Ok();
@@ -519,8 +539,9 @@ Result<std::unique_ptr<CgroupTree>> CgroupTree::Open(const Options& options) {
   if (tree->accounting_ && !tree->has_memory_) {
     tree->memory_v1_parent_ = writable_v1("memory", "memory.max_usage_in_bytes");
     if (!tree->memory_v1_parent_.empty()) {
-      tree->memory_v1_maker_ = std::make_shared<V1LeafMaker>(
-          tree->memory_v1_parent_, tree->prefix_ + std::to_string(::getpid()) + "-");
+      tree->memory_v1_maker_ = std::make_shared<LeafMaker>(
+          tree->memory_v1_parent_, tree->prefix_ + std::to_string(::getpid()) + "-m",
+          LeafMaker::Reuse::kRecycleV1Memory, tree->logger_);
     }
   }
   return tree;
@@ -605,12 +626,20 @@ int CgroupTree::CleanLeftovers() {
 }
 
 Result<std::unique_ptr<TrialCgroup>> CgroupTree::CreateTrial(const CgroupLimits& limits) {
-  const std::string leaf = prefix_ + std::to_string(::getpid()) + "-" + std::to_string(++sequence_);
+  // Made on the first trial, not at Open(): CleanLeftovers() (before any trial) removes every
+  // leaf of this state directory, a predecessor's with this daemon's pid included.
+  if (!leaf_maker_) {
+    leaf_maker_ = std::make_shared<LeafMaker>(parent_, prefix_ + std::to_string(::getpid()) + "-",
+                                              LeafMaker::Reuse::kRemove, logger_);
+  }
+  Result<LeafMaker::Leaf> made = leaf_maker_->Take();
+  if (!made.ok()) return made.status();
   auto cg = std::unique_ptr<TrialCgroup>(new TrialCgroup());
-  cg->path_ = parent_ + "/" + leaf;
+  cg->path_ = made->path;
+  cg->maker_ = leaf_maker_;
   cg->has_kill_ = has_kill_;
   cg->accounting_ = accounting_;
-  if (::mkdir(cg->path_.c_str(), 0755) != 0) return common::ErrnoError("mkdir " + cg->path_, errno);
+  const std::string leaf = cg->path_.substr(cg->path_.rfind('/') + 1);
   auto fail = [&cg](Status st) {
     (void)cg->Remove();
     return st;
@@ -653,7 +682,7 @@ Result<std::unique_ptr<TrialCgroup>> CgroupTree::CreateTrial(const CgroupLimits&
     cg->pids_limited_ = true;
   }
   if (memory_v1_maker_) {
-    Result<V1LeafMaker::Leaf> v1 = memory_v1_maker_->Take();
+    Result<LeafMaker::Leaf> v1 = memory_v1_maker_->Take();
     if (!v1.ok()) return fail(v1.status());
     cg->memory_v1_path_ = v1->path;
     cg->memory_v1_baseline_ = v1->baseline;

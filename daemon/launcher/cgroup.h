@@ -23,8 +23,14 @@
 // these leaves are not made per trial: a thread of the tree's own keeps a few ready and
 // recycles those whose trial is over (watermark reset; what stays charged from the previous
 // trial, at most 16 MiB, is that leaf's baseline, subtracted from the next peak; a leaf with
-// more is removed and replaced). See V1LeafMaker in cgroup.cc. They are named
+// more is removed and replaced). See LeafMaker in cgroup.cc. They are named
 // triald-<hash>-<daemon pid>-m<n>.
+//
+// The v2 leaves are not made or removed on the event loop either: from the first CreateTrial on,
+// a second LeafMaker thread keeps two empty leaves ready (CreateTrial takes one and writes the
+// trial's limits into it; it makes one itself only when none is ready) and removes the leaves of
+// trials that are over (Remove() hands the leaf over, emptied, and returns). Each v2 leaf serves
+// one trial.
 //
 // Trial cgroups are named triald-<hash of the state directory>-<daemon pid>-<sequence>, flat
 // under the parent (no per-daemon folder that a SIGKILLed daemon would leave behind): a
@@ -37,10 +43,11 @@
 // in its setup hook, so
 // everything the trial ever forks, setsid or not, stays inside. The trial is over when
 // Populated() is false; Kill() writes cgroup.kill (Linux >= 5.14; SIGKILL to every listed pid
-// before that). Remove() deletes the leaf once it is empty.
+// before that). Remove() has the leaf deleted once it is empty (on the maker's thread; a leaf
+// still busy is tried again for 50 ms, then left to the next daemon start, with a warning).
 //
-// Thread-safety: none; the daemon uses it from its event-loop thread (the leaf maker's thread
-// touches only the v1 memory leaves, through its own lock).
+// Thread-safety: none; the daemon uses it from its event-loop thread (the leaf makers' threads
+// touch only the leaves they hold, through their own locks).
 
 #include <sys/types.h>
 
@@ -56,7 +63,7 @@
 
 namespace triald::launcher {
 
-class V1LeafMaker;
+class LeafMaker;
 
 struct CgroupLimits {
   uint64_t memory_max_bytes = 0;  // 0: none
@@ -105,8 +112,9 @@ class TrialCgroup {
   common::UniqueFd procs_fd_;
   common::UniqueFd pids_v1_procs_fd_;
   common::UniqueFd memory_v1_procs_fd_;
-  uint64_t memory_v1_baseline_ = 0;               // bytes charged to it before the trial
-  std::shared_ptr<V1LeafMaker> memory_v1_maker_;  // takes the v1 memory leaf back
+  uint64_t memory_v1_baseline_ = 0;             // bytes charged to it before the trial
+  std::shared_ptr<LeafMaker> maker_;            // made the v2 leaf; removes it
+  std::shared_ptr<LeafMaker> memory_v1_maker_;  // takes the v1 memory leaf back
   bool accounting_ = false;
   bool has_kill_ = false;
   bool memory_limited_ = false;
@@ -157,12 +165,12 @@ class CgroupTree {
   std::string prefix_;            // "triald-<hash>-"
   std::string pids_v1_parent_;    // v1 pids cgroup holding the v1 leaves, "" when none
   std::string memory_v1_parent_;  // v1 memory cgroup holding the accounting leaves, "" when none
-  std::shared_ptr<V1LeafMaker> memory_v1_maker_;  // set with memory_v1_parent_
+  std::shared_ptr<LeafMaker> memory_v1_maker_;  // set with memory_v1_parent_
+  std::shared_ptr<LeafMaker> leaf_maker_;       // the v2 leaves; from the first CreateTrial
   bool accounting_ = false;
   bool has_memory_ = false;
   bool has_pids_ = false;
   bool has_kill_ = false;
-  uint64_t sequence_ = 0;
 };
 
 // Parses the text of /proc/self/mountinfo and returns the mount point of the cgroup2 file
