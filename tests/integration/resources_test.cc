@@ -351,4 +351,53 @@ TEST_CASE("the v1 memory leaves made ahead of trials are gone with the tree",
   CHECK(left == 0);
 }
 
+TEST_CASE("v2 leaves: each trial gets a fresh one made ahead, removed after it, none left",
+          "[launcher][integration][resources]") {
+  std::string parent, prefix;
+  auto count = [&] {
+    int n = 0;
+    for (const auto& e : std::filesystem::directory_iterator(parent)) {
+      n += e.path().filename().string().rfind(prefix, 0) == 0 ? 1 : 0;
+    }
+    return n;
+  };
+  {
+    Accounting a(true, true);
+    if (a.tree() == nullptr) TRIALD_SKIP("no writable cgroup v2 hierarchy on this host");
+    parent = a.tree()->parent();
+    const std::string d = a.tree()->Describe();
+    const size_t at = d.find("/triald-");
+    REQUIRE(at != std::string::npos);
+    prefix = d.substr(at + 1, d.find('*', at) - at - 1);
+    INFO("leaves " << parent << "/" << prefix << "*");
+    // None before the first trial: CleanLeftovers may still run then.
+    CHECK(count() == 0);
+    std::vector<std::string> leaves;
+    for (int i = 0; i < 4; ++i) {
+      Run run = a.Go({"/bin/sh", "-c", "cat /proc/self/cgroup"});
+      std::string line, leaf;
+      std::istringstream in(ReadFile(a.dir_.path() + "/logs/stdout.log"));
+      while (std::getline(in, line)) {
+        if (line.rfind("0::", 0) == 0) leaf = line.substr(line.rfind('/') + 1);
+      }
+      INFO("trial " << i << " ran in " << leaf);
+      CHECK(leaf.rfind(prefix, 0) == 0);
+      leaves.push_back(leaf);
+    }
+    // One leaf per trial, never reused.
+    std::sort(leaves.begin(), leaves.end());
+    CHECK(std::unique(leaves.begin(), leaves.end()) == leaves.end());
+    // The finished trials' leaves go (on the maker's thread); at most the two made ahead stay.
+    for (int i = 0; i < 200 && count() > 2; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    CHECK(count() <= 2);
+    for (const std::string& leaf : leaves) {
+      INFO(leaf);
+      CHECK_FALSE(std::filesystem::exists(parent + "/" + leaf));
+    }
+  }
+  CHECK(count() == 0);  // and the ready ones are gone with the tree
+}
+
 }  // namespace triald::testing
