@@ -24,6 +24,8 @@ Prints one line per system and the ratios. Not a test: nothing here asserts a sp
 
 --accounting-cost: instead of Optuna, the same triald run with and without per-trial resource
 accounting (`triald --no-resource-accounting`), alternating, and the cost of accounting in %.
+--baseline BUILD: instead, this build's triald against BUILD's (an older commit's), alternating,
+both on this build's no-op worker, and the speed-up (best runs and median of the pairs).
 """
 
 import argparse
@@ -109,9 +111,11 @@ def submit_and_wait(ctl: list, sweep: str, study: str, poll_s: float = 0.05) -> 
 
 
 def run_triald(build: str, trials: int, parallelism: int, workdir: str,
-               extra_args: tuple = ()) -> dict:
+               extra_args: tuple = (), worker_build: str = None) -> dict:
+    """One no-op study through build/bin/triald; the worker is `worker_build`'s (default:
+    `build`'s), so that two daemons can be compared on the same worker."""
     state = os.path.join(workdir, "state")
-    bindir = os.path.join(build, "bin")
+    bindir = os.path.join(worker_build or build, "bin")
     sweep = write_noop_sweep(os.path.join(workdir, "noop.toml"), "noop", bindir, trials,
                              parallelism)
     info = {}
@@ -216,39 +220,75 @@ def run_optuna(trials: int, jobs: int, workdir: str) -> dict:
     return json.loads(out.strip().splitlines()[-1])
 
 
-def accounting_cost(a) -> int:
-    """triald with and without resource accounting, alternating (which goes first alternates
-    too); prints the best of each and the cost of accounting in %."""
-    variants = {"accounting": (), "none": ("--no-resource-accounting",)}
+def compare(a, variants: dict) -> dict:
+    """Runs the no-op study once per variant per repeat ({name: (build, extra_args)}), in
+    alternating order (which goes first alternates too), each with a.build's worker; prints
+    every run. Returns {name: [runs]}."""
     results = {k: [] for k in variants}
     for r in range(a.repeats):
         order = list(variants) if r % 2 == 0 else list(reversed(list(variants)))
         for k in order:
+            build, extra = variants[k]
             with tempfile.TemporaryDirectory(prefix="triald-bench-") as d:
-                results[k].append(run_triald(a.build, a.trials, a.parallelism, d, variants[k]))
-        w, wo = results["accounting"][-1], results["none"][-1]
-        print(f"run {r + 1}: with accounting {w['trials_per_s']} trials/s "
-              f"({w['cpu_ms_per_trial']} CPU ms/trial), without {wo['trials_per_s']} trials/s "
-              f"({wo['cpu_ms_per_trial']} CPU ms/trial)", flush=True)
+                results[k].append(run_triald(build, a.trials, a.parallelism, d, extra,
+                                             worker_build=a.build))
+        print(f"run {r + 1}: " + ", ".join(
+            f"{k} {v[-1]['trials_per_s']} trials/s ({v[-1]['cpu_ms_per_trial']} CPU ms/trial)"
+            for k, v in results.items()), flush=True)
+    return results
+
+
+def summarize(a, results: dict, labels: dict) -> dict:
+    """Prints the best run and the median CPU per trial of each variant; returns both."""
     best = {k: max(v, key=lambda x: x["trials_per_s"]) for k, v in results.items()}
     cpu = {k: statistics.median(x["cpu_ms_per_trial"] for x in v) for k, v in results.items()}
-    cost = 100 * (1 - best["accounting"]["trials_per_s"] / best["none"]["trials_per_s"])
-    cpu_cost = 100 * (cpu["accounting"] / cpu["none"] - 1)
-    # Each run with accounting against the run without it next to it: robust to a machine
-    # whose load changes from one run to the next.
-    paired = 100 * (1 - statistics.median(w["trials_per_s"] / wo["trials_per_s"] for w, wo in
-                                          zip(results["accounting"], results["none"])))
     print()
     print(f"{'triald':<20} {'trials':>7} {'seconds':>9} {'trials/s':>10} {'CPU ms/trial':>13}")
-    for k, label in (("accounting", "with accounting"), ("none", "without accounting")):
+    for k, label in labels.items():
         print(f"{label:<20} {a.trials:>7} {best[k]['seconds']:>9.3f} "
               f"{best[k]['trials_per_s']:>10.1f} {cpu[k]:>13.3f}")
+    return {"best": best, "cpu": cpu}
+
+
+def paired_ratio(xs: list, ys: list) -> float:
+    """The median over the runs side by side of x's trials/s over y's: robust to a machine
+    whose load changes from one run to the next."""
+    return statistics.median(x["trials_per_s"] / y["trials_per_s"] for x, y in zip(xs, ys))
+
+
+def accounting_cost(a) -> int:
+    """triald with and without resource accounting, alternating; prints the best of each and
+    the cost of accounting in %."""
+    results = compare(a, {"accounting": (a.build, ()),
+                          "none": (a.build, ("--no-resource-accounting",))})
+    s = summarize(a, results, {"accounting": "with accounting", "none": "without accounting"})
+    best, cpu = s["best"], s["cpu"]
+    cost = 100 * (1 - best["accounting"]["trials_per_s"] / best["none"]["trials_per_s"])
+    cpu_cost = 100 * (cpu["accounting"] / cpu["none"] - 1)
+    paired = 100 * (1 - paired_ratio(results["accounting"], results["none"]))
     print(f"\ncost of resource accounting (target < 5%): {cost:.1f}% of trials/s, best runs; "
           f"{paired:.1f}% of trials/s, median of the {a.repeats} pairs; "
           f"{cpu_cost:.1f}% CPU per trial, medians")
     print(json.dumps({"accounting": best["accounting"], "none": best["none"],
                       "cost_percent": round(cost, 2), "paired_cost_percent": round(paired, 2),
                       "cpu_cost_percent": round(cpu_cost, 2),
+                      "cpu_ms_per_trial": cpu}))
+    return 0
+
+
+def against_baseline(a) -> int:
+    """This build's triald against another build's (--baseline), on this build's worker,
+    alternating; prints the speed-up (best runs and median of the pairs) and CPU per trial."""
+    results = compare(a, {"this": (a.build, ()), "baseline": (a.baseline, ())})
+    s = summarize(a, results, {"this": "this build", "baseline": "baseline build"})
+    best, cpu = s["best"], s["cpu"]
+    speedup = best["this"]["trials_per_s"] / best["baseline"]["trials_per_s"]
+    paired = paired_ratio(results["this"], results["baseline"])
+    print(f"\nthis build / baseline ({a.baseline}): x{speedup:.3f} trials/s, best runs; "
+          f"x{paired:.3f}, median of the {a.repeats} pairs; CPU per trial x"
+          f"{cpu['this'] / cpu['baseline']:.3f}, medians")
+    print(json.dumps({"this": best["this"], "baseline": best["baseline"],
+                      "speedup": round(speedup, 3), "paired_speedup": round(paired, 3),
                       "cpu_ms_per_trial": cpu}))
     return 0
 
@@ -263,15 +303,25 @@ def main() -> int:
                    help="triald and the floor only (Optuna's run takes the longest)")
     p.add_argument("--accounting-cost", action="store_true",
                    help="compare triald with and without resource accounting (no Optuna)")
+    p.add_argument("--baseline", metavar="BUILD",
+                   help="compare this build's triald with BUILD's (its bin/triald and "
+                        "bin/trialctl; e.g. a worktree of an older commit built with `make "
+                        "triald trialctl`), on this build's worker (no floor, no Optuna)")
     a = p.parse_args()
     a.build = os.path.abspath(a.build)  # the sweep names the worker by an absolute path
-    for exe in ("triald", "trialctl", "triald-noop-worker"):
-        if not os.path.exists(os.path.join(a.build, "bin", exe)):
-            print(f"bench: {a.build}/bin/{exe} is missing; build first (scripts/test.sh or "
+    needed = [(a.build, exe) for exe in ("triald", "trialctl", "triald-noop-worker")]
+    if a.baseline:
+        a.baseline = os.path.abspath(a.baseline)
+        needed += [(a.baseline, exe) for exe in ("triald", "trialctl")]
+    for build, exe in needed:
+        if not os.path.exists(os.path.join(build, "bin", exe)):
+            print(f"bench: {build}/bin/{exe} is missing; build first (scripts/test.sh or "
                   "cmake --build build)", file=sys.stderr)
             return 1
     if a.accounting_cost:
         return accounting_cost(a)
+    if a.baseline:
+        return against_baseline(a)
     results = {"triald": [], "floor": [], "floor+files": [], "optuna": []}
     for r in range(a.repeats):
         # Alternate them so that machine noise hits all alike.
