@@ -105,12 +105,13 @@ bool ReadNumber(const std::string& path, uint64_t* value) {
 // rmdir of a trial's leaf. It may briefly stay busy while exiting tasks are released; a few
 // retries, then the next daemon start removes it. False: it is still there.
 bool RemoveLeaf(const std::string& path) {
-  for (int i = 0; !path.empty() && i < 50; ++i) {
+  if (path.empty()) return true;  // no such leaf
+  for (int i = 0; i < 50; ++i) {
     if (::rmdir(path.c_str()) == 0 || errno == ENOENT) return true;
     if (errno != EBUSY) return false;
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
-  return path.empty();
+  return false;
 }
 
 }  // namespace

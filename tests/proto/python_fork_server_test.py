@@ -68,20 +68,21 @@ def collapse_refused():
         libc.munmap(address, size)
 
 
-def anon_huge_kib(pid):
-    with open(f"/proc/{pid}/smaps_rollup") as f:
+def proc_kib(path, key):
+    """The KiB figure of line `key` ("VmRSS:") in the /proc file `path`."""
+    with open(path) as f:
         for line in f:
-            if line.startswith("AnonHugePages:"):
+            if line.startswith(key):
                 return int(line.split()[1])
-    raise AssertionError(f"no AnonHugePages for {pid}")
+    raise AssertionError(f"no {key} in {path}")
+
+
+def anon_huge_kib(pid):
+    return proc_kib(f"/proc/{pid}/smaps_rollup", "AnonHugePages:")
 
 
 def vm_rss_kib(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    raise AssertionError(f"no VmRSS for {pid}")
+    return proc_kib(f"/proc/{pid}/status", "VmRSS:")
 
 
 def wait_status(pid, timeout=TIMEOUT_S):
