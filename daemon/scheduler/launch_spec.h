@@ -13,8 +13,9 @@
 // settings, gpus_per_trial, the job name slurm::JobName(node, trial id)).
 // With [objective] fork_server, the spec also names the study's fork server (key: the study's
 // name; its command from objective_command.h; the environment above without the TRIALD_* and
-// GPU variables, and for kind = "lm" with OPENBLAS_NUM_THREADS=1; its log model::ForkServerLog)
-// and the fork request's argv.
+// GPU variables, for kind = "lm" with OPENBLAS_NUM_THREADS=1, and with OPENBLAS_THREAD_TIMEOUT =
+// kForkServerBlasThreadTimeout unless the study's environment sets it; its log
+// model::ForkServerLog) and the fork request's argv.
 //
 // Thread-safety: pure functions; thread-safe.
 
@@ -28,6 +29,13 @@
 #include "daemon/model/records.h"
 
 namespace triald::daemon {
+
+// How long an idle OpenBLAS thread of a forked trial spins before it sleeps, as the exponent
+// OpenBLAS reads from OPENBLAS_THREAD_TIMEOUT when it loads: 2^20 cycles, about 0.4 ms (OpenBLAS's
+// own default is 2^28, about 0.1 s). A fork server's trial starts its pool afresh
+// (proto/README.md, "Thread pools"); with the default, every short trial's BLAS threads spin
+// (sched_yield) for most of its life, on the cores the other trials need.
+inline constexpr const char* kForkServerBlasThreadTimeout = "20";
 
 // What the daemon adds to every trial's spec.
 struct LaunchSettings {

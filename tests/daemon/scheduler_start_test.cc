@@ -410,6 +410,10 @@ TEST_CASE("a fork server study: its spec, its events, its status, and its releas
   CHECK(server_env.count("PYTHONPATH") == 1);
   CHECK(server_env.count("TRIALD_TRIAL") == 0);  // nothing of one trial's
   CHECK(server_env.count("CUDA_VISIBLE_DEVICES") == 0);
+  // OpenBLAS's idle threads of each forked trial spin briefly: set in the server, as OpenBLAS
+  // reads it when it loads, not in the trial's own environment (the request's).
+  CHECK(server_env.at("OPENBLAS_THREAD_TIMEOUT") == "20");
+  CHECK(testing::EnvMap(spec.env).count("OPENBLAS_THREAD_TIMEOUT") == 0);
 
   const int64_t id = h.Study("fs").id;
   std::optional<launcher::ForkServerStatus> st = h.scheduler().fork_server_status(id);
@@ -452,6 +456,20 @@ TEST_CASE("a fork server study: its spec, its events, its status, and its releas
   h.SubmitOk(plain);
   CompleteAll(h, "plain", 1);
   CHECK(l.released == std::vector<std::string>{"fs"});
+}
+
+TEST_CASE("a study that sets OPENBLAS_THREAD_TIMEOUT gets its own value in its fork server",
+          "[scheduler][fork_server]") {
+  SchedulerHarness h;
+  FakeLauncher& l = h.launcher();
+  config::SweepSource source = ForkSweep("spin", 2);
+  source.text += "env = { OPENBLAS_THREAD_TIMEOUT = \"28\" }\n";
+  REQUIRE(h.scheduler().Submit(source).ok());
+  REQUIRE(l.launch_count() == 2);
+  const launcher::LaunchSpec& spec = l.launch(0).spec;
+  REQUIRE(spec.fork_server.has_value());
+  CHECK(testing::EnvMap(spec.fork_server->env).at("OPENBLAS_THREAD_TIMEOUT") == "28");
+  CHECK(testing::EnvMap(spec.env).at("OPENBLAS_THREAD_TIMEOUT") == "28");
 }
 
 TEST_CASE("a fork server study's server is released when it is cancelled or deleted",

@@ -146,4 +146,54 @@ TEST_CASE("a preload that starts a thread: the study falls back to exec, with th
   CHECK_THAT(events.out, Catch::Contains("thread"));
 }
 
+TEST_CASE("a forked trial's OpenBLAS spins briefly: its server loaded it with the short timeout",
+          "[python][integration][fork_server]") {
+  // OpenBLAS reads OPENBLAS_THREAD_TIMEOUT as it loads (here in the server, at `import numpy`);
+  // openblas_thread_timeout() gives back what it read. The trial's own environment is the
+  // study's, without the variable.
+  TempDir dir;
+  std::ofstream(dir.File("blas.py")) << R"(import ctypes
+import os
+
+import numpy
+
+
+def objective(trial):
+    x = trial.suggest_float("x", 0.0, 1.0)
+    read = None
+    with open("/proc/self/maps") as maps:
+        for line in maps:
+            fields = line.split(None, 5)
+            if len(fields) == 6 and "openblas" in fields[5].lower() and read is None:
+                lib = ctypes.CDLL(fields[5].strip(), mode=os.RTLD_NOLOAD | os.RTLD_LAZY)
+                if hasattr(lib, "openblas_thread_timeout"):
+                    read = lib.openblas_thread_timeout()
+    trial.set_user_attr("blas_timeout", read)
+    trial.set_user_attr("env", os.environ.get("OPENBLAS_THREAD_TIMEOUT"))
+    return x
+)";
+  TestDaemon d(dir.File("state"));
+  d.Start();
+  const std::string study = d.Submit(
+      "[study]\nname = \"blas\"\nn_trials = 2\nparallelism = 2\n\n[objective]\nkind = "
+      "\"python\"\nfunction = \"blas.py:objective\"\npython = \"/usr/bin/python3\"\n"
+      "preload = [\"numpy\"]\n",
+      dir.File("blas.toml"));
+  json::object status = d.WaitStudy(study, 120);
+  INFO(d.log());
+  REQUIRE(status.at("state").as_string() == "COMPLETE");
+  Ctl events = Trialctl(d.socket(), {"events", study});
+  INFO(events.out);
+  REQUIRE_THAT(events.out, Catch::Contains("fork_server_started"));
+  json::array trials = d.Trials(study);
+  REQUIRE(trials.size() == 2);
+  for (const json::value& v : trials) {
+    const json::object& attrs = v.as_object().at("attrs").as_object();
+    INFO(json::serialize(v));
+    REQUIRE(attrs.at("blas_timeout").is_int64());  // numpy's BLAS is OpenBLAS here
+    CHECK(attrs.at("blas_timeout").as_int64() == 20);
+    CHECK(attrs.at("env").is_null());
+  }
+}
+
 }  // namespace triald::testing
