@@ -71,7 +71,8 @@ Key<O> ObjectiveKindKey() {
 Key<O> EnvKey() {
   return CustomKey<O>("env",
                       "a table of NAME = \"value\" strings added to the worker's environment "
-                      "(no name starting with TRIALD_, nor CUDA_VISIBLE_DEVICES)",
+                      "(no name starting with TRIALD_, nor CUDA_VISIBLE_DEVICES); it may override "
+                      "PYTHONUNBUFFERED=1 and OPENBLAS_THREAD_TIMEOUT=20, which triald sets",
                       ReadEnv);
 }
 

@@ -49,6 +49,9 @@ launcher::LaunchSpec MakeLaunchSpec(const LaunchSettings& settings, const std::s
     if (eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
   }
   env.emplace("PYTHONUNBUFFERED", "1");  // Python workers' output reaches the logs live
+  // OpenBLAS's idle threads sleep after 2^20 cycles, not 2^28 (kBlasThreadTimeout). A fork
+  // server has it from the environment below too: OpenBLAS reads it as it loads, in the server.
+  env.emplace("OPENBLAS_THREAD_TIMEOUT", kBlasThreadTimeout);
   for (const auto& [k, v] : obj.env) env[k] = v;
   std::string path_env = env.count("PATH") ? env["PATH"] : "";
   if (obj.fork_server && !obj.fork_server_command.empty()) {
@@ -66,11 +69,6 @@ launcher::LaunchSpec MakeLaunchSpec(const LaunchSettings& settings, const std::s
       // which its fork request carries whole (worker/fork_server.h).
       server_env["OPENBLAS_NUM_THREADS"] = "1";
     }
-    // Each forked trial starts OpenBLAS's threads afresh, and OpenBLAS lets an idle thread spin
-    // (sched_yield) for 2^28 cycles, about 0.1 s, before it sleeps: for a short trial, its whole
-    // life, on cores the other trials need. OpenBLAS reads the spin as it loads, in the server,
-    // so the server is started with 2^20 (about 0.4 ms) unless the study chose its own.
-    server_env.emplace("OPENBLAS_THREAD_TIMEOUT", kForkServerBlasThreadTimeout);
     for (const auto& [k, v] : server_env) fs.env.push_back(k + "=" + v);
     fs.workdir = obj.workdir;
     fs.log_path = model::ForkServerLog(settings.state_dir, study_name);

@@ -2,7 +2,8 @@
 // Launch spec: what a trial's process gets from its study and the daemon. Its command and
 // working directory, its log folder (STATE_DIR/studies/<study>/trials/<n>) and log caps, its
 // limits (trial_timeout, kill_grace, memory_limit, pids_limit), and its environment: the
-// daemon's base environment, PYTHONUNBUFFERED=1, the sweep's [objective] env on top, then the
+// daemon's base environment, PYTHONUNBUFFERED=1 and OPENBLAS_THREAD_TIMEOUT=kBlasThreadTimeout,
+// the sweep's [objective] env on top (which may set either), then the
 // TRIALD_* variables (TRIALD_PARAMS as JSON, each value exactly as stored; TRIALD_STUDY,
 // TRIALD_TRIAL, TRIALD_TRIAL_DIR, TRIALD_REPORT_FD=3, TRIALD_NODE, TRIALD_N_OBJECTIVES: how many
 // values its final line must carry, and TRIALD_RESUME_DIR when a resume folder is given: only
@@ -13,9 +14,8 @@
 // settings, gpus_per_trial, the job name slurm::JobName(node, trial id)).
 // With [objective] fork_server, the spec also names the study's fork server (key: the study's
 // name; its command from objective_command.h; the environment above without the TRIALD_* and
-// GPU variables, for kind = "lm" with OPENBLAS_NUM_THREADS=1, and with OPENBLAS_THREAD_TIMEOUT =
-// kForkServerBlasThreadTimeout unless the study's environment sets it; its log
-// model::ForkServerLog) and the fork request's argv.
+// GPU variables, and for kind = "lm" with OPENBLAS_NUM_THREADS=1; its log model::ForkServerLog)
+// and the fork request's argv.
 //
 // Thread-safety: pure functions; thread-safe.
 
@@ -30,12 +30,13 @@
 
 namespace triald::daemon {
 
-// How long an idle OpenBLAS thread of a forked trial spins before it sleeps, as the exponent
-// OpenBLAS reads from OPENBLAS_THREAD_TIMEOUT when it loads: 2^20 cycles, about 0.4 ms (OpenBLAS's
-// own default is 2^28, about 0.1 s). A fork server's trial starts its pool afresh
-// (proto/README.md, "Thread pools"); with the default, every short trial's BLAS threads spin
-// (sched_yield) for most of its life, on the cores the other trials need.
-inline constexpr const char* kForkServerBlasThreadTimeout = "20";
+// How long an idle OpenBLAS thread of a trial spins before it sleeps, as the exponent OpenBLAS
+// reads from OPENBLAS_THREAD_TIMEOUT when it loads: 2^20 cycles, about 0.4 ms (OpenBLAS's own
+// default is 2^28, about 0.1 s). Trials share a host's cores: a thread spinning (sched_yield)
+// for 0.1 s after each job takes them from the other trials and from the trial's own OpenMP
+// threads, and a forked trial starts its pool afresh, so a short one's threads spin for most of
+// its life (proto/README.md, "The worker's environment").
+inline constexpr const char* kBlasThreadTimeout = "20";
 
 // What the daemon adds to every trial's spec.
 struct LaunchSettings {

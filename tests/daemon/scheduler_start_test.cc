@@ -410,10 +410,10 @@ TEST_CASE("a fork server study: its spec, its events, its status, and its releas
   CHECK(server_env.count("PYTHONPATH") == 1);
   CHECK(server_env.count("TRIALD_TRIAL") == 0);  // nothing of one trial's
   CHECK(server_env.count("CUDA_VISIBLE_DEVICES") == 0);
-  // OpenBLAS's idle threads of each forked trial spin briefly: set in the server, as OpenBLAS
-  // reads it when it loads, not in the trial's own environment (the request's).
+  // OpenBLAS's idle threads spin briefly: in the trial's environment as in an exec'd one's,
+  // and in the server's, where OpenBLAS reads it as it loads.
   CHECK(server_env.at("OPENBLAS_THREAD_TIMEOUT") == "20");
-  CHECK(testing::EnvMap(spec.env).count("OPENBLAS_THREAD_TIMEOUT") == 0);
+  CHECK(testing::EnvMap(spec.env).at("OPENBLAS_THREAD_TIMEOUT") == "20");
 
   const int64_t id = h.Study("fs").id;
   std::optional<launcher::ForkServerStatus> st = h.scheduler().fork_server_status(id);
@@ -449,11 +449,14 @@ TEST_CASE("a fork server study: its spec, its events, its status, and its releas
   CHECK(l.released == std::vector<std::string>{"fs"});
   CHECK_FALSE(h.scheduler().fork_server_status(id).has_value());
 
-  // An exec study has no server to release.
+  // An exec study has no server to release; its trials' OpenBLAS spins as briefly.
   Sweep plain;
   plain.name = "plain";
   plain.n_trials = 1;
   h.SubmitOk(plain);
+  const Launched& last = l.launch(l.launch_count() - 1);
+  CHECK_FALSE(last.spec.fork_server.has_value());
+  CHECK(last.env().at("OPENBLAS_THREAD_TIMEOUT") == "20");
   CompleteAll(h, "plain", 1);
   CHECK(l.released == std::vector<std::string>{"fs"});
 }

@@ -146,11 +146,11 @@ TEST_CASE("a preload that starts a thread: the study falls back to exec, with th
   CHECK_THAT(events.out, Catch::Contains("thread"));
 }
 
-TEST_CASE("a forked trial's OpenBLAS spins briefly: its server loaded it with the short timeout",
+TEST_CASE("a trial's OpenBLAS spins briefly, forked or exec'd: it loaded with the short timeout",
           "[python][integration][fork_server]") {
-  // OpenBLAS reads OPENBLAS_THREAD_TIMEOUT as it loads (here in the server, at `import numpy`);
-  // openblas_thread_timeout() gives back what it read. The trial's own environment is the
-  // study's, without the variable.
+  // OpenBLAS reads OPENBLAS_THREAD_TIMEOUT as it loads (a forked trial's in its server, at
+  // `import numpy`; an exec'd one's in the trial); openblas_thread_timeout() gives back what it
+  // read.
   TempDir dir;
   std::ofstream(dir.File("blas.py")) << R"(import ctypes
 import os
@@ -174,25 +174,35 @@ def objective(trial):
 )";
   TestDaemon d(dir.File("state"));
   d.Start();
-  const std::string study = d.Submit(
-      "[study]\nname = \"blas\"\nn_trials = 2\nparallelism = 2\n\n[objective]\nkind = "
-      "\"python\"\nfunction = \"blas.py:objective\"\npython = \"/usr/bin/python3\"\n"
-      "preload = [\"numpy\"]\n",
-      dir.File("blas.toml"));
-  json::object status = d.WaitStudy(study, 120);
-  INFO(d.log());
-  REQUIRE(status.at("state").as_string() == "COMPLETE");
-  Ctl events = Trialctl(d.socket(), {"events", study});
-  INFO(events.out);
-  REQUIRE_THAT(events.out, Catch::Contains("fork_server_started"));
-  json::array trials = d.Trials(study);
-  REQUIRE(trials.size() == 2);
-  for (const json::value& v : trials) {
-    const json::object& attrs = v.as_object().at("attrs").as_object();
-    INFO(json::serialize(v));
-    REQUIRE(attrs.at("blas_timeout").is_int64());  // numpy's BLAS is OpenBLAS here
-    CHECK(attrs.at("blas_timeout").as_int64() == 20);
-    CHECK(attrs.at("env").is_null());
+  const std::string base =
+      "n_trials = 2\nparallelism = 2\n\n[objective]\nkind = \"python\"\nfunction = "
+      "\"blas.py:objective\"\npython = \"/usr/bin/python3\"\n";
+  const std::string forked = d.Submit(
+      "[study]\nname = \"forked\"\n" + base + "preload = [\"numpy\"]\n", dir.File("forked.toml"));
+  const std::string execd = d.Submit("[study]\nname = \"execd\"\n" + base, dir.File("execd.toml"));
+  // A study's own value wins.
+  const std::string own =
+      d.Submit("[study]\nname = \"own\"\n" + base + "env = { OPENBLAS_THREAD_TIMEOUT = \"24\" }\n",
+               dir.File("own.toml"));
+  for (const auto& [study, expected] :
+       std::vector<std::pair<std::string, int64_t>>{{forked, 20}, {execd, 20}, {own, 24}}) {
+    INFO(study);
+    json::object status = d.WaitStudy(study, 120);
+    INFO(d.log());
+    REQUIRE(status.at("state").as_string() == "COMPLETE");
+    Ctl events = Trialctl(d.socket(), {"events", study});
+    INFO(events.out);
+    const bool server_started = events.out.find("fork_server_started") != std::string::npos;
+    CHECK(server_started == (study == forked));
+    json::array trials = d.Trials(study);
+    REQUIRE(trials.size() == 2);
+    for (const json::value& v : trials) {
+      const json::object& attrs = v.as_object().at("attrs").as_object();
+      INFO(json::serialize(v));
+      REQUIRE(attrs.at("blas_timeout").is_int64());  // numpy's BLAS is OpenBLAS here
+      CHECK(attrs.at("blas_timeout").as_int64() == expected);
+      CHECK(attrs.at("env").as_string() == std::to_string(expected));
+    }
   }
 }
 
