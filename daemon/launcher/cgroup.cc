@@ -118,7 +118,10 @@ bool RemoveLeaf(const std::string& path) {
 
 // Trial leaves made ahead and removed on a thread of its own (see cgroup.h), so that neither
 // the mkdir nor the rmdir of a cgroup, which cost the kernel far more than the trial's other
-// cgroup work, is on the event loop's path. Leaves are named PARENT/PREFIX<n>.
+// cgroup work, nor the open and close of a leaf's cgroup.procs, is on the event loop's path.
+// Leaves are named PARENT/PREFIX<n>. The event loop wakes the thread only when the ready leaves
+// run low (or it has been idle for a second): a wake-up costs the loop a futex system call, and
+// the thread picks up finished trials' leaves by itself every kPoll while there is work.
 //
 // kRecycleV1Memory (the v1 memory leaves of accounting): a leaf whose trial is over is reused
 // when what stays charged to it (page cache its trial left) is at most kMaxLeftoverBytes: its
@@ -128,12 +131,19 @@ bool RemoveLeaf(const std::string& path) {
 // used once, then removed (cpu.stat cannot be reset, and limits differ between studies).
 class LeafMaker {
  public:
-  static constexpr size_t kAhead = 2;                      // idle leaves kept ready
+  static constexpr size_t kAhead = 4;     // idle leaves kept ready
+  static constexpr size_t kLowWater = 2;  // a Take() that leaves fewer ready wakes the thread
+  // While there is work, the thread looks for it this often, unasked (finished trials' leaves
+  // wait for it, so Return() costs the event loop no wake-up); after kIdlePolls looks that find
+  // none it sleeps until woken.
+  static constexpr std::chrono::milliseconds kPoll{50};
+  static constexpr int kIdlePolls = 20;
   static constexpr uint64_t kMaxLeftoverBytes = 16 << 20;  // reuse bound
 
   struct Leaf {
     std::string path;
-    uint64_t baseline = 0;  // bytes charged to it when it was handed out
+    uint64_t baseline = 0;   // bytes charged to it when it was handed out
+    common::UniqueFd procs;  // its cgroup.procs, write-only, close-on-exec; may be unopened
   };
 
   enum class Reuse { kRemove, kRecycleV1Memory };
@@ -159,16 +169,18 @@ class LeafMaker {
     }
     cv_.notify_one();
     thread_.join();
-    for (const std::string& path : returned_) Remove(path);
-    for (const Leaf& leaf : ready_) Remove(leaf.path);
+    for (Leaf& leaf : returned_) Discard(leaf);
+    for (Leaf& leaf : ready_) Discard(leaf);
   }
 
-  // A leaf for a trial: one made or recycled ahead, else one made now.
+  // A leaf for a trial: one made or recycled ahead (its cgroup.procs open), else one made now.
   Result<Leaf> Take() {
     Leaf leaf;
     bool ready = false;
+    bool wake = false;
     {
       std::lock_guard<std::mutex> lock(mu_);
+      wake = making_stopped_ || idle_;
       making_stopped_ = false;
       if (!ready_.empty()) {
         leaf = std::move(ready_.front());
@@ -177,30 +189,38 @@ class LeafMaker {
       } else {
         leaf.path = Path(++made_);
       }
+      wake = wake || ready_.size() < kLowWater;
     }
-    cv_.notify_one();
+    if (wake) cv_.notify_one();
     if (!ready && ::mkdir(leaf.path.c_str(), 0755) != 0) {
       return common::ErrnoError("mkdir " + leaf.path, errno);
     }
     return leaf;
   }
 
-  // Gives back the leaf of a trial that is over (no process left in it), to recycle.
-  void Return(std::string path) {
+  // Gives back the leaf of a trial that is over (no process left in it), with its cgroup.procs,
+  // to recycle or remove.
+  void Return(std::string path, common::UniqueFd procs) {
+    bool wake = false;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      returned_.push_back(std::move(path));
+      Leaf leaf;
+      leaf.path = std::move(path);
+      leaf.procs = std::move(procs);
+      returned_.push_back(std::move(leaf));
+      wake = idle_;
     }
-    cv_.notify_one();
+    if (wake) cv_.notify_one();
   }
 
  private:
   std::string Path(uint64_t n) const { return parent_ + "/" + prefix_ + std::to_string(n); }
 
-  void Remove(const std::string& path) const {
-    if (!RemoveLeaf(path) && logger_) {
-      logger_->warn("cgroups: cannot remove {} ({}); the next start of triald removes it", path,
-                    std::strerror(errno));
+  void Discard(Leaf& leaf) const {
+    leaf.procs.Reset();
+    if (!RemoveLeaf(leaf.path) && logger_) {
+      logger_->warn("cgroups: cannot remove {} ({}); the next start of triald removes it",
+                    leaf.path, std::strerror(errno));
     }
   }
 
@@ -214,33 +234,47 @@ class LeafMaker {
     return ReadNumber(path + "/memory.usage_in_bytes", baseline);
   }
 
+  bool HasWork() const {
+    return stop_ || !returned_.empty() || (ready_.size() < kAhead && !making_stopped_);
+  }
+
   void Run() {
     std::unique_lock<std::mutex> lock(mu_);
+    int idle_polls = 0;
     for (;;) {
-      cv_.wait(lock, [this] {
-        return stop_ || !returned_.empty() || (ready_.size() < kAhead && !making_stopped_);
-      });
+      if (idle_polls >= kIdlePolls) {
+        idle_ = true;
+        cv_.wait(lock, [this] { return HasWork(); });
+        idle_ = false;
+      } else if (!cv_.wait_for(lock, kPoll, [this] { return HasWork(); })) {
+        ++idle_polls;
+        continue;
+      }
       if (stop_) return;
-      if (!returned_.empty()) {
-        Leaf leaf;
-        leaf.path = std::move(returned_.front());
+      idle_polls = 0;
+      while (!returned_.empty() && !stop_) {
+        Leaf leaf = std::move(returned_.front());
         returned_.pop_front();
         lock.unlock();
         const bool reuse = reuse_ == Reuse::kRecycleV1Memory && Recycle(leaf.path, &leaf.baseline);
-        if (!reuse) Remove(leaf.path);
+        if (!reuse) Discard(leaf);
         lock.lock();
         if (reuse) ready_.push_back(std::move(leaf));
-        continue;
       }
-      Leaf leaf;
-      leaf.path = Path(++made_);
-      lock.unlock();
-      const bool made = ::mkdir(leaf.path.c_str(), 0755) == 0;
-      lock.lock();
-      if (made) {
-        ready_.push_back(std::move(leaf));
-      } else {
-        making_stopped_ = true;  // e.g. no more cgroups: Take() reports its own error
+      while (ready_.size() < kAhead && !making_stopped_ && !stop_) {
+        Leaf leaf;
+        leaf.path = Path(++made_);
+        lock.unlock();
+        const bool made = ::mkdir(leaf.path.c_str(), 0755) == 0;
+        if (made) {
+          leaf.procs.Reset(::open((leaf.path + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC));
+        }
+        lock.lock();
+        if (made) {
+          ready_.push_back(std::move(leaf));
+        } else {
+          making_stopped_ = true;  // e.g. no more cgroups: Take() reports its own error
+        }
       }
     }
   }
@@ -250,10 +284,11 @@ class LeafMaker {
   const common::Logger logger_;
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<Leaf> ready_;            // idle, watermark reset
-  std::deque<std::string> returned_;  // their trials are over
-  uint64_t made_ = 0;                 // leaves named so far
-  bool making_stopped_ = false;       // mkdir failed; until the next Take()
+  std::deque<Leaf> ready_;       // idle (v1 memory: watermark reset)
+  std::deque<Leaf> returned_;    // their trials are over
+  uint64_t made_ = 0;            // leaves named so far
+  bool making_stopped_ = false;  // mkdir failed; until the next Take()
+  bool idle_ = false;            // the thread sleeps until woken (no poll)
   bool stop_ = false;
   std::thread thread_;
 };
@@ -427,18 +462,20 @@ model::TrialResources TrialCgroup::ReadResources() const {
 
 Status TrialCgroup::Remove() {
   if (removed_) return Status::Ok();
-  procs_fd_.Reset();
   pids_v1_procs_fd_.Reset();
-  memory_v1_procs_fd_.Reset();
   if (maker_) {
-    maker_->Return(path_);  // removed on the maker's thread
-  } else if (::rmdir(path_.c_str()) != 0 && errno != ENOENT) {
-    return common::ErrnoError("rmdir " + path_, errno);
+    maker_->Return(path_, std::move(procs_fd_));  // removed on the maker's thread
+  } else {
+    procs_fd_.Reset();
+    if (::rmdir(path_.c_str()) != 0 && errno != ENOENT) {
+      return common::ErrnoError("rmdir " + path_, errno);
+    }
   }
   RemoveLeaf(pids_v1_path_);
   if (memory_v1_maker_ && !memory_v1_path_.empty()) {
-    memory_v1_maker_->Return(memory_v1_path_);
+    memory_v1_maker_->Return(memory_v1_path_, std::move(memory_v1_procs_fd_));
   } else {
+    memory_v1_procs_fd_.Reset();
     RemoveLeaf(memory_v1_path_);
   }
   removed_ = true;
@@ -645,7 +682,10 @@ Result<std::unique_ptr<TrialCgroup>> CgroupTree::CreateTrial(const CgroupLimits&
     (void)cg->Remove();
     return st;
   };
-  cg->procs_fd_.Reset(::open((cg->path_ + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC));
+  cg->procs_fd_ = std::move(made->procs);
+  if (!cg->procs_fd_.valid()) {
+    cg->procs_fd_.Reset(::open((cg->path_ + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC));
+  }
   if (!cg->procs_fd_.valid()) {
     return fail(common::ErrnoError("open " + cg->path_ + "/cgroup.procs", errno));
   }
@@ -688,8 +728,11 @@ Result<std::unique_ptr<TrialCgroup>> CgroupTree::CreateTrial(const CgroupLimits&
     cg->memory_v1_path_ = v1->path;
     cg->memory_v1_baseline_ = v1->baseline;
     cg->memory_v1_maker_ = memory_v1_maker_;
-    cg->memory_v1_procs_fd_.Reset(
-        ::open((cg->memory_v1_path_ + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC));
+    cg->memory_v1_procs_fd_ = std::move(v1->procs);
+    if (!cg->memory_v1_procs_fd_.valid()) {
+      cg->memory_v1_procs_fd_.Reset(
+          ::open((cg->memory_v1_path_ + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC));
+    }
     if (!cg->memory_v1_procs_fd_.valid()) {
       return fail(common::ErrnoError("open " + cg->memory_v1_path_ + "/cgroup.procs", errno));
     }

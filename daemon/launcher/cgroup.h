@@ -27,10 +27,11 @@
 // triald-<hash>-<daemon pid>-m<n>.
 //
 // The v2 leaves are not made or removed on the event loop either: from the first CreateTrial on,
-// a second LeafMaker thread keeps two empty leaves ready (CreateTrial takes one and writes the
-// trial's limits into it; it makes one itself only when none is ready) and removes the leaves of
-// trials that are over (Remove() hands the leaf over, emptied, and returns). Each v2 leaf serves
-// one trial.
+// a second LeafMaker thread keeps up to four empty leaves ready, their cgroup.procs open
+// (CreateTrial takes one and writes the trial's limits into it; it makes one itself only when
+// none is ready) and removes the leaves of trials that are over (Remove() hands the leaf and its
+// cgroup.procs over, emptied, and returns; the thread picks them up within 50 ms). Each v2 leaf
+// serves one trial.
 //
 // Trial cgroups are named triald-<hash of the state directory>-<daemon pid>-<sequence>, flat
 // under the parent (no per-daemon folder that a SIGKILLed daemon would leave behind): a

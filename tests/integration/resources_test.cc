@@ -278,9 +278,10 @@ TEST_CASE("a trial runs in a v1 memory leaf, recycled for the next trial with it
   const bool v1 = ExpectedSources(a.tree()).memory == "cgroup1 memory.max_usage_in_bytes";
   CHECK(parent.empty() == !v1);
   if (!v1) TRIALD_SKIP("no v1 memory accounting on this host");
-  // Big, big, small, small: each on a leaf that may have held the one before.
+  // Big, big, then small ones: each on a leaf that may have held one before (a big one, for
+  // the first reused).
   std::vector<std::string> leaves;
-  for (bool big : {true, true, false, false}) {
+  for (bool big : {true, true, false, false, false, false}) {
     const std::string script =
         std::string("print(open('/proc/self/cgroup').read())\n") + (big ? kAllocate : "");
     Run run = a.Go({kPython, "-c", script});
@@ -307,7 +308,8 @@ TEST_CASE("a trial runs in a v1 memory leaf, recycled for the next trial with it
     CHECK(parent.compare(parent.size() - up.size(), up.size(), up) == 0);
     leaves.push_back(name);
   }
-  // Two leaves are kept ready besides those returned, so the fourth trial runs in a reused one.
+  // Four leaves are kept ready (LeafMaker::kAhead), recycled ones queued behind them, so the fifth
+  // or sixth trial runs in a reused one.
   std::sort(leaves.begin(), leaves.end());
   CHECK(std::unique(leaves.begin(), leaves.end()) != leaves.end());
 }
@@ -387,11 +389,12 @@ TEST_CASE("v2 leaves: each trial gets a fresh one made ahead, removed after it, 
     // One leaf per trial, never reused.
     std::sort(leaves.begin(), leaves.end());
     CHECK(std::unique(leaves.begin(), leaves.end()) == leaves.end());
-    // The finished trials' leaves go (on the maker's thread); at most the two made ahead stay.
-    for (int i = 0; i < 200 && count() > 2; ++i) {
+    // The finished trials' leaves go (on the maker's thread, within its 50 ms poll); at most the
+    // four made ahead stay (LeafMaker::kAhead).
+    for (int i = 0; i < 200 && count() > 4; ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
-    CHECK(count() <= 2);
+    CHECK(count() <= 4);
     for (const std::string& leaf : leaves) {
       INFO(leaf);
       CHECK_FALSE(std::filesystem::exists(parent + "/" + leaf));
