@@ -6,6 +6,7 @@
 #include <spawn.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -67,6 +68,23 @@ Result<EnvironBlock> ReadEnvironBlock(pid_t pid) {
 Result<uint64_t> ProcessStartTime(pid_t pid) {
   TRIALD_ASSIGN_OR_RETURN(ProcStat stat, ReadProcStat(pid));
   return stat.start_time;
+}
+
+uint64_t BootTimeNs() {
+  struct timespec ts {};
+  ::clock_gettime(CLOCK_BOOTTIME, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+uint64_t StartTimeBetween(uint64_t boot_ns_before, uint64_t boot_ns_after) {
+  // USER_HZ: the ticks /proc/PID/stat counts in (the kernel divides the ns by 10^9 / USER_HZ).
+  static const long ticks_per_s = ::sysconf(_SC_CLK_TCK);
+  if (ticks_per_s <= 0 || 1'000'000'000 % ticks_per_s != 0 || boot_ns_after < boot_ns_before) {
+    return 0;
+  }
+  const uint64_t ns_per_tick = 1'000'000'000ull / static_cast<uint64_t>(ticks_per_s);
+  const uint64_t tick = boot_ns_before / ns_per_tick;
+  return tick == boot_ns_after / ns_per_tick ? tick : 0;
 }
 
 bool ProcessGroupExists(pid_t pgid) {

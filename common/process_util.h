@@ -37,6 +37,15 @@ Result<EnvironBlock> ReadEnvironBlock(pid_t pid);
 // the pid it names one process for the life of the machine. kNotFound when the pid is gone.
 Result<uint64_t> ProcessStartTime(pid_t pid);
 
+// The boot clock (CLOCK_BOOTTIME) now, in ns: the clock of a process's start time.
+uint64_t BootTimeNs();
+// The start time (ProcessStartTime's clock ticks) of a process created between two readings
+// of BootTimeNs() that bracket its fork, when both fall in one clock tick (then it can only be
+// that tick: the kernel records a process's start from the boot clock during the fork and shows
+// it in /proc/PID/stat rounded down to ticks); 0 when they do not (ask /proc). Saves reading
+// /proc/PID/stat after a spawn that took well under a tick.
+uint64_t StartTimeBetween(uint64_t boot_ns_before, uint64_t boot_ns_after);
+
 // True when any process (zombies included) is still in process group `pgid`.
 bool ProcessGroupExists(pid_t pgid);
 

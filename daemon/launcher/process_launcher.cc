@@ -412,9 +412,13 @@ Status Session::Exec() {
   }
   identity_.pid = spawned.pid;  // the Reaper waits for it
   identity_.pgid = identity_.pid;
-  // The child has exec'd by now (the launcher waits for that), so it is in its own group.
-  Result<uint64_t> start = common::ProcessStartTime(identity_.pid);
-  identity_.start_time = start.ok() ? *start : 0;
+  // The child has exec'd by now (the launcher waits for that), so it is in its own group. Its
+  // start time: bracketed by the spawn when it could be (nearly always), else from /proc.
+  identity_.start_time = spawned.start_time;
+  if (identity_.start_time == 0) {
+    Result<uint64_t> start = common::ProcessStartTime(identity_.pid);
+    identity_.start_time = start.ok() ? *start : 0;
+  }
 
   std::weak_ptr<Session> weak = weak_from_this();
   reaper_.Watch(identity_.pid, [weak](int status, const struct rusage& usage) {

@@ -5,6 +5,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "common/process_util.h"
+
 namespace triald::launcher::internal {
 
 namespace {
@@ -44,9 +46,11 @@ Spawned VforkSpawn(const std::string& executable, const std::vector<std::string>
   ::pthread_sigmask(SIG_SETMASK, &all, &before);
   volatile int error = 0;
   *setup.step = SpawnStep::kFork;
+  const uint64_t boot_before = common::BootTimeNs();
   const pid_t pid = ::vfork();
   if (pid == 0) InChild(executable.c_str(), argv.data(), stdio, setup, &error);
   const int fork_errno = errno;
+  const uint64_t boot_after = common::BootTimeNs();
   ::pthread_sigmask(SIG_SETMASK, &before, nullptr);
 
   Spawned out;
@@ -64,6 +68,7 @@ Spawned VforkSpawn(const std::string& executable, const std::vector<std::string>
     return out;
   }
   out.pid = pid;
+  out.start_time = common::StartTimeBetween(boot_before, boot_after);
   return out;
 }
 

@@ -31,6 +31,10 @@ struct Spawned {
   pid_t pid = -1;  // > 0: the child has exec'd
   int error = 0;   // else the errno of what failed: vfork, a step of `setup` (its `step` says
                    // which; kFork: the vfork itself) or execve
+  // The child's start time (common::ProcessStartTime's clock ticks) when the boot clock read
+  // just before the vfork and just after it returned fall in one tick
+  // (common::StartTimeBetween); 0: read it from /proc.
+  uint64_t start_time = 0;
 };
 
 // Runs `executable` (a path; no search of PATH) with argv {executable, args...}, the

@@ -66,6 +66,44 @@ TEST_CASE("ReadProcStat reads this process's state, group and start time", "[com
   CHECK(stat->start_time == *start);
 }
 
+TEST_CASE("StartTimeBetween: the tick of a start bracketed within one, else 0", "[common]") {
+  const long hz = ::sysconf(_SC_CLK_TCK);
+  REQUIRE(hz > 0);
+  const uint64_t ns_per_tick = 1'000'000'000ull / static_cast<uint64_t>(hz);
+  CHECK(StartTimeBetween(123 * ns_per_tick + 5, 123 * ns_per_tick + 9) == 123);
+  CHECK(StartTimeBetween(123 * ns_per_tick, 124 * ns_per_tick - 1) == 123);
+  CHECK(StartTimeBetween(123 * ns_per_tick + 5, 124 * ns_per_tick) == 0);  // across a tick
+  CHECK(StartTimeBetween(124 * ns_per_tick, 123 * ns_per_tick) == 0);      // backwards
+  // Real forks: whenever the boot clock brackets one within a tick, /proc agrees.
+  int bracketed = 0;
+  for (int i = 0; i < 50; ++i) {
+    int go[2];
+    REQUIRE(::pipe(go) == 0);
+    const uint64_t before = BootTimeNs();
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      ::close(go[1]);
+      char c;
+      (void)!::read(go[0], &c, 1);  // alive until the parent has read its stat
+      ::_exit(0);
+    }
+    const uint64_t after = BootTimeNs();
+    REQUIRE(pid > 0);
+    const uint64_t between = StartTimeBetween(before, after);
+    Result<uint64_t> shown = ProcessStartTime(pid);
+    ::close(go[1]);
+    ::close(go[0]);
+    int status = 0;
+    REQUIRE(::waitpid(pid, &status, 0) == pid);
+    REQUIRE(shown.ok());
+    if (between != 0) {
+      ++bracketed;
+      CHECK(between == *shown);
+    }
+  }
+  CHECK(bracketed > 0);  // a fork takes well under a tick: nearly all of them
+}
+
 TEST_CASE("ReadEnvironBlock locates the bytes /proc/PID/environ shows", "[common]") {
   Result<EnvironBlock> block = ReadEnvironBlock(::getpid());
   REQUIRE(block.ok());

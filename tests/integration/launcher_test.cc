@@ -17,6 +17,7 @@
 #include <map>
 #include <optional>
 
+#include "common/process_util.h"
 #include "daemon/launcher/process_launcher.h"
 #include "daemon/launcher/reaper.h"
 #include "tests/integration/harness.h"
@@ -176,6 +177,24 @@ TEST_CASE("a worker sees only 0, 1, 2 and the report pipe, in its own process gr
   CHECK(run.identity.pgid == run.identity.pid);
   CHECK(run.identity.start_time > 0);
   CHECK(f.Log("stdout") == "probe done\n");
+}
+
+TEST_CASE("a worker's identity has the start time /proc shows for it", "[launcher][integration]") {
+  // Nearly always taken from the boot clock around the spawn (common::StartTimeBetween), else
+  // from /proc: either way it must be what /proc/PID/stat says, or a later pid check would take
+  // the trial for another process.
+  LauncherFixture f;
+  for (int i = 0; i < 10; ++i) {
+    INFO("launch " << i);
+    uint64_t shown = 0;
+    auto run = f.Go(f.Spec(Sh("sleep 0.05")), [&](launcher::TrialProcess& p) {
+      common::Result<uint64_t> start = common::ProcessStartTime(p.identity().pid);
+      REQUIRE(start.ok());
+      shown = *start;
+    });
+    CHECK(run.outcome.exit.code == 0);
+    CHECK(run.identity.start_time == shown);
+  }
 }
 
 TEST_CASE("the daemon's blocked and ignored signals do not reach a worker",
