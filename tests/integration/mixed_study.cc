@@ -2,10 +2,12 @@
 
 namespace triald::testing {
 
-std::string WriteMixedStudy(TempDir& dir, const std::string& study) {
+std::string WriteMixedStudy(TempDir& dir, const std::string& study, double trial1_wait_s) {
   std::string worker = R"py(import json, os, sys, time
 p = json.loads(os.environ['TRIALD_PARAMS'])
 n = int(os.environ['TRIALD_TRIAL'])
+if n == 1:
+    time.sleep(TRIAL1_WAIT)
 out = os.fdopen(int(os.environ['TRIALD_REPORT_FD']), 'w', buffering=1)
 def send(m): out.write(json.dumps(m) + '\n')
 if n % 4 == 3:
@@ -27,6 +29,8 @@ send({'type': 'final', 'value': v})
   for (size_t at; (at = worker.find("STEPS")) != std::string::npos;) {
     worker.replace(at, 5, std::to_string(kMixedSteps));
   }
+  const size_t wait_at = worker.find("TRIAL1_WAIT");
+  worker.replace(wait_at, 11, std::to_string(trial1_wait_s));
   dir.Write("mixed_worker.py", worker);
   std::string toml = "[study]\nname = \"" + study +
                      "\"\nn_trials = 8\nparallelism = 2\n\n"

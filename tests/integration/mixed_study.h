@@ -18,8 +18,11 @@ namespace triald::testing {
 inline constexpr int kMixedTrials = 8;
 inline constexpr int kMixedSteps = 60;
 
-// Writes the worker and the sweep into `dir`; returns the sweep file's path.
-std::string WriteMixedStudy(TempDir& dir, const std::string& study);
+// Writes the worker and the sweep into `dir`; returns the sweep file's path. With
+// `trial1_wait_s`, trial 1 (started at submit, beside trial 0) waits that long before anything
+// else: trial 3, the first to fail, starts only once 1 or the slow trial 2 has ended, so no trial
+// fails before then (a pause sent after the submit lands first).
+std::string WriteMixedStudy(TempDir& dir, const std::string& study, double trial1_wait_s = 0);
 
 // One trial of an "export" reply written by hand: its values and constraints as JSON arrays
 // ("null" for none).

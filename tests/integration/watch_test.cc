@@ -199,9 +199,10 @@ TEST_CASE("trialctl watch on a terminal redraws in place", "[trialctl][watch][in
   TempDir dir;
   TestDaemon d(dir.File("state"));
   d.Start();
-  REQUIRE(Trialctl(d.socket(), {"submit", WriteMixedStudy(dir, "tty")}).code == 0);
-  // Paused at once, so no trial has failed (trial 3 is the first to fail) when watch draws its
-  // first frames, however slowly it starts; resumed once it has redrawn.
+  // Trial 1 waits 2 s first, so trial 3 (the first to fail) cannot start before the pause sent
+  // after the submit has landed: no trial has failed when watch draws its first frames, however
+  // slowly it starts; resumed once it has redrawn.
+  REQUIRE(Trialctl(d.socket(), {"submit", WriteMixedStudy(dir, "tty", 2.0)}).code == 0);
   REQUIRE(Trialctl(d.socket(), {"pause", "tty"}).code == 0);
   bool resumed = false;
   const int cols = 70;
