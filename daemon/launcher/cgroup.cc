@@ -114,6 +114,11 @@ bool RemoveLeaf(const std::string& path) {
   return false;
 }
 
+// A leaf's cgroup.procs, write-only, close-on-exec (invalid on failure, errno set).
+common::UniqueFd OpenProcs(const std::string& leaf) {
+  return common::UniqueFd(::open((leaf + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC));
+}
+
 }  // namespace
 
 // Trial leaves made ahead and removed on a thread of its own (see cgroup.h), so that neither
@@ -143,7 +148,7 @@ class LeafMaker {
   struct Leaf {
     std::string path;
     uint64_t baseline = 0;   // bytes charged to it when it was handed out
-    common::UniqueFd procs;  // its cgroup.procs, write-only, close-on-exec; may be unopened
+    common::UniqueFd procs;  // its cgroup.procs (OpenProcs): by the thread, else by Take()
   };
 
   enum class Reuse { kRemove, kRecycleV1Memory };
@@ -173,7 +178,8 @@ class LeafMaker {
     for (Leaf& leaf : ready_) Discard(leaf);
   }
 
-  // A leaf for a trial: one made or recycled ahead (its cgroup.procs open), else one made now.
+  // A leaf for a trial, its cgroup.procs open: one made or recycled ahead, else one made now.
+  // A leaf whose cgroup.procs cannot be opened goes back to the thread; the error names it.
   Result<Leaf> Take() {
     Leaf leaf;
     bool ready = false;
@@ -194,6 +200,14 @@ class LeafMaker {
     if (wake) cv_.notify_one();
     if (!ready && ::mkdir(leaf.path.c_str(), 0755) != 0) {
       return common::ErrnoError("mkdir " + leaf.path, errno);
+    }
+    if (!leaf.procs.valid()) {
+      leaf.procs = OpenProcs(leaf.path);
+      if (!leaf.procs.valid()) {
+        Status failed = common::ErrnoError("open " + leaf.path + "/cgroup.procs", errno);
+        Return(std::move(leaf.path), {});
+        return failed;
+      }
     }
     return leaf;
   }
@@ -266,9 +280,7 @@ class LeafMaker {
         leaf.path = Path(++made_);
         lock.unlock();
         const bool made = ::mkdir(leaf.path.c_str(), 0755) == 0;
-        if (made) {
-          leaf.procs.Reset(::open((leaf.path + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC));
-        }
+        if (made) leaf.procs = OpenProcs(leaf.path);  // or Take() opens it
         lock.lock();
         if (made) {
           ready_.push_back(std::move(leaf));
@@ -683,12 +695,6 @@ Result<std::unique_ptr<TrialCgroup>> CgroupTree::CreateTrial(const CgroupLimits&
     return st;
   };
   cg->procs_fd_ = std::move(made->procs);
-  if (!cg->procs_fd_.valid()) {
-    cg->procs_fd_.Reset(::open((cg->path_ + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC));
-  }
-  if (!cg->procs_fd_.valid()) {
-    return fail(common::ErrnoError("open " + cg->path_ + "/cgroup.procs", errno));
-  }
   if (limits.memory_max_bytes > 0 && has_memory_) {
     Status st = WriteSmall(cg->path_ + "/memory.max", std::to_string(limits.memory_max_bytes));
     if (!st.ok()) return fail(st);
@@ -715,8 +721,7 @@ Result<std::unique_ptr<TrialCgroup>> CgroupTree::CreateTrial(const CgroupLimits&
     }
     Status st = WriteSmall(cg->pids_v1_path_ + "/pids.max", std::to_string(limits.pids_max));
     if (!st.ok()) return fail(st);
-    cg->pids_v1_procs_fd_.Reset(
-        ::open((cg->pids_v1_path_ + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC));
+    cg->pids_v1_procs_fd_ = OpenProcs(cg->pids_v1_path_);
     if (!cg->pids_v1_procs_fd_.valid()) {
       return fail(common::ErrnoError("open " + cg->pids_v1_path_ + "/cgroup.procs", errno));
     }
@@ -729,13 +734,6 @@ Result<std::unique_ptr<TrialCgroup>> CgroupTree::CreateTrial(const CgroupLimits&
     cg->memory_v1_baseline_ = v1->baseline;
     cg->memory_v1_maker_ = memory_v1_maker_;
     cg->memory_v1_procs_fd_ = std::move(v1->procs);
-    if (!cg->memory_v1_procs_fd_.valid()) {
-      cg->memory_v1_procs_fd_.Reset(
-          ::open((cg->memory_v1_path_ + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC));
-    }
-    if (!cg->memory_v1_procs_fd_.valid()) {
-      return fail(common::ErrnoError("open " + cg->memory_v1_path_ + "/cgroup.procs", errno));
-    }
   }
   return cg;
 }
