@@ -755,7 +755,9 @@ double Scheduler::storage_retry_in() const {
 
 void Scheduler::OnStorageRefused(const Status& st) {
   const bool was = outage_.held();
-  if (!outage_.OnFailure(st, options_.clock->MonotonicSeconds()) || was) return;
+  if (!outage_.OnFailure(st, options_.clock->MonotonicSeconds())) return;
+  if (options_.on_change) options_.on_change();
+  if (was) return;
   options_.logger->critical(
       "storage refuses writes: {}; no trial starts until it takes them again "
       "(the trial ends it could not store are kept)",
@@ -773,11 +775,13 @@ void Scheduler::ProbeStorage() {
                                                options_.clock->WallSeconds());
   if (!probe.ok()) {
     outage_.OnProbeFailure(now);
+    if (options_.on_change) options_.on_change();
     options_.logger->warn("storage still refuses writes: {}; next try in {:.0f} s", probe.message(),
                           outage_.RetryIn(now));
     return;
   }
   outage_.OnSuccess();
+  if (options_.on_change) options_.on_change();
   options_.logger->warn(
       "storage takes writes again (it refused: {}); storing the kept trial "
       "writes and ends, then starting trials",

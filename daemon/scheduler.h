@@ -185,8 +185,10 @@ struct SchedulerOptions {
   // Ends a previous daemon's trial processes at recovery (not owned); nullptr: the real one,
   // which scans /proc (ProcLeftoverProcesses).
   LeftoverProcesses* leftovers = nullptr;
-  // Runs after each Pump(), i.e. whenever running_count() or queued_count() may have changed
-  // (the daemon's systemd STATUS= line). Must not call back into the scheduler.
+  // Runs after each Pump(), i.e. whenever running_count() or queued_count() may have changed,
+  // and whenever the storage hold begins, is probed or ends (storage_outage()): the daemon's
+  // systemd STATUS= line and what `ping` answers (control/ping_board.h). May read the scheduler's
+  // counts and hold; must not change the scheduler.
   std::function<void()> on_change;
   // Asks for Pump() to be called after `delay_s` seconds (a study waits after a failed start);
   // each call replaces the previous request. Must not call back into the scheduler. Empty: the

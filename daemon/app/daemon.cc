@@ -20,6 +20,7 @@
 #include "common/fd.h"
 #include "daemon/app/descriptor_limit.h"
 #include "daemon/app/state_dir_modes.h"
+#include "daemon/control/ping_board.h"
 #include "daemon/control/server.h"
 #include "daemon/devices/gpu_pool.h"
 #include "daemon/devices/nvml_probe.h"
@@ -540,7 +541,13 @@ int RunDaemon(const DaemonOptions& opts) {
 
   SchedulerOptions so;
   so.gpus = &gpu_pool;
-  so.on_change = [&notifier]() { notifier.OnChange(); };
+  // What `ping` answers on the control socket's own thread (control/ping_board.h).
+  PingBoard ping_board(state_dir, (*storage)->node(), (*storage)->shared());
+  const Scheduler* published = nullptr;  // set once the scheduler exists
+  so.on_change = [&notifier, &ping_board, &published]() {
+    notifier.OnChange();
+    if (published != nullptr) ping_board.Publish(*published);
+  };
   so.storage = storage->get();
   so.node_timeout_s = opts.node_timeout_s;
   so.fence_after_s = FenceAfterSeconds(opts.node_timeout_s, opts.heartbeat_interval_s,
@@ -583,6 +590,7 @@ int RunDaemon(const DaemonOptions& opts) {
   so.post = [&io](std::function<void()> fn) { asio::post(io, std::move(fn)); };
   Scheduler scheduler(so);
   pump_target = &scheduler;
+  published = &scheduler;
   st = scheduler.Recover();
   if (!st.ok()) {
     log->critical("recovery failed: {}", st.message());
@@ -590,6 +598,11 @@ int RunDaemon(const DaemonOptions& opts) {
   }
 
   co->io = &io;
+  // The socket is served on a thread of its own, the verbs on this loop: `ping` answers while
+  // the loop waits on storage (control/server.h).
+  co->own_thread = true;
+  ping_board.Publish(scheduler);
+  co->ping_board = &ping_board;
   co->scheduler = &scheduler;
   co->storage = storage->get();
   co->logger = log;

@@ -43,13 +43,18 @@ class ControlServer::Connection : public std::enable_shared_from_this<Connection
 
   void Start() {
     slots_ = server_->slots_;
-    ++slots_->total;
-    ++slots_->per_uid[peer_.uid];
+    {
+      std::lock_guard<std::mutex> lock(slots_->mu);
+      ++slots_->total;
+      ++slots_->per_uid[peer_.uid];
+    }
     waiting_since_ = Clock::now();
     Pump();
   }
+  // On either thread (own_thread: the last reference may be a request's on the loop).
   ~Connection() {
     if (!slots_) return;
+    std::lock_guard<std::mutex> lock(slots_->mu);
     --slots_->total;
     auto it = slots_->per_uid.find(peer_.uid);
     if (it != slots_->per_uid.end() && --it->second <= 0) slots_->per_uid.erase(it);
@@ -118,7 +123,8 @@ class ControlServer::Connection : public std::enable_shared_from_this<Connection
                             });
   }
 
-  // Checks and runs one request line; its reply is written piece by piece.
+  // Checks one request line (on the server's thread), answers `ping` there (own_thread) and runs
+  // any other verb on the event loop; its reply is written piece by piece.
   void Answer(const std::string& line) {
     Result<proto::Request> req = proto::ParseRequest(line);
     if (!req.ok()) return Reply(proto::EncodeError(req.status()), false);
@@ -130,68 +136,131 @@ class ControlServer::Connection : public std::enable_shared_from_this<Connection
           proto::EncodeError(DenialFor(server_->options_.access, peer_, access_, req->verb)),
           /*close_after=*/access_ == Access::kNone);
     }
-    if (Status owner = AuthorizeStudyVerb(*server_->options_.storage, server_->options_.access,
-                                          peer_, req->verb, req->args);
-        !owner.ok()) {
-      server_->options_.logger->warn("control socket: denied \"{}\" to uid {} pid {}: {}",
-                                     req->verb, peer_.uid, peer_.pid, owner.message());
-      return Reply(proto::EncodeError(owner), false);
+    if (server_->threaded() && req->verb == "ping") {
+      return Reply("{\"ok\":true,\"result\":" +
+                       json::serialize(server_->options_.ping_board->Answer()) + "}\n",
+                   false);
     }
-    if (const Verb* v = FindVerb(req->verb); v != nullptr && v->handover != nullptr) {
-      return HandOver(*v, req->args);
-    }
-    Result<std::unique_ptr<ReplyStream>> stream = StartVerb(context_, req->verb, req->args);
-    if (!stream.ok()) return Reply(proto::EncodeError(stream.status()), false);
-    // An error before the first piece is still an ordinary error reply.
-    Result<std::string> first = (*stream)->Next();
-    if (!first.ok()) return Reply(proto::EncodeError(first.status()), false);
-    stream_ = std::move(*stream);
-    verb_ = req->verb;
-    Write("{\"ok\":true,\"result\":" + std::move(*first));
+    OnLoop([req = std::move(*req), fd = socket_.native_handle(),
+            more = !pending_.empty()](Connection& c) { c.RunVerb(req, fd, more); });
   }
 
-  // A verb that takes the connection over (ask): on success the callee has written the reply
-  // on its duplicate of the socket and owns the connection; this side closes its descriptor
-  // without shutting the socket down.
-  void HandOver(const Verb& verb, const json::object& args) {
-    if (!pending_.empty()) {
-      return Reply(proto::EncodeError(common::InvalidArgument(
+  // Event loop: runs the request's verb; its first piece (or its error) goes back to be written.
+  // `fd`: the socket's descriptor; `more`: whether bytes past the request had arrived.
+  void RunVerb(const proto::Request& req, int fd, bool more) {
+    auto reply = [this](std::string text) {
+      OnFront([self = shared_from_this(), text = std::move(text)]() mutable {
+        self->Reply(std::move(text), false);
+      });
+    };
+    if (Status owner = AuthorizeStudyVerb(*server_->options_.storage, server_->options_.access,
+                                          peer_, req.verb, req.args);
+        !owner.ok()) {
+      server_->options_.logger->warn("control socket: denied \"{}\" to uid {} pid {}: {}", req.verb,
+                                     peer_.uid, peer_.pid, owner.message());
+      return reply(proto::EncodeError(owner));
+    }
+    if (const Verb* v = FindVerb(req.verb); v != nullptr && v->handover != nullptr) {
+      return HandOver(*v, req.args, fd, more);
+    }
+    Result<std::unique_ptr<ReplyStream>> stream = StartVerb(context_, req.verb, req.args);
+    if (!stream.ok()) return reply(proto::EncodeError(stream.status()));
+    // An error before the first piece is still an ordinary error reply.
+    Result<std::string> first = (*stream)->Next();
+    if (!first.ok()) return reply(proto::EncodeError(first.status()));
+    stream_ = std::move(*stream);
+    verb_ = req.verb;
+    OnFront([self = shared_from_this(), piece = "{\"ok\":true,\"result\":" + std::move(*first)] {
+      self->Write(piece);
+    });
+  }
+
+  // Event loop: a verb that takes the connection over (ask): on success the callee has written
+  // the reply on its duplicate of the socket (`fd`'s) and owns the connection; this side closes
+  // its descriptor without shutting the socket down.
+  void HandOver(const Verb& verb, const json::object& args, int fd, bool more) {
+    auto reply = [this](std::string text, bool close_after) {
+      OnFront([self = shared_from_this(), text = std::move(text), close_after]() mutable {
+        self->Reply(std::move(text), close_after);
+      });
+    };
+    if (more) {
+      return reply(proto::EncodeError(common::InvalidArgument(
                        "\"" + std::string(verb.name) +
                        "\" takes the connection over: send nothing after it before its reply")),
                    /*close_after=*/true);
     }
-    const int dup = ::fcntl(socket_.native_handle(), F_DUPFD_CLOEXEC, 0);
+    const int dup = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
     if (dup < 0) {
-      return Reply(proto::EncodeError(common::Unavailable(
+      return reply(proto::EncodeError(common::Unavailable(
                        std::string("cannot take the connection over: ") + std::strerror(errno))),
                    false);
     }
     auto connection = std::make_shared<common::UniqueFd>(dup);
     Status st = verb.handover(context_, args, connection);
-    if (!st.ok()) return Reply(proto::EncodeError(st), false);
-    boost::system::error_code ignored;
-    Disarm();
-    socket_.close(ignored);  // the trial's side holds the socket open
+    if (!st.ok()) return reply(proto::EncodeError(st), false);
+    OnFront([self = shared_from_this()] {
+      boost::system::error_code ignored;
+      self->Disarm();
+      self->socket_.close(ignored);  // the trial's side holds the socket open
+    });
   }
 
-  // Writes one piece of a streamed reply, then asks for the next.
+  // Writes one piece of a streamed reply, then asks the event loop for the next.
   void Write(std::string piece) {
-    Send(std::move(piece), [this] {
-      Result<std::string> next = stream_->Next();
-      if (!next.ok()) {
-        // Part of the reply is out: the client gets it cut short, never a wrong ending.
-        server_->options_.logger->warn("control socket: \"{}\" reply to pid {} cut short: {}",
-                                       verb_, peer_.pid, next.status().message());
-        Close();
-        return;
-      }
-      if (next->empty()) {
-        stream_.reset();
-        Reply("}\n", false);
-        return;
-      }
-      Write(std::move(*next));
+    Send(std::move(piece), [this] { OnLoop([](Connection& c) { c.NextPiece(); }); });
+  }
+
+  // Event loop: the next piece of the reply being streamed, handed back to be written.
+  void NextPiece() {
+    if (!stream_) return;  // closed meanwhile
+    Result<std::string> next = stream_->Next();
+    if (!next.ok()) {
+      // Part of the reply is out: the client gets it cut short, never a wrong ending.
+      server_->options_.logger->warn("control socket: \"{}\" reply to pid {} cut short: {}", verb_,
+                                     peer_.pid, next.status().message());
+      stream_.reset();
+      OnFront([self = shared_from_this()] { self->Close(); });
+      return;
+    }
+    if (next->empty()) {
+      stream_.reset();
+      OnFront([self = shared_from_this()] { self->Reply("}\n", false); });
+      return;
+    }
+    OnFront([self = shared_from_this(), piece = std::move(*next)]() mutable {
+      self->Write(std::move(piece));
     });
+  }
+
+  // What OnLoop posts: `fn` with the connection, and the server's io_context kept alive until
+  // the connection has gone (members go in reverse order), so a request still posted to the loop
+  // when the loop stops is destroyed safely with it, after the server.
+  template <typename Fn>
+  struct LoopTask {
+    std::shared_ptr<asio::io_context> keep;
+    std::shared_ptr<Connection> self;
+    Fn fn;
+    void operator()() { fn(*self); }
+  };
+  // Runs `fn(*this)` on the event loop (posted, own_thread) or here and now.
+  template <typename Fn>
+  void OnLoop(Fn fn) {
+    if (server_->threaded()) {
+      asio::post(*server_->options_.io,
+                 LoopTask<Fn>{server_->front_, shared_from_this(), std::move(fn)});
+    } else {
+      fn(*this);
+    }
+  }
+  // Runs `fn` on the server's thread (posted, own_thread) or here and now.
+  template <typename Fn>
+  void OnFront(Fn fn) {
+    if (server_->threaded()) {
+      asio::post(socket_.get_executor(), std::move(fn));
+    } else {
+      fn();
+    }
   }
 
   // Writes the end of a reply, then serves the next request (or closes).
@@ -276,7 +345,7 @@ class ControlServer::Connection : public std::enable_shared_from_this<Connection
   void Close() {
     boost::system::error_code ignored;
     Disarm();
-    stream_.reset();
+    OnLoop([](Connection& c) { c.stream_.reset(); });
     socket_.shutdown(Socket::shutdown_both, ignored);
     socket_.close(ignored);
   }
@@ -300,14 +369,25 @@ class ControlServer::Connection : public std::enable_shared_from_this<Connection
 
 ControlServer::ControlServer(ControlServerOptions options)
     : options_(std::move(options)),
-      acceptor_(*options_.io),
-      accept_retry_(*options_.io),
+      front_(options_.own_thread ? std::make_shared<asio::io_context>(1) : nullptr),
+      acceptor_(front()),
+      accept_retry_(front()),
       slots_(std::make_shared<Slots>()),
       verbs_{options_.scheduler, options_.storage, options_.state_dir, options_.node_timeout_s} {
   if (!options_.logger) options_.logger = common::MakeNullLogger();
 }
 
-ControlServer::~ControlServer() { Stop(); }
+ControlServer::~ControlServer() {
+  Stop();
+  if (front_thread_.joinable()) {
+    front_work_.reset();
+    front_->stop();
+    front_thread_.join();
+  }
+  // Not served any more: close the acceptor here (Stop() posted its close to the thread).
+  boost::system::error_code ec;
+  acceptor_.close(ec);
+}
 
 Status ControlServer::Start() {
   const mode_t mode = options_.access.read_open ? 0666 : 0660;
@@ -317,6 +397,9 @@ Status ControlServer::Start() {
 }
 
 Status ControlServer::Start(common::UniqueFd listening_fd) {
+  if (threaded() && options_.ping_board == nullptr) {
+    return common::InvalidArgument("control socket: own_thread needs a ping board");
+  }
   // Whoever created it, no worker may inherit the control socket.
   ::fcntl(listening_fd.get(), F_SETFD, FD_CLOEXEC);
   boost::system::error_code ec;
@@ -330,15 +413,25 @@ Status ControlServer::Start(common::UniqueFd listening_fd) {
   if (flags >= 0) ::fcntl(acceptor_.native_handle(), F_SETFL, flags | O_NONBLOCK);
   spare_fd_ = common::UniqueFd(::open("/dev/null", O_RDONLY | O_CLOEXEC));
   Accept();
+  if (threaded()) {
+    front_work_.emplace(front_->get_executor());
+    front_thread_ = std::thread([front = front_] { front->run(); });
+  }
   return Status::Ok();
 }
 
 void ControlServer::Stop() {
-  if (stopped_) return;
-  stopped_ = true;
-  boost::system::error_code ec;
-  acceptor_.close(ec);
-  accept_retry_.cancel();
+  if (stopped_.exchange(true)) return;
+  auto close = [this] {
+    boost::system::error_code ec;
+    acceptor_.close(ec);
+    accept_retry_.cancel();
+  };
+  if (front_thread_.joinable()) {
+    asio::post(*front_, close);
+  } else {
+    close();
+  }
 }
 
 void ControlServer::Accept() {
@@ -404,6 +497,7 @@ void ControlServer::Accept() {
 
 Status ControlServer::Admit(const PeerCredentials& peer) const {
   const ControlServerOptions& o = options_;
+  std::lock_guard<std::mutex> lock(slots_->mu);
   if (slots_->total >= o.max_connections) {
     return common::Unavailable("too many connections (" + std::to_string(o.max_connections) +
                                " open); try again later");

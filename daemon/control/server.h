@@ -24,24 +24,38 @@
 // connection, tell it "out of file descriptors" and close it, so clients get an answer and the
 // event loop does not spin; without the spare, accepting pauses for 100 ms.
 //
+// Threads (own_thread): the socket, its connections, reading requests, the checks that need no
+// storage (size, JSON, access) and writing replies run on a thread of the server's own; the
+// verbs themselves (storage, the scheduler) run on the event loop, each request posted to it and
+// its reply (each piece of a streamed one) posted back. `ping` never goes to the loop: it is
+// answered on the server's thread from the PingBoard the loop publishes, so health checks answer
+// within milliseconds while the loop waits (on a storage call that has not come back, say).
+// Without own_thread everything runs on the event loop, `ping` included (tests).
+//
 // Who may use which verb: daemon/control/access.h (decided once per connection from the peer's
 // credentials). What each verb does: the verb table in daemon/control/verbs.h. The JSON shapes
 // of its replies: daemon/control/study_json.h.
 //
-// Thread-safety: event-loop thread only.
+// Thread-safety: the public calls on the event-loop thread only.
 
+#include <atomic>
+#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/local/stream_protocol.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/json.hpp>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
+#include <thread>
 #include <unordered_map>
 
 #include "common/fd.h"
 #include "common/logging.h"
 #include "common/status.h"
 #include "daemon/control/access.h"
+#include "daemon/control/ping_board.h"
 #include "daemon/control/study_json.h"
 #include "daemon/control/verbs.h"
 #include "daemon/scheduler.h"
@@ -50,7 +64,11 @@
 namespace triald::daemon {
 
 struct ControlServerOptions {
-  boost::asio::io_context* io = nullptr;
+  boost::asio::io_context* io = nullptr;  // the event loop: the verbs run on it
+  // Serve the socket on a thread of the server's own (above), answering `ping` from
+  // `ping_board` (required then; not owned, outlives the server).
+  bool own_thread = false;
+  const PingBoard* ping_board = nullptr;
   Scheduler* scheduler = nullptr;
   storage::Storage* storage = nullptr;
   common::Logger logger;
@@ -78,7 +96,9 @@ class ControlServer {
   // Starts accepting on a socket that already listens (e.g. one passed by systemd socket
   // activation, whose mode and group the unit sets). Takes ownership.
   common::Status Start(common::UniqueFd listening_fd);
-  // Stops accepting; open connections are closed after their next reply.
+  // Stops accepting; open connections are closed after their next reply. The server's own
+  // thread, if any, runs on until the server is destroyed (event-loop thread, after the loop has
+  // stopped), so replies on their way are written.
   void Stop();
 
   // Handles one request from `caller` (null: unknown; submit then records no submitter) with
@@ -89,11 +109,16 @@ class ControlServer {
 
  private:
   class Connection;
-  // Open connections, all together and per uid (root's and the daemon's uid's included).
+  // Open connections, all together and per uid (root's and the daemon's uid's included). A
+  // connection may end on either thread (own_thread), hence the mutex.
   struct Slots {
+    std::mutex mu;
     int total = 0;
     std::unordered_map<uid_t, int> per_uid;
   };
+  // Where the socket and its connections are served: the server's own io_context, or the loop.
+  boost::asio::io_context& front() { return front_ ? *front_ : *options_.io; }
+  bool threaded() const { return front_ != nullptr; }
   void Accept();
   // Why a connection from `peer` may not be opened now (Unavailable), or Ok.
   common::Status Admit(const PeerCredentials& peer) const;
@@ -104,13 +129,20 @@ class ControlServer {
   Shed ShedWithSpare();
 
   ControlServerOptions options_;
+  // own_thread: the io_context of the server's thread (shared: a connection whose request is
+  // still posted to the loop when the server goes keeps it alive until it goes too) and the
+  // thread; declared before the acceptor and timer, which are served on it.
+  std::shared_ptr<boost::asio::io_context> front_;
+  std::optional<boost::asio::executor_work_guard<boost::asio::io_context::executor_type>>
+      front_work_;
+  std::thread front_thread_;
   boost::asio::local::stream_protocol::acceptor acceptor_;
   boost::asio::steady_timer accept_retry_;
   std::shared_ptr<Slots> slots_;
   common::UniqueFd spare_fd_;  // /dev/null, released when accept() runs out of descriptors
   bool out_of_fds_ = false;    // logged once per episode
   VerbContext verbs_;
-  bool stopped_ = false;
+  std::atomic<bool> stopped_{false};  // set on the loop, read on the server's thread
 };
 
 }  // namespace triald::daemon

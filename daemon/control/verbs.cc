@@ -14,6 +14,7 @@
 #include "common/utf8.h"
 #include "config/sweep.h"
 #include "daemon/control/best.h"
+#include "daemon/control/ping_board.h"
 #include "daemon/control/requests.h"
 #include "daemon/control/study_json.h"
 #include "daemon/control/trial_log.h"
@@ -27,28 +28,15 @@ using model::TrialRecord;
 
 namespace {
 
-// Storage refusing writes (scheduler/storage_outage.h): {held, reason, failures, retry_in_s};
-// null when it takes them (or when served from storage alone).
+// Storage refusing writes (ping_board.h's StorageHoldJson); null when it takes them (or when
+// served from storage alone).
 json::value StorageOutageJson(const VerbContext& c) {
-  if (c.scheduler == nullptr || !c.scheduler->storage_outage().held()) return nullptr;
-  const StorageOutage& o = c.scheduler->storage_outage();
-  return json::object{{"held", true},
-                      {"reason", common::SanitizeUtf8(o.reason())},
-                      {"failures", o.failures()},
-                      {"retry_in_s", c.scheduler->storage_retry_in()}};
+  return c.scheduler == nullptr ? json::value(nullptr)
+                                : StorageHoldJson(StorageHoldOf(*c.scheduler));
 }
 
 Result<json::value> PingVerb(const VerbContext& c, const json::object&) {
-  json::object o;
-  o["storage"] = StorageOutageJson(c);
-  o["pid"] = ::getpid();
-  o["running"] = c.scheduler->running_count();
-  o["queued"] = c.scheduler->queued_count();
-  o["state_dir"] = c.state_dir;
-  o["node"] = c.storage->node();
-  o["shared"] = c.storage->shared();
-  o["version"] = TRIALD_VERSION;  // the project's version (CMake's PROJECT_VERSION)
-  return json::value(std::move(o));
+  return PingJson(PingFactsOf(*c.scheduler), c.state_dir, c.storage->node(), c.storage->shared());
 }
 
 Result<json::value> SubmitVerb(const VerbContext& c, const json::object& args) {
