@@ -600,7 +600,6 @@ int RunDaemon(const DaemonOptions& opts) {
   co->io = &io;
   // The socket is served on a thread of its own, the verbs on this loop: `ping` answers while
   // the loop waits on storage (control/server.h).
-  co->own_thread = true;
   ping_board.Publish(scheduler);
   co->ping_board = &ping_board;
   co->scheduler = &scheduler;

@@ -1,6 +1,6 @@
 #pragma once
 // PingBoard: what `ping` answers, published by the event loop and read by the control socket's
-// own thread (ControlServerOptions::own_thread). The loop publishes after every change of the
+// own thread (control/server.h). The loop publishes after every change of the
 // scheduler's counts or of its storage hold (SchedulerOptions::on_change); the control socket's
 // thread answers `ping` from the last publication, so `ping` answers within milliseconds while
 // the loop waits (on a storage call that has not come back, say), and answers what the loop

@@ -51,7 +51,7 @@ class ControlServer::Connection : public std::enable_shared_from_this<Connection
     waiting_since_ = Clock::now();
     Pump();
   }
-  // On either thread (own_thread: the last reference may be a request's on the loop).
+  // On either thread (the last reference may be a request's on the loop).
   ~Connection() {
     if (!slots_) return;
     std::lock_guard<std::mutex> lock(slots_->mu);
@@ -123,7 +123,7 @@ class ControlServer::Connection : public std::enable_shared_from_this<Connection
                             });
   }
 
-  // Checks one request line (on the server's thread), answers `ping` there (own_thread) and runs
+  // Checks one request line (on the server's thread), answers `ping` there and runs
   // any other verb on the event loop; its reply is written piece by piece.
   void Answer(const std::string& line) {
     Result<proto::Request> req = proto::ParseRequest(line);
@@ -136,7 +136,7 @@ class ControlServer::Connection : public std::enable_shared_from_this<Connection
           proto::EncodeError(DenialFor(server_->options_.access, peer_, access_, req->verb)),
           /*close_after=*/access_ == Access::kNone);
     }
-    if (server_->threaded() && req->verb == "ping") {
+    if (req->verb == "ping") {
       return Reply("{\"ok\":true,\"result\":" +
                        json::serialize(server_->options_.ping_board->Answer()) + "}\n",
                    false);
@@ -243,24 +243,16 @@ class ControlServer::Connection : public std::enable_shared_from_this<Connection
     Fn fn;
     void operator()() { fn(*self); }
   };
-  // Runs `fn(*this)` on the event loop (posted, own_thread) or here and now.
+  // Runs `fn(*this)` on the event loop.
   template <typename Fn>
   void OnLoop(Fn fn) {
-    if (server_->threaded()) {
-      asio::post(*server_->options_.io,
-                 LoopTask<Fn>{server_->front_, shared_from_this(), std::move(fn)});
-    } else {
-      fn(*this);
-    }
+    asio::post(*server_->options_.io,
+               LoopTask<Fn>{server_->front_, shared_from_this(), std::move(fn)});
   }
-  // Runs `fn` on the server's thread (posted, own_thread) or here and now.
+  // Runs `fn` on the server's thread.
   template <typename Fn>
   void OnFront(Fn fn) {
-    if (server_->threaded()) {
-      asio::post(socket_.get_executor(), std::move(fn));
-    } else {
-      fn();
-    }
+    asio::post(socket_.get_executor(), std::move(fn));
   }
 
   // Writes the end of a reply, then serves the next request (or closes).
@@ -369,9 +361,9 @@ class ControlServer::Connection : public std::enable_shared_from_this<Connection
 
 ControlServer::ControlServer(ControlServerOptions options)
     : options_(std::move(options)),
-      front_(options_.own_thread ? std::make_shared<asio::io_context>(1) : nullptr),
-      acceptor_(front()),
-      accept_retry_(front()),
+      front_(std::make_shared<asio::io_context>(1)),
+      acceptor_(*front_),
+      accept_retry_(*front_),
       slots_(std::make_shared<Slots>()),
       verbs_{options_.scheduler, options_.storage, options_.state_dir, options_.node_timeout_s} {
   if (!options_.logger) options_.logger = common::MakeNullLogger();
@@ -397,8 +389,8 @@ Status ControlServer::Start() {
 }
 
 Status ControlServer::Start(common::UniqueFd listening_fd) {
-  if (threaded() && options_.ping_board == nullptr) {
-    return common::InvalidArgument("control socket: own_thread needs a ping board");
+  if (options_.ping_board == nullptr) {
+    return common::InvalidArgument("control socket: no ping board");
   }
   // Whoever created it, no worker may inherit the control socket.
   ::fcntl(listening_fd.get(), F_SETFD, FD_CLOEXEC);
@@ -413,10 +405,8 @@ Status ControlServer::Start(common::UniqueFd listening_fd) {
   if (flags >= 0) ::fcntl(acceptor_.native_handle(), F_SETFL, flags | O_NONBLOCK);
   spare_fd_ = common::UniqueFd(::open("/dev/null", O_RDONLY | O_CLOEXEC));
   Accept();
-  if (threaded()) {
-    front_work_.emplace(front_->get_executor());
-    front_thread_ = std::thread([front = front_] { front->run(); });
-  }
+  front_work_.emplace(front_->get_executor());
+  front_thread_ = std::thread([front = front_] { front->run(); });
   return Status::Ok();
 }
 
@@ -534,13 +524,6 @@ ControlServer::Shed ControlServer::ShedWithSpare() {
   if (fd >= 0) return Shed::kRefusedOne;
   if (accept_errno == EAGAIN || accept_errno == EWOULDBLOCK) return Shed::kNonePending;
   return Shed::kNoSpare;  // any other failure: pause
-}
-
-Result<json::value> ControlServer::Handle(const std::string& verb, const json::object& args,
-                                          const PeerCredentials* caller) {
-  VerbContext context = verbs_;
-  context.caller = caller;
-  return HandleVerb(context, verb, args);
 }
 
 }  // namespace triald::daemon

@@ -24,13 +24,12 @@
 // connection, tell it "out of file descriptors" and close it, so clients get an answer and the
 // event loop does not spin; without the spare, accepting pauses for 100 ms.
 //
-// Threads (own_thread): the socket, its connections, reading requests, the checks that need no
-// storage (size, JSON, access) and writing replies run on a thread of the server's own; the
-// verbs themselves (storage, the scheduler) run on the event loop, each request posted to it and
-// its reply (each piece of a streamed one) posted back. `ping` never goes to the loop: it is
+// Threads: the socket, its connections, reading requests, the checks that need no storage
+// (size, JSON, access) and writing replies run on a thread of the server's own; the verbs
+// themselves (storage, the scheduler) run on the event loop, each request posted to it and its
+// reply (each piece of a streamed one) posted back. `ping` never goes to the loop: it is
 // answered on the server's thread from the PingBoard the loop publishes, so health checks answer
 // within milliseconds while the loop waits (on a storage call that has not come back, say).
-// Without own_thread everything runs on the event loop, `ping` included (tests).
 //
 // Who may use which verb: daemon/control/access.h (decided once per connection from the peer's
 // credentials). What each verb does: the verb table in daemon/control/verbs.h. The JSON shapes
@@ -65,9 +64,7 @@ namespace triald::daemon {
 
 struct ControlServerOptions {
   boost::asio::io_context* io = nullptr;  // the event loop: the verbs run on it
-  // Serve the socket on a thread of the server's own (above), answering `ping` from
-  // `ping_board` (required then; not owned, outlives the server).
-  bool own_thread = false;
+  // What `ping` answers (required; not owned, outlives the server).
   const PingBoard* ping_board = nullptr;
   Scheduler* scheduler = nullptr;
   storage::Storage* storage = nullptr;
@@ -101,24 +98,15 @@ class ControlServer {
   // stopped), so replies on their way are written.
   void Stop();
 
-  // Handles one request from `caller` (null: unknown; submit then records no submitter) with
-  // HandleVerb, no access check; exposed for tests. Returns the JSON result or an error.
-  common::Result<boost::json::value> Handle(const std::string& verb,
-                                            const boost::json::object& args,
-                                            const PeerCredentials* caller = nullptr);
-
  private:
   class Connection;
   // Open connections, all together and per uid (root's and the daemon's uid's included). A
-  // connection may end on either thread (own_thread), hence the mutex.
+  // connection may end on either thread, hence the mutex.
   struct Slots {
     std::mutex mu;
     int total = 0;
     std::unordered_map<uid_t, int> per_uid;
   };
-  // Where the socket and its connections are served: the server's own io_context, or the loop.
-  boost::asio::io_context& front() { return front_ ? *front_ : *options_.io; }
-  bool threaded() const { return front_ != nullptr; }
   void Accept();
   // Why a connection from `peer` may not be opened now (Unavailable), or Ok.
   common::Status Admit(const PeerCredentials& peer) const;
@@ -129,7 +117,7 @@ class ControlServer {
   Shed ShedWithSpare();
 
   ControlServerOptions options_;
-  // own_thread: the io_context of the server's thread (shared: a connection whose request is
+  // The io_context of the server's thread (shared: a connection whose request is
   // still posted to the loop when the server goes keeps it alive until it goes too) and the
   // thread; declared before the acceptor and timer, which are served on it.
   std::shared_ptr<boost::asio::io_context> front_;

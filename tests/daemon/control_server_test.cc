@@ -1,4 +1,4 @@
-// The control server on a thread of its own (ControlServerOptions::own_thread): `ping` is
+// The control server on a thread of its own (daemon/control/server.h): `ping` is
 // answered there while the event loop is held (as by a storage call that does not come back),
 // every other verb runs on the loop and is answered once the loop runs again, and a streamed
 // reply crosses between the two threads piece by piece. Real sockets, a real asio loop on a
@@ -82,7 +82,6 @@ struct Fixture {
     board->Publish(h.scheduler());
     ControlServerOptions o;
     o.io = &io;
-    o.own_thread = true;
     o.ping_board = board.get();
     o.scheduler = &h.scheduler();
     o.storage = &h.storage();
@@ -132,9 +131,10 @@ std::string Request(const std::string& verb, json::object args = {}) {
   return proto::EncodeRequest(verb, args);
 }
 
-TEST_CASE("control server on its own thread: ping answers while the loop is held, other verbs "
-          "once it runs again",
-          "[control]") {
+TEST_CASE(
+    "control server on its own thread: ping answers while the loop is held, other verbs "
+    "once it runs again",
+    "[control]") {
   Fixture f;
   common::UniqueFd pinger = f.Connect();
   common::UniqueFd reader = f.Connect();
@@ -166,9 +166,10 @@ TEST_CASE("control server on its own thread: ping answers while the loop is held
   CHECK(json::parse(studies).at("result").as_array().size() == 1);
 }
 
-TEST_CASE("control server on its own thread: a streamed reply crosses piece by piece, and a "
-          "refused or unknown verb is an ordinary error",
-          "[control]") {
+TEST_CASE(
+    "control server on its own thread: a streamed reply crosses piece by piece, and a "
+    "refused or unknown verb is an ordinary error",
+    "[control]") {
   Fixture f;
   common::UniqueFd c = f.Connect();
   REQUIRE(SendAll(c.get(), Request("trials", {{"study", "big"}})));
@@ -188,9 +189,10 @@ TEST_CASE("control server on its own thread: a streamed reply crosses piece by p
   CHECK(ReplyCode(ReadLine(c.get())) == "ok");
 }
 
-TEST_CASE("control server on its own thread: a client that leaves in the middle of a streamed "
-          "reply costs nothing, and the server stops with requests still waiting for the loop",
-          "[control]") {
+TEST_CASE(
+    "control server on its own thread: a client that leaves in the middle of a streamed "
+    "reply costs nothing, and the server stops with requests still waiting for the loop",
+    "[control]") {
   Fixture f;
   {
     common::UniqueFd c = f.Connect();
