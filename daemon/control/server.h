@@ -94,7 +94,7 @@ class ControlServer {
   // activation, whose mode and group the unit sets). Takes ownership.
   common::Status Start(common::UniqueFd listening_fd);
   // Stops accepting; open connections are closed after their next reply. The server's own
-  // thread, if any, runs on until the server is destroyed (event-loop thread, after the loop has
+  // thread runs on until the server is destroyed (on the event-loop thread, after the loop has
   // stopped), so replies on their way are written.
   void Stop();
 
