@@ -602,6 +602,7 @@ int RunDaemon(const DaemonOptions& opts) {
   // the loop waits on storage (control/server.h).
   ping_board.Publish(scheduler);
   co->ping_board = &ping_board;
+  co->storage_wait = (*storage)->wait_gauge();
   co->scheduler = &scheduler;
   co->storage = storage->get();
   co->logger = log;

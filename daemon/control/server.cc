@@ -9,6 +9,7 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/write.hpp>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 
 #include "common/memory.h"
@@ -36,7 +37,8 @@ class ControlServer::Connection : public std::enable_shared_from_this<Connection
         socket_(std::move(socket)),
         peer_(std::move(peer)),
         access_(DecideAccess(server_->options_.access, peer_)),
-        deadline_(socket_.get_executor()) {
+        deadline_(socket_.get_executor()),
+        memory_check_(socket_.get_executor()) {
     context_ = server_->verbs_;
     context_.caller = &peer_;  // submit records it as the study's submitter
   }
@@ -141,13 +143,75 @@ class ControlServer::Connection : public std::enable_shared_from_this<Connection
                        json::serialize(server_->options_.ping_board->Answer()) + "}\n",
                    false);
     }
-    OnLoop([req = std::move(*req), fd = socket_.native_handle(),
-            more = !pending_.empty()](Connection& c) { c.RunVerb(req, fd, more); });
+    // Who answers: the loop, or (`status` while storage holds the loop) this thread.
+    auto claim = std::make_shared<std::atomic<int>>(kPosted);
+    if (req->verb == "status" && server_->options_.storage_wait != nullptr) {
+      if (const json::value* study = req->args.if_contains("study");
+          study != nullptr && study->is_string()) {
+        WatchForMemory(std::string(study->as_string()), claim);
+      }
+    }
+    OnLoop([req = std::move(*req), fd = socket_.native_handle(), more = !pending_.empty(),
+            claim](Connection& c) { c.RunVerb(req, fd, more, *claim); });
+  }
+
+  // Who answers a request posted to the loop: the loop takes it unless this thread has answered
+  // it from the last reply first.
+  enum Claim : int { kPosted, kLoop, kMemory };
+
+  // Every kMemoryAfter until the loop takes the request: once storage has kept the loop waiting
+  // that long, answers `status` of `study` from the loop's last reply for it (none: waits).
+  void WatchForMemory(std::string study, std::shared_ptr<std::atomic<int>> claim) {
+    memory_check_.expires_after(ControlServer::kMemoryAfter);
+    memory_check_.async_wait([self = shared_from_this(), study = std::move(study),
+                              claim](const boost::system::error_code& ec) mutable {
+      if (ec || claim->load() != kPosted) return;
+      const std::optional<std::chrono::nanoseconds> waited =
+          self->server_->options_.storage_wait->WaitingFor();
+      if (!waited || *waited < ControlServer::kMemoryAfter) {
+        self->WatchForMemory(std::move(study), std::move(claim));
+        return;
+      }
+      std::optional<std::pair<std::string, std::chrono::steady_clock::time_point>> last;
+      {
+        StatusReplies& replies = self->server_->status_replies_;
+        std::lock_guard<std::mutex> lock(replies.mu);
+        if (auto it = replies.by_study.find(study); it != replies.by_study.end()) {
+          last = it->second;
+        }
+      }
+      if (!last) return;  // nothing to answer with: the loop will
+      int expected = kPosted;
+      if (!claim->compare_exchange_strong(expected, kMemory)) return;
+      json::value result = json::parse(last->first);
+      const double age =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - last->second).count();
+      result.as_object()["from_memory"] =
+          "storage has kept the daemon waiting for " + Seconds3(waited->count() / 1e9) +
+          "; this is its status as the daemon gave it " + Seconds3(age) + " ago";
+      self->Reply("{\"ok\":true,\"result\":" + json::serialize(result) + "}\n", false);
+    });
+  }
+
+  static std::string Seconds3(double s) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.3f s", s);
+    return buf;
   }
 
   // Event loop: runs the request's verb; its first piece (or its error) goes back to be written.
-  // `fd`: the socket's descriptor; `more`: whether bytes past the request had arrived.
-  void RunVerb(const proto::Request& req, int fd, bool more) {
+  // `fd`: the socket's descriptor; `more`: whether bytes past the request had arrived; `claim`:
+  // nothing is done when the server's thread has answered already (WatchForMemory).
+  void RunVerb(const proto::Request& req, int fd, bool more, std::atomic<int>& claim) {
+    int expected = kPosted;
+    if (!claim.compare_exchange_strong(expected, kLoop)) return;
+    // A change may make the kept `status` replies wrong: none outlives a verb that is not a
+    // read, so no client is answered from before a change it was told of.
+    if (!IsReadVerb(req.verb)) {
+      StatusReplies& replies = server_->status_replies_;
+      std::lock_guard<std::mutex> lock(replies.mu);
+      replies.by_study.clear();
+    }
     auto reply = [this](std::string text) {
       OnFront([self = shared_from_this(), text = std::move(text)]() mutable {
         self->Reply(std::move(text), false);
@@ -168,11 +232,25 @@ class ControlServer::Connection : public std::enable_shared_from_this<Connection
     // An error before the first piece is still an ordinary error reply.
     Result<std::string> first = (*stream)->Next();
     if (!first.ok()) return reply(proto::EncodeError(first.status()));
+    if (req.verb == "status" && server_->options_.storage_wait != nullptr) {
+      KeepStatus(req, *first);
+    }
     stream_ = std::move(*stream);
     verb_ = req.verb;
     OnFront([self = shared_from_this(), piece = "{\"ok\":true,\"result\":" + std::move(*first)] {
       self->Write(piece);
     });
+  }
+
+  // Event loop: keeps `status`'s reply `result` (the whole result: `status` is not streamed)
+  // for its study.
+  void KeepStatus(const proto::Request& req, const std::string& result) {
+    const json::value* study = req.args.if_contains("study");
+    if (study == nullptr || !study->is_string()) return;
+    StatusReplies& replies = server_->status_replies_;
+    std::lock_guard<std::mutex> lock(replies.mu);
+    if (replies.by_study.size() >= StatusReplies::kMaxStatusReplies) replies.by_study.clear();
+    replies.by_study[std::string(study->as_string())] = {result, std::chrono::steady_clock::now()};
   }
 
   // Event loop: a verb that takes the connection over (ask): on success the callee has written
@@ -337,6 +415,7 @@ class ControlServer::Connection : public std::enable_shared_from_this<Connection
   void Close() {
     boost::system::error_code ignored;
     Disarm();
+    memory_check_.cancel();
     OnLoop([](Connection& c) { c.stream_.reset(); });
     socket_.shutdown(Socket::shutdown_both, ignored);
     socket_.close(ignored);
@@ -347,6 +426,7 @@ class ControlServer::Connection : public std::enable_shared_from_this<Connection
   PeerCredentials peer_;
   Access access_;
   asio::steady_timer deadline_;
+  asio::steady_timer memory_check_;  // WatchForMemory's
   uint64_t deadline_generation_ = 0;
   std::array<char, 64 * 1024> chunk_;
   std::string pending_;  // bytes read but not yet answered; at most one chunk past the cap

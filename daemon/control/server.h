@@ -30,6 +30,12 @@
 // reply (each piece of a streamed one) posted back. `ping` never goes to the loop: it is
 // answered on the server's thread from the PingBoard the loop publishes, so health checks answer
 // within milliseconds while the loop waits (on a storage call that has not come back, say).
+// `status STUDY` is answered there too when the loop is held by storage: once the storage's
+// WaitGauge shows a wait of kMemoryAfter and the request has not reached the loop, the last
+// `status` reply the loop gave for that study is sent, with "from_memory" saying how old it is
+// (the loop's own answer, when it comes, is dropped). Every verb that is not a read empties
+// those replies before its own reply is sent, so none of them predates a change a client was
+// told of.
 //
 // Who may use which verb: daemon/control/access.h (decided once per connection from the peer's
 // credentials). What each verb does: the verb table in daemon/control/verbs.h. The JSON shapes
@@ -43,6 +49,7 @@
 #include <boost/asio/local/stream_protocol.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/json.hpp>
+#include <chrono>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -66,6 +73,9 @@ struct ControlServerOptions {
   boost::asio::io_context* io = nullptr;  // the event loop: the verbs run on it
   // What `ping` answers (required; not owned, outlives the server).
   const PingBoard* ping_board = nullptr;
+  // Storage's waits (Storage::wait_gauge(); null: never known, and `status` always waits for
+  // the loop). Not owned, outlives the server.
+  const storage::WaitGauge* storage_wait = nullptr;
   Scheduler* scheduler = nullptr;
   storage::Storage* storage = nullptr;
   common::Logger logger;
@@ -84,6 +94,10 @@ struct ControlServerOptions {
 
 class ControlServer {
  public:
+  // How long storage must have kept the loop waiting before `status` is answered from the last
+  // reply, and how often a waiting `status` looks.
+  static constexpr std::chrono::milliseconds kMemoryAfter{20};
+
   explicit ControlServer(ControlServerOptions options);
   ~ControlServer();
 
@@ -129,6 +143,15 @@ class ControlServer {
   std::shared_ptr<Slots> slots_;
   common::UniqueFd spare_fd_;  // /dev/null, released when accept() runs out of descriptors
   bool out_of_fds_ = false;    // logged once per episode
+  // The last `status` reply per study (the result's JSON, and when), for answering while the
+  // loop waits on storage; emptied by every verb that is not a read; at most kMaxStatusReplies.
+  struct StatusReplies {
+    static constexpr size_t kMaxStatusReplies = 1024;
+    std::mutex mu;
+    std::unordered_map<std::string, std::pair<std::string, std::chrono::steady_clock::time_point>>
+        by_study;
+  };
+  StatusReplies status_replies_;
   VerbContext verbs_;
   std::atomic<bool> stopped_{false};  // set on the loop, read on the server's thread
 };

@@ -246,6 +246,7 @@ class PostgresStorage final : public Storage {
   Status CommitBatch() override;
   bool shared() const override { return true; }
   const std::string& node() const override { return node_; }
+  const WaitGauge* wait_gauge() const override { return &wait_gauge_; }
   const std::string& instance() const override { return instance_; }
   Result<model::StudyRecord> LockStudy(int64_t study_id) override;
 
@@ -410,6 +411,8 @@ class PostgresStorage final : public Storage {
   // The server reported a FATAL error (its session ends): libpq may not have seen the socket
   // close yet, but the connection is as good as lost.
   bool session_ended_ = false;
+  // Marks each wait on the server's socket (PollUntilDeadline) for the control socket's thread.
+  WaitGauge wait_gauge_;
 };
 
 // ---- Connection ----
@@ -565,6 +568,7 @@ void PostgresStorage::StartRoundTrip() {
 
 bool PostgresStorage::PollUntilDeadline(short events) {
   gave_up_.reset();
+  WaitGauge::Scope waiting(&wait_gauge_);
   for (;;) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline_ - std::chrono::steady_clock::now());

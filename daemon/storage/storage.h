@@ -39,12 +39,18 @@
 #include "daemon/storage/read_model.h"
 #include "daemon/storage/study_store.h"
 #include "daemon/storage/trial_store.h"
+#include "daemon/storage/wait_gauge.h"
 
 namespace triald::storage {
 
 class Storage : public StudyStore, public TrialStore, public ReadModel, public NodeRegistry {
  public:
   ~Storage() override = default;
+
+  // Since when a call of this storage has been waiting for its server (wait_gauge.h), readable
+  // from any thread; null when the backend does not say (SQLite: a write that waits on the disk
+  // cannot be told from one that works).
+  virtual const WaitGauge* wait_gauge() const { return nullptr; }
 };
 
 }  // namespace triald::storage

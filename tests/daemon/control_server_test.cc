@@ -1,7 +1,8 @@
 // The control server on a thread of its own (daemon/control/server.h): `ping` is
 // answered there while the event loop is held (as by a storage call that does not come back),
-// every other verb runs on the loop and is answered once the loop runs again, and a streamed
-// reply crosses between the two threads piece by piece. Real sockets, a real asio loop on a
+// `status` too from the loop's last reply when storage is what holds it, every other verb runs
+// on the loop and is answered once the loop runs again, and a streamed reply crosses between
+// the two threads piece by piece. Real sockets, a real asio loop on a
 // thread of the test, the scheduler harness's scheduler and SQLite in memory.
 #include <unistd.h>
 
@@ -19,6 +20,7 @@
 #include "daemon/control/ping_board.h"
 #include "daemon/control/server.h"
 #include "daemon/control/verbs.h"
+#include "daemon/storage/wait_gauge.h"
 #include "proto/control.h"
 #include "tests/daemon/scheduler_harness.h"
 #include "tests/integration/raw_socket.h"
@@ -70,6 +72,7 @@ struct Fixture {
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work;
   std::thread loop;
   std::unique_ptr<PingBoard> board;
+  storage::WaitGauge storage_wait;  // what the test says of storage's waits
   std::unique_ptr<ControlServer> server;
 
   Fixture() {
@@ -83,6 +86,7 @@ struct Fixture {
     ControlServerOptions o;
     o.io = &io;
     o.ping_board = board.get();
+    o.storage_wait = &storage_wait;
     o.scheduler = &h.scheduler();
     o.storage = &h.storage();
     o.socket_path = dir + "/triald.sock";
@@ -213,6 +217,71 @@ TEST_CASE(
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     held->set_value();
   }).detach();
+}
+
+json::value Result(const std::string& line) {
+  INFO(line);
+  REQUIRE(ReplyCode(line) == "ok");
+  return json::parse(line).at("result");
+}
+
+TEST_CASE(
+    "control server on its own thread: status is answered from the loop's last reply while "
+    "storage holds the loop, and only then",
+    "[control]") {
+  Fixture f;
+  common::UniqueFd c = f.Connect();
+  // Never asked yet: nothing to answer with, so it waits for the loop even while storage waits.
+  {
+    auto release = f.HoldLoop();
+    f.storage_wait.Begin();
+    REQUIRE(SendAll(c.get(), Request("status", {{"study", "big"}})));
+    CHECK(ReadLine(c.get(), 0.3) == "<timeout>");
+    f.storage_wait.End();
+    release->set_value();
+    const json::value fresh = Result(ReadLine(c.get()));
+    CHECK(fresh.at("name").as_string() == "big");
+    CHECK_FALSE(fresh.as_object().contains("from_memory"));
+  }
+  // Asked once: a loop held by storage answers from that reply, saying so.
+  {
+    auto release = f.HoldLoop();
+    f.storage_wait.Begin();
+    REQUIRE(SendAll(c.get(), Request("status", {{"study", "big"}})));
+    const json::value memory = Result(ReadLine(c.get()));
+    CHECK(memory.at("name").as_string() == "big");
+    CHECK(memory.at("state") == json::value("RUNNING"));
+    CHECK_THAT(std::string(memory.at("from_memory").as_string()),
+               Catch::Contains("storage has kept the daemon waiting for") &&
+                   Catch::Contains("as the daemon gave it"));
+    // A study never asked for waits, as does a loop held for another reason.
+    common::UniqueFd other = f.Connect();
+    REQUIRE(SendAll(other.get(), Request("status", {{"study", "missing"}})));
+    CHECK(ReadLine(other.get(), 0.3) == "<timeout>");
+    f.storage_wait.End();
+    common::UniqueFd busy = f.Connect();
+    REQUIRE(SendAll(busy.get(), Request("status", {{"study", "big"}})));
+    CHECK(ReadLine(busy.get(), 0.3) == "<timeout>");
+    release->set_value();
+    CHECK(ReplyCode(ReadLine(other.get())) == "not_found");
+    CHECK_FALSE(Result(ReadLine(busy.get())).as_object().contains("from_memory"));
+  }
+  // The loop's own answer to the request answered from memory is dropped: the connection's next
+  // reply is its next request's.
+  REQUIRE(SendAll(c.get(), Request("studies")));
+  CHECK(Result(ReadLine(c.get())).is_array());
+  CHECK(ReadLine(c.get(), 0.3) == "<timeout>");
+  // A verb that is not a read (even one refused) forgets the kept replies: no answer from before
+  // a change.
+  REQUIRE(SendAll(c.get(), Request("cancel", {{"study", "missing"}})));
+  CHECK(ReplyCode(ReadLine(c.get())) == "not_found");
+  auto release = f.HoldLoop();
+  f.storage_wait.Begin();
+  REQUIRE(SendAll(c.get(), Request("status", {{"study", "big"}})));
+  CHECK(ReadLine(c.get(), 0.3) == "<timeout>");
+  f.storage_wait.End();
+  release->set_value();
+  CHECK_FALSE(Result(ReadLine(c.get())).as_object().contains("from_memory"));
 }
 
 }  // namespace
