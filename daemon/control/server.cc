@@ -485,8 +485,13 @@ Status ControlServer::Start(common::UniqueFd listening_fd) {
   if (flags >= 0) ::fcntl(acceptor_.native_handle(), F_SETFL, flags | O_NONBLOCK);
   spare_fd_ = common::UniqueFd(::open("/dev/null", O_RDONLY | O_CLOEXEC));
   Accept();
+  // Served from the moment the event loop runs: until then (the daemon still starting)
+  // connections wait in the backlog, as they did when the loop served them, so an answer means
+  // the daemon is up.
   front_work_.emplace(front_->get_executor());
-  front_thread_ = std::thread([front = front_] { front->run(); });
+  asio::post(*options_.io, [this] {
+    if (!front_thread_.joinable()) front_thread_ = std::thread([front = front_] { front->run(); });
+  });
   return Status::Ok();
 }
 

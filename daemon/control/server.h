@@ -24,8 +24,9 @@
 // connection, tell it "out of file descriptors" and close it, so clients get an answer and the
 // event loop does not spin; without the spare, accepting pauses for 100 ms.
 //
-// Threads: the socket, its connections, reading requests, the checks that need no storage
-// (size, JSON, access) and writing replies run on a thread of the server's own; the verbs
+// Threads: from the moment the event loop runs (so an answer means the daemon is up), the
+// socket, its connections, reading requests, the checks that need no storage (size, JSON,
+// access) and writing replies run on a thread of the server's own; the verbs
 // themselves (storage, the scheduler) run on the event loop, each request posted to it and its
 // reply (each piece of a streamed one) posted back. `ping` never goes to the loop: it is
 // answered on the server's thread from the PingBoard the loop publishes, so health checks answer

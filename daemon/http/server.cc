@@ -1,9 +1,11 @@
 #include "daemon/http/server.h"
 
 #include <array>
+#include <boost/asio/post.hpp>
 #include <boost/asio/socket_base.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <cstdio>
 #include <optional>
 
 namespace triald::daemon::http {
@@ -94,6 +96,7 @@ class HttpServer::Session : public std::enable_shared_from_this<Session> {
         options_(&server->options_),
         state_(server->state_),
         stream_(std::move(socket)),
+        memory_check_(stream_.get_executor()),
         buffer_(options_->header_limit + 4096) {
     ++state_->open;
   }
@@ -129,32 +132,130 @@ class HttpServer::Session : public std::enable_shared_from_this<Session> {
     if (ec) return Refuse(400, "malformed HTTP request: " + ec.message());
     bhttp::request<bhttp::string_body>& req = parser_->get();
     ++served_;
+    if (!HostAllowed(std::string_view(req[bhttp::field::host]), options_->listen)) {
+      std::shared_ptr<Response> res =
+          MakeResponse(421, "application/json",
+                       ErrorBody("the Host header must be an IP address or localhost (as in "
+                                 "the URL triald logs)"),
+                       req.version(), false);
+      return Write(res, res->keep_alive());
+    }
+    // Answered on the loop (or, while storage holds it, from the loop's last answer).
+    auto claim = std::make_shared<std::atomic<int>>(kPosted);
+    if (req.method() == bhttp::verb::get && server_->options_.storage_wait != nullptr) {
+      WatchForMemory(claim);
+    }
+    OnLoop([claim](Session& s) { s.RunApi(*claim); });
+  }
+
+  // Who answers a request posted to the loop: the loop takes it unless this thread has answered
+  // it from the last answer first.
+  enum Claim : int { kPosted, kLoop, kMemory };
+
+  // The request's key among the last answers: its target and Authorization.
+  std::string AnswerKey() const {
+    const auto& req = parser_->get();
+    return std::string(req.target()) + '\n' + std::string(req[bhttp::field::authorization]);
+  }
+
+  // Event loop: the Api answers the request; the answer goes back to be written.
+  void RunApi(std::atomic<int>& claim) {
+    int expected = kPosted;
+    if (!claim.compare_exchange_strong(expected, kLoop)) return;
+    bhttp::request<bhttp::string_body>& req = parser_->get();
+    ApiRequest api_req;
+    api_req.method = req.method_string();
+    api_req.target = req.target();
+    api_req.authorization = req[bhttp::field::authorization];
+    api_req.body = req.body();
+    ApiResponse out = server_->api_.Handle(api_req);
+    LastAnswers& last = server_->last_answers_;
+    if (req.method() == bhttp::verb::get && server_->options_.storage_wait != nullptr &&
+        out.status == 200) {
+      std::lock_guard<std::mutex> lock(last.mu);
+      if (last.by_request.size() >= LastAnswers::kMaxAnswers) last.by_request.clear();
+      last.by_request[AnswerKey()] = {out, std::chrono::steady_clock::now()};
+    } else if (req.method() != bhttp::verb::get && req.method() != bhttp::verb::head) {
+      // A change may make the kept answers wrong: none outlives an action.
+      std::lock_guard<std::mutex> lock(last.mu);
+      last.by_request.clear();
+    }
+    OnFront([self = shared_from_this(), out = std::move(out)] { self->Answer(out, ""); });
+  }
+
+  // Every kMemoryAfter until the loop takes the request: once storage has kept the loop waiting
+  // that long, answers with the loop's last answer to the same request (none: waits).
+  void WatchForMemory(std::shared_ptr<std::atomic<int>> claim) {
+    memory_check_.expires_after(HttpServer::kMemoryAfter);
+    memory_check_.async_wait([self = shared_from_this(),
+                              claim](const boost::system::error_code& ec) mutable {
+      if (ec || claim->load() != kPosted) return;
+      const std::optional<std::chrono::nanoseconds> waited =
+          self->server_->options_.storage_wait->WaitingFor();
+      if (!waited || *waited < HttpServer::kMemoryAfter) {
+        self->WatchForMemory(std::move(claim));
+        return;
+      }
+      std::optional<LastAnswers::Answer> last;
+      {
+        LastAnswers& answers = self->server_->last_answers_;
+        std::lock_guard<std::mutex> lock(answers.mu);
+        if (auto it = answers.by_request.find(self->AnswerKey()); it != answers.by_request.end()) {
+          last = it->second;
+        }
+      }
+      if (!last) return;  // nothing to answer with: the loop will
+      int expected = kPosted;
+      if (!claim->compare_exchange_strong(expected, kMemory)) return;
+      char why[160];
+      std::snprintf(
+          why, sizeof why,
+          "storage has kept the daemon waiting for %.3f s; this is its answer of %.3f s ago",
+          waited->count() / 1e9,
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - last->at).count());
+      self->Answer(last->response, why);
+    });
+  }
+
+  // Writes the Api's answer `out` to the request read (`from_memory`: the header's text, when
+  // it is a kept answer).
+  void Answer(const ApiResponse& out, const std::string& from_memory) {
+    bhttp::request<bhttp::string_body>& req = parser_->get();
     const bool keep_alive =
         req.keep_alive() && !state_->stopped && served_ < options_->max_requests_per_connection;
-    std::shared_ptr<Response> res;
-    if (!HostAllowed(std::string_view(req[bhttp::field::host]), options_->listen)) {
-      res = MakeResponse(421, "application/json",
-                         ErrorBody("the Host header must be an IP address or localhost (as in "
-                                   "the URL triald logs)"),
-                         req.version(), false);
-    } else {
-      ApiRequest api_req;
-      api_req.method = req.method_string();
-      api_req.target = req.target();
-      api_req.authorization = req[bhttp::field::authorization];
-      api_req.body = req.body();
-      ApiResponse out = server_->api_.Handle(api_req);
-      res = MakeResponse(out.status, out.content_type, out.body ? *out.body : std::string(),
-                         req.version(), keep_alive);
-      if (!out.allow.empty()) res->set(bhttp::field::allow, out.allow);
-      if (req.method() == bhttp::verb::head) {
-        // The headers GET would send, Content-Length included, and no body (RFC 9110, 9.3.2).
-        const size_t length = res->body().size();
-        res->body().clear();
-        res->content_length(length);
-      }
+    std::shared_ptr<Response> res =
+        MakeResponse(out.status, out.content_type, out.body ? *out.body : std::string(),
+                     req.version(), keep_alive);
+    if (!out.allow.empty()) res->set(bhttp::field::allow, out.allow);
+    if (!from_memory.empty()) res->set("X-Triald-From-Memory", from_memory);
+    if (req.method() == bhttp::verb::head) {
+      // The headers GET would send, Content-Length included, and no body (RFC 9110, 9.3.2).
+      const size_t length = res->body().size();
+      res->body().clear();
+      res->content_length(length);
     }
     Write(res, res->keep_alive());
+  }
+
+  // What OnLoop posts: `fn` with the session, and the server's io_context kept alive until the
+  // session has gone (members go in reverse order), so a request still posted to the loop when
+  // the loop stops is destroyed safely with it, after the server.
+  template <typename Fn>
+  struct LoopTask {
+    std::shared_ptr<asio::io_context> keep;
+    std::shared_ptr<Session> self;
+    Fn fn;
+    void operator()() { fn(*self); }
+  };
+  // Runs `fn(*this)` on the event loop.
+  template <typename Fn>
+  void OnLoop(Fn fn) {
+    asio::post(*options_->io, LoopTask<Fn>{server_->front_, shared_from_this(), std::move(fn)});
+  }
+  // Runs `fn` on the server's thread.
+  template <typename Fn>
+  void OnFront(Fn fn) {
+    asio::post(stream_.get_executor(), std::move(fn));
   }
 
   // Answers an unreadable request, then closes (lingering: the rest of it may be on its way).
@@ -178,6 +279,7 @@ class HttpServer::Session : public std::enable_shared_from_this<Session> {
   }
 
   void Close() {
+    memory_check_.cancel();
     beast::error_code ignored;
     stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
     stream_.close();
@@ -187,6 +289,7 @@ class HttpServer::Session : public std::enable_shared_from_this<Session> {
   const HttpServerOptions* options_;
   std::shared_ptr<State> state_;
   beast::tcp_stream stream_;
+  asio::steady_timer memory_check_;  // WatchForMemory's
   beast::flat_buffer buffer_;
   std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
   int served_ = 0;
@@ -195,11 +298,22 @@ class HttpServer::Session : public std::enable_shared_from_this<Session> {
 HttpServer::HttpServer(HttpServerOptions options)
     : options_(std::move(options)),
       api_(options_.api),
-      acceptor_(*options_.io),
-      accept_retry_(*options_.io),
+      front_(std::make_shared<asio::io_context>(1)),
+      acceptor_(*front_),
+      accept_retry_(*front_),
       state_(std::make_shared<State>()) {}
 
-HttpServer::~HttpServer() { Stop(); }
+HttpServer::~HttpServer() {
+  Stop();
+  if (front_thread_.joinable()) {
+    front_work_.reset();
+    front_->stop();
+    front_thread_.join();
+  }
+  // Not served any more: close the acceptor here (Stop() posted its close to the thread).
+  beast::error_code ignored;
+  acceptor_.close(ignored);
+}
 
 common::Status HttpServer::Start() {
   const tcp::endpoint endpoint(options_.listen.address, options_.listen.port);
@@ -214,15 +328,28 @@ common::Status HttpServer::Start() {
   }
   port_ = acceptor_.local_endpoint().port();
   Accept();
+  // Served from the moment the event loop runs: until then (the daemon still starting)
+  // connections wait in the backlog, as they did when the loop served them, so an answer means
+  // the daemon is up.
+  front_work_.emplace(front_->get_executor());
+  asio::post(*options_.io, [this] {
+    if (!front_thread_.joinable()) front_thread_ = std::thread([front = front_] { front->run(); });
+  });
   return common::Status::Ok();
 }
 
 void HttpServer::Stop() {
-  if (state_->stopped) return;
-  state_->stopped = true;
-  beast::error_code ignored;
-  acceptor_.close(ignored);
-  accept_retry_.cancel();
+  if (state_->stopped.exchange(true)) return;
+  auto close = [this] {
+    beast::error_code ignored;
+    acceptor_.close(ignored);
+    accept_retry_.cancel();
+  };
+  if (front_thread_.joinable()) {
+    asio::post(*front_, close);
+  } else {
+    close();
+  }
 }
 
 void HttpServer::Accept() {

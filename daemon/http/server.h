@@ -1,6 +1,14 @@
 #pragma once
-// HttpServer: the dashboard's HTTP/1.1 endpoint (--http ADDRESS), served with Boost.Beast on
-// the daemon's event loop: asynchronous, no threads. What it answers is the Api's (api.h).
+// HttpServer: the dashboard's HTTP/1.1 endpoint (--http ADDRESS), served with Boost.Beast on a
+// thread of its own from the moment the event loop runs: connections, reading, the Host check and
+// writing answers happen there, and each request is posted to the daemon's event loop, where the
+// Api (api.h) answers it, and its answer posted back. While storage holds the loop
+// (Storage::wait_gauge() shows a wait of kMemoryAfter) a GET that has not reached the loop is
+// answered with the loop's last answer to the same target and Authorization, with an
+// X-Triald-From-Memory header saying how old it is (the loop's own answer, when it comes, is
+// dropped); every POST forgets those answers before its own is sent. So the page and its polls
+// answer within milliseconds while the loop waits on a database that does not answer
+// (control/server.h does the same for `ping` and `status`).
 //
 // Bounds, so that no client can stall the daemon or grow its memory:
 //   - at most max_connections open at once; one more is answered 503 and closed (while more
@@ -15,23 +23,34 @@
 // to its own origin. A Host header that is neither an IP literal, "localhost" nor the host given
 // in --http is refused (421), so a web page cannot reach the API through DNS rebinding.
 //
-// Thread-safety: event-loop thread only.
+// Thread-safety: the public calls on the event-loop thread only.
 
+#include <atomic>
+#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <chrono>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
+#include <thread>
+#include <unordered_map>
 
 #include "common/logging.h"
 #include "common/status.h"
 #include "daemon/http/address.h"
 #include "daemon/http/api.h"
+#include "daemon/storage/wait_gauge.h"
 
 namespace triald::daemon::http {
 
 struct HttpServerOptions {
-  boost::asio::io_context* io = nullptr;
+  boost::asio::io_context* io = nullptr;  // the event loop: the Api runs on it
+  // Storage's waits (Storage::wait_gauge(); null: never known, and every request waits for the
+  // loop). Not owned, outlives the server.
+  const storage::WaitGauge* storage_wait = nullptr;
   common::Logger logger;
   ListenAddress listen;
   ApiOptions api;
@@ -44,12 +63,17 @@ struct HttpServerOptions {
 
 class HttpServer {
  public:
+  // How long storage must have kept the loop waiting before a GET is answered from the last
+  // answer, and how often a waiting GET looks.
+  static constexpr std::chrono::milliseconds kMemoryAfter{20};
+
   explicit HttpServer(HttpServerOptions options);
   ~HttpServer();
 
   // Binds and listens (SO_REUSEADDR, close-on-exec) and starts accepting.
   common::Status Start();
-  // Stops accepting; open connections close after their current answer.
+  // Stops accepting; open connections close after their current answer. The server's thread
+  // runs on until the server is destroyed (after the loop has stopped).
   void Stop();
   // The port bound (the one asked for, or the one the system chose for port 0).
   uint16_t port() const { return port_; }
@@ -57,15 +81,35 @@ class HttpServer {
 
  private:
   class Session;
+  // Read on either thread (a session may end on the loop's, holding the last reference).
   struct State {
-    int open = 0;      // sessions being served
-    int refusing = 0;  // 503 answers in flight
-    bool stopped = false;
+    std::atomic<int> open{0};      // sessions being served
+    std::atomic<int> refusing{0};  // 503 answers in flight
+    std::atomic<bool> stopped{false};
+  };
+  // The loop's last answer per (target, Authorization) to a GET, and when; emptied by every
+  // POST; at most kMaxAnswers.
+  struct LastAnswers {
+    static constexpr size_t kMaxAnswers = 256;
+    struct Answer {
+      ApiResponse response;
+      std::chrono::steady_clock::time_point at;
+    };
+    std::mutex mu;
+    std::unordered_map<std::string, Answer> by_request;
   };
   void Accept();
 
   HttpServerOptions options_;
   Api api_;
+  // The io_context of the server's thread (shared: a request still posted to the loop when the
+  // server goes keeps it alive until it goes too) and the thread; declared before the acceptor
+  // and timer, which are served on it.
+  std::shared_ptr<boost::asio::io_context> front_;
+  std::optional<boost::asio::executor_work_guard<boost::asio::io_context::executor_type>>
+      front_work_;
+  std::thread front_thread_;
+  LastAnswers last_answers_;
   boost::asio::ip::tcp::acceptor acceptor_;
   boost::asio::steady_timer accept_retry_;
   std::shared_ptr<State> state_;

@@ -1,0 +1,132 @@
+// The dashboard's HTTP server on a thread of its own (daemon/http/server.h): while storage
+// holds the event loop, a GET is answered with the loop's last answer to it (saying so in a
+// header), and only then; a request never answered before, or one to a loop held for another
+// reason, waits for the loop; an action forgets the kept answers. Real sockets, a real asio loop
+// on a thread of the test, the scheduler harness's scheduler and SQLite in memory.
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <catch2/catch.hpp>
+#include <future>
+#include <string>
+#include <thread>
+
+#include "daemon/http/server.h"
+#include "daemon/storage/wait_gauge.h"
+#include "tests/daemon/scheduler_harness.h"
+#include "tests/http/http_client.h"
+
+namespace triald::daemon::http {
+namespace {
+
+namespace asio = boost::asio;
+using testing::ConnectLoopback;
+using testing::Http;
+using testing::HttpAnswer;
+using testing::ReadAnswer;
+
+constexpr const char* kToken = "test-token";
+
+struct Fixture {
+  SchedulerHarness h;
+  asio::io_context io;
+  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work;
+  std::thread loop;
+  storage::WaitGauge storage_wait;  // what the test says of storage's waits
+  std::unique_ptr<HttpServer> server;
+
+  Fixture() {
+    HttpServerOptions o;
+    o.io = &io;
+    o.storage_wait = &storage_wait;
+    auto listen = ParseListenAddress("127.0.0.1:0");
+    REQUIRE(listen.ok());
+    o.listen = *listen;
+    o.api.scheduler = &h.scheduler();
+    o.api.storage = &h.storage();
+    o.api.state_dir = "/nonexistent";
+    o.api.read_open = true;
+    o.api.token = kToken;
+    server = std::make_unique<HttpServer>(o);
+    common::Status st = server->Start();
+    INFO(st.ToString());
+    REQUIRE(st.ok());
+    work.emplace(io.get_executor());
+    loop = std::thread([this] { io.run(); });
+  }
+  ~Fixture() {
+    asio::post(io, [this] { server->Stop(); });
+    work.reset();
+    io.stop();
+    loop.join();
+    server.reset();
+  }
+  int port() const { return server->port(); }
+
+  // Holds the event loop until the returned promise is set; returns once it is held.
+  std::shared_ptr<std::promise<void>> HoldLoop() {
+    auto release = std::make_shared<std::promise<void>>();
+    auto held = std::make_shared<std::promise<void>>();
+    std::future<void> is_held = held->get_future();
+    asio::post(io, [release, held] {
+      held->set_value();
+      release->get_future().wait();
+    });
+    is_held.wait();
+    return release;
+  }
+
+  // A GET sent on a connection of its own; its answer is read with ReadAnswer.
+  common::UniqueFd SendGet(const std::string& target) {
+    common::UniqueFd fd = ConnectLoopback(port());
+    const std::string request =
+        "GET " + target + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
+    REQUIRE(::send(fd.get(), request.data(), request.size(), MSG_NOSIGNAL) ==
+            static_cast<ssize_t>(request.size()));
+    return fd;
+  }
+};
+
+TEST_CASE(
+    "dashboard server on its own thread: a GET is answered from the loop's last answer "
+    "while storage holds the loop, and only then",
+    "[http]") {
+  Fixture f;
+  const HttpAnswer first = Http(f.port(), "GET", "/api/studies");
+  REQUIRE(first.status == 200);
+  CHECK(first.headers.count("x-triald-from-memory") == 0);
+
+  auto release = f.HoldLoop();
+  // Held, but not by storage: the GET waits for the loop.
+  common::UniqueFd busy = f.SendGet("/api/studies");
+  CHECK(ReadAnswer(busy.get(), 0.3).status == 0);
+  // Held by storage: the last answer, saying so; a target never answered waits.
+  f.storage_wait.Begin();
+  const HttpAnswer memory = Http(f.port(), "GET", "/api/studies");
+  REQUIRE(memory.status == 200);
+  CHECK(memory.body == first.body);
+  REQUIRE(memory.headers.count("x-triald-from-memory") == 1);
+  CHECK_THAT(memory.headers.at("x-triald-from-memory"),
+             Catch::Contains("storage has kept the daemon waiting for"));
+  common::UniqueFd never = f.SendGet("/api/studies/nosuch");
+  CHECK(ReadAnswer(never.get(), 0.3).status == 0);
+  f.storage_wait.End();
+  release->set_value();
+  CHECK(ReadAnswer(busy.get()).status == 200);
+  CHECK(ReadAnswer(never.get()).status == 404);
+
+  // An action (even one refused) forgets the kept answers.
+  CHECK(Http(f.port(), "POST", "/api/studies/nosuch/pause", kToken, "{}").status == 404);
+  auto again = f.HoldLoop();
+  f.storage_wait.Begin();
+  common::UniqueFd after = f.SendGet("/api/studies");
+  CHECK(ReadAnswer(after.get(), 0.3).status == 0);
+  f.storage_wait.End();
+  again->set_value();
+  const HttpAnswer fresh = ReadAnswer(after.get());
+  CHECK(fresh.status == 200);
+  CHECK(fresh.headers.count("x-triald-from-memory") == 0);
+}
+
+}  // namespace
+}  // namespace triald::daemon::http
