@@ -1,14 +1,16 @@
 #!/usr/bin/env python3
-"""A frozen PostgreSQL server under a running daemon: how long the daemon's control socket
-waits. Figures are printed, never asserted.
+"""A frozen PostgreSQL server under a running daemon: how long the daemon's control socket and
+dashboard wait. Figures are printed, never asserted.
 
 A throwaway server (scripts/pg_test_server.sh) holds a fresh database per run; a triald on it
 (--storage, node timeout --node-timeout) runs a sweep of short sleeping trials (parallelism 2).
 Once trials run, every process of the server is stopped with SIGSTOP for --freeze seconds (a
 stalled disk or a hung failover: the kernel still accepts what the daemon sends, nothing
-answers), then continued. One client pings every 20 ms and another asks `status STUDY` every
-100 ms for the whole run, each on its own connection, each call timed to its reply (an error
-reply counts: it came back). Prints, per binary, the longest and the 99th-percentile wait of
+answers), then continued. One client pings every 20 ms, another asks `status STUDY` every
+100 ms and a third GETs the dashboard's /api/studies/STUDY every 100 ms (the daemon runs with
+--http on a free loopback port and --socket-read-open, so reading needs no token) for the whole
+run, each on its own connection, each call timed to its reply (an error reply counts: it came
+back). Prints, per binary, the longest and the 99th-percentile wait of
 each during the freeze, and whether the study went on after it.
 
 --before runs another triald binary (e.g. one built from an older commit) in the same run,
@@ -17,10 +19,12 @@ against its own fresh database, so the two lines compare side by side:
   /usr/bin/python3 scripts/bench_storage_freeze.py --before /path/to/old/triald
 """
 import argparse
+import http.client
 import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -51,19 +55,51 @@ class Poller(threading.Thread):
     def __init__(self, sock: str, verb: str, every: float, **args):
         super().__init__(daemon=True)
         self.conn, self.verb, self.every, self.args = Conn(sock), verb, every, args
-        self.samples, self.errors, self.done = [], 0, False
+        self.samples, self.errors, self.done, self.first_error = [], 0, False, None
+
+    def call(self):
+        self.conn.call(self.verb, **self.args)
 
     def run(self):
         while not self.done:
             start = time.monotonic()
             try:
-                self.conn.call(self.verb, **self.args)
-            except RuntimeError:
-                self.errors += 1  # an error reply: it still came back
-            except (OSError, ConnectionError):
-                self.errors += 1
+                self.call()
+            except (RuntimeError, OSError, ConnectionError, http.client.HTTPException) as e:
+                self.errors += 1  # an error reply still came back; a lost connection did not
+                self.first_error = self.first_error or f"{type(e).__name__}: {e}"
             self.samples.append((start, time.monotonic() - start))
             time.sleep(max(0.0, self.every - (time.monotonic() - start)))
+
+
+class HttpPoller(Poller):
+    """GETs `target` from the dashboard every `every` s (keep-alive, reconnecting when closed)."""
+
+    def __init__(self, port: int, target: str, every: float):
+        threading.Thread.__init__(self, daemon=True)
+        self.port, self.verb, self.every = port, "dashboard", every
+        self.target, self.conn = target, None
+        self.samples, self.errors, self.done, self.first_error = [], 0, False, None
+
+    def call(self):
+        if self.conn is None:
+            self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=120)
+        try:
+            self.conn.request("GET", self.target)
+            answer = self.conn.getresponse()
+            answer.read()
+        except (OSError, http.client.HTTPException):
+            self.conn.close()
+            self.conn = None
+            raise
+        if answer.status != 200:
+            raise RuntimeError(f"dashboard: {answer.status}")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def completed(sock: str, wait_s: float = 60) -> int:
@@ -102,14 +138,17 @@ type = "float"
 low = 0.0
 high = 1.0
 """)
+    port = free_port()
     daemon = start_triald(triald, state, 2, ["--storage", url, "--node-name", label,
-                                             "--node-timeout", str(a.node_timeout)])
+                                             "--node-timeout", str(a.node_timeout),
+                                             "--http", f"127.0.0.1:{port}", "--socket-read-open"])
     sock = os.path.join(state, "triald.sock")
     try:
         with open(sweep) as f:
             Conn(sock).call("submit", sweep=f.read(), path=sweep)
         time.sleep(3)
-        pingers = [Poller(sock, "ping", 0.02), Poller(sock, "status", 0.1, study="freeze")]
+        pingers = [Poller(sock, "ping", 0.02), Poller(sock, "status", 0.1, study="freeze"),
+                   HttpPoller(port, "/api/studies/freeze", 0.1)]
         for p in pingers:
             p.start()
         time.sleep(2)
@@ -138,6 +177,7 @@ high = 1.0
                 "max_ms": round(max(during) * 1000, 1) if during else None,
                 "p99_ms": round(percentile(during, 99) * 1000, 1) if during else None,
                 "errors": p.errors,
+                "first_error": p.first_error,
             }
         return out
     finally:

@@ -13,6 +13,7 @@
 #include <cstring>
 
 #include "common/memory.h"
+#include "daemon/control/answer_claim.h"
 #include "proto/control.h"
 
 namespace triald::daemon {
@@ -144,7 +145,7 @@ class ControlServer::Connection : public std::enable_shared_from_this<Connection
                    false);
     }
     // Who answers: the loop, or (`status` while storage holds the loop) this thread.
-    auto claim = std::make_shared<std::atomic<int>>(kPosted);
+    auto claim = std::make_shared<AnswerClaim>();
     if (req->verb == "status" && server_->options_.storage_wait != nullptr) {
       if (const json::value* study = req->args.if_contains("study");
           study != nullptr && study->is_string()) {
@@ -155,17 +156,14 @@ class ControlServer::Connection : public std::enable_shared_from_this<Connection
             claim](Connection& c) { c.RunVerb(req, fd, more, *claim); });
   }
 
-  // Who answers a request posted to the loop: the loop takes it unless this thread has answered
-  // it from the last reply first.
-  enum Claim : int { kPosted, kLoop, kMemory };
-
-  // Every kMemoryAfter until the loop takes the request: once storage has kept the loop waiting
-  // that long, answers `status` of `study` from the loop's last reply for it (none: waits).
-  void WatchForMemory(std::string study, std::shared_ptr<std::atomic<int>> claim) {
+  // Every kMemoryAfter until the request is answered: once storage has kept the loop waiting
+  // that long (before the loop got to the request, or inside it), answers `status` of `study` from
+  // the loop's last reply for it (none: waits).
+  void WatchForMemory(std::string study, std::shared_ptr<AnswerClaim> claim) {
     memory_check_.expires_after(ControlServer::kMemoryAfter);
     memory_check_.async_wait([self = shared_from_this(), study = std::move(study),
                               claim](const boost::system::error_code& ec) mutable {
-      if (ec || claim->load() != kPosted) return;
+      if (ec || !claim->Open()) return;
       const std::optional<std::chrono::nanoseconds> waited =
           self->server_->options_.storage_wait->WaitingFor();
       if (!waited || *waited < ControlServer::kMemoryAfter) {
@@ -181,8 +179,7 @@ class ControlServer::Connection : public std::enable_shared_from_this<Connection
         }
       }
       if (!last) return;  // nothing to answer with: the loop will
-      int expected = kPosted;
-      if (!claim->compare_exchange_strong(expected, kMemory)) return;
+      if (!claim->AnswersFromMemory()) return;
       json::value result = json::parse(last->first);
       const double age =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - last->second).count();
@@ -202,9 +199,8 @@ class ControlServer::Connection : public std::enable_shared_from_this<Connection
   // Event loop: runs the request's verb; its first piece (or its error) goes back to be written.
   // `fd`: the socket's descriptor; `more`: whether bytes past the request had arrived; `claim`:
   // nothing is done when the server's thread has answered already (WatchForMemory).
-  void RunVerb(const proto::Request& req, int fd, bool more, std::atomic<int>& claim) {
-    int expected = kPosted;
-    if (!claim.compare_exchange_strong(expected, kLoop)) return;
+  void RunVerb(const proto::Request& req, int fd, bool more, AnswerClaim& claim) {
+    if (!claim.Takes()) return;
     // A change may make the kept `status` replies wrong: none outlives a verb that is not a
     // read, so no client is answered from before a change it was told of.
     if (!IsReadVerb(req.verb)) {
@@ -212,7 +208,8 @@ class ControlServer::Connection : public std::enable_shared_from_this<Connection
       std::lock_guard<std::mutex> lock(replies.mu);
       replies.by_study.clear();
     }
-    auto reply = [this](std::string text) {
+    auto reply = [this, &claim](std::string text) {
+      if (!claim.Delivers()) return;
       OnFront([self = shared_from_this(), text = std::move(text)]() mutable {
         self->Reply(std::move(text), false);
       });
@@ -235,6 +232,7 @@ class ControlServer::Connection : public std::enable_shared_from_this<Connection
     if (req.verb == "status" && server_->options_.storage_wait != nullptr) {
       KeepStatus(req, *first);
     }
+    if (!claim.Delivers()) return;
     stream_ = std::move(*stream);
     verb_ = req.verb;
     OnFront([self = shared_from_this(), piece = "{\"ok\":true,\"result\":" + std::move(*first)] {

@@ -32,9 +32,10 @@
 // answered on the server's thread from the PingBoard the loop publishes, so health checks answer
 // within milliseconds while the loop waits (on a storage call that has not come back, say).
 // `status STUDY` is answered there too when the loop is held by storage: once the storage's
-// WaitGauge shows a wait of kMemoryAfter and the request has not reached the loop, the last
-// `status` reply the loop gave for that study is sent, with "from_memory" saying how old it is
-// (the loop's own answer, when it comes, is dropped). Every verb that is not a read empties
+// WaitGauge shows a wait of kMemoryAfter and the loop has not answered (whether it is still busy
+// with something else or inside this very request), the last `status` reply the loop gave for
+// that study is sent, with "from_memory" saying how old it is (the loop's own answer, when it
+// comes, is dropped: control/answer_claim.h). Every verb that is not a read empties
 // those replies before its own reply is sent, so none of them predates a change a client was
 // told of.
 //

@@ -8,6 +8,8 @@
 #include <cstdio>
 #include <optional>
 
+#include "daemon/control/answer_claim.h"
+
 namespace triald::daemon::http {
 namespace asio = boost::asio;
 namespace beast = boost::beast;
@@ -141,16 +143,12 @@ class HttpServer::Session : public std::enable_shared_from_this<Session> {
       return Write(res, res->keep_alive());
     }
     // Answered on the loop (or, while storage holds it, from the loop's last answer).
-    auto claim = std::make_shared<std::atomic<int>>(kPosted);
+    auto claim = std::make_shared<AnswerClaim>();
     if (req.method() == bhttp::verb::get && server_->options_.storage_wait != nullptr) {
       WatchForMemory(claim);
     }
     OnLoop([claim](Session& s) { s.RunApi(*claim); });
   }
-
-  // Who answers a request posted to the loop: the loop takes it unless this thread has answered
-  // it from the last answer first.
-  enum Claim : int { kPosted, kLoop, kMemory };
 
   // The request's key among the last answers: its target and Authorization.
   std::string AnswerKey() const {
@@ -159,9 +157,8 @@ class HttpServer::Session : public std::enable_shared_from_this<Session> {
   }
 
   // Event loop: the Api answers the request; the answer goes back to be written.
-  void RunApi(std::atomic<int>& claim) {
-    int expected = kPosted;
-    if (!claim.compare_exchange_strong(expected, kLoop)) return;
+  void RunApi(AnswerClaim& claim) {
+    if (!claim.Takes()) return;
     bhttp::request<bhttp::string_body>& req = parser_->get();
     ApiRequest api_req;
     api_req.method = req.method_string();
@@ -180,16 +177,18 @@ class HttpServer::Session : public std::enable_shared_from_this<Session> {
       std::lock_guard<std::mutex> lock(last.mu);
       last.by_request.clear();
     }
+    if (!claim.Delivers()) return;
     OnFront([self = shared_from_this(), out = std::move(out)] { self->Answer(out, ""); });
   }
 
-  // Every kMemoryAfter until the loop takes the request: once storage has kept the loop waiting
-  // that long, answers with the loop's last answer to the same request (none: waits).
-  void WatchForMemory(std::shared_ptr<std::atomic<int>> claim) {
+  // Every kMemoryAfter until the request is answered: once storage has kept the loop waiting
+  // that long (before the loop got to the request, or inside it), answers with the loop's last
+  // answer to the same request (none: waits).
+  void WatchForMemory(std::shared_ptr<AnswerClaim> claim) {
     memory_check_.expires_after(HttpServer::kMemoryAfter);
     memory_check_.async_wait([self = shared_from_this(),
                               claim](const boost::system::error_code& ec) mutable {
-      if (ec || claim->load() != kPosted) return;
+      if (ec || !claim->Open()) return;
       const std::optional<std::chrono::nanoseconds> waited =
           self->server_->options_.storage_wait->WaitingFor();
       if (!waited || *waited < HttpServer::kMemoryAfter) {
@@ -205,8 +204,7 @@ class HttpServer::Session : public std::enable_shared_from_this<Session> {
         }
       }
       if (!last) return;  // nothing to answer with: the loop will
-      int expected = kPosted;
-      if (!claim->compare_exchange_strong(expected, kMemory)) return;
+      if (!claim->AnswersFromMemory()) return;
       char why[160];
       std::snprintf(
           why, sizeof why,

@@ -3,12 +3,13 @@
 // thread of its own from the moment the event loop runs: connections, reading, the Host check and
 // writing answers happen there, and each request is posted to the daemon's event loop, where the
 // Api (api.h) answers it, and its answer posted back. While storage holds the loop
-// (Storage::wait_gauge() shows a wait of kMemoryAfter) a GET that has not reached the loop is
-// answered with the loop's last answer to the same target and Authorization, with an
-// X-Triald-From-Memory header saying how old it is (the loop's own answer, when it comes, is
-// dropped); every POST forgets those answers before its own is sent. So the page and its polls
-// answer within milliseconds while the loop waits on a database that does not answer
-// (control/server.h does the same for `ping` and `status`).
+// (Storage::wait_gauge() shows a wait of kMemoryAfter) a GET the loop has not answered (busy
+// with something else, or inside this very request) is answered with the loop's last answer to
+// the same target and Authorization, with an X-Triald-From-Memory header saying how old it is
+// (the loop's own answer, when it comes, is dropped: control/answer_claim.h); every POST forgets
+// those answers before its own is sent. So the page and its polls answer within milliseconds while
+// the loop waits on a database that does not answer (control/server.h does the same for `ping` and
+// `status`).
 //
 // Bounds, so that no client can stall the daemon or grow its memory:
 //   - at most max_connections open at once; one more is answered 503 and closed (while more

@@ -10,6 +10,7 @@ common::Result<std::unique_ptr<HttpServer>> StartDashboard(const DashboardStart&
   TRIALD_ASSIGN_OR_RETURN(std::string token_path, WriteTokenFile(s.state_dir, token));
   HttpServerOptions o;
   o.io = s.io;
+  o.storage_wait = s.storage != nullptr ? s.storage->wait_gauge() : nullptr;
   o.logger = s.logger;
   o.listen = listen;
   o.api.scheduler = s.scheduler;

@@ -65,8 +65,14 @@ void StoreBigStudy(storage::Storage& s) {
 }
 
 // The event loop on a thread of the test, and a control server on a thread of its own.
+SchedulerHarnessOptions FlakyHarness() {
+  SchedulerHarnessOptions o;
+  o.flaky = true;  // before_get_study holds a `status` inside storage
+  return o;
+}
+
 struct Fixture {
-  SchedulerHarness h;
+  SchedulerHarness h{FlakyHarness()};
   std::string dir;
   asio::io_context io;
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work;
@@ -282,6 +288,38 @@ TEST_CASE(
   f.storage_wait.End();
   release->set_value();
   CHECK_FALSE(Result(ReadLine(c.get())).as_object().contains("from_memory"));
+}
+
+TEST_CASE(
+    "control server on its own thread: a status the loop is running when storage stops "
+    "answering is answered from the last reply, and the loop's late reply is dropped",
+    "[control]") {
+  Fixture f;
+  common::UniqueFd c = f.Connect();
+  REQUIRE(SendAll(c.get(), Request("status", {{"study", "big"}})));
+  CHECK_FALSE(Result(ReadLine(c.get())).as_object().contains("from_memory"));
+  // The next status reads storage, which stops answering inside it.
+  auto inside = std::make_shared<std::promise<void>>();
+  auto release = std::make_shared<std::promise<void>>();
+  std::shared_future<void> released = release->get_future().share();
+  auto once = std::make_shared<std::atomic<bool>>(false);
+  f.h.flaky().before_get_study = [&f, inside, released, once] {
+    if (once->exchange(true)) return;
+    f.storage_wait.Begin();
+    inside->set_value();
+    released.wait();
+    f.storage_wait.End();
+  };
+  REQUIRE(SendAll(c.get(), Request("status", {{"study", "big"}})));
+  inside->get_future().wait();
+  const json::value memory = Result(ReadLine(c.get()));
+  CHECK(memory.at("name").as_string() == "big");
+  CHECK(memory.as_object().contains("from_memory"));
+  release->set_value();
+  // The loop's own reply to it never comes; the next request's does.
+  REQUIRE(SendAll(c.get(), Request("studies")));
+  CHECK(Result(ReadLine(c.get())).is_array());
+  CHECK(ReadLine(c.get(), 0.3) == "<timeout>");
 }
 
 }  // namespace

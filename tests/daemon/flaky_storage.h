@@ -1,10 +1,12 @@
 #pragma once
 // FlakyStorage: forwards to a storage, or fails every call with kUnavailable while `down` (a
-// database that cannot be reached). Used by the shared-storage scheduler tests and by the
-// coordinator tests (a coordinator that must not touch storage works with it down).
+// database that cannot be reached); before_get_study lets a test hold a read inside storage. Used
+// by the shared-storage scheduler tests and by the coordinator tests (a coordinator that must not
+// touch storage works with it down).
 //
 // Thread-safety: as the storage it wraps.
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -19,6 +21,8 @@ class FlakyStorage final : public storage::Storage {
   explicit FlakyStorage(std::unique_ptr<storage::Storage> inner) : inner_(std::move(inner)) {}
   bool down = false;
   bool get_trials_down = false;  // only GetTrials fails (a study cannot be loaded)
+  // Runs at the start of every GetStudy when set (a test holds a read inside storage with it).
+  std::function<void()> before_get_study;
 
   common::Status BeginBatch() override { return down ? Away() : inner_->BeginBatch(); }
   common::Status CommitBatch() override { return down ? Away() : inner_->CommitBatch(); }
@@ -34,6 +38,7 @@ class FlakyStorage final : public storage::Storage {
     return inner_->CreateStudy(s, at);
   }
   common::Result<model::StudyRecord> GetStudy(const std::string& name) override {
+    if (before_get_study) before_get_study();
     if (down) return Away();
     return inner_->GetStudy(name);
   }
