@@ -167,18 +167,53 @@ class HttpServer::Session : public std::enable_shared_from_this<Session> {
     api_req.body = req.body();
     ApiResponse out = server_->api_.Handle(api_req);
     LastAnswers& last = server_->last_answers_;
-    if (req.method() == bhttp::verb::get && server_->options_.storage_wait != nullptr &&
-        out.status == 200) {
+    std::string from_memory;
+    const bool kept = req.method() == bhttp::verb::get && server_->options_.storage_wait != nullptr;
+    if (kept && out.status == 200) {
       std::lock_guard<std::mutex> lock(last.mu);
       if (last.by_request.size() >= LastAnswers::kMaxAnswers) last.by_request.clear();
       last.by_request[AnswerKey()] = {out, std::chrono::steady_clock::now()};
+    } else if (kept && out.status == 503) {
+      // Storage cannot answer (or triald is shutting down): the last answer, saying so, as
+      // `status` answers from memory then.
+      std::lock_guard<std::mutex> lock(last.mu);
+      if (auto it = last.by_request.find(AnswerKey()); it != last.by_request.end()) {
+        from_memory = "storage cannot answer (" + ErrorOf(out) + "); this is its answer of " +
+                      Seconds3(it->second.at) + " ago";
+        out = it->second.response;
+      }
     } else if (req.method() != bhttp::verb::get && req.method() != bhttp::verb::head) {
       // A change may make the kept answers wrong: none outlives an action.
       std::lock_guard<std::mutex> lock(last.mu);
       last.by_request.clear();
     }
     if (!claim.Delivers()) return;
-    OnFront([self = shared_from_this(), out = std::move(out)] { self->Answer(out, ""); });
+    OnFront([self = shared_from_this(), out = std::move(out), from_memory] {
+      self->Answer(out, from_memory);
+    });
+  }
+
+  // The error message of an error answer ({"ok": false, "error": ...}), or its status.
+  static std::string ErrorOf(const ApiResponse& out) {
+    if (out.body) {
+      boost::system::error_code ec;
+      boost::json::value v = boost::json::parse(*out.body, ec);
+      if (!ec && v.is_object()) {
+        if (const boost::json::value* e = v.as_object().if_contains("error");
+            e != nullptr && e->is_string()) {
+          return std::string(e->as_string());
+        }
+      }
+    }
+    return "HTTP " + std::to_string(out.status);
+  }
+
+  // "1.234 s": the time since `at`.
+  static std::string Seconds3(std::chrono::steady_clock::time_point at) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.3f s",
+                  std::chrono::duration<double>(std::chrono::steady_clock::now() - at).count());
+    return buf;
   }
 
   // Every kMemoryAfter until the request is answered: once storage has kept the loop waiting
@@ -205,13 +240,9 @@ class HttpServer::Session : public std::enable_shared_from_this<Session> {
       }
       if (!last) return;  // nothing to answer with: the loop will
       if (!claim->AnswersFromMemory()) return;
-      char why[160];
-      std::snprintf(
-          why, sizeof why,
-          "storage has kept the daemon waiting for %.3f s; this is its answer of %.3f s ago",
-          waited->count() / 1e9,
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - last->at).count());
-      self->Answer(last->response, why);
+      self->Answer(last->response, "storage has kept the daemon waiting for " +
+                                       Seconds3(std::chrono::steady_clock::now() - *waited) +
+                                       "; this is its answer of " + Seconds3(last->at) + " ago");
     });
   }
 

@@ -27,8 +27,14 @@ using testing::ReadAnswer;
 
 constexpr const char* kToken = "test-token";
 
+SchedulerHarnessOptions FlakyHarness() {
+  SchedulerHarnessOptions o;
+  o.flaky = true;  // storage that cannot be reached, on demand
+  return o;
+}
+
 struct Fixture {
-  SchedulerHarness h;
+  SchedulerHarness h{FlakyHarness()};
   asio::io_context io;
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work;
   std::thread loop;
@@ -47,6 +53,7 @@ struct Fixture {
     o.api.state_dir = "/nonexistent";
     o.api.read_open = true;
     o.api.token = kToken;
+    o.api.snapshot_interval_s = 0;  // every GET reads storage
     server = std::make_unique<HttpServer>(o);
     common::Status st = server->Start();
     INFO(st.ToString());
@@ -62,6 +69,16 @@ struct Fixture {
     server.reset();
   }
   int port() const { return server->port(); }
+
+  // Storage cannot be reached (or can again), as the loop sees it.
+  void StorageDown(bool down) {
+    std::promise<void> done;
+    asio::post(io, [this, down, &done] {
+      h.flaky().down = down;
+      done.set_value();
+    });
+    done.get_future().wait();
+  }
 
   // Holds the event loop until the returned promise is set; returns once it is held.
   std::shared_ptr<std::promise<void>> HoldLoop() {
@@ -126,6 +143,27 @@ TEST_CASE(
   const HttpAnswer fresh = ReadAnswer(after.get());
   CHECK(fresh.status == 200);
   CHECK(fresh.headers.count("x-triald-from-memory") == 0);
+}
+
+TEST_CASE(
+    "dashboard server on its own thread: a GET storage cannot answer (503) gets the last answer, "
+    "saying so",
+    "[http]") {
+  Fixture f;
+  const HttpAnswer first = Http(f.port(), "GET", "/api/studies");
+  REQUIRE(first.status == 200);
+  f.StorageDown(true);
+  const HttpAnswer down = Http(f.port(), "GET", "/api/studies");
+  CHECK(down.status == 200);
+  CHECK(down.body == first.body);
+  REQUIRE(down.headers.count("x-triald-from-memory") == 1);
+  CHECK_THAT(down.headers.at("x-triald-from-memory"), Catch::StartsWith("storage cannot answer ("));
+  // Nothing kept for it: the error as it is.
+  CHECK(Http(f.port(), "GET", "/api/studies/nosuch").status == 503);
+  f.StorageDown(false);
+  const HttpAnswer back = Http(f.port(), "GET", "/api/studies");
+  CHECK(back.status == 200);
+  CHECK(back.headers.count("x-triald-from-memory") == 0);
 }
 
 }  // namespace
