@@ -1,8 +1,8 @@
 #pragma once
 // Daemon: wires the components of triald together and runs its one event loop. Beside it run
 // threads that never touch the scheduler or storage: the control socket's (control/server.h,
-// `ping` answered there from control/ping_board.h), the cgroup leaves', background samplers'
-// and PostgreSQL's watchdog.
+// `ping` answered there from control/ping_board.h) and the dashboard's (http/server.h), the
+// cgroup leaves', background samplers' and PostgreSQL's watchdog.
 //
 // Start-up order: lock the state directory (one daemon per directory), open storage, become
 // the child subreaper, recover what a previous daemon left running, then listen on the
