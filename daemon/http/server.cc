@@ -142,47 +142,56 @@ class HttpServer::Session : public std::enable_shared_from_this<Session> {
                        req.version(), false);
       return Write(res, res->keep_alive());
     }
-    // Answered on the loop (or, while storage holds it, from the loop's last answer).
+    // Answered on the loop (or, while storage holds it, from the loop's last answer), from a copy:
+    // once answered from memory, this thread reads the next request while the loop may still be
+    // inside this one.
+    auto posted = std::make_shared<const Posted>(
+        Posted{req.method(), std::string(req.method_string()), std::string(req.target()),
+               std::string(req[bhttp::field::authorization]), req.body()});
     auto claim = std::make_shared<AnswerClaim>();
-    if (req.method() == bhttp::verb::get && server_->options_.storage_wait != nullptr) {
-      WatchForMemory(claim);
+    if (posted->verb == bhttp::verb::get && server_->options_.storage_wait != nullptr) {
+      WatchForMemory(posted, claim);
     }
-    OnLoop([claim](Session& s) { s.RunApi(*claim); });
+    OnLoop([posted, claim](Session& s) { s.RunApi(*posted, *claim); });
   }
 
-  // The request's key among the last answers: its target and Authorization.
-  std::string AnswerKey() const {
-    const auto& req = parser_->get();
-    return std::string(req.target()) + '\n' + std::string(req[bhttp::field::authorization]);
-  }
+  // A request as posted to the loop.
+  struct Posted {
+    bhttp::verb verb;
+    std::string method;
+    std::string target;
+    std::string authorization;
+    std::string body;
+    // Its key among the last answers: its target and Authorization.
+    std::string Key() const { return target + '\n' + authorization; }
+  };
 
   // Event loop: the Api answers the request; the answer goes back to be written.
-  void RunApi(AnswerClaim& claim) {
+  void RunApi(const Posted& req, AnswerClaim& claim) {
     if (!claim.Takes()) return;
-    bhttp::request<bhttp::string_body>& req = parser_->get();
     ApiRequest api_req;
-    api_req.method = req.method_string();
-    api_req.target = req.target();
-    api_req.authorization = req[bhttp::field::authorization];
-    api_req.body = req.body();
+    api_req.method = req.method;
+    api_req.target = req.target;
+    api_req.authorization = req.authorization;
+    api_req.body = req.body;
     ApiResponse out = server_->api_.Handle(api_req);
     LastAnswers& last = server_->last_answers_;
     std::string from_memory;
-    const bool kept = req.method() == bhttp::verb::get && server_->options_.storage_wait != nullptr;
+    const bool kept = req.verb == bhttp::verb::get && server_->options_.storage_wait != nullptr;
     if (kept && out.status == 200) {
       std::lock_guard<std::mutex> lock(last.mu);
       if (last.by_request.size() >= LastAnswers::kMaxAnswers) last.by_request.clear();
-      last.by_request[AnswerKey()] = {out, std::chrono::steady_clock::now()};
+      last.by_request[req.Key()] = {out, std::chrono::steady_clock::now()};
     } else if (kept && out.status == 503) {
       // Storage cannot answer (or triald is shutting down): the last answer, saying so, as
       // `status` answers from memory then.
       std::lock_guard<std::mutex> lock(last.mu);
-      if (auto it = last.by_request.find(AnswerKey()); it != last.by_request.end()) {
+      if (auto it = last.by_request.find(req.Key()); it != last.by_request.end()) {
         from_memory = "storage cannot answer (" + ErrorOf(out) + "); this is its answer of " +
                       Seconds3(it->second.at) + " ago";
         out = it->second.response;
       }
-    } else if (req.method() != bhttp::verb::get && req.method() != bhttp::verb::head) {
+    } else if (req.verb != bhttp::verb::get && req.verb != bhttp::verb::head) {
       // A change may make the kept answers wrong: none outlives an action.
       std::lock_guard<std::mutex> lock(last.mu);
       last.by_request.clear();
@@ -219,22 +228,22 @@ class HttpServer::Session : public std::enable_shared_from_this<Session> {
   // Every kMemoryAfter until the request is answered: once storage has kept the loop waiting
   // that long (before the loop got to the request, or inside it), answers with the loop's last
   // answer to the same request (none: waits).
-  void WatchForMemory(std::shared_ptr<AnswerClaim> claim) {
+  void WatchForMemory(std::shared_ptr<const Posted> posted, std::shared_ptr<AnswerClaim> claim) {
     memory_check_.expires_after(HttpServer::kMemoryAfter);
-    memory_check_.async_wait([self = shared_from_this(),
+    memory_check_.async_wait([self = shared_from_this(), posted,
                               claim](const boost::system::error_code& ec) mutable {
       if (ec || !claim->Open()) return;
       const std::optional<std::chrono::nanoseconds> waited =
           self->server_->options_.storage_wait->WaitingFor();
       if (!waited || *waited < HttpServer::kMemoryAfter) {
-        self->WatchForMemory(std::move(claim));
+        self->WatchForMemory(std::move(posted), std::move(claim));
         return;
       }
       std::optional<LastAnswers::Answer> last;
       {
         LastAnswers& answers = self->server_->last_answers_;
         std::lock_guard<std::mutex> lock(answers.mu);
-        if (auto it = answers.by_request.find(self->AnswerKey()); it != answers.by_request.end()) {
+        if (auto it = answers.by_request.find(posted->Key()); it != answers.by_request.end()) {
           last = it->second;
         }
       }
