@@ -309,21 +309,10 @@ class ControlServer::Connection : public std::enable_shared_from_this<Connection
     });
   }
 
-  // What OnLoop posts: `fn` with the connection, and the server's io_context kept alive until
-  // the connection has gone (members go in reverse order), so a request still posted to the loop
-  // when the loop stops is destroyed safely with it, after the server.
-  template <typename Fn>
-  struct LoopTask {
-    std::shared_ptr<asio::io_context> keep;
-    std::shared_ptr<Connection> self;
-    Fn fn;
-    void operator()() { fn(*self); }
-  };
   // Runs `fn(*this)` on the event loop.
   template <typename Fn>
   void OnLoop(Fn fn) {
-    asio::post(*server_->options_.io,
-               LoopTask<Fn>{server_->front_, shared_from_this(), std::move(fn)});
+    server_->front_.PostToLoop(shared_from_this(), std::move(fn));
   }
   // Runs `fn` on the server's thread.
   template <typename Fn>
@@ -439,9 +428,9 @@ class ControlServer::Connection : public std::enable_shared_from_this<Connection
 
 ControlServer::ControlServer(ControlServerOptions options)
     : options_(std::move(options)),
-      front_(std::make_shared<asio::io_context>(1)),
-      acceptor_(*front_),
-      accept_retry_(*front_),
+      front_(*options_.io),
+      acceptor_(front_.io()),
+      accept_retry_(front_.io()),
       slots_(std::make_shared<Slots>()),
       verbs_{options_.scheduler, options_.storage, options_.state_dir, options_.node_timeout_s} {
   if (!options_.logger) options_.logger = common::MakeNullLogger();
@@ -449,11 +438,7 @@ ControlServer::ControlServer(ControlServerOptions options)
 
 ControlServer::~ControlServer() {
   Stop();
-  if (front_thread_.joinable()) {
-    front_work_.reset();
-    front_->stop();
-    front_thread_.join();
-  }
+  front_.Join();
   // Not served any more: close the acceptor here (Stop() posted its close to the thread).
   boost::system::error_code ec;
   acceptor_.close(ec);
@@ -483,13 +468,7 @@ Status ControlServer::Start(common::UniqueFd listening_fd) {
   if (flags >= 0) ::fcntl(acceptor_.native_handle(), F_SETFL, flags | O_NONBLOCK);
   spare_fd_ = common::UniqueFd(::open("/dev/null", O_RDONLY | O_CLOEXEC));
   Accept();
-  // Served from the moment the event loop runs: until then (the daemon still starting)
-  // connections wait in the backlog, as they did when the loop served them, so an answer means
-  // the daemon is up.
-  front_work_.emplace(front_->get_executor());
-  asio::post(*options_.io, [this] {
-    if (!front_thread_.joinable()) front_thread_ = std::thread([front = front_] { front->run(); });
-  });
+  front_.Start();  // serving from the moment the loop runs (server_thread.h)
   return Status::Ok();
 }
 
@@ -500,8 +479,8 @@ void ControlServer::Stop() {
     acceptor_.close(ec);
     accept_retry_.cancel();
   };
-  if (front_thread_.joinable()) {
-    asio::post(*front_, close);
+  if (front_.running()) {
+    asio::post(front_.io(), close);
   } else {
     close();
   }

@@ -46,7 +46,6 @@
 // Thread-safety: the public calls on the event-loop thread only.
 
 #include <atomic>
-#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/local/stream_protocol.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -56,7 +55,6 @@
 #include <mutex>
 #include <optional>
 #include <string>
-#include <thread>
 #include <unordered_map>
 
 #include "common/fd.h"
@@ -64,6 +62,7 @@
 #include "common/status.h"
 #include "daemon/control/access.h"
 #include "daemon/control/ping_board.h"
+#include "daemon/control/server_thread.h"
 #include "daemon/control/study_json.h"
 #include "daemon/control/verbs.h"
 #include "daemon/scheduler.h"
@@ -133,13 +132,9 @@ class ControlServer {
   Shed ShedWithSpare();
 
   ControlServerOptions options_;
-  // The io_context of the server's thread (shared: a connection whose request is
-  // still posted to the loop when the server goes keeps it alive until it goes too) and the
-  // thread; declared before the acceptor and timer, which are served on it.
-  std::shared_ptr<boost::asio::io_context> front_;
-  std::optional<boost::asio::executor_work_guard<boost::asio::io_context::executor_type>>
-      front_work_;
-  std::thread front_thread_;
+  // The server's own thread and io_context (server_thread.h); declared before the acceptor and
+  // timer, which are served on it.
+  ServerThread front_;
   boost::asio::local::stream_protocol::acceptor acceptor_;
   boost::asio::steady_timer accept_retry_;
   std::shared_ptr<Slots> slots_;

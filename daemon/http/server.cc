@@ -275,20 +275,10 @@ class HttpServer::Session : public std::enable_shared_from_this<Session> {
     Write(res, res->keep_alive());
   }
 
-  // What OnLoop posts: `fn` with the session, and the server's io_context kept alive until the
-  // session has gone (members go in reverse order), so a request still posted to the loop when
-  // the loop stops is destroyed safely with it, after the server.
-  template <typename Fn>
-  struct LoopTask {
-    std::shared_ptr<asio::io_context> keep;
-    std::shared_ptr<Session> self;
-    Fn fn;
-    void operator()() { fn(*self); }
-  };
   // Runs `fn(*this)` on the event loop.
   template <typename Fn>
   void OnLoop(Fn fn) {
-    asio::post(*options_->io, LoopTask<Fn>{server_->front_, shared_from_this(), std::move(fn)});
+    server_->front_.PostToLoop(shared_from_this(), std::move(fn));
   }
   // Runs `fn` on the server's thread.
   template <typename Fn>
@@ -336,18 +326,14 @@ class HttpServer::Session : public std::enable_shared_from_this<Session> {
 HttpServer::HttpServer(HttpServerOptions options)
     : options_(std::move(options)),
       api_(options_.api),
-      front_(std::make_shared<asio::io_context>(1)),
-      acceptor_(*front_),
-      accept_retry_(*front_),
+      front_(*options_.io),
+      acceptor_(front_.io()),
+      accept_retry_(front_.io()),
       state_(std::make_shared<State>()) {}
 
 HttpServer::~HttpServer() {
   Stop();
-  if (front_thread_.joinable()) {
-    front_work_.reset();
-    front_->stop();
-    front_thread_.join();
-  }
+  front_.Join();
   // Not served any more: close the acceptor here (Stop() posted its close to the thread).
   beast::error_code ignored;
   acceptor_.close(ignored);
@@ -366,13 +352,7 @@ common::Status HttpServer::Start() {
   }
   port_ = acceptor_.local_endpoint().port();
   Accept();
-  // Served from the moment the event loop runs: until then (the daemon still starting)
-  // connections wait in the backlog, as they did when the loop served them, so an answer means
-  // the daemon is up.
-  front_work_.emplace(front_->get_executor());
-  asio::post(*options_.io, [this] {
-    if (!front_thread_.joinable()) front_thread_ = std::thread([front = front_] { front->run(); });
-  });
+  front_.Start();  // serving from the moment the loop runs (server_thread.h)
   return common::Status::Ok();
 }
 
@@ -383,8 +363,8 @@ void HttpServer::Stop() {
     acceptor_.close(ignored);
     accept_retry_.cancel();
   };
-  if (front_thread_.joinable()) {
-    asio::post(*front_, close);
+  if (front_.running()) {
+    asio::post(front_.io(), close);
   } else {
     close();
   }

@@ -27,7 +27,6 @@
 // Thread-safety: the public calls on the event-loop thread only.
 
 #include <atomic>
-#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -36,11 +35,11 @@
 #include <mutex>
 #include <optional>
 #include <string>
-#include <thread>
 #include <unordered_map>
 
 #include "common/logging.h"
 #include "common/status.h"
+#include "daemon/control/server_thread.h"
 #include "daemon/http/address.h"
 #include "daemon/http/api.h"
 #include "daemon/storage/wait_gauge.h"
@@ -103,13 +102,9 @@ class HttpServer {
 
   HttpServerOptions options_;
   Api api_;
-  // The io_context of the server's thread (shared: a request still posted to the loop when the
-  // server goes keeps it alive until it goes too) and the thread; declared before the acceptor
-  // and timer, which are served on it.
-  std::shared_ptr<boost::asio::io_context> front_;
-  std::optional<boost::asio::executor_work_guard<boost::asio::io_context::executor_type>>
-      front_work_;
-  std::thread front_thread_;
+  // The server's own thread and io_context (server_thread.h); declared before the acceptor and
+  // timer, which are served on it.
+  ServerThread front_;
   LastAnswers last_answers_;
   boost::asio::ip::tcp::acceptor acceptor_;
   boost::asio::steady_timer accept_retry_;

@@ -7,9 +7,6 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <boost/asio/executor_work_guard.hpp>
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/post.hpp>
 #include <boost/json.hpp>
 #include <catch2/catch.hpp>
 #include <filesystem>
@@ -24,6 +21,7 @@
 #include "proto/control.h"
 #include "tests/daemon/scheduler_harness.h"
 #include "tests/integration/raw_socket.h"
+#include "tests/support/loop_thread.h"
 
 namespace triald::daemon {
 namespace {
@@ -64,19 +62,17 @@ void StoreBigStudy(storage::Storage& s) {
   REQUIRE(s.CommitBatch().ok());
 }
 
-// The event loop on a thread of the test, and a control server on a thread of its own.
 SchedulerHarnessOptions FlakyHarness() {
   SchedulerHarnessOptions o;
   o.flaky = true;  // before_get_study holds a `status` inside storage
   return o;
 }
 
+// The event loop on a thread of the test, and a control server on a thread of its own.
 struct Fixture {
   SchedulerHarness h{FlakyHarness()};
   std::string dir;
-  asio::io_context io;
-  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work;
-  std::thread loop;
+  testing::LoopThread loop;
   std::unique_ptr<PingBoard> board;
   storage::WaitGauge storage_wait;  // what the test says of storage's waits
   std::unique_ptr<ControlServer> server;
@@ -90,7 +86,7 @@ struct Fixture {
     board = std::make_unique<PingBoard>(dir, h.node(), false);
     board->Publish(h.scheduler());
     ControlServerOptions o;
-    o.io = &io;
+    o.io = &loop.io();
     o.ping_board = board.get();
     o.storage_wait = &storage_wait;
     o.scheduler = &h.scheduler();
@@ -103,32 +99,16 @@ struct Fixture {
     common::Status st = server->Start();
     INFO(st.ToString());
     REQUIRE(st.ok());
-    work.emplace(io.get_executor());
-    loop = std::thread([this] { io.run(); });
   }
   ~Fixture() {
     // As the daemon: the server stops, the loop ends, then the server goes.
-    asio::post(io, [this] { server->Stop(); });
-    work.reset();
-    io.stop();
-    loop.join();
+    loop.Run([this] { server->Stop(); });
+    loop.Stop();
     server.reset();
     std::filesystem::remove_all(dir);
   }
 
-  // Holds the event loop until the returned promise is set (a storage call that does not come
-  // back); returns once the loop is held.
-  std::shared_ptr<std::promise<void>> HoldLoop() {
-    auto release = std::make_shared<std::promise<void>>();
-    auto held = std::make_shared<std::promise<void>>();
-    std::future<void> is_held = held->get_future();
-    asio::post(io, [release, held] {
-      held->set_value();
-      release->get_future().wait();
-    });
-    is_held.wait();
-    return release;
-  }
+  std::shared_ptr<std::promise<void>> HoldLoop() { return loop.Hold(); }
 
   common::UniqueFd Connect() {
     common::UniqueFd fd = ConnectRaw(dir + "/triald.sock");

@@ -3,9 +3,6 @@
 // header), and only then; a request never answered before, or one to a loop held for another
 // reason, waits for the loop; an action forgets the kept answers. Real sockets, a real asio loop
 // on a thread of the test, the scheduler harness's scheduler and SQLite in memory.
-#include <boost/asio/executor_work_guard.hpp>
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/post.hpp>
 #include <catch2/catch.hpp>
 #include <future>
 #include <string>
@@ -15,6 +12,7 @@
 #include "daemon/storage/wait_gauge.h"
 #include "tests/daemon/scheduler_harness.h"
 #include "tests/http/http_client.h"
+#include "tests/support/loop_thread.h"
 
 namespace triald::daemon::http {
 namespace {
@@ -35,15 +33,13 @@ SchedulerHarnessOptions FlakyHarness() {
 
 struct Fixture {
   SchedulerHarness h{FlakyHarness()};
-  asio::io_context io;
-  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work;
-  std::thread loop;
+  testing::LoopThread loop;
   storage::WaitGauge storage_wait;  // what the test says of storage's waits
   std::unique_ptr<HttpServer> server;
 
   Fixture() {
     HttpServerOptions o;
-    o.io = &io;
+    o.io = &loop.io();
     o.storage_wait = &storage_wait;
     auto listen = ParseListenAddress("127.0.0.1:0");
     REQUIRE(listen.ok());
@@ -58,40 +54,20 @@ struct Fixture {
     common::Status st = server->Start();
     INFO(st.ToString());
     REQUIRE(st.ok());
-    work.emplace(io.get_executor());
-    loop = std::thread([this] { io.run(); });
   }
   ~Fixture() {
-    asio::post(io, [this] { server->Stop(); });
-    work.reset();
-    io.stop();
-    loop.join();
+    loop.Run([this] { server->Stop(); });
+    loop.Stop();
     server.reset();
   }
   int port() const { return server->port(); }
 
   // Storage cannot be reached (or can again), as the loop sees it.
   void StorageDown(bool down) {
-    std::promise<void> done;
-    asio::post(io, [this, down, &done] {
-      h.flaky().down = down;
-      done.set_value();
-    });
-    done.get_future().wait();
+    loop.Run([this, down] { h.flaky().down = down; });
   }
 
-  // Holds the event loop until the returned promise is set; returns once it is held.
-  std::shared_ptr<std::promise<void>> HoldLoop() {
-    auto release = std::make_shared<std::promise<void>>();
-    auto held = std::make_shared<std::promise<void>>();
-    std::future<void> is_held = held->get_future();
-    asio::post(io, [release, held] {
-      held->set_value();
-      release->get_future().wait();
-    });
-    is_held.wait();
-    return release;
-  }
+  std::shared_ptr<std::promise<void>> HoldLoop() { return loop.Hold(); }
 
   // A GET sent on a connection of its own; its answer is read with ReadAnswer.
   common::UniqueFd SendGet(const std::string& target) {
