@@ -50,15 +50,12 @@ def psql(url: str, sql: str) -> None:
 
 
 class Poller(threading.Thread):
-    """Calls `verb` every `every` s on its own connection; records (start, seconds) per call."""
+    """Calls `call` every `every` s; records (start, seconds) per call. `verb` names it."""
 
-    def __init__(self, sock: str, verb: str, every: float, **args):
+    def __init__(self, verb: str, every: float, call):
         super().__init__(daemon=True)
-        self.conn, self.verb, self.every, self.args = Conn(sock), verb, every, args
+        self.verb, self.every, self.call = verb, every, call
         self.samples, self.errors, self.done, self.first_error = [], 0, False, None
-
-    def call(self):
-        self.conn.call(self.verb, **self.args)
 
     def run(self):
         while not self.done:
@@ -72,28 +69,31 @@ class Poller(threading.Thread):
             time.sleep(max(0.0, self.every - (time.monotonic() - start)))
 
 
-class HttpPoller(Poller):
-    """GETs `target` from the dashboard every `every` s (keep-alive, reconnecting when closed)."""
+def verb_poller(sock: str, verb: str, every: float, **args) -> Poller:
+    """`verb` with `args` on a control connection of its own."""
+    conn = Conn(sock)
+    return Poller(verb, every, lambda: conn.call(verb, **args))
 
-    def __init__(self, port: int, target: str, every: float):
-        threading.Thread.__init__(self, daemon=True)
-        self.port, self.verb, self.every = port, "dashboard", every
-        self.target, self.conn = target, None
-        self.samples, self.errors, self.done, self.first_error = [], 0, False, None
 
-    def call(self):
-        if self.conn is None:
-            self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=120)
+def dashboard_poller(port: int, target: str, every: float) -> Poller:
+    """GET `target` from the dashboard (keep-alive, reconnecting when closed)."""
+    conn = [None]
+
+    def get():
+        if conn[0] is None:
+            conn[0] = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
         try:
-            self.conn.request("GET", self.target)
-            answer = self.conn.getresponse()
+            conn[0].request("GET", target)
+            answer = conn[0].getresponse()
             answer.read()
         except (OSError, http.client.HTTPException):
-            self.conn.close()
-            self.conn = None
+            conn[0].close()
+            conn[0] = None
             raise
         if answer.status != 200:
             raise RuntimeError(f"dashboard: {answer.status}")
+
+    return Poller("dashboard", every, get)
 
 
 def free_port() -> int:
@@ -147,8 +147,9 @@ high = 1.0
         with open(sweep) as f:
             Conn(sock).call("submit", sweep=f.read(), path=sweep)
         time.sleep(3)
-        pingers = [Poller(sock, "ping", 0.02), Poller(sock, "status", 0.1, study="freeze"),
-                   HttpPoller(port, "/api/studies/freeze", 0.1)]
+        pingers = [verb_poller(sock, "ping", 0.02),
+                   verb_poller(sock, "status", 0.1, study="freeze"),
+                   dashboard_poller(port, "/api/studies/freeze", 0.1)]
         for p in pingers:
             p.start()
         time.sleep(2)

@@ -13,7 +13,7 @@
 #include <cstring>
 
 #include "common/memory.h"
-#include "daemon/control/answer_claim.h"
+#include "daemon/control/kept_answers.h"
 #include "proto/control.h"
 
 namespace triald::daemon {
@@ -147,67 +147,36 @@ class ControlServer::Connection : public std::enable_shared_from_this<Connection
     // Who answers: the loop, or (`status` while storage holds the loop) this thread.
     auto claim = std::make_shared<AnswerClaim>();
     if (req->verb == "status" && server_->options_.storage_wait != nullptr) {
-      if (const json::value* study = req->args.if_contains("study");
-          study != nullptr && study->is_string()) {
-        WatchForMemory(std::string(study->as_string()), claim);
+      if (std::optional<std::string> study = StudyOf(*req)) {
+        AnswerWhileHeld(
+            memory_check_, *server_->options_.storage_wait, server_->status_replies_, *study,
+            "status as the daemon gave it", claim,
+            [self = shared_from_this()](const std::string& result, const std::string& why) {
+              json::value v = json::parse(result);
+              v.as_object()["from_memory"] = why;
+              self->Reply("{\"ok\":true,\"result\":" + json::serialize(v) + "}\n", false);
+            });
       }
     }
     OnLoop([req = std::move(*req), fd = socket_.native_handle(), more = !pending_.empty(),
             claim](Connection& c) { c.RunVerb(req, fd, more, *claim); });
   }
 
-  // Every kMemoryAfter until the request is answered: once storage has kept the loop waiting
-  // that long (before the loop got to the request, or inside it), answers `status` of `study` from
-  // the loop's last reply for it (none: waits).
-  void WatchForMemory(std::string study, std::shared_ptr<AnswerClaim> claim) {
-    memory_check_.expires_after(ControlServer::kMemoryAfter);
-    memory_check_.async_wait([self = shared_from_this(), study = std::move(study),
-                              claim](const boost::system::error_code& ec) mutable {
-      if (ec || !claim->Open()) return;
-      const std::optional<std::chrono::nanoseconds> waited =
-          self->server_->options_.storage_wait->WaitingFor();
-      if (!waited || *waited < ControlServer::kMemoryAfter) {
-        self->WatchForMemory(std::move(study), std::move(claim));
-        return;
-      }
-      std::optional<std::pair<std::string, std::chrono::steady_clock::time_point>> last;
-      {
-        StatusReplies& replies = self->server_->status_replies_;
-        std::lock_guard<std::mutex> lock(replies.mu);
-        if (auto it = replies.by_study.find(study); it != replies.by_study.end()) {
-          last = it->second;
-        }
-      }
-      if (!last) return;  // nothing to answer with: the loop will
-      if (!claim->AnswersFromMemory()) return;
-      json::value result = json::parse(last->first);
-      const double age =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - last->second).count();
-      result.as_object()["from_memory"] =
-          "storage has kept the daemon waiting for " + Seconds3(waited->count() / 1e9) +
-          "; this is its status as the daemon gave it " + Seconds3(age) + " ago";
-      self->Reply("{\"ok\":true,\"result\":" + json::serialize(result) + "}\n", false);
-    });
-  }
-
-  static std::string Seconds3(double s) {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%.3f s", s);
-    return buf;
+  // The request's "study" argument, when it is a string.
+  static std::optional<std::string> StudyOf(const proto::Request& req) {
+    const json::value* study = req.args.if_contains("study");
+    if (study == nullptr || !study->is_string()) return std::nullopt;
+    return std::string(study->as_string());
   }
 
   // Event loop: runs the request's verb; its first piece (or its error) goes back to be written.
   // `fd`: the socket's descriptor; `more`: whether bytes past the request had arrived; `claim`:
-  // nothing is done when the server's thread has answered already (WatchForMemory).
+  // nothing is done when the server's thread has answered already (AnswerWhileHeld).
   void RunVerb(const proto::Request& req, int fd, bool more, AnswerClaim& claim) {
     if (!claim.Takes()) return;
     // A change may make the kept `status` replies wrong: none outlives a verb that is not a
     // read, so no client is answered from before a change it was told of.
-    if (!IsReadVerb(req.verb)) {
-      StatusReplies& replies = server_->status_replies_;
-      std::lock_guard<std::mutex> lock(replies.mu);
-      replies.by_study.clear();
-    }
+    if (!IsReadVerb(req.verb)) server_->status_replies_.Forget();
     auto reply = [this, &claim](std::string text) {
       if (!claim.Delivers()) return;
       OnFront([self = shared_from_this(), text = std::move(text)]() mutable {
@@ -230,7 +199,10 @@ class ControlServer::Connection : public std::enable_shared_from_this<Connection
     Result<std::string> first = (*stream)->Next();
     if (!first.ok()) return reply(proto::EncodeError(first.status()));
     if (req.verb == "status" && server_->options_.storage_wait != nullptr) {
-      KeepStatus(req, *first);
+      // The whole result (`status` is not streamed), for answering while storage holds the loop.
+      if (std::optional<std::string> study = StudyOf(req)) {
+        server_->status_replies_.Keep(*study, *first);
+      }
     }
     if (!claim.Delivers()) return;
     stream_ = std::move(*stream);
@@ -238,17 +210,6 @@ class ControlServer::Connection : public std::enable_shared_from_this<Connection
     OnFront([self = shared_from_this(), piece = "{\"ok\":true,\"result\":" + std::move(*first)] {
       self->Write(piece);
     });
-  }
-
-  // Event loop: keeps `status`'s reply `result` (the whole result: `status` is not streamed)
-  // for its study.
-  void KeepStatus(const proto::Request& req, const std::string& result) {
-    const json::value* study = req.args.if_contains("study");
-    if (study == nullptr || !study->is_string()) return;
-    StatusReplies& replies = server_->status_replies_;
-    std::lock_guard<std::mutex> lock(replies.mu);
-    if (replies.by_study.size() >= StatusReplies::kMaxStatusReplies) replies.by_study.clear();
-    replies.by_study[std::string(study->as_string())] = {result, std::chrono::steady_clock::now()};
   }
 
   // Event loop: a verb that takes the connection over (ask): on success the callee has written
@@ -413,7 +374,7 @@ class ControlServer::Connection : public std::enable_shared_from_this<Connection
   PeerCredentials peer_;
   Access access_;
   asio::steady_timer deadline_;
-  asio::steady_timer memory_check_;  // WatchForMemory's
+  asio::steady_timer memory_check_;  // AnswerWhileHeld's
   uint64_t deadline_generation_ = 0;
   std::array<char, 64 * 1024> chunk_;
   std::string pending_;  // bytes read but not yet answered; at most one chunk past the cap

@@ -1,10 +1,10 @@
 #pragma once
 // ControlServer: the daemon's unix-socket endpoint for trialctl (protocol in proto/control.h).
 //
-// Each connection is served asynchronously on the event loop. Requests are read into a buffer
-// capped at proto::kMaxRequestBytes (4 MiB, enough for any sweep file), so an oversized,
-// malformed or half-sent request gets an error reply and/or a closed connection and never
-// stalls the daemon or other clients:
+// Each connection is served asynchronously on the server's own thread (Threads, below).
+// Requests are read into a buffer capped at proto::kMaxRequestBytes (4 MiB, enough for any sweep
+// file), so an oversized, malformed or half-sent request gets an error reply and/or a closed
+// connection and never stalls the daemon or other clients:
 //   - a line over the cap: an invalid_argument reply, then the connection is closed;
 //   - malformed JSON or an invalid request: an error reply, the connection stays usable;
 //   - no complete request (up to its newline) within request_timeout_s of the connection being
@@ -32,12 +32,11 @@
 // answered on the server's thread from the PingBoard the loop publishes, so health checks answer
 // within milliseconds while the loop waits (on a storage call that has not come back, say).
 // `status STUDY` is answered there too when the loop is held by storage: once the storage's
-// WaitGauge shows a wait of kMemoryAfter and the loop has not answered (whether it is still busy
-// with something else or inside this very request), the last `status` reply the loop gave for
-// that study is sent, with "from_memory" saying how old it is (the loop's own answer, when it
-// comes, is dropped: control/answer_claim.h). Every verb that is not a read empties
-// those replies before its own reply is sent, so none of them predates a change a client was
-// told of.
+// WaitGauge shows a wait of kMemoryAfter (kept_answers.h) and the loop has not answered (whether it
+// is still busy with something else or inside this very request), the last `status` reply the loop
+// gave for that study is sent, with "from_memory" saying how old it is (the loop's own answer, when
+// it comes, is dropped: control/answer_claim.h). Every verb that is not a read empties those
+// replies before its own reply is sent, so none of them predates a change a client was told of.
 //
 // Who may use which verb: daemon/control/access.h (decided once per connection from the peer's
 // credentials). What each verb does: the verb table in daemon/control/verbs.h. The JSON shapes
@@ -50,7 +49,6 @@
 #include <boost/asio/local/stream_protocol.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/json.hpp>
-#include <chrono>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -61,6 +59,7 @@
 #include "common/logging.h"
 #include "common/status.h"
 #include "daemon/control/access.h"
+#include "daemon/control/kept_answers.h"
 #include "daemon/control/ping_board.h"
 #include "daemon/control/server_thread.h"
 #include "daemon/control/study_json.h"
@@ -95,10 +94,6 @@ struct ControlServerOptions {
 
 class ControlServer {
  public:
-  // How long storage must have kept the loop waiting before `status` is answered from the last
-  // reply, and how often a waiting `status` looks.
-  static constexpr std::chrono::milliseconds kMemoryAfter{20};
-
   explicit ControlServer(ControlServerOptions options);
   ~ControlServer();
 
@@ -140,15 +135,9 @@ class ControlServer {
   std::shared_ptr<Slots> slots_;
   common::UniqueFd spare_fd_;  // /dev/null, released when accept() runs out of descriptors
   bool out_of_fds_ = false;    // logged once per episode
-  // The last `status` reply per study (the result's JSON, and when), for answering while the
-  // loop waits on storage; emptied by every verb that is not a read; at most kMaxStatusReplies.
-  struct StatusReplies {
-    static constexpr size_t kMaxStatusReplies = 1024;
-    std::mutex mu;
-    std::unordered_map<std::string, std::pair<std::string, std::chrono::steady_clock::time_point>>
-        by_study;
-  };
-  StatusReplies status_replies_;
+  // The last `status` reply per study (the result's JSON), for answering while the loop waits
+  // on storage (kept_answers.h); emptied by every verb that is not a read.
+  KeptAnswers<std::string> status_replies_{1024};
   VerbContext verbs_;
   std::atomic<bool> stopped_{false};  // set on the loop, read on the server's thread
 };

@@ -5,10 +5,9 @@
 #include <boost/asio/socket_base.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
-#include <cstdio>
 #include <optional>
 
-#include "daemon/control/answer_claim.h"
+#include "daemon/control/kept_answers.h"
 
 namespace triald::daemon::http {
 namespace asio = boost::asio;
@@ -150,7 +149,11 @@ class HttpServer::Session : public std::enable_shared_from_this<Session> {
                std::string(req[bhttp::field::authorization]), req.body()});
     auto claim = std::make_shared<AnswerClaim>();
     if (posted->verb == bhttp::verb::get && server_->options_.storage_wait != nullptr) {
-      WatchForMemory(posted, claim);
+      AnswerWhileHeld(memory_check_, *server_->options_.storage_wait, server_->last_answers_,
+                      posted->Key(), "answer of", claim,
+                      [self = shared_from_this()](const ApiResponse& kept, const std::string& why) {
+                        self->Answer(kept, why);
+                      });
     }
     OnLoop([posted, claim](Session& s) { s.RunApi(*posted, *claim); });
   }
@@ -175,26 +178,21 @@ class HttpServer::Session : public std::enable_shared_from_this<Session> {
     api_req.authorization = req.authorization;
     api_req.body = req.body;
     ApiResponse out = server_->api_.Handle(api_req);
-    LastAnswers& last = server_->last_answers_;
+    KeptAnswers<ApiResponse>& last = server_->last_answers_;
     std::string from_memory;
     const bool kept = req.verb == bhttp::verb::get && server_->options_.storage_wait != nullptr;
     if (kept && out.status == 200) {
-      std::lock_guard<std::mutex> lock(last.mu);
-      if (last.by_request.size() >= LastAnswers::kMaxAnswers) last.by_request.clear();
-      last.by_request[req.Key()] = {out, std::chrono::steady_clock::now()};
+      last.Keep(req.Key(), out);
     } else if (kept && out.status == 503) {
       // Storage cannot answer (or triald is shutting down): the last answer, saying so, as
       // `status` answers from memory then.
-      std::lock_guard<std::mutex> lock(last.mu);
-      if (auto it = last.by_request.find(req.Key()); it != last.by_request.end()) {
+      if (auto it = last.Find(req.Key())) {
         from_memory = "storage cannot answer (" + ErrorOf(out) + "); this is its answer of " +
-                      Seconds3(it->second.at) + " ago";
-        out = it->second.response;
+                      SecondsText(it->age_s) + " ago";
+        out = std::move(it->answer);
       }
     } else if (req.verb != bhttp::verb::get && req.verb != bhttp::verb::head) {
-      // A change may make the kept answers wrong: none outlives an action.
-      std::lock_guard<std::mutex> lock(last.mu);
-      last.by_request.clear();
+      last.Forget();  // a change may make the kept answers wrong: none outlives an action
     }
     if (!claim.Delivers()) return;
     OnFront([self = shared_from_this(), out = std::move(out), from_memory] {
@@ -215,44 +213,6 @@ class HttpServer::Session : public std::enable_shared_from_this<Session> {
       }
     }
     return "HTTP " + std::to_string(out.status);
-  }
-
-  // "1.234 s": the time since `at`.
-  static std::string Seconds3(std::chrono::steady_clock::time_point at) {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%.3f s",
-                  std::chrono::duration<double>(std::chrono::steady_clock::now() - at).count());
-    return buf;
-  }
-
-  // Every kMemoryAfter until the request is answered: once storage has kept the loop waiting
-  // that long (before the loop got to the request, or inside it), answers with the loop's last
-  // answer to the same request (none: waits).
-  void WatchForMemory(std::shared_ptr<const Posted> posted, std::shared_ptr<AnswerClaim> claim) {
-    memory_check_.expires_after(HttpServer::kMemoryAfter);
-    memory_check_.async_wait([self = shared_from_this(), posted,
-                              claim](const boost::system::error_code& ec) mutable {
-      if (ec || !claim->Open()) return;
-      const std::optional<std::chrono::nanoseconds> waited =
-          self->server_->options_.storage_wait->WaitingFor();
-      if (!waited || *waited < HttpServer::kMemoryAfter) {
-        self->WatchForMemory(std::move(posted), std::move(claim));
-        return;
-      }
-      std::optional<LastAnswers::Answer> last;
-      {
-        LastAnswers& answers = self->server_->last_answers_;
-        std::lock_guard<std::mutex> lock(answers.mu);
-        if (auto it = answers.by_request.find(posted->Key()); it != answers.by_request.end()) {
-          last = it->second;
-        }
-      }
-      if (!last) return;  // nothing to answer with: the loop will
-      if (!claim->AnswersFromMemory()) return;
-      self->Answer(last->response, "storage has kept the daemon waiting for " +
-                                       Seconds3(std::chrono::steady_clock::now() - *waited) +
-                                       "; this is its answer of " + Seconds3(last->at) + " ago");
-    });
   }
 
   // Writes the Api's answer `out` to the request read (`from_memory`: the header's text, when
@@ -317,7 +277,7 @@ class HttpServer::Session : public std::enable_shared_from_this<Session> {
   const HttpServerOptions* options_;
   std::shared_ptr<State> state_;
   beast::tcp_stream stream_;
-  asio::steady_timer memory_check_;  // WatchForMemory's
+  asio::steady_timer memory_check_;  // AnswerWhileHeld's
   beast::flat_buffer buffer_;
   std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
   int served_ = 0;

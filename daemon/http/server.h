@@ -3,13 +3,13 @@
 // thread of its own from the moment the event loop runs: connections, reading, the Host check and
 // writing answers happen there, and each request is posted to the daemon's event loop, where the
 // Api (api.h) answers it, and its answer posted back. While storage holds the loop
-// (Storage::wait_gauge() shows a wait of kMemoryAfter) a GET the loop has not answered (busy
-// with something else, or inside this very request) is answered with the loop's last answer to
-// the same target and Authorization, with an X-Triald-From-Memory header saying how old it is
-// (the loop's own answer, when it comes, is dropped: control/answer_claim.h); every POST forgets
-// those answers before its own is sent. So the page and its polls answer within milliseconds while
-// the loop waits on a database that does not answer (control/server.h does the same for `ping` and
-// `status`).
+// (Storage::wait_gauge() shows a wait of kMemoryAfter, kept_answers.h) a GET the loop has not
+// answered (busy with something else, or inside this very request) is answered with the loop's last
+// answer to the same target and Authorization, with an X-Triald-From-Memory header saying how old
+// it is (the loop's own answer, when it comes, is dropped: control/answer_claim.h); every POST
+// forgets those answers before its own is sent. So the page and its polls answer within
+// milliseconds while the loop waits on a database that does not answer (control/server.h does the
+// same for `ping` and `status`).
 //
 // Bounds, so that no client can stall the daemon or grow its memory:
 //   - at most max_connections open at once; one more is answered 503 and closed (while more
@@ -30,15 +30,13 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
-#include <chrono>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
-#include <unordered_map>
 
 #include "common/logging.h"
 #include "common/status.h"
+#include "daemon/control/kept_answers.h"
 #include "daemon/control/server_thread.h"
 #include "daemon/http/address.h"
 #include "daemon/http/api.h"
@@ -63,10 +61,6 @@ struct HttpServerOptions {
 
 class HttpServer {
  public:
-  // How long storage must have kept the loop waiting before a GET is answered from the last
-  // answer, and how often a waiting GET looks.
-  static constexpr std::chrono::milliseconds kMemoryAfter{20};
-
   explicit HttpServer(HttpServerOptions options);
   ~HttpServer();
 
@@ -87,17 +81,6 @@ class HttpServer {
     std::atomic<int> refusing{0};  // 503 answers in flight
     std::atomic<bool> stopped{false};
   };
-  // The loop's last answer per (target, Authorization) to a GET, and when; emptied by every
-  // POST; at most kMaxAnswers.
-  struct LastAnswers {
-    static constexpr size_t kMaxAnswers = 256;
-    struct Answer {
-      ApiResponse response;
-      std::chrono::steady_clock::time_point at;
-    };
-    std::mutex mu;
-    std::unordered_map<std::string, Answer> by_request;
-  };
   void Accept();
 
   HttpServerOptions options_;
@@ -105,7 +88,9 @@ class HttpServer {
   // The server's own thread and io_context (server_thread.h); declared before the acceptor and
   // timer, which are served on it.
   ServerThread front_;
-  LastAnswers last_answers_;
+  // The loop's last answer per (target, Authorization) to a GET (kept_answers.h); emptied by
+  // every POST.
+  KeptAnswers<ApiResponse> last_answers_{256};
   boost::asio::ip::tcp::acceptor acceptor_;
   boost::asio::steady_timer accept_retry_;
   std::shared_ptr<State> state_;
