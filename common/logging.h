@@ -25,12 +25,13 @@ Logger MakeStderrLogger(const std::string& name, spdlog::level::level_enum level
 // A logger that drops everything (for tests and library defaults).
 Logger MakeNullLogger();
 
-// The steps of a trial's start, at `--log-level trace`: one line per step,
+// The steps of a trial's life, at `--log-level trace`: one line per step,
 //   span STEP KEY=VALUE ... t=MS
 // MS the wall clock in milliseconds with microseconds (the clock a trial's time.time() reads),
 // keys naming what joins the steps (trial=N, req=ID, pid=P). scripts/bench_start.py --trace
-// reads them back into a breakdown of where a start's time goes. Nothing is formatted unless
-// the logger logs traces.
+// reads them back into a breakdown of where a forked start's time goes, and
+// scripts/bench_throughput.py --trace into where the event loop's time goes per trial. Nothing
+// is formatted unless the logger logs traces.
 template <typename... Args>
 void Span(const Logger& logger, double wall_ms, fmt::format_string<Args...> keys, Args&&... args) {
   if (!logger || !logger->should_log(spdlog::level::trace)) return;

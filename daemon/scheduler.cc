@@ -640,6 +640,7 @@ void Scheduler::OnExit(int64_t trial_id, const launcher::ProcessOutcome& o) {
   }
   std::unique_ptr<RunningTrial> rt = running_->Take(trial_id);
   if (!rt) return;
+  common::Span(options_.logger, options_.clock->WallSeconds() * 1e3, "exited trial={}", rt->number);
   StudyRuntime& study = *rt->study;
   --study.running;
   TrialObservation seen = ObserveExit(study.spec.study, study.trials[rt->number], o);
@@ -653,6 +654,8 @@ void Scheduler::OnExit(int64_t trial_id, const launcher::ProcessOutcome& o) {
   model::TrialOutcome outcome = ClassifyExit(seen);
   ApplyMeasured(study.spec.study, &outcome);
   FinishTrial(study, rt->number, outcome);
+  common::Span(options_.logger, options_.clock->WallSeconds() * 1e3, "finished trial={}",
+               rt->number);
   // Its slots drain: free again once the driver shows none of its processes holding memory.
   if (gpu_drains_) rt->gpus.Drain(*gpu_drains_, trial_id, study.record.id);
   rt.reset();  // the process is over; its handle goes now

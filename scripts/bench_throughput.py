@@ -26,12 +26,20 @@ Prints one line per system and the ratios. Not a test: nothing here asserts a sp
 accounting (`triald --no-resource-accounting`), alternating, and the cost of accounting in %.
 --baseline BUILD: instead, this build's triald against BUILD's (an older commit's), alternating,
 both on this build's no-op worker, and the speed-up (best runs and median of the pairs).
+--trace: instead, one triald run at --log-level trace, and where its event loop's time went:
+the loop logs a span at each step of a trial (common::Span: created, vfork, exec_done, launched,
+started, committed, first_line, exited, finished); the time between two consecutive spans is
+the loop's (working, or waiting for the vfork child), or idle when nothing was due. Prints each
+pair of consecutive steps with its count, median and share of the run. Tracing itself slows
+the daemon (a log line per span), so the rate of this run is not comparable with the others.
 """
 
 import argparse
+import collections
 import contextlib
 import json
 import os
+import re
 import sqlite3
 import statistics
 import subprocess
@@ -111,22 +119,80 @@ def submit_and_wait(ctl: list, sweep: str, study: str, poll_s: float = 0.05) -> 
 
 
 def run_triald(build: str, trials: int, parallelism: int, workdir: str,
-               extra_args: tuple = (), worker_build: str = None) -> dict:
+               extra_args: tuple = (), worker_build: str = None, trace: bool = False) -> dict:
     """One no-op study through build/bin/triald; the worker is `worker_build`'s (default:
-    `build`'s), so that two daemons can be compared on the same worker."""
+    `build`'s), so that two daemons can be compared on the same worker. `trace`: the daemon
+    logs its spans, and the result has their breakdown (loop_breakdown) under "trace"."""
     state = os.path.join(workdir, "state")
     bindir = os.path.join(worker_build or build, "bin")
     sweep = write_noop_sweep(os.path.join(workdir, "noop.toml"), "noop", bindir, trials,
                              parallelism)
     info = {}
-    with running_triald(build, state, parallelism, extra_args=extra_args, info=info) as ctl:
+    with running_triald(build, state, parallelism, extra_args=extra_args, info=info,
+                        log_level="trace" if trace else "warn") as ctl:
         st = submit_and_wait(ctl, sweep, "noop")
         if st["complete"] != trials:
             raise RuntimeError(f"only {st['complete']} of {trials} trials completed: {st}")
         seconds = st["finished_at"] - st["created_at"]
-        return {"system": "triald", "trials": trials, "seconds": round(seconds, 4),
-                "trials_per_s": round(trials / seconds, 1),
-                "cpu_ms_per_trial": round(1000 * cpu_seconds(info["pid"]) / trials, 3)}
+        out = {"system": "triald", "trials": trials, "seconds": round(seconds, 4),
+               "trials_per_s": round(trials / seconds, 1),
+               "cpu_ms_per_trial": round(1000 * cpu_seconds(info["pid"]) / trials, 3)}
+    if trace:
+        out["trace"] = loop_breakdown(state + ".log")
+    return out
+
+
+# What the event loop does between two consecutive spans of an exec'd trial's life (the pairs
+# that are the loop's work; any other pair is time the loop spent on something else between
+# trials, or idle).
+LOOP_STEPS = {
+    ("created", "vfork"): "the launch: spec, trial and log folders, log files, cgroup leaf, pipes",
+    ("vfork", "exec_done"): "vfork until the child has exec'd (cgroup joins, set-up, execve); "
+                            "the loop waits",
+    ("exec_done", "launched"): "the reaper's watch, the trial's channel",
+    ("launched", "started"): "the trial RUNNING with its pid (statement)",
+    ("started", "committed"): "the pass's commit (the trial created and RUNNING)",
+    ("exited", "finished"): "the trial's end: accounting reads, outcome, its commit",
+    ("finished", "created"): "the next trial: sampler, the insert of its record",
+}
+# The steps the event loop logs (common::Span); the others come from other processes' threads.
+LOOP_SPANS = {"created", "vfork", "exec_done", "launched", "started", "committed", "first_line",
+              "exited", "finished"}
+
+
+def loop_breakdown(log_path: str) -> dict:
+    """Where the event loop's time went in a traced run: the spans it logged, in time order, and
+    the time between each two consecutive ones, grouped by the pair of steps."""
+    pattern = re.compile(r" span (\w+) .*t=([\d.]+)$")
+    spans = []
+    with open(log_path) as f:
+        for line in f:
+            m = pattern.search(line.rstrip("\n"))
+            if m and m.group(1) in LOOP_SPANS:
+                spans.append((float(m.group(2)), m.group(1)))
+    if len(spans) < 2:
+        raise RuntimeError(f"{log_path}: no spans of the event loop in the trace log")
+    spans.sort()
+    gaps = collections.defaultdict(list)
+    for (t0, a), (t1, b) in zip(spans, spans[1:]):
+        gaps[(a, b)].append(t1 - t0)
+    total = spans[-1][0] - spans[0][0]
+    rows = [{"from": a, "to": b, "what": LOOP_STEPS.get((a, b), ""), "n": len(v),
+             "median_us": round(1000 * statistics.median(v), 1),
+             "share": round(sum(v) / total, 3)}
+            for (a, b), v in gaps.items()]
+    rows.sort(key=lambda r: -r["share"])
+    return {"span_ms": round(total, 1), "steps": rows}
+
+
+def print_loop_breakdown(t: dict) -> None:
+    print(f"\nthe event loop's time, {t['span_ms']:.0f} ms from its first span to its last "
+          "(steps with at least 1% of it):")
+    print(f"  {'from':>10} -> {'to':<10} {'n':>6} {'median us':>10} {'share':>6}")
+    for r in t["steps"]:
+        if r["share"] >= 0.01:
+            print(f"  {r['from']:>10} -> {r['to']:<10} {r['n']:>6} {r['median_us']:>10.1f} "
+                  f"{100 * r['share']:>5.1f}%  {r['what']}")
 
 
 def cpu_seconds(pid: int) -> float:
@@ -307,6 +373,9 @@ def main() -> int:
                    help="compare this build's triald with BUILD's (its bin/triald and "
                         "bin/trialctl; e.g. a worktree of an older commit built with `make "
                         "triald trialctl`), on this build's worker (no floor, no Optuna)")
+    p.add_argument("--trace", action="store_true",
+                   help="one triald run at --log-level trace and where its event loop's time "
+                        "went, step by step (no floor, no Optuna)")
     a = p.parse_args()
     a.build = os.path.abspath(a.build)  # the sweep names the worker by an absolute path
     needed = [(a.build, exe) for exe in ("triald", "trialctl", "triald-noop-worker")]
@@ -318,6 +387,13 @@ def main() -> int:
             print(f"bench: {build}/bin/{exe} is missing; build first (scripts/test.sh or "
                   "cmake --build build)", file=sys.stderr)
             return 1
+    if a.trace:
+        with tempfile.TemporaryDirectory(prefix="triald-bench-") as d:
+            r = run_triald(a.build, a.trials, a.parallelism, d, trace=True)
+        print(f"triald (traced): {r['trials_per_s']} trials/s")
+        print_loop_breakdown(r["trace"])
+        print(json.dumps(r))
+        return 0
     if a.accounting_cost:
         return accounting_cost(a)
     if a.baseline:

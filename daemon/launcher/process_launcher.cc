@@ -206,7 +206,8 @@ class Session : public std::enable_shared_from_this<Session> {
   bool cooperative_stop_ = false;  // StopAfterGrace() was called
   bool grace_over_ = false;        // the grace period after SIGTERM has run out
   bool escapes_logged_ = false;
-  std::string trial_dir_;  // TRIALD_TRIAL_DIR of its environment ("" when not set)
+  std::string trial_dir_;     // TRIALD_TRIAL_DIR of its environment ("" when not set)
+  std::string number_ = "?";  // TRIALD_TRIAL of its environment, for the start's spans
   int poll_ms_ = 2;
   std::string answers_;       // queued answer bytes the socket has not taken yet
   bool answer_wait_ = false;  // waiting for the socket to take more
@@ -228,10 +229,9 @@ class Handle final : public TrialProcess {
 };
 
 Status Session::Start(ForkServers* forks) {
-  std::string number = "?";  // TRIALD_TRIAL, for the start's spans
   for (const std::string& kv : spec_.env) {
     if (kv.rfind("TRIALD_TRIAL_DIR=", 0) == 0) trial_dir_ = kv.substr(17);
-    if (kv.rfind("TRIALD_TRIAL=", 0) == 0) number = kv.substr(13);
+    if (kv.rfind("TRIALD_TRIAL=", 0) == 0) number_ = kv.substr(13);
   }
   TRIALD_RETURN_IF_ERROR(Prepare());
   TRIALD_RETURN_IF_ERROR(MakeStreams());
@@ -255,7 +255,7 @@ Status Session::Start(ForkServers* forks) {
         },
         &fork_id_, &failure, &error);
     if (queued == ForkServers::Queued::kYes) {
-      common::Span(logger_, common::WallMillis(), "fork_requested trial={} req={}", number,
+      common::Span(logger_, common::WallMillis(), "fork_requested trial={} req={}", number_,
                    fork_id_);
       return Status::Ok();
     }
@@ -393,8 +393,12 @@ Status Session::Exec() {
                              run_as_ ? run_as_->groups.size() : 0,
                              &spawn_step_};
   spawned_ = std::chrono::steady_clock::now();
+  // The event loop waits from here until the child has exec'd (vfork): scripts/bench_throughput.py
+  // --trace shows how long.
+  common::Span(logger_, common::WallMillis(), "vfork trial={}", number_);
   const internal::Spawned spawned = internal::VforkSpawn(
       spec_.executable, args, {devnull.get(), out_.write.get(), err_.write.get()}, setup);
+  common::Span(logger_, common::WallMillis(), "exec_done trial={}", number_);
   if (spawned.error != 0) {
     if (cgroup_) (void)cgroup_->Remove();
     std::string what = "exec " + spec_.executable;
