@@ -114,6 +114,17 @@ bool RemoveLeaf(const std::string& path) {
   return false;
 }
 
+std::vector<std::string> ChildDirs(const std::string& dir) {
+  std::vector<std::string> out;
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return out;
+  while (dirent* e = ::readdir(d)) {
+    if (e->d_type == DT_DIR && e->d_name[0] != '.') out.push_back(dir + "/" + e->d_name);
+  }
+  ::closedir(d);
+  return out;
+}
+
 // A leaf's cgroup.procs, write-only, close-on-exec (invalid on failure, errno set).
 common::UniqueFd OpenProcs(const std::string& leaf) {
   return common::UniqueFd(::open((leaf + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC));
@@ -132,8 +143,19 @@ common::UniqueFd OpenProcs(const std::string& leaf) {
 // when what stays charged to it (page cache its trial left) is at most kMaxLeftoverBytes: its
 // watermark is reset (memory.max_usage_in_bytes := usage) and that usage becomes the next
 // trial's baseline, subtracted from its peak. Otherwise it is removed (the kernel moves its
-// charges to the parent) and a fresh one takes its place. kRemove (the v2 leaves): every leaf is
-// used once, then removed (cpu.stat cannot be reset, and limits differ between studies).
+// charges to the parent) and a fresh one takes its place.
+//
+// kRecycleV2 (the v2 leaves where the trials' parent has no memory controller): the first
+// process exec'd in a cgroup never used before costs the kernel several hundred microseconds
+// more than one in a cgroup used already, all of it while the event loop waits for the vfork
+// (scripts/README.md, "Where the event loop's time goes per trial"), so a leaf whose trial is
+// over is reused when it is as CreateTrial left it: no process and no child cgroup in it, not
+// frozen, no controller enabled below it. Its pids.max goes back to "max" (CreateTrial sets each
+// trial's own) and the usage_usec of its cpu.stat becomes the next trial's baseline, subtracted
+// from its CPU time. A recycled leaf goes to the front of the ready ones (the next trial takes
+// it) and the coldest ready leaf is removed when there are more than kAhead. kRemove (the v2
+// leaves where the memory controller is on): every leaf is used once, then removed (memory.peak
+// and memory.events cannot be reset, and a leaf keeps its trial's page cache charged).
 class LeafMaker {
  public:
   static constexpr size_t kAhead = 4;     // idle leaves kept ready
@@ -147,11 +169,12 @@ class LeafMaker {
 
   struct Leaf {
     std::string path;
-    uint64_t baseline = 0;   // bytes charged to it when it was handed out
+    uint64_t baseline = 0;   // kRecycleV1Memory: bytes charged to it when it was handed out;
+                             // kRecycleV2: cpu.stat usage_usec then
     common::UniqueFd procs;  // its cgroup.procs (OpenProcs): by the thread, else by Take()
   };
 
-  enum class Reuse { kRemove, kRecycleV1Memory };
+  enum class Reuse { kRemove, kRecycleV1Memory, kRecycleV2 };
 
   LeafMaker(std::string parent, std::string prefix, Reuse reuse, common::Logger logger)
       : parent_(std::move(parent)),
@@ -238,14 +261,45 @@ class LeafMaker {
     }
   }
 
-  // Ready for the next trial: watermark reset, baseline read. False: to be removed.
-  static bool Recycle(const std::string& path, uint64_t* baseline) {
+  // Ready for the next trial (kRecycleV1Memory: watermark reset, baseline read; kRecycleV2: see
+  // RecycleV2). False: to be removed.
+  bool Recycle(const std::string& path, uint64_t* baseline) const {
+    switch (reuse_) {
+      case Reuse::kRemove:
+        return false;
+      case Reuse::kRecycleV1Memory:
+        return RecycleV1Memory(path, baseline);
+      case Reuse::kRecycleV2:
+        return RecycleV2(path, baseline);
+    }
+    return false;
+  }
+
+  static bool RecycleV1Memory(const std::string& path, uint64_t* baseline) {
     uint64_t usage = 0;
     if (!ReadNumber(path + "/memory.usage_in_bytes", &usage) || usage > kMaxLeftoverBytes) {
       return false;
     }
     if (!WriteSmall(path + "/memory.max_usage_in_bytes", "0").ok()) return false;
     return ReadNumber(path + "/memory.usage_in_bytes", baseline);
+  }
+
+  // A v2 leaf as CreateTrial leaves it, or false: empty (no process, no child cgroup), not
+  // frozen, nothing in cgroup.subtree_control; then pids.max := max and the CPU baseline.
+  static bool RecycleV2(const std::string& path, uint64_t* cpu_usec) {
+    std::string text;
+    uint64_t n = 0;
+    if (!ReadSmall(path + "/cgroup.events", &text) || !KeyValue(text, "populated", &n) || n != 0) {
+      return false;
+    }
+    if (KeyValue(text, "frozen", &n) && n != 0) return false;
+    if (!ChildDirs(path).empty()) return false;
+    if (!ReadSmall(path + "/cgroup.subtree_control", &text) || !Words(text).empty()) return false;
+    if (Exists(path + "/cgroup.freeze") && (!ReadNumber(path + "/cgroup.freeze", &n) || n != 0)) {
+      return false;
+    }
+    if (Exists(path + "/pids.max") && !WriteSmall(path + "/pids.max", "max").ok()) return false;
+    return ReadSmall(path + "/cpu.stat", &text) && KeyValue(text, "usage_usec", cpu_usec);
   }
 
   bool HasWork() const {
@@ -270,10 +324,23 @@ class LeafMaker {
         Leaf leaf = std::move(returned_.front());
         returned_.pop_front();
         lock.unlock();
-        const bool reuse = reuse_ == Reuse::kRecycleV1Memory && Recycle(leaf.path, &leaf.baseline);
+        const bool reuse = Recycle(leaf.path, &leaf.baseline);
         if (!reuse) Discard(leaf);
         lock.lock();
-        if (reuse) ready_.push_back(std::move(leaf));
+        if (!reuse) continue;
+        if (reuse_ != Reuse::kRecycleV2) {
+          ready_.push_back(std::move(leaf));
+          continue;
+        }
+        // Used leaves first; past kAhead, the coldest (last) one goes.
+        ready_.push_front(std::move(leaf));
+        if (ready_.size() > kAhead) {
+          Leaf cold = std::move(ready_.back());
+          ready_.pop_back();
+          lock.unlock();
+          Discard(cold);
+          lock.lock();
+        }
       }
       while (ready_.size() < kAhead && !making_stopped_ && !stop_) {
         Leaf leaf;
@@ -317,17 +384,6 @@ std::vector<pid_t> ListProcs(const std::string& dir) {
 
 void SignalAll(const std::string& dir, int sig) {
   for (pid_t pid : ListProcs(dir)) ::kill(pid, sig);
-}
-
-std::vector<std::string> ChildDirs(const std::string& dir) {
-  std::vector<std::string> out;
-  DIR* d = ::opendir(dir.c_str());
-  if (d == nullptr) return out;
-  while (dirent* e = ::readdir(d)) {
-    if (e->d_type == DT_DIR && e->d_name[0] != '.') out.push_back(dir + "/" + e->d_name);
-  }
-  ::closedir(d);
-  return out;
 }
 
 // FNV-1a: a stable name for a state directory across daemon builds and restarts.
@@ -447,7 +503,7 @@ uint64_t TrialCgroup::OomKills() const {
 }
 
 model::TrialResources ReadLeafResources(const std::string& v2_dir, const std::string& memory_v1_dir,
-                                        uint64_t memory_v1_baseline) {
+                                        uint64_t memory_v1_baseline, uint64_t cpu_usec_baseline) {
   model::TrialResources r;
   uint64_t n = 0;
   std::string text;
@@ -461,7 +517,7 @@ model::TrialResources ReadLeafResources(const std::string& v2_dir, const std::st
   }
   if (!v2_dir.empty() && ReadSmall(v2_dir + "/cpu.stat", &text) &&
       KeyValue(text, "usage_usec", &n)) {
-    r.cpu_time_s = static_cast<double>(n) / 1e6;
+    r.cpu_time_s = static_cast<double>(n > cpu_usec_baseline ? n - cpu_usec_baseline : 0) / 1e6;
     r.cpu_source = "cgroup2 cpu.stat";
   }
   return r;
@@ -469,7 +525,7 @@ model::TrialResources ReadLeafResources(const std::string& v2_dir, const std::st
 
 model::TrialResources TrialCgroup::ReadResources() const {
   if (!accounting_ || removed_) return {};
-  return ReadLeafResources(path_, memory_v1_path_, memory_v1_baseline_);
+  return ReadLeafResources(path_, memory_v1_path_, memory_v1_baseline_, cpu_usec_baseline_);
 }
 
 Status TrialCgroup::Remove() {
@@ -679,8 +735,10 @@ Result<std::unique_ptr<TrialCgroup>> CgroupTree::CreateTrial(const CgroupLimits&
   // Made on the first trial, not at Open(): CleanLeftovers() (before any trial) removes every
   // leaf of this state directory, a predecessor's with this daemon's pid included.
   if (!leaf_maker_) {
-    leaf_maker_ = std::make_shared<LeafMaker>(parent_, prefix_ + std::to_string(::getpid()) + "-",
-                                              LeafMaker::Reuse::kRemove, logger_);
+    // Reused where nothing of a trial stays in its leaf but counters with a baseline (LeafMaker).
+    leaf_maker_ = std::make_shared<LeafMaker>(
+        parent_, prefix_ + std::to_string(::getpid()) + "-",
+        has_memory_ ? LeafMaker::Reuse::kRemove : LeafMaker::Reuse::kRecycleV2, logger_);
   }
   Result<LeafMaker::Leaf> made = leaf_maker_->Take();
   if (!made.ok()) return made.status();
@@ -695,6 +753,7 @@ Result<std::unique_ptr<TrialCgroup>> CgroupTree::CreateTrial(const CgroupLimits&
     return st;
   };
   cg->procs_fd_ = std::move(made->procs);
+  cg->cpu_usec_baseline_ = made->baseline;
   if (limits.memory_max_bytes > 0 && has_memory_) {
     Status st = WriteSmall(cg->path_ + "/memory.max", std::to_string(limits.memory_max_bytes));
     if (!st.ok()) return fail(st);

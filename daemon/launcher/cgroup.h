@@ -29,9 +29,14 @@
 // The v2 leaves are not made or removed on the event loop either: from the first CreateTrial on,
 // a second LeafMaker thread keeps up to four empty leaves ready, their cgroup.procs open
 // (CreateTrial takes one and writes the trial's limits into it; it makes one itself only when
-// none is ready) and removes the leaves of trials that are over (Remove() hands the leaf and its
-// cgroup.procs over, emptied, and returns; the thread picks them up within 50 ms). Each v2 leaf
-// serves one trial.
+// none is ready) and takes back the leaves of trials that are over (Remove() hands the leaf and
+// its cgroup.procs over, emptied, and returns; the thread picks them up within 50 ms). Where the
+// trials' parent has no memory controller (nothing of a trial stays charged to its leaf), a
+// leaf left as CreateTrial made it is reused by a later trial, its pids.max reset and its CPU
+// time so far that trial's baseline: the first process exec'd in a never-used cgroup costs the
+// kernel far more than one in a used cgroup, while the event loop waits for the vfork. Where the
+// memory controller is on, each v2 leaf serves one trial and is removed (memory.peak and
+// memory.events cannot be reset). Which leaf is reused, and why, is in LeafMaker (cgroup.cc).
 //
 // Trial cgroups are named triald-<hash of the state directory>-<daemon pid>-<sequence>, flat
 // under the parent (no per-daemon folder that a SIGKILLed daemon would leave behind): a
@@ -114,6 +119,7 @@ class TrialCgroup {
   common::UniqueFd pids_v1_procs_fd_;
   common::UniqueFd memory_v1_procs_fd_;
   uint64_t memory_v1_baseline_ = 0;             // bytes charged to it before the trial
+  uint64_t cpu_usec_baseline_ = 0;              // usage_usec of a reused v2 leaf before it
   std::shared_ptr<LeafMaker> maker_;            // made the v2 leaf; removes it
   std::shared_ptr<LeafMaker> memory_v1_maker_;  // takes the v1 memory leaf back
   bool accounting_ = false;
@@ -190,10 +196,12 @@ std::string OwnCgroupPath(const std::string& proc_cgroup, const std::string& v1_
 //     "cgroup1 memory.max_usage_in_bytes". Both count every page charged to the trial, page
 //     cache and kernel memory included.
 //   - CPU time: usage_usec of the v2 leaf's `cpu.stat` (present in every v2 cgroup, controller
-//     or not), source "cgroup2 cpu.stat".
+//     or not) less `cpu_usec_baseline` (what a reused leaf had counted before the trial), source
+//     "cgroup2 cpu.stat".
 // A file that is missing or does not parse leaves its fields unset (the caller falls back to
 // getrusage). wall_s and peak_gpu_memory_bytes are never set here. Exposed for tests.
 model::TrialResources ReadLeafResources(const std::string& v2_dir, const std::string& memory_v1_dir,
-                                        uint64_t memory_v1_baseline = 0);
+                                        uint64_t memory_v1_baseline = 0,
+                                        uint64_t cpu_usec_baseline = 0);
 
 }  // namespace triald::launcher

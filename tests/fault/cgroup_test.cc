@@ -118,6 +118,13 @@ TEST_CASE("resource accounting reads memory.peak and cpu.stat of a v2 leaf", "[c
     dir.Write("v2/memory.peak", "220200960\n");
     CHECK(ReadLeafResources(v2, v1, 99).peak_memory_bytes == 220200960u);
   }
+  SECTION("a reused v2 leaf: its CPU baseline is subtracted, never below zero") {
+    r = ReadLeafResources(v2, v1, 0, 234567);
+    CHECK(r.cpu_time_s == Approx(1.0));
+    CHECK(r.cpu_source == "cgroup2 cpu.stat");
+    CHECK(ReadLeafResources(v2, v1, 0, 2000000).cpu_time_s == Approx(0.0));
+    CHECK(r.peak_memory_bytes == 220200960u);  // memory.peak is not the CPU baseline's
+  }
   SECTION("neither: memory unset, for the caller's getrusage") {
     std::filesystem::remove(v2 + "/memory.peak");
     r = ReadLeafResources(v2, "");

@@ -353,7 +353,17 @@ TEST_CASE("the v1 memory leaves made ahead of trials are gone with the tree",
   CHECK(left == 0);
 }
 
-TEST_CASE("v2 leaves: each trial gets a fresh one made ahead, removed after it, none left",
+// The v2 leaf a trial ran in, from what it printed of /proc/self/cgroup ("" when none).
+std::string V2LeafOf(const std::string& stdout_log) {
+  std::string line, leaf;
+  std::istringstream in(ReadFile(stdout_log));
+  while (std::getline(in, line)) {
+    if (line.rfind("0::", 0) == 0) leaf = line.substr(line.rfind('/') + 1);
+  }
+  return leaf;
+}
+
+TEST_CASE("v2 leaves: made ahead, reused when no memory controller is on, none left",
           "[launcher][integration][resources]") {
   std::string parent, prefix;
   auto count = [&] {
@@ -363,42 +373,78 @@ TEST_CASE("v2 leaves: each trial gets a fresh one made ahead, removed after it, 
     }
     return n;
   };
+  std::string tampered;  // a leaf a trial made a child cgroup in
   {
     Accounting a(true, true);
     if (a.tree() == nullptr) TRIALD_SKIP("no writable cgroup v2 hierarchy on this host");
     parent = a.tree()->parent();
+    const bool reused = !a.tree()->has_memory();
     const std::string d = a.tree()->Describe();
     const size_t at = d.find("/triald-");
     REQUIRE(at != std::string::npos);
     prefix = d.substr(at + 1, d.find('*', at) - at - 1);
-    INFO("leaves " << parent << "/" << prefix << "*");
+    INFO("leaves " << parent << "/" << prefix << "*; reused: " << reused);
     // None before the first trial: CleanLeftovers may still run then.
     CHECK(count() == 0);
+    // Trials that spin for 0.3 s of CPU and trials that sleep, one after the other, each after
+    // the maker's thread has had time (its 50 ms poll) to take the last one's leaf back.
+    const char* kSpin =
+        "cat /proc/self/cgroup; python3 -c 'import time\nwhile "
+        "time.process_time() < 0.3: pass'";
+    const char* kSleep = "cat /proc/self/cgroup; sleep 0.05";
     std::vector<std::string> leaves;
-    for (int i = 0; i < 4; ++i) {
-      Run run = a.Go({"/bin/sh", "-c", "cat /proc/self/cgroup"});
-      std::string line, leaf;
-      std::istringstream in(ReadFile(a.dir_.path() + "/logs/stdout.log"));
-      while (std::getline(in, line)) {
-        if (line.rfind("0::", 0) == 0) leaf = line.substr(line.rfind('/') + 1);
-      }
-      INFO("trial " << i << " ran in " << leaf);
-      CHECK(leaf.rfind(prefix, 0) == 0);
-      leaves.push_back(leaf);
+    std::vector<double> cpu;
+    for (int i = 0; i < 6; ++i) {
+      Run run = a.Go({"/bin/sh", "-c", i % 2 == 0 ? kSpin : kSleep});
+      leaves.push_back(V2LeafOf(a.dir_.path() + "/logs/stdout.log"));
+      INFO("trial " << i << " ran in " << leaves.back());
+      CHECK(leaves.back().rfind(prefix, 0) == 0);
+      REQUIRE(run.outcome.resources.cpu_time_s.has_value());
+      cpu.push_back(*run.outcome.resources.cpu_time_s);
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
     }
-    // One leaf per trial, never reused.
-    std::sort(leaves.begin(), leaves.end());
-    CHECK(std::unique(leaves.begin(), leaves.end()) == leaves.end());
-    // The finished trials' leaves go (on the maker's thread, within its 50 ms poll); at most the
-    // four made ahead stay (LeafMaker::kAhead).
-    for (int i = 0; i < 200 && count() > 4; ++i) {
+    std::vector<std::string> distinct = leaves;
+    std::sort(distinct.begin(), distinct.end());
+    distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
+    if (!reused) {
+      CHECK(distinct.size() == leaves.size());  // one leaf per trial, never reused
+    } else {
+      CHECK(distinct.size() < leaves.size());
+      // A sleeping trial in the leaf a spinning one used is measured from zero.
+      int pairs = 0;
+      for (size_t i = 1; i < leaves.size(); i += 2) {
+        if (leaves[i] != leaves[i - 1]) continue;
+        ++pairs;
+        INFO("trial " << i << " after a 0.3 s spin in " << leaves[i] << ": " << cpu[i] << " s");
+        CHECK(cpu[i - 1] >= 0.28);
+        CHECK(cpu[i] < 0.1);
+      }
+      CHECK(pairs > 0);
+      // A trial that leaves a child cgroup in its leaf: the leaf is never handed out again.
+      const std::string mkdir_sub = "cat /proc/self/cgroup; mkdir \"" + parent +
+                                    "/$(sed -n 's|^0::.*/||p' /proc/self/cgroup)/sub\"";
+      a.Go({"/bin/sh", "-c", mkdir_sub});
+      tampered = V2LeafOf(a.dir_.path() + "/logs/stdout.log");
+      REQUIRE(std::filesystem::exists(parent + "/" + tampered + "/sub"));
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      for (int i = 0; i < 6; ++i) {
+        a.Go({"/bin/sh", "-c", "cat /proc/self/cgroup"});
+        INFO("trial after the tampered one in " << tampered);
+        CHECK(V2LeafOf(a.dir_.path() + "/logs/stdout.log") != tampered);
+      }
+    }
+    // The leaves the trials are done with go (on the maker's thread, within its 50 ms poll) or
+    // wait among the ready ones: at most the four kept ready (LeafMaker::kAhead) stay, and the
+    // tampered one, which cannot be removed while its child cgroup is there.
+    const int tolerated = 4 + (tampered.empty() ? 0 : 1);
+    for (int i = 0; i < 200 && count() > tolerated; ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
-    CHECK(count() <= 4);
-    for (const std::string& leaf : leaves) {
-      INFO(leaf);
-      CHECK_FALSE(std::filesystem::exists(parent + "/" + leaf));
-    }
+    CHECK(count() <= tolerated);
+  }
+  if (!tampered.empty()) {
+    CHECK(::rmdir((parent + "/" + tampered + "/sub").c_str()) == 0);
+    CHECK(::rmdir((parent + "/" + tampered).c_str()) == 0);
   }
   CHECK(count() == 0);  // and the ready ones are gone with the tree
 }
