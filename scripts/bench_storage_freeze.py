@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
-"""A frozen PostgreSQL server under a running daemon: how long the daemon's control socket and
-dashboard wait. Figures are printed, never asserted.
+"""A frozen PostgreSQL server under a running daemon: how long the daemon's control socket,
+dashboard and trial channels wait. Figures are printed, never asserted.
 
 A throwaway server (scripts/pg_test_server.sh) holds a fresh database per run; a triald on it
-(--storage, node timeout --node-timeout) runs a sweep of short sleeping trials (parallelism 2).
+(--storage, node timeout --node-timeout) runs a sweep of Python trials (parallelism 2) that each,
+for 8 s, report a value and ask should_prune every 10 ms, timing each answer (the trial channel:
+the daemon's event loop answers it) and writing the times to a file when they end.
 Once trials run, every process of the server is stopped with SIGSTOP for --freeze seconds (a
 stalled disk or a hung failover: the kernel still accepts what the daemon sends, nothing
 answers), then continued. One client pings every 20 ms, another asks `status STUDY` every
@@ -11,7 +13,8 @@ answers), then continued. One client pings every 20 ms, another asks `status STU
 --http on a free loopback port and --socket-read-open, so reading needs no token) for the whole
 run, each on its own connection, each call timed to its reply (an error reply counts: it came
 back). Prints, per binary, the longest and the 99th-percentile wait of
-each during the freeze, and whether the study went on after it.
+each during the freeze (the trials' should_prune answers among them, as "channel"), and whether
+the study went on after it.
 
 --before runs another triald binary (e.g. one built from an older commit) in the same run,
 against its own fresh database, so the two lines compare side by side:
@@ -34,6 +37,33 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 from bench_read_verbs import Conn, percentile, start_triald, stop  # noqa: E402
+
+
+# A trial that talks to the daemon for 8 s (the freeze begins 5 s after the submit, while the
+# first trials run): a report and a should_prune every 10 ms, each should_prune timed from its
+# request to its answer; the (start, seconds) pairs go to a file of its own in ANSWERS when it
+# ends (written by the trial, so a daemon that cannot store them does not lose them).
+CHANNEL_OBJECTIVE = """
+import json
+import os
+import time
+
+
+def objective(trial):
+    samples = []
+    end = time.time() + 8.0
+    step = 0
+    while time.time() < end:
+        trial.report(float(step), step)
+        t0 = time.time()
+        trial.should_prune()
+        samples.append((t0, time.time() - t0))
+        step += 1
+        time.sleep(0.01)
+    with open(os.path.join(ANSWERS, str(os.getpid()) + ".json"), "w") as f:
+        json.dump(samples, f)
+    return 1.0
+"""
 
 
 def server_pids(cluster_root: str) -> list:
@@ -123,6 +153,10 @@ def run_one(label: str, triald: str, admin_url: str, cluster_root: str, a, workd
     state = os.path.join(workdir, "state-" + label)
     os.makedirs(state)
     sweep = os.path.join(workdir, label + ".toml")
+    answers = os.path.join(workdir, "answers-" + label)
+    os.makedirs(answers)
+    with open(os.path.join(workdir, label + "_objective.py"), "w") as f:
+        f.write(CHANNEL_OBJECTIVE.replace("ANSWERS", repr(answers)))
     with open(sweep, "w") as f:
         f.write(f"""[study]
 name = "freeze"
@@ -130,8 +164,10 @@ n_trials = 100000
 parallelism = 2
 
 [objective]
-kind = "exec"
-command = ["sh", "-c", "sleep 0.2; echo '{{\\"type\\":\\"final\\",\\"value\\":1}}' >&3"]
+kind = "python"
+function = "{label}_objective.py:objective"
+python = "/usr/bin/python3"
+fork_server = false
 
 [space.x]
 type = "float"
@@ -155,6 +191,7 @@ high = 1.0
         time.sleep(2)
         pids = server_pids(cluster_root)
         frozen_at = time.monotonic()
+        frozen_wall = time.time()
         for pid in pids:
             os.kill(pid, signal.SIGSTOP)
         try:
@@ -163,6 +200,7 @@ high = 1.0
             for pid in pids:
                 os.kill(pid, signal.SIGCONT)
         thawed_at = time.monotonic()
+        thawed_wall = time.time()
         before = completed(sock)
         time.sleep(a.after)
         after = completed(sock)
@@ -171,6 +209,17 @@ high = 1.0
         for p in pingers:
             p.join(timeout=a.freeze + 60)
         out = {"binary": triald, "went_on": after > before, "completed_after_thaw": after - before}
+        # The trials' should_prune answers (wall clock: the trials' own) that overlap the freeze.
+        channel = []
+        for name in os.listdir(answers):
+            with open(os.path.join(answers, name)) as f:
+                channel += [s for (t, s) in json.load(f)
+                            if frozen_wall <= t + s and t <= thawed_wall]
+        out["channel"] = {
+            "calls_during_freeze": len(channel),
+            "max_ms": round(max(channel) * 1000, 1) if channel else None,
+            "p99_ms": round(percentile(channel, 99) * 1000, 1) if channel else None,
+        }
         for p in pingers:
             during = [s for (t, s) in p.samples if frozen_at <= t + s and t <= thawed_at]
             out[p.verb] = {
