@@ -120,7 +120,7 @@ class TrialCgroup {
   common::UniqueFd memory_v1_procs_fd_;
   uint64_t memory_v1_baseline_ = 0;             // bytes charged to it before the trial
   uint64_t cpu_usec_baseline_ = 0;              // usage_usec of a reused v2 leaf before it
-  std::shared_ptr<LeafMaker> maker_;            // made the v2 leaf; removes it
+  std::shared_ptr<LeafMaker> maker_;            // made the v2 leaf; reuses or removes it
   std::shared_ptr<LeafMaker> memory_v1_maker_;  // takes the v1 memory leaf back
   bool accounting_ = false;
   bool has_kill_ = false;
