@@ -661,6 +661,7 @@ std::string CgroupTree::Describe() const {
   s += has_kill_ ? "; cgroup.kill" : "; no cgroup.kill (SIGKILL to each process)";
   if (!pids_v1_parent_.empty()) s += "; pids limit through v1 at " + pids_v1_parent_;
   if (!memory_v1_parent_.empty()) s += "; memory accounting through v1 at " + memory_v1_parent_;
+  if (!has_memory_) s += "; leaves reused";
   if (!accounting_) s += "; no resource accounting";
   if (!has_memory_) s += "; memory limits through RLIMIT_AS";
   return s + ")";

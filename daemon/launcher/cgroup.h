@@ -154,7 +154,7 @@ class CgroupTree {
   common::Result<std::unique_ptr<TrialCgroup>> CreateTrial(const CgroupLimits& limits);
 
   // "cgroup v2 at PARENT/triald-<hash>-* (controllers: memory pids; cgroup.kill)", naming the
-  // v1 pids parent and the RLIMIT_AS fallback where they apply.
+  // v1 pids parent, the reuse of leaves and the RLIMIT_AS fallback where they apply.
   std::string Describe() const;
   const std::string& parent() const { return parent_; }
   bool has_memory() const { return has_memory_; }
