@@ -101,10 +101,7 @@ struct Fixture {
     REQUIRE(st.ok());
   }
   ~Fixture() {
-    // As the daemon: the server stops, the loop ends, then the server goes.
-    loop.Run([this] { server->Stop(); });
-    loop.Stop();
-    server.reset();
+    loop.StopThenDestroy(server);
     std::filesystem::remove_all(dir);
   }
 

@@ -55,11 +55,7 @@ struct Fixture {
     INFO(st.ToString());
     REQUIRE(st.ok());
   }
-  ~Fixture() {
-    loop.Run([this] { server->Stop(); });
-    loop.Stop();
-    server.reset();
-  }
+  ~Fixture() { loop.StopThenDestroy(server); }
   int port() const { return server->port(); }
 
   // Storage cannot be reached (or can again), as the loop sees it.

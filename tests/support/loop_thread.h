@@ -46,6 +46,15 @@ class LoopThread {
     return release;
   }
 
+  // Tears a server down as the daemon does: it stops on the loop, the loop ends, then the
+  // server goes (a request still posted to the loop keeps the server's own context alive).
+  template <class Server>
+  void StopThenDestroy(std::unique_ptr<Server>& server) {
+    Run([&server] { server->Stop(); });
+    Stop();
+    server.reset();
+  }
+
   // Ends the loop (what is still posted is never run) and joins its thread.
   void Stop() {
     if (!thread_.joinable()) return;
