@@ -24,17 +24,24 @@ Prints one line per system and the ratios. Not a test: nothing here asserts a sp
 
 --accounting-cost: instead of Optuna, the same triald run with and without per-trial resource
 accounting (`triald --no-resource-accounting`), alternating, and the cost of accounting in %.
+--isolation-cost: instead, the same triald run isolating each trial in cgroups with accounting
+(the default), in cgroups without accounting (`--no-resource-accounting`) and by process group
+only (`--no-cgroups`), alternating with the floor, and each one's rate against the floor: what
+the host's cgroups cost a no-op trial, against what triald's own work costs.
 --baseline BUILD: instead, this build's triald against BUILD's (an older commit's), alternating,
 both on this build's no-op worker, and the speed-up (best runs and median of the pairs).
 --trace: instead, one triald run at --log-level trace, and where its event loop's time went:
 the loop logs a span at each step of a trial (common::Span: created, vfork, exec_done, launched,
-started, committed, first_line, exited, finished); the time between two consecutive spans is
-the loop's (working, or waiting for the vfork child), or idle when nothing was due. Prints each
-pair of consecutive steps with its count, median and share of the run. Tracing itself slows
+started, committed, first_line, reaped, over, exited, finished); the time between two
+consecutive spans is the loop's (working, or waiting for the vfork child), or idle when nothing
+was due. Prints each pair of consecutive steps with its count, median and share of the run; then
+each trial's own path, step by step (median and mean per trial), up to the creation of the trial
+that took its slot. Tracing itself slows
 the daemon (a log line per span), so the rate of this run is not comparable with the others.
 """
 
 import argparse
+import bisect
 import collections
 import contextlib
 import json
@@ -139,6 +146,7 @@ def run_triald(build: str, trials: int, parallelism: int, workdir: str,
                "cpu_ms_per_trial": round(1000 * cpu_seconds(info["pid"]) / trials, 3)}
     if trace:
         out["trace"] = loop_breakdown(state + ".log")
+        out["trial_path"] = trial_path(state + ".log")
     return out
 
 
@@ -152,12 +160,19 @@ LOOP_STEPS = {
     ("exec_done", "launched"): "the reaper's watch, the trial's channel",
     ("launched", "started"): "the trial RUNNING with its pid (statement)",
     ("started", "committed"): "the pass's commit (the trial created and RUNNING)",
-    ("exited", "finished"): "the trial's end: accounting reads, outcome, its commit",
+    ("committed", "first_line"): "the worker runs: from the commit until its line reaches the loop",
+    ("first_line", "reaped"): "the worker's exit noticed (SIGCHLD, wait4)",
+    ("reaped", "over"): "its group and cgroup found empty, its pipes at EOF",
+    ("over", "exited"): "accounting reads, the cgroup leaf given back, the end posted",
+    ("exited", "finished"): "the trial's end: outcome, its commit",
     ("finished", "created"): "the next trial: sampler, the insert of its record",
 }
 # The steps the event loop logs (common::Span); the others come from other processes' threads.
 LOOP_SPANS = {"created", "vfork", "exec_done", "launched", "started", "committed", "first_line",
-              "exited", "finished"}
+              "reaped", "over", "exited", "finished"}
+# A trial's own steps, in the order of its life.
+TRIAL_STEPS = ["created", "vfork", "exec_done", "launched", "started", "committed", "first_line",
+               "reaped", "over", "exited", "finished"]
 
 
 def loop_breakdown(log_path: str) -> dict:
@@ -183,6 +198,57 @@ def loop_breakdown(log_path: str) -> dict:
             for (a, b), v in gaps.items()]
     rows.sort(key=lambda r: -r["share"])
     return {"span_ms": round(total, 1), "steps": rows}
+
+
+def trial_path(log_path: str) -> dict:
+    """Where each trial's own time went in a traced run, from its creation to its end: for every
+    trial its spans (TRIAL_STEPS, the first of each), the time between its consecutive ones,
+    and from its end to the creation of the next trial (the one that took its slot: the next
+    `created` span on the loop). At parallelism p, p trials follow their paths at once, so a
+    slot's cycle (creation to the next creation), not the loop's time, bounds the rate when the
+    loop has idle time."""
+    pattern = re.compile(r" span (\w+) .*trial=(\d+).*t=([\d.]+)$")
+    per = collections.defaultdict(dict)
+    created = []
+    with open(log_path) as f:
+        for line in f:
+            m = pattern.search(line.rstrip("\n"))
+            if not m or m.group(1) not in TRIAL_STEPS:
+                continue
+            step, number, t = m.group(1), int(m.group(2)), float(m.group(3))
+            per[number].setdefault(step, t)
+            if step == "created":
+                created.append(t)
+    created.sort()
+    gaps = collections.defaultdict(list)
+    cycles = []
+    for spans in per.values():
+        seq = sorted((t, s) for s, t in spans.items())
+        for (t0, a), (t1, b) in zip(seq, seq[1:]):
+            gaps[(a, b)].append(t1 - t0)
+        if "created" in spans and "finished" in spans:
+            cycles.append(spans["finished"] - spans["created"])
+            i = bisect.bisect_right(created, spans["finished"])
+            if i < len(created):
+                gaps[("finished", "next created")].append(created[i] - spans["finished"])
+    if not cycles:
+        raise RuntimeError(f"{log_path}: no trial with both a created and a finished span")
+    order = {s: i for i, s in enumerate(TRIAL_STEPS + ["next created"])}
+    rows = [{"from": a, "to": b, "n": len(v), "median_us": round(1000 * statistics.median(v), 1),
+             "mean_us": round(1000 * statistics.mean(v), 1)}
+            for (a, b), v in gaps.items() if len(v) >= len(cycles) // 10]
+    rows.sort(key=lambda r: (order.get(r["from"], 99), order.get(r["to"], 99)))
+    return {"created_to_finished_median_us": round(1000 * statistics.median(cycles), 1),
+            "steps": rows}
+
+
+def print_trial_path(t: dict) -> None:
+    print(f"\na trial's own path (median {t['created_to_finished_median_us']:.0f} us from "
+          "created to finished; steps taken by at least a tenth of the trials):")
+    print(f"  {'from':>10} -> {'to':<12} {'n':>6} {'median us':>10} {'mean us':>9}")
+    for r in t["steps"]:
+        print(f"  {r['from']:>10} -> {r['to']:<12} {r['n']:>6} {r['median_us']:>10.1f} "
+              f"{r['mean_us']:>9.1f}  {LOOP_STEPS.get((r['from'], r['to']), '')}")
 
 
 def print_loop_breakdown(t: dict) -> None:
@@ -287,19 +353,23 @@ def run_optuna(trials: int, jobs: int, workdir: str) -> dict:
 
 
 def compare(a, variants: dict) -> dict:
-    """Runs the no-op study once per variant per repeat ({name: (build, extra_args)}), in
-    alternating order (which goes first alternates too), each with a.build's worker; prints
-    every run. Returns {name: [runs]}."""
+    """Runs the no-op study once per variant per repeat ({name: (build, extra_args)}, or
+    {name: None} for the floor), in alternating order (which goes first alternates too), each
+    with a.build's worker; prints every run. Returns {name: [runs]}."""
     results = {k: [] for k in variants}
     for r in range(a.repeats):
         order = list(variants) if r % 2 == 0 else list(reversed(list(variants)))
         for k in order:
-            build, extra = variants[k]
             with tempfile.TemporaryDirectory(prefix="triald-bench-") as d:
+                if variants[k] is None:
+                    results[k].append(run_floor(a.build, a.trials, a.parallelism, d))
+                    continue
+                build, extra = variants[k]
                 results[k].append(run_triald(build, a.trials, a.parallelism, d, extra,
                                              worker_build=a.build))
         print(f"run {r + 1}: " + ", ".join(
-            f"{k} {v[-1]['trials_per_s']} trials/s ({v[-1]['cpu_ms_per_trial']} CPU ms/trial)"
+            f"{k} {v[-1]['trials_per_s']} trials/s" +
+            (f" ({v[-1]['cpu_ms_per_trial']} CPU ms/trial)" if "cpu_ms_per_trial" in v[-1] else "")
             for k, v in results.items()), flush=True)
     return results
 
@@ -342,6 +412,33 @@ def accounting_cost(a) -> int:
     return 0
 
 
+def isolation_cost(a) -> int:
+    """triald as it isolates by default (a cgroup leaf per trial, and a v1 memory leaf where
+    accounting needs one), with cgroups but without resource accounting, and with process
+    groups only, alternating with the floor; prints each one's rate against the floor."""
+    variants = {"cgroups+accounting": (a.build, ()),
+                "cgroups": (a.build, ("--no-resource-accounting",)),
+                "process groups": (a.build, ("--no-cgroups",)),
+                "floor": None}
+    results = compare(a, variants)
+    floor_best = max(x["trials_per_s"] for x in results["floor"])
+    print()
+    print(f"{'triald isolating by':<20} {'best trials/s':>14} {'of floor':>9} {'median of pairs':>16}")
+    summary = {}
+    for k in variants:
+        if k == "floor":
+            continue
+        best = max(x["trials_per_s"] for x in results[k])
+        paired = paired_ratio(results[k], results["floor"])
+        summary[k] = {"trials_per_s": best, "of_floor": round(best / floor_best, 3),
+                      "of_floor_paired": round(paired, 3)}
+        print(f"{k:<20} {best:>14.1f} {100 * best / floor_best:>8.0f}% {100 * paired:>15.0f}%")
+    print(f"{'floor':<20} {floor_best:>14.1f}")
+    summary["floor"] = {"trials_per_s": floor_best}
+    print(json.dumps(summary))
+    return 0
+
+
 def against_baseline(a) -> int:
     """This build's triald against another build's (--baseline), on this build's worker,
     alternating; prints the speed-up (best runs and median of the pairs) and CPU per trial."""
@@ -369,6 +466,9 @@ def main() -> int:
                    help="triald and the floor only (Optuna's run takes the longest)")
     p.add_argument("--accounting-cost", action="store_true",
                    help="compare triald with and without resource accounting (no Optuna)")
+    p.add_argument("--isolation-cost", action="store_true",
+                   help="triald with cgroups and accounting (the default), with cgroups only, "
+                        "and with process groups only, each against the floor (no Optuna)")
     p.add_argument("--baseline", metavar="BUILD",
                    help="compare this build's triald with BUILD's (its bin/triald and "
                         "bin/trialctl; e.g. a worktree of an older commit built with `make "
@@ -392,10 +492,13 @@ def main() -> int:
             r = run_triald(a.build, a.trials, a.parallelism, d, trace=True)
         print(f"triald (traced): {r['trials_per_s']} trials/s")
         print_loop_breakdown(r["trace"])
+        print_trial_path(r["trial_path"])
         print(json.dumps(r))
         return 0
     if a.accounting_cost:
         return accounting_cost(a)
+    if a.isolation_cost:
+        return isolation_cost(a)
     if a.baseline:
         return against_baseline(a)
     results = {"triald": [], "floor": [], "floor+files": [], "optuna": []}

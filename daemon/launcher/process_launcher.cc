@@ -670,7 +670,8 @@ Status Session::OnReportLine(std::string_view line) {
   last_line_ = std::chrono::steady_clock::now();  // a sign of life (stall_timeout)
   if (!first_line_seen_) {
     first_line_seen_ = true;
-    common::Span(logger_, common::WallMillis(), "first_line pid={}", identity_.pid);
+    common::Span(logger_, common::WallMillis(), "first_line trial={} pid={}", number_,
+                 identity_.pid);
   }
   if (callbacks_.on_message && !abandoned_) callbacks_.on_message(*msg);
   return Status::Ok();
@@ -818,6 +819,7 @@ void Session::Abandon() {
 }
 
 void Session::OnMainExit(int wait_status, const struct rusage& usage) {
+  common::Span(logger_, common::WallMillis(), "reaped trial={}", number_);
   main_exited_ = true;
   main_usage_ = usage;
   outcome_.exit = common::ExitStatus::FromWaitStatus(wait_status);
@@ -959,6 +961,7 @@ void Session::MaybeFinish() {
 
 void Session::Finish() {
   if (finished_) return;
+  common::Span(logger_, common::WallMillis(), "over trial={}", number_);
   finished_ = true;
   timeout_timer_.cancel();
   grace_timer_.cancel();
