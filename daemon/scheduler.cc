@@ -6,6 +6,7 @@
 
 #include "daemon/scheduler/client_asks.h"
 #include "daemon/scheduler/gpu_drains.h"
+#include "daemon/scheduler/lazy_writer.h"
 #include "daemon/scheduler/measured_metrics.h"
 #include "daemon/scheduler/recovery.h"
 #include "daemon/scheduler/running_trials.h"
@@ -87,6 +88,26 @@ Scheduler::Scheduler(SchedulerOptions options)
   to.settings.log_tail_bytes = options_.log_tail_bytes;
   to.settings.base_env = options_.base_env;
   to.trials_as_submitters = options_.trials_as_submitters;
+  if (options_.trial_write_storage && options_.post) {
+    LazyWriter::Options lw;
+    lw.storage = options_.trial_write_storage;
+    lw.post = options_.post;
+    lw.logger = options_.logger;
+    lw.on_outage = [this](const Status& st) {
+      OnStorageRefused(st);
+      Pump();  // which asks to be woken for the storage probe
+    };
+    lw.on_refused = [this](int64_t trial_id, const Status& st) {
+      // Its trial ended elsewhere (another node took it over while this one was cut off):
+      // reading the study again stops it here, as a refusal on the loop does.
+      RunningTrial* rt = running_->Find(trial_id);
+      if (rt != nullptr && st.code() == common::Code::kFailedPrecondition) {
+        coordinator_->Follow(*rt->study);
+      }
+    };
+    lazy_writer_ = std::make_unique<LazyWriter>(std::move(lw));
+  }
+  to.lazy_writer = lazy_writer_.get();
   to.pending_writes = &pending_writes_;
   to.storage_held = [this] { return outage_.held(); };
   to.on_storage_refused = [this](const Status& st) { OnStorageRefused(st); };
@@ -723,7 +744,12 @@ void Scheduler::FinishTrial(StudyRuntime& study, int number, const model::TrialO
   const StudyCache::Saved before = study.Save(number);  // for the coordinator to take back
   TrialRecord& trial = study.trials[number];
   const double now = options_.clock->WallSeconds();
-  // Its writes kept during an outage go first: a finished trial takes no more.
+  // Its writes not stored yet go first, in this commit: a finished trial takes no more.
+  if (lazy_writer_) {
+    for (PendingWrites::Write& w : lazy_writer_->TakeTrial(trial.id)) {
+      pending_writes_.Keep(std::move(w), options_.logger);
+    }
+  }
   Status st = pending_writes_.Flush(*options_.storage, options_.logger, trial.id);
   if (st.ok()) st = options_.storage->FinishTrial(trial.id, out, now);
   if (!st.ok()) {
@@ -751,6 +777,8 @@ void Scheduler::FinishTrial(StudyRuntime& study, int number, const model::TrialO
   MaybeCompleteStudy(study);
   coordinator_->CommitFinish(study, number, out, own, batch, before);
 }
+
+size_t Scheduler::lazy_writes_queued() const { return lazy_writer_ ? lazy_writer_->queued() : 0; }
 
 double Scheduler::storage_retry_in() const {
   return outage_.RetryIn(options_.clock->MonotonicSeconds());
@@ -789,6 +817,7 @@ void Scheduler::ProbeStorage() {
       "storage takes writes again (it refused: {}); storing the kept trial "
       "writes and ends, then starting trials",
       why);
+  if (lazy_writer_) lazy_writer_->Resume();
   Status kept = pending_writes_.Flush(*options_.storage, options_.logger);
   if (!kept.ok()) {
     OnStorageRefused(kept);

@@ -206,9 +206,15 @@ struct SchedulerOptions {
   // Every call to the operating system (not owned); nullptr: the real one
   // (SystemSchedulerEnv()).
   SchedulerEnv* env = nullptr;
+  // A storage connection of its own (the same database as `storage`) for the trials' lazily
+  // durable writes, made by a thread (lazy_writer.h) so that a report never waits for the
+  // database on the event loop; needs `post`. Null: they are written on the event loop (the
+  // daemon on SQLite, where they ride with the next commit).
+  std::shared_ptr<storage::Storage> trial_write_storage;
 };
 
 class GpuDrains;
+class LazyWriter;
 class SpawnFailures;
 class StudyControl;
 class StudyForkServers;
@@ -329,6 +335,8 @@ class Scheduler {
   // starts until a probe succeeds (storage_outage.h).
   const StorageOutage& storage_outage() const { return outage_; }
   const PendingWrites& pending_writes() const { return pending_writes_; }
+  // The trials' writes waiting in the lazy writer (0 without one).
+  size_t lazy_writes_queued() const;
   // The active study named `name` as this node knows it in memory (its record and trials), or
   // null: what `status` answers with when storage cannot (an outage).
   const StudyCache* active_study(const std::string& name) const;
@@ -418,7 +426,9 @@ class Scheduler {
   int64_t last_served_study_ = 0;                             // round-robin position of Pump()
   int64_t gpu_reserved_for_ = 0;  // study whose GPU trial waits for slots (0: none)
   PendingWrites pending_writes_;  // the channels' writes storage refused (pending_writes.h)
-  StorageOutage outage_;          // storage refusing writes: nothing starts (storage_outage.h)
+  // The channels' writes on a thread of their own (lazy_writer.h); null: on the event loop.
+  std::unique_ptr<LazyWriter> lazy_writer_;
+  StorageOutage outage_;  // storage refusing writes: nothing starts (storage_outage.h)
   // The trials Pump's open pass launched: stopped and forgotten when the pass's commit fails.
   struct PassLaunch {
     StudyRuntime* study = nullptr;

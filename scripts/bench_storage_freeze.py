@@ -20,7 +20,16 @@ the study went on after it.
 against its own fresh database, so the two lines compare side by side:
 
   /usr/bin/python3 scripts/bench_storage_freeze.py --before /path/to/old/triald
+
+--delay-ms D puts the server D ms away: the daemon reaches it through a proxy on loopback that
+holds every chunk for D ms in each direction (a round trip of 2D ms more; the order of the
+bytes kept, nothing else limited). With --freeze 0 that is a slow database alone. The channel's
+figures are then also given over the whole run ("channel_all": its median, 99th percentile and
+longest answer), not only during the freeze:
+
+  /usr/bin/python3 scripts/bench_storage_freeze.py --freeze 0 --delay-ms 2 --before OLD/triald
 """
+import asyncio
 import argparse
 import http.client
 import json
@@ -145,11 +154,71 @@ def completed(sock: str, wait_s: float = 60) -> int:
             time.sleep(0.1)
 
 
+class DelayProxy(threading.Thread):
+    """Forwards loopback TCP connections to `target_port`, each chunk `delay_s` late in each
+    direction (its time of arrival plus the delay; order kept). Listens on .port."""
+
+    def __init__(self, target_port: int, delay_s: float):
+        super().__init__(daemon=True)
+        self.target_port = target_port
+        self.delay_s = delay_s
+        self.port = free_port()
+        self.ready = threading.Event()
+
+    async def pipe(self, reader, writer):
+        queue = asyncio.Queue()
+
+        async def send():
+            while True:
+                due, data = await queue.get()
+                if data is None:
+                    break
+                await asyncio.sleep(max(0.0, due - time.monotonic()))
+                writer.write(data)
+                await writer.drain()
+            writer.close()
+
+        sender = asyncio.ensure_future(send())
+        try:
+            while True:
+                data = await reader.read(65536)
+                await queue.put((time.monotonic() + self.delay_s, data or None))
+                if not data:
+                    break
+        except ConnectionError:
+            await queue.put((0, None))
+        await sender
+
+    async def serve_one(self, reader, writer):
+        try:
+            up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.target_port)
+        except OSError:
+            writer.close()
+            return
+        await asyncio.gather(self.pipe(reader, up_writer), self.pipe(up_reader, writer),
+                             return_exceptions=True)
+
+    def run(self):
+        async def main():
+            server = await asyncio.start_server(self.serve_one, "127.0.0.1", self.port)
+            self.ready.set()
+            async with server:
+                await server.serve_forever()
+        asyncio.run(main())
+
+
 def run_one(label: str, triald: str, admin_url: str, cluster_root: str, a, workdir: str) -> dict:
     db = "freeze_" + label.replace("-", "_")
     psql(admin_url, f"DROP DATABASE IF EXISTS {db} WITH (FORCE)")
     psql(admin_url, f"CREATE DATABASE {db} TEMPLATE template0 ENCODING 'UTF8'")
     url = admin_url.rsplit("/", 1)[0] + "/" + db
+    if a.delay_ms > 0:
+        # The daemon's every connection to the server goes through the proxy.
+        host_port = url.split("@", 1)[1].split("/", 1)[0]
+        proxy = DelayProxy(int(host_port.rsplit(":", 1)[1]), a.delay_ms / 1000)
+        proxy.start()
+        proxy.ready.wait(10)
+        url = url.replace(host_port, f"127.0.0.1:{proxy.port}")
     state = os.path.join(workdir, "state-" + label)
     os.makedirs(state)
     sweep = os.path.join(workdir, label + ".toml")
@@ -192,13 +261,15 @@ high = 1.0
         pids = server_pids(cluster_root)
         frozen_at = time.monotonic()
         frozen_wall = time.time()
-        for pid in pids:
-            os.kill(pid, signal.SIGSTOP)
+        if a.freeze > 0:
+            for pid in pids:
+                os.kill(pid, signal.SIGSTOP)
         try:
             time.sleep(a.freeze)
         finally:
-            for pid in pids:
-                os.kill(pid, signal.SIGCONT)
+            if a.freeze > 0:
+                for pid in pids:
+                    os.kill(pid, signal.SIGCONT)
         thawed_at = time.monotonic()
         thawed_wall = time.time()
         before = completed(sock)
@@ -211,10 +282,18 @@ high = 1.0
         out = {"binary": triald, "went_on": after > before, "completed_after_thaw": after - before}
         # The trials' should_prune answers (wall clock: the trials' own) that overlap the freeze.
         channel = []
+        channel_all = []
         for name in os.listdir(answers):
             with open(os.path.join(answers, name)) as f:
-                channel += [s for (t, s) in json.load(f)
-                            if frozen_wall <= t + s and t <= thawed_wall]
+                pairs = json.load(f)
+            channel += [s for (t, s) in pairs if frozen_wall <= t + s and t <= thawed_wall]
+            channel_all += [s for (t, s) in pairs]
+        out["channel_all"] = {
+            "calls": len(channel_all),
+            "p50_ms": round(percentile(channel_all, 50) * 1000, 2) if channel_all else None,
+            "p99_ms": round(percentile(channel_all, 99) * 1000, 2) if channel_all else None,
+            "max_ms": round(max(channel_all) * 1000, 1) if channel_all else None,
+        }
         out["channel"] = {
             "calls_during_freeze": len(channel),
             "max_ms": round(max(channel) * 1000, 1) if channel else None,
@@ -241,6 +320,8 @@ def main():
     ap.add_argument("--freeze", type=float, default=30, help="seconds the server is stopped")
     ap.add_argument("--after", type=float, default=10, help="seconds watched after the thaw")
     ap.add_argument("--node-timeout", type=float, default=30)
+    ap.add_argument("--delay-ms", type=float, default=0,
+                    help="the server this many ms away in each direction (a delaying proxy)")
     a = ap.parse_args()
     workdir = tempfile.mkdtemp(prefix="triald-freeze-")
     pg_dir = os.path.join(workdir, "pg")
@@ -256,6 +337,7 @@ def main():
         results = {label: run_one(label, binary, admin_url, cluster_root, a, workdir)
                    for label, binary in runs}
         print(json.dumps({"freeze_s": a.freeze, "node_timeout_s": a.node_timeout,
+                          "delay_ms": a.delay_ms,
                           "runs": results}, indent=2))
     finally:
         subprocess.run(["bash", script, "stop", pg_dir], capture_output=True)

@@ -121,9 +121,11 @@ common::Result<StateDir> LockStateDir(const std::string& dir) {
 
 // Opens the studies' storage: SQLite in the state directory, or the PostgreSQL database of
 // --storage shared with other nodes. Errors name the URL with its password masked.
+// `for_trial_writes`: a second connection, for the lazy writer (daemon/scheduler/lazy_writer.h).
 common::Result<std::unique_ptr<storage::Storage>> OpenStorage(const DaemonOptions& opts,
                                                               const std::string& state_dir,
-                                                              const common::Logger& log) {
+                                                              const common::Logger& log,
+                                                              bool for_trial_writes = false) {
   char host[256] = {};
   const std::string host_name =
       ::gethostname(host, sizeof host - 1) == 0 && host[0] != '\0' ? host : "localhost";
@@ -156,6 +158,10 @@ common::Result<std::unique_ptr<storage::Storage>> OpenStorage(const DaemonOption
   auto storage = postgres ? storage::OpenPostgresStorage(postgres_options)
                           : storage::OpenSqliteStorage(sqlite_options);
   if (!storage.ok()) return storage.status();
+  if (for_trial_writes) {
+    log->debug("storage: a connection of its own for the trials' reports");
+    return storage;
+  }
   log->info("storage: {}; node {}",
             postgres ? "PostgreSQL " + storage::MaskPostgresUrl(opts.storage_url) +
                            " (shared with the other nodes on it)"
@@ -588,6 +594,16 @@ int RunDaemon(const DaemonOptions& opts) {
     });
   };
   so.post = [&io](std::function<void()> fn) { asio::post(io, std::move(fn)); };
+  if ((*storage)->shared()) {
+    // The trials' reports go to the database on a connection and a thread of their own
+    // (daemon/scheduler/lazy_writer.h): the event loop never waits for those round trips.
+    auto writes = OpenStorage(opts, state_dir, log, /*for_trial_writes=*/true);
+    if (!writes.ok()) {
+      log->critical("{}", writes.status().message());
+      return 1;
+    }
+    so.trial_write_storage = std::move(writes).value();
+  }
   Scheduler scheduler(so);
   pump_target = &scheduler;
   published = &scheduler;

@@ -93,10 +93,20 @@ Status SharedCoordinator::Sync(StudyCache& study) {
   TRIALD_ASSIGN_OR_RETURN(std::vector<TrialRecord> changed,
                           options_.storage->GetTrialsSince(
                               study.record.id, static_cast<int>(study.trials.size()), open));
+  const std::string& me = options_.storage->node();
   for (TrialRecord& t : changed) {
     if (t.number < 0) continue;
     if (static_cast<size_t>(t.number) >= study.trials.size()) study.trials.resize(t.number + 1);
-    study.trials[t.number] = std::move(t);
+    TrialRecord& known = study.trials[t.number];
+    if (!model::IsFinished(t.state) && !model::IsFinished(known.state) && known.node == me &&
+        t.node == me) {
+      // This node's own open trial: what its channel took may not be stored yet (the lazy
+      // writer's queue, or writes kept during an outage), so what memory holds wins.
+      for (auto& [step, value] : known.intermediate) t.intermediate[step] = value;
+      for (auto& [key, json] : known.attrs) t.attrs[key] = json;
+      for (auto& [name, param] : known.params) t.params.insert_or_assign(name, param);
+    }
+    known = std::move(t);
   }
   study.synced_at = options_.clock->MonotonicSeconds();
   options_.host->StopTrialsEndedElsewhere(study);

@@ -124,6 +124,10 @@ void TrialChannel::OnAttr(const proto::ReportMessage& m) {
 }
 
 void TrialChannel::Store(PendingWrites::Write w, const std::string& what) {
+  if (options_.lazy_writer != nullptr) {
+    options_.lazy_writer->Write(std::move(w));
+    return;
+  }
   PendingWrites* pending = options_.pending_writes;
   if (pending != nullptr &&
       (pending->Has(w.trial_id) || (options_.storage_held && options_.storage_held()))) {

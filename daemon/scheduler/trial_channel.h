@@ -32,6 +32,7 @@
 #include "common/logging.h"
 #include "daemon/launcher/launcher.h"
 #include "daemon/sampler/sampler.h"
+#include "daemon/scheduler/lazy_writer.h"
 #include "daemon/scheduler/pending_writes.h"
 #include "daemon/scheduler/report_caps.h"
 #include "daemon/scheduler/study_runtime.h"
@@ -68,6 +69,9 @@ class TrialChannel {
     // outage a write met (it then holds, and probes until storage takes writes).
     PendingWrites* pending_writes = nullptr;
     std::function<bool()> storage_held;
+    // Set: every write goes to it (a thread makes them, lazy_writer.h), outage or not, and
+    // pending_writes is not used; its refusals reach the scheduler from there.
+    LazyWriter* lazy_writer = nullptr;
     std::function<void(const common::Status&)> on_storage_refused;
     // Records an event of the trial (kind, detail); empty: none.
     std::function<void(const std::string&, const std::string&)> on_event;
@@ -103,9 +107,9 @@ class TrialChannel {
   void AnswerRelativeParams();
   // Answers with an error line, then ends the trial FAIL(protocol).
   void Refuse(const std::string& message);
-  // Stores `w` (an intermediate value, attribute or parameter of this trial), or keeps it
-  // (Options::pending_writes); a refusal of the write itself is logged, and a kFailedPrecondition
-  // calls on_write_refused.
+  // Stores `w` (an intermediate value, attribute or parameter of this trial), hands it to the
+  // lazy writer, or keeps it (Options::pending_writes); a refusal of the write itself is logged,
+  // and a kFailedPrecondition calls on_write_refused.
   void Store(PendingWrites::Write w, const std::string& what);
   // Counts a request; false (and the trial refused once) past kMaxTrialRequests.
   bool CountRequest();

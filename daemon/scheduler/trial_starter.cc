@@ -45,6 +45,7 @@ std::unique_ptr<RunningTrial> TrialStarter::Launch(StudyRuntime& study, int numb
   co.refresh_for_pruning = [this, &study] { options_.coordinator->RefreshForPruning(study); };
   co.on_write_refused = [this, &study] { options_.coordinator->Follow(study); };
   co.pending_writes = options_.pending_writes;
+  co.lazy_writer = options_.lazy_writer;
   co.storage_held = options_.storage_held;
   co.on_storage_refused = options_.on_storage_refused;
   co.on_event = [this, &study, number](const std::string& kind, const std::string& detail) {

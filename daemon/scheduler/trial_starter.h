@@ -20,6 +20,7 @@
 #include "common/logging.h"
 #include "daemon/launcher/launcher.h"
 #include "daemon/scheduler/launch_spec.h"
+#include "daemon/scheduler/lazy_writer.h"
 #include "daemon/scheduler/node_coordinator.h"
 #include "daemon/scheduler/pending_writes.h"
 #include "daemon/scheduler/running_trials.h"
@@ -48,6 +49,8 @@ class TrialStarter {
     // The channels' writes that storage refused during an outage (pending_writes.h), and the
     // scheduler's outage: whether it holds, and what to call when a channel's write is refused.
     PendingWrites* pending_writes = nullptr;
+    // The channels' writes made on a thread (lazy_writer.h); null: on the event loop.
+    LazyWriter* lazy_writer = nullptr;
     std::function<bool()> storage_held;
     std::function<void(const common::Status&)> on_storage_refused;
   };

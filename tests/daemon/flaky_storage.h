@@ -1,11 +1,13 @@
 #pragma once
 // FlakyStorage: forwards to a storage, or fails every call with kUnavailable while `down` (a
-// database that cannot be reached); before_get_study lets a test hold a read inside storage. Used
-// by the shared-storage scheduler tests and by the coordinator tests (a coordinator that must not
-// touch storage works with it down).
+// database that cannot be reached); before_get_study lets a test hold a read inside storage, and
+// before_lazy_write a trial's lazily durable write (a frozen server). Used by the shared-storage
+// scheduler tests, the coordinator tests (a coordinator that must not touch storage works with it
+// down) and the lazy writer's (whose thread makes the calls).
 //
-// Thread-safety: as the storage it wraps.
+// Thread-safety: as the storage it wraps; `down` may be set from any thread.
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -19,12 +21,19 @@ namespace triald::testing {
 class FlakyStorage final : public storage::Storage {
  public:
   explicit FlakyStorage(std::unique_ptr<storage::Storage> inner) : inner_(std::move(inner)) {}
-  bool down = false;
+  std::atomic<bool> down{false};
   bool get_trials_down = false;  // only GetTrials fails (a study cannot be loaded)
   // Runs at the start of every GetStudy when set (a test holds a read inside storage with it).
   std::function<void()> before_get_study;
+  // Runs at the start of every AddIntermediate, SetAttr and AddTrialParam when set, and of every
+  // BeginBatch (before a SQLite transaction takes the file's write lock).
+  std::function<void()> before_lazy_write;
+  std::function<void()> before_batch;
 
-  common::Status BeginBatch() override { return down ? Away() : inner_->BeginBatch(); }
+  common::Status BeginBatch() override {
+    if (before_batch) before_batch();
+    return down ? Away() : inner_->BeginBatch();
+  }
   common::Status CommitBatch() override { return down ? Away() : inner_->CommitBatch(); }
   bool shared() const override { return inner_->shared(); }
   const std::string& node() const override { return inner_->node(); }
@@ -69,12 +78,15 @@ class FlakyStorage final : public storage::Storage {
   }
   common::Status AddTrialParam(int64_t id, const std::string& n,
                                const model::ParamValue& p) override {
+    if (before_lazy_write) before_lazy_write();
     return down ? Away() : inner_->AddTrialParam(id, n, p);
   }
   common::Status AddIntermediate(int64_t id, int64_t step, double v) override {
+    if (before_lazy_write) before_lazy_write();
     return down ? Away() : inner_->AddIntermediate(id, step, v);
   }
   common::Status SetAttr(int64_t id, const std::string& k, const std::string& v) override {
+    if (before_lazy_write) before_lazy_write();
     return down ? Away() : inner_->SetAttr(id, k, v);
   }
   common::Status FinishTrial(int64_t id, const model::TrialOutcome& o, double at) override {

@@ -122,6 +122,8 @@ struct SchedulerHarnessOptions {
   std::function<common::Result<std::unique_ptr<sampler::Sampler>>(const config::SamplerConfig&,
                                                                   const config::SearchSpace&)>
       make_sampler;
+  // SchedulerOptions::trial_write_storage (the lazy writer's connection; needs `post`).
+  std::shared_ptr<storage::Storage> trial_write_storage;
 };
 
 // The options of a harness with GPU slots (none with the defaults), 16 workers and a drawn seed
@@ -283,6 +285,7 @@ class SchedulerHarness {
     so.check_executor = options_.check_executor;
     so.post = options_.post;
     so.make_sampler = options_.make_sampler;
+    so.trial_write_storage = options_.trial_write_storage;
     so.leftovers = &leftovers_;
     so.wake_after = [this](double delay_s) { wakes_.push_back(delay_s); };
     so.env = &env_;

@@ -1,0 +1,229 @@
+#include "daemon/scheduler/lazy_writer.h"
+
+#include <algorithm>
+#include <utility>
+
+namespace triald::daemon {
+
+using common::Status;
+using TrialWrite = PendingWrites::Write;
+
+LazyWriter::LazyWriter(Options options) : options_(std::move(options)) {
+  if (!options_.logger) options_.logger = common::MakeNullLogger();
+  if (options_.batch == 0) options_.batch = 1;
+  thread_ = std::thread([this] { Run(); });
+}
+
+LazyWriter::~LazyWriter() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  thread_.join();
+  // The thread is gone: what is left is written from here, once.
+  std::vector<TrialWrite> rest(std::make_move_iterator(queue_.begin()),
+                               std::make_move_iterator(queue_.end()));
+  queue_.clear();
+  size_t lost = 0;
+  Status why = Status::Ok();
+  for (size_t at = 0; at < rest.size(); at += options_.batch) {
+    std::vector<TrialWrite> batch(
+        std::make_move_iterator(rest.begin() + at),
+        std::make_move_iterator(rest.begin() + std::min(rest.size(), at + options_.batch)));
+    std::vector<TrialWrite> left;
+    std::vector<std::pair<int64_t, Status>> refused;
+    Status st = WriteBatch(batch, &left, &refused);
+    if (!st.ok()) {
+      lost += left.size();
+      why = st;
+    }
+  }
+  if (lost > 0) {
+    options_.logger->error(
+        "{} trial writes (intermediate values, attributes, parameters) not "
+        "stored at shutdown: {}",
+        lost, why.message());
+  }
+}
+
+void LazyWriter::Count(int64_t trial_id, int delta) {
+  auto it = per_trial_.find(trial_id);
+  if (delta > 0) {
+    ++per_trial_[trial_id];
+  } else if (it != per_trial_.end() && --it->second == 0) {
+    per_trial_.erase(it);
+  }
+}
+
+void LazyWriter::Write(TrialWrite w) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (queue_.size() + in_flight_ >= options_.max_writes && !queue_.empty()) {
+      Count(queue_.front().trial_id, -1);
+      queue_.pop_front();
+      ++dropped_;
+      if (!warned_full_) {
+        warned_full_ = true;
+        options_.logger->error("{} trial writes wait for storage: dropping the oldest from now on",
+                               options_.max_writes);
+      }
+    }
+    Count(w.trial_id, +1);
+    queue_.push_back(std::move(w));
+  }
+  wake_.notify_one();
+}
+
+std::vector<TrialWrite> LazyWriter::TakeTrial(int64_t trial_id) {
+  std::unique_lock<std::mutex> lock(mu_);
+  batch_done_.wait(lock, [&] { return in_flight_trials_.count(trial_id) == 0; });
+  std::vector<TrialWrite> out;
+  if (per_trial_.count(trial_id) == 0) return out;
+  std::deque<TrialWrite> rest;
+  for (TrialWrite& w : queue_) {
+    if (w.trial_id == trial_id) {
+      out.push_back(std::move(w));
+    } else {
+      rest.push_back(std::move(w));
+    }
+  }
+  queue_.swap(rest);
+  per_trial_.erase(trial_id);
+  return out;
+}
+
+void LazyWriter::Resume() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    retry_at_ = Clock::now();
+  }
+  wake_.notify_one();
+}
+
+size_t LazyWriter::queued() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return queue_.size() + in_flight_;
+}
+
+uint64_t LazyWriter::dropped() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return dropped_;
+}
+
+Status LazyWriter::WriteBatch(std::vector<TrialWrite>& batch, std::vector<TrialWrite>* left,
+                              std::vector<std::pair<int64_t, Status>>* refused) {
+  storage::Storage& store = *options_.storage;
+  auto keep_all = [&](const Status& st) {
+    refused->clear();
+    *left = std::move(batch);
+    return st;
+  };
+  Status st = store.BeginBatch();
+  if (!st.ok()) return keep_all(st);
+  size_t i = 0;
+  Status outage = Status::Ok();
+  for (; i < batch.size(); ++i) {
+    Status w = PendingWrites::Apply(store, batch[i]);
+    if (w.ok()) continue;
+    if (PendingWrites::IsOutage(w)) {
+      outage = w;
+      break;
+    }
+    refused->emplace_back(batch[i].trial_id, w);
+  }
+  Status commit = store.CommitBatch();
+  // A commit that failed, or whose outcome is unknown, keeps the whole batch: every write is
+  // one a second time changes nothing (the last value of a step, of a key; a parameter stored
+  // already is refused for itself).
+  if (!commit.ok()) return keep_all(commit);
+  if (!outage.ok()) {
+    left->assign(std::make_move_iterator(batch.begin() + i), std::make_move_iterator(batch.end()));
+    return outage;
+  }
+  return Status::Ok();
+}
+
+void LazyWriter::Run() {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    while (!stop_ && (queue_.empty() || Clock::now() < retry_at_)) {
+      if (queue_.empty()) {
+        wake_.wait(lock);
+      } else {
+        wake_.wait_until(lock, retry_at_);
+      }
+    }
+    if (stop_) return;  // the destructor writes the rest
+    std::vector<TrialWrite> batch;
+    while (!queue_.empty() && batch.size() < options_.batch) {
+      ++in_flight_trials_[queue_.front().trial_id];
+      batch.push_back(std::move(queue_.front()));
+      queue_.pop_front();
+    }
+    in_flight_ = batch.size();
+    lock.unlock();
+
+    std::vector<TrialWrite> left;
+    std::vector<std::pair<int64_t, Status>> refused;
+    const size_t n = batch.size();
+    Status st = WriteBatch(batch, &left, &refused);
+    for (const auto& [trial_id, why] : refused) {
+      options_.logger->error("trial id {}: a write refused: {}", trial_id, why.message());
+    }
+
+    lock.lock();
+    // The written and refused writes leave the counts; the kept ones go back to the front, in
+    // their order, ahead of the writes that came meanwhile.
+    std::unordered_map<int64_t, size_t> kept;
+    for (const TrialWrite& w : left) ++kept[w.trial_id];
+    for (const auto& [trial_id, count] : in_flight_trials_) {
+      const size_t k = kept.count(trial_id) ? kept[trial_id] : 0;
+      for (size_t j = k; j < count; ++j) Count(trial_id, -1);
+    }
+    queue_.insert(queue_.begin(), std::make_move_iterator(left.begin()),
+                  std::make_move_iterator(left.end()));
+    in_flight_trials_.clear();
+    in_flight_ = 0;
+    bool report_outage = false;
+    bool resumed = false;
+    if (st.ok()) {
+      resumed = retry_s_ > 0;
+      retry_s_ = 0;
+      outage_reported_ = false;
+      if (queue_.empty()) warned_full_ = false;
+    } else {
+      retry_s_ = retry_s_ == 0 ? kFirstRetry : std::min(2 * retry_s_, kMaxRetry);
+      retry_at_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                     std::chrono::duration<double>(retry_s_));
+      report_outage = !outage_reported_;
+      outage_reported_ = true;
+    }
+    const double retry_s = retry_s_;
+    const size_t waiting = queue_.size();
+    lock.unlock();
+    batch_done_.notify_all();
+
+    if (resumed) options_.logger->warn("storage takes the trials' writes again");
+    if (!st.ok()) {
+      options_.logger->warn(
+          "{} of {} trial writes kept ({} waiting in all): {}; next try in "
+          "{:.1f} s",
+          left.size(), n, waiting, st.message(), retry_s);
+    }
+    if (options_.post) {
+      for (auto& [trial_id, why] : refused) {
+        if (options_.on_refused) {
+          options_.post(
+              [cb = options_.on_refused, trial_id = trial_id, why = why] { cb(trial_id, why); });
+        }
+      }
+      if (report_outage && options_.on_outage) {
+        options_.post([cb = options_.on_outage, st] { cb(st); });
+      }
+    }
+    lock.lock();
+  }
+}
+
+}  // namespace triald::daemon
