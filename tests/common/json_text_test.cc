@@ -48,7 +48,7 @@ TEST_CASE("DoubleRepr writes the shortest text that reads back exactly", "[json]
   CHECK(DoubleRepr(std::numeric_limits<double>::max()) == "1.7976931348623157e+308");
 }
 
-TEST_CASE("DoubleRepr names non-finite values; JsonDoubleText writes them as null", "[json]") {
+TEST_CASE("DoubleRepr names non-finite values, JsonDoubleText writes them as null", "[json]") {
   const double inf = std::numeric_limits<double>::infinity();
   const double nan = std::numeric_limits<double>::quiet_NaN();
   CHECK(DoubleRepr(nan) == "nan");

@@ -37,7 +37,7 @@ TEST_CASE("spans are not logged above the trace level, nor without a logger", "[
   CHECK(WallMillis() > 1e12);
 }
 
-TEST_CASE("log levels parse by name; others are refused naming them", "[common]") {
+TEST_CASE("log levels parse by name, others are refused naming them", "[common]") {
   CHECK(*ParseLogLevel("trace") == spdlog::level::trace);
   CHECK(*ParseLogLevel("off") == spdlog::level::off);
   const Result<spdlog::level::level_enum> bad = ParseLogLevel("verbose");

@@ -687,7 +687,7 @@ TEST_CASE("the LM objective's JSON carries objectives when there are some", "[co
         "of eval_loss, perplexity, planned_memory_bytes, train_seconds, tokens_per_second");
 }
 
-TEST_CASE("kind = lm: fork_server is off unless asked for; preload is python's",
+TEST_CASE("kind = lm: fork_server is off unless asked for, preload is python's",
           "[config][lm][fork_server]") {
   CHECK_FALSE(Parsed(kLm).objective.fork_server);
   CHECK(Parsed(LmWith("fork_server = true\n")).objective.fork_server);

@@ -172,7 +172,7 @@ TEST_CASE("sampler option values are checked", "[config]") {
   CHECK(s.sampler.tpe.n_ei_candidates == 1);
 }
 
-TEST_CASE("a gp sampler parses with Optuna's defaults and every option; bad ones name the key",
+TEST_CASE("a gp sampler parses with Optuna's defaults and every option, bad ones name the key",
           "[config]") {
   const SweepSpec defaults = Parsed(WithSampler("kind = \"gp\"\n"));
   CHECK(defaults.sampler.kind == "gp");

@@ -71,7 +71,7 @@ TEST_CASE("admission: errors name the sweep file, the key and what was expected"
   }
 }
 
-TEST_CASE("admission: GPUs within the pool are admitted; peak_gpu_memory needs a probe",
+TEST_CASE("admission: GPUs within the pool are admitted, peak_gpu_memory needs a probe",
           "[scheduler][admission]") {
   testing::FakeSchedulerEnv env;
   devices::GpuPoolOptions po;

@@ -77,7 +77,7 @@ TEST_CASE("two failures are the same way when reason and line agree, numbers asi
   CHECK(key("exit", "resnet-50 failed") != key("exit", "resnet 50 failed"));
 }
 
-TEST_CASE("the streak: K in a row the same way stops once; a success or another way resets",
+TEST_CASE("the streak: K in a row the same way stops once, a success or another way resets",
           "[failfast]") {
   const FailInfo raises = Failure("exit", "ValueError: lr 0.1");
   const FailInfo other = Failure("signal", "killed by SIGSEGV");

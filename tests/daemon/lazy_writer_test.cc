@@ -171,7 +171,7 @@ TEST_CASE("lazy writer: every write stored, in the order it came, on its own thr
   CHECK(f.refused.empty());
 }
 
-TEST_CASE("lazy writer: a frozen server never makes a write wait; a trial's end takes its own",
+TEST_CASE("lazy writer: a frozen server never makes a write wait, a trial's end takes its own",
           "[lazy_writer]") {
   Fixture f;
   model::TrialRecord held = f.Trial();
@@ -233,7 +233,7 @@ TEST_CASE(
   CHECK(got[9] == 9.0);
 }
 
-TEST_CASE("lazy writer: a write refused for itself is dropped and reported; the batch goes on",
+TEST_CASE("lazy writer: a write refused for itself is dropped and reported, the batch goes on",
           "[lazy_writer]") {
   Fixture f;
   model::TrialRecord ended = f.Trial();

@@ -202,7 +202,7 @@ TEST_CASE("nsga2: the first generation is uniform, as the random sampler draws i
   CHECK(trials[10] != study.Sample(random, 10));
 }
 
-TEST_CASE("nsga2: children take their parents' values; mutation redraws them uniformly",
+TEST_CASE("nsga2: children take their parents' values, mutation redraws them uniformly",
           "[sampler][nsga2]") {
   Study history(MixedSpace());
   {

@@ -179,7 +179,7 @@ TEST_CASE("read verbs: studies, status and best from counts and the best-trial q
   CHECK(studies->as_array()[0].as_object() == s);
 }
 
-TEST_CASE("read verbs: summaries carry no curve; trials pages by the curves' size", "[control]") {
+TEST_CASE("read verbs: summaries carry no curve, trials pages by the curves' size", "[control]") {
   // Trials 597 (COMPLETE, the best) and 300 report long curves: 3 x kCurveValuesPerPiece / 2.
   const int64_t long_curve = 3 * kCurveValuesPerPiece / 2;
   Fixture f(long_curve);

@@ -50,7 +50,7 @@ TEST_CASE("resources JSON: every field, null when unmeasured, read back exactly"
   CHECK(none->empty());
 }
 
-TEST_CASE("resources JSON: missing and unknown keys are unmeasured and skipped; bad values named",
+TEST_CASE("resources JSON: missing and unknown keys are unmeasured and skipped, bad values named",
           "[resources]") {
   auto r = ResourcesFromJson(Parse(R"({"wall_s": 2, "planned_memory_bytes": 5})"), "here");
   REQUIRE(r.ok());

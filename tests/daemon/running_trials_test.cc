@@ -83,7 +83,7 @@ TEST_CASE("running trials: only trials another node ended are stopped, each once
   CHECK_FALSE(f.running.Find(10)->channel->taken_over());
 }
 
-TEST_CASE("running trials: found by trial id until taken out; the dashboard's view",
+TEST_CASE("running trials: found by trial id until taken out, the dashboard's view",
           "[scheduler][running]") {
   Fixture f;
   f.Add(f.a, 3);

@@ -451,7 +451,7 @@ TEST_CASE("HasWork: a running trial or a study that could start one here is work
 // max_workers bounds the trials that run on this host; Slurm trials (their bridges are local
 // processes, but their work is the cluster's) only by their study's parallelism, and they take
 // no GPU slot of this host's pool.
-TEST_CASE("max_workers bounds local trials only; Slurm trials take no local GPU slot",
+TEST_CASE("max_workers bounds local trials only, Slurm trials take no local GPU slot",
           "[scheduler][slurm]") {
   SchedulerHarnessOptions o;
   o.max_workers = 1;

@@ -427,7 +427,7 @@ model::TrialResources Memory(uint64_t peak_bytes, double wall_s) {
   return r;
 }
 
-TEST_CASE("resource_constraints judge the measured resources; infeasible trials still finish",
+TEST_CASE("resource_constraints judge the measured resources, infeasible trials still finish",
           "[scheduler][resources]") {
   SchedulerHarness h(GpuHarnessOptions());
   FakeLauncher& l = h.launcher();
@@ -455,7 +455,7 @@ TEST_CASE("resource_constraints judge the measured resources; infeasible trials 
   CHECK(h.State("mem") == StudyState::kComplete);
 }
 
-TEST_CASE("a measured objective follows the worker's value; the worker is told to send one",
+TEST_CASE("a measured objective follows the worker's value, the worker is told to send one",
           "[scheduler][resources]") {
   SchedulerHarness h(GpuHarnessOptions());
   FakeLauncher& l = h.launcher();

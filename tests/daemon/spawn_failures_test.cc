@@ -41,7 +41,7 @@ struct Fixture : PartsFixture {
   std::vector<std::string> EventKinds(int64_t study_id) { return EventsOf(study_id); }
 };
 
-TEST_CASE("spawn failures: each is an event; the third persistent one holds the study",
+TEST_CASE("spawn failures: each is an event, the third persistent one holds the study",
           "[scheduler][spawn]") {
   Fixture f;
   StudyRuntime& s = f.Study("s");

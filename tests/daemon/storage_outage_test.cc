@@ -235,7 +235,7 @@ class SmallDisk {
   bool mounted_ = false;
 };
 
-TEST_CASE("storage outage: a full disk stops the pass's starts and holds; freed, all is stored",
+TEST_CASE("storage outage: a full disk stops the pass's starts and holds, freed, all is stored",
           "[scheduler][outage]") {
   if (::geteuid() != 0) TRIALD_SKIP("needs root to mount a small tmpfs");
   SmallDisk disk;

@@ -75,7 +75,7 @@ TEST_CASE("fork servers: a study's server state, \"not started\" before its firs
   CHECK(now->pid == 7);
 }
 
-TEST_CASE("fork servers: only a study with a server releases one; the listener goes with them",
+TEST_CASE("fork servers: only a study with a server releases one, the listener goes with them",
           "[scheduler][fork]") {
   Fixture f;
   f.servers->Release(f.plain);

@@ -88,7 +88,7 @@ config::SweepSpec Parse(const std::string& toml, const std::string& path) {
 
 }  // namespace
 
-TEST_CASE("the interpreter: $VIRTUAL_ENV, then $CONDA_PREFIX, then PATH; a path from workdir",
+TEST_CASE("the interpreter: $VIRTUAL_ENV, then $CONDA_PREFIX, then PATH, a path from workdir",
           "[first-hour]") {
   TempDir dir;
   const std::string venv = FakeVenv(dir, "venv");
@@ -369,7 +369,7 @@ def objective(trial):
   CHECK_THAT(WaitEvent(d, study, "enqueued_value_ignored"), Catch::Contains("rmsprop"));
 }
 
-TEST_CASE("a SIGTERM to triald mid-trial puts the trial back; the restart runs it",
+TEST_CASE("a SIGTERM to triald mid-trial puts the trial back, the restart runs it",
           "[first-hour][integration]") {
   TempDir dir;
   // The first run of the configuration waits to be stopped; its rerun finishes at once.

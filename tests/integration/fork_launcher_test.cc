@@ -253,7 +253,7 @@ TEST_CASE("unsafe or error from the server: the launch goes on by exec and the k
   CHECK(b.outcome.exit.code == 0);
 }
 
-TEST_CASE("a trial that dies before its go fails its start; the server goes on", "[fork_server]") {
+TEST_CASE("a trial that dies before its go fails its start, the server goes on", "[fork_server]") {
   ForkFixture f;
   Run a = f.Go(f.Spec("early-death"));
   CHECK(a.outcome.never_started);

@@ -332,7 +332,7 @@ TEST_CASE("slurm: a job cancelled outside triald or whose node goes down is retr
   RequireQueueEmpties();
 }
 
-TEST_CASE("slurm: a preempted trial fails as preempted and is retried; trial_timeout ends a job",
+TEST_CASE("slurm: a preempted trial fails as preempted and is retried, trial_timeout ends a job",
           "[slurm]") {
   REQUIRE_CLUSTER();
   // Both GPUs, so that a job of the higher-priority partition `urgent` must preempt it.

@@ -492,7 +492,7 @@ TEST_CASE("the memory plan refuses a batch whose byte counts overflow 64 bits", 
 // ---- loading errors ----------------------------------------------------------------------
 
 TEST_CASE(
-    "A checkpoint without a tensor fails naming it; nothing stays on the meta device "
+    "A checkpoint without a tensor fails naming it, nothing stays on the meta device "
     "unnoticed",
     "[worker][lm]") {
   TempDir dir;
