@@ -119,26 +119,64 @@ Status LazyWriter::WriteBatch(std::vector<TrialWrite>& batch, std::vector<TrialW
     *left = std::move(batch);
     return st;
   };
+  // The intermediate values and attributes in one call (one statement per kind on PostgreSQL:
+  // a round trip, however many), then the parameters one by one (a few per trial); all in one
+  // transaction.
+  std::vector<storage::TrialStore::LazyWrite> lazy;
+  std::vector<size_t> lazy_at;  // their places in `batch`
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const TrialWrite& w = batch[i];
+    if (w.kind == TrialWrite::Kind::kParam) continue;
+    storage::TrialStore::LazyWrite l;
+    l.trial_id = w.trial_id;
+    l.attr = w.kind == TrialWrite::Kind::kAttr;
+    l.step = w.step;
+    l.value = w.value;
+    l.key = w.key;
+    l.json = w.json;
+    lazy.push_back(std::move(l));
+    lazy_at.push_back(i);
+  }
   Status st = store.BeginBatch();
   if (!st.ok()) return keep_all(st);
-  size_t i = 0;
-  Status outage = Status::Ok();
-  for (; i < batch.size(); ++i) {
-    Status w = PendingWrites::Apply(store, batch[i]);
-    if (w.ok()) continue;
-    if (PendingWrites::IsOutage(w)) {
-      outage = w;
-      break;
+  if (!lazy.empty()) {
+    std::vector<size_t> not_open;
+    st = store.AddLazyWrites(lazy, &not_open);
+    if (!st.ok()) {
+      (void)store.CommitBatch();  // ends the transaction; nothing of it counts
+      return keep_all(st);
     }
-    refused->emplace_back(batch[i].trial_id, w);
+    for (size_t j : not_open) {
+      refused->emplace_back(
+          batch[lazy_at[j]].trial_id,
+          common::FailedPrecondition("trial id " + std::to_string(batch[lazy_at[j]].trial_id) +
+                                     " is not open: its write is not stored"));
+    }
+  }
+  Status outage = Status::Ok();
+  std::vector<TrialWrite> params_left;
+  for (TrialWrite& w : batch) {
+    if (w.kind != TrialWrite::Kind::kParam) continue;
+    if (!outage.ok()) {
+      params_left.push_back(std::move(w));
+      continue;
+    }
+    Status p = PendingWrites::Apply(store, w);
+    if (p.ok()) continue;
+    if (PendingWrites::IsOutage(p)) {
+      outage = p;
+      params_left.push_back(std::move(w));
+    } else if (p.code() != common::Code::kAlreadyExists) {
+      refused->emplace_back(w.trial_id, p);
+    }
   }
   Status commit = store.CommitBatch();
   // A commit that failed, or whose outcome is unknown, keeps the whole batch: every write is
   // one a second time changes nothing (the last value of a step, of a key; a parameter stored
-  // already is refused for itself).
+  // already is refused for itself, and that refusal is not reported).
   if (!commit.ok()) return keep_all(commit);
   if (!outage.ok()) {
-    left->assign(std::make_move_iterator(batch.begin() + i), std::make_move_iterator(batch.end()));
+    *left = std::move(params_left);
     return outage;
   }
   return Status::Ok();

@@ -13,8 +13,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -58,7 +60,9 @@ constexpr Oid kInt8Oid = 20;
 constexpr Oid kInt4Oid = 23;
 constexpr Oid kTextOid = 25;
 constexpr Oid kFloat8Oid = 701;
+constexpr Oid kByteaArrayOid = 1001;
 constexpr Oid kInt4ArrayOid = 1007;
+constexpr Oid kInt8ArrayOid = 1016;
 constexpr Oid kTextArrayOid = 1009;
 constexpr Oid kFloat8ArrayOid = 1022;
 
@@ -130,6 +134,14 @@ class Params {
     std::vector<std::string> elements;
     for (int x : v) elements.push_back(Bits(static_cast<uint32_t>(x), 4));
     return Add(kInt4ArrayOid, BinaryArray(kInt4Oid, elements));
+  }
+  Params& Int8Array(const std::vector<int64_t>& v) {
+    std::vector<std::string> elements;
+    for (int64_t x : v) elements.push_back(Bits(static_cast<uint64_t>(x), 8));
+    return Add(kInt8ArrayOid, BinaryArray(kInt8Oid, elements));
+  }
+  Params& ByteaArray(const std::vector<std::string>& v) {
+    return Add(kByteaArrayOid, BinaryArray(kByteaOid, v));
   }
   Params& Float8Array(const std::vector<double>& v) {
     std::vector<std::string> elements;
@@ -264,6 +276,7 @@ class PostgresStorage final : public Storage {
   Status MarkRunning(int64_t trial_id, const model::ProcessIdentity& process, double at) override;
   Status AddIntermediate(int64_t trial_id, int64_t step, double value) override;
   Status SetAttr(int64_t trial_id, const std::string& key, const std::string& json_value) override;
+  Status AddLazyWrites(const std::vector<LazyWrite>& writes, std::vector<size_t>* refused) override;
   Status AddTrialParam(int64_t trial_id, const std::string& name,
                        const model::ParamValue& value) override;
   Status FinishTrial(int64_t trial_id, const model::TrialOutcome& outcome, double at) override;
@@ -1268,6 +1281,83 @@ Status PostgresStorage::AddIntermediate(int64_t trial_id, int64_t step, double v
       if (r.affected() == 0) return TrialNotMutable(trial_id, op, false);
       return Status::Ok();
     });
+  });
+}
+
+Status PostgresStorage::AddLazyWrites(const std::vector<LazyWrite>& writes,
+                                      std::vector<size_t>* refused) {
+  return Guarded("AddLazyWrites", [&]() -> Status {
+    // One row per step and per key, its last write: a statement cannot change a row twice. In
+    // the order of the trials' ids, so that two transactions lock trials in the same order.
+    std::map<std::pair<int64_t, int64_t>, size_t> steps;
+    std::map<std::pair<int64_t, std::string>, size_t> keys;
+    for (size_t i = 0; i < writes.size(); ++i) {
+      const LazyWrite& w = writes[i];
+      if (w.attr) {
+        keys[{w.trial_id, w.key}] = i;
+      } else {
+        steps[{w.trial_id, w.step}] = i;
+      }
+    }
+    const std::string op = "AddLazyWrites(" + std::to_string(writes.size()) + " writes)";
+    std::set<std::pair<int64_t, int64_t>> stored_steps;
+    std::set<std::pair<int64_t, std::string>> stored_keys;
+    TRIALD_RETURN_IF_ERROR(Call(op, Txn::kLazyWrite, [&]() -> Status {
+      stored_steps.clear();
+      stored_keys.clear();
+      if (!steps.empty()) {
+        std::vector<int64_t> ids, numbers;
+        std::vector<double> values;
+        for (const auto& [k, i] : steps) {
+          ids.push_back(k.first);
+          numbers.push_back(k.second);
+          values.push_back(writes[i].value);
+        }
+        // FOR SHARE holds each trial's row against a concurrent FinishTrial, as AddIntermediate.
+        TRIALD_ASSIGN_OR_RETURN(
+            Rows r,
+            Exec("INSERT INTO trial_intermediate (trial_id, step, value) "
+                 "SELECT t.id, u.step, u.value "
+                 "FROM unnest($1::int8[], $2::int8[], $3::float8[]) AS u(trial_id, step, value) "
+                 "JOIN trials t ON t.id = u.trial_id "
+                 "WHERE t.state IN ('WAITING', 'RUNNING') ORDER BY t.id FOR SHARE OF t "
+                 "ON CONFLICT (trial_id, step) DO UPDATE SET value = excluded.value "
+                 "RETURNING trial_id, step",
+                 Params().Int8Array(ids).Int8Array(numbers).Float8Array(values), op));
+        for (int row = 0; row < r.size(); ++row)
+          stored_steps.insert({r.Int(row, 0), r.Int(row, 1)});
+      }
+      if (!keys.empty()) {
+        std::vector<int64_t> ids;
+        std::vector<std::string> names, values;
+        for (const auto& [k, i] : keys) {
+          ids.push_back(k.first);
+          names.push_back(k.second);
+          values.push_back(writes[i].json);
+        }
+        TRIALD_ASSIGN_OR_RETURN(
+            Rows r,
+            Exec("INSERT INTO trial_attrs (trial_id, key, value_json) "
+                 "SELECT t.id, u.key, u.value "
+                 "FROM unnest($1::int8[], $2::bytea[], $3::text[]) AS u(trial_id, key, value) "
+                 "JOIN trials t ON t.id = u.trial_id "
+                 "WHERE t.state IN ('WAITING', 'RUNNING') ORDER BY t.id FOR SHARE OF t "
+                 "ON CONFLICT (trial_id, key) DO UPDATE SET value_json = excluded.value_json "
+                 "RETURNING trial_id, key",
+                 Params().Int8Array(ids).ByteaArray(names).TextArray(values, "attribute value"),
+                 op));
+        for (int row = 0; row < r.size(); ++row) stored_keys.insert({r.Int(row, 0), r.Str(row, 1)});
+      }
+      return Status::Ok();
+    }));
+    // A write not stored is refused, and so is every earlier one of its step or key.
+    for (size_t i = 0; i < writes.size(); ++i) {
+      const LazyWrite& w = writes[i];
+      const bool stored = w.attr ? stored_keys.count({w.trial_id, w.key}) > 0
+                                 : stored_steps.count({w.trial_id, w.step}) > 0;
+      if (!stored) refused->push_back(i);
+    }
+    return Status::Ok();
   });
 }
 

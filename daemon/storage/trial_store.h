@@ -17,6 +17,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "common/status.h"
 #include "daemon/model/records.h"
@@ -53,6 +54,37 @@ class TrialStore {
                                        const model::ParamValue& value) = 0;
   virtual common::Status FinishTrial(int64_t trial_id, const model::TrialOutcome& outcome,
                                      double at) = 0;
+
+  // One intermediate value or attribute, for AddLazyWrites.
+  struct LazyWrite {
+    int64_t trial_id = 0;
+    bool attr = false;  // false: AddIntermediate(step, value); true: SetAttr(key, json)
+    int64_t step = 0;
+    double value = 0;
+    std::string key;
+    std::string json;
+  };
+  // Makes `writes` as AddIntermediate and SetAttr would one by one, in this order (the last value
+  // of a step or key wins), in as few round trips as the backend can: PostgreSQL sends one
+  // statement per kind (the lazy writer's batches, daemon/scheduler/lazy_writer.h); this default
+  // makes them one by one. A write whose trial is not open (finished, or unknown) is not made:
+  // its index goes to `refused`, in increasing order, and the others are made. Any other failure
+  // is returned, and then each write may or may not have been made (making one twice changes
+  // nothing). Lazily durable, as the single writes.
+  virtual common::Status AddLazyWrites(const std::vector<LazyWrite>& writes,
+                                       std::vector<size_t>* refused) {
+    for (size_t i = 0; i < writes.size(); ++i) {
+      const LazyWrite& w = writes[i];
+      common::Status st = w.attr ? SetAttr(w.trial_id, w.key, w.json)
+                                 : AddIntermediate(w.trial_id, w.step, w.value);
+      if (st.code() == common::Code::kFailedPrecondition || st.code() == common::Code::kNotFound) {
+        refused->push_back(i);
+      } else if (!st.ok()) {
+        return st;
+      }
+    }
+    return common::Status::Ok();
+  }
 };
 
 }  // namespace triald::storage

@@ -163,6 +163,59 @@ TEMPLATE_TEST_CASE("intermediate values: a repeated step overwrites", "[storage]
   CHECK(got_other == std::map<int64_t, double>{{1, 5.0}});
 }
 
+TEMPLATE_TEST_CASE("AddLazyWrites makes many writes at once, the last of a step or key winning",
+                   "[storage]", TRIALD_STORAGE_BACKENDS) {
+  TestType backend;
+  auto s = backend.Open();
+  int64_t study = Unwrap(s->CreateStudy(MakeStudy("lazy"), 1)).id;
+  TrialRecord t = Unwrap(s->CreateTrial(study, OneParam(0), 1));
+  TrialRecord other = Unwrap(s->CreateTrial(study, OneParam(1), 1));
+  TrialRecord ended = Unwrap(s->CreateTrial(study, OneParam(2), 1));
+  REQUIRE_OK(s->MarkRunning(t.id, {10, 10, 1}, 2));
+  REQUIRE_OK(s->AddIntermediate(t.id, 1, 0.5));  // stored before: overwritten below
+  REQUIRE_OK(s->FinishTrial(ended.id, Outcome(TrialState::kComplete, 1.0), 3));
+  using W = TrialStore::LazyWrite;
+  auto step = [](int64_t id, int64_t n, double v) {
+    W w;
+    w.trial_id = id;
+    w.step = n;
+    w.value = v;
+    return w;
+  };
+  auto attr = [](int64_t id, std::string key, std::string json) {
+    W w;
+    w.trial_id = id;
+    w.attr = true;
+    w.key = std::move(key);
+    w.json = std::move(json);
+    return w;
+  };
+  std::vector<W> writes = {step(t.id, 1, 0.25),
+                           step(t.id, 2, std::nan("")),
+                           attr(t.id, std::string("k\0ey", 4), "1"),
+                           step(ended.id, 1, 9.0),  // a finished trial: refused
+                           step(t.id, 1, 0.125),    // the same step again: this one wins
+                           step(other.id, 1000000000000LL, -kInf),
+                           attr(t.id, std::string("k\0ey", 4), "{\"a\":[2]}"),
+                           attr(ended.id, "x", "1"),  // refused
+                           step(-5, 1, 1.0)};         // no such trial: refused
+  std::vector<size_t> refused;
+  REQUIRE_OK(s->AddLazyWrites(writes, &refused));
+  CHECK(refused == std::vector<size_t>{3, 7, 8});
+  TrialRecord got = Unwrap(s->GetTrial(study, t.number));
+  REQUIRE(got.intermediate.size() == 2);
+  CHECK(got.intermediate.at(1) == 0.125);
+  CHECK(std::isnan(got.intermediate.at(2)));
+  CHECK(got.attrs.at(std::string("k\0ey", 4)) == "{\"a\":[2]}");
+  CHECK(Unwrap(s->GetTrial(study, other.number)).intermediate ==
+        std::map<int64_t, double>{{1000000000000LL, -kInf}});
+  CHECK(Unwrap(s->GetTrial(study, ended.number)).intermediate.empty());
+  CHECK(Unwrap(s->GetTrial(study, ended.number)).attrs.empty());
+  refused.clear();
+  REQUIRE_OK(s->AddLazyWrites({}, &refused));
+  CHECK(refused.empty());
+}
+
 TEMPLATE_TEST_CASE("attrs are set and overwritten per key", "[storage]", TRIALD_STORAGE_BACKENDS) {
   TestType backend;
   auto s = backend.Open();
@@ -318,7 +371,7 @@ TEMPLATE_TEST_CASE("trial values round-trip including infinities and NaN", "[sto
   CHECK_FALSE(trials[3].value.has_value());
 }
 
-TEMPLATE_TEST_CASE("what a trial consumed round-trips, in every state; unmeasured stays unset",
+TEMPLATE_TEST_CASE("what a trial consumed round-trips, in every state, unmeasured stays unset",
                    "[storage][resources]", TRIALD_STORAGE_BACKENDS) {
   TestType backend;
   auto s = backend.Open();
