@@ -70,7 +70,11 @@ class LazyWriter {
   void Write(PendingWrites::Write w);
   // Trial `trial_id`'s writes not written yet, oldest first, taken out of the queue; waits for
   // the batch in flight when it holds any of them (then written, or handed back if storage
-  // refused them). The caller writes them before the trial's end.
+  // refused them). The caller writes them before the trial's end. Precondition: no transaction
+  // of the caller's holds a lock on a row the batch in flight needs (another open trial of this
+  // node ended in the same open batch): the batch would wait for the caller, the caller for the
+  // batch, until the server's lock_timeout failed the batch. The scheduler ends each of its own
+  // running trials in a commit of its own.
   std::vector<PendingWrites::Write> TakeTrial(int64_t trial_id);
   // Storage takes writes again: the next try is now, not at the end of the back-off.
   void Resume();
