@@ -19,6 +19,7 @@ StorageHold StorageHoldOf(const Scheduler& scheduler) {
     h.reason = o.reason();
     h.failures = o.failures();
     h.retry_in_s = scheduler.storage_retry_in();
+    h.writes_kept = scheduler.pending_writes().size() + scheduler.lazy_writes_queued();
   }
   return h;
 }
@@ -36,7 +37,8 @@ json::value StorageHoldJson(const StorageHold& hold) {
   return json::object{{"held", true},
                       {"reason", common::SanitizeUtf8(hold.reason)},
                       {"failures", hold.failures},
-                      {"retry_in_s", hold.retry_in_s}};
+                      {"retry_in_s", hold.retry_in_s},
+                      {"writes_kept", hold.writes_kept}};
 }
 
 json::value PingJson(const PingFacts& facts, const std::string& state_dir, const std::string& node,

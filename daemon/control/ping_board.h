@@ -20,13 +20,15 @@ namespace triald::daemon {
 
 class Scheduler;
 
-// The storage hold (scheduler/storage_outage.h): held, the first refusal, how many, and the
-// seconds to the next probe.
+// The storage hold (scheduler/storage_outage.h): held, the first refusal, how many, the
+// seconds to the next probe, and the trials' writes (intermediate values, attributes,
+// parameters) kept meanwhile, in the scheduler and in its lazy writer.
 struct StorageHold {
   bool held = false;
   std::string reason;
   int failures = 0;
   double retry_in_s = 0;
+  size_t writes_kept = 0;
 };
 
 // What `ping` says of the daemon now.
@@ -40,8 +42,8 @@ struct PingFacts {
 StorageHold StorageHoldOf(const Scheduler& scheduler);
 PingFacts PingFactsOf(const Scheduler& scheduler);
 
-// {held, reason, failures, retry_in_s}, or null when storage is not held: the "storage" member of
-// `ping`, `status` and `studies`.
+// {held, reason, failures, retry_in_s, writes_kept}, or null when storage is not held: the
+// "storage" member of `ping`, `status` and `studies`.
 boost::json::value StorageHoldJson(const StorageHold& hold);
 
 // The `ping` result: {storage, pid, running, queued, state_dir, node, shared, version}

@@ -112,6 +112,23 @@ std::string DirectionsText(const boost::json::object& reply) {
   return text;
 }
 
+std::string StorageHoldText(const boost::json::object& s) {
+  const boost::json::value* so = s.if_contains("storage");
+  if (so == nullptr || !so->is_object()) return "";
+  const boost::json::object& o = so->get_object();
+  std::string kept = "trial ends are kept";
+  if (const boost::json::value* w = o.if_contains("writes_kept"); w != nullptr && w->is_number()) {
+    const int64_t n = w->to_number<int64_t>();
+    if (n > 0) kept += ", and " + std::to_string(n) + " of their writes";
+  }
+  std::ostringstream retry;
+  const boost::json::value* r = o.if_contains("retry_in_s");
+  retry << std::fixed << std::setprecision(0)
+        << (r != nullptr && r->is_number() ? r->to_number<double>() : 0.0);
+  return "HELD: storage refuses writes: " + Str(o, "reason") + " (" + Str(o, "failures") +
+         " refused; " + kept + "; next try in " + retry.str() + " s)";
+}
+
 std::string FailuresText(const boost::json::object& s) {
   const boost::json::value* f = s.if_contains("failures");
   if (f == nullptr || !f->is_object()) return "";

@@ -29,6 +29,10 @@ std::string Str(const boost::json::object& o, const char* key);
 // How a study's trials failed, from a status reply's "failures": "20 failed; most often (20 of
 // them): exit: ModuleNotFoundError: No module named 'torch'"; "" when none failed.
 std::string FailuresText(const boost::json::object& status);
+// A status reply's storage hold ("storage"): "HELD: storage refuses writes: database or disk is
+// full (3 refused; trial ends are kept, and 12 of their writes; next try in 4 s)"; "" when the
+// storage takes writes.
+std::string StorageHoldText(const boost::json::object& status);
 // A reply's "directions" with its "metric_names" ([study] metric_names) when it has them:
 // "minimize loss, maximize accuracy"; else "minimize, maximize"; "" without directions.
 std::string DirectionsText(const boost::json::object& reply);

@@ -168,13 +168,7 @@ void PrintStatus(std::ostream& out, const json::object& s) {
   if (std::string failed = FailuresText(s); !failed.empty())
     out << "  failures: " << failed << "\n";
   // Storage refusing writes (daemon/scheduler/storage_outage.h): nothing starts.
-  if (const json::value* so = s.if_contains("storage"); so != nullptr && so->is_object()) {
-    const json::object& o = so->get_object();
-    std::ostringstream retry;
-    retry << std::fixed << std::setprecision(0) << o.at("retry_in_s").to_number<double>();
-    out << "  HELD: storage refuses writes: " << Str(o, "reason") << " (" << Str(o, "failures")
-        << " refused; trial ends are kept; next try in " << retry.str() << " s)\n";
-  }
+  if (std::string held = StorageHoldText(s); !held.empty()) out << "  " << held << "\n";
   // Storage could not answer: this is what the daemon knows in memory.
   if (const json::value* m = s.if_contains("from_memory"); m != nullptr && m->is_string()) {
     out << "  (from the daemon's memory: storage cannot answer: " << m->get_string().c_str()

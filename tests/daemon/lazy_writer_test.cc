@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "daemon/control/ping_board.h"
 #include "daemon/scheduler.h"
 #include "daemon/storage/sqlite_storage.h"
 #include "tests/daemon/fakes.h"
@@ -349,6 +350,8 @@ TEST_CASE(
     loop.Drain();
   }
   REQUIRE(h.scheduler().storage_outage().held());
+  // `status --json`, `ping --json` and `trialctl status` count the writes kept.
+  CHECK(StorageHoldOf(h.scheduler()).writes_kept >= 1);
   writes->down = false;
   h.PassWait();  // the scheduler's probe succeeds: the writer is told to try at once
   CHECK_FALSE(h.scheduler().storage_outage().held());

@@ -11,6 +11,7 @@
 
 #include "common/json.h"
 #include "daemon/ctl/best_view.h"
+#include "daemon/ctl/format.h"
 #include "daemon/ctl/trialctl.h"
 #include "daemon/ctl/watch.h"
 #include "daemon/export/study_export.h"
@@ -266,6 +267,16 @@ TEST_CASE("watch and best text of a front", "[best][watch]") {
              Catch::EndsWith("; HELD: storage refuses writes: database or disk is full"));
   view = ctl::WatchLines(status, w, 3);
   CHECK(view[2] == "  HELD: storage refuses writes: database or disk is full");
+  // `trialctl status`: with the trials' writes kept meanwhile, when there are any.
+  CHECK(ctl::StorageHoldText(status) ==
+        "HELD: storage refuses writes: database or disk is full (3 refused; trial ends are kept; "
+        "next try in 4 s)");
+  status["storage"].as_object()["writes_kept"] = 12;
+  CHECK(ctl::StorageHoldText(status) ==
+        "HELD: storage refuses writes: database or disk is full (3 refused; trial ends are kept, "
+        "and 12 of their writes; next try in 4 s)");
+  status["storage"] = nullptr;
+  CHECK(ctl::StorageHoldText(status).empty());
 }
 
 }  // namespace triald::testing
