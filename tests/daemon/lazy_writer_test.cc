@@ -8,6 +8,7 @@
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <future>
 #include <mutex>
 #include <thread>
@@ -139,12 +140,21 @@ struct Fixture {
   }
 };
 
-// Until the writer has nothing waiting (a few seconds at most; it has its own thread).
-void AwaitIdle(const LazyWriter& w) {
-  for (int i = 0; i < 5000 && w.queued() > 0; ++i) {
+// Until `done` (a few seconds at most: the writer has its own thread), running what the writer
+// posted to the loop meanwhile when given one.
+void Await(const std::function<bool()>& done, Loop* loop = nullptr) {
+  for (int i = 0; i < 5000 && !done(); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    if (loop != nullptr) loop->Drain();
   }
-  REQUIRE(w.queued() == 0);
+  REQUIRE(done());
+}
+// Until `queued` says nothing waits.
+void AwaitNone(const std::function<size_t()>& queued) {
+  Await([&queued] { return queued() == 0; });
+}
+void AwaitIdle(const LazyWriter& w) {
+  AwaitNone([&w] { return w.queued(); });
 }
 
 TEST_CASE("lazy writer: every write stored, in the order it came, on its own thread",
@@ -215,10 +225,7 @@ TEST_CASE(
   f.flaky->down = true;
   for (int step = 0; step < 10; ++step) w->Write(Write::Intermediate(t.id, step, step));
   // Tried and refused: kept, one outage posted however many batches failed.
-  for (int i = 0; i < 5000 && f.outages.empty(); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    f.loop.Drain();
-  }
+  Await([&f] { return !f.outages.empty(); }, &f.loop);
   REQUIRE(f.outages.size() == 1);
   CHECK(f.outages[0].code() == common::Code::kUnavailable);
   CHECK(w->queued() == 10);
@@ -252,10 +259,7 @@ TEST_CASE("lazy writer: a write refused for itself is dropped and reported, the 
   w->Write(Write::Intermediate(open.id, 2, 2.0));
   f.gate.Open();
   AwaitIdle(*w);
-  for (int i = 0; i < 5000 && f.refused.empty(); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    f.loop.Drain();
-  }
+  Await([&f] { return !f.refused.empty(); }, &f.loop);
   REQUIRE(f.refused.size() == 1);
   CHECK(f.refused[0].first == ended.id);
   CHECK(f.refused[0].second.code() == common::Code::kFailedPrecondition);
@@ -304,10 +308,7 @@ TEST_CASE(
   o.trial_write_storage = writes;
   SchedulerHarness h(std::move(o));
   auto idle = [&] {
-    for (int i = 0; i < 5000 && h.scheduler().lazy_writes_queued() > 0; ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-    REQUIRE(h.scheduler().lazy_writes_queued() == 0);
+    AwaitNone([&h] { return h.scheduler().lazy_writes_queued(); });
     loop.Drain();
   };
   FakeLauncher& l = h.launcher();
@@ -345,11 +346,7 @@ TEST_CASE(
   // The writer's storage away: the daemon holds, as for a write of its own; back, all is stored.
   writes->down = true;
   l.Report(running, 4, 0.0625);
-  for (int i = 0; i < 5000 && !h.scheduler().storage_outage().held(); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    loop.Drain();
-  }
-  REQUIRE(h.scheduler().storage_outage().held());
+  Await([&h] { return h.scheduler().storage_outage().held(); }, &loop);
   // `status --json`, `ping --json` and `trialctl status` count the writes kept.
   CHECK(StorageHoldOf(h.scheduler()).writes_kept >= 1);
   writes->down = false;
@@ -399,10 +396,7 @@ TEST_CASE(
   REQUIRE(study != nullptr);
   CHECK(study->trials.at(0).intermediate == std::map<int64_t, double>{{1, 0.5}, {2, 0.25}});
   gate.Open();
-  for (int i = 0; i < 5000 && h.scheduler().lazy_writes_queued() > 0; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  REQUIRE(h.scheduler().lazy_writes_queued() == 0);
+  AwaitNone([&h] { return h.scheduler().lazy_writes_queued(); });
   CHECK(h.Trials("study").at(0).intermediate == std::map<int64_t, double>{{1, 0.5}, {2, 0.25}});
 }
 
