@@ -206,8 +206,10 @@ void LazyWriter::Run() {
     std::vector<std::pair<int64_t, Status>> refused;
     const size_t n = batch.size();
     Status st = WriteBatch(batch, &left, &refused);
-    for (const auto& [trial_id, why] : refused) {
-      options_.logger->error("trial id {}: a write refused: {}", trial_id, why.message());
+    if (!refused.empty()) {
+      // Once per batch (a trial ended elsewhere may have many writes waiting).
+      options_.logger->warn("{} trial writes refused (not stored), the first: {}", refused.size(),
+                            refused.front().second.message());
     }
 
     lock.lock();
@@ -250,8 +252,10 @@ void LazyWriter::Run() {
           left.size(), n, waiting, st.message(), retry_s);
     }
     if (options_.post) {
+      std::unordered_map<int64_t, bool> told;  // one call per trial
       for (auto& [trial_id, why] : refused) {
-        if (options_.on_refused) {
+        if (options_.on_refused && !told[trial_id]) {
+          told[trial_id] = true;
           options_.post(
               [cb = options_.on_refused, trial_id = trial_id, why = why] { cb(trial_id, why); });
         }

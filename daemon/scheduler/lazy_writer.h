@@ -51,7 +51,8 @@ class LazyWriter {
     std::shared_ptr<storage::Storage> storage;  // the writer's own connection
     // Runs `fn` on the event loop (asio::post); the callbacks below arrive through it.
     std::function<void(std::function<void()>)> post;
-    // A write of trial `trial_id` refused for itself (logged already).
+    // Writes of trial `trial_id` refused for themselves (logged already; one call per trial and
+    // batch).
     std::function<void(int64_t trial_id, const common::Status&)> on_refused;
     // Storage refuses the writer's writes (the first refusal of an outage).
     std::function<void(const common::Status&)> on_outage;
