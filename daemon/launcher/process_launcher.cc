@@ -207,7 +207,7 @@ class Session : public std::enable_shared_from_this<Session> {
   bool grace_over_ = false;        // the grace period after SIGTERM has run out
   bool escapes_logged_ = false;
   std::string trial_dir_;     // TRIALD_TRIAL_DIR of its environment ("" when not set)
-  std::string number_ = "?";  // TRIALD_TRIAL of its environment, for the start's spans
+  std::string number_ = "?";  // TRIALD_TRIAL of its environment, for the trial's spans
   int poll_ms_ = 2;
   std::string answers_;       // queued answer bytes the socket has not taken yet
   bool answer_wait_ = false;  // waiting for the socket to take more

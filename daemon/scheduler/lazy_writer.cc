@@ -8,7 +8,8 @@ namespace triald::daemon {
 using common::Status;
 using TrialWrite = PendingWrites::Write;
 
-LazyWriter::LazyWriter(Options options) : options_(std::move(options)) {
+LazyWriter::LazyWriter(Options options)
+    : options_(std::move(options)), queue_(options_.max_writes) {
   if (!options_.logger) options_.logger = common::MakeNullLogger();
   if (options_.batch == 0) options_.batch = 1;
   thread_ = std::thread([this] { Run(); });
@@ -22,15 +23,10 @@ LazyWriter::~LazyWriter() {
   wake_.notify_all();
   thread_.join();
   // The thread is gone: what is left is written from here, once.
-  std::vector<TrialWrite> rest(std::make_move_iterator(queue_.begin()),
-                               std::make_move_iterator(queue_.end()));
-  queue_.clear();
   size_t lost = 0;
   Status why = Status::Ok();
-  for (size_t at = 0; at < rest.size(); at += options_.batch) {
-    std::vector<TrialWrite> batch(
-        std::make_move_iterator(rest.begin() + at),
-        std::make_move_iterator(rest.begin() + std::min(rest.size(), at + options_.batch)));
+  for (std::vector<TrialWrite> batch = queue_.Take(options_.batch); !batch.empty();
+       batch = queue_.Take(options_.batch)) {
     std::vector<TrialWrite> left;
     std::vector<std::pair<int64_t, Status>> refused;
     Status st = WriteBatch(batch, &left, &refused);
@@ -47,30 +43,10 @@ LazyWriter::~LazyWriter() {
   }
 }
 
-void LazyWriter::Count(int64_t trial_id, int delta) {
-  auto it = per_trial_.find(trial_id);
-  if (delta > 0) {
-    ++per_trial_[trial_id];
-  } else if (it != per_trial_.end() && --it->second == 0) {
-    per_trial_.erase(it);
-  }
-}
-
 void LazyWriter::Write(TrialWrite w) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (queue_.size() + in_flight_ >= options_.max_writes && !queue_.empty()) {
-      Count(queue_.front().trial_id, -1);
-      queue_.pop_front();
-      ++dropped_;
-      if (!warned_full_) {
-        warned_full_ = true;
-        options_.logger->error("{} trial writes wait for storage: dropping the oldest from now on",
-                               options_.max_writes);
-      }
-    }
-    Count(w.trial_id, +1);
-    queue_.push_back(std::move(w));
+    queue_.Keep(std::move(w), options_.logger, in_flight_);
   }
   wake_.notify_one();
 }
@@ -78,19 +54,7 @@ void LazyWriter::Write(TrialWrite w) {
 std::vector<TrialWrite> LazyWriter::TakeTrial(int64_t trial_id) {
   std::unique_lock<std::mutex> lock(mu_);
   batch_done_.wait(lock, [&] { return in_flight_trials_.count(trial_id) == 0; });
-  std::vector<TrialWrite> out;
-  if (per_trial_.count(trial_id) == 0) return out;
-  std::deque<TrialWrite> rest;
-  for (TrialWrite& w : queue_) {
-    if (w.trial_id == trial_id) {
-      out.push_back(std::move(w));
-    } else {
-      rest.push_back(std::move(w));
-    }
-  }
-  queue_.swap(rest);
-  per_trial_.erase(trial_id);
-  return out;
+  return queue_.TakeTrial(trial_id);
 }
 
 void LazyWriter::Resume() {
@@ -108,7 +72,7 @@ size_t LazyWriter::queued() const {
 
 uint64_t LazyWriter::dropped() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return dropped_;
+  return queue_.dropped();
 }
 
 Status LazyWriter::WriteBatch(std::vector<TrialWrite>& batch, std::vector<TrialWrite>* left,
@@ -185,20 +149,16 @@ Status LazyWriter::WriteBatch(std::vector<TrialWrite>& batch, std::vector<TrialW
 void LazyWriter::Run() {
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
-    while (!stop_ && (queue_.empty() || Clock::now() < retry_at_)) {
-      if (queue_.empty()) {
+    while (!stop_ && (queue_.size() == 0 || Clock::now() < retry_at_)) {
+      if (queue_.size() == 0) {
         wake_.wait(lock);
       } else {
         wake_.wait_until(lock, retry_at_);
       }
     }
     if (stop_) return;  // the destructor writes the rest
-    std::vector<TrialWrite> batch;
-    while (!queue_.empty() && batch.size() < options_.batch) {
-      ++in_flight_trials_[queue_.front().trial_id];
-      batch.push_back(std::move(queue_.front()));
-      queue_.pop_front();
-    }
+    std::vector<TrialWrite> batch = queue_.Take(options_.batch);
+    for (const TrialWrite& w : batch) in_flight_trials_.insert(w.trial_id);
     in_flight_ = batch.size();
     lock.unlock();
 
@@ -213,16 +173,10 @@ void LazyWriter::Run() {
     }
 
     lock.lock();
-    // The written and refused writes leave the counts; the kept ones go back to the front, in
-    // their order, ahead of the writes that came meanwhile.
-    std::unordered_map<int64_t, size_t> kept;
-    for (const TrialWrite& w : left) ++kept[w.trial_id];
-    for (const auto& [trial_id, count] : in_flight_trials_) {
-      const size_t k = kept.count(trial_id) ? kept[trial_id] : 0;
-      for (size_t j = k; j < count; ++j) Count(trial_id, -1);
-    }
-    queue_.insert(queue_.begin(), std::make_move_iterator(left.begin()),
-                  std::make_move_iterator(left.end()));
+    // The kept ones go back to the front, in their order, ahead of the writes that came
+    // meanwhile.
+    const size_t kept = left.size();
+    queue_.PutBack(std::move(left));
     in_flight_trials_.clear();
     in_flight_ = 0;
     bool report_outage = false;
@@ -231,7 +185,6 @@ void LazyWriter::Run() {
       resumed = retry_s_ > 0;
       retry_s_ = 0;
       outage_reported_ = false;
-      if (queue_.empty()) warned_full_ = false;
     } else {
       retry_s_ = retry_s_ == 0 ? kFirstRetry : std::min(2 * retry_s_, kMaxRetry);
       retry_at_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(
@@ -249,13 +202,12 @@ void LazyWriter::Run() {
       options_.logger->warn(
           "{} of {} trial writes kept ({} waiting in all): {}; next try in "
           "{:.1f} s",
-          left.size(), n, waiting, st.message(), retry_s);
+          kept, n, waiting, st.message(), retry_s);
     }
     if (options_.post) {
-      std::unordered_map<int64_t, bool> told;  // one call per trial
+      std::unordered_set<int64_t> told;  // one call per trial
       for (auto& [trial_id, why] : refused) {
-        if (options_.on_refused && !told[trial_id]) {
-          told[trial_id] = true;
+        if (options_.on_refused && told.insert(trial_id).second) {
           options_.post(
               [cb = options_.on_refused, trial_id = trial_id, why = why] { cb(trial_id, why); });
         }

@@ -19,20 +19,19 @@
 // (kFirstRetry doubling to kMaxRetry, or at once on Resume()), and on_outage tells the event
 // loop, once per outage, so that the scheduler holds as it does for its own refused writes.
 //
-// Bounded: at most PendingWrites::kMaxWrites writes wait; past that the oldest is dropped,
-// counted and logged once per outage.
+// Bounded: at most Options::max_writes wait, the batch in flight included; past that the oldest
+// is dropped, counted and logged once per outage (the queue is a PendingWrites).
 //
 // Thread-safety: Write, TakeTrial, Resume and the destructor on the event-loop thread; the
 // callbacks are posted there. queued() from any thread.
 
 #include <condition_variable>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <thread>
-#include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "common/logging.h"
@@ -91,18 +90,14 @@ class LazyWriter {
   common::Status WriteBatch(std::vector<PendingWrites::Write>& batch,
                             std::vector<PendingWrites::Write>* left,
                             std::vector<std::pair<int64_t, common::Status>>* refused);
-  void Count(int64_t trial_id, int delta);  // under mu_
 
   Options options_;
   mutable std::mutex mu_;
   std::condition_variable wake_;        // the writer: work, Resume() or stop
   std::condition_variable batch_done_;  // TakeTrial: the batch in flight is over
-  std::deque<PendingWrites::Write> queue_;
-  std::unordered_map<int64_t, size_t> per_trial_;  // queued and in flight, by trial id
-  size_t in_flight_ = 0;
-  std::unordered_map<int64_t, size_t> in_flight_trials_;
-  uint64_t dropped_ = 0;
-  bool warned_full_ = false;
+  PendingWrites queue_;                 // waiting, in order (bounded: Options::max_writes)
+  size_t in_flight_ = 0;                // the writes of the batch being written
+  std::unordered_set<int64_t> in_flight_trials_;  // and their trials
   bool outage_reported_ = false;
   double retry_s_ = 0;            // the back-off now; 0 while storage takes writes
   Clock::time_point retry_at_{};  // no try before this

@@ -38,16 +38,15 @@ bool PendingWrites::IsOutage(const common::Status& st) {
   return st.code() == common::Code::kUnavailable || st.code() == common::Code::kIo;
 }
 
-void PendingWrites::Keep(Write w, const common::Logger& logger) {
-  if (writes_.size() >= kMaxWrites) {
+void PendingWrites::Keep(Write w, const common::Logger& logger, size_t elsewhere) {
+  if (!writes_.empty() && writes_.size() + elsewhere >= max_writes_) {
     Forget(writes_.front().trial_id);
     writes_.pop_front();
     ++dropped_;
     if (!warned_full_) {
       warned_full_ = true;
-      logger->error(
-          "{} trial writes kept while storage refuses them: dropping the oldest from now on",
-          kMaxWrites);
+      logger->error("{} trial writes wait for storage: dropping the oldest from now on",
+                    max_writes_);
     }
   }
   ++per_trial_[w.trial_id];
@@ -60,6 +59,39 @@ void PendingWrites::Forget(int64_t trial_id) {
 }
 
 bool PendingWrites::Has(int64_t trial_id) const { return per_trial_.count(trial_id) > 0; }
+
+std::vector<PendingWrites::Write> PendingWrites::Take(size_t n) {
+  std::vector<Write> out;
+  while (!writes_.empty() && out.size() < n) {
+    Forget(writes_.front().trial_id);
+    out.push_back(std::move(writes_.front()));
+    writes_.pop_front();
+  }
+  if (writes_.empty()) warned_full_ = false;
+  return out;
+}
+
+std::vector<PendingWrites::Write> PendingWrites::TakeTrial(int64_t trial_id) {
+  std::vector<Write> out;
+  if (!Has(trial_id)) return out;
+  std::deque<Write> rest;
+  for (Write& w : writes_) {
+    if (w.trial_id == trial_id) {
+      out.push_back(std::move(w));
+    } else {
+      rest.push_back(std::move(w));
+    }
+  }
+  writes_.swap(rest);
+  per_trial_.erase(trial_id);
+  return out;
+}
+
+void PendingWrites::PutBack(std::vector<Write> writes) {
+  for (const Write& w : writes) ++per_trial_[w.trial_id];
+  writes_.insert(writes_.begin(), std::make_move_iterator(writes.begin()),
+                 std::make_move_iterator(writes.end()));
+}
 
 common::Status PendingWrites::Apply(storage::TrialStore& store, const Write& w) {
   switch (w.kind) {

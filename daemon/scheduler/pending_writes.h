@@ -6,8 +6,13 @@
 // finished trial takes no more writes). While a trial has kept writes, its later ones are kept
 // behind them, so a step reported twice ends with its last value, as without an outage.
 //
-// Bounded: at most kMaxWrites in all; past that the oldest is dropped, counted and logged once
-// per outage, so a flood of reports during a long outage costs a bounded amount of memory.
+// Bounded: at most max_writes in all (kMaxWrites unless given); past that the oldest is dropped,
+// counted and logged once per outage, so a flood of reports during a long outage costs a bounded
+// amount of memory.
+//
+// The lazy writer (lazy_writer.h) keeps its queue in one too: it takes the oldest out to write
+// them (Take), puts back what storage refused (PutBack), and hands a trial's own to its end
+// (TakeTrial).
 //
 // Thread-safety: not thread-safe; the scheduler's thread owns it.
 
@@ -16,6 +21,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "common/logging.h"
 #include "common/status.h"
@@ -27,6 +33,8 @@ namespace triald::daemon {
 class PendingWrites {
  public:
   static constexpr size_t kMaxWrites = 1'000'000;
+
+  explicit PendingWrites(size_t max_writes = kMaxWrites) : max_writes_(max_writes) {}
 
   struct Write {
     enum class Kind { kIntermediate, kAttr, kParam };
@@ -47,7 +55,15 @@ class PendingWrites {
   // error: an outage), not a refusal of the write itself.
   static bool IsOutage(const common::Status& st);
 
-  void Keep(Write w, const common::Logger& logger);
+  // Keeps `w` behind the others; `elsewhere` writes held outside (a batch being written) count
+  // towards the bound too.
+  void Keep(Write w, const common::Logger& logger, size_t elsewhere = 0);
+  // The oldest `n` writes (fewer when there are fewer), taken out in order.
+  std::vector<Write> Take(size_t n);
+  // Trial `trial_id`'s writes, taken out in order.
+  std::vector<Write> TakeTrial(int64_t trial_id);
+  // Puts `writes` back in front of the others, in their order (taken, then not stored).
+  void PutBack(std::vector<Write> writes);
   // Whether trial `trial_id` has kept writes (its next ones go behind them).
   bool Has(int64_t trial_id) const;
   // Writes the kept writes (only trial `trial_id`'s when given), oldest first. Stops at the first
@@ -62,6 +78,7 @@ class PendingWrites {
 
  private:
   void Forget(int64_t trial_id);  // one write of the trial is gone
+  size_t max_writes_;
   std::deque<Write> writes_;
   std::unordered_map<int64_t, size_t> per_trial_;  // trial id -> its kept writes
   uint64_t dropped_ = 0;
