@@ -167,12 +167,11 @@ LOOP_STEPS = {
     ("exited", "finished"): "the trial's end: outcome, its commit",
     ("finished", "created"): "the next trial: sampler, the insert of its record",
 }
-# The steps the event loop logs (common::Span); the others come from other processes' threads.
-LOOP_SPANS = {"created", "vfork", "exec_done", "launched", "started", "committed", "first_line",
-              "reaped", "over", "exited", "finished"}
-# A trial's own steps, in the order of its life.
+# A trial's own steps, in the order of its life: the spans the event loop logs (common::Span;
+# the others come from other processes' threads).
 TRIAL_STEPS = ["created", "vfork", "exec_done", "launched", "started", "committed", "first_line",
                "reaped", "over", "exited", "finished"]
+LOOP_SPANS = set(TRIAL_STEPS)
 
 
 def loop_breakdown(log_path: str) -> dict:
