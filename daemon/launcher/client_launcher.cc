@@ -242,11 +242,15 @@ class Session : public std::enable_shared_from_this<Session> {
     ::shutdown(sd_.native_handle(), SHUT_WR);
   }
 
-  void CloseAll() {
-    boost::system::error_code ignored;
+  void CancelTimers() {
     timeout_timer_.cancel();
     grace_timer_.cancel();
     stall_timer_.cancel();
+  }
+
+  void CloseAll() {
+    boost::system::error_code ignored;
+    CancelTimers();
     sd_.close(ignored);
   }
 
@@ -268,12 +272,19 @@ class Session : public std::enable_shared_from_this<Session> {
       }
     }
     if (outcome_.ended_by.empty()) outcome_.ended_by = "told by the client";
-    CloseAll();
-    if (abandoned_) return;
-    // Never from inside a call of the scheduler's: on_exit comes from the event loop.
+    if (abandoned_) {
+      CloseAll();
+      return;
+    }
+    CancelTimers();
+    // Never from inside a call of the scheduler's: on_exit comes from the event loop. The
+    // connection closes only after it: a program that reads EOF after telling has its trial
+    // ended in the scheduler, so its next ask finds the slot free (a request from the control
+    // server's thread may otherwise reach the loop between the close and on_exit).
     auto self = shared_from_this();
     asio::post(sd_.get_executor(), [self] {
       if (!self->abandoned_ && self->callbacks_.on_exit) self->callbacks_.on_exit(self->outcome_);
+      self->CloseAll();
     });
   }
 

@@ -17,7 +17,9 @@
 //              worker's), code 1 after an error line without either (tell FAIL: FAIL(exit),
 //              "the client told FAIL; worker said: ..."), else FAIL(lost): "the client's
 //              connection closed before it told the trial's result" (a crashed notebook or
-//              script), which [study] retry_on retries by default.
+//              script), which [study] retry_on retries by default. The daemon's side closes
+//              only after on_exit has run: a program that reads EOF after telling finds its
+//              trial ended (its next ask sees the slot free).
 //   Stop()     (trial_timeout, a prune, cancel, shutdown, a protocol error) answers the next
 //              request with an error line naming why, ends its write side (the program reads
 //              EOF after it), and closes the connection after kill_grace unless the program
