@@ -52,6 +52,7 @@ Scheduler::Scheduler(SchedulerOptions options)
   co.host = host_.get();
   co.node_timeout_s = options_.node_timeout_s;
   co.fence_after_s = options_.fence_after_s;
+  co.reads = options_.storage_reads.get();
   coordinator_ = MakeNodeCoordinator(std::move(co));
   StudyRecorder::Options ro;
   ro.storage = options_.storage;
@@ -146,6 +147,8 @@ Scheduler::Scheduler(SchedulerOptions options)
 
 Scheduler::~Scheduler() {
   fork_servers_.reset();  // the launcher's events stop first, before any trial or study goes
+  // No read off the loop comes back to a coordinator that is gone (nor to a study).
+  options_.storage_reads.reset();
 }
 
 // The control verbs (study_control.h).
@@ -346,14 +349,14 @@ std::optional<int> Scheduler::NextTrial(StudyRuntime& study) {
   return number;
 }
 
-void Scheduler::SharedTick() {
-  std::optional<std::vector<model::StudyRecord>> stored = coordinator_->OnTick(shutting_down_);
-  if (!stored) return;
+void Scheduler::SharedTick() { coordinator_->OnTick(shutting_down_); }
+
+void Scheduler::FollowStored(const std::vector<model::StudyRecord>& stored) {
   FollowOptions follow;
   follow.coordinator = coordinator_.get();
   follow.loader = loader_.get();
   follow.logger = options_.logger;
-  for (int64_t dropped : FollowStoredStudies(*stored, &studies_, follow)) {
+  for (int64_t dropped : FollowStoredStudies(stored, &studies_, follow)) {
     if (gpu_reserved_for_ == dropped) gpu_reserved_for_ = 0;
   }
   for (auto& [id, study] : studies_) {

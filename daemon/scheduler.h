@@ -211,6 +211,10 @@ struct SchedulerOptions {
   // database on the event loop; needs `post`. Null: they are written on the event loop (the
   // daemon on SQLite, where they ride with the next commit).
   std::shared_ptr<storage::Storage> trial_write_storage;
+  // Shared storage: the multi-node protocol's reads (heartbeats, other nodes' studies and
+  // trials) made off the event loop (storage_reads.h; the daemon: a thread with a connection of
+  // its own). Null: on the event loop.
+  std::shared_ptr<StorageReads> storage_reads;
 };
 
 class GpuDrains;
@@ -307,7 +311,8 @@ class Scheduler {
   void BeginShutdown(std::function<void()> on_idle);
 
   // The daemon calls it every heartbeat interval: on shared storage, beats, follows the other
-  // nodes (their studies, trials and deaths) and starts what it can; otherwise does nothing.
+  // nodes (their studies, trials and deaths) and starts what it can (with storage_reads, once
+  // the tick's reads are back); otherwise does nothing.
   void SharedTick();
 
   // GPU bookkeeping, called periodically by the daemon while gpu_work() is true: records the
@@ -398,6 +403,8 @@ class Scheduler {
                    bool own = true);
   // Ends the study, COMPLETE (or FAILED, with study.failure) once nothing of it is left to run.
   void MaybeCompleteStudy(StudyRuntime& study);
+  // The studies as a tick read them (CoordinatorHost::FollowStored).
+  void FollowStored(const std::vector<model::StudyRecord>& stored);
   // Drops studies that have ended and have nothing running; true when any was dropped.
   bool DropEndedStudies();
   // A write refused (`st`): an outage holds the daemon (storage_outage.h), logged once.

@@ -121,11 +121,12 @@ common::Result<StateDir> LockStateDir(const std::string& dir) {
 
 // Opens the studies' storage: SQLite in the state directory, or the PostgreSQL database of
 // --storage shared with other nodes. Errors name the URL with its password masked.
-// `for_trial_writes`: a second connection, for the lazy writer (daemon/scheduler/lazy_writer.h).
+// `purpose`: empty for the event loop's own connection; else what another connection is for
+// (the lazy writer's, daemon/scheduler/lazy_writer.h; the reads off the loop, storage_reads.h).
 common::Result<std::unique_ptr<storage::Storage>> OpenStorage(const DaemonOptions& opts,
                                                               const std::string& state_dir,
                                                               const common::Logger& log,
-                                                              bool for_trial_writes = false) {
+                                                              const std::string& purpose = "") {
   char host[256] = {};
   const std::string host_name =
       ::gethostname(host, sizeof host - 1) == 0 && host[0] != '\0' ? host : "localhost";
@@ -158,8 +159,8 @@ common::Result<std::unique_ptr<storage::Storage>> OpenStorage(const DaemonOption
   auto storage = postgres ? storage::OpenPostgresStorage(postgres_options)
                           : storage::OpenSqliteStorage(sqlite_options);
   if (!storage.ok()) return storage.status();
-  if (for_trial_writes) {
-    log->debug("storage: a connection of its own for the trials' reports");
+  if (!purpose.empty()) {
+    log->debug("storage: a connection of its own for {}", purpose);
     return storage;
   }
   log->info("storage: {}; node {}",
@@ -597,12 +598,24 @@ int RunDaemon(const DaemonOptions& opts) {
   if ((*storage)->shared()) {
     // The trials' reports go to the database on a connection and a thread of their own
     // (daemon/scheduler/lazy_writer.h): the event loop never waits for those round trips.
-    auto writes = OpenStorage(opts, state_dir, log, /*for_trial_writes=*/true);
+    auto writes = OpenStorage(opts, state_dir, log, "the trials' reports");
     if (!writes.ok()) {
       log->critical("{}", writes.status().message());
       return 1;
     }
     so.trial_write_storage = std::move(writes).value();
+    // So are the multi-node protocol's reads (the heartbeat tick's, the pruning decisions'
+    // re-reads of other nodes' trials: daemon/scheduler/storage_reads.h).
+    auto reads = OpenStorage(opts, state_dir, log, "the reads of other nodes' work");
+    if (!reads.ok()) {
+      log->critical("{}", reads.status().message());
+      return 1;
+    }
+    ThreadedStorageReads::Options ro;
+    ro.storage = std::move(reads).value();
+    ro.post = so.post;
+    ro.logger = log;
+    so.storage_reads = std::make_shared<ThreadedStorageReads>(std::move(ro));
   }
   Scheduler scheduler(so);
   pump_target = &scheduler;

@@ -28,6 +28,7 @@
 #include "daemon/model/records.h"
 #include "daemon/scheduler/pending_finishes.h"
 #include "daemon/scheduler/storage_batch.h"
+#include "daemon/scheduler/storage_reads.h"
 #include "daemon/scheduler/study_cache.h"
 #include "daemon/storage/storage.h"
 
@@ -56,6 +57,12 @@ class CoordinatorHost {
                            bool own) = 0;
   // The active study with this id, or nullptr.
   virtual StudyCache* FindStudy(int64_t study_id) = 0;
+  // Every active study.
+  virtual std::vector<StudyCache*> Studies() = 0;
+  // The studies as a heartbeat tick read them (NodeCoordinator::OnTick): loads those to run
+  // here, drops those that ended, calls Follow for each active study, completes those whose
+  // last trials ended elsewhere, and starts what it can.
+  virtual void FollowStored(const std::vector<model::StudyRecord>& stored) = 0;
 };
 
 class NodeCoordinator {
@@ -117,7 +124,8 @@ class NodeCoordinator {
   // Whether trials of the study may still be WAITING or RUNNING on other nodes.
   virtual bool OpenElsewhere(const StudyCache& study) const = 0;
   // Before a pruning decision: the other nodes' intermediate values, re-read when older than
-  // kPruneSyncSeconds (shared_coordinator.h). Local: nothing to read.
+  // kPruneSyncSeconds (shared_coordinator.h; with CoordinatorOptions::reads the read is made off
+  // the event loop and this decision uses what the last one brought). Local: nothing to read.
   virtual void RefreshForPruning(StudyCache& study) = 0;
 
   // ---- Ending a trial (Scheduler::FinishTrial) ----
@@ -147,16 +155,18 @@ class NodeCoordinator {
   // Every heartbeat interval. Shared: beats (shutting down too: its trials are still this
   // node's until they end), fences itself when no beat has reached the database for too long
   // (shared_coordinator.h), and when the beat reached it stores the ends kept for later and
-  // unless shutting down re-reads which nodes are dead and returns the stored studies for the
-  // scheduler to follow. nullopt: nothing to follow (local; shared while shutting down, when the
-  // beat failed or when the studies cannot be listed).
-  virtual std::optional<std::vector<model::StudyRecord>> OnTick(bool shutting_down) = 0;
+  // unless shutting down re-reads which nodes are dead and hands the stored studies to
+  // CoordinatorHost::FollowStored. With CoordinatorOptions::reads the reads are made off the
+  // event loop and FollowStored comes when they are back (a tick while the last one's are not
+  // back only checks the fence). Local: nothing.
+  virtual void OnTick(bool shutting_down) = 0;
   // A study's stored record as just read: adopts a state set through another node (cancelled:
   // its trials here stop; completed; extended) and its control fields (paused, n_trials,
   // parallelism: Scheduler::Pause, Extend, SetParallelism).
   virtual void Adopt(StudyCache& study, const model::StudyRecord& stored) = 0;
-  // Each active study at each tick: reads what the other nodes changed and ends the trials dead
-  // nodes ran or claimed. False when the study could not be read (logged).
+  // Each active study at each tick (from FollowStored): reads what the other nodes changed (or
+  // applies what the tick read off the event loop) and ends the trials dead nodes ran or
+  // claimed. False when the study could not be read (logged). Outside a tick: reads at once.
   virtual bool Follow(StudyCache& study) = 0;
 };
 
@@ -205,7 +215,7 @@ class LocalCoordinator final : public NodeCoordinator {
   void CommitFinish(StudyCache& study, int number, const model::TrialOutcome& outcome, bool own,
                     StorageBatch& batch, const StudyCache::Saved& before) override;
   void StorageBack() override { pending_.Retry(*host_); }
-  std::optional<std::vector<model::StudyRecord>> OnTick(bool) override { return std::nullopt; }
+  void OnTick(bool) override {}
   void Adopt(StudyCache&, const model::StudyRecord&) override {}
   bool Follow(StudyCache&) override { return true; }
 
@@ -226,6 +236,9 @@ struct CoordinatorOptions {
   // long (self-fencing); 0: kLeaseFraction * node_timeout_s. The daemon derives it
   // (FenceAfterSeconds).
   double fence_after_s = 0;
+  // Shared: reads off the event loop (storage_reads.h; not owned, outlives the coordinator and
+  // runs no completion after it); null: every read on the event loop.
+  StorageReads* reads = nullptr;
 };
 
 // A SharedCoordinator when options.storage->shared(), else a LocalCoordinator.

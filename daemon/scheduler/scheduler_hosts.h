@@ -54,6 +54,14 @@ class Scheduler::Host final : public CoordinatorHost {
     auto it = s_->studies_.find(study_id);
     return it == s_->studies_.end() ? nullptr : it->second.get();
   }
+  std::vector<StudyCache*> Studies() override {
+    std::vector<StudyCache*> all;
+    for (auto& [id, study] : s_->studies_) all.push_back(study.get());
+    return all;
+  }
+  void FollowStored(const std::vector<model::StudyRecord>& stored) override {
+    s_->FollowStored(stored);
+  }
 
  private:
   Scheduler* s_;

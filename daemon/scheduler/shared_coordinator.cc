@@ -85,14 +85,26 @@ bool SharedCoordinator::LeftToOthers(const std::string& study_name) const {
   return it != not_loaded_.end() && options_.clock->MonotonicSeconds() < it->second.retry_at;
 }
 
-Status SharedCoordinator::Sync(StudyCache& study) {
-  std::vector<int> open;
+SharedCoordinator::ReadFrom SharedCoordinator::ReadFromNow(const StudyCache& study) {
+  ReadFrom from;
+  from.study_id = study.record.id;
+  from.known = static_cast<int>(study.trials.size());
   for (const TrialRecord& t : study.trials) {
-    if (!model::IsFinished(t.state)) open.push_back(t.number);
+    if (!model::IsFinished(t.state)) from.open.push_back(t.number);
   }
+  from.epoch = study.sync_epoch;
+  return from;
+}
+
+Status SharedCoordinator::Sync(StudyCache& study) {
+  const ReadFrom from = ReadFromNow(study);
   TRIALD_ASSIGN_OR_RETURN(std::vector<TrialRecord> changed,
-                          options_.storage->GetTrialsSince(
-                              study.record.id, static_cast<int>(study.trials.size()), open));
+                          options_.storage->GetTrialsSince(from.study_id, from.known, from.open));
+  Apply(study, std::move(changed), /*off_loop=*/false);
+  return Status::Ok();
+}
+
+void SharedCoordinator::Apply(StudyCache& study, std::vector<TrialRecord> changed, bool off_loop) {
   const std::string& me = options_.storage->node();
   for (TrialRecord& t : changed) {
     if (t.number < 0) continue;
@@ -100,8 +112,11 @@ Status SharedCoordinator::Sync(StudyCache& study) {
     TrialRecord& known = study.trials[t.number];
     if (!model::IsFinished(t.state) && !model::IsFinished(known.state) && known.node == me &&
         t.node == me) {
-      // This node's own open trial: what its channel took may not be stored yet (the lazy
-      // writer's queue, or writes kept during an outage), so what memory holds wins.
+      // This node's own open trial. Read off the loop, the read may predate its start (stored
+      // and then set in memory on the loop): memory holds it as it is.
+      if (off_loop) continue;
+      // What its channel took may not be stored yet (the lazy writer's queue, or writes kept
+      // during an outage), so what memory holds wins.
       for (auto& [step, value] : known.intermediate) t.intermediate[step] = value;
       for (auto& [key, json] : known.attrs) t.attrs[key] = json;
       for (auto& [name, param] : known.params) t.params.insert_or_assign(name, param);
@@ -109,9 +124,9 @@ Status SharedCoordinator::Sync(StudyCache& study) {
     known = std::move(t);
   }
   study.synced_at = options_.clock->MonotonicSeconds();
+  study.sync_epoch = NextSyncEpoch();
   options_.host->StopTrialsEndedElsewhere(study);
   study.Recount(options_.storage->node());
-  return Status::Ok();
 }
 
 void SharedCoordinator::Adopt(StudyCache& study, const model::StudyRecord& stored) {
@@ -213,11 +228,35 @@ bool SharedCoordinator::OpenElsewhere(const StudyCache& study) const {
 
 void SharedCoordinator::RefreshForPruning(StudyCache& study) {
   if (options_.clock->MonotonicSeconds() - study.synced_at < kPruneSyncSeconds) return;
-  Status synced = Sync(study);
-  if (!synced.ok()) {
-    options_.logger->error("study {}: reading other nodes' trials: {}", study.record.name,
-                           synced.message());
+  if (options_.reads == nullptr) {
+    Status synced = Sync(study);
+    if (!synced.ok()) {
+      options_.logger->error("study {}: reading other nodes' trials: {}", study.record.name,
+                             synced.message());
+    }
+    return;
   }
+  if (study.read_in_flight) return;
+  study.read_in_flight = true;
+  options_.reads->Submit([this, from = ReadFromNow(study)](storage::Storage& storage) {
+    Result<std::vector<TrialRecord>> changed =
+        storage.GetTrialsSince(from.study_id, from.known, from.open);
+    return StorageReads::Done([this, from, changed = std::move(changed)]() mutable {
+      StudyCache* study = options_.host->FindStudy(from.study_id);
+      if (study == nullptr) return;  // ended meanwhile
+      study->read_in_flight = false;
+      if (!changed.ok()) {
+        // Tried again kPruneSyncSeconds from now, not at each report meanwhile.
+        study->synced_at = options_.clock->MonotonicSeconds();
+        options_.logger->error("study {}: reading other nodes' trials: {}", study->record.name,
+                               changed.status().message());
+        return;
+      }
+      // Read again on the loop since (a claim, an end): that read is newer.
+      if (study->sync_epoch != from.epoch) return;
+      Apply(*study, std::move(changed).value(), /*off_loop=*/true);
+    });
+  });
 }
 
 void SharedCoordinator::ReapDeadNodes(StudyCache& study) {
@@ -258,9 +297,14 @@ bool SharedCoordinator::Beat() {
     lapsed_ = true;
     return false;
   }
+  OnBeat(started);
+  return true;
+}
+
+void SharedCoordinator::OnBeat(double started) {
   // The beat reached the server after `started`: no other node can count this one dead before
   // started + node_timeout_s.
-  lease_from_ = started;
+  lease_from_ = std::max(lease_from_, started);
   if (lapsed_) {
     lapsed_ = false;
     reap_after_ = started + options_.node_timeout_s;
@@ -269,7 +313,6 @@ bool SharedCoordinator::Beat() {
         "for the next {} s (they may have been cut off from it as this node was)",
         options_.node_timeout_s);
   }
-  return true;
 }
 
 bool SharedCoordinator::LeaseValid() const {
@@ -277,9 +320,14 @@ bool SharedCoordinator::LeaseValid() const {
 }
 
 Status SharedCoordinator::RefreshDeadNodes() {
-  const std::string& me = options_.storage->node();
   TRIALD_ASSIGN_OR_RETURN(std::vector<model::NodeRecord> nodes,
                           options_.storage->GetNodes(options_.clock->WallSeconds()));
+  ApplyNodes(nodes);
+  return Status::Ok();
+}
+
+void SharedCoordinator::ApplyNodes(const std::vector<model::NodeRecord>& nodes) {
+  const std::string& me = options_.storage->node();
   std::set<std::string> dead;
   for (const model::NodeRecord& n : nodes) {
     if (n.name == me || n.AliveWithin(options_.node_timeout_s)) continue;
@@ -293,7 +341,6 @@ Status SharedCoordinator::RefreshDeadNodes() {
     if (dead.count(name) == 0) options_.logger->info("node {}: heartbeats again", name);
   }
   dead_nodes_ = std::move(dead);
-  return Status::Ok();
 }
 
 void SharedCoordinator::FenceIfSilent() {
@@ -316,7 +363,44 @@ void SharedCoordinator::FenceIfSilent() {
   options_.host->FenceOwnTrials(why);
 }
 
-std::optional<std::vector<model::StudyRecord>> SharedCoordinator::OnTick(bool shutting_down) {
+void SharedCoordinator::OnTick(bool shutting_down) {
+  if (options_.reads != nullptr) {
+    if (tick_in_flight_) {
+      // The last tick's beat is not back (a frozen database): the fence does not wait for it.
+      FenceIfSilent();
+      return;
+    }
+    // Otherwise the beat decides, when it is back (OnTickRead): a node whose loop could not
+    // tick for a while (a suspended host) beats before it counts its silence.
+    tick_in_flight_ = true;
+    std::vector<ReadFrom> studies;
+    if (!shutting_down) {
+      for (StudyCache* study : options_.host->Studies()) studies.push_back(ReadFromNow(*study));
+    }
+    const double started = options_.clock->MonotonicSeconds();
+    const double wall = options_.clock->WallSeconds();
+    options_.reads->Submit([this, studies = std::move(studies), started, wall,
+                            shutting_down](storage::Storage& storage) {
+      TickRead read;
+      read.started = started;
+      read.shutting_down = shutting_down;
+      read.beat = storage.Heartbeat(wall);
+      // A database the beat did not reach would make every other read wait in turn.
+      if (read.beat.ok() && !shutting_down) {
+        read.nodes = storage.GetNodes(wall);
+        read.studies = storage.ListStudies();
+        for (const ReadFrom& from : studies) {
+          if (!read.studies.ok()) break;
+          read.trials.emplace(
+              from.study_id, std::make_pair(from.epoch, storage.GetTrialsSince(
+                                                            from.study_id, from.known, from.open)));
+        }
+      }
+      return StorageReads::Done(
+          [this, read = std::move(read)]() mutable { OnTickRead(std::move(read)); });
+    });
+    return;
+  }
   // Beats while shutting down too: its trials are still this node's until they end. A beat that
   // did not reach the database may have waited for the call timeout (FenceAfterSeconds counts
   // it).
@@ -324,21 +408,64 @@ std::optional<std::vector<model::StudyRecord>> SharedCoordinator::OnTick(bool sh
   FenceIfSilent();
   // A database the beat did not reach would make every other call of the tick wait for the
   // call timeout in turn (the kept trial ends one by one): they wait for the next tick.
-  if (!beat) return std::nullopt;
+  if (!beat) return;
   pending_.Retry(*options_.host);
-  if (shutting_down) return std::nullopt;
+  if (shutting_down) return;
   Status nodes = RefreshDeadNodes();
   if (!nodes.ok()) options_.logger->error("reading the nodes' heartbeats: {}", nodes.message());
   Result<std::vector<model::StudyRecord>> stored = options_.storage->ListStudies();
   if (!stored.ok()) {
     options_.logger->error("listing studies: {}", stored.status().message());
-    return std::nullopt;
+    return;
   }
-  return std::move(stored).value();
+  options_.host->FollowStored(*stored);
+}
+
+void SharedCoordinator::OnTickRead(TickRead read) {
+  tick_in_flight_ = false;
+  if (!read.beat.ok()) {
+    options_.logger->error("recording this node's heartbeat: {}", read.beat.message());
+    lapsed_ = true;
+    FenceIfSilent();
+    return;
+  }
+  OnBeat(read.started);
+  FenceIfSilent();
+  pending_.Retry(*options_.host);
+  if (read.shutting_down) return;
+  if (read.nodes.ok()) {
+    ApplyNodes(*read.nodes);
+  } else {
+    options_.logger->error("reading the nodes' heartbeats: {}", read.nodes.status().message());
+  }
+  if (!read.studies.ok()) {
+    options_.logger->error("listing studies: {}", read.studies.status().message());
+    return;
+  }
+  tick_trials_ = std::move(read.trials);
+  following_read_ = true;
+  options_.host->FollowStored(*read.studies);
+  following_read_ = false;
+  tick_trials_.clear();
 }
 
 bool SharedCoordinator::Follow(StudyCache& study) {
-  Status st = Sync(study);
+  Status st = Status::Ok();
+  if (following_read_) {
+    // What the tick read off the loop. A study it did not read was loaded by this tick (read in
+    // full); one read again on the loop since (a claim, an end) has newer trials than these.
+    auto it = tick_trials_.find(study.record.id);
+    if (it != tick_trials_.end()) {
+      auto& [epoch, changed] = it->second;
+      if (!changed.ok()) {
+        st = changed.status();
+      } else if (epoch == study.sync_epoch) {
+        Apply(study, std::move(changed).value(), /*off_loop=*/true);
+      }
+    }
+  } else {
+    st = Sync(study);
+  }
   if (!st.ok()) {
     options_.logger->error("study {}: reading other nodes' trials: {}", study.record.name,
                            st.message());

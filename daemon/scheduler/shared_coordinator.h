@@ -27,14 +27,30 @@
 //     tick; the study cannot complete without it meanwhile.
 // OnTick() (every heartbeat interval) beats, follows other nodes' studies and trials and reaps
 // dead nodes; pruning decisions read other nodes' intermediate values at most kPruneSyncSeconds
-// old.
+// old (plus one read's trip, with CoordinatorOptions::reads).
+//
+// Reads off the event loop (CoordinatorOptions::reads, storage_reads.h; the daemon): the tick's
+// beat and reads (its heartbeat, the nodes', the studies, each study's changed trials) and the
+// pruning re-reads are made on the reads' thread and applied on the loop when they are back, so
+// a frozen or distant database makes no trial channel, control request or dashboard wait for
+// them. A read is applied to a study only if no other read of it was applied since it began
+// (StudyCache::sync_epoch: a claim or an end reads the study under its lock on the loop, and
+// that is newer), and never over this node's own open trials (their start and reports are in
+// memory before they are stored) unless storage has them ended or taken over. The lease runs
+// from the tick's start (before the beat was sent); a tick whose predecessor's beat is not back
+// checks the fence without waiting for it (otherwise the beat's outcome decides). What stays on the
+// loop: claims, starts, ends, control verbs and the dead nodes' reaping, each under the study's
+// lock.
 //
 // Owns: the node's lease, the set of nodes found dead, the studies it leaves to other nodes,
 // and the trial ends waiting for the database. Not owned: the storage, clock and host.
 //
 // Thread-safety: not thread-safe; runs on the scheduler's thread.
 
+#include <map>
 #include <set>
+#include <utility>
+#include <vector>
 
 #include "daemon/scheduler/node_coordinator.h"
 #include "daemon/scheduler/pending_finishes.h"
@@ -91,7 +107,7 @@ class SharedCoordinator final : public NodeCoordinator {
   void StorageBack() override { pending_.Retry(*options_.host); }
   void CommitFinish(StudyCache& study, int number, const model::TrialOutcome& outcome, bool own,
                     StorageBatch& batch, const StudyCache::Saved& before) override;
-  std::optional<std::vector<model::StudyRecord>> OnTick(bool shutting_down) override;
+  void OnTick(bool shutting_down) override;
   void Adopt(StudyCache& study, const model::StudyRecord& stored) override;
   bool Follow(StudyCache& study) override;
 
@@ -107,6 +123,33 @@ class SharedCoordinator final : public NodeCoordinator {
   // Reads the trials other nodes changed since this node last looked, stops this node's trials
   // that another node ended, and recounts.
   common::Status Sync(StudyCache& study);
+  // What a read of a study's changed trials starts from (GetTrialsSince's arguments).
+  struct ReadFrom {
+    int64_t study_id = 0;
+    int known = 0;          // trials this node knows of
+    std::vector<int> open;  // the unfinished ones
+    uint64_t epoch = 0;     // the study's sync_epoch then
+  };
+  static ReadFrom ReadFromNow(const StudyCache& study);
+  // Applies trials read from storage (stops this node's trials another node ended, recounts,
+  // and starts a new sync epoch). `off_loop`: read off the event loop, so this node's own open
+  // trials keep what memory holds unless storage has them ended or another node's.
+  void Apply(StudyCache& study, std::vector<model::TrialRecord> changed, bool off_loop);
+  // What a tick reads off the loop, and applies when it is back.
+  struct TickRead {
+    double started = 0;  // monotonic, before the beat was sent
+    bool shutting_down = false;
+    common::Status beat;
+    common::Result<std::vector<model::NodeRecord>> nodes = common::Unavailable("not read");
+    common::Result<std::vector<model::StudyRecord>> studies = common::Unavailable("not read");
+    std::map<int64_t, std::pair<uint64_t, common::Result<std::vector<model::TrialRecord>>>>
+        trials;  // by study id: the epoch it was read from, and what was read
+  };
+  void OnTickRead(TickRead read);
+  // A beat (taken at `started`) reached the database: the lease runs from then.
+  void OnBeat(double started);
+  // Sets the nodes found silent for longer than node_timeout_s from `nodes`.
+  void ApplyNodes(const std::vector<model::NodeRecord>& nodes);
   // Takes the study's lock (inside a batch), adopts its stored state and Syncs. Logs and
   // returns the first error.
   common::Status LockAndSync(StudyCache& study);
@@ -140,6 +183,11 @@ class SharedCoordinator final : public NodeCoordinator {
     double delay = 0;
   };
   std::map<std::string, NotLoaded> not_loaded_;
+  bool tick_in_flight_ = false;  // a tick's reads are off the loop and not back
+  // While FollowStored runs for a tick read off the loop: what it read of each study.
+  bool following_read_ = false;
+  std::map<int64_t, std::pair<uint64_t, common::Result<std::vector<model::TrialRecord>>>>
+      tick_trials_;
 };
 
 }  // namespace triald::daemon

@@ -1,8 +1,14 @@
 #include "daemon/scheduler/study_cache.h"
 
+#include <atomic>
 #include <set>
 
 namespace triald::daemon {
+
+uint64_t NextSyncEpoch() {
+  static std::atomic<uint64_t> next{1};
+  return next.fetch_add(1, std::memory_order_relaxed);
+}
 
 void StudyCache::Recount(const std::string& node) {
   finished = 0;

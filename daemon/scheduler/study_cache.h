@@ -9,6 +9,7 @@
 //
 // Thread-safety: a plain value; the scheduler's event-loop thread owns it.
 
+#include <cstdint>
 #include <deque>
 #include <string>
 #include <vector>
@@ -17,17 +18,25 @@
 
 namespace triald::daemon {
 
+// A number no earlier call returned (thread-safe).
+uint64_t NextSyncEpoch();
+
 struct StudyCache {
   model::StudyRecord record;
   std::vector<model::TrialRecord> trials;  // index == trial number; mirrors storage
   std::deque<int> waiting;                 // numbers of claimable WAITING trials, oldest first
   int running = 0;                         // this node's running trials of the study
   int finished = 0;
-  int retries_created = 0;   // trials that retry another (they are not new configurations)
-  int retried = 0;           // finished trials a retry replaced (they do not count toward n_trials)
-  bool exhausted = false;    // the sampler has nothing more to propose
-  double synced_at = -1;     // monotonic time the trials were last read from storage
-  int pending_finishes = 0;  // shared: ends of its trials not yet stored (the database was away)
+  int retries_created = 0;  // trials that retry another (they are not new configurations)
+  int retried = 0;          // finished trials a retry replaced (they do not count toward n_trials)
+  bool exhausted = false;   // the sampler has nothing more to propose
+  double synced_at = -1;    // monotonic time the trials were last read from storage
+  // Changes each time the trials are read from storage and applied (NextSyncEpoch: unique in
+  // the process, so a cache loaded again never takes a number an older one had): a read made
+  // off the event loop (storage_reads.h) is applied only if none was applied since it began.
+  uint64_t sync_epoch = NextSyncEpoch();
+  bool read_in_flight = false;  // a pruning read of it is off the loop (storage_reads.h)
+  int pending_finishes = 0;     // shared: ends of its trials not yet stored (the database was away)
 
   // Configurations created so far: what n_trials counts.
   int configurations() const { return static_cast<int>(trials.size()) - retries_created; }

@@ -15,6 +15,7 @@
 #include "daemon/storage/sqlite_storage.h"
 #include "tests/daemon/fakes.h"
 #include "tests/daemon/flaky_storage.h"
+#include "tests/daemon/inline_storage_reads.h"
 #include "tests/support/temp_dir.h"
 
 namespace triald::daemon {
@@ -50,9 +51,18 @@ class RecordingHost final : public CoordinatorHost {
     auto it = studies.find(id);
     return it == studies.end() ? nullptr : it->second;
   }
+  std::vector<StudyCache*> Studies() override {
+    std::vector<StudyCache*> all;
+    for (auto& [id, study] : studies) all.push_back(study);
+    return all;
+  }
+  void FollowStored(const std::vector<model::StudyRecord>& stored) override {
+    followed.push_back(stored);
+  }
 
   std::vector<std::string> calls;
   std::map<int64_t, StudyCache*> studies;
+  std::vector<std::vector<model::StudyRecord>> followed;  // each FollowStored's studies
 };
 
 TrialRecord Trial(int number, TrialState state, const std::string& node) {
@@ -152,8 +162,9 @@ TEST_CASE("the local coordinator answers every question without touching storage
   host.calls.clear();
 
   // No other nodes to follow.
-  CHECK(c->OnTick(false) == std::nullopt);
-  CHECK(c->OnTick(true) == std::nullopt);
+  c->OnTick(false);
+  c->OnTick(true);
+  CHECK(host.followed.empty());
   model::StudyRecord cancelled = study.record;
   cancelled.state = StudyState::kCancelled;
   c->Adopt(study, cancelled);
@@ -197,12 +208,14 @@ class Nodes {
     REQUIRE(opened.ok());
     return std::move(opened).value();
   }
-  std::unique_ptr<SharedCoordinator> Coordinator(storage::Storage* storage, CoordinatorHost* host) {
+  std::unique_ptr<SharedCoordinator> Coordinator(storage::Storage* storage, CoordinatorHost* host,
+                                                 StorageReads* reads = nullptr) {
     CoordinatorOptions co;
     co.storage = storage;
     co.clock = &clock;
     co.host = host;
     co.node_timeout_s = kNodeTimeout;
+    co.reads = reads;
     std::unique_ptr<NodeCoordinator> c = MakeNodeCoordinator(co);
     auto* shared = dynamic_cast<SharedCoordinator*>(c.get());
     REQUIRE(shared != nullptr);
@@ -235,7 +248,8 @@ TEST_CASE("a shared node claims nothing once its lease has lapsed, until it beat
   CHECK(c->ClaimNext(study, [&] { return ++picks, std::optional<int>(0); }) == std::nullopt);
   CHECK(picks == 0);  // not even asked
 
-  REQUIRE(c->OnTick(false).has_value());  // beats
+  c->OnTick(false);  // beats
+  CHECK(host.followed.size() == 1);
   CHECK(c->LeaseValid());
 }
 
@@ -267,7 +281,8 @@ TEST_CASE("a shared node counts a node dead after node_timeout_s of silence and 
   alpha_host.studies[study.record.id] = &study;
 
   nodes.clock.Advance(kNodeTimeout);  // silent for exactly the timeout: still alive
-  REQUIRE(a->OnTick(false).has_value());
+  a->OnTick(false);
+  REQUIRE(alpha_host.followed.size() == 1);
   CHECK(a->dead_nodes().empty());
   REQUIRE(a->Follow(study));
   CHECK(study.trials.size() == 3);
@@ -276,7 +291,8 @@ TEST_CASE("a shared node counts a node dead after node_timeout_s of silence and 
 
   nodes.clock.Advance(1);
   alpha_host.calls.clear();
-  REQUIRE(a->OnTick(false).has_value());
+  a->OnTick(false);
+  REQUIRE(alpha_host.followed.size() == 2);
   CHECK(a->dead_nodes() == std::set<std::string>{"beta"});
   REQUIRE(a->Follow(study));
   CHECK(alpha_host.calls ==
@@ -293,8 +309,143 @@ TEST_CASE("a shared node counts a node dead after node_timeout_s of silence and 
 
   // beta beats again: alive at alpha's next look.
   REQUIRE(beta->Heartbeat(nodes.clock.WallSeconds()).ok());
-  REQUIRE(a->OnTick(false).has_value());
+  a->OnTick(false);
+  REQUIRE(alpha_host.followed.size() == 3);
   CHECK(a->dead_nodes().empty());
+}
+
+TEST_CASE("a tick read off the loop: the lease runs from its start, the fence does not wait for it",
+          "[coordinator][shared][reads]") {
+  Nodes nodes;
+  auto storage = nodes.Open("alpha");
+  RecordingHost host;
+  testing::InlineStorageReads reads(storage.get());
+  auto c = nodes.Coordinator(storage.get(), &host, &reads);
+  REQUIRE(c->Join().ok());
+
+  // A frozen database: the tick's beat and reads wait off the loop; the tick returns at once.
+  reads.Hold();
+  nodes.clock.Advance(2);
+  c->OnTick(false);
+  CHECK(reads.held() == 1);
+  nodes.clock.Advance(2);
+  c->OnTick(false);  // the last tick's reads are not back: nothing more is sent
+  CHECK(reads.held() == 1);
+  CHECK(host.followed.empty());
+  CHECK(host.calls.empty());
+
+  // 22.5 s (0.75 of the node timeout) after the last beat that reached it: fenced at a tick,
+  // though the beat sent since has not come back.
+  nodes.clock.Advance(18.5);
+  c->OnTick(false);
+  REQUIRE(host.calls.size() == 1);
+  CHECK(host.calls[0].rfind("fence: no heartbeat of it reached the database for 22.5 s", 0) == 0);
+  CHECK_FALSE(c->LeaseValid());
+
+  // The database answers: the beat sent at the tick 2 s in is stored, and the lease runs from
+  // that tick (20.5 s ago), not from now; the studies are followed.
+  reads.Release();
+  CHECK(reads.completions() == 1);
+  CHECK(reads.Drain() == 1);
+  CHECK(host.followed.size() == 1);
+  CHECK(c->LeaseValid());
+  nodes.clock.Advance(2);
+  CHECK_FALSE(c->LeaseValid());  // 22.5 s since that tick
+  c->OnTick(false);
+  reads.Drain();
+  CHECK(c->LeaseValid());
+  CHECK(host.followed.size() == 2);
+}
+
+TEST_CASE("a pruning read off the loop is applied unless a newer read was, never over own trials",
+          "[coordinator][shared][reads]") {
+  Nodes nodes;
+  auto alpha = nodes.Open("alpha");
+  auto beta = nodes.Open("beta");
+  RecordingHost host;
+  testing::InlineStorageReads reads(alpha.get());
+  auto c = nodes.Coordinator(alpha.get(), &host, &reads);
+  REQUIRE(c->Join().ok());
+  model::NewStudy ns;
+  ns.name = "pruned";
+  ns.n_trials = 2;
+  auto created = alpha->CreateStudy(ns, nodes.clock.WallSeconds());
+  REQUIRE(created.ok());
+  for (int i = 0; i < 2; ++i) REQUIRE(alpha->CreateTrial(created->id, {}, 1.0).ok());
+  auto stored = alpha->GetTrials(created->id);
+  REQUIRE(stored.ok());
+  const int64_t own_id = (*stored)[0].id;
+  const int64_t other_id = (*stored)[1].id;
+  REQUIRE(alpha->ClaimTrial(own_id).ok());
+  REQUIRE(beta->ClaimTrial(other_id).ok());
+  REQUIRE(beta->MarkRunning(other_id, {88, 88, 1}, 2.0).ok());
+
+  StudyCache study;
+  study.record = *created;
+  host.studies[study.record.id] = &study;
+  REQUIRE(c->Follow(study));  // on the loop: both trials known
+  REQUIRE(study.trials.size() == 2);
+  // alpha started its trial 0 and its channel took a report: in memory first (MarkRunning is
+  // not stored yet as far as a read off the loop may see).
+  study.trials[0].state = TrialState::kRunning;
+  study.trials[0].process = {55, 55, 1};
+  study.trials[0].intermediate[0] = 3.0;
+
+  // beta's trial reports; alpha's next pruning decision reads it off the loop.
+  REQUIRE(beta->AddIntermediate(other_id, 0, 7.0).ok());
+  nodes.clock.Advance(kPruneSyncSeconds);
+  const uint64_t epoch = study.sync_epoch;
+  c->RefreshForPruning(study);
+  CHECK(study.read_in_flight);
+  CHECK(study.trials[1].intermediate.empty());  // not back yet: this decision goes without it
+  c->RefreshForPruning(study);                  // one read at a time
+  CHECK(reads.Drain() == 1);
+  CHECK_FALSE(study.read_in_flight);
+  CHECK(study.sync_epoch != epoch);
+  CHECK(study.trials[1].intermediate == std::map<int64_t, double>{{0, 7.0}});
+  // Its own trial as memory holds it: RUNNING with its process and report.
+  CHECK(study.trials[0].state == TrialState::kRunning);
+  CHECK(study.trials[0].process.pid == 55);
+  CHECK(study.trials[0].intermediate == std::map<int64_t, double>{{0, 3.0}});
+
+  // A read that a read on the loop (a claim, an end: under the study's lock) overtook is
+  // dropped: it may be older.
+  reads.Hold();
+  nodes.clock.Advance(kPruneSyncSeconds);
+  c->RefreshForPruning(study);
+  REQUIRE(reads.held() == 1);
+  REQUIRE(c->Follow(study));  // on the loop
+  REQUIRE(beta->AddIntermediate(other_id, 1, 6.0).ok());
+  reads.Release();  // reads step 1 now
+  const uint64_t after_loop_read = study.sync_epoch;
+  CHECK(reads.Drain() == 1);
+  CHECK(study.sync_epoch == after_loop_read);
+  CHECK(study.trials[1].intermediate.count(1) == 0);
+  CHECK_FALSE(study.read_in_flight);
+
+  // A trial another node ended is applied over this node's own, and its process stopped.
+  REQUIRE(beta->FinishTrial(
+                  own_id,
+                  [] {
+                    model::TrialOutcome o;
+                    o.state = TrialState::kFail;
+                    o.fail.reason = "lost";
+                    return o;
+                  }(),
+                  3.0)
+              .ok());
+  host.calls.clear();
+  nodes.clock.Advance(kPruneSyncSeconds);
+  c->RefreshForPruning(study);
+  reads.Drain();
+  CHECK(study.trials[0].state == TrialState::kFail);
+  CHECK(host.calls == std::vector<std::string>{"stop ended elsewhere: pruned"});
+
+  // The study ended meanwhile: its read comes back to nothing.
+  nodes.clock.Advance(kPruneSyncSeconds);
+  c->RefreshForPruning(study);
+  host.studies.clear();
+  CHECK(reads.Drain() == 1);
 }
 
 }  // namespace

@@ -32,6 +32,7 @@
 #include "daemon/storage/storage.h"
 #include "tests/daemon/fakes.h"
 #include "tests/daemon/flaky_storage.h"
+#include "tests/daemon/inline_storage_reads.h"
 #include "tests/support/temp_dir.h"
 
 namespace triald::testing {
@@ -124,6 +125,9 @@ struct SchedulerHarnessOptions {
       make_sampler;
   // SchedulerOptions::trial_write_storage (the lazy writer's connection; needs `post`).
   std::shared_ptr<storage::Storage> trial_write_storage;
+  // SchedulerOptions::storage_reads: an InlineStorageReads on the harness's storage (reads()),
+  // as the daemon on shared storage reads off its event loop.
+  bool inline_reads = false;
 };
 
 // The options of a harness with GPU slots (none with the defaults), 16 workers and a drawn seed
@@ -191,6 +195,16 @@ class SchedulerHarness {
   FlakyStorage& flaky() {
     REQUIRE(flaky_ != nullptr);
     return *flaky_;
+  }
+  // The reads off the event loop; only with options.inline_reads.
+  InlineStorageReads& reads() {
+    REQUIRE(reads_ != nullptr);
+    return *reads_;
+  }
+  // A heartbeat tick, as the daemon's timer makes it, with its reads' completions run.
+  void Tick() {
+    scheduler_->SharedTick();
+    if (reads_ != nullptr) reads_->Drain();
   }
   // The node name the storage was opened with ("" unless shared).
   const std::string& node() const { return storage_->node(); }
@@ -286,6 +300,11 @@ class SchedulerHarness {
     so.post = options_.post;
     so.make_sampler = options_.make_sampler;
     so.trial_write_storage = options_.trial_write_storage;
+    if (options_.inline_reads) {
+      // A scheduler's completions are its own: a new one never runs an older one's.
+      reads_ = std::make_shared<InlineStorageReads>(storage_.get());
+      so.storage_reads = reads_;
+    }
     so.leftovers = &leftovers_;
     so.wake_after = [this](double delay_s) { wakes_.push_back(delay_s); };
     so.env = &env_;
@@ -298,7 +317,8 @@ class SchedulerHarness {
   // Declaration order is destruction order reversed: the scheduler goes before the launcher
   // whose processes it holds and the pool whose slots it holds, and all before the storage.
   std::unique_ptr<storage::Storage> storage_;
-  FlakyStorage* flaky_ = nullptr;  // storage_ itself, with options.flaky
+  FlakyStorage* flaky_ = nullptr;              // storage_ itself, with options.flaky
+  std::shared_ptr<InlineStorageReads> reads_;  // with options.inline_reads
   FakeLeftovers leftovers_;
   FakeGpuProbe probe_{4};
   std::unique_ptr<devices::GpuPool> pool_;
@@ -412,6 +432,7 @@ class SchedulerCluster {
     o.base_env = {"PATH=/usr/bin:/bin"};
     o.drawn_seed = 11;
     o.node_timeout_s = kNodeTimeout;
+    o.inline_reads = true;  // as the daemon on PostgreSQL
     auto node = std::make_unique<SchedulerHarness>(std::move(o));
     common::Status st = node->scheduler().Recover();
     if (st.ok()) nodes_.push_back(std::move(node));
@@ -424,9 +445,9 @@ class SchedulerCluster {
   size_t size() const { return nodes_.size(); }
   FakeClock& clock() { return clock_; }
 
-  // Every node ticks, as their heartbeat timers would.
+  // Every node ticks, as their heartbeat timers would (SchedulerHarness::Tick).
   void TickAll() {
-    for (auto& n : nodes_) n->scheduler().SharedTick();
+    for (auto& n : nodes_) n->Tick();
   }
 
   model::StudyRecord Study(const std::string& name) { return nodes_.at(0)->Study(name); }

@@ -105,9 +105,9 @@ TEST_CASE("a retry of a trial that ran on another node gets no resume folder, an
   std::filesystem::create_directories(c.StateDir("beta") + "/studies/gone/trials/" +
                                       std::to_string(lost));
   c.clock().Advance(kNodeTimeout + 1);
-  c[1].scheduler().SharedTick();  // alpha is dead: its trial is FAIL(lost) and retried
+  c[1].Tick();  // alpha is dead: its trial is FAIL(lost) and retried
   c[1].launcher().Complete(*c[1].launcher().Live().front(), 1.0);  // beta's slot frees
-  c[1].scheduler().SharedTick();
+  c[1].Tick();
   std::vector<Launched*> live = c[1].launcher().Live();
   REQUIRE(live.size() == 1);
   const TrialRecord retry = c.Trials("gone")[live.front()->trial];
@@ -138,7 +138,7 @@ TEST_CASE(
 
   // alpha goes silent (a frozen host or a cut network); beta keeps beating.
   c.clock().Advance(kNodeTimeout + 1);
-  c[1].scheduler().SharedTick();
+  c[1].Tick();
   for (Launched* l : alpha_live) {
     const TrialRecord t = c.Trials("lost")[l->trial];
     INFO("trial " << t.number);
@@ -154,7 +154,7 @@ TEST_CASE(
 
   // alpha comes back: it stops the processes of the trials it lost and records nothing for
   // them, even when they exit with a result.
-  c[0].scheduler().SharedTick();
+  c[0].Tick();
   for (Launched* l : alpha_live) {
     REQUIRE_FALSE(l->stops.empty());
     CHECK(l->stops.front() == StopReason::kCancel);
@@ -196,7 +196,7 @@ TEST_CASE("a dead node's claimed trial is never run by another node under its nu
   // alpha claims it and goes silent before marking it running: it may have forked it already.
   REQUIRE(c[0].storage().ClaimTrial(queued->id).ok());
   c.clock().Advance(kNodeTimeout + 1);
-  c[1].scheduler().SharedTick();
+  c[1].Tick();
   const TrialRecord lost = c.Trials("claimed")[queued->number];
   CHECK(lost.state == TrialState::kFail);
   CHECK(lost.fail.reason == "lost");
@@ -217,7 +217,7 @@ TEST_CASE("a study cancelled through one node stops the other nodes' trials",
   REQUIRE(beta_live.size() == 2);
   REQUIRE(c[0].scheduler().Cancel("cancel").ok());
   CHECK(c[0].launcher().live_count() == 2);  // stopping, not yet exited
-  c[1].scheduler().SharedTick();
+  c[1].Tick();
   for (Launched* l : beta_live) {
     REQUIRE_FALSE(l->stops.empty());
     CHECK(l->stops.front() == StopReason::kCancel);
@@ -268,7 +268,7 @@ TEST_CASE("pause, parallelism, extend and delete through one node are obeyed by 
   REQUIRE(c[1].scheduler().SetParallelism("ctl", 3).ok());
   REQUIRE(c[1].scheduler().Pause("ctl", false).ok());
   CHECK(c[1].launcher().live_count() == 3);
-  c[0].scheduler().SharedTick();
+  c[0].Tick();
   CHECK(c[0].launcher().live_count() == 3);
   c.RunToEnd();
   CHECK(c.Trials("ctl").size() == 12);
@@ -322,11 +322,11 @@ TEST_CASE("a trial that ends while the database is away is recorded when it is b
   Launched& first = *c[0].launcher().Live().front();
   c[0].flaky().down = true;
   c[0].launcher().Complete(first, 4.5);
-  c[0].scheduler().SharedTick();  // still away: kept, nothing new starts
+  c[0].Tick();  // still away: kept, nothing new starts
   CHECK(c[0].launcher().live_count() == 0);
   c[0].flaky().down = false;
   CHECK(c.Trials("away")[first.trial].state == TrialState::kRunning);
-  c[0].scheduler().SharedTick();  // back: the end is stored, and the study goes on
+  c[0].Tick();  // back: the end is stored, and the study goes on
   const TrialRecord stored = c.Trials("away")[first.trial];
   CHECK(stored.state == TrialState::kComplete);
   REQUIRE(stored.value.has_value());
@@ -347,16 +347,16 @@ TEST_CASE("a node cut off from the database kills its own trials before others c
   // Within its lease nothing happens; once no beat has reached the database for the fencing
   // time (the lease, kLeaseFraction of the node timeout, in this harness), it kills its trials.
   c.clock().Advance(kLeaseFraction * kNodeTimeout - 1);
-  c[0].scheduler().SharedTick();
+  c[0].Tick();
   for (Launched* l : alpha) CHECK_FALSE(l->destroyed);
   c.clock().Advance(2);
-  c[0].scheduler().SharedTick();
+  c[0].Tick();
   for (Launched* l : alpha) CHECK(l->destroyed);  // killed at once, before the node timeout
   CHECK(c[0].scheduler().running_count() == 0);
   CHECK(c[0].launcher().live_count() == 0);
   // beta counts alpha dead only later, and ends the trials FAIL(lost) itself.
   c.clock().Advance(kNodeTimeout);
-  c[1].scheduler().SharedTick();
+  c[1].Tick();
   for (Launched* l : alpha) {
     const TrialRecord t = c[1].Trials("fence")[l->trial];  // alpha's storage is still cut off
     CHECK(t.state == TrialState::kFail);
@@ -388,10 +388,10 @@ TEST_CASE("a fenced node whose link heals before others count it dead ends its t
   Launched& first = *c[0].launcher().Live().front();
   c[0].flaky().down = true;
   c.clock().Advance(kLeaseFraction * kNodeTimeout + 1);
-  c[0].scheduler().SharedTick();
+  c[0].Tick();
   CHECK(first.destroyed);
   c[0].flaky().down = false;
-  c[0].scheduler().SharedTick();  // the kept end is stored: FAIL(lost), retried per policy
+  c[0].Tick();  // the kept end is stored: FAIL(lost), retried per policy
   const TrialRecord t = c.Trials("heal")[first.trial];
   CHECK(t.state == TrialState::kFail);
   CHECK(t.fail.reason == "lost");
@@ -410,7 +410,7 @@ TEST_CASE("a write the database refuses, its trial taken over, stops the trial a
   // alpha's event loop does not run (a frozen daemon: no tick, no fencing) while beta counts it
   // dead and ends its trial.
   c.clock().Advance(kNodeTimeout + 1);
-  c[1].scheduler().SharedTick();
+  c[1].Tick();
   REQUIRE(c.Trials("late")[on_alpha.trial].state == TrialState::kFail);
   // Thawed, alpha's first event is an attribute of that trial: the database refuses it (the
   // trial is no longer open), and alpha stops the trial there, before any tick. (A report
@@ -442,9 +442,9 @@ TEST_CASE("after the database was away from every node, the first back counts no
   // not end its trials: beta records its own end once it beats again.
   c[0].flaky().down = false;
   c[1].flaky().down = false;
-  c[0].scheduler().SharedTick();
+  c[0].Tick();
   CHECK(c.Trials("outage")[on_beta.trial].state == TrialState::kRunning);
-  c[1].scheduler().SharedTick();
+  c[1].Tick();
   TrialRecord t = c.Trials("outage")[on_beta.trial];
   CHECK(t.state == TrialState::kFail);
   CHECK_THAT(t.fail.detail, Catch::Contains("this node killed the trial"));
@@ -457,10 +457,10 @@ TEST_CASE("after the database was away from every node, the first back counts no
   c.clock().Advance(kNodeTimeout + 1);
   c.TickAll();
   c[0].flaky().down = false;
-  c[0].scheduler().SharedTick();
+  c[0].Tick();
   CHECK(c.Trials("outage")[again.trial].state == TrialState::kRunning);
   c.clock().Advance(kNodeTimeout + 1);
-  c[0].scheduler().SharedTick();
+  c[0].Tick();
   t = c.Trials("outage")[again.trial];
   CHECK(t.state == TrialState::kFail);
   CHECK_THAT(t.fail.detail, Catch::Contains("node beta stopped sending heartbeats"));
