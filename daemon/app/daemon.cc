@@ -123,10 +123,10 @@ common::Result<StateDir> LockStateDir(const std::string& dir) {
 // --storage shared with other nodes. Errors name the URL with its password masked.
 // `purpose`: empty for the event loop's own connection; else what another connection is for
 // (the lazy writer's, daemon/scheduler/lazy_writer.h; the reads off the loop, storage_reads.h).
-common::Result<std::unique_ptr<storage::Storage>> OpenStorage(const DaemonOptions& opts,
-                                                              const std::string& state_dir,
-                                                              const common::Logger& log,
-                                                              const std::string& purpose = "") {
+// Such a connection shares the loop's (`first`'s) watchdog.
+common::Result<std::unique_ptr<storage::Storage>> OpenStorage(
+    const DaemonOptions& opts, const std::string& state_dir, const common::Logger& log,
+    const std::string& purpose = "", const storage::Storage* first = nullptr) {
   char host[256] = {};
   const std::string host_name =
       ::gethostname(host, sizeof host - 1) == 0 && host[0] != '\0' ? host : "localhost";
@@ -154,6 +154,7 @@ common::Result<std::unique_ptr<storage::Storage>> OpenStorage(const DaemonOption
   // reconnect within the same), so the event loop keeps beating well inside it.
   postgres_options.call_timeout_s = opts.node_timeout_s / 3;
   postgres_options.unresponsive_after_s = std::min(1.0, postgres_options.call_timeout_s / 2);
+  if (first != nullptr) postgres_options.watchdog = storage::PostgresWatchdogOf(*first);
   postgres_options.connect_timeout_s =
       std::max(2, static_cast<int>(std::lround(opts.node_timeout_s / 3)));
   auto storage = postgres ? storage::OpenPostgresStorage(postgres_options)
@@ -598,7 +599,7 @@ int RunDaemon(const DaemonOptions& opts) {
   if ((*storage)->shared()) {
     // The trials' reports go to the database on a connection and a thread of their own
     // (daemon/scheduler/lazy_writer.h): the event loop never waits for those round trips.
-    auto writes = OpenStorage(opts, state_dir, log, "the trials' reports");
+    auto writes = OpenStorage(opts, state_dir, log, "the trials' reports", storage->get());
     if (!writes.ok()) {
       log->critical("{}", writes.status().message());
       return 1;
@@ -606,7 +607,8 @@ int RunDaemon(const DaemonOptions& opts) {
     so.trial_write_storage = std::move(writes).value();
     // So are the multi-node protocol's reads (the heartbeat tick's, the pruning decisions'
     // re-reads of other nodes' trials: daemon/scheduler/storage_reads.h).
-    auto reads = OpenStorage(opts, state_dir, log, "the reads of other nodes' work");
+    auto reads =
+        OpenStorage(opts, state_dir, log, "the reads of other nodes' work", storage->get());
     if (!reads.ok()) {
       log->critical("{}", reads.status().message());
       return 1;

@@ -260,6 +260,7 @@ class PostgresStorage final : public Storage {
   const std::string& node() const override { return node_; }
   const WaitGauge* wait_gauge() const override { return &wait_gauge_; }
   const std::string& instance() const override { return instance_; }
+  const std::shared_ptr<PostgresWatchdog>& watchdog() const { return watchdog_; }
   Result<model::StudyRecord> LockStudy(int64_t study_id) override;
 
   Result<model::StudyRecord> CreateStudy(const model::NewStudy& study, double at) override;
@@ -400,8 +401,9 @@ class PostgresStorage final : public Storage {
   double call_timeout_s_ = 10;
   // The connection parameters (keyword, value), kept for reconnecting after Abandon().
   std::vector<std::pair<std::string, std::string>> conninfo_;
-  // Says at once whether the server answers (null: no watchdog). Declared after conninfo_.
-  std::unique_ptr<PostgresWatchdog> watchdog_;
+  // Says at once whether the server answers (null: no watchdog; shared by the daemon's
+  // connections: PostgresOptions::watchdog). Declared after conninfo_.
+  std::shared_ptr<PostgresWatchdog> watchdog_;
   // The last PollUntilDeadline gave up because the watchdog found the server unresponsive: why.
   std::optional<std::string> gave_up_;
   std::chrono::steady_clock::time_point deadline_;  // of the current round trip
@@ -441,14 +443,16 @@ Result<std::unique_ptr<Storage>> PostgresStorage::Open(const PostgresOptions& op
   TRIALD_RETURN_IF_ERROR(s->Connect(options));
   Status st = s->InitSchema();
   if (!st.ok()) return st.WithContext("PostgreSQL database " + s->masked_url_);
-  if (options.unresponsive_after_s > 0) {
+  if (options.watchdog != nullptr) {
+    s->watchdog_ = options.watchdog;
+  } else if (options.unresponsive_after_s > 0) {
     PostgresWatchdog::Options w;
     w.conninfo = s->conninfo_;
     w.masked_url = s->masked_url_;
     w.unresponsive_after_s = options.unresponsive_after_s;
     w.interval_s = options.unresponsive_after_s / 4;
     w.give_up_after_s = s->call_timeout_s_;
-    s->watchdog_ = std::make_unique<PostgresWatchdog>(std::move(w));
+    s->watchdog_ = std::make_shared<PostgresWatchdog>(std::move(w));
   }
   return std::unique_ptr<Storage>(std::move(s));
 }
@@ -1817,6 +1821,11 @@ std::string MaskPostgresUrl(const std::string& url) {
     out.replace(value, end - value, "***");
   }
   return out;
+}
+
+std::shared_ptr<PostgresWatchdog> PostgresWatchdogOf(const Storage& storage) {
+  const auto* postgres = dynamic_cast<const PostgresStorage*>(&storage);
+  return postgres != nullptr ? postgres->watchdog() : nullptr;
 }
 
 common::Result<std::unique_ptr<Storage>> OpenPostgresStorage(const PostgresOptions& options) {

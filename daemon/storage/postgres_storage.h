@@ -45,6 +45,8 @@
 
 namespace triald::storage {
 
+class PostgresWatchdog;
+
 struct PostgresOptions {
   // "postgresql://USER[:PASSWORD]@HOST[:PORT]/DB[?param=value...]" (or "postgres://"), as
   // libpq parses it. connect_timeout defaults to connect_timeout_s unless the URL sets it.
@@ -81,6 +83,9 @@ struct PostgresOptions {
   // timeout, until the server answers again. 0: no watchdog. The daemon sets it to
   // min(1 s, call_timeout_s / 2).
   double unresponsive_after_s = 1;
+  // Another connection's watchdog (PostgresWatchdogOf) to use instead of starting one: the
+  // daemon's connections to one server share one (one probe connection, not one each).
+  std::shared_ptr<PostgresWatchdog> watchdog;
 };
 
 // Connects, creating the schema if the database has none. Errors name the URL (password
@@ -88,6 +93,10 @@ struct PostgresOptions {
 // reached or refuses the connection, kFailedPrecondition for a schema newer than this triald
 // or a database encoding other than UTF8.
 common::Result<std::unique_ptr<Storage>> OpenPostgresStorage(const PostgresOptions& options);
+
+// The watchdog of a storage OpenPostgresStorage opened (to share: PostgresOptions::watchdog);
+// null for any other storage, or one without a watchdog.
+std::shared_ptr<PostgresWatchdog> PostgresWatchdogOf(const Storage& storage);
 
 // The URL with any password replaced by "***" (user info and the password= parameter), for
 // messages and logs.

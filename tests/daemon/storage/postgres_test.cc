@@ -381,6 +381,36 @@ TEST_CASE("postgres: a server that stops answering everyone fails calls at once 
   CHECK(back);
 }
 
+TEST_CASE("postgres: connections given another's watchdog share it (one probe connection)",
+          "[storage][postgres]") {
+  TestDatabase db;
+  PostgresOptions o;
+  o.url = db.url();
+  o.node = "sharing";
+  o.unresponsive_after_s = 0.4;
+  auto first = Unwrap(OpenPostgresStorage(o));
+  REQUIRE(PostgresWatchdogOf(*first) != nullptr);
+  o.watchdog = PostgresWatchdogOf(*first);
+  auto second = Unwrap(OpenPostgresStorage(o));
+  auto third = Unwrap(OpenPostgresStorage(o));
+  CHECK(PostgresWatchdogOf(*second) == PostgresWatchdogOf(*first));
+  CHECK(PostgresWatchdogOf(*third) == PostgresWatchdogOf(*first));
+  const std::string count =
+      "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'triald:sharing watchdog'";
+  // Its first probe connects at once; a few probe intervals later there is still one.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (PostgresQuery(db.url(), count) != "1" && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  CHECK(PostgresQuery(db.url(), count) == "1");
+  CHECK(second->ListStudies().ok());
+  // Not a PostgreSQL storage: none.
+  auto sqlite = OpenSqliteStorage({":memory:"});
+  REQUIRE(sqlite.ok());
+  CHECK(PostgresWatchdogOf(**sqlite) == nullptr);
+}
+
 TEST_CASE("postgres: a server that refuses writes is an I/O error (an outage), not a bug",
           "[storage][postgres]") {
   TestDatabase db;
