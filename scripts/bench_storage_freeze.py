@@ -252,9 +252,10 @@ high = 1.0
         with open(sweep) as f:
             Conn(sock).call("submit", sweep=f.read(), path=sweep)
         time.sleep(3)
-        pingers = [verb_poller(sock, "ping", 0.02),
-                   verb_poller(sock, "status", 0.1, study="freeze"),
-                   dashboard_poller(port, "/api/studies/freeze", 0.1)]
+        pingers = [verb_poller(sock, "ping", 0.02)]
+        if a.readers:
+            pingers += [verb_poller(sock, "status", 0.1, study="freeze"),
+                        dashboard_poller(port, "/api/studies/freeze", 0.1)]
         for p in pingers:
             p.start()
         time.sleep(2)
@@ -322,6 +323,8 @@ def main():
     ap.add_argument("--node-timeout", type=float, default=30)
     ap.add_argument("--delay-ms", type=float, default=0,
                     help="the server this many ms away in each direction (a delaying proxy)")
+    ap.add_argument("--no-readers", dest="readers", action="store_false",
+                    help="no status and dashboard polling (the loop runs those verbs)")
     a = ap.parse_args()
     workdir = tempfile.mkdtemp(prefix="triald-freeze-")
     pg_dir = os.path.join(workdir, "pg")
@@ -337,7 +340,7 @@ def main():
         results = {label: run_one(label, binary, admin_url, cluster_root, a, workdir)
                    for label, binary in runs}
         print(json.dumps({"freeze_s": a.freeze, "node_timeout_s": a.node_timeout,
-                          "delay_ms": a.delay_ms,
+                          "delay_ms": a.delay_ms, "readers": a.readers,
                           "runs": results}, indent=2))
     finally:
         subprocess.run(["bash", script, "stop", pg_dir], capture_output=True)
