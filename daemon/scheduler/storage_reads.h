@@ -57,7 +57,8 @@ class ThreadedStorageReads final : public StorageReads {
   ThreadedStorageReads& operator=(const ThreadedStorageReads&) = delete;
 
   void Submit(Job job) override;
-  // Jobs submitted and not finished (for tests and status).
+  // Jobs submitted and not finished (for tests): a job counts until just after its completion
+  // is posted.
   size_t pending() const;
 
  private:
