@@ -619,6 +619,16 @@ int RunDaemon(const DaemonOptions& opts) {
     ro.logger = log;
     so.storage_reads = std::make_shared<ThreadedStorageReads>(std::move(ro));
   }
+  // And the servers' reads: the read verbs but `ping` (control/read_thread.h).
+  std::shared_ptr<ReadThread> server_reads;
+  if ((*storage)->shared()) {
+    auto reads = OpenStorage(opts, state_dir, log, "the read verbs", storage->get());
+    if (!reads.ok()) {
+      log->critical("{}", reads.status().message());
+      return 1;
+    }
+    server_reads = std::make_shared<ReadThread>(std::move(reads).value());
+  }
   Scheduler scheduler(so);
   pump_target = &scheduler;
   published = &scheduler;
@@ -636,6 +646,7 @@ int RunDaemon(const DaemonOptions& opts) {
   co->storage_wait = (*storage)->wait_gauge();
   co->scheduler = &scheduler;
   co->storage = storage->get();
+  co->reads = server_reads;
   co->logger = log;
   ControlServer server(*co);
   st = StartControlServer(server, log);

@@ -42,6 +42,8 @@ class ControlServer::Connection : public std::enable_shared_from_this<Connection
         memory_check_(socket_.get_executor()) {
     context_ = server_->verbs_;
     context_.caller = &peer_;  // submit records it as the study's submitter
+    read_context_ = server_->read_verbs_;
+    read_context_.caller = &peer_;
   }
 
   void Start() {
@@ -144,22 +146,84 @@ class ControlServer::Connection : public std::enable_shared_from_this<Connection
                        json::serialize(server_->options_.ping_board->Answer()) + "}\n",
                    false);
     }
-    // Who answers: the loop, or (`status` while storage holds the loop) this thread.
+    // A read verb on shared storage reads on the ReadThread (read_thread.h), off the loop.
+    const bool off_loop = server_->options_.reads != nullptr && IsReadVerb(req->verb);
+    // Who answers: the loop (or the ReadThread), or (`status` while storage holds the one that
+    // reads) this thread.
     auto claim = std::make_shared<AnswerClaim>();
-    if (req->verb == "status" && server_->options_.storage_wait != nullptr) {
+    const storage::WaitGauge* gauge =
+        off_loop ? server_->options_.reads->storage().wait_gauge() : server_->options_.storage_wait;
+    if (req->verb == "status" && gauge != nullptr) {
       if (std::optional<std::string> study = StudyOf(*req)) {
         AnswerWhileHeld(
-            memory_check_, *server_->options_.storage_wait, server_->status_replies_, *study,
-            "status as the daemon gave it", claim,
-            [self = shared_from_this()](const std::string& result, const std::string& why) {
+            memory_check_, *gauge, server_->status_replies_, *study, "status as the daemon gave it",
+            claim, [self = shared_from_this()](const std::string& result, const std::string& why) {
               json::value v = json::parse(result);
               v.as_object()["from_memory"] = why;
               self->Reply("{\"ok\":true,\"result\":" + json::serialize(v) + "}\n", false);
             });
       }
     }
+    if (off_loop) {
+      OnReads([req = std::move(*req), claim](Connection& c) { c.RunRead(req, claim); });
+      return;
+    }
     OnLoop([req = std::move(*req), fd = socket_.native_handle(), more = !pending_.empty(),
             claim](Connection& c) { c.RunVerb(req, fd, more, *claim); });
+  }
+
+  // ReadThread: runs a read verb with the thread's storage; `status` is then completed on the
+  // loop with what the scheduler's memory holds (FinishStatus). A `status` the storage could
+  // not answer goes to the loop as it is (its memory answers for an active study).
+  void RunRead(const proto::Request& req, const std::shared_ptr<AnswerClaim>& claim) {
+    if (!claim->Takes()) return;
+    auto reply = [this, &claim](std::string text) {
+      if (!claim->Delivers()) return;
+      OnFront([self = shared_from_this(), text = std::move(text)]() mutable {
+        self->Reply(std::move(text), false);
+      });
+    };
+    if (req.verb == "status") {
+      const uint64_t changes = server_->changes_.load();
+      Result<json::value> read = HandleVerb(read_context_, req.verb, req.args);
+      if (!read.ok() && (read.status().code() == common::Code::kUnavailable ||
+                         read.status().code() == common::Code::kIo)) {
+        OnLoop([req, claim](Connection& c) { c.RunVerb(req, -1, false, *claim, /*taken=*/true); });
+        return;
+      }
+      if (!read.ok()) return reply(proto::EncodeError(read.status()));
+      OnLoop([req, claim, changes, read = std::move(read).value()](Connection& c) mutable {
+        c.FinishStatus(req, std::move(read), changes, *claim);
+      });
+      return;
+    }
+    Result<std::unique_ptr<ReplyStream>> stream = StartVerb(read_context_, req.verb, req.args);
+    if (!stream.ok()) return reply(proto::EncodeError(stream.status()));
+    Result<std::string> first = (*stream)->Next();
+    if (!first.ok()) return reply(proto::EncodeError(first.status()));
+    if (!claim->Delivers()) return;
+    read_stream_ = std::move(*stream);
+    verb_ = req.verb;
+    OnFront([self = shared_from_this(), piece = "{\"ok\":true,\"result\":" + std::move(*first)] {
+      self->Write(piece, /*on_reads=*/true);
+    });
+  }
+
+  // Event loop: a `status` read off the loop (`changes`: changes_ before it was read), completed
+  // with the scheduler's memory (no storage), kept for answering while storage holds the reads,
+  // and sent.
+  void FinishStatus(const proto::Request& req, json::value read, uint64_t changes,
+                    AnswerClaim& claim) {
+    const std::optional<std::string> study = StudyOf(req);
+    if (study && read.is_object()) AddStatusMemory(context_, *study, &read.as_object());
+    std::string text = json::serialize(read);
+    // Not when a change came while it was read: it may be from before that change.
+    if (study && changes == server_->changes_.load()) server_->status_replies_.Keep(*study, text);
+    if (!claim.Delivers()) return;
+    OnFront([self = shared_from_this(),
+             text = "{\"ok\":true,\"result\":" + std::move(text) + "}\n"]() mutable {
+      self->Reply(std::move(text), false);
+    });
   }
 
   // The request's "study" argument, when it is a string.
@@ -172,12 +236,22 @@ class ControlServer::Connection : public std::enable_shared_from_this<Connection
   // Event loop: runs the request's verb; its first piece (or its error) goes back to be written.
   // `fd`: the socket's descriptor; `more`: whether bytes past the request had arrived; `claim`:
   // nothing is done when the server's thread has answered already (AnswerWhileHeld).
-  void RunVerb(const proto::Request& req, int fd, bool more, AnswerClaim& claim) {
-    if (!claim.Takes()) return;
-    // A change may make the kept `status` replies wrong: none outlives a verb that is not a
-    // read, so no client is answered from before a change it was told of.
-    if (!IsReadVerb(req.verb)) server_->status_replies_.Forget();
-    auto reply = [this, &claim](std::string text) {
+  // A change may make the kept `status` replies wrong: none outlives a verb that is not a read
+  // (before it runs and again before its reply), so no client is answered from before a change
+  // it was told of; and a `status` read off the loop while one ran is not kept (changes_).
+  void Changed(const proto::Request& req) {
+    if (IsReadVerb(req.verb)) return;
+    server_->changes_.fetch_add(1);
+    server_->status_replies_.Forget();
+  }
+
+  // `taken`: the claim was taken already (a `status` the ReadThread passed on).
+  void RunVerb(const proto::Request& req, int fd, bool more, AnswerClaim& claim,
+               bool taken = false) {
+    if (!taken && !claim.Takes()) return;
+    Changed(req);
+    auto reply = [this, &claim, &req](std::string text) {
+      Changed(req);
       if (!claim.Delivers()) return;
       OnFront([self = shared_from_this(), text = std::move(text)]() mutable {
         self->Reply(std::move(text), false);
@@ -204,11 +278,12 @@ class ControlServer::Connection : public std::enable_shared_from_this<Connection
         server_->status_replies_.Keep(*study, *first);
       }
     }
+    Changed(req);
     if (!claim.Delivers()) return;
     stream_ = std::move(*stream);
     verb_ = req.verb;
     OnFront([self = shared_from_this(), piece = "{\"ok\":true,\"result\":" + std::move(*first)] {
-      self->Write(piece);
+      self->Write(piece, /*on_reads=*/false);
     });
   }
 
@@ -243,30 +318,38 @@ class ControlServer::Connection : public std::enable_shared_from_this<Connection
     });
   }
 
-  // Writes one piece of a streamed reply, then asks the event loop for the next.
-  void Write(std::string piece) {
-    Send(std::move(piece), [this] { OnLoop([](Connection& c) { c.NextPiece(); }); });
+  // Writes one piece of a streamed reply, then asks the event loop (or, `on_reads`, the
+  // ReadThread) for the next.
+  void Write(std::string piece, bool on_reads) {
+    Send(std::move(piece), [this, on_reads] {
+      if (on_reads) {
+        OnReads([](Connection& c) { c.NextPiece(c.read_stream_, true); });
+      } else {
+        OnLoop([](Connection& c) { c.NextPiece(c.stream_, false); });
+      }
+    });
   }
 
-  // Event loop: the next piece of the reply being streamed, handed back to be written.
-  void NextPiece() {
-    if (!stream_) return;  // closed meanwhile
-    Result<std::string> next = stream_->Next();
+  // Event loop (the ReadThread for read_stream_): the next piece of the reply being streamed,
+  // handed back to be written.
+  void NextPiece(std::unique_ptr<ReplyStream>& stream, bool on_reads) {
+    if (!stream) return;  // closed meanwhile
+    Result<std::string> next = stream->Next();
     if (!next.ok()) {
       // Part of the reply is out: the client gets it cut short, never a wrong ending.
       server_->options_.logger->warn("control socket: \"{}\" reply to pid {} cut short: {}", verb_,
                                      peer_.pid, next.status().message());
-      stream_.reset();
+      stream.reset();
       OnFront([self = shared_from_this()] { self->Close(); });
       return;
     }
     if (next->empty()) {
-      stream_.reset();
+      stream.reset();
       OnFront([self = shared_from_this()] { self->Reply("}\n", false); });
       return;
     }
-    OnFront([self = shared_from_this(), piece = std::move(*next)]() mutable {
-      self->Write(std::move(piece));
+    OnFront([self = shared_from_this(), piece = std::move(*next), on_reads]() mutable {
+      self->Write(std::move(piece), on_reads);
     });
   }
 
@@ -274,6 +357,11 @@ class ControlServer::Connection : public std::enable_shared_from_this<Connection
   template <typename Fn>
   void OnLoop(Fn fn) {
     server_->front_.PostToLoop(shared_from_this(), std::move(fn));
+  }
+  // Runs `fn(*this)` on the ReadThread (options.reads).
+  template <typename Fn>
+  void OnReads(Fn fn) {
+    server_->options_.reads->Post(server_->front_.shared_io(), shared_from_this(), std::move(fn));
   }
   // Runs `fn` on the server's thread.
   template <typename Fn>
@@ -365,6 +453,7 @@ class ControlServer::Connection : public std::enable_shared_from_this<Connection
     Disarm();
     memory_check_.cancel();
     OnLoop([](Connection& c) { c.stream_.reset(); });
+    if (server_->options_.reads != nullptr) OnReads([](Connection& c) { c.read_stream_.reset(); });
     socket_.shutdown(Socket::shutdown_both, ignored);
     socket_.close(ignored);
   }
@@ -382,8 +471,11 @@ class ControlServer::Connection : public std::enable_shared_from_this<Connection
   Clock::time_point waiting_since_;  // accepted, or the previous reply written
   bool eof_ = false;
   VerbContext context_;                  // the server's, with this peer as the caller
+  VerbContext read_context_;             // the same on the ReadThread: its storage, no scheduler
   std::unique_ptr<ReplyStream> stream_;  // the reply being written, if streamed; uses context_
-  std::string verb_;                     // its verb, for the log
+  // The same for a read verb's, on the ReadThread; uses read_context_.
+  std::unique_ptr<ReplyStream> read_stream_;
+  std::string verb_;  // its verb, for the log
   std::shared_ptr<Slots> slots_;
 };
 
@@ -393,13 +485,18 @@ ControlServer::ControlServer(ControlServerOptions options)
       acceptor_(front_.io()),
       accept_retry_(front_.io()),
       slots_(std::make_shared<Slots>()),
-      verbs_{options_.scheduler, options_.storage, options_.state_dir, options_.node_timeout_s} {
+      verbs_{options_.scheduler, options_.storage, options_.state_dir, options_.node_timeout_s},
+      read_verbs_{nullptr, options_.reads != nullptr ? &options_.reads->storage() : nullptr,
+                  options_.state_dir, options_.node_timeout_s} {
   if (!options_.logger) options_.logger = common::MakeNullLogger();
 }
 
 ControlServer::~ControlServer() {
   Stop();
   front_.Join();
+  // Nothing posts to the ReadThread any more: its tasks for this server's connections are run
+  // before the server goes.
+  if (options_.reads != nullptr) options_.reads->Drain();
   // Not served any more: close the acceptor here (Stop() posted its close to the thread).
   boost::system::error_code ec;
   acceptor_.close(ec);

@@ -61,6 +61,7 @@
 #include "daemon/control/access.h"
 #include "daemon/control/kept_answers.h"
 #include "daemon/control/ping_board.h"
+#include "daemon/control/read_thread.h"
 #include "daemon/control/server_thread.h"
 #include "daemon/control/study_json.h"
 #include "daemon/control/verbs.h"
@@ -90,6 +91,9 @@ struct ControlServerOptions {
   // piece of a reply.
   double request_timeout_s = 5;
   double node_timeout_s = 30;  // shared storage: `nodes` calls a node silent longer dead
+  // Shared storage: the read verbs but `ping` read there, off the event loop (read_thread.h);
+  // `status` is then completed on the loop from the scheduler's memory. Null: on the loop.
+  std::shared_ptr<ReadThread> reads;
 };
 
 class ControlServer {
@@ -139,7 +143,9 @@ class ControlServer {
   // on storage (kept_answers.h); emptied by every verb that is not a read.
   KeptAnswers<std::string> status_replies_{1024};
   VerbContext verbs_;
+  VerbContext read_verbs_;            // the read verbs' on options_.reads: no scheduler
   std::atomic<bool> stopped_{false};  // set on the loop, read on the server's thread
+  std::atomic<uint64_t> changes_{0};  // verbs that are not reads, run (Connection::Changed)
 };
 
 }  // namespace triald::daemon

@@ -31,6 +31,8 @@ class ServerThread {
 
   // Where the server's sockets live.
   boost::asio::io_context& io() { return *io_; }
+  // The same, for a task elsewhere to keep it alive (ReadThread::Post).
+  const std::shared_ptr<boost::asio::io_context>& shared_io() const { return io_; }
   // The thread runs io() from the moment the loop runs.
   void Start() {
     work_.emplace(io_->get_executor());

@@ -268,6 +268,14 @@ json::value SamplerJson(const model::StudyRecord& s) {
   return json::value(std::move(o));
 }
 
+// status's fields from the scheduler's memory (null ones served from storage alone).
+void SetStatusMemory(const VerbContext& c, const model::StudyRecord& s, json::object* summary) {
+  (*summary)["spawn"] = SpawnStatusJson(c, s.id);
+  (*summary)["storage"] = StorageOutageJson(c);
+  (*summary)["fork_server"] = ForkServerJson(c, s.id);
+  (*summary)["slurm"] = SlurmJobsJson(c, s.name);
+}
+
 Result<json::value> StatusVerb(const VerbContext& c, const json::object& args) {
   Result<model::StudyRecord> looked_up = LookUpStudy(*c.storage, args);
   Result<json::object> from_storage =
@@ -284,10 +292,7 @@ Result<json::value> StatusVerb(const VerbContext& c, const json::object& args) {
     return from_storage.status();
   }
   summary["sampler"] = SamplerJson(s);
-  summary["spawn"] = SpawnStatusJson(c, s.id);
-  summary["storage"] = StorageOutageJson(c);
-  summary["fork_server"] = ForkServerJson(c, s.id);
-  summary["slurm"] = SlurmJobsJson(c, s.name);
+  SetStatusMemory(c, s, &summary);
   TRIALD_ASSIGN_OR_RETURN(summary["failures"], FailuresJson(c, s));
   // Several objectives: no single best; the size of the Pareto front of feasible COMPLETE
   // trials instead. An active study's comes from the scheduler's trials (no storage read, so
@@ -664,6 +669,15 @@ Result<json::value> NodesVerb(const VerbContext& c, const json::object&) {
 }
 
 }  // namespace
+
+void AddStatusMemory(const VerbContext& c, const std::string& study, json::object* summary) {
+  model::StudyRecord s;
+  s.name = study;
+  // Only an active study has a spawn back-off, a fork server or Slurm jobs in memory.
+  const StudyCache* active = c.scheduler != nullptr ? c.scheduler->active_study(study) : nullptr;
+  s.id = active != nullptr ? active->record.id : 0;
+  SetStatusMemory(c, s, summary);
+}
 
 const std::vector<Verb>& Verbs() {
   static const std::vector<Verb> kVerbs = {

@@ -170,6 +170,13 @@ common::Result<boost::json::value> TrialLogReply(const VerbContext& context,
 common::Result<boost::json::value> HandleVerb(const VerbContext& context, const std::string& verb,
                                               const boost::json::object& args);
 
+// The fields of a `status` reply that come from the scheduler's memory ("spawn", "storage",
+// "fork_server", "slurm"), set on `summary` for `study`: a summary read from storage alone
+// (VerbContext::scheduler null: off the event loop, control/read_thread.h) is completed on the
+// loop with `context`, the loop's, without storage.
+void AddStatusMemory(const VerbContext& context, const std::string& study,
+                     boost::json::object* summary);
+
 // Runs `verb` with `args` as a stream: a streamed verb's own, or one piece holding a handled
 // verb's whole result. Errors as HandleVerb.
 common::Result<std::unique_ptr<ReplyStream>> StartVerb(const VerbContext& context,

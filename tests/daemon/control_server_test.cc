@@ -17,8 +17,10 @@
 #include "daemon/control/ping_board.h"
 #include "daemon/control/server.h"
 #include "daemon/control/verbs.h"
+#include "daemon/storage/sqlite_storage.h"
 #include "daemon/storage/wait_gauge.h"
 #include "proto/control.h"
+#include "tests/daemon/flaky_storage.h"
 #include "tests/daemon/scheduler_harness.h"
 #include "tests/integration/raw_socket.h"
 #include "tests/support/loop_thread.h"
@@ -62,26 +64,30 @@ void StoreBigStudy(storage::Storage& s) {
   REQUIRE(s.CommitBatch().ok());
 }
 
-SchedulerHarnessOptions FlakyHarness() {
+std::string FixtureDir() {
+  const std::string dir = std::filesystem::temp_directory_path() /
+                          ("triald-control-server-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+// `reads`: the harness's storage is a file, and the server's ReadThread has a connection of its
+// own to it (a FlakyStorage: read_storage).
+SchedulerHarnessOptions FlakyHarness(const std::string& dir, bool reads) {
   SchedulerHarnessOptions o;
   o.flaky = true;  // before_get_study holds a `status` inside storage
+  if (reads) {
+    storage::SqliteOptions so;
+    so.path = dir + "/triald.db";
+    o.sqlite = so;
+  }
   return o;
 }
 
 // The event loop on a thread of the test, and a control server on a thread of its own.
 struct Fixture {
-  SchedulerHarness h{FlakyHarness()};
-  std::string dir;
-  testing::LoopThread loop;
-  std::unique_ptr<PingBoard> board;
-  storage::WaitGauge storage_wait;  // what the test says of storage's waits
-  std::unique_ptr<ControlServer> server;
-
-  Fixture() {
-    dir = std::filesystem::temp_directory_path() /
-          ("triald-control-server-" + std::to_string(::getpid()));
-    std::filesystem::remove_all(dir);
-    std::filesystem::create_directories(dir);
+  explicit Fixture(bool with_reads = false) : dir(FixtureDir()), h(FlakyHarness(dir, with_reads)) {
     StoreBigStudy(h.storage());
     board = std::make_unique<PingBoard>(dir, h.node(), false);
     board->Publish(h.scheduler());
@@ -91,6 +97,17 @@ struct Fixture {
     o.storage_wait = &storage_wait;
     o.scheduler = &h.scheduler();
     o.storage = &h.storage();
+    if (with_reads) {
+      storage::SqliteOptions so;
+      so.path = dir + "/triald.db";
+      auto opened = storage::OpenSqliteStorage(so);
+      REQUIRE(opened.ok());
+      auto flaky = std::make_unique<testing::FlakyStorage>(std::move(opened).value());
+      read_storage = flaky.get();
+      read_storage->gauge = &read_wait;
+      reads = std::make_shared<ReadThread>(std::move(flaky));
+      o.reads = reads;
+    }
     o.socket_path = dir + "/triald.sock";
     o.state_dir = dir;
     o.access.daemon_uid = ::geteuid();
@@ -102,8 +119,19 @@ struct Fixture {
   }
   ~Fixture() {
     loop.StopThenDestroy(server);
+    reads.reset();
     std::filesystem::remove_all(dir);
   }
+
+  std::string dir;
+  SchedulerHarness h;
+  testing::LoopThread loop;
+  std::unique_ptr<PingBoard> board;
+  storage::WaitGauge storage_wait;  // what the test says of storage's waits
+  storage::WaitGauge read_wait;     // ... and of the ReadThread's storage's
+  std::shared_ptr<ReadThread> reads;
+  testing::FlakyStorage* read_storage = nullptr;  // the ReadThread's (with_reads)
+  std::unique_ptr<ControlServer> server;
 
   std::shared_ptr<std::promise<void>> HoldLoop() { return loop.Hold(); }
 
@@ -297,6 +325,103 @@ TEST_CASE(
   REQUIRE(SendAll(c.get(), Request("studies")));
   CHECK(Result(ReadLine(c.get())).is_array());
   CHECK(ReadLine(c.get(), 0.3) == "<timeout>");
+}
+
+TEST_CASE(
+    "control server with a ReadThread: read verbs are answered while the loop is held, status "
+    "is completed on the loop, changes still run on it",
+    "[control][reads]") {
+  Fixture f(/*with_reads=*/true);
+  common::UniqueFd c = f.Connect();
+  auto release = f.HoldLoop();
+  // The loop is held: the read verbs read on the ReadThread, a streamed one piece by piece.
+  REQUIRE(SendAll(c.get(), Request("studies")));
+  CHECK(Result(ReadLine(c.get())).as_array().size() == 1);
+  REQUIRE(SendAll(c.get(), Request("trials", {{"study", "big"}})));
+  const json::value trials = Result(ReadLine(c.get()));
+  REQUIRE(trials.as_array().size() == kTrials);
+  CHECK(trials.as_array()[kTrials - 1].at("number").as_int64() == kTrials - 1);
+  REQUIRE(SendAll(c.get(), Request("status", {{"study", "missing"}})));
+  CHECK(ReplyCode(ReadLine(c.get())) == "not_found");  // read, and refused, off the loop
+  // status is read, then waits for the loop for what only memory holds.
+  REQUIRE(SendAll(c.get(), Request("status", {{"study", "big"}})));
+  CHECK(ReadLine(c.get(), 0.3) == "<timeout>");
+  common::UniqueFd changer = f.Connect();
+  REQUIRE(SendAll(changer.get(), Request("cancel", {{"study", "missing"}})));
+  CHECK(ReadLine(changer.get(), 0.3) == "<timeout>");  // not a read: the loop's
+  release->set_value();
+  const json::value status = Result(ReadLine(c.get()));
+  CHECK(status.at("name").as_string() == "big");
+  for (const char* key : {"spawn", "storage", "fork_server", "slurm", "sampler", "failures"}) {
+    INFO(key);
+    CHECK(status.as_object().contains(key));
+  }
+  CHECK_FALSE(status.as_object().contains("from_memory"));
+  CHECK(ReplyCode(ReadLine(changer.get())) == "not_found");
+}
+
+TEST_CASE(
+    "control server with a ReadThread: status is answered from the last reply while the reads' "
+    "storage waits, never from one read while a change ran",
+    "[control][reads]") {
+  Fixture f(/*with_reads=*/true);
+  common::UniqueFd c = f.Connect();
+  REQUIRE(SendAll(c.get(), Request("status", {{"study", "big"}})));
+  CHECK_FALSE(Result(ReadLine(c.get())).as_object().contains("from_memory"));
+
+  // The ReadThread's storage stops answering inside the next status: its last reply answers.
+  auto hold_read = [&f](std::function<void()> inside_fn) {
+    auto inside = std::make_shared<std::promise<void>>();
+    auto release = std::make_shared<std::promise<void>>();
+    std::shared_future<void> released = release->get_future().share();
+    auto once = std::make_shared<std::atomic<bool>>(false);
+    f.read_storage->before_get_study = [&f, inside, released, once, inside_fn] {
+      if (once->exchange(true)) return;
+      f.read_wait.Begin();
+      if (inside_fn) inside_fn();
+      inside->set_value();
+      released.wait();
+      f.read_wait.End();
+    };
+    return std::make_pair(inside, release);
+  };
+  {
+    auto [inside, release] = hold_read(nullptr);
+    REQUIRE(SendAll(c.get(), Request("status", {{"study", "big"}})));
+    inside->get_future().wait();
+    const json::value memory = Result(ReadLine(c.get()));
+    CHECK(memory.at("name").as_string() == "big");
+    CHECK_THAT(std::string(memory.at("from_memory").as_string()),
+               Catch::Contains("storage has kept the daemon waiting for"));
+    release->set_value();
+    // Its own late reply is dropped: the next reply is the next request's.
+    REQUIRE(SendAll(c.get(), Request("studies")));
+    CHECK(Result(ReadLine(c.get())).is_array());
+  }
+  // A status read while a change runs on the loop is not kept: it may be from before the
+  // change. The change (a refused cancel counts) comes while the read waits inside storage.
+  common::UniqueFd changer = f.Connect();
+  {
+    auto [inside, release] = hold_read([&] {
+      REQUIRE(SendAll(changer.get(), Request("cancel", {{"study", "missing"}})));
+      REQUIRE(ReplyCode(ReadLine(changer.get())) == "not_found");
+    });
+    REQUIRE(SendAll(c.get(), Request("status", {{"study", "big"}})));
+    inside->get_future().wait();
+    // The change forgot the kept reply: nothing to answer from while the read waits.
+    CHECK(ReadLine(c.get(), 0.3) == "<timeout>");
+    release->set_value();
+    CHECK_FALSE(Result(ReadLine(c.get())).as_object().contains("from_memory"));
+  }
+  // So the next status while the reads wait has nothing kept to answer from either.
+  {
+    auto [inside, release] = hold_read(nullptr);
+    REQUIRE(SendAll(c.get(), Request("status", {{"study", "big"}})));
+    inside->get_future().wait();
+    CHECK(ReadLine(c.get(), 0.3) == "<timeout>");
+    release->set_value();
+    CHECK_FALSE(Result(ReadLine(c.get())).as_object().contains("from_memory"));
+  }
 }
 
 }  // namespace

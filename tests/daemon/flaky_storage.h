@@ -29,6 +29,11 @@ class FlakyStorage final : public storage::Storage {
   // BeginBatch (before a SQLite transaction takes the file's write lock).
   std::function<void()> before_lazy_write;
   std::function<void()> before_batch;
+  // What wait_gauge() gives when set (a test says when storage waits); else the inner one's.
+  const storage::WaitGauge* gauge = nullptr;
+  const storage::WaitGauge* wait_gauge() const override {
+    return gauge != nullptr ? gauge : inner_->wait_gauge();
+  }
 
   common::Status BeginBatch() override {
     if (before_batch) before_batch();
