@@ -619,7 +619,8 @@ int RunDaemon(const DaemonOptions& opts) {
     ro.logger = log;
     so.storage_reads = std::make_shared<ThreadedStorageReads>(std::move(ro));
   }
-  // And the servers' reads: the read verbs but `ping` (control/read_thread.h).
+  // And the servers' reads: the read verbs but `ping`, the dashboard's GETs
+  // (control/read_thread.h).
   std::shared_ptr<ReadThread> server_reads;
   if ((*storage)->shared()) {
     auto reads = OpenStorage(opts, state_dir, log, "the read verbs", storage->get());
@@ -665,7 +666,7 @@ int RunDaemon(const DaemonOptions& opts) {
   std::unique_ptr<http::HttpServer> dashboard;
   if (!opts.http.empty()) {
     auto started = http::StartDashboard({&io, &scheduler, storage->get(), log, state_dir, opts.http,
-                                         opts.socket_read_open, opts.node_timeout_s});
+                                         opts.socket_read_open, opts.node_timeout_s, server_reads});
     if (!started.ok()) {
       log->critical("{}", started.status().message());
       return 1;

@@ -170,7 +170,33 @@ void Api::Forget() {
   }
 }
 
-ApiResponse Api::Handle(const ApiRequest& req) {
+void Api::Invalidate() {
+  studies_.built = {};
+  for (auto& [name, snap] : studies_by_name_) snap->cached.built = {};
+  trials_.clear();
+}
+
+std::vector<Scheduler::RunningView> Api::Running(const ApiMemory* memory) const {
+  if (memory != nullptr) return memory->running;
+  if (options_.scheduler != nullptr) return options_.scheduler->running_trials();
+  return {};
+}
+
+ApiMemory Api::GatherMemory(const ApiRequest& req) const {
+  ApiMemory m;
+  if (options_.scheduler == nullptr) return m;
+  m.running = options_.scheduler->running_trials();
+  // /api/studies/NAME[/...]: that study's status fields.
+  std::string_view path = req.target.substr(0, req.target.find('?'));
+  std::vector<std::string> seg = Segments(path.substr(path.empty() ? 0 : 1));
+  std::string name;
+  if (seg.size() >= 3 && seg[0] == "api" && seg[1] == "studies" && PercentDecode(seg[2], &name)) {
+    AddStatusMemory(context_, name, &m.status[name]);
+  }
+  return m;
+}
+
+ApiResponse Api::Handle(const ApiRequest& req, const ApiMemory* memory) {
   std::string_view path = req.target.substr(0, req.target.find('?'));
   std::vector<std::string> raw = Segments(path.substr(path.empty() ? 0 : 1));
   std::vector<std::string> seg;
@@ -223,8 +249,8 @@ ApiResponse Api::Handle(const ApiRequest& req) {
   Forget();
   if (action) return Action(seg[2], seg[3], req.body);
   if (seg.size() == 2) return Studies();
-  if (seg.size() == 3) return Study(seg[2]);
-  return Trial(seg[2], seg[4]);
+  if (seg.size() == 3) return Study(seg[2], memory);
+  return Trial(seg[2], seg[4], memory);
 }
 
 ApiResponse Api::Studies() {
@@ -277,7 +303,7 @@ ApiResponse Api::Studies() {
   return r;
 }
 
-ApiResponse Api::Study(const std::string& name) {
+ApiResponse Api::Study(const std::string& name, const ApiMemory* memory) {
   auto& slot = studies_by_name_[name];
   if (!slot) slot = std::make_unique<StudySnapshot>();
   StudySnapshot& snap = *slot;
@@ -291,6 +317,11 @@ ApiResponse Api::Study(const std::string& name) {
   if (!status.ok()) {
     studies_by_name_.erase(name);
     return VerbError(status.status());
+  }
+  if (memory != nullptr && status->is_object()) {
+    if (auto it = memory->status.find(name); it != memory->status.end()) {
+      for (const auto& kv : it->second) status->as_object()[kv.key()] = kv.value();
+    }
   }
   Result<model::StudyRecord> rec = options_.storage->GetStudy(name);
   if (!rec.ok()) {
@@ -375,12 +406,10 @@ ApiResponse Api::Study(const std::string& name) {
                                       {"trials", p.trials}});
   }
   json::array running;
-  if (options_.scheduler != nullptr) {
-    for (const Scheduler::RunningView& r : options_.scheduler->running_trials()) {
-      if (r.study_id != rec->id) continue;
-      running.push_back(
-          json::object{{"number", r.number}, {"node", st.node()}, {"gpu_slots", r.gpu_slots}});
-    }
+  for (const Scheduler::RunningView& r : Running(memory)) {
+    if (r.study_id != rec->id) continue;
+    running.push_back(
+        json::object{{"number", r.number}, {"node", st.node()}, {"gpu_slots", r.gpu_slots}});
   }
   Result<json::value> nodes = HandleVerb(context_, "nodes", {});
   const int64_t first = snap.trials.empty() ? snap.next_number : snap.trials.begin()->first;
@@ -404,7 +433,8 @@ ApiResponse Api::Study(const std::string& name) {
   return r;
 }
 
-ApiResponse Api::Trial(const std::string& name, const std::string& number_text) {
+ApiResponse Api::Trial(const std::string& name, const std::string& number_text,
+                       const ApiMemory* memory) {
   int number = -1;
   if (number_text.empty() || number_text.size() > 9 ||
       !std::all_of(number_text.begin(), number_text.end(),
@@ -446,11 +476,8 @@ ApiResponse Api::Trial(const std::string& name, const std::string& number_text) 
                    {"study", name},
                    {"trial", std::move(trial)},
                    {"events", std::move(events)}};
-  json::array slots;
-  if (options_.scheduler != nullptr) {
-    for (const Scheduler::RunningView& r : options_.scheduler->running_trials()) {
-      if (r.study_id == rec->id && r.number == number) out["gpu_slots"] = r.gpu_slots;
-    }
+  for (const Scheduler::RunningView& r : Running(memory)) {
+    if (r.study_id == rec->id && r.number == number) out["gpu_slots"] = r.gpu_slots;
   }
   TrialLogLimits limits;
   limits.head_bytes = 0;

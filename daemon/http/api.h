@@ -71,11 +71,26 @@ struct ApiResponse {
   std::string allow;  // 405: the methods the path takes
 };
 
+// What an answer read off the event loop (an Api whose options have no scheduler, on the
+// servers' ReadThread: control/read_thread.h) takes from the scheduler's memory, gathered on
+// the loop first without storage (Api::GatherMemory).
+struct ApiMemory {
+  // A study's `status` fields from memory (control/verbs.h AddStatusMemory), by study name.
+  std::map<std::string, boost::json::object> status;
+  std::vector<Scheduler::RunningView> running;  // this node's running trials
+};
+
 class Api {
  public:
   explicit Api(ApiOptions options);
   ~Api();
-  ApiResponse Handle(const ApiRequest& request);
+  // `memory`: what the scheduler's memory holds for the request (GatherMemory), for an Api
+  // that has no scheduler; null: asked of options.scheduler.
+  ApiResponse Handle(const ApiRequest& request, const ApiMemory* memory = nullptr);
+  // On the event loop, with this Api's scheduler: what `request` (a GET) needs of its memory.
+  ApiMemory GatherMemory(const ApiRequest& request) const;
+  // The next answers are built afresh (a change was made through another Api).
+  void Invalidate();
 
  private:
   struct StudySnapshot;
@@ -84,8 +99,10 @@ class Api {
     std::shared_ptr<const std::string> json;
   };
   ApiResponse Studies();
-  ApiResponse Study(const std::string& name);
-  ApiResponse Trial(const std::string& name, const std::string& number);
+  ApiResponse Study(const std::string& name, const ApiMemory* memory);
+  ApiResponse Trial(const std::string& name, const std::string& number, const ApiMemory* memory);
+  // This node's running trials: from `memory`, else the scheduler (none without either).
+  std::vector<Scheduler::RunningView> Running(const ApiMemory* memory) const;
   ApiResponse Action(const std::string& name, const std::string& action, std::string_view body);
   bool Fresh(std::chrono::steady_clock::time_point built) const;
   void Forget();

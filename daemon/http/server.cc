@@ -106,6 +106,26 @@ class HttpServer::Session : public std::enable_shared_from_this<Session> {
   void Start() { Read(); }
 
  private:
+  // A request as posted to the loop.
+  struct Posted {
+    bhttp::verb verb;
+    std::string method;
+    std::string target;
+    std::string authorization;
+    std::string body;
+    // Its key among the last answers: its target and Authorization.
+    std::string Key() const { return target + '\n' + authorization; }
+  };
+
+  static ApiRequest ToApi(const Posted& req) {
+    ApiRequest r;
+    r.method = req.method;
+    r.target = req.target;
+    r.authorization = req.authorization;
+    r.body = req.body;
+    return r;
+  }
+
   void Read() {
     parser_.emplace();
     parser_->header_limit(static_cast<std::uint32_t>(options_->header_limit));
@@ -148,41 +168,78 @@ class HttpServer::Session : public std::enable_shared_from_this<Session> {
         Posted{req.method(), std::string(req.method_string()), std::string(req.target()),
                std::string(req[bhttp::field::authorization]), req.body()});
     auto claim = std::make_shared<AnswerClaim>();
-    if (posted->verb == bhttp::verb::get && server_->options_.storage_wait != nullptr) {
-      AnswerWhileHeld(memory_check_, *server_->options_.storage_wait, server_->last_answers_,
-                      posted->Key(), "answer of", claim,
+    // A read on shared storage: its memory gathered on the loop, its reads on the ReadThread.
+    const bool off_loop = server_->read_api_ != nullptr &&
+                          (posted->verb == bhttp::verb::get || posted->verb == bhttp::verb::head);
+    const storage::WaitGauge* gauge =
+        off_loop ? server_->options_.reads->storage().wait_gauge() : server_->options_.storage_wait;
+    if (posted->verb == bhttp::verb::get && gauge != nullptr) {
+      AnswerWhileHeld(memory_check_, *gauge, server_->last_answers_, posted->Key(), "answer of",
+                      claim,
                       [self = shared_from_this()](const ApiResponse& kept, const std::string& why) {
                         self->Answer(kept, why);
                       });
     }
+    if (off_loop) {
+      OnLoop([posted, claim](Session& s) { s.GatherThenRead(posted, claim); });
+      return;
+    }
     OnLoop([posted, claim](Session& s) { s.RunApi(*posted, *claim); });
   }
 
-  // A request as posted to the loop.
-  struct Posted {
-    bhttp::verb verb;
-    std::string method;
-    std::string target;
-    std::string authorization;
-    std::string body;
-    // Its key among the last answers: its target and Authorization.
-    std::string Key() const { return target + '\n' + authorization; }
-  };
+  // Event loop: what the request needs of the scheduler's memory (no storage), then its reads
+  // on the ReadThread.
+  void GatherThenRead(const std::shared_ptr<const Posted>& req,
+                      const std::shared_ptr<AnswerClaim>& claim) {
+    if (!claim->Takes()) return;
+    auto memory = std::make_shared<const ApiMemory>(server_->api_.GatherMemory(ToApi(*req)));
+    const uint64_t changes = server_->changes_.load();
+    OnReads(
+        [req, claim, memory, changes](Session& s) { s.RunRead(*req, *memory, changes, *claim); });
+  }
+
+  // ReadThread: the read Api answers (built afresh after a change through the loop's), kept
+  // unless a change came since its memory was gathered; 503: the last answer, as RunApi.
+  void RunRead(const Posted& req, const ApiMemory& memory, uint64_t changes, AnswerClaim& claim) {
+    const uint64_t now = server_->changes_.load();
+    if (now != server_->read_api_seen_) {
+      server_->read_api_->Invalidate();
+      server_->read_api_seen_ = now;
+    }
+    ApiResponse out = server_->read_api_->Handle(ToApi(req), &memory);
+    std::string from_memory;
+    Settle(req, changes, &out, &from_memory);
+    if (!claim.Delivers()) return;
+    OnFront([self = shared_from_this(), out = std::move(out), from_memory] {
+      self->Answer(out, from_memory);
+    });
+  }
 
   // Event loop: the Api answers the request; the answer goes back to be written.
   void RunApi(const Posted& req, AnswerClaim& claim) {
     if (!claim.Takes()) return;
-    ApiRequest api_req;
-    api_req.method = req.method;
-    api_req.target = req.target;
-    api_req.authorization = req.authorization;
-    api_req.body = req.body;
-    ApiResponse out = server_->api_.Handle(api_req);
-    KeptAnswers<ApiResponse>& last = server_->last_answers_;
+    const bool change = req.verb != bhttp::verb::get && req.verb != bhttp::verb::head;
+    if (change) server_->changes_.fetch_add(1);
+    ApiResponse out = server_->api_.Handle(ToApi(req));
     std::string from_memory;
-    const bool kept = req.verb == bhttp::verb::get && server_->options_.storage_wait != nullptr;
+    Settle(req, server_->changes_.load(), &out, &from_memory);
+    if (!claim.Delivers()) return;
+    OnFront([self = shared_from_this(), out = std::move(out), from_memory] {
+      self->Answer(out, from_memory);
+    });
+  }
+
+  // An answer given: a GET's kept (unless a change came since `changes` was read), a 503 replaced
+  // by the last answer (from_memory says so); a change forgets the kept answers (and counts,
+  // so the read Api builds afresh).
+  void Settle(const Posted& req, uint64_t changes, ApiResponse* answer, std::string* memory_why) {
+    ApiResponse& out = *answer;
+    std::string& from_memory = *memory_why;
+    KeptAnswers<ApiResponse>& last = server_->last_answers_;
+    const bool kept = req.verb == bhttp::verb::get &&
+                      (server_->options_.storage_wait != nullptr || server_->read_api_ != nullptr);
     if (kept && out.status == 200) {
-      last.Keep(req.Key(), out);
+      if (changes == server_->changes_.load()) last.Keep(req.Key(), out);
     } else if (kept && out.status == 503) {
       // Storage cannot answer (or triald is shutting down): the last answer, saying so, as
       // `status` answers from memory then.
@@ -192,12 +249,10 @@ class HttpServer::Session : public std::enable_shared_from_this<Session> {
         out = std::move(it->answer);
       }
     } else if (req.verb != bhttp::verb::get && req.verb != bhttp::verb::head) {
-      last.Forget();  // a change may make the kept answers wrong: none outlives an action
+      // A change may make the kept answers wrong: none outlives an action.
+      server_->changes_.fetch_add(1);
+      last.Forget();
     }
-    if (!claim.Delivers()) return;
-    OnFront([self = shared_from_this(), out = std::move(out), from_memory] {
-      self->Answer(out, from_memory);
-    });
   }
 
   // The error message of an error answer ({"ok": false, "error": ...}), or its status.
@@ -239,6 +294,11 @@ class HttpServer::Session : public std::enable_shared_from_this<Session> {
   template <typename Fn>
   void OnLoop(Fn fn) {
     server_->front_.PostToLoop(shared_from_this(), std::move(fn));
+  }
+  // Runs `fn(*this)` on the ReadThread (options.reads).
+  template <typename Fn>
+  void OnReads(Fn fn) {
+    server_->options_.reads->Post(server_->front_.shared_io(), shared_from_this(), std::move(fn));
   }
   // Runs `fn` on the server's thread.
   template <typename Fn>
@@ -289,11 +349,21 @@ HttpServer::HttpServer(HttpServerOptions options)
       front_(*options_.io),
       acceptor_(front_.io()),
       accept_retry_(front_.io()),
-      state_(std::make_shared<State>()) {}
+      state_(std::make_shared<State>()) {
+  if (options_.reads != nullptr) {
+    ApiOptions ro = options_.api;
+    ro.scheduler = nullptr;  // its memory comes gathered on the loop (ApiMemory)
+    ro.storage = &options_.reads->storage();
+    read_api_ = std::make_unique<Api>(std::move(ro));
+  }
+}
 
 HttpServer::~HttpServer() {
   Stop();
   front_.Join();
+  // Nothing posts to the ReadThread any more: its tasks for this server's sessions run before
+  // the server goes.
+  if (options_.reads != nullptr) options_.reads->Drain();
   // Not served any more: close the acceptor here (Stop() posted its close to the thread).
   beast::error_code ignored;
   acceptor_.close(ignored);

@@ -37,6 +37,7 @@
 #include "common/logging.h"
 #include "common/status.h"
 #include "daemon/control/kept_answers.h"
+#include "daemon/control/read_thread.h"
 #include "daemon/control/server_thread.h"
 #include "daemon/http/address.h"
 #include "daemon/http/api.h"
@@ -52,6 +53,9 @@ struct HttpServerOptions {
   common::Logger logger;
   ListenAddress listen;
   ApiOptions api;
+  // Shared storage: GETs read there, off the event loop (control/read_thread.h), with what they
+  // need of the scheduler's memory gathered on the loop first (ApiMemory). Null: on the loop.
+  std::shared_ptr<ReadThread> reads;
   int max_connections = 64;
   size_t header_limit = 8 << 10;
   size_t body_limit = 64 << 10;
@@ -85,6 +89,11 @@ class HttpServer {
 
   HttpServerOptions options_;
   Api api_;
+  // The GETs' Api on options_.reads (its own caches; used on the ReadThread only), and the
+  // changes it has built since.
+  std::unique_ptr<Api> read_api_;
+  uint64_t read_api_seen_ = 0;
+  std::atomic<uint64_t> changes_{0};  // POSTs run (each invalidates the read Api's caches)
   // The server's own thread and io_context (server_thread.h); declared before the acceptor and
   // timer, which are served on it.
   ServerThread front_;

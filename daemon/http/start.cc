@@ -13,6 +13,7 @@ common::Result<std::unique_ptr<HttpServer>> StartDashboard(const DashboardStart&
   o.storage_wait = s.storage != nullptr ? s.storage->wait_gauge() : nullptr;
   o.logger = s.logger;
   o.listen = listen;
+  o.reads = s.reads;
   o.api.scheduler = s.scheduler;
   o.api.storage = s.storage;
   o.api.state_dir = s.state_dir;

@@ -22,6 +22,8 @@ struct DashboardStart {
   std::string address;     // --http, as given (ParseListenAddress)
   bool read_open = false;  // --socket-read-open
   double node_timeout_s = 30;
+  // Shared storage: the GETs' reads off the event loop (HttpServerOptions::reads).
+  std::shared_ptr<ReadThread> reads;
 };
 
 common::Result<std::unique_ptr<HttpServer>> StartDashboard(const DashboardStart& start);

@@ -9,10 +9,12 @@
 #include <thread>
 
 #include "daemon/http/server.h"
+#include "daemon/storage/sqlite_storage.h"
 #include "daemon/storage/wait_gauge.h"
 #include "tests/daemon/scheduler_harness.h"
 #include "tests/http/http_client.h"
 #include "tests/support/loop_thread.h"
+#include "tests/support/temp_dir.h"
 
 namespace triald::daemon::http {
 namespace {
@@ -25,20 +27,31 @@ using testing::ReadAnswer;
 
 constexpr const char* kToken = "test-token";
 
-SchedulerHarnessOptions FlakyHarness() {
+// `db`: the storage is that SQLite file (with_reads: the ReadThread opens it too).
+SchedulerHarnessOptions FlakyHarness(const std::string& db) {
   SchedulerHarnessOptions o;
   o.flaky = true;  // storage that cannot be reached, on demand
+  if (!db.empty()) {
+    storage::SqliteOptions so;
+    so.path = db;
+    o.sqlite = so;
+  }
   return o;
 }
 
 struct Fixture {
-  SchedulerHarness h{FlakyHarness()};
-  testing::LoopThread loop;
-  storage::WaitGauge storage_wait;  // what the test says of storage's waits
-  std::unique_ptr<HttpServer> server;
-
-  Fixture() {
+  // `with_reads`: GETs read on a ReadThread (control/read_thread.h) with a connection of its own
+  // to the same file, and the answers are cached for `snapshot_s`.
+  explicit Fixture(bool with_reads = false, double snapshot_s = 0)
+      : h(FlakyHarness(with_reads ? dir.path() + "/triald.db" : "")) {
     HttpServerOptions o;
+    if (with_reads) {
+      storage::SqliteOptions so;
+      so.path = dir.path() + "/triald.db";
+      auto opened = storage::OpenSqliteStorage(so);
+      REQUIRE(opened.ok());
+      o.reads = std::make_shared<ReadThread>(std::move(opened).value());
+    }
     o.io = &loop.io();
     o.storage_wait = &storage_wait;
     auto listen = ParseListenAddress("127.0.0.1:0");
@@ -49,13 +62,19 @@ struct Fixture {
     o.api.state_dir = "/nonexistent";
     o.api.read_open = true;
     o.api.token = kToken;
-    o.api.snapshot_interval_s = 0;  // every GET reads storage
+    o.api.snapshot_interval_s = snapshot_s;  // 0: every GET reads storage
     server = std::make_unique<HttpServer>(o);
     common::Status st = server->Start();
     INFO(st.ToString());
     REQUIRE(st.ok());
   }
   ~Fixture() { loop.StopThenDestroy(server); }
+
+  triald::testing::TempDir dir;
+  SchedulerHarness h;
+  testing::LoopThread loop;
+  storage::WaitGauge storage_wait;  // what the test says of storage's waits
+  std::unique_ptr<HttpServer> server;
   int port() const { return server->port(); }
 
   // Storage cannot be reached (or can again), as the loop sees it.
@@ -136,6 +155,44 @@ TEST_CASE(
   const HttpAnswer back = Http(f.port(), "GET", "/api/studies");
   CHECK(back.status == 200);
   CHECK(back.headers.count("x-triald-from-memory") == 0);
+}
+
+TEST_CASE(
+    "dashboard server with a ReadThread: GETs read on its connection, with the scheduler's "
+    "memory gathered on the loop; an action through the loop shows in the next GET",
+    "[http][reads]") {
+  Fixture f(/*with_reads=*/true, /*snapshot_s=*/60);
+  triald::testing::Sweep sweep;
+  sweep.name = "live";
+  sweep.parallelism = 2;
+  f.loop.Run([&f, &sweep] { f.h.SubmitOk(sweep); });
+  // The loop's own storage cannot answer: what is read comes through the ReadThread's.
+  f.StorageDown(true);
+  const HttpAnswer page = Http(f.port(), "GET", "/api/studies/live");
+  REQUIRE(page.status == 200);
+  CHECK(page.headers.count("x-triald-from-memory") == 0);
+  const boost::json::value v = boost::json::parse(page.body);
+  CHECK(v.at("study").at("name").as_string() == "live");
+  // From the scheduler's memory: its two running trials, and status's memory fields.
+  CHECK(v.at("running").as_array().size() == 2);
+  for (const char* key : {"spawn", "storage", "fork_server", "slurm"}) {
+    INFO(key);
+    CHECK(v.at("study").as_object().contains(key));
+  }
+  CHECK(v.at("study").at("paused") == boost::json::value(false));
+  const HttpAnswer list = Http(f.port(), "GET", "/api/studies");
+  REQUIRE(list.status == 200);
+  CHECK(boost::json::parse(list.body).at("studies").as_array().size() == 1);
+  f.StorageDown(false);
+
+  // A pause through the loop: the next GETs are built afresh, though answers are cached 60 s.
+  const HttpAnswer paused = Http(f.port(), "POST", "/api/studies/live/pause", kToken, "{}");
+  REQUIRE(paused.status == 200);
+  const HttpAnswer after = Http(f.port(), "GET", "/api/studies/live");
+  REQUIRE(after.status == 200);
+  CHECK(boost::json::parse(after.body).at("study").at("paused") == boost::json::value(true));
+  const boost::json::value listed = boost::json::parse(Http(f.port(), "GET", "/api/studies").body);
+  CHECK(listed.at("studies").as_array()[0].at("paused") == boost::json::value(true));
 }
 
 }  // namespace
