@@ -159,7 +159,7 @@ TEST_CASE(
 
 TEST_CASE(
     "dashboard server with a ReadThread: GETs read on its connection, with the scheduler's "
-    "memory gathered on the loop; an action through the loop shows in the next GET",
+    "memory gathered on the loop, and an action through the loop shows in the next GET",
     "[http][reads]") {
   Fixture f(/*with_reads=*/true, /*snapshot_s=*/60);
   triald::testing::Sweep sweep;
