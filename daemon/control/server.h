@@ -37,6 +37,11 @@
 // gave for that study is sent, with "from_memory" saying how old it is (the loop's own answer, when
 // it comes, is dropped: control/answer_claim.h). Every verb that is not a read empties those
 // replies before its own reply is sent, so none of them predates a change a client was told of.
+// With ControlServerOptions::reads (shared storage), the read verbs but `ping` run on the
+// ReadThread (read_thread.h) with its own storage connection and no scheduler, so the loop makes
+// none of their storage calls; `status` is then completed on the loop with the fields only its
+// memory holds (AddStatusMemory: no storage), and is answered from its last reply when the
+// ReadThread's storage has kept it waiting; a `status` read while a change ran is not kept.
 //
 // Who may use which verb: daemon/control/access.h (decided once per connection from the peer's
 // credentials). What each verb does: the verb table in daemon/control/verbs.h. The JSON shapes
