@@ -22,6 +22,7 @@
 #include <optional>
 #include <thread>
 
+#include "daemon/control/server_thread.h"
 #include "daemon/storage/storage.h"
 
 namespace triald::daemon {
@@ -61,19 +62,10 @@ class ReadThread {
   // `self` has gone.
   template <typename T, typename Fn>
   void Post(std::shared_ptr<boost::asio::io_context> keep, std::shared_ptr<T> self, Fn fn) {
-    boost::asio::post(*io_, Task<T, Fn>{std::move(keep), std::move(self), std::move(fn)});
+    boost::asio::post(*io_, ConnectionTask<T, Fn>{std::move(keep), std::move(self), std::move(fn)});
   }
 
  private:
-  // Members go in reverse order: the connection before the io_context it lives on.
-  template <typename T, typename Fn>
-  struct Task {
-    std::shared_ptr<boost::asio::io_context> keep;
-    std::shared_ptr<T> self;
-    Fn fn;
-    void operator()() { fn(*self); }
-  };
-
   std::unique_ptr<storage::Storage> storage_;  // declared first: destroyed after the tasks
   std::shared_ptr<boost::asio::io_context> io_;
   std::optional<boost::asio::executor_work_guard<boost::asio::io_context::executor_type>> work_;

@@ -21,6 +21,17 @@
 
 namespace triald::daemon {
 
+// A task a server posts to another thread (the loop, a ReadThread): runs fn(*self), keeping the
+// io_context `self` lives on alive until `self` has gone. Members go in reverse order: the
+// connection before the io_context it lives on.
+template <typename T, typename Fn>
+struct ConnectionTask {
+  std::shared_ptr<boost::asio::io_context> keep;
+  std::shared_ptr<T> self;
+  Fn fn;
+  void operator()() { fn(*self); }
+};
+
 class ServerThread {
  public:
   explicit ServerThread(boost::asio::io_context& loop)
@@ -52,19 +63,10 @@ class ServerThread {
   // Runs `fn(*self)` on the loop, keeping io() alive until `self` has gone.
   template <typename T, typename Fn>
   void PostToLoop(std::shared_ptr<T> self, Fn fn) {
-    boost::asio::post(loop_, Task<T, Fn>{io_, std::move(self), std::move(fn)});
+    boost::asio::post(loop_, ConnectionTask<T, Fn>{io_, std::move(self), std::move(fn)});
   }
 
  private:
-  // Members go in reverse order: the connection before the io_context it lives on.
-  template <typename T, typename Fn>
-  struct Task {
-    std::shared_ptr<boost::asio::io_context> keep;
-    std::shared_ptr<T> self;
-    Fn fn;
-    void operator()() { fn(*self); }
-  };
-
   boost::asio::io_context& loop_;
   std::shared_ptr<boost::asio::io_context> io_;
   std::optional<boost::asio::executor_work_guard<boost::asio::io_context::executor_type>> work_;
