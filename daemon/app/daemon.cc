@@ -631,6 +631,7 @@ int RunDaemon(const DaemonOptions& opts) {
     server_reads = std::make_shared<ReadThread>(std::move(reads).value());
   }
   Scheduler scheduler(so);
+  so.storage_reads.reset();  // the scheduler's alone: gone with it (its completions too)
   pump_target = &scheduler;
   published = &scheduler;
   st = scheduler.Recover();

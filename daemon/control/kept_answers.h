@@ -75,24 +75,30 @@ class KeptAnswers {
   std::unordered_map<std::string, std::pair<Answer, Clock::time_point>> by_key_;
 };
 
-// Every kMemoryAfter on `timer` until `claim` is answered: once `gauge` shows a wait of
+// Every kMemoryAfter on `timer` until `claim` is answered: once `gauge` (or `also`, when given:
+// a request that waits on two storages, the ReadThread's and the loop's) shows a wait of
 // kMemoryAfter and `kept` holds an answer for `key`, claims the request and calls
 // `answer(kept, why)`, `why` saying how long storage has kept the daemon waiting and how old the
 // answer is ("... this is its " + `what` + " " + age + " ago"). `answer` keeps its connection
-// (and so `timer`) alive; `gauge` and `kept` outlive the server's thread.
+// (and so `timer`) alive; the gauges and `kept` outlive the server's thread.
 template <typename Answer, typename Fn>
 void AnswerWhileHeld(boost::asio::steady_timer& timer, const storage::WaitGauge& gauge,
                      const KeptAnswers<Answer>& kept, std::string key, std::string what,
-                     std::shared_ptr<AnswerClaim> claim, Fn answer) {
+                     std::shared_ptr<AnswerClaim> claim, Fn answer,
+                     const storage::WaitGauge* also = nullptr) {
   timer.expires_after(kMemoryAfter);
-  timer.async_wait([&timer, &gauge, &kept, key = std::move(key), what = std::move(what),
+  timer.async_wait([&timer, &gauge, &kept, also, key = std::move(key), what = std::move(what),
                     claim = std::move(claim),
                     answer = std::move(answer)](const boost::system::error_code& ec) mutable {
     if (ec || !claim->Open()) return;
-    const std::optional<std::chrono::nanoseconds> waited = gauge.WaitingFor();
+    std::optional<std::chrono::nanoseconds> waited = gauge.WaitingFor();
+    if (also != nullptr) {
+      const std::optional<std::chrono::nanoseconds> other = also->WaitingFor();
+      if (other && (!waited || *other > *waited)) waited = other;
+    }
     if (!waited || *waited < kMemoryAfter) {
       AnswerWhileHeld(timer, gauge, kept, std::move(key), std::move(what), std::move(claim),
-                      std::move(answer));
+                      std::move(answer), also);
       return;
     }
     std::optional<typename KeptAnswers<Answer>::Kept> last = kept.Find(key);

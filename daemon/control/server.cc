@@ -151,17 +151,25 @@ class ControlServer::Connection : public std::enable_shared_from_this<Connection
     // Who answers: the loop (or the ReadThread), or (`status` while storage holds the one that
     // reads) this thread.
     auto claim = std::make_shared<AnswerClaim>();
+    // Off the loop, `status` waits on the ReadThread's storage, then on the loop (which may be
+    // inside a storage call of its own): either wait counts.
+    const storage::WaitGauge* read_wait =
+        off_loop ? server_->options_.reads->storage().wait_gauge() : nullptr;
     const storage::WaitGauge* gauge =
-        off_loop ? server_->options_.reads->storage().wait_gauge() : server_->options_.storage_wait;
+        read_wait != nullptr ? read_wait : server_->options_.storage_wait;
+    const storage::WaitGauge* also =
+        read_wait != nullptr ? server_->options_.storage_wait : nullptr;
     if (req->verb == "status" && gauge != nullptr) {
       if (std::optional<std::string> study = StudyOf(*req)) {
         AnswerWhileHeld(
             memory_check_, *gauge, server_->status_replies_, *study, "status as the daemon gave it",
-            claim, [self = shared_from_this()](const std::string& result, const std::string& why) {
+            claim,
+            [self = shared_from_this()](const std::string& result, const std::string& why) {
               json::value v = json::parse(result);
               v.as_object()["from_memory"] = why;
               self->Reply("{\"ok\":true,\"result\":" + json::serialize(v) + "}\n", false);
-            });
+            },
+            also);
       }
     }
     if (off_loop) {

@@ -171,14 +171,21 @@ class HttpServer::Session : public std::enable_shared_from_this<Session> {
     // A read on shared storage: its memory gathered on the loop, its reads on the ReadThread.
     const bool off_loop = server_->read_api_ != nullptr &&
                           (posted->verb == bhttp::verb::get || posted->verb == bhttp::verb::head);
+    // Off the loop, a GET waits on the loop (which may be inside a storage call of its own),
+    // then on the ReadThread's storage: either wait counts.
+    const storage::WaitGauge* read_wait =
+        off_loop ? server_->options_.reads->storage().wait_gauge() : nullptr;
     const storage::WaitGauge* gauge =
-        off_loop ? server_->options_.reads->storage().wait_gauge() : server_->options_.storage_wait;
+        read_wait != nullptr ? read_wait : server_->options_.storage_wait;
+    const storage::WaitGauge* also =
+        read_wait != nullptr ? server_->options_.storage_wait : nullptr;
     if (posted->verb == bhttp::verb::get && gauge != nullptr) {
-      AnswerWhileHeld(memory_check_, *gauge, server_->last_answers_, posted->Key(), "answer of",
-                      claim,
-                      [self = shared_from_this()](const ApiResponse& kept, const std::string& why) {
-                        self->Answer(kept, why);
-                      });
+      AnswerWhileHeld(
+          memory_check_, *gauge, server_->last_answers_, posted->Key(), "answer of", claim,
+          [self = shared_from_this()](const ApiResponse& kept, const std::string& why) {
+            self->Answer(kept, why);
+          },
+          also);
     }
     if (off_loop) {
       OnLoop([posted, claim](Session& s) { s.GatherThenRead(posted, claim); });

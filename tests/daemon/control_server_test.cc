@@ -398,6 +398,19 @@ TEST_CASE(
     REQUIRE(SendAll(c.get(), Request("studies")));
     CHECK(Result(ReadLine(c.get())).is_array());
   }
+  // Read, it waits for the loop, which is inside a storage call of its own (a trial's end, say):
+  // that wait counts too.
+  {
+    auto release = f.HoldLoop();
+    f.storage_wait.Begin();
+    REQUIRE(SendAll(c.get(), Request("status", {{"study", "big"}})));
+    const json::value memory = Result(ReadLine(c.get()));
+    CHECK(memory.as_object().contains("from_memory"));
+    f.storage_wait.End();
+    release->set_value();
+    REQUIRE(SendAll(c.get(), Request("studies")));
+    CHECK(Result(ReadLine(c.get())).is_array());
+  }
   // A status read while a change runs on the loop is not kept: it may be from before the
   // change. The change (a refused cancel counts) comes while the read waits inside storage.
   common::UniqueFd changer = f.Connect();
