@@ -66,7 +66,8 @@
 // away) is the NodeCoordinator's (scheduler/shared_coordinator.h); on a storage of its own the
 // scheduler gets a LocalCoordinator that does nothing, and asks the same questions.
 // `parallelism` and max_workers are per node. SharedTick() (every heartbeat interval) lets the
-// coordinator beat and follow the other nodes, and joins the studies they submitted.
+// coordinator beat and follow the other nodes, and joins the studies they submitted; the
+// daemon has those reads made off the event loop (SchedulerOptions::storage_reads).
 //
 // A study whose sampler fails starts nothing more and ends FAILED once its running trials are
 // over, with a study_failed event saying why (`trialctl status` shows it); one whose sampler has
@@ -95,6 +96,9 @@
 //   storage_batch.h       the storage changes of one event in one commit (and a study's lock)
 //   storage_outage.h      storage refusing writes: hold, probe, resume
 //   pending_finishes.h    trial ends kept until storage takes them
+//   pending_writes.h      the channels' writes kept until storage takes them
+//   lazy_writer.h         shared storage: the channels' writes made on a thread of their own
+//   storage_reads.h       shared storage: the node protocol's reads made off the event loop
 //   trial_gpus.h          the GPU slots one trial holds, and their one way back
 //   trial_outcome.h       how a trial ended, from what was observed (a pure function)
 //   launch_spec.h         what a trial's process is given: command, limits, environment
