@@ -75,30 +75,42 @@ class KeptAnswers {
   std::unordered_map<std::string, std::pair<Answer, Clock::time_point>> by_key_;
 };
 
-// Every kMemoryAfter on `timer` until `claim` is answered: once `gauge` (or `also`, when given:
-// a request that waits on two storages, the ReadThread's and the loop's) shows a wait of
+// The storage waits a request may be held by: the loop's storage's, and the ReadThread's when
+// it reads off the loop (read_thread.h); either may be null (never known).
+struct StorageWaits {
+  const storage::WaitGauge* loop = nullptr;
+  const storage::WaitGauge* reads = nullptr;
+  bool known() const { return loop != nullptr || reads != nullptr; }
+  // The longer wait in progress; nullopt when none is.
+  std::optional<std::chrono::nanoseconds> Longest() const {
+    std::optional<std::chrono::nanoseconds> longest;
+    for (const storage::WaitGauge* g : {loop, reads}) {
+      if (g == nullptr) continue;
+      const std::optional<std::chrono::nanoseconds> w = g->WaitingFor();
+      if (w && (!longest || *w > *longest)) longest = w;
+    }
+    return longest;
+  }
+};
+
+// Every kMemoryAfter on `timer` until `claim` is answered: once `waits` show a wait of
 // kMemoryAfter and `kept` holds an answer for `key`, claims the request and calls
 // `answer(kept, why)`, `why` saying how long storage has kept the daemon waiting and how old the
 // answer is ("... this is its " + `what` + " " + age + " ago"). `answer` keeps its connection
 // (and so `timer`) alive; the gauges and `kept` outlive the server's thread.
 template <typename Answer, typename Fn>
-void AnswerWhileHeld(boost::asio::steady_timer& timer, const storage::WaitGauge& gauge,
+void AnswerWhileHeld(boost::asio::steady_timer& timer, StorageWaits waits,
                      const KeptAnswers<Answer>& kept, std::string key, std::string what,
-                     std::shared_ptr<AnswerClaim> claim, Fn answer,
-                     const storage::WaitGauge* also = nullptr) {
+                     std::shared_ptr<AnswerClaim> claim, Fn answer) {
   timer.expires_after(kMemoryAfter);
-  timer.async_wait([&timer, &gauge, &kept, also, key = std::move(key), what = std::move(what),
+  timer.async_wait([&timer, waits, &kept, key = std::move(key), what = std::move(what),
                     claim = std::move(claim),
                     answer = std::move(answer)](const boost::system::error_code& ec) mutable {
     if (ec || !claim->Open()) return;
-    std::optional<std::chrono::nanoseconds> waited = gauge.WaitingFor();
-    if (also != nullptr) {
-      const std::optional<std::chrono::nanoseconds> other = also->WaitingFor();
-      if (other && (!waited || *other > *waited)) waited = other;
-    }
+    const std::optional<std::chrono::nanoseconds> waited = waits.Longest();
     if (!waited || *waited < kMemoryAfter) {
-      AnswerWhileHeld(timer, gauge, kept, std::move(key), std::move(what), std::move(claim),
-                      std::move(answer), also);
+      AnswerWhileHeld(timer, waits, kept, std::move(key), std::move(what), std::move(claim),
+                      std::move(answer));
       return;
     }
     std::optional<typename KeptAnswers<Answer>::Kept> last = kept.Find(key);

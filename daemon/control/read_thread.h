@@ -22,6 +22,7 @@
 #include <optional>
 #include <thread>
 
+#include "daemon/control/kept_answers.h"
 #include "daemon/control/server_thread.h"
 #include "daemon/storage/storage.h"
 
@@ -71,5 +72,12 @@ class ReadThread {
   std::optional<boost::asio::executor_work_guard<boost::asio::io_context::executor_type>> work_;
   std::thread thread_;
 };
+
+// The storage waits a request holds on: the loop's storage's (`loop`, null when never known),
+// and with `off_loop` the ReadThread's too (`reads` then set).
+inline StorageWaits RequestWaits(const storage::WaitGauge* loop,
+                                 const std::shared_ptr<ReadThread>& reads, bool off_loop) {
+  return StorageWaits{loop, off_loop ? reads->storage().wait_gauge() : nullptr};
+}
 
 }  // namespace triald::daemon

@@ -153,23 +153,17 @@ class ControlServer::Connection : public std::enable_shared_from_this<Connection
     auto claim = std::make_shared<AnswerClaim>();
     // Off the loop, `status` waits on the ReadThread's storage, then on the loop (which may be
     // inside a storage call of its own): either wait counts.
-    const storage::WaitGauge* read_wait =
-        off_loop ? server_->options_.reads->storage().wait_gauge() : nullptr;
-    const storage::WaitGauge* gauge =
-        read_wait != nullptr ? read_wait : server_->options_.storage_wait;
-    const storage::WaitGauge* also =
-        read_wait != nullptr ? server_->options_.storage_wait : nullptr;
-    if (req->verb == "status" && gauge != nullptr) {
+    const StorageWaits waits =
+        RequestWaits(server_->options_.storage_wait, server_->options_.reads, off_loop);
+    if (req->verb == "status" && waits.known()) {
       if (std::optional<std::string> study = StudyOf(*req)) {
         AnswerWhileHeld(
-            memory_check_, *gauge, server_->status_replies_, *study, "status as the daemon gave it",
-            claim,
-            [self = shared_from_this()](const std::string& result, const std::string& why) {
+            memory_check_, waits, server_->status_replies_, *study, "status as the daemon gave it",
+            claim, [self = shared_from_this()](const std::string& result, const std::string& why) {
               json::value v = json::parse(result);
               v.as_object()["from_memory"] = why;
               self->Reply("{\"ok\":true,\"result\":" + json::serialize(v) + "}\n", false);
-            },
-            also);
+            });
       }
     }
     if (off_loop) {
@@ -185,12 +179,7 @@ class ControlServer::Connection : public std::enable_shared_from_this<Connection
   // not answer goes to the loop as it is (its memory answers for an active study).
   void RunRead(const proto::Request& req, const std::shared_ptr<AnswerClaim>& claim) {
     if (!claim->Takes()) return;
-    auto reply = [this, &claim](std::string text) {
-      if (!claim->Delivers()) return;
-      OnFront([self = shared_from_this(), text = std::move(text)]() mutable {
-        self->Reply(std::move(text), false);
-      });
-    };
+    auto reply = [this, &claim](std::string text) { Deliver(*claim, std::move(text)); };
     if (req.verb == "status") {
       const uint64_t changes = server_->changes_.load();
       Result<json::value> read = HandleVerb(read_context_, req.verb, req.args);
@@ -209,12 +198,26 @@ class ControlServer::Connection : public std::enable_shared_from_this<Connection
     if (!stream.ok()) return reply(proto::EncodeError(stream.status()));
     Result<std::string> first = (*stream)->Next();
     if (!first.ok()) return reply(proto::EncodeError(first.status()));
-    if (!claim->Delivers()) return;
-    read_stream_ = std::move(*stream);
-    verb_ = req.verb;
-    OnFront([self = shared_from_this(), piece = "{\"ok\":true,\"result\":" + std::move(*first)] {
-      self->Write(piece, /*on_reads=*/true);
+    DeliverStream(*claim, req.verb, std::move(*stream), std::move(*first), /*on_reads=*/true);
+  }
+
+  // The reply `text` goes back to be written, unless the server's thread answered already.
+  void Deliver(AnswerClaim& claim, std::string text) {
+    if (!claim.Delivers()) return;
+    OnFront([self = shared_from_this(), text = std::move(text)]() mutable {
+      self->Reply(std::move(text), false);
     });
+  }
+
+  // The same for a reply whose first piece is `first`: the rest comes from `stream`, on the loop
+  // (stream_) or, `on_reads`, on the ReadThread (read_stream_).
+  void DeliverStream(AnswerClaim& claim, const std::string& verb,
+                     std::unique_ptr<ReplyStream> stream, std::string first, bool on_reads) {
+    if (!claim.Delivers()) return;
+    (on_reads ? read_stream_ : stream_) = std::move(stream);
+    verb_ = verb;
+    OnFront([self = shared_from_this(), piece = "{\"ok\":true,\"result\":" + std::move(first),
+             on_reads] { self->Write(piece, on_reads); });
   }
 
   // Event loop: a `status` read off the loop (`changes`: changes_ before it was read), completed
@@ -227,11 +230,7 @@ class ControlServer::Connection : public std::enable_shared_from_this<Connection
     std::string text = json::serialize(read);
     // Not when a change came while it was read: it may be from before that change.
     if (study && changes == server_->changes_.load()) server_->status_replies_.Keep(*study, text);
-    if (!claim.Delivers()) return;
-    OnFront([self = shared_from_this(),
-             text = "{\"ok\":true,\"result\":" + std::move(text) + "}\n"]() mutable {
-      self->Reply(std::move(text), false);
-    });
+    Deliver(claim, "{\"ok\":true,\"result\":" + std::move(text) + "}\n");
   }
 
   // The request's "study" argument, when it is a string.
@@ -260,10 +259,7 @@ class ControlServer::Connection : public std::enable_shared_from_this<Connection
     Changed(req);
     auto reply = [this, &claim, &req](std::string text) {
       Changed(req);
-      if (!claim.Delivers()) return;
-      OnFront([self = shared_from_this(), text = std::move(text)]() mutable {
-        self->Reply(std::move(text), false);
-      });
+      Deliver(claim, std::move(text));
     };
     if (Status owner = AuthorizeStudyVerb(*server_->options_.storage, server_->options_.access,
                                           peer_, req.verb, req.args);
@@ -287,12 +283,7 @@ class ControlServer::Connection : public std::enable_shared_from_this<Connection
       }
     }
     Changed(req);
-    if (!claim.Delivers()) return;
-    stream_ = std::move(*stream);
-    verb_ = req.verb;
-    OnFront([self = shared_from_this(), piece = "{\"ok\":true,\"result\":" + std::move(*first)] {
-      self->Write(piece, /*on_reads=*/false);
-    });
+    DeliverStream(claim, req.verb, std::move(*stream), std::move(*first), /*on_reads=*/false);
   }
 
   // Event loop: a verb that takes the connection over (ask): on success the callee has written

@@ -173,19 +173,14 @@ class HttpServer::Session : public std::enable_shared_from_this<Session> {
                           (posted->verb == bhttp::verb::get || posted->verb == bhttp::verb::head);
     // Off the loop, a GET waits on the loop (which may be inside a storage call of its own),
     // then on the ReadThread's storage: either wait counts.
-    const storage::WaitGauge* read_wait =
-        off_loop ? server_->options_.reads->storage().wait_gauge() : nullptr;
-    const storage::WaitGauge* gauge =
-        read_wait != nullptr ? read_wait : server_->options_.storage_wait;
-    const storage::WaitGauge* also =
-        read_wait != nullptr ? server_->options_.storage_wait : nullptr;
-    if (posted->verb == bhttp::verb::get && gauge != nullptr) {
-      AnswerWhileHeld(
-          memory_check_, *gauge, server_->last_answers_, posted->Key(), "answer of", claim,
-          [self = shared_from_this()](const ApiResponse& kept, const std::string& why) {
-            self->Answer(kept, why);
-          },
-          also);
+    const StorageWaits waits =
+        RequestWaits(server_->options_.storage_wait, server_->options_.reads, off_loop);
+    if (posted->verb == bhttp::verb::get && waits.known()) {
+      AnswerWhileHeld(memory_check_, waits, server_->last_answers_, posted->Key(), "answer of",
+                      claim,
+                      [self = shared_from_this()](const ApiResponse& kept, const std::string& why) {
+                        self->Answer(kept, why);
+                      });
     }
     if (off_loop) {
       OnLoop([posted, claim](Session& s) { s.GatherThenRead(posted, claim); });

@@ -135,6 +135,10 @@ class SharedCoordinator final : public NodeCoordinator {
   // and starts a new sync epoch). `off_loop`: read off the event loop, so this node's own open
   // trials keep what memory holds unless storage has them ended or another node's.
   void Apply(StudyCache& study, std::vector<model::TrialRecord> changed, bool off_loop);
+  // Studies' changed trials read off the loop, by study id: the study's epoch the read began
+  // from, and what was read.
+  using StudyReads =
+      std::map<int64_t, std::pair<uint64_t, common::Result<std::vector<model::TrialRecord>>>>;
   // What a tick reads off the loop, and applies when it is back.
   struct TickRead {
     double started = 0;  // monotonic, before the beat was sent
@@ -142,8 +146,7 @@ class SharedCoordinator final : public NodeCoordinator {
     common::Status beat;
     common::Result<std::vector<model::NodeRecord>> nodes = common::Unavailable("not read");
     common::Result<std::vector<model::StudyRecord>> studies = common::Unavailable("not read");
-    std::map<int64_t, std::pair<uint64_t, common::Result<std::vector<model::TrialRecord>>>>
-        trials;  // by study id: the epoch it was read from, and what was read
+    StudyReads trials;
   };
   void OnTickRead(TickRead read);
   // A beat (taken at `started`) reached the database: the lease runs from then.
@@ -186,8 +189,7 @@ class SharedCoordinator final : public NodeCoordinator {
   bool tick_in_flight_ = false;  // a tick's reads are off the loop and not back
   // While FollowStored runs for a tick read off the loop: what it read of each study.
   bool following_read_ = false;
-  std::map<int64_t, std::pair<uint64_t, common::Result<std::vector<model::TrialRecord>>>>
-      tick_trials_;
+  StudyReads tick_trials_;
 };
 
 }  // namespace triald::daemon
