@@ -9,6 +9,7 @@
 #include "daemon/scheduler/lazy_writer.h"
 #include "daemon/scheduler/measured_metrics.h"
 #include "daemon/scheduler/recovery.h"
+#include "daemon/scheduler/retry_policy.h"
 #include "daemon/scheduler/running_trials.h"
 #include "daemon/scheduler/scheduler_hosts.h"
 #include "daemon/scheduler/spawn_failures.h"
@@ -489,7 +490,7 @@ void Scheduler::Pump() {
   }
   if (dropped) options_.env->ReturnFreedMemory();
   if (options_.on_change) options_.on_change();
-  if (shutting_down_ && running_->empty() && on_idle_) {
+  if (shutting_down_ && running_->empty() && coordinator_->ends_in_flight() == 0 && on_idle_) {
     auto fn = std::move(on_idle_);
     on_idle_ = nullptr;
     fn();
@@ -688,21 +689,9 @@ void Scheduler::OnExit(int64_t trial_id, const launcher::ProcessOutcome& o) {
 
 void Scheduler::MaybeRetry(StudyRuntime& study, int number) {
   const TrialRecord failed = study.trials[number];  // a copy: trials grows below
-  const config::StudyConfig& cfg = study.spec.study;
-  if (failed.state != TrialState::kFail || study.record.state != StudyState::kRunning) return;
-  // Stopped by a stop of triald: put back, whatever retries says (requeue_on_shutdown).
-  const bool requeue = failed.fail.reason == "shutdown" && cfg.requeue_on_shutdown;
-  if (!requeue && (cfg.retries == 0 || std::find(cfg.retry_on.begin(), cfg.retry_on.end(),
-                                                 failed.fail.reason) == cfg.retry_on.end())) {
-    return;
-  }
-  const int attempts = study.RetriesBehind(failed);
-  if (!requeue && attempts >= cfg.retries) {
-    recorder_->Event(
-        &study, &failed, "retries_exhausted",
-        "FAIL(" + failed.fail.reason + ") after " + std::to_string(attempts) + " retries");
-    return;
-  }
+  RetryDecision d = DecideRetry(study, failed);
+  if (d.exhausted) recorder_->Event(&study, &failed, "retries_exhausted", *d.exhausted);
+  if (!d.retry) return;
   Result<TrialRecord> created = options_.storage->CreateTrial(
       study.record.id, failed.params, options_.clock->WallSeconds(), failed.id);
   if (!created.ok()) {
@@ -715,15 +704,89 @@ void Scheduler::MaybeRetry(StudyRuntime& study, int number) {
   study.waiting.push_back(created->number);
   ++study.retries_created;
   ++study.retried;
-  const std::string what =
-      requeue
-          ? "trial " + std::to_string(created->number) + " puts back trial " +
-                std::to_string(number) + " (stopped with triald; it runs when triald starts again)"
-          : "trial " + std::to_string(created->number) + " retries trial " +
-                std::to_string(number) + " (FAIL(" + failed.fail.reason + "), retry " +
-                std::to_string(attempts + 1) + " of " + std::to_string(cfg.retries) + ")";
+  const std::string what = d.retry->what(created->number);
   options_.logger->info("study {}: {}", study.record.name, what);
-  recorder_->Event(&study, &*created, requeue ? "trial_requeued" : "trial_retry", what);
+  recorder_->Event(&study, &*created, d.retry->kind, what);
+}
+
+bool Scheduler::FinishOffLoop(StudyRuntime& study, int number, const model::TrialOutcome& out) {
+  if (!coordinator_->FinishesOffLoop()) return false;
+  const TrialRecord& trial = study.trials[number];
+  EndWrite end;
+  end.trial_id = trial.id;
+  end.number = number;
+  end.outcome = out;
+  end.at = options_.clock->WallSeconds();
+  end.writes = pending_writes_.TakeTrial(trial.id);
+  if (lazy_writer_) {
+    end.take_queued = [writer = lazy_writer_.get(), id = trial.id] {
+      return writer->TakeTrial(id);
+    };
+  }
+  end.finished = DescribeOutcome(out);
+  // What FinishTrial would decide once the end is mirrored: a retry, unless the study stops
+  // failing with it (the streak, looked at on a copy: OnEndStored moves the study's own).
+  TrialRecord ended = trial;
+  ended.state = out.state;
+  ended.fail = out.fail;
+  ended.finished_at = end.at;
+  FailureStreak streak = study.streak;
+  if (!streak.OnFinished(ended)) {
+    RetryDecision d = DecideRetry(study, ended);
+    end.exhausted = std::move(d.exhausted);
+    end.retry = std::move(d.retry);
+  }
+  coordinator_->FinishOffLoop(study, std::move(end),
+                              [this](StudyCache* s, const EndWrite& e, EndStored stored) {
+                                OnEndStored(static_cast<StudyRuntime*>(s), e, std::move(stored));
+                              });
+  return true;
+}
+
+void Scheduler::OnEndStored(StudyRuntime* active, const EndWrite& end, EndStored stored) {
+  if (active == nullptr) {
+    Pump();  // a shutdown may wait for it
+    return;
+  }
+  StudyRuntime& study = *active;
+  const int number = end.number;
+  if (stored.dropped) {
+    Pump();
+    return;
+  }
+  if (!stored.status.ok()) {
+    // Kept by the coordinator for a later tick (as an end whose study could not be locked on
+    // the loop: the heartbeats, not this, decide whether the node may go on); its writes wait
+    // here with it.
+    for (PendingWrites::Write& w : stored.writes) {
+      pending_writes_.Keep(std::move(w), options_.logger);
+    }
+    Pump();
+    return;
+  }
+  const model::TrialOutcome& out = end.outcome;
+  TrialRecord& trial = study.trials[number];
+  trial.state = out.state;
+  trial.value = out.value;
+  trial.values = out.values;
+  trial.constraints = out.constraints;
+  trial.resources = out.resources;
+  trial.fail = out.fail;
+  trial.finished_at = end.at;
+  if (stored.retry) {
+    const int n = stored.retry->number;
+    study.trials.resize(std::max<size_t>(study.trials.size(), n + 1));
+    study.trials[n] = *stored.retry;
+    options_.logger->info("study {}: {}", study.record.name, end.retry->what(n));
+  }
+  // The counts from the trials: the transaction's read may have brought the end already.
+  study.Recount(options_.storage->node());
+  options_.logger->info("study {} trial {}: {}", study.record.name, number, end.finished);
+  if (std::optional<std::string> stop = study.streak.OnFinished(study.trials[number])) {
+    StopFailingStudy(study, *stop);  // its retry, if one was made, ends with the waiting ones
+  }
+  MaybeCompleteStudy(study);
+  Pump();
 }
 
 bool Scheduler::gpu_work() const {
@@ -740,6 +803,8 @@ void Scheduler::PollDevices() {
 
 void Scheduler::FinishTrial(StudyRuntime& study, int number, const model::TrialOutcome& out,
                             bool own) {
+  // This node's own trial on shared storage: stored off the event loop (OnEndStored mirrors it).
+  if (own && FinishOffLoop(study, number, out)) return;
   // The trial's end, its event and the study's completion are one commit, made before any
   // other trial starts.
   StorageBatch batch(options_.storage, options_.logger);

@@ -98,7 +98,9 @@
 //   pending_finishes.h    trial ends kept until storage takes them
 //   pending_writes.h      the channels' writes kept until storage takes them
 //   lazy_writer.h         shared storage: the channels' writes made on a thread of their own
-//   storage_reads.h       shared storage: the node protocol's reads made off the event loop
+//   storage_reads.h       shared storage: the node protocol's reads, and own trials' ends,
+//                         made off the event loop
+//   retry_policy.h        what a finished trial's end asks for: a retry, or retries exhausted
 //   trial_gpus.h          the GPU slots one trial holds, and their one way back
 //   trial_outcome.h       how a trial ended, from what was observed (a pure function)
 //   launch_spec.h         what a trial's process is given: command, limits, environment
@@ -399,6 +401,14 @@ class Scheduler {
   // Queues a retry of the finished trial `number` when the study's policy asks for one, and
   // puts back a trial that a stop of triald ended ([study] requeue_on_shutdown).
   void MaybeRetry(StudyRuntime& study, int number);
+  // This node's own trial's end handed to the coordinator to be stored off the event loop
+  // (NodeCoordinator::FinishOffLoop), with its retry decided now; false when it stores ends on
+  // the loop.
+  bool FinishOffLoop(StudyRuntime& study, int number, const model::TrialOutcome& outcome);
+  // An end FinishOffLoop handed over is back: mirrored (its retry, the failure streak, the
+  // study's completion), kept (its writes with it), or dropped; then Pump().
+  // `study`: nullptr when it is no longer active.
+  void OnEndStored(StudyRuntime* study, const EndWrite& end, EndStored stored);
   void OnExit(int64_t trial_id, const launcher::ProcessOutcome& outcome);
   // `own`: the trial is this node's (shared storage: dropped when another node has ended or
   // taken it over); false when ending another node's trial (a dead node's, or a cancelled

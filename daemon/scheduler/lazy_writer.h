@@ -22,8 +22,10 @@
 // Bounded: at most Options::max_writes wait, the batch in flight included; past that the oldest
 // is dropped, counted and logged once per outage (the queue is a PendingWrites).
 //
-// Thread-safety: Write, TakeTrial, Resume and the destructor on the event-loop thread; the
-// callbacks are posted there. queued() from any thread.
+// Thread-safety: Write, Resume and the destructor on the event-loop thread; the callbacks are
+// posted there. TakeTrial on the event-loop thread or on the reads' thread (a trial's end stored
+// off the loop: NodeCoordinator::FinishOffLoop), never while the caller's connection holds a
+// transaction. queued() from any thread.
 
 #include <condition_variable>
 #include <cstdint>

@@ -16,6 +16,7 @@
 //
 // Thread-safety: not thread-safe; both implementations run on the scheduler's thread.
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -27,6 +28,7 @@
 #include "common/status.h"
 #include "daemon/model/records.h"
 #include "daemon/scheduler/pending_finishes.h"
+#include "daemon/scheduler/pending_writes.h"
 #include "daemon/scheduler/storage_batch.h"
 #include "daemon/scheduler/storage_reads.h"
 #include "daemon/scheduler/study_cache.h"
@@ -63,6 +65,43 @@ class CoordinatorHost {
   // here, drops those that ended, calls Follow for each active study, completes those whose
   // last trials ended elsewhere, and starts what it can.
   virtual void FollowStored(const std::vector<model::StudyRecord>& stored) = 0;
+};
+
+// The end of this node's own trial, to be stored off the event loop
+// (NodeCoordinator::FinishOffLoop): what the scheduler decided, and what is stored with it in
+// one transaction under the study's lock.
+struct EndWrite {
+  int64_t trial_id = 0;
+  int number = 0;
+  model::TrialOutcome outcome;
+  double at = 0;  // wall time of the end
+  // The trial's writes kept on the loop (an outage), stored first, in order; and, taken off the
+  // loop just before the transaction begins, those still queued in the lazy writer (empty: none).
+  std::vector<PendingWrites::Write> writes;
+  std::function<std::vector<PendingWrites::Write>()> take_queued;
+  std::string finished;                  // the trial_finished event's detail
+  std::optional<std::string> exhausted;  // a retries_exhausted event's detail
+  // A retry (or a requeue) to create with the end, while the study is RUNNING in storage.
+  struct Retry {
+    model::ParamMap params;
+    std::string kind;                      // its event: trial_retry or trial_requeued
+    std::function<std::string(int)> what;  // the event's detail, given the new trial's number
+  };
+  std::optional<Retry> retry;
+};
+
+// What came of an EndWrite.
+struct EndStored {
+  // Ok and not dropped: stored. Dropped: another node ended or took over the trial first;
+  // nothing is stored (logged). Not Ok: nothing is stored; the coordinator keeps the end for a
+  // later tick (logged) and the caller keeps `writes`.
+  common::Status status;
+  bool dropped = false;
+  std::optional<model::TrialRecord> retry;   // created with the end
+  std::string retry_error;                   // why the retry asked for was not created (logged)
+  std::vector<PendingWrites::Write> writes;  // not stored (not Ok), in order
+  int refused_writes = 0;                    // writes refused for themselves (dropped, logged)
+  int event_errors = 0;                      // events that could not be stored (logged)
 };
 
 class NodeCoordinator {
@@ -145,6 +184,24 @@ class NodeCoordinator {
   // when the caller's scope ends.
   virtual void CommitFinish(StudyCache& study, int number, const model::TrialOutcome& outcome,
                             bool own, StorageBatch& batch, const StudyCache::Saved& before) = 0;
+  // Stores the end of this node's own trial `end.number` off the event loop, when the
+  // coordinator makes its reads there (shared, with CoordinatorOptions::reads); `done`
+  // runs on the loop once the end is stored, kept (an outage: the coordinator keeps it for a
+  // later tick) or dropped (another node ended or took over the trial first), with the study's
+  // trials as the end's transaction read them already applied when no read of the study was
+  // applied meanwhile. Until then the trial stays open in the cache and counts in
+  // study.pending_finishes. Otherwise the caller stores ends on the loop (BeginFinish...
+  // CommitFinish).
+  // Needs FinishesOffLoop().
+  // `done` gets nullptr for a study no longer active (FindStudy).
+  using EndDone = std::function<void(StudyCache*, const EndWrite&, EndStored)>;
+  virtual void FinishOffLoop(StudyCache& study, EndWrite end, EndDone done) {
+    (void)study, (void)end, (void)done;
+  }
+  // Whether this node's own trials' ends go to FinishOffLoop.
+  virtual bool FinishesOffLoop() const { return false; }
+  // Ends handed to FinishOffLoop whose `done` has not run yet.
+  virtual size_t ends_in_flight() const { return 0; }
 
   // Storage takes writes again after an outage (storage_outage.h): stores the trial ends kept
   // meanwhile (pending_finishes.h), each with its retry and the study's completion.

@@ -522,4 +522,143 @@ void SharedCoordinator::CommitFinish(StudyCache& study, int number,
   pending_.Keep(study, number, outcome, own, st.message(), options_.logger);
 }
 
+void SharedCoordinator::FinishOffLoop(StudyCache& study, EndWrite end, EndDone done) {
+  ++study.pending_finishes;  // the study stays in memory, and cannot complete, until it is back
+  ++ends_in_flight_;
+  options_.reads->Submit([this, from = ReadFromNow(study), me = options_.storage->node(),
+                          end = std::move(end),
+                          done = std::move(done)](storage::Storage& storage) mutable {
+    EndRead read = StoreEnd(storage, from, me, end);
+    return StorageReads::Done(
+        [this, from, end = std::move(end), read = std::move(read),
+         done = std::move(done)]() mutable { OnEndRead(from, end, std::move(read), done); });
+  });
+}
+
+SharedCoordinator::EndRead SharedCoordinator::StoreEnd(storage::Storage& storage,
+                                                       const ReadFrom& from, const std::string& me,
+                                                       EndWrite& end) {
+  EndRead read;
+  EndStored& stored = read.stored;
+  // Its writes still in the lazy writer's queue first (waiting for its batch in flight when that
+  // holds one of them), before this transaction locks anything the batch may wait for.
+  std::vector<PendingWrites::Write> writes = std::move(end.writes);
+  if (end.take_queued) {
+    for (PendingWrites::Write& w : end.take_queued()) writes.push_back(std::move(w));
+  }
+  // A failure stores nothing: the writes go back to the caller, all of them (a write made twice
+  // changes nothing), and the end is kept.
+  auto failed = [&](Status st) {
+    stored.status = std::move(st);
+    stored.writes = std::move(writes);
+    return std::move(read);
+  };
+  Status st = storage.BeginBatch();
+  if (!st.ok()) return failed(st);
+  // CommitBatch of a batch whose connection was lost or whose transaction failed stores nothing
+  // (storage.h); one that failed on a refusal rolls back what it made.
+  auto abandon = [&](Status why) {
+    (void)storage.CommitBatch();
+    return failed(std::move(why));
+  };
+  Result<model::StudyRecord> rec = storage.LockStudy(from.study_id);
+  if (!rec.ok()) return abandon(rec.status());
+  read.changed = storage.GetTrialsSince(from.study_id, from.known, from.open);
+  if (!read.changed.ok()) return abandon(read.changed.status());
+  auto dropped = [&]() {
+    // Another node ended it, or took it over, while this one was silent: theirs now. The commit
+    // releases the lock (nothing was written that matters: the trial's writes are refused).
+    stored.dropped = true;
+    Status committed = storage.CommitBatch();
+    if (!committed.ok()) read.changed = committed;
+    return std::move(read);
+  };
+  for (const TrialRecord& t : *read.changed) {
+    if (t.number != end.number) continue;
+    if (model::IsFinished(t.state) || (!t.node.empty() && t.node != me)) return dropped();
+  }
+  for (const PendingWrites::Write& w : writes) {
+    st = PendingWrites::Apply(storage, w);
+    if (st.ok()) continue;
+    if (PendingWrites::IsOutage(st)) return abandon(st);
+    ++stored.refused_writes;  // refused for itself: a parameter stored already
+  }
+  st = storage.FinishTrial(end.trial_id, end.outcome, end.at);
+  if (st.code() == common::Code::kFailedPrecondition) return dropped();
+  if (!st.ok()) return abandon(st);
+  auto event = [&](std::optional<int64_t> trial_id, const std::string& kind,
+                   const std::string& detail) {
+    Status e = storage.AppendEvent(from.study_id, trial_id, kind, detail, end.at);
+    if (!e.ok()) ++stored.event_errors;
+    return e;
+  };
+  st = event(end.trial_id, "trial_finished", end.finished);
+  if (PendingWrites::IsOutage(st)) return abandon(st);
+  if (end.exhausted) {
+    st = event(end.trial_id, "retries_exhausted", *end.exhausted);
+    if (PendingWrites::IsOutage(st)) return abandon(st);
+  }
+  // A study cancelled or ended through another node meanwhile retries nothing.
+  if (end.retry && rec->state == model::StudyState::kRunning) {
+    Result<TrialRecord> created =
+        storage.CreateTrial(from.study_id, end.retry->params, end.at, end.trial_id);
+    if (!created.ok() && PendingWrites::IsOutage(created.status())) {
+      return abandon(created.status());
+    }
+    if (!created.ok()) {
+      stored.retry_error = created.status().message();  // the end is stored without it
+    } else {
+      st = event(created->id, end.retry->kind, end.retry->what(created->number));
+      if (PendingWrites::IsOutage(st)) return abandon(st);
+      stored.retry = std::move(created).value();
+    }
+  }
+  st = storage.CommitBatch();
+  if (!st.ok()) {
+    stored.retry.reset();
+    return failed(st);
+  }
+  return read;
+}
+
+void SharedCoordinator::OnEndRead(const ReadFrom& from, const EndWrite& end, EndRead read,
+                                  const EndDone& done) {
+  --ends_in_flight_;
+  StudyCache* study = options_.host->FindStudy(from.study_id);
+  if (study == nullptr) {
+    done(nullptr, end, std::move(read.stored));  // forgotten meanwhile: nothing to mirror
+    return;
+  }
+  --study->pending_finishes;
+  EndStored& stored = read.stored;
+  // What the end's transaction read under the lock, unless a read of the study was applied since
+  // it began (a claim's, a tick's): that one may be newer.
+  if (read.changed.ok() && study->sync_epoch == from.epoch) {
+    Apply(*study, std::move(read.changed).value(), /*off_loop=*/true);
+  }
+  if (stored.refused_writes > 0) {
+    options_.logger->warn("study {} trial {}: {} of its writes refused with its end (dropped)",
+                          study->record.name, end.number, stored.refused_writes);
+  }
+  if (stored.event_errors > 0) {
+    options_.logger->error("study {} trial {}: {} event(s) of its end could not be stored",
+                           study->record.name, end.number, stored.event_errors);
+  }
+  if (!stored.retry_error.empty()) {
+    options_.logger->error("study {} trial {}: storing its retry: {}", study->record.name,
+                           end.number, stored.retry_error);
+  }
+  if (stored.dropped) {
+    options_.logger->warn(
+        "study {} trial {}: ended or taken over by another node; this node's outcome ({}) is "
+        "dropped",
+        study->record.name, end.number, model::TrialStateName(end.outcome.state));
+  } else if (!stored.status.ok()) {
+    // Kept for a later tick, as an end the loop could not store (KeepFailedFinish).
+    pending_.Keep(*study, end.number, end.outcome, /*own=*/true, stored.status.message(),
+                  options_.logger);
+  }
+  done(study, end, std::move(stored));
+}
+
 }  // namespace triald::daemon

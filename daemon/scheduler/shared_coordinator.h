@@ -38,9 +38,12 @@
 // that is newer), and never over this node's own open trials (their start and reports are in
 // memory before they are stored) unless storage has them ended or taken over. The lease runs
 // from the tick's start (before the beat was sent); a tick whose predecessor's beat is not back
-// checks the fence without waiting for it (otherwise the beat's outcome decides). What stays on the
-// loop: claims, starts, ends, control verbs and the dead nodes' reaping, each under the study's
-// lock.
+// checks the fence without waiting for it (otherwise the beat's outcome decides). This node's
+// own trials' ends go there too (FinishOffLoop): each in a transaction of its own on the reads'
+// connection, under the study's lock, with the trial's last writes, its events and its retry.
+// What stays on the loop: claims, starts, other ends (a dead node's trials, a cancelled study's
+// waiting ones), a study's completion, control verbs and the dead nodes' reaping, each under the
+// study's lock.
 //
 // Owns: the node's lease, the set of nodes found dead, the studies it leaves to other nodes,
 // and the trial ends waiting for the database. Not owned: the storage, clock and host.
@@ -107,6 +110,9 @@ class SharedCoordinator final : public NodeCoordinator {
   void StorageBack() override { pending_.Retry(*options_.host); }
   void CommitFinish(StudyCache& study, int number, const model::TrialOutcome& outcome, bool own,
                     StorageBatch& batch, const StudyCache::Saved& before) override;
+  void FinishOffLoop(StudyCache& study, EndWrite end, EndDone done) override;
+  bool FinishesOffLoop() const override { return options_.reads != nullptr; }
+  size_t ends_in_flight() const override { return ends_in_flight_; }
   void OnTick(bool shutting_down) override;
   void Adopt(StudyCache& study, const model::StudyRecord& stored) override;
   bool Follow(StudyCache& study) override;
@@ -149,6 +155,18 @@ class SharedCoordinator final : public NodeCoordinator {
     StudyReads trials;
   };
   void OnTickRead(TickRead read);
+  // What an end's transaction read: the study's changed trials since `from`, and how the end
+  // went.
+  struct EndRead {
+    common::Result<std::vector<model::TrialRecord>> changed = common::Unavailable("not read");
+    EndStored stored;
+  };
+  // FinishOffLoop's job, on the reads' storage: under the study's lock, checks that the trial
+  // is still this node's and open, then stores its writes, its end, its events and its retry in
+  // one transaction.
+  static EndRead StoreEnd(storage::Storage& storage, const ReadFrom& from, const std::string& me,
+                          EndWrite& end);
+  void OnEndRead(const ReadFrom& from, const EndWrite& end, EndRead read, const EndDone& done);
   // A beat (taken at `started`) reached the database: the lease runs from then.
   void OnBeat(double started);
   // Sets the nodes found silent for longer than node_timeout_s from `nodes`.
@@ -187,6 +205,7 @@ class SharedCoordinator final : public NodeCoordinator {
   };
   std::map<std::string, NotLoaded> not_loaded_;
   bool tick_in_flight_ = false;  // a tick's reads are off the loop and not back
+  size_t ends_in_flight_ = 0;    // FinishOffLoop's ends not back
   // While FollowStored runs for a tick read off the loop: what it read of each study.
   bool following_read_ = false;
   StudyReads tick_trials_;

@@ -128,6 +128,10 @@ struct SchedulerHarnessOptions {
   // SchedulerOptions::storage_reads: an InlineStorageReads on the harness's storage (reads()),
   // as the daemon on shared storage reads off its event loop.
   bool inline_reads = false;
+  // With inline_reads and a SQLite file (sqlite): the reads get a connection of their own to it,
+  // as the daemon's reads' thread has (a FlakyStorage: reads_flaky()); otherwise they use the
+  // harness's storage.
+  bool own_reads_connection = false;
 };
 
 // The options of a harness with GPU slots (none with the defaults), 16 workers and a drawn seed
@@ -161,6 +165,13 @@ class SchedulerHarness {
       auto flaky = std::make_unique<FlakyStorage>(std::move(storage_));
       flaky_ = flaky.get();
       storage_ = std::move(flaky);
+    }
+    if (options_.own_reads_connection) {
+      REQUIRE(options_.sqlite.has_value());
+      auto reads = storage::OpenSqliteStorage(*options_.sqlite);
+      INFO(reads.status().ToString());
+      REQUIRE(reads.ok());
+      reads_storage_ = std::make_unique<FlakyStorage>(std::move(reads).value());
     }
     Start();
   }
@@ -200,6 +211,11 @@ class SchedulerHarness {
   InlineStorageReads& reads() {
     REQUIRE(reads_ != nullptr);
     return *reads_;
+  }
+  // The reads' own connection; only with options.own_reads_connection.
+  FlakyStorage& reads_flaky() {
+    REQUIRE(reads_storage_ != nullptr);
+    return *reads_storage_;
   }
   // A heartbeat tick, as the daemon's timer makes it, with its reads' completions run.
   void Tick() {
@@ -302,7 +318,9 @@ class SchedulerHarness {
     so.trial_write_storage = options_.trial_write_storage;
     if (options_.inline_reads) {
       // A scheduler's completions are its own: a new one never runs an older one's.
-      reads_ = std::make_shared<InlineStorageReads>(storage_.get());
+      reads_ = std::make_shared<InlineStorageReads>(
+          reads_storage_ != nullptr ? static_cast<storage::Storage*>(reads_storage_.get())
+                                    : storage_.get());
       so.storage_reads = reads_;
     }
     so.leftovers = &leftovers_;
@@ -317,8 +335,9 @@ class SchedulerHarness {
   // Declaration order is destruction order reversed: the scheduler goes before the launcher
   // whose processes it holds and the pool whose slots it holds, and all before the storage.
   std::unique_ptr<storage::Storage> storage_;
-  FlakyStorage* flaky_ = nullptr;              // storage_ itself, with options.flaky
-  std::shared_ptr<InlineStorageReads> reads_;  // with options.inline_reads
+  FlakyStorage* flaky_ = nullptr;                // storage_ itself, with options.flaky
+  std::unique_ptr<FlakyStorage> reads_storage_;  // with options.own_reads_connection
+  std::shared_ptr<InlineStorageReads> reads_;    // with options.inline_reads
   FakeLeftovers leftovers_;
   FakeGpuProbe probe_{4};
   std::unique_ptr<devices::GpuPool> pool_;
@@ -408,16 +427,21 @@ class SchedulerCluster {
  public:
   static constexpr double kNodeTimeout = 30;
 
-  explicit SchedulerCluster(const std::vector<std::string>& names) {
+  // `own_reads_connections`: each node's reads off the loop on a connection of their own
+  // (SchedulerHarnessOptions::own_reads_connection).
+  explicit SchedulerCluster(const std::vector<std::string>& names,
+                            bool own_reads_connections = false) {
     for (const std::string& name : names) {
-      common::Status st = AddNode(name, name + "-host:/srv/triald");
+      common::Status st = AddNode(name, name + "-host:/srv/triald", own_reads_connections);
       INFO(st.ToString());
       REQUIRE(st.ok());
     }
   }
 
   // Starts one more node (its scheduler's Recover); kept only when that succeeds.
-  common::Status AddNode(const std::string& name, const std::string& instance) {
+  // `own_reads_connection`: SchedulerHarnessOptions::own_reads_connection.
+  common::Status AddNode(const std::string& name, const std::string& instance,
+                         bool own_reads_connection = false) {
     SchedulerHarnessOptions o;
     storage::SqliteOptions so;
     so.path = dir_.path() + "/shared.db";
@@ -433,6 +457,7 @@ class SchedulerCluster {
     o.drawn_seed = 11;
     o.node_timeout_s = kNodeTimeout;
     o.inline_reads = true;  // as the daemon on PostgreSQL
+    o.own_reads_connection = own_reads_connection;
     auto node = std::make_unique<SchedulerHarness>(std::move(o));
     common::Status st = node->scheduler().Recover();
     if (st.ok()) nodes_.push_back(std::move(node));

@@ -6,7 +6,9 @@
 // process is forked and no time passes. The same logic against a real PostgreSQL server and real
 // daemons is tests/integration/postgres_cluster_test.cc.
 
+#include <algorithm>
 #include <catch2/catch.hpp>
+#include <csignal>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -334,6 +336,89 @@ TEST_CASE("a trial that ends while the database is away is recorded when it is b
   c.RunToEnd();
   CHECK(c.Trials("away").size() == 3);
   CHECK(c.Study("away").state == StudyState::kComplete);
+}
+
+TEST_CASE("a node's own trials' ends are stored off the event loop, each with its retry",
+          "[scheduler][shared][reads]") {
+  // alpha's reads (and its own trials' ends) have a connection of their own, as the daemon's
+  // reads' thread has; the loop's connection is the harness's.
+  SchedulerCluster c({"alpha"}, /*own_reads_connections=*/true);
+  SchedulerHarness& a = c[0];
+  REQUIRE(a.Submit(SharedSweep("ends", 2, 1, "retries = 1\nretry_on = [\"signal\"]\n")).ok());
+  Launched& first = *a.launcher().Live().front();
+  const int n0 = first.trial;
+
+  // The reads' thread is busy (a frozen database as that connection sees it): the end waits
+  // there; nothing of it is stored or mirrored, and the study cannot complete without it.
+  a.reads().Hold();
+  a.launcher().Report(first, 0, 0.25);
+  a.launcher().ExitSignal(first, SIGSEGV);
+  CHECK(a.reads().held() == 1);
+  CHECK(c.Trials("ends")[n0].state == TrialState::kRunning);
+  const StudyCache* cached = a.scheduler().active_study("ends");
+  REQUIRE(cached != nullptr);
+  CHECK(cached->trials[n0].state == TrialState::kRunning);
+  CHECK(cached->pending_finishes == 1);
+
+  // The loop's own connection is down: the end is stored anyway, by the reads' connection, with
+  // the trial's last report, its events and its retry, in one transaction.
+  a.flaky().down = true;
+  a.reads().Release();
+  auto study_id = a.reads_flaky().GetStudy("ends");
+  REQUIRE(study_id.ok());
+  auto read = a.reads_flaky().GetTrials(study_id->id);
+  REQUIRE(read.ok());
+  // Trial 1 started in the freed slot at once (the end's read is not needed for that); the
+  // retry is trial 2.
+  std::vector<TrialRecord> stored = *read;
+  REQUIRE(stored.size() == 3);
+  CHECK(stored[n0].state == TrialState::kFail);
+  CHECK(stored[n0].fail.reason == "signal");
+  CHECK(stored[n0].intermediate == std::map<int64_t, double>{{0, 0.25}});
+  const TrialRecord& retry = stored[2];
+  CHECK(retry.retry_of == std::optional<int64_t>(stored[n0].id));
+  CHECK(retry.state == TrialState::kWaiting);
+  auto events = a.reads_flaky().GetEvents(study_id->id);
+  REQUIRE(events.ok());
+  std::vector<std::string> kinds;
+  for (const model::EventRecord& e : *events) {
+    if (e.trial_id == stored[n0].id || e.trial_id == retry.id) kinds.push_back(e.kind);
+  }
+  CHECK(std::count(kinds.begin(), kinds.end(), "trial_finished") == 1);
+  CHECK(std::count(kinds.begin(), kinds.end(), "trial_retry") == 1);
+  // Mirrored once the completion runs on the loop.
+  CHECK(cached->trials[n0].state == TrialState::kRunning);
+  a.reads().Drain();
+  CHECK(cached->trials[n0].state == TrialState::kFail);
+  CHECK(cached->pending_finishes == 0);
+  CHECK(cached->retried == 1);
+  REQUIRE(cached->trials.size() == 3);
+  CHECK(cached->trials[2].state == TrialState::kWaiting);
+  CHECK(cached->trials[2].retry_of == std::optional<int64_t>(stored[n0].id));
+
+  // The reads' connection down in its turn: the next end (trial 1's) is kept, its report with
+  // it, and stored once the database answers again.
+  a.flaky().down = false;
+  a.Tick();
+  REQUIRE(a.launcher().live_count() == 1);
+  Launched& second = *a.launcher().Live().front();
+  a.reads_flaky().down = true;
+  a.launcher().Report(second, 3, 0.5);
+  a.launcher().Complete(second, 0.75);
+  a.reads().Drain();
+  CHECK(cached->pending_finishes == 1);  // kept for a later tick
+  CHECK(c.Trials("ends")[second.trial].state == TrialState::kRunning);
+  a.Tick();  // still away: the beat does not reach it either
+  CHECK(c.Trials("ends")[second.trial].state == TrialState::kRunning);
+  a.reads_flaky().down = false;
+  a.Tick();  // back: the beat, then the kept end
+  const TrialRecord back = c.Trials("ends")[second.trial];
+  CHECK(back.state == TrialState::kComplete);
+  CHECK(back.value == std::optional<double>(0.75));
+  CHECK(back.intermediate == std::map<int64_t, double>{{3, 0.5}});
+  c.RunToEnd();
+  CHECK(c.Trials("ends").size() == 3);
+  CHECK(c.Study("ends").state == StudyState::kComplete);
 }
 
 TEST_CASE("a node cut off from the database kills its own trials before others count it dead",
