@@ -687,6 +687,19 @@ void Scheduler::OnExit(int64_t trial_id, const launcher::ProcessOutcome& o) {
   Pump();
 }
 
+namespace {
+// The cached trial as its stored end (`out`, at `at`) made it.
+void MirrorEnd(TrialRecord& trial, const model::TrialOutcome& out, double at) {
+  trial.state = out.state;
+  trial.value = out.value;
+  trial.values = out.values;
+  trial.constraints = out.constraints;
+  trial.resources = out.resources;
+  trial.fail = out.fail;
+  trial.finished_at = at;
+}
+}  // namespace
+
 void Scheduler::MaybeRetry(StudyRuntime& study, int number) {
   const TrialRecord failed = study.trials[number];  // a copy: trials grows below
   RetryDecision d = DecideRetry(study, failed);
@@ -766,13 +779,7 @@ void Scheduler::OnEndStored(StudyRuntime* active, const EndWrite& end, EndStored
   }
   const model::TrialOutcome& out = end.outcome;
   TrialRecord& trial = study.trials[number];
-  trial.state = out.state;
-  trial.value = out.value;
-  trial.values = out.values;
-  trial.constraints = out.constraints;
-  trial.resources = out.resources;
-  trial.fail = out.fail;
-  trial.finished_at = end.at;
+  MirrorEnd(trial, out, end.at);
   if (stored.retry) {
     const int n = stored.retry->number;
     study.trials.resize(std::max<size_t>(study.trials.size(), n + 1));
@@ -826,13 +833,7 @@ void Scheduler::FinishTrial(StudyRuntime& study, int number, const model::TrialO
     options_.logger->error("study {} trial {}: storing its end: {}", study.record.name, number,
                            st.message());
   }
-  trial.state = out.state;
-  trial.value = out.value;
-  trial.values = out.values;
-  trial.constraints = out.constraints;
-  trial.resources = out.resources;
-  trial.fail = out.fail;
-  trial.finished_at = now;
+  MirrorEnd(trial, out, now);
   ++study.finished;
   const std::string what = DescribeOutcome(out);
   options_.logger->info("study {} trial {}: {}", study.record.name, number, what);
