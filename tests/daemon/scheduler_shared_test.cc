@@ -421,6 +421,68 @@ TEST_CASE("a node's own trials' ends are stored off the event loop, each with it
   CHECK(c.Study("ends").state == StudyState::kComplete);
 }
 
+TEST_CASE("an end stored off the loop for a trial another node ended meanwhile is dropped",
+          "[scheduler][shared][reads]") {
+  SchedulerCluster c({"alpha", "beta"});
+  SchedulerHarness& a = c[0];
+  REQUIRE(a.Submit(SharedSweep("late", 1, 1)).ok());
+  Launched& mine = *a.launcher().Live().front();
+  // alpha's end waits off its loop (its database frozen), long enough for beta to count alpha
+  // dead and end the trial as lost.
+  a.reads().Hold();
+  a.launcher().Complete(mine, 2.5);
+  c.clock().Advance(kNodeTimeout + 1);
+  c[1].Tick();
+  TrialRecord stored = c.Trials("late")[mine.trial];
+  REQUIRE(stored.state == TrialState::kFail);
+  REQUIRE(stored.fail.reason == "lost");
+  // alpha's database answers: the end finds the trial ended under the lock and stores nothing.
+  a.reads().Release();
+  a.reads().Drain();
+  stored = c.Trials("late")[mine.trial];
+  CHECK(stored.state == TrialState::kFail);
+  CHECK(stored.fail.reason == "lost");
+  CHECK_FALSE(stored.value.has_value());
+  auto events = a.storage().GetEvents(c.Study("late").id);
+  REQUIRE(events.ok());
+  std::vector<std::string> finished;  // beta's end only: alpha's outcome was dropped
+  for (const model::EventRecord& e : *events) {
+    if (e.kind == "trial_finished") finished.push_back(e.detail);
+  }
+  REQUIRE(finished.size() == 1);
+  CHECK(finished[0].rfind("FAIL(lost)", 0) == 0);
+  const StudyCache* cached = a.scheduler().active_study("late");
+  if (cached != nullptr) {  // the study may have left alpha's memory (it ended)
+    CHECK(cached->pending_finishes == 0);
+    CHECK(cached->trials[mine.trial].state == TrialState::kFail);
+  }
+  CHECK(c.Study("late").state == StudyState::kComplete);
+}
+
+TEST_CASE("a shutdown waits for the trial ends still being stored off the loop",
+          "[scheduler][shared][reads][shutdown]") {
+  SchedulerCluster c({"alpha"});
+  SchedulerHarness& a = c[0];
+  REQUIRE(a.Submit(SharedSweep("stop", 4, 2)).ok());
+  std::vector<Launched*> live = a.launcher().Live();
+  REQUIRE(live.size() == 2);
+  a.reads().Hold();
+  int idle = 0;
+  a.scheduler().BeginShutdown([&idle] { ++idle; });
+  a.launcher().Complete(*live[0], 1.0);
+  a.launcher().ExitSignal(*live[1], SIGTERM);
+  CHECK(a.launcher().live_count() == 0);
+  CHECK(a.reads().held() == 2);
+  CHECK(idle == 0);  // its trials are over, their ends are not stored yet
+  a.reads().Release();
+  CHECK(idle == 0);  // stored; mirrored when the completions run on the loop
+  a.reads().Drain();
+  CHECK(idle == 1);
+  std::vector<TrialRecord> trials = c.Trials("stop");
+  CHECK(trials[live[0]->trial].state == TrialState::kComplete);
+  CHECK(trials[live[1]->trial].state == TrialState::kFail);
+}
+
 TEST_CASE("a node cut off from the database kills its own trials before others count it dead",
           "[scheduler][shared][fencing]") {
   SchedulerCluster c({"alpha", "beta"});
