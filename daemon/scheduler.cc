@@ -556,7 +556,13 @@ bool Scheduler::OnStarted(int64_t tid, const model::ProcessIdentity& id) {
   TrialRecord& trial = study.trials[number];
   spawn_failures_->OnStarted(study, number);
   const double now = options_.clock->WallSeconds();
-  Status st = options_.storage->MarkRunning(tid, id, now);
+  // Shared storage: stored off the event loop, and the trial runs meanwhile (OnRunningStored).
+  const bool off_loop = coordinator_->WritesOffLoop();
+  Status st = off_loop ? Status::Ok() : options_.storage->MarkRunning(tid, id, now);
+  if (off_loop) {
+    coordinator_->MarkRunningOffLoop(tid, id, now,
+                                     [this, tid](const Status& s) { OnRunningStored(tid, s); });
+  }
   if (!st.ok() && StorageOutage::IsOutage(st)) {
     // Storage is away: the trial is stopped (nothing of its run is stored) and waits, first in
     // line, for storage to come back; no outcome is recorded, so no trial is spent.
@@ -595,6 +601,32 @@ bool Scheduler::OnStarted(int64_t tid, const model::ProcessIdentity& id) {
   common::Span(options_.logger, options_.clock->WallSeconds() * 1e3, "started trial={} pid={}",
                number, id.pid);
   return true;
+}
+
+void Scheduler::OnRunningStored(int64_t tid, const Status& st) {
+  if (st.ok()) return;
+  RunningTrial* rt = running_->Find(tid);
+  if (StorageOutage::IsOutage(st)) {
+    // Storage is away: nothing new starts (held), and this trial runs on; its end is stored
+    // with what it ran (kept until storage is back), as an end always is. Until then storage
+    // has it WAITING, claimed by this node.
+    OnStorageRefused(st);
+    if (rt != nullptr) {
+      options_.logger->warn("study {} trial {}: its start could not be stored ({}); it runs on",
+                            rt->study->record.name, rt->number, st.message());
+    }
+    return;
+  }
+  if (rt == nullptr) return;  // over already: its end, queued behind, is refused as this was
+  // Refused for itself (another node counted this one dead and ended the trial's claim): it
+  // must not run on. Destroying it kills its group at once and gives back its slots.
+  StudyRuntime& study = *rt->study;
+  const int number = rt->number;
+  options_.logger->error("study {} trial {}: {}", study.record.name, number, st.message());
+  running_->Take(tid);
+  --study.running;
+  FinishTrial(study, number, SpawnFailed("could not record the running trial: " + st.message()));
+  Pump();
 }
 
 void Scheduler::OnNeverStarted(int64_t trial_id, const launcher::ProcessOutcome& o) {
@@ -723,7 +755,7 @@ void Scheduler::MaybeRetry(StudyRuntime& study, int number) {
 }
 
 bool Scheduler::FinishOffLoop(StudyRuntime& study, int number, const model::TrialOutcome& out) {
-  if (!coordinator_->FinishesOffLoop()) return false;
+  if (!coordinator_->WritesOffLoop()) return false;
   const TrialRecord& trial = study.trials[number];
   EndWrite end;
   end.trial_id = trial.id;

@@ -395,6 +395,9 @@ class Scheduler {
   // A launched trial runs (at once for exec, later for a fork): recorded RUNNING with its
   // process. False when that could not be stored (the trial is then stopped, FAIL(spawn)).
   bool OnStarted(int64_t trial_id, const model::ProcessIdentity& id);
+  // Shared storage: a trial's RUNNING, stored off the event loop (MarkRunningOffLoop), is back.
+  // An outage holds the daemon and the trial runs on; a refusal stops the trial, FAIL(spawn).
+  void OnRunningStored(int64_t trial_id, const common::Status& st);
   // A launched trial ended without ever starting (launcher.h: never_started): a failed start
   // (it waits again, the study backs off), or a start called off by cancel or shutdown.
   void OnNeverStarted(int64_t trial_id, const launcher::ProcessOutcome& outcome);

@@ -192,14 +192,22 @@ class NodeCoordinator {
   // applied meanwhile. Until then the trial stays open in the cache and counts in
   // study.pending_finishes. Otherwise the caller stores ends on the loop (BeginFinish...
   // CommitFinish).
-  // Needs FinishesOffLoop().
+  // Needs WritesOffLoop().
   // `done` gets nullptr for a study no longer active (FindStudy).
   using EndDone = std::function<void(StudyCache*, const EndWrite&, EndStored)>;
   virtual void FinishOffLoop(StudyCache& study, EndWrite end, EndDone done) {
     (void)study, (void)end, (void)done;
   }
-  // Whether this node's own trials' ends go to FinishOffLoop.
-  virtual bool FinishesOffLoop() const { return false; }
+  // Whether this node's own trials' starts and ends are stored off the event loop
+  // (MarkRunningOffLoop, FinishOffLoop).
+  virtual bool WritesOffLoop() const { return false; }
+  // Records this node's own trial `trial_id` RUNNING with `process` (Storage::MarkRunning) off
+  // the event loop; `done` runs on the loop with the outcome. Before any later end of the trial
+  // (FinishOffLoop): one queue. Needs WritesOffLoop().
+  virtual void MarkRunningOffLoop(int64_t trial_id, const model::ProcessIdentity& process,
+                                  double at, std::function<void(common::Status)> done) {
+    (void)trial_id, (void)process, (void)at, (void)done;
+  }
   // Ends handed to FinishOffLoop whose `done` has not run yet.
   virtual size_t ends_in_flight() const { return 0; }
 

@@ -115,6 +115,13 @@ void SharedCoordinator::Apply(StudyCache& study, std::vector<TrialRecord> change
       // This node's own open trial. Read off the loop, the read may predate its start (stored
       // and then set in memory on the loop): memory holds it as it is.
       if (off_loop) continue;
+      // Its start may not be stored yet either (MarkRunningOffLoop): started in memory, it stays
+      // started.
+      if (known.state == TrialState::kRunning && t.state == TrialState::kWaiting) {
+        t.state = known.state;
+        t.process = known.process;
+        t.started_at = known.started_at;
+      }
       // What its channel took may not be stored yet (the lazy writer's queue, or writes kept
       // during an outage), so what memory holds wins.
       for (auto& [step, value] : known.intermediate) t.intermediate[step] = value;
@@ -520,6 +527,14 @@ void SharedCoordinator::CommitFinish(StudyCache& study, int number,
   study.Restore(number, before);
   study.Recount(options_.storage->node());
   pending_.Keep(study, number, outcome, own, st.message(), options_.logger);
+}
+
+void SharedCoordinator::MarkRunningOffLoop(int64_t trial_id, const model::ProcessIdentity& process,
+                                           double at, std::function<void(Status)> done) {
+  options_.reads->Submit([trial_id, process, at, done = std::move(done)](storage::Storage& s) {
+    Status st = s.MarkRunning(trial_id, process, at);
+    return StorageReads::Done([st, done] { done(st); });
+  });
 }
 
 void SharedCoordinator::FinishOffLoop(StudyCache& study, EndWrite end, EndDone done) {

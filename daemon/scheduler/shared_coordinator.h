@@ -111,7 +111,9 @@ class SharedCoordinator final : public NodeCoordinator {
   void CommitFinish(StudyCache& study, int number, const model::TrialOutcome& outcome, bool own,
                     StorageBatch& batch, const StudyCache::Saved& before) override;
   void FinishOffLoop(StudyCache& study, EndWrite end, EndDone done) override;
-  bool FinishesOffLoop() const override { return options_.reads != nullptr; }
+  bool WritesOffLoop() const override { return options_.reads != nullptr; }
+  void MarkRunningOffLoop(int64_t trial_id, const model::ProcessIdentity& process, double at,
+                          std::function<void(common::Status)> done) override;
   size_t ends_in_flight() const override { return ends_in_flight_; }
   void OnTick(bool shutting_down) override;
   void Adopt(StudyCache& study, const model::StudyRecord& stored) override;

@@ -353,7 +353,7 @@ TEST_CASE("a node's own trials' ends are stored off the event loop, each with it
   a.reads().Hold();
   a.launcher().Report(first, 0, 0.25);
   a.launcher().ExitSignal(first, SIGSEGV);
-  CHECK(a.reads().held() == 1);
+  CHECK(a.reads().held() == 2);  // its end, and the start of trial 1 in the freed slot
   CHECK(c.Trials("ends")[n0].state == TrialState::kRunning);
   const StudyCache* cached = a.scheduler().active_study("ends");
   REQUIRE(cached != nullptr);
@@ -419,6 +419,43 @@ TEST_CASE("a node's own trials' ends are stored off the event loop, each with it
   c.RunToEnd();
   CHECK(c.Trials("ends").size() == 3);
   CHECK(c.Study("ends").state == StudyState::kComplete);
+}
+
+TEST_CASE("a trial's start is stored off the loop, and a read on the loop never takes it back",
+          "[scheduler][shared][reads]") {
+  SchedulerCluster c({"alpha"});
+  SchedulerHarness& a = c[0];
+  a.reads().Hold();  // the reads' thread busy: the start waits there
+  REQUIRE(a.Submit(SharedSweep("starts", 3, 1)).ok());
+  REQUIRE(a.launcher().live_count() == 1);
+  const int first = a.launcher().Live().front()->trial;
+  TrialRecord stored = c.Trials("starts")[first];
+  CHECK(stored.state == TrialState::kWaiting);  // claimed, not yet stored RUNNING
+  CHECK(stored.node == "alpha");
+  const StudyCache* cached = a.scheduler().active_study("starts");
+  REQUIRE(cached != nullptr);
+  CHECK(cached->trials[first].state == TrialState::kRunning);
+
+  // A second slot: its claim reads the study under the lock on the loop, where the first trial
+  // is still WAITING and this node's. It stays running here, and is not claimed again.
+  REQUIRE(a.scheduler().SetParallelism("starts", 2).ok());
+  std::vector<Launched*> live = a.launcher().Live();
+  REQUIRE(live.size() == 2);
+  CHECK(live[0]->trial != live[1]->trial);
+  CHECK(cached->trials[first].state == TrialState::kRunning);
+  CHECK(std::count(cached->waiting.begin(), cached->waiting.end(), first) == 0);
+
+  a.reads().Release();  // both starts stored, in order
+  stored = c.Trials("starts")[first];
+  CHECK(stored.state == TrialState::kRunning);
+  CHECK(stored.process.pid == live[0]->identity.pid);
+  a.reads().Drain();
+  c.RunToEnd();
+  std::vector<TrialRecord> trials = c.Trials("starts");
+  REQUIRE(trials.size() == 3);
+  for (const TrialRecord& t : trials) CHECK(t.state == TrialState::kComplete);
+  CHECK(a.launcher().launch_count() == 3);
+  CHECK(c.Study("starts").state == StudyState::kComplete);
 }
 
 TEST_CASE("an end stored off the loop for a trial another node ended meanwhile is dropped",
