@@ -39,11 +39,11 @@
 // memory before they are stored) unless storage has them ended or taken over. The lease runs
 // from the tick's start (before the beat was sent); a tick whose predecessor's beat is not back
 // checks the fence without waiting for it (otherwise the beat's outcome decides). This node's
-// own trials' ends go there too (FinishOffLoop): each in a transaction of its own on the reads'
-// connection, under the study's lock, with the trial's last writes, its events and its retry.
-// What stays on the loop: claims, starts, other ends (a dead node's trials, a cancelled study's
-// waiting ones), a study's completion, control verbs and the dead nodes' reaping, each under the
-// study's lock.
+// own trials' starts and ends go there too (MarkRunningOffLoop, FinishOffLoop), in that order: an
+// end in a transaction of its own on the reads' connection, under the study's lock, with the
+// trial's last writes, its events and its retry. What stays on the loop: claims, other ends (a
+// dead node's trials, a cancelled study's waiting ones), a study's completion, control verbs and
+// the dead nodes' reaping, each under the study's lock.
 //
 // Owns: the node's lease, the set of nodes found dead, the studies it leaves to other nodes,
 // and the trial ends waiting for the database. Not owned: the storage, clock and host.
