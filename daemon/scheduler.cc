@@ -556,12 +556,13 @@ bool Scheduler::OnStarted(int64_t tid, const model::ProcessIdentity& id) {
   TrialRecord& trial = study.trials[number];
   spawn_failures_->OnStarted(study, number);
   const double now = options_.clock->WallSeconds();
-  // Shared storage: stored off the event loop, and the trial runs meanwhile (OnRunningStored).
-  const bool off_loop = coordinator_->WritesOffLoop();
-  Status st = off_loop ? Status::Ok() : options_.storage->MarkRunning(tid, id, now);
-  if (off_loop) {
+  Status st;
+  if (coordinator_->WritesOffLoop()) {
+    // Shared storage: stored off the event loop, and the trial runs meanwhile (OnRunningStored).
     coordinator_->MarkRunningOffLoop(tid, id, now,
                                      [this, tid](const Status& s) { OnRunningStored(tid, s); });
+  } else {
+    st = options_.storage->MarkRunning(tid, id, now);
   }
   if (!st.ok() && StorageOutage::IsOutage(st)) {
     // Storage is away: the trial is stopped (nothing of its run is stored) and waits, first in
@@ -575,14 +576,8 @@ bool Scheduler::OnStarted(int64_t tid, const model::ProcessIdentity& id) {
     return false;
   }
   if (!st.ok()) {
-    // Not durable means we could not recover it after a crash: do not let it run. Destroying it
-    // kills its group at once, and gives back its slots (no process of it ran).
-    options_.logger->error("study {} trial {}: {}", study.record.name, number, st.message());
-    running_->Take(tid);
-    --study.running;
-    study.drawn.erase(number);
-    FinishTrial(study, number, SpawnFailed("could not record the running trial: " + st.message()));
-    Pump();  // does nothing when called from inside Pump
+    // Not durable means we could not recover it after a crash: do not let it run.
+    StopUnrecorded(study, tid, number, st);
     return false;
   }
   trial.state = TrialState::kRunning;
@@ -619,14 +614,18 @@ void Scheduler::OnRunningStored(int64_t tid, const Status& st) {
   }
   if (rt == nullptr) return;  // over already: its end, queued behind, is refused as this was
   // Refused for itself (another node counted this one dead and ended the trial's claim): it
-  // must not run on. Destroying it kills its group at once and gives back its slots.
-  StudyRuntime& study = *rt->study;
-  const int number = rt->number;
+  // must not run on.
+  StopUnrecorded(*rt->study, tid, rt->number, st);
+}
+
+void Scheduler::StopUnrecorded(StudyRuntime& study, int64_t tid, int number, const Status& st) {
   options_.logger->error("study {} trial {}: {}", study.record.name, number, st.message());
+  // Destroying it kills its group at once, and gives back its slots.
   running_->Take(tid);
   --study.running;
+  study.drawn.erase(number);
   FinishTrial(study, number, SpawnFailed("could not record the running trial: " + st.message()));
-  Pump();
+  Pump();  // does nothing when called from inside Pump
 }
 
 void Scheduler::OnNeverStarted(int64_t trial_id, const launcher::ProcessOutcome& o) {

@@ -98,8 +98,8 @@
 //   pending_finishes.h    trial ends kept until storage takes them
 //   pending_writes.h      the channels' writes kept until storage takes them
 //   lazy_writer.h         shared storage: the channels' writes made on a thread of their own
-//   storage_reads.h       shared storage: the node protocol's reads, and own trials' ends,
-//                         made off the event loop
+//   storage_reads.h       shared storage: the node protocol's reads, and own trials' starts
+//                         and ends, made off the event loop
 //   retry_policy.h        what a finished trial's end asks for: a retry, or retries exhausted
 //   trial_gpus.h          the GPU slots one trial holds, and their one way back
 //   trial_outcome.h       how a trial ended, from what was observed (a pure function)
@@ -398,6 +398,9 @@ class Scheduler {
   // Shared storage: a trial's RUNNING, stored off the event loop (MarkRunningOffLoop), is back.
   // An outage holds the daemon and the trial runs on; a refusal stops the trial, FAIL(spawn).
   void OnRunningStored(int64_t trial_id, const common::Status& st);
+  // Storage refused to record trial `number`'s start for itself (`st`): the trial is stopped at
+  // once and ends FAIL(spawn).
+  void StopUnrecorded(StudyRuntime& study, int64_t trial_id, int number, const common::Status& st);
   // A launched trial ended without ever starting (launcher.h: never_started): a failed start
   // (it waits again, the study backs off), or a start called off by cancel or shutdown.
   void OnNeverStarted(int64_t trial_id, const launcher::ProcessOutcome& outcome);

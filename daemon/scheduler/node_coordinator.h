@@ -184,16 +184,13 @@ class NodeCoordinator {
   // when the caller's scope ends.
   virtual void CommitFinish(StudyCache& study, int number, const model::TrialOutcome& outcome,
                             bool own, StorageBatch& batch, const StudyCache::Saved& before) = 0;
-  // Stores the end of this node's own trial `end.number` off the event loop, when the
-  // coordinator makes its reads there (shared, with CoordinatorOptions::reads); `done`
-  // runs on the loop once the end is stored, kept (an outage: the coordinator keeps it for a
-  // later tick) or dropped (another node ended or took over the trial first), with the study's
-  // trials as the end's transaction read them already applied when no read of the study was
-  // applied meanwhile. Until then the trial stays open in the cache and counts in
-  // study.pending_finishes. Otherwise the caller stores ends on the loop (BeginFinish...
-  // CommitFinish).
-  // Needs WritesOffLoop().
-  // `done` gets nullptr for a study no longer active (FindStudy).
+  // Needs WritesOffLoop() (otherwise the caller stores ends on the loop: BeginFinish ...
+  // CommitFinish). Stores the end of this node's own trial `end.number` off the event loop;
+  // `done` runs on the loop once the end is stored, kept (the coordinator keeps it for a later
+  // tick) or dropped (another node ended or took over the trial first), with the study's trials
+  // as the end's transaction read them already applied when no read of the study was applied
+  // meanwhile; it gets nullptr for a study no longer active (FindStudy). Until then the trial
+  // stays open in the cache and counts in study.pending_finishes.
   using EndDone = std::function<void(StudyCache*, const EndWrite&, EndStored)>;
   virtual void FinishOffLoop(StudyCache& study, EndWrite end, EndDone done) {
     (void)study, (void)end, (void)done;
