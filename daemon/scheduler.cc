@@ -299,9 +299,16 @@ std::optional<sampler::TrialSample> Scheduler::DrawParams(StudyRuntime& study) {
   return std::move(sample).value();
 }
 
-std::optional<int> Scheduler::NextTrial(StudyRuntime& study) {
-  // Shared storage: the claim re-read the study under its lock, so a pause by any node holds.
+std::optional<Scheduler::Pick> Scheduler::PickNext(StudyRuntime& study) {
+  // Shared storage: the claim checks the study under its lock, so a pause by any node holds.
   if (study.record.state != StudyState::kRunning || study.record.paused) return std::nullopt;
+  // A trial launched here stays WAITING in the cache until its start is known (a fork server's):
+  // a read of the study meanwhile makes it claimable again in the cache; it is not.
+  study.waiting.erase(std::remove_if(study.waiting.begin(), study.waiting.end(),
+                                     [&](int number) {
+                                       return running_->Find(study.trials[number].id) != nullptr;
+                                     }),
+                      study.waiting.end());
   // A sampler computing in the background (background_sampler.h) holds the trial until its
   // relative sample is ready; it pumps again then.
   if (!study.waiting.empty()) {
@@ -311,7 +318,7 @@ std::optional<int> Scheduler::NextTrial(StudyRuntime& study) {
       study.awaiting_sample = true;
       return std::nullopt;
     }
-    return number;
+    return Pick{number, std::nullopt};
   }
   if (study.exhausted || study.configurations() >= study.record.n_trials) return std::nullopt;
   if (!study.sampler->RelativeReady(study.view(), static_cast<int>(study.trials.size()))) {
@@ -320,21 +327,29 @@ std::optional<int> Scheduler::NextTrial(StudyRuntime& study) {
   }
   std::optional<sampler::TrialSample> sample = DrawParams(study);
   if (!sample) return std::nullopt;
+  return Pick{std::nullopt, std::move(sample)};
+}
+
+namespace {
+// A new trial's [space] parameters, from its sample.
+model::ParamMap SpaceParams(const StudyRuntime& study, const sampler::TrialSample& sample) {
   model::ParamMap params;
   for (const config::ParamSpec& p : study.spec.space) {
-    params[p.name] = model::ParamValue{sample->fixed.at(p.name), p.dist};
+    params[p.name] = model::ParamValue{sample.fixed.at(p.name), p.dist};
   }
-  Result<TrialRecord> created =
-      options_.storage->CreateTrial(study.record.id, params, options_.clock->WallSeconds());
+  return params;
+}
+}  // namespace
+
+std::optional<int> Scheduler::NextTrial(StudyRuntime& study) {
+  std::optional<Pick> pick = PickNext(study);
+  if (!pick) return std::nullopt;
+  if (pick->waiting) return *pick->waiting;
+  sampler::TrialSample& sample = *pick->sample;
+  Result<TrialRecord> created = options_.storage->CreateTrial(
+      study.record.id, SpaceParams(study, sample), options_.clock->WallSeconds());
   if (!created.ok()) {
-    const std::string why = "storing a new trial: " + created.status().message();
-    if (StorageOutage::IsOutage(created.status())) {
-      OnStorageRefused(created.status());  // held: nothing starts until storage is back
-    } else if (!coordinator_->StorageMayRecover()) {
-      FailStudy(study, why);
-    } else {
-      options_.logger->error("study {}: {}", study.record.name, why);
-    }
+    OnCreateRefused(study, created.status());
     return std::nullopt;
   }
   const int number = created->number;
@@ -345,9 +360,20 @@ std::optional<int> Scheduler::NextTrial(StudyRuntime& study) {
   }
   study.trials.resize(std::max<size_t>(study.trials.size(), number + 1));
   study.trials[number] = *created;
-  sample->trial_number = number;
-  study.drawn[number] = std::move(*sample);
+  sample.trial_number = number;
+  study.drawn[number] = std::move(sample);
   return number;
+}
+
+void Scheduler::OnCreateRefused(StudyRuntime& study, const Status& st) {
+  const std::string why = "storing a new trial: " + st.message();
+  if (StorageOutage::IsOutage(st)) {
+    OnStorageRefused(st);  // held: nothing starts until storage is back
+  } else if (!coordinator_->StorageMayRecover()) {
+    FailStudy(study, why);
+  } else {
+    options_.logger->error("study {}: {}", study.record.name, why);
+  }
 }
 
 void Scheduler::SharedTick() { coordinator_->OnTick(shutting_down_); }
@@ -380,6 +406,7 @@ bool Scheduler::CanStart(const StudyRuntime& s) const {
     return false;
   }
   if (s.running >= s.parallelism()) return false;
+  if (claims_.count(s.record.id) > 0) return false;  // one claim off the loop at a time
   if (s.awaiting_sample) return false;           // asked again at the next Pump()
   if (IsClientStudy(s) && !s.ask) return false;  // its trials start only when asked
   if (!s.spawn.Ready(options_.clock->MonotonicSeconds())) return false;
@@ -392,7 +419,7 @@ bool Scheduler::RunsHere(const StudyRuntime& s) {
 }
 
 bool Scheduler::HasWork() const {
-  if (running_count() > 0) return true;
+  if (running_count() > 0 || !claims_.empty()) return true;
   for (const auto& [id, s] : studies_) {
     if (s->record.state != StudyState::kRunning || s->record.paused || IsClientStudy(*s)) continue;
     if (!s->waiting.empty() || (!s->exhausted && s->configurations() < s->record.n_trials)) {
@@ -405,6 +432,7 @@ bool Scheduler::HasWork() const {
 int Scheduler::local_running() const {
   int n = 0;
   for (const auto& [id, s] : studies_) n += RunsHere(*s) ? s->running : 0;
+  for (const auto& [id, claim] : claims_) n += claim.runs_here ? 1 : 0;  // their slots are held
   return n;
 }
 
@@ -490,7 +518,8 @@ void Scheduler::Pump() {
   }
   if (dropped) options_.env->ReturnFreedMemory();
   if (options_.on_change) options_.on_change();
-  if (shutting_down_ && running_->empty() && coordinator_->ends_in_flight() == 0 && on_idle_) {
+  if (shutting_down_ && running_->empty() && coordinator_->ends_in_flight() == 0 &&
+      claims_.empty() && on_idle_) {
     auto fn = std::move(on_idle_);
     on_idle_ = nullptr;
     fn();
@@ -513,11 +542,86 @@ bool Scheduler::DropEndedStudies() {
 }
 
 bool Scheduler::StartTrial(StudyRuntime& study, TrialGpus gpus) {
+  // A client's ask is answered by the Pump it made: its trial is claimed on the loop.
+  if (coordinator_->WritesOffLoop() && !IsClientStudy(study)) {
+    return ClaimOffLoop(study, std::move(gpus));
+  }
   const size_t known = study.trials.size();
   std::optional<int> claimed = coordinator_->ClaimNext(study, [&] { return NextTrial(study); });
   if (!claimed) return false;  // `gpus` go straight back
-  const int number = *claimed;
-  const bool created = study.trials.size() > known;
+  return LaunchClaimed(study, *claimed, study.trials.size() > known, std::move(gpus));
+}
+
+bool Scheduler::ClaimOffLoop(StudyRuntime& study, TrialGpus gpus) {
+  std::optional<Pick> pick = PickNext(study);
+  if (!pick) return false;  // `gpus` go straight back
+  ClaimPick claim;
+  claim.waiting = pick->waiting;
+  if (pick->sample) claim.params = SpaceParams(study, *pick->sample);
+  claim.number = static_cast<int>(study.trials.size());
+  claim.n_trials = study.record.n_trials;
+  const int64_t sid = study.record.id;
+  auto [held, added] =
+      claims_.emplace(sid, ClaimInFlight{std::move(gpus), std::move(pick->sample), RunsHere(study)});
+  if (!added) return false;  // CanStart holds a study with a claim in flight
+  if (!coordinator_->ClaimOffLoop(study, std::move(claim), [this, sid](StudyCache*, ClaimMade m) {
+        OnClaimed(sid, std::move(m));
+      })) {
+    claims_.erase(held);  // the lease does not hold: nothing is claimed until it does
+    return false;
+  }
+  return true;
+}
+
+void Scheduler::OnClaimed(int64_t study_id, ClaimMade made) {
+  auto held = claims_.find(study_id);
+  if (held == claims_.end()) return;
+  ClaimInFlight claim = std::move(held->second);
+  claims_.erase(held);
+  auto found = studies_.find(study_id);
+  StudyRuntime* study = found == studies_.end() ? nullptr : found->second.get();
+  if (study != nullptr) {
+    switch (made.outcome) {
+      case ClaimMade::Outcome::kStale:
+        // Picked again on what the claim read (applied), at once.
+        options_.logger->debug("study {}: claim made again: {}", study->record.name, made.why);
+        break;
+      case ClaimMade::Outcome::kFailed:
+        if (made.trial) {
+          // Claimed, but this node's lease lapsed: it waits, this node's, for the next beat.
+          options_.logger->warn("study {}: {}", study->record.name, made.status.message());
+        } else if (StorageOutage::IsOutage(made.status)) {
+          OnStorageRefused(made.status);  // held: nothing starts until storage is back
+        } else {
+          options_.logger->error("study {}: claiming a trial: {}", study->record.name,
+                                 made.status.message());
+        }
+        // Tried again at the next tick, not in a loop against a failing storage.
+        return;
+      case ClaimMade::Outcome::kClaimed: {
+        const int number = made.trial->number;
+        if (made.created && claim.sample) {
+          claim.sample->trial_number = number;
+          study->drawn[number] = std::move(*claim.sample);
+        }
+        if (shutting_down_ || outage_.held() || study->record.state != StudyState::kRunning ||
+            study->record.paused) {
+          // Stopped meanwhile: it waits, this node's claim, for the next start here.
+          if (std::find(study->waiting.begin(), study->waiting.end(), number) ==
+              study->waiting.end()) {
+            study->waiting.push_front(number);
+          }
+          break;
+        }
+        LaunchClaimed(*study, number, made.created, std::move(claim.gpus));
+        break;
+      }
+    }
+  }
+  Pump();
+}
+
+bool Scheduler::LaunchClaimed(StudyRuntime& study, int number, bool created, TrialGpus gpus) {
   const int64_t tid = study.trials[number].id;
   launcher::TrialCallbacks cb;
   cb.on_started = [this, tid](const model::ProcessIdentity& id) { OnStarted(tid, id); };
@@ -536,7 +640,7 @@ bool Scheduler::StartTrial(StudyRuntime& study, TrialGpus gpus) {
   const bool starting = rt->starting;
   running_->Add(tid, std::move(rt));
   ++study.running;
-  pass_launches_.push_back({&study, number, tid, created});  // StartTrial runs inside Pump
+  if (pumping_) pass_launches_.push_back({&study, number, tid, created});
   common::Span(options_.logger, options_.clock->WallSeconds() * 1e3, "launched trial={}", number);
   if (starting) {
     // A fork server starts it (launcher.h): OnStarted, or OnExit with never_started.

@@ -370,9 +370,20 @@ class Scheduler {
   // for its define-by-run suggests); nullopt when it has none: exhausted (a grid) or failed,
   // recorded as an event, and the study ends when nothing else runs.
   std::optional<sampler::TrialSample> DrawParams(StudyRuntime& study);
-  // The trial to start next (the coordinator claims it): the oldest waiting one, else a new one
-  // from the sampler while the study has fewer than n_trials configurations; nullopt: none.
+  // What to start next, picked on the cache: the oldest waiting trial (not one launched here
+  // already), else the sample of a new one from the sampler while the study has fewer than
+  // n_trials configurations; nullopt: none.
+  struct Pick {
+    std::optional<int> waiting;
+    std::optional<sampler::TrialSample> sample;  // a new trial's
+  };
+  std::optional<Pick> PickNext(StudyRuntime& study);
+  // The trial to start next (the coordinator claims it on the loop): PickNext's waiting trial,
+  // or its new one, stored now; nullopt: none.
   std::optional<int> NextTrial(StudyRuntime& study);
+  // Storage refused to store a new trial (`st`): an outage holds the daemon; a final refusal
+  // fails the study; otherwise logged (it is tried again).
+  void OnCreateRefused(StudyRuntime& study, const common::Status& st);
   // The study cannot go on (`why`): it starts nothing more and ends FAILED.
   void FailStudy(StudyRuntime& study, const std::string& why);
   // Fail-fast (FailureStreak): FailStudy, and its WAITING trials end without starting.
@@ -387,8 +398,19 @@ class Scheduler {
   // Trials running on this host now.
   int local_running() const;
   // Starts the study's next trial on `gpus` (acquired for it; given back if no trial starts).
-  // Returns whether a trial was launched.
+  // Returns whether a trial was launched, or its claim handed to the coordinator (ClaimOffLoop).
   bool StartTrial(StudyRuntime& study, TrialGpus gpus);
+  // Shared storage with writes off the loop (NodeCoordinator::ClaimOffLoop): the study's next
+  // trial is picked here, claimed (or created) off the event loop, and launched by OnClaimed;
+  // its slot and `gpus` are held meanwhile (claims_). False: nothing to claim now.
+  bool ClaimOffLoop(StudyRuntime& study, TrialGpus gpus);
+  // A claim ClaimOffLoop handed over is back: the trial launched (unless the study or this node
+  // stopped meanwhile: it waits then, this node's), or the pick made again on what was read
+  // (stale), or the failure taken as a refused write; then Pump().
+  void OnClaimed(int64_t study_id, ClaimMade made);
+  // Launches the claimed trial `number` (`created`: a new one) on `gpus`; false when it could
+  // not be started (it waits again).
+  bool LaunchClaimed(StudyRuntime& study, int number, bool created, TrialGpus gpus);
   // Trial `number` could not be started: it waits again, first in line, and the study backs off.
   void OnSpawnFailure(StudyRuntime& study, int number, const launcher::SpawnError& error,
                       const std::string& message);
@@ -464,6 +486,15 @@ class Scheduler {
     bool created = false;  // a new trial (else a WAITING one it claimed)
   };
   std::vector<PassLaunch> pass_launches_;
+  // Claims off the event loop not back yet, by study id (one per study at a time): the slot
+  // (`runs_here`: it counts toward max_workers) and GPU slots held for the trial, and a new
+  // trial's sample.
+  struct ClaimInFlight {
+    TrialGpus gpus;
+    std::optional<sampler::TrialSample> sample;
+    bool runs_here = false;
+  };
+  std::map<int64_t, ClaimInFlight> claims_;
   std::unique_ptr<GpuDrains> gpu_drains_;  // with a GPU pool: ended trials' slots
   bool shutting_down_ = false;
   std::function<void()> on_idle_;

@@ -104,6 +104,32 @@ struct EndStored {
   int event_errors = 0;                      // events that could not be stored (logged)
 };
 
+// A claim to be made off the event loop (NodeCoordinator::ClaimOffLoop): what the scheduler
+// picked on its cached copy of the study.
+struct ClaimPick {
+  // The WAITING trial to claim; nullopt: a new trial with `params`.
+  std::optional<int> waiting;
+  model::ParamMap params;
+  // A new trial: the number its parameters were drawn for (the trials the cache knew then).
+  int number = 0;
+  // The study's n_trials in the cache when it picked.
+  int n_trials = 0;
+};
+
+// What came of a ClaimPick.
+struct ClaimMade {
+  enum class Outcome {
+    kClaimed,  // `trial` is this node's now (WAITING), committed; start it
+    kStale,    // storage differs from what the pick was made on (`why`); nothing was written
+    kFailed,   // `status`: storage refused or could not be reached; nothing was written
+  };
+  Outcome outcome = Outcome::kFailed;
+  common::Status status;
+  std::string why;                          // kStale: what differed
+  std::optional<model::TrialRecord> trial;  // kClaimed
+  bool created = false;                     // kClaimed: a new trial
+};
+
 class NodeCoordinator {
  public:
   virtual ~NodeCoordinator() = default;
@@ -195,8 +221,8 @@ class NodeCoordinator {
   virtual void FinishOffLoop(StudyCache& study, EndWrite end, EndDone done) {
     (void)study, (void)end, (void)done;
   }
-  // Whether this node's own trials' starts and ends are stored off the event loop
-  // (MarkRunningOffLoop, FinishOffLoop).
+  // Whether this node's own trials' claims, starts and ends are stored off the event loop
+  // (ClaimOffLoop, MarkRunningOffLoop, FinishOffLoop).
   virtual bool WritesOffLoop() const { return false; }
   // Records this node's own trial `trial_id` RUNNING with `process` (Storage::MarkRunning) off
   // the event loop; `done` runs on the loop with the outcome. Before any later end of the trial
@@ -205,8 +231,25 @@ class NodeCoordinator {
                                   double at, std::function<void(common::Status)> done) {
     (void)trial_id, (void)process, (void)at, (void)done;
   }
-  // Ends handed to FinishOffLoop whose `done` has not run yet.
+  // Needs WritesOffLoop() (otherwise the caller claims on the loop: ClaimNext). Claims `pick`
+  // off the event loop, in one transaction under the study's lock with the study read afresh:
+  // only while the study is RUNNING and not paused with the n_trials the pick saw; the waiting
+  // trial only while it is still WAITING and unclaimed (or this node's); a new trial only when
+  // storage holds exactly the trials the pick knew (its number is the one the parameters were
+  // drawn for) and none of them waits unclaimed. Otherwise kStale, and the scheduler picks again
+  // on what was read. `done` runs on the loop with the read applied (unless a read of the study
+  // was applied meanwhile) and gets nullptr for a study no longer active. False (nothing queued,
+  // `done` never runs): this node's lease does not hold now. A kClaimed trial whose lease lapsed
+  // meanwhile comes back kFailed; the claim stays this node's, WAITING, as ClaimNext leaves it.
+  using ClaimDone = std::function<void(StudyCache*, ClaimMade)>;
+  virtual bool ClaimOffLoop(StudyCache& study, ClaimPick pick, ClaimDone done) {
+    (void)study, (void)pick, (void)done;
+    return false;
+  }
+  // Ends handed to FinishOffLoop, and claims handed to ClaimOffLoop, whose `done` has not run
+  // yet.
   virtual size_t ends_in_flight() const { return 0; }
+  virtual size_t claims_in_flight() const { return 0; }
 
   // Storage takes writes again after an outage (storage_outage.h): stores the trial ends kept
   // meanwhile (pending_finishes.h), each with its retry and the study's completion.

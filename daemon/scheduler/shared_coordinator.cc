@@ -676,4 +676,142 @@ void SharedCoordinator::OnEndRead(const ReadFrom& from, const EndWrite& end, End
   done(study, end, std::move(stored));
 }
 
+bool SharedCoordinator::ClaimOffLoop(StudyCache& study, ClaimPick pick, ClaimDone done) {
+  // A node that may already count as dead elsewhere claims nothing until its next heartbeat.
+  if (!LeaseValid()) return false;
+  ++claims_in_flight_;
+  options_.reads->Submit([this, from = ReadFromNow(study), me = options_.storage->node(),
+                          pick = std::move(pick), at = options_.clock->WallSeconds(),
+                          done = std::move(done)](storage::Storage& storage) mutable {
+    ClaimRead read = TakeClaim(storage, from, me, pick, at);
+    return StorageReads::Done([this, from, read = std::move(read),
+                               done = std::move(done)]() mutable {
+      OnClaimRead(from, std::move(read), done);
+    });
+  });
+  return true;
+}
+
+SharedCoordinator::ClaimRead SharedCoordinator::TakeClaim(storage::Storage& storage,
+                                                         const ReadFrom& from,
+                                                         const std::string& me,
+                                                         const ClaimPick& pick, double at) {
+  ClaimRead read;
+  ClaimMade& made = read.made;
+  auto failed = [&](Status st) {
+    made.outcome = ClaimMade::Outcome::kFailed;
+    made.status = std::move(st);
+    return std::move(read);
+  };
+  Status st = storage.BeginBatch();
+  if (!st.ok()) return failed(st);
+  // CommitBatch of a batch whose connection was lost or whose transaction failed stores nothing
+  // (storage.h). A trial created before a refusal stays, WAITING and unclaimed, for any node.
+  auto abandon = [&](Status why) {
+    (void)storage.CommitBatch();
+    return failed(std::move(why));
+  };
+  // Nothing was written: the commit only releases the lock.
+  auto stale = [&](std::string why) {
+    made.outcome = ClaimMade::Outcome::kStale;
+    made.why = std::move(why);
+    Status committed = storage.CommitBatch();
+    if (!committed.ok()) return failed(committed);
+    return std::move(read);
+  };
+  Result<model::StudyRecord> rec = storage.LockStudy(from.study_id);
+  if (!rec.ok()) return abandon(rec.status());
+  read.record = *rec;
+  read.changed = storage.GetTrialsSince(from.study_id, from.known, from.open);
+  if (!read.changed.ok()) return abandon(read.changed.status());
+  if (rec->state != model::StudyState::kRunning) {
+    return stale(std::string("the study is ") + model::StudyStateName(rec->state));
+  }
+  if (rec->paused) return stale("the study is paused");
+  if (rec->n_trials != pick.n_trials) {
+    return stale("its n_trials is " + std::to_string(rec->n_trials) + " now");
+  }
+  const std::vector<TrialRecord>& trials = *read.changed;
+  TrialRecord claimed;
+  if (pick.waiting) {
+    const int number = *pick.waiting;
+    // It is open in the cache, so the read has it as stored now.
+    auto it = std::find_if(trials.begin(), trials.end(),
+                           [&](const TrialRecord& t) { return t.number == number; });
+    if (it == trials.end() || it->state != TrialState::kWaiting ||
+        (!it->node.empty() && it->node != me)) {
+      return stale("trial " + std::to_string(number) + " was claimed or ended meanwhile");
+    }
+    claimed = *it;
+  } else {
+    int stored = from.known;
+    for (const TrialRecord& t : trials) stored = std::max(stored, t.number + 1);
+    if (stored != pick.number) {
+      return stale("the study has " + std::to_string(stored) + " trials, not " +
+                   std::to_string(pick.number));
+    }
+    for (const TrialRecord& t : trials) {
+      if (t.state == TrialState::kWaiting && t.node.empty()) {
+        return stale("trial " + std::to_string(t.number) + " waits unclaimed");
+      }
+    }
+    Result<TrialRecord> created = storage.CreateTrial(from.study_id, pick.params, at);
+    if (!created.ok()) return abandon(created.status().WithContext("storing a new trial"));
+    if (created->number != pick.number) {
+      // Not under this lock; the trial waits, unclaimed, for any node.
+      return stale("the new trial is number " + std::to_string(created->number));
+    }
+    claimed = std::move(created).value();
+    made.created = true;
+  }
+  st = storage.ClaimTrial(claimed.id);
+  if (!st.ok()) return abandon(st);
+  claimed.node = me;
+  st = storage.CommitBatch();
+  // Not durable: another node may take the trial, so this one must not run it.
+  if (!st.ok()) return failed(st.WithContext("committing the claim"));
+  made.outcome = ClaimMade::Outcome::kClaimed;
+  made.trial = std::move(claimed);
+  return read;
+}
+
+void SharedCoordinator::OnClaimRead(const ReadFrom& from, ClaimRead read, const ClaimDone& done) {
+  --claims_in_flight_;
+  StudyCache* study = options_.host->FindStudy(from.study_id);
+  ClaimMade& made = read.made;
+  if (study == nullptr) {
+    done(nullptr, std::move(made));  // forgotten meanwhile
+    return;
+  }
+  // What the claim's transaction read under the lock, unless a read of the study was applied
+  // since it began: that one may be newer.
+  if (read.changed.ok() && study->sync_epoch == from.epoch) {
+    if (read.record) Adopt(*study, *read.record);
+    Apply(*study, std::move(read.changed).value(), /*off_loop=*/true);
+  }
+  if (made.outcome == ClaimMade::Outcome::kClaimed) {
+    TrialRecord& claimed = *made.trial;
+    const int number = claimed.number;
+    if (static_cast<size_t>(number) > study->trials.size()) {
+      // A newer read was applied without the trials before it: claimed, and started once a read
+      // brings them (it waits, this node's, until then).
+      made.outcome = ClaimMade::Outcome::kStale;
+      made.why = "trials before " + std::to_string(number) + " are not read yet";
+    } else {
+      if (static_cast<size_t>(number) == study->trials.size()) study->trials.emplace_back();
+      study->trials[number] = claimed;
+      study->waiting.erase(std::remove(study->waiting.begin(), study->waiting.end(), number),
+                           study->waiting.end());
+      // The lease again, right before the process starts; the claim stays this node's.
+      if (!LeaseValid()) {
+        study->waiting.push_front(number);
+        made.outcome = ClaimMade::Outcome::kFailed;
+        made.status = common::Unavailable("this node's lease lapsed before trial " +
+                                          std::to_string(number) + " could start");
+      }
+    }
+  }
+  done(study, std::move(made));
+}
+
 }  // namespace triald::daemon

@@ -115,6 +115,8 @@ class SharedCoordinator final : public NodeCoordinator {
   void MarkRunningOffLoop(int64_t trial_id, const model::ProcessIdentity& process, double at,
                           std::function<void(common::Status)> done) override;
   size_t ends_in_flight() const override { return ends_in_flight_; }
+  bool ClaimOffLoop(StudyCache& study, ClaimPick pick, ClaimDone done) override;
+  size_t claims_in_flight() const override { return claims_in_flight_; }
   void OnTick(bool shutting_down) override;
   void Adopt(StudyCache& study, const model::StudyRecord& stored) override;
   bool Follow(StudyCache& study) override;
@@ -169,6 +171,19 @@ class SharedCoordinator final : public NodeCoordinator {
   static EndRead StoreEnd(storage::Storage& storage, const ReadFrom& from, const std::string& me,
                           EndWrite& end);
   void OnEndRead(const ReadFrom& from, const EndWrite& end, EndRead read, const EndDone& done);
+  // What a claim's transaction read (the study's record and its changed trials since `from`),
+  // and what came of the claim.
+  struct ClaimRead {
+    common::Result<std::vector<model::TrialRecord>> changed = common::Unavailable("not read");
+    std::optional<model::StudyRecord> record;
+    ClaimMade made;
+  };
+  // ClaimOffLoop's job, on the reads' storage: under the study's lock, checks the pick against
+  // the study as stored, then claims the waiting trial or creates and claims the new one, in
+  // one transaction.
+  static ClaimRead TakeClaim(storage::Storage& storage, const ReadFrom& from,
+                             const std::string& me, const ClaimPick& pick, double at);
+  void OnClaimRead(const ReadFrom& from, ClaimRead read, const ClaimDone& done);
   // A beat (taken at `started`) reached the database: the lease runs from then.
   void OnBeat(double started);
   // Sets the nodes found silent for longer than node_timeout_s from `nodes`.
@@ -208,6 +223,7 @@ class SharedCoordinator final : public NodeCoordinator {
   std::map<std::string, NotLoaded> not_loaded_;
   bool tick_in_flight_ = false;  // a tick's reads are off the loop and not back
   size_t ends_in_flight_ = 0;    // FinishOffLoop's ends not back
+  size_t claims_in_flight_ = 0;  // ClaimOffLoop's claims not back
   // While FollowStored runs for a tick read off the loop: what it read of each study.
   bool following_read_ = false;
   StudyReads tick_trials_;

@@ -234,9 +234,17 @@ class SchedulerHarness {
     scheduler_->Pump();
   }
 
+  // Submits, then runs the reads' completions it queued, as the daemon's event loop does right
+  // after the request (a claim made off the loop launches its trial there).
   common::Result<model::StudyRecord> Submit(const Sweep& sweep,
                                             const model::Submitter& submitter = {}) {
-    return scheduler_->Submit(sweep.Source(), submitter);
+    common::Result<model::StudyRecord> r = scheduler_->Submit(sweep.Source(), submitter);
+    Settle();
+    return r;
+  }
+  // Runs the reads' completions waiting (and those they queue); nothing without inline_reads.
+  void Settle() {
+    if (reads_ != nullptr) reads_->Drain();
   }
   model::StudyRecord SubmitOk(const Sweep& sweep, const model::Submitter& submitter = {}) {
     common::Result<model::StudyRecord> r = Submit(sweep, submitter);

@@ -269,6 +269,7 @@ TEST_CASE("pause, parallelism, extend and delete through one node are obeyed by 
   // Parallelism and resume through beta: beta starts at once, alpha at its next tick.
   REQUIRE(c[1].scheduler().SetParallelism("ctl", 3).ok());
   REQUIRE(c[1].scheduler().Pause("ctl", false).ok());
+  c[1].Settle();  // its claims, made off the loop
   CHECK(c[1].launcher().live_count() == 3);
   c[0].Tick();
   CHECK(c[0].launcher().live_count() == 3);
@@ -328,11 +329,17 @@ TEST_CASE("a trial that ends while the database is away is recorded when it is b
   CHECK(c[0].launcher().live_count() == 0);
   c[0].flaky().down = false;
   CHECK(c.Trials("away")[first.trial].state == TrialState::kRunning);
-  c[0].Tick();  // back: the end is stored, and the study goes on
+  c[0].Tick();  // back: the end is stored
   const TrialRecord stored = c.Trials("away")[first.trial];
   CHECK(stored.state == TrialState::kComplete);
   REQUIRE(stored.value.has_value());
   CHECK(*stored.value == 4.5);
+  // The claim that found the database away held the node; its probe finds it back, and the
+  // study goes on.
+  CHECK(c[0].launcher().live_count() == 0);
+  c[0].PassWait();
+  c[0].Settle();
+  CHECK(c[0].launcher().live_count() == 1);
   c.RunToEnd();
   CHECK(c.Trials("away").size() == 3);
   CHECK(c.Study("away").state == StudyState::kComplete);
@@ -353,7 +360,7 @@ TEST_CASE("a node's own trials' ends are stored off the event loop, each with it
   a.reads().Hold();
   a.launcher().Report(first, 0, 0.25);
   a.launcher().ExitSignal(first, SIGSEGV);
-  CHECK(a.reads().held() == 2);  // its end, and the start of trial 1 in the freed slot
+  CHECK(a.reads().held() == 2);  // its end, and the claim of a new trial in the freed slot
   CHECK(c.Trials("ends")[n0].state == TrialState::kRunning);
   const StudyCache* cached = a.scheduler().active_study("ends");
   REQUIRE(cached != nullptr);
@@ -368,16 +375,17 @@ TEST_CASE("a node's own trials' ends are stored off the event loop, each with it
   REQUIRE(study_id.ok());
   auto read = a.reads_flaky().GetTrials(study_id->id);
   REQUIRE(read.ok());
-  // Trial 1 started in the freed slot at once (the end's read is not needed for that); the
-  // retry is trial 2.
+  // The end came first, with its retry (trial 1); the claim behind it, of a new trial drawn
+  // before the retry existed, found the study changed and claimed nothing.
   std::vector<TrialRecord> stored = *read;
-  REQUIRE(stored.size() == 3);
+  REQUIRE(stored.size() == 2);
   CHECK(stored[n0].state == TrialState::kFail);
   CHECK(stored[n0].fail.reason == "signal");
   CHECK(stored[n0].intermediate == std::map<int64_t, double>{{0, 0.25}});
-  const TrialRecord& retry = stored[2];
+  const TrialRecord& retry = stored[1];
   CHECK(retry.retry_of == std::optional<int64_t>(stored[n0].id));
   CHECK(retry.state == TrialState::kWaiting);
+  CHECK(retry.node.empty());
   auto events = a.reads_flaky().GetEvents(study_id->id);
   REQUIRE(events.ok());
   std::vector<std::string> kinds;
@@ -386,22 +394,24 @@ TEST_CASE("a node's own trials' ends are stored off the event loop, each with it
   }
   CHECK(std::count(kinds.begin(), kinds.end(), "trial_finished") == 1);
   CHECK(std::count(kinds.begin(), kinds.end(), "trial_retry") == 1);
-  // Mirrored once the completion runs on the loop.
+  // Mirrored once the completions run on the loop; the claim is made again then, of the retry,
+  // and it starts (its claim also made by the reads' connection).
   CHECK(cached->trials[n0].state == TrialState::kRunning);
+  CHECK(a.launcher().live_count() == 0);
   a.reads().Drain();
   CHECK(cached->trials[n0].state == TrialState::kFail);
   CHECK(cached->pending_finishes == 0);
   CHECK(cached->retried == 1);
-  REQUIRE(cached->trials.size() == 3);
-  CHECK(cached->trials[2].state == TrialState::kWaiting);
-  CHECK(cached->trials[2].retry_of == std::optional<int64_t>(stored[n0].id));
-
-  // The reads' connection down in its turn: the next end (trial 1's) is kept, its report with
-  // it, and stored once the database answers again.
-  a.flaky().down = false;
-  a.Tick();
+  REQUIRE(cached->trials.size() == 2);
+  CHECK(cached->trials[1].retry_of == std::optional<int64_t>(stored[n0].id));
   REQUIRE(a.launcher().live_count() == 1);
   Launched& second = *a.launcher().Live().front();
+  CHECK(second.trial == 1);
+  CHECK(a.reads_flaky().GetTrials(study_id->id)->at(1).node == "alpha");
+
+  // The reads' connection down in its turn: the next end (the retry's) is kept, its report with
+  // it, and stored once the database answers again.
+  a.flaky().down = false;
   a.reads_flaky().down = true;
   a.launcher().Report(second, 3, 0.5);
   a.launcher().Complete(second, 0.75);
@@ -416,6 +426,12 @@ TEST_CASE("a node's own trials' ends are stored off the event loop, each with it
   CHECK(back.state == TrialState::kComplete);
   CHECK(back.value == std::optional<double>(0.75));
   CHECK(back.intermediate == std::map<int64_t, double>{{3, 0.5}});
+  // The claim made in the freed slot while that connection was down held the node; the probe
+  // finds storage back, and the last trial starts.
+  CHECK(a.launcher().live_count() == 0);
+  a.PassWait();
+  a.Settle();
+  CHECK(a.launcher().live_count() == 1);
   c.RunToEnd();
   CHECK(c.Trials("ends").size() == 3);
   CHECK(c.Study("ends").state == StudyState::kComplete);
@@ -425,8 +441,11 @@ TEST_CASE("a trial's start is stored off the loop, and a read on the loop never 
           "[scheduler][shared][reads]") {
   SchedulerCluster c({"alpha"});
   SchedulerHarness& a = c[0];
-  a.reads().Hold();  // the reads' thread busy: the start waits there
-  REQUIRE(a.Submit(SharedSweep("starts", 3, 1)).ok());
+  // Its claim made off the loop, and back after the reads' thread is busy: the start waits there.
+  REQUIRE(a.scheduler().Submit(SharedSweep("starts", 3, 1).Source(), {}).ok());
+  CHECK(a.launcher().live_count() == 0);
+  a.reads().Hold();
+  a.Settle();
   REQUIRE(a.launcher().live_count() == 1);
   const int first = a.launcher().Live().front()->trial;
   TrialRecord stored = c.Trials("starts")[first];
@@ -436,20 +455,26 @@ TEST_CASE("a trial's start is stored off the loop, and a read on the loop never 
   REQUIRE(cached != nullptr);
   CHECK(cached->trials[first].state == TrialState::kRunning);
 
-  // A second slot: its claim reads the study under the lock on the loop, where the first trial
-  // is still WAITING and this node's. It stays running here, and is not claimed again.
-  REQUIRE(a.scheduler().SetParallelism("starts", 2).ok());
-  std::vector<Launched*> live = a.launcher().Live();
-  REQUIRE(live.size() == 2);
-  CHECK(live[0]->trial != live[1]->trial);
+  // An enqueue reads the study under the lock on the loop, where the first trial is still
+  // WAITING and this node's: it stays running here, and is not claimed again.
+  auto queued = a.scheduler().Enqueue("starts", {{"x", "0.125"}});
+  REQUIRE(queued.ok());
   CHECK(cached->trials[first].state == TrialState::kRunning);
   CHECK(std::count(cached->waiting.begin(), cached->waiting.end(), first) == 0);
-
-  a.reads().Release();  // both starts stored, in order
+  // A second slot: its claim waits behind the start, and takes the enqueued trial.
+  REQUIRE(a.scheduler().SetParallelism("starts", 2).ok());
+  CHECK(a.reads().held() == 2);
+  a.Settle();
+  CHECK(a.launcher().live_count() == 1);
+  a.reads().Release();  // the start stored, then the claim
   stored = c.Trials("starts")[first];
   CHECK(stored.state == TrialState::kRunning);
-  CHECK(stored.process.pid == live[0]->identity.pid);
-  a.reads().Drain();
+  CHECK(stored.process.pid == a.launcher().Live().front()->identity.pid);
+  a.Settle();
+  std::vector<Launched*> live = a.launcher().Live();
+  REQUIRE(live.size() == 2);
+  CHECK(live[1]->trial == queued->number);
+  CHECK(cached->trials[first].state == TrialState::kRunning);
   c.RunToEnd();
   std::vector<TrialRecord> trials = c.Trials("starts");
   REQUIRE(trials.size() == 3);
