@@ -483,6 +483,153 @@ TEST_CASE("a trial's start is stored off the loop, and a read on the loop never 
   CHECK(c.Study("starts").state == StudyState::kComplete);
 }
 
+TEST_CASE("a claim is made off the loop: a node whose loop cannot reach the database goes on",
+          "[scheduler][shared][reads][claims]") {
+  SchedulerCluster c({"alpha"}, /*own_reads_connections=*/true);
+  SchedulerHarness& a = c[0];
+  REQUIRE(a.Submit(SharedSweep("claims", 3, 1)).ok());
+  REQUIRE(a.launcher().live_count() == 1);
+  Launched& first = *a.launcher().Live().front();
+  // The loop's own connection down: the end, the next trial's claim (a new trial, created and
+  // claimed in one transaction) and its start all go through the reads' connection.
+  a.flaky().down = true;
+  a.launcher().Complete(first, 1.5);
+  a.Settle();
+  REQUIRE(a.launcher().live_count() == 1);
+  Launched& second = *a.launcher().Live().front();
+  CHECK(second.trial == first.trial + 1);
+  auto study = a.reads_flaky().GetStudy("claims");
+  REQUIRE(study.ok());
+  auto stored = a.reads_flaky().GetTrials(study->id);
+  REQUIRE(stored.ok());
+  REQUIRE(stored->size() == 2);
+  CHECK((*stored)[first.trial].state == TrialState::kComplete);
+  CHECK((*stored)[second.trial].state == TrialState::kRunning);
+  CHECK((*stored)[second.trial].node == "alpha");
+  CHECK((*stored)[second.trial].process.pid == second.identity.pid);
+  CHECK_FALSE(a.scheduler().storage_outage().held());
+  a.flaky().down = false;
+  c.RunToEnd();
+  CHECK(c.Trials("claims").size() == 3);
+  CHECK(c.Study("claims").state == StudyState::kComplete);
+}
+
+TEST_CASE("a claim off the loop that finds other nodes' trials under the lock picks again",
+          "[scheduler][shared][reads][claims]") {
+  SchedulerCluster c({"alpha", "beta"});
+  SchedulerHarness& a = c[0];
+  REQUIRE(a.Submit(SharedSweep("again", 4, 1)).ok());
+  c[1].Tick();
+  REQUIRE(a.launcher().live_count() == 1);
+  REQUIRE(c[1].launcher().live_count() == 1);
+  Launched& mine = *a.launcher().Live().front();
+  const StudyCache* cached = a.scheduler().active_study("again");
+  REQUIRE(cached != nullptr);
+  // alpha has not read beta's trial yet: its next trial is drawn as number 1.
+  REQUIRE(cached->trials.size() == 1);
+  a.reads().Hold();
+  a.launcher().Complete(mine, 0.5);
+  CHECK(a.reads().held() == 2);  // the end, then the claim
+  a.reads().Release();
+  // Under the lock the claim found two trials, not one: nothing created, picked again on the
+  // loop with what it read, and claimed as number 2.
+  CHECK(c.Trials("again").size() == 2);
+  a.Settle();
+  REQUIRE(a.launcher().live_count() == 1);
+  CHECK(a.launcher().Live().front()->trial == 2);
+  std::vector<TrialRecord> trials = c.Trials("again");
+  REQUIRE(trials.size() == 3);
+  CHECK(trials[2].node == "alpha");
+  CHECK(trials[1].node == "beta");
+  std::map<std::string, int> ran = c.RunToEnd();
+  trials = c.Trials("again");
+  REQUIRE(trials.size() == 4);
+  std::map<int, int> launched;
+  for (size_t i = 0; i < c.size(); ++i) {
+    for (size_t k = 0; k < c[i].launcher().launch_count(); ++k) {
+      ++launched[c[i].launcher().launch(k).trial];
+    }
+  }
+  for (const TrialRecord& t : trials) {
+    CHECK(t.state == TrialState::kComplete);
+    CHECK(launched[t.number] == 1);
+  }
+  CHECK(ran["alpha"] + ran["beta"] == 4);
+  CHECK(c.Study("again").state == StudyState::kComplete);
+}
+
+TEST_CASE("a claim off the loop for a study paused through another node meanwhile starts nothing",
+          "[scheduler][shared][reads][claims]") {
+  SchedulerCluster c({"alpha", "beta"});
+  SchedulerHarness& a = c[0];
+  REQUIRE(a.Submit(SharedSweep("paused", 3, 1)).ok());
+  c[1].Tick();
+  REQUIRE(c[1].launcher().live_count() == 1);
+  Launched& mine = *a.launcher().Live().front();
+  a.reads().Hold();
+  a.launcher().Complete(mine, 0.5);
+  REQUIRE(c[1].scheduler().Pause("paused", true).ok());
+  a.reads().Release();
+  a.Settle();
+  CHECK(a.launcher().live_count() == 0);
+  CHECK(a.launcher().launch_count() == 1);
+  CHECK(c.Trials("paused").size() == 2);  // nothing created by the claim
+  const StudyCache* cached = a.scheduler().active_study("paused");
+  REQUIRE(cached != nullptr);
+  CHECK(cached->record.paused);  // adopted from what the claim read
+  REQUIRE(c[1].scheduler().Pause("paused", false).ok());
+  a.Tick();
+  CHECK(a.launcher().live_count() == 1);
+  c.RunToEnd();
+  CHECK(c.Trials("paused").size() == 3);
+  CHECK(c.Study("paused").state == StudyState::kComplete);
+}
+
+TEST_CASE("a shutdown waits for a claim off the loop; the trial claimed then waits, unstarted",
+          "[scheduler][shared][reads][claims][shutdown]") {
+  SchedulerCluster c({"alpha"});
+  SchedulerHarness& a = c[0];
+  REQUIRE(a.Submit(SharedSweep("late_claim", 3, 1)).ok());
+  Launched& first = *a.launcher().Live().front();
+  a.reads().Hold();
+  a.launcher().Complete(first, 0.5);  // its end, and the next trial's claim, wait
+  int idle = 0;
+  a.scheduler().BeginShutdown([&idle] { ++idle; });
+  a.reads().Release();
+  CHECK(idle == 0);
+  a.Settle();
+  CHECK(idle == 1);
+  CHECK(a.launcher().launch_count() == 1);
+  std::vector<TrialRecord> trials = c.Trials("late_claim");
+  REQUIRE(trials.size() == 2);
+  CHECK(trials[0].state == TrialState::kComplete);
+  CHECK(trials[1].state == TrialState::kWaiting);
+  CHECK(trials[1].node == "alpha");  // this node's: it starts here when alpha is back
+}
+
+TEST_CASE("a trial a fork server is still starting is not claimed again by the next claim",
+          "[scheduler][shared][reads][claims]") {
+  SchedulerCluster c({"alpha"});
+  SchedulerHarness& a = c[0];
+  a.launcher().async_start = true;  // as a fork server's: started later
+  REQUIRE(a.Submit(SharedSweep("forked", 4, 3)).ok());
+  // Each claim's read has the trials launched before WAITING and this node's, as the cache has
+  // them until their start: none is picked again.
+  REQUIRE(a.launcher().launch_count() == 3);
+  std::set<int> numbers;
+  for (size_t k = 0; k < 3; ++k) numbers.insert(a.launcher().launch(k).trial);
+  CHECK(numbers == std::set<int>{0, 1, 2});
+  a.Tick();
+  CHECK(a.launcher().launch_count() == 3);
+  a.launcher().async_start = false;
+  for (Launched* l : a.launcher().Live()) a.launcher().Start(*l);
+  c.RunToEnd();
+  std::vector<TrialRecord> trials = c.Trials("forked");
+  REQUIRE(trials.size() == 4);
+  for (const TrialRecord& t : trials) CHECK(t.state == TrialState::kComplete);
+  CHECK(a.launcher().launch_count() == 4);
+}
+
 TEST_CASE("an end stored off the loop for a trial another node ended meanwhile is dropped",
           "[scheduler][shared][reads]") {
   SchedulerCluster c({"alpha", "beta"});
