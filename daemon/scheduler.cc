@@ -407,8 +407,8 @@ bool Scheduler::CanStart(const StudyRuntime& s) const {
   }
   if (s.running >= s.parallelism()) return false;
   if (claims_.count(s.record.id) > 0) return false;  // one claim off the loop at a time
-  if (s.awaiting_sample) return false;           // asked again at the next Pump()
-  if (IsClientStudy(s) && !s.ask) return false;  // its trials start only when asked
+  if (s.awaiting_sample) return false;               // asked again at the next Pump()
+  if (IsClientStudy(s) && !s.ask) return false;      // its trials start only when asked
   if (!s.spawn.Ready(options_.clock->MonotonicSeconds())) return false;
   if (!s.waiting.empty()) return true;
   return !s.exhausted && s.configurations() < s.record.n_trials;
@@ -561,8 +561,8 @@ bool Scheduler::ClaimOffLoop(StudyRuntime& study, TrialGpus gpus) {
   claim.number = static_cast<int>(study.trials.size());
   claim.n_trials = study.record.n_trials;
   const int64_t sid = study.record.id;
-  auto [held, added] =
-      claims_.emplace(sid, ClaimInFlight{std::move(gpus), std::move(pick->sample), RunsHere(study)});
+  auto [held, added] = claims_.emplace(
+      sid, ClaimInFlight{std::move(gpus), std::move(pick->sample), RunsHere(study)});
   if (!added) return false;  // CanStart holds a study with a claim in flight
   if (!coordinator_->ClaimOffLoop(study, std::move(claim), [this, sid](StudyCache*, ClaimMade m) {
         OnClaimed(sid, std::move(m));
@@ -596,7 +596,9 @@ void Scheduler::OnClaimed(int64_t study_id, ClaimMade made) {
           options_.logger->error("study {}: claiming a trial: {}", study->record.name,
                                  made.status.message());
         }
-        // Tried again at the next tick, not in a loop against a failing storage.
+        // Tried again at the next tick, not in a loop against a failing storage; a shutdown
+        // still ends when nothing else is left.
+        if (shutting_down_) Pump();
         return;
       case ClaimMade::Outcome::kClaimed: {
         const int number = made.trial->number;
@@ -606,9 +608,11 @@ void Scheduler::OnClaimed(int64_t study_id, ClaimMade made) {
         }
         if (shutting_down_ || outage_.held() || study->record.state != StudyState::kRunning ||
             study->record.paused) {
-          // Stopped meanwhile: it waits, this node's claim, for the next start here.
-          if (std::find(study->waiting.begin(), study->waiting.end(), number) ==
-              study->waiting.end()) {
+          // Stopped meanwhile: it waits, this node's claim, for the next start here (unless
+          // a cancel ended it).
+          if (study->trials[number].state == TrialState::kWaiting &&
+              std::find(study->waiting.begin(), study->waiting.end(), number) ==
+                  study->waiting.end()) {
             study->waiting.push_front(number);
           }
           break;

@@ -684,18 +684,18 @@ bool SharedCoordinator::ClaimOffLoop(StudyCache& study, ClaimPick pick, ClaimDon
                           pick = std::move(pick), at = options_.clock->WallSeconds(),
                           done = std::move(done)](storage::Storage& storage) mutable {
     ClaimRead read = TakeClaim(storage, from, me, pick, at);
-    return StorageReads::Done([this, from, read = std::move(read),
-                               done = std::move(done)]() mutable {
-      OnClaimRead(from, std::move(read), done);
-    });
+    return StorageReads::Done(
+        [this, from, read = std::move(read), done = std::move(done)]() mutable {
+          OnClaimRead(from, std::move(read), done);
+        });
   });
   return true;
 }
 
 SharedCoordinator::ClaimRead SharedCoordinator::TakeClaim(storage::Storage& storage,
-                                                         const ReadFrom& from,
-                                                         const std::string& me,
-                                                         const ClaimPick& pick, double at) {
+                                                          const ReadFrom& from,
+                                                          const std::string& me,
+                                                          const ClaimPick& pick, double at) {
   ClaimRead read;
   ClaimMade& made = read.made;
   auto failed = [&](Status st) {
@@ -797,6 +797,11 @@ void SharedCoordinator::OnClaimRead(const ReadFrom& from, ClaimRead read, const 
       // brings them (it waits, this node's, until then).
       made.outcome = ClaimMade::Outcome::kStale;
       made.why = "trials before " + std::to_string(number) + " are not read yet";
+    } else if (static_cast<size_t>(number) < study->trials.size() &&
+               model::IsFinished(study->trials[number].state)) {
+      // A newer read has it ended (a cancel through this node, a dead node's reaping elsewhere).
+      made.outcome = ClaimMade::Outcome::kStale;
+      made.why = "trial " + std::to_string(number) + " ended meanwhile";
     } else {
       if (static_cast<size_t>(number) == study->trials.size()) study->trials.emplace_back();
       study->trials[number] = claimed;

@@ -181,8 +181,8 @@ class SharedCoordinator final : public NodeCoordinator {
   // ClaimOffLoop's job, on the reads' storage: under the study's lock, checks the pick against
   // the study as stored, then claims the waiting trial or creates and claims the new one, in
   // one transaction.
-  static ClaimRead TakeClaim(storage::Storage& storage, const ReadFrom& from,
-                             const std::string& me, const ClaimPick& pick, double at);
+  static ClaimRead TakeClaim(storage::Storage& storage, const ReadFrom& from, const std::string& me,
+                             const ClaimPick& pick, double at);
   void OnClaimRead(const ReadFrom& from, ClaimRead read, const ClaimDone& done);
   // A beat (taken at `started`) reached the database: the lease runs from then.
   void OnBeat(double started);

@@ -9,11 +9,12 @@
 //
 // A job runs with the reads' storage connection, off the loop, and returns what the loop does
 // with its result: that runs on the event loop afterwards (never inside Submit). Jobs run in
-// the order submitted, one at a time. This node's own trials' starts and ends are stored there
-// too, an end in a transaction of its own (NodeCoordinator::MarkRunningOffLoop, FinishOffLoop):
-// the connection is the protocol's, reads and those writes. The callers keep their jobs bounded
-// (one heartbeat tick and one pruning read per study at a time, one start and one end per trial
-// that ran here), so the queue is.
+// the order submitted, one at a time. This node's own trials' claims, starts and ends are
+// stored there too, a claim and an end each in a transaction of its own
+// (NodeCoordinator::ClaimOffLoop, MarkRunningOffLoop, FinishOffLoop): the connection is the
+// protocol's, reads and those writes. The callers keep their jobs bounded (one heartbeat tick,
+// one pruning read and one claim per study at a time, one start and one end per trial that ran
+// here), so the queue is.
 //
 //   ThreadedStorageReads (below): a thread of its own with a storage connection of its own (the
 //     daemon on PostgreSQL). Its completions are posted to the event loop; those not run yet

@@ -607,6 +607,28 @@ TEST_CASE("a shutdown waits for a claim off the loop; the trial claimed then wai
   CHECK(trials[1].node == "alpha");  // this node's: it starts here when alpha is back
 }
 
+TEST_CASE("a trial claimed off the loop and cancelled before the claim is back never starts",
+          "[scheduler][shared][reads][claims]") {
+  SchedulerCluster c({"alpha"});
+  SchedulerHarness& a = c[0];
+  REQUIRE(a.Submit(SharedSweep("cancelled", 3, 1)).ok());
+  Launched& first = *a.launcher().Live().front();
+  a.reads().Hold();
+  a.launcher().Complete(first, 0.5);
+  a.reads().Release();  // the end and the claim stored; their completions not run yet
+  std::vector<TrialRecord> trials = c.Trials("cancelled");
+  REQUIRE(trials.size() == 2);
+  CHECK(trials[1].node == "alpha");
+  REQUIRE(a.scheduler().Cancel("cancelled").ok());  // ends the claimed trial, WAITING
+  a.Settle();
+  CHECK(a.launcher().launch_count() == 1);
+  trials = c.Trials("cancelled");
+  REQUIRE(trials.size() == 2);
+  CHECK(trials[0].state == TrialState::kComplete);
+  CHECK(trials[1].state == TrialState::kFail);
+  CHECK(c.Study("cancelled").state == StudyState::kCancelled);
+}
+
 TEST_CASE("a trial a fork server is still starting is not claimed again by the next claim",
           "[scheduler][shared][reads][claims]") {
   SchedulerCluster c({"alpha"});
