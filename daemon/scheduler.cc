@@ -519,7 +519,7 @@ void Scheduler::Pump() {
   if (dropped) options_.env->ReturnFreedMemory();
   if (options_.on_change) options_.on_change();
   if (shutting_down_ && running_->empty() && coordinator_->ends_in_flight() == 0 &&
-      claims_.empty() && on_idle_) {
+      coordinator_->claims_in_flight() == 0 && on_idle_) {
     auto fn = std::move(on_idle_);
     on_idle_ = nullptr;
     fn();
@@ -608,12 +608,14 @@ void Scheduler::OnClaimed(int64_t study_id, ClaimMade made) {
         }
         if (shutting_down_ || outage_.held() || study->record.state != StudyState::kRunning ||
             study->record.paused) {
-          // Stopped meanwhile: it waits, this node's claim, for the next start here (unless
-          // a cancel ended it).
-          if (study->trials[number].state == TrialState::kWaiting &&
-              std::find(study->waiting.begin(), study->waiting.end(), number) ==
-                  study->waiting.end()) {
-            study->waiting.push_front(number);
+          // Stopped meanwhile: the claim is given back, and the trial waits (unless a cancel
+          // ended it) for the next start on any node.
+          if (study->trials[number].state == TrialState::kWaiting) {
+            if (std::find(study->waiting.begin(), study->waiting.end(), number) ==
+                study->waiting.end()) {
+              study->waiting.push_front(number);
+            }
+            coordinator_->ReleaseOffLoop(*study, number, [this] { Pump(); });
           }
           break;
         }

@@ -246,8 +246,16 @@ class NodeCoordinator {
     (void)study, (void)pick, (void)done;
     return false;
   }
-  // Ends handed to FinishOffLoop, and claims handed to ClaimOffLoop, whose `done` has not run
-  // yet.
+  // Gives back this node's claim of the WAITING trial `number` (Storage::ReleaseClaim) off the
+  // event loop, so that any node may start it: a trial ClaimOffLoop claimed that is not to start
+  // now (its study paused or ended, this node stopping). A refusal is logged and the claim
+  // stays this node's (it starts here when the node does again). `done` runs on the loop when
+  // it is back. Needs WritesOffLoop().
+  virtual void ReleaseOffLoop(StudyCache& study, int number, std::function<void()> done) {
+    (void)study, (void)number, (void)done;
+  }
+  // Ends handed to FinishOffLoop, and claims handed to ClaimOffLoop or ReleaseOffLoop, whose
+  // `done` has not run yet.
   virtual size_t ends_in_flight() const { return 0; }
   virtual size_t claims_in_flight() const { return 0; }
 

@@ -692,6 +692,31 @@ bool SharedCoordinator::ClaimOffLoop(StudyCache& study, ClaimPick pick, ClaimDon
   return true;
 }
 
+void SharedCoordinator::ReleaseOffLoop(StudyCache& study, int number, std::function<void()> done) {
+  ++claims_in_flight_;
+  const int64_t trial_id = study.trials[number].id;
+  options_.reads->Submit([this, study_id = study.record.id, number, trial_id,
+                          done = std::move(done)](storage::Storage& storage) {
+    Status st = storage.ReleaseClaim(trial_id);
+    return StorageReads::Done([this, study_id, number, trial_id, st, done] {
+      --claims_in_flight_;
+      StudyCache* study = options_.host->FindStudy(study_id);
+      const std::string name = study != nullptr ? study->record.name : std::to_string(study_id);
+      if (!st.ok()) {
+        options_.logger->warn("study {} trial {}: giving back its claim: {}; it stays this node's",
+                              name, number, st.message());
+      } else if (study != nullptr && static_cast<size_t>(number) < study->trials.size()) {
+        TrialRecord& trial = study->trials[number];
+        if (trial.id == trial_id && trial.state == TrialState::kWaiting &&
+            trial.node == options_.storage->node()) {
+          trial.node.clear();
+        }
+      }
+      done();
+    });
+  });
+}
+
 SharedCoordinator::ClaimRead SharedCoordinator::TakeClaim(storage::Storage& storage,
                                                           const ReadFrom& from,
                                                           const std::string& me,

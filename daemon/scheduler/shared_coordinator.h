@@ -116,6 +116,7 @@ class SharedCoordinator final : public NodeCoordinator {
                           std::function<void(common::Status)> done) override;
   size_t ends_in_flight() const override { return ends_in_flight_; }
   bool ClaimOffLoop(StudyCache& study, ClaimPick pick, ClaimDone done) override;
+  void ReleaseOffLoop(StudyCache& study, int number, std::function<void()> done) override;
   size_t claims_in_flight() const override { return claims_in_flight_; }
   void OnTick(bool shutting_down) override;
   void Adopt(StudyCache& study, const model::StudyRecord& stored) override;
@@ -223,7 +224,7 @@ class SharedCoordinator final : public NodeCoordinator {
   std::map<std::string, NotLoaded> not_loaded_;
   bool tick_in_flight_ = false;  // a tick's reads are off the loop and not back
   size_t ends_in_flight_ = 0;    // FinishOffLoop's ends not back
-  size_t claims_in_flight_ = 0;  // ClaimOffLoop's claims not back
+  size_t claims_in_flight_ = 0;  // ClaimOffLoop's and ReleaseOffLoop's claims not back
   // While FollowStored runs for a tick read off the loop: what it read of each study.
   bool following_read_ = false;
   StudyReads tick_trials_;

@@ -274,6 +274,7 @@ class PostgresStorage final : public Storage {
   Result<model::TrialRecord> CreateTrial(int64_t study_id, const model::ParamMap& params, double at,
                                          std::optional<int64_t> retry_of) override;
   Status ClaimTrial(int64_t trial_id) override;
+  Status ReleaseClaim(int64_t trial_id) override;
   Status MarkRunning(int64_t trial_id, const model::ProcessIdentity& process, double at) override;
   Status AddIntermediate(int64_t trial_id, int64_t step, double value) override;
   Status SetAttr(int64_t trial_id, const std::string& key, const std::string& json_value) override;
@@ -1240,6 +1241,19 @@ Status PostgresStorage::ClaimTrial(int64_t trial_id) {
       TRIALD_ASSIGN_OR_RETURN(
           Rows r, Exec("UPDATE trials SET node = $2 WHERE id = $1 AND state = 'WAITING'",
                        Params().Int8(trial_id).Text(node_, "node name"), op));
+      if (r.affected() == 0) return TrialNotMutable(trial_id, op, /*require_waiting=*/true);
+      return Status::Ok();
+    });
+  });
+}
+
+Status PostgresStorage::ReleaseClaim(int64_t trial_id) {
+  return Guarded("ReleaseClaim", [&]() -> Status {
+    const std::string op = "ReleaseClaim(" + TrialIdLabel(trial_id) + ")";
+    return Call(op, Txn::kWrite, [&]() -> Status {
+      TRIALD_ASSIGN_OR_RETURN(Rows r, Exec("UPDATE trials SET node = '' WHERE id = $1 AND "
+                                           "state = 'WAITING' AND node IN ('', $2)",
+                                           Params().Int8(trial_id).Text(node_, "node name"), op));
       if (r.affected() == 0) return TrialNotMutable(trial_id, op, /*require_waiting=*/true);
       return Status::Ok();
     });

@@ -170,6 +170,7 @@ class SqliteStorage final : public Storage {
   const std::string& instance() const override { return instance_; }
   Result<model::StudyRecord> LockStudy(int64_t study_id) override;
   Status ClaimTrial(int64_t trial_id) override;
+  Status ReleaseClaim(int64_t trial_id) override;
   Status Heartbeat(double at) override;
   Result<std::vector<model::NodeRecord>> GetNodes(double now) override;
 
@@ -1051,6 +1052,22 @@ Status SqliteStorage::ClaimTrial(int64_t trial_id) {
     {
       TRIALD_ASSIGN_OR_RETURN(
           Stmt st, Prepare("UPDATE trials SET node = ?2 WHERE id = ?1 AND state = 'WAITING'", op));
+      st.Int(1, trial_id).Text(2, node_);
+      TRIALD_RETURN_IF_ERROR(Run(st, op));
+    }
+    if (sqlite3_changes(db_) == 0) return TrialNotMutable(trial_id, op, /*require_waiting=*/true);
+    return Status::Ok();
+  });
+}
+
+Status SqliteStorage::ReleaseClaim(int64_t trial_id) {
+  return Write("ReleaseClaim", [&]() -> Status {
+    const std::string op = "ReleaseClaim(" + TrialIdLabel(trial_id) + ")";
+    TRIALD_RETURN_IF_ERROR(SetSync(Sync::kFull));
+    {
+      TRIALD_ASSIGN_OR_RETURN(Stmt st, Prepare("UPDATE trials SET node = '' WHERE id = ?1 AND "
+                                               "state = 'WAITING' AND node IN ('', ?2)",
+                                               op));
       st.Int(1, trial_id).Text(2, node_);
       TRIALD_RETURN_IF_ERROR(Run(st, op));
     }

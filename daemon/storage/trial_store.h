@@ -37,6 +37,11 @@ class TrialStore {
   // kFailedPrecondition when the trial is not WAITING. Which trials may be claimed is the
   // caller's decision, made under LockStudy (the scheduler never takes another node's claim).
   virtual common::Status ClaimTrial(int64_t trial_id) = 0;
+  // Gives back this node's claim of a WAITING trial (its node "" again), so that any node may
+  // claim it: a trial claimed and then not started (its study paused, or this daemon stopping,
+  // meanwhile). Ok for a WAITING trial unclaimed already; kFailedPrecondition for one claimed by
+  // another node or not WAITING.
+  virtual common::Status ReleaseClaim(int64_t trial_id) = 0;
   // Sets RUNNING with the process identity and this node. kFailedPrecondition unless WAITING
   // and unclaimed or claimed by this node (a node declared dead may have lost its claim).
   virtual common::Status MarkRunning(int64_t trial_id, const model::ProcessIdentity& process,

@@ -78,6 +78,9 @@ class FlakyStorage final : public storage::Storage {
     return inner_->CreateTrial(id, p, at, retry_of);
   }
   common::Status ClaimTrial(int64_t id) override { return down ? Away() : inner_->ClaimTrial(id); }
+  common::Status ReleaseClaim(int64_t id) override {
+    return down ? Away() : inner_->ReleaseClaim(id);
+  }
   common::Status MarkRunning(int64_t id, const model::ProcessIdentity& p, double at) override {
     return down ? Away() : inner_->MarkRunning(id, p, at);
   }

@@ -585,7 +585,7 @@ TEST_CASE("a claim off the loop for a study paused through another node meanwhil
   CHECK(c.Study("paused").state == StudyState::kComplete);
 }
 
-TEST_CASE("a shutdown waits for a claim off the loop; the trial claimed then waits, unstarted",
+TEST_CASE("a shutdown waits for a claim off the loop; the trial claimed then is given back",
           "[scheduler][shared][reads][claims][shutdown]") {
   SchedulerCluster c({"alpha"});
   SchedulerHarness& a = c[0];
@@ -604,7 +604,7 @@ TEST_CASE("a shutdown waits for a claim off the loop; the trial claimed then wai
   REQUIRE(trials.size() == 2);
   CHECK(trials[0].state == TrialState::kComplete);
   CHECK(trials[1].state == TrialState::kWaiting);
-  CHECK(trials[1].node == "alpha");  // this node's: it starts here when alpha is back
+  CHECK(trials[1].node.empty());  // given back: any node may start it
 }
 
 TEST_CASE("a trial claimed off the loop and cancelled before the claim is back never starts",
@@ -627,6 +627,39 @@ TEST_CASE("a trial claimed off the loop and cancelled before the claim is back n
   CHECK(trials[0].state == TrialState::kComplete);
   CHECK(trials[1].state == TrialState::kFail);
   CHECK(c.Study("cancelled").state == StudyState::kCancelled);
+}
+
+TEST_CASE("a trial claimed off the loop for a study paused before the claim is back is given back",
+          "[scheduler][shared][reads][claims]") {
+  SchedulerCluster c({"alpha", "beta"});
+  SchedulerHarness& a = c[0];
+  REQUIRE(a.Submit(SharedSweep("given_back", 3, 1)).ok());
+  c[1].Tick();
+  a.Tick();  // alpha reads beta's trial: its next draw is numbered 2
+  Launched& first = *a.launcher().Live().front();
+  a.reads().Hold();
+  a.launcher().Complete(first, 0.5);
+  a.reads().Release();  // the end stored, and a new trial created and claimed by alpha
+  std::vector<TrialRecord> trials = c.Trials("given_back");
+  REQUIRE(trials.size() == 3);
+  CHECK(trials[2].node == "alpha");
+  REQUIRE(a.scheduler().Pause("given_back", true).ok());
+  a.Settle();
+  CHECK(a.launcher().launch_count() == 1);
+  trials = c.Trials("given_back");
+  CHECK(trials[2].state == TrialState::kWaiting);
+  CHECK(trials[2].node.empty());
+  // Resumed through beta, whose slot is free: beta starts it.
+  c[1].launcher().Complete(*c[1].launcher().Live().front(), 0.25);
+  REQUIRE(c[1].scheduler().Pause("given_back", false).ok());
+  c[1].Settle();
+  REQUIRE(c[1].launcher().live_count() == 1);
+  CHECK(c[1].launcher().Live().front()->trial == 2);
+  c.RunToEnd();
+  trials = c.Trials("given_back");
+  REQUIRE(trials.size() == 3);
+  for (const TrialRecord& t : trials) CHECK(t.state == TrialState::kComplete);
+  CHECK(c.Study("given_back").state == StudyState::kComplete);
 }
 
 TEST_CASE("a trial a fork server is still starting is not claimed again by the next claim",

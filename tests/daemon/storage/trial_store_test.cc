@@ -626,6 +626,21 @@ TEMPLATE_TEST_CASE("a claimed trial is started by the node that claimed it only"
   CHECK(running.process.pid == 20);
   CHECK(a->MarkRunning(t.id, {10, 10, 1}, 4).code() == Code::kFailedPrecondition);
 
+  // A claim given back: any node may take the trial then, and only the claimer gives it back.
+  TrialRecord back = Unwrap(a->CreateTrial(study, OneParam(2), 7));
+  REQUIRE_OK(a->ClaimTrial(back.id));
+  auto not_mine = b->ReleaseClaim(back.id);
+  CHECK(not_mine.code() == Code::kFailedPrecondition);
+  CHECK_THAT(not_mine.message(), Catch::Contains("claimed by node \"node-a\""));
+  CHECK(Unwrap(a->GetTrial(study, back.number)).node == kNode);
+  REQUIRE_OK(a->ReleaseClaim(back.id));
+  CHECK(Unwrap(a->GetTrial(study, back.number)).node.empty());
+  REQUIRE_OK(a->ReleaseClaim(back.id));  // unclaimed already: nothing to give back
+  REQUIRE_OK(b->ClaimTrial(back.id));
+  CHECK(Unwrap(a->GetTrial(study, back.number)).node == "node-b");
+  CHECK(a->ReleaseClaim(t.id).code() == Code::kFailedPrecondition);  // RUNNING
+  CHECK(a->ReleaseClaim(987654).code() == Code::kNotFound);
+
   // An unclaimed trial is started by whichever node gets there.
   TrialRecord free = Unwrap(a->CreateTrial(study, OneParam(1), 5));
   REQUIRE_OK(b->MarkRunning(free.id, {30, 30, 3}, 6));
