@@ -550,6 +550,21 @@ void SharedCoordinator::FinishOffLoop(StudyCache& study, EndWrite end, EndDone d
   });
 }
 
+Result<model::StudyRecord> SharedCoordinator::BeginLocked(
+    storage::Storage& storage, const ReadFrom& from, Result<std::vector<TrialRecord>>* changed) {
+  Status st = storage.BeginBatch();
+  if (!st.ok()) return st;
+  Result<model::StudyRecord> rec = storage.LockStudy(from.study_id);
+  if (rec.ok()) {
+    *changed = storage.GetTrialsSince(from.study_id, from.known, from.open);
+    if (changed->ok()) return rec;
+    rec = changed->status();
+  }
+  // A transaction that failed stores nothing: the commit ends it (storage.h).
+  (void)storage.CommitBatch();
+  return rec.status();
+}
+
 SharedCoordinator::EndRead SharedCoordinator::StoreEnd(storage::Storage& storage,
                                                        const ReadFrom& from, const std::string& me,
                                                        EndWrite& end) {
@@ -568,18 +583,15 @@ SharedCoordinator::EndRead SharedCoordinator::StoreEnd(storage::Storage& storage
     stored.writes = std::move(writes);
     return std::move(read);
   };
-  Status st = storage.BeginBatch();
-  if (!st.ok()) return failed(st);
+  Result<model::StudyRecord> rec = BeginLocked(storage, from, &read.changed);
+  if (!rec.ok()) return failed(rec.status());
   // CommitBatch of a batch whose connection was lost or whose transaction failed stores nothing
   // (storage.h); one that failed on a refusal rolls back what it made.
   auto abandon = [&](Status why) {
     (void)storage.CommitBatch();
     return failed(std::move(why));
   };
-  Result<model::StudyRecord> rec = storage.LockStudy(from.study_id);
-  if (!rec.ok()) return abandon(rec.status());
-  read.changed = storage.GetTrialsSince(from.study_id, from.known, from.open);
-  if (!read.changed.ok()) return abandon(read.changed.status());
+  Status st;
   auto dropped = [&]() {
     // Another node ended it, or took it over, while this one was silent: theirs now. The commit
     // releases the lock (nothing was written that matters: the trial's writes are refused).
@@ -728,8 +740,9 @@ SharedCoordinator::ClaimRead SharedCoordinator::TakeClaim(storage::Storage& stor
     made.status = std::move(st);
     return std::move(read);
   };
-  Status st = storage.BeginBatch();
-  if (!st.ok()) return failed(st);
+  Result<model::StudyRecord> rec = BeginLocked(storage, from, &read.changed);
+  if (!rec.ok()) return failed(rec.status());
+  read.record = *rec;
   // CommitBatch of a batch whose connection was lost or whose transaction failed stores nothing
   // (storage.h). A trial created before a refusal stays, WAITING and unclaimed, for any node.
   auto abandon = [&](Status why) {
@@ -744,11 +757,6 @@ SharedCoordinator::ClaimRead SharedCoordinator::TakeClaim(storage::Storage& stor
     if (!committed.ok()) return failed(committed);
     return std::move(read);
   };
-  Result<model::StudyRecord> rec = storage.LockStudy(from.study_id);
-  if (!rec.ok()) return abandon(rec.status());
-  read.record = *rec;
-  read.changed = storage.GetTrialsSince(from.study_id, from.known, from.open);
-  if (!read.changed.ok()) return abandon(read.changed.status());
   if (rec->state != model::StudyState::kRunning) {
     return stale(std::string("the study is ") + model::StudyStateName(rec->state));
   }
@@ -789,7 +797,7 @@ SharedCoordinator::ClaimRead SharedCoordinator::TakeClaim(storage::Storage& stor
     claimed = std::move(created).value();
     made.created = true;
   }
-  st = storage.ClaimTrial(claimed.id);
+  Status st = storage.ClaimTrial(claimed.id);
   if (!st.ok()) return abandon(st);
   claimed.node = me;
   st = storage.CommitBatch();

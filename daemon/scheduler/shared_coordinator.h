@@ -166,6 +166,12 @@ class SharedCoordinator final : public NodeCoordinator {
     common::Result<std::vector<model::TrialRecord>> changed = common::Unavailable("not read");
     EndStored stored;
   };
+  // Off the loop, on `storage`: begins a transaction, takes the study's lock and reads into
+  // `changed` its trials changed since `from`; the study's record as locked. On an error the
+  // transaction is ended, nothing of it stored.
+  static common::Result<model::StudyRecord> BeginLocked(
+      storage::Storage& storage, const ReadFrom& from,
+      common::Result<std::vector<model::TrialRecord>>* changed);
   // FinishOffLoop's job, on the reads' storage: under the study's lock, checks that the trial
   // is still this node's and open, then stores its writes, its end, its events and its retry in
   // one transaction.
