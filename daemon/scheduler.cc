@@ -258,6 +258,11 @@ Status Scheduler::Recover() {
 }
 
 void Scheduler::LockedMaybeComplete(StudyRuntime& study) {
+  // Off the loop, the end takes the lock itself.
+  if (coordinator_->WritesOffLoop()) {
+    MaybeCompleteStudy(study);
+    return;
+  }
   Result<std::unique_ptr<StorageBatch>> locked = coordinator_->Lock(study);
   if (locked.ok()) MaybeCompleteStudy(study);
 }
@@ -1071,10 +1076,36 @@ void Scheduler::MaybeCompleteStudy(StudyRuntime& study) {
   const std::string counts =
       std::to_string(study.finished) + " trials finished" +
       (study.retried > 0 ? ", " + std::to_string(study.retried) + " of them retried" : "");
-  Status st = recorder_->SetState(study.record, nullptr,
-                                  failed ? StudyState::kFailed : StudyState::kComplete,
-                                  failed ? "study_failed" : "study_complete",
-                                  failed ? study.failure + " (" + counts + ")" : counts);
+  StudyEndWrite end;
+  end.state = failed ? StudyState::kFailed : StudyState::kComplete;
+  end.n_trials = study.record.n_trials;
+  end.kind = failed ? "study_failed" : "study_complete";
+  end.detail = failed ? study.failure + " (" + counts + ")" : counts;
+  end.at = options_.clock->WallSeconds();
+  if (coordinator_->WritesOffLoop()) {
+    // Shared storage: decided again under the study's lock with its trials read afresh, off the
+    // loop; Pump() when it is back (the study leaves memory then).
+    if (study.ending) return;
+    study.ending = true;
+    const int64_t sid = study.record.id;
+    coordinator_->EndStudyOffLoop(
+        study, end, [this, sid, end](StudyCache*, const Status& st, bool ended) {
+          auto found = studies_.find(sid);
+          if (found != studies_.end()) {
+            StudyRuntime& s = *found->second;
+            s.ending = false;
+            if (ended && s.record.state == StudyState::kRunning) {
+              recorder_->Mirror(s.record, nullptr, end.state, end.at, end.kind, end.detail);
+            } else if (!st.ok()) {
+              // Decided again at the next tick (FollowStored) or end.
+              options_.logger->error("study {}: storing its end: {}", s.record.name, st.message());
+            }
+          }
+          Pump();
+        });
+    return;
+  }
+  Status st = recorder_->SetState(study.record, nullptr, end.state, end.kind, end.detail);
   if (!st.ok()) {
     options_.logger->error("study {}: storing its end: {}", study.record.name, st.message());
   }

@@ -130,6 +130,16 @@ struct ClaimMade {
   bool created = false;                     // kClaimed: a new trial
 };
 
+// A study's end, to be stored off the event loop (NodeCoordinator::EndStudyOffLoop): what the
+// scheduler decided on its cache.
+struct StudyEndWrite {
+  model::StudyState state = model::StudyState::kComplete;  // or kFailed
+  int n_trials = 0;  // the study's n_trials in the cache when it decided
+  std::string kind;  // its event: study_complete or study_failed
+  std::string detail;
+  double at = 0;  // wall time
+};
+
 class NodeCoordinator {
  public:
   virtual ~NodeCoordinator() = default;
@@ -254,8 +264,20 @@ class NodeCoordinator {
   virtual void ReleaseOffLoop(StudyCache& study, int number, std::function<void()> done) {
     (void)study, (void)number, (void)done;
   }
-  // Ends handed to FinishOffLoop, and claims handed to ClaimOffLoop or ReleaseOffLoop, whose
-  // `done` has not run yet.
+  // Needs WritesOffLoop() (otherwise the caller stores a study's end on the loop). Stores the
+  // study's end off the event loop, in one transaction under its lock with its trials read
+  // afresh, with its event: only while the study is RUNNING with the n_trials the decision saw,
+  // none of its trials is open in storage and storage holds no trial the cache lacks (another
+  // node's retry, an enqueued trial); otherwise nothing is written. `done` runs on the loop with
+  // the read applied (unless a read of the study was applied meanwhile): Ok and true when the
+  // end was stored, Ok and false when storage said not now, an error when it failed; nullptr
+  // for a study no longer active. Counts in ends_in_flight() until then.
+  using StudyEndDone = std::function<void(StudyCache*, const common::Status&, bool)>;
+  virtual void EndStudyOffLoop(StudyCache& study, StudyEndWrite end, StudyEndDone done) {
+    (void)study, (void)end, (void)done;
+  }
+  // Ends handed to FinishOffLoop or EndStudyOffLoop, and claims handed to ClaimOffLoop or
+  // ReleaseOffLoop, whose `done` has not run yet.
   virtual size_t ends_in_flight() const { return 0; }
   virtual size_t claims_in_flight() const { return 0; }
 

@@ -729,6 +729,61 @@ void SharedCoordinator::ReleaseOffLoop(StudyCache& study, int number, std::funct
   });
 }
 
+void SharedCoordinator::EndStudyOffLoop(StudyCache& study, StudyEndWrite end, StudyEndDone done) {
+  ++ends_in_flight_;
+  options_.reads->Submit([this, from = ReadFromNow(study), end = std::move(end),
+                          done = std::move(done)](storage::Storage& storage) {
+    StudyEndRead read = StoreStudyEnd(storage, from, end);
+    return StorageReads::Done([this, from, read = std::move(read), done]() mutable {
+      --ends_in_flight_;
+      StudyCache* study = options_.host->FindStudy(from.study_id);
+      if (study == nullptr) {
+        done(nullptr, read.status, read.ended);
+        return;
+      }
+      if (read.changed.ok() && study->sync_epoch == from.epoch) {
+        if (read.record) Adopt(*study, *read.record);
+        Apply(*study, std::move(read.changed).value(), /*off_loop=*/true);
+      }
+      done(study, read.status, read.ended);
+    });
+  });
+}
+
+SharedCoordinator::StudyEndRead SharedCoordinator::StoreStudyEnd(storage::Storage& storage,
+                                                                 const ReadFrom& from,
+                                                                 const StudyEndWrite& end) {
+  StudyEndRead read;
+  Result<model::StudyRecord> rec = BeginLocked(storage, from, &read.changed);
+  if (!rec.ok()) {
+    read.status = rec.status();
+    return read;
+  }
+  read.record = *rec;
+  int stored = from.known;
+  bool open = false;
+  for (const TrialRecord& t : *read.changed) {
+    stored = std::max(stored, t.number + 1);
+    open = open || !model::IsFinished(t.state);
+  }
+  // Not now (nothing written; the commit releases the lock): ended through another node, more
+  // trials asked for, or trials the cache lacks or still open.
+  const bool now = rec->state == model::StudyState::kRunning && rec->n_trials == end.n_trials &&
+                   stored == from.known && !open;
+  Status st;
+  if (now) {
+    st = storage.SetStudyState(from.study_id, end.state, end.at);
+    if (st.ok()) {
+      Status e = storage.AppendEvent(from.study_id, std::nullopt, end.kind, end.detail, end.at);
+      if (PendingWrites::IsOutage(e)) st = e;  // another refusal: stored without its event
+    }
+  }
+  Status committed = storage.CommitBatch();
+  read.status = st.ok() ? committed : st;
+  read.ended = now && read.status.ok();
+  return read;
+}
+
 SharedCoordinator::ClaimRead SharedCoordinator::TakeClaim(storage::Storage& storage,
                                                           const ReadFrom& from,
                                                           const std::string& me,

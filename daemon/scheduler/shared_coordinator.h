@@ -117,6 +117,7 @@ class SharedCoordinator final : public NodeCoordinator {
   size_t ends_in_flight() const override { return ends_in_flight_; }
   bool ClaimOffLoop(StudyCache& study, ClaimPick pick, ClaimDone done) override;
   void ReleaseOffLoop(StudyCache& study, int number, std::function<void()> done) override;
+  void EndStudyOffLoop(StudyCache& study, StudyEndWrite end, StudyEndDone done) override;
   size_t claims_in_flight() const override { return claims_in_flight_; }
   void OnTick(bool shutting_down) override;
   void Adopt(StudyCache& study, const model::StudyRecord& stored) override;
@@ -191,6 +192,16 @@ class SharedCoordinator final : public NodeCoordinator {
   static ClaimRead TakeClaim(storage::Storage& storage, const ReadFrom& from, const std::string& me,
                              const ClaimPick& pick, double at);
   void OnClaimRead(const ReadFrom& from, ClaimRead read, const ClaimDone& done);
+  // What a study end's transaction read, and whether the end was stored (status: a failure).
+  struct StudyEndRead {
+    common::Result<std::vector<model::TrialRecord>> changed = common::Unavailable("not read");
+    std::optional<model::StudyRecord> record;
+    common::Status status;
+    bool ended = false;
+  };
+  // EndStudyOffLoop's job, on the reads' storage.
+  static StudyEndRead StoreStudyEnd(storage::Storage& storage, const ReadFrom& from,
+                                    const StudyEndWrite& end);
   // A beat (taken at `started`) reached the database: the lease runs from then.
   void OnBeat(double started);
   // Sets the nodes found silent for longer than node_timeout_s from `nodes`.

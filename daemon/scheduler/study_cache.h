@@ -36,6 +36,7 @@ struct StudyCache {
   // off the event loop (storage_reads.h) is applied only if none was applied since it began.
   uint64_t sync_epoch = NextSyncEpoch();
   bool read_in_flight = false;  // a pruning read of it is off the loop (storage_reads.h)
+  bool ending = false;          // its own end (COMPLETE, FAILED) is being stored off the loop
   int pending_finishes = 0;     // shared: ends of its trials not yet stored (the database was away)
 
   // Configurations created so far: what n_trials counts.

@@ -19,18 +19,24 @@ common::Status StudyRecorder::SetState(model::StudyRecord& record, StudyCache* a
                                        const std::string& detail) {
   const double now = options_.clock->WallSeconds();
   TRIALD_RETURN_IF_ERROR(options_.storage->SetStudyState(record.id, state, now));
-  const double finished_at = state == model::StudyState::kRunning ? 0 : now;
+  if (!kind.empty()) {
+    common::Status st = options_.storage->AppendEvent(record.id, std::nullopt, kind, detail, now);
+    if (!st.ok()) options_.logger->error("storing event {}: {}", kind, st.message());
+  }
+  Mirror(record, active, state, now, kind, detail);
+  return common::Status::Ok();
+}
+
+void StudyRecorder::Mirror(model::StudyRecord& record, StudyCache* active, model::StudyState state,
+                           double at, const std::string& kind, const std::string& detail) {
+  const double finished_at = state == model::StudyState::kRunning ? 0 : at;
   record.state = state;
   record.finished_at = finished_at;
   if (active != nullptr) {
     active->record.state = state;
     active->record.finished_at = finished_at;
   }
-  if (kind.empty()) return common::Status::Ok();
-  common::Status st = options_.storage->AppendEvent(record.id, std::nullopt, kind, detail, now);
-  if (!st.ok()) options_.logger->error("storing event {}: {}", kind, st.message());
-  Log(record, state, kind, detail);
-  return common::Status::Ok();
+  if (!kind.empty()) Log(record, state, kind, detail);
 }
 
 common::Status StudyRecorder::SetControl(const model::StudyRecord& record, StudyCache* active,

@@ -43,6 +43,10 @@ class StudyRecorder {
   // `active` (else nullptr); then event `kind` with `detail` and a log line.
   common::Status SetSubmit(const model::StudyRecord& record, StudyCache* active,
                            const std::string& kind, const std::string& detail);
+  // A state stored with its event elsewhere (off the event loop, at wall time `at`): mirrored in
+  // `record` and `active` (else nullptr), and logged.
+  void Mirror(model::StudyRecord& record, StudyCache* active, model::StudyState state, double at,
+              const std::string& kind, const std::string& detail);
 
  private:
   void Log(const model::StudyRecord& record, model::StudyState state, const std::string& kind,

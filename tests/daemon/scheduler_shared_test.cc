@@ -662,6 +662,35 @@ TEST_CASE("a trial claimed off the loop for a study paused before the claim is b
   CHECK(c.Study("given_back").state == StudyState::kComplete);
 }
 
+TEST_CASE("a study's end is decided again under its lock: more trials asked elsewhere keep it on",
+          "[scheduler][shared][reads][claims]") {
+  SchedulerCluster c({"alpha"});
+  SchedulerHarness& a = c[0];
+  REQUIRE(a.Submit(SharedSweep("extended", 2, 2)).ok());
+  std::vector<Launched*> live = a.launcher().Live();
+  REQUIRE(live.size() == 2);
+  a.launcher().Complete(*live[0], 0.5);
+  a.Settle();
+  a.reads().Hold();
+  a.launcher().Complete(*live[1], 0.25);
+  a.reads().Release();  // the last end stored; its completion not run yet
+  // Another node extends the study meanwhile (its verb's write, as stored).
+  const StudyRecord before = c.Study("extended");
+  REQUIRE(a.storage().SetStudyControl(before.id, false, 3, 0).ok());
+  // The end's completion finds every trial it knows finished, with n_trials 2: the study's end
+  // is stored only under the lock, where n_trials is 3, so it goes on.
+  a.Settle();
+  CHECK(c.Study("extended").state == StudyState::kRunning);
+  CHECK_FALSE(a.HasEvent("extended", "study_complete"));
+  REQUIRE(a.launcher().live_count() == 1);
+  CHECK(a.launcher().Live().front()->trial == 2);
+  c.RunToEnd();
+  CHECK(c.Trials("extended").size() == 3);
+  CHECK(c.Study("extended").state == StudyState::kComplete);
+  std::vector<std::string> kinds = a.EventKinds("extended");
+  CHECK(std::count(kinds.begin(), kinds.end(), "study_complete") == 1);
+}
+
 TEST_CASE("a trial a fork server is still starting is not claimed again by the next claim",
           "[scheduler][shared][reads][claims]") {
   SchedulerCluster c({"alpha"});
