@@ -8,9 +8,9 @@
 // Contract shared by the parts (each part's own on its class; tests/daemon/storage/ runs each
 // part's suite against every implementation):
 // - A state change (CreateStudy, SetStudyState, SetStudyControl, DeleteStudy, CreateTrial,
-//   ClaimTrial, MarkRunning, FinishTrial) is durable when the call returns, or, inside a batch,
-//   when the outermost CommitBatch returns. AddIntermediate, SetAttr and AddTrialParam may be
-//   made durable lazily (at the latest by the next state change).
+//   ClaimTrial, ReleaseClaim, MarkRunning, FinishTrial) is durable when the call returns, or,
+//   inside a batch, when the outermost CommitBatch returns. AddIntermediate, SetAttr and
+//   AddTrialParam may be made durable lazily (at the latest by the next state change).
 // - Batches group changes into one atomic, durable commit (one fsync for SQLite): the daemon
 //   wraps each event it handles in one, so a trial's end and its successor's start cost one
 //   sync each, not one per row. A failed call inside a batch leaves the batch's earlier changes

@@ -7,7 +7,7 @@
 // - Finished trials (COMPLETE, PRUNED, FAIL) are immutable: changing one returns
 //   kFailedPrecondition and leaves it as it was.
 // - Unknown study or trial: kNotFound.
-// - CreateTrial, ClaimTrial, MarkRunning and FinishTrial are durable state changes;
+// - CreateTrial, ClaimTrial, ReleaseClaim, MarkRunning and FinishTrial are durable state changes;
 //   AddIntermediate, SetAttr and AddTrialParam may be made durable lazily (at the latest by the
 //   next state change).
 // - ClaimTrial and MarkRunning record the storage's node (NodeRegistry::node); "" while a
