@@ -21,7 +21,8 @@
 //   - a node that comes back finds its trials ended (finished trials are immutable): it stops
 //     their processes and records nothing for them, so nothing is resurrected or reported
 //     twice;
-//   - the node that ends a study's last trial completes the study; a cancel through any node
+//   - the node that ends a study's last trial completes the study (under the lock: not while
+//     any trial of it is open, or exists unread, in storage); a cancel through any node
 //     stops the trials of every node (each stops its own at its next tick);
 //   - a trial's end that cannot be stored (the database is away) is kept and stored at a later
 //     tick; the study cannot complete without it meanwhile.
@@ -34,16 +35,17 @@
 // pruning re-reads are made on the reads' thread and applied on the loop when they are back, so
 // a frozen or distant database makes no trial channel, control request or dashboard wait for
 // them. A read is applied to a study only if no other read of it was applied since it began
-// (StudyCache::sync_epoch: a claim or an end reads the study under its lock on the loop, and
-// that is newer), and never over this node's own open trials (their start and reports are in
-// memory before they are stored) unless storage has them ended or taken over. The lease runs
+// (StudyCache::sync_epoch: a control verb or the reaping reads the study under its lock on the
+// loop, and that is newer), and never over this node's own open trials (their start and reports are
+// in memory before they are stored) unless storage has them ended or taken over. The lease runs
 // from the tick's start (before the beat was sent); a tick whose predecessor's beat is not back
 // checks the fence without waiting for it (otherwise the beat's outcome decides). This node's
-// own trials' starts and ends go there too (MarkRunningOffLoop, FinishOffLoop), in that order: an
-// end in a transaction of its own on the reads' connection, under the study's lock, with the
-// trial's last writes, its events and its retry. What stays on the loop: claims, other ends (a
-// dead node's trials, a cancelled study's waiting ones), a study's completion, control verbs and
-// the dead nodes' reaping, each under the study's lock.
+// own trials' claims, starts and ends go there too (ClaimOffLoop, MarkRunningOffLoop,
+// FinishOffLoop), in that order, and a study's end (EndStudyOffLoop): a claim, an end and a
+// study's end each in a transaction of its own on the reads' connection, under the study's lock
+// with its trials read afresh (shared_coordinator_off_loop.cc). What stays on the loop: other
+// ends (a dead node's trials, a cancelled study's waiting ones), control verbs and the dead
+// nodes' reaping, each under the study's lock.
 //
 // Owns: the node's lease, the set of nodes found dead, the studies it leaves to other nodes,
 // and the trial ends waiting for the database. Not owned: the storage, clock and host.
