@@ -405,8 +405,8 @@ class Scheduler {
   // its slot and `gpus` are held meanwhile (claims_). False: nothing to claim now.
   bool ClaimOffLoop(StudyRuntime& study, TrialGpus gpus);
   // A claim ClaimOffLoop handed over is back: the trial launched (unless the study or this node
-  // stopped meanwhile: it waits then, this node's), or the pick made again on what was read
-  // (stale), or the failure taken as a refused write; then Pump().
+  // stopped meanwhile: its claim is given back then, ReleaseOffLoop), or the pick made again on
+  // what was read (stale), or the failure taken as a refused write; then Pump().
   void OnClaimed(int64_t study_id, ClaimMade made);
   // Launches the claimed trial `number` (`created`: a new one) on `gpus`; false when it could
   // not be started (it waits again).
@@ -444,6 +444,8 @@ class Scheduler {
   void FinishTrial(StudyRuntime& study, int number, const model::TrialOutcome& outcome,
                    bool own = true);
   // Ends the study, COMPLETE (or FAILED, with study.failure) once nothing of it is left to run.
+  // Shared storage with writes off the loop: stored off the loop, decided again under the
+  // study's lock (NodeCoordinator::EndStudyOffLoop), and mirrored when it is back.
   void MaybeCompleteStudy(StudyRuntime& study);
   // The studies as a tick read them (CoordinatorHost::FollowStored).
   void FollowStored(const std::vector<model::StudyRecord>& stored);

@@ -231,8 +231,8 @@ class NodeCoordinator {
   virtual void FinishOffLoop(StudyCache& study, EndWrite end, EndDone done) {
     (void)study, (void)end, (void)done;
   }
-  // Whether this node's own trials' claims, starts and ends are stored off the event loop
-  // (ClaimOffLoop, MarkRunningOffLoop, FinishOffLoop).
+  // Whether this node's own trials' claims, starts and ends, and its studies' ends, are stored
+  // off the event loop (ClaimOffLoop, MarkRunningOffLoop, FinishOffLoop, EndStudyOffLoop).
   virtual bool WritesOffLoop() const { return false; }
   // Records this node's own trial `trial_id` RUNNING with `process` (Storage::MarkRunning) off
   // the event loop; `done` runs on the loop with the outcome. Before any later end of the trial
