@@ -585,7 +585,7 @@ TEST_CASE("a claim off the loop for a study paused through another node meanwhil
   CHECK(c.Study("paused").state == StudyState::kComplete);
 }
 
-TEST_CASE("a shutdown waits for a claim off the loop; the trial claimed then is given back",
+TEST_CASE("a shutdown waits for a claim off the loop, and the trial claimed then is given back",
           "[scheduler][shared][reads][claims][shutdown]") {
   SchedulerCluster c({"alpha"});
   SchedulerHarness& a = c[0];
