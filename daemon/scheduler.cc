@@ -167,6 +167,7 @@ Result<model::StudyRecord> Scheduler::SetMetricNames(const std::string& name,
                                                      const std::vector<std::string>& names) {
   return control_->SetMetricNames(name, names);
 }
+Status Scheduler::FollowControl(const ControlStored& stored) { return control_->Follow(stored); }
 Result<int64_t> Scheduler::Delete(const std::string& name, bool purge) {
   return control_->Delete(name, purge);
 }
@@ -832,19 +833,6 @@ void Scheduler::OnExit(int64_t trial_id, const launcher::ProcessOutcome& o) {
   rt.reset();  // the process is over; its handle goes now
   Pump();
 }
-
-namespace {
-// The cached trial as its stored end (`out`, at `at`) made it.
-void MirrorEnd(TrialRecord& trial, const model::TrialOutcome& out, double at) {
-  trial.state = out.state;
-  trial.value = out.value;
-  trial.values = out.values;
-  trial.constraints = out.constraints;
-  trial.resources = out.resources;
-  trial.fail = out.fail;
-  trial.finished_at = at;
-}
-}  // namespace
 
 void Scheduler::MaybeRetry(StudyRuntime& study, int number) {
   const TrialRecord failed = study.trials[number];  // a copy: trials grows below

@@ -89,6 +89,8 @@
 //   trial_starter.h       a claimed trial launched: its spec, a retry's resume folder
 //   client_asks.h         ask and tell: a kind = "client" study starts a trial only when asked
 //   study_control.h       the control verbs (cancel, pause, resume, extend, set, delete, enqueue)
+//   control_change.h      pause, resume, extend, set parallelism, cancel: one decision, stored
+//                         on the loop or, on shared storage, by the servers' reads off it
 //   study_recorder.h      the one step of a study change: store, mirror, event, log
 //   recovery.h            the trials a previous daemon left running, ended as lost
 //   trial_channel.h       a running trial's channel: reports, caps, suggest, should_prune
@@ -141,6 +143,7 @@
 #include "daemon/launcher/launcher.h"
 #include "daemon/pruner/pruner.h"
 #include "daemon/sampler/sampler.h"
+#include "daemon/scheduler/control_change.h"
 #include "daemon/scheduler/leftover_processes.h"
 #include "daemon/scheduler/node_coordinator.h"
 #include "daemon/scheduler/pending_writes.h"
@@ -283,6 +286,11 @@ class Scheduler {
   // the state directory (trial folders and logs of this node). Event study_deleted (stored
   // without a study, naming it). Returns how many trials were deleted.
   common::Result<int64_t> Delete(const std::string& study_name, bool purge);
+  // Pause, resume, extend, set parallelism or cancel as a server's reads' thread stored it off
+  // the event loop on shared storage (StoreControl, scheduler/control_change.h): this node's
+  // memory follows at once (StudyControl::Follow); errors as Extend's when a COMPLETE study
+  // extended cannot run here.
+  common::Status FollowControl(const ControlStored& stored);
 
   // Queues a trial with fixed parameters, as Optuna's enqueue_trial: `params` maps parameter
   // names to values as a user writes them ("0.01", "64", "adamw"), each parsed against the

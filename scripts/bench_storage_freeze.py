@@ -21,6 +21,10 @@ against its own fresh database, so the two lines compare side by side:
 
   /usr/bin/python3 scripts/bench_storage_freeze.py --before /path/to/old/triald
 
+--control-every S adds a client that sends a control change every S seconds (`set` of the
+study's parallelism to the 2 it has: an event each time, nothing else changes), timed and
+reported as "set" like the pollers above.
+
 --delay-ms D puts the server D ms away: the daemon reaches it through a proxy on loopback that
 holds every chunk for D ms in each direction (a round trip of 2D ms more; the order of the
 bytes kept, nothing else limited). With --freeze 0 that is a slow database alone. The channel's
@@ -256,6 +260,10 @@ high = 1.0
         if a.readers:
             pingers += [verb_poller(sock, "status", 0.1, study="freeze"),
                         dashboard_poller(port, "/api/studies/freeze", 0.1)]
+        if a.control_every > 0:
+            # A change that changes nothing the sweep does: its parallelism set to what it is.
+            pingers.append(verb_poller(sock, "set", a.control_every, study="freeze",
+                                       parallelism=2))
         for p in pingers:
             p.start()
         time.sleep(2)
@@ -323,6 +331,9 @@ def main():
     ap.add_argument("--node-timeout", type=float, default=30)
     ap.add_argument("--delay-ms", type=float, default=0,
                     help="the server this many ms away in each direction (a delaying proxy)")
+    ap.add_argument("--control-every", type=float, default=0,
+                    help="also a client that sets the study's parallelism (to the 2 it has) "
+                    "every this many seconds: a control change ('set' in the figures)")
     ap.add_argument("--no-readers", dest="readers", action="store_false",
                     help="no status and dashboard polling (the loop runs those verbs)")
     a = ap.parse_args()

@@ -12,6 +12,8 @@
 #include <cstdio>
 #include <cstring>
 
+#include "common/clock.h"
+#include "common/json.h"
 #include "common/memory.h"
 #include "daemon/control/kept_answers.h"
 #include "proto/control.h"
@@ -170,6 +172,17 @@ class ControlServer::Connection : public std::enable_shared_from_this<Connection
       OnReads([req = std::move(*req), claim](Connection& c) { c.RunRead(req, claim); });
       return;
     }
+    // A control change on shared storage is stored on the ReadThread too, then followed on the
+    // loop (control_change.h); bad arguments are answered on the loop as before.
+    if (server_->options_.reads != nullptr) {
+      if (Result<std::optional<ControlChange>> change = ControlChangeOf(req->verb, req->args);
+          change.ok() && change->has_value()) {
+        OnReads([req = std::move(*req), change = std::move(**change), claim](Connection& c) {
+          c.StoreChange(req, change, claim);
+        });
+        return;
+      }
+    }
     OnLoop([req = std::move(*req), fd = socket_.native_handle(), more = !pending_.empty(),
             claim](Connection& c) { c.RunVerb(req, fd, more, *claim); });
   }
@@ -199,6 +212,42 @@ class ControlServer::Connection : public std::enable_shared_from_this<Connection
     Result<std::string> first = (*stream)->Next();
     if (!first.ok()) return reply(proto::EncodeError(first.status()));
     DeliverStream(*claim, req.verb, std::move(*stream), std::move(*first), /*on_reads=*/true);
+  }
+
+  // ReadThread: a control change (pause, resume, extend, set parallelism, cancel), its
+  // study's ownership checked and the change stored with the thread's storage; the scheduler's
+  // memory then follows on the loop (FollowChange) before the reply goes out.
+  void StoreChange(const proto::Request& req, const ControlChange& change,
+                   const std::shared_ptr<AnswerClaim>& claim) {
+    if (!claim->Takes()) return;
+    Changed(req);
+    auto reply = [this, &claim, &req](std::string text) {
+      Changed(req);
+      Deliver(*claim, std::move(text));
+    };
+    if (Status owner = AuthorizeStudyVerb(*read_context_.storage, server_->options_.access, peer_,
+                                          req.verb, req.args);
+        !owner.ok()) {
+      server_->options_.logger->warn("control socket: denied \"{}\" to uid {} pid {}: {}", req.verb,
+                                     peer_.uid, peer_.pid, owner.message());
+      return reply(proto::EncodeError(owner));
+    }
+    Result<ControlStored> stored =
+        StoreControl(*read_context_.storage, change, common::SystemClock().WallSeconds());
+    if (!stored.ok()) return reply(proto::EncodeError(stored.status()));
+    OnLoop([req, change, stored = std::move(stored).value(), claim](Connection& c) {
+      c.FollowChange(req, change, stored, *claim);
+    });
+  }
+
+  // Event loop: the scheduler follows a change StoreChange stored; then its reply.
+  void FollowChange(const proto::Request& req, const ControlChange& change,
+                    const ControlStored& stored, AnswerClaim& claim) {
+    Status followed = context_.scheduler->FollowControl(stored);
+    Changed(req);
+    if (!followed.ok()) return Deliver(claim, proto::EncodeError(followed));
+    Deliver(claim, "{\"ok\":true,\"result\":" +
+                       common::SerializeJson(ControlStoredReply(change, stored)) + "}\n");
   }
 
   // The reply `text` goes back to be written, unless the server's thread answered already.

@@ -42,6 +42,9 @@
 // none of their storage calls; `status` is then completed on the loop with the fields only its
 // memory holds (AddStatusMemory: no storage), and is answered from its last reply when the
 // ReadThread's storage has kept it waiting; a `status` read while a change ran is not kept.
+// The control changes pause, resume, extend, set parallelism and cancel are stored there too,
+// their study's ownership checked there (scheduler/control_change.h: StoreControl); the loop
+// then follows what was stored without storage (Scheduler::FollowControl) before the reply.
 //
 // Who may use which verb: daemon/control/access.h (decided once per connection from the peer's
 // credentials). What each verb does: the verb table in daemon/control/verbs.h. The JSON shapes

@@ -423,10 +423,14 @@ Result<std::unique_ptr<ReplyStream>> TrialsStreamer(const VerbContext& c,
       &TrialToJson, "[", "]"));
 }
 
+json::value CancelReply(const std::string& name) {
+  return json::object{{"study", name}, {"state", "CANCELLED"}};
+}
+
 Result<json::value> CancelVerb(const VerbContext& c, const json::object& args) {
   TRIALD_ASSIGN_OR_RETURN(std::string name, proto::GetString(args, "study"));
   TRIALD_RETURN_IF_ERROR(c.scheduler->Cancel(name));
-  return json::value(json::object{{"study", name}, {"state", "CANCELLED"}});
+  return CancelReply(name);
 }
 
 // The control fields of a study after a change (pause, resume, extend, set).
@@ -462,6 +466,32 @@ Result<int> IntArgument(const json::object& args, const char* key, int low) {
   return static_cast<int>(n);
 }
 
+// `set`'s metric names, when given (an error when they are not an array of strings).
+Result<std::optional<std::vector<std::string>>> MetricNamesArgument(const json::object& args) {
+  const json::value* names = args.if_contains("metric_names");
+  if (names == nullptr) return std::optional<std::vector<std::string>>();
+  std::vector<std::string> list;
+  if (!names->is_array()) {
+    return common::InvalidArgument("argument \"metric_names\" must be an array of strings");
+  }
+  for (const json::value& n : names->as_array()) {
+    if (!n.is_string()) {
+      return common::InvalidArgument("argument \"metric_names\" must be an array of strings");
+    }
+    list.emplace_back(n.as_string());
+  }
+  return std::optional<std::vector<std::string>>(std::move(list));
+}
+
+// `set`'s parallelism (an error when there is no setting).
+Result<int> ParallelismArgument(const json::object& args) {
+  if (!args.contains("parallelism")) {
+    return common::InvalidArgument(
+        "\"set\" needs a setting; expected \"parallelism\" or \"metric_names\"");
+  }
+  return IntArgument(args, "parallelism", 1);
+}
+
 Result<json::value> ExtendVerb(const VerbContext& c, const json::object& args) {
   TRIALD_ASSIGN_OR_RETURN(std::string name, proto::GetString(args, "study"));
   TRIALD_ASSIGN_OR_RETURN(int n, IntArgument(args, "n_trials", 1));
@@ -471,27 +501,14 @@ Result<json::value> ExtendVerb(const VerbContext& c, const json::object& args) {
 
 Result<json::value> SetVerb(const VerbContext& c, const json::object& args) {
   TRIALD_ASSIGN_OR_RETURN(std::string name, proto::GetString(args, "study"));
-  if (const json::value* names = args.if_contains("metric_names"); names != nullptr) {
-    std::vector<std::string> list;
-    if (!names->is_array()) {
-      return common::InvalidArgument("argument \"metric_names\" must be an array of strings");
-    }
-    for (const json::value& n : names->as_array()) {
-      if (!n.is_string()) {
-        return common::InvalidArgument("argument \"metric_names\" must be an array of strings");
-      }
-      list.emplace_back(n.as_string());
-    }
-    TRIALD_ASSIGN_OR_RETURN(model::StudyRecord rec, c.scheduler->SetMetricNames(name, list));
+  TRIALD_ASSIGN_OR_RETURN(std::optional<std::vector<std::string>> names, MetricNamesArgument(args));
+  if (names) {
+    TRIALD_ASSIGN_OR_RETURN(model::StudyRecord rec, c.scheduler->SetMetricNames(name, *names));
     json::value reply = ControlReply(rec);
     reply.as_object()["metric_names"] = MetricNamesJson(rec);
     return reply;
   }
-  if (!args.contains("parallelism")) {
-    return common::InvalidArgument(
-        "\"set\" needs a setting; expected \"parallelism\" or \"metric_names\"");
-  }
-  TRIALD_ASSIGN_OR_RETURN(int n, IntArgument(args, "parallelism", 1));
+  TRIALD_ASSIGN_OR_RETURN(int n, ParallelismArgument(args));
   TRIALD_ASSIGN_OR_RETURN(model::StudyRecord rec, c.scheduler->SetParallelism(name, n));
   return ControlReply(rec);
 }
@@ -770,6 +787,36 @@ Result<json::value> HandleVerb(const VerbContext& context, const std::string& ve
   Result<json::value> parsed = common::ParseJsonExact(text);
   if (!parsed.ok()) return common::Internal("\"" + verb + "\" reply: " + parsed.status().message());
   return parsed;
+}
+
+Result<std::optional<ControlChange>> ControlChangeOf(const std::string& verb,
+                                                     const json::object& args) {
+  using Kind = ControlChange::Kind;
+  std::optional<Kind> kind;
+  if (verb == "pause") kind = Kind::kPause;
+  if (verb == "resume") kind = Kind::kResume;
+  if (verb == "extend") kind = Kind::kExtend;
+  if (verb == "set") kind = Kind::kParallelism;
+  if (verb == "cancel") kind = Kind::kCancel;
+  if (!kind) return std::optional<ControlChange>();
+  ControlChange change;
+  change.kind = *kind;
+  TRIALD_ASSIGN_OR_RETURN(change.study, proto::GetString(args, "study"));
+  if (*kind == Kind::kExtend) {
+    TRIALD_ASSIGN_OR_RETURN(change.value, IntArgument(args, "n_trials", 1));
+  }
+  if (*kind == Kind::kParallelism) {
+    TRIALD_ASSIGN_OR_RETURN(std::optional<std::vector<std::string>> names,
+                            MetricNamesArgument(args));
+    if (names) return std::optional<ControlChange>();  // on the loop
+    TRIALD_ASSIGN_OR_RETURN(change.value, ParallelismArgument(args));
+  }
+  return std::optional<ControlChange>(std::move(change));
+}
+
+json::value ControlStoredReply(const ControlChange& change, const ControlStored& stored) {
+  if (change.kind == ControlChange::Kind::kCancel) return CancelReply(stored.rec.name);
+  return ControlReply(stored.rec);
 }
 
 Result<std::unique_ptr<ReplyStream>> StartVerb(const VerbContext& context, const std::string& verb,

@@ -67,6 +67,7 @@
 
 #include <boost/json.hpp>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -176,6 +177,15 @@ common::Result<boost::json::value> HandleVerb(const VerbContext& context, const 
 // loop with `context`, the loop's, without storage.
 void AddStatusMemory(const VerbContext& context, const std::string& study,
                      boost::json::object* summary);
+
+// The change `verb` with `args` makes when it is one that a server stores off the event loop on
+// shared storage (pause, resume, extend, set parallelism, cancel: ControlStored, then
+// Scheduler::FollowControl on the loop); nullopt for any other verb, `set` of metric names
+// included. Errors: the verb's own for bad arguments.
+common::Result<std::optional<ControlChange>> ControlChangeOf(const std::string& verb,
+                                                             const boost::json::object& args);
+// The verb's reply to a change so stored: as the verb's own reply on the loop.
+boost::json::value ControlStoredReply(const ControlChange& change, const ControlStored& stored);
 
 // Runs `verb` with `args` as a stream: a streamed verb's own, or one piece holding a handled
 // verb's whole result. Errors as HandleVerb.

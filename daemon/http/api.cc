@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/clock.h"
 #include "common/json.h"
 #include "common/utf8.h"
 #include "daemon/control/best.h"
@@ -196,61 +197,100 @@ ApiMemory Api::GatherMemory(const ApiRequest& req) const {
   return m;
 }
 
-ApiResponse Api::Handle(const ApiRequest& req, const ApiMemory* memory) {
+Api::Routed Api::Route(const ApiRequest& req) const {
+  Routed r;
   std::string_view path = req.target.substr(0, req.target.find('?'));
   std::vector<std::string> raw = Segments(path.substr(path.empty() ? 0 : 1));
-  std::vector<std::string> seg;
   for (const std::string& s : raw) {
     std::string decoded;
-    if (!PercentDecode(s, &decoded)) return Error(400, "bad %-escape in the path");
-    seg.push_back(std::move(decoded));
+    if (!PercentDecode(s, &decoded)) return r.Answer(Error(400, "bad %-escape in the path"));
+    r.seg.push_back(std::move(decoded));
   }
+  const std::vector<std::string>& seg = r.seg;
   // HEAD is GET without the body (the server drops it): the same checks, status and headers.
   const bool get = req.method == "GET" || req.method == "HEAD";
   // The page: one document for every view; it reads the path itself.
   const bool page = path == "/" || (seg.size() == 2 && seg[0] == "studies" && !seg[1].empty()) ||
                     (seg.size() == 4 && seg[0] == "studies" && seg[2] == "trials");
   if (page) {
-    if (!get) return MethodNotAllowed(req.method, "GET, HEAD");
-    ApiResponse r;
-    r.content_type = "text/html; charset=utf-8";
+    if (!get) return r.Answer(MethodNotAllowed(req.method, "GET, HEAD"));
+    ApiResponse page_answer;
+    page_answer.content_type = "text/html; charset=utf-8";
     static const std::shared_ptr<const std::string> kPage = Text(std::string(kDashboardPage));
-    r.body = kPage;
-    return r;
+    page_answer.body = kPage;
+    return r.Answer(std::move(page_answer));
   }
   if (seg.empty() || seg[0] != "api" || seg.size() < 2 || seg[1] != "studies") {
-    return Error(404, "no such page: " + std::string(path) +
-                          "; the API is under /api/studies (daemon/README.md, Dashboard)");
+    return r.Answer(
+        Error(404, "no such page: " + std::string(path) +
+                       "; the API is under /api/studies (daemon/README.md, Dashboard)"));
   }
   for (size_t i = 2; i < seg.size(); ++i) {
-    if (seg[i].empty()) return Error(404, "no such path: " + std::string(path));
+    if (seg[i].empty()) return r.Answer(Error(404, "no such path: " + std::string(path)));
   }
   static const std::set<std::string, std::less<>> kActions = {"pause", "resume", "cancel", "extend",
                                                               "parallelism"};
-  const bool action = seg.size() == 4 && kActions.count(seg[3]) > 0;
+  r.action = seg.size() == 4 && kActions.count(seg[3]) > 0;
   const bool read = seg.size() == 2 || seg.size() == 3 || (seg.size() == 5 && seg[3] == "trials");
-  if (!action && !read) return Error(404, "no such path: " + std::string(path));
-  if (action && req.method != "POST") return MethodNotAllowed(req.method, "POST");
-  if (read && !get) return MethodNotAllowed(req.method, "GET, HEAD");
+  if (!r.action && !read) return r.Answer(Error(404, "no such path: " + std::string(path)));
+  if (r.action && req.method != "POST") return r.Answer(MethodNotAllowed(req.method, "POST"));
+  if (read && !get) return r.Answer(MethodNotAllowed(req.method, "GET, HEAD"));
 
   const std::string_view token = BearerToken(req.authorization);
   const bool authorized = TokensEqual(token, options_.token);
-  if (action || !options_.read_open) {
-    if (!authorized) {
-      return Error(403, std::string(token.empty() ? "no token given: " : "wrong token: ") +
-                            (action ? "actions need"
-                                    : "reading needs (triald runs without "
-                                      "--socket-read-open)") +
-                            " \"Authorization: Bearer TOKEN\", TOKEN being the content of " +
-                            options_.state_dir + "/" + kTokenFileName +
-                            " (readable by triald's user only)");
-    }
+  if ((r.action || !options_.read_open) && !authorized) {
+    return r.Answer(Error(403, std::string(token.empty() ? "no token given: " : "wrong token: ") +
+                                   (r.action ? "actions need"
+                                             : "reading needs (triald runs without "
+                                               "--socket-read-open)") +
+                                   " \"Authorization: Bearer TOKEN\", TOKEN being the content of " +
+                                   options_.state_dir + "/" + kTokenFileName +
+                                   " (readable by triald's user only)"));
   }
+  return r;
+}
+
+ApiResponse Api::Handle(const ApiRequest& req, const ApiMemory* memory) {
+  Routed r = Route(req);
+  if (r.answer) return std::move(*r.answer);
+  const std::vector<std::string>& seg = r.seg;
   Forget();
-  if (action) return Action(seg[2], seg[3], req.body);
+  if (r.action) {
+    std::variant<ApiResponse, ActionCall> call = ActionArgs(seg[2], seg[3], req.body);
+    if (ApiResponse* answer = std::get_if<ApiResponse>(&call)) return std::move(*answer);
+    return RunAction(std::get<ActionCall>(call));
+  }
   if (seg.size() == 2) return Studies();
   if (seg.size() == 3) return Study(seg[2], memory);
   return Trial(seg[2], seg[4], memory);
+}
+
+std::variant<ApiResponse, ControlChange> Api::CheckAction(const ApiRequest& req) const {
+  Routed r = Route(req);
+  if (r.answer) return std::move(*r.answer);
+  if (!r.action) return Error(405, "not an action");  // the server sends only POSTs here
+  std::variant<ApiResponse, ActionCall> call = ActionArgs(r.seg[2], r.seg[3], req.body);
+  if (ApiResponse* answer = std::get_if<ApiResponse>(&call)) return std::move(*answer);
+  const ActionCall& c = std::get<ActionCall>(call);
+  Result<std::optional<ControlChange>> change = ControlChangeOf(c.verb, c.args);
+  if (!change.ok()) return VerbError(change.status());
+  if (!change->has_value()) return Error(500, "action " + c.verb + " is not a control change");
+  return std::move(**change);
+}
+
+std::variant<ApiResponse, ControlStored> Api::StoreAction(const ControlChange& change) {
+  Result<ControlStored> stored =
+      StoreControl(*context_.storage, change, common::SystemClock().WallSeconds());
+  if (!stored.ok()) return VerbError(stored.status());
+  Invalidate();
+  return std::move(stored).value();
+}
+
+ApiResponse Api::FollowAction(const ControlChange& change, const ControlStored& stored) {
+  common::Status followed = options_.scheduler->FollowControl(stored);
+  Invalidate();
+  if (!followed.ok()) return VerbError(followed);
+  return Json(200, json::object{{"ok", true}, {"result", ControlStoredReply(change, stored)}});
 }
 
 ApiResponse Api::Studies() {
@@ -499,7 +539,9 @@ ApiResponse Api::Trial(const std::string& name, const std::string& number_text,
   return r;
 }
 
-ApiResponse Api::Action(const std::string& name, const std::string& action, std::string_view body) {
+std::variant<ApiResponse, Api::ActionCall> Api::ActionArgs(const std::string& name,
+                                                           const std::string& action,
+                                                           std::string_view body) const {
   json::object args;
   bool blank = std::all_of(body.begin(), body.end(),
                            [](char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; });
@@ -523,14 +565,13 @@ ApiResponse Api::Action(const std::string& name, const std::string& action, std:
     return Error(400, std::string("the body of ") + action + " needs {\"" + wanted + "\": N}");
   }
   args["study"] = name;
-  const std::string verb = action == "parallelism" ? "set" : action;
-  Result<json::value> done = HandleVerb(context_, verb, args);
+  return ActionCall{action == "parallelism" ? "set" : action, std::move(args)};
+}
+
+ApiResponse Api::RunAction(const ActionCall& call) {
+  Result<json::value> done = HandleVerb(context_, call.verb, call.args);
   if (!done.ok()) return VerbError(done.status());
-  // The next read shows the change.
-  studies_.built = {};
-  if (auto it = studies_by_name_.find(name); it != studies_by_name_.end()) {
-    it->second->cached.built = {};
-  }
+  Invalidate();  // the next read shows the change
   return Json(200, json::object{{"ok", true}, {"result", std::move(*done)}});
 }
 

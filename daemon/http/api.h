@@ -34,8 +34,11 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <variant>
+#include <vector>
 
 #include "daemon/control/verbs.h"
 #include "daemon/scheduler.h"
@@ -92,6 +95,18 @@ class Api {
   // The next answers are built afresh (a change was made through another Api).
   void Invalidate();
 
+  // An action stored off the event loop (shared storage, control/read_thread.h), in three steps
+  // on two Apis; Handle runs all of it on the loop instead:
+  //   CheckAction (any Api, no storage): the path, method, token and body of a POST; the answer
+  //     when they are wrong, else the change it asks for (scheduler/control_change.h);
+  //   StoreAction (the ReadThread's Api, with its storage): the change stored (StoreControl);
+  //     the answer when it is refused or cannot be stored;
+  //   FollowAction (the loop's Api, with the scheduler): the scheduler's memory follows what
+  //     was stored (Scheduler::FollowControl); the answer, as Handle's.
+  std::variant<ApiResponse, ControlChange> CheckAction(const ApiRequest& request) const;
+  std::variant<ApiResponse, ControlStored> StoreAction(const ControlChange& change);
+  ApiResponse FollowAction(const ControlChange& change, const ControlStored& stored);
+
  private:
   struct StudySnapshot;
   struct Cached {
@@ -103,7 +118,27 @@ class Api {
   ApiResponse Trial(const std::string& name, const std::string& number, const ApiMemory* memory);
   // This node's running trials: from `memory`, else the scheduler (none without either).
   std::vector<Scheduler::RunningView> Running(const ApiMemory* memory) const;
-  ApiResponse Action(const std::string& name, const std::string& action, std::string_view body);
+  // A request's path decoded and checked (method, token): `answer` when it ends there.
+  struct Routed {
+    std::optional<ApiResponse> answer;
+    std::vector<std::string> seg;  // the decoded path segments
+    bool action = false;           // POST /api/studies/NAME/ACTION
+    Routed& Answer(ApiResponse a) {
+      answer = std::move(a);
+      return *this;
+    }
+  };
+  Routed Route(const ApiRequest& request) const;
+  // An action's verb and arguments, from the study's name, the action and the body; the answer
+  // when the body is wrong.
+  struct ActionCall {
+    std::string verb;
+    boost::json::object args;
+  };
+  std::variant<ApiResponse, ActionCall> ActionArgs(const std::string& name,
+                                                   const std::string& action,
+                                                   std::string_view body) const;
+  ApiResponse RunAction(const ActionCall& call);
   bool Fresh(std::chrono::steady_clock::time_point built) const;
   void Forget();
 

@@ -6,6 +6,7 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <optional>
+#include <variant>
 
 #include "daemon/control/kept_answers.h"
 
@@ -186,6 +187,12 @@ class HttpServer::Session : public std::enable_shared_from_this<Session> {
       OnLoop([posted, claim](Session& s) { s.GatherThenRead(posted, claim); });
       return;
     }
+    // An action on shared storage: checked and stored on the ReadThread, then followed on the
+    // loop (scheduler/control_change.h).
+    if (server_->read_api_ != nullptr && posted->verb == bhttp::verb::post) {
+      OnReads([posted, claim](Session& s) { s.StoreAction(*posted, claim); });
+      return;
+    }
     OnLoop([posted, claim](Session& s) { s.RunApi(*posted, *claim); });
   }
 
@@ -211,6 +218,38 @@ class HttpServer::Session : public std::enable_shared_from_this<Session> {
     ApiResponse out = server_->read_api_->Handle(ToApi(req), &memory);
     std::string from_memory;
     Settle(req, changes, &out, &from_memory);
+    if (!claim.Delivers()) return;
+    OnFront([self = shared_from_this(), out = std::move(out), from_memory] {
+      self->Answer(out, from_memory);
+    });
+  }
+
+  // ReadThread: an action (a POST) checked and its change stored with the ReadThread's Api; the
+  // loop's Api then has the scheduler follow it (FinishAction). An answer before that (a wrong
+  // path, token or body, a refusal, storage away) goes back from here.
+  void StoreAction(const Posted& req, const std::shared_ptr<AnswerClaim>& claim) {
+    if (!claim->Takes()) return;
+    server_->changes_.fetch_add(1);
+    Api& api = *server_->read_api_;
+    std::variant<ApiResponse, ControlChange> checked = api.CheckAction(ToApi(req));
+    if (ApiResponse* answer = std::get_if<ApiResponse>(&checked)) {
+      return Finish(req, std::move(*answer), *claim);
+    }
+    ControlChange change = std::get<ControlChange>(std::move(checked));
+    std::variant<ApiResponse, ControlStored> stored = api.StoreAction(change);
+    if (ApiResponse* answer = std::get_if<ApiResponse>(&stored)) {
+      return Finish(req, std::move(*answer), *claim);
+    }
+    OnLoop([req, change = std::move(change), stored = std::get<ControlStored>(std::move(stored)),
+            claim](Session& s) {
+      s.Finish(req, s.server_->api_.FollowAction(change, stored), *claim);
+    });
+  }
+
+  // The answer to a request run off the loop goes back to be written, settled as RunApi's.
+  void Finish(const Posted& req, ApiResponse out, AnswerClaim& claim) {
+    std::string from_memory;
+    Settle(req, server_->changes_.load(), &out, &from_memory);
     if (!claim.Delivers()) return;
     OnFront([self = shared_from_this(), out = std::move(out), from_memory] {
       self->Answer(out, from_memory);

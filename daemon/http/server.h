@@ -15,9 +15,11 @@
 // loop gathers what it needs of the scheduler's memory (ApiMemory: the running trials, the
 // study's status fields from memory), then a read Api of the server's own answers it on the
 // ReadThread (control/read_thread.h) with that thread's connection; a GET waiting there is
-// answered from the last answer as above, by that connection's wait gauge. A POST still runs on
-// the loop; it counts as a change, so the read Api builds its next answers afresh and no GET
-// read while it ran is kept.
+// answered from the last answer as above, by that connection's wait gauge. An action (a POST)
+// is checked and stored there too (Api::CheckAction, Api::StoreAction: scheduler/
+// control_change.h), and the loop's Api then has the scheduler follow what was stored without
+// storage (Api::FollowAction) before the answer; it counts as a change, so the read Api builds
+// its next answers afresh and no GET read while it ran is kept.
 //
 // Bounds, so that no client can stall the daemon or grow its memory:
 //   - at most max_connections open at once; one more is answered 503 and closed (while more

@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "daemon/scheduler/admission.h"
+#include "daemon/scheduler/control_change.h"
 #include "daemon/scheduler/enqueued_params.h"
 #include "daemon/scheduler/storage_batch.h"
 #include "daemon/scheduler/trial_outcome.h"
@@ -19,25 +20,20 @@ using model::StudyState;
 Result<model::StudyRecord> StudyControl::StudyFor(const std::string& name) const {
   if (options_.host->shutting_down()) return common::Unavailable("triald is shutting down");
   Result<model::StudyRecord> found = options_.storage->GetStudy(name);
-  if (!found.ok() && found.status().code() == common::Code::kNotFound) {
-    return common::NotFound("no study named \"" + name + "\" (see `trialctl studies`)");
-  }
+  if (!found.ok() && found.status().code() == common::Code::kNotFound) return NoStudyNamed(name);
   return found;
 }
 
 Status StudyControl::Cancel(const std::string& name) {
   TRIALD_ASSIGN_OR_RETURN(model::StudyRecord rec, options_.storage->GetStudy(name));
-  auto not_running = [&] {
-    return common::FailedPrecondition("study \"" + name + "\" is already " +
-                                      model::StudyStateName(rec.state));
-  };
-  if (rec.state != StudyState::kRunning) return not_running();
+  const ControlChange change{ControlChange::Kind::kCancel, name};
+  model::StudyRecord checked = rec;
+  TRIALD_RETURN_IF_ERROR(DecideControl(change, checked, nullptr, "").status());
   StorageBatch batch(options_.storage, options_.logger);
   TRIALD_ASSIGN_OR_RETURN(rec, options_.coordinator->LockForControl(rec));
-  if (rec.state != StudyState::kRunning) return not_running();
+  TRIALD_ASSIGN_OR_RETURN(ControlDecision d, DecideControl(change, rec, nullptr, ""));
   StudyRuntime* study = options_.host->ActiveStudy(rec.id);
-  TRIALD_RETURN_IF_ERROR(
-      options_.recorder->SetState(rec, study, StudyState::kCancelled, "study_cancelled", ""));
+  TRIALD_RETURN_IF_ERROR(options_.recorder->SetState(rec, study, rec.state, d.kind, d.detail));
   if (study == nullptr) return Status::Ok();
   // Every WAITING trial, whichever node claimed it. Running trials of other nodes stop at their
   // next tick.
@@ -61,19 +57,12 @@ Result<model::StudyRecord> StudyControl::Pause(const std::string& name, bool pau
   // Shared storage: under the study's lock, as a claim is, so no node starts a trial of a
   // study it has not seen paused.
   TRIALD_ASSIGN_OR_RETURN(rec, options_.coordinator->LockForControl(rec));
-  if (rec.state != StudyState::kRunning) {
-    return common::FailedPrecondition("cannot " + std::string(verb) + " study \"" + name +
-                                      "\": it is " + model::StudyStateName(rec.state) +
-                                      "; expected a RUNNING study");
-  }
-  if (rec.paused == paused) {
-    return common::FailedPrecondition("study \"" + name + "\" is " +
-                                      (paused ? "already paused" : "not paused"));
-  }
-  rec.paused = paused;
-  TRIALD_RETURN_IF_ERROR(options_.recorder->SetControl(
-      rec, options_.host->ActiveStudy(rec.id), paused ? "study_paused" : "study_resumed",
-      paused ? "no new trials start; running ones go on" : "trials start again"));
+  TRIALD_ASSIGN_OR_RETURN(
+      ControlDecision d,
+      DecideControl({paused ? ControlChange::Kind::kPause : ControlChange::Kind::kResume, name},
+                    rec, nullptr, ""));
+  TRIALD_RETURN_IF_ERROR(
+      options_.recorder->SetControl(rec, options_.host->ActiveStudy(rec.id), d.kind, d.detail));
   Status committed = batch.Commit();
   if (!committed.ok()) return committed.WithContext("storing the " + std::string(verb));
   options_.host->Pump();
@@ -84,41 +73,21 @@ Result<model::StudyRecord> StudyControl::Extend(const std::string& name, int n_t
   TRIALD_ASSIGN_OR_RETURN(model::StudyRecord rec, StudyFor(name));
   StorageBatch batch(options_.storage, options_.logger);
   TRIALD_ASSIGN_OR_RETURN(rec, options_.coordinator->LockForControl(rec));
-  if (rec.state == StudyState::kCancelled || rec.state == StudyState::kFailed) {
-    return common::FailedPrecondition("cannot extend study \"" + name + "\": it is " +
-                                      model::StudyStateName(rec.state) +
-                                      "; expected a RUNNING or COMPLETE study");
+  storage::TrialCounts counts;
+  if (rec.state != StudyState::kCancelled && rec.state != StudyState::kFailed) {
+    TRIALD_ASSIGN_OR_RETURN(counts, options_.storage->CountTrials(rec.id));
   }
-  TRIALD_ASSIGN_OR_RETURN(storage::TrialCounts counts, options_.storage->CountTrials(rec.id));
-  const int64_t finished = counts.finished();
-  const int64_t configurations = counts.total() - counts.retries;
-  if (n_trials <= finished) {
-    return common::InvalidArgument(
-        "study \"" + name + "\": --n-trials " + std::to_string(n_trials) + " is not above its " +
-        std::to_string(finished) + " finished trials; expected more than " +
-        std::to_string(finished));
-  }
-  if (n_trials < configurations) {
-    return common::InvalidArgument(
-        "study \"" + name + "\": --n-trials " + std::to_string(n_trials) + " is below its " +
-        std::to_string(configurations) + " trials finished, running or waiting; expected " +
-        std::to_string(configurations) + " or more");
-  }
-  const int before = rec.n_trials;
-  const bool reopen = rec.state == StudyState::kComplete;
+  TRIALD_ASSIGN_OR_RETURN(
+      ControlDecision d,
+      DecideControl({ControlChange::Kind::kExtend, name, n_trials}, rec, &counts, ""));
   StudyRuntime* study = options_.host->ActiveStudy(rec.id);
-  rec.n_trials = n_trials;
-  if (reopen) {
-    rec.paused = false;  // a study paused as it completed: extending it is asking it to run
+  if (d.reopen) {
     // Recorded with study_extended below.
     TRIALD_RETURN_IF_ERROR(
         options_.recorder->SetState(rec, study, StudyState::kRunning, /*kind=*/"", ""));
   }
-  TRIALD_RETURN_IF_ERROR(options_.recorder->SetControl(
-      rec, study, "study_extended",
-      "n_trials " + std::to_string(before) + " -> " + std::to_string(n_trials) +
-          (reopen ? " (COMPLETE -> RUNNING)" : "")));
-  if (study == nullptr && reopen) {
+  TRIALD_RETURN_IF_ERROR(options_.recorder->SetControl(rec, study, d.kind, d.detail));
+  if (study == nullptr && d.reopen) {
     // Loaded again like a study joined at a tick (its trials read from storage).
     Status activated = options_.host->Activate(rec);
     if (!activated.ok()) {
@@ -129,6 +98,39 @@ Result<model::StudyRecord> StudyControl::Extend(const std::string& name, int n_t
   if (!committed.ok()) return committed.WithContext("storing the extension");
   options_.host->Pump();
   return rec;
+}
+
+Status StudyControl::Follow(const ControlStored& stored) {
+  model::StudyRecord rec = stored.rec;
+  const ControlDecision& d = stored.decision;
+  for (const std::string& e : stored.errors) {
+    options_.logger->error("study {}: {}: {}", rec.name, d.kind, e);
+  }
+  StudyRuntime* study = options_.host->ActiveStudy(rec.id);
+  // As StudyRecorder mirrors a change stored on the loop (a tick may have brought it already).
+  options_.recorder->MirrorControl(rec, study, d.kind, d.detail);
+  if (rec.state == StudyState::kCancelled || d.reopen) {  // the decisions that change the state
+    options_.recorder->Mirror(rec, study, rec.state, stored.at, "", "");
+  }
+  if (study != nullptr && !stored.ended.empty()) {
+    // Those this node has read; a tick brings the others.
+    for (int number : stored.ended) {
+      if (number < 0 || static_cast<size_t>(number) >= study->trials.size()) continue;
+      model::TrialRecord& known = study->trials[number];
+      if (!model::IsFinished(known.state)) MirrorEnd(known, CancelledBeforeStart(), stored.at);
+    }
+    study->Recount(options_.storage->node());
+  }
+  if (study != nullptr && rec.state == StudyState::kCancelled) options_.host->StopTrials(*study);
+  Status result = Status::Ok();
+  if (study == nullptr && d.reopen) {
+    Status activated = options_.host->Activate(rec);
+    if (!activated.ok()) {
+      result = activated.WithContext("study \"" + rec.name + "\" extended, but cannot run here");
+    }
+  }
+  options_.host->Pump();
+  return result;
 }
 
 Result<model::StudyRecord> StudyControl::Resume(const config::SweepSpec& spec,
@@ -189,24 +191,21 @@ Result<model::StudyRecord> StudyControl::Resume(const config::SweepSpec& spec,
 }
 
 Result<model::StudyRecord> StudyControl::SetParallelism(const std::string& name, int parallelism) {
+  const ControlChange change{ControlChange::Kind::kParallelism, name, parallelism};
   if (parallelism < 1) {
-    return common::InvalidArgument("parallelism " + std::to_string(parallelism) + " for study \"" +
-                                   name + "\"; expected 1 or more");
+    model::StudyRecord unread;
+    unread.name = name;
+    return DecideControl(change, unread, nullptr, "").status();
   }
   TRIALD_ASSIGN_OR_RETURN(model::StudyRecord rec, StudyFor(name));
   StorageBatch batch(options_.storage, options_.logger);
   TRIALD_ASSIGN_OR_RETURN(rec, options_.coordinator->LockForControl(rec));
-  if (rec.state == StudyState::kCancelled || rec.state == StudyState::kFailed) {
-    return common::FailedPrecondition("cannot set the parallelism of study \"" + name +
-                                      "\": it is " + model::StudyStateName(rec.state));
-  }
   StudyRuntime* study = options_.host->ActiveStudy(rec.id);
-  std::string before = rec.parallelism > 0 ? std::to_string(rec.parallelism) : "the sweep's";
-  if (study != nullptr) before = std::to_string(study->parallelism());
-  rec.parallelism = parallelism;
-  TRIALD_RETURN_IF_ERROR(options_.recorder->SetControl(
-      rec, study, "study_parallelism",
-      "parallelism " + before + " -> " + std::to_string(parallelism) + " (at the next launch)"));
+  TRIALD_ASSIGN_OR_RETURN(
+      ControlDecision d,
+      DecideControl(change, rec, nullptr,
+                    study != nullptr ? std::to_string(study->parallelism()) : std::string()));
+  TRIALD_RETURN_IF_ERROR(options_.recorder->SetControl(rec, study, d.kind, d.detail));
   Status committed = batch.Commit();
   if (!committed.ok()) return committed.WithContext("storing the parallelism");
   options_.host->Pump();

@@ -7,6 +7,11 @@
 // the change with its event through the StudyRecorder, commits, and then lets the scheduler
 // start what it now can (ControlHost::Pump).
 //
+// Pause, resume, extend, set parallelism and cancel decide with DecideControl
+// (control_change.h). On shared storage the daemon's servers store those five off the event
+// loop instead (StoreControl, on their reads' thread) and the scheduler then Follows what was
+// stored, without storage.
+//
 // What a verb needs of the scheduler itself (its active studies, ending and stopping trials)
 // goes through ControlHost, so the verbs are tested with a host of their own.
 //
@@ -20,6 +25,7 @@
 #include "common/logging.h"
 #include "common/status.h"
 #include "daemon/model/records.h"
+#include "daemon/scheduler/control_change.h"
 #include "daemon/scheduler/node_coordinator.h"
 #include "daemon/scheduler/scheduler_env.h"
 #include "daemon/scheduler/study_recorder.h"
@@ -73,6 +79,13 @@ class StudyControl {
   common::Result<model::StudyRecord> SetMetricNames(const std::string& study_name,
                                                     const std::vector<std::string>& names);
   common::Result<int64_t> Delete(const std::string& study_name, bool purge);
+  // A change of pause, resume, extend, set parallelism or cancel stored off the event loop
+  // (StoreControl, control_change.h): mirrored in the study's memory here, as a change through
+  // another node is but at once and logged as this node's; a cancel's waiting trials ended and
+  // this node's running trials stopped; a COMPLETE study extended loaded again (its trials read
+  // from storage: an error when it cannot run here, the change standing); then what can start
+  // starts. No storage call but that load.
+  common::Status Follow(const ControlStored& stored);
   // A submission that continues the stored study of its name (trialctl submit --resume, [study]
   // load_if_exists): `spec` is the admitted sweep, `submitter` who sent it. Refused unless the
   // submitter submitted the study (or is root, or triald's user: `trusted`), and unless its

@@ -43,16 +43,21 @@ common::Status StudyRecorder::SetControl(const model::StudyRecord& record, Study
                                          const std::string& kind, const std::string& detail) {
   TRIALD_RETURN_IF_ERROR(options_.storage->SetStudyControl(record.id, record.paused,
                                                            record.n_trials, record.parallelism));
+  common::Status st = options_.storage->AppendEvent(record.id, std::nullopt, kind, detail,
+                                                    options_.clock->WallSeconds());
+  if (!st.ok()) options_.logger->error("storing event {}: {}", kind, st.message());
+  MirrorControl(record, active, kind, detail);
+  return common::Status::Ok();
+}
+
+void StudyRecorder::MirrorControl(const model::StudyRecord& record, StudyCache* active,
+                                  const std::string& kind, const std::string& detail) {
   if (active != nullptr) {
     active->record.paused = record.paused;
     active->record.n_trials = record.n_trials;
     active->record.parallelism = record.parallelism;
   }
-  common::Status st = options_.storage->AppendEvent(record.id, std::nullopt, kind, detail,
-                                                    options_.clock->WallSeconds());
-  if (!st.ok()) options_.logger->error("storing event {}: {}", kind, st.message());
   Log(record, record.state, kind, detail);
-  return common::Status::Ok();
 }
 
 common::Status StudyRecorder::SetSubmit(const model::StudyRecord& record, StudyCache* active,

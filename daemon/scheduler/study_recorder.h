@@ -47,6 +47,10 @@ class StudyRecorder {
   // `record` and `active` (else nullptr), and logged.
   void Mirror(model::StudyRecord& record, StudyCache* active, model::StudyState state, double at,
               const std::string& kind, const std::string& detail);
+  // Control fields (paused, n_trials, parallelism of `record`) stored with their event `kind`
+  // elsewhere (off the event loop): mirrored in `active` (else nullptr), and logged.
+  void MirrorControl(const model::StudyRecord& record, StudyCache* active, const std::string& kind,
+                     const std::string& detail);
 
  private:
   void Log(const model::StudyRecord& record, model::StudyState state, const std::string& kind,

@@ -134,6 +134,16 @@ TrialOutcome ClassifyExit(const TrialObservation& seen) {
 
 TrialOutcome SpawnFailed(const std::string& error) { return Fail("spawn", error); }
 
+void MirrorEnd(model::TrialRecord& trial, const TrialOutcome& out, double at) {
+  trial.state = out.state;
+  trial.value = out.value;
+  trial.values = out.values;
+  trial.constraints = out.constraints;
+  trial.resources = out.resources;
+  trial.fail = out.fail;
+  trial.finished_at = at;
+}
+
 TrialOutcome CancelledBeforeStart() {
   return Fail("cancelled", "study cancelled before the trial started");
 }

@@ -69,6 +69,9 @@ TrialObservation ObserveExit(const config::StudyConfig& study, const model::Tria
 // "FAIL(exit): exited with code 1", "PRUNED values=1,2 infeasible".
 std::string DescribeOutcome(const model::TrialOutcome& outcome);
 
+// A cached trial as its stored end (`out`, at wall time `at`) made it.
+void MirrorEnd(model::TrialRecord& trial, const model::TrialOutcome& out, double at);
+
 // The launcher could not start the trial (`error`: why), or could not record it as running.
 model::TrialOutcome SpawnFailed(const std::string& error);
 // The study was cancelled while the trial was still WAITING.

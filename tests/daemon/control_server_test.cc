@@ -1,7 +1,8 @@
 // The control server on a thread of its own (daemon/control/server.h): `ping` is
 // answered there while the event loop is held (as by a storage call that does not come back),
 // `status` too from the loop's last reply when storage is what holds it, every other verb runs
-// on the loop and is answered once the loop runs again, and a streamed reply crosses between
+// on the loop and is answered once the loop runs again (with a ReadThread, the read verbs read
+// and the control changes are stored there first), and a streamed reply crosses between
 // the two threads piece by piece. Real sockets, a real asio loop on a
 // thread of the test, the scheduler harness's scheduler and SQLite in memory.
 #include <unistd.h>
@@ -329,7 +330,7 @@ TEST_CASE(
 
 TEST_CASE(
     "control server with a ReadThread: read verbs are answered while the loop is held, status "
-    "is completed on the loop, changes still run on it",
+    "is completed on the loop, a control change is stored off it and followed on it",
     "[control][reads]") {
   Fixture f(/*with_reads=*/true);
   common::UniqueFd c = f.Connect();
@@ -348,8 +349,29 @@ TEST_CASE(
   CHECK(ReadLine(c.get(), 0.3) == "<timeout>");
   common::UniqueFd changer = f.Connect();
   REQUIRE(SendAll(changer.get(), Request("cancel", {{"study", "missing"}})));
-  CHECK(ReadLine(changer.get(), 0.3) == "<timeout>");  // not a read: the loop's
+  CHECK(ReplyCode(ReadLine(changer.get())) == "not_found");  // refused off the loop
+  // A pause is stored off the loop (a connection of the test's own sees it), and answered once
+  // the loop has followed it.
+  REQUIRE(SendAll(changer.get(), Request("pause", {{"study", "big"}})));
+  CHECK(ReadLine(changer.get(), 0.3) == "<timeout>");
+  {
+    storage::SqliteOptions so;
+    so.path = f.dir + "/triald.db";
+    auto look = storage::OpenSqliteStorage(so);
+    REQUIRE(look.ok());
+    auto big = (*look)->GetStudy("big");
+    REQUIRE(big.ok());
+    CHECK(big->paused);
+  }
+  // Any other change runs on the loop.
+  common::UniqueFd deleter = f.Connect();
+  REQUIRE(SendAll(deleter.get(), Request("delete", {{"study", "missing"}})));
+  CHECK(ReadLine(deleter.get(), 0.3) == "<timeout>");
   release->set_value();
+  const json::value paused = Result(ReadLine(changer.get()));
+  CHECK(paused.at("study").as_string() == "big");
+  CHECK(paused.at("paused").as_bool());
+  CHECK(ReplyCode(ReadLine(deleter.get())) == "not_found");
   const json::value status = Result(ReadLine(c.get()));
   CHECK(status.at("name").as_string() == "big");
   for (const char* key : {"spawn", "storage", "fork_server", "slurm", "sampler", "failures"}) {
@@ -357,7 +379,6 @@ TEST_CASE(
     CHECK(status.as_object().contains(key));
   }
   CHECK_FALSE(status.as_object().contains("from_memory"));
-  CHECK(ReplyCode(ReadLine(changer.get())) == "not_found");
 }
 
 TEST_CASE(
@@ -412,11 +433,12 @@ TEST_CASE(
     CHECK(Result(ReadLine(c.get())).is_array());
   }
   // A status read while a change runs on the loop is not kept: it may be from before the
-  // change. The change (a refused cancel counts) comes while the read waits inside storage.
+  // change. The change (a refused delete counts: it runs on the loop) comes while the read
+  // waits inside storage.
   common::UniqueFd changer = f.Connect();
   {
     auto [inside, release] = hold_read([&] {
-      REQUIRE(SendAll(changer.get(), Request("cancel", {{"study", "missing"}})));
+      REQUIRE(SendAll(changer.get(), Request("delete", {{"study", "missing"}})));
       REQUIRE(ReplyCode(ReadLine(changer.get())) == "not_found");
     });
     REQUIRE(SendAll(c.get(), Request("status", {{"study", "big"}})));

@@ -472,6 +472,20 @@ class SchedulerCluster {
     return st;
   }
 
+  // A connection of its own to the shared file as node `name` (as a daemon's servers' reads
+  // have: control/read_thread.h).
+  std::unique_ptr<storage::Storage> Connect(const std::string& name) {
+    storage::SqliteOptions so;
+    so.path = dir_.path() + "/shared.db";
+    so.node = name;
+    so.instance = name + "-host:/srv/triald";
+    so.shared = true;
+    auto opened = storage::OpenSqliteStorage(so);
+    INFO(opened.status().ToString());
+    REQUIRE(opened.ok());
+    return std::move(opened).value();
+  }
+
   SchedulerHarness& operator[](size_t i) { return *nodes_.at(i); }
   // The state directory of node `name` (its trial folders).
   std::string StateDir(const std::string& name) const { return dir_.path() + "/" + name; }

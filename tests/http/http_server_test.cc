@@ -1,7 +1,8 @@
 // The dashboard's HTTP server on a thread of its own (daemon/http/server.h): while storage
 // holds the event loop, a GET is answered with the loop's last answer to it (saying so in a
 // header), and only then; a request never answered before, or one to a loop held for another
-// reason, waits for the loop; an action forgets the kept answers. Real sockets, a real asio loop
+// reason, waits for the loop; an action forgets the kept answers and, with a ReadThread, is
+// stored on that thread's connection and followed on the loop. Real sockets, a real asio loop
 // on a thread of the test, the scheduler harness's scheduler and SQLite in memory.
 #include <catch2/catch.hpp>
 #include <future>
@@ -159,7 +160,7 @@ TEST_CASE(
 
 TEST_CASE(
     "dashboard server with a ReadThread: GETs read on its connection, with the scheduler's "
-    "memory gathered on the loop, and an action through the loop shows in the next GET",
+    "memory gathered on the loop, and an action stored on its connection shows in the next GET",
     "[http][reads]") {
   Fixture f(/*with_reads=*/true, /*snapshot_s=*/60);
   triald::testing::Sweep sweep;
@@ -183,11 +184,23 @@ TEST_CASE(
   const HttpAnswer list = Http(f.port(), "GET", "/api/studies");
   REQUIRE(list.status == 200);
   CHECK(boost::json::parse(list.body).at("studies").as_array().size() == 1);
-  f.StorageDown(false);
 
-  // A pause through the loop: the next GETs are built afresh, though answers are cached 60 s.
+  // An action too: checked and stored on the ReadThread's connection (the loop's still cannot
+  // answer), followed on the loop; the next GETs are built afresh, though answers are cached
+  // 60 s. A refused one is answered as on the loop.
+  CHECK(Http(f.port(), "POST", "/api/studies/live/pause", "wrong", "{}").status == 403);
+  CHECK(Http(f.port(), "POST", "/api/studies/nosuch/pause", kToken, "{}").status == 404);
+  CHECK(Http(f.port(), "POST", "/api/studies/live/extend", kToken, "{}").status == 400);
+  CHECK(Http(f.port(), "POST", "/api/studies/live/resume", kToken, "{}").status == 409);
   const HttpAnswer paused = Http(f.port(), "POST", "/api/studies/live/pause", kToken, "{}");
   REQUIRE(paused.status == 200);
+  CHECK(boost::json::parse(paused.body).at("result").at("paused") == boost::json::value(true));
+  f.loop.Run([&f] {
+    const StudyCache* cached = f.h.scheduler().active_study("live");
+    REQUIRE(cached != nullptr);
+    CHECK(cached->record.paused);
+  });
+  f.StorageDown(false);
   const HttpAnswer after = Http(f.port(), "GET", "/api/studies/live");
   REQUIRE(after.status == 200);
   CHECK(boost::json::parse(after.body).at("study").at("paused") == boost::json::value(true));
