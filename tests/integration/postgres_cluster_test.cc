@@ -8,12 +8,15 @@
 //   others, and no trial ran twice.
 // - One daemon is frozen (SIGSTOP) past the node timeout and thawed: the others end its trials
 //   as FAIL(lost), and when it comes back it stops their processes and reports nothing for them.
+// - Control changes (pause, resume, set parallelism, extend, cancel) sent to different daemons,
+//   each stored off that daemon's event loop: every node obeys them, each is recorded once.
 
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <fstream>
@@ -288,6 +291,74 @@ TEST_CASE(
   CHECK(status.at("state").as_string() == "COMPLETE");
   CheckStudy(c, study, 24, "node-c");
   CHECK(c[2].log().find("by another node") != std::string::npos);
+  for (size_t i : {0u, 1u, 2u}) {
+    CHECK(c[i].Stop() == 0);
+  }
+  CHECK(WaitNoProcessesOfStudy(study).empty());
+}
+
+// The kinds of the study's events, as node `d` reads them.
+std::vector<std::string> EventKinds(TestDaemon& d, const std::string& study) {
+  std::vector<std::string> kinds;
+  const json::value events = d.Call("events", {{"study", study}});
+  for (const json::value& e : events.as_array()) {
+    kinds.emplace_back(e.at("kind").as_string());
+  }
+  return kinds;
+}
+
+TEST_CASE(
+    "control changes sent to any daemon are stored off its loop and obeyed by every node: "
+    "pause, resume, extend, set parallelism, cancel",
+    "[integration][postgres]") {
+  TestDatabase db;
+  Cluster c(db.url());
+  const std::string study = c.Submit("control", 400, 0.3);
+  auto runs = [&c] { return ReadRunLog(c.run_log()).size(); };
+  REQUIRE(WaitFor([&] { return runs() >= 6; }, 30));
+
+  // Paused through node-b: no node starts a trial (those running end).
+  const json::value paused = c[1].Call("pause", {{"study", study}});
+  CHECK(paused.at("paused").as_bool());
+  CHECK(c[2].Call("status", {{"study", study}}).at("paused").as_bool());
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // the running ones end
+  const size_t at_pause = runs();
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  CHECK(runs() == at_pause);
+  for (const json::value& t : c[0].Trials(study)) {
+    INFO(json::serialize(t));
+    CHECK(t.at("state").as_string() != "RUNNING");
+  }
+
+  // Resumed through node-c: trials start again.
+  const json::value resumed = c[2].Call("resume", {{"study", study}});
+  CHECK_FALSE(resumed.at("paused").as_bool());
+  CHECK(WaitFor([&] { return runs() >= at_pause + 3; }, 30));
+
+  // Parallelism and n_trials through node-a.
+  const json::value set = c[0].Call("set", {{"study", study}, {"parallelism", 1}});
+  CHECK(set.at("parallelism").as_int64() == 1);
+  const json::value extended = c[0].Call("extend", {{"study", study}, {"n_trials", 500}});
+  CHECK(extended.at("n_trials").as_int64() == 500);
+  CHECK(c[1].Call("status", {{"study", study}}).at("n_trials").as_int64() == 500);
+
+  // Cancelled through node-b: every node's trials stop, none waits, the study is CANCELLED.
+  const json::value cancelled = c[1].Call("cancel", {{"study", study}});
+  CHECK(cancelled.at("state").as_string() == "CANCELLED");
+  json::object status = c[0].WaitStudy(study, 60);
+  CHECK(status.at("state").as_string() == "CANCELLED");
+  json::array trials = c[2].Trials(study);
+  CHECK(CountFinished(trials) == static_cast<int>(trials.size()));
+  CHECK(static_cast<int>(trials.size()) < 500);
+  const std::vector<std::string> kinds = EventKinds(c[0], study);
+  for (const char* kind : {"study_paused", "study_resumed", "study_parallelism", "study_extended",
+                           "study_cancelled"}) {
+    INFO(kind);
+    CHECK(std::count(kinds.begin(), kinds.end(), kind) == 1);
+  }
+  // Said by the daemon that was asked, as its own (not "through another node").
+  CHECK(c[1].log().find("study_paused") != std::string::npos);
+  CHECK(c[1].log().find("study_cancelled") != std::string::npos);
   for (size_t i : {0u, 1u, 2u}) {
     CHECK(c[i].Stop() == 0);
   }
