@@ -1000,13 +1000,31 @@ void Scheduler::OnStorageRefused(const Status& st) {
 
 void Scheduler::ProbeStorage() {
   const double now = options_.clock->MonotonicSeconds();
-  if (!outage_.ProbeDue(now)) return;
+  if (probe_in_flight_ || !outage_.ProbeDue(now)) return;
+  const std::string detail = "storage takes writes again after " +
+                             std::to_string(outage_.failures()) +
+                             " refused (the first: " + outage_.reason() + ")";
+  const double at = options_.clock->WallSeconds();
+  if (options_.storage_reads) {
+    // A server that holds this call (a stopped backend, a lock) holds that thread, not the loop.
+    probe_in_flight_ = true;
+    options_.storage_reads->Submit([this, detail, at](storage::Storage& s) {
+      Status probe = s.AppendEvent(std::nullopt, std::nullopt, "storage_resumed", detail, at);
+      return StorageReads::Done([this, probe] {
+        probe_in_flight_ = false;
+        if (!outage_.held()) return;
+        OnProbe(probe);
+        if (!outage_.held()) Pump();  // resumed: start what waited
+      });
+    });
+    return;
+  }
+  OnProbe(options_.storage->AppendEvent(std::nullopt, std::nullopt, "storage_resumed", detail, at));
+}
+
+void Scheduler::OnProbe(const Status& probe) {
+  const double now = options_.clock->MonotonicSeconds();
   const std::string why = outage_.reason();
-  Status probe = options_.storage->AppendEvent(std::nullopt, std::nullopt, "storage_resumed",
-                                               "storage takes writes again after " +
-                                                   std::to_string(outage_.failures()) +
-                                                   " refused (the first: " + why + ")",
-                                               options_.clock->WallSeconds());
   if (!probe.ok()) {
     outage_.OnProbeFailure(now);
     if (options_.on_change) options_.on_change();

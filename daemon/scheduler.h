@@ -461,9 +461,11 @@ class Scheduler {
   bool DropEndedStudies();
   // A write refused (`st`): an outage holds the daemon (storage_outage.h), logged once.
   void OnStorageRefused(const common::Status& st);
-  // While held: probes the storage with a durable write when one is due; on success resumes,
+  // While held: probes the storage with a durable write when one is due (shared storage: on the
+  // protocol's reads' connection, off the loop, one at a time); OnProbe then resumes on success,
   // storing the trial ends kept meanwhile.
   void ProbeStorage();
+  void OnProbe(const common::Status& probe);
   // The pass's commit failed: nothing of its trials is stored, so they are stopped and
   // forgotten (new ones) or wait again (claimed ones).
   void UndoPass();
@@ -507,6 +509,7 @@ class Scheduler {
   std::map<int64_t, ClaimInFlight> claims_;
   std::unique_ptr<GpuDrains> gpu_drains_;  // with a GPU pool: ended trials' slots
   bool shutting_down_ = false;
+  bool probe_in_flight_ = false;  // ProbeStorage's write off the loop is not back yet
   std::function<void()> on_idle_;
   bool pumping_ = false;
 };

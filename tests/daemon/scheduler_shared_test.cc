@@ -514,6 +514,40 @@ TEST_CASE("a claim is made off the loop: a node whose loop cannot reach the data
   CHECK(c.Study("claims").state == StudyState::kComplete);
 }
 
+TEST_CASE(
+    "while storage is held its probe is made off the loop, and the node resumes when answered",
+    "[scheduler][shared][reads][outage]") {
+  SchedulerCluster c({"alpha"}, /*own_reads_connections=*/true);
+  SchedulerHarness& a = c[0];
+  REQUIRE(a.Submit(SharedSweep("probe", 3, 1)).ok());
+  Launched& first = *a.launcher().Live().front();
+  // The reads' connection (ends, claims, the protocol) refuses: the end is kept, the node held.
+  a.reads_flaky().down = true;
+  a.launcher().Complete(first, 0.5);
+  a.Settle();
+  REQUIRE(a.scheduler().storage_outage().held());
+  CHECK(a.launcher().live_count() == 0);
+  a.reads_flaky().down = false;
+  // The probe, once due, waits on the reads' queue (held here), not on the loop.
+  a.reads().Hold();
+  a.clock().Advance(5);
+  a.scheduler().Pump();
+  CHECK(a.reads().held() == 1);
+  CHECK(a.scheduler().storage_outage().held());
+  a.reads().Release();
+  a.Settle();
+  CHECK_FALSE(a.scheduler().storage_outage().held());
+  CHECK(a.HasEvent("probe", "trial_finished"));
+  c.RunToEnd();
+  CHECK(c.Trials("probe").size() == 3);
+  CHECK(c.Study("probe").state == StudyState::kComplete);
+  auto events = a.storage().GetEvents(std::nullopt);
+  REQUIRE(events.ok());
+  int resumed = 0;
+  for (const model::EventRecord& e : *events) resumed += e.kind == "storage_resumed";
+  CHECK(resumed == 1);
+}
+
 TEST_CASE("a claim off the loop that finds other nodes' trials under the lock picks again",
           "[scheduler][shared][reads][claims]") {
   SchedulerCluster c({"alpha", "beta"});
