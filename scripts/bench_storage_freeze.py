@@ -29,7 +29,7 @@ reported as "set" like the pollers above.
 holds every chunk for D ms in each direction (a round trip of 2D ms more; the order of the
 bytes kept, nothing else limited). With --freeze 0 that is a slow database alone. The channel's
 figures are then also given over the whole run ("channel_all": its median, 99th percentile and
-longest answer), not only during the freeze:
+longest answer; each poller's "all": its median and longest), not only during the freeze:
 
   /usr/bin/python3 scripts/bench_storage_freeze.py --freeze 0 --delay-ms 2 --before OLD/triald
 """
@@ -316,6 +316,12 @@ high = 1.0
                 "p99_ms": round(percentile(during, 99) * 1000, 1) if during else None,
                 "errors": p.errors,
                 "first_error": p.first_error,
+            }
+            every = [s for (t, s) in p.samples]
+            out[p.verb]["all"] = {
+                "calls": len(every),
+                "p50_ms": round(percentile(every, 50) * 1000, 2) if every else None,
+                "max_ms": round(max(every) * 1000, 1) if every else None,
             }
         return out
     finally:
