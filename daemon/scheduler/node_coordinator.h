@@ -160,6 +160,15 @@ class NodeCoordinator {
   virtual bool LeaveToOthers(const model::StudyRecord& study, const common::Status& why) = 0;
   // Whether LeaveToOthers() took the study of that name and its retry is not due yet.
   virtual bool LeftToOthers(const std::string& study_name) const = 0;
+  // While the studies a tick read are followed (CoordinatorHost::FollowStored): the trials of a
+  // stored study this node is about to join, as that tick read them off the event loop (taken:
+  // a second call gives nullopt); nullopt when it read none (the caller reads them). Local:
+  // always nullopt.
+  virtual std::optional<common::Result<std::vector<model::TrialRecord>>> TrialsToJoin(
+      int64_t study_id) {
+    (void)study_id;
+    return std::nullopt;
+  }
 
   // ---- Decisions about a study's trials ----
 

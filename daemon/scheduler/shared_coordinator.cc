@@ -381,12 +381,21 @@ void SharedCoordinator::OnTick(bool shutting_down) {
     // tick for a while (a suspended host) beats before it counts its silence.
     tick_in_flight_ = true;
     std::vector<ReadFrom> studies;
+    std::set<int64_t> active;
+    std::set<std::string> left;  // left to the others, their retry not due
     if (!shutting_down) {
-      for (StudyCache* study : options_.host->Studies()) studies.push_back(ReadFromNow(*study));
+      for (StudyCache* study : options_.host->Studies()) {
+        studies.push_back(ReadFromNow(*study));
+        active.insert(study->record.id);
+      }
+      for (const auto& [name, n] : not_loaded_) {
+        if (LeftToOthers(name)) left.insert(name);
+      }
     }
     const double started = options_.clock->MonotonicSeconds();
     const double wall = options_.clock->WallSeconds();
-    options_.reads->Submit([this, studies = std::move(studies), started, wall,
+    options_.reads->Submit([this, studies = std::move(studies), active = std::move(active),
+                            left = std::move(left), started, wall,
                             shutting_down](storage::Storage& storage) {
       TickRead read;
       read.started = started;
@@ -401,6 +410,15 @@ void SharedCoordinator::OnTick(bool shutting_down) {
           read.trials.emplace(
               from.study_id, std::make_pair(from.epoch, storage.GetTrialsSince(
                                                             from.study_id, from.known, from.open)));
+        }
+        if (read.studies.ok()) {
+          for (const model::StudyRecord& rec : *read.studies) {
+            if (rec.state != model::StudyState::kRunning || active.count(rec.id) > 0 ||
+                left.count(rec.name) > 0) {
+              continue;
+            }
+            read.to_join.emplace(rec.id, storage.GetTrials(rec.id));
+          }
         }
       }
       return StorageReads::Done(
@@ -450,10 +468,21 @@ void SharedCoordinator::OnTickRead(TickRead read) {
     return;
   }
   tick_trials_ = std::move(read.trials);
+  tick_to_join_ = std::move(read.to_join);
   following_read_ = true;
   options_.host->FollowStored(*read.studies);
   following_read_ = false;
   tick_trials_.clear();
+  tick_to_join_.clear();
+}
+
+std::optional<Result<std::vector<TrialRecord>>> SharedCoordinator::TrialsToJoin(int64_t study_id) {
+  if (!following_read_) return std::nullopt;
+  auto it = tick_to_join_.find(study_id);
+  if (it == tick_to_join_.end()) return std::nullopt;
+  Result<std::vector<TrialRecord>> read = std::move(it->second);
+  tick_to_join_.erase(it);
+  return read;
 }
 
 bool SharedCoordinator::Follow(StudyCache& study) {

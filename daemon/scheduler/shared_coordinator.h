@@ -124,6 +124,8 @@ class SharedCoordinator final : public NodeCoordinator {
   void OnTick(bool shutting_down) override;
   void Adopt(StudyCache& study, const model::StudyRecord& stored) override;
   bool Follow(StudyCache& study) override;
+  std::optional<common::Result<std::vector<model::TrialRecord>>> TrialsToJoin(
+      int64_t study_id) override;
 
   // Whether this node may claim and start trials now (LeaseHolds since its last heartbeat).
   bool LeaseValid() const;
@@ -161,6 +163,9 @@ class SharedCoordinator final : public NodeCoordinator {
     common::Result<std::vector<model::NodeRecord>> nodes = common::Unavailable("not read");
     common::Result<std::vector<model::StudyRecord>> studies = common::Unavailable("not read");
     StudyReads trials;
+    // The trials of each RUNNING study this node did not run when the tick began, nor had left
+    // to the others: what joining it needs (TrialsToJoin), read here rather than on the loop.
+    std::map<int64_t, common::Result<std::vector<model::TrialRecord>>> to_join;
   };
   void OnTickRead(TickRead read);
   // What an end's transaction read: the study's changed trials since `from`, and how the end
@@ -247,6 +252,7 @@ class SharedCoordinator final : public NodeCoordinator {
   // While FollowStored runs for a tick read off the loop: what it read of each study.
   bool following_read_ = false;
   StudyReads tick_trials_;
+  std::map<int64_t, common::Result<std::vector<model::TrialRecord>>> tick_to_join_;
 };
 
 }  // namespace triald::daemon

@@ -1,6 +1,7 @@
 #include "daemon/scheduler/stored_studies.h"
 
 #include <memory>
+#include <optional>
 #include <set>
 #include <utility>
 
@@ -30,7 +31,15 @@ std::vector<int64_t> FollowStoredStudies(const std::vector<model::StudyRecord>& 
     if (rec.state != model::StudyState::kRunning || options.coordinator->LeftToOthers(rec.name)) {
       continue;
     }
-    common::Result<std::unique_ptr<StudyRuntime>> rt = options.loader->Load(rec);
+    // Its trials as the tick read them off the loop, when it did.
+    std::optional<common::Result<std::vector<model::TrialRecord>>> read =
+        options.coordinator->TrialsToJoin(rec.id);
+    if (read && !read->ok()) {  // as a load that failed to read them
+      options.coordinator->LeaveToOthers(rec, read->status());
+      continue;
+    }
+    common::Result<std::unique_ptr<StudyRuntime>> rt =
+        read ? options.loader->Load(rec, std::move(*read).value()) : options.loader->Load(rec);
     if (!rt.ok()) {
       options.coordinator->LeaveToOthers(rec, rt.status());
       continue;

@@ -82,8 +82,22 @@ Result<std::unique_ptr<StudyRuntime>> StudyLoader::Submit(const config::SweepSou
 
 Result<std::unique_ptr<StudyRuntime>> StudyLoader::Load(const model::StudyRecord& record) {
   TRIALD_ASSIGN_OR_RETURN(config::SweepSpec spec, admission_.Readmit(record));
+  TRIALD_ASSIGN_OR_RETURN(std::vector<model::TrialRecord> trials,
+                          options_.storage->GetTrials(record.id));
+  return Loaded(record, std::move(spec), std::move(trials));
+}
+
+Result<std::unique_ptr<StudyRuntime>> StudyLoader::Load(const model::StudyRecord& record,
+                                                        std::vector<model::TrialRecord> trials) {
+  TRIALD_ASSIGN_OR_RETURN(config::SweepSpec spec, admission_.Readmit(record));
+  return Loaded(record, std::move(spec), std::move(trials));
+}
+
+Result<std::unique_ptr<StudyRuntime>> StudyLoader::Loaded(const model::StudyRecord& record,
+                                                          config::SweepSpec spec,
+                                                          std::vector<model::TrialRecord> trials) {
   TRIALD_ASSIGN_OR_RETURN(std::unique_ptr<StudyRuntime> rt, Build(record, std::move(spec)));
-  TRIALD_ASSIGN_OR_RETURN(rt->trials, options_.storage->GetTrials(record.id));
+  rt->trials = std::move(trials);
   rt->Recount(options_.storage->node());
   rt->streak.Rebuild(rt->trials);
   rt->synced_at = options_.clock->MonotonicSeconds();

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <vector>
 
 #include "common/clock.h"
 #include "common/logging.h"
@@ -66,8 +67,16 @@ class StudyLoader {
   }
   // A stored study, readmitted on this node, with its trials as storage has them.
   common::Result<std::unique_ptr<StudyRuntime>> Load(const model::StudyRecord& record);
+  // The same with its trials as read already (off the event loop: a tick's read of a study this
+  // node joins); no storage call.
+  common::Result<std::unique_ptr<StudyRuntime>> Load(const model::StudyRecord& record,
+                                                     std::vector<model::TrialRecord> trials);
 
  private:
+  // The runtime of `record` running `spec`, with `trials`, counted.
+  common::Result<std::unique_ptr<StudyRuntime>> Loaded(const model::StudyRecord& record,
+                                                       config::SweepSpec spec,
+                                                       std::vector<model::TrialRecord> trials);
   // The runtime of `record` running `spec`: its sampler (seeded with the record's seed) and
   // pruner built; no trials.
   common::Result<std::unique_ptr<StudyRuntime>> Build(const model::StudyRecord& record,

@@ -548,6 +548,29 @@ TEST_CASE(
   CHECK(resumed == 1);
 }
 
+TEST_CASE("a study joined at a tick has its trials read off the loop with the tick's reads",
+          "[scheduler][shared][reads]") {
+  SchedulerCluster c({"alpha", "beta"}, /*own_reads_connections=*/true);
+  REQUIRE(c[0].Submit(SharedSweep("join", 6, 1)).ok());
+  c[0].launcher().Complete(*c[0].launcher().Live().front(), 0.5);
+  c[0].Settle();
+  REQUIRE(c.Trials("join").size() == 2);
+  // beta's loop connection answers nothing: it joins with what its tick read off the loop.
+  SchedulerHarness& b = c[1];
+  b.flaky().down = true;
+  b.Tick();
+  b.Settle();
+  const StudyCache* joined = b.scheduler().active_study("join");
+  REQUIRE(joined != nullptr);
+  CHECK(joined->trials.size() >= 2);
+  CHECK(joined->trials[0].state == TrialState::kComplete);
+  CHECK(b.launcher().live_count() == 1);
+  b.flaky().down = false;
+  c.RunToEnd();
+  CHECK(c.Trials("join").size() == 6);
+  CHECK(c.Study("join").state == StudyState::kComplete);
+}
+
 TEST_CASE("a claim off the loop that finds other nodes' trials under the lock picks again",
           "[scheduler][shared][reads][claims]") {
   SchedulerCluster c({"alpha", "beta"});
