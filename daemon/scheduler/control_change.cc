@@ -205,6 +205,10 @@ Result<ControlStored> StoreControl(storage::Storage& storage, const ControlChang
       }
     }
   }
+  if (stored.decision.reopen) {
+    Result<std::vector<model::TrialRecord>> trials = storage.GetTrials(before.id);
+    if (trials.ok()) stored.trials = std::move(trials).value();
+  }
   if (Status st = ender.Commit(); !st.ok()) return st;
   return stored;
 }

@@ -17,6 +17,7 @@
 // Thread-safety: DecideControl is a pure function; StoreControl uses only the storage it is
 // given (from the thread that owns it).
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -59,6 +60,9 @@ struct ControlStored {
   ControlDecision decision;
   double at = 0;  // wall time
   std::vector<int> ended;
+  // A reopening extend: the study's trials, read in the same transaction, so this node can load
+  // it without storage (nullopt: not read, or the read failed; the loop reads them).
+  std::optional<std::vector<model::TrialRecord>> trials;
   // What could not be stored beside the change (its event, a waiting trial's end), for the
   // log; the change stands.
   std::vector<std::string> errors;

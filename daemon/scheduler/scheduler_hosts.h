@@ -76,8 +76,10 @@ class Scheduler::Control final : public ControlHost {
     auto it = s_->studies_.find(study_id);
     return it == s_->studies_.end() ? nullptr : it->second.get();
   }
-  common::Status Activate(const model::StudyRecord& rec) override {
-    common::Result<std::unique_ptr<StudyRuntime>> rt = s_->loader_->Load(rec);
+  common::Status Activate(const model::StudyRecord& rec,
+                          std::optional<std::vector<model::TrialRecord>> trials) override {
+    common::Result<std::unique_ptr<StudyRuntime>> rt =
+        trials ? s_->loader_->Load(rec, std::move(*trials)) : s_->loader_->Load(rec);
     if (rt.ok()) {
       s_->studies_[rec.id] = std::move(rt).value();
       return common::Status::Ok();

@@ -89,7 +89,7 @@ Result<model::StudyRecord> StudyControl::Extend(const std::string& name, int n_t
   TRIALD_RETURN_IF_ERROR(options_.recorder->SetControl(rec, study, d.kind, d.detail));
   if (study == nullptr && d.reopen) {
     // Loaded again like a study joined at a tick (its trials read from storage).
-    Status activated = options_.host->Activate(rec);
+    Status activated = options_.host->Activate(rec, std::nullopt);
     if (!activated.ok()) {
       return activated.WithContext("study \"" + name + "\" extended, but cannot run here");
     }
@@ -124,7 +124,7 @@ Status StudyControl::Follow(const ControlStored& stored) {
   if (study != nullptr && rec.state == StudyState::kCancelled) options_.host->StopTrials(*study);
   Status result = Status::Ok();
   if (study == nullptr && d.reopen) {
-    Status activated = options_.host->Activate(rec);
+    Status activated = options_.host->Activate(rec, stored.trials);
     if (!activated.ok()) {
       result = activated.WithContext("study \"" + rec.name + "\" extended, but cannot run here");
     }
@@ -174,7 +174,7 @@ Result<model::StudyRecord> StudyControl::Resume(const config::SweepSpec& spec,
           std::to_string(rec.n_trials) +
           (reopen ? " (" + std::string(model::StudyStateName(was)) + " -> RUNNING)" : "")));
   if (study == nullptr && reopen) {
-    Status activated = options_.host->Activate(rec);
+    Status activated = options_.host->Activate(rec, std::nullopt);
     if (!activated.ok()) {
       return activated.WithContext("study \"" + name + "\" resumed, but cannot run here");
     }

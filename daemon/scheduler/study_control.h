@@ -19,7 +19,9 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "common/clock.h"
 #include "common/logging.h"
@@ -41,9 +43,11 @@ class ControlHost {
   virtual bool shutting_down() const = 0;
   // The study when it is active on this node; nullptr otherwise.
   virtual StudyRuntime* ActiveStudy(int64_t study_id) = 0;
-  // A stored study (a COMPLETE one extended) becomes active here: readmitted, its trials read.
-  // Ok also when it is left to the other nodes (shared storage); an error when it cannot run.
-  virtual common::Status Activate(const model::StudyRecord& study) = 0;
+  // A stored study (a COMPLETE one extended) becomes active here: readmitted, with `trials`
+  // (read already, off the event loop) or its trials read (nullopt). Ok also when it is left to
+  // the other nodes (shared storage); an error when it cannot run.
+  virtual common::Status Activate(const model::StudyRecord& study,
+                                  std::optional<std::vector<model::TrialRecord>> trials) = 0;
   // A deleted study leaves the active set (its fork server released, a GPU reservation for it
   // dropped).
   virtual void Forget(int64_t study_id) = 0;
@@ -82,9 +86,9 @@ class StudyControl {
   // A change of pause, resume, extend, set parallelism or cancel stored off the event loop
   // (StoreControl, control_change.h): mirrored in the study's memory here, as a change through
   // another node is but at once and logged as this node's; a cancel's waiting trials ended and
-  // this node's running trials stopped; a COMPLETE study extended loaded again (its trials read
-  // from storage: an error when it cannot run here, the change standing); then what can start
-  // starts. No storage call but that load.
+  // this node's running trials stopped; a COMPLETE study extended loaded again (with the trials
+  // the store read, else read here: an error when it cannot run here, the change standing);
+  // then what can start starts. No storage call but that fallback read.
   common::Status Follow(const ControlStored& stored);
   // A submission that continues the stored study of its name (trialctl submit --resume, [study]
   // load_if_exists): `spec` is the admitted sweep, `submitter` who sent it. Refused unless the

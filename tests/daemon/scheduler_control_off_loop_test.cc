@@ -181,18 +181,29 @@ TEST_CASE("a cancel stored off the loop ends every waiting trial and stops every
 
 TEST_CASE("an extend stored off the loop reopens a COMPLETE study, which this node runs again",
           "[scheduler][shared][control]") {
-  SchedulerCluster c({"alpha"});
+  SchedulerCluster c({"alpha"}, /*own_reads_connections=*/true);
   SchedulerHarness& a = c[0];
   std::unique_ptr<storage::Storage> conn = c.Connect("alpha");
   REQUIRE(a.Submit(OneFloat("more", 2, 1)).ok());
   c.RunToEnd();
   REQUIRE(c.Study("more").state == StudyState::kComplete);
+  REQUIRE(a.scheduler().active_study("more") == nullptr);  // dropped: loaded again below
+  // The loop's own connection away: the study is loaded with the trials the store read, and
+  // its next trial claimed on the reads' connection.
+  a.flaky().down = true;
   const ControlStored stored = StoreAndFollow(*conn, a, Kind::kExtend, "more", 4);
   CHECK(stored.decision.reopen);
   CHECK(stored.decision.detail == "n_trials 2 -> 4 (COMPLETE -> RUNNING)");
-  CHECK(c.Study("more").state == StudyState::kRunning);
+  REQUIRE(stored.trials.has_value());
+  CHECK(stored.trials->size() == 2);
+  const StudyCache* loaded = a.scheduler().active_study("more");
+  REQUIRE(loaded != nullptr);
+  CHECK(loaded->record.state == StudyState::kRunning);
+  CHECK(loaded->record.n_trials == 4);
   a.Settle();  // the claim's completion
   CHECK(a.launcher().live_count() == 1);
+  a.flaky().down = false;
+  CHECK(c.Study("more").state == StudyState::kRunning);
   c.RunToEnd();
   CHECK(c.Study("more").state == StudyState::kComplete);
   CHECK(c.Trials("more").size() == 4);

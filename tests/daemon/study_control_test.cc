@@ -31,7 +31,8 @@ class RecordingHost final : public ControlHost {
   StudyRuntime* ActiveStudy(int64_t id) override {
     return active != nullptr && active->record.id == id ? active : nullptr;
   }
-  common::Status Activate(const model::StudyRecord&) override {
+  common::Status Activate(const model::StudyRecord&,
+                          std::optional<std::vector<model::TrialRecord>>) override {
     ++activations;
     return common::Status::Ok();
   }
