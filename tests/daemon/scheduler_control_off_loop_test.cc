@@ -44,6 +44,21 @@ ControlStored StoreAndFollow(storage::Storage& conn, SchedulerHarness& node, Kin
   return *stored;
 }
 
+// One node, alpha, and a connection of its own to the shared file (a servers' reads').
+struct Alpha {
+  explicit Alpha(bool own_reads_connection = false)
+      : c({"alpha"}, own_reads_connection), a(c[0]), conn(c.Connect("alpha")) {}
+  // Runs every node until nothing is left to do: `study` then COMPLETE with `n` trials.
+  void RunToComplete(const std::string& study, size_t n) {
+    c.RunToEnd();
+    CHECK(c.Study(study).state == StudyState::kComplete);
+    CHECK(c.Trials(study).size() == n);
+  }
+  SchedulerCluster c;
+  SchedulerHarness& a;
+  std::unique_ptr<storage::Storage> conn;
+};
+
 void ExitCancelled(FakeLauncher& launcher, Launched& l) {
   launcher::ProcessOutcome o;
   o.exit.signaled = true;
@@ -54,14 +69,15 @@ void ExitCancelled(FakeLauncher& launcher, Launched& l) {
 
 TEST_CASE("a pause stored off the loop is followed with the loop's storage away, and obeyed",
           "[scheduler][shared][control]") {
-  SchedulerCluster c({"alpha"});
-  SchedulerHarness& a = c[0];
-  std::unique_ptr<storage::Storage> conn = c.Connect("alpha");
+  Alpha n;
+  SchedulerCluster& c = n.c;
+  SchedulerHarness& a = n.a;
+  storage::Storage& conn = *n.conn;
   REQUIRE(a.Submit(OneFloat("held", 3, 1)).ok());
   REQUIRE(a.launcher().live_count() == 1);
   // The loop's own connection answers nothing: following the change needs none of it.
   a.flaky().down = true;
-  StoreAndFollow(*conn, a, Kind::kPause, "held");
+  StoreAndFollow(conn, a, Kind::kPause, "held");
   CHECK_FALSE(a.scheduler().storage_outage().held());
   const StudyCache* cached = a.scheduler().active_study("held");
   REQUIRE(cached != nullptr);
@@ -76,24 +92,22 @@ TEST_CASE("a pause stored off the loop is followed with the loop's storage away,
   a.Tick();
   CHECK(a.launcher().live_count() == 0);
   CHECK(c.Trials("held").size() == 1);
-  StoreAndFollow(*conn, a, Kind::kResume, "held");
+  StoreAndFollow(conn, a, Kind::kResume, "held");
   a.Settle();
   CHECK(a.launcher().live_count() == 1);
   CHECK(a.HasEvent("held", "study_resumed"));
-  c.RunToEnd();
-  CHECK(c.Study("held").state == StudyState::kComplete);
-  CHECK(c.Trials("held").size() == 3);
+  n.RunToComplete("held", 3);
 }
 
 TEST_CASE("a control change stored off the loop is refused as the verb on the loop refuses it",
           "[scheduler][shared][control]") {
-  SchedulerCluster c({"alpha"});
-  SchedulerHarness& a = c[0];
-  std::unique_ptr<storage::Storage> conn = c.Connect("alpha");
+  Alpha n;
+  SchedulerHarness& a = n.a;
+  storage::Storage& conn = *n.conn;
   REQUIRE(a.Submit(OneFloat("same", 4, 1)).ok());
   const double now = a.clock().WallSeconds();
   auto off = [&](Kind kind, const std::string& study, int value = 0) {
-    return StoreControl(*conn, ControlChange{kind, study, value}, now).status();
+    return StoreControl(conn, ControlChange{kind, study, value}, now).status();
   };
   // Unknown study.
   common::Status unknown = off(Kind::kPause, "nosuch");
@@ -120,7 +134,7 @@ TEST_CASE("a control change stored off the loop is refused as the verb on the lo
     CHECK(std::count(kinds.begin(), kinds.end(), kind) == 0);
   }
   // Cancelled once; the second is refused.
-  StoreAndFollow(*conn, a, Kind::kCancel, "same");
+  StoreAndFollow(conn, a, Kind::kCancel, "same");
   common::Status again = off(Kind::kCancel, "same");
   CHECK(again.code() == common::Code::kFailedPrecondition);
   CHECK(again.message() == a.scheduler().Cancel("same").message());
@@ -130,7 +144,8 @@ TEST_CASE("a cancel stored off the loop ends every waiting trial and stops every
           "[scheduler][shared][control]") {
   SchedulerCluster c({"alpha", "beta"});
   SchedulerHarness& a = c[0];
-  std::unique_ptr<storage::Storage> conn = c.Connect("alpha");
+  std::unique_ptr<storage::Storage> connection = c.Connect("alpha");
+  storage::Storage& conn = *connection;
   REQUIRE(a.Submit(OneFloat("stop", 10, 1)).ok());
   c[1].Tick();
   REQUIRE(a.launcher().live_count() == 1);
@@ -149,7 +164,7 @@ TEST_CASE("a cancel stored off the loop ends every waiting trial and stops every
   }
   REQUIRE(waiting.size() == 2);
 
-  const ControlStored stored = StoreAndFollow(*conn, a, Kind::kCancel, "stop");
+  const ControlStored stored = StoreAndFollow(conn, a, Kind::kCancel, "stop");
   CHECK(stored.ended == waiting);
   CHECK(stored.errors.empty());
   CHECK(c.Study("stop").state == StudyState::kCancelled);
@@ -181,9 +196,10 @@ TEST_CASE("a cancel stored off the loop ends every waiting trial and stops every
 
 TEST_CASE("an extend stored off the loop reopens a COMPLETE study, which this node runs again",
           "[scheduler][shared][control]") {
-  SchedulerCluster c({"alpha"}, /*own_reads_connections=*/true);
-  SchedulerHarness& a = c[0];
-  std::unique_ptr<storage::Storage> conn = c.Connect("alpha");
+  Alpha n(/*own_reads_connection=*/true);
+  SchedulerCluster& c = n.c;
+  SchedulerHarness& a = n.a;
+  storage::Storage& conn = *n.conn;
   REQUIRE(a.Submit(OneFloat("more", 2, 1)).ok());
   c.RunToEnd();
   REQUIRE(c.Study("more").state == StudyState::kComplete);
@@ -191,7 +207,7 @@ TEST_CASE("an extend stored off the loop reopens a COMPLETE study, which this no
   // The loop's own connection away: the study is loaded with the trials the store read, and
   // its next trial claimed on the reads' connection.
   a.flaky().down = true;
-  const ControlStored stored = StoreAndFollow(*conn, a, Kind::kExtend, "more", 4);
+  const ControlStored stored = StoreAndFollow(conn, a, Kind::kExtend, "more", 4);
   CHECK(stored.decision.reopen);
   CHECK(stored.decision.detail == "n_trials 2 -> 4 (COMPLETE -> RUNNING)");
   REQUIRE(stored.trials.has_value());
@@ -204,23 +220,21 @@ TEST_CASE("an extend stored off the loop reopens a COMPLETE study, which this no
   CHECK(a.launcher().live_count() == 1);
   a.flaky().down = false;
   CHECK(c.Study("more").state == StudyState::kRunning);
-  c.RunToEnd();
-  CHECK(c.Study("more").state == StudyState::kComplete);
-  CHECK(c.Trials("more").size() == 4);
+  n.RunToComplete("more", 4);
 }
 
 TEST_CASE("a parallelism stored off the loop takes effect at the next launch",
           "[scheduler][shared][control]") {
-  SchedulerCluster c({"alpha"});
-  SchedulerHarness& a = c[0];
-  std::unique_ptr<storage::Storage> conn = c.Connect("alpha");
+  Alpha n;
+  SchedulerHarness& a = n.a;
+  storage::Storage& conn = *n.conn;
   REQUIRE(a.Submit(OneFloat("wide", 8, 1)).ok());
   REQUIRE(a.launcher().live_count() == 1);
-  const ControlStored stored = StoreAndFollow(*conn, a, Kind::kParallelism, "wide", 3);
+  const ControlStored stored = StoreAndFollow(conn, a, Kind::kParallelism, "wide", 3);
   CHECK(stored.decision.detail == "parallelism the sweep's -> 3 (at the next launch)");
   a.Settle();
   CHECK(a.launcher().live_count() == 3);
-  CHECK(c.Study("wide").parallelism == 3);
+  CHECK(n.c.Study("wide").parallelism == 3);
 }
 
 }  // namespace

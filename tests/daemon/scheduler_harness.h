@@ -430,6 +430,17 @@ inline int CountEvents(const std::vector<std::pair<std::string, std::string>>& e
       std::count_if(events.begin(), events.end(), [&](const auto& e) { return e.first == kind; }));
 }
 
+// SQLite options for node `node` on the shared file at `path` (SqliteOptions::shared), its
+// instance named after it.
+inline storage::SqliteOptions SharedFileOptions(const std::string& path, const std::string& node) {
+  storage::SqliteOptions so;
+  so.path = path;
+  so.node = node;
+  so.instance = node + "-host:/srv/triald";
+  so.shared = true;
+  return so;
+}
+
 // Several nodes on one shared storage file, with one clock.
 class SchedulerCluster {
  public:
@@ -451,11 +462,8 @@ class SchedulerCluster {
   common::Status AddNode(const std::string& name, const std::string& instance,
                          bool own_reads_connection = false) {
     SchedulerHarnessOptions o;
-    storage::SqliteOptions so;
-    so.path = dir_.path() + "/shared.db";
-    so.node = name;
+    storage::SqliteOptions so = SharedFileOptions(dir_.path() + "/shared.db", name);
     so.instance = instance;
-    so.shared = true;
     o.sqlite = so;
     o.flaky = true;
     o.clock = &clock_;
@@ -475,12 +483,7 @@ class SchedulerCluster {
   // A connection of its own to the shared file as node `name` (as a daemon's servers' reads
   // have: control/read_thread.h).
   std::unique_ptr<storage::Storage> Connect(const std::string& name) {
-    storage::SqliteOptions so;
-    so.path = dir_.path() + "/shared.db";
-    so.node = name;
-    so.instance = name + "-host:/srv/triald";
-    so.shared = true;
-    auto opened = storage::OpenSqliteStorage(so);
+    auto opened = storage::OpenSqliteStorage(SharedFileOptions(dir_.path() + "/shared.db", name));
     INFO(opened.status().ToString());
     REQUIRE(opened.ok());
     return std::move(opened).value();
