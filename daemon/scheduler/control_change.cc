@@ -1,5 +1,6 @@
 #include "daemon/scheduler/control_change.h"
 
+#include "config/sweep.h"
 #include "daemon/scheduler/trial_outcome.h"
 
 namespace triald::daemon {
@@ -175,7 +176,15 @@ Result<ControlStored> StoreControl(storage::Storage& storage, const ControlChang
   if (change.kind == ControlChange::Kind::kExtend) {
     TRIALD_ASSIGN_OR_RETURN(counts, storage.CountTrials(before.id));
   }
-  TRIALD_ASSIGN_OR_RETURN(stored.decision, DecideControl(change, stored.rec, &counts, ""));
+  // The parallelism it runs with now, for the event: its own, else its sweep's.
+  std::string parallelism_now;
+  if (change.kind == ControlChange::Kind::kParallelism && before.parallelism <= 0) {
+    Result<config::SweepSpec> spec =
+        config::ParseSweep({before.spec_toml, before.spec_path, before.submit});
+    if (spec.ok()) parallelism_now = std::to_string(spec->study.parallelism);
+  }
+  TRIALD_ASSIGN_OR_RETURN(stored.decision,
+                          DecideControl(change, stored.rec, &counts, parallelism_now));
   TRIALD_RETURN_IF_ERROR(WriteChange(storage, before, stored));
   const ControlDecision& d = stored.decision;
   if (Status st = storage.AppendEvent(before.id, std::nullopt, d.kind, d.detail, now); !st.ok()) {

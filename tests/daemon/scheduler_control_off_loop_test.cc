@@ -231,7 +231,8 @@ TEST_CASE("a parallelism stored off the loop takes effect at the next launch",
   REQUIRE(a.Submit(OneFloat("wide", 8, 1)).ok());
   REQUIRE(a.launcher().live_count() == 1);
   const ControlStored stored = StoreAndFollow(conn, a, Kind::kParallelism, "wide", 3);
-  CHECK(stored.decision.detail == "parallelism the sweep's -> 3 (at the next launch)");
+  // As the loop's verb says it: the sweep's parallelism, read from the stored sweep.
+  CHECK(stored.decision.detail == "parallelism 1 -> 3 (at the next launch)");
   a.Settle();
   CHECK(a.launcher().live_count() == 3);
   CHECK(n.c.Study("wide").parallelism == 3);
