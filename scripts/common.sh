@@ -14,7 +14,22 @@ configure_triald() {
     flags+=("-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 $TRIALD_DEBUG_INFO -DNDEBUG")
   fi
   cmake -S "$ROOT" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE="${CMAKE_BUILD_TYPE:-RelWithDebInfo}" \
-    "${flags[@]}" "$@" >/dev/null
+    "$(unity_build_flag)" "${flags[@]}" "$@" >/dev/null
+}
+
+# The unity-build option for a cmake configure: TRIALD_UNITY_BUILD=1 (.ci/run sets it) compiles
+# each target's sources in batches of 8 per translation unit (CMake's unity build), so a cold
+# build parses the headers every file shares (Boost.Asio, Boost.JSON, spdlog, Catch2) and
+# compiles their inline code (instrumented, under the sanitizers) once per batch instead of once
+# per file. Unset, one file per unit, as an incremental build wants. Given every time, so a build
+# folder follows the variable. In a unity build two files of one target cannot both define a
+# name in an anonymous namespace (tests/README.md, "Unity builds").
+unity_build_flag() {
+  if [ "${TRIALD_UNITY_BUILD:-0}" = 1 ]; then
+    echo "-DCMAKE_UNITY_BUILD=ON"
+  else
+    echo "-DCMAKE_UNITY_BUILD=OFF"
+  fi
 }
 
 # Configures and builds everything (daemon, trialctl, trial-worker, tests) into $BUILD_DIR.

@@ -201,7 +201,7 @@ build_sanitizer() {
   # 17 minutes of a 37-minute CI run), quick enough to run (the tests mostly wait on processes
   # and Python), and the reports still have line numbers.
   cmake -S "$ROOT" -B "$SAN_DIR" -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-Og -g1" \
-    -DTRIALD_SANITIZE=ON \
+    -DTRIALD_SANITIZE=ON "$(unity_build_flag)" \
     -DTRIALD_BUILD_WORKER=OFF >/dev/null
   local targets
   targets="$(label_targets "$SAN_DIR" "$SAN_LABELS" | tr '\n' ' ')"
@@ -236,7 +236,7 @@ fi
 if step "${TRIALD_FUZZ:-}" "$@"; then
   FUZZ_DIR="$BUILD_DIR/fuzz"
   build_fuzz() {
-    CXX=clang++-14 cmake -S "$ROOT" -B "$FUZZ_DIR" -DTRIALD_FUZZ=ON \
+    CXX=clang++-14 cmake -S "$ROOT" -B "$FUZZ_DIR" -DTRIALD_FUZZ=ON "$(unity_build_flag)" \
       -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTRIALD_FUZZ_SECONDS="${TRIALD_FUZZ_SECONDS:-300}" \
       -DTRIALD_FUZZ_SEED="${TRIALD_FUZZ_SEED:-1}" >/dev/null
     cmake --build "$FUZZ_DIR" -j "$JOBS"

@@ -58,17 +58,17 @@ namespace {
 using common::InvalidArgument;
 using common::Status;
 using E = ExecutorConfig;
-using K = Key<E>;
-using S = SlurmExecutorConfig;
+using ExecutorKey = Key<E>;
+using SlurmConfig = SlurmExecutorConfig;
 
-K ExecutorKindKey() {
+ExecutorKey ExecutorKindKey() {
   return KindKey<E>(
       "\"local\" (default: trials run on this host) or \"slurm\" (each trial a Slurm job)");
 }
 
 // A Slurm name (partition, account, QOS, constraint): printable, no space, no comma where a
 // list would be read; Slurm checks that it exists (at submit, daemon/slurm/).
-K NameKey(const char* name, std::string S::*m, const char* doc, bool list) {
+ExecutorKey NameKey(const char* name, std::string SlurmConfig::*m, const char* doc, bool list) {
   return CustomKey<E>(name, doc, [m, list](const TableContext& ctx, const Field& f, E* out) {
     std::string v;
     const char* expected = list ? "a Slurm name, e.g. \"gpu\" (several: \"a,b\")"
@@ -120,13 +120,16 @@ Status ReadExtraArgs(const TableContext& ctx, const Field& f, E* out) {
   return Status::Ok();
 }
 
-std::vector<K> SlurmKeys() {
+std::vector<ExecutorKey> SlurmKeys() {
   return {
       ExecutorKindKey(),
-      NameKey("partition", &S::partition, "the partition (default: the cluster's default)", false),
-      NameKey("account", &S::account, "the account charged (default: the user's default)", false),
-      NameKey("qos", &S::qos, "the quality of service (default: the account's default)", false),
-      NameKey("constraint", &S::constraint,
+      NameKey("partition", &SlurmConfig::partition,
+              "the partition (default: the cluster's default)", false),
+      NameKey("account", &SlurmConfig::account, "the account charged (default: the user's default)",
+              false),
+      NameKey("qos", &SlurmConfig::qos, "the quality of service (default: the account's default)",
+              false),
+      NameKey("constraint", &SlurmConfig::constraint,
               "node features the job needs, as srun --constraint takes them (default none)", true),
       CustomKey<E>("time_limit",
                    "the job's time limit in seconds, rounded up to whole minutes (default: "
@@ -138,7 +141,7 @@ std::vector<K> SlurmKeys() {
                      }
                      return Status::Ok();
                    }),
-      IntKey("cpus_per_trial", Of(&E::slurm, &S::cpus_per_trial), 1, 4096,
+      IntKey("cpus_per_trial", Of(&E::slurm, &SlurmConfig::cpus_per_trial), 1, 4096,
              "an integer from 1 to 4096",
              "CPUs for each trial's job, srun --cpus-per-task (default: Slurm's, 1)"),
       CustomKey<E>("extra_args",

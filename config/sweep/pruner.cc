@@ -14,43 +14,43 @@ namespace {
 using common::InvalidArgument;
 using common::Status;
 using P = PrunerConfig;
-using K = Key<P>;
+using PrunerKey = Key<P>;
 
-K PrunerKindKey() {
+PrunerKey PrunerKindKey() {
   return KindKey<P>(
       "\"nop\" (default), \"median\", \"percentile\", \"asha\", \"hyperband\", \"threshold\", "
       "\"patient\" or \"wilcoxon\"");
 }
 
-K NStartupTrials() {
+PrunerKey NStartupTrials() {
   return IntKey("n_startup_trials", Of(&P::n_startup_trials), 0, "an integer >= 0",
                 "no pruning until this many trials have finished, >= 0 (default 5)");
 }
-K NWarmupSteps() {
+PrunerKey NWarmupSteps() {
   return IntKey("n_warmup_steps", Of(&P::n_warmup_steps), 0, "an integer >= 0",
                 "no pruning of a trial before this step, >= 0 (default 0)");
 }
-K IntervalSteps() {
+PrunerKey IntervalSteps() {
   return IntKey("interval_steps", Of(&P::interval_steps), 1, "an integer >= 1",
                 "check every this many steps after the warm-up, >= 1 (default 1)");
 }
-K NMinTrials() {
+PrunerKey NMinTrials() {
   return IntKey("n_min_trials", Of(&P::n_min_trials), 1, "an integer >= 1",
                 "no pruning at a step fewer trials reported, >= 1 (default 1)");
 }
-K MinResource() {
+PrunerKey MinResource() {
   return IntKey("min_resource", Of(&P::min_resource), 1,
                 "an integer >= 1 (a number of steps; \"auto\" is not supported)",
                 "steps, >= 1 (default 1; \"auto\" is not supported)");
 }
-K ReductionFactor() {
+PrunerKey ReductionFactor() {
   return IntKey("reduction_factor", Of(&P::reduction_factor), 2, "an integer >= 2",
                 ">= 2 (default 3)");
 }
 
 const char* const kPercentileExpected = "a number in (0, 100)";
 
-K MaxResource() {
+PrunerKey MaxResource() {
   return CustomKey<P>(
       "max_resource", "steps of a full trial, > min_resource (default: the largest step seen)",
       [](const TableContext& ctx, const Field& f, P* out) {
@@ -85,9 +85,9 @@ Status CheckThresholds(const TableContext& ctx, P* out) {
   return Status::Ok();
 }
 
-std::vector<K> ThresholdKeys() {
-  K upper = NumberKey("upper", Of(&P::upper), NumberRule{}, "a finite number",
-                      "prune when the latest value is above it (>= lower)");
+std::vector<PrunerKey> ThresholdKeys() {
+  PrunerKey upper = NumberKey("upper", Of(&P::upper), NumberRule{}, "a finite number",
+                              "prune when the latest value is above it (>= lower)");
   auto read_upper = upper.read;
   upper.read = [read_upper](const TableContext& ctx, const Field& f, P* out) {
     TRIALD_RETURN_IF_ERROR(read_upper(ctx, f, out));
@@ -119,7 +119,7 @@ Status ReadWrapped(const TableContext& ctx, const Field& f, P* out) {
   return Status::Ok();
 }
 
-std::vector<K> PatientKeys() {
+std::vector<PrunerKey> PatientKeys() {
   return {
       PrunerKindKey(),
       Required(IntKey("patience", Of(&P::patience), 0, "an integer >= 0",

@@ -20,7 +20,7 @@ constexpr double kSqrt2 = 1.4142135623730951;
 constexpr double kInvSqrt2Pi = 0.3989422804014327;  // 1 / sqrt(2 pi)
 
 // Thrown from inside L-BFGS-B's callback to stop it when the fit is cancelled.
-struct Cancelled {};
+struct FitCancelled {};
 
 // Weighted squared distances between the rows of a and of b.
 Eigen::MatrixXd SquaredDistances(const Eigen::MatrixXd& a, const Eigen::MatrixXd& b,
@@ -187,7 +187,7 @@ common::Result<Regressor> Regressor::Fit(Data data, const FitOptions& options) {
     double best_loss = std::numeric_limits<double>::infinity();
     auto loss = [&](const Eigen::VectorXd& r, Eigen::VectorXd& g) {
       if (options.cancel != nullptr && options.cancel->load(std::memory_order_relaxed)) {
-        throw Cancelled{};
+        throw FitCancelled{};
       }
       const double v = LogPosteriorRaw(data, r, options.deterministic, &g);
       g = -g;
@@ -202,7 +202,7 @@ common::Result<Regressor> Regressor::Fit(Data data, const FitOptions& options) {
     double fx = 0;
     try {
       solver.minimize(loss, raw, fx, lb, ub);
-    } catch (const Cancelled&) {
+    } catch (const FitCancelled&) {
       return common::FailedPrecondition("the fit was cancelled");
     } catch (const std::exception& e) {
       why = e.what();  // keep the best point seen so far

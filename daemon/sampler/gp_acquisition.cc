@@ -14,7 +14,7 @@ namespace triald::sampler::gp {
 
 namespace {
 
-struct Cancelled {};
+struct SearchCancelled {};
 
 constexpr int kFullGridAtMost = 64;
 constexpr int kMaxRounds = 10;
@@ -26,7 +26,7 @@ class Evaluator {
       : acquisition_(acquisition), cancel_(cancel) {}
 
   double operator()(const Eigen::VectorXd& x, Eigen::VectorXd* grad) {
-    if (cancel_ != nullptr && cancel_->load(std::memory_order_relaxed)) throw Cancelled{};
+    if (cancel_ != nullptr && cancel_->load(std::memory_order_relaxed)) throw SearchCancelled{};
     ++evaluations_;
     double v = acquisition_(x, grad);
     if (std::isnan(v)) v = -std::numeric_limits<double>::infinity();
@@ -89,7 +89,7 @@ void ContinuousSearch(const std::vector<int>& continuous, Evaluator& eval, Eigen
   double fx = 0;
   try {
     solver.minimize(loss, z, fx, Eigen::VectorXd::Zero(m), Eigen::VectorXd::Ones(m));
-  } catch (const Cancelled&) {
+  } catch (const SearchCancelled&) {
     throw;
   } catch (const std::exception&) {
     // A line search that gave up: the best point seen stands.
@@ -230,7 +230,7 @@ common::Result<Optimum> OptimizeAcquisition(const std::vector<Dimension>& dims,
         if (!(value - before > options.tolerance)) break;
       }
     }
-  } catch (const Cancelled&) {
+  } catch (const SearchCancelled&) {
     return common::FailedPrecondition("the acquisition's search was cancelled");
   }
   Optimum best = eval.best();

@@ -127,7 +127,8 @@ std::vector<const model::TrialRecord*> FinishedBefore(const std::vector<model::T
   return out;
 }
 
-// True when both hold parameters of the same names.
+}  // namespace
+
 bool SameNames(const model::ParamMap& a, const model::ParamMap& b) {
   if (a.size() != b.size()) return false;
   for (auto i = a.begin(), j = b.begin(); i != a.end(); ++i, ++j) {
@@ -135,8 +136,6 @@ bool SameNames(const model::ParamMap& a, const model::ParamMap& b) {
   }
   return true;
 }
-
-}  // namespace
 
 config::SearchSpace IntersectionSearchSpace(const std::vector<model::TrialRecord>& trials,
                                             int trial_number) {

@@ -163,6 +163,8 @@ common::Result<double> Suggest(Sampler& sampler, const StudyView& study, TrialSa
 //     with the distribution of the first trial that held it.
 config::SearchSpace IntersectionSearchSpace(const std::vector<model::TrialRecord>& trials,
                                             int trial_number);
+// True when both hold parameters of the same names.
+bool SameNames(const model::ParamMap& a, const model::ParamMap& b);
 std::vector<config::SearchSpace> GroupDecomposedSearchSpace(
     const std::vector<model::TrialRecord>& trials, int trial_number);
 

@@ -462,15 +462,6 @@ bool ByStepThenLoss(const Ranked& a, const Ranked& b) {
   return ByLoss(a, b);
 }
 
-// True when both trials hold parameters of the same names.
-bool SameNames(const model::ParamMap& a, const model::ParamMap& b) {
-  if (a.size() != b.size()) return false;
-  for (auto i = a.begin(), j = b.begin(); i != a.end(); ++i, ++j) {
-    if (i->first != j->first) return false;
-  }
-  return true;
-}
-
 // The sum of tpe_internal::DefaultWeights(n).
 double SumOfWeights(size_t n) {
   double sum = 0;

@@ -33,7 +33,7 @@ Distribution MustConvert(const std::string& dist_json) {
   return *d;
 }
 
-std::string ErrorOf(const std::string& dist_json) {
+std::string SuggestError(const std::string& dist_json) {
   common::Result<Distribution> d = DistributionFromSuggest("lr", Requested(dist_json));
   INFO(dist_json);
   REQUIRE_FALSE(d.ok());
@@ -95,49 +95,51 @@ TEST_CASE("suggest: defaults and the spellings a hand-written client may use", "
 }
 
 TEST_CASE("suggest: an unknown type and fields of another type are refused", "[config]") {
-  CHECK_THAT(ErrorOf(R"({"type":"normal","low":0,"high":1})"),
+  CHECK_THAT(SuggestError(R"({"type":"normal","low":0,"high":1})"),
              Contains(R"(distribution.type = "normal": expected "float", "int" or "categorical")"));
-  CHECK_THAT(ErrorOf(R"({"type":"Float","low":0,"high":1})"), Contains("\"Float\""));
-  CHECK_THAT(ErrorOf(R"({"type":"float","low":0,"high":1,"choices":[1]})"),
+  CHECK_THAT(SuggestError(R"({"type":"Float","low":0,"high":1})"), Contains("\"Float\""));
+  CHECK_THAT(SuggestError(R"({"type":"float","low":0,"high":1,"choices":[1]})"),
              Contains("distribution.choices is not a field of float distributions"));
-  CHECK_THAT(ErrorOf(R"({"type":"int","low":0,"high":1,"choices":[]})"),
+  CHECK_THAT(SuggestError(R"({"type":"int","low":0,"high":1,"choices":[]})"),
              Contains("distribution.choices is not a field of int distributions"));
   for (const char* field : {"low", "high", "step", "log"}) {
     std::string value = std::string(field) == "log" ? "false" : "1";
     std::string dist =
         R"({"type":"categorical","choices":[1],")" + std::string(field) + "\":" + value + "}";
-    CHECK_THAT(ErrorOf(dist), Contains("distribution." + std::string(field) +
-                                       " is not a field of categorical distributions; expected "
-                                       "choices"));
+    CHECK_THAT(SuggestError(dist),
+               Contains("distribution." + std::string(field) +
+                        " is not a field of categorical distributions; expected "
+                        "choices"));
   }
-  CHECK_THAT(ErrorOf(R"({"type":"categorical","choices":[1],"step":null})"),
+  CHECK_THAT(SuggestError(R"({"type":"categorical","choices":[1],"step":null})"),
              Contains("distribution.step is not a field"));
 }
 
 TEST_CASE("suggest: missing bounds and choices are refused", "[config]") {
-  CHECK_THAT(ErrorOf(R"({"type":"float","high":1})"), Contains("distribution.low is missing"));
-  CHECK_THAT(ErrorOf(R"({"type":"float","low":1})"), Contains("distribution.high is missing"));
-  CHECK_THAT(ErrorOf(R"({"type":"int","low":1})"), Contains("distribution.high is missing"));
-  CHECK_THAT(ErrorOf(R"({"type":"categorical"})"), Contains("distribution.choices is missing"));
+  CHECK_THAT(SuggestError(R"({"type":"float","high":1})"), Contains("distribution.low is missing"));
+  CHECK_THAT(SuggestError(R"({"type":"float","low":1})"), Contains("distribution.high is missing"));
+  CHECK_THAT(SuggestError(R"({"type":"int","low":1})"), Contains("distribution.high is missing"));
+  CHECK_THAT(SuggestError(R"({"type":"categorical"})"),
+             Contains("distribution.choices is missing"));
 }
 
 TEST_CASE("suggest: float rules", "[config]") {
-  CHECK_THAT(ErrorOf(R"({"type":"float","low":0.5,"high":0.1})"),
+  CHECK_THAT(SuggestError(R"({"type":"float","low":0.5,"high":0.1})"),
              Contains("distribution.low = 0.5 is greater than distribution.high = 0.1; expected "
                       "low <= high"));
-  CHECK_THAT(ErrorOf(R"({"type":"float","low":0.0,"high":1.0,"log":true})"),
+  CHECK_THAT(SuggestError(R"({"type":"float","low":0.0,"high":1.0,"log":true})"),
              Contains("distribution.low = 0.0 with distribution.log = true: a log distribution "
                       "needs low > 0"));
-  CHECK_THAT(ErrorOf(R"({"type":"float","low":-1,"high":1,"log":true})"),
+  CHECK_THAT(SuggestError(R"({"type":"float","low":-1,"high":1,"log":true})"),
              Contains("distribution.low = -1.0"));
-  CHECK_THAT(ErrorOf(R"({"type":"float","low":1,"high":2,"log":true,"step":0.5})"),
+  CHECK_THAT(SuggestError(R"({"type":"float","low":1,"high":2,"log":true,"step":0.5})"),
              Contains("distribution.step = 0.5 with distribution.log = true: expected either a "
                       "step or log = true, not both"));
-  CHECK_THAT(ErrorOf(R"({"type":"float","low":0,"high":1,"step":0})"),
+  CHECK_THAT(SuggestError(R"({"type":"float","low":0,"high":1,"step":0})"),
              Contains("distribution.step = 0.0: expected a number > 0, or null for none"));
-  CHECK_THAT(ErrorOf(R"({"type":"float","low":0,"high":1,"step":-0.5})"),
+  CHECK_THAT(SuggestError(R"({"type":"float","low":0,"high":1,"step":-0.5})"),
              Contains("distribution.step = -0.5"));
-  CHECK_THAT(ErrorOf(R"({"type":"float","low":0,"high":1,"step":0.3})"),
+  CHECK_THAT(SuggestError(R"({"type":"float","low":0,"high":1,"step":0.3})"),
              Contains("distribution.step = 0.3 does not divide distribution.high - "
                       "distribution.low = 1.0"));
   // A log range's low may be tiny but not zero; a step grid's high may be low itself.
@@ -146,56 +148,56 @@ TEST_CASE("suggest: float rules", "[config]") {
 }
 
 TEST_CASE("suggest: int rules", "[config]") {
-  CHECK_THAT(ErrorOf(R"({"type":"int","low":8,"high":1})"),
+  CHECK_THAT(SuggestError(R"({"type":"int","low":8,"high":1})"),
              Contains("distribution.low = 8 is greater than distribution.high = 1; expected low "
                       "<= high"));
-  CHECK_THAT(ErrorOf(R"({"type":"int","low":1.5,"high":4})"),
+  CHECK_THAT(SuggestError(R"({"type":"int","low":1.5,"high":4})"),
              Contains("distribution.low = 1.5: expected an integer between -2^53 and 2^53"));
   // Integers are written as JSON integers; 2.0 is a float.
-  CHECK_THAT(ErrorOf(R"({"type":"int","low":1,"high":2.0})"),
+  CHECK_THAT(SuggestError(R"({"type":"int","low":1,"high":2.0})"),
              Contains("distribution.high = 2.0: expected an integer"));
-  CHECK_THAT(ErrorOf(R"({"type":"int","low":0,"high":9007199254740993})"),
+  CHECK_THAT(SuggestError(R"({"type":"int","low":0,"high":9007199254740993})"),
              Contains("distribution.high = 9007199254740993: expected an integer between -2^53 "
                       "and 2^53"));
-  CHECK_THAT(ErrorOf(R"({"type":"int","low":-9007199254740993,"high":0})"),
+  CHECK_THAT(SuggestError(R"({"type":"int","low":-9007199254740993,"high":0})"),
              Contains("distribution.low = -9007199254740993"));
-  CHECK_THAT(ErrorOf(R"({"type":"int","low":0,"high":18446744073709551615})"),
+  CHECK_THAT(SuggestError(R"({"type":"int","low":0,"high":18446744073709551615})"),
              Contains("distribution.high = 1.8446744073709552e+19: expected an integer"));
-  CHECK_THAT(ErrorOf(R"({"type":"int","low":0,"high":4,"step":0})"),
+  CHECK_THAT(SuggestError(R"({"type":"int","low":0,"high":4,"step":0})"),
              Contains("distribution.step = 0: expected an integer >= 1"));
-  CHECK_THAT(ErrorOf(R"({"type":"int","low":0,"high":4,"step":-2})"),
+  CHECK_THAT(SuggestError(R"({"type":"int","low":0,"high":4,"step":-2})"),
              Contains("distribution.step = -2: expected an integer >= 1"));
-  CHECK_THAT(ErrorOf(R"({"type":"int","low":0,"high":4,"step":0.5})"),
+  CHECK_THAT(SuggestError(R"({"type":"int","low":0,"high":4,"step":0.5})"),
              Contains("distribution.step = 0.5: expected an integer >= 1"));
-  CHECK_THAT(ErrorOf(R"({"type":"int","low":0,"high":4,"step":null})"),
+  CHECK_THAT(SuggestError(R"({"type":"int","low":0,"high":4,"step":null})"),
              Contains("distribution.step = null: expected an integer >= 1"));
-  CHECK_THAT(ErrorOf(R"({"type":"int","low":0,"high":8,"log":true})"),
+  CHECK_THAT(SuggestError(R"({"type":"int","low":0,"high":8,"log":true})"),
              Contains("distribution.low = 0 with distribution.log = true: a log distribution "
                       "needs low >= 1"));
-  CHECK_THAT(ErrorOf(R"({"type":"int","low":1,"high":9,"step":2,"log":true})"),
+  CHECK_THAT(SuggestError(R"({"type":"int","low":1,"high":9,"step":2,"log":true})"),
              Contains("distribution.step = 2 with distribution.log = true: expected step = 1 "
                       "with log = true"));
-  CHECK_THAT(ErrorOf(R"({"type":"int","low":32,"high":500,"step":32})"),
+  CHECK_THAT(SuggestError(R"({"type":"int","low":32,"high":500,"step":32})"),
              Contains("distribution.step = 32 does not divide distribution.high - "
                       "distribution.low = 468"));
   CHECK(MustConvert(R"({"type":"int","low":-4,"high":4,"step":4})").step == 4);
 }
 
 TEST_CASE("suggest: categorical rules", "[config]") {
-  CHECK_THAT(ErrorOf(R"({"type":"categorical","choices":[]})"),
+  CHECK_THAT(SuggestError(R"({"type":"categorical","choices":[]})"),
              Contains("distribution.choices = []: expected at least one choice"));
   CHECK_THAT(
-      ErrorOf(R"({"type":"categorical","choices":["adam","sgd","adam"]})"),
+      SuggestError(R"({"type":"categorical","choices":["adam","sgd","adam"]})"),
       Contains(
           R"(distribution.choices[2] = "adam" equals distribution.choices[0] = "adam"; expected distinct choices)"));
   // Numbers compare by value as in Python (1 == 1.0, 0.0 == -0.0) ...
-  CHECK_THAT(ErrorOf(R"({"type":"categorical","choices":[1,2,1.0]})"),
+  CHECK_THAT(SuggestError(R"({"type":"categorical","choices":[1,2,1.0]})"),
              Contains("distribution.choices[2] = 1.0 equals distribution.choices[0] = 1"));
-  CHECK_THAT(ErrorOf(R"({"type":"categorical","choices":[2.0,2]})"),
+  CHECK_THAT(SuggestError(R"({"type":"categorical","choices":[2.0,2]})"),
              Contains("distribution.choices[1] = 2 equals distribution.choices[0] = 2.0"));
-  CHECK_THAT(ErrorOf(R"({"type":"categorical","choices":[0.0,-0.0]})"),
+  CHECK_THAT(SuggestError(R"({"type":"categorical","choices":[0.0,-0.0]})"),
              Contains("distribution.choices[1] = -0.0 equals distribution.choices[0] = 0.0"));
-  CHECK_THAT(ErrorOf(R"({"type":"categorical","choices":[true,false,true]})"),
+  CHECK_THAT(SuggestError(R"({"type":"categorical","choices":[true,false,true]})"),
              Contains("distribution.choices[2] = true equals distribution.choices[0] = true"));
   // ... but a bool is not a number and a string not its spelling.
   Distribution distinct =
@@ -207,8 +209,9 @@ TEST_CASE("suggest: categorical rules", "[config]") {
   CHECK(
       MustConvert(R"({"type":"categorical","choices":[9223372036854775807,9.2233720368547758e18]})")
           .choices.size() == 2);
-  CHECK_THAT(ErrorOf(R"({"type":"categorical","choices":[9007199254740992,9007199254740992.0]})"),
-             Contains("equals"));
+  CHECK_THAT(
+      SuggestError(R"({"type":"categorical","choices":[9007199254740992,9007199254740992.0]})"),
+      Contains("equals"));
 }
 
 TEST_CASE("suggest: many choices are checked quickly and kept in order", "[config]") {
@@ -218,7 +221,7 @@ TEST_CASE("suggest: many choices are checked quickly and kept in order", "[confi
   Distribution d = MustConvert(R"({"type":"categorical","choices":[)" + choices + "]}");
   REQUIRE(d.choices.size() == 12000);
   CHECK(d.choices[11999] == Choice(int64_t{11999}));
-  CHECK_THAT(ErrorOf(R"({"type":"categorical","choices":[)" + choices + ",6000.0]}"),
+  CHECK_THAT(SuggestError(R"({"type":"categorical","choices":[)" + choices + ",6000.0]}"),
              Contains("distribution.choices[12000] = 6000.0 equals distribution.choices[6000]"));
 }
 

@@ -51,8 +51,8 @@ TEST_CASE("Quoting helpers escape and list as messages need", "[config]") {
   CHECK(QuotedAlternatives({"x"}) == "\"x\"");
   CHECK(QuotedAlternatives({"x", "y"}) == "\"x\" or \"y\"");
   CHECK(QuotedAlternatives({"x", "y", "z"}) == "\"x\", \"y\" or \"z\"");
-  CHECK(Contains({"a", "b"}, "b"));
-  CHECK_FALSE(Contains({"a", "b"}, "c"));
+  CHECK(config::Contains({"a", "b"}, "b"));
+  CHECK_FALSE(config::Contains({"a", "b"}, "c"));
 }
 
 TEST_CASE("TomlDiagnostics locates values and quotes them as written", "[config]") {

@@ -152,7 +152,7 @@ TEST_CASE("the optimizer minimises a sphere and keeps to its bounds", "[sampler]
 // The sampler.
 
 // A study as the daemon keeps it, with creation and finish times.
-struct Study {
+struct CmaesStudy {
   SearchSpace space;
   std::vector<TrialRecord> trials;
   config::Direction direction = config::Direction::kMinimize;
@@ -211,7 +211,7 @@ std::unique_ptr<Sampler> MakeCmaes(uint64_t seed, const config::CmaesConfig& cma
 
 CmaesSampler& AsCmaes(Sampler& s) { return dynamic_cast<CmaesSampler&>(s); }
 
-CmaesSampler::ReplayState ReplayOf(Sampler& s, const Study& study, int number) {
+CmaesSampler::ReplayState ReplayOf(Sampler& s, const CmaesStudy& study, int number) {
   CmaesSampler& c = AsCmaes(s);
   const SearchSpace relative = c.InferRelativeSearchSpace(study.View(), number);
   auto r = c.Replay(study.View(), number, relative);
@@ -233,7 +233,7 @@ SearchSpace FloatSpace(int n) {
 }
 
 TEST_CASE("cmaes starts at the centre with Optuna's sigma0 and population", "[sampler][cmaes]") {
-  Study study;
+  CmaesStudy study;
   study.space = {{"lr", Float(1e-5, 1e-1, /*log=*/true)},
                  {"dropout", Float(0.0, 0.5)},
                  {"layers", Int(1, 8)},
@@ -277,7 +277,7 @@ TEST_CASE("cmaes starts at the centre with Optuna's sigma0 and population", "[sa
 
 TEST_CASE("cmaes samples categoricals and a one-dimensional space independently",
           "[sampler][cmaes]") {
-  Study study;
+  CmaesStudy study;
   study.space = {{"x", Float(-1, 1)}, {"opt", Categorical(4)}};
   auto sampler = MakeCmaes(8);
   for (int i = 0; i < 20; ++i) study.Finish(study.Start(*sampler), TrialState::kComplete, i);
@@ -295,7 +295,7 @@ TEST_CASE("cmaes samples categoricals and a one-dimensional space independently"
 }
 
 TEST_CASE("cmaes waits for n_startup_trials finished trials", "[sampler][cmaes]") {
-  Study study;
+  CmaesStudy study;
   study.space = FloatSpace(3);
   config::CmaesConfig cfg;
   cfg.n_startup_trials = 4;
@@ -314,7 +314,7 @@ TEST_CASE("cmaes waits for n_startup_trials finished trials", "[sampler][cmaes]"
 
 TEST_CASE("a generation is told only the trials that finished, first by number",
           "[sampler][cmaes]") {
-  Study study;
+  CmaesStudy study;
   study.space = FloatSpace(3);  // population 7
   auto sampler = MakeCmaes(4);
   study.Finish(study.Start(*sampler), TrialState::kComplete, 5.0);  // start-up trial
@@ -345,7 +345,7 @@ TEST_CASE("a generation is told only the trials that finished, first by number",
 }
 
 TEST_CASE("trials that finish after a trial was created are not seen by it", "[sampler][cmaes]") {
-  Study study;
+  CmaesStudy study;
   study.space = FloatSpace(2);  // population 6
   auto sampler = MakeCmaes(6);
   study.Finish(study.Start(*sampler), TrialState::kComplete, 1.0);
@@ -364,7 +364,7 @@ TEST_CASE("pruned trials count with consider_pruned_trials, at their last report
           "[sampler][cmaes]") {
   for (bool consider : {false, true}) {
     INFO("consider_pruned_trials = " << consider);
-    Study study;
+    CmaesStudy study;
     study.space = FloatSpace(2);
     config::CmaesConfig cfg;
     cfg.consider_pruned_trials = consider;
@@ -381,7 +381,7 @@ TEST_CASE("pruned trials count with consider_pruned_trials, at their last report
 
 TEST_CASE("cmaes maximises by minimising the negated value", "[sampler][cmaes]") {
   auto run = [](config::Direction direction) {
-    Study study;
+    CmaesStudy study;
     study.space = FloatSpace(2);
     study.direction = direction;
     auto sampler = MakeCmaes(12);
@@ -392,13 +392,13 @@ TEST_CASE("cmaes maximises by minimising the negated value", "[sampler][cmaes]")
     }
     return study;
   };
-  const Study min = run(config::Direction::kMinimize);
-  const Study max = run(config::Direction::kMaximize);
+  const CmaesStudy min = run(config::Direction::kMinimize);
+  const CmaesStudy max = run(config::Direction::kMaximize);
   for (int i = 0; i < 40; ++i) CHECK(min.Params(i) == max.Params(i));
 }
 
 TEST_CASE("cmaes converges on a sphere through SampleParams", "[sampler][cmaes]") {
-  Study study;
+  CmaesStudy study;
   study.space = FloatSpace(4);
   study.space.push_back({"k", Int(-10, 10)});
   auto sampler = MakeCmaes(21);
@@ -418,7 +418,7 @@ TEST_CASE("cmaes converges on a sphere through SampleParams", "[sampler][cmaes]"
 
 TEST_CASE("cmaes is reproducible across instances, as after a daemon restart", "[sampler][cmaes]") {
   auto run = [](uint64_t seed, int restart_at) {
-    Study study;
+    CmaesStudy study;
     study.space = FloatSpace(3);
     auto sampler = MakeCmaes(seed);
     std::vector<int> running;
@@ -434,9 +434,9 @@ TEST_CASE("cmaes is reproducible across instances, as after a daemon restart", "
     }
     return study;
   };
-  const Study a = run(5, -1);
-  const Study b = run(5, 30);
-  const Study c = run(6, -1);
+  const CmaesStudy a = run(5, -1);
+  const CmaesStudy b = run(5, 30);
+  const CmaesStudy c = run(6, -1);
   bool same = true, differs = false;
   for (int i = 0; i < 60; ++i) {
     same = same && a.Params(i) == b.Params(i);
@@ -447,7 +447,7 @@ TEST_CASE("cmaes is reproducible across instances, as after a daemon restart", "
 }
 
 TEST_CASE("cmaes replays again when the history it read has changed", "[sampler][cmaes]") {
-  Study study;
+  CmaesStudy study;
   study.space = FloatSpace(2);  // population 6
   auto sampler = MakeCmaes(15);
   std::vector<int> running;
@@ -471,7 +471,7 @@ TEST_CASE("cmaes replays again when the history it read has changed", "[sampler]
 }
 
 TEST_CASE("ipop restarts a stopped optimizer with a larger population", "[sampler][cmaes]") {
-  Study study;
+  CmaesStudy study;
   study.space = FloatSpace(2);  // population 6
   config::CmaesConfig cfg;
   cfg.restart_strategy = "ipop";
@@ -491,7 +491,7 @@ TEST_CASE("ipop restarts a stopped optimizer with a larger population", "[sample
 }
 
 TEST_CASE("cmaes refuses a study with several objectives", "[sampler][cmaes]") {
-  Study study;
+  CmaesStudy study;
   study.space = FloatSpace(2);
   auto sampler = MakeCmaes(1);
   StudyView view = study.View();

@@ -40,8 +40,8 @@ using triald::testing::Float;
 using triald::testing::Int;
 using triald::testing::Strings;
 
-std::unique_ptr<Sampler> Make(const std::string& kind, const SearchSpace& space, uint64_t seed,
-                              const config::TpeConfig& tpe = {}) {
+std::unique_ptr<Sampler> MakeOver(const std::string& kind, const SearchSpace& space, uint64_t seed,
+                                  const config::TpeConfig& tpe = {}) {
   return triald::testing::MakeSeededSampler(kind, space, seed, tpe);
 }
 
@@ -310,19 +310,21 @@ TEST_CASE("tpe relative space: [space] first, then the intersection or the group
       Trial(1, TrialState::kComplete,
             {{"x", 0.2, u}, {"fixed1", 3, Int(3, 3)}, {"b", 0.5, u}, {"a", 0.5, u}}),
   };
-  auto plain = Make("tpe", study.space, 1, Tpe(false));
+  auto plain = MakeOver("tpe", study.space, 1, Tpe(false));
   // The single-valued [space] parameter is left out; the intersection adds b after x.
   CHECK(Flat(plain->InferRelativeSearchSpace(study.View(), 2)) ==
         FlatSpace{{"x", u.ToJson()}, {"b", u.ToJson()}});
   // Nothing finished below trial 0: the [space] alone, as with a fixed space.
   CHECK(Flat(plain->InferRelativeSearchSpace(study.View(), 0)) == FlatSpace{{"x", u.ToJson()}});
-  auto grouped = Make("tpe", study.space, 1, Tpe(true));
+  auto grouped = MakeOver("tpe", study.space, 1, Tpe(true));
   CHECK(Flat(grouped->InferRelativeSearchSpace(study.View(), 2)) ==
         FlatSpace{{"x", u.ToJson()}, {"b", u.ToJson()}, {"a", u.ToJson()}});
   CHECK(Flat(grouped->InferRelativeSearchSpace(study.View(), 0)) == FlatSpace{{"x", u.ToJson()}});
   config::TpeConfig univariate;
   univariate.multivariate = false;
-  CHECK(Make("tpe", study.space, 1, univariate)->InferRelativeSearchSpace(study.View(), 2).empty());
+  CHECK(MakeOver("tpe", study.space, 1, univariate)
+            ->InferRelativeSearchSpace(study.View(), 2)
+            .empty());
 }
 
 TEST_CASE("tpe group needs multivariate", "[tpe]") {
@@ -360,7 +362,7 @@ TEST_CASE("every sampler kind answers dynamic suggests within their distribution
       INFO(k.name << (with_space ? " with a [space]" : " without [space]"));
       Study study;
       if (with_space) study.space = {{"fixed", Float(-1, 1)}, {"k", Int(0, 9, false, 3)}};
-      auto sampler = Make(k.kind, study.space, 11, k.tpe);
+      auto sampler = MakeOver(k.kind, study.space, 11, k.tpe);
       std::map<std::string, int> seen;
       for (const model::ParamMap& params : RunStudy(*sampler, study, 60, Conditional)) {
         for (const auto& [name, pv] : params) {
@@ -392,8 +394,8 @@ TEST_CASE("same seed, history and order of suggests give the same values", "[sam
   for (const DynamicKind& k : DynamicKinds()) {
     INFO(k.name);
     Study a, b;
-    auto sa = Make(k.kind, a.space, 5, k.tpe);
-    auto sb = Make(k.kind, b.space, 5, k.tpe);
+    auto sa = MakeOver(k.kind, a.space, 5, k.tpe);
+    auto sb = MakeOver(k.kind, b.space, 5, k.tpe);
     const auto first = RunStudy(*sa, a, 40, Conditional);
     const auto second = RunStudy(*sb, b, 40, Conditional);
     REQUIRE(first.size() == second.size());
@@ -404,7 +406,7 @@ TEST_CASE("same seed, history and order of suggests give the same values", "[sam
     }
     // A different seed gives a different study.
     Study c;
-    auto sc = Make(k.kind, c.space, 6, k.tpe);
+    auto sc = MakeOver(k.kind, c.space, 6, k.tpe);
     const auto other = RunStudy(*sc, c, 40, Conditional);
     int differ = 0;
     for (size_t i = 0; i < first.size(); ++i) {
@@ -419,7 +421,7 @@ TEST_CASE("an independent suggest does not depend on what was suggested before i
   for (const DynamicKind& k : DynamicKinds()) {
     INFO(k.name);
     Study study;
-    auto sampler = Make(k.kind, study.space, 3, k.tpe);
+    auto sampler = MakeOver(k.kind, study.space, 3, k.tpe);
     RunStudy(*sampler, study, 30, Conditional);
     // Two fresh parameters asked in either order, with a third asked in between or not.
     const int n = static_cast<int>(study.trials.size());
@@ -445,7 +447,7 @@ TEST_CASE("suggest: the same name and distribution, the same value, another one,
           "[sampler][dynamic]") {
   Study study;
   study.space = {{"x", Float(0, 1)}};
-  auto sampler = Make("tpe", study.space, 2, Tpe(true));
+  auto sampler = MakeOver("tpe", study.space, 2, Tpe(true));
   auto ts = StartTrial(*sampler, study.View(), 0);
   REQUIRE(ts.ok());
   // A [space] parameter: its drawn value, with its declared distribution only.
@@ -487,8 +489,8 @@ TEST_CASE("with a full [space], StartTrial draws exactly what SampleParams draws
     INFO(k.name);
     Study study;
     study.space = space;
-    auto sampler = Make(k.kind, space, 9, k.tpe);
-    auto reference = Make(k.kind, space, 9, k.tpe);
+    auto sampler = MakeOver(k.kind, space, 9, k.tpe);
+    auto reference = MakeOver(k.kind, space, 9, k.tpe);
     for (int i = 0; i < 30; ++i) {
       auto params = SampleParams(*reference, study.View(), i);
       REQUIRE(params.ok());
@@ -503,8 +505,8 @@ TEST_CASE("with a full [space], StartTrial draws exactly what SampleParams draws
   const SearchSpace grid_space = {{"a", Int(0, 3)}, {"b", Strings({"x", "y"})}};
   Study study;
   study.space = grid_space;
-  auto grid = Make("grid", grid_space, 4);
-  auto reference = Make("grid", grid_space, 4);
+  auto grid = MakeOver("grid", grid_space, 4);
+  auto reference = MakeOver("grid", grid_space, 4);
   for (int i = 0; i < 8; ++i) {
     auto params = SampleParams(*reference, study.View(), i);
     REQUIRE(params.ok());
@@ -519,8 +521,8 @@ TEST_CASE("tpe group = true equals group = false when every trial holds the same
   const SearchSpace space = {{"x", Float(-3, 3)}, {"n", Int(1, 9)}, {"c", Strings({"a", "b"})}};
   Study plain_study, group_study;
   plain_study.space = group_study.space = space;
-  auto plain = Make("tpe", space, 21, Tpe(false));
-  auto grouped = Make("tpe", space, 21, Tpe(true));
+  auto plain = MakeOver("tpe", space, 21, Tpe(false));
+  auto grouped = MakeOver("tpe", space, 21, Tpe(true));
   for (int i = 0; i < 40; ++i) {
     auto a = SampleParams(*plain, plain_study.View(), i);
     auto b = SampleParams(*grouped, group_study.View(), i);
@@ -548,8 +550,8 @@ TEST_CASE("a define-by-run study asking the same parameters every trial samples 
     INFO("group = " << group);
     Study fixed, dynamic;
     fixed.space = space;
-    auto by_space = Make("tpe", space, 31, Tpe(group));
-    auto by_suggest = Make("tpe", {}, 31, Tpe(group));
+    auto by_space = MakeOver("tpe", space, 31, Tpe(group));
+    auto by_suggest = MakeOver("tpe", {}, 31, Tpe(group));
     for (int i = 0; i < 40; ++i) {
       Run declared(*by_space, fixed);
       Run asked(*by_suggest, dynamic);
@@ -579,7 +581,7 @@ TEST_CASE("grid requires a full [space] and says so", "[sampler][dynamic]") {
   // A grid built from a [space] refuses a parameter outside it.
   Study study;
   study.space = {{"a", Int(0, 3)}};
-  auto grid = Make("grid", study.space, 1);
+  auto grid = MakeOver("grid", study.space, 1);
   auto ts = StartTrial(*grid, study.View(), 0);
   REQUIRE(ts.ok());
   auto extra = Suggest(*grid, study.View(), *ts, {"b", Int(0, 3)});
@@ -589,7 +591,7 @@ TEST_CASE("grid requires a full [space] and says so", "[sampler][dynamic]") {
 
 TEST_CASE("qmc without [space] takes the first finished trial's space", "[sampler][qmc]") {
   Study study;
-  auto sampler = Make("qmc", study.space, 8);
+  auto sampler = MakeOver("qmc", study.space, 8);
   // Nothing finished: every parameter is drawn at random.
   Run first(*sampler, study);
   CHECK(first.sample().relative_space.empty());
@@ -647,7 +649,7 @@ TEST_CASE("tpe: trials lacking a parameter still take part in the split, as in O
   for (bool group : {false, true}) {
     INFO("group = " << group);
     Study study = BranchHistory();
-    auto sampler = Make("tpe", {}, 17, Tpe(group));
+    auto sampler = MakeOver("tpe", {}, 17, Tpe(group));
     int near = 0;
     const int n = 40;
     for (int i = 0; i < n; ++i) {
@@ -684,7 +686,7 @@ TEST_CASE("tpe group: each branch is modelled with the trials that took it", "[t
   for (uint64_t seed = 0; seed < 5; ++seed) {
     for (const std::string& kind : {std::string("tpe"), std::string("random")}) {
       Study study;
-      auto sampler = Make(kind, {}, seed, Tpe(true));
+      auto sampler = MakeOver(kind, {}, seed, Tpe(true));
       const auto trials = RunStudy(*sampler, study, 60, objective);
       int a = 0;
       double err = 0;
@@ -723,7 +725,7 @@ TEST_CASE("tpe reads a categorical stored with other choices by the choice itsel
   const Distribution new_choices = Strings({"b", "a"});
   for (bool group : {false, true}) {
     INFO("group = " << group);
-    auto sampler = Make("tpe", {}, 12, Tpe(group));
+    auto sampler = MakeOver("tpe", {}, 12, Tpe(group));
     int b = 0;
     const int n = 30;
     for (int i = 0; i < n; ++i) {
@@ -750,8 +752,8 @@ TEST_CASE("tpe constant liar: running trials' dynamic parameters count, those la
   config::TpeConfig liar = Tpe(true);
   config::TpeConfig honest = Tpe(true);
   honest.constant_liar = false;
-  auto with_liar = Make("tpe", {}, 4, liar);
-  auto without = Make("tpe", {}, 4, honest);
+  auto with_liar = MakeOver("tpe", {}, 4, liar);
+  auto without = MakeOver("tpe", {}, 4, honest);
   double mean_liar = 0, mean_honest = 0;
   const int n = 30;
   for (int i = 0; i < n; ++i) {

@@ -15,7 +15,7 @@ namespace {
 
 using model::TrialState;
 
-constexpr double kMiB = 1024.0 * 1024;
+constexpr double kMetricMiB = 1024.0 * 1024;
 
 config::ResourceConstraint Constraint(const std::string& metric, bool at_most, double limit) {
   config::ResourceConstraint c;
@@ -28,7 +28,7 @@ config::ResourceConstraint Constraint(const std::string& metric, bool at_most, d
 
 model::TrialResources Measured() {
   model::TrialResources r;
-  r.peak_memory_bytes = static_cast<uint64_t>(200 * kMiB);
+  r.peak_memory_bytes = static_cast<uint64_t>(200 * kMetricMiB);
   r.memory_source = "cgroup2 memory.peak";
   r.cpu_time_s = 12.5;
   r.cpu_source = "cgroup2 cpu.stat";
@@ -36,7 +36,7 @@ model::TrialResources Measured() {
   return r;
 }
 
-struct Row {
+struct MetricRow {
   const char* name;
   // The study.
   std::vector<std::string> objectives;  // [study] objectives (empty: none)
@@ -58,8 +58,8 @@ struct Row {
 TEST_CASE("measured metrics become constraints and objectives", "[scheduler][resources]") {
   const model::TrialResources m = Measured();
   model::TrialResources gpu = m;
-  gpu.peak_gpu_memory_bytes = static_cast<uint64_t>(3 * kMiB);
-  const std::vector<Row> rows = {
+  gpu.peak_gpu_memory_bytes = static_cast<uint64_t>(3 * kMetricMiB);
+  const std::vector<MetricRow> rows = {
       {"no constraints and no metric objectives: unchanged",
        {},
        1,
@@ -76,7 +76,7 @@ TEST_CASE("measured metrics become constraints and objectives", "[scheduler][res
       {"<= holds (measured - limit < 0), >= violated (limit - measured > 0)",
        {},
        1,
-       {Constraint("peak_memory", true, 256 * kMiB), Constraint("wall", false, 40)},
+       {Constraint("peak_memory", true, 256 * kMetricMiB), Constraint("wall", false, 40)},
        TrialState::kComplete,
        {0.5},
        {},
@@ -84,7 +84,7 @@ TEST_CASE("measured metrics become constraints and objectives", "[scheduler][res
        TrialState::kComplete,
        0.5,
        {0.5},
-       {-56 * kMiB, 10},
+       {-56 * kMetricMiB, 10},
        ""},
       {"measured constraints come after the reported ones",
        {},
@@ -102,7 +102,7 @@ TEST_CASE("measured metrics become constraints and objectives", "[scheduler][res
       {"an unmeasured metric counts as violated with 1.0",
        {},
        1,
-       {Constraint("peak_gpu_memory", true, 8 * kMiB), Constraint("wall", true, 60)},
+       {Constraint("peak_gpu_memory", true, 8 * kMetricMiB), Constraint("wall", true, 60)},
        TrialState::kComplete,
        {0.5},
        {},
@@ -128,7 +128,7 @@ TEST_CASE("measured metrics become constraints and objectives", "[scheduler][res
       {"a PRUNED trial gets constraints too, and keeps its value",
        {},
        1,
-       {Constraint("peak_memory", true, 100 * kMiB)},
+       {Constraint("peak_memory", true, 100 * kMetricMiB)},
        TrialState::kPruned,
        {},
        {},
@@ -136,7 +136,7 @@ TEST_CASE("measured metrics become constraints and objectives", "[scheduler][res
        TrialState::kPruned,
        0.75,
        {},
-       {100 * kMiB},
+       {100 * kMetricMiB},
        ""},
       {"metric objectives follow the value, in objectives order; value unset",
        {"value", "cpu_time", "peak_memory"},
@@ -148,21 +148,21 @@ TEST_CASE("measured metrics become constraints and objectives", "[scheduler][res
        m,
        TrialState::kComplete,
        std::nullopt,
-       {0.5, 12.5, 200 * kMiB},
+       {0.5, 12.5, 200 * kMetricMiB},
        {},
        ""},
       {"two worker values, then peak_gpu_memory, then a constraint",
        {"value", "value", "peak_gpu_memory"},
        3,
-       {Constraint("peak_gpu_memory", true, 2 * kMiB)},
+       {Constraint("peak_gpu_memory", true, 2 * kMetricMiB)},
        TrialState::kComplete,
        {0.5, 7},
        {},
        gpu,
        TrialState::kComplete,
        std::nullopt,
-       {0.5, 7, 3 * kMiB},
-       {1 * kMiB},
+       {0.5, 7, 3 * kMetricMiB},
+       {1 * kMetricMiB},
        ""},
       {"an unmeasured metric objective: FAIL(protocol) naming it",
        {"value", "peak_gpu_memory"},
@@ -195,7 +195,7 @@ TEST_CASE("measured metrics become constraints and objectives", "[scheduler][res
       {"a PRUNED trial of a study with metric objectives has no values and no value",
        {"value", "peak_memory"},
        2,
-       {Constraint("peak_memory", false, 300 * kMiB)},
+       {Constraint("peak_memory", false, 300 * kMetricMiB)},
        TrialState::kPruned,
        {},
        {},
@@ -219,7 +219,7 @@ TEST_CASE("measured metrics become constraints and objectives", "[scheduler][res
        {},
        "exited with code 1"},
   };
-  for (const Row& row : rows) {
+  for (const MetricRow& row : rows) {
     INFO(row.name);
     config::StudyConfig study;
     study.objectives = row.objectives;

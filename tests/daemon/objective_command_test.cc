@@ -18,14 +18,14 @@ namespace fs = std::filesystem;
 using Catch::Matchers::Contains;
 using Catch::Matchers::StartsWith;
 
-class TempDir {
+class ObjectiveDir {
  public:
-  TempDir() {
+  ObjectiveDir() {
     std::string tmpl = (fs::temp_directory_path() / "triald-objcmd-XXXXXX").string();
     REQUIRE(::mkdtemp(tmpl.data()) != nullptr);
     path_ = tmpl;
   }
-  ~TempDir() {
+  ~ObjectiveDir() {
     std::error_code ec;
     fs::remove_all(path_, ec);
   }
@@ -39,7 +39,7 @@ class TempDir {
   std::string path_;
 };
 
-config::SweepSpec PythonSweep(const TempDir& dir, const std::string& function,
+config::SweepSpec PythonSweep(const ObjectiveDir& dir, const std::string& function,
                               const std::string& more = "") {
   const std::string doc =
       "[study]\nname = \"s\"\nn_trials = 3\n\n[objective]\nkind = "
@@ -145,7 +145,7 @@ TEST_CASE("a binding inside a module-level block counts, one in a string, def or
 
 TEST_CASE("kind = python at submit: the command and the runner on PYTHONPATH",
           "[objective][python]") {
-  TempDir dir;
+  ObjectiveDir dir;
   dir.Write("obj.py", "def objective(trial):\n    return trial.suggest_float('x', 0, 1)\n");
   config::SweepSpec spec = PythonSweep(dir, "obj.py:objective");
   const std::string runner = DefaultPythonRunnerDir();
@@ -173,7 +173,7 @@ TEST_CASE("kind = python at submit: the command and the runner on PYTHONPATH",
 
 TEST_CASE("kind = python at submit: a missing file or name is refused at the function key",
           "[objective][python]") {
-  TempDir dir;
+  ObjectiveDir dir;
   dir.Write("obj.py", "LR = 0.1\n\ndef objective(trial):\n    return 1.0\n");
   const std::string at = dir.path() + "/sweep.toml:7:12: [objective] function = ";
   SECTION("no such file") {
@@ -197,7 +197,7 @@ TEST_CASE("kind = python at submit: a missing file or name is refused at the fun
 
 TEST_CASE("kind = python at submit: a module is found under workdir or PYTHONPATH",
           "[objective][python]") {
-  TempDir dir;
+  ObjectiveDir dir;
   dir.Write("src/pkg/__init__.py", "");
   dir.Write("src/pkg/train.py", "def objective(trial):\n    return 1.0\n");
   dir.Write("lib/other/__init__.py", "def objective(trial):\n    return 2.0\n");
@@ -226,7 +226,7 @@ TEST_CASE("kind = python at submit: a module is found under workdir or PYTHONPAT
 
 TEST_CASE("kind = python at submit: constraints is checked like function and passed to the runner",
           "[objective][python]") {
-  TempDir dir;
+  ObjectiveDir dir;
   dir.Write("obj.py", "LIMIT = 8\n\ndef objective(trial):\n    return 1.0\n");
   dir.Write("limits.py", "def memory_ok(frozen):\n    return [frozen.user_attrs['gb'] - 8]\n");
   const std::string at = dir.path() + "/sweep.toml:8:15: [objective] constraints = ";
@@ -270,7 +270,7 @@ TEST_CASE("kind = python at submit: constraints is checked like function and pas
 
 TEST_CASE("kind = python with fork_server: the server's command and the fork request's argv",
           "[objective][python][fork_server]") {
-  TempDir dir;
+  ObjectiveDir dir;
   dir.Write("obj.py", "def objective(trial):\n    return 1.0\n");
   dir.Write("limits.py", "def ok(frozen):\n    return [0]\n");
   const std::string obj = dir.path() + "/obj.py:objective";

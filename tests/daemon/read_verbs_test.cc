@@ -15,15 +15,15 @@ namespace {
 namespace json = boost::json;
 using model::TrialState;
 
-constexpr int kTrials = 600;  // more than two pages (kTrialsPerPiece)
+constexpr int kReadTrials = 600;  // more than two pages (kTrialsPerPiece)
 
-struct Fixture {
+struct ReadFixture {
   std::unique_ptr<storage::Storage> storage;
   VerbContext context;
   int64_t study_id = 0;
 
-  // `long_curve`: trials 300 and kTrials - 3 (the best) report that many intermediate values.
-  explicit Fixture(int64_t long_curve = 0) {
+  // `long_curve`: trials 300 and kReadTrials - 3 (the best) report that many intermediate values.
+  explicit ReadFixture(int64_t long_curve = 0) {
     auto opened = storage::OpenSqliteStorage({":memory:"});
     REQUIRE(opened.ok());
     storage = std::move(*opened);
@@ -32,7 +32,7 @@ struct Fixture {
     model::NewStudy ns;
     ns.name = "big";
     ns.direction = config::Direction::kMinimize;
-    ns.n_trials = kTrials;
+    ns.n_trials = kReadTrials;
     ns.spec_toml = "[study]\n";
     ns.spec_path = "/big.toml";
     auto study = storage->CreateStudy(ns, 1);
@@ -43,13 +43,13 @@ struct Fixture {
     d.low = 0;
     d.high = 1000;
     REQUIRE(storage->BeginBatch().ok());
-    for (int i = 0; i < kTrials; ++i) {
+    for (int i = 0; i < kReadTrials; ++i) {
       auto t = storage->CreateTrial(study_id, {{"x", {static_cast<double>(i), d}}}, 10);
       REQUIRE(t.ok());
       if (i % 3 == 2) continue;  // WAITING
       REQUIRE(storage->MarkRunning(t->id, {100, 100, 1}, 20).ok());
       REQUIRE(storage->AddIntermediate(t->id, 0, 1.0).ok());
-      if (i == 300 || i == kTrials - 3) {
+      if (i == 300 || i == kReadTrials - 3) {
         for (int64_t step = 1; step < long_curve; ++step) {
           REQUIRE(storage->AddIntermediate(t->id, step, 0.5).ok());
         }
@@ -86,18 +86,18 @@ std::vector<int64_t> Range(int64_t from, int64_t to) {
 }  // namespace
 
 TEST_CASE("read verbs: trials is streamed in pages and pages by offset and limit", "[control]") {
-  Fixture f;
-  CHECK(Numbers(f.Call("trials")) == Range(0, kTrials));
+  ReadFixture f;
+  CHECK(Numbers(f.Call("trials")) == Range(0, kReadTrials));
   CHECK(Numbers(f.Call("trials", {{"offset", 250}, {"limit", 300}})) == Range(250, 550));
-  CHECK(Numbers(f.Call("trials", {{"offset", 590}, {"limit", 100}})) == Range(590, kTrials));
-  CHECK(Numbers(f.Call("trials", {{"offset", 256}})) == Range(256, kTrials));
+  CHECK(Numbers(f.Call("trials", {{"offset", 590}, {"limit", 100}})) == Range(590, kReadTrials));
+  CHECK(Numbers(f.Call("trials", {{"offset", 256}})) == Range(256, kReadTrials));
   CHECK(f.Call("trials", {{"limit", 0}}).as_array().empty());
   CHECK(f.Call("trials", {{"offset", 5000000000LL}}).as_array().empty());
   CHECK(f.Call("trials", {{"offset", 9223372036854775807LL}, {"limit", 9223372036854775807LL}})
             .as_array()
             .empty());
   CHECK(Numbers(f.Call("trials", {{"offset", 599}, {"limit", 9223372036854775807LL}})) ==
-        Range(599, kTrials));
+        Range(599, kReadTrials));
   // Full records, as a whole reply had them.
   json::value page = f.Call("trials", {{"offset", 3}, {"limit", 1}});
   const json::object& t3 = page.as_array()[0].as_object();
@@ -127,14 +127,14 @@ TEST_CASE("read verbs: trials is streamed in pages and pages by offset and limit
   CHECK(pieces.size() == 3);
   std::string text;
   for (const std::string& p : pieces) text += p;
-  CHECK(Numbers(json::parse(text)) == Range(0, kTrials));
+  CHECK(Numbers(json::parse(text)) == Range(0, kReadTrials));
 }
 
 TEST_CASE("read verbs: export streams every trial after the summary", "[control]") {
-  Fixture f;
+  ReadFixture f;
   json::value e = f.Call("export");
-  CHECK(Numbers(e.at("trials")) == Range(0, kTrials));
-  CHECK(e.at("study").at("complete").as_int64() == kTrials / 3);
+  CHECK(Numbers(e.at("trials")) == Range(0, kReadTrials));
+  CHECK(e.at("study").at("complete").as_int64() == kReadTrials / 3);
   const json::object& t0 = e.at("trials").as_array()[0].as_object();
   CHECK(t0.contains("distributions"));
   CHECK(t0.at("params_internal").at("x").as_double() == 0.0);
@@ -142,16 +142,16 @@ TEST_CASE("read verbs: export streams every trial after the summary", "[control]
 
 TEST_CASE("read verbs: studies, status and best from counts and the best-trial query",
           "[control]") {
-  Fixture f;
+  ReadFixture f;
   json::object s = f.Call("status").as_object();
-  CHECK(s.at("complete").as_int64() == kTrials / 3);
-  CHECK(s.at("pruned").as_int64() == kTrials / 3);
-  CHECK(s.at("waiting").as_int64() == kTrials / 3);
+  CHECK(s.at("complete").as_int64() == kReadTrials / 3);
+  CHECK(s.at("pruned").as_int64() == kReadTrials / 3);
+  CHECK(s.at("waiting").as_int64() == kReadTrials / 3);
   CHECK(s.at("running").as_int64() == 0);
-  CHECK(s.at("finished").as_int64() == 2 * kTrials / 3);
+  CHECK(s.at("finished").as_int64() == 2 * kReadTrials / 3);
   CHECK(s.at("mean_duration_s").as_double() == Approx(2.0));
-  CHECK(s.at("best").at("number").as_int64() == kTrials - 3);  // the last COMPLETE one
-  CHECK(f.Call("best").at("number").as_int64() == kTrials - 3);
+  CHECK(s.at("best").at("number").as_int64() == kReadTrials - 3);  // the last COMPLETE one
+  CHECK(f.Call("best").at("number").as_int64() == kReadTrials - 3);
   auto studies = HandleVerb(f.context, "studies", {});
   REQUIRE(studies.ok());
   REQUIRE(studies->as_array().size() == 1);
@@ -182,11 +182,11 @@ TEST_CASE("read verbs: studies, status and best from counts and the best-trial q
 TEST_CASE("read verbs: summaries carry no curve, trials pages by the curves' size", "[control]") {
   // Trials 597 (COMPLETE, the best) and 300 report long curves: 3 x kCurveValuesPerPiece / 2.
   const int64_t long_curve = 3 * kCurveValuesPerPiece / 2;
-  Fixture f(long_curve);
+  ReadFixture f(long_curve);
 
   json::object s = f.Call("status").as_object();
   const json::object& best = s.at("best").as_object();
-  CHECK(best.at("number").as_int64() == kTrials - 3);
+  CHECK(best.at("number").as_int64() == kReadTrials - 3);
   CHECK_FALSE(best.contains("intermediate"));
   CHECK(best.at("intermediate_steps").as_int64() == long_curve);
   CHECK(common::SerializeJson(s).size() < 4096);
@@ -210,7 +210,7 @@ TEST_CASE("read verbs: summaries carry no curve, trials pages by the curves' siz
     text += *piece;
   }
   const json::value all = json::parse(text);
-  CHECK(Numbers(all) == Range(0, kTrials));
+  CHECK(Numbers(all) == Range(0, kReadTrials));
   CHECK(all.as_array()[300].at("intermediate").as_array().size() ==
         static_cast<size_t>(long_curve));
   CHECK(all.as_array()[300].at("intermediate_steps").as_int64() == long_curve);

@@ -16,13 +16,13 @@ namespace {
 
 using launcher::StopReason;
 
-struct Fixture {
+struct RunningFixture {
   testing::FakeLauncher launcher;
   std::unique_ptr<storage::Storage> storage;
   StudyRuntime a, b;
   RunningTrials running{common::MakeNullLogger()};
 
-  Fixture() {
+  RunningFixture() {
     auto opened = storage::OpenSqliteStorage({":memory:"});
     REQUIRE(opened.ok());
     storage = std::move(opened).value();
@@ -55,7 +55,7 @@ struct Fixture {
 
 TEST_CASE("running trials: a study's trials are stopped as cancelled, the others run on",
           "[scheduler][running]") {
-  Fixture f;
+  RunningFixture f;
   auto& a0 = f.Add(f.a, 0);
   auto& a1 = f.Add(f.a, 1);
   auto& b0 = f.Add(f.b, 0);
@@ -70,7 +70,7 @@ TEST_CASE("running trials: a study's trials are stopped as cancelled, the others
 
 TEST_CASE("running trials: only trials another node ended are stopped, each once",
           "[scheduler][running]") {
-  Fixture f;
+  RunningFixture f;
   auto& a0 = f.Add(f.a, 0);
   auto& a1 = f.Add(f.a, 1);
   f.a.trials[1].state = model::TrialState::kFail;  // ended elsewhere (storage says so)
@@ -85,7 +85,7 @@ TEST_CASE("running trials: only trials another node ended are stopped, each once
 
 TEST_CASE("running trials: found by trial id until taken out, the dashboard's view",
           "[scheduler][running]") {
-  Fixture f;
+  RunningFixture f;
   f.Add(f.a, 3);
   f.Add(f.b, 0);
   CHECK(f.running.size() == 2);

@@ -56,7 +56,7 @@ const std::vector<SamplerKind> kSamplers = {
 
 using triald::testing::Float;
 using triald::testing::Int;
-Distribution Categorical(int n) { return triald::testing::Categorical(n, "choice"); }
+Distribution Choices(int n) { return triald::testing::Categorical(n, "choice"); }
 
 // Every distribution type the sampler accepts; the grid gets only discrete ones.
 SearchSpace ContractSpace(const SamplerKind& kind) {
@@ -69,7 +69,7 @@ SearchSpace ContractSpace(const SamplerKind& kind) {
   space.push_back({"layers", Int(1, 8)});
   space.push_back({"batch", Int(1, 64, /*log=*/true)});
   space.push_back({"width", Int(16, 128, false, 16)});
-  space.push_back({"optimizer", Categorical(3)});
+  space.push_back({"optimizer", Choices(3)});
   return space;
 }
 
@@ -218,7 +218,7 @@ TEST_CASE("SampleParams reports a value outside its distribution as internal", "
 }
 
 TEST_CASE("SampleParams fills every parameter a relative sampler leaves out", "[sampler]") {
-  FakeStudy study{{{"a", Categorical(2)}, {"b", Float(0, 1)}}, {}};
+  FakeStudy study{{{"a", Choices(2)}, {"b", Float(0, 1)}}, {}};
   RandomSampler random(3);
   const ParamValues v = study.Sample(random, 0);
   CHECK(v.size() == 2);
@@ -256,7 +256,7 @@ TEST_CASE("random sampler draws log floats log-uniformly and floats uniformly", 
 }
 
 TEST_CASE("random sampler covers categorical choices and int values uniformly", "[sampler]") {
-  FakeStudy study{{{"c", Categorical(4)}, {"k", Int(0, 9, false, 3)}}, {}};
+  FakeStudy study{{{"c", Choices(4)}, {"k", Int(0, 9, false, 3)}}, {}};
   RandomSampler sampler(5);
   std::map<double, int> choices, ints;
   const int n = 2000;
@@ -295,7 +295,7 @@ TEST_CASE("random sampler reaches both ends of stepped and log int ranges", "[sa
 // Grid sampler.
 
 SearchSpace Grid3x4x2() {
-  return {{"opt", Categorical(3)}, {"layers", Int(1, 4)}, {"dropout", Float(0, 0.5, false, 0.5)}};
+  return {{"opt", Choices(3)}, {"layers", Int(1, 4)}, {"dropout", Float(0, 0.5, false, 0.5)}};
 }
 
 using Point = std::vector<double>;
@@ -445,7 +445,7 @@ TEST_CASE("qmc sampler unscrambled: the first 15 trials fill every bin but the o
 
 TEST_CASE("qmc sampler spreads ints, steps and categoricals evenly over their grids",
           "[sampler][qmc]") {
-  FakeStudy study{{{"k", Int(1, 4)}, {"m", Float(0, 0.7, false, 0.1)}, {"c", Categorical(4)}}, {}};
+  FakeStudy study{{{"k", Int(1, 4)}, {"m", Float(0, 0.7, false, 0.1)}, {"c", Choices(4)}}, {}};
   auto sampler = MakeQmc(study.space, 8, true);
   std::map<double, int> k, m, c;
   for (int i = 0; i < 16; ++i) {

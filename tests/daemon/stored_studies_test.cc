@@ -22,7 +22,7 @@ std::string Sweep(const std::string& name) {
          "[space.x]\ntype = \"float\"\nlow = 0\nhigh = 1\n";
 }
 
-struct Fixture : PartsFixture {
+struct StoredFixture : PartsFixture {
   testing::FakeSchedulerEnv env;
   std::unique_ptr<NodeCoordinator> coordinator = MakeCoordinator();
   std::unique_ptr<StudyLoader> loader = std::make_unique<StudyLoader>(LoaderOptions(&env));
@@ -47,7 +47,7 @@ struct Fixture : PartsFixture {
 
 TEST_CASE("stored studies: a study deleted elsewhere is dropped once nothing of it runs here",
           "[scheduler][shared]") {
-  Fixture f;
+  StoredFixture f;
   const model::StudyRecord kept = f.Submit("kept", true);
   const model::StudyRecord idle = f.Submit("idle", true);
   const model::StudyRecord busy = f.Submit("busy", true);
@@ -66,7 +66,7 @@ TEST_CASE("stored studies: a study deleted elsewhere is dropped once nothing of 
 
 TEST_CASE("stored studies: a RUNNING study new here is joined, with its trials",
           "[scheduler][shared]") {
-  Fixture f;
+  StoredFixture f;
   model::StudyRecord other = f.Submit("other", false);
   REQUIRE(f.storage->CreateTrial(other.id, {}, 2).ok());
   model::StudyRecord done = f.Submit("done", false);

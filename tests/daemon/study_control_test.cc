@@ -46,7 +46,7 @@ class RecordingHost final : public ControlHost {
   void Pump() override { ++pumps; }
 };
 
-struct Fixture {
+struct ControlFixture {
   testing::FakeClock clock;
   testing::FakeSchedulerEnv env;
   std::unique_ptr<storage::Storage> storage;
@@ -56,7 +56,7 @@ struct Fixture {
   std::unique_ptr<StudyControl> control;
   StudyRuntime study;
 
-  Fixture() {
+  ControlFixture() {
     auto opened = storage::OpenSqliteStorage({":memory:"});
     REQUIRE(opened.ok());
     storage = std::move(opened).value();
@@ -110,7 +110,7 @@ struct Fixture {
 
 TEST_CASE("control: cancel ends the waiting trials, stops the running ones, and is stored",
           "[scheduler][control]") {
-  Fixture f;
+  ControlFixture f;
   f.host.active = &f.study;
   REQUIRE(f.control->Cancel("s").ok());
   CHECK(f.Stored().state == StudyState::kCancelled);
@@ -125,7 +125,7 @@ TEST_CASE("control: cancel ends the waiting trials, stops the running ones, and 
 
 TEST_CASE("control: pause and resume are stored, mirrored and refused when redundant",
           "[scheduler][control]") {
-  Fixture f;
+  ControlFixture f;
   f.host.active = &f.study;
   auto paused = f.control->Pause("s", true);
   REQUIRE(paused.ok());
@@ -143,7 +143,7 @@ TEST_CASE("control: pause and resume are stored, mirrored and refused when redun
 
 TEST_CASE("control: a FAILED study is neither extended nor given a parallelism",
           "[scheduler][control]") {
-  Fixture f;
+  ControlFixture f;
   model::StudyRecord rec = f.study.record;
   REQUIRE(f.recorder->SetState(rec, nullptr, StudyState::kFailed, "study_failed", "why").ok());
   CHECK(f.Stored().state == StudyState::kFailed);
@@ -155,7 +155,7 @@ TEST_CASE("control: a FAILED study is neither extended nor given a parallelism",
 
 TEST_CASE("control: extending a COMPLETE study reopens it and loads it here",
           "[scheduler][control]") {
-  Fixture f;
+  ControlFixture f;
   model::StudyRecord rec = f.study.record;
   REQUIRE(f.recorder->SetState(rec, nullptr, StudyState::kComplete, "study_complete", "").ok());
   auto extended = f.control->Extend("s", 10);
@@ -169,7 +169,7 @@ TEST_CASE("control: extending a COMPLETE study reopens it and loads it here",
 
 TEST_CASE("control: delete removes the study, forgets it, and purges its folder through the env",
           "[scheduler][control]") {
-  Fixture f;
+  ControlFixture f;
   auto deleted = f.control->Delete("s", /*purge=*/true);
   REQUIRE(deleted.ok());
   CHECK(*deleted == 2);

@@ -25,13 +25,13 @@ using testing::FakeLauncher;
 
 // A random sampler that counts what it is asked, per trial number, and fails every
 // independent draw from trial `fail_from` on.
-class CountingSampler final : public sampler::Sampler {
+class EndCountingSampler final : public sampler::Sampler {
  public:
   struct Counts {
     std::map<int, int> relative;  // SampleRelative calls by trial number
     int fail_from = 1 << 30;
   };
-  explicit CountingSampler(Counts* counts) : inner_(7), counts_(counts) {}
+  explicit EndCountingSampler(Counts* counts) : inner_(7), counts_(counts) {}
 
   config::SearchSpace InferRelativeSearchSpace(const sampler::StudyView& study,
                                                int number) override {
@@ -56,16 +56,16 @@ class CountingSampler final : public sampler::Sampler {
   Counts* counts_;
 };
 
-struct Fixture {
+struct EndFixture {
   testing::FakeClock clock;
   FakeLauncher launcher;
   testing::FakeSchedulerEnv env;
   testing::FakeLeftovers leftovers;
   std::unique_ptr<storage::Storage> storage;
-  CountingSampler::Counts counts;
+  EndCountingSampler::Counts counts;
   std::unique_ptr<Scheduler> scheduler;
 
-  Fixture() {
+  EndFixture() {
     auto opened = storage::OpenSqliteStorage({":memory:"});
     REQUIRE(opened.ok());
     storage = std::move(opened).value();
@@ -81,7 +81,7 @@ struct Fixture {
     so.make_sampler =
         [this](const config::SamplerConfig&,
                const config::SearchSpace&) -> common::Result<std::unique_ptr<sampler::Sampler>> {
-      return std::unique_ptr<sampler::Sampler>(std::make_unique<CountingSampler>(&counts));
+      return std::unique_ptr<sampler::Sampler>(std::make_unique<EndCountingSampler>(&counts));
     };
     scheduler = std::make_unique<Scheduler>(std::move(so));
     REQUIRE(scheduler->Recover().ok());
@@ -123,7 +123,7 @@ struct Fixture {
 
 TEST_CASE("a study whose sampler fails ends FAILED with the reason, and status shows it",
           "[scheduler][study_end]") {
-  Fixture f;
+  EndFixture f;
   f.counts.fail_from = 2;  // trials 0 and 1 are drawn; the draw for trial 2 fails
   model::StudyRecord rec = f.Submit("s", 5);
   for (int i = 0; i < 2; ++i) {
@@ -152,7 +152,7 @@ TEST_CASE("a study whose sampler fails ends FAILED with the reason, and status s
 
 TEST_CASE("a study that ends normally is COMPLETE, with no failure in status",
           "[scheduler][study_end]") {
-  Fixture f;
+  EndFixture f;
   f.Submit("ok", 2);
   for (int i = 0; i < 2; ++i) {
     FakeLauncher::Launched* l = f.launcher.Find("ok", i);
@@ -168,7 +168,7 @@ TEST_CASE("a study that ends normally is COMPLETE, with no failure in status",
 
 TEST_CASE("a trial's relative sample is computed once, when its parameters are drawn",
           "[scheduler][study_end][suggest]") {
-  Fixture f;
+  EndFixture f;
   f.Submit("r", 2);
   FakeLauncher::Launched* l = f.launcher.Find("r", 0);
   REQUIRE(l != nullptr);

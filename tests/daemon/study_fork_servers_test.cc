@@ -17,13 +17,13 @@ namespace {
 
 using Kind = launcher::ForkServerEvent::Kind;
 
-struct Fixture : PartsFixture {
+struct ForkServersFixture : PartsFixture {
   testing::FakeLauncher launcher;
   StudyRuntime forked;  // a study whose sweep has a fork server
   StudyRuntime plain;   // one without
   std::unique_ptr<StudyForkServers> servers;
 
-  Fixture() {
+  ForkServersFixture() {
     forked.record = StoredStudy("forked", 1);
     plain.record = StoredStudy("plain", 1);
     forked.spec.objective.fork_server = true;
@@ -45,7 +45,7 @@ struct Fixture : PartsFixture {
 
 TEST_CASE("fork servers: the launcher's events become events of the study of that name",
           "[scheduler][fork]") {
-  Fixture f;
+  ForkServersFixture f;
   f.launcher.ForkEvent("forked", Kind::kStarted, "pid 7, preloaded torch");
   f.launcher.ForkEvent("forked", Kind::kExited, "killed by signal 9");
   f.launcher.ForkEvent("gone", Kind::kOff, "no study of that name: dropped");
@@ -60,7 +60,7 @@ TEST_CASE("fork servers: the launcher's events become events of the study of tha
 
 TEST_CASE("fork servers: a study's server state, \"not started\" before its first launch",
           "[scheduler][fork]") {
-  Fixture f;
+  ForkServersFixture f;
   CHECK_FALSE(f.servers->Status(f.plain).has_value());
   auto before = f.servers->Status(f.forked);
   REQUIRE(before.has_value());
@@ -77,7 +77,7 @@ TEST_CASE("fork servers: a study's server state, \"not started\" before its firs
 
 TEST_CASE("fork servers: only a study with a server releases one, the listener goes with them",
           "[scheduler][fork]") {
-  Fixture f;
+  ForkServersFixture f;
   f.servers->Release(f.plain);
   f.servers->Release(f.forked);
   CHECK(f.launcher.released == std::vector<std::string>{"forked"});

@@ -31,12 +31,12 @@ low = 0
 high = 1
 )";
 
-struct Fixture : PartsFixture {
+struct LoaderFixture : PartsFixture {
   testing::FakeSchedulerEnv env;
   std::string sampler_error;  // the sampler factory fails with it when not empty
   std::unique_ptr<StudyLoader> loader;
 
-  Fixture() {
+  LoaderFixture() {
     StudyLoader::Options o = LoaderOptions(&env);
     o.seed_source = [] { return uint64_t{77}; };
     o.make_sampler = [this](const config::SamplerConfig& c, const config::SearchSpace& space)
@@ -56,7 +56,7 @@ struct Fixture : PartsFixture {
 
 TEST_CASE("study loader: a submitted sweep is stored with its event and a built sampler",
           "[scheduler][loader]") {
-  Fixture f;
+  LoaderFixture f;
   auto study = f.loader->Submit({kSweep, "/s/a.toml"}, {});
   INFO(study.status().ToString());
   REQUIRE(study.ok());
@@ -76,7 +76,7 @@ TEST_CASE("study loader: a submitted sweep is stored with its event and a built 
 
 TEST_CASE("study loader: a sweep refused leaves nothing stored, and says where",
           "[scheduler][loader]") {
-  Fixture f;
+  LoaderFixture f;
   SECTION("admission refuses it") {
     f.env.missing_executables = {"train"};
     auto study = f.loader->Submit({kSweep, "/s/a.toml"}, {});
@@ -103,7 +103,7 @@ TEST_CASE("study loader: a sweep refused leaves nothing stored, and says where",
 }
 
 TEST_CASE("study loader: a stored study is loaded with its trials counted", "[scheduler][loader]") {
-  Fixture f;
+  LoaderFixture f;
   auto submitted = f.loader->Submit({kSweep, "/s/a.toml"}, {});
   REQUIRE(submitted.ok());
   const int64_t id = (*submitted)->record.id;

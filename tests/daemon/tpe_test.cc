@@ -38,8 +38,8 @@ using triald::testing::Categorical;
 using triald::testing::Float;
 using triald::testing::Int;
 
-std::unique_ptr<Sampler> Make(const std::string& kind, const SearchSpace& space, uint64_t seed,
-                              const config::TpeConfig& tpe = {}) {
+std::unique_ptr<Sampler> MakeSeeded(const std::string& kind, const SearchSpace& space,
+                                    uint64_t seed, const config::TpeConfig& tpe = {}) {
   return triald::testing::MakeSeededSampler(kind, space, seed, tpe);
 }
 
@@ -58,7 +58,7 @@ TrialRecord MakeTrial(int number, TrialState state, const SearchSpace& space,
 
 using Objective = std::function<double(const ParamValues&)>;
 
-struct FakeStudy {
+struct TpeStudy {
   SearchSpace space;
   std::vector<TrialRecord> trials;
   config::Direction direction = config::Direction::kMinimize;
@@ -91,8 +91,8 @@ struct FakeStudy {
 // The best value of a fresh study of `n` trials.
 double BestOf(const std::string& kind, const SearchSpace& space, const Objective& f, uint64_t seed,
               int n) {
-  FakeStudy study{space, {}};
-  auto sampler = Make(kind, space, seed);
+  TpeStudy study{space, {}};
+  auto sampler = MakeSeeded(kind, space, seed);
   double best = INFINITY;
   for (int i = 0; i < n; ++i) {
     study.Run(*sampler, f);
@@ -235,10 +235,10 @@ double Quadratic2(const ParamValues& v) {
 SearchSpace Square() { return {{"x", Float(-5, 5)}, {"y", Float(-5, 5)}}; }
 
 TEST_CASE("tpe samples exactly as random until n_startup_trials trials finished", "[tpe]") {
-  FakeStudy tpe_study{Square(), {}};
-  FakeStudy random_study{Square(), {}};
-  auto tpe = Make("tpe", tpe_study.space, 5);
-  auto random = Make("random", random_study.space, 5);
+  TpeStudy tpe_study{Square(), {}};
+  TpeStudy random_study{Square(), {}};
+  auto tpe = MakeSeeded("tpe", tpe_study.space, 5);
+  auto random = MakeSeeded("random", random_study.space, 5);
   // Failed trials do not count towards the start-up (Optuna counts COMPLETE and PRUNED).
   for (int i = 0; i < 5; ++i) {
     CHECK(tpe_study.Sample(*tpe, i) == random_study.Sample(*random, i));
@@ -252,8 +252,8 @@ TEST_CASE("tpe samples exactly as random until n_startup_trials trials finished"
   CHECK(tpe_study.Sample(*tpe, 15) != random_study.Sample(*random, 15));
 
   // PRUNED trials count too.
-  FakeStudy pruned{Square(), {}};
-  auto tpe2 = Make("tpe", pruned.space, 5);
+  TpeStudy pruned{Square(), {}};
+  auto tpe2 = MakeSeeded("tpe", pruned.space, 5);
   for (int i = 0; i < 10; ++i) {
     pruned.Add(TrialState::kPruned, pruned.Sample(*tpe2, i), std::nullopt);
     pruned.trials.back().intermediate[3] = i;
@@ -263,18 +263,18 @@ TEST_CASE("tpe samples exactly as random until n_startup_trials trials finished"
 
 TEST_CASE("tpe gives trial N the same values for the same history, whatever the order",
           "[tpe][sampler]") {
-  FakeStudy study{
+  TpeStudy study{
       {{"x", Float(-5, 5)}, {"y", Float(-5, 5)}, {"k", Int(1, 8)}, {"c", Categorical(3)}}, {}};
   auto f = [](const ParamValues& v) { return Quadratic2(v) + v.at("k") + v.at("c"); };
   {
-    auto warmup = Make("tpe", study.space, 11);
+    auto warmup = MakeSeeded("tpe", study.space, 11);
     for (int i = 0; i < 20; ++i) study.Run(*warmup, f);
     study.Add(TrialState::kRunning, study.Sample(*warmup, 20), std::nullopt);
   }
-  auto forward = Make("tpe", study.space, 11);
+  auto forward = MakeSeeded("tpe", study.space, 11);
   const ParamValues f21 = study.Sample(*forward, 21);
   const ParamValues f25 = study.Sample(*forward, 25);
-  auto backward = Make("tpe", study.space, 11);
+  auto backward = MakeSeeded("tpe", study.space, 11);
   const ParamValues b25 = study.Sample(*backward, 25);
   const ParamValues b21 = study.Sample(*backward, 21);
   CHECK(f21 == b21);
@@ -285,24 +285,24 @@ TEST_CASE("tpe gives trial N the same values for the same history, whatever the 
   study.Add(TrialState::kRunning, f25, std::nullopt);
   CHECK(study.Sample(*forward, 21) == f21);
   // A different seed gives a different suggestion from the same history.
-  auto other = Make("tpe", study.space, 12);
+  auto other = MakeSeeded("tpe", study.space, 12);
   CHECK(study.Sample(*other, 21) != f21);
 }
 
 TEST_CASE("tpe maximizing f suggests exactly what minimizing -f does", "[tpe]") {
-  FakeStudy minimize{Square(), {}};
-  FakeStudy maximize{Square(), {}};
+  TpeStudy minimize{Square(), {}};
+  TpeStudy maximize{Square(), {}};
   maximize.direction = config::Direction::kMaximize;
-  auto a = Make("tpe", minimize.space, 3);
-  auto b = Make("tpe", maximize.space, 3);
+  auto a = MakeSeeded("tpe", minimize.space, 3);
+  auto b = MakeSeeded("tpe", maximize.space, 3);
   auto negated = [](const ParamValues& v) { return -Quadratic2(v); };
   for (int i = 0; i < 30; ++i) CHECK(minimize.Run(*a, Quadratic2) == maximize.Run(*b, negated));
 
   // Without the sign flip the maximizing study would chase the worst values: check that it
   // climbs towards the maximum instead.
-  FakeStudy climb{Square(), {}};
+  TpeStudy climb{Square(), {}};
   climb.direction = config::Direction::kMaximize;
-  auto c = Make("tpe", climb.space, 4);
+  auto c = MakeSeeded("tpe", climb.space, 4);
   for (int i = 0; i < 40; ++i) climb.Run(*c, Quadratic2);
   double late = 0;
   for (int i = 30; i < 40; ++i) late += *climb.trials[i].value;
@@ -316,7 +316,7 @@ TEST_CASE("tpe ranks pruned trials by their last step before their value", "[tpe
   int late_side = 0;
   const int seeds = 20;
   for (int seed = 0; seed < seeds; ++seed) {
-    FakeStudy study{space, {}};
+    TpeStudy study{space, {}};
     // Two trials pruned late (step 9) with a poor value at x ~ 8; two pruned early (step 1)
     // with the best value at x ~ 2; sixteen pruned early with bad values all over.
     for (double x : {7.9, 8.1}) {
@@ -331,7 +331,7 @@ TEST_CASE("tpe ranks pruned trials by their last step before their value", "[tpe
       study.Add(TrialState::kPruned, {{"x", 0.3 + 0.6 * i}}, std::nullopt);
       study.trials.back().intermediate = {{1, 10.0}};
     }
-    auto sampler = Make("tpe", space, static_cast<uint64_t>(seed));
+    auto sampler = MakeSeeded("tpe", space, static_cast<uint64_t>(seed));
     const double x = study.Sample(*sampler, 20).at("x");
     if (x > 5) ++late_side;
   }
@@ -347,9 +347,9 @@ TEST_CASE("tpe constant liar steers away from running trials", "[tpe]") {
   // to it. With the liar they count as bad results there, so the next suggestion should move
   // away; without it TPE keeps proposing the same neighbourhood.
   SearchSpace space = Square();
-  FakeStudy base{space, {}};
+  TpeStudy base{space, {}};
   {
-    auto random = Make("random", space, 99);
+    auto random = MakeSeeded("random", space, 99);
     for (int i = 0; i < 30; ++i) base.Run(*random, Quadratic2);
   }
   const TrialRecord& best = *std::min_element(
@@ -365,7 +365,7 @@ TEST_CASE("tpe constant liar steers away from running trials", "[tpe]") {
     tpe.constant_liar = liar;
     int far = 0;
     for (uint64_t seed = 0; seed < 60; ++seed) {
-      auto sampler = Make("tpe", space, seed, tpe);
+      auto sampler = MakeSeeded("tpe", space, seed, tpe);
       const ParamValues v = base.Sample(*sampler, 34);
       if (std::hypot(v.at("x") - bx, v.at("y") - by) > 1.0) ++far;
     }
@@ -409,9 +409,9 @@ TEST_CASE("tpe proposes near the best trials of a 6-d history, not in its empty 
     for (const auto& [name, x] : v) sum += (x - 0.25) * (x - 0.25);
     return sum;
   };
-  FakeStudy base{space, {}};
+  TpeStudy base{space, {}};
   {
-    auto random = Make("random", space, 5);
+    auto random = MakeSeeded("random", space, 5);
     for (int i = 0; i < 20; ++i) base.Run(*random, f);
     const TrialRecord best = *std::min_element(
         base.trials.begin(), base.trials.end(),
@@ -432,7 +432,7 @@ TEST_CASE("tpe proposes near the best trials of a 6-d history, not in its empty 
   const double fourth_best = values[3];
   int better = 0;
   for (uint64_t seed = 0; seed < 200; ++seed) {
-    auto sampler = Make("tpe", space, seed);
+    auto sampler = MakeSeeded("tpe", space, seed);
     if (f(base.Sample(*sampler, 40)) < fourth_best) ++better;
   }
   INFO("suggestions better than the 4th best trial: " << better << "/200");
@@ -453,7 +453,7 @@ TEST_CASE("tpe gives no preference to the oldest of trials that all tie", "[tpe]
   // l = g and suggestions follow all 50 trials (a fifth of them in the corner) rather than the
   // 5 oldest.
   const SearchSpace space = UnitSquare();
-  FakeStudy study{space, {}};
+  TpeStudy study{space, {}};
   std::mt19937_64 rng(3);
   std::uniform_real_distribution<double> corner(0, 0.2), anywhere(0, 1);
   for (int i = 0; i < 50; ++i) {
@@ -463,7 +463,7 @@ TEST_CASE("tpe gives no preference to the oldest of trials that all tie", "[tpe]
   }
   int in_corner = 0;
   for (uint64_t seed = 0; seed < 200; ++seed) {
-    auto sampler = Make("tpe", space, seed);
+    auto sampler = MakeSeeded("tpe", space, seed);
     const ParamValues v = study.Sample(*sampler, 50);
     if (v.at("x") < 0.25 && v.at("y") < 0.25) ++in_corner;
   }
@@ -479,7 +479,7 @@ TEST_CASE("tpe follows the trials better than a tie, not the tied trials the spl
   // three oldest tied ones "below". With the tie shared (3/39 of each tied trial in l, 36/39 in
   // g), l holds the good trial and little else, so suggestions go near it.
   const SearchSpace space = UnitSquare();
-  FakeStudy study{space, {}};
+  TpeStudy study{space, {}};
   std::mt19937_64 rng(8);
   std::uniform_real_distribution<double> anywhere(0, 1);
   for (int i = 0; i < 3; ++i) {
@@ -494,7 +494,7 @@ TEST_CASE("tpe follows the trials better than a tie, not the tied trials the spl
   }
   int near_good = 0, near_tied = 0;
   for (uint64_t seed = 0; seed < 200; ++seed) {
-    auto sampler = Make("tpe", space, seed);
+    auto sampler = MakeSeeded("tpe", space, seed);
     const ParamValues v = study.Sample(*sampler, 40);
     if (v.at("x") > 0.6 && v.at("y") > 0.6) ++near_good;
     if (v.at("x") < 0.3 && v.at("y") < 0.3) ++near_tied;
@@ -513,8 +513,8 @@ TEST_CASE("tpe concentrates on the best choice of a categorical-only objective",
   auto f = [&](const ParamValues& v) { return cost[static_cast<int>(v.at("opt"))]; };
   int best_choice = 0, total = 0;
   for (uint64_t seed = 0; seed < 10; ++seed) {
-    FakeStudy study{space, {}};
-    auto sampler = Make("tpe", space, seed);
+    TpeStudy study{space, {}};
+    auto sampler = MakeSeeded("tpe", space, seed);
     for (int i = 0; i < 50; ++i) {
       const ParamValues v = study.Run(*sampler, f);
       if (i >= 20) {

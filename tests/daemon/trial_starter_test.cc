@@ -32,14 +32,14 @@ low = 0
 high = 1
 )";
 
-struct Fixture : PartsFixture {
+struct StarterFixture : PartsFixture {
   testing::FakeSchedulerEnv env;
   testing::FakeLauncher launcher;
   std::unique_ptr<NodeCoordinator> coordinator = MakeCoordinator();
   std::unique_ptr<StudyRuntime> study;
   std::unique_ptr<TrialStarter> starter;
 
-  Fixture() {
+  StarterFixture() {
     auto submitted = StudyLoader(LoaderOptions(&env)).Submit({kSweep, "/s/a.toml"}, {});
     REQUIRE(submitted.ok());
     study = std::move(submitted).value();
@@ -74,7 +74,7 @@ struct Fixture : PartsFixture {
 
 TEST_CASE("trial starter: a claimed trial is launched with its spec and holds its process",
           "[scheduler][start]") {
-  Fixture f;
+  StarterFixture f;
   const int number = f.NewTrial();
   TrialStarter::Failure failure;
   std::unique_ptr<RunningTrial> rt = f.starter->Launch(*f.study, number, {}, {}, &failure);
@@ -97,7 +97,7 @@ TEST_CASE("trial starter: a claimed trial is launched with its spec and holds it
 
 TEST_CASE("trial starter: a fork server's start is pending until the launcher starts it",
           "[scheduler][start]") {
-  Fixture f;
+  StarterFixture f;
   f.launcher.async_start = true;
   TrialStarter::Failure failure;
   std::unique_ptr<RunningTrial> rt = f.starter->Launch(*f.study, f.NewTrial(), {}, {}, &failure);
@@ -107,7 +107,7 @@ TEST_CASE("trial starter: a fork server's start is pending until the launcher st
 
 TEST_CASE("trial starter: a retry is told which folder it resumes from, or why none",
           "[scheduler][start]") {
-  Fixture f;
+  StarterFixture f;
   const int first = f.NewTrial();
   const int retry = f.NewTrial(f.study->trials[first].id);
   TrialStarter::Failure failure;

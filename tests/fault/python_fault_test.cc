@@ -29,16 +29,16 @@ namespace json = boost::json;
 
 namespace {
 
-enum class Isolation { kCgroups, kProcessGroups };
+enum class PythonIsolation { kCgroups, kProcessGroups };
 
-const char* IsolationName(Isolation i) {
-  return i == Isolation::kCgroups ? "cgroups" : "process groups (--no-cgroups)";
+const char* PythonIsolationName(PythonIsolation i) {
+  return i == PythonIsolation::kCgroups ? "cgroups" : "process groups (--no-cgroups)";
 }
 
 // Starts `d` in `mode`. The cgroup half needs a writable cgroup v2 hierarchy: as root (CI) its
 // absence fails the case; as another user it is skipped. Returns the daemon's isolation line.
-std::string StartIn(TestDaemon& d, Isolation mode, bool* skip) {
-  if (mode == Isolation::kProcessGroups) d.AddArgs({"--no-cgroups"});
+std::string StartIn(TestDaemon& d, PythonIsolation mode, bool* skip) {
+  if (mode == PythonIsolation::kProcessGroups) d.AddArgs({"--no-cgroups"});
   d.Start();
   const std::string log = d.log();
   const size_t at = log.find("trial isolation: ");
@@ -46,7 +46,7 @@ std::string StartIn(TestDaemon& d, Isolation mode, bool* skip) {
   const std::string line = log.substr(at, log.find('\n', at) - at);
   const bool cgroups = line.find("trial isolation: cgroup v2") != std::string::npos;
   *skip = false;
-  if (mode == Isolation::kProcessGroups) {
+  if (mode == PythonIsolation::kProcessGroups) {
     REQUIRE_FALSE(cgroups);
   } else if (!cgroups) {
     INFO("the daemon says: " << line);
@@ -118,7 +118,7 @@ pid_t ForkServerPid(TestDaemon& d, const std::string& study, double timeout_s = 
   return server.empty() ? 0 : static_cast<pid_t>(server.at("pid").as_int64());
 }
 
-bool Alive(pid_t pid) {
+bool PythonAlive(pid_t pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
   std::string line;
   if (!std::getline(in, line)) return false;
@@ -134,7 +134,7 @@ std::vector<pid_t> WaitAllDead(const std::vector<pid_t>& pids, double timeout_s 
   do {
     alive.clear();
     for (pid_t p : pids) {
-      if (Alive(p)) alive.push_back(p);
+      if (PythonAlive(p)) alive.push_back(p);
     }
     if (alive.empty()) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -169,7 +169,7 @@ pid_t WaitPidFile(const std::string& path, double timeout_s = 30) {
   return 0;
 }
 
-std::string Reason(const json::object& t) {
+std::string PythonReason(const json::object& t) {
   return t.at("fail_reason").is_string() ? std::string(t.at("fail_reason").as_string()) : "";
 }
 
@@ -191,7 +191,7 @@ TEST_CASE("fault: kind = python: a worker SIGKILLed while it asks is FAIL(signal
   TempDir dir;
   TestDaemon d(dir.File("state"));
   bool skip = false;
-  StartIn(d, Isolation::kCgroups, &skip);
+  StartIn(d, PythonIsolation::kCgroups, &skip);
   if (skip) TRIALD_SKIP("no writable cgroup v2 hierarchy");
   std::filesystem::create_directories(dir.File("pids"));
   // Trial 0 asks without end (each suggest and should_prune waits for its answer), so the
@@ -225,7 +225,7 @@ TEST_CASE("fault: kind = python: a worker SIGKILLed while it asks is FAIL(signal
     INFO(json::serialize(t));
     if (t.at("number").as_int64() == 0) {
       CHECK(t.at("state").as_string() == "FAIL");
-      CHECK(Reason(t) == "signal");
+      CHECK(PythonReason(t) == "signal");
       CHECK(t.at("signal").as_int64() == SIGKILL);
       CHECK(t.at("params").as_object().contains("x"));
     } else {
@@ -247,7 +247,7 @@ TEST_CASE("fault: kind = python: a worker blocked after asking ends by trial_tim
   TempDir dir;
   TestDaemon d(dir.File("state"));
   bool skip = false;
-  StartIn(d, Isolation::kCgroups, &skip);
+  StartIn(d, PythonIsolation::kCgroups, &skip);
   if (skip) TRIALD_SKIP("no writable cgroup v2 hierarchy");
   std::filesystem::create_directories(dir.File("pids"));
   // After its answer it waits on the channel for a second answer that never comes (nothing
@@ -276,7 +276,7 @@ TEST_CASE("fault: kind = python: a worker blocked after asking ends by trial_tim
   INFO(d.log());
   INFO(json::serialize(trials));
   CHECK(trials[0].at("state").as_string() == "FAIL");
-  CHECK(Reason(trials[0].as_object()) == "timeout");
+  CHECK(PythonReason(trials[0].as_object()) == "timeout");
   CHECK(trials[1].at("state").as_string() == "COMPLETE");
   CHECK(took < 20);  // 3 s timeout + 1 s grace + two interpreter starts
   CheckLaunchPath(d, "stuck", path);
@@ -292,9 +292,9 @@ TEST_CASE("fault: kind = python: a worker blocked after asking ends by trial_tim
 
 TEST_CASE("fault: triald SIGKILLed while kind = python workers ask: they exit, FAIL(lost), retried",
           "[fault][python]") {
-  Isolation mode = GENERATE(Isolation::kCgroups, Isolation::kProcessGroups);
+  PythonIsolation mode = GENERATE(PythonIsolation::kCgroups, PythonIsolation::kProcessGroups);
   const LaunchPath path = GENERATE(LaunchPath::kExec, LaunchPath::kForkServer);
-  INFO(IsolationName(mode) << ", " << LaunchPathName(path));
+  INFO(PythonIsolationName(mode) << ", " << LaunchPathName(path));
   TempDir dir;
   auto d = std::make_unique<TestDaemon>(dir.File("state"));
   bool skip = false;
@@ -356,7 +356,7 @@ TEST_CASE("fault: triald SIGKILLed while kind = python workers ask: they exit, F
   // exits; none hangs until the next start.
   CHECK(WaitAllDead(workers, 10).empty());
   if (path == LaunchPath::kForkServer) CHECK(WaitAllDead({server}, 10).empty());
-  for (pid_t escapee : escapees) CHECK(Alive(escapee));
+  for (pid_t escapee : escapees) CHECK(PythonAlive(escapee));
 
   dir.Write("release", "");
   d = std::make_unique<TestDaemon>(dir.File("state"));
@@ -377,7 +377,7 @@ TEST_CASE("fault: triald SIGKILLed while kind = python workers ask: they exit, F
     if (t.at("retry_of").is_null()) {
       ++lost;
       CHECK(t.at("state").as_string() == "FAIL");
-      CHECK(Reason(t) == "lost");
+      CHECK(PythonReason(t) == "lost");
       continue;
     }
     ++retries;
@@ -396,11 +396,12 @@ TEST_CASE("fault: triald SIGKILLed while kind = python workers ask: they exit, F
 
 TEST_CASE("fault: kind = python: processes the objective starts end with its trial",
           "[fault][python]") {
-  Isolation mode = GENERATE(Isolation::kCgroups, Isolation::kProcessGroups);
+  PythonIsolation mode = GENERATE(PythonIsolation::kCgroups, PythonIsolation::kProcessGroups);
   const LaunchPath path = GENERATE(LaunchPath::kExec, LaunchPath::kForkServer);
   const bool timeout = GENERATE(false, true);
-  INFO(IsolationName(mode) << ", " << LaunchPathName(path)
-                           << (timeout ? ", trial stopped by its timeout" : ", trial COMPLETE"));
+  INFO(PythonIsolationName(mode) << ", " << LaunchPathName(path)
+                                 << (timeout ? ", trial stopped by its timeout"
+                                             : ", trial COMPLETE"));
   TempDir dir;
   TestDaemon d(dir.File("state"));
   bool skip = false;
@@ -456,7 +457,7 @@ TEST_CASE("fault: kind = python: processes the objective starts end with its tri
   INFO(d.log());
   INFO(json::serialize(trials[0]));
   CHECK(trials[0].at("state").as_string() == (timeout ? "FAIL" : "COMPLETE"));
-  if (timeout) CHECK(Reason(trials[0].as_object()) == "timeout");
+  if (timeout) CHECK(PythonReason(trials[0].as_object()) == "timeout");
   std::map<std::string, pid_t> children;
   for (const char* name : {"trial", "multiprocessing", "subprocess", "fork", "setsid"}) {
     children[name] = WaitPidFile(dir.File(std::string("pids/") + name + ".pid"), 1);
@@ -468,7 +469,7 @@ TEST_CASE("fault: kind = python: processes the objective starts end with its tri
   // forked trial and what it forks show the trial's environment in /proc too, not the server's.
   for (const auto& [name, pid] : children) {
     INFO(name << " " << pid);
-    CHECK_FALSE(Alive(pid));
+    CHECK_FALSE(PythonAlive(pid));
   }
   CheckLaunchPath(d, "parent", path);
   if (path == LaunchPath::kForkServer) {
@@ -482,8 +483,8 @@ TEST_CASE("fault: kind = python: processes the objective starts end with its tri
 
 TEST_CASE("fault: kind = python with a fork server: the server SIGKILLed while its trials run",
           "[fault][python][fork_server]") {
-  Isolation mode = GENERATE(Isolation::kCgroups, Isolation::kProcessGroups);
-  INFO(IsolationName(mode));
+  PythonIsolation mode = GENERATE(PythonIsolation::kCgroups, PythonIsolation::kProcessGroups);
+  INFO(PythonIsolationName(mode));
   TempDir dir;
   TestDaemon d(dir.File("state"));
   bool skip = false;
@@ -543,7 +544,7 @@ TEST_CASE("fault: kind = python with a fork server: the server SIGKILLed while i
   }
   CHECK(answers("0") >= before0 + 2);
   CHECK(answers("1") >= before1 + 2);
-  for (pid_t pid : held) CHECK(Alive(pid));
+  for (pid_t pid : held) CHECK(PythonAlive(pid));
   dir.Write("release", "");
 
   json::object status = d.WaitStudy("held", 60);
@@ -579,8 +580,8 @@ TEST_CASE("fault: kind = python with a fork server: the server SIGKILLed while i
 
 TEST_CASE("fault: kind = python with a fork server: trialctl cancel stops forked trials",
           "[fault][python][fork_server]") {
-  Isolation mode = GENERATE(Isolation::kCgroups, Isolation::kProcessGroups);
-  INFO(IsolationName(mode));
+  PythonIsolation mode = GENERATE(PythonIsolation::kCgroups, PythonIsolation::kProcessGroups);
+  INFO(PythonIsolationName(mode));
   TempDir dir;
   TestDaemon d(dir.File("state"));
   bool skip = false;
@@ -627,7 +628,7 @@ TEST_CASE("fault: kind = python with a fork server: trialctl cancel stops forked
   REQUIRE(trials.size() == 2);
   for (const json::value& v : trials) {
     CHECK(v.at("state").as_string() == "FAIL");
-    CHECK(Reason(v.as_object()) == "cancelled");
+    CHECK(PythonReason(v.as_object()) == "cancelled");
   }
   CheckLaunchPath(d, "hang", LaunchPath::kForkServer);
   // Every process the trials reported is gone, and so is the server once the study is over.

@@ -24,10 +24,10 @@ namespace json = boost::json;
 namespace {
 
 // Runs `script` (sh) as the objective of an n-trial study and returns the finished trials.
-struct Sweep {
+struct DaemonSweep {
   TempDir dir;
   TestDaemon daemon{dir.File("state")};
-  Sweep() { daemon.Start(); }
+  DaemonSweep() { daemon.Start(); }
 
   json::array Run(const std::string& study, const std::string& script, int n_trials,
                   int parallelism, double timeout_s = 0, double grace_s = 2) {
@@ -57,7 +57,7 @@ const char kFinal[] = "echo '{\"type\":\"final\",\"value\":1.5}' >&3\n";
 
 TEST_CASE("a sweep whose trials complete records every value and parameter",
           "[daemon][integration]") {
-  Sweep s;
+  DaemonSweep s;
   auto trials =
       s.Run("ok",
             "python_free=1\n"
@@ -86,7 +86,7 @@ TEST_CASE("a sweep whose trials complete records every value and parameter",
 
 TEST_CASE("a trial exiting non-zero is FAIL(exit) with its code and stderr tail",
           "[daemon][integration]") {
-  Sweep s;
+  DaemonSweep s;
   auto trials = s.Run("exits", "echo 'something broke' >&2\nexit 3\n", 3, 2);
   CHECK(CountState(trials, "FAIL") == 3);
   for (const json::value& t : trials) {
@@ -97,7 +97,7 @@ TEST_CASE("a trial exiting non-zero is FAIL(exit) with its code and stderr tail"
 }
 
 TEST_CASE("a segfaulting trial is FAIL(signal) naming the signal", "[daemon][integration]") {
-  Sweep s;
+  DaemonSweep s;
   auto trials = s.Run("segv", "kill -SEGV $$\n", 2, 2);
   for (const json::value& t : trials) {
     CHECK(t.at("state").as_string() == "FAIL");
@@ -108,7 +108,7 @@ TEST_CASE("a segfaulting trial is FAIL(signal) naming the signal", "[daemon][int
 }
 
 TEST_CASE("a trial hanging past its timeout is stopped: FAIL(timeout)", "[daemon][integration]") {
-  Sweep s;
+  DaemonSweep s;
   auto trials = s.Run("hang", "sleep 1000\n", 2, 2, /*timeout_s=*/0.5);
   for (const json::value& t : trials) {
     CHECK(t.at("fail_reason").as_string() == "timeout");
@@ -117,7 +117,7 @@ TEST_CASE("a trial hanging past its timeout is stopped: FAIL(timeout)", "[daemon
 }
 
 TEST_CASE("a trial ignoring SIGTERM is killed after the grace period", "[daemon][integration]") {
-  Sweep s;
+  DaemonSweep s;
   auto trials = s.Run("stubborn", "trap '' TERM\nwhile :; do sleep 0.05; done\n", 2, 2,
                       /*timeout_s=*/0.3, /*grace_s=*/0.5);
   for (const json::value& t : trials) {
@@ -127,14 +127,14 @@ TEST_CASE("a trial ignoring SIGTERM is killed after the grace period", "[daemon]
 }
 
 TEST_CASE("a background grandchild does not outlive its trial", "[daemon][integration]") {
-  Sweep s;
+  DaemonSweep s;
   auto trials = s.Run("orphan", "sleep 1000 &\n" + std::string(kFinal), 3, 3);
   CHECK(CountState(trials, "COMPLETE") == 3);
 }
 
 TEST_CASE("garbage on the report fd is FAIL(protocol) and the daemon keeps serving",
           "[daemon][integration]") {
-  Sweep s;
+  DaemonSweep s;
   auto trials = s.Run("garbage", "head -c 1000000 /dev/urandom >&3\nsleep 1000\n", 2, 2);
   for (const json::value& t : trials) {
     CHECK(t.at("fail_reason").as_string() == "protocol");
@@ -144,7 +144,7 @@ TEST_CASE("garbage on the report fd is FAIL(protocol) and the daemon keeps servi
 }
 
 TEST_CASE("exiting 0 without a final value is FAIL(protocol)", "[daemon][integration]") {
-  Sweep s;
+  DaemonSweep s;
   auto trials = s.Run("nofinal", "exit 0\n", 1, 1);
   CHECK(trials[0].at("fail_reason").as_string() == "protocol");
   CHECK_THAT(std::string(trials[0].at("fail_detail").as_string()),
@@ -152,7 +152,7 @@ TEST_CASE("exiting 0 without a final value is FAIL(protocol)", "[daemon][integra
 }
 
 TEST_CASE("the worker sees only its own descriptors when run by triald", "[daemon][integration]") {
-  Sweep s;
+  DaemonSweep s;
   std::string toml = ExecSweep("probe", "[\"" + BinDir() + "/triald-test-probe\"]", 2, 2);
   s.daemon.Submit(toml, s.dir.Write("probe.toml", toml));
   s.daemon.WaitStudy("probe");

@@ -47,7 +47,7 @@ print(json.dumps({'pid': os.getpid(), 'pgid': os.getpgid(0), 'sid': os.getsid(0)
 os.write(3, b'{"type":"final","value":1.5}\n')
 )";
 
-struct Run {
+struct ForkRun {
   ProcessOutcome outcome;
   std::optional<model::ProcessIdentity> started;
   bool exited = false;
@@ -94,7 +94,7 @@ class ForkFixture {
   }
 
   // Launches; `run` fills as callbacks come. Launch must succeed.
-  std::unique_ptr<launcher::TrialProcess> Launch(const LaunchSpec& spec, Run& run) {
+  std::unique_ptr<launcher::TrialProcess> Launch(const LaunchSpec& spec, ForkRun& run) {
     launcher::TrialCallbacks cb;
     cb.on_started = [&run](const model::ProcessIdentity& id) { run.started = id; };
     cb.on_message = [&run](const proto::ReportMessage& m) { run.messages.push_back(m); };
@@ -119,8 +119,8 @@ class ForkFixture {
     REQUIRE(done());
   }
 
-  Run Go(const LaunchSpec& spec) {
-    Run run;
+  ForkRun Go(const LaunchSpec& spec) {
+    ForkRun run;
     auto proc = Launch(spec, run);
     CHECK_FALSE(proc->started());
     RunUntil([&] { return run.exited; });
@@ -159,7 +159,7 @@ TEST_CASE("a forked trial has fds 0-3 only, its own session, the daemon as paren
   LaunchSpec spec = f.Spec("normal");
   const uint64_t limit = 6ull << 30;
   spec.memory_limit_bytes = limit;  // no cgroup here: RLIMIT_AS, set before the go
-  Run a = f.Go(spec);
+  ForkRun a = f.Go(spec);
   INFO(a.outcome.spawn_message);
   REQUIRE_FALSE(a.outcome.never_started);
   REQUIRE(a.started.has_value());
@@ -178,7 +178,7 @@ TEST_CASE("a forked trial has fds 0-3 only, its own session, the daemon as paren
   CHECK(p.at("study").as_string() == "study");
   CHECK(p.at("rlimit_as").as_int64() == static_cast<int64_t>(limit));
 
-  Run b = f.Go(f.Spec("normal"));
+  ForkRun b = f.Go(f.Spec("normal"));
   REQUIRE(b.started.has_value());
   CHECK(b.started->pid != a.started->pid);
   CHECK(f.Probe(2).at("ppid").as_int64() == ::getpid());
@@ -203,7 +203,7 @@ TEST_CASE("a forked trial is in its cgroup before its go", "[fork_server][cgroup
   auto tree = launcher::CgroupTree::Open(o);
   if (!tree.ok()) TRIALD_SKIP("no writable cgroup v2 hierarchy: " << tree.status().message());
   ForkFixture f(10, tree->get());
-  Run a = f.Go(f.Spec("normal"));
+  ForkRun a = f.Go(f.Spec("normal"));
   REQUIRE(a.started.has_value());
   CHECK(a.outcome.exit.code == 0);
   const std::string cgroup(f.Probe(1).at("cgroup").as_string());
@@ -228,7 +228,7 @@ TEST_CASE("unsafe or error from the server: the launch goes on by exec and the k
           "[fork_server]") {
   const std::string mode = GENERATE(as<std::string>{}, "unsafe", "error");
   ForkFixture f;
-  Run a = f.Go(f.Spec(mode));
+  ForkRun a = f.Go(f.Spec(mode));
   INFO(a.outcome.spawn_message);
   REQUIRE_FALSE(a.outcome.never_started);
   REQUIRE(a.started.has_value());
@@ -246,7 +246,7 @@ TEST_CASE("unsafe or error from the server: the launch goes on by exec and the k
     f.RunUntil([&] { return f.Saw(ForkServerEvent::Kind::kOff, "the preload failed"); });
   }
   // Later launches of the key are exec'd at once: started when Launch() returns.
-  Run b;
+  ForkRun b;
   auto proc = f.Launch(f.Spec(mode), b);
   CHECK(proc->started());
   f.RunUntil([&] { return b.exited; });
@@ -255,7 +255,7 @@ TEST_CASE("unsafe or error from the server: the launch goes on by exec and the k
 
 TEST_CASE("a trial that dies before its go fails its start, the server goes on", "[fork_server]") {
   ForkFixture f;
-  Run a = f.Go(f.Spec("early-death"));
+  ForkRun a = f.Go(f.Spec("early-death"));
   CHECK(a.outcome.never_started);
   CHECK_FALSE(a.started.has_value());
   // The daemon reaped it before the server named it (the fixture waits): the reaper kept its
@@ -270,7 +270,7 @@ TEST_CASE("a trial that dies before its go fails its start, the server goes on",
 
 TEST_CASE("fork_failed fails that start only", "[fork_server]") {
   ForkFixture f;
-  Run a = f.Go(f.Spec("fork-failed"));
+  ForkRun a = f.Go(f.Spec("fork-failed"));
   CHECK(a.outcome.never_started);
   CHECK_THAT(a.outcome.spawn_message, Contains("could not fork: Resource temporarily unavailable"));
   CHECK(f.launcher_.fork_server_status("study")->state == "on");
@@ -279,7 +279,7 @@ TEST_CASE("fork_failed fails that start only", "[fork_server]") {
 TEST_CASE("a server killed mid-launch: the start fails, the next launch starts a new server",
           "[fork_server]") {
   ForkFixture f;
-  Run a;
+  ForkRun a;
   auto proc = f.Launch(f.Spec("silent"), a);
   f.RunUntil([&] { return f.launcher_.fork_server_status("study")->state == "on"; });
   const pid_t server = f.launcher_.fork_server_status("study")->pid;
@@ -292,7 +292,7 @@ TEST_CASE("a server killed mid-launch: the start fails, the next launch starts a
   f.RunUntil([&] { return f.Saw(ForkServerEvent::Kind::kExited, "exited (killed by"); });
   CHECK(f.launcher_.fork_server_status("study")->state == "down");
 
-  Run b;
+  ForkRun b;
   auto next = f.Launch(f.Spec("normal"), b);  // same key, its spec as the first's but the mode
   f.RunUntil([&] { return b.exited; });
   CHECK(b.started.has_value());
@@ -305,7 +305,7 @@ TEST_CASE("a server killed mid-launch: the start fails, the next launch starts a
 TEST_CASE("a malformed message or a stranger's pid breaks the server", "[fork_server]") {
   const std::string mode = GENERATE(as<std::string>{}, "garbage", "stranger");
   ForkFixture f;
-  Run a = f.Go(f.Spec(mode));
+  ForkRun a = f.Go(f.Spec(mode));
   CHECK(a.outcome.never_started);
   CHECK_THAT(a.outcome.spawn_message, Contains(mode == "garbage" ? "which is not a JSON object"
                                                                  : "not a new child of triald"));
@@ -316,7 +316,7 @@ TEST_CASE("a malformed message or a stranger's pid breaks the server", "[fork_se
 TEST_CASE("an unanswered fork request breaks the server at the deadline", "[fork_server]") {
   ForkFixture f(/*reply_timeout_s=*/0.5);
   const auto start = std::chrono::steady_clock::now();
-  Run a = f.Go(f.Spec("silent"));
+  ForkRun a = f.Go(f.Spec("silent"));
   const double took =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   CHECK(a.outcome.never_started);
@@ -328,14 +328,14 @@ TEST_CASE("an unanswered fork request breaks the server at the deadline", "[fork
 TEST_CASE("three deaths in a row without a fork: the key falls back to exec", "[fork_server]") {
   ForkFixture f;
   for (int i = 0; i < 3; ++i) {
-    Run r = f.Go(f.Spec("garbage"));
+    ForkRun r = f.Go(f.Spec("garbage"));
     CHECK(r.outcome.never_started);
   }
   f.RunUntil([&] { return f.Saw(ForkServerEvent::Kind::kOff, "died 3 times in a row"); });
   std::optional<launcher::ForkServerStatus> st = f.launcher_.fork_server_status("study");
   REQUIRE(st.has_value());
   CHECK(st->state == "off");
-  Run r;
+  ForkRun r;
   auto proc = f.Launch(f.Spec("garbage"), r);
   CHECK(proc->started());  // exec'd
   f.RunUntil([&] { return r.exited; });
@@ -344,7 +344,7 @@ TEST_CASE("three deaths in a row without a fork: the key falls back to exec", "[
 
 TEST_CASE("a start stopped or released before the fork ends never started", "[fork_server]") {
   ForkFixture f;
-  Run a, b;
+  ForkRun a, b;
   auto pa = f.Launch(f.Spec("silent"), a);
   auto pb = f.Launch(f.Spec("silent"), b);
   pa->Stop(launcher::StopReason::kCancel);

@@ -44,7 +44,7 @@ struct RunLine {
   long pid = 0;
 };
 
-std::vector<RunLine> ReadRunLog(const std::string& path) {
+std::vector<RunLine> ReadClusterRunLog(const std::string& path) {
   std::vector<RunLine> out;
   std::ifstream in(path);
   std::string line;
@@ -122,7 +122,7 @@ void CheckStudy(Cluster& c, const std::string& study, int n, const std::string& 
   CHECK(CountFinished(trials) == static_cast<int>(trials.size()));
 
   std::map<int, std::vector<RunLine>> runs;
-  for (const RunLine& r : ReadRunLog(c.run_log())) runs[r.number].push_back(r);
+  for (const RunLine& r : ReadClusterRunLog(c.run_log())) runs[r.number].push_back(r);
   std::set<std::string> nodes;
   int lost = 0;
   for (const json::value& v : trials) {
@@ -314,7 +314,7 @@ TEST_CASE(
   TestDatabase db;
   Cluster c(db.url());
   const std::string study = c.Submit("control", 400, 0.3);
-  auto runs = [&c] { return ReadRunLog(c.run_log()).size(); };
+  auto runs = [&c] { return ReadClusterRunLog(c.run_log()).size(); };
   REQUIRE(WaitFor([&] { return runs() >= 6; }, 30));
 
   // Paused through node-b: no node starts a trial (those running end).

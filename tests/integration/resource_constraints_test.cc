@@ -20,7 +20,7 @@ namespace json = boost::json;
 
 namespace {
 
-constexpr int64_t kMiB = 1 << 20;
+constexpr int64_t kConstraintMiB = 1 << 20;
 
 // Allocates and touches MB MiB (the parameter `mb`), then reports -mb: minimizing prefers the
 // largest allocation, so only the constraint keeps the best trial small.
@@ -42,7 +42,7 @@ std::string AllocSweep(const std::string& name, const std::string& study_keys,
          choices + "\n\n[sampler]\nkind = \"grid\"\nseed = 1\n";
 }
 
-json::value ParseExact(const std::string& text) {
+json::value ParseConstraintJson(const std::string& text) {
   common::Result<json::value> v = common::ParseJsonExact(text);
   INFO(text);
   REQUIRE(v.ok());
@@ -85,7 +85,7 @@ TEST_CASE(
     feasible[Mb(t)] = t.at("feasible").as_bool();
     CHECK(t.at("feasible").as_bool() == (c <= 0));
     // The constraint value is measured - limit: the peak is at least the allocation.
-    CHECK(c + 150.0 * kMiB >= static_cast<double>(Mb(t) * kMiB));
+    CHECK(c + 150.0 * kConstraintMiB >= static_cast<double>(Mb(t) * kConstraintMiB));
   }
   const std::map<int64_t, bool> expected = {{20, true}, {60, true}, {220, false}, {260, false}};
   for (const auto& [mb, want] : expected) {
@@ -97,7 +97,7 @@ TEST_CASE(
   Ctl best = Trialctl(d.socket(), {"best", "mem", "--json"});
   INFO(best.err);
   REQUIRE(best.code == 0);
-  const json::object b = ParseExact(best.out).as_object();
+  const json::object b = ParseConstraintJson(best.out).as_object();
   CHECK(b.at("feasible").as_bool());
   CHECK(Mb(b) == 60);  // the largest feasible allocation
   d.Stop();
@@ -124,8 +124,8 @@ TEST_CASE("a measured metric as a second objective: values carry the measured pe
     const json::array& values = t.at("values").as_array();
     REQUIRE(values.size() == 2);
     CHECK(values[0].to_number<double>() == -static_cast<double>(Mb(t)));
-    CHECK(values[1].to_number<double>() >= static_cast<double>(Mb(t) * kMiB));
-    CHECK(values[1].to_number<double>() < static_cast<double>((Mb(t) + 200) * kMiB));
+    CHECK(values[1].to_number<double>() >= static_cast<double>(Mb(t) * kConstraintMiB));
+    CHECK(values[1].to_number<double>() < static_cast<double>((Mb(t) + 200) * kConstraintMiB));
     // The objective is the stored measurement itself.
     const json::object& resources = t.at("resources").as_object();
     CHECK(values[1].to_number<double>() ==
@@ -199,10 +199,10 @@ TEST_CASE("a GPU trial's peak GPU memory is what its processes held on the (fake
   REQUIRE(t.at("state").as_string() == "COMPLETE");
   const json::array& values = t.at("values").as_array();
   REQUIRE(values.size() == 2);
-  CHECK(values[1].to_number<double>() == 4.0 * kMiB);
-  CHECK(t.at("constraints").as_array()[0].to_number<double>() == 2.0 * kMiB);
+  CHECK(values[1].to_number<double>() == 4.0 * kConstraintMiB);
+  CHECK(t.at("constraints").as_array()[0].to_number<double>() == 2.0 * kConstraintMiB);
   CHECK_FALSE(t.at("feasible").as_bool());
-  CHECK(t.at("resources").at("peak_gpu_memory_bytes").as_int64() == 4 * kMiB);
+  CHECK(t.at("resources").at("peak_gpu_memory_bytes").as_int64() == 4 * kConstraintMiB);
   d.Stop();
 }
 

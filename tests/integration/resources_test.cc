@@ -29,7 +29,7 @@
 namespace triald::testing {
 namespace {
 
-constexpr uint64_t kMiB = 1 << 20;
+constexpr uint64_t kResourceMiB = 1 << 20;
 constexpr const char* kPython = "/usr/bin/python3";
 
 // Allocates 200 MiB and writes one byte per page, so that every page is resident.
@@ -183,8 +183,8 @@ void CheckPeak(const model::TrialResources& r, const std::string& source) {
   INFO("memory source " << r.memory_source << ", peak " << r.peak_memory_bytes.value_or(0));
   CHECK(r.memory_source == source);
   REQUIRE(r.peak_memory_bytes.has_value());
-  CHECK(*r.peak_memory_bytes >= 200 * kMiB);
-  CHECK(*r.peak_memory_bytes < 320 * kMiB);
+  CHECK(*r.peak_memory_bytes >= 200 * kResourceMiB);
+  CHECK(*r.peak_memory_bytes < 320 * kResourceMiB);
 }
 
 }  // namespace
@@ -290,7 +290,7 @@ TEST_CASE("a trial runs in a v1 memory leaf, recycled for the next trial with it
       CheckPeak(run.outcome.resources, "cgroup1 memory.max_usage_in_bytes");
     } else {
       REQUIRE(run.outcome.resources.peak_memory_bytes.has_value());
-      CHECK(*run.outcome.resources.peak_memory_bytes < 40 * kMiB);  // the interpreter alone
+      CHECK(*run.outcome.resources.peak_memory_bytes < 40 * kResourceMiB);  // the interpreter alone
     }
     std::string line, leaf;
     std::istringstream in(ReadFile(a.dir_.path() + "/logs/stdout.log"));

@@ -33,7 +33,7 @@ namespace json = boost::json;
 
 namespace {
 
-bool IsRoot() { return ::geteuid() == 0; }
+bool RunAsRoot() { return ::geteuid() == 0; }
 
 // One request's answer: "ok" or the error code's name, and the reply or error text.
 struct Reply {
@@ -145,7 +145,7 @@ std::string WaitForFile(const std::string& path, double timeout_s = 30) {
 
 TEST_CASE("run as submitter: a root triald runs each trial as the user who submitted it",
           "[security][run-as][integration]") {
-  if (!IsRoot()) TRIALD_SKIP("needs root to add scratch users and switch to them");
+  if (!RunAsRoot()) TRIALD_SKIP("needs root to add scratch users and switch to them");
   Site site;
   ScratchGroup team, extra;
   ScratchUser alice(site.dir.path(), {&team, &extra});
@@ -227,7 +227,7 @@ TEST_CASE("run as submitter: a root triald runs each trial as the user who submi
 
 TEST_CASE("run as submitter: a root triald checks a sweep's files with the submitter's rights",
           "[security][run-as][integration]") {
-  if (!IsRoot()) TRIALD_SKIP("needs root to add scratch users and switch to them");
+  if (!RunAsRoot()) TRIALD_SKIP("needs root to add scratch users and switch to them");
   Site site;
   ScratchGroup team;
   ScratchUser alice(site.dir.path(), {&team});
@@ -287,7 +287,7 @@ TEST_CASE("run as submitter: a root triald checks a sweep's files with the submi
 
 TEST_CASE("run as submitter: only a study's submitter and root may cancel or enqueue on it",
           "[security][run-as][integration]") {
-  if (!IsRoot()) TRIALD_SKIP("needs root to add scratch users and switch to them");
+  if (!RunAsRoot()) TRIALD_SKIP("needs root to add scratch users and switch to them");
   Site site;
   ScratchGroup team;
   ScratchUser alice(site.dir.path(), {&team});
@@ -341,7 +341,7 @@ TEST_CASE("run as submitter: only a study's submitter and root may cancel or enq
 
 TEST_CASE("run as submitter: a non-root triald changes only for its uid and root, or --trust-group",
           "[security][run-as][integration]") {
-  if (!IsRoot()) TRIALD_SKIP("needs root to add scratch users and switch to them");
+  if (!RunAsRoot()) TRIALD_SKIP("needs root to add scratch users and switch to them");
   Site site;
   ScratchGroup team;
   ScratchUser service(site.dir.path(), {});

@@ -36,9 +36,9 @@ using common::UniqueFd;
 
 namespace {
 
-constexpr uid_t kNobody = 65534;
-constexpr gid_t kNogroup = 65534;
-constexpr gid_t kTestGroup = 42425;
+constexpr uid_t kFilesNobody = 65534;
+constexpr gid_t kFilesNogroup = 65534;
+constexpr gid_t kFilesTestGroup = 42425;
 
 // One request on a fresh connection; the reply line, "<timeout>" when none came within
 // `timeout_s` (a hung daemon fails the test instead of hanging it), "<eof>" or "<connect: ...>".
@@ -100,7 +100,8 @@ std::string AsNobody(const std::string& socket, const std::string& request) {
   REQUIRE(pid >= 0);
   if (pid == 0) {
     pipe->read.Reset();
-    if (::setgroups(0, nullptr) != 0 || ::setgid(kNogroup) != 0 || ::setuid(kNobody) != 0) {
+    if (::setgroups(0, nullptr) != 0 || ::setgid(kFilesNogroup) != 0 ||
+        ::setuid(kFilesNobody) != 0) {
       ::_exit(3);
     }
     std::string out = RawRequest(socket, request);
@@ -329,12 +330,12 @@ TEST_CASE("state directory: 0750 and the group's with --socket-group, o+x with r
   TempDir dir;
   {
     TestDaemon d(dir.File("grouped"));
-    d.AddArgs({"--socket-group", std::to_string(kTestGroup)});
+    d.AddArgs({"--socket-group", std::to_string(kFilesTestGroup)});
     d.Start();
     struct stat st {};
     REQUIRE(::stat(d.state_dir().c_str(), &st) == 0);
     CHECK((st.st_mode & 07777) == 0751);
-    CHECK(st.st_gid == kTestGroup);
+    CHECK(st.st_gid == kFilesTestGroup);
     CHECK(ModeOf(d.state_dir() + "/studies") == 0751);
     CHECK(ModeOf(d.state_dir() + "/triald.db") == 0600);
   }
