@@ -148,8 +148,9 @@ class ControlServer::Connection : public std::enable_shared_from_this<Connection
                        json::serialize(server_->options_.ping_board->Answer()) + "}\n",
                    false);
     }
-    // A read verb on shared storage reads on the ReadThread (read_thread.h), off the loop.
-    const bool off_loop = server_->options_.reads != nullptr && IsReadVerb(req->verb);
+    // A read verb on shared storage reads on the ReadThread (read_thread.h), off the loop, as
+    // does a mutating verb that only reads storage (`code`), its ownership checked there.
+    const bool off_loop = server_->options_.reads != nullptr && NeedsStorageOnly(req->verb);
     // Who answers: the loop (or the ReadThread), or (`status` while storage holds the one that
     // reads) this thread.
     auto claim = std::make_shared<AnswerClaim>();
@@ -187,12 +188,20 @@ class ControlServer::Connection : public std::enable_shared_from_this<Connection
             claim](Connection& c) { c.RunVerb(req, fd, more, *claim); });
   }
 
-  // ReadThread: runs a read verb with the thread's storage; `status` is then completed on the
-  // loop with what the scheduler's memory holds (FinishStatus). A `status` the storage could
-  // not answer goes to the loop as it is (its memory answers for an active study).
+  // ReadThread: runs a read verb (or a storage-only one, its ownership checked first) with the
+  // thread's storage; `status` is then completed on the loop with what the scheduler's memory
+  // holds (FinishStatus). A `status` the storage could not answer goes to the loop as it is (its
+  // memory answers for an active study).
   void RunRead(const proto::Request& req, const std::shared_ptr<AnswerClaim>& claim) {
     if (!claim->Takes()) return;
     auto reply = [this, &claim](std::string text) { Deliver(*claim, std::move(text)); };
+    if (Status owner = AuthorizeStudyVerb(*read_context_.storage, server_->options_.access, peer_,
+                                          req.verb, req.args);
+        !owner.ok()) {
+      server_->options_.logger->warn("control socket: denied \"{}\" to uid {} pid {}: {}", req.verb,
+                                     peer_.uid, peer_.pid, owner.message());
+      return reply(proto::EncodeError(owner));
+    }
     if (req.verb == "status") {
       const uint64_t changes = server_->changes_.load();
       Result<json::value> read = HandleVerb(read_context_, req.verb, req.args);

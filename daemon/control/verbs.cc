@@ -707,7 +707,7 @@ const std::vector<Verb>& Verbs() {
       {"cancel", VerbKind::kMutating, CancelVerb},
       {"enqueue", VerbKind::kMutating, EnqueueVerb},
       {"ask", VerbKind::kMutating, nullptr, nullptr, AskHandover},
-      {"code", VerbKind::kMutating, CodeVerb},
+      {"code", VerbKind::kMutating, CodeVerb, nullptr, nullptr, /*storage_only=*/true},
       {"logs", VerbKind::kRead, LogsVerb},
       {"export", VerbKind::kRead, nullptr, ExportStreamer},
       {"nodes", VerbKind::kRead, NodesVerb},
@@ -731,6 +731,11 @@ const Verb* FindVerb(std::string_view name) {
 bool IsReadVerb(std::string_view verb) {
   const Verb* v = FindVerb(verb);
   return v != nullptr && v->kind == VerbKind::kRead;
+}
+
+bool NeedsStorageOnly(std::string_view verb) {
+  const Verb* v = FindVerb(verb);
+  return v != nullptr && (v->kind == VerbKind::kRead || v->storage_only);
 }
 
 common::Status AuthorizeStudyVerb(storage::ReadModel& storage, const AccessPolicy& policy,
@@ -808,7 +813,11 @@ Result<std::optional<ControlChange>> ControlChangeOf(const std::string& verb,
   if (*kind == Kind::kParallelism) {
     TRIALD_ASSIGN_OR_RETURN(std::optional<std::vector<std::string>> names,
                             MetricNamesArgument(args));
-    if (names) return std::optional<ControlChange>();  // on the loop
+    if (names) {
+      change.kind = Kind::kMetricNames;
+      change.names = std::move(*names);
+      return std::optional<ControlChange>(std::move(change));
+    }
     TRIALD_ASSIGN_OR_RETURN(change.value, ParallelismArgument(args));
   }
   return std::optional<ControlChange>(std::move(change));
@@ -816,7 +825,11 @@ Result<std::optional<ControlChange>> ControlChangeOf(const std::string& verb,
 
 json::value ControlStoredReply(const ControlChange& change, const ControlStored& stored) {
   if (change.kind == ControlChange::Kind::kCancel) return CancelReply(stored.rec.name);
-  return ControlReply(stored.rec);
+  json::value reply = ControlReply(stored.rec);
+  if (change.kind == ControlChange::Kind::kMetricNames) {
+    reply.as_object()["metric_names"] = MetricNamesJson(stored.rec);
+  }
+  return reply;
 }
 
 Result<std::unique_ptr<ReplyStream>> StartVerb(const VerbContext& context, const std::string& verb,

@@ -63,7 +63,8 @@
 // a page of kTrialsPerPiece trials at a time, so a study of any size never sits in memory whole.
 //
 // Thread-safety: the table is immutable and may be read from any thread; handlers run on the
-// event-loop thread (they use the Scheduler and Storage).
+// event-loop thread (they use the Scheduler and Storage), except those that need storage only
+// (NeedsStorageOnly), which a context with no scheduler may run on another thread.
 
 #include <boost/json.hpp>
 #include <memory>
@@ -141,6 +142,9 @@ struct Verb {
   VerbHandler handler;
   VerbStreamer streamer = nullptr;
   VerbHandover handover = nullptr;
+  // A mutating verb whose handler only reads storage (`code`): on shared storage it runs on the
+  // servers' reads thread, its study's ownership checked there, as the read verbs do.
+  bool storage_only = false;
 };
 
 // Every verb, in the order the "unknown verb" error lists them.
@@ -150,6 +154,9 @@ const Verb* FindVerb(std::string_view name);
 // True for the verbs of kind kRead. Anything else, including unknown verbs and ones added
 // later without a kind, counts as mutating, so access fails closed.
 bool IsReadVerb(std::string_view verb);
+// True for the verbs that need storage only, not the scheduler: the read verbs and those marked
+// storage_only. On shared storage the control server runs them on its reads thread.
+bool NeedsStorageOnly(std::string_view verb);
 
 // Whether `caller` may use `verb` with `args` as far as study ownership goes: Ok for read and
 // creating verbs and for root and `policy.daemon_uid`; for a mutating verb, Ok when the caller
@@ -179,9 +186,9 @@ void AddStatusMemory(const VerbContext& context, const std::string& study,
                      boost::json::object* summary);
 
 // The change `verb` with `args` makes when it is one that a server stores off the event loop on
-// shared storage (pause, resume, extend, set parallelism, cancel: ControlStored, then
-// Scheduler::FollowControl on the loop); nullopt for any other verb, `set` of metric names
-// included. Errors: the verb's own for bad arguments.
+// shared storage (pause, resume, extend, set of the parallelism or the metric names, cancel:
+// ControlStored, then Scheduler::FollowControl on the loop); nullopt for any other verb. Errors:
+// the verb's own for bad arguments.
 common::Result<std::optional<ControlChange>> ControlChangeOf(const std::string& verb,
                                                              const boost::json::object& args);
 // The verb's reply to a change so stored: as the verb's own reply on the loop.

@@ -1,5 +1,7 @@
 #include "daemon/scheduler/control_change.h"
 
+#include <algorithm>
+
 #include "config/sweep.h"
 #include "daemon/scheduler/trial_outcome.h"
 
@@ -87,6 +89,34 @@ Result<ControlDecision> DecideParallelism(int parallelism, model::StudyRecord& r
       "parallelism " + before + " -> " + std::to_string(parallelism) + " (at the next launch)"};
 }
 
+Result<ControlDecision> DecideMetricNames(const std::vector<std::string>& names,
+                                          model::StudyRecord& rec) {
+  const std::string& name = rec.name;
+  const size_t n = rec.directions.empty() ? 1 : rec.directions.size();
+  if (!names.empty() && names.size() != n) {
+    return common::InvalidArgument(
+        "metric names for study \"" + name + "\": " + std::to_string(names.size()) +
+        " given, the study has " + std::to_string(n) + " objective" + (n == 1 ? "" : "s") +
+        "; expected one name per objective, in the order of directions");
+  }
+  std::string list;
+  for (size_t i = 0; i < names.size(); ++i) {
+    const std::string& m = names[i];
+    if (!config::IsMetricName(m)) {
+      return common::InvalidArgument("metric name " + std::to_string(i) + " of study \"" + name +
+                                     "\": expected 1 to 64 characters of UTF-8 on one line");
+    }
+    if (std::find(names.begin(), names.begin() + static_cast<std::ptrdiff_t>(i), m) !=
+        names.begin() + static_cast<std::ptrdiff_t>(i)) {
+      return common::InvalidArgument("metric name \"" + m +
+                                     "\" given twice; expected distinct names");
+    }
+    list += (list.empty() ? "" : ", ") + m;
+  }
+  rec.submit.metric_names = names;
+  return ControlDecision{"study_metric_names", list.empty() ? "none" : list};
+}
+
 }  // namespace
 
 Result<ControlDecision> DecideControl(const ControlChange& change, model::StudyRecord& rec,
@@ -109,6 +139,8 @@ Result<ControlDecision> DecideControl(const ControlChange& change, model::StudyR
       }
       rec.state = StudyState::kCancelled;
       return ControlDecision{"study_cancelled", ""};
+    case ControlChange::Kind::kMetricNames:
+      return DecideMetricNames(change.names, rec);
   }
   return common::Internal("unknown control change");
 }
@@ -130,9 +162,12 @@ Result<std::vector<model::TrialRecord>> WaitingTrials(storage::Storage& storage,
 }
 
 // The change's own writes, inside the transaction; an error stores nothing of it.
-Status WriteChange(storage::Storage& storage, const model::StudyRecord& before,
-                   ControlStored& stored) {
+Status WriteChange(storage::Storage& storage, const ControlChange& change,
+                   const model::StudyRecord& before, ControlStored& stored) {
   const model::StudyRecord& rec = stored.rec;
+  if (change.kind == ControlChange::Kind::kMetricNames) {
+    TRIALD_RETURN_IF_ERROR(storage.SetStudySubmit(rec.id, rec.submit));
+  }
   if (rec.state != before.state) {
     TRIALD_RETURN_IF_ERROR(storage.SetStudyState(rec.id, rec.state, stored.at));
   }
@@ -185,7 +220,7 @@ Result<ControlStored> StoreControl(storage::Storage& storage, const ControlChang
   }
   TRIALD_ASSIGN_OR_RETURN(stored.decision,
                           DecideControl(change, stored.rec, &counts, parallelism_now));
-  TRIALD_RETURN_IF_ERROR(WriteChange(storage, before, stored));
+  TRIALD_RETURN_IF_ERROR(WriteChange(storage, change, before, stored));
   const ControlDecision& d = stored.decision;
   if (Status st = storage.AppendEvent(before.id, std::nullopt, d.kind, d.detail, now); !st.ok()) {
     stored.errors.push_back("storing event " + d.kind + ": " + st.message());

@@ -1,7 +1,7 @@
 #pragma once
-// ControlChange: what the control verbs pause, resume, extend, set (parallelism) and cancel do
-// to a study, as one decision on the study's record read under its lock (DecideControl) and, on
-// shared storage, one transaction stored off the event loop (StoreControl).
+// ControlChange: what the control verbs pause, resume, extend, set (parallelism or metric
+// names) and cancel do to a study, as one decision on the study's record read under its lock
+// (DecideControl) and, on shared storage, one transaction stored off the event loop (StoreControl).
 //
 // Both paths decide with DecideControl, so they refuse with the same messages and record the
 // same events:
@@ -28,22 +28,26 @@
 namespace triald::daemon {
 
 struct ControlChange {
-  enum class Kind { kPause, kResume, kExtend, kParallelism, kCancel };
+  enum class Kind { kPause, kResume, kExtend, kParallelism, kCancel, kMetricNames };
   Kind kind = Kind::kPause;
   std::string study;  // its name
   int value = 0;      // kExtend: the new n_trials; kParallelism: the new parallelism
+  // kMetricNames (Optuna's study.set_metric_names): one distinct name of 1 to 64 characters per
+  // objective, or none to clear them.
+  std::vector<std::string> names = {};
 };
 
 // What a change stores with the study's new record: its event.
 struct ControlDecision {
   std::string kind;  // study_paused, study_resumed, study_extended, study_parallelism,
-                     // study_cancelled
+                     // study_cancelled, study_metric_names
   std::string detail;
   bool reopen = false;  // kExtend of a COMPLETE study: it runs again (state RUNNING first)
 };
 
 // Decides `change` on `rec`, the study as read under its lock, and applies it to `rec` (its
-// paused, n_trials, parallelism and, for a cancel or a reopening extend, its state).
+// paused, n_trials, parallelism, metric names and, for a cancel or a reopening extend, its
+// state).
 // `counts`: the study's trials as counted under the lock (kExtend needs them; else unused, may
 // be null). `parallelism_now`: the parallelism the study runs with now, for the event's detail
 // (empty: from `rec`, "the sweep's" when it has none of its own). An error refuses the verb

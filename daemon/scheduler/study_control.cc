@@ -215,32 +215,12 @@ Result<model::StudyRecord> StudyControl::SetParallelism(const std::string& name,
 Result<model::StudyRecord> StudyControl::SetMetricNames(const std::string& name,
                                                         const std::vector<std::string>& names) {
   TRIALD_ASSIGN_OR_RETURN(model::StudyRecord rec, StudyFor(name));
-  const size_t n = rec.directions.empty() ? 1 : rec.directions.size();
-  if (!names.empty() && names.size() != n) {
-    return common::InvalidArgument(
-        "metric names for study \"" + name + "\": " + std::to_string(names.size()) +
-        " given, the study has " + std::to_string(n) + " objective" + (n == 1 ? "" : "s") +
-        "; expected one name per objective, in the order of directions");
-  }
-  std::string list;
-  for (size_t i = 0; i < names.size(); ++i) {
-    const std::string& m = names[i];
-    if (!config::IsMetricName(m)) {
-      return common::InvalidArgument("metric name " + std::to_string(i) + " of study \"" + name +
-                                     "\": expected 1 to 64 characters of UTF-8 on one line");
-    }
-    if (std::find(names.begin(), names.begin() + static_cast<std::ptrdiff_t>(i), m) !=
-        names.begin() + static_cast<std::ptrdiff_t>(i)) {
-      return common::InvalidArgument("metric name \"" + m +
-                                     "\" given twice; expected distinct names");
-    }
-    list += (list.empty() ? "" : ", ") + m;
-  }
+  ControlChange change{ControlChange::Kind::kMetricNames, name, 0, names};
   StorageBatch batch(options_.storage, options_.logger);
   TRIALD_ASSIGN_OR_RETURN(rec, options_.coordinator->LockForControl(rec));
-  rec.submit.metric_names = names;
-  TRIALD_RETURN_IF_ERROR(options_.recorder->SetSubmit(
-      rec, options_.host->ActiveStudy(rec.id), "study_metric_names", list.empty() ? "none" : list));
+  TRIALD_ASSIGN_OR_RETURN(ControlDecision d, DecideControl(change, rec, nullptr, ""));
+  TRIALD_RETURN_IF_ERROR(
+      options_.recorder->SetSubmit(rec, options_.host->ActiveStudy(rec.id), d.kind, d.detail));
   Status committed = batch.Commit();
   if (!committed.ok()) return committed.WithContext("storing the metric names");
   return rec;

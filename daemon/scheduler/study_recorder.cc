@@ -56,6 +56,7 @@ void StudyRecorder::MirrorControl(const model::StudyRecord& record, StudyCache* 
     active->record.paused = record.paused;
     active->record.n_trials = record.n_trials;
     active->record.parallelism = record.parallelism;
+    active->record.submit.metric_names = record.submit.metric_names;
   }
   Log(record, record.state, kind, detail);
 }

@@ -47,8 +47,8 @@ class StudyRecorder {
   // `record` and `active` (else nullptr), and logged.
   void Mirror(model::StudyRecord& record, StudyCache* active, model::StudyState state, double at,
               const std::string& kind, const std::string& detail);
-  // Control fields (paused, n_trials, parallelism of `record`) stored with their event `kind`
-  // elsewhere (off the event loop): mirrored in `active` (else nullptr), and logged.
+  // Control fields (paused, n_trials, parallelism, metric names of `record`) stored with their
+  // event `kind` elsewhere (off the event loop): mirrored in `active` (else nullptr), and logged.
   void MirrorControl(const model::StudyRecord& record, StudyCache* active, const std::string& kind,
                      const std::string& detail);
 

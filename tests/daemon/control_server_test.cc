@@ -14,6 +14,7 @@
 #include <future>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "daemon/control/ping_board.h"
 #include "daemon/control/server.h"
@@ -329,8 +330,8 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "control server with a ReadThread: read verbs are answered while the loop is held, status "
-    "is completed on the loop, a control change is stored off it and followed on it",
+    "control server with a ReadThread: read verbs and code are answered while the loop is held, "
+    "status is completed on the loop, a control change is stored off it and followed on it",
     "[control][reads]") {
   Fixture f(/*with_reads=*/true);
   common::UniqueFd c = f.Connect();
@@ -344,6 +345,13 @@ TEST_CASE(
   CHECK(trials.as_array()[kTrials - 1].at("number").as_int64() == kTrials - 1);
   REQUIRE(SendAll(c.get(), Request("status", {{"study", "missing"}})));
   CHECK(ReplyCode(ReadLine(c.get())) == "not_found");  // read, and refused, off the loop
+  // `code` (a mutating verb for its access, but it only reads storage) is answered too.
+  REQUIRE(SendAll(c.get(), Request("code", {{"study", "big"}})));
+  const json::value code = Result(ReadLine(c.get()));
+  CHECK(code.at("study").as_string() == "big");
+  CHECK(code.at("files").as_array().empty());
+  REQUIRE(SendAll(c.get(), Request("code", {{"study", "missing"}})));
+  CHECK(ReplyCode(ReadLine(c.get())) == "not_found");
   // status is read, then waits for the loop for what only memory holds.
   REQUIRE(SendAll(c.get(), Request("status", {{"study", "big"}})));
   CHECK(ReadLine(c.get(), 0.3) == "<timeout>");
@@ -354,6 +362,11 @@ TEST_CASE(
   // the loop has followed it.
   REQUIRE(SendAll(changer.get(), Request("pause", {{"study", "big"}})));
   CHECK(ReadLine(changer.get(), 0.3) == "<timeout>");
+  // So are the metric names `set` names.
+  common::UniqueFd namer = f.Connect();
+  REQUIRE(SendAll(namer.get(),
+                  Request("set", {{"study", "big"}, {"metric_names", json::array{"loss"}}})));
+  CHECK(ReadLine(namer.get(), 0.3) == "<timeout>");
   {
     storage::SqliteOptions so;
     so.path = f.dir + "/triald.db";
@@ -362,6 +375,7 @@ TEST_CASE(
     auto big = (*look)->GetStudy("big");
     REQUIRE(big.ok());
     CHECK(big->paused);
+    CHECK(big->submit.metric_names == std::vector<std::string>{"loss"});
   }
   // Any other change runs on the loop.
   common::UniqueFd deleter = f.Connect();
@@ -371,6 +385,8 @@ TEST_CASE(
   const json::value paused = Result(ReadLine(changer.get()));
   CHECK(paused.at("study").as_string() == "big");
   CHECK(paused.at("paused").as_bool());
+  const json::value named = Result(ReadLine(namer.get()));
+  CHECK(named.at("metric_names") == json::array{"loss"});
   CHECK(ReplyCode(ReadLine(deleter.get())) == "not_found");
   const json::value status = Result(ReadLine(c.get()));
   CHECK(status.at("name").as_string() == "big");

@@ -1,8 +1,8 @@
 // Control changes stored off the event loop (daemon/scheduler/control_change.h): pause, resume,
-// extend, set parallelism and cancel stored by a connection of their own (as a daemon's
-// servers' reads thread stores them on shared storage) and followed by the scheduler without
-// storage (Scheduler::FollowControl). Nodes of a SchedulerCluster on one shared SQLite file, a
-// fake launcher and one fake clock.
+// extend, set parallelism or metric names and cancel stored by a connection of their own (as a
+// daemon's servers' reads thread stores them on shared storage) and followed by the scheduler
+// without storage (Scheduler::FollowControl). Nodes of a SchedulerCluster on one shared SQLite
+// file, a fake launcher and one fake clock.
 
 #include <algorithm>
 #include <catch2/catch.hpp>
@@ -99,6 +99,36 @@ TEST_CASE("a pause stored off the loop is followed with the loop's storage away,
   n.RunToComplete("held", 3);
 }
 
+TEST_CASE("metric names stored off the loop are followed in the running study's record",
+          "[scheduler][shared][control]") {
+  Alpha n;
+  SchedulerHarness& a = n.a;
+  REQUIRE(a.Submit(OneFloat("named", 2, 1)).ok());
+  a.flaky().down = true;  // following needs none of the loop's storage
+  common::Result<ControlStored> stored =
+      StoreControl(*n.conn, ControlChange{Kind::kMetricNames, "named", 0, {"val loss"}},
+                   a.clock().WallSeconds());
+  REQUIRE(stored.ok());
+  CHECK(stored->decision.kind == "study_metric_names");
+  CHECK(stored->decision.detail == "val loss");
+  REQUIRE(a.scheduler().FollowControl(*stored).ok());
+  const StudyCache* cached = a.scheduler().active_study("named");
+  REQUIRE(cached != nullptr);
+  CHECK(cached->record.submit.metric_names == std::vector<std::string>{"val loss"});
+  a.flaky().down = false;
+  CHECK(n.c.Study("named").submit.metric_names == std::vector<std::string>{"val loss"});
+  CHECK(a.HasEvent("named", "study_metric_names"));
+  // Cleared the same way; the study runs to its end with its names as stored.
+  stored = StoreControl(*n.conn, ControlChange{Kind::kMetricNames, "named", 0, {}},
+                        a.clock().WallSeconds());
+  REQUIRE(stored.ok());
+  CHECK(stored->decision.detail == "none");
+  REQUIRE(a.scheduler().FollowControl(*stored).ok());
+  CHECK(cached->record.submit.metric_names.empty());
+  n.RunToComplete("named", 2);
+  CHECK(n.c.Study("named").submit.metric_names.empty());
+}
+
 TEST_CASE("a control change stored off the loop is refused as the verb on the loop refuses it",
           "[scheduler][shared][control]") {
   Alpha n;
@@ -127,9 +157,21 @@ TEST_CASE("a control change stored off the loop is refused as the verb on the lo
   common::Status zero = off(Kind::kParallelism, "same", 0);
   CHECK(zero.code() == common::Code::kInvalidArgument);
   CHECK(zero.message() == a.scheduler().SetParallelism("same", 0).status().message());
+  // Metric names: one too many, and one given twice.
+  auto names_off = [&](std::vector<std::string> names) {
+    return StoreControl(conn, ControlChange{Kind::kMetricNames, "same", 0, names}, now).status();
+  };
+  for (const std::vector<std::string>& names :
+       {std::vector<std::string>{"a", "b"}, std::vector<std::string>{""}}) {
+    common::Status bad = names_off(names);
+    CHECK(bad.code() == common::Code::kInvalidArgument);
+    CHECK(bad.message() == a.scheduler().SetMetricNames("same", names).status().message());
+  }
   // Nothing of those was stored.
+  CHECK(n.c.Study("same").submit.metric_names.empty());
   const std::vector<std::string> kinds = a.EventKinds("same");
-  for (const char* kind : {"study_paused", "study_resumed", "study_extended"}) {
+  for (const char* kind :
+       {"study_paused", "study_resumed", "study_extended", "study_metric_names"}) {
     INFO(kind);
     CHECK(std::count(kinds.begin(), kinds.end(), kind) == 0);
   }
