@@ -856,7 +856,8 @@ void Scheduler::MaybeRetry(StudyRuntime& study, int number) {
   recorder_->Event(&study, &*created, d.retry->kind, what);
 }
 
-bool Scheduler::FinishOffLoop(StudyRuntime& study, int number, const model::TrialOutcome& out) {
+bool Scheduler::FinishOffLoop(StudyRuntime& study, int number, const model::TrialOutcome& out,
+                              std::optional<EndReaped> reaped) {
   if (!coordinator_->WritesOffLoop()) return false;
   const TrialRecord& trial = study.trials[number];
   EndWrite end;
@@ -864,8 +865,10 @@ bool Scheduler::FinishOffLoop(StudyRuntime& study, int number, const model::Tria
   end.number = number;
   end.outcome = out;
   end.at = options_.clock->WallSeconds();
-  end.writes = pending_writes_.TakeTrial(trial.id);
-  if (lazy_writer_) {
+  end.reaped = std::move(reaped);
+  // Another node's trial has no writes of this node's.
+  if (!end.reaped) end.writes = pending_writes_.TakeTrial(trial.id);
+  if (lazy_writer_ && !end.reaped) {
     end.take_queued = [writer = lazy_writer_.get(), id = trial.id] {
       return writer->TakeTrial(id);
     };

@@ -437,10 +437,11 @@ class Scheduler {
   // Queues a retry of the finished trial `number` when the study's policy asks for one, and
   // puts back a trial that a stop of triald ended ([study] requeue_on_shutdown).
   void MaybeRetry(StudyRuntime& study, int number);
-  // This node's own trial's end handed to the coordinator to be stored off the event loop
-  // (NodeCoordinator::FinishOffLoop), with its retry decided now; false when it stores ends on
-  // the loop.
-  bool FinishOffLoop(StudyRuntime& study, int number, const model::TrialOutcome& outcome);
+  // This node's own trial's end (or, `reaped`, a dead node's) handed to the coordinator to be
+  // stored off the event loop (NodeCoordinator::FinishOffLoop), with its retry decided now; false
+  // when it stores ends on the loop.
+  bool FinishOffLoop(StudyRuntime& study, int number, const model::TrialOutcome& outcome,
+                     std::optional<EndReaped> reaped = std::nullopt);
   // An end FinishOffLoop handed over is back: mirrored (its retry, the failure streak, the
   // study's completion), kept (its writes with it), or dropped; then Pump().
   // `study`: nullptr when it is no longer active.

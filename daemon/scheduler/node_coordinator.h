@@ -36,6 +36,8 @@
 
 namespace triald::daemon {
 
+struct EndReaped;
+
 // What a coordinator may ask of the scheduler. Every StudyCache passed back is one the
 // scheduler gave (or FindStudy returned).
 class CoordinatorHost {
@@ -57,6 +59,11 @@ class CoordinatorHost {
   // `own`: the trial is this node's; false for another node's (a dead node's).
   virtual void FinishTrial(StudyCache& study, int number, const model::TrialOutcome& outcome,
                            bool own) = 0;
+  // Ends a dead node's trial `number` as lost off the event loop (NodeCoordinator::FinishOffLoop
+  // with EndWrite::reaped), deciding its retry as FinishTrial does; false when this host stores
+  // on the loop (the caller then records the event and calls FinishTrial).
+  virtual bool FinishReapedOffLoop(StudyCache& study, int number,
+                                   const model::TrialOutcome& outcome, const EndReaped& reaped) = 0;
   // The active study with this id, or nullptr.
   virtual StudyCache* FindStudy(int64_t study_id) = 0;
   // Every active study.
@@ -67,9 +74,17 @@ class CoordinatorHost {
   virtual void FollowStored(const std::vector<model::StudyRecord>& stored) = 0;
 };
 
-// The end of this node's own trial, to be stored off the event loop
-// (NodeCoordinator::FinishOffLoop): what the scheduler decided, and what is stored with it in
-// one transaction under the study's lock.
+// A dead node's trial ended as lost by this node (the reaping), off the event loop: whose it was,
+// and the trial_lost event stored before its trial_finished.
+struct EndReaped {
+  std::string node;           // the node it ran on (or had claimed it)
+  double node_timeout_s = 0;  // the node must still be silent for longer, under the lock
+  std::string lost;           // the trial_lost event's detail
+};
+
+// The end of a trial, to be stored off the event loop (NodeCoordinator::FinishOffLoop): what the
+// scheduler decided, and what is stored with it in one transaction under the study's lock. This
+// node's own trial, or (`reaped`) a dead node's.
 struct EndWrite {
   int64_t trial_id = 0;
   int number = 0;
@@ -88,6 +103,9 @@ struct EndWrite {
     std::function<std::string(int)> what;  // the event's detail, given the new trial's number
   };
   std::optional<Retry> retry;
+  // Set: a dead node's trial (stored only if it is still open and that node's, and the node
+  // still silent, under the lock; else dropped). Unset: this node's own.
+  std::optional<EndReaped> reaped;
 };
 
 // What came of an EndWrite.

@@ -46,6 +46,10 @@ class Scheduler::Host final : public CoordinatorHost {
                    const std::string& kind, const std::string& detail) override {
     s_->recorder_->Event(&study, trial, kind, detail);
   }
+  bool FinishReapedOffLoop(StudyCache& study, int number, const model::TrialOutcome& outcome,
+                           const EndReaped& reaped) override {
+    return s_->FinishOffLoop(static_cast<StudyRuntime&>(study), number, outcome, reaped);
+  }
   void FinishTrial(StudyCache& study, int number, const model::TrialOutcome& outcome,
                    bool own) override {
     s_->FinishTrial(static_cast<StudyRuntime&>(study), number, outcome, own);

@@ -274,6 +274,20 @@ void SharedCoordinator::ReapDeadNodes(StudyCache& study) {
   };
   if (std::none_of(study.trials.begin(), study.trials.end(), on_dead)) return;
   if (options_.clock->MonotonicSeconds() < reap_after_) return;
+  if (options_.reads != nullptr) {
+    // Off the loop: each end in a transaction of its own that checks, under the study's lock,
+    // that the trial is still open and the node's, and the node still silent (StoreEnd).
+    for (const TrialRecord& t : study.trials) {
+      if (!on_dead(t) || reaping_.count(t.id) > 0) continue;
+      model::TrialOutcome out = LostWithNode(t, options_.storage->node());
+      EndReaped reaped{t.node, options_.node_timeout_s, out.fail.detail};
+      if (!options_.host->FinishReapedOffLoop(study, t.number, out, reaped)) break;
+      reaping_.insert(t.id);
+      options_.logger->warn("study {} trial {}: lost with node {}", study.record.name, t.number,
+                            t.node);
+    }
+    return;
+  }
   StorageBatch batch(options_.storage, options_.logger);
   if (!batch.began() || !LockAndSync(study).ok()) return;
   // Still silent now, under the lock: a node that has just come back keeps its trials.

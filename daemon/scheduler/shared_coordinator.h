@@ -44,8 +44,9 @@
 // FinishOffLoop), in that order, and a study's end (EndStudyOffLoop): a claim, an end and a
 // study's end each in a transaction of its own on the reads' connection, under the study's lock
 // with its trials read afresh (shared_coordinator_off_loop.cc). What stays on the loop: other
-// ends (a dead node's trials, a cancelled study's waiting ones), control verbs and the dead
-// nodes' reaping, each under the study's lock.
+// ends (a cancelled study's waiting ones), control verbs, each under the study's lock. A dead
+// node's trials are ended off the loop too (ReapDeadNodes), each in a transaction that checks
+// under the study's lock that the node is still silent.
 //
 // Owns: the node's lease, the set of nodes found dead, the studies it leaves to other nodes,
 // and the trial ends waiting for the database. Not owned: the storage, clock and host.
@@ -181,8 +182,8 @@ class SharedCoordinator final : public NodeCoordinator {
       storage::Storage& storage, const ReadFrom& from,
       common::Result<std::vector<model::TrialRecord>>* changed);
   // FinishOffLoop's job, on the reads' storage: under the study's lock, checks that the trial
-  // is still this node's and open, then stores its writes, its end, its events and its retry in
-  // one transaction.
+  // is still this node's and open (reaped: the dead node's and open, the node still silent), then
+  // stores its writes, its end, its events and its retry in one transaction.
   static EndRead StoreEnd(storage::Storage& storage, const ReadFrom& from, const std::string& me,
                           EndWrite& end);
   void OnEndRead(const ReadFrom& from, const EndWrite& end, EndRead read, const EndDone& done);
@@ -219,7 +220,8 @@ class SharedCoordinator final : public NodeCoordinator {
   // LockAndSync inside `batch`; Unavailable when the batch did not begin.
   common::Status LockIn(StudyCache& study, const StorageBatch& batch);
   // Under the study's lock, ends the trials dead nodes ran or had claimed (not before
-  // reap_after_).
+  // reap_after_). With CoordinatorOptions::reads, off the loop: each end is stored by
+  // FinishOffLoop (EndWrite::reaped), which checks under the lock that the node is still silent.
   void ReapDeadNodes(StudyCache& study);
   // Records this node's heartbeat; on success (true) the lease runs from just before it.
   bool Beat();
@@ -248,6 +250,7 @@ class SharedCoordinator final : public NodeCoordinator {
   std::map<std::string, NotLoaded> not_loaded_;
   bool tick_in_flight_ = false;  // a tick's reads are off the loop and not back
   size_t ends_in_flight_ = 0;    // FinishOffLoop's ends not back
+  std::set<int64_t> reaping_;    // ids of the dead nodes' trials whose ends are not back
   size_t claims_in_flight_ = 0;  // ClaimOffLoop's and ReleaseOffLoop's claims not back
   // While FollowStored runs for a tick read off the loop: what it read of each study.
   bool following_read_ = false;

@@ -1,7 +1,8 @@
 // SharedCoordinator (shared_coordinator.h): what it stores off the event loop, on the
 // protocol's reads' thread and connection (storage_reads.h): this node's own trials' starts,
-// ends, claims and claims given back, and a study's end. Each job that decides under the study's
-// lock runs in one transaction of its own (BeginLocked) and hands the loop what it read.
+// ends, claims and claims given back, a dead node's trials' ends, and a study's end. Each job
+// that decides under the study's lock runs in one transaction of its own (BeginLocked) and hands
+// the loop what it read.
 
 #include <algorithm>
 
@@ -84,9 +85,18 @@ SharedCoordinator::EndRead SharedCoordinator::StoreEnd(storage::Storage& storage
     if (!committed.ok()) read.changed = committed;
     return std::move(read);
   };
+  const std::string& owner = end.reaped ? end.reaped->node : me;
   for (const TrialRecord& t : *read.changed) {
     if (t.number != end.number) continue;
-    if (model::IsFinished(t.state) || (!t.node.empty() && t.node != me)) return dropped();
+    if (model::IsFinished(t.state) || (!t.node.empty() && t.node != owner)) return dropped();
+  }
+  if (end.reaped) {
+    // Still silent now, under the lock: a node that has just come back keeps its trials.
+    Result<std::vector<model::NodeRecord>> nodes = storage.GetNodes(end.at);
+    if (!nodes.ok()) return abandon(nodes.status());
+    for (const model::NodeRecord& n : *nodes) {
+      if (n.name == owner && n.AliveWithin(end.reaped->node_timeout_s)) return dropped();
+    }
   }
   for (const PendingWrites::Write& w : writes) {
     st = PendingWrites::Apply(storage, w);
@@ -103,6 +113,10 @@ SharedCoordinator::EndRead SharedCoordinator::StoreEnd(storage::Storage& storage
     if (!e.ok()) ++stored.event_errors;
     return e;
   };
+  if (end.reaped) {
+    st = event(end.trial_id, "trial_lost", end.reaped->lost);
+    if (PendingWrites::IsOutage(st)) return abandon(st);
+  }
   st = event(end.trial_id, "trial_finished", end.finished);
   if (PendingWrites::IsOutage(st)) return abandon(st);
   if (end.exhausted) {
@@ -135,6 +149,7 @@ SharedCoordinator::EndRead SharedCoordinator::StoreEnd(storage::Storage& storage
 void SharedCoordinator::OnEndRead(const ReadFrom& from, const EndWrite& end, EndRead read,
                                   const EndDone& done) {
   --ends_in_flight_;
+  if (end.reaped) reaping_.erase(end.trial_id);
   StudyCache* study = options_.host->FindStudy(from.study_id);
   if (study == nullptr) {
     done(nullptr, end, std::move(read.stored));  // forgotten meanwhile: nothing to mirror
@@ -159,11 +174,20 @@ void SharedCoordinator::OnEndRead(const ReadFrom& from, const EndWrite& end, End
     options_.logger->error("study {} trial {}: storing its retry: {}", study->record.name,
                            end.number, stored.retry_error);
   }
-  if (stored.dropped) {
+  if (stored.dropped && end.reaped) {
+    options_.logger->info(
+        "study {} trial {}: not ended as lost with node {}: it ended, or the node beats again",
+        study->record.name, end.number, end.reaped->node);
+  } else if (stored.dropped) {
     options_.logger->warn(
         "study {} trial {}: ended or taken over by another node; this node's outcome ({}) is "
         "dropped",
         study->record.name, end.number, model::TrialStateName(end.outcome.state));
+  } else if (!stored.status.ok() && end.reaped) {
+    // Not kept: the next tick that finds the node dead ends the trial again.
+    options_.logger->error("study {} trial {}: storing its end as lost with node {}: {}",
+                           study->record.name, end.number, end.reaped->node,
+                           stored.status.message());
   } else if (!stored.status.ok()) {
     // Kept for a later tick, as an end the loop could not store (KeepFailedFinish).
     pending_.Keep(*study, end.number, end.outcome, /*own=*/true, stored.status.message(),

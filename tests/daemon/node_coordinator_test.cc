@@ -25,7 +25,7 @@ using model::StudyState;
 using model::TrialRecord;
 using model::TrialState;
 
-constexpr double kNodeTimeout = 30;
+constexpr double kCoordinatorNodeTimeout = 30;
 
 // Records what the coordinator asked of the scheduler.
 class RecordingHost final : public CoordinatorHost {
@@ -46,6 +46,13 @@ class RecordingHost final : public CoordinatorHost {
     calls.push_back("finish trial " + std::to_string(number) + " " +
                     model::TrialStateName(outcome.state) + "(" + outcome.fail.reason + ")" +
                     (own ? " own" : " other's"));
+  }
+  bool FinishReapedOffLoop(StudyCache&, int number, const model::TrialOutcome& outcome,
+                           const EndReaped& reaped) override {
+    calls.push_back("reap off the loop trial " + std::to_string(number) + " " +
+                    model::TrialStateName(outcome.state) + "(" + outcome.fail.reason + ") of " +
+                    reaped.node);
+    return true;
   }
   StudyCache* FindStudy(int64_t id) override {
     auto it = studies.find(id);
@@ -190,9 +197,10 @@ TEST_CASE("a lease holds for three quarters of the node timeout after the beat",
   for (const Row& row : {Row{0, true}, Row{10, true}, Row{22.49, true}, Row{22.5, false},
                          Row{30, false}, Row{-1, true}}) {
     INFO("seconds since the beat: " << row.since_beat);
-    CHECK(LeaseHolds(1000 + row.since_beat, 1000, kNodeTimeout) == row.holds);
+    CHECK(LeaseHolds(1000 + row.since_beat, 1000, kCoordinatorNodeTimeout) == row.holds);
   }
-  CHECK(kLeaseFraction * kNodeTimeout < kNodeTimeout);  // ends before others count it dead
+  CHECK(kLeaseFraction * kCoordinatorNodeTimeout <
+        kCoordinatorNodeTimeout);  // ends before others count it dead
 }
 
 // Nodes on one SQLite file opened as shared, one fake clock.
@@ -214,7 +222,7 @@ class Nodes {
     co.storage = storage;
     co.clock = &clock;
     co.host = host;
-    co.node_timeout_s = kNodeTimeout;
+    co.node_timeout_s = kCoordinatorNodeTimeout;
     co.reads = reads;
     std::unique_ptr<NodeCoordinator> c = MakeNodeCoordinator(co);
     auto* shared = dynamic_cast<SharedCoordinator*>(c.get());
@@ -280,7 +288,7 @@ TEST_CASE("a shared node counts a node dead after node_timeout_s of silence and 
   study.record = *created;
   alpha_host.studies[study.record.id] = &study;
 
-  nodes.clock.Advance(kNodeTimeout);  // silent for exactly the timeout: still alive
+  nodes.clock.Advance(kCoordinatorNodeTimeout);  // silent for exactly the timeout: still alive
   a->OnTick(false);
   REQUIRE(alpha_host.followed.size() == 1);
   CHECK(a->dead_nodes().empty());

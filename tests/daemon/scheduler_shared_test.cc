@@ -186,6 +186,69 @@ TEST_CASE(
   CHECK(c.Study("lost").state == StudyState::kComplete);
 }
 
+TEST_CASE(
+    "a dead node's trials are ended off the loop, with the loop's storage away, and not once the "
+    "node beats again",
+    "[scheduler][shared]") {
+  SchedulerCluster c({"alpha", "beta"}, /*own_reads_connections=*/true);
+  REQUIRE(c[0].Submit(SharedSweep("reaped", 6, 1, "retries = 1\nretry_on = [\"lost\"]\n")).ok());
+  c.TickAll();
+  REQUIRE(c[0].launcher().live_count() == 1);
+  REQUIRE(c[1].launcher().live_count() == 1);
+  const int alpha_trial = c[0].launcher().Live().front()->trial;
+
+  // alpha goes silent. beta's tick finds it dead and ends its trial on the reads' connection:
+  // the loop's own answers nothing meanwhile, and is not needed.
+  c.clock().Advance(kNodeTimeout + 1);
+  c[1].flaky().down = true;
+  c[1].Tick();
+  c[1].flaky().down = false;
+  CHECK_FALSE(c[1].scheduler().storage_outage().held());
+  TrialRecord lost = c.Trials("reaped")[alpha_trial];
+  CHECK(lost.state == TrialState::kFail);
+  CHECK(lost.fail.reason == "lost");
+  CHECK(lost.fail.detail.find("node alpha") != std::string::npos);
+  CHECK(c[1].HasEvent("reaped", "trial_lost"));
+  int retries = 0;
+  for (const TrialRecord& t : c.Trials("reaped")) retries += t.retry_of == lost.id;
+  CHECK(retries == 1);
+  // beta's memory has the end too: the study waits for the retry, not for alpha's trial.
+  const StudyCache* cached = c[1].scheduler().active_study("reaped");
+  REQUIRE(cached != nullptr);
+  CHECK(cached->trials[alpha_trial].state == TrialState::kFail);
+  CHECK(cached->pending_finishes == 0);
+
+  // alpha is back: it stops the trial it lost (recording nothing for it), then starts another.
+  c[0].Tick();
+  for (Launched* l : c[0].launcher().Live()) {
+    REQUIRE_FALSE(l->stops.empty());
+    c[0].launcher().Complete(*l, -100.0);
+  }
+  c[0].Tick();
+  std::optional<int> running;
+  for (const TrialRecord& t : c.Trials("reaped")) {
+    if (t.state == TrialState::kRunning && t.node == "alpha") running = t.number;
+  }
+  REQUIRE(running.has_value());
+  const int second = *running;
+  // alpha goes silent again: beta decides that trial is lost, but alpha beats before the end's
+  // transaction runs, which then stores nothing.
+  c.clock().Advance(kNodeTimeout + 1);
+  c[1].reads().Hold();
+  c[1].scheduler().SharedTick();  // its beat and reads wait
+  c[1].reads().Release();         // read; applied at the next Drain
+  c[1].reads().Hold();
+  c[1].reads().Drain();  // alpha found dead: the end of its trial is handed over, and held
+  CHECK(c[1].reads().held() == 1);
+  REQUIRE(c[0].storage().Heartbeat(c.clock().WallSeconds()).ok());  // alpha is back
+  c[1].reads().Release();
+  c[1].Settle();
+  const TrialRecord kept = c.Trials("reaped")[second];
+  CHECK(kept.state == TrialState::kRunning);
+  CHECK(kept.node == "alpha");
+  CHECK(c[1].scheduler().active_study("reaped")->pending_finishes == 0);
+}
+
 TEST_CASE("a dead node's claimed trial is never run by another node under its number",
           "[scheduler][shared]") {
   SchedulerCluster c({"alpha", "beta"});
