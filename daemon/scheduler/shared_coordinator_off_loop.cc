@@ -85,10 +85,13 @@ SharedCoordinator::EndRead SharedCoordinator::StoreEnd(storage::Storage& storage
     if (!committed.ok()) read.changed = committed;
     return std::move(read);
   };
+  // Whose it must still be: this node's (or nobody's yet), or the dead node's exactly (a claim
+  // given back meanwhile leaves a waiting trial that is nobody's to end).
   const std::string& owner = end.reaped ? end.reaped->node : me;
   for (const TrialRecord& t : *read.changed) {
     if (t.number != end.number) continue;
-    if (model::IsFinished(t.state) || (!t.node.empty() && t.node != owner)) return dropped();
+    const bool theirs = end.reaped ? t.node == owner : (t.node.empty() || t.node == owner);
+    if (model::IsFinished(t.state) || !theirs) return dropped();
   }
   if (end.reaped) {
     // Still silent now, under the lock: a node that has just come back keeps its trials.
