@@ -1041,7 +1041,15 @@ void Scheduler::OnProbe(const Status& probe) {
       "storage takes writes again (it refused: {}); storing the kept trial "
       "writes and ends, then starting trials",
       why);
-  if (lazy_writer_) lazy_writer_->Resume();
+  if (lazy_writer_) {
+    // The writes kept meanwhile go to the writer, off the loop, in front of its own (each
+    // trial's are older than any of its queued: its end took those); a kept end's retry takes
+    // its trial's back from there into its own transaction.
+    lazy_writer_->WriteFirst(pending_writes_.Take(pending_writes_.size()));
+    lazy_writer_->Resume();
+    coordinator_->StorageBack();
+    return;
+  }
   Status kept = pending_writes_.Flush(*options_.storage, options_.logger);
   if (!kept.ok()) {
     OnStorageRefused(kept);

@@ -51,6 +51,15 @@ void LazyWriter::Write(TrialWrite w) {
   wake_.notify_one();
 }
 
+void LazyWriter::WriteFirst(std::vector<TrialWrite> writes) {
+  if (writes.empty()) return;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    queue_.PutBack(std::move(writes));
+  }
+  wake_.notify_one();
+}
+
 std::vector<TrialWrite> LazyWriter::TakeTrial(int64_t trial_id) {
   std::unique_lock<std::mutex> lock(mu_);
   batch_done_.wait(lock, [&] { return in_flight_trials_.count(trial_id) == 0; });

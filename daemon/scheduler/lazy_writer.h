@@ -22,10 +22,10 @@
 // Bounded: at most Options::max_writes wait, the batch in flight included; past that the oldest
 // is dropped, counted and logged once per outage (the queue is a PendingWrites).
 //
-// Thread-safety: Write, Resume and the destructor on the event-loop thread; the callbacks are
-// posted there. TakeTrial on the event-loop thread or on the reads' thread (a trial's end stored
-// off the loop: NodeCoordinator::FinishOffLoop), never while the caller's connection holds a
-// transaction. queued() from any thread.
+// Thread-safety: Write, WriteFirst, Resume and the destructor on the event-loop thread; the
+// callbacks are posted there. TakeTrial on the event-loop thread or on the reads' thread (a trial's
+// end stored off the loop: NodeCoordinator::FinishOffLoop), never while the caller's connection
+// holds a transaction. queued() from any thread.
 
 #include <condition_variable>
 #include <cstdint>
@@ -70,6 +70,10 @@ class LazyWriter {
 
   // Queues `w`; never waits for storage.
   void Write(PendingWrites::Write w);
+  // Queues `writes` (oldest first) in front of those waiting: writes older than any queued, kept
+  // elsewhere while storage refused them (the scheduler's, once its probe succeeds); never waits
+  // for storage. A trial with writes queued must have none kept elsewhere that are newer.
+  void WriteFirst(std::vector<PendingWrites::Write> writes);
   // Trial `trial_id`'s writes not written yet, oldest first, taken out of the queue; waits for
   // the batch in flight when it holds any of them (then written, or handed back if storage
   // refused them). The caller writes them before the trial's end. Precondition: no transaction

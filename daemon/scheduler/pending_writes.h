@@ -2,7 +2,8 @@
 // PendingWrites: the lazily durable writes of running trials (intermediate values, attributes,
 // define-by-run parameters) that storage could not take for now (a full disk, a database away
 // or frozen), kept in the order they came and written again once it takes writes: every one
-// when the scheduler's storage probe succeeds, and a trial's own before its end is stored (a
+// when the scheduler's storage probe succeeds (by the lazy writer, off the event loop, where
+// there is one: LazyWriter::WriteFirst), and a trial's own before its end is stored (a
 // finished trial takes no more writes). While a trial has kept writes, its later ones are kept
 // behind them, so a step reported twice ends with its last value, as without an outage.
 //

@@ -241,6 +241,36 @@ TEST_CASE(
   CHECK(got[9] == 9.0);
 }
 
+TEST_CASE("lazy writer: writes kept elsewhere go in front, in order, and a trial's end takes them",
+          "[lazy_writer]") {
+  Fixture f;
+  model::TrialRecord kept = f.Trial();
+  model::TrialRecord other = f.Trial();
+  std::unique_ptr<LazyWriter> w = f.Writer(/*batch=*/4);
+  f.gate.Close();
+  w->Write(Write::Intermediate(other.id, 1, 1.0));
+  f.gate.AwaitWaiter();  // in flight, held inside "the server"
+  w->Write(Write::Intermediate(other.id, 2, 2.0));
+  // The scheduler's kept writes (its probe succeeded), then a newer one of the same step.
+  w->WriteFirst({Write::Intermediate(kept.id, 0, 5.0), Write::Intermediate(kept.id, 3, 1.0)});
+  w->WriteFirst({});
+  CHECK(w->queued() == 4);
+  // A kept end's retry takes them back, oldest first.
+  std::vector<Write> taken = w->TakeTrial(kept.id);
+  REQUIRE(taken.size() == 2);
+  CHECK(taken[0].step == 0);
+  CHECK(taken[1].step == 3);
+  w->WriteFirst(std::move(taken));
+  w->Write(Write::Intermediate(kept.id, 3, 2.0));  // after them: it wins
+  f.gate.Open();
+  AwaitIdle(*w);
+  std::map<int64_t, double> got = f.Intermediate(kept.number);
+  REQUIRE(got.size() == 2);
+  CHECK(got[0] == 5.0);
+  CHECK(got[3] == 2.0);
+  CHECK(f.Intermediate(other.number).size() == 2);
+}
+
 TEST_CASE("lazy writer: a write refused for itself is dropped and reported, the batch goes on",
           "[lazy_writer]") {
   Fixture f;
