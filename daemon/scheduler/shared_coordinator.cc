@@ -276,17 +276,20 @@ void SharedCoordinator::ReapDeadNodes(StudyCache& study) {
   if (options_.clock->MonotonicSeconds() < reap_after_) return;
   if (options_.reads != nullptr) {
     // Off the loop: each end in a transaction of its own that checks, under the study's lock,
-    // that the trial is still open and the node's, and the node still silent (StoreEnd).
+    // that the trial is still open and the node's, and the node still silent (StoreEnd). A host
+    // that stores its ends on the loop refuses the first, and the loop's way below follows.
+    bool handed = true;
     for (const TrialRecord& t : study.trials) {
       if (!on_dead(t) || reaping_.count(t.id) > 0) continue;
       model::TrialOutcome out = LostWithNode(t, options_.storage->node());
       EndReaped reaped{t.node, options_.node_timeout_s, out.fail.detail};
-      if (!options_.host->FinishReapedOffLoop(study, t.number, out, reaped)) break;
+      handed = options_.host->FinishReapedOffLoop(study, t.number, out, reaped);
+      if (!handed) break;
       reaping_.insert(t.id);
       options_.logger->warn("study {} trial {}: lost with node {}", study.record.name, t.number,
                             t.node);
     }
-    return;
+    if (handed) return;
   }
   StorageBatch batch(options_.storage, options_.logger);
   if (!batch.began() || !LockAndSync(study).ok()) return;

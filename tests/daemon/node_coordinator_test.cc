@@ -49,6 +49,7 @@ class RecordingHost final : public CoordinatorHost {
   }
   bool FinishReapedOffLoop(StudyCache&, int number, const model::TrialOutcome& outcome,
                            const EndReaped& reaped) override {
+    if (!reap_off_loop) return false;
     calls.push_back("reap off the loop trial " + std::to_string(number) + " " +
                     model::TrialStateName(outcome.state) + "(" + outcome.fail.reason + ") of " +
                     reaped.node);
@@ -67,6 +68,7 @@ class RecordingHost final : public CoordinatorHost {
     followed.push_back(stored);
   }
 
+  bool reap_off_loop = true;  // FinishReapedOffLoop takes the ends (else the loop stores them)
   std::vector<std::string> calls;
   std::map<int64_t, StudyCache*> studies;
   std::vector<std::vector<model::StudyRecord>> followed;  // each FollowStored's studies
@@ -320,6 +322,55 @@ TEST_CASE("a shared node counts a node dead after node_timeout_s of silence and 
   a->OnTick(false);
   REQUIRE(alpha_host.followed.size() == 3);
   CHECK(a->dead_nodes().empty());
+}
+
+TEST_CASE("with reads off the loop, a dead node's trials' ends are handed over once each",
+          "[coordinator][shared][reads]") {
+  Nodes nodes;
+  auto alpha = nodes.Open("alpha");
+  auto beta = nodes.Open("beta");
+  RecordingHost host;
+  testing::InlineStorageReads reads(alpha.get());
+  auto a = nodes.Coordinator(alpha.get(), &host, &reads);
+  REQUIRE(a->Join().ok());
+  REQUIRE(beta->Heartbeat(nodes.clock.WallSeconds()).ok());
+  model::NewStudy ns;
+  ns.name = "reaped";
+  ns.n_trials = 3;
+  auto created = alpha->CreateStudy(ns, nodes.clock.WallSeconds());
+  REQUIRE(created.ok());
+  for (int i = 0; i < 3; ++i) REQUIRE(alpha->CreateTrial(created->id, {}, 1.0).ok());
+  auto trials = alpha->GetTrials(created->id);
+  REQUIRE(trials.ok());
+  REQUIRE(beta->ClaimTrial((*trials)[0].id).ok());
+  REQUIRE(beta->MarkRunning((*trials)[0].id, {77, 77, 1234}, 2.0).ok());
+  REQUIRE(beta->ClaimTrial((*trials)[1].id).ok());
+  StudyCache study;
+  study.record = *created;
+  host.studies[study.record.id] = &study;
+  nodes.clock.Advance(kCoordinatorNodeTimeout + 1);
+  a->OnTick(false);
+  reads.Drain();
+  REQUIRE(a->dead_nodes() == std::set<std::string>{"beta"});
+
+  SECTION("the host takes them off the loop, and they are not handed over again meanwhile") {
+    REQUIRE(a->Follow(study));
+    CHECK(host.calls == std::vector<std::string>{
+                            "stop ended elsewhere: reaped",
+                            "reap off the loop trial 0 FAIL(lost) of beta",
+                            "reap off the loop trial 1 FAIL(lost) of beta",
+                        });
+    host.calls.clear();
+    REQUIRE(a->Follow(study));  // the ends are not back: nothing is handed over twice
+    CHECK(host.calls == std::vector<std::string>{"stop ended elsewhere: reaped"});
+  }
+  SECTION("a host that stores its ends on the loop gets them there, with their events") {
+    host.reap_off_loop = false;
+    REQUIRE(a->Follow(study));
+    REQUIRE(host.calls.size() == 6);
+    CHECK(host.calls[3] == "finish trial 0 FAIL(lost) other's");
+    CHECK(host.calls[5] == "finish trial 1 FAIL(lost) other's");
+  }
 }
 
 TEST_CASE("a tick read off the loop: the lease runs from its start, the fence does not wait for it",

@@ -273,6 +273,37 @@ TEST_CASE("a dead node's claimed trial is never run by another node under its nu
   CHECK(retried);
 }
 
+TEST_CASE("a dead node's claim given back before its end is stored leaves the trial to anyone",
+          "[scheduler][shared]") {
+  SchedulerCluster c({"alpha", "beta"});
+  REQUIRE(c[0].Submit(SharedSweep("given", 4, 1)).ok());
+  c.TickAll();
+  REQUIRE(c[0].launcher().live_count() == 1);
+  const int running = c[0].launcher().Live().front()->trial;
+  auto queued = c[1].scheduler().Enqueue("given", {{"x", "0.5"}});
+  REQUIRE(queued.ok());
+  REQUIRE(c[0].storage().ClaimTrial(queued->id).ok());
+  // alpha goes silent; beta finds it dead and hands both its trials' ends over (held).
+  c.clock().Advance(kNodeTimeout + 1);
+  c[1].reads().Hold();
+  c[1].scheduler().SharedTick();
+  c[1].reads().Release();
+  c[1].reads().Hold();
+  c[1].reads().Drain();
+  CHECK(c[1].reads().held() == 2);
+  // The claim is given back before those ends' transactions run (alpha still silent).
+  REQUIRE(c[0].storage().ReleaseClaim(queued->id).ok());
+  c[1].reads().Release();
+  c[1].Settle();
+  const TrialRecord given = c.Trials("given")[queued->number];
+  CHECK(given.state == TrialState::kWaiting);
+  CHECK(given.node.empty());
+  // The trial alpha ran is lost all the same.
+  const TrialRecord lost = c.Trials("given")[running];
+  CHECK(lost.state == TrialState::kFail);
+  CHECK(lost.fail.reason == "lost");
+}
+
 TEST_CASE("a study cancelled through one node stops the other nodes' trials",
           "[scheduler][shared]") {
   SchedulerCluster c({"alpha", "beta"});
