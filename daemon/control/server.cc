@@ -195,11 +195,7 @@ class ControlServer::Connection : public std::enable_shared_from_this<Connection
   void RunRead(const proto::Request& req, const std::shared_ptr<AnswerClaim>& claim) {
     if (!claim->Takes()) return;
     auto reply = [this, &claim](std::string text) { Deliver(*claim, std::move(text)); };
-    if (Status owner = AuthorizeStudyVerb(*read_context_.storage, server_->options_.access, peer_,
-                                          req.verb, req.args);
-        !owner.ok()) {
-      server_->options_.logger->warn("control socket: denied \"{}\" to uid {} pid {}: {}", req.verb,
-                                     peer_.uid, peer_.pid, owner.message());
+    if (Status owner = Authorize(*read_context_.storage, req); !owner.ok()) {
       return reply(proto::EncodeError(owner));
     }
     if (req.verb == "status") {
@@ -234,11 +230,7 @@ class ControlServer::Connection : public std::enable_shared_from_this<Connection
       Changed(req);
       Deliver(*claim, std::move(text));
     };
-    if (Status owner = AuthorizeStudyVerb(*read_context_.storage, server_->options_.access, peer_,
-                                          req.verb, req.args);
-        !owner.ok()) {
-      server_->options_.logger->warn("control socket: denied \"{}\" to uid {} pid {}: {}", req.verb,
-                                     peer_.uid, peer_.pid, owner.message());
+    if (Status owner = Authorize(*read_context_.storage, req); !owner.ok()) {
       return reply(proto::EncodeError(owner));
     }
     Result<ControlStored> stored =
@@ -247,6 +239,17 @@ class ControlServer::Connection : public std::enable_shared_from_this<Connection
     OnLoop([req, change, stored = std::move(stored).value(), claim](Connection& c) {
       c.FollowChange(req, change, stored, *claim);
     });
+  }
+
+  // Whether the peer may use `req`'s verb on its study as far as ownership goes
+  // (AuthorizeStudyVerb, reading `storage`: the loop's or the ReadThread's); a denial is logged.
+  Status Authorize(storage::ReadModel& storage, const proto::Request& req) {
+    Status owner = AuthorizeStudyVerb(storage, server_->options_.access, peer_, req.verb, req.args);
+    if (!owner.ok()) {
+      server_->options_.logger->warn("control socket: denied \"{}\" to uid {} pid {}: {}", req.verb,
+                                     peer_.uid, peer_.pid, owner.message());
+    }
+    return owner;
   }
 
   // Event loop: the scheduler follows a change StoreChange stored; then its reply.
@@ -319,11 +322,7 @@ class ControlServer::Connection : public std::enable_shared_from_this<Connection
       Changed(req);
       Deliver(claim, std::move(text));
     };
-    if (Status owner = AuthorizeStudyVerb(*server_->options_.storage, server_->options_.access,
-                                          peer_, req.verb, req.args);
-        !owner.ok()) {
-      server_->options_.logger->warn("control socket: denied \"{}\" to uid {} pid {}: {}", req.verb,
-                                     peer_.uid, peer_.pid, owner.message());
+    if (Status owner = Authorize(*server_->options_.storage, req); !owner.ok()) {
       return reply(proto::EncodeError(owner));
     }
     if (const Verb* v = FindVerb(req.verb); v != nullptr && v->handover != nullptr) {

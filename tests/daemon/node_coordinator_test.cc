@@ -263,6 +263,24 @@ TEST_CASE("a shared node claims nothing once its lease has lapsed, until it beat
   CHECK(c->LeaseValid());
 }
 
+// A study of three trials created through `alpha`: beta runs trial 0 (pid 77) and has claimed
+// trial 1.
+model::StudyRecord BetaRunsAndClaims(storage::Storage& alpha, storage::Storage& beta,
+                                     const std::string& name, double now) {
+  model::NewStudy ns;
+  ns.name = name;
+  ns.n_trials = 3;
+  auto created = alpha.CreateStudy(ns, now);
+  REQUIRE(created.ok());
+  for (int i = 0; i < 3; ++i) REQUIRE(alpha.CreateTrial(created->id, {}, 1.0).ok());
+  auto trials = alpha.GetTrials(created->id);
+  REQUIRE(trials.ok());
+  REQUIRE(beta.ClaimTrial((*trials)[0].id).ok());
+  REQUIRE(beta.MarkRunning((*trials)[0].id, {77, 77, 1234}, 2.0).ok());
+  REQUIRE(beta.ClaimTrial((*trials)[1].id).ok());
+  return *created;
+}
+
 TEST_CASE("a shared node counts a node dead after node_timeout_s of silence and ends its trials",
           "[coordinator][shared]") {
   Nodes nodes;
@@ -273,21 +291,8 @@ TEST_CASE("a shared node counts a node dead after node_timeout_s of silence and 
   REQUIRE(a->Join().ok());
   REQUIRE(beta->Heartbeat(nodes.clock.WallSeconds()).ok());
 
-  // beta runs trial 0 and has claimed trial 1.
-  model::NewStudy ns;
-  ns.name = "shared";
-  ns.n_trials = 3;
-  auto created = alpha->CreateStudy(ns, nodes.clock.WallSeconds());
-  REQUIRE(created.ok());
-  for (int i = 0; i < 3; ++i) REQUIRE(alpha->CreateTrial(created->id, {}, 1.0).ok());
-  auto trials = alpha->GetTrials(created->id);
-  REQUIRE(trials.ok());
-  REQUIRE(beta->ClaimTrial((*trials)[0].id).ok());
-  REQUIRE(beta->MarkRunning((*trials)[0].id, {77, 77, 1234}, 2.0).ok());
-  REQUIRE(beta->ClaimTrial((*trials)[1].id).ok());
-
   StudyCache study;
-  study.record = *created;
+  study.record = BetaRunsAndClaims(*alpha, *beta, "shared", nodes.clock.WallSeconds());
   alpha_host.studies[study.record.id] = &study;
 
   nodes.clock.Advance(kCoordinatorNodeTimeout);  // silent for exactly the timeout: still alive
@@ -334,19 +339,8 @@ TEST_CASE("with reads off the loop, a dead node's trials' ends are handed over o
   auto a = nodes.Coordinator(alpha.get(), &host, &reads);
   REQUIRE(a->Join().ok());
   REQUIRE(beta->Heartbeat(nodes.clock.WallSeconds()).ok());
-  model::NewStudy ns;
-  ns.name = "reaped";
-  ns.n_trials = 3;
-  auto created = alpha->CreateStudy(ns, nodes.clock.WallSeconds());
-  REQUIRE(created.ok());
-  for (int i = 0; i < 3; ++i) REQUIRE(alpha->CreateTrial(created->id, {}, 1.0).ok());
-  auto trials = alpha->GetTrials(created->id);
-  REQUIRE(trials.ok());
-  REQUIRE(beta->ClaimTrial((*trials)[0].id).ok());
-  REQUIRE(beta->MarkRunning((*trials)[0].id, {77, 77, 1234}, 2.0).ok());
-  REQUIRE(beta->ClaimTrial((*trials)[1].id).ok());
   StudyCache study;
-  study.record = *created;
+  study.record = BetaRunsAndClaims(*alpha, *beta, "reaped", nodes.clock.WallSeconds());
   host.studies[study.record.id] = &study;
   nodes.clock.Advance(kCoordinatorNodeTimeout + 1);
   a->OnTick(false);
