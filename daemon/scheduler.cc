@@ -866,12 +866,13 @@ bool Scheduler::FinishOffLoop(StudyRuntime& study, int number, const model::Tria
   end.outcome = out;
   end.at = options_.clock->WallSeconds();
   end.reaped = std::move(reaped);
-  // Another node's trial has no writes of this node's.
-  if (!end.reaped) end.writes = pending_writes_.TakeTrial(trial.id);
-  if (lazy_writer_ && !end.reaped) {
-    end.take_queued = [writer = lazy_writer_.get(), id = trial.id] {
-      return writer->TakeTrial(id);
-    };
+  if (!end.reaped) {  // another node's trial has no writes of this node's
+    end.writes = pending_writes_.TakeTrial(trial.id);
+    if (lazy_writer_) {
+      end.take_queued = [writer = lazy_writer_.get(), id = trial.id] {
+        return writer->TakeTrial(id);
+      };
+    }
   }
   end.finished = DescribeOutcome(out);
   // What FinishTrial would decide once the end is mirrored: a retry, unless the study stops
@@ -1047,11 +1048,7 @@ void Scheduler::OnProbe(const Status& probe) {
     // its trial's back from there into its own transaction.
     lazy_writer_->WriteFirst(pending_writes_.Take(pending_writes_.size()));
     lazy_writer_->Resume();
-    coordinator_->StorageBack();
-    return;
-  }
-  Status kept = pending_writes_.Flush(*options_.storage, options_.logger);
-  if (!kept.ok()) {
+  } else if (Status kept = pending_writes_.Flush(*options_.storage, options_.logger); !kept.ok()) {
     OnStorageRefused(kept);
     return;
   }
