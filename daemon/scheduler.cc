@@ -202,24 +202,60 @@ int Scheduler::queued_count() const {
 Result<model::StudyRecord> Scheduler::Submit(const config::SweepSource& source,
                                              const model::Submitter& submitter) {
   if (shutting_down_) return common::Unavailable("triald is shutting down");
+  TRIALD_ASSIGN_OR_RETURN(config::SweepSpec spec, Admit(source, submitter));
+  return SubmitAdmitted(source, std::move(spec), submitter);
+}
+
+Result<config::SweepSpec> Scheduler::Admit(const config::SweepSource& source,
+                                           const model::Submitter& submitter) const {
+  return loader_->Admit(source, submitter);
+}
+
+Result<model::StudyRecord> Scheduler::SubmitAdmitted(const config::SweepSource& source,
+                                                     config::SweepSpec spec,
+                                                     const model::Submitter& submitter) {
+  if (shutting_down_) return common::Unavailable("triald is shutting down");
   // Continuing the study of this name (submit --resume, [study] load_if_exists) when there is
   // one; else a new study, as without.
-  Result<config::SweepSpec> parsed = config::ParseSweep(source);
-  if (parsed.ok() && (source.resume || parsed->study.load_if_exists)) {
-    Result<model::StudyRecord> existing = options_.storage->GetStudy(parsed->study.name);
+  if (!MakesNewStudy(source, spec)) {
+    Result<model::StudyRecord> existing = options_.storage->GetStudy(spec.study.name);
     if (existing.ok()) {
-      TRIALD_ASSIGN_OR_RETURN(config::SweepSpec spec, loader_->Admit(source, submitter));
       const bool trusted = !submitter.known() || submitter.uid == 0 ||
                            submitter.uid == static_cast<int64_t>(::geteuid());
       return control_->Resume(spec, submitter, trusted);
     }
     if (existing.status().code() != common::Code::kNotFound) return existing.status();
   }
-  TRIALD_ASSIGN_OR_RETURN(std::unique_ptr<StudyRuntime> study, loader_->Submit(source, submitter));
+  TRIALD_ASSIGN_OR_RETURN(std::unique_ptr<StudyRuntime> study,
+                          loader_->SubmitAdmitted(source, std::move(spec), submitter));
   const model::StudyRecord record = study->record;
   studies_[record.id] = std::move(study);
   Pump();  // may finish the study at once (a sampler with nothing to give) and drop it
   return record;
+}
+
+bool Scheduler::MakesNewStudy(const config::SweepSource& source, const config::SweepSpec& spec) {
+  return !source.resume && !spec.study.load_if_exists;
+}
+
+Result<PreparedStudy> Scheduler::PrepareSubmitted(const config::SweepSource& source,
+                                                  config::SweepSpec spec,
+                                                  const model::Submitter& submitter) {
+  if (shutting_down_) return common::Unavailable("triald is shutting down");
+  return loader_->PrepareSubmitted(source, std::move(spec), submitter);
+}
+
+model::StudyRecord Scheduler::AddSubmitted(PreparedStudy prepared, model::StudyRecord stored) {
+  if (shutting_down_ || studies_.count(stored.id) != 0) {
+    options_.logger->info(
+        "study {} submitted: {}{}", stored.name, prepared.summary,
+        shutting_down_ ? " (stored; it starts when triald runs again)" : " (joined already)");
+    return stored;
+  }
+  std::unique_ptr<StudyRuntime> study = loader_->Submitted(std::move(prepared), stored);
+  studies_[stored.id] = std::move(study);
+  Pump();  // may finish the study at once (a sampler with nothing to give) and drop it
+  return stored;
 }
 
 Status Scheduler::Recover() {

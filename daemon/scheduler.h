@@ -236,6 +236,7 @@ class StudyRecorder;
 class TrialGpus;
 class TrialStarter;
 struct StudyRuntime;
+struct PreparedStudy;
 
 class Scheduler {
  public:
@@ -252,6 +253,30 @@ class Scheduler {
   // user; the same directions, space and objective; the file's n_trials more trials).
   common::Result<model::StudyRecord> Submit(const config::SweepSource& source,
                                             const model::Submitter& submitter = {});
+  // Submit in two halves, so that its checks need not run on the event loop. Admit: the sweep
+  // parsed and checked as Submit checks it (the submitter's rights first: a root daemon's child
+  // runs as the submitter, for up to kSubmitCheckSeconds; a Slurm study's partition); nothing
+  // is stored. It changes nothing in the scheduler and may be called from any thread while the
+  // scheduler lives (the daemon's SchedulerEnv and GpuPool are safe to; a test's fakes may not
+  // be). SubmitAdmitted (the event loop): the rest of Submit for the spec Admit returned.
+  common::Result<config::SweepSpec> Admit(const config::SweepSource& source,
+                                          const model::Submitter& submitter) const;
+  common::Result<model::StudyRecord> SubmitAdmitted(const config::SweepSource& source,
+                                                    config::SweepSpec spec,
+                                                    const model::Submitter& submitter);
+  // Whether SubmitAdmitted of `source` as admitted (`spec`) makes a new study whatever storage
+  // holds: neither submit --resume nor [study] load_if_exists. Such a submission may store its
+  // study elsewhere: PrepareSubmitted (the event loop, no storage) builds it, as SubmitAdmitted
+  // would (errors name the sweep file); StudyLoader::StoreSubmitted stores it with a connection
+  // of the caller's (shared storage: the servers' reads thread); AddSubmitted (the event loop,
+  // no storage) runs it. A study a tick of this node joined meanwhile (it found it stored) runs
+  // as joined; a daemon shutting down meanwhile leaves it stored, to run after its restart or on
+  // another node. Either way the stored record is returned.
+  static bool MakesNewStudy(const config::SweepSource& source, const config::SweepSpec& spec);
+  common::Result<PreparedStudy> PrepareSubmitted(const config::SweepSource& source,
+                                                 config::SweepSpec spec,
+                                                 const model::Submitter& submitter);
+  model::StudyRecord AddSubmitted(PreparedStudy prepared, model::StudyRecord stored);
 
   // Stops the study's running trials (FAIL(cancelled)) and starts no more.
   common::Status Cancel(const std::string& study_name);

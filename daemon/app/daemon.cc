@@ -649,6 +649,9 @@ int RunDaemon(const DaemonOptions& opts) {
   co->scheduler = &scheduler;
   co->storage = storage->get();
   co->reads = server_reads;
+  // A submission's checks (as the submitter: a child of a root daemon; a Slurm partition's)
+  // wait there, not on the loop.
+  co->admissions = std::make_shared<TaskThread>();
   co->logger = log;
   ControlServer server(*co);
   st = StartControlServer(server, log);

@@ -16,6 +16,7 @@
 #include "common/json.h"
 #include "common/memory.h"
 #include "daemon/control/kept_answers.h"
+#include "daemon/scheduler/study_loader.h"
 #include "proto/control.h"
 
 namespace triald::daemon {
@@ -184,8 +185,65 @@ class ControlServer::Connection : public std::enable_shared_from_this<Connection
         return;
       }
     }
+    // A submission's checks run on the admissions thread; the loop stores and starts it.
+    if (req->verb == "submit" && server_->options_.admissions != nullptr) {
+      server_->options_.admissions->Post(
+          server_->front_.shared_io(), shared_from_this(),
+          [req = std::move(*req), claim](Connection& c) { c.AdmitSubmit(req, claim); });
+      return;
+    }
     OnLoop([req = std::move(*req), fd = socket_.native_handle(), more = !pending_.empty(),
             claim](Connection& c) { c.RunVerb(req, fd, more, *claim); });
+  }
+
+  // The admissions thread: a `submit` checked (AdmitSubmission, nothing stored); refused here,
+  // or stored and started on the loop (SubmitAdmitted).
+  void AdmitSubmit(const proto::Request& req, const std::shared_ptr<AnswerClaim>& claim) {
+    Result<Submission> admitted = AdmitSubmission(context_, req.args);
+    if (!admitted.ok()) {
+      if (claim->Takes()) Deliver(*claim, proto::EncodeError(admitted.status()));
+      return;
+    }
+    auto held = std::make_shared<Submission>(std::move(admitted).value());
+    OnLoop([req, claim, held](Connection& c) { c.RunSubmit(req, claim, std::move(*held)); });
+  }
+
+  // Event loop: an admitted `submit`, stored and started (SubmitAdmitted); on shared storage a
+  // new study is built here, stored on the ReadThread, then started here (StoreSubmission).
+  void RunSubmit(const proto::Request& req, const std::shared_ptr<AnswerClaim>& claim,
+                 Submission admitted) {
+    if (!claim->Takes()) return;
+    Changed(req);
+    if (server_->options_.reads == nullptr ||
+        !Scheduler::MakesNewStudy(admitted.source, admitted.spec)) {
+      return DeliverResult(req, *claim, SubmitAdmitted(context_, std::move(admitted)));
+    }
+    Result<PreparedStudy> prepared = context_.scheduler->PrepareSubmitted(
+        admitted.source, std::move(admitted.spec), admitted.submitter);
+    if (!prepared.ok()) return DeliverResult(req, *claim, prepared.status());
+    auto study = std::make_shared<PreparedStudy>(std::move(prepared).value());
+    OnReads([req, claim, study](Connection& c) { c.StoreSubmission(req, claim, study); });
+  }
+
+  // ReadThread: a new study stored with the thread's storage (StudyLoader::StoreSubmitted);
+  // then, on the loop, started (Scheduler::AddSubmitted) or, refused, dropped there.
+  void StoreSubmission(const proto::Request& req, const std::shared_ptr<AnswerClaim>& claim,
+                       const std::shared_ptr<PreparedStudy>& study) {
+    Result<model::StudyRecord> stored =
+        StudyLoader::StoreSubmitted(*read_context_.storage, *study,
+                                    common::SystemClock().WallSeconds(), server_->options_.logger);
+    OnLoop([req, claim, study, stored = std::move(stored)](Connection& c) {
+      if (!stored.ok()) return c.DeliverResult(req, *claim, stored.status());
+      const model::StudyRecord rec = c.context_.scheduler->AddSubmitted(std::move(*study), *stored);
+      c.DeliverResult(req, *claim, SubmittedReply(rec, /*resumed=*/false));
+    });
+  }
+
+  // The reply of a verb that is not a read: its result or its error.
+  void DeliverResult(const proto::Request& req, AnswerClaim& claim, Result<json::value> result) {
+    Changed(req);
+    Deliver(claim, result.ok() ? "{\"ok\":true,\"result\":" + common::SerializeJson(*result) + "}\n"
+                               : proto::EncodeError(result.status()));
   }
 
   // ReadThread: runs a read verb (or a storage-only one, its ownership checked first) with the
@@ -553,6 +611,7 @@ ControlServer::~ControlServer() {
   // Nothing posts to the ReadThread any more: its tasks for this server's connections are run
   // before the server goes.
   if (options_.reads != nullptr) options_.reads->Drain();
+  if (options_.admissions != nullptr) options_.admissions->Drain();
   // Not served any more: close the acceptor here (Stop() posted its close to the thread).
   boost::system::error_code ec;
   acceptor_.close(ec);

@@ -45,6 +45,11 @@
 // The control changes pause, resume, extend, set parallelism and cancel are stored there too,
 // their study's ownership checked there (scheduler/control_change.h: StoreControl); the loop
 // then follows what was stored without storage (Scheduler::FollowControl) before the reply.
+// With ControlServerOptions::admissions, a `submit`'s checks (AdmitSubmission: the sweep parsed,
+// its files checked as the submitter, which on a root daemon is a child process that may take
+// up to kSubmitCheckSeconds, and a Slurm study's partition) run on that thread, one submission
+// at a time; the loop then stores and starts the admitted study (SubmitAdmitted). Without it,
+// on the loop.
 //
 // Who may use which verb: daemon/control/access.h (decided once per connection from the peer's
 // credentials). What each verb does: the verb table in daemon/control/verbs.h. The JSON shapes
@@ -72,6 +77,7 @@
 #include "daemon/control/read_thread.h"
 #include "daemon/control/server_thread.h"
 #include "daemon/control/study_json.h"
+#include "daemon/control/task_thread.h"
 #include "daemon/control/verbs.h"
 #include "daemon/scheduler.h"
 #include "daemon/storage/storage.h"
@@ -102,6 +108,9 @@ struct ControlServerOptions {
   // Shared storage: the read verbs but `ping` read there, off the event loop (read_thread.h);
   // `status` is then completed on the loop from the scheduler's memory. Null: on the loop.
   std::shared_ptr<ReadThread> reads;
+  // Where a `submit` is admitted, off the event loop (AdmitSubmission calls the scheduler's
+  // Admit there, which must be safe to: the daemon's SchedulerEnv). Null: on the loop.
+  std::shared_ptr<TaskThread> admissions;
 };
 
 class ControlServer {

@@ -40,22 +40,8 @@ Result<json::value> PingVerb(const VerbContext& c, const json::object&) {
 }
 
 Result<json::value> SubmitVerb(const VerbContext& c, const json::object& args) {
-  TRIALD_ASSIGN_OR_RETURN(config::SweepSource source, DecodeSubmit(args));
-  model::Submitter submitter;
-  if (c.caller != nullptr) {
-    submitter.uid = c.caller->uid;
-    submitter.name = UserName(c.caller->uid);
-  }
-  // Whether the submission continues a study that exists (submit --resume, load_if_exists).
-  Result<config::SweepSpec> parsed = config::ParseSweep(source);
-  const bool existed = parsed.ok() && c.storage->GetStudy(parsed->study.name).ok();
-  TRIALD_ASSIGN_OR_RETURN(model::StudyRecord rec, c.scheduler->Submit(source, submitter));
-  json::object o;
-  o["study"] = rec.name;
-  o["n_trials"] = rec.n_trials;
-  o["seed"] = std::to_string(rec.seed);
-  o["resumed"] = existed;
-  return json::value(std::move(o));
+  TRIALD_ASSIGN_OR_RETURN(Submission submission, AdmitSubmission(c, args));
+  return SubmitAdmitted(c, std::move(submission));
 }
 
 // A FAILED study: why, from its last study_failed event; null otherwise.
@@ -775,6 +761,36 @@ common::Status HandoverOnly(const std::string& verb) {
 }
 
 }  // namespace
+
+Result<Submission> AdmitSubmission(const VerbContext& c, const json::object& args) {
+  Submission s;
+  TRIALD_ASSIGN_OR_RETURN(s.source, DecodeSubmit(args));
+  if (c.caller != nullptr) {
+    s.submitter.uid = c.caller->uid;
+    s.submitter.name = UserName(c.caller->uid);
+  }
+  TRIALD_ASSIGN_OR_RETURN(s.spec, c.scheduler->Admit(s.source, s.submitter));
+  return s;
+}
+
+Result<json::value> SubmitAdmitted(const VerbContext& c, Submission submission) {
+  // Whether the submission continues a study that exists (submit --resume, load_if_exists).
+  const bool existed = !Scheduler::MakesNewStudy(submission.source, submission.spec) &&
+                       c.storage->GetStudy(submission.spec.study.name).ok();
+  TRIALD_ASSIGN_OR_RETURN(model::StudyRecord rec,
+                          c.scheduler->SubmitAdmitted(submission.source, std::move(submission.spec),
+                                                      submission.submitter));
+  return SubmittedReply(rec, existed);
+}
+
+json::value SubmittedReply(const model::StudyRecord& study, bool resumed) {
+  json::object o;
+  o["study"] = study.name;
+  o["n_trials"] = study.n_trials;
+  o["seed"] = std::to_string(study.seed);
+  o["resumed"] = resumed;
+  return json::value(std::move(o));
+}
 
 Result<json::value> HandleVerb(const VerbContext& context, const std::string& verb,
                                const json::object& args) {

@@ -172,6 +172,24 @@ common::Result<boost::json::value> TrialLogReply(const VerbContext& context,
                                                  const boost::json::object& args,
                                                  const TrialLogLimits& limits);
 
+// `submit` in two halves, so that a server can run its checks off the event loop (a root
+// daemon's as the submitter take up to kSubmitCheckSeconds; a Slurm study's first check waits
+// for sinfo): AdmitSubmission decodes the arguments and admits the sweep
+// (Scheduler::Admit: nothing is stored, nothing in the scheduler changes; any thread, with
+// `context.caller` the submitter); SubmitAdmitted (the event loop) does the rest, as the verb
+// would. The two together are the verb.
+struct Submission {
+  config::SweepSource source;
+  model::Submitter submitter;
+  config::SweepSpec spec;  // as admitted
+};
+common::Result<Submission> AdmitSubmission(const VerbContext& context,
+                                           const boost::json::object& args);
+common::Result<boost::json::value> SubmitAdmitted(const VerbContext& context,
+                                                  Submission submission);
+// The verb's result for `study`, submitted (`resumed`: continued).
+boost::json::value SubmittedReply(const model::StudyRecord& study, bool resumed);
+
 // Runs `verb` with `args`; an unknown verb is invalid_argument listing the known ones. A
 // streamed verb's pieces are put together and parsed (for tests and in-process callers; the
 // control server writes them as they come, StartVerb).

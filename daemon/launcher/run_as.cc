@@ -11,9 +11,11 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <charconv>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 
 #include "common/fd.h"
 
@@ -91,7 +93,33 @@ Result<RunAs> RunAsCache::Get(const model::Submitter& submitter, Clock::time_poi
   return user;
 }
 
-Status CallAsUser(const RunAs& user, const std::function<Status()>& check, double timeout_s) {
+namespace {
+
+// The longest message a check's answer carries.
+constexpr size_t kMaxAnswerMessage = 64 * 1024;
+
+// "<code> <length> <message>" with a known code and exactly `length` bytes of message: the
+// Status; anything else (a child cut short, or not the child's writing): nullopt.
+std::optional<Status> ParseAnswer(const std::string& answer) {
+  const size_t first = answer.find(' ');
+  if (first == std::string::npos) return std::nullopt;
+  const size_t second = answer.find(' ', first + 1);
+  if (second == std::string::npos) return std::nullopt;
+  int code = -1;
+  size_t length = 0;
+  const char* end = answer.data() + first;
+  if (std::from_chars(answer.data(), end, code).ptr != end) return std::nullopt;
+  end = answer.data() + second;
+  if (std::from_chars(answer.data() + first + 1, end, length).ptr != end) return std::nullopt;
+  if (code < 0 || code > static_cast<int>(common::Code::kInternal)) return std::nullopt;
+  if (answer.size() - second - 1 != length) return std::nullopt;
+  return Status(static_cast<common::Code>(code), answer.substr(second + 1));
+}
+
+}  // namespace
+
+Status CallAsUser(const RunAs& user, const std::function<Status()>& check, double timeout_s,
+                  ChildReaping reaping) {
   if (::geteuid() != 0) {
     return common::PermissionDenied("checking as " + user.Describe() + " needs root");
   }
@@ -101,17 +129,20 @@ Status CallAsUser(const RunAs& user, const std::function<Status()>& check, doubl
   if (pid < 0) return common::ErrnoError("fork to check as " + user.Describe(), errno);
   if (pid == 0) {
     // The child: one thread (fork keeps only the caller's). Raw system calls drop the rights, as
-    // the launcher's child does (child_setup.h); the answer is "<code> <message>".
+    // the launcher's child does (child_setup.h); the answer is "<code> <length> <message>", the
+    // length the message's, so a cut answer is told from a whole one.
     pipe->read.Reset();
-    std::string answer;
+    Status st;
     if (::syscall(SYS_setgroups, user.groups.size(), user.groups.data()) != 0 ||
         ::syscall(SYS_setgid, user.gid) != 0 || ::syscall(SYS_setuid, user.uid) != 0) {
-      answer = std::to_string(static_cast<int>(common::Code::kInternal)) + " cannot become " +
-               user.Describe() + ": " + std::strerror(errno);
+      st = common::Internal("cannot become " + user.Describe() + ": " + std::strerror(errno));
     } else {
-      Status st = check();
-      answer = std::to_string(static_cast<int>(st.code())) + " " + st.message();
+      st = check();
     }
+    // Bounded as the reader keeps it.
+    const std::string message = st.message().substr(0, kMaxAnswerMessage);
+    const std::string answer = std::to_string(static_cast<int>(st.code())) + " " +
+                               std::to_string(message.size()) + " " + message;
     (void)common::WriteAll(pipe->write.get(), answer.data(), answer.size());
     ::_exit(0);
   }
@@ -138,24 +169,25 @@ Status CallAsUser(const RunAs& user, const std::function<Status()>& check, doubl
     if (got < 0 && (errno == EINTR || errno == EAGAIN)) continue;
     if (got <= 0) break;
     // An answer is a Status message (a path or two): bounded, whatever the child does.
-    if (answer.size() < 64 * 1024) answer.append(buf, static_cast<size_t>(got));
+    if (answer.size() < kMaxAnswerMessage + 64) answer.append(buf, static_cast<size_t>(got));
   }
+  // Not at end of file: the child still holds its end, so it has not exited and `pid` is its.
   if (timed_out) ::kill(pid, SIGKILL);
   int wstatus = 0;
-  while (::waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
+  if (reaping == ChildReaping::kWaitHere) {
+    while (::waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
+    }
   }
   if (timed_out) {
     return common::Unavailable("checking as " + user.Describe() + " took longer than " +
                                std::to_string(static_cast<int>(timeout_s)) +
                                " s (a file system that does not answer?); stopped");
   }
-  const size_t space = answer.find(' ');
-  int code = -1;
-  if (space != std::string::npos) code = std::atoi(answer.substr(0, space).c_str());
-  if (!WIFEXITED(wstatus) || code < 0 || code > static_cast<int>(common::Code::kInternal)) {
+  std::optional<Status> whole = ParseAnswer(answer);
+  if (!whole || (reaping == ChildReaping::kWaitHere && !WIFEXITED(wstatus))) {
     return common::Internal("the check as " + user.Describe() + " ended without an answer");
   }
-  return Status(static_cast<common::Code>(code), answer.substr(space + 1));
+  return *whole;
 }
 
 std::vector<std::string> WithUserEnvironment(std::vector<std::string> env, const RunAs& user) {

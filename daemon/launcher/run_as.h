@@ -78,8 +78,17 @@ class RunAsCache {
 // and kUnavailable returned, after `timeout_s` (a hung network file system); a child that dies
 // any other way is kInternal. Needs root (kPermissionDenied otherwise). Blocks its caller up to
 // `timeout_s`.
+//
+// Who reaps the child: kWaitHere waits for it here (a process with no reaper of its own); in
+// the daemon, whose Reaper (reaper.h) reaps every child with wait4(-1) and must be the only one
+// to wait, kByProcessReaper leaves it to that Reaper, so the call may run on any thread (a
+// waitpid here would race the Reaper, and a pid reaped there and reused by a trial could have
+// this thread take the trial's exit). The answer then proves itself whole (it carries its own
+// length); the child is killed on timeout only while it still holds its end of the pipe, so
+// that pid is still its own.
+enum class ChildReaping { kWaitHere, kByProcessReaper };
 common::Status CallAsUser(const RunAs& user, const std::function<common::Status()>& check,
-                          double timeout_s);
+                          double timeout_s, ChildReaping reaping = ChildReaping::kWaitHere);
 
 // `env` ("KEY=VALUE") with HOME, USER and LOGNAME set from `user`.
 std::vector<std::string> WithUserEnvironment(std::vector<std::string> env, const RunAs& user);

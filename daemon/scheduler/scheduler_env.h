@@ -7,8 +7,10 @@
 //
 // SystemSchedulerEnv() is the real one; tests give a fake and so decide what exists.
 //
-// Thread-safety: the real one keeps no state and may be called from any thread; the scheduler
-// calls it from its event-loop thread only.
+// Thread-safety: the real one keeps no state and may be called from any thread (AsSubmitter too:
+// its child is left to the daemon's Reaper); the scheduler calls it from its event-loop thread,
+// but for a submission's checks (Scheduler::Admit), which the control server makes on a thread
+// of its own.
 
 #include <sys/types.h>
 
@@ -20,6 +22,7 @@
 
 #include "common/status.h"
 #include "config/sweep.h"
+#include "daemon/launcher/run_as.h"
 #include "daemon/model/records.h"
 #include "daemon/scheduler/resume_dir.h"
 
@@ -71,7 +74,11 @@ class SchedulerEnv {
 };
 
 // The real environment (file system, NSS, malloc). Defined in system_scheduler_env.cc, part of
-// the daemon's library, since PrepareObjective and CheckWorkdir are.
-std::unique_ptr<SchedulerEnv> SystemSchedulerEnv();
+// the daemon's library, since PrepareObjective and CheckWorkdir are. `reaping`: who reaps
+// AsSubmitter's child (launcher::CallAsUser): the daemon's Reaper (the default: a scheduler
+// runs in the daemon, whose Reaper waits for every child, and AsSubmitter may then run on any
+// thread), or the calling thread, in a process with no reaper.
+std::unique_ptr<SchedulerEnv> SystemSchedulerEnv(
+    launcher::ChildReaping reaping = launcher::ChildReaping::kByProcessReaper);
 
 }  // namespace triald::daemon

@@ -39,22 +39,61 @@ Result<std::unique_ptr<StudyRuntime>> StudyLoader::Build(const model::StudyRecor
 Result<std::unique_ptr<StudyRuntime>> StudyLoader::Submit(const config::SweepSource& source,
                                                           const model::Submitter& submitter) {
   TRIALD_ASSIGN_OR_RETURN(config::SweepSpec spec, admission_.Admit(source, submitter));
-  const std::string where = source.path.empty() ? "<sweep>" : source.path;
-  const model::NewStudy ns =
-      StudyAdmission::NewStudyOf(spec, source, submitter, options_.seed_source);
+  return SubmitAdmitted(source, std::move(spec), submitter);
+}
+
+Result<std::unique_ptr<StudyRuntime>> StudyLoader::SubmitAdmitted(
+    const config::SweepSource& source, config::SweepSpec spec, const model::Submitter& submitter) {
+  TRIALD_ASSIGN_OR_RETURN(PreparedStudy prepared,
+                          PrepareSubmitted(source, std::move(spec), submitter));
+  TRIALD_ASSIGN_OR_RETURN(
+      model::StudyRecord rec,
+      StoreSubmitted(*options_.storage, prepared, options_.clock->WallSeconds(), options_.logger));
+  return Submitted(std::move(prepared), std::move(rec));
+}
+
+PreparedStudy::PreparedStudy() = default;
+PreparedStudy::~PreparedStudy() = default;
+PreparedStudy::PreparedStudy(PreparedStudy&&) noexcept = default;
+PreparedStudy& PreparedStudy::operator=(PreparedStudy&&) noexcept = default;
+
+Result<PreparedStudy> StudyLoader::PrepareSubmitted(const config::SweepSource& source,
+                                                    config::SweepSpec spec,
+                                                    const model::Submitter& submitter) {
+  PreparedStudy p;
+  p.where = source.path.empty() ? "<sweep>" : source.path;
+  p.study = StudyAdmission::NewStudyOf(spec, source, submitter, options_.seed_source);
+  p.named = source.submit.name.empty() ? "[study] name = \"" + p.study.name + "\""
+                                       : "submit --name \"" + p.study.name + "\"";
   // Build the sampler and pruner before storing anything, so a bad sweep leaves no trace.
   model::StudyRecord probe;
-  probe.seed = ns.seed;
+  probe.seed = p.study.seed;
   Result<std::unique_ptr<StudyRuntime>> built = Build(probe, std::move(spec));
-  if (!built.ok()) return built.status().WithContext(where);
+  if (!built.ok()) return built.status().WithContext(p.where);
+  p.runtime = std::move(built).value();
+  p.summary = std::to_string(p.study.n_trials) + " trials, parallelism " +
+              std::to_string(p.runtime->spec.study.parallelism) + ", seed " +
+              std::to_string(p.study.seed);
+  p.events.emplace_back("study_submitted", p.summary);
+  if (!p.runtime->sampler_choice.empty()) {
+    p.events.emplace_back("sampler_chosen",
+                          "[sampler] kind = \"auto\" chose " + p.runtime->sampler_choice);
+  }
+  return p;
+}
 
-  StorageBatch batch(options_.storage, options_.logger);
-  Result<model::StudyRecord> rec = options_.storage->CreateStudy(ns, options_.clock->WallSeconds());
+Result<model::StudyRecord> StudyLoader::StoreSubmitted(storage::Storage& storage,
+                                                       const PreparedStudy& prepared, double now,
+                                                       const common::Logger& logger) {
+  const model::NewStudy& ns = prepared.study;
+  // The study is stored before any of its trials starts, with its events, in one commit (the
+  // scheduler's transactions are its own: on a shared storage one per claim, each locking one
+  // study).
+  StorageBatch batch(&storage, logger);
+  Result<model::StudyRecord> rec = storage.CreateStudy(ns, now);
   if (!rec.ok() && rec.status().code() == common::Code::kAlreadyExists) {
-    const std::string named = source.submit.name.empty() ? "[study] name = \"" + ns.name + "\""
-                                                         : "submit --name \"" + ns.name + "\"";
     return common::AlreadyExists(
-        where + ": " + named +
+        prepared.where + ": " + prepared.named +
         ": a study of that name already exists; expected a new name (`trialctl submit --name "
         "NEW_NAME FILE` keeps the file as it is), or continue it with `trialctl submit --resume "
         "FILE` (n_trials more trials; [study] load_if_exists = true does the same) or `trialctl "
@@ -62,21 +101,20 @@ Result<std::unique_ptr<StudyRuntime>> StudyLoader::Submit(const config::SweepSou
         ns.name + " --n-trials N`, or remove it first with `trialctl delete " + ns.name + "`");
   }
   if (!rec.ok()) return rec.status();
-  std::unique_ptr<StudyRuntime> study = std::move(built).value();
-  study->record = *rec;
-  const std::string what = std::to_string(ns.n_trials) + " trials, parallelism " +
-                           std::to_string(study->spec.study.parallelism) + ", seed " +
-                           std::to_string(ns.seed);
-  options_.recorder->Event(study.get(), nullptr, "study_submitted", what);
-  if (!study->sampler_choice.empty()) {
-    options_.recorder->Event(study.get(), nullptr, "sampler_chosen",
-                             "[sampler] kind = \"auto\" chose " + study->sampler_choice);
+  for (const auto& [kind, detail] : prepared.events) {
+    Status st = storage.AppendEvent(rec->id, std::nullopt, kind, detail, now);
+    if (!st.ok()) logger->error("storing event {}: {}", kind, st.message());
   }
-  options_.logger->info("study {} submitted: {}", ns.name, what);
-  // The study is stored before any of its trials starts (the scheduler's transactions are its
-  // own: on a shared storage one per claim, each locking one study).
   Status committed = batch.Commit();
   if (!committed.ok()) return committed.WithContext("storing study \"" + ns.name + "\"");
+  return rec;
+}
+
+std::unique_ptr<StudyRuntime> StudyLoader::Submitted(PreparedStudy prepared,
+                                                     model::StudyRecord stored) {
+  std::unique_ptr<StudyRuntime> study = std::move(prepared.runtime);
+  study->record = std::move(stored);
+  options_.logger->info("study {} submitted: {}", study->record.name, prepared.summary);
   return study;
 }
 

@@ -14,6 +14,8 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "common/clock.h"
@@ -29,6 +31,23 @@
 #include "daemon/storage/storage.h"
 
 namespace triald::daemon {
+
+// A submitted study built and not stored yet (StudyLoader::PrepareSubmitted): its runtime (the
+// sampler and pruner made, so a bad sweep has failed already), the study to store and its
+// events.
+struct PreparedStudy {
+  PreparedStudy();
+  ~PreparedStudy();
+  PreparedStudy(PreparedStudy&&) noexcept;
+  PreparedStudy& operator=(PreparedStudy&&) noexcept;
+
+  std::unique_ptr<StudyRuntime> runtime;
+  model::NewStudy study;
+  std::vector<std::pair<std::string, std::string>> events;  // (kind, detail), stored with it
+  std::string where;                                        // the sweep file, for messages
+  std::string named;    // how its name was given ("[study] name = ..." or "submit --name ...")
+  std::string summary;  // "N trials, parallelism P, seed S"
+};
 
 class StudyLoader {
  public:
@@ -59,8 +78,28 @@ class StudyLoader {
   // name the sweep file and key; kAlreadyExists for a name in use. Nothing is stored on error.
   common::Result<std::unique_ptr<StudyRuntime>> Submit(const config::SweepSource& source,
                                                        const model::Submitter& submitter);
+  // The same for a sweep Admit has admitted already (its spec), with no check again.
+  common::Result<std::unique_ptr<StudyRuntime>> SubmitAdmitted(const config::SweepSource& source,
+                                                               config::SweepSpec spec,
+                                                               const model::Submitter& submitter);
+  // SubmitAdmitted in three steps, so that its storage calls can run on another thread:
+  //   PrepareSubmitted  the study built (errors name the sweep file); no storage call.
+  //   StoreSubmitted    the study and its events stored in one commit, with `storage` (any
+  //                     thread's own connection); kAlreadyExists for a name in use, with the
+  //                     message that says what to do instead.
+  //   Submitted         its runtime, with the record stored; no storage call.
+  common::Result<PreparedStudy> PrepareSubmitted(const config::SweepSource& source,
+                                                 config::SweepSpec spec,
+                                                 const model::Submitter& submitter);
+  static common::Result<model::StudyRecord> StoreSubmitted(storage::Storage& storage,
+                                                           const PreparedStudy& prepared,
+                                                           double now,
+                                                           const common::Logger& logger);
+  std::unique_ptr<StudyRuntime> Submitted(PreparedStudy prepared, model::StudyRecord stored);
   // The checks of Submit alone (StudyAdmission::Admit): the spec a submission would run, for a
-  // study it continues (submit --resume) instead of creating one.
+  // study it continues (submit --resume) instead of creating one, or for SubmitAdmitted. Safe to
+  // call from any thread while the loader lives, with an env and a GPU pool that are (the
+  // daemon's: SystemSchedulerEnv, whose pool's count is fixed): it changes nothing.
   common::Result<config::SweepSpec> Admit(const config::SweepSource& source,
                                           const model::Submitter& submitter) const {
     return admission_.Admit(source, submitter);

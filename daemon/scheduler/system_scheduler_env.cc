@@ -16,6 +16,8 @@ namespace {
 
 class SystemEnv final : public SchedulerEnv {
  public:
+  explicit SystemEnv(launcher::ChildReaping reaping) : reaping_(reaping) {}
+
   common::Status CheckWorkdir(const config::ObjectiveConfig& objective,
                               const std::string& where) override {
     return daemon::CheckWorkdir(objective, where);
@@ -34,7 +36,7 @@ class SystemEnv final : public SchedulerEnv {
     if (::geteuid() != 0 || !submitter.known() || submitter.uid == 0) return std::nullopt;
     common::Result<launcher::RunAs> user = launcher::LookUpRunAs(submitter);
     if (!user.ok()) return user.status();
-    return launcher::CallAsUser(*user, check, kSubmitCheckSeconds);
+    return launcher::CallAsUser(*user, check, kSubmitCheckSeconds, reaping_);
   }
   common::Result<uid_t> TrialUid(const model::Submitter& submitter, bool as_submitter) override {
     if (!as_submitter || !submitter.known()) return ::geteuid();
@@ -52,10 +54,15 @@ class SystemEnv final : public SchedulerEnv {
     return common::Status::Ok();
   }
   void ReturnFreedMemory() override { common::ReturnFreedMemory(); }
+
+ private:
+  launcher::ChildReaping reaping_;
 };
 
 }  // namespace
 
-std::unique_ptr<SchedulerEnv> SystemSchedulerEnv() { return std::make_unique<SystemEnv>(); }
+std::unique_ptr<SchedulerEnv> SystemSchedulerEnv(launcher::ChildReaping reaping) {
+  return std::make_unique<SystemEnv>(reaping);
+}
 
 }  // namespace triald::daemon

@@ -89,7 +89,9 @@ SchedulerHarnessOptions FlakyHarness(const std::string& dir, bool reads) {
 
 // The event loop on a thread of the test, and a control server on a thread of its own.
 struct Fixture {
-  explicit Fixture(bool with_reads = false) : dir(FixtureDir()), h(FlakyHarness(dir, with_reads)) {
+  // `with_admissions`: a `submit`'s checks run on a TaskThread of the server's.
+  explicit Fixture(bool with_reads = false, bool with_admissions = false)
+      : dir(FixtureDir()), h(FlakyHarness(dir, with_reads)) {
     StoreBigStudy(h.storage());
     board = std::make_unique<PingBoard>(dir, h.node(), false);
     board->Publish(h.scheduler());
@@ -110,6 +112,7 @@ struct Fixture {
       reads = std::make_shared<ReadThread>(std::move(flaky));
       o.reads = reads;
     }
+    if (with_admissions) o.admissions = std::make_shared<TaskThread>();
     o.socket_path = dir + "/triald.sock";
     o.state_dir = dir;
     o.access.daemon_uid = ::geteuid();
@@ -473,6 +476,89 @@ TEST_CASE(
     release->set_value();
     CHECK_FALSE(Result(ReadLine(c.get())).as_object().contains("from_memory"));
   }
+}
+
+}  // namespace
+}  // namespace triald::daemon
+
+namespace triald::daemon {
+namespace {
+
+TEST_CASE(
+    "control server: a submit is checked off the loop, which answers meanwhile, then stored "
+    "and started on it, and a refused one leaves nothing",
+    "[control]") {
+  // With a ReadThread (shared storage) the new study is stored there, with its connection.
+  const bool with_reads = GENERATE(false, true);
+  Fixture f(with_reads, /*with_admissions=*/true);
+  std::filesystem::create_directories(testing::kSweepDir + "/run");
+  std::atomic<int> stored_on_reads{0};
+  if (with_reads) f.read_storage->before_batch = [&] { stored_on_reads.fetch_add(1); };
+  // The checks wait here until the test lets them go, saying on which thread they run.
+  std::promise<std::thread::id> checking;
+  std::promise<void> go;
+  std::shared_future<void> may_go = go.get_future().share();
+  std::atomic<int> checks{0};
+  f.h.BeforeSubmitCheck([&] {
+    if (checks.fetch_add(1) == 0) {
+      checking.set_value(std::this_thread::get_id());
+      may_go.wait();
+    }
+  });
+  std::thread::id loop_thread;
+  {
+    std::promise<std::thread::id> on_loop;
+    asio::post(f.loop.io(), [&] { on_loop.set_value(std::this_thread::get_id()); });
+    loop_thread = on_loop.get_future().get();
+  }
+  testing::Sweep sweep;
+  sweep.name = "offloop";
+  sweep.n_trials = 3;
+  common::UniqueFd submitter = f.Connect();
+  REQUIRE(SendAll(submitter.get(),
+                  Request("submit", {{"sweep", sweep.Toml()}, {"path", sweep.Path()}})));
+  std::future<std::thread::id> checked_on = checking.get_future();
+  REQUIRE(checked_on.wait_for(std::chrono::seconds(10)) == std::future_status::ready);
+  CHECK(checked_on.get() != loop_thread);
+
+  // The checks hold: the loop answers another client, and nothing is stored yet.
+  common::UniqueFd reader = f.Connect();
+  REQUIRE(SendAll(reader.get(), Request("studies")));
+  CHECK(Result(ReadLine(reader.get(), 5)).as_array().size() == 1);
+  CHECK(ReadLine(submitter.get(), 0.2) == "<timeout>");
+  CHECK(stored_on_reads.load() == 0);
+
+  go.set_value();
+  const json::value submitted = Result(ReadLine(submitter.get()));
+  CHECK(submitted.at("study").as_string() == "offloop");
+  CHECK(submitted.at("resumed").as_bool() == false);
+  REQUIRE(SendAll(reader.get(), Request("studies")));
+  CHECK(Result(ReadLine(reader.get())).as_array().size() == 2);
+  // Started on the loop as any submission is.
+  std::promise<size_t> live;
+  asio::post(f.loop.io(), [&] { live.set_value(f.h.launcher().Live("offloop").size()); });
+  CHECK(live.get_future().get() == 1);
+  CHECK(stored_on_reads.load() == (with_reads ? 1 : 0));
+
+  // A sweep the checks refuse is answered from there, naming the file and key; nothing stored.
+  testing::Sweep bad = sweep;
+  bad.name = "nowhere";
+  bad.objective_extra = "workdir = \"/nonexistent/triald-admission\"\n";
+  REQUIRE(
+      SendAll(submitter.get(), Request("submit", {{"sweep", bad.Toml()}, {"path", bad.Path()}})));
+  const std::string refused = ReadLine(submitter.get());
+  CHECK(ReplyCode(refused) == "invalid_argument");
+  CHECK_THAT(refused, Catch::Contains(bad.Path()) && Catch::Contains("workdir"));
+  REQUIRE(SendAll(reader.get(), Request("studies")));
+  CHECK(Result(ReadLine(reader.get())).as_array().size() == 2);
+  // The same name again: checked off the loop, refused on it as a name in use.
+  REQUIRE(SendAll(submitter.get(),
+                  Request("submit", {{"sweep", sweep.Toml()}, {"path", sweep.Path()}})));
+  const std::string in_use = ReadLine(submitter.get());
+  CHECK(ReplyCode(in_use) == "already_exists");
+  CHECK_THAT(in_use, Catch::Contains("[study] name = \\\"offloop\\\""));
+  CHECK(checks.load() == 3);
+  CHECK(stored_on_reads.load() == (with_reads ? 2 : 0));
 }
 
 }  // namespace

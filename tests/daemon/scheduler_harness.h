@@ -198,6 +198,8 @@ class SchedulerHarness {
 
   daemon::Scheduler& scheduler() { return *scheduler_; }
   FakeLauncher& launcher() { return *launcher_; }
+  // Runs `fn` first in every submit's checks, on the thread that admits it.
+  void BeforeSubmitCheck(std::function<void()> fn) { env_.before_submit_check = std::move(fn); }
   storage::Storage& storage() { return *storage_; }
   FakeClock& clock() { return *clock_; }
   FakeLeftovers& leftovers() { return leftovers_; }
@@ -368,8 +370,12 @@ class SchedulerHarness {
     }
     std::optional<common::Status> AsSubmitter(const model::Submitter&,
                                               const std::function<common::Status()>&) override {
+      if (before_submit_check) before_submit_check();
       return std::nullopt;
     }
+    // Called first by every submit's checks (from whichever thread admits it); set before
+    // anything submits.
+    std::function<void()> before_submit_check;
     common::Result<uid_t> TrialUid(const model::Submitter& s, bool as) override {
       return real_->TrialUid(s, as);
     }

@@ -19,6 +19,7 @@
 
 #include "daemon/scheduler.h"
 #include "daemon/scheduler/shared_coordinator.h"
+#include "daemon/scheduler/study_loader.h"
 #include "tests/daemon/fakes.h"
 #include "tests/daemon/scheduler_harness.h"
 
@@ -663,6 +664,63 @@ TEST_CASE("a study joined at a tick has its trials read off the loop with the ti
   c.RunToEnd();
   CHECK(c.Trials("join").size() == 6);
   CHECK(c.Study("join").state == StudyState::kComplete);
+}
+
+TEST_CASE(
+    "a new study stored off the loop starts once it is added, and runs as joined when a tick "
+    "found it first",
+    "[scheduler][shared][reads]") {
+  const bool tick_first = GENERATE(false, true);
+  SchedulerCluster c({"alpha"});
+  SchedulerHarness& a = c[0];
+  // The servers' reads' connection (control/read_thread.h), where the control server stores it.
+  std::unique_ptr<storage::Storage> elsewhere = c.Connect("alpha");
+  const Sweep sweep = SharedSweep("stored", 4, 2);
+  common::Result<config::SweepSpec> spec = a.scheduler().Admit(sweep.Source(), {});
+  REQUIRE(spec.ok());
+  REQUIRE(Scheduler::MakesNewStudy(sweep.Source(), *spec));
+  // Neither the build nor the start touches the loop's connection.
+  a.flaky().down = true;
+  common::Result<PreparedStudy> prepared =
+      a.scheduler().PrepareSubmitted(sweep.Source(), std::move(spec).value(), {});
+  REQUIRE(prepared.ok());
+  common::Result<model::StudyRecord> stored =
+      StudyLoader::StoreSubmitted(*elsewhere, *prepared, 1.0, common::MakeNullLogger());
+  REQUIRE(stored.ok());
+  CHECK(a.launcher().live_count() == 0);
+  a.flaky().down = false;
+  if (tick_first) {
+    a.Tick();
+    a.Settle();
+    REQUIRE(a.scheduler().active_study("stored") != nullptr);
+    CHECK(a.launcher().live_count() == 2);
+  }
+  const model::StudyRecord added = a.scheduler().AddSubmitted(std::move(prepared).value(), *stored);
+  CHECK(added.id == stored->id);
+  a.Settle();  // the claims, off the loop
+  CHECK(a.scheduler().active_study_count() == 1);
+  CHECK(a.launcher().live_count() == 2);  // once: parallelism 2
+  auto events = a.storage().GetEvents(stored->id);
+  REQUIRE(events.ok());
+  CHECK(std::count_if(events->begin(), events->end(), [](const model::EventRecord& e) {
+          return e.kind == "study_submitted";
+        }) == 1);
+  c.RunToEnd();
+  CHECK(c.Trials("stored").size() == 4);
+  CHECK(c.Study("stored").state == StudyState::kComplete);
+
+  // The same name again: refused with submit's own message, nothing stored.
+  common::Result<config::SweepSpec> again = a.scheduler().Admit(sweep.Source(), {});
+  REQUIRE(again.ok());
+  common::Result<PreparedStudy> second =
+      a.scheduler().PrepareSubmitted(sweep.Source(), std::move(again).value(), {});
+  REQUIRE(second.ok());
+  common::Result<model::StudyRecord> refused =
+      StudyLoader::StoreSubmitted(*elsewhere, *second, 2.0, common::MakeNullLogger());
+  REQUIRE(refused.status().code() == common::Code::kAlreadyExists);
+  CHECK_THAT(refused.status().message(),
+             Catch::Contains("[study] name = \"stored\": a study of that name already exists"));
+  CHECK(c.Trials("stored").size() == 4);
 }
 
 TEST_CASE("a claim off the loop that finds other nodes' trials under the lock picks again",

@@ -15,6 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cstdlib>
@@ -467,4 +468,71 @@ TEST_CASE("RunAsCache: a submitter's answer is reused for its ttl, failures are 
   CHECK(lookups == 9);
 }
 
+}  // namespace triald::testing
+
+namespace triald::testing {
+namespace {
+
+TEST_CASE(
+    "CallAsUser left to the process's reaper: whole answers from a thread while another thread "
+    "reaps every child, and a check past its time killed",
+    "[run_as]") {
+  if (!RunAsRoot()) TRIALD_SKIP("needs root to switch to another user");
+  // nobody (65534) is in every Debian passwd.
+  model::Submitter nobody;
+  nobody.uid = 65534;
+  nobody.name = "nobody";
+  common::Result<launcher::RunAs> user = launcher::LookUpRunAs(nobody);
+  REQUIRE(user.ok());
+  // The daemon's Reaper, as it works: wait4(-1) for whatever child exits.
+  std::atomic<bool> stop{false};
+  std::atomic<int> reaped{0};
+  std::thread reaper([&] {
+    while (!stop.load()) {
+      int status = 0;
+      if (::waitpid(-1, &status, WNOHANG) > 0) {
+        reaped.fetch_add(1);
+      } else {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+    }
+  });
+  for (int i = 0; i < 20; ++i) {
+    const common::Status st = launcher::CallAsUser(
+        *user,
+        [] {
+          return common::PermissionDenied("checked as uid " + std::to_string(::getuid()) +
+                                          std::string(300, '.'));
+        },
+        10, launcher::ChildReaping::kByProcessReaper);
+    INFO(st.ToString());
+    CHECK(st.code() == common::Code::kPermissionDenied);
+    CHECK(st.message() == "checked as uid 65534" + std::string(300, '.'));
+  }
+  const common::Status ok = launcher::CallAsUser(
+      *user, [] { return common::Status::Ok(); }, 10, launcher::ChildReaping::kByProcessReaper);
+  CHECK(ok.ok());
+  const common::Status slow = launcher::CallAsUser(
+      *user,
+      [] {
+        std::this_thread::sleep_for(std::chrono::seconds(30));
+        return common::Status::Ok();
+      },
+      0.3, launcher::ChildReaping::kByProcessReaper);
+  CHECK(slow.code() == common::Code::kUnavailable);
+  CHECK_THAT(slow.message(), Catch::Contains("took longer than"));
+  // Every child was reaped there, the killed one too.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (reaped.load() < 22 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  stop = true;
+  reaper.join();
+  CHECK(reaped.load() == 22);
+  errno = 0;
+  CHECK(::waitpid(-1, nullptr, WNOHANG) < 0);
+  CHECK(errno == ECHILD);
+}
+
+}  // namespace
 }  // namespace triald::testing
