@@ -171,6 +171,27 @@ Status Scheduler::FollowControl(const ControlStored& stored) { return control_->
 Result<int64_t> Scheduler::Delete(const std::string& name, bool purge) {
   return control_->Delete(name, purge);
 }
+Result<DeleteHold> Scheduler::HoldForDelete(const std::string& name) {
+  if (shutting_down_) return common::Unavailable("triald is shutting down");
+  StudyRuntime* study = FindActive(name);
+  DeleteHold hold =
+      StudyControl::HoldOf(name, study, study != nullptr && claims_.count(study->record.id) != 0);
+  if (study != nullptr) study->held_for_delete = true;
+  return hold;
+}
+
+Result<int64_t> Scheduler::FollowDelete(const DeleteStored& stored, bool purge) {
+  return control_->FollowDelete(stored, purge);
+}
+
+void Scheduler::ReleaseDelete(const DeleteHold& hold) {
+  if (!hold.study_id) return;
+  auto found = studies_.find(*hold.study_id);
+  if (found == studies_.end()) return;
+  found->second->held_for_delete = false;
+  Pump();
+}
+
 Result<TrialRecord> Scheduler::Enqueue(const std::string& name,
                                        const std::map<std::string, std::string>& params,
                                        bool skip_if_exists, bool* skipped) {
@@ -343,7 +364,9 @@ std::optional<sampler::TrialSample> Scheduler::DrawParams(StudyRuntime& study) {
 
 std::optional<Scheduler::Pick> Scheduler::PickNext(StudyRuntime& study) {
   // Shared storage: the claim checks the study under its lock, so a pause by any node holds.
-  if (study.record.state != StudyState::kRunning || study.record.paused) return std::nullopt;
+  if (study.record.state != StudyState::kRunning || study.record.paused || study.held_for_delete) {
+    return std::nullopt;
+  }
   // A trial launched here stays WAITING in the cache until its start is known (a fork server's):
   // a read of the study meanwhile makes it claimable again in the cache; it is not.
   study.waiting.erase(std::remove_if(study.waiting.begin(), study.waiting.end(),
@@ -649,7 +672,7 @@ void Scheduler::OnClaimed(int64_t study_id, ClaimMade made) {
           study->drawn[number] = std::move(*claim.sample);
         }
         if (shutting_down_ || outage_.held() || study->record.state != StudyState::kRunning ||
-            study->record.paused) {
+            study->record.paused || study->held_for_delete) {
           // Stopped meanwhile: the claim is given back, and the trial waits (unless a cancel
           // ended it) for the next start on any node.
           if (study->trials[number].state == TrialState::kWaiting) {

@@ -237,6 +237,8 @@ class TrialGpus;
 class TrialStarter;
 struct StudyRuntime;
 struct PreparedStudy;
+struct DeleteHold;
+struct DeleteStored;
 
 class Scheduler {
  public:
@@ -264,6 +266,18 @@ class Scheduler {
   common::Result<model::StudyRecord> SubmitAdmitted(const config::SweepSource& source,
                                                     config::SweepSpec spec,
                                                     const model::Submitter& submitter);
+  // Shared storage, Delete with its storage calls elsewhere (the servers' reads thread), in
+  // three steps (scheduler/study_delete.h): HoldForDelete (the event loop, no storage; refused
+  // while shutting down) says what this node's memory holds against deleting study `name` and,
+  // for a study active here,
+  // starts no trial of it until FollowDelete or ReleaseDelete; StoreDelete decides and stores
+  // the deletion with the caller's connection; FollowDelete (the loop, no storage) forgets the
+  // study, purges its folder and starts what the freed slots allow; ReleaseDelete (the loop)
+  // lets the study go on when StoreDelete refused or failed.
+  common::Result<DeleteHold> HoldForDelete(const std::string& name);
+  common::Result<int64_t> FollowDelete(const DeleteStored& stored, bool purge);
+  void ReleaseDelete(const DeleteHold& hold);
+
   // Whether SubmitAdmitted of `source` as admitted (`spec`) makes a new study whatever storage
   // holds: neither submit --resume nor [study] load_if_exists. Such a submission may store its
   // study elsewhere: PrepareSubmitted (the event loop, no storage) builds it, as SubmitAdmitted

@@ -67,6 +67,16 @@ Result<std::vector<config::CodeFile>> DecodeCode(const json::object& args) {
 
 }  // namespace
 
+Result<DeleteArgs> DecodeDelete(const json::object& args) {
+  DeleteArgs d;
+  TRIALD_ASSIGN_OR_RETURN(d.study, proto::GetString(args, "study"));
+  if (const json::value* p = args.if_contains("purge"); p != nullptr && !p->is_null()) {
+    if (!p->is_bool()) return common::InvalidArgument("argument \"purge\" must be true or false");
+    d.purge = p->get_bool();
+  }
+  return d;
+}
+
 Result<config::SweepSource> DecodeSubmit(const json::object& args) {
   TRIALD_ASSIGN_OR_RETURN(std::string text, proto::GetString(args, "sweep"));
   std::string path;

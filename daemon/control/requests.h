@@ -25,6 +25,14 @@ common::Result<model::StudyRecord> LookUpStudy(storage::ReadModel& storage,
 // submit: the sweep text ("sweep", required) and the file it came from ("path", optional).
 common::Result<config::SweepSource> DecodeSubmit(const boost::json::object& args);
 
+// delete: the study ("study", required) and whether its folder goes too ("purge", optional:
+// true or false).
+struct DeleteArgs {
+  std::string study;
+  bool purge = false;
+};
+common::Result<DeleteArgs> DecodeDelete(const boost::json::object& args);
+
 // enqueue: field "params" ({name: value text}; missing or null: none). A JSON number or boolean
 // value is taken as its text, as a user would have typed it.
 common::Result<std::map<std::string, std::string>> DecodeEnqueueParams(

@@ -16,6 +16,8 @@
 #include "common/json.h"
 #include "common/memory.h"
 #include "daemon/control/kept_answers.h"
+#include "daemon/control/requests.h"
+#include "daemon/scheduler/study_delete.h"
 #include "daemon/scheduler/study_loader.h"
 #include "proto/control.h"
 
@@ -185,6 +187,17 @@ class ControlServer::Connection : public std::enable_shared_from_this<Connection
         return;
       }
     }
+    // A delete on shared storage: its ownership checked on the ReadThread, the study held on
+    // the loop, the deletion stored on the ReadThread, then followed on the loop
+    // (scheduler/study_delete.h); bad arguments are answered here.
+    if (server_->options_.reads != nullptr && req->verb == "delete") {
+      Result<DeleteArgs> args = DecodeDelete(req->args);
+      if (!args.ok()) return Reply(proto::EncodeError(args.status()), false);
+      OnReads([req = std::move(*req), args = std::move(*args), claim](Connection& c) {
+        c.AuthorizeDelete(req, args, claim);
+      });
+      return;
+    }
     // A submission's checks run on the admissions thread; the loop stores and starts it.
     if (req->verb == "submit" && server_->options_.admissions != nullptr) {
       server_->options_.admissions->Post(
@@ -236,6 +249,42 @@ class ControlServer::Connection : public std::enable_shared_from_this<Connection
       if (!stored.ok()) return c.DeliverResult(req, *claim, stored.status());
       const model::StudyRecord rec = c.context_.scheduler->AddSubmitted(std::move(*study), *stored);
       c.DeliverResult(req, *claim, SubmittedReply(rec, /*resumed=*/false));
+    });
+  }
+
+  // ReadThread: a `delete` on shared storage, its study's ownership checked; then held on the
+  // loop (Scheduler::HoldForDelete).
+  void AuthorizeDelete(const proto::Request& req, const DeleteArgs& args,
+                       const std::shared_ptr<AnswerClaim>& claim) {
+    if (!claim->Takes()) return;
+    Changed(req);
+    if (Status owner = Authorize(*read_context_.storage, req); !owner.ok()) {
+      return DeliverResult(req, *claim, owner);
+    }
+    OnLoop([req, args, claim](Connection& c) {
+      Result<DeleteHold> hold = c.context_.scheduler->HoldForDelete(args.study);
+      if (!hold.ok()) return c.DeliverResult(req, *claim, hold.status());
+      c.OnReads([req, args, claim, hold = std::move(hold).value()](Connection& c) {
+        c.StoreDeletion(req, args, claim, hold);
+      });
+    });
+  }
+
+  // ReadThread: the deletion decided and stored (StoreDelete); then, on the loop, followed
+  // (Scheduler::FollowDelete) or, refused, the hold released.
+  void StoreDeletion(const proto::Request& req, const DeleteArgs& args,
+                     const std::shared_ptr<AnswerClaim>& claim, const DeleteHold& hold) {
+    Result<DeleteStored> stored =
+        StoreDelete(*read_context_.storage, hold, args.purge, common::SystemClock().WallSeconds());
+    OnLoop([req, args, claim, hold, stored = std::move(stored)](Connection& c) {
+      Scheduler& scheduler = *c.context_.scheduler;
+      if (!stored.ok()) {
+        scheduler.ReleaseDelete(hold);
+        return c.DeliverResult(req, *claim, stored.status());
+      }
+      Result<int64_t> deleted = scheduler.FollowDelete(*stored, args.purge);
+      if (!deleted.ok()) return c.DeliverResult(req, *claim, deleted.status());
+      c.DeliverResult(req, *claim, DeletedReply(args.study, *deleted, args.purge));
     });
   }
 

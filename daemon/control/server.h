@@ -45,6 +45,9 @@
 // The control changes pause, resume, extend, set parallelism and cancel are stored there too,
 // their study's ownership checked there (scheduler/control_change.h: StoreControl); the loop
 // then follows what was stored without storage (Scheduler::FollowControl) before the reply.
+// A `delete` there goes from the ReadThread (its ownership) to the loop (the study held:
+// Scheduler::HoldForDelete) to the ReadThread (StoreDelete) and back (FollowDelete, or
+// ReleaseDelete when refused): scheduler/study_delete.h.
 // With ControlServerOptions::admissions, a `submit`'s checks (AdmitSubmission: the sweep parsed,
 // its files checked as the submitter, which on a root daemon is a child process that may take
 // up to kSubmitCheckSeconds, and a Slurm study's partition) run on that thread, one submission

@@ -500,16 +500,9 @@ Result<json::value> SetVerb(const VerbContext& c, const json::object& args) {
 }
 
 Result<json::value> DeleteVerb(const VerbContext& c, const json::object& args) {
-  TRIALD_ASSIGN_OR_RETURN(std::string name, proto::GetString(args, "study"));
-  bool purge = false;
-  if (const json::value* p = args.if_contains("purge"); p != nullptr && !p->is_null()) {
-    if (!p->is_bool()) {
-      return common::InvalidArgument("argument \"purge\" must be true or false");
-    }
-    purge = p->get_bool();
-  }
-  TRIALD_ASSIGN_OR_RETURN(int64_t deleted, c.scheduler->Delete(name, purge));
-  return json::value(json::object{{"study", name}, {"deleted_trials", deleted}, {"purged", purge}});
+  TRIALD_ASSIGN_OR_RETURN(DeleteArgs d, DecodeDelete(args));
+  TRIALD_ASSIGN_OR_RETURN(int64_t deleted, c.scheduler->Delete(d.study, d.purge));
+  return DeletedReply(d.study, deleted, d.purge);
 }
 
 // A study's events (its own and its trials'), or without "study" the daemon's own (those of no
@@ -781,6 +774,11 @@ Result<json::value> SubmitAdmitted(const VerbContext& c, Submission submission) 
                           c.scheduler->SubmitAdmitted(submission.source, std::move(submission.spec),
                                                       submission.submitter));
   return SubmittedReply(rec, existed);
+}
+
+json::value DeletedReply(const std::string& study, int64_t deleted_trials, bool purged) {
+  return json::value(
+      json::object{{"study", study}, {"deleted_trials", deleted_trials}, {"purged", purged}});
 }
 
 json::value SubmittedReply(const model::StudyRecord& study, bool resumed) {

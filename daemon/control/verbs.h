@@ -40,7 +40,8 @@
 //            metric_names: [..]} -> the same with metric_names (Scheduler::SetMetricNames)
 //                                                                           (mutating)
 //   delete   {study, purge?} -> {study, deleted_trials, purged}: refused while trials run
-//            (Scheduler::Delete)                                            (mutating)
+//            (Scheduler::Delete; on shared storage stored off the loop:
+//            scheduler/study_delete.h)                                      (mutating)
 //   events   {study?} -> [{at, kind, detail, trial_id}]: the study's events and its trials',
 //            or without a study the daemon's own (none of a study), oldest first.
 //   code     {study} -> {study, files: [{path, sha256, bytes, source}]}: the objective's files
@@ -189,6 +190,8 @@ common::Result<boost::json::value> SubmitAdmitted(const VerbContext& context,
                                                   Submission submission);
 // The verb's result for `study`, submitted (`resumed`: continued).
 boost::json::value SubmittedReply(const model::StudyRecord& study, bool resumed);
+// `delete`'s result: the study deleted with its trials' count, and whether its folder went too.
+boost::json::value DeletedReply(const std::string& study, int64_t deleted_trials, bool purged);
 
 // Runs `verb` with `args`; an unknown verb is invalid_argument listing the known ones. A
 // streamed verb's pieces are put together and parsed (for tests and in-process callers; the

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "config/sweep.h"
+#include "daemon/scheduler/storage_batch.h"
 #include "daemon/scheduler/trial_outcome.h"
 
 namespace triald::daemon {
@@ -184,19 +185,7 @@ Status WriteChange(storage::Storage& storage, const ControlChange& change,
 Result<ControlStored> StoreControl(storage::Storage& storage, const ControlChange& change,
                                    double now) {
   TRIALD_RETURN_IF_ERROR(storage.BeginBatch());
-  // Ends the transaction on every path: what was written commits, and a failed transaction
-  // stores nothing (storage.h).
-  struct Ender {
-    storage::Storage& storage;
-    bool open = true;
-    Status Commit() {
-      open = false;
-      return storage.CommitBatch();
-    }
-    ~Ender() {
-      if (open) (void)storage.CommitBatch();
-    }
-  } ender{storage};
+  BatchEnd ender(storage);
   Result<model::StudyRecord> named = storage.GetStudy(change.study);
   if (!named.ok()) {
     return named.status().code() == common::Code::kNotFound ? NoStudyNamed(change.study)

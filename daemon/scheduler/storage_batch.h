@@ -30,4 +30,27 @@ class StorageBatch {
   bool began_ = false;
 };
 
+// BatchEnd: ends a batch begun on `storage` (BeginBatch succeeded) on every path: what was
+// written commits, and a failed transaction stores nothing (storage.h). For the transactions a
+// thread off the event loop makes on a connection of its own (StoreControl, StoreDelete), which
+// must fail when the batch cannot begin, where StorageBatch goes on without it.
+class BatchEnd {
+ public:
+  explicit BatchEnd(storage::Storage& storage) : storage_(storage) {}
+  ~BatchEnd() {
+    if (open_) (void)storage_.CommitBatch();
+  }
+  BatchEnd(const BatchEnd&) = delete;
+  BatchEnd& operator=(const BatchEnd&) = delete;
+  // Commits now (the destructor then does nothing).
+  common::Status Commit() {
+    open_ = false;
+    return storage_.CommitBatch();
+  }
+
+ private:
+  storage::Storage& storage_;
+  bool open_ = true;
+};
+
 }  // namespace triald::daemon

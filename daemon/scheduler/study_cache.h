@@ -38,6 +38,7 @@ struct StudyCache {
   bool read_in_flight = false;  // a pruning read of it is off the loop (storage_reads.h)
   bool ending = false;          // its own end (COMPLETE, FAILED) is being stored off the loop
   int pending_finishes = 0;     // shared: ends of its trials not yet stored (the database was away)
+  bool held_for_delete = false;  // its deletion is being stored off the loop: nothing starts
 
   // Configurations created so far: what n_trials counts.
   int configurations() const { return static_cast<int>(trials.size()) - retries_created; }

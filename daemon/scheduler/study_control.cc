@@ -226,50 +226,58 @@ Result<model::StudyRecord> StudyControl::SetMetricNames(const std::string& name,
   return rec;
 }
 
+DeleteHold StudyControl::HoldOf(const std::string& name, const StudyRuntime* study,
+                                bool claim_in_flight) {
+  DeleteHold hold;
+  hold.study = name;
+  if (study != nullptr) {
+    hold.study_id = study->record.id;
+    hold.running_here = study->running;  // starting ones included
+    hold.ends_pending = study->pending_finishes > 0;
+    hold.claim_in_flight = claim_in_flight;
+  }
+  return hold;
+}
+
 Result<int64_t> StudyControl::Delete(const std::string& name, bool purge) {
   TRIALD_ASSIGN_OR_RETURN(model::StudyRecord rec, StudyFor(name));
-  int64_t deleted = 0;
+  DeleteStored stored;
   {
     StorageBatch batch(options_.storage, options_.logger);
     TRIALD_ASSIGN_OR_RETURN(rec, options_.coordinator->LockForControl(rec));
     TRIALD_ASSIGN_OR_RETURN(storage::TrialCounts counts, options_.storage->CountTrials(rec.id));
-    StudyRuntime* study = options_.host->ActiveStudy(rec.id);
-    const int64_t here = study != nullptr ? study->running : 0;  // starting ones included
-    const int64_t running = std::max(counts.running, here);
-    if (running > 0) {
-      return common::FailedPrecondition(
-          "cannot delete study \"" + name + "\": " + std::to_string(running) + " of its trials " +
-          (running == 1 ? "is" : "are") +
-          " running; expected none (wait for them, or `trialctl cancel` it first)");
-    }
-    if (study != nullptr && study->pending_finishes > 0) {
-      return common::FailedPrecondition("cannot delete study \"" + name +
-                                        "\": its last trials' ends are still being stored; "
-                                        "try again in a moment");
-    }
-    deleted = counts.total();
+    // Claims off the loop are the servers' way (HoldForDelete); here none is in flight.
+    const DeleteHold hold = HoldOf(name, options_.host->ActiveStudy(rec.id), false);
+    TRIALD_RETURN_IF_ERROR(DecideDelete(name, counts, hold));
+    stored.rec = rec;
+    stored.deleted_trials = counts.total();
     TRIALD_RETURN_IF_ERROR(options_.storage->DeleteStudy(rec.id));
     // Stored without a study (it is gone), naming it.
     options_.recorder->Event(nullptr, nullptr, "study_deleted",
-                             "study " + name + " (" + model::StudyStateName(rec.state) + ", " +
-                                 std::to_string(deleted) + " trials)" +
-                                 (purge ? ", its folder purged" : ""));
+                             DeletedDetail(name, rec.state, stored.deleted_trials, purge));
     Status committed = batch.Commit();
     if (!committed.ok()) return committed.WithContext("storing the deletion");
-    options_.host->Forget(rec.id);
   }
-  options_.logger->info("study {} deleted ({} trials)", name, deleted);
+  return FollowDelete(stored, purge);
+}
+
+Result<int64_t> StudyControl::FollowDelete(const DeleteStored& stored, bool purge) {
+  const std::string& name = stored.rec.name;
+  for (const std::string& e : stored.errors) options_.logger->error("study {}: {}", name, e);
+  options_.host->Forget(stored.rec.id);
+  options_.logger->info("study {} deleted ({} trials)", name, stored.deleted_trials);
   if (purge) {
     // Study names are checked at submit (letters, digits, '_', '.', '-', starting with a letter
     // or digit), so this is the study's own folder.
     const std::string folder = model::StudyDir(options_.state_dir, name);
     Status removed = options_.env->RemoveTree(folder);
     if (!removed.ok()) {
+      options_.host->Pump();
       return common::IoError("study \"" + name + "\" deleted, but " + removed.message());
     }
   }
   options_.host->Pump();
-  return deleted;
+  return stored.deleted_trials;
 }
 
 namespace {

@@ -10,7 +10,8 @@
 // Pause, resume, extend, set parallelism and cancel decide with DecideControl
 // (control_change.h). On shared storage the daemon's servers store those five off the event
 // loop instead (StoreControl, on their reads' thread) and the scheduler then Follows what was
-// stored, without storage.
+// stored, without storage. Delete decides with DecideDelete (study_delete.h), which the servers'
+// reads' thread uses too (StoreDelete), the study held meanwhile; FollowDelete is its end.
 //
 // What a verb needs of the scheduler itself (its active studies, ending and stopping trials)
 // goes through ControlHost, so the verbs are tested with a host of their own.
@@ -30,6 +31,7 @@
 #include "daemon/scheduler/control_change.h"
 #include "daemon/scheduler/node_coordinator.h"
 #include "daemon/scheduler/scheduler_env.h"
+#include "daemon/scheduler/study_delete.h"
 #include "daemon/scheduler/study_recorder.h"
 #include "daemon/scheduler/study_runtime.h"
 #include "daemon/storage/storage.h"
@@ -83,6 +85,15 @@ class StudyControl {
   common::Result<model::StudyRecord> SetMetricNames(const std::string& study_name,
                                                     const std::vector<std::string>& names);
   common::Result<int64_t> Delete(const std::string& study_name, bool purge);
+  // What this node's memory holds against deleting `name`, active here as `study` (nullptr:
+  // not active), `claim_in_flight` a trial of it being claimed off the loop (study_delete.h).
+  static DeleteHold HoldOf(const std::string& name, const StudyRuntime* study,
+                           bool claim_in_flight);
+  // A deletion stored (by Delete, or off the loop: StoreDelete): the study forgotten here, the
+  // errors beside it logged, its folder removed when `purge`, and what can start started.
+  // Returns the deleted trials' count; an error when the folder could not be removed (the
+  // study stays deleted).
+  common::Result<int64_t> FollowDelete(const DeleteStored& stored, bool purge);
   // A change of pause, resume, extend, set parallelism or cancel stored off the event loop
   // (StoreControl, control_change.h): mirrored in the study's memory here, as a change through
   // another node is but at once and logged as this node's; a cancel's waiting trials ended and

@@ -452,12 +452,13 @@ TEST_CASE(
     CHECK(Result(ReadLine(c.get())).is_array());
   }
   // A status read while a change runs on the loop is not kept: it may be from before the
-  // change. The change (a refused delete counts: it runs on the loop) comes while the read
+  // change. The change (a refused enqueue counts: it runs on the loop) comes while the read
   // waits inside storage.
   common::UniqueFd changer = f.Connect();
   {
     auto [inside, release] = hold_read([&] {
-      REQUIRE(SendAll(changer.get(), Request("delete", {{"study", "missing"}})));
+      REQUIRE(SendAll(changer.get(),
+                      Request("enqueue", {{"study", "missing"}, {"params", json::object{}}})));
       REQUIRE(ReplyCode(ReadLine(changer.get())) == "not_found");
     });
     REQUIRE(SendAll(c.get(), Request("status", {{"study", "big"}})));
@@ -559,6 +560,68 @@ TEST_CASE(
   CHECK_THAT(in_use, Catch::Contains("[study] name = \\\"offloop\\\""));
   CHECK(checks.load() == 3);
   CHECK(stored_on_reads.load() == (with_reads ? 2 : 0));
+}
+
+}  // namespace
+}  // namespace triald::daemon
+
+namespace triald::daemon {
+namespace {
+
+// Runs `fn` on the fixture's event loop and returns what it returns.
+template <typename Fn>
+auto OnLoop(Fixture& f, Fn fn) {
+  std::promise<decltype(fn())> done;
+  asio::post(f.loop.io(), [&] { done.set_value(fn()); });
+  return done.get_future().get();
+}
+
+TEST_CASE(
+    "control server with a ReadThread: delete is stored there, its study held on the loop "
+    "meanwhile, and refused as the loop refuses",
+    "[control][reads]") {
+  Fixture f(/*with_reads=*/true);
+  std::filesystem::create_directories(testing::kSweepDir + "/run");
+  common::UniqueFd c = f.Connect();
+  // A study with a trial running here: refused, with the loop's message, and it goes on.
+  testing::Sweep sweep;
+  sweep.name = "live";
+  sweep.n_trials = 2;
+  REQUIRE(OnLoop(f, [&] { return f.h.Submit(sweep).ok(); }));
+  REQUIRE(OnLoop(f, [&] { return f.h.launcher().Live("live").size(); }) == 1);
+  REQUIRE(SendAll(c.get(), Request("delete", {{"study", "live"}})));
+  const std::string refused = ReadLine(c.get());
+  CHECK(ReplyCode(refused) == "failed_precondition");
+  CHECK_THAT(refused, Catch::Contains("cannot delete study \\\"live\\\": 1 of its trials is "
+                                      "running; expected none"));
+  // Released: its next trial starts when the first ends.
+  OnLoop(f, [&] {
+    f.h.launcher().Complete(*f.h.launcher().Live("live").front(), 0.5);
+    return 0;
+  });
+  CHECK(OnLoop(f, [&] { return f.h.launcher().launch_count(); }) == 2);
+
+  // The loop's own storage answers nothing: the deletion needs none of it.
+  f.h.flaky().down = true;
+  REQUIRE(SendAll(c.get(), Request("delete", {{"study", "big"}})));
+  const json::value deleted = Result(ReadLine(c.get()));
+  f.h.flaky().down = false;
+  CHECK(deleted.at("study").as_string() == "big");
+  CHECK(deleted.at("deleted_trials").as_int64() == kTrials);
+  CHECK(deleted.at("purged").as_bool() == false);
+  REQUIRE(SendAll(c.get(), Request("studies")));
+  CHECK(Result(ReadLine(c.get())).as_array().size() == 1);
+  // Stored with its event, naming it.
+  auto events = f.h.storage().GetEvents(std::nullopt);
+  REQUIRE(events.ok());
+  CHECK(std::any_of(events->begin(), events->end(), [](const model::EventRecord& e) {
+    return e.kind == "study_deleted" && e.detail == "study big (RUNNING, 600 trials)";
+  }));
+  // Bad arguments and a missing study: the verb's own errors.
+  REQUIRE(SendAll(c.get(), Request("delete", {{"study", "big"}, {"purge", "yes"}})));
+  CHECK(ReplyCode(ReadLine(c.get())) == "invalid_argument");
+  REQUIRE(SendAll(c.get(), Request("delete", {{"study", "big"}})));
+  CHECK(ReplyCode(ReadLine(c.get())) == "not_found");
 }
 
 }  // namespace

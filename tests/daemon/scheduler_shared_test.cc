@@ -19,6 +19,7 @@
 
 #include "daemon/scheduler.h"
 #include "daemon/scheduler/shared_coordinator.h"
+#include "daemon/scheduler/study_delete.h"
 #include "daemon/scheduler/study_loader.h"
 #include "tests/daemon/fakes.h"
 #include "tests/daemon/scheduler_harness.h"
@@ -721,6 +722,56 @@ TEST_CASE(
   CHECK_THAT(refused.status().message(),
              Catch::Contains("[study] name = \"stored\": a study of that name already exists"));
   CHECK(c.Trials("stored").size() == 4);
+}
+
+TEST_CASE(
+    "a delete stored off the loop: the study held here meanwhile, refused while another node "
+    "runs a trial, then stored and followed",
+    "[scheduler][shared][reads]") {
+  SchedulerCluster c({"alpha", "beta"});
+  SchedulerHarness& a = c[0];
+  SchedulerHarness& b = c[1];
+  // The servers' reads' connection (control/read_thread.h), where the control server stores it.
+  std::unique_ptr<storage::Storage> elsewhere = c.Connect("alpha");
+  REQUIRE(a.Submit(SharedSweep("gone", 6, 1)).ok());
+  c.TickAll();
+  REQUIRE(a.launcher().live_count() == 1);
+  REQUIRE(b.launcher().live_count() == 1);
+
+  common::Result<DeleteHold> hold = a.scheduler().HoldForDelete("gone");
+  REQUIRE(hold.ok());
+  CHECK(hold->study_id.has_value());
+  CHECK(hold->running_here == 1);
+  // Held: alpha's trial ends and nothing new starts there.
+  a.launcher().Complete(*a.launcher().Live().front(), 0.5);
+  a.Settle();
+  CHECK(a.launcher().live_count() == 0);
+  // Beta still runs one: refused under the lock, with the loop's message.
+  common::Result<DeleteStored> refused = StoreDelete(*elsewhere, *hold, false, 5.0);
+  REQUIRE(refused.status().code() == common::Code::kFailedPrecondition);
+  CHECK_THAT(refused.status().message(),
+             Catch::Contains("cannot delete study \"gone\": 1 of its trials is running"));
+  a.scheduler().ReleaseDelete(*hold);
+  a.Settle();
+  CHECK(a.launcher().live_count() == 1);  // released: it goes on
+
+  c.RunToEnd();
+  REQUIRE(c.Study("gone").state == StudyState::kComplete);
+  common::Result<DeleteHold> again = a.scheduler().HoldForDelete("gone");
+  REQUIRE(again.ok());
+  CHECK_FALSE(again->study_id.has_value());  // complete: not active here any more
+  a.flaky().down = true;  // neither the hold nor the follow-up touches the loop's connection
+  common::Result<DeleteStored> stored = StoreDelete(*elsewhere, *again, false, 6.0);
+  REQUIRE(stored.ok());
+  CHECK(stored->deleted_trials == 6);
+  common::Result<int64_t> followed = a.scheduler().FollowDelete(*stored, false);
+  a.flaky().down = false;
+  REQUIRE(followed.ok());
+  CHECK(*followed == 6);
+  CHECK(a.storage().GetStudy("gone").status().code() == common::Code::kNotFound);
+  // A study that is not there: the verbs' own answer.
+  common::Result<DeleteStored> missing = StoreDelete(*elsewhere, *again, false, 7.0);
+  CHECK(missing.status().code() == common::Code::kNotFound);
 }
 
 TEST_CASE("a claim off the loop that finds other nodes' trials under the lock picks again",
