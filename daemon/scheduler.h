@@ -347,6 +347,17 @@ class Scheduler {
   common::Result<model::TrialRecord> Enqueue(const std::string& study_name,
                                              const std::map<std::string, std::string>& params,
                                              bool skip_if_exists = false, bool* skipped = nullptr);
+  // Enqueue with its storage calls off the event loop (shared storage with writes off it:
+  // NodeCoordinator::EnqueueOffLoop), for a study active here whose record the caller has
+  // checked (RUNNING) elsewhere: decided on the cached copy, stored under the study's lock by
+  // the protocol's reads' thread, and decided again on what that read when storage had changed
+  // (at most kEnqueueTries times). `done` runs on the loop (perhaps before this returns) with
+  // the trial, or the error Enqueue would give, and whether it was skipped. False: not taken
+  // (no writes off the loop here): the caller uses Enqueue.
+  using EnqueuedDone = std::function<void(common::Result<model::TrialRecord>, bool skipped)>;
+  static constexpr int kEnqueueTries = 4;
+  bool EnqueueOffLoop(const std::string& study_name, std::map<std::string, std::string> params,
+                      bool skip_if_exists, EnqueuedDone done);
 
   // Ask and tell (scheduler/client_asks.h): starts a trial of the study named `study_name`
   // ([objective] kind = "client") now, to run in the program on `connection` (the control
@@ -451,6 +462,9 @@ class Scheduler {
   // trial is picked here, claimed (or created) off the event loop, and launched by OnClaimed;
   // its slot and `gpus` are held meanwhile (claims_). False: nothing to claim now.
   bool ClaimOffLoop(StudyRuntime& study, TrialGpus gpus);
+  // One try of EnqueueOffLoop (`tries` made before it).
+  void TryEnqueueOffLoop(const std::string& study_name, std::map<std::string, std::string> params,
+                         bool skip_if_exists, EnqueuedDone done, int tries);
   // A claim ClaimOffLoop handed over is back: the trial launched (unless the study or this node
   // stopped meanwhile: its claim is given back then, ReleaseOffLoop), or the pick made again on
   // what was read (stale), or the failure taken as a refused write; then Pump().

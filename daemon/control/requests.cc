@@ -67,6 +67,17 @@ Result<std::vector<config::CodeFile>> DecodeCode(const json::object& args) {
 
 }  // namespace
 
+Result<EnqueueArgs> DecodeEnqueue(const json::object& args) {
+  EnqueueArgs e;
+  TRIALD_ASSIGN_OR_RETURN(e.study, proto::GetString(args, "study"));
+  TRIALD_ASSIGN_OR_RETURN(e.params, DecodeEnqueueParams(args));
+  if (const json::value* v = args.if_contains("skip_if_exists"); v != nullptr && !v->is_null()) {
+    if (!v->is_bool()) return common::InvalidArgument("field \"skip_if_exists\" must be a boolean");
+    e.skip_if_exists = v->as_bool();
+  }
+  return e;
+}
+
 Result<DeleteArgs> DecodeDelete(const json::object& args) {
   DeleteArgs d;
   TRIALD_ASSIGN_OR_RETURN(d.study, proto::GetString(args, "study"));

@@ -38,6 +38,15 @@ common::Result<DeleteArgs> DecodeDelete(const boost::json::object& args);
 common::Result<std::map<std::string, std::string>> DecodeEnqueueParams(
     const boost::json::object& args);
 
+// enqueue: the study ("study", required), its params (DecodeEnqueueParams) and
+// "skip_if_exists" (optional: true or false).
+struct EnqueueArgs {
+  std::string study;
+  std::map<std::string, std::string> params;
+  bool skip_if_exists = false;
+};
+common::Result<EnqueueArgs> DecodeEnqueue(const boost::json::object& args);
+
 // logs: field "stream", "stdout" (the default) or "stderr".
 common::Result<std::string> DecodeLogStream(const boost::json::object& args);
 

@@ -17,6 +17,7 @@
 #include "common/memory.h"
 #include "daemon/control/kept_answers.h"
 #include "daemon/control/requests.h"
+#include "daemon/scheduler/study_control.h"
 #include "daemon/scheduler/study_delete.h"
 #include "daemon/scheduler/study_loader.h"
 #include "proto/control.h"
@@ -198,6 +199,17 @@ class ControlServer::Connection : public std::enable_shared_from_this<Connection
       });
       return;
     }
+    // An enqueue on shared storage: its ownership and the study's record checked on the
+    // ReadThread, then decided on the loop and stored by the protocol's reads
+    // (Scheduler::EnqueueOffLoop).
+    if (server_->options_.reads != nullptr && req->verb == "enqueue") {
+      Result<EnqueueArgs> args = DecodeEnqueue(req->args);
+      if (!args.ok()) return Reply(proto::EncodeError(args.status()), false);
+      OnReads([req = std::move(*req), args = std::move(*args), claim](Connection& c) {
+        c.CheckEnqueue(req, args, claim);
+      });
+      return;
+    }
     // A submission's checks run on the admissions thread; the loop stores and starts it.
     if (req->verb == "submit" && server_->options_.admissions != nullptr) {
       server_->options_.admissions->Post(
@@ -285,6 +297,36 @@ class ControlServer::Connection : public std::enable_shared_from_this<Connection
       Result<int64_t> deleted = scheduler.FollowDelete(*stored, args.purge);
       if (!deleted.ok()) return c.DeliverResult(req, *claim, deleted.status());
       c.DeliverResult(req, *claim, DeletedReply(args.study, *deleted, args.purge));
+    });
+  }
+
+  // ReadThread: an `enqueue` on shared storage, its study's ownership and state checked as the
+  // verb checks them; then, on the loop, enqueued off it (or, where the scheduler writes on the
+  // loop, as the verb does).
+  void CheckEnqueue(const proto::Request& req, const EnqueueArgs& args,
+                    const std::shared_ptr<AnswerClaim>& claim) {
+    if (!claim->Takes()) return;
+    Changed(req);
+    if (Status owner = Authorize(*read_context_.storage, req); !owner.ok()) {
+      return DeliverResult(req, *claim, owner);
+    }
+    Result<model::StudyRecord> rec = read_context_.storage->GetStudy(args.study);
+    if (!rec.ok() && rec.status().code() == common::Code::kNotFound) {
+      return DeliverResult(req, *claim, NoStudyNamed(args.study));
+    }
+    if (!rec.ok()) return DeliverResult(req, *claim, rec.status());
+    if (rec->state != model::StudyState::kRunning) {
+      return DeliverResult(req, *claim, StudyControl::NotRunning(args.study, rec->state));
+    }
+    OnLoop([req, args, claim](Connection& c) {
+      const bool taken = c.context_.scheduler->EnqueueOffLoop(
+          args.study, args.params, args.skip_if_exists,
+          [self = c.shared_from_this(), req, study = args.study, claim](
+              Result<model::TrialRecord> trial, bool skipped) {
+            if (!trial.ok()) return self->DeliverResult(req, *claim, trial.status());
+            self->DeliverResult(req, *claim, EnqueuedReply(study, *trial, skipped));
+          });
+      if (!taken) c.DeliverResult(req, *claim, HandleVerb(c.context_, req.verb, req.args));
     });
   }
 

@@ -527,22 +527,11 @@ Result<json::value> EventsVerb(const VerbContext& c, const json::object& args) {
 }
 
 Result<json::value> EnqueueVerb(const VerbContext& c, const json::object& args) {
-  TRIALD_ASSIGN_OR_RETURN(std::string name, proto::GetString(args, "study"));
-  TRIALD_ASSIGN_OR_RETURN(auto params, DecodeEnqueueParams(args));
-  bool skip_if_exists = false;
-  if (const json::value* v = args.if_contains("skip_if_exists"); v != nullptr && !v->is_null()) {
-    if (!v->is_bool()) return common::InvalidArgument("field \"skip_if_exists\" must be a boolean");
-    skip_if_exists = v->as_bool();
-  }
+  TRIALD_ASSIGN_OR_RETURN(EnqueueArgs e, DecodeEnqueue(args));
   bool skipped = false;
   TRIALD_ASSIGN_OR_RETURN(TrialRecord t,
-                          c.scheduler->Enqueue(name, params, skip_if_exists, &skipped));
-  json::object o;
-  o["study"] = name;
-  o["trial"] = t.number;
-  o["params"] = TrialToJson(t).at("params");
-  o["skipped"] = skipped;
-  return json::value(std::move(o));
+                          c.scheduler->Enqueue(e.study, e.params, e.skip_if_exists, &skipped));
+  return EnqueuedReply(e.study, t, skipped);
 }
 
 // The objective's files kept with the study at submit, with their source: for the study's
@@ -774,6 +763,15 @@ Result<json::value> SubmitAdmitted(const VerbContext& c, Submission submission) 
                           c.scheduler->SubmitAdmitted(submission.source, std::move(submission.spec),
                                                       submission.submitter));
   return SubmittedReply(rec, existed);
+}
+
+json::value EnqueuedReply(const std::string& study, const model::TrialRecord& trial, bool skipped) {
+  json::object o;
+  o["study"] = study;
+  o["trial"] = trial.number;
+  o["params"] = TrialToJson(trial).at("params");
+  o["skipped"] = skipped;
+  return json::value(std::move(o));
 }
 
 json::value DeletedReply(const std::string& study, int64_t deleted_trials, bool purged) {

@@ -22,7 +22,8 @@
 //            Pareto front of the feasible COMPLETE trials (daemon/control/best.h) (streamed)
 //   cancel   {study} -> {study, state: "CANCELLED"}                        (mutating)
 //   enqueue  {study, params: {name: "value text"}, skip_if_exists?} -> {study, trial, params,
-//            skipped}: a trial with fixed parameters that runs next (Scheduler::Enqueue; a
+//            skipped}: a trial with fixed parameters that runs next (Scheduler::Enqueue; on
+//            shared storage stored off the loop, Scheduler::EnqueueOffLoop; a
 //            define-by-run study also takes the names its objective suggests); a JSON number
 //            or boolean value is taken as its text. skipped: a trial had them already
 //            (skip_if_exists), its number is returned and nothing is queued.  (mutating)
@@ -190,6 +191,9 @@ common::Result<boost::json::value> SubmitAdmitted(const VerbContext& context,
                                                   Submission submission);
 // The verb's result for `study`, submitted (`resumed`: continued).
 boost::json::value SubmittedReply(const model::StudyRecord& study, bool resumed);
+// `enqueue`'s result: the trial queued, or (skipped) the one that had the values.
+boost::json::value EnqueuedReply(const std::string& study, const model::TrialRecord& trial,
+                                 bool skipped);
 // `delete`'s result: the study deleted with its trials' count, and whether its folder went too.
 boost::json::value DeletedReply(const std::string& study, int64_t deleted_trials, bool purged);
 

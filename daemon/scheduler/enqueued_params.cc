@@ -5,6 +5,21 @@
 
 namespace triald::daemon {
 
+bool HasGivenValues(const model::TrialRecord& t, const std::map<std::string, std::string>& given) {
+  const std::map<std::string, std::string> enqueued = EnqueuedValues(t);
+  for (const auto& [param, text] : given) {
+    auto held = t.params.find(param);
+    if (held != t.params.end()) {
+      common::Result<double> v = config::InternalFromText(held->second.dist, text);
+      if (!v.ok() || *v != held->second.internal) return false;
+      continue;
+    }
+    auto e = enqueued.find(param);
+    if (e == enqueued.end() || e->second != text) return false;
+  }
+  return true;
+}
+
 std::map<std::string, std::string> EnqueuedValues(const model::TrialRecord& trial) {
   std::map<std::string, std::string> out;
   auto it = trial.attrs.find(kEnqueuedAttr);

@@ -33,6 +33,11 @@ inline constexpr const char* kEnqueuedAttr = "triald.enqueued";
 // or it is not an object of strings.
 std::map<std::string, std::string> EnqueuedValues(const model::TrialRecord& trial);
 
+// Whether trial `t` has every value of `given` (enqueue --skip-if-exists): a parameter it holds
+// equal to the value read against that parameter's distribution, or an enqueued value not yet
+// suggested with the same text.
+bool HasGivenValues(const model::TrialRecord& t, const std::map<std::string, std::string>& given);
+
 // The parameters of study `study_name`'s next trial (number trials.size()). A name outside
 // [space] is deferred for a define-by-run objective (kind = "python"), else an error. Errors:
 // kInvalidArgument for an unknown parameter (not define-by-run) or a value its distribution

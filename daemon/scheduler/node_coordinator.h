@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -146,6 +147,34 @@ struct ClaimMade {
   std::string why;                          // kStale: what differed
   std::optional<model::TrialRecord> trial;  // kClaimed
   bool created = false;                     // kClaimed: a new trial
+};
+
+// A trial to enqueue off the event loop (NodeCoordinator::EnqueueOffLoop): its parameters as
+// resolved on the study's cached copy (enqueued_params.h).
+struct EnqueuePick {
+  model::ParamMap params;
+  std::string deferred;  // the trial's kEnqueuedAttr (JSON text); "" when nothing is deferred
+  std::string given;     // the values given, for the trial_enqueued event
+  int number = 0;        // the trial number its parameters were drawn for
+  int n_trials = 0;      // the study's n_trials in the cache when it resolved them
+  // enqueue --skip-if-exists: the values given; a trial of the study that has them (one the
+  // cache did not hold as it is stored now) is answered instead. Empty: none is looked for.
+  std::map<std::string, std::string> skip_if_has;
+};
+
+// What came of an EnqueuePick.
+struct EnqueueMade {
+  enum class Outcome {
+    kEnqueued,  // `trial` is stored, WAITING for any node, with its event; committed
+    kSkipped,   // `trial` has the values already (skip_if_has); nothing was written
+    kStale,     // storage differs from what the pick was made on (`why`); nothing was written
+    kFailed,    // `status`: storage refused or could not be reached (a trial created before a
+                // refusal of its attribute or event may stay, WAITING, as on the loop)
+  };
+  Outcome outcome = Outcome::kFailed;
+  common::Status status;
+  std::string why;
+  std::optional<model::TrialRecord> trial;
 };
 
 // A study's end, to be stored off the event loop (NodeCoordinator::EndStudyOffLoop): what the
@@ -280,6 +309,20 @@ class NodeCoordinator {
   // meanwhile comes back kFailed; the claim stays this node's, WAITING, as ClaimNext leaves it.
   using ClaimDone = std::function<void(StudyCache*, ClaimMade)>;
   virtual bool ClaimOffLoop(StudyCache& study, ClaimPick pick, ClaimDone done) {
+    (void)study, (void)pick, (void)done;
+    return false;
+  }
+  // Needs WritesOffLoop() (otherwise the caller enqueues on the loop under Lock). Stores the
+  // enqueued trial `pick` off the event loop, in one transaction under the study's lock with the
+  // study read afresh: only while the study is RUNNING with the n_trials the pick saw and storage
+  // holds exactly the trials the pick knew (the parameters were drawn for its number); with
+  // skip_if_has, a trial read there that has the values is answered instead. Otherwise kStale,
+  // and the caller decides again on what was read. The trial, its attribute and its
+  // trial_enqueued event commit together. `done` runs on the loop with the read applied (and a
+  // stored trial in the cache, waiting), nullptr for a study no longer active. Counts in
+  // claims_in_flight() until then (a shutdown waits for it). False: not queued.
+  using EnqueueDone = std::function<void(StudyCache*, EnqueueMade)>;
+  virtual bool EnqueueOffLoop(StudyCache& study, EnqueuePick pick, EnqueueDone done) {
     (void)study, (void)pick, (void)done;
     return false;
   }

@@ -120,6 +120,7 @@ class SharedCoordinator final : public NodeCoordinator {
   size_t ends_in_flight() const override { return ends_in_flight_; }
   bool ClaimOffLoop(StudyCache& study, ClaimPick pick, ClaimDone done) override;
   void ReleaseOffLoop(StudyCache& study, int number, std::function<void()> done) override;
+  bool EnqueueOffLoop(StudyCache& study, EnqueuePick pick, EnqueueDone done) override;
   void EndStudyOffLoop(StudyCache& study, StudyEndWrite end, StudyEndDone done) override;
   size_t claims_in_flight() const override { return claims_in_flight_; }
   void OnTick(bool shutting_down) override;
@@ -200,6 +201,17 @@ class SharedCoordinator final : public NodeCoordinator {
   static ClaimRead TakeClaim(storage::Storage& storage, const ReadFrom& from, const std::string& me,
                              const ClaimPick& pick, double at);
   void OnClaimRead(const ReadFrom& from, ClaimRead read, const ClaimDone& done);
+  // What an enqueue's transaction read, and what came of it.
+  struct EnqueueRead {
+    common::Result<std::vector<model::TrialRecord>> changed = common::Unavailable("not read");
+    std::optional<model::StudyRecord> record;
+    EnqueueMade made;
+  };
+  // EnqueueOffLoop's job, on the reads' storage: under the study's lock, checks the pick against
+  // the study as stored, then creates the trial with its attribute and event, in one
+  // transaction.
+  static EnqueueRead StoreEnqueued(storage::Storage& storage, const ReadFrom& from,
+                                   const EnqueuePick& pick, double at);
   // What a study end's transaction read, and whether the end was stored (status: a failure).
   struct StudyEndRead {
     common::Result<std::vector<model::TrialRecord>> changed = common::Unavailable("not read");

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include "daemon/scheduler/enqueued_params.h"
 #include "daemon/scheduler/shared_coordinator.h"
 
 namespace triald::daemon {
@@ -238,6 +239,110 @@ void SharedCoordinator::ReleaseOffLoop(StudyCache& study, int number, std::funct
       done();
     });
   });
+}
+
+bool SharedCoordinator::EnqueueOffLoop(StudyCache& study, EnqueuePick pick, EnqueueDone done) {
+  ++claims_in_flight_;
+  options_.reads->Submit([this, from = ReadFromNow(study), pick = std::move(pick),
+                          at = options_.clock->WallSeconds(),
+                          done = std::move(done)](storage::Storage& storage) mutable {
+    EnqueueRead read = StoreEnqueued(storage, from, pick, at);
+    return StorageReads::Done(
+        [this, from, read = std::move(read), done = std::move(done)]() mutable {
+          --claims_in_flight_;
+          StudyCache* study = options_.host->FindStudy(from.study_id);
+          EnqueueMade& made = read.made;
+          if (study == nullptr) {
+            done(nullptr, std::move(made));  // forgotten meanwhile
+            return;
+          }
+          if (read.changed.ok() && study->sync_epoch == from.epoch) {
+            if (read.record) Adopt(*study, *read.record);
+            Apply(*study, std::move(read.changed).value(), /*off_loop=*/true);
+          }
+          if (made.outcome == EnqueueMade::Outcome::kEnqueued) {
+            const TrialRecord& trial = *made.trial;
+            const auto number = static_cast<size_t>(trial.number);
+            // A newer read may have it already (the next read brings it otherwise: the trials
+            // before it are not read yet); it waits for any node's start.
+            if (number == study->trials.size()) study->trials.push_back(trial);
+            if (number < study->trials.size() && study->trials[number].id == trial.id &&
+                study->trials[number].state == TrialState::kWaiting &&
+                std::find(study->waiting.begin(), study->waiting.end(), trial.number) ==
+                    study->waiting.end()) {
+              study->waiting.push_back(trial.number);
+            }
+          }
+          done(study, std::move(made));
+        });
+  });
+  return true;
+}
+
+SharedCoordinator::EnqueueRead SharedCoordinator::StoreEnqueued(storage::Storage& storage,
+                                                                const ReadFrom& from,
+                                                                const EnqueuePick& pick,
+                                                                double at) {
+  EnqueueRead read;
+  EnqueueMade& made = read.made;
+  auto failed = [&](Status st) {
+    made.outcome = EnqueueMade::Outcome::kFailed;
+    made.status = std::move(st);
+    return std::move(read);
+  };
+  Result<model::StudyRecord> rec = BeginLocked(storage, from, &read.changed);
+  if (!rec.ok()) return failed(rec.status());
+  read.record = *rec;
+  // A failed transaction stores nothing (storage.h): the commit ends it.
+  auto abandon = [&](Status why) {
+    (void)storage.CommitBatch();
+    return failed(std::move(why));
+  };
+  // Nothing was written: the commit only releases the lock.
+  auto answered = [&](EnqueueMade::Outcome outcome, std::string why) {
+    made.outcome = outcome;
+    made.why = std::move(why);
+    Status committed = storage.CommitBatch();
+    if (!committed.ok()) return failed(committed);
+    return std::move(read);
+  };
+  using Outcome = EnqueueMade::Outcome;
+  if (rec->state != model::StudyState::kRunning) {
+    return answered(Outcome::kStale,
+                    std::string("the study is ") + model::StudyStateName(rec->state));
+  }
+  if (rec->n_trials != pick.n_trials) {
+    return answered(Outcome::kStale, "its n_trials is " + std::to_string(rec->n_trials) + " now");
+  }
+  const std::vector<TrialRecord>& trials = *read.changed;
+  int stored = from.known;
+  for (const TrialRecord& t : trials) stored = std::max(stored, t.number + 1);
+  if (stored != pick.number) {
+    return answered(Outcome::kStale, "the study has " + std::to_string(stored) + " trials, not " +
+                                         std::to_string(pick.number));
+  }
+  // The trials the cache knew finished were checked there; these may have changed since.
+  if (!pick.skip_if_has.empty()) {
+    for (const TrialRecord& t : trials) {
+      if (!HasGivenValues(t, pick.skip_if_has)) continue;
+      made.trial = t;
+      return answered(Outcome::kSkipped, "trial " + std::to_string(t.number) + " has the values");
+    }
+  }
+  Result<TrialRecord> created = storage.CreateTrial(from.study_id, pick.params, at);
+  if (!created.ok()) return abandon(created.status().WithContext("storing the enqueued trial"));
+  if (!pick.deferred.empty()) {
+    Status st = storage.SetAttr(created->id, kEnqueuedAttr, pick.deferred);
+    if (!st.ok()) return abandon(st.WithContext("storing the enqueued trial's values"));
+    created->attrs[kEnqueuedAttr] = pick.deferred;
+  }
+  Status st = storage.AppendEvent(from.study_id, created->id, "trial_enqueued", pick.given, at);
+  if (!st.ok()) return abandon(st.WithContext("storing the trial_enqueued event"));
+  st = storage.CommitBatch();
+  if (!st.ok()) return failed(st.WithContext("committing the enqueued trial"));
+  made.outcome = Outcome::kEnqueued;
+  made.trial = std::move(created).value();
+  return read;
 }
 
 void SharedCoordinator::EndStudyOffLoop(StudyCache& study, StudyEndWrite end, StudyEndDone done) {

@@ -280,73 +280,32 @@ Result<int64_t> StudyControl::FollowDelete(const DeleteStored& stored, bool purg
   return stored.deleted_trials;
 }
 
-namespace {
-
-// Whether trial `t` has every value of `given` (enqueue --skip-if-exists): a parameter it holds
-// equal to the value read against that parameter's distribution, or an enqueued value not yet
-// suggested with the same text.
-bool HasValues(const model::TrialRecord& t, const std::map<std::string, std::string>& given) {
-  const std::map<std::string, std::string> enqueued = EnqueuedValues(t);
-  for (const auto& [param, text] : given) {
-    auto held = t.params.find(param);
-    if (held != t.params.end()) {
-      common::Result<double> v = config::InternalFromText(held->second.dist, text);
-      if (!v.ok() || *v != held->second.internal) return false;
-      continue;
-    }
-    auto e = enqueued.find(param);
-    if (e == enqueued.end() || e->second != text) return false;
-  }
-  return true;
-}
-
-}  // namespace
-
 Result<model::TrialRecord> StudyControl::Enqueue(const std::string& name,
                                                  const std::map<std::string, std::string>& given,
                                                  bool skip_if_exists, bool* skipped) {
   if (skipped != nullptr) *skipped = false;
   TRIALD_ASSIGN_OR_RETURN(model::StudyRecord rec, StudyFor(name));
-  auto not_running = [&](StudyState state) {
-    return common::FailedPrecondition("study \"" + name + "\" is " + model::StudyStateName(state) +
-                                      "; expected a RUNNING study");
-  };
-  if (rec.state != StudyState::kRunning) return not_running(rec.state);
+  if (rec.state != StudyState::kRunning) return NotRunning(name, rec.state);
   StudyRuntime* study = options_.host->ActiveStudy(rec.id);
-  if (study == nullptr) {
-    // Stored as RUNNING but not resumed (its sweep no longer builds): nothing could run it.
-    return common::FailedPrecondition("study \"" + name + "\" is not loaded by this triald");
-  }
+  if (study == nullptr) return NotLoadedHere(name);
   // Shared storage: the count, the draw and the new trial are decided under the study's lock.
   TRIALD_ASSIGN_OR_RETURN(std::unique_ptr<StorageBatch> locked, options_.coordinator->Lock(*study));
-  if (study->record.state != StudyState::kRunning) return not_running(study->record.state);
-  if (skip_if_exists && !given.empty()) {
-    for (const model::TrialRecord& t : study->trials) {
-      if (HasValues(t, given)) {
-        if (skipped != nullptr) *skipped = true;
-        options_.logger->info("study {}: enqueue skipped: trial {} has the values", name, t.number);
-        return t;
-      }
-    }
+  TRIALD_ASSIGN_OR_RETURN(EnqueueDecision decided,
+                          DecideEnqueue(*study, name, given, skip_if_exists));
+  if (decided.existing) {
+    if (skipped != nullptr) *skipped = true;
+    return *decided.existing;
   }
-  if (study->configurations() >= study->record.n_trials) {
-    return common::FailedPrecondition("study \"" + name + "\" already has its n_trials = " +
-                                      std::to_string(study->record.n_trials) + " trials");
-  }
-  TRIALD_ASSIGN_OR_RETURN(
-      EnqueuedParams params,
-      ResolveEnqueuedParams(name, study->spec, *study->sampler, study->trials, given));
+  const EnqueuedParams& params = decided.params;
   model::TrialRecord trial;
   {
     StorageBatch batch(options_.storage, options_.logger);
     TRIALD_ASSIGN_OR_RETURN(trial, options_.storage->CreateTrial(study->record.id, params.params,
                                                                  options_.clock->WallSeconds()));
-    if (!params.deferred.empty()) {
-      boost::json::object o;
-      for (const auto& [k, v] : params.deferred) o[k] = v;
-      const std::string text = boost::json::serialize(o);
-      TRIALD_RETURN_IF_ERROR(options_.storage->SetAttr(trial.id, kEnqueuedAttr, text));
-      trial.attrs[kEnqueuedAttr] = text;
+    const std::string deferred = DeferredText(params);
+    if (!deferred.empty()) {
+      TRIALD_RETURN_IF_ERROR(options_.storage->SetAttr(trial.id, kEnqueuedAttr, deferred));
+      trial.attrs[kEnqueuedAttr] = deferred;
     }
     study->trials.resize(std::max<size_t>(study->trials.size(), trial.number + 1));
     study->trials[trial.number] = trial;
@@ -358,6 +317,46 @@ Result<model::TrialRecord> StudyControl::Enqueue(const std::string& name,
   if (locked) TRIALD_RETURN_IF_ERROR(locked->Commit());
   options_.host->Pump();
   return trial;
+}
+
+Status StudyControl::NotRunning(const std::string& name, StudyState state) {
+  return common::FailedPrecondition("study \"" + name + "\" is " + model::StudyStateName(state) +
+                                    "; expected a RUNNING study");
+}
+
+Status StudyControl::NotLoadedHere(const std::string& name) {
+  // Stored as RUNNING but not resumed (its sweep no longer builds): nothing could run it.
+  return common::FailedPrecondition("study \"" + name + "\" is not loaded by this triald");
+}
+
+std::string StudyControl::DeferredText(const EnqueuedParams& params) {
+  if (params.deferred.empty()) return "";
+  boost::json::object o;
+  for (const auto& [k, v] : params.deferred) o[k] = v;
+  return boost::json::serialize(o);
+}
+
+Result<StudyControl::EnqueueDecision> StudyControl::DecideEnqueue(
+    StudyRuntime& study, const std::string& name, const std::map<std::string, std::string>& given,
+    bool skip_if_exists) {
+  if (study.record.state != StudyState::kRunning) return NotRunning(name, study.record.state);
+  EnqueueDecision d;
+  if (skip_if_exists && !given.empty()) {
+    for (const model::TrialRecord& t : study.trials) {
+      if (HasGivenValues(t, given)) {
+        options_.logger->info("study {}: enqueue skipped: trial {} has the values", name, t.number);
+        d.existing = t;
+        return d;
+      }
+    }
+  }
+  if (study.configurations() >= study.record.n_trials) {
+    return common::FailedPrecondition("study \"" + name + "\" already has its n_trials = " +
+                                      std::to_string(study.record.n_trials) + " trials");
+  }
+  TRIALD_ASSIGN_OR_RETURN(
+      d.params, ResolveEnqueuedParams(name, study.spec, *study.sampler, study.trials, given));
+  return d;
 }
 
 }  // namespace triald::daemon

@@ -29,6 +29,7 @@
 #include "common/status.h"
 #include "daemon/model/records.h"
 #include "daemon/scheduler/control_change.h"
+#include "daemon/scheduler/enqueued_params.h"
 #include "daemon/scheduler/node_coordinator.h"
 #include "daemon/scheduler/scheduler_env.h"
 #include "daemon/scheduler/study_delete.h"
@@ -85,6 +86,23 @@ class StudyControl {
   common::Result<model::StudyRecord> SetMetricNames(const std::string& study_name,
                                                     const std::vector<std::string>& names);
   common::Result<int64_t> Delete(const std::string& study_name, bool purge);
+  // Enqueue's decision on the study's cached copy (on the loop under the study's lock; off it
+  // before the lock, NodeCoordinator::EnqueueOffLoop checking it again): a trial that has the
+  // values already (skip_if_exists: `existing`), or the new trial's parameters. Errors: the
+  // study not RUNNING, its n_trials reached, ResolveEnqueuedParams'.
+  struct EnqueueDecision {
+    std::optional<model::TrialRecord> existing;
+    EnqueuedParams params;
+  };
+  common::Result<EnqueueDecision> DecideEnqueue(StudyRuntime& study, const std::string& name,
+                                                const std::map<std::string, std::string>& given,
+                                                bool skip_if_exists);
+  // The enqueue's refusals: a study that is not RUNNING, one stored as RUNNING that this node
+  // did not load (its sweep no longer builds).
+  static common::Status NotRunning(const std::string& name, model::StudyState state);
+  static common::Status NotLoadedHere(const std::string& name);
+  // EnqueuedParams::deferred as the trial's kEnqueuedAttr text; "" when none.
+  static std::string DeferredText(const EnqueuedParams& params);
   // What this node's memory holds against deleting `name`, active here as `study` (nullptr:
   // not active), `claim_in_flight` a trial of it being claimed off the loop (study_delete.h).
   static DeleteHold HoldOf(const std::string& name, const StudyRuntime* study,

@@ -452,14 +452,14 @@ TEST_CASE(
     CHECK(Result(ReadLine(c.get())).is_array());
   }
   // A status read while a change runs on the loop is not kept: it may be from before the
-  // change. The change (a refused enqueue counts: it runs on the loop) comes while the read
-  // waits inside storage.
+  // change. The change (a refused submit counts: without admissions it runs on the loop) comes
+  // while the read waits inside storage.
   common::UniqueFd changer = f.Connect();
   {
     auto [inside, release] = hold_read([&] {
       REQUIRE(SendAll(changer.get(),
-                      Request("enqueue", {{"study", "missing"}, {"params", json::object{}}})));
-      REQUIRE(ReplyCode(ReadLine(changer.get())) == "not_found");
+                      Request("submit", {{"sweep", "[study]\nname = 1\n"}, {"path", "/x.toml"}})));
+      REQUIRE(ReplyCode(ReadLine(changer.get())) == "invalid_argument");
     });
     REQUIRE(SendAll(c.get(), Request("status", {{"study", "big"}})));
     inside->get_future().wait();
@@ -578,7 +578,7 @@ auto OnLoop(Fixture& f, Fn fn) {
 
 TEST_CASE(
     "control server with a ReadThread: delete is stored there, its study held on the loop "
-    "meanwhile, and refused as the loop refuses",
+    "meanwhile, and refused as the loop refuses, and enqueue is checked there",
     "[control][reads]") {
   Fixture f(/*with_reads=*/true);
   std::filesystem::create_directories(testing::kSweepDir + "/run");
@@ -600,6 +600,19 @@ TEST_CASE(
     return 0;
   });
   CHECK(OnLoop(f, [&] { return f.h.launcher().launch_count(); }) == 2);
+
+  // An enqueue goes by the ReadThread too (its checks there; on a storage of its own the
+  // scheduler then enqueues on the loop): the verb's answers.
+  REQUIRE(SendAll(c.get(), Request("enqueue", {{"study", "live"}, {"params", json::object{}}})));
+  const std::string full = ReadLine(c.get());
+  CHECK(ReplyCode(full) == "failed_precondition");
+  CHECK_THAT(full, Catch::Contains("already has its n_trials = 2 trials"));
+  REQUIRE(SendAll(c.get(), Request("enqueue", {{"study", "big"}, {"params", json::object{}}})));
+  CHECK_THAT(ReadLine(c.get()), Catch::Contains("is not loaded by this triald"));
+  REQUIRE(SendAll(c.get(), Request("enqueue", {{"study", "nope"}, {"params", json::object{}}})));
+  CHECK(ReplyCode(ReadLine(c.get())) == "not_found");
+  REQUIRE(SendAll(c.get(), Request("enqueue", {{"study", "live"}, {"skip_if_exists", 3}})));
+  CHECK(ReplyCode(ReadLine(c.get())) == "invalid_argument");
 
   // The loop's own storage answers nothing: the deletion needs none of it.
   f.h.flaky().down = true;

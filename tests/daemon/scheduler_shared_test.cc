@@ -774,6 +774,76 @@ TEST_CASE(
   CHECK(missing.status().code() == common::Code::kNotFound);
 }
 
+TEST_CASE(
+    "an enqueue stored off the loop: decided again when another node enqueued meanwhile, and "
+    "skipped when a trial has the values",
+    "[scheduler][shared][reads]") {
+  SchedulerCluster c({"alpha", "beta"}, /*own_reads_connections=*/true);
+  SchedulerHarness& a = c[0];
+  SchedulerHarness& b = c[1];
+  REQUIRE(a.Submit(SharedSweep("enq", 8, 1)).ok());
+  c.TickAll();
+  a.Settle();
+  b.Settle();
+  struct Answer {
+    common::Result<TrialRecord> trial = common::Unavailable("no answer");
+    bool skipped = false;
+    int answers = 0;
+  };
+  auto enqueue = [&](const std::string& x, bool skip) {
+    auto answer = std::make_shared<Answer>();
+    REQUIRE(a.scheduler().EnqueueOffLoop("enq", {{"x", x}}, skip,
+                                         [answer](common::Result<TrialRecord> t, bool skipped) {
+                                           answer->trial = std::move(t);
+                                           answer->skipped = skipped;
+                                           ++answer->answers;
+                                         }));
+    a.Settle();
+    REQUIRE(answer->answers == 1);
+    return answer;
+  };
+  a.Tick();  // alpha reads beta's trial
+  a.Settle();
+  const int known = static_cast<int>(a.scheduler().active_study("enq")->trials.size());
+  REQUIRE(known == 2);
+  // Stored off the loop: alpha's own connection answers nothing meanwhile.
+  a.flaky().down = true;
+  std::shared_ptr<Answer> first = enqueue("0.25", false);
+  a.flaky().down = false;
+  REQUIRE(first->trial.ok());
+  CHECK_FALSE(first->skipped);
+  CHECK(first->trial->number == known);
+  CHECK(first->trial->state == TrialState::kWaiting);
+  const StudyCache* cached = a.scheduler().active_study("enq");
+  REQUIRE(cached->trials.size() == static_cast<size_t>(known + 1));
+  CHECK(cached->trials[known].params.at("x").internal == 0.25);
+  auto events = a.storage().GetEvents(cached->record.id);
+  REQUIRE(events.ok());
+  CHECK(std::count_if(events->begin(), events->end(), [&](const model::EventRecord& e) {
+          return e.kind == "trial_enqueued" && e.trial_id == first->trial->id;
+        }) == 1);
+
+  // Beta enqueues one alpha has not read: alpha's pick is stale, decided again on the read.
+  common::Result<TrialRecord> betas = b.scheduler().Enqueue("enq", {{"x", "0.5"}});
+  REQUIRE(betas.ok());
+  std::shared_ptr<Answer> second = enqueue("0.75", false);
+  REQUIRE(second->trial.ok());
+  CHECK(second->trial->number == betas->number + 1);
+  // Beta's values again, skip_if_exists: its trial is answered, nothing stored.
+  std::shared_ptr<Answer> skipped = enqueue("0.5", true);
+  REQUIRE(skipped->trial.ok());
+  CHECK(skipped->skipped);
+  CHECK(skipped->trial->number == betas->number);
+  CHECK(c.Trials("enq").size() == static_cast<size_t>(second->trial->number + 1));
+  // A value outside the space: the verb's own error.
+  std::shared_ptr<Answer> bad = enqueue("7", false);
+  CHECK(bad->trial.status().code() == common::Code::kInvalidArgument);
+
+  c.RunToEnd();
+  CHECK(c.Study("enq").state == StudyState::kComplete);
+  CHECK(c.Trials("enq").size() == 8);
+}
+
 TEST_CASE("a claim off the loop that finds other nodes' trials under the lock picks again",
           "[scheduler][shared][reads][claims]") {
   SchedulerCluster c({"alpha", "beta"});
