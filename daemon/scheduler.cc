@@ -202,55 +202,14 @@ bool Scheduler::EnqueueOffLoop(const std::string& study_name,
                                std::map<std::string, std::string> params, bool skip_if_exists,
                                EnqueuedDone done) {
   if (!coordinator_->WritesOffLoop()) return false;
-  TryEnqueueOffLoop(study_name, std::move(params), skip_if_exists, std::move(done), 0);
+  const StudyRuntime* study = FindActive(study_name);
+  if (study == nullptr) {
+    done(StudyControl::NotLoadedHere(study_name), false);
+    return true;
+  }
+  control_->EnqueueOffLoop(study->record.id, study_name, std::move(params), skip_if_exists,
+                           std::move(done), 0);
   return true;
-}
-
-void Scheduler::TryEnqueueOffLoop(const std::string& study_name,
-                                  std::map<std::string, std::string> params, bool skip_if_exists,
-                                  EnqueuedDone done, int tries) {
-  if (shutting_down_) return done(common::Unavailable("triald is shutting down"), false);
-  StudyRuntime* study = FindActive(study_name);
-  if (study == nullptr) return done(StudyControl::NotLoadedHere(study_name), false);
-  Result<StudyControl::EnqueueDecision> decided =
-      control_->DecideEnqueue(*study, study_name, params, skip_if_exists);
-  if (!decided.ok()) return done(decided.status(), false);
-  if (decided->existing) return done(*decided->existing, true);
-  EnqueuePick pick;
-  pick.params = decided->params.params;
-  pick.deferred = StudyControl::DeferredText(decided->params);
-  pick.given = decided->params.given;
-  pick.number = static_cast<int>(study->trials.size());
-  pick.n_trials = study->record.n_trials;
-  if (skip_if_exists) pick.skip_if_has = params;
-  auto again = [this, study_name, params, skip_if_exists, done, tries]() mutable {
-    TryEnqueueOffLoop(study_name, std::move(params), skip_if_exists, std::move(done), tries + 1);
-  };
-  coordinator_->EnqueueOffLoop(
-      *study, std::move(pick),
-      [this, study_name, given = decided->params.given, again = std::move(again), done, tries](
-          StudyCache*, EnqueueMade made) mutable {
-        switch (made.outcome) {
-          case EnqueueMade::Outcome::kEnqueued:
-            options_.logger->info("study {} trial {} enqueued: {}", study_name, made.trial->number,
-                                  given);
-            Pump();
-            return done(*made.trial, false);
-          case EnqueueMade::Outcome::kSkipped:
-            options_.logger->info("study {}: enqueue skipped: {}", study_name, made.why);
-            return done(*made.trial, true);
-          case EnqueueMade::Outcome::kStale:
-            // Decided again on what the transaction read (applied to the cache now).
-            if (tries + 1 < kEnqueueTries) return again();
-            return done(common::Unavailable("study \"" + study_name +
-                                            "\" changed while the trial was being enqueued (" +
-                                            made.why + "); try again"),
-                        false);
-          case EnqueueMade::Outcome::kFailed:
-            if (StorageOutage::IsOutage(made.status)) OnStorageRefused(made.status);
-            return done(made.status, false);
-        }
-      });
 }
 
 Status Scheduler::Ask(const std::string& name, std::shared_ptr<common::UniqueFd> connection) {
@@ -325,7 +284,9 @@ model::StudyRecord Scheduler::AddSubmitted(PreparedStudy prepared, model::StudyR
   if (shutting_down_ || studies_.count(stored.id) != 0) {
     options_.logger->info(
         "study {} submitted: {}{}", stored.name, prepared.summary,
-        shutting_down_ ? " (stored; it starts when triald runs again)" : " (joined already)");
+        shutting_down_ ? " (stored: this daemon is stopping; it runs when a daemon of this storage "
+                         "takes it up)"
+                       : " (joined already)");
     return stored;
   }
   std::unique_ptr<StudyRuntime> study = loader_->Submitted(std::move(prepared), stored);

@@ -351,11 +351,10 @@ class Scheduler {
   // NodeCoordinator::EnqueueOffLoop), for a study active here whose record the caller has
   // checked (RUNNING) elsewhere: decided on the cached copy, stored under the study's lock by
   // the protocol's reads' thread, and decided again on what that read when storage had changed
-  // (at most kEnqueueTries times). `done` runs on the loop (perhaps before this returns) with
-  // the trial, or the error Enqueue would give, and whether it was skipped. False: not taken
-  // (no writes off the loop here): the caller uses Enqueue.
+  // (at most StudyControl::kEnqueueTries times). `done` runs on the loop (perhaps before this
+  // returns) with the trial, or the error Enqueue would give, and whether it was skipped. False:
+  // not taken (no writes off the loop here): the caller uses Enqueue.
   using EnqueuedDone = std::function<void(common::Result<model::TrialRecord>, bool skipped)>;
-  static constexpr int kEnqueueTries = 4;
   bool EnqueueOffLoop(const std::string& study_name, std::map<std::string, std::string> params,
                       bool skip_if_exists, EnqueuedDone done);
 
@@ -462,9 +461,6 @@ class Scheduler {
   // trial is picked here, claimed (or created) off the event loop, and launched by OnClaimed;
   // its slot and `gpus` are held meanwhile (claims_). False: nothing to claim now.
   bool ClaimOffLoop(StudyRuntime& study, TrialGpus gpus);
-  // One try of EnqueueOffLoop (`tries` made before it).
-  void TryEnqueueOffLoop(const std::string& study_name, std::map<std::string, std::string> params,
-                         bool skip_if_exists, EnqueuedDone done, int tries);
   // A claim ClaimOffLoop handed over is back: the trial launched (unless the study or this node
   // stopped meanwhile: its claim is given back then, ReleaseOffLoop), or the pick made again on
   // what was read (stale), or the failure taken as a refused write; then Pump().

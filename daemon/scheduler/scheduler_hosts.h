@@ -16,6 +16,7 @@
 #include "daemon/scheduler.h"
 #include "daemon/scheduler/node_coordinator.h"
 #include "daemon/scheduler/running_trials.h"
+#include "daemon/scheduler/storage_outage.h"
 #include "daemon/scheduler/study_control.h"
 #include "daemon/scheduler/study_fork_servers.h"
 #include "daemon/scheduler/study_loader.h"
@@ -104,6 +105,9 @@ class Scheduler::Control final : public ControlHost {
   }
   void StopTrials(StudyRuntime& study) override { s_->running_->StopStudy(study, false); }
   void Pump() override { s_->Pump(); }
+  void StorageRefused(const common::Status& status) override {
+    if (StorageOutage::IsOutage(status)) s_->OnStorageRefused(status);
+  }
 
  private:
   Scheduler* s_;

@@ -319,6 +319,54 @@ Result<model::TrialRecord> StudyControl::Enqueue(const std::string& name,
   return trial;
 }
 
+void StudyControl::EnqueueOffLoop(int64_t study_id, const std::string& name,
+                                  std::map<std::string, std::string> given, bool skip_if_exists,
+                                  EnqueuedDone done, int tries) {
+  if (options_.host->shutting_down()) {
+    return done(common::Unavailable("triald is shutting down"), false);
+  }
+  StudyRuntime* study = options_.host->ActiveStudy(study_id);
+  if (study == nullptr) return done(NotLoadedHere(name), false);
+  Result<EnqueueDecision> decided = DecideEnqueue(*study, name, given, skip_if_exists);
+  if (!decided.ok()) return done(decided.status(), false);
+  if (decided->existing) return done(*decided->existing, true);
+  EnqueuePick pick;
+  pick.params = decided->params.params;
+  pick.deferred = DeferredText(decided->params);
+  pick.given = decided->params.given;
+  pick.number = static_cast<int>(study->trials.size());
+  pick.n_trials = study->record.n_trials;
+  if (skip_if_exists) pick.skip_if_has = given;
+  auto again = [this, study_id, name, given, skip_if_exists, done, tries]() mutable {
+    EnqueueOffLoop(study_id, name, std::move(given), skip_if_exists, std::move(done), tries + 1);
+  };
+  options_.coordinator->EnqueueOffLoop(
+      *study, std::move(pick),
+      [this, name, values = decided->params.given, again = std::move(again), done, tries](
+          StudyCache*, EnqueueMade made) mutable {
+        switch (made.outcome) {
+          case EnqueueMade::Outcome::kEnqueued:
+            options_.logger->info("study {} trial {} enqueued: {}", name, made.trial->number,
+                                  values);
+            options_.host->Pump();
+            return done(*made.trial, false);
+          case EnqueueMade::Outcome::kSkipped:
+            options_.logger->info("study {}: enqueue skipped: {}", name, made.why);
+            return done(*made.trial, true);
+          case EnqueueMade::Outcome::kStale:
+            // Decided again on what the transaction read (applied to the cache now).
+            if (tries + 1 < kEnqueueTries) return again();
+            return done(common::Unavailable("study \"" + name +
+                                            "\" changed while the trial was being enqueued (" +
+                                            made.why + "); try again"),
+                        false);
+          case EnqueueMade::Outcome::kFailed:
+            options_.host->StorageRefused(made.status);
+            return done(made.status, false);
+        }
+      });
+}
+
 Status StudyControl::NotRunning(const std::string& name, StudyState state) {
   return common::FailedPrecondition("study \"" + name + "\" is " + model::StudyStateName(state) +
                                     "; expected a RUNNING study");

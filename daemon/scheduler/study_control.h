@@ -19,6 +19,7 @@
 // Thread-safety: not thread-safe; the scheduler's event-loop thread owns it.
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -61,6 +62,9 @@ class ControlHost {
   virtual void StopTrials(StudyRuntime& study) = 0;
   // Starts what the limits now allow.
   virtual void Pump() = 0;
+  // A write made off the loop failed with `status`: an outage holds the node (StorageOutage),
+  // anything else is the caller's to report.
+  virtual void StorageRefused(const common::Status& status) = 0;
 };
 
 class StudyControl {
@@ -97,6 +101,13 @@ class StudyControl {
   common::Result<EnqueueDecision> DecideEnqueue(StudyRuntime& study, const std::string& name,
                                                 const std::map<std::string, std::string>& given,
                                                 bool skip_if_exists);
+  // Scheduler::EnqueueOffLoop for the study `study_id` (`name`), active here: one try, and
+  // another on what a stale one read, up to kEnqueueTries in all (`tries` made before this).
+  using EnqueuedDone = std::function<void(common::Result<model::TrialRecord>, bool skipped)>;
+  static constexpr int kEnqueueTries = 4;
+  void EnqueueOffLoop(int64_t study_id, const std::string& name,
+                      std::map<std::string, std::string> given, bool skip_if_exists,
+                      EnqueuedDone done, int tries);
   // The enqueue's refusals: a study that is not RUNNING, one stored as RUNNING that this node
   // did not load (its sweep no longer builds).
   static common::Status NotRunning(const std::string& name, model::StudyState state);

@@ -44,6 +44,7 @@ class RecordingHost final : public ControlHost {
   }
   void StopTrials(StudyRuntime&) override { ++stops; }
   void Pump() override { ++pumps; }
+  void StorageRefused(const common::Status&) override {}
 };
 
 struct ControlFixture {
