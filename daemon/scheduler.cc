@@ -64,7 +64,6 @@ Scheduler::Scheduler(SchedulerOptions options)
   lo.storage = options_.storage;
   lo.clock = options_.clock;
   lo.logger = options_.logger;
-  lo.recorder = recorder_.get();
   lo.admission.env = options_.env;
   lo.admission.gpus = options_.gpus;
   lo.admission.trial_worker = options_.trial_worker;

@@ -10,9 +10,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <chrono>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <optional>
@@ -151,16 +153,15 @@ Status CallAsUser(const RunAs& user, const std::function<Status()>& check, doubl
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
   bool timed_out = false;
   for (;;) {
+    // Past the deadline the poll only looks (0 ms): what the child wrote, or the end of file
+    // once it has gone, is still taken.
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) {
-      timed_out = true;
-      break;
-    }
     pollfd p{pipe->read.get(), POLLIN, 0};
-    const int n = ::poll(&p, 1, static_cast<int>(left.count()));
+    const int n = ::poll(&p, 1, static_cast<int>(std::max<int64_t>(0, left.count())));
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
+      // Nothing to read and no end of file: the child still holds its end of the pipe.
       timed_out = n == 0;
       break;
     }
@@ -171,7 +172,7 @@ Status CallAsUser(const RunAs& user, const std::function<Status()>& check, doubl
     // An answer is a Status message (a path or two): bounded, whatever the child does.
     if (answer.size() < kMaxAnswerMessage + 64) answer.append(buf, static_cast<size_t>(got));
   }
-  // Not at end of file: the child still holds its end, so it has not exited and `pid` is its.
+  // Timed out only before the end of file: the child has not exited, so `pid` is still its.
   if (timed_out) ::kill(pid, SIGKILL);
   int wstatus = 0;
   if (reaping == ChildReaping::kWaitHere) {

@@ -7,7 +7,7 @@
 //           activated again): readmitted, built, and its stored trials loaded and counted.
 // The caller owns what it returns and decides when its trials start; nothing is started here.
 //
-// Owns: the StudyAdmission. Not owned: storage, clock, recorder.
+// Owns: the StudyAdmission. Not owned: storage, clock.
 //
 // Thread-safety: not thread-safe; the scheduler's event-loop thread only.
 
@@ -26,7 +26,6 @@
 #include "daemon/pruner/pruner.h"
 #include "daemon/sampler/sampler.h"
 #include "daemon/scheduler/admission.h"
-#include "daemon/scheduler/study_recorder.h"
 #include "daemon/scheduler/study_runtime.h"
 #include "daemon/storage/storage.h"
 
@@ -60,7 +59,6 @@ class StudyLoader {
     storage::Storage* storage = nullptr;   // not owned
     const common::Clock* clock = nullptr;  // not owned
     common::Logger logger;
-    StudyRecorder* recorder = nullptr;  // not owned: the study_submitted event
     StudyAdmission::Options admission;  // whether a sweep may run on this node
     // Draws a seed for sweeps that give none; empty: 0.
     std::function<uint64_t()> seed_source;

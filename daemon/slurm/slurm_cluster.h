@@ -11,8 +11,9 @@
 // answering) refuses the study, saying so. CancelLeftovers runs squeue and scancel and waits for
 // them (at most command_timeout_s each): the daemon calls it at start, before its event loop.
 //
-// Thread-safety: Check and CancelLeftovers from one thread (the event loop's); the prober
-// thread shares only the snapshot, under a mutex.
+// Thread-safety: Check from any thread (the control server's admissions thread at submit, the
+// event loop when a stored study is loaded again): what it reads of the snapshot, and the
+// prober's start, are under the mutex the prober shares; CancelLeftovers from one thread.
 
 #include <chrono>
 #include <condition_variable>

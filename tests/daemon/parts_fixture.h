@@ -36,14 +36,13 @@ struct PartsFixture {
     return MakeNodeCoordinator(std::move(o));
   }
 
-  // A StudyLoader's options over this storage and recorder; sweeps are admitted against `env`
+  // A StudyLoader's options over this storage; sweeps are admitted against `env`
   // with PATH=/usr/bin.
   StudyLoader::Options LoaderOptions(SchedulerEnv* env) {
     StudyLoader::Options o;
     o.storage = storage.get();
     o.clock = &clock;
     o.logger = common::MakeNullLogger();
-    o.recorder = recorder.get();
     o.admission.env = env;
     o.admission.base_env = {"PATH=/usr/bin"};
     return o;
